@@ -1,0 +1,39 @@
+# Kiosk: every target installs what it needs first.
+SWIFT ?= swift
+DEV_PACKAGES := libcurl4-openssl-dev libarchive-dev libsqlite3-dev pkg-config
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: deps build test demo serve clean
+
+## Install the C libraries' -dev packages with apt-get when any is missing.
+deps:
+	@missing=""; \
+	for package in $(DEV_PACKAGES); do \
+		dpkg -s $$package >/dev/null 2>&1 || missing="$$missing $$package"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+## Build and run every test.
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+## The main job end to end on the bundled Catalog/ and Content/.
+demo: deps
+	$(SWIFT) build -c release --product kiosk
+	KIOSK=$$($(SWIFT) build -c release --show-bin-path)/kiosk scripts/demo.sh
+
+## Run the server over the bundled store on port 8080.
+serve: deps
+	$(SWIFT) build -c release --product kiosk
+	$$($(SWIFT) build -c release --show-bin-path)/kiosk serve
+
+clean:
+	rm -rf .build .kiosk-server

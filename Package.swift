@@ -1,0 +1,112 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "kiosk",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "kiosk", targets: ["kiosk"]),
+        .library(name: "KioskClient", targets: ["KioskClient"]),
+        .library(name: "KioskServer", targets: ["KioskServer"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "CArchive",
+            pkgConfig: "libarchive",
+            providers: [.apt(["libarchive-dev"])]
+        ),
+        .target(
+            name: "KioskCore",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "KioskArchive",
+            dependencies: [
+                "CArchive",
+                "KioskCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "KioskTransfer",
+            dependencies: [
+                "CCurl",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "KioskServer",
+            dependencies: [
+                "KioskCore",
+                "KioskArchive",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "KioskClient",
+            dependencies: [
+                "KioskCore",
+                "KioskTransfer",
+                "KioskArchive",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "kiosk",
+            dependencies: [
+                "KioskServer",
+                "KioskClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "KioskTestSupport",
+            dependencies: ["KioskCore", "KioskServer"],
+            path: "Tests/KioskTestSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "KioskCoreTests", dependencies: ["KioskCore", "KioskTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "KioskArchiveTests", dependencies: ["KioskArchive", "KioskTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "KioskTransferTests", dependencies: ["KioskTransfer"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "KioskServerTests",
+            dependencies: ["KioskServer", "KioskTestSupport", .product(name: "HummingbirdTesting", package: "hummingbird")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "KioskClientTests", dependencies: ["KioskClient", "KioskServer", "KioskTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "KioskCLITests", dependencies: ["KioskCore", "KioskTestSupport"], swiftSettings: swiftSettings),
+    ]
+)

@@ -1,0 +1,62 @@
+import Foundation
+import GRDB
+
+/// The client's one SQLite database (WAL), with named forward-only migrations.
+public struct ClientDatabase: Sendable {
+    public let pool: DatabasePool
+
+    /// Opens (or creates) the database at `url` and migrates it to the current schema.
+    public init(url: URL) throws {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        pool = try DatabasePool(path: url.path, configuration: configuration)
+        try Self.migrator.migrate(pool)
+    }
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-settings-and-catalog") { db in
+            try db.create(table: Setting.databaseTableName) { table in
+                table.primaryKey("key", .text)
+                table.column("value", .text).notNull()
+            }
+            try db.create(table: CachedProduct.databaseTableName) { table in
+                table.primaryKey("id", .text)
+                table.column("kind", .text).notNull()
+                table.column("title", .text).notNull()
+                table.column("json", .blob).notNull()
+            }
+        }
+        return migrator
+    }
+}
+
+/// One remembered value: the server URL, the catalog's ETag, when it was last synced.
+struct Setting: Codable, FetchableRecord, PersistableRecord {
+    static let databaseTableName = "setting"
+    var key: String
+    var value: String
+
+    enum Key {
+        static let server = "server"
+        static let catalogETag = "catalog.etag"
+        static let catalogSyncedAt = "catalog.syncedAt"
+    }
+
+    static func value(_ key: String, in db: Database) throws -> String? {
+        try Setting.fetchOne(db, key: key)?.value
+    }
+
+    static func set(_ key: String, to value: String, in db: Database) throws {
+        try Setting(key: key, value: value).save(db)
+    }
+}
+
+/// A product of the last synced catalog, kept whole as the JSON the server sent.
+struct CachedProduct: Codable, FetchableRecord, PersistableRecord {
+    static let databaseTableName = "product"
+    var id: String
+    var kind: String
+    var title: String
+    var json: Data
+}

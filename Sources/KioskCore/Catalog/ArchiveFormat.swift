@@ -1,0 +1,10 @@
+/// The archive format a product's content is delivered in.
+public enum ArchiveFormat: String, Codable, Sendable, CaseIterable {
+    case zip
+    case tarGz = "tar.gz"
+    /// An EPUB is a zip container; only ready-made files use it.
+    case epub
+
+    /// The file-name extension, without the leading dot.
+    public var fileExtension: String { rawValue }
+}

@@ -1,0 +1,278 @@
+import Foundation
+
+/// Reads the human-edited master list (`Catalog/*.json`) and validates every product.
+///
+/// Each catalog file is `{"products": [ … ]}`. The loader reads fields one by one rather than
+/// through `Codable`, so that every refusal can name the file, the product and the field.
+public struct CatalogLoader: Sendable {
+    public var catalogDirectory: URL
+    public var contentDirectory: URL
+
+    public init(catalogDirectory: URL, contentDirectory: URL) {
+        self.catalogDirectory = catalogDirectory
+        self.contentDirectory = contentDirectory
+    }
+
+    /// Loads and validates every catalog file.
+    /// - Throws: ``CatalogError`` for the first problem found.
+    public func load() throws -> [CatalogEntry] {
+        let files: [URL]
+        do {
+            files = try FileManager.default.contentsOfDirectory(
+                at: catalogDirectory, includingPropertiesForKeys: nil
+            )
+            .filter { $0.pathExtension == "json" }
+            .sorted { $0.lastPathComponent < $1.lastPathComponent }
+        } catch {
+            throw CatalogError(
+                .unreadableFile, file: catalogDirectory.path,
+                message: "cannot read the catalog folder; check the --catalog path")
+        }
+        guard !files.isEmpty else {
+            throw CatalogError(
+                .emptyCatalog, file: catalogDirectory.path,
+                message: "holds no .json catalog file; add one with {\"products\": [...]}")
+        }
+
+        var entries: [CatalogEntry] = []
+        var fileOfID: [String: String] = [:]
+        for file in files {
+            for entry in try loadFile(file) {
+                if let first = fileOfID[entry.product.id] {
+                    throw CatalogError(
+                        .duplicateID, file: entry.file, productID: entry.product.id, field: "id",
+                        message: "is already used by a product in \(first); product IDs must be unique")
+                }
+                fileOfID[entry.product.id] = entry.file
+                entries.append(entry)
+            }
+        }
+        try checkSeries(entries)
+        return entries.sorted { $0.product.id < $1.product.id }
+    }
+
+    private func loadFile(_ url: URL) throws -> [CatalogEntry] {
+        let name = displayName(url)
+        let json: Any
+        do {
+            let data = try Data(contentsOf: url)
+            json = try JSONSerialization.jsonObject(with: data)
+        } catch let error as CocoaError where error.code == .fileReadNoSuchFile || error.code == .fileReadNoPermission {
+            throw CatalogError(.unreadableFile, file: name, message: "cannot be read")
+        } catch {
+            throw CatalogError(.malformedJSON, file: name, message: "is not valid JSON (\(error.localizedDescription))")
+        }
+        guard let root = json as? [String: Any], let list = root["products"] as? [Any] else {
+            throw CatalogError(.malformedJSON, file: name, message: "must be an object with a \"products\" array")
+        }
+        return try list.enumerated().map { index, item in
+            guard let object = item as? [String: Any] else {
+                throw CatalogError(.wrongType, file: name, productID: "#\(index + 1)", message: "must be a JSON object")
+            }
+            return try entry(from: FieldReader(object: object, file: name, index: index))
+        }
+    }
+
+    private func entry(from reader: FieldReader) throws -> CatalogEntry {
+        var reader = reader
+        let id = try reader.string("id")
+        reader.productID = id
+        guard id.range(of: #"^[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*){2,}$"#, options: .regularExpression) != nil else {
+            throw reader.error(.badID, "id", "\"\(id)\" is not a reverse-DNS product ID like com.example.books.title")
+        }
+        let kindName = try reader.string("kind")
+        guard let kind = ProductKind(rawValue: kindName) else {
+            let known = ProductKind.allCases.map(\.rawValue).joined(separator: ", ")
+            throw reader.error(.unknownKind, "kind", "\"\(kindName)\" is not a product kind; use one of \(known)")
+        }
+        let title = try reader.string("title")
+        guard !title.trimmingCharacters(in: .whitespaces).isEmpty else {
+            throw reader.error(.missingField, "title", "must not be empty")
+        }
+        let summary = try reader.optionalString("summary") ?? ""
+        let amount = try reader.string("price")
+        guard amount.range(of: #"^(0|[1-9][0-9]*)(\.[0-9]{1,2})?$"#, options: .regularExpression) != nil else {
+            throw reader.error(.badPrice, "price", "\"\(amount)\" is not a decimal amount like 4.99")
+        }
+        let currency = try reader.string("currency")
+        guard currency.range(of: "^[A-Z]{3}$", options: .regularExpression) != nil else {
+            throw reader.error(.badPrice, "currency", "\"\(currency)\" is not an ISO 4217 code like USD")
+        }
+        var product = Product(
+            id: id, kind: kind, title: title, summary: summary,
+            price: Price(amount: amount, currency: currency))
+        product.creditPrice = try reader.positiveInt("creditPrice")
+        product.credits = try reader.positiveInt("credits")
+        product.series = try reader.optionalString("series")
+        product.issueNumber = try reader.positiveInt("issueNumber")
+        product.periodMonths = try reader.positiveInt("periodMonths")
+        if let date = try reader.optionalString("publicationDate") {
+            guard Self.isCalendarDate(date) else {
+                throw reader.error(.badDate, "publicationDate", "\"\(date)\" is not a date like 2026-09-01")
+            }
+            product.publicationDate = date
+        }
+        let content = try contentSource(reader)
+        try reader.rejectUnknownFields()
+        try checkKind(product, content: content, reader: reader)
+        return CatalogEntry(product: product, content: content, file: reader.file)
+    }
+
+    private func contentSource(_ reader: FieldReader) throws -> ContentSource? {
+        guard let object = try reader.optionalObject("content") else { return nil }
+        var inner = FieldReader(object: object, file: reader.file, index: reader.index, prefix: "content.")
+        inner.productID = reader.productID
+        let path = try inner.string("path")
+        let formatName = try inner.string("format")
+        try inner.rejectUnknownFields()
+        guard let format = ArchiveFormat(rawValue: formatName) else {
+            let known = ArchiveFormat.allCases.map(\.rawValue).joined(separator: ", ")
+            throw inner.error(.badContent, "format", "\"\(formatName)\" is not a supported format; use one of \(known)")
+        }
+        guard !path.hasPrefix("/"), !path.split(separator: "/").contains("..") else {
+            throw inner.error(.badContent, "path", "\"\(path)\" must be a relative path inside the content folder")
+        }
+        let location = contentDirectory.appendingPathComponent(path)
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: location.path, isDirectory: &isDirectory) else {
+            throw inner.error(.missingContent, "path", "\(location.path) does not exist; add the content or fix the path")
+        }
+        if isDirectory.boolValue, format == .epub {
+            throw inner.error(.badContent, "format", "epub is served only from a ready-made file, not packed from a folder")
+        }
+        return ContentSource(location: location, isFolder: isDirectory.boolValue, format: format)
+    }
+
+    private func checkKind(_ product: Product, content: ContentSource?, reader: FieldReader) throws {
+        switch product.kind {
+        case .consumable:
+            guard product.credits != nil else {
+                throw reader.error(.missingField, "credits", "a consumable must say how many credits it adds")
+            }
+            for (field, value) in [("content", content as Any?), ("series", product.series), ("creditPrice", product.creditPrice)] where value != nil {
+                throw reader.error(.kindMismatch, field, "is not allowed on a consumable")
+            }
+        case .nonConsumable:
+            guard content != nil else {
+                throw reader.error(.missingField, "content", "a book or an issue needs its content {path, format}")
+            }
+            if product.series != nil {
+                guard product.issueNumber != nil else {
+                    throw reader.error(.missingField, "issueNumber", "an issue of a series needs its number")
+                }
+                guard product.publicationDate != nil else {
+                    throw reader.error(.missingField, "publicationDate", "an issue of a series needs its publication date")
+                }
+            }
+            for (field, value) in [("credits", product.credits as Any?), ("periodMonths", product.periodMonths)] where value != nil {
+                throw reader.error(.kindMismatch, field, "is not allowed on a non-consumable")
+            }
+        case .subscription:
+            guard product.series != nil else {
+                throw reader.error(.missingField, "series", "a subscription must name the series it covers")
+            }
+            guard product.periodMonths != nil else {
+                throw reader.error(.missingField, "periodMonths", "a subscription must say how many months a period lasts")
+            }
+            for (field, value) in [("content", content as Any?), ("credits", product.credits), ("creditPrice", product.creditPrice)] where value != nil {
+                throw reader.error(.kindMismatch, field, "is not allowed on a subscription")
+            }
+        }
+    }
+
+    private func checkSeries(_ entries: [CatalogEntry]) throws {
+        let seriesWithIssues = Set(entries.filter { $0.product.kind == .nonConsumable }.compactMap(\.product.series))
+        for entry in entries where entry.product.kind == .subscription {
+            guard let series = entry.product.series, seriesWithIssues.contains(series) else {
+                throw CatalogError(
+                    .unknownSeries, file: entry.file, productID: entry.product.id, field: "series",
+                    message: "\"\(entry.product.series ?? "")\" has no issue in the catalog; add an issue with this series")
+            }
+        }
+    }
+
+    private func displayName(_ url: URL) -> String {
+        catalogDirectory.lastPathComponent + "/" + url.lastPathComponent
+    }
+
+    /// True for a real calendar date written `yyyy-MM-dd`.
+    public static func isCalendarDate(_ text: String) -> Bool {
+        guard text.range(of: #"^\d{4}-\d{2}-\d{2}$"#, options: .regularExpression) != nil else { return false }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd"
+        guard let date = formatter.date(from: text) else { return false }
+        return formatter.string(from: date) == text
+    }
+}
+
+/// Reads typed fields of one catalog object, remembering which ones were read.
+private struct FieldReader {
+    let object: [String: Any]
+    let file: String
+    let index: Int
+    var prefix = ""
+    var productID: String?
+
+    init(object: [String: Any], file: String, index: Int, prefix: String = "") {
+        self.object = object
+        self.file = file
+        self.index = index
+        self.prefix = prefix
+    }
+
+    static let knownFields: [String: Set<String>] = [
+        "": ["id", "kind", "title", "summary", "price", "currency", "creditPrice", "credits", "series",
+             "issueNumber", "publicationDate", "periodMonths", "content"],
+        "content.": ["path", "format"],
+    ]
+
+    func error(_ rule: CatalogError.Rule, _ field: String, _ message: String) -> CatalogError {
+        CatalogError(rule, file: file, productID: productID ?? "#\(index + 1)", field: prefix + field, message: message)
+    }
+
+    func string(_ field: String) throws -> String {
+        guard let value = try optionalString(field) else {
+            throw error(.missingField, field, "is required")
+        }
+        return value
+    }
+
+    func optionalString(_ field: String) throws -> String? {
+        guard let raw = object[field], !(raw is NSNull) else { return nil }
+        guard let value = raw as? String else {
+            throw error(.wrongType, field, "must be a string")
+        }
+        return value
+    }
+
+    func optionalObject(_ field: String) throws -> [String: Any]? {
+        guard let raw = object[field], !(raw is NSNull) else { return nil }
+        guard let value = raw as? [String: Any] else {
+            throw error(.wrongType, field, "must be an object")
+        }
+        return value
+    }
+
+    func positiveInt(_ field: String) throws -> Int? {
+        guard let raw = object[field], !(raw is NSNull) else { return nil }
+        // JSONSerialization gives NSNumber for booleans and numbers alike; its type code tells them apart.
+        guard let number = raw as? NSNumber, String(cString: number.objCType) != "c",
+              number.doubleValue == Double(number.intValue)
+        else {
+            throw error(.wrongType, field, "must be a whole number")
+        }
+        guard number.intValue > 0 else {
+            throw error(.badNumber, field, "must be greater than zero, not \(number.intValue)")
+        }
+        return number.intValue
+    }
+
+    func rejectUnknownFields() throws {
+        let known = Self.knownFields[prefix] ?? []
+        if let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
+            throw error(.unknownField, unknown, "is not a catalog field; check its spelling")
+        }
+    }
+}

@@ -1,0 +1,71 @@
+/// A product as the server publishes it in `GET /v1/catalog` and as the client caches it.
+public struct Product: Codable, Sendable, Equatable, Identifiable {
+    public var id: String
+    public var kind: ProductKind
+    public var title: String
+    public var summary: String
+    public var price: Price
+    /// Credits that buy this product instead of money (books and issues only).
+    public var creditPrice: Int?
+    /// Credits a credit pack adds to the balance, per unit bought.
+    public var credits: Int?
+    /// The series an issue belongs to, or the series a subscription covers.
+    public var series: String?
+    /// The issue number inside its series.
+    public var issueNumber: Int?
+    /// `yyyy-MM-dd`, for magazine issues.
+    public var publicationDate: String?
+    /// The length of a subscription period in months.
+    public var periodMonths: Int?
+    /// What the client downloads once the product is owned.
+    public var content: ContentDescriptor?
+
+    public init(
+        id: String, kind: ProductKind, title: String, summary: String, price: Price,
+        creditPrice: Int? = nil, credits: Int? = nil, series: String? = nil, issueNumber: Int? = nil,
+        publicationDate: String? = nil, periodMonths: Int? = nil, content: ContentDescriptor? = nil
+    ) {
+        self.id = id
+        self.kind = kind
+        self.title = title
+        self.summary = summary
+        self.price = price
+        self.creditPrice = creditPrice
+        self.credits = credits
+        self.series = series
+        self.issueNumber = issueNumber
+        self.publicationDate = publicationDate
+        self.periodMonths = periodMonths
+        self.content = content
+    }
+}
+
+/// A price as a decimal string and an ISO 4217 currency code; never a floating-point number.
+public struct Price: Codable, Sendable, Equatable, CustomStringConvertible {
+    public var amount: String
+    public var currency: String
+
+    public init(amount: String, currency: String) {
+        self.amount = amount
+        self.currency = currency
+    }
+
+    public var description: String { "\(amount) \(currency)" }
+}
+
+/// The downloadable content of a product: what the client checks the bytes against.
+public struct ContentDescriptor: Codable, Sendable, Equatable {
+    public var format: ArchiveFormat
+    public var size: Int64
+    /// Lowercase hex SHA-256 of the archive; also the content's strong ETag.
+    public var sha256: String
+    /// A short name for this content version; changes whenever the bytes change.
+    public var version: String
+
+    public init(format: ArchiveFormat, size: Int64, sha256: String, version: String) {
+        self.format = format
+        self.size = size
+        self.sha256 = sha256
+        self.version = version
+    }
+}

@@ -1,0 +1,41 @@
+import Foundation
+import KioskArchive
+import KioskCore
+
+/// One loaded catalog, ready to serve: the products, the response bodies and where each archive is.
+public struct PublishedCatalog: Sendable {
+    public let products: [String: Product]
+    public let archives: [String: PackedContent]
+    /// The JSON body of `GET /v1/catalog`, and its gzip form.
+    public let body: Data
+    public let gzippedBody: Data
+    /// Quoted strong entity tags of the identity and gzip bodies.
+    public let etag: String
+    public let gzipETag: String
+
+    /// Packs what needs packing and builds the response bodies.
+    public init(entries: [CatalogEntry], contentStore: ContentStore) throws {
+        var products: [String: Product] = [:]
+        var archives: [String: PackedContent] = [:]
+        for entry in entries {
+            var product = entry.product
+            if let source = entry.content {
+                let packed = try contentStore.prepare(productID: product.id, source: source)
+                product.content = ContentDescriptor(
+                    format: source.format, size: packed.size, sha256: packed.sha256,
+                    version: String(packed.sha256.prefix(12)))
+                archives[product.id] = packed
+            }
+            products[product.id] = product
+        }
+        let body = try JSONEncoder.kiosk.encode(CatalogDocument(products: Array(products.values)))
+        let digest = FileDigest.sha256(of: body)
+        self.products = products
+        self.archives = archives
+        self.body = body
+        self.gzippedBody = try Gzip.compress(body)
+        // The gzip body is a different representation, so it gets a different strong tag.
+        self.etag = "\"\(digest)\""
+        self.gzipETag = "\"\(digest)-gzip\""
+    }
+}

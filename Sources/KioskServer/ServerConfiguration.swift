@@ -1,0 +1,26 @@
+import Foundation
+
+/// Where the server finds its products and keeps its state, and where it listens.
+public struct ServerConfiguration: Sendable {
+    public var catalogDirectory: URL
+    public var contentDirectory: URL
+    /// Packed archives, keys and the server's database.
+    public var dataDirectory: URL
+    public var host: String
+    /// 0 picks a free port.
+    public var port: Int
+
+    public init(
+        catalogDirectory: URL = URL(fileURLWithPath: "Catalog"),
+        contentDirectory: URL = URL(fileURLWithPath: "Content"),
+        dataDirectory: URL = URL(fileURLWithPath: ".kiosk-server"),
+        host: String = "127.0.0.1",
+        port: Int = 8080
+    ) {
+        self.catalogDirectory = catalogDirectory
+        self.contentDirectory = contentDirectory
+        self.dataDirectory = dataDirectory
+        self.host = host
+        self.port = port
+    }
+}

@@ -1,0 +1,108 @@
+import CCurl
+import Foundation
+
+/// Owns one libcurl easy handle and cleans it up when released.
+///
+/// Result codes turn into ``TransferError`` in one place; curl's own detailed message (the
+/// error buffer) is kept so an error can say more than the generic text of its code.
+final class CurlEasy {
+    let handle: UnsafeMutableRawPointer
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+    let url: String
+
+    init(url: String) throws {
+        CurlGlobal.initializeOnce()
+        guard let handle = curl_easy_init() else {
+            throw TransferError(url: url, kind: .failed, message: "libcurl could not create a handle")
+        }
+        self.handle = handle
+        self.url = url
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        try set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(errorBuffer))
+        try set(CURLOPT_URL, url)
+        try set(CURLOPT_NOSIGNAL, 1)
+        try set(CURLOPT_USERAGENT, "kiosk/1")
+    }
+
+    deinit {
+        curl_easy_cleanup(handle)
+        curl_slist_free_all(headerList)
+        errorBuffer.deallocate()
+    }
+
+    func set(_ option: CURLoption, _ value: Int) throws {
+        try check(kiosk_curl_easy_setopt_long(handle, option, value))
+    }
+
+    func set(_ option: CURLoption, offset value: Int64) throws {
+        try check(kiosk_curl_easy_setopt_off_t(handle, option, curl_off_t(value)))
+    }
+
+    /// libcurl copies string options, so the Swift string need not outlive the call.
+    func set(_ option: CURLoption, _ value: String) throws {
+        try check(kiosk_curl_easy_setopt_string(handle, option, value))
+    }
+
+    func set(_ option: CURLoption, pointer value: UnsafeMutableRawPointer?) throws {
+        try check(kiosk_curl_easy_setopt_pointer(handle, option, value))
+    }
+
+    func set(_ option: CURLoption, callback: kiosk_curl_data_callback) throws {
+        try check(kiosk_curl_easy_setopt_data_callback(handle, option, callback))
+    }
+
+    func set(_ option: CURLoption, progress: kiosk_curl_xferinfo_callback) throws {
+        try check(kiosk_curl_easy_setopt_xferinfo_callback(handle, option, progress))
+    }
+
+    /// Replaces the request headers; the list lives as long as the handle.
+    func setHeaders(_ headers: [(name: String, value: String)]) throws {
+        curl_slist_free_all(headerList)
+        headerList = nil
+        for header in headers {
+            headerList = curl_slist_append(headerList, "\(header.name): \(header.value)")
+        }
+        try check(kiosk_curl_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList))
+    }
+
+    func info(_ info: CURLINFO) -> Int {
+        var value = 0
+        _ = kiosk_curl_easy_getinfo_long(handle, info, &value)
+        return value
+    }
+
+    func info(offset info: CURLINFO) -> Int64 {
+        var value: curl_off_t = 0
+        _ = kiosk_curl_easy_getinfo_off_t(handle, info, &value)
+        return Int64(value)
+    }
+
+    /// Runs the transfer to the end on the calling thread.
+    func perform() throws {
+        try check(curl_easy_perform(handle))
+    }
+
+    /// Turns a result code into a ``TransferError`` naming the URL.
+    func check(_ code: CURLcode) throws {
+        guard code != CURLE_OK else { return }
+        throw error(for: code)
+    }
+
+    func error(for code: CURLcode) -> TransferError {
+        let detail = String(cString: errorBuffer)
+        let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        return TransferError(url: url, kind: TransferError.Kind(code), message: message)
+    }
+}
+
+/// `curl_global_init` must run once, before any other libcurl call, and is not thread-safe.
+enum CurlGlobal {
+    private static let initialized: Bool = {
+        curl_global_init(Int(CURL_GLOBAL_ALL)) == CURLE_OK
+    }()
+
+    static func initializeOnce() {
+        _ = initialized
+    }
+}

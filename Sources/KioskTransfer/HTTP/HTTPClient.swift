@@ -1,0 +1,120 @@
+import CCurl
+import Foundation
+
+/// A request with its body in memory: API calls, not content downloads.
+public struct HTTPRequest: Sendable {
+    public var method: String
+    public var url: String
+    public var headers: [(name: String, value: String)]
+    public var body: Data?
+    /// Seconds for the whole exchange.
+    public var timeout: Int
+
+    public init(method: String = "GET", url: String, headers: [(name: String, value: String)] = [], body: Data? = nil, timeout: Int = 60) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+    }
+}
+
+/// A response with its body in memory. Header names are lowercased.
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    public var headers: [String: String]
+    public var body: Data
+
+    public init(status: Int, headers: [String: String], body: Data) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// Sends small API requests with libcurl, one easy handle each, on a background thread.
+public struct HTTPClient: Sendable {
+    public init() {}
+
+    /// Sends `request` and returns whatever status the server answered.
+    /// - Throws: ``TransferError`` when no complete response arrived.
+    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try Self.perform(request) })
+            }
+        }
+    }
+
+    static func perform(_ request: HTTPRequest) throws -> HTTPResponse {
+        let easy = try CurlEasy(url: request.url)
+        let sink = ResponseSink()
+        let sinkPointer = Unmanaged.passUnretained(sink).toOpaque()
+        try easy.set(CURLOPT_WRITEFUNCTION, callback: ResponseSink.onBody)
+        try easy.set(CURLOPT_WRITEDATA, pointer: sinkPointer)
+        try easy.set(CURLOPT_HEADERFUNCTION, callback: ResponseSink.onHeader)
+        try easy.set(CURLOPT_HEADERDATA, pointer: sinkPointer)
+        // An empty string asks for every encoding libcurl can decode, and decodes it.
+        try easy.set(CURLOPT_ACCEPT_ENCODING, "")
+        try easy.set(CURLOPT_CONNECTTIMEOUT, 10)
+        try easy.set(CURLOPT_TIMEOUT, request.timeout)
+        switch request.method {
+        case "GET": break
+        case "HEAD": try easy.set(CURLOPT_NOBODY, 1)
+        case "POST": try easy.set(CURLOPT_POST, 1)
+        default: try easy.set(CURLOPT_CUSTOMREQUEST, request.method)
+        }
+        var headers = request.headers
+        if let body = request.body {
+            try easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: Int64(body.count))
+            if let text = String(data: body, encoding: .utf8), !text.contains("\0") {
+                try easy.set(CURLOPT_COPYPOSTFIELDS, text)
+            } else {
+                throw TransferError(url: request.url, kind: .failed, message: "request bodies must be UTF-8 text")
+            }
+            if !headers.contains(where: { $0.name.lowercased() == "content-type" }) {
+                headers.append((name: "Content-Type", value: "application/json"))
+            }
+        } else if request.method == "POST" {
+            try easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: 0)
+        }
+        headers.append((name: "Expect", value: ""))
+        try easy.setHeaders(headers)
+        try easy.perform()
+        return HTTPResponse(status: easy.info(CURLINFO_RESPONSE_CODE), headers: sink.headers, body: sink.body)
+    }
+}
+
+/// Collects a response's headers and body from libcurl's callbacks.
+final class ResponseSink {
+    var headers: [String: String] = [:]
+    var body = Data()
+
+    static let onBody: kiosk_curl_data_callback = { buffer, size, count, userdata in
+        guard let buffer, let userdata else { return 0 }
+        let sink = Unmanaged<ResponseSink>.fromOpaque(userdata).takeUnretainedValue()
+        sink.body.append(UnsafeRawPointer(buffer).assumingMemoryBound(to: UInt8.self), count: size * count)
+        return size * count
+    }
+
+    static let onHeader: kiosk_curl_data_callback = { buffer, size, count, userdata in
+        guard let buffer, let userdata else { return 0 }
+        let sink = Unmanaged<ResponseSink>.fromOpaque(userdata).takeUnretainedValue()
+        let line = String(decoding: UnsafeRawBufferPointer(start: buffer, count: size * count), as: UTF8.self)
+        sink.addHeaderLine(line)
+        return size * count
+    }
+
+    /// A status line starts a new response (after a 100 Continue or a redirect): forget the old headers.
+    func addHeaderLine(_ line: String) {
+        let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
+        if trimmed.hasPrefix("HTTP/") {
+            headers = [:]
+            return
+        }
+        guard let colon = trimmed.firstIndex(of: ":") else { return }
+        let name = trimmed[..<colon].lowercased()
+        let value = trimmed[trimmed.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        headers[name] = headers[name].map { "\($0), \(value)" } ?? value
+    }
+}

@@ -1,0 +1,44 @@
+import ArgumentParser
+import Foundation
+import Logging
+
+/// The `kiosk` command: a content store's server and its reader's client in one tool.
+@main
+struct Kiosk: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "kiosk",
+        abstract: "A server-delivered content store for books and magazines.",
+        discussion: """
+            Run `kiosk serve` over a Catalog/ and Content/ folder; run the other commands as a reader.
+
+            Exit status: 0 done, 1 failed, 2 usage error.
+            """,
+        subcommands: [Serve.self, Sync.self, Products.self]
+    )
+}
+
+/// Logs go to stderr so that stdout carries only what a command reports.
+enum LogSetup {
+    private static let bootstrapped: Void = {
+        let level = ProcessInfo.processInfo.environment["KIOSK_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:))
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level ?? (label == "kiosk.server" ? .info : .warning)
+            return handler
+        }
+    }()
+
+    static func bootstrap() { _ = bootstrapped }
+}
+
+/// Runs a command body, turning any error into one line on stderr and exit status 1.
+func reportingErrors(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let error as ExitCode {
+        throw error
+    } catch {
+        FileHandle.standardError.write(Data("kiosk: \(error)\n".utf8))
+        throw ExitCode.failure
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import KioskClient
+import KioskCore
+import KioskServer
+import KioskTestSupport
+import Testing
+
+@Suite("Catalog sync against a live server")
+struct CatalogSyncTests {
+    static func configuration(_ store: SampleStore) -> ServerConfiguration {
+        ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+    }
+
+    @Test("the first sync adds every product; the next one is a 304 that changes nothing")
+    func firstAndUnchangedSync() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let client = try KioskClient(home: KioskHome(root: directory.path("home")))
+        try await LiveServer.run(Self.configuration(store)) { _, url in
+            let first = try await client.syncCatalog(server: url)
+            #expect(first.added.count == 9)
+            #expect(first.changed.isEmpty && first.removed.isEmpty && !first.notModified)
+
+            let second = try await client.syncCatalog(server: url)
+            #expect(second == SyncReport(notModified: true))
+        }
+        let (products, syncedAt) = try await client.cachedCatalog()
+        #expect(products.count == 9)
+        #expect(products.map(\.id) == products.map(\.id).sorted())
+        #expect(try #require(syncedAt).timeIntervalSinceNow > -60)
+    }
+
+    @Test("a product added, one changed and one removed between syncs are each reported")
+    func addedChangedRemoved() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let client = try KioskClient(home: KioskHome(root: directory.path("home")))
+        try await LiveServer.run(Self.configuration(store)) { server, url in
+            _ = try await client.syncCatalog(server: url)
+
+            try store.editCatalog("credits.json") { products in
+                products.removeAll { ($0["id"] as? String) == "com.kiosk.credits.pack-10" }
+                var pack = products[0]
+                pack["id"] = "com.kiosk.credits.pack-25"
+                pack["credits"] = 25
+                products.append(pack)
+            }
+            try store.editCatalog("books.json") { products in products[0]["price"] = "5.99" }
+            #expect(await server.catalog.reload())
+
+            let report = try await client.syncCatalog(server: url)
+            #expect(report.added == ["com.kiosk.credits.pack-25"])
+            #expect(report.changed == ["com.kiosk.books.lighthouse-keeper"])
+            #expect(report.removed == ["com.kiosk.credits.pack-10"])
+        }
+        let products = try await client.cachedCatalog().products
+        #expect(products.first { $0.id == "com.kiosk.books.lighthouse-keeper" }?.price.amount == "5.99")
+        #expect(!products.contains { $0.id == "com.kiosk.credits.pack-10" })
+    }
+
+    @Test("new content in a folder shows as a changed product with a new version")
+    func changedContent() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let client = try KioskClient(home: KioskHome(root: directory.path("home")))
+        try await LiveServer.run(Self.configuration(store)) { server, url in
+            _ = try await client.syncCatalog(server: url)
+            let before = try await client.cachedCatalog().products.first { $0.id == "com.kiosk.magazines.harbor-monthly.issue-03" }
+            try Data("<p>Corrected edition.</p>\n".utf8)
+                .write(to: store.content.appendingPathComponent("magazines/harbor-monthly/issue-03/errata.html"))
+            #expect(await server.catalog.reload())
+            let report = try await client.syncCatalog(server: url)
+            #expect(report.changed == ["com.kiosk.magazines.harbor-monthly.issue-03"])
+            let after = try await client.cachedCatalog().products.first { $0.id == "com.kiosk.magazines.harbor-monthly.issue-03" }
+            #expect(before?.content?.version != after?.content?.version)
+        }
+    }
+
+    @Test("an unreachable server is named in the error and leaves the cache as it was")
+    func unreachableServer() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let client = try KioskClient(home: KioskHome(root: directory.path("home")))
+        let deadURL = try await LiveServer.run(Self.configuration(store)) { _, url in
+            _ = try await client.syncCatalog(server: url)
+            return url
+        }
+        let before = try await client.cachedCatalog()
+        let error = await #expect(throws: ClientError.self) { try await client.syncCatalog(server: deadURL) }
+        #expect(error?.description.contains(deadURL + "/v1/catalog") == true)
+        let after = try await client.cachedCatalog()
+        #expect(after.products == before.products)
+        #expect(after.syncedAt == before.syncedAt)
+    }
+
+    @Test("the server URL is remembered after first use")
+    func serverRemembered() async throws {
+        let directory = try TemporaryDirectory()
+        let home = KioskHome(root: directory.path("home"))
+        await #expect(throws: ClientError.noServer) { try await KioskClient(home: home).server(explicit: nil) }
+        _ = try await KioskClient(home: home).server(explicit: "http://127.0.0.1:9999/")
+        #expect(try await KioskClient(home: home).server(explicit: nil) == "http://127.0.0.1:9999")
+    }
+
+    @Test("KIOSK_HOME resolves from the flag, then the environment, then XDG_DATA_HOME")
+    func homeResolution() {
+        #expect(KioskHome.resolve(flag: "/a", environment: ["KIOSK_HOME": "/b"]).root.path == "/a")
+        #expect(KioskHome.resolve(flag: nil, environment: ["KIOSK_HOME": "/b", "XDG_DATA_HOME": "/c"]).root.path == "/b")
+        #expect(KioskHome.resolve(flag: nil, environment: ["XDG_DATA_HOME": "/c"]).root.path == "/c/kiosk")
+        #expect(KioskHome.resolve(flag: nil, environment: ["HOME": "/home/r"]).root.path == "/home/r/.local/share/kiosk")
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import KioskCore
+import KioskTestSupport
+import Testing
+
+@Suite("Catalog validation")
+struct CatalogLoaderTests {
+    @Test("the bundled store loads: 3 books, 3 issues, a subscription, 2 credit packs")
+    func bundledCatalogLoads() throws {
+        let loader = CatalogLoader(
+            catalogDirectory: SampleStore.repository.appendingPathComponent("Catalog"),
+            contentDirectory: SampleStore.repository.appendingPathComponent("Content"))
+        let products = try loader.load().map(\.product)
+        let books = products.filter { $0.kind == .nonConsumable && $0.series == nil }
+        let issues = products.filter { $0.kind == .nonConsumable && $0.series != nil }
+        #expect(books.count >= 3)
+        #expect(issues.count >= 3)
+        #expect(issues.allSatisfy { $0.publicationDate != nil && $0.issueNumber != nil })
+        #expect(products.filter { $0.kind == .subscription }.count == 1)
+        #expect(products.filter { $0.kind == .consumable }.compactMap(\.credits).sorted() == [5, 10])
+    }
+
+    /// One broken product per rule, and what the refusal must name.
+    struct BrokenProduct: Sendable, CustomTestStringConvertible {
+        var name: String
+        var change: @Sendable (inout [String: Any]) -> Void
+        var rule: CatalogError.Rule
+        var field: String
+        var testDescription: String { name }
+    }
+
+    static let brokenProducts: [BrokenProduct] = [
+        BrokenProduct(name: "unknown kind", change: { $0["kind"] = "rental" }, rule: .unknownKind, field: "kind"),
+        BrokenProduct(name: "price with a comma", change: { $0["price"] = "4,99" }, rule: .badPrice, field: "price"),
+        BrokenProduct(name: "price as a number", change: { $0["price"] = 4.99 }, rule: .wrongType, field: "price"),
+        BrokenProduct(name: "negative price", change: { $0["price"] = "-1.00" }, rule: .badPrice, field: "price"),
+        BrokenProduct(name: "lowercase currency", change: { $0["currency"] = "usd" }, rule: .badPrice, field: "currency"),
+        BrokenProduct(name: "impossible date", change: { $0["publicationDate"] = "2026-02-30" }, rule: .badDate, field: "publicationDate"),
+        BrokenProduct(name: "date in another format", change: { $0["publicationDate"] = "01/09/2026" }, rule: .badDate, field: "publicationDate"),
+        BrokenProduct(name: "missing content folder", change: { $0["content"] = ["path": "magazines/nowhere", "format": "tar.gz"] }, rule: .missingContent, field: "content.path"),
+        BrokenProduct(name: "content escaping the folder", change: { $0["content"] = ["path": "../Catalog", "format": "zip"] }, rule: .badContent, field: "content.path"),
+        BrokenProduct(name: "unknown archive format", change: { $0["content"] = ["path": "magazines/harbor-monthly/issue-01", "format": "rar"] }, rule: .badContent, field: "content.format"),
+        BrokenProduct(name: "ID that is not reverse-DNS", change: { $0["id"] = "issue one" }, rule: .badID, field: "id"),
+        BrokenProduct(name: "misspelt field", change: { $0["tilte"] = "x" }, rule: .unknownField, field: "tilte"),
+        BrokenProduct(name: "issue without a number", change: { $0.removeValue(forKey: "issueNumber") }, rule: .missingField, field: "issueNumber"),
+        BrokenProduct(name: "zero credit price", change: { $0["creditPrice"] = 0 }, rule: .badNumber, field: "creditPrice"),
+        BrokenProduct(name: "missing title", change: { $0.removeValue(forKey: "title") }, rule: .missingField, field: "title"),
+    ]
+
+    @Test("a broken product is refused, naming the file, the product and the field", arguments: brokenProducts)
+    func brokenProductIsRefused(_ broken: BrokenProduct) throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.editCatalog("magazines.json") { products in broken.change(&products[0]) }
+        let loader = CatalogLoader(catalogDirectory: store.catalog, contentDirectory: store.content)
+
+        let error = try #require(throws: CatalogError.self) { try loader.load() }
+        #expect(error.rule == broken.rule)
+        #expect(error.file == "Catalog/magazines.json")
+        #expect(error.field == broken.field)
+        #expect(error.description.contains("Catalog/magazines.json"))
+        #expect(error.description.contains("field \"\(broken.field)\""))
+        if broken.rule != .badID {
+            #expect(error.productID == "com.kiosk.magazines.harbor-monthly.issue-01")
+        }
+    }
+
+    @Test("a product ID used twice is refused, naming both files")
+    func duplicateID() throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.editCatalog("credits.json") { products in
+            products[0]["id"] = "com.kiosk.books.lighthouse-keeper"
+        }
+        let loader = CatalogLoader(catalogDirectory: store.catalog, contentDirectory: store.content)
+        let error = try #require(throws: CatalogError.self) { try loader.load() }
+        #expect(error.rule == .duplicateID)
+        #expect(error.productID == "com.kiosk.books.lighthouse-keeper")
+        #expect(error.description.contains("Catalog/books.json"))
+        #expect(error.description.contains("Catalog/credits.json"))
+    }
+
+    @Test("a file that is not JSON is refused by name")
+    func malformedFile() throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try Data("{\"products\": [".utf8).write(to: store.catalog.appendingPathComponent("books.json"))
+        let loader = CatalogLoader(catalogDirectory: store.catalog, contentDirectory: store.content)
+        let error = try #require(throws: CatalogError.self) { try loader.load() }
+        #expect(error.rule == .malformedJSON)
+        #expect(error.file == "Catalog/books.json")
+    }
+
+    @Test("a subscription to a series with no issue is refused")
+    func subscriptionWithoutIssues() throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.editCatalog("magazines.json") { products in
+            products = products.filter { ($0["kind"] as? String) == "subscription" }
+        }
+        let loader = CatalogLoader(catalogDirectory: store.catalog, contentDirectory: store.content)
+        let error = try #require(throws: CatalogError.self) { try loader.load() }
+        #expect(error.rule == .unknownSeries)
+        #expect(error.field == "series")
+    }
+}

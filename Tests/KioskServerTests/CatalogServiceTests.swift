@@ -1,0 +1,156 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import KioskCore
+import KioskServer
+import KioskTestSupport
+import Logging
+import NIOCore
+import Testing
+
+@Suite("The catalog service over real sockets")
+struct CatalogServiceTests {
+    /// A server over a private copy of the sample store, on port 0.
+    struct Fixture {
+        let directory: TemporaryDirectory
+        let store: SampleStore
+        let server: KioskServer
+
+        init() throws {
+            directory = try TemporaryDirectory()
+            store = try SampleStore(in: directory)
+            server = try Self.makeServer(store)
+        }
+
+        static func makeServer(_ store: SampleStore) throws -> KioskServer {
+            var logger = Logger(label: "kiosk.test")
+            logger.logLevel = .critical
+            let configuration = ServerConfiguration(
+                catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data, port: 0)
+            return try KioskServer(configuration: configuration, logger: logger)
+        }
+    }
+
+    static func catalog(_ response: TestResponse) throws -> CatalogDocument {
+        try JSONDecoder.kiosk.decode(CatalogDocument.self, from: Data(buffer: response.body))
+    }
+
+    @Test("GET /v1/catalog lists every product with its content's size, digest and version")
+    func catalogLists() async throws {
+        let fixture = try Fixture()
+        try await fixture.server.makeApplication().test(.live) { client in
+            try await client.execute(uri: "/v1/catalog", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentType] == "application/json")
+                let document = try Self.catalog(response)
+                #expect(document.products.count == 9)
+                let book = try #require(document.products.first { $0.id == "com.kiosk.books.river-of-maps" })
+                #expect(book.price == Price(amount: "7.99", currency: "USD"))
+                let content = try #require(book.content)
+                #expect(content.format == .zip)
+                #expect(content.sha256.count == 64)
+                #expect(content.version == String(content.sha256.prefix(12)))
+                let packed = fixture.store.data.appendingPathComponent("content/com.kiosk.books.river-of-maps.zip")
+                #expect(try FileDigest.sha256(of: packed) == content.sha256)
+                #expect(Int64(try Data(contentsOf: packed).count) == content.size)
+                let issue = try #require(document.products.first { $0.id == "com.kiosk.magazines.harbor-monthly.issue-02" })
+                #expect(issue.publicationDate == "2026-10-01")
+                #expect(issue.content?.format == .tarGz)
+                let pack = try #require(document.products.first { $0.id == "com.kiosk.credits.pack-10" })
+                #expect(pack.credits == 10)
+                #expect(pack.content == nil)
+            }
+        }
+    }
+
+    @Test("a matching If-None-Match gets 304 with no body; a stale one gets the catalog")
+    func conditionalGet() async throws {
+        let fixture = try Fixture()
+        try await fixture.server.makeApplication().test(.live) { client in
+            let etag = try await client.execute(uri: "/v1/catalog", method: .get) { response in
+                try #require(response.headers[.eTag])
+            }
+            #expect(etag.hasPrefix("\"") && !etag.hasPrefix("W/"))
+            try await client.execute(uri: "/v1/catalog", method: .get, headers: [.ifNoneMatch: etag]) { response in
+                #expect(response.status == .notModified)
+                #expect(response.body.readableBytes == 0)
+                #expect(response.headers[.eTag] == etag)
+            }
+            try await client.execute(uri: "/v1/catalog", method: .get, headers: [.ifNoneMatch: "\"stale\""]) { response in
+                #expect(response.status == .ok)
+                #expect(response.body.readableBytes > 0)
+            }
+        }
+    }
+
+    @Test("gzip is sent when asked for and decodes to the same catalog")
+    func gzipWhenAsked() async throws {
+        let fixture = try Fixture()
+        try await fixture.server.makeApplication().test(.live) { client in
+            let plain = try await client.execute(uri: "/v1/catalog", method: .get) { Data(buffer: $0.body) }
+            try await client.execute(uri: "/v1/catalog", method: .get, headers: [.acceptEncoding: "gzip, deflate"]) { response in
+                #expect(response.headers[.contentEncoding] == "gzip")
+                #expect(response.headers[.vary] == "Accept-Encoding")
+                #expect(response.body.readableBytes < plain.count)
+                let published = await fixture.server.catalog.current
+                #expect(Data(buffer: response.body) == published.gzippedBody)
+            }
+            try await client.execute(uri: "/v1/catalog", method: .get, headers: [.acceptEncoding: "gzip;q=0"]) { response in
+                #expect(response.headers[.contentEncoding] == nil)
+            }
+        }
+    }
+
+    @Test("the same folders give the same ETag after a restart")
+    func etagSurvivesRestart() async throws {
+        let fixture = try Fixture()
+        let first = await fixture.server.catalog.current.etag
+        try FileManager.default.removeItem(at: fixture.store.data)
+        let restarted = try Fixture.makeServer(fixture.store)
+        #expect(await restarted.catalog.current.etag == first)
+    }
+
+    @Test("GET /healthz answers ok")
+    func health() async throws {
+        let fixture = try Fixture()
+        try await fixture.server.makeApplication().test(.live) { client in
+            try await client.execute(uri: "/healthz", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(String(buffer: response.body) == "ok")
+            }
+        }
+    }
+
+    @Test("a reload picks up a new product; a bad reload keeps the last good catalog serving")
+    func reload() async throws {
+        let fixture = try Fixture()
+        try fixture.store.editCatalog("credits.json") { products in
+            var pack = products[0]
+            pack["id"] = "com.kiosk.credits.pack-20"
+            pack["credits"] = 20
+            products.append(pack)
+        }
+        #expect(await fixture.server.catalog.reload())
+        #expect(await fixture.server.catalog.current.products["com.kiosk.credits.pack-20"]?.credits == 20)
+
+        try fixture.store.editCatalog("credits.json") { products in products[0]["kind"] = "rental" }
+        #expect(await fixture.server.catalog.reload() == false)
+        try await fixture.server.makeApplication().test(.live) { client in
+            try await client.execute(uri: "/v1/catalog", method: .get) { response in
+                #expect(response.status == .ok)
+                let products = try Self.catalog(response).products
+                #expect(products.contains { $0.id == "com.kiosk.credits.pack-20" })
+            }
+        }
+    }
+
+    @Test("a bad catalog stops the server from starting, naming the file, the product and the field")
+    func refusesToStart() throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.editCatalog("books.json") { products in products[1]["price"] = "free" }
+        let error = try #require(throws: CatalogError.self) { try Fixture.makeServer(store) }
+        #expect(error.description == "Catalog/books.json: product \"com.kiosk.books.river-of-maps\": field \"price\": \"free\" is not a decimal amount like 4.99")
+    }
+}

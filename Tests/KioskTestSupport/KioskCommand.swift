@@ -1,0 +1,117 @@
+import Foundation
+
+/// The built `kiosk` executable, run as a person would run it.
+public enum KioskCommand {
+    /// The `kiosk` binary beside the test bundle (both live in the same build folder).
+    public static var executable: URL {
+        let beside = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+            .deletingLastPathComponent().appendingPathComponent("kiosk")
+        if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
+        return SampleStore.repository.appendingPathComponent(".build/debug/kiosk")
+    }
+
+    public struct Result: Sendable {
+        public var status: Int32
+        public var stdout: String
+        public var stderr: String
+    }
+
+    /// Runs `kiosk arguments…` to the end.
+    public static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let stdout = Pipe()
+        let stderr = Pipe()
+        process.standardOutput = stdout
+        process.standardError = stderr
+        try process.run()
+        // Read both pipes before waiting, so a chatty process cannot block on a full pipe.
+        let errorData = ReadToEnd(stderr.fileHandleForReading)
+        let outputData = stdout.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(
+            status: process.terminationStatus,
+            stdout: String(decoding: outputData, as: UTF8.self),
+            stderr: String(decoding: errorData.wait(), as: UTF8.self))
+    }
+}
+
+/// Reads a file handle to its end on a background thread.
+final class ReadToEnd: @unchecked Sendable {
+    private var data = Data()
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ handle: FileHandle) {
+        DispatchQueue.global().async {
+            self.data = handle.readDataToEndOfFile()
+            self.done.signal()
+        }
+    }
+
+    func wait() -> Data {
+        done.wait()
+        return data
+    }
+}
+
+/// `kiosk serve` running in the background on a free port.
+public final class ServerProcess: @unchecked Sendable {
+    public let process = Process()
+    public private(set) var url = ""
+    private let stderrLog: URL
+
+    /// Starts `kiosk serve --port 0` and waits for its `listening on` line.
+    public init(_ store: SampleStore, extraArguments: [String] = [], log: URL) throws {
+        stderrLog = log
+        FileManager.default.createFile(atPath: log.path, contents: nil)
+        process.executableURL = KioskCommand.executable
+        process.arguments = [
+            "serve", "--catalog", store.catalog.path, "--content", store.content.path,
+            "--data", store.data.path, "--port", "0",
+        ] + extraArguments
+        let stdout = Pipe()
+        process.standardOutput = stdout
+        process.standardError = try FileHandle(forWritingTo: log)
+        try process.run()
+        var line = Data()
+        while true {
+            let byte = stdout.fileHandleForReading.readData(ofLength: 1)
+            if byte.isEmpty || byte == Data("\n".utf8) { break }
+            line.append(byte)
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        guard text.hasPrefix("listening on ") else {
+            process.waitUntilExit()
+            throw ServerDidNotStart(stdout: text, stderr: (try? String(contentsOf: log, encoding: .utf8)) ?? "")
+        }
+        url = String(text.dropFirst("listening on ".count))
+    }
+
+    public var log: String { (try? String(contentsOf: stderrLog, encoding: .utf8)) ?? "" }
+
+    public func signal(_ number: Int32) {
+        kill(process.processIdentifier, number)
+    }
+
+    /// Sends SIGTERM and waits; returns the exit status.
+    @discardableResult
+    public func stop() -> Int32 {
+        if process.isRunning {
+            signal(SIGTERM)
+            process.waitUntilExit()
+        }
+        return process.terminationStatus
+    }
+
+    deinit {
+        if process.isRunning { process.terminate() }
+    }
+
+    public struct ServerDidNotStart: Error, CustomStringConvertible {
+        public var stdout: String
+        public var stderr: String
+        public var description: String { "kiosk serve did not start: stdout=\(stdout) stderr=\(stderr)" }
+    }
+}

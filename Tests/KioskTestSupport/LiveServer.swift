@@ -1,0 +1,34 @@
+import Foundation
+import Hummingbird
+import KioskServer
+import Logging
+
+/// Runs a real Kiosk server on 127.0.0.1 and a free port for the length of `body`.
+public enum LiveServer {
+    public static func run<T: Sendable>(
+        _ configuration: ServerConfiguration,
+        _ body: @Sendable (_ server: KioskServer, _ baseURL: String) async throws -> T
+    ) async throws -> T {
+        var configuration = configuration
+        configuration.host = "127.0.0.1"
+        configuration.port = 0
+        var logger = Logger(label: "kiosk.test-server")
+        logger.logLevel = .warning
+        let server = try KioskServer(configuration: configuration, logger: logger)
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let app = server.makeApplication { port in continuation.yield(port) }
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                try await app.runService(gracefulShutdownSignals: [])
+                return nil
+            }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else {
+                throw CancellationError()
+            }
+            let result = try await body(server, "http://127.0.0.1:\(port)")
+            group.cancelAll()
+            return result
+        }
+    }
+}
