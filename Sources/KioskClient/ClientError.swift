@@ -2,8 +2,13 @@
 public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     case noServer
     case serverUnreachable(url: String, detail: String)
-    case serverError(url: String, status: Int, message: String)
+    /// The server answered with an error body `{code, message}`.
+    case serverError(url: String, status: Int, code: String, message: String)
     case badResponse(url: String, detail: String)
+    case unknownProduct(String)
+    case paymentsDisabled
+    case invalidRequest(String)
+    case receiptRejected(transactionId: String, reason: String)
 
     public var description: String {
         switch self {
@@ -11,10 +16,24 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
             return "no server is known yet; pass --server URL or set KIOSK_SERVER"
         case .serverUnreachable(let url, let detail):
             return "cannot reach \(url) (\(detail)); check the server is running and try again"
-        case .serverError(let url, let status, let message):
+        case .serverError(let url, let status, _, let message):
             return "\(url) answered \(status): \(message)"
         case .badResponse(let url, let detail):
             return "\(url) sent a response Kiosk cannot read (\(detail)); is this a Kiosk server?"
+        case .unknownProduct(let id):
+            return "no product \"\(id)\" in the local catalog; run `kiosk sync` and check the ID with `kiosk products`"
+        case .paymentsDisabled:
+            return "payments are turned off on this device; turn them on with `kiosk config payments on`"
+        case .invalidRequest(let detail):
+            return detail
+        case .receiptRejected(let transactionId, let reason):
+            return "the receipt of transaction \(transactionId) was not accepted: \(reason); nothing was granted"
         }
+    }
+
+    /// True when the server could not be reached at all: the request may be sent again later.
+    public var isUnreachable: Bool {
+        if case .serverUnreachable = self { return true }
+        return false
     }
 }

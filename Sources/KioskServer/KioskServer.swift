@@ -8,15 +8,25 @@ import NIOCore
 public struct KioskServer: Sendable {
     public let configuration: ServerConfiguration
     public let catalog: CatalogService
+    public let store: Store
+    let signer: ReceiptSigner
+    /// What admin calls must carry; also written to `<data>/admin-token`.
+    public let adminToken: String
     let logger: Logger
 
-    /// Loads the catalog and prepares every archive.
+    /// Loads the catalog, prepares every archive, opens the database and the signing key.
     /// - Throws: ``KioskCore/CatalogError`` for a bad catalog; the server must not start on one.
-    public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "kiosk.server")) throws {
-        try FileManager.default.createDirectory(at: configuration.dataDirectory, withIntermediateDirectories: true)
+    public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "kiosk.server")) async throws {
+        let data = configuration.dataDirectory
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
         self.configuration = configuration
         self.logger = logger
         self.catalog = try CatalogService(configuration: configuration, logger: logger)
+        self.signer = try await ReceiptSigner(dataDirectory: data)
+        self.adminToken = try AdminToken.loadOrCreate(in: data)
+        let database = try ServerDatabase(url: data.appendingPathComponent("kiosk-server.sqlite"))
+        self.store = try await Store(
+            database: database, signer: signer, catalog: catalog, environment: configuration.environment, logger: logger)
     }
 
     /// The router with every route of the wire contract.
@@ -25,6 +35,7 @@ public struct KioskServer: Sendable {
         router.add(middleware: LogRequestsMiddleware(.info))
         router.get("healthz") { _, _ in "ok" }
         CatalogController(catalog: catalog).addRoutes(to: router)
+        StoreController(store: store, signer: signer, adminToken: adminToken).addRoutes(to: router)
         return router
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import KioskCore
 
 /// Where the server finds its products and keeps its state, and where it listens.
 public struct ServerConfiguration: Sendable {
@@ -9,14 +10,18 @@ public struct ServerConfiguration: Sendable {
     public var host: String
     /// 0 picks a free port.
     public var port: Int
+    /// Which receipts this server honours: a production server refuses sandbox receipts.
+    public var environment: StoreEnvironment
 
     public init(
         catalogDirectory: URL = URL(fileURLWithPath: "Catalog"),
         contentDirectory: URL = URL(fileURLWithPath: "Content"),
         dataDirectory: URL = URL(fileURLWithPath: ".kiosk-server"),
         host: String = "127.0.0.1",
-        port: Int = 8080
+        port: Int = 8080,
+        environment: StoreEnvironment = .sandbox
     ) {
+        self.environment = environment
         self.catalogDirectory = catalogDirectory
         self.contentDirectory = contentDirectory
         self.dataDirectory = dataDirectory

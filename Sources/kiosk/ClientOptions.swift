@@ -20,4 +20,15 @@ struct ClientOptions: ParsableArguments {
     func serverURL(for client: KioskClient) async throws -> String {
         try await client.server(explicit: server ?? ProcessInfo.processInfo.environment["KIOSK_SERVER"])
     }
+
+    /// The client and its server, after replaying whatever an earlier run left unfinished.
+    func connect() async throws -> (client: KioskClient, server: String) {
+        let client = try client()
+        let server = try await serverURL(for: client)
+        let report = try await client.replay(server: server)
+        if report.sent + report.finished + report.deferredResolved > 0 {
+            FileHandle.standardError.write(Data("kiosk: completed unfinished work: \(report.sent) sent, \(report.finished) finished, \(report.deferredResolved) Ask to Buy answered\n".utf8))
+        }
+        return (client, server)
+    }
 }

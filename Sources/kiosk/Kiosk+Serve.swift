@@ -46,7 +46,7 @@ extension Kiosk {
                     contentDirectory: URL(fileURLWithPath: content),
                     dataDirectory: URL(fileURLWithPath: data),
                     host: host, port: port)
-                let server = try KioskServer(configuration: configuration)
+                let server = try await KioskServer(configuration: configuration)
                 let reloadSignal = Self.reloadOnHangUp(server.catalog)
                 defer { reloadSignal.cancel() }
                 let host = self.host

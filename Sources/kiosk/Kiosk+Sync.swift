@@ -18,8 +18,7 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                let client = try options.client()
-                let server = try await options.serverURL(for: client)
+                let (client, server) = try await options.connect()
                 let report = try await client.syncCatalog(server: server)
                 if report.notModified {
                     print("catalog unchanged")

@@ -11,9 +11,12 @@ struct Kiosk: AsyncParsableCommand {
         discussion: """
             Run `kiosk serve` over a Catalog/ and Content/ folder; run the other commands as a reader.
 
-            Exit status: 0 done, 1 failed, 2 usage error.
+            Exit status: 0 done, 1 failed, 2 usage error, 3 partly done (saved, to be completed by a later command).
             """,
-        subcommands: [Serve.self, Sync.self, Products.self]
+        subcommands: [
+            Serve.self, Sync.self, Products.self, Buy.self, Redeem.self, Transactions.self, Balance.self,
+            Restore.self, Account.self, Config.self,
+        ]
     )
 }
 
@@ -29,6 +32,11 @@ enum LogSetup {
     }()
 
     static func bootstrap() { _ = bootstrapped }
+}
+
+/// Exit status 3: the work is saved and a later command completes it.
+extension ExitCode {
+    static let partlyDone = ExitCode(3)
 }
 
 /// Runs a command body, turning any error into one line on stderr and exit status 1.

@@ -17,18 +17,18 @@ struct CatalogServiceTests {
         let store: SampleStore
         let server: KioskServer
 
-        init() throws {
+        init() async throws {
             directory = try TemporaryDirectory()
             store = try SampleStore(in: directory)
-            server = try Self.makeServer(store)
+            server = try await Self.makeServer(store)
         }
 
-        static func makeServer(_ store: SampleStore) throws -> KioskServer {
+        static func makeServer(_ store: SampleStore) async throws -> KioskServer {
             var logger = Logger(label: "kiosk.test")
             logger.logLevel = .critical
             let configuration = ServerConfiguration(
                 catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data, port: 0)
-            return try KioskServer(configuration: configuration, logger: logger)
+            return try await KioskServer(configuration: configuration, logger: logger)
         }
     }
 
@@ -38,7 +38,7 @@ struct CatalogServiceTests {
 
     @Test("GET /v1/catalog lists every product with its content's size, digest and version")
     func catalogLists() async throws {
-        let fixture = try Fixture()
+        let fixture = try await Fixture()
         try await fixture.server.makeApplication().test(.live) { client in
             try await client.execute(uri: "/v1/catalog", method: .get) { response in
                 #expect(response.status == .ok)
@@ -66,7 +66,7 @@ struct CatalogServiceTests {
 
     @Test("a matching If-None-Match gets 304 with no body; a stale one gets the catalog")
     func conditionalGet() async throws {
-        let fixture = try Fixture()
+        let fixture = try await Fixture()
         try await fixture.server.makeApplication().test(.live) { client in
             let etag = try await client.execute(uri: "/v1/catalog", method: .get) { response in
                 try #require(response.headers[.eTag])
@@ -86,7 +86,7 @@ struct CatalogServiceTests {
 
     @Test("gzip is sent when asked for and decodes to the same catalog")
     func gzipWhenAsked() async throws {
-        let fixture = try Fixture()
+        let fixture = try await Fixture()
         try await fixture.server.makeApplication().test(.live) { client in
             let plain = try await client.execute(uri: "/v1/catalog", method: .get) { Data(buffer: $0.body) }
             try await client.execute(uri: "/v1/catalog", method: .get, headers: [.acceptEncoding: "gzip, deflate"]) { response in
@@ -104,16 +104,16 @@ struct CatalogServiceTests {
 
     @Test("the same folders give the same ETag after a restart")
     func etagSurvivesRestart() async throws {
-        let fixture = try Fixture()
+        let fixture = try await Fixture()
         let first = await fixture.server.catalog.current.etag
         try FileManager.default.removeItem(at: fixture.store.data)
-        let restarted = try Fixture.makeServer(fixture.store)
+        let restarted = try await Fixture.makeServer(fixture.store)
         #expect(await restarted.catalog.current.etag == first)
     }
 
     @Test("GET /healthz answers ok")
     func health() async throws {
-        let fixture = try Fixture()
+        let fixture = try await Fixture()
         try await fixture.server.makeApplication().test(.live) { client in
             try await client.execute(uri: "/healthz", method: .get) { response in
                 #expect(response.status == .ok)
@@ -124,7 +124,7 @@ struct CatalogServiceTests {
 
     @Test("a reload picks up a new product; a bad reload keeps the last good catalog serving")
     func reload() async throws {
-        let fixture = try Fixture()
+        let fixture = try await Fixture()
         try fixture.store.editCatalog("credits.json") { products in
             var pack = products[0]
             pack["id"] = "com.kiosk.credits.pack-20"
@@ -146,11 +146,11 @@ struct CatalogServiceTests {
     }
 
     @Test("a bad catalog stops the server from starting, naming the file, the product and the field")
-    func refusesToStart() throws {
+    func refusesToStart() async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
         try store.editCatalog("books.json") { products in products[1]["price"] = "free" }
-        let error = try #require(throws: CatalogError.self) { try Fixture.makeServer(store) }
+        let error = try await #require(throws: CatalogError.self) { try await Fixture.makeServer(store) }
         #expect(error.description == "Catalog/books.json: product \"com.kiosk.books.river-of-maps\": field \"price\": \"free\" is not a decimal amount like 4.99")
     }
 }

@@ -14,7 +14,7 @@ public enum LiveServer {
         configuration.port = 0
         var logger = Logger(label: "kiosk.test-server")
         logger.logLevel = .warning
-        let server = try KioskServer(configuration: configuration, logger: logger)
+        let server = try await KioskServer(configuration: configuration, logger: logger)
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let app = server.makeApplication { port in continuation.yield(port) }
         return try await withThrowingTaskGroup(of: T?.self) { group in

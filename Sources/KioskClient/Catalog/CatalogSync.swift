@@ -45,9 +45,7 @@ struct CatalogSync {
             return SyncReport(notModified: true)
         }
         guard response.status == 200 else {
-            let message = (try? JSONDecoder.kiosk.decode(APIError.self, from: response.body))?.message
-                ?? String(decoding: response.body.prefix(200), as: UTF8.self)
-            throw ClientError.serverError(url: url, status: response.status, message: message)
+            throw StoreAPI.error(from: response, url: url)
         }
         let document: CatalogDocument
         do {

@@ -9,6 +9,10 @@ public struct ClientDatabase: Sendable {
     public init(url: URL) throws {
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in
+            // A stored receipt must survive a power cut: sync every commit to disk.
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
         pool = try DatabasePool(path: url.path, configuration: configuration)
         try Self.migrator.migrate(pool)
     }
@@ -27,6 +31,23 @@ public struct ClientDatabase: Sendable {
                 table.column("json", .blob).notNull()
             }
         }
+        migrator.registerMigration("v2-payments") { db in
+            try db.create(table: PaymentRecord.databaseTableName) { table in
+                table.autoIncrementedPrimaryKey("id")
+                table.column("idempotencyKey", .text).unique()
+                table.column("productId", .text).notNull()
+                table.column("kind", .text).notNull()
+                table.column("quantity", .integer).notNull()
+                table.column("paymentMethod", .text).notNull()
+                table.column("state", .text).notNull().indexed()
+                table.column("transactionId", .text).unique()
+                table.column("originalTransactionId", .text)
+                table.column("receipt", .text)
+                table.column("lastError", .text)
+                table.column("createdAt", .datetime).notNull()
+                table.column("updatedAt", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }
@@ -41,6 +62,10 @@ struct Setting: Codable, FetchableRecord, PersistableRecord {
         static let server = "server"
         static let catalogETag = "catalog.etag"
         static let catalogSyncedAt = "catalog.syncedAt"
+        static let accountID = "account.id"
+        static let accountToken = "account.token"
+        static let jwks = "store.jwks"
+        static let paymentsEnabled = "payments.enabled"
     }
 
     static func value(_ key: String, in db: Database) throws -> String? {

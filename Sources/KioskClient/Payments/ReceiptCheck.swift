@@ -1,0 +1,37 @@
+import Foundation
+import GRDB
+import KioskCore
+
+/// Verifies receipts against the store's public keys, cached so checks also work offline.
+///
+/// The client never grants itself anything on the word of its own database: every receipt is
+/// verified before it is stored, and again whenever it is shown.
+struct ReceiptCheck {
+    let database: ClientDatabase
+
+    /// The verified claims of `receipt`, which must be for `accountId`.
+    /// - Parameter fetchKeys: fetches the JWKS from the server when the cached one does not know the key.
+    func verify(_ receipt: String, accountId: String?, fetchKeys: (() async throws -> Data)?) async throws -> ReceiptClaims {
+        let cached = try await database.pool.read { try Setting.value(Setting.Key.jwks, in: $0) }
+        var claims: ReceiptClaims?
+        var lastError: any Error = ReceiptError.notAuthentic
+        if let cached {
+            do {
+                claims = try await ReceiptVerifier(jwksJSON: Data(cached.utf8)).verify(receipt)
+            } catch {
+                lastError = error
+            }
+        }
+        if claims == nil, let fetchKeys {
+            // The server may have a key this device has not seen yet: fetch the set once and retry.
+            let fresh = try await fetchKeys()
+            claims = try await ReceiptVerifier(jwksJSON: fresh).verify(receipt)
+            try await database.pool.write { try Setting.set(Setting.Key.jwks, to: String(decoding: fresh, as: UTF8.self), in: $0) }
+        }
+        guard let claims else { throw lastError }
+        if let accountId, claims.accountId != accountId {
+            throw ClientError.receiptRejected(transactionId: claims.transactionId, reason: "it belongs to another account")
+        }
+        return claims
+    }
+}

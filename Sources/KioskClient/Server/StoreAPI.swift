@@ -1,0 +1,94 @@
+import Foundation
+import KioskCore
+import KioskTransfer
+
+/// The store's HTTP API as typed calls, over libcurl.
+struct StoreAPI: Sendable {
+    let server: String
+    let http: HTTPClient
+    /// The account token, for the calls that act for an account.
+    var token: String?
+
+    func createAccount() async throws -> AccountCreated {
+        try await call("POST", "/v1/accounts", body: Optional<String>.none)
+    }
+
+    func account() async throws -> AccountSummary {
+        try await call("GET", "/v1/account")
+    }
+
+    func pay(_ request: PaymentRequest) async throws -> PaymentResponse {
+        try await call("POST", "/v1/payments", body: request)
+    }
+
+    func redeem(_ request: RedemptionRequest) async throws -> PaymentResponse {
+        try await call("POST", "/v1/redemptions", body: request)
+    }
+
+    func transactions(after cursor: String?) async throws -> TransactionPage {
+        let query = cursor.map { "?after=\($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0)" } ?? ""
+        return try await call("GET", "/v1/transactions" + query)
+    }
+
+    /// Every transaction of the account, following the cursor to the end.
+    func allTransactions() async throws -> [StoreTransaction] {
+        var all: [StoreTransaction] = []
+        var cursor: String?
+        repeat {
+            let page = try await transactions(after: cursor)
+            all += page.transactions
+            guard page.hasMore, page.cursor != cursor else { break }
+            cursor = page.cursor
+        } while true
+        return all
+    }
+
+    func finish(transactionId: String) async throws -> StoreTransaction {
+        try await call("POST", "/v1/transactions/\(transactionId)/finish", body: Optional<String>.none)
+    }
+
+    func jwks() async throws -> Data {
+        try await send("GET", "/.well-known/jwks.json", body: nil).body
+    }
+
+    // MARK: Plumbing
+
+    private func call<Response: Decodable>(_ method: String, _ path: String) async throws -> Response {
+        try await call(method, path, body: Optional<String>.none)
+    }
+
+    private func call<Response: Decodable>(_ method: String, _ path: String, body: (some Encodable)?) async throws -> Response {
+        let data = try body.map { try JSONEncoder.kiosk.encode($0) }
+        let response = try await send(method, path, body: data ?? (method == "POST" ? Data("{}".utf8) : nil))
+        do {
+            return try JSONDecoder.kiosk.decode(Response.self, from: response.body)
+        } catch {
+            throw ClientError.badResponse(url: server + path, detail: "\(error)")
+        }
+    }
+
+    private func send(_ method: String, _ path: String, body: Data?) async throws -> HTTPResponse {
+        let url = server + path
+        var headers: [(name: String, value: String)] = [("Accept", "application/json")]
+        if let token { headers.append(("Authorization", "Bearer \(token)")) }
+        let response: HTTPResponse
+        do {
+            response = try await http.send(HTTPRequest(method: method, url: url, headers: headers, body: body))
+        } catch let error as TransferError {
+            throw ClientError.serverUnreachable(url: url, detail: error.message)
+        }
+        guard (200..<300).contains(response.status) else {
+            throw Self.error(from: response, url: url)
+        }
+        return response
+    }
+
+    /// The error a non-2xx response stands for, with the server's own message when it sent one.
+    static func error(from response: HTTPResponse, url: String) -> ClientError {
+        if let body = try? JSONDecoder.kiosk.decode(APIError.self, from: response.body) {
+            return .serverError(url: url, status: response.status, code: body.code, message: body.message)
+        }
+        let text = String(decoding: response.body.prefix(200), as: UTF8.self)
+        return .serverError(url: url, status: response.status, code: "http_\(response.status)", message: text.isEmpty ? "no details" : text)
+    }
+}

@@ -1,0 +1,167 @@
+import Foundation
+
+// The request and response bodies of the store's account, payment and transaction routes.
+
+/// `POST /v1/accounts`: a new account and the secret token that acts for it.
+public struct AccountCreated: Codable, Sendable {
+    public var accountId: String
+    public var token: String
+
+    public init(accountId: String, token: String) {
+        self.accountId = accountId
+        self.token = token
+    }
+}
+
+/// `GET /v1/account`: the credit balance and what the account owns.
+public struct AccountSummary: Codable, Sendable, Equatable {
+    public var accountId: String
+    public var credits: Int
+    /// Books and issues owned outright.
+    public var owned: [String]
+    /// Subscriptions with their current expiry.
+    public var subscriptions: [SubscriptionStatus]
+
+    public init(accountId: String, credits: Int, owned: [String], subscriptions: [SubscriptionStatus]) {
+        self.accountId = accountId
+        self.credits = credits
+        self.owned = owned
+        self.subscriptions = subscriptions
+    }
+}
+
+public struct SubscriptionStatus: Codable, Sendable, Equatable {
+    public var productId: String
+    public var expiresDate: Date
+    public var active: Bool
+
+    public init(productId: String, expiresDate: Date, active: Bool) {
+        self.productId = productId
+        self.expiresDate = expiresDate
+        self.active = active
+    }
+}
+
+/// The sandbox store's test payment methods, like a payment provider's test cards.
+public enum PaymentMethod: String, Codable, Sendable, CaseIterable {
+    /// Charges and answers with the signed transaction.
+    case approve
+    /// Answers 402: the payment was refused.
+    case decline
+    /// The user backed out: no charge, not an error.
+    case cancel
+    /// Ask to Buy: waits for someone to approve or decline it.
+    case `defer`
+}
+
+/// `POST /v1/payments`.
+public struct PaymentRequest: Codable, Sendable {
+    public var productId: String
+    public var quantity: Int
+    public var paymentMethod: PaymentMethod
+    /// The same key always gives the same transaction and never a second charge.
+    public var idempotencyKey: String
+
+    public init(productId: String, quantity: Int, paymentMethod: PaymentMethod, idempotencyKey: String) {
+        self.productId = productId
+        self.quantity = quantity
+        self.paymentMethod = paymentMethod
+        self.idempotencyKey = idempotencyKey
+    }
+}
+
+/// `POST /v1/redemptions`: spend credits on a product with a credit price.
+public struct RedemptionRequest: Codable, Sendable {
+    public var productId: String
+    public var idempotencyKey: String
+
+    public init(productId: String, idempotencyKey: String) {
+        self.productId = productId
+        self.idempotencyKey = idempotencyKey
+    }
+}
+
+/// Where a store transaction stands on the server.
+public enum TransactionStatus: String, Codable, Sendable {
+    case purchased, deferred, declined, cancelled, revoked
+}
+
+/// One transaction as the server reports it; `signedTransaction` is the receipt (JWS) once purchased.
+public struct StoreTransaction: Codable, Sendable, Equatable {
+    public var transactionId: String
+    public var productId: String
+    public var status: TransactionStatus
+    public var signedTransaction: String?
+    public var finished: Bool
+    /// Why a payment was declined, in words a person can act on.
+    public var message: String?
+
+    public init(transactionId: String, productId: String, status: TransactionStatus, signedTransaction: String?, finished: Bool, message: String? = nil) {
+        self.transactionId = transactionId
+        self.productId = productId
+        self.status = status
+        self.signedTransaction = signedTransaction
+        self.finished = finished
+        self.message = message
+    }
+}
+
+/// The answer to a payment or a redemption: the transaction, and the balance after it.
+public struct PaymentResponse: Codable, Sendable, Equatable {
+    public var transaction: StoreTransaction
+    public var credits: Int
+
+    public init(transaction: StoreTransaction, credits: Int) {
+        self.transaction = transaction
+        self.credits = credits
+    }
+}
+
+/// `GET /v1/transactions?after=CURSOR`: a page of the account's transactions, oldest first.
+public struct TransactionPage: Codable, Sendable {
+    public var transactions: [StoreTransaction]
+    /// Pass as `after` to get the next page.
+    public var cursor: String?
+    public var hasMore: Bool
+
+    public init(transactions: [StoreTransaction], cursor: String?, hasMore: Bool) {
+        self.transactions = transactions
+        self.cursor = cursor
+        self.hasMore = hasMore
+    }
+}
+
+/// `POST /verifyReceipt` in the App Store's shape.
+public struct VerifyReceiptRequest: Codable, Sendable {
+    public var receiptData: String
+
+    enum CodingKeys: String, CodingKey { case receiptData = "receipt-data" }
+
+    public init(receiptData: String) {
+        self.receiptData = receiptData
+    }
+}
+
+public struct VerifyReceiptResponse: Codable, Sendable {
+    public var status: Int
+    public var environment: StoreEnvironment?
+    public var receipt: ReceiptClaims?
+
+    public init(status: Int, environment: StoreEnvironment?, receipt: ReceiptClaims?) {
+        self.status = status
+        self.environment = environment
+        self.receipt = receipt
+    }
+}
+
+/// The App Store's `verifyReceipt` status codes.
+public enum VerifyReceiptStatus {
+    public static let valid = 0
+    public static let badRequest = 21000
+    public static let malformed = 21002
+    public static let notAuthentic = 21003
+    public static let subscriptionExpired = 21006
+    public static let sandboxReceiptSentToProduction = 21007
+    public static let productionReceiptSentToSandbox = 21008
+    public static let revokedOrUnknown = 21010
+}

@@ -1,0 +1,55 @@
+import Foundation
+import JWTKit
+
+/// The claims of a signed transaction (the receipt), as the server signs them into a JWS.
+///
+/// Dates are milliseconds since 1970, as the App Store's signed transactions carry them.
+public struct ReceiptClaims: JWTPayload, Equatable {
+    public var transactionId: String
+    public var originalTransactionId: String
+    public var productId: String
+    public var kind: ProductKind
+    public var quantity: Int
+    public var accountId: String
+    public var purchaseDate: Int64
+    /// For subscriptions: when the period ends.
+    public var expiresDate: Int64?
+    public var environment: StoreEnvironment
+    /// The server that signed the receipt.
+    public var issuer: String
+
+    enum CodingKeys: String, CodingKey {
+        case transactionId, originalTransactionId, productId, kind, quantity, accountId
+        case purchaseDate, expiresDate, environment
+        case issuer = "iss"
+    }
+
+    public init(
+        transactionId: String, originalTransactionId: String, productId: String, kind: ProductKind,
+        quantity: Int, accountId: String, purchaseDate: Date, expiresDate: Date?,
+        environment: StoreEnvironment, issuer: String
+    ) {
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.productId = productId
+        self.kind = kind
+        self.quantity = quantity
+        self.accountId = accountId
+        self.purchaseDate = Int64((purchaseDate.timeIntervalSince1970 * 1000).rounded())
+        self.expiresDate = expiresDate.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
+        self.environment = environment
+        self.issuer = issuer
+    }
+
+    /// A receipt proves a past purchase, so it does not expire; subscription expiry is a business rule.
+    public func verify(using algorithm: some JWTAlgorithm) async throws {}
+
+    public var purchased: Date { Date(timeIntervalSince1970: Double(purchaseDate) / 1000) }
+    public var expires: Date? { expiresDate.map { Date(timeIntervalSince1970: Double($0) / 1000) } }
+}
+
+/// Which store signed a receipt: test purchases must never pass for real ones.
+public enum StoreEnvironment: String, Codable, Sendable, CaseIterable {
+    case sandbox
+    case production
+}

@@ -1,0 +1,42 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KioskCore
+import NIOCore
+
+/// An error response with the JSON body `{code, message}` of the wire contract.
+public struct APIFailure: Error, HTTPResponseError, Sendable, CustomStringConvertible {
+    public var status: HTTPResponse.Status
+    public var code: String
+    public var message: String
+
+    public init(_ status: HTTPResponse.Status, code: String, message: String) {
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(status.code) \(code): \(message)" }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        let body = try JSONEncoder.kiosk.encode(APIError(code: code, message: message))
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        if status == .unauthorized {
+            headers[.wwwAuthenticate] = "Bearer"
+        }
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    static func unauthorized(_ message: String) -> APIFailure {
+        APIFailure(.unauthorized, code: "unauthorized", message: message)
+    }
+
+    static func badRequest(_ message: String) -> APIFailure {
+        APIFailure(.badRequest, code: "bad_request", message: message)
+    }
+
+    static func unknownProduct(_ id: String) -> APIFailure {
+        APIFailure(.notFound, code: "unknown_product", message: "no product \"\(id)\" in the catalog; run kiosk sync")
+    }
+}

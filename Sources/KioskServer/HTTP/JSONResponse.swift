@@ -1,0 +1,36 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KioskCore
+import NIOCore
+
+/// JSON in and out with Kiosk's encoder, and errors that say which field was wrong.
+enum JSONBody {
+    static func response(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+        let body = try JSONEncoder.kiosk.encode(value)
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T {
+        let buffer = try await request.body.collect(upTo: 1 << 20)
+        do {
+            return try JSONDecoder.kiosk.decode(T.self, from: Data(buffer: buffer))
+        } catch let DecodingError.keyNotFound(key, _) {
+            throw APIFailure.badRequest("the body is missing the field \"\(key.stringValue)\"")
+        } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
+            let field = context.codingPath.map(\.stringValue).joined(separator: ".")
+            throw APIFailure.badRequest("the field \"\(field)\" has the wrong type")
+        } catch let DecodingError.dataCorrupted(context) {
+            let field = context.codingPath.map(\.stringValue).joined(separator: ".")
+            throw APIFailure.badRequest(field.isEmpty ? "the body is not valid JSON" : "the field \"\(field)\" has a value this store does not accept")
+        }
+    }
+
+    /// The token of an `Authorization: Bearer <token>` header.
+    static func bearerToken(_ request: Request) -> String? {
+        guard let value = request.headers[.authorization], value.lowercased().hasPrefix("bearer ") else { return nil }
+        return String(value.dropFirst("bearer ".count)).trimmingCharacters(in: .whitespaces)
+    }
+}

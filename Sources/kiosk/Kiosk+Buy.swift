@@ -1,0 +1,110 @@
+import ArgumentParser
+import Foundation
+import KioskClient
+import KioskCore
+
+extension Kiosk {
+    struct Buy: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Buy a book, an issue, a subscription or credits.",
+            discussion: """
+                The purchase is saved before it is sent and its signed receipt is saved before anything
+                else happens, so a crash or a lost connection never loses a purchase or charges twice:
+                the next command completes it. Offline, the purchase waits and exit status is 3.
+
+                Sandbox payment methods: approve (default), decline, cancel, defer (Ask to Buy).
+
+                Example: kiosk buy com.kiosk.credits.pack-5 --quantity 2
+                """
+        )
+
+        @OptionGroup var options: ClientOptions
+
+        @Argument(help: "The product ID, as `kiosk products` lists it.")
+        var product: String
+
+        @Option(help: "How many to buy (credit packs only).")
+        var quantity = 1
+
+        @Option(help: "The sandbox payment method: approve, decline, cancel or defer.")
+        var payment: PaymentMethod = .approve
+
+        @Flag(help: "Finish right after saving the receipt; download the content later.")
+        var noDownload = false
+
+        func validate() throws {
+            guard (1...100).contains(quantity) else { throw ValidationError("--quantity must be between 1 and 100") }
+        }
+
+        func run() async throws {
+            try await reportingErrors {
+                let (client, server) = try await options.connect()
+                let result = try await client.buy(product, quantity: quantity, method: payment, downloadNow: !noDownload, server: server)
+                try PurchaseReport(result).print()
+            }
+        }
+    }
+
+    struct Redeem: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Spend credits on a book or an issue that has a credit price.",
+            discussion: "Example: kiosk redeem com.kiosk.magazines.harbor-monthly.issue-02"
+        )
+
+        @OptionGroup var options: ClientOptions
+
+        @Argument(help: "The product ID.")
+        var product: String
+
+        @Flag(help: "Finish right after saving the receipt; download the content later.")
+        var noDownload = false
+
+        func run() async throws {
+            try await reportingErrors {
+                let (client, server) = try await options.connect()
+                let result = try await client.redeem(product, downloadNow: !noDownload, server: server)
+                try PurchaseReport(result).print()
+            }
+        }
+    }
+}
+
+extension PaymentMethod: ExpressibleByArgument {}
+
+/// How a purchase's outcome reads on the terminal, and the exit status it gives.
+struct PurchaseReport {
+    let result: PurchaseResult
+
+    init(_ result: PurchaseResult) {
+        self.result = result
+    }
+
+    func print() throws {
+        let record = result.record
+        let id = record.transactionId ?? "(not yet assigned)"
+        let quantity = record.quantity > 1 ? " × \(record.quantity)" : ""
+        if result.savedOffline {
+            Swift.print("purchase of \(record.productId)\(quantity) saved; the server cannot be reached, so it will be sent by the next kiosk command")
+            throw ExitCode.partlyDone
+        }
+        switch record.state {
+        case .purchased, .delivering, .finished:
+            Swift.print("transaction \(id): purchased \(record.productId)\(quantity); receipt saved")
+            if record.kind == .consumable, let credits = result.credits {
+                Swift.print("balance: \(credits) credits")
+            }
+            if record.state == .delivering {
+                Swift.print("content: waiting for its download")
+            }
+        case .deferred:
+            Swift.print("transaction \(id): \(record.productId) is waiting for approval (Ask to Buy); nothing was charged yet")
+        case .cancelled:
+            Swift.print("transaction \(id): cancelled; nothing was charged")
+        case .failed:
+            FileHandle.standardError.write(Data("kiosk: \(record.productId): \(record.lastError ?? "the purchase failed")\n".utf8))
+            throw ExitCode.failure
+        case .purchasing, .restored:
+            Swift.print("transaction \(id): \(record.state.rawValue)")
+        }
+    }
+}
