@@ -95,7 +95,7 @@ let package = Package(
         ),
         .target(
             name: "KioskTestSupport",
-            dependencies: ["KioskCore", "KioskServer"],
+            dependencies: ["KioskCore", "KioskServer", "KioskTransfer"],
             path: "Tests/KioskTestSupport",
             swiftSettings: swiftSettings
         ),
@@ -107,7 +107,9 @@ let package = Package(
             dependencies: ["KioskServer", "KioskTestSupport", .product(name: "HummingbirdTesting", package: "hummingbird")],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "KioskClientTests", dependencies: ["KioskClient", "KioskServer", "KioskTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "KioskClientTests",
+            dependencies: ["KioskClient", "KioskServer", "KioskTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),
         .testTarget(name: "KioskCLITests", dependencies: ["KioskCore", "KioskTestSupport"], swiftSettings: swiftSettings),
     ]
 )

@@ -9,7 +9,7 @@ public struct KioskServer: Sendable {
     public let configuration: ServerConfiguration
     public let catalog: CatalogService
     public let store: Store
-    let signer: ReceiptSigner
+    public let signer: ReceiptSigner
     /// What admin calls must carry; also written to `<data>/admin-token`.
     public let adminToken: String
     let logger: Logger

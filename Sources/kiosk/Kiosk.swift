@@ -18,6 +18,24 @@ struct Kiosk: AsyncParsableCommand {
             Restore.self, Account.self, Config.self,
         ]
     )
+
+    /// Runs the command, giving usage errors exit status 2 as documented (ArgumentParser would use 64).
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            if exitCode(for: error) == .validationFailure {
+                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                Foundation.exit(ExitCode.usage.rawValue)
+            }
+            exit(withError: error)
+        }
+    }
 }
 
 /// Logs go to stderr so that stdout carries only what a command reports.
@@ -36,6 +54,7 @@ enum LogSetup {
 
 /// Exit status 3: the work is saved and a later command completes it.
 extension ExitCode {
+    static let usage = ExitCode(2)
     static let partlyDone = ExitCode(3)
 }
 

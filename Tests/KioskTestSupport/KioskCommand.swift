@@ -12,6 +12,8 @@ public enum KioskCommand {
 
     public struct Result: Sendable {
         public var status: Int32
+        /// True when the process died of a signal (`status` is then the signal's number).
+        public var killed: Bool
         public var stdout: String
         public var stderr: String
     }
@@ -33,6 +35,7 @@ public enum KioskCommand {
         process.waitUntilExit()
         return Result(
             status: process.terminationStatus,
+            killed: process.terminationReason == .uncaughtSignal,
             stdout: String(decoding: outputData, as: UTF8.self),
             stderr: String(decoding: errorData.wait(), as: UTF8.self))
     }

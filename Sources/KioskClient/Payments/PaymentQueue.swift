@@ -19,6 +19,12 @@ public struct ReplayReport: Sendable, Equatable {
     public var sent = 0
     public var finished = 0
     public var deferredResolved = 0
+
+    public init(sent: Int = 0, finished: Int = 0, deferredResolved: Int = 0) {
+        self.sent = sent
+        self.finished = finished
+        self.deferredResolved = deferredResolved
+    }
 }
 
 /// The payment queue: every purchase is saved before it is sent, its receipt is saved before it is
