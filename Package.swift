@@ -100,7 +100,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "KioskCoreTests", dependencies: ["KioskCore", "KioskTestSupport"], swiftSettings: swiftSettings),
-        .testTarget(name: "KioskArchiveTests", dependencies: ["KioskArchive", "KioskTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "KioskArchiveTests", dependencies: ["KioskArchive", "CArchive", "KioskTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "KioskTransferTests", dependencies: ["KioskTransfer"], swiftSettings: swiftSettings),
         .testTarget(
             name: "KioskServerTests",

@@ -1,0 +1,206 @@
+import CArchive
+import Foundation
+
+/// Unpacks a zip or tar archive into a folder, refusing anything that could write outside it.
+///
+/// libarchive's own guards (`SECURE_NODOTDOT`, `SECURE_SYMLINKS`, `NO_OVERWRITE`) are on;
+/// on top of them each entry is checked before anything is written, so the refusal can name
+/// it: no absolute paths or `..`, no links that resolve outside, no devices, FIFOs or sockets,
+/// permissions masked to 0755. Data is copied block by block, so no entry is ever whole in
+/// memory, and the limits are enforced as the bytes arrive.
+public struct ArchiveExtractor: Sendable {
+    public var limits: ExtractionLimits
+
+    public init(limits: ExtractionLimits = ExtractionLimits()) {
+        self.limits = limits
+    }
+
+    /// What an extraction wrote.
+    public struct Summary: Sendable, Equatable {
+        public var entries: Int
+        public var bytes: Int64
+    }
+
+    /// Unpacks `archive` into `destination`, which must be an empty folder.
+    /// - Throws: ``UnpackError``; the caller removes the destination.
+    public func extract(_ archive: URL, into destination: URL) throws -> Summary {
+        let archiveSize = (try? FileManager.default.attributesOfItem(atPath: archive.path)[.size] as? Int64) ?? 0
+        let maxTotal = limits.maxTotalBytes(archiveSize: archiveSize)
+        let reader = try ArchiveHandle.reader(path: archive.path)
+        let writer = try ArchiveHandle.diskWriter()
+        // libarchive's symlink guard checks every component of the path, so give it the real one.
+        let root = destination.resolvingSymlinksInPath().standardizedFileURL.path
+
+        var summary = Summary(entries: 0, bytes: 0)
+        while true {
+            var entryPointer: OpaquePointer?
+            let status = archive_read_next_header(reader.handle, &entryPointer)
+            if status == ARCHIVE_EOF { break }
+            guard status >= ARCHIVE_WARN, let entry = entryPointer else {
+                if summary.entries == 0 { throw UnpackError.unsupportedFormat(reader.message) }
+                throw UnpackError.corrupt(entry: nil, message: reader.message)
+            }
+            summary.entries += 1
+            guard summary.entries <= limits.maxEntries else { throw UnpackError.tooManyEntries(limit: limits.maxEntries) }
+
+            let name = Self.entryName(entry)
+            let relative = try Self.checkedRelativePath(name)
+            try checkType(entry, name: name, relative: relative)
+            try rewrite(entry, relative: relative, root: root)
+
+            guard archive_write_header(writer.handle, entry) >= ARCHIVE_WARN else {
+                throw UnpackError.disk(entry: name, message: writer.message)
+            }
+            var entryBytes: Int64 = 0
+            if archive_entry_size_is_set(entry) != 0, archive_entry_size(entry) > limits.maxEntryBytes {
+                throw UnpackError.entryTooLarge(entry: name, limit: limits.maxEntryBytes)
+            }
+            while true {
+                var block: UnsafeRawPointer?
+                var size = 0
+                var offset: la_int64_t = 0
+                let read = archive_read_data_block(reader.handle, &block, &size, &offset)
+                if read == ARCHIVE_EOF { break }
+                guard read >= ARCHIVE_WARN else { throw UnpackError.corrupt(entry: name, message: reader.message) }
+                entryBytes = max(entryBytes, Int64(offset) + Int64(size))
+                guard entryBytes <= limits.maxEntryBytes else { throw UnpackError.entryTooLarge(entry: name, limit: limits.maxEntryBytes) }
+                guard summary.bytes + entryBytes <= maxTotal else { throw UnpackError.totalTooLarge(limit: maxTotal) }
+                guard archive_write_data_block(writer.handle, block, size, offset) >= ARCHIVE_WARN else {
+                    throw UnpackError.disk(entry: name, message: writer.message)
+                }
+            }
+            summary.bytes += entryBytes
+            guard archive_write_finish_entry(writer.handle) >= ARCHIVE_WARN else {
+                throw UnpackError.disk(entry: name, message: writer.message)
+            }
+        }
+        guard archive_write_close(writer.handle) >= ARCHIVE_WARN else {
+            throw UnpackError.disk(entry: nil, message: writer.message)
+        }
+        return summary
+    }
+
+    // MARK: Checks
+
+    static func entryName(_ entry: OpaquePointer) -> String {
+        if let utf8 = archive_entry_pathname_utf8(entry) { return String(cString: utf8) }
+        if let raw = archive_entry_pathname(entry) { return String(cString: raw) }
+        return ""
+    }
+
+    /// The entry's path as components inside the destination.
+    /// - Throws: ``UnpackError/escapesDestination(entry:)`` for absolute paths and `..`.
+    static func checkedRelativePath(_ name: String) throws -> [String] {
+        guard !name.isEmpty, !name.hasPrefix("/"), !name.contains("\\"), !name.contains("\0") else {
+            throw UnpackError.escapesDestination(entry: name)
+        }
+        let components = name.split(separator: "/").map(String.init).filter { $0 != "." }
+        guard !components.isEmpty, !components.contains("..") else {
+            throw UnpackError.escapesDestination(entry: name)
+        }
+        return components
+    }
+
+    private func checkType(_ entry: OpaquePointer, name: String, relative: [String]) throws {
+        if let hardlink = archive_entry_hardlink_utf8(entry) ?? archive_entry_hardlink(entry) {
+            let target = String(cString: hardlink)
+            guard (try? Self.checkedRelativePath(target)) != nil else {
+                throw UnpackError.linkEscapes(entry: name, target: target)
+            }
+            return
+        }
+        switch UInt32(archive_entry_filetype(entry)) {
+        case kiosk_ae_ifreg, kiosk_ae_ifdir:
+            return
+        case kiosk_ae_iflnk:
+            let target = (archive_entry_symlink_utf8(entry) ?? archive_entry_symlink(entry)).map { String(cString: $0) } ?? ""
+            guard Self.symlink(at: relative, target: target) else {
+                throw UnpackError.linkEscapes(entry: name, target: target)
+            }
+        case kiosk_ae_ifchr: throw UnpackError.forbiddenType(entry: name, type: "character device")
+        case kiosk_ae_ifblk: throw UnpackError.forbiddenType(entry: name, type: "block device")
+        case kiosk_ae_ififo: throw UnpackError.forbiddenType(entry: name, type: "FIFO")
+        case kiosk_ae_ifsock: throw UnpackError.forbiddenType(entry: name, type: "socket")
+        default: throw UnpackError.forbiddenType(entry: name, type: "special file")
+        }
+    }
+
+    /// True when a symlink at `path` pointing to `target` resolves inside the destination.
+    static func symlink(at path: [String], target: String) -> Bool {
+        guard !target.isEmpty, !target.hasPrefix("/") else { return false }
+        var resolved = Array(path.dropLast())
+        for component in target.split(separator: "/") {
+            switch component {
+            case ".": continue
+            case "..":
+                guard !resolved.isEmpty else { return false }
+                resolved.removeLast()
+            default: resolved.append(String(component))
+            }
+        }
+        return !resolved.isEmpty
+    }
+
+    /// Points the entry (and its hardlink) into the destination and masks its permissions.
+    private func rewrite(_ entry: OpaquePointer, relative: [String], root: String) throws {
+        archive_entry_set_pathname_utf8(entry, root + "/" + relative.joined(separator: "/"))
+        if let hardlink = archive_entry_hardlink_utf8(entry) ?? archive_entry_hardlink(entry) {
+            let target = try Self.checkedRelativePath(String(cString: hardlink))
+            archive_entry_set_hardlink_utf8(entry, root + "/" + target.joined(separator: "/"))
+        }
+        let isDirectory = UInt32(archive_entry_filetype(entry)) == kiosk_ae_ifdir
+        // No setuid, setgid or sticky bits, nothing writable by others: a book is data.
+        let mode = isDirectory ? 0o755 : (archive_entry_perm(entry) & 0o111 != 0 ? 0o755 : 0o644)
+        archive_entry_set_perm(entry, mode_t(mode))
+        archive_entry_set_uid(entry, la_int64_t(getuid()))
+        archive_entry_set_gid(entry, la_int64_t(getgid()))
+    }
+}
+
+/// Owns a libarchive read or disk-write handle.
+final class ArchiveHandle {
+    let handle: OpaquePointer
+    private let isReader: Bool
+
+    private init(handle: OpaquePointer, isReader: Bool) {
+        self.handle = handle
+        self.isReader = isReader
+    }
+
+    deinit {
+        if isReader { archive_read_free(handle) } else { archive_write_free(handle) }
+    }
+
+    var message: String {
+        archive_error_string(handle).map { String(cString: $0) } ?? "unknown libarchive error"
+    }
+
+    /// A reader for the allow-listed formats: zip, and tar with gzip, xz, zstd or bzip2.
+    static func reader(path: String) throws -> ArchiveHandle {
+        guard let handle = archive_read_new() else { throw UnpackError.disk(entry: nil, message: "libarchive could not allocate a reader") }
+        let reader = ArchiveHandle(handle: handle, isReader: true)
+        archive_read_support_format_zip(handle)
+        archive_read_support_format_tar(handle)
+        archive_read_support_format_gnutar(handle)
+        for add in [archive_read_support_filter_gzip, archive_read_support_filter_xz, archive_read_support_filter_zstd, archive_read_support_filter_bzip2] {
+            // A filter missing from this libarchive build only warns; the formats still work.
+            _ = add(handle)
+        }
+        guard archive_read_open_filename(handle, path, 1 << 20) == ARCHIVE_OK else {
+            throw UnpackError.unsupportedFormat(reader.message)
+        }
+        return reader
+    }
+
+    /// A disk writer with libarchive's secure-extraction guards on and no owner or permission restore.
+    static func diskWriter() throws -> ArchiveHandle {
+        guard let handle = archive_write_disk_new() else { throw UnpackError.disk(entry: nil, message: "libarchive could not allocate a writer") }
+        let writer = ArchiveHandle(handle: handle, isReader: false)
+        // Entries are rewritten to absolute paths inside the destination (after being checked to be
+        // relative), so SECURE_NOABSOLUTEPATHS cannot be used; the other two guards stay on.
+        let flags = ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_SYMLINKS
+            | ARCHIVE_EXTRACT_NO_OVERWRITE | ARCHIVE_EXTRACT_PERM
+        archive_write_disk_set_options(handle, flags)
+        return writer
+    }
+}

@@ -1,0 +1,43 @@
+/// Why an archive was refused or could not be unpacked, naming the entry at fault.
+public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
+    case unsupportedFormat(String)
+    case escapesDestination(entry: String)
+    case linkEscapes(entry: String, target: String)
+    case forbiddenType(entry: String, type: String)
+    case tooManyEntries(limit: Int)
+    case entryTooLarge(entry: String, limit: Int64)
+    case totalTooLarge(limit: Int64)
+    case corrupt(entry: String?, message: String)
+    case disk(entry: String?, message: String)
+
+    public var description: String {
+        switch self {
+        case .unsupportedFormat(let detail):
+            return "the archive is not a zip or tar (\(detail)); the download was discarded"
+        case .escapesDestination(let entry):
+            return "archive entry \"\(entry)\" escapes the destination; the download was discarded"
+        case .linkEscapes(let entry, let target):
+            return "archive entry \"\(entry)\" links to \"\(target)\", outside the destination; the download was discarded"
+        case .forbiddenType(let entry, let type):
+            return "archive entry \"\(entry)\" is a \(type), which a book may not contain; the download was discarded"
+        case .tooManyEntries(let limit):
+            return "the archive holds more than \(limit) entries; the download was discarded"
+        case .entryTooLarge(let entry, let limit):
+            return "archive entry \"\(entry)\" unpacks to more than \(limit) bytes; the download was discarded"
+        case .totalTooLarge(let limit):
+            return "the archive unpacks to more than \(limit) bytes (a decompression bomb?); the download was discarded"
+        case .corrupt(let entry, let message):
+            return "the archive is damaged\(entry.map { " at entry \"\($0)\"" } ?? "") (\(message)); it will be downloaded again"
+        case .disk(let entry, let message):
+            return "cannot write \(entry.map { "\"\($0)\"" } ?? "the content") to disk (\(message)); free some space and run kiosk resume"
+        }
+    }
+
+    /// True when the archive itself is hostile or broken beyond a new download.
+    public var isHostile: Bool {
+        switch self {
+        case .corrupt, .disk: return false
+        default: return true
+        }
+    }
+}

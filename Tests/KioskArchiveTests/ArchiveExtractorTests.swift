@@ -1,0 +1,145 @@
+import Foundation
+import KioskArchive
+import KioskCore
+import KioskTestSupport
+import Testing
+
+@Suite("Safe unpacking")
+struct ArchiveExtractorTests {
+    /// Extracts into `root/staging` and returns the error; `root/outside` must stay empty.
+    static func refusal(_ entries: [HostileArchive.Entry], format: HostileArchive.Format = .tarGz, limits: ExtractionLimits = ExtractionLimits()) throws -> (UnpackError?, TemporaryDirectory) {
+        let root = try TemporaryDirectory()
+        let archive = root.path("hostile.archive")
+        try HostileArchive.write(entries, format: format, to: archive)
+        try FileManager.default.createDirectory(at: root.path("outside"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: root.path("staging"), withIntermediateDirectories: true)
+        do {
+            _ = try ArchiveExtractor(limits: limits).extract(archive, into: root.path("staging"))
+            return (nil, root)
+        } catch let error as UnpackError {
+            return (error, root)
+        }
+    }
+
+    static func expectNothingOutside(_ root: TemporaryDirectory, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let outside = try FileManager.default.contentsOfDirectory(atPath: root.path("outside").path)
+        #expect(outside.isEmpty, "something was written outside the staging folder: \(outside)", sourceLocation: sourceLocation)
+        let top = Set(try FileManager.default.contentsOfDirectory(atPath: root.url.path))
+        #expect(top == ["hostile.archive", "outside", "staging"], sourceLocation: sourceLocation)
+    }
+
+    @Test("a ../ path is refused, naming the entry", arguments: [HostileArchive.Format.tarGz, .zip])
+    func dotDot(format: HostileArchive.Format) throws {
+        let (error, root) = try Self.refusal([.file("chapter.md", "ok"), .file("../outside/evil.txt", "pwned")], format: format)
+        #expect(error == .escapesDestination(entry: "../outside/evil.txt"))
+        #expect(error?.description == "archive entry \"../outside/evil.txt\" escapes the destination; the download was discarded")
+        try Self.expectNothingOutside(root)
+    }
+
+    @Test("an absolute path is refused")
+    func absolutePath() throws {
+        let root = try TemporaryDirectory()
+        let target = root.path("outside/abs.txt").path
+        let (error, _) = try Self.refusal([.file(target, "pwned")])
+        #expect(error == .escapesDestination(entry: target))
+        #expect(!FileManager.default.fileExists(atPath: target))
+    }
+
+    @Test("a symlink pointing out is refused, and so is a write through it")
+    func symlinkOut() throws {
+        let (error, root) = try Self.refusal([.symlink("link", target: "../outside"), .file("link/evil.txt", "pwned")])
+        #expect(error == .linkEscapes(entry: "link", target: "../outside"))
+        try Self.expectNothingOutside(root)
+
+        let (absolute, _) = try Self.refusal([.symlink("passwd", target: "/etc/passwd")])
+        #expect(absolute == .linkEscapes(entry: "passwd", target: "/etc/passwd"))
+    }
+
+    @Test("a write through an inside symlink to a folder is refused by libarchive's own guard")
+    func writeThroughSymlink() throws {
+        let (error, root) = try Self.refusal([.directory("dir"), .symlink("alias", target: "dir"), .file("alias/file.txt", "through")])
+        #expect(error != nil)
+        #expect(error?.description.contains("alias/file.txt") == true)
+        try Self.expectNothingOutside(root)
+    }
+
+    @Test("a hardlink out is refused")
+    func hardlinkOut() throws {
+        let (error, root) = try Self.refusal([.hardlink("copy", target: "../outside/secret")])
+        #expect(error == .linkEscapes(entry: "copy", target: "../outside/secret"))
+        try Self.expectNothingOutside(root)
+    }
+
+    @Test("a device file and a FIFO are refused")
+    func specialFiles() throws {
+        let (device, _) = try Self.refusal([.device("dev/null")])
+        #expect(device == .forbiddenType(entry: "dev/null", type: "character device"))
+        let (fifo, _) = try Self.refusal([.fifo("pipe")])
+        #expect(fifo == .forbiddenType(entry: "pipe", type: "FIFO"))
+    }
+
+    @Test("setuid and world-writable bits are masked off")
+    func permissionsMasked() throws {
+        let (error, root) = try Self.refusal([.file("tool", "#!/bin/sh\n", mode: 0o4777), .file("page.md", "text", mode: 0o666)])
+        #expect(error == nil)
+        let tool = try FileManager.default.attributesOfItem(atPath: root.path("staging/tool").path)[.posixPermissions] as? Int
+        let page = try FileManager.default.attributesOfItem(atPath: root.path("staging/page.md").path)[.posixPermissions] as? Int
+        #expect(tool == 0o755)
+        #expect(page == 0o644)
+    }
+
+    @Test("1 GiB of zeros in a small archive is refused as it unpacks")
+    func zeroBomb() throws {
+        let (error, root) = try Self.refusal([.zeros("zeros.bin", bytes: (1 << 30) + (1 << 20))])
+        #expect(error == .entryTooLarge(entry: "zeros.bin", limit: 1 << 30))
+        let archiveSize = try FileManager.default.attributesOfItem(atPath: root.path("hostile.archive").path)[.size] as? Int ?? 0
+        #expect(archiveSize < 4 << 20)
+
+        // Split over several entries, the total limit catches it.
+        let (split, _) = try Self.refusal([.zeros("a.bin", bytes: 600 << 20), .zeros("b.bin", bytes: 600 << 20)])
+        #expect(split == .totalTooLarge(limit: 1 << 30))
+    }
+
+    @Test("more entries than the limit are refused")
+    func tooManyEntries() throws {
+        let entries = (0..<200_000).map { HostileArchive.Entry.file("f/\($0)", "") }
+        let (error, _) = try Self.refusal(entries)
+        #expect(error == .tooManyEntries(limit: 100_000))
+    }
+
+    @Test("a corrupt archive is reported as damaged")
+    func corrupt() throws {
+        let root = try TemporaryDirectory()
+        let archive = root.path("book.tar.gz")
+        let packed = try ContentPacker().pack(folder: ContentPackerTests.book, format: .tarGz, to: archive)
+        var bytes = try Data(contentsOf: packed.file)
+        bytes.replaceSubrange(200..<260, with: Data(repeating: 0x41, count: 60))
+        try bytes.write(to: archive)
+        try FileManager.default.createDirectory(at: root.path("out"), withIntermediateDirectories: true)
+        #expect(throws: UnpackError.self) { try ArchiveExtractor().extract(archive, into: root.path("out")) }
+    }
+
+    @Test("zip and tar.gz unpack to exactly the files of their content folder", arguments: [ArchiveFormat.zip, .tarGz])
+    func roundTrip(format: ArchiveFormat) throws {
+        let root = try TemporaryDirectory()
+        let folder = ContentPackerTests.book
+        let packed = try ContentPacker().pack(folder: folder, format: format, to: root.path("book.\(format.fileExtension)"))
+        try FileManager.default.createDirectory(at: root.path("out"), withIntermediateDirectories: true)
+        let summary = try ArchiveExtractor().extract(packed.file, into: root.path("out"))
+        #expect(summary.entries == 6)
+        let original = try Self.files(in: folder)
+        let unpacked = try Self.files(in: root.path("out"))
+        #expect(unpacked == original)
+    }
+
+    /// Every regular file under `folder`, by relative path, with its bytes.
+    static func files(in folder: URL) throws -> [String: Data] {
+        var files: [String: Data] = [:]
+        let base = folder.resolvingSymlinksInPath().path
+        for case let url as URL in FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.isRegularFileKey]) ?? .init() {
+            guard try url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile == true else { continue }
+            files[String(url.resolvingSymlinksInPath().path.dropFirst(base.count + 1))] = try Data(contentsOf: url)
+        }
+        return files
+    }
+}
