@@ -36,6 +36,7 @@ public struct KioskServer: Sendable {
         router.get("healthz") { _, _ in "ok" }
         CatalogController(catalog: catalog).addRoutes(to: router)
         StoreController(store: store, signer: signer, adminToken: adminToken).addRoutes(to: router)
+        ContentController(catalog: catalog, store: store).addRoutes(to: router)
         return router
     }
 

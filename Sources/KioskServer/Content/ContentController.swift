@@ -1,0 +1,86 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KioskArchive
+import KioskCore
+import Logging
+
+/// `GET` and `HEAD /v1/content/{productId}`: the archive, for a receipt that entitles it, with ranges.
+struct ContentController {
+    let catalog: CatalogService
+    let store: Store
+    let fileIO = FileIO()
+
+    func addRoutes(to router: Router<BasicRequestContext>) {
+        router.get("v1/content/:productId") { request, context in
+            try await self.serve(request, context: context)
+        }
+        router.head("v1/content/:productId") { request, context in
+            try await self.serve(request, context: context)
+        }
+    }
+
+    func serve(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let productId = try context.parameters.require("productId")
+        let published = await catalog.current
+        guard let product = published.products[productId], let archive = published.archives[productId], let content = product.content else {
+            throw APIFailure(.notFound, code: "unknown_product", message: "no downloadable product \"\(productId)\"; run kiosk sync")
+        }
+        try await authorize(request, product: product)
+
+        let etag = "\"\(content.sha256)\""
+        var headers = HTTPFields()
+        headers[.acceptRanges] = "bytes"
+        headers[.eTag] = etag
+        headers[.contentType] = content.format == .tarGz ? "application/gzip" : "application/zip"
+        headers[.cacheControl] = "private, no-transform"
+
+        // An If-Range that names another version means "the bytes I have are stale": send them all.
+        let ifRange = request.headers[.ifRange]
+        let range = ifRange == nil || ifRange == etag ? ByteRange.parse(request.headers[.range], size: archive.size) : .whole
+        let isHead = request.method == .head
+        switch range {
+        case .unsatisfiable:
+            headers[.contentRange] = "bytes */\(archive.size)"
+            headers[.contentLength] = "0"
+            return Response(status: .rangeNotSatisfiable, headers: headers)
+        case .partial(let bytes):
+            headers[.contentRange] = "bytes \(bytes.lowerBound)-\(bytes.upperBound)/\(archive.size)"
+            headers[.contentLength] = String(bytes.count)
+            if isHead { return Response(status: .partialContent, headers: headers) }
+            let body = try await fileIO.loadFile(
+                path: archive.file.path, range: Int(bytes.lowerBound)...Int(bytes.upperBound), context: context, chunkLength: 1 << 20)
+            return Response(status: .partialContent, headers: headers, body: body)
+        case .whole:
+            headers[.contentLength] = String(archive.size)
+            if isHead || archive.size == 0 { return Response(status: .ok, headers: headers) }
+            let body = try await fileIO.loadFile(path: archive.file.path, context: context, chunkLength: 1 << 20)
+            return Response(status: .ok, headers: headers, body: body)
+        }
+    }
+
+    /// 401 without a receipt that verifies; 403 for one that does not entitle this product.
+    private func authorize(_ request: Request, product: Product) async throws {
+        guard let header = request.headers[.authorization], header.hasPrefix("Receipt ") else {
+            throw APIFailure.unauthorized("downloads need Authorization: Receipt <the signed transaction of the purchase>")
+        }
+        let receipt = String(header.dropFirst("Receipt ".count)).trimmingCharacters(in: .whitespaces)
+        let claims: ReceiptClaims
+        do {
+            claims = try await store.verifier.verify(receipt)
+        } catch {
+            throw APIFailure.unauthorized("the receipt is not valid: \(error)")
+        }
+        guard claims.environment == store.environment else {
+            throw APIFailure.unauthorized("the receipt was signed by the \(claims.environment.rawValue) store, not this \(store.environment.rawValue) one")
+        }
+        switch try await store.entitlement(claims, for: product) {
+        case .granted:
+            return
+        case .revoked:
+            throw APIFailure(.forbidden, code: "revoked", message: "transaction \(claims.transactionId) was revoked or is unknown; it no longer entitles any content")
+        case .notOwned:
+            throw APIFailure(.forbidden, code: "not_entitled", message: "account \(claims.accountId) does not own \(product.id); buy it or restore purchases")
+        }
+    }
+}
