@@ -54,6 +54,7 @@ let package = Package(
             name: "KioskTransfer",
             dependencies: [
                 "CCurl",
+                "KioskCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -11,7 +11,7 @@ public struct TransactionView: Sendable {
 
 extension KioskClient {
     func paymentQueue(server: String) -> PaymentQueue {
-        PaymentQueue(database: database, http: http, server: server, logger: logger)
+        PaymentQueue(database: database, http: http, server: server, logger: logger, downloads: downloadQueue(server: server))
     }
 
     /// Replays unfinished work; every command that talks to the server calls this first.

@@ -40,7 +40,7 @@ extension Kiosk {
             try await reportingErrors {
                 let (client, server) = try await options.connect()
                 let result = try await client.buy(product, quantity: quantity, method: payment, downloadNow: !noDownload, server: server)
-                try PurchaseReport(result).print()
+                try await PurchaseReport(result).print(downloadingWith: DownloadRunner(client: client, server: server))
             }
         }
     }
@@ -63,7 +63,7 @@ extension Kiosk {
             try await reportingErrors {
                 let (client, server) = try await options.connect()
                 let result = try await client.redeem(product, downloadNow: !noDownload, server: server)
-                try PurchaseReport(result).print()
+                try await PurchaseReport(result).print(downloadingWith: DownloadRunner(client: client, server: server))
             }
         }
     }
@@ -79,7 +79,8 @@ struct PurchaseReport {
         self.result = result
     }
 
-    func print() throws {
+    /// Prints the outcome; a book or an issue waiting for its content is downloaded and installed first.
+    func print(downloadingWith runner: DownloadRunner) async throws {
         let record = result.record
         let id = record.transactionId ?? "(not yet assigned)"
         let quantity = record.quantity > 1 ? " × \(record.quantity)" : ""
@@ -94,7 +95,11 @@ struct PurchaseReport {
                 Swift.print("balance: \(credits) credits")
             }
             if record.state == .delivering {
-                Swift.print("content: waiting for its download")
+                let report = try await runner.run(only: [record.productId])
+                if !report.failed.isEmpty { throw ExitCode.failure }
+                if !report.installed.contains(record.productId) { throw ExitCode.partlyDone }
+            } else if record.kind == .nonConsumable {
+                Swift.print("content: queued; download it with kiosk resume")
             }
         case .deferred:
             Swift.print("transaction \(id): \(record.productId) is waiting for approval (Ask to Buy); nothing was charged yet")

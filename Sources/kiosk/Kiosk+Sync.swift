@@ -28,6 +28,9 @@ extension Kiosk {
                     for id in report.changed { print("  ~ \(id)") }
                     for id in report.removed { print("  - \(id)") }
                 }
+                for id in try await client.queueNewContent(server: server, includingUpdates: false) {
+                    print("queued \(id) (your subscription covers it; kiosk resume downloads it)")
+                }
             }
         }
     }

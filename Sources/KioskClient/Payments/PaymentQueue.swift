@@ -34,6 +34,7 @@ struct PaymentQueue {
     let http: HTTPClient
     let server: String
     let logger: Logger
+    let downloads: DownloadQueue
 
     var receipts: ReceiptCheck { ReceiptCheck(database: database) }
 
@@ -132,13 +133,40 @@ struct PaymentQueue {
 
     /// Delivers a purchased or restored transaction and finishes it once delivered.
     ///
-    /// Books and issues wait in `delivering` for their download unless the reader asked to
-    /// download later; credits and subscriptions have nothing to download.
+    /// A book or an issue has its download queued and waits in `delivering` until it is
+    /// installed, unless the reader asked to download later: then it finishes now and the
+    /// download stays queued. Credits have nothing to download; a subscription queues the issues
+    /// it covers.
     func deliver(_ record: PaymentRecord, downloadNow: Bool) async throws -> PaymentRecord {
-        if record.kind == .nonConsumable, downloadNow {
-            return try await update(record) { $0.state = .delivering }
+        switch record.kind {
+        case .nonConsumable:
+            if let receipt = record.receipt, let product = try? await cachedProduct(record.productId) {
+                try await downloads.enqueue(product, receipt: receipt)
+            }
+            if downloadNow {
+                return try await update(record) { $0.state = .delivering }
+            }
+        case .subscription:
+            _ = try await SubscriptionIssues(database: database, downloads: downloads).queueCoveredIssues()
+        case .consumable:
+            break
         }
         return try await finish(record)
+    }
+
+    /// Finishes every `delivering` transaction whose content is now installed.
+    func finishDelivered() async throws -> Int {
+        let delivered = try await database.pool.read { db in
+            try PaymentRecord
+                .filter(PaymentRecord.Columns.state == PaymentState.delivering.rawValue)
+                .filter(sql: "productId IN (SELECT productId FROM download WHERE state = 'installed')")
+                .fetchAll(db)
+        }
+        var finished = 0
+        for record in delivered where try await finish(record).state == .finished {
+            finished += 1
+        }
+        return finished
     }
 
     /// Reports delivery to the server; offline, the row stays as it is and the next command finishes it.
@@ -163,6 +191,7 @@ struct PaymentQueue {
                 .order(PaymentRecord.Columns.id)
                 .fetchAll(db)
         }
+        report.finished += try await finishDelivered()
         guard !pending.isEmpty else { return report }
         var serverTransactions: [String: StoreTransaction]?
         for record in pending {

@@ -48,6 +48,32 @@ public struct ClientDatabase: Sendable {
                 table.column("updatedAt", .datetime).notNull()
             }
         }
+        migrator.registerMigration("v3-downloads-and-library") { db in
+            try db.create(table: DownloadRecord.databaseTableName) { table in
+                table.primaryKey("productId", .text)
+                table.column("state", .text).notNull().indexed()
+                table.column("sha256", .text).notNull()
+                table.column("size", .integer).notNull()
+                table.column("version", .text).notNull()
+                table.column("format", .text).notNull()
+                table.column("receipt", .text).notNull()
+                table.column("bytesDone", .integer).notNull().defaults(to: 0)
+                table.column("partialETag", .text)
+                table.column("attempts", .integer).notNull().defaults(to: 0)
+                table.column("nextAttemptAt", .datetime)
+                table.column("lastError", .text)
+                table.column("mismatches", .integer).notNull().defaults(to: 0)
+                table.column("createdAt", .datetime).notNull()
+                table.column("updatedAt", .datetime).notNull()
+            }
+            try db.create(table: LibraryItem.databaseTableName) { table in
+                table.primaryKey("productId", .text)
+                table.column("version", .text).notNull()
+                table.column("sha256", .text).notNull()
+                table.column("path", .text).notNull()
+                table.column("installedAt", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }

@@ -1,0 +1,257 @@
+import CCurl
+import Crypto
+import Foundation
+import KioskCore
+
+/// One download on one easy handle: writes to the partial file, hashes as it goes, and applies
+/// the resume rules (RFC 9110 ranges) the moment the response headers are known.
+final class Transfer {
+    let request: DownloadRequest
+    let easy: CurlEasy
+    private let descriptor: Int32
+    private var hasher = SHA256()
+    /// Bytes in the partial file; the next byte is written here.
+    private(set) var offset: Int64
+    /// Where this attempt asked to start.
+    private let requestedOffset: Int64
+    private(set) var received: Int64 = 0
+    private(set) var total: Int64?
+
+    private enum Mode { case headers, writing, alreadyComplete, wrongRange, collectingError }
+    private var mode = Mode.headers
+    private var status = 0
+    private var responseHeaders: [String: String] = [:]
+    private var errorBody = Data()
+    private var writeErrno: Int32 = 0
+    var stopRequested = false
+    private var lastReported: Int64 = 0
+
+    /// Opens (or creates) the partial file and sets up the request.
+    init(_ request: DownloadRequest) throws {
+        self.request = request
+        let path = request.partialFile.path
+        try FileManager.default.createDirectory(at: request.partialFile.deletingLastPathComponent(), withIntermediateDirectories: true)
+        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw TransferError(url: request.url, kind: .localWrite, message: "cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        var existing = Int64(lseek(descriptor, 0, SEEK_END))
+        if existing > 0, request.etag == nil {
+            // Bytes of unknown origin: never splice onto them.
+            ftruncate(descriptor, 0)
+            existing = 0
+        }
+        offset = existing
+        requestedOffset = existing
+        easy = try CurlEasy(url: request.url)
+        try hashExistingBytes()
+        try configure()
+    }
+
+    deinit {
+        close(descriptor)
+    }
+
+    /// The partial bytes from an earlier attempt are hashed once, so the digest covers the whole file.
+    private func hashExistingBytes() throws {
+        guard offset > 0 else { return }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        var position: Int64 = 0
+        while position < offset {
+            let count = pread(descriptor, buffer.baseAddress, min(buffer.count, Int(offset - position)), off_t(position))
+            guard count > 0 else {
+                throw TransferError(url: request.url, kind: .localWrite, message: "cannot read \(request.partialFile.path)")
+            }
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            position += Int64(count)
+        }
+    }
+
+    private func configure() throws {
+        let this = Unmanaged.passUnretained(self).toOpaque()
+        try easy.set(CURLOPT_WRITEFUNCTION, callback: Transfer.onBody)
+        try easy.set(CURLOPT_WRITEDATA, pointer: this)
+        try easy.set(CURLOPT_HEADERFUNCTION, callback: Transfer.onHeader)
+        try easy.set(CURLOPT_HEADERDATA, pointer: this)
+        try easy.set(CURLOPT_FOLLOWLOCATION, 1)
+        try easy.set(CURLOPT_MAXREDIRS, 5)
+        try easy.set(CURLOPT_CONNECTTIMEOUT, request.connectTimeout)
+        try easy.set(CURLOPT_LOW_SPEED_LIMIT, request.lowSpeedLimit)
+        try easy.set(CURLOPT_LOW_SPEED_TIME, request.lowSpeedTime)
+        // Big receive buffers mean fewer, larger writes and hash updates.
+        try easy.set(CURLOPT_BUFFERSIZE, 1 << 20)
+        if let speed = request.maxReceiveSpeed {
+            try easy.set(CURLOPT_MAX_RECV_SPEED_LARGE, offset: speed)
+        }
+        var headers = request.headers
+        if offset > 0, let etag = request.etag {
+            headers.append(("Range", "bytes=\(offset)-"))
+            headers.append(("If-Range", etag))
+        }
+        try easy.setHeaders(headers)
+    }
+
+    // MARK: Callbacks
+
+    static let onHeader: kiosk_curl_data_callback = { buffer, size, count, userdata in
+        guard let buffer, let userdata else { return 0 }
+        let transfer = Unmanaged<Transfer>.fromOpaque(userdata).takeUnretainedValue()
+        let line = String(decoding: UnsafeRawBufferPointer(start: buffer, count: size * count), as: UTF8.self)
+        transfer.header(line.trimmingCharacters(in: .whitespacesAndNewlines))
+        return size * count
+    }
+
+    static let onBody: kiosk_curl_data_callback = { buffer, size, count, userdata in
+        guard let buffer, let userdata else { return 0 }
+        let transfer = Unmanaged<Transfer>.fromOpaque(userdata).takeUnretainedValue()
+        return transfer.body(UnsafeRawBufferPointer(start: buffer, count: size * count))
+    }
+
+    private func header(_ line: String) {
+        if line.hasPrefix("HTTP/") {
+            status = Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+            responseHeaders = [:]
+        } else if let colon = line.firstIndex(of: ":") {
+            responseHeaders[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        } else if line.isEmpty, !(100..<200).contains(status), !(300..<400).contains(status) || responseHeaders["location"] == nil {
+            decideMode()
+        }
+    }
+
+    /// The resume rules, applied once the final response's headers are in.
+    private func decideMode() {
+        switch status {
+        case 200:
+            if offset > 0 {
+                // A whole body to a ranged request: the bytes changed or ranges are ignored. Start over.
+                restartFromZero()
+            }
+            total = responseHeaders["content-length"].flatMap(Int64.init)
+            mode = .writing
+        case 206:
+            let range = Self.contentRange(responseHeaders["content-range"])
+            if range?.start == offset {
+                total = range?.total
+                mode = .writing
+            } else {
+                mode = .wrongRange
+            }
+        case 416:
+            let complete = Self.unsatisfiedLength(responseHeaders["content-range"])
+            if let complete, complete == offset, offset > 0 {
+                total = complete
+                mode = .alreadyComplete
+            } else {
+                restartFromZero()
+                mode = .wrongRange
+            }
+        default:
+            mode = .collectingError
+        }
+    }
+
+    private func body(_ bytes: UnsafeRawBufferPointer) -> Int {
+        switch mode {
+        case .writing:
+            var written = 0
+            while written < bytes.count {
+                let result = pwrite(descriptor, bytes.baseAddress?.advanced(by: written), bytes.count - written, off_t(offset) + off_t(written))
+                guard result > 0 else {
+                    writeErrno = errno
+                    return 0
+                }
+                written += result
+            }
+            hasher.update(bufferPointer: bytes)
+            offset += Int64(bytes.count)
+            received += Int64(bytes.count)
+            return stopRequested ? 0 : bytes.count
+        case .collectingError:
+            if errorBody.count < 64 << 10 { errorBody.append(contentsOf: bytes) }
+            return bytes.count
+        case .alreadyComplete, .headers:
+            return bytes.count
+        case .wrongRange:
+            // Refuse to splice: abort this attempt.
+            return 0
+        }
+    }
+
+    private func restartFromZero() {
+        ftruncate(descriptor, 0)
+        offset = 0
+        hasher = SHA256()
+    }
+
+    /// Reports progress every `interval` bytes; the handler may ask to stop.
+    func reportIfDue(interval: Int64, _ handler: (DownloadProgress) -> Bool) {
+        guard offset - lastReported >= interval || (lastReported > offset) else { return }
+        lastReported = offset
+        if !handler(progress) { stopRequested = true }
+    }
+
+    var progress: DownloadProgress {
+        DownloadProgress(
+            key: request.key, bytesOnDisk: offset, totalBytes: total, bytesReceived: received,
+            etag: mode == .writing || mode == .alreadyComplete ? responseHeaders["etag"] : (offset > 0 ? request.etag : nil))
+    }
+
+    // MARK: Outcome
+
+    /// What the finished transfer amounts to, given libcurl's result code.
+    func outcome(_ code: CURLcode) -> DownloadOutcome {
+        if stopRequested { return .stopped }
+        if mode == .wrongRange {
+            restartFromZero()
+            return .restart(reason: status == 416
+                ? "the server no longer has the bytes this download was resuming from"
+                : "the server sent a range that does not continue the partial file")
+        }
+        if code == CURLE_WRITE_ERROR, writeErrno != 0 {
+            return .transport(kind: .localWrite, message: "cannot write \(request.partialFile.path): \(String(cString: strerror(writeErrno)))")
+        }
+        guard code == CURLE_OK else {
+            let error = easy.error(for: code)
+            return .transport(kind: error.kind, message: error.message)
+        }
+        switch mode {
+        case .writing, .alreadyComplete:
+            fsync(descriptor)
+            let digest = FileDigest.hex(hasher.finalize())
+            return .complete(size: offset, sha256: digest, etag: responseHeaders["etag"])
+        default:
+            let message = (try? JSONSerialization.jsonObject(with: errorBody) as? [String: Any])?["message"] as? String
+                ?? String(decoding: errorBody.prefix(300), as: UTF8.self)
+            return .httpError(status: status, retryAfter: Self.retryAfter(responseHeaders["retry-after"]), message: message.isEmpty ? "HTTP \(status)" : message)
+        }
+    }
+
+    // MARK: Header parsing
+
+    /// `bytes A-B/T` → (A, T).
+    static func contentRange(_ value: String?) -> (start: Int64, total: Int64?)? {
+        guard let value, value.hasPrefix("bytes ") else { return nil }
+        let spec = value.dropFirst("bytes ".count)
+        let parts = spec.split(separator: "/")
+        guard parts.count == 2, let dash = parts[0].firstIndex(of: "-"), let start = Int64(parts[0][..<dash]) else { return nil }
+        return (start, Int64(parts[1]))
+    }
+
+    /// `bytes */T` → T.
+    static func unsatisfiedLength(_ value: String?) -> Int64? {
+        guard let value, value.hasPrefix("bytes */") else { return nil }
+        return Int64(value.dropFirst("bytes */".count))
+    }
+
+    /// Retry-After as seconds from now: delta-seconds or an HTTP date.
+    static func retryAfter(_ value: String?) -> TimeInterval? {
+        guard let value else { return nil }
+        if let seconds = TimeInterval(value) { return max(0, seconds) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        return formatter.date(from: value).map { max(0, $0.timeIntervalSinceNow) }
+    }
+}

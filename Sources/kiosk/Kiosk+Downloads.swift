@@ -1,0 +1,182 @@
+import ArgumentParser
+import Foundation
+import KioskClient
+import KioskCore
+
+extension Kiosk {
+    struct Downloads: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List content downloads: state, bytes, attempts, next attempt, last error; works offline.",
+            discussion: "Example: kiosk downloads --json"
+        )
+
+        @OptionGroup var options: ClientOptions
+
+        @Flag(help: "Print the downloads as JSON.")
+        var json = false
+
+        func run() async throws {
+            try await reportingErrors {
+                let downloads = try await options.client().downloads()
+                if json {
+                    let rows = downloads.map { Row(record: $0) }
+                    print(String(decoding: try JSONEncoder.kiosk.encode(rows), as: UTF8.self))
+                    return
+                }
+                if downloads.isEmpty { print("no downloads") }
+                for record in downloads {
+                    var line = "\(record.productId)  \(record.state.rawValue)  \(ProgressDisplay.size(record.bytesDone))/\(ProgressDisplay.size(record.size))"
+                    if record.attempts > 0 { line += "  attempts \(record.attempts)" }
+                    if let next = record.nextAttemptAt, record.state == .waiting { line += "  next \(DownloadRunner.time(next))" }
+                    if let error = record.lastError, record.state != .installed { line += "  (\(error))" }
+                    print(line)
+                }
+            }
+        }
+
+        struct Row: Encodable {
+            var productId: String
+            var state: DownloadState
+            var bytesDone: Int64
+            var totalBytes: Int64
+            var version: String
+            var attempts: Int
+            var nextAttemptAt: Date?
+            var lastError: String?
+
+            init(record: DownloadRecord) {
+                productId = record.productId
+                state = record.state
+                bytesDone = record.bytesDone
+                totalBytes = record.size
+                version = record.version
+                attempts = record.attempts
+                nextAttemptAt = record.nextAttemptAt
+                lastError = record.lastError
+            }
+        }
+    }
+
+    struct Resume: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run due downloads and unfinished transactions; install updated content.",
+            discussion: """
+                With --wait it sleeps until waiting downloads are due and goes on until every download is
+                installed or has failed for good (or --max-wait runs out).
+
+                Exit status: 0 all installed, 1 a download failed for good, 3 downloads still waiting.
+
+                Example: kiosk resume --wait --max-wait 600
+                """
+        )
+
+        @OptionGroup var options: ClientOptions
+
+        @Flag(help: "Wait for waiting downloads and retry them when due.")
+        var wait = false
+
+        @Option(help: "With --wait: give up after this many seconds.")
+        var maxWait: Int = 3600
+
+        @Option(help: "Downloads at once.")
+        var concurrency = 3
+
+        func run() async throws {
+            try await reportingErrors {
+                let (client, server) = try await options.connect()
+                let queued = try await client.queueNewContent(server: server, includingUpdates: true)
+                for id in queued { print("queued \(id)") }
+                let deadline = Date().addingTimeInterval(TimeInterval(maxWait))
+                var failed = false
+                while true {
+                    let report = try await DownloadRunner(client: client, server: server, concurrency: concurrency).run()
+                    failed = failed || !report.failed.isEmpty
+                    guard wait, let next = try await client.nextDownloadAttempt() else { break }
+                    guard next < deadline else { break }
+                    let pause = max(0.05, next.timeIntervalSinceNow)
+                    try await Task.sleep(for: .seconds(pause))
+                    _ = try await client.replay(server: server)
+                }
+                if try await client.downloads().contains(where: { $0.state == .waiting }) {
+                    throw ExitCode.partlyDone
+                }
+                if failed { throw ExitCode.failure }
+            }
+        }
+    }
+
+    struct Pause: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Pause a download; it keeps its bytes and continues after kiosk resume.",
+            discussion: "Example: kiosk pause com.kiosk.books.river-of-maps"
+        )
+
+        @OptionGroup var options: ClientOptions
+
+        @Argument(help: "The product ID.")
+        var product: String
+
+        func run() async throws {
+            try await reportingErrors {
+                let record = try await options.client().pauseDownload(product)
+                print("\(record.productId): paused at \(ProgressDisplay.size(record.bytesDone))")
+            }
+        }
+    }
+
+    struct Cancel: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Cancel a download and delete its partial bytes.",
+            discussion: "Example: kiosk cancel com.kiosk.books.river-of-maps"
+        )
+
+        @OptionGroup var options: ClientOptions
+
+        @Argument(help: "The product ID.")
+        var product: String
+
+        func run() async throws {
+            try await reportingErrors {
+                let record = try await options.client().cancelDownload(product)
+                print("\(record.productId): cancelled")
+            }
+        }
+    }
+
+    struct Library: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List installed books and issues: version and where they are; works offline.",
+            discussion: "Example: kiosk library --json"
+        )
+
+        @OptionGroup var options: ClientOptions
+
+        @Flag(help: "Print the library as JSON.")
+        var json = false
+
+        func run() async throws {
+            try await reportingErrors {
+                let entries = try await options.client().library()
+                if json {
+                    let rows = entries.map { Row(productId: $0.item.productId, title: $0.title, version: $0.item.version, path: $0.item.path, installedAt: $0.item.installedAt, updateAvailable: $0.updateAvailable) }
+                    print(String(decoding: try JSONEncoder.kiosk.encode(rows), as: UTF8.self))
+                    return
+                }
+                if entries.isEmpty { print("the library is empty") }
+                for entry in entries {
+                    let update = entry.updateAvailable ? "  (update available: kiosk resume)" : ""
+                    print("\(entry.item.productId)  \(entry.title ?? "")  version \(entry.item.version)  \(entry.item.path)\(update)")
+                }
+            }
+        }
+
+        struct Row: Encodable {
+            var productId: String
+            var title: String?
+            var version: String
+            var path: String
+            var installedAt: Date
+            var updateAvailable: Bool
+        }
+    }
+}
