@@ -96,13 +96,17 @@ let package = Package(
         ),
         .target(
             name: "KioskTestSupport",
-            dependencies: ["KioskCore", "KioskServer", "KioskTransfer"],
+            dependencies: [
+                "KioskCore", "KioskServer", "KioskTransfer",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
             path: "Tests/KioskTestSupport",
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "KioskCoreTests", dependencies: ["KioskCore", "KioskTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "KioskArchiveTests", dependencies: ["KioskArchive", "CArchive", "KioskTestSupport"], swiftSettings: swiftSettings),
-        .testTarget(name: "KioskTransferTests", dependencies: ["KioskTransfer"], swiftSettings: swiftSettings),
+        .testTarget(name: "KioskTransferTests", dependencies: ["KioskTransfer", "KioskTestSupport", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: swiftSettings),
         .testTarget(
             name: "KioskServerTests",
             dependencies: ["KioskServer", "KioskTestSupport", .product(name: "HummingbirdTesting", package: "hummingbird")],
