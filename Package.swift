@@ -114,7 +114,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KioskClientTests",
-            dependencies: ["KioskClient", "KioskServer", "KioskTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),
+            dependencies: ["KioskClient", "KioskServer", "KioskArchive", "CArchive", "KioskTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),
         .testTarget(name: "KioskCLITests", dependencies: ["KioskCore", "KioskTestSupport"], swiftSettings: swiftSettings),
     ]
 )

@@ -12,6 +12,13 @@ public struct DownloadRunReport: Sendable, Equatable {
     public var failed: [String] = []
     /// Bytes received over the network in this run, across restarts.
     public var bytesReceived: Int64 = 0
+
+    public init(installed: [String] = [], waiting: [String] = [], failed: [String] = [], bytesReceived: Int64 = 0) {
+        self.installed = installed
+        self.waiting = waiting
+        self.failed = failed
+        self.bytesReceived = bytesReceived
+    }
 }
 
 /// Transfer settings from the environment, for slow links and for tests that interrupt downloads.

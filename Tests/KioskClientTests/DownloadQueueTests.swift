@@ -1,0 +1,256 @@
+import Foundation
+import GRDB
+import KioskArchive
+import KioskClient
+import KioskCore
+import KioskServer
+import KioskTestSupport
+import Testing
+
+@Suite("Downloads against a live store")
+struct DownloadQueueTests {
+    static let book = "com.kiosk.books.lighthouse-keeper"
+    static let otherBook = "com.kiosk.books.small-engines"
+    static let subscription = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
+
+    struct Context: Sendable {
+        let server: KioskServer
+        let client: KioskClient
+        let url: String
+        let store: SampleStore
+        let directory: TemporaryDirectory
+
+        var home: URL { directory.path("home") }
+
+        func sql(_ statement: String, _ arguments: StatementArguments = []) throws {
+            let database = try DatabaseQueue(path: home.appendingPathComponent("kiosk.sqlite").path)
+            try database.write { try $0.execute(sql: statement, arguments: arguments) }
+        }
+
+        func download(_ id: String) async throws -> DownloadRecord? {
+            try await client.downloads().first { $0.productId == id }
+        }
+    }
+
+    static func withStore<T: Sendable>(prepare: @Sendable (SampleStore) throws -> Void = { _ in }, _ body: @Sendable (Context) async throws -> T) async throws -> T {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try prepare(store)
+        let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+        return try await LiveServer.run(configuration) { server, url in
+            let client = try KioskClient(home: KioskHome(root: directory.path("home")))
+            _ = try await client.syncCatalog(server: url)
+            return try await body(Context(server: server, client: client, url: url, store: store, directory: directory))
+        }
+    }
+
+    @Test("a bought book is downloaded, verified, unpacked into the library and its transaction finished")
+    func buyAndInstall() async throws {
+        try await Self.withStore { context in
+            let bought = try await context.client.buy(Self.book, server: context.url)
+            #expect(bought.record.state == .delivering)
+            let report = try await context.client.runDownloads(server: context.url)
+            #expect(report.installed == [Self.book])
+            let installed = context.home.appendingPathComponent("Library/\(Self.book)")
+            let original = context.store.content.appendingPathComponent("books/lighthouse-keeper")
+            #expect(try ArchiveFiles.of(installed) == ArchiveFiles.of(original))
+            #expect(try await context.client.transactions().first?.record.state == .finished)
+            #expect(try await context.client.library().map(\.item.productId) == [Self.book])
+            #expect(!FileManager.default.fileExists(atPath: context.home.appendingPathComponent("downloads/\(Self.book).partial").path))
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: context.home.appendingPathComponent("Library").path)
+            #expect(leftovers == [Self.book])
+        }
+    }
+
+    @Test("a receipt that does not verify: 401, failed with the reason, no retry storm")
+    func unauthorized() async throws {
+        try await Self.withStore { context in
+            _ = try await context.client.buy(Self.book, server: context.url)
+            try context.sql("UPDATE download SET receipt = 'forged.receipt.value'")
+            let report = try await context.client.runDownloads(server: context.url)
+            #expect(report.failed == [Self.book])
+            let record = try #require(try await context.download(Self.book))
+            #expect(record.state == .failed)
+            #expect(record.lastError?.contains("401") == true)
+            #expect(try await context.client.runDownloads(server: context.url) == DownloadRunReport())
+            #expect(try await context.download(Self.book)?.attempts == 1)
+        }
+    }
+
+    @Test("a receipt for another book: 403, failed, nothing installed")
+    func forbidden() async throws {
+        try await Self.withStore { context in
+            _ = try await context.client.buy(Self.book, downloadNow: false, server: context.url)
+            try context.sql("INSERT INTO download SELECT ?, state, sha256, size, version, format, receipt, 0, NULL, 0, NULL, NULL, 0, createdAt, updatedAt FROM download", [Self.otherBook])
+            let report = try await context.client.runDownloads(server: context.url, only: [Self.otherBook])
+            #expect(report.failed == [Self.otherBook])
+            #expect(try await context.download(Self.otherBook)?.lastError?.contains("403") == true)
+            #expect(!FileManager.default.fileExists(atPath: context.home.appendingPathComponent("Library/\(Self.otherBook)").path))
+        }
+    }
+
+    @Test("a product gone from the store: 404, failed with the reason")
+    func notFound() async throws {
+        try await Self.withStore { context in
+            _ = try await context.client.buy(Self.book, server: context.url)
+            try context.store.editCatalog("books.json") { $0.removeAll { ($0["id"] as? String) == Self.book } }
+            #expect(await context.server.catalog.reload())
+            let report = try await context.client.runDownloads(server: context.url)
+            #expect(report.failed == [Self.book])
+            #expect(try await context.download(Self.book)?.lastError?.contains("404") == true)
+        }
+    }
+
+    @Test("a checksum mismatch downloads once more from zero; a second one fails; the library is unchanged")
+    func checksumMismatch() async throws {
+        try await Self.withStore { context in
+            _ = try await context.client.buy(Self.book, server: context.url)
+            try context.sql("UPDATE download SET sha256 = ?", [String(repeating: "0", count: 64)])
+            let report = try await context.client.runDownloads(server: context.url)
+            #expect(report.failed == [Self.book])
+            let record = try #require(try await context.download(Self.book))
+            #expect(record.mismatches == 2)
+            #expect(record.lastError?.contains("checksum twice") == true)
+            #expect(report.bytesReceived >= 2 * record.size)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: context.home.appendingPathComponent("Library").path).isEmpty)
+        }
+    }
+
+    @Test("a hostile archive from the server is refused by name; nothing is written outside staging")
+    func hostileArchive() async throws {
+        let hostile = "com.kiosk.books.trojan"
+        try await Self.withStore(prepare: { store in
+            try HostileContent.write(to: store.content.appendingPathComponent("books/trojan.tar.gz"))
+            try store.editCatalog("books.json") { products in
+                var product = products[0]
+                product["id"] = hostile
+                product["content"] = ["path": "books/trojan.tar.gz", "format": "tar.gz"]
+                products.append(product)
+            }
+        }) { context in
+            _ = try await context.client.buy(hostile, server: context.url)
+            let report = try await context.client.runDownloads(server: context.url)
+            #expect(report.failed == [hostile])
+            let record = try #require(try await context.download(hostile))
+            #expect(record.lastError == "archive entry \"../../escaped.txt\" escapes the destination; the download was discarded")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: context.home.appendingPathComponent("Library").path).isEmpty)
+            #expect(!FileManager.default.fileExists(atPath: context.home.appendingPathComponent("escaped.txt").path))
+            #expect(!FileManager.default.fileExists(atPath: context.directory.path("escaped.txt").path))
+        }
+    }
+
+    @Test("an unreachable server: waiting with a next attempt, then installed once it is back")
+    func unreachableThenBack() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+        let client = try KioskClient(home: KioskHome(root: directory.path("home")))
+        let deadURL = try await LiveServer.run(configuration) { _, url in
+            _ = try await client.syncCatalog(server: url)
+            _ = try await client.buy(Self.book, server: url)
+            return url
+        }
+        let report = try await client.runDownloads(server: deadURL)
+        #expect(report.waiting == [Self.book])
+        let record = try #require(try await client.downloads().first)
+        #expect(record.state == .waiting)
+        #expect(record.attempts == 1)
+        let next = try #require(record.nextAttemptAt)
+        #expect(next > Date() && next < Date().addingTimeInterval(5))
+        #expect(record.lastError?.isEmpty == false)
+        #expect(try await client.runDownloads(server: deadURL) == DownloadRunReport())
+
+        try await LiveServer.run(configuration) { (_, url) async throws -> Void in
+            try await Task.sleep(for: .seconds(max(0, next.timeIntervalSinceNow) + 0.1))
+            let retried = try await client.runDownloads(server: url)
+            #expect(retried.installed == [Self.book])
+        }
+    }
+
+    @Test("an active subscription queues a newly published issue at sync, and it installs")
+    func subscriptionQueuesNewIssue() async throws {
+        try await Self.withStore { context in
+            _ = try await context.client.buy(Self.subscription, server: context.url)
+            let issue03 = try #require(try await context.download("com.kiosk.magazines.harbor-monthly.issue-03"))
+            #expect(issue03.state == .queued)
+
+            let inFiveDays = SubscriptionDates.day(Date().addingTimeInterval(5 * 86_400))
+            try FileManager.default.copyItem(
+                at: context.store.content.appendingPathComponent("magazines/harbor-monthly/issue-03"),
+                to: context.store.content.appendingPathComponent("magazines/harbor-monthly/issue-04"))
+            try context.store.editCatalog("magazines.json") { products in
+                var issue = products[2]
+                issue["id"] = "com.kiosk.magazines.harbor-monthly.issue-04"
+                issue["issueNumber"] = 4
+                issue["publicationDate"] = inFiveDays
+                issue["content"] = ["path": "magazines/harbor-monthly/issue-04", "format": "tar.gz"]
+                products.append(issue)
+            }
+            #expect(await context.server.catalog.reload())
+            _ = try await context.client.syncCatalog(server: context.url)
+            let queued = try await context.client.queueNewContent(server: context.url, includingUpdates: false)
+            #expect(queued == ["com.kiosk.magazines.harbor-monthly.issue-04"])
+            let report = try await context.client.runDownloads(server: context.url)
+            #expect(Set(report.installed) == ["com.kiosk.magazines.harbor-monthly.issue-03", "com.kiosk.magazines.harbor-monthly.issue-04"])
+            #expect(try await context.download("com.kiosk.magazines.harbor-monthly.issue-01") == nil)
+        }
+    }
+
+    @Test("a new content version marks the book updatable; resume installs it in place")
+    func updateInstalled() async throws {
+        try await Self.withStore { context in
+            _ = try await context.client.buy(Self.book, server: context.url)
+            _ = try await context.client.runDownloads(server: context.url)
+            let before = try #require(try await context.client.library().first)
+            #expect(!before.updateAvailable)
+
+            let errata = context.store.content.appendingPathComponent("books/lighthouse-keeper/errata.md")
+            try Data("# Errata\n\nPage 3: the lamp was lit at six, not seven.\n".utf8).write(to: errata)
+            #expect(await context.server.catalog.reload())
+            _ = try await context.client.syncCatalog(server: context.url)
+            #expect(try await context.client.library().first?.updateAvailable == true)
+
+            #expect(try await context.client.queueNewContent(server: context.url, includingUpdates: true) == [Self.book])
+            let report = try await context.client.runDownloads(server: context.url)
+            #expect(report.installed == [Self.book])
+            let after = try #require(try await context.client.library().first)
+            #expect(after.item.version != before.item.version)
+            #expect(!after.updateAvailable)
+            #expect(FileManager.default.fileExists(atPath: context.home.appendingPathComponent("Library/\(Self.book)/errata.md").path))
+        }
+    }
+
+    @Test("backoff doubles from 2 s with jitter, caps at an hour and honours Retry-After")
+    func backoff() {
+        let backoff = Backoff()
+        for attempts in 1...20 {
+            let delay = backoff.delay(afterAttempts: attempts, retryAfter: nil)
+            let full = min(3600, 2 * pow(2, Double(attempts - 1)))
+            #expect(delay >= full / 2 && delay <= full)
+        }
+        #expect(backoff.delay(afterAttempts: 1, retryAfter: 120) == 120)
+    }
+}
+
+/// Every regular file under a folder, by relative path, with its bytes.
+enum ArchiveFiles {
+    static func of(_ folder: URL) throws -> [String: Data] {
+        var files: [String: Data] = [:]
+        let base = folder.resolvingSymlinksInPath().path
+        for case let url as URL in FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.isRegularFileKey]) ?? .init() {
+            guard try url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile == true else { continue }
+            files[String(url.resolvingSymlinksInPath().path.dropFirst(base.count + 1))] = try Data(contentsOf: url)
+        }
+        return files
+    }
+}
+
+enum SubscriptionDates {
+    static func day(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd"
+        return formatter.string(from: date)
+    }
+}
