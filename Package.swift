@@ -115,6 +115,6 @@ let package = Package(
         .testTarget(
             name: "KioskClientTests",
             dependencies: ["KioskClient", "KioskServer", "KioskArchive", "CArchive", "KioskTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),
-        .testTarget(name: "KioskCLITests", dependencies: ["KioskCore", "KioskTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "KioskCLITests", dependencies: ["KioskCore", "KioskTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),
     ]
 )

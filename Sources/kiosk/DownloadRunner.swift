@@ -19,6 +19,9 @@ struct DownloadRunner {
             let path = library.first { $0.item.productId == id }?.item.path ?? "the library"
             print("installed \(id) in \(path)")
         }
+        if report.bytesReceived > 0 {
+            print("received \(report.bytesReceived) bytes")
+        }
         for id in report.waiting {
             let record = downloads.first { $0.productId == id }
             let when = record?.nextAttemptAt.map { "retrying after \(Self.time($0))" } ?? "retrying later"

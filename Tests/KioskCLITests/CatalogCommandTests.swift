@@ -5,63 +5,63 @@ import Testing
 @Suite("kiosk serve, sync and products, as a person runs them")
 struct CatalogCommandTests {
     @Test("serve prints exactly one line, sync and products work, SIGTERM stops it cleanly")
-    func serveSyncProducts() throws {
+    func serveSyncProducts() async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
-        let server = try ServerProcess(store, log: directory.path("server.log"))
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
         let home = directory.path("home").path
         #expect(server.url.hasPrefix("http://127.0.0.1:"))
 
-        let first = try KioskCommand.run(["sync", "--home", home, "--server", server.url])
+        let first = try await KioskCommand.run(["sync", "--home", home, "--server", server.url])
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.stdout.hasPrefix("catalog synced: 9 added, 0 changed, 0 removed"))
 
         // The server is remembered; the second sync is a 304.
-        let second = try KioskCommand.run(["sync"], environment: ["KIOSK_HOME": home])
+        let second = try await KioskCommand.run(["sync"], environment: ["KIOSK_HOME": home])
         #expect(second.stdout == "catalog unchanged\n")
 
-        let list = try KioskCommand.run(["products", "--home", home])
+        let list = try await KioskCommand.run(["products", "--home", home])
         #expect(list.status == 0)
         #expect(list.stdout.hasPrefix("9 products, catalog synced "))
         #expect(list.stdout.contains("com.kiosk.books.small-engines  Small Engines, Big Ideas  (nonConsumable, 4.99 USD"))
 
-        let json = try KioskCommand.run(["products", "--home", home, "--json"])
+        let json = try await KioskCommand.run(["products", "--home", home, "--json"])
         let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
         #expect((object?["products"] as? [Any])?.count == 9)
 
-        #expect(server.stop() == 0)
+        #expect(await server.stop() == 0)
     }
 
     @Test("products works offline, after the server is gone")
-    func productsOffline() throws {
+    func productsOffline() async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
-        let server = try ServerProcess(store, log: directory.path("server.log"))
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
         let home = directory.path("home").path
-        _ = try KioskCommand.run(["sync", "--home", home, "--server", server.url])
-        server.stop()
-        let list = try KioskCommand.run(["products", "--home", home])
+        _ = try await KioskCommand.run(["sync", "--home", home, "--server", server.url])
+        await server.stop()
+        let list = try await KioskCommand.run(["products", "--home", home])
         #expect(list.status == 0)
         #expect(list.stdout.contains("com.kiosk.magazines.harbor-monthly.issue-01"))
     }
 
     @Test("an unreachable server: one line on stderr naming the URL, exit status 1, the cache kept")
-    func unreachable() throws {
+    func unreachable() async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
-        let server = try ServerProcess(store, log: directory.path("server.log"))
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
         let home = directory.path("home").path
-        _ = try KioskCommand.run(["sync", "--home", home, "--server", server.url])
+        _ = try await KioskCommand.run(["sync", "--home", home, "--server", server.url])
         let url = server.url
-        server.stop()
+        await server.stop()
 
-        let result = try KioskCommand.run(["sync", "--home", home])
+        let result = try await KioskCommand.run(["sync", "--home", home])
         #expect(result.status == 1)
         #expect(result.stdout.isEmpty)
         let lines = result.stderr.split(separator: "\n")
         #expect(lines.count == 1)
         #expect(lines.first?.contains("\(url)/v1/catalog") == true)
-        let list = try KioskCommand.run(["products", "--home", home])
+        let list = try await KioskCommand.run(["products", "--home", home])
         #expect(list.stdout.hasPrefix("9 products"))
     }
 
@@ -69,16 +69,16 @@ struct CatalogCommandTests {
     func hangUpReloads() async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
-        let server = try ServerProcess(store, log: directory.path("server.log"))
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
         let home = directory.path("home").path
-        _ = try KioskCommand.run(["sync", "--home", home, "--server", server.url])
+        _ = try await KioskCommand.run(["sync", "--home", home, "--server", server.url])
 
         try store.editCatalog("books.json") { products in products[2]["title"] = "Small Engines, Bigger Ideas" }
         server.signal(SIGHUP)
         var report = ""
         for _ in 0..<50 where !report.contains("changed") || report.contains("0 changed") {
             try await Task.sleep(for: .milliseconds(100))
-            report = try KioskCommand.run(["sync", "--home", home]).stdout
+            report = try await KioskCommand.run(["sync", "--home", home]).stdout
         }
         #expect(report.hasPrefix("catalog synced: 0 added, 1 changed, 0 removed"))
 
@@ -88,18 +88,18 @@ struct CatalogCommandTests {
             try await Task.sleep(for: .milliseconds(100))
         }
         #expect(server.log.contains("Catalog/books.json"))
-        let afterBadReload = try KioskCommand.run(["sync", "--home", home])
+        let afterBadReload = try await KioskCommand.run(["sync", "--home", home])
         #expect(afterBadReload.stdout == "catalog unchanged\n")
-        #expect(server.stop() == 0)
+        #expect(await server.stop() == 0)
     }
 
     @Test("serve refuses a bad catalog, naming the file, the product and the field")
-    func serveRefusesBadCatalog() throws {
+    func serveRefusesBadCatalog() async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
         try store.editCatalog("magazines.json") { products in products[1]["publicationDate"] = "2026-13-01" }
-        #expect(throws: ServerProcess.ServerDidNotStart.self) {
-            try ServerProcess(store, log: directory.path("server.log"))
+        await #expect(throws: ServerProcess.ServerDidNotStart.self) {
+            try await ServerProcess.start(store, log: directory.path("server.log"))
         }
         let log = try String(contentsOf: directory.path("server.log"), encoding: .utf8)
         #expect(log.contains("Catalog/magazines.json: product \"com.kiosk.magazines.harbor-monthly.issue-02\": field \"publicationDate\""))

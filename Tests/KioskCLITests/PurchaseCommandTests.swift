@@ -15,28 +15,28 @@ struct PurchaseCommandTests {
         let server: ServerProcess
         let home: String
 
-        init() throws {
+        init() async throws {
             directory = try TemporaryDirectory()
             store = try SampleStore(in: directory)
-            server = try ServerProcess(store, log: directory.path("server.log"))
+            server = try await ServerProcess.start(store, log: directory.path("server.log"))
             home = directory.path("home").path
-            let sync = try KioskCommand.run(["sync", "--server", server.url], environment: ["KIOSK_HOME": home])
+            let sync = try await KioskCommand.run(["sync", "--server", server.url], environment: ["KIOSK_HOME": home])
             #expect(sync.status == 0, "\(sync.stderr)")
         }
 
-        func kiosk(_ arguments: String..., environment: [String: String] = [:]) throws -> KioskCommand.Result {
-            try KioskCommand.run(arguments, environment: environment.merging(["KIOSK_HOME": home]) { $1 })
+        func kiosk(_ arguments: String..., environment: [String: String] = [:]) async throws -> KioskCommand.Result {
+            try await KioskCommand.run(arguments, environment: environment.merging(["KIOSK_HOME": home]) { $1 })
         }
 
-        func transactions() throws -> [[String: Any]] {
-            let result = try kiosk("transactions", "--json")
+        func transactions() async throws -> [[String: Any]] {
+            let result = try await kiosk("transactions", "--json")
             return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]] ?? []
         }
 
         func charges() async throws -> [Int] {
             let adminToken = try String(contentsOf: store.data.appendingPathComponent("admin-token"), encoding: .utf8)
                 .trimmingCharacters(in: .whitespacesAndNewlines)
-            let account = try kiosk("account").stdout
+            let account = try await kiosk("account").stdout
             let id = account.split(separator: "\n").first.map { String($0.dropFirst("account: ".count)) } ?? ""
             return try await StoreHTTP(baseURL: server.url).charges(accountId: id, adminToken: adminToken)
         }
@@ -44,15 +44,15 @@ struct PurchaseCommandTests {
 
     @Test("killed after the server charged, before the receipt was stored: the next run completes it, one charge")
     func killedAfterCharge() async throws {
-        let setup = try Setup()
-        let killed = try setup.kiosk("buy", Self.pack5, environment: ["KIOSK_TEST_CRASH_POINT": "after-charge"])
+        let setup = try await Setup()
+        let killed = try await setup.kiosk("buy", Self.pack5, environment: ["KIOSK_TEST_CRASH_POINT": "after-charge"])
         #expect(killed.killed && killed.status == SIGKILL)
-        #expect(try setup.transactions().map { $0["state"] as? String } == ["purchasing"])
+        #expect(try await setup.transactions().map { $0["state"] as? String } == ["purchasing"])
 
-        let balance = try setup.kiosk("balance")
+        let balance = try await setup.kiosk("balance")
         #expect(balance.status == 0, "\(balance.stderr)")
         #expect(balance.stdout == "5 credits\n")
-        let rows = try setup.transactions()
+        let rows = try await setup.transactions()
         #expect(rows.map { $0["state"] as? String } == ["finished"])
         #expect(rows.first?["receiptVerified"] as? Bool == true)
         #expect(try await setup.charges() == [499])
@@ -60,80 +60,80 @@ struct PurchaseCommandTests {
 
     @Test("killed after the receipt was stored, before finishing: the next run finishes it, one charge")
     func killedAfterReceipt() async throws {
-        let setup = try Setup()
-        let killed = try setup.kiosk("buy", Self.pack5, "--quantity", "2", environment: ["KIOSK_TEST_CRASH_POINT": "after-receipt"])
+        let setup = try await Setup()
+        let killed = try await setup.kiosk("buy", Self.pack5, "--quantity", "2", environment: ["KIOSK_TEST_CRASH_POINT": "after-receipt"])
         #expect(killed.killed && killed.status == SIGKILL)
-        let before = try setup.transactions()
+        let before = try await setup.transactions()
         #expect(before.map { $0["state"] as? String } == ["purchased"])
         #expect(before.first?["receiptVerified"] as? Bool == true)
 
-        let balance = try setup.kiosk("balance")
+        let balance = try await setup.kiosk("balance")
         #expect(balance.stdout == "10 credits\n")
-        #expect(try setup.transactions().map { $0["state"] as? String } == ["finished"])
+        #expect(try await setup.transactions().map { $0["state"] as? String } == ["finished"])
         #expect(try await setup.charges() == [998])
     }
 
     @Test("buy prints the transaction, the outcome and the new balance")
-    func buyOutput() throws {
-        let setup = try Setup()
-        let result = try setup.kiosk("buy", Self.pack5, "--quantity", "2")
+    func buyOutput() async throws {
+        let setup = try await Setup()
+        let result = try await setup.kiosk("buy", Self.pack5, "--quantity", "2")
         #expect(result.status == 0)
         #expect(result.stdout.range(of: #"^transaction txn_[0-9a-f]+: purchased com\.kiosk\.credits\.pack-5 × 2; receipt saved\nbalance: 10 credits\n$"#, options: .regularExpression) != nil)
 
-        let declined = try setup.kiosk("buy", Self.book, "--payment", "decline")
+        let declined = try await setup.kiosk("buy", Self.book, "--payment", "decline")
         #expect(declined.status == 1)
         #expect(declined.stderr.contains("declined"))
-        let cancelled = try setup.kiosk("buy", Self.book, "--payment", "cancel")
+        let cancelled = try await setup.kiosk("buy", Self.book, "--payment", "cancel")
         #expect(cancelled.status == 0)
         #expect(cancelled.stdout.contains("cancelled; nothing was charged"))
     }
 
     @Test("payments off refuses buy with a clear message; products still list")
-    func paymentsOff() throws {
-        let setup = try Setup()
-        #expect(try setup.kiosk("config", "payments", "off").stdout == "payments off\n")
-        let refused = try setup.kiosk("buy", Self.book)
+    func paymentsOff() async throws {
+        let setup = try await Setup()
+        #expect(try await setup.kiosk("config", "payments", "off").stdout == "payments off\n")
+        let refused = try await setup.kiosk("buy", Self.book)
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("payments are turned off on this device"))
-        #expect(try setup.kiosk("products").stdout.contains("4.99 USD"))
-        #expect(try setup.transactions().isEmpty)
-        let usage = try setup.kiosk("config", "payments", "maybe")
+        #expect(try await setup.kiosk("products").stdout.contains("4.99 USD"))
+        #expect(try await setup.transactions().isEmpty)
+        let usage = try await setup.kiosk("config", "payments", "maybe")
         #expect(usage.status == 2)
         #expect(usage.stderr.contains("payments must be on or off"))
     }
 
     @Test("offline buy is kept (exit 3) and sent by the next command once the server is back")
     func offlineBuy() async throws {
-        let setup = try Setup()
-        _ = try setup.kiosk("balance")
-        setup.server.stop()
-        let offline = try setup.kiosk("buy", Self.pack5)
+        let setup = try await Setup()
+        _ = try await setup.kiosk("balance")
+        _ = await setup.server.stop()
+        let offline = try await setup.kiosk("buy", Self.pack5)
         #expect(offline.status == 3)
         #expect(offline.stdout.contains("saved; the server cannot be reached"))
 
-        let restarted = try ServerProcess(setup.store, log: setup.directory.path("server2.log"))
-        let balance = try setup.kiosk("balance", "--server", restarted.url)
+        let restarted = try await ServerProcess.start(setup.store, log: setup.directory.path("server2.log"))
+        let balance = try await setup.kiosk("balance", "--server", restarted.url)
         #expect(balance.stdout == "5 credits\n")
-        #expect(try setup.transactions().map { $0["state"] as? String } == ["finished"])
+        #expect(try await setup.transactions().map { $0["state"] as? String } == ["finished"])
         let adminToken = try String(contentsOf: setup.store.data.appendingPathComponent("admin-token"), encoding: .utf8)
             .trimmingCharacters(in: .whitespacesAndNewlines)
-        let account = try setup.kiosk("account").stdout.split(separator: "\n").first.map { String($0.dropFirst("account: ".count)) } ?? ""
+        let account = try await setup.kiosk("account").stdout.split(separator: "\n").first.map { String($0.dropFirst("account: ".count)) } ?? ""
         #expect(try await StoreHTTP(baseURL: restarted.url).charges(accountId: account, adminToken: adminToken) == [499])
     }
 
     @Test("restore on a second device linked to the account brings back the book, not the credits")
-    func restoreOnSecondDevice() throws {
-        let setup = try Setup()
-        _ = try setup.kiosk("buy", Self.pack5)
-        _ = try setup.kiosk("buy", Self.book)
-        let token = try setup.kiosk("account").stdout.split(separator: "\n")
+    func restoreOnSecondDevice() async throws {
+        let setup = try await Setup()
+        _ = try await setup.kiosk("buy", Self.pack5)
+        _ = try await setup.kiosk("buy", Self.book)
+        let token = try await setup.kiosk("account").stdout.split(separator: "\n")
             .first { $0.hasPrefix("token: ") }
             .map { String($0.dropFirst("token: ".count).prefix(64)) } ?? ""
         let second = setup.directory.path("second").path
         let env = ["KIOSK_HOME": second]
-        #expect(try KioskCommand.run(["account", "link", token, "--server", setup.server.url], environment: env).status == 0)
-        _ = try KioskCommand.run(["sync"], environment: env)
-        let restored = try KioskCommand.run(["restore"], environment: env)
+        #expect(try await KioskCommand.run(["account", "link", token, "--server", setup.server.url], environment: env).status == 0)
+        _ = try await KioskCommand.run(["sync"], environment: env)
+        let restored = try await KioskCommand.run(["restore"], environment: env)
         #expect(restored.stdout.hasPrefix("restored 1 purchases:"))
         #expect(restored.stdout.contains(Self.book))
         #expect(!restored.stdout.contains(Self.pack5))

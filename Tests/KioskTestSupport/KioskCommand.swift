@@ -18,8 +18,12 @@ public enum KioskCommand {
         public var stderr: String
     }
 
-    /// Runs `kiosk arguments…` to the end.
-    public static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
+    /// Runs `kiosk arguments…` to the end, waiting on a thread of its own.
+    public static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Result {
+        try await offCooperativePool { try runBlocking(arguments, environment: environment) }
+    }
+
+    static func runBlocking(_ arguments: [String], environment: [String: String]) throws -> Result {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
@@ -66,7 +70,11 @@ public final class ServerProcess: @unchecked Sendable {
     private let stderrLog: URL
 
     /// Starts `kiosk serve --port 0` and waits for its `listening on` line.
-    public init(_ store: SampleStore, extraArguments: [String] = [], log: URL) throws {
+    public static func start(_ store: SampleStore, extraArguments: [String] = [], log: URL) async throws -> ServerProcess {
+        try await offCooperativePool { try ServerProcess(store, extraArguments: extraArguments, log: log) }
+    }
+
+    init(_ store: SampleStore, extraArguments: [String] = [], log: URL) throws {
         stderrLog = log
         FileManager.default.createFile(atPath: log.path, contents: nil)
         process.executableURL = KioskCommand.executable
@@ -100,12 +108,14 @@ public final class ServerProcess: @unchecked Sendable {
 
     /// Sends SIGTERM and waits; returns the exit status.
     @discardableResult
-    public func stop() -> Int32 {
-        if process.isRunning {
-            signal(SIGTERM)
-            process.waitUntilExit()
-        }
-        return process.terminationStatus
+    public func stop() async -> Int32 {
+        (try? await offCooperativePool { [self] in
+            if process.isRunning {
+                signal(SIGTERM)
+                process.waitUntilExit()
+            }
+            return process.terminationStatus
+        }) ?? -1
     }
 
     deinit {
@@ -116,5 +126,16 @@ public final class ServerProcess: @unchecked Sendable {
         public var stdout: String
         public var stderr: String
         public var description: String { "kiosk serve did not start: stdout=\(stdout) stderr=\(stderr)" }
+    }
+}
+
+/// Runs blocking work (waiting for a process, reading a pipe) on a thread of its own.
+///
+/// Swift's cooperative pool has one thread per core; a test that blocks them starves the
+/// in-process servers of the tests running beside it.
+public func offCooperativePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try body() }) }
+        thread.start()
     }
 }

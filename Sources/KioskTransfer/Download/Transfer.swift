@@ -25,6 +25,7 @@ final class Transfer {
     private var writeErrno: Int32 = 0
     var stopRequested = false
     private var lastReported: Int64 = 0
+    private var reportedFirstBytes = false
 
     /// Opens (or creates) the partial file and sets up the request.
     init(_ request: DownloadRequest) throws {
@@ -79,10 +80,13 @@ final class Transfer {
         try easy.set(CURLOPT_CONNECTTIMEOUT, request.connectTimeout)
         try easy.set(CURLOPT_LOW_SPEED_LIMIT, request.lowSpeedLimit)
         try easy.set(CURLOPT_LOW_SPEED_TIME, request.lowSpeedTime)
-        // Big receive buffers mean fewer, larger writes and hash updates.
-        try easy.set(CURLOPT_BUFFERSIZE, 1 << 20)
+        // Big receive buffers mean fewer, larger writes and hash updates. A rate cap needs small
+        // ones: libcurl checks the rate only after draining up to 100 buffers from a readable socket.
         if let speed = request.maxReceiveSpeed {
             try easy.set(CURLOPT_MAX_RECV_SPEED_LARGE, offset: speed)
+            try easy.set(CURLOPT_BUFFERSIZE, 16 << 10)
+        } else {
+            try easy.set(CURLOPT_BUFFERSIZE, 1 << 20)
         }
         var headers = request.headers
         if offset > 0, let etag = request.etag {
@@ -184,9 +188,12 @@ final class Transfer {
         hasher = SHA256()
     }
 
-    /// Reports progress every `interval` bytes; the handler may ask to stop.
+    /// Reports progress every `interval` bytes, and as soon as the first bytes are on disk so the
+    /// ETag they belong to is recorded; the handler may ask to stop.
     func reportIfDue(interval: Int64, _ handler: (DownloadProgress) -> Bool) {
-        guard offset - lastReported >= interval || (lastReported > offset) else { return }
+        let first = !reportedFirstBytes && mode == .writing && received > 0
+        guard first || offset - lastReported >= interval || lastReported > offset else { return }
+        reportedFirstBytes = reportedFirstBytes || first
         lastReported = offset
         if !handler(progress) { stopRequested = true }
     }

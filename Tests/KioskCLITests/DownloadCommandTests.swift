@@ -1,0 +1,189 @@
+import Foundation
+import GRDB
+import KioskCore
+import KioskTestSupport
+import Testing
+
+@Suite("Multi-MiB downloads cut and resumed, as a person runs them")
+struct DownloadCommandTests {
+    static let atlas = "com.kiosk.books.atlas"
+    static let atlasMiB = 8
+
+    /// The sample store plus a book of `megabytes` MiB of bytes that do not compress.
+    struct Setup {
+        let atlasBytes: Int
+        let directory: TemporaryDirectory
+        let store: SampleStore
+        var server: ServerProcess
+        let home: String
+        let archiveSize: Int
+
+        init(megabytes: Int = DownloadCommandTests.atlasMiB) async throws {
+            atlasBytes = megabytes << 20
+            directory = try TemporaryDirectory()
+            store = try SampleStore(in: directory)
+            let folder = store.content.appendingPathComponent("books/atlas")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            try TestOrigin.incompressible(atlasBytes).write(to: folder.appendingPathComponent("plates.bin"))
+            try Data("# Atlas\n\nEight mebibytes of plates.\n".utf8).write(to: folder.appendingPathComponent("index.md"))
+            try store.editCatalog("books.json") { products in
+                var atlas = products[0]
+                atlas["id"] = DownloadCommandTests.atlas
+                atlas["title"] = "The Atlas of Plates"
+                atlas["content"] = ["path": "books/atlas", "format": "zip"]
+                products.append(atlas)
+            }
+            server = try await ServerProcess.start(store, log: directory.path("server.log"))
+            home = directory.path("home").path
+            #expect(try await KioskCommand.run(["sync", "--server", server.url], environment: ["KIOSK_HOME": home]).status == 0)
+            let buy = try await KioskCommand.run(["buy", DownloadCommandTests.atlas, "--no-download"], environment: ["KIOSK_HOME": home])
+            #expect(buy.status == 0, "\(buy.stderr)")
+            archiveSize = try await Self.catalogSize(home: home)
+        }
+
+        static func catalogSize(home: String) async throws -> Int {
+            let products = try await KioskCommand.run(["products", "--json"], environment: ["KIOSK_HOME": home]).stdout
+            let object = try JSONSerialization.jsonObject(with: Data(products.utf8)) as? [String: Any]
+            let atlas = (object?["products"] as? [[String: Any]])?.first { $0["id"] as? String == DownloadCommandTests.atlas }
+            return (atlas?["content"] as? [String: Any])?["size"] as? Int ?? 0
+        }
+
+        var partial: URL { URL(fileURLWithPath: home).appendingPathComponent("downloads/\(DownloadCommandTests.atlas).partial") }
+
+        func partialSize() -> Int {
+            (try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int) ?? 0
+        }
+
+        /// `kiosk resume` in the background, throttled so the test can cut it mid-way.
+        func startSlowResume(bytesPerSecond: Int = 2_000_000) throws -> Process {
+            let process = Process()
+            process.executableURL = KioskCommand.executable
+            process.arguments = ["resume"]
+            process.environment = ProcessInfo.processInfo.environment.merging(
+                ["KIOSK_HOME": home, "KIOSK_MAX_RECEIVE_SPEED": String(bytesPerSecond)]) { $1 }
+            let log = directory.path("slow-resume.log")
+            FileManager.default.createFile(atPath: log.path, contents: nil)
+            process.standardOutput = try FileHandle(forWritingTo: log)
+            process.standardError = try FileHandle(forWritingTo: log)
+            try process.run()
+            return process
+        }
+
+        /// Waits until the partial file holds at least `bytes`.
+        func waitForPartial(atLeast bytes: Int) async throws {
+            for _ in 0..<300 where partialSize() < bytes {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(partialSize() >= bytes, "\((try? String(contentsOf: directory.path("slow-resume.log"), encoding: .utf8)) ?? "")")
+        }
+
+        func expectInstalledByteExact() async throws {
+            let installed = URL(fileURLWithPath: home).appendingPathComponent("Library/\(DownloadCommandTests.atlas)/plates.bin")
+            #expect(try Data(contentsOf: installed) == TestOrigin.incompressible(atlasBytes))
+        }
+
+        static func received(_ output: String) -> Int {
+            output.split(separator: "\n").compactMap { line -> Int? in
+                guard line.hasPrefix("received ") else { return nil }
+                return Int(line.dropFirst("received ".count).prefix { $0.isNumber })
+            }.reduce(0, +)
+        }
+    }
+
+    @Test("a client killed with SIGKILL mid-download resumes and ends byte-exact, with little re-sent")
+    func clientKilled() async throws {
+        let setup = try await Setup()
+        let slow = try setup.startSlowResume()
+        try await setup.waitForPartial(atLeast: 2 << 20)
+        kill(slow.processIdentifier, SIGKILL)
+        try await offCooperativePool { slow.waitUntilExit() }
+        let kept = setup.partialSize()
+        #expect(kept > 0 && kept < setup.archiveSize)
+
+        let resumed = try await KioskCommand.run(["resume"], environment: ["KIOSK_HOME": setup.home])
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(resumed.stdout.contains("installed \(Self.atlas)"))
+        try await setup.expectInstalledByteExact()
+        let total = kept + Setup.received(resumed.stdout)
+        #expect(total == setup.archiveSize, "the resume re-sent bytes it already had")
+        _ = await setup.server.stop()
+    }
+
+    @Test("a server killed mid-download and restarted: the download waits, then resumes byte-exact")
+    func serverRestarted() async throws {
+        // Larger than the loopback socket buffers, which would otherwise deliver the rest after the kill.
+        var setup = try await Setup(megabytes: 32)
+        let slow = try setup.startSlowResume(bytesPerSecond: 4_000_000)
+        try await setup.waitForPartial(atLeast: 2 << 20)
+        setup.server.signal(SIGKILL)
+        try await offCooperativePool { slow.waitUntilExit() }
+        #expect(slow.terminationStatus == 3)
+        let kept = setup.partialSize()
+        let waiting = try await KioskCommand.run(["downloads", "--json"], environment: ["KIOSK_HOME": setup.home]).stdout
+        #expect(waiting.contains("\"state\":\"waiting\""))
+
+        setup.server = try await ServerProcess.start(setup.store, log: setup.directory.path("server2.log"))
+        let resumed = try await KioskCommand.run(["resume", "--wait", "--max-wait", "30", "--server", setup.server.url], environment: ["KIOSK_HOME": setup.home])
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        try await setup.expectInstalledByteExact()
+        #expect(kept + Setup.received(resumed.stdout) == setup.archiveSize)
+        let transactions = try await KioskCommand.run(["transactions", "--json"], environment: ["KIOSK_HOME": setup.home]).stdout
+        #expect(transactions.contains("\"state\":\"finished\""))
+        _ = await setup.server.stop()
+    }
+
+    @Test("pause keeps the bytes, resume continues from them; cancel deletes them")
+    func pauseAndCancel() async throws {
+        let setup = try await Setup()
+        let pause = try await KioskCommand.run(["pause", Self.atlas], environment: ["KIOSK_HOME": setup.home])
+        #expect(pause.status == 0)
+        #expect(try await KioskCommand.run(["downloads"], environment: ["KIOSK_HOME": setup.home]).stdout.contains("paused"))
+        let resumed = try await KioskCommand.run(["resume"], environment: ["KIOSK_HOME": setup.home])
+        #expect(resumed.stdout.contains("installed \(Self.atlas)"))
+        let library = try await KioskCommand.run(["library", "--json"], environment: ["KIOSK_HOME": setup.home]).stdout
+        #expect(library.contains(Self.atlas))
+        let cancel = try await KioskCommand.run(["cancel", Self.atlas], environment: ["KIOSK_HOME": setup.home])
+        #expect(cancel.status == 1)
+        #expect(cancel.stderr.contains("installed and cannot be cancelled"))
+        _ = await setup.server.stop()
+    }
+
+    @Test("curl -C -, wget -c and aria2c -c with the receipt finish an interrupted download byte-exact", arguments: ["curl", "wget", "aria2c"])
+    func realClientsResume(tool: String) async throws {
+        let setup = try await Setup()
+        let database = try DatabaseQueue(path: setup.home + "/kiosk.sqlite")
+        let receipt = try await database.read { try String.fetchOne($0, sql: "SELECT receipt FROM payment WHERE productId = ?", arguments: [Self.atlas]) } ?? ""
+        let url = "\(setup.server.url)/v1/content/\(Self.atlas)"
+        let header = "Authorization: Receipt \(receipt)"
+        let whole = setup.directory.path("whole.zip")
+        #expect(try await Self.run("curl", ["-sf", "-H", header, "-o", whole.path, url]) == 0)
+        let output = setup.directory.path("atlas.zip")
+        try Data(contentsOf: whole).prefix(3_000_001).write(to: output)
+
+        let status: Int32
+        switch tool {
+        case "curl": status = try await Self.run("curl", ["-sf", "-C", "-", "-H", header, "-o", output.path, url])
+        case "wget": status = try await Self.run("wget", ["-q", "-c", "--header", header, "-O", output.path, url])
+        default: status = try await Self.run("aria2c", ["-q", "-c", "--allow-overwrite=false", "--header", header, "-d", setup.directory.url.path, "-o", "atlas.zip", url])
+        }
+        #expect(status == 0)
+        #expect(try Data(contentsOf: output) == Data(contentsOf: whole))
+        #expect(try FileDigest.sha256(of: output).count == 64)
+        _ = await setup.server.stop()
+    }
+
+    static func run(_ tool: String, _ arguments: [String]) async throws -> Int32 {
+        try await offCooperativePool { try runBlocking(tool, arguments) }
+    }
+
+    static func runBlocking(_ tool: String, _ arguments: [String]) throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [tool] + arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
