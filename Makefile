@@ -38,6 +38,7 @@ test: deps test-tools
 
 ## The main job end to end on the bundled Catalog/ and Content/.
 demo: deps
+	@$(MAKE) --no-print-directory install PACKAGES="curl"
 	$(SWIFT) build -c release --product kiosk
 	KIOSK=$$($(SWIFT) build -c release --show-bin-path)/kiosk scripts/demo.sh
 

@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
-# The main job end to end: a server over the bundled store, a client driven through it.
+# The main job end to end: a server over the bundled store, and a reader's client driven through
+# sync, purchases, credits, Ask to Buy, downloads and a restore on a second device.
 # Exits 0 only if every step did what it should.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KIOSK=${KIOSK:-.build/release/kiosk}
 
-work=$(mktemp -d)
+# Kept after the demo (git ignores it) so the unpacked books can be opened.
+work="$PWD/.demo"
+rm -rf "$work"
+mkdir -p "$work"
 server_pid=""
 cleanup() {
-    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
-    rm -rf "$work"
+    if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
 }
 trap cleanup EXIT
 
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then bold=$'\033[1m'; plain=$'\033[0m'; else bold=""; plain=""; fi
+step() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; }
 fail() { echo "demo failed: $*" >&2; exit 1; }
+expect() { grep -q -- "$1" "$2" || fail "$3 (expected \"$1\" in the output above)"; }
+
+BOOK=com.kiosk.books.river-of-maps
+PACK=com.kiosk.credits.pack-5
+ISSUE1=com.kiosk.magazines.harbor-monthly.issue-01
+ISSUE2=com.kiosk.magazines.harbor-monthly.issue-02
+OTHER_BOOK=com.kiosk.books.lighthouse-keeper
 
 step "Starting kiosk serve on a free port over Catalog/ and Content/"
 "$KIOSK" serve --catalog Catalog --content Content --data "$work/server" --port 0 \
@@ -30,17 +41,67 @@ url=$(sed -n 's/^listening on //p' "$work/server.out")
 echo "server: $url"
 
 export KIOSK_HOME="$work/reader"
-step "kiosk sync (first time: everything is new)"
-"$KIOSK" sync --server "$url" | tee "$work/sync1"
-grep -q 'added' "$work/sync1" || fail "the first sync added nothing"
-
-step "kiosk sync (again: the server answers 304)"
-"$KIOSK" sync | tee "$work/sync2"
-grep -qx 'catalog unchanged' "$work/sync2" || fail "the second sync was not 'catalog unchanged'"
+step "kiosk sync: the catalog arrives"
+"$KIOSK" sync --server "$url" | tee "$work/out"
+expect "9 added" "$work/out" "the first sync did not add the 9 products"
 
 step "kiosk products"
-"$KIOSK" products | tee "$work/products"
-grep -q 'com.kiosk.books.lighthouse-keeper' "$work/products" || fail "the books are not listed"
+"$KIOSK" products | tee "$work/out"
+expect "$BOOK" "$work/out" "the books are not listed"
+
+step "kiosk buy $BOOK: receipt saved, then downloaded and installed"
+"$KIOSK" buy "$BOOK" | tee "$work/out"
+expect "installed $BOOK" "$work/out" "the book was not installed"
+
+step "kiosk buy $PACK --quantity 2: 10 credits"
+"$KIOSK" buy "$PACK" --quantity 2 | tee "$work/out"
+expect "balance: 10 credits" "$work/out" "the balance is not 10 credits"
+
+step "kiosk redeem $ISSUE2: an issue for 2 credits"
+"$KIOSK" redeem "$ISSUE2" | tee "$work/out"
+expect "installed $ISSUE2" "$work/out" "the redeemed issue was not installed"
+"$KIOSK" balance | tee "$work/out"
+expect "^8 credits" "$work/out" "the balance is not 8 credits after the redemption"
+
+step "kiosk buy $ISSUE1 --no-download: finished now, downloaded later"
+"$KIOSK" buy "$ISSUE1" --no-download | tee "$work/out"
+expect "queued" "$work/out" "the issue's download was not queued"
+
+step "Ask to Buy: kiosk buy $OTHER_BOOK --payment defer, then approved by the store's admin"
+"$KIOSK" buy "$OTHER_BOOK" --payment defer | tee "$work/out"
+expect "waiting for approval" "$work/out" "the purchase was not deferred"
+transaction=$(sed -n 's/^transaction \(txn_[0-9a-f]*\):.*/\1/p' "$work/out")
+curl -sf -X POST -H "Authorization: Bearer $(cat "$work/server/admin-token")" \
+    "$url/v1/admin/transactions/$transaction/approve" >/dev/null || fail "the admin could not approve $transaction"
+echo "approved $transaction"
+
+step "kiosk resume: the approved book and the queued issue download"
+"$KIOSK" resume | tee "$work/out"
+expect "installed $OTHER_BOOK" "$work/out" "the approved book was not installed"
+expect "installed $ISSUE1" "$work/out" "the queued issue was not installed"
+
+step "kiosk library"
+"$KIOSK" library | tee "$work/out"
+for id in "$BOOK" "$ISSUE1" "$ISSUE2" "$OTHER_BOOK"; do
+    expect "$id" "$work/out" "$id is missing from the library"
+done
+"$KIOSK" transactions | tee "$work/out"
+if grep -qE "purchasing|delivering|deferred" "$work/out"; then fail "a transaction was left unfinished"; fi
+
+step "A second device: kiosk account link, then kiosk restore"
+token=$("$KIOSK" account | sed -n 's/^token: \([0-9a-f]*\).*/\1/p')
+export KIOSK_HOME="$work/second-device"
+"$KIOSK" account link "$token" --server "$url"
+"$KIOSK" sync >/dev/null
+"$KIOSK" restore | tee "$work/out"
+expect "restored 4 purchases" "$work/out" "the second device did not restore the 4 books and issues"
+if grep -q "$PACK" "$work/out"; then fail "credits were restored"; fi
+"$KIOSK" resume | tee "$work/out"
+"$KIOSK" library | tee "$work/out"
+expect "$BOOK" "$work/out" "the restored book was not installed on the second device"
+
+step "Where the books are (kept after the demo)"
+find "$work/reader/Library" -maxdepth 2 -not -name '.*' | sort
 
 step "Stopping the server"
 kill -TERM "$server_pid"
