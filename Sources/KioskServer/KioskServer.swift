@@ -12,6 +12,7 @@ public struct KioskServer: Sendable {
     public let signer: ReceiptSigner
     /// What admin calls must carry; also written to `<data>/admin-token`.
     public let adminToken: String
+    public let metrics = ServerMetrics()
     let logger: Logger
 
     /// Loads the catalog, prepares every archive, opens the database and the signing key.
@@ -26,17 +27,21 @@ public struct KioskServer: Sendable {
         self.adminToken = try AdminToken.loadOrCreate(in: data)
         let database = try ServerDatabase(url: data.appendingPathComponent("kiosk-server.sqlite"))
         self.store = try await Store(
-            database: database, signer: signer, catalog: catalog, environment: configuration.environment, logger: logger)
+            database: database, signer: signer, catalog: catalog, environment: configuration.environment,
+            metrics: metrics, logger: logger)
     }
 
     /// The router with every route of the wire contract.
     public func makeRouter() -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
+        // One log line per request, with Hummingbird's request id in its metadata.
         router.add(middleware: LogRequestsMiddleware(.info))
+        router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
         router.get("healthz") { _, _ in "ok" }
+        router.get("metrics") { [metrics] _, _ in metrics.exposition() }
         CatalogController(catalog: catalog).addRoutes(to: router)
         StoreController(store: store, signer: signer, adminToken: adminToken).addRoutes(to: router)
-        ContentController(catalog: catalog, store: store).addRoutes(to: router)
+        ContentController(catalog: catalog, store: store, metrics: metrics).addRoutes(to: router)
         return router
     }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Hummingbird
+import KioskCore
 import KioskServer
 import Logging
 
@@ -17,20 +18,28 @@ extension Kiosk {
                 """
         )
 
-        @Option(help: ArgumentHelp("The folder of catalog .json files.", valueName: "dir"))
-        var catalog = "Catalog"
+        // Every flag can also be set by a KIOSK_* variable; the flag wins.
+        @Option(help: ArgumentHelp("The folder of catalog .json files ($KIOSK_CATALOG).", valueName: "dir"))
+        var catalog = Self.environment("KIOSK_CATALOG") ?? "Catalog"
 
-        @Option(help: ArgumentHelp("The folder of content folders and archives.", valueName: "dir"))
-        var content = "Content"
+        @Option(help: ArgumentHelp("The folder of content folders and archives ($KIOSK_CONTENT).", valueName: "dir"))
+        var content = Self.environment("KIOSK_CONTENT") ?? "Content"
 
-        @Option(help: ArgumentHelp("Where the server keeps packed archives, keys and its database.", valueName: "dir"))
-        var data = ".kiosk-server"
+        @Option(help: ArgumentHelp("Where the server keeps packed archives, keys and its database ($KIOSK_DATA).", valueName: "dir"))
+        var data = Self.environment("KIOSK_DATA") ?? ".kiosk-server"
 
-        @Option(help: "The address to listen on.")
-        var host = "127.0.0.1"
+        @Option(help: "The address to listen on ($KIOSK_HOST).")
+        var host = Self.environment("KIOSK_HOST") ?? "127.0.0.1"
 
-        @Option(help: "The port to listen on; 0 picks a free one.")
-        var port = 8080
+        @Option(help: "The port to listen on; 0 picks a free one ($KIOSK_PORT).")
+        var port = Self.environment("KIOSK_PORT").flatMap(Int.init) ?? 8080
+
+        @Option(help: "Which receipts this store signs and honours: sandbox or production ($KIOSK_ENVIRONMENT).")
+        var environment = Self.environment("KIOSK_ENVIRONMENT").flatMap(StoreEnvironment.init(rawValue:)) ?? .sandbox
+
+        static func environment(_ name: String) -> String? {
+            ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
+        }
 
         func validate() throws {
             guard (0...65535).contains(port) else {
@@ -45,7 +54,7 @@ extension Kiosk {
                     catalogDirectory: URL(fileURLWithPath: catalog),
                     contentDirectory: URL(fileURLWithPath: content),
                     dataDirectory: URL(fileURLWithPath: data),
-                    host: host, port: port)
+                    host: host, port: port, environment: environment)
                 let server = try await KioskServer(configuration: configuration)
                 let reloadSignal = Self.reloadOnHangUp(server.catalog)
                 defer { reloadSignal.cancel() }
@@ -69,3 +78,5 @@ extension Kiosk {
         }
     }
 }
+
+extension StoreEnvironment: ExpressibleByArgument {}

@@ -172,6 +172,44 @@ struct DownloadCommandTests {
         _ = await setup.server.stop()
     }
 
+    @Test("kiosk fetch resumes an interrupted download from its partial file and checks the SHA-256")
+    func fetchResumes() async throws {
+        let setup = try await Setup()
+        let database = try DatabaseQueue(path: setup.home + "/kiosk.sqlite")
+        let receipt = try await database.read { try String.fetchOne($0, sql: "SELECT receipt FROM payment WHERE productId = ?", arguments: [Self.atlas]) } ?? ""
+        let digest = try await database.read { try String.fetchOne($0, sql: "SELECT sha256 FROM download WHERE productId = ?", arguments: [Self.atlas]) } ?? ""
+        let url = "\(setup.server.url)/v1/content/\(Self.atlas)"
+        let output = setup.directory.path("atlas.zip")
+        let arguments = ["fetch", url, "-o", output.path, "--sha256", digest, "--header", "Authorization: Receipt \(receipt)"]
+
+        let slow = Process()
+        slow.executableURL = KioskCommand.executable
+        slow.arguments = arguments
+        slow.environment = ProcessInfo.processInfo.environment.merging(["KIOSK_MAX_RECEIVE_SPEED": "2000000"]) { $1 }
+        slow.standardOutput = FileHandle.nullDevice
+        try slow.run()
+        let partial = output.appendingPathExtension("partial")
+        for _ in 0..<300 where ((try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int) ?? 0) < 2 << 20 {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        kill(slow.processIdentifier, SIGKILL)
+        try await offCooperativePool { slow.waitUntilExit() }
+        let kept = (try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int) ?? 0
+        #expect(kept >= 2 << 20)
+
+        let resumed = try await KioskCommand.run(arguments)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(resumed.stdout.contains("\(setup.archiveSize - kept) bytes received"))
+        #expect(try FileDigest.sha256(of: output) == digest)
+        #expect(!FileManager.default.fileExists(atPath: partial.path))
+
+        let wrong = try await KioskCommand.run(["fetch", url, "-o", setup.directory.path("again.zip").path,
+            "--sha256", String(repeating: "a", count: 64), "--header", "Authorization: Receipt \(receipt)"])
+        #expect(wrong.status == 1)
+        #expect(wrong.stderr.contains("twice"))
+        _ = await setup.server.stop()
+    }
+
     static func run(_ tool: String, _ arguments: [String]) async throws -> Int32 {
         try await offCooperativePool { try runBlocking(tool, arguments) }
     }

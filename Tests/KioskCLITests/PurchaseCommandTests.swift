@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import KioskCore
 import KioskTestSupport
 import Testing
@@ -137,5 +138,26 @@ struct PurchaseCommandTests {
         #expect(restored.stdout.hasPrefix("restored 1 purchases:"))
         #expect(restored.stdout.contains(Self.book))
         #expect(!restored.stdout.contains(Self.pack5))
+    }
+}
+
+@Suite("kiosk serve environments")
+struct ServeEnvironmentTests {
+    @Test("a production server (--environment production) answers 21007 to a sandbox receipt")
+    func productionRefusesSandboxReceipts() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let sandbox = try await ServerProcess.start(store, log: directory.path("sandbox.log"))
+        let home = directory.path("home").path
+        _ = try await KioskCommand.run(["sync", "--server", sandbox.url], environment: ["KIOSK_HOME": home])
+        #expect(try await KioskCommand.run(["buy", "com.kiosk.credits.pack-5"], environment: ["KIOSK_HOME": home]).status == 0)
+        let database = try DatabaseQueue(path: home + "/kiosk.sqlite")
+        let receipt = try await database.read { try String.fetchOne($0, sql: "SELECT receipt FROM payment") } ?? ""
+        #expect(try await StoreHTTP(baseURL: sandbox.url).verifyReceipt(receipt).status == 0)
+        await sandbox.stop()
+
+        let production = try await ServerProcess.start(store, extraArguments: ["--environment", "production"], log: directory.path("production.log"))
+        #expect(try await StoreHTTP(baseURL: production.url).verifyReceipt(receipt).status == 21007)
+        await production.stop()
     }
 }

@@ -4,6 +4,7 @@ import JWTKit
 import KioskCore
 import KioskServer
 import KioskTestSupport
+import KioskTransfer
 import Testing
 
 @Suite("The sandbox store over real sockets")
@@ -327,6 +328,28 @@ struct ForgedReceiptTests {
         try await StoreTests.withStore(environment: .sandbox, data: data.url) { _, http, _ in
             let status = try await http.verifyReceipt(receipt).status
             #expect(status == 0)
+        }
+    }
+}
+
+@Suite("Server metrics")
+struct ServerMetricsTests {
+    @Test("/metrics counts requests by route and status, payments by outcome and bytes served")
+    func metrics() async throws {
+        try await StoreTests.withStore { server, http, account in
+            let payment = try await http.pay(StoreTests.book, token: account.token).decode(PaymentResponse.self)
+            _ = try await http.pay(StoreTests.book, token: account.token, method: .decline)
+            let receipt = payment.transaction.signedTransaction ?? ""
+            let content = try await HTTPClient().send(KioskTransfer.HTTPRequest(
+                url: http.baseURL + "/v1/content/\(StoreTests.book)", headers: [("Authorization", "Receipt \(receipt)")]))
+            #expect(content.status == 200)
+
+            let text = String(decoding: try await http.send("GET", "/metrics").body, as: UTF8.self)
+            #expect(text.contains(#"kiosk_payments_total{outcome="purchased"} 1"#))
+            #expect(text.contains(#"kiosk_payments_total{outcome="declined"} 1"#))
+            #expect(text.contains("kiosk_content_bytes_served_total \(content.body.count)"))
+            #expect(text.contains(#"kiosk_http_requests_total{route="/v1/payments",method="POST",status="402"} 1"#))
+            #expect(text.contains(#"kiosk_downloads_in_flight 0"#))
         }
     }
 }

@@ -9,6 +9,7 @@ import Logging
 struct ContentController {
     let catalog: CatalogService
     let store: Store
+    let metrics: ServerMetrics
     let fileIO = FileIO()
 
     func addRoutes(to router: Router<BasicRequestContext>) {
@@ -50,12 +51,26 @@ struct ContentController {
             if isHead { return Response(status: .partialContent, headers: headers) }
             let body = try await fileIO.loadFile(
                 path: archive.file.path, range: Int(bytes.lowerBound)...Int(bytes.upperBound), context: context, chunkLength: 1 << 20)
-            return Response(status: .partialContent, headers: headers, body: body)
+            return Response(status: .partialContent, headers: headers, body: measured(body))
         case .whole:
             headers[.contentLength] = String(archive.size)
             if isHead || archive.size == 0 { return Response(status: .ok, headers: headers) }
             let body = try await fileIO.loadFile(path: archive.file.path, context: context, chunkLength: 1 << 20)
-            return Response(status: .ok, headers: headers, body: body)
+            return Response(status: .ok, headers: headers, body: measured(body))
+        }
+    }
+
+    /// Counts the bytes a body sends and how many are being sent at once.
+    private func measured(_ body: ResponseBody) -> ResponseBody {
+        let metrics = self.metrics
+        let counted = body.map { buffer in
+            metrics.bytesServed.increment(by: Int64(buffer.readableBytes))
+            return buffer
+        }
+        return ResponseBody(contentLength: counted.contentLength) { writer in
+            metrics.downloadsInFlight.increment()
+            defer { metrics.downloadsInFlight.decrement() }
+            try await counted.write(writer)
         }
     }
 

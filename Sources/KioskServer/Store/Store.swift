@@ -16,9 +16,14 @@ public struct Store: Sendable {
     let verifier: ReceiptVerifier
     let catalog: CatalogService
     public let environment: StoreEnvironment
+    let metrics: ServerMetrics
     let logger: Logger
 
-    public init(database: ServerDatabase, signer: ReceiptSigner, catalog: CatalogService, environment: StoreEnvironment, logger: Logger) async throws {
+    public init(
+        database: ServerDatabase, signer: ReceiptSigner, catalog: CatalogService, environment: StoreEnvironment,
+        metrics: ServerMetrics, logger: Logger
+    ) async throws {
+        self.metrics = metrics
         self.database = database
         self.signer = signer
         self.verifier = try await ReceiptVerifier(jwks: signer.jwks)
@@ -118,6 +123,7 @@ public struct Store: Sendable {
         }
         let stored = try await commit(record, replacingDeferred: false)
         logger.info("payment", metadata: ["transaction": "\(stored.id)", "product": "\(stored.productId)", "outcome": "\(stored.status.rawValue)"])
+        metrics.payment(outcome: stored.status.rawValue)
         return try await response(for: stored)
     }
 
@@ -142,6 +148,7 @@ public struct Store: Sendable {
         record.originalTransactionId = record.id
         record = try await settle(record, product: product)
         let stored = try await commit(record, replacingDeferred: false)
+        metrics.payment(outcome: "redeemed")
         return try await response(for: stored)
     }
 

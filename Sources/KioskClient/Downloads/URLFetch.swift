@@ -1,0 +1,99 @@
+import Foundation
+import KioskTransfer
+
+/// Downloads any URL to a file with the content downloader: resumes from `FILE.partial` with
+/// If-Range (the ETag is kept beside it), retries transient failures with backoff, and checks the
+/// SHA-256 at the end. So content can come from any HTTP origin or CDN that honours Range.
+public struct URLFetch: Sendable {
+    public var url: String
+    public var output: URL
+    public var expectedSHA256: String?
+    public var headers: [(name: String, value: String)]
+    public var attempts = 5
+    public var backoff = Backoff()
+    public var tuning = DownloadTuning()
+
+    public init(url: String, output: URL, expectedSHA256: String?, headers: [(name: String, value: String)]) {
+        self.url = url
+        self.output = output
+        self.expectedSHA256 = expectedSHA256?.lowercased()
+        self.headers = headers
+    }
+
+    public struct Result: Sendable {
+        public var size: Int64
+        public var sha256: String
+        /// Bytes received over the network, over all attempts.
+        public var bytesReceived: Int64
+        public var attempts: Int
+    }
+
+    var partial: URL { output.appendingPathExtension("partial") }
+    var etagFile: URL { output.appendingPathExtension("partial.etag") }
+
+    /// Fetches to the end, or throws the last error with what to do about it.
+    public func run(progress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }) async throws -> Result {
+        var received: Int64 = 0
+        var mismatches = 0
+        for attempt in 1...max(1, attempts) {
+            var request = DownloadRequest(key: "fetch", url: url, headers: headers, partialFile: partial, etag: savedETag())
+            request.lowSpeedTime = tuning.lowSpeedTime
+            request.maxReceiveSpeed = tuning.maxReceiveSpeed
+            let counter = ReceivedBytes()
+            let etagFile = self.etagFile
+            let outcome = await Downloader(concurrency: 1).run([request]) { update in
+                counter.note(update)
+                progress(update)
+                if let etag = update.etag, update.bytesOnDisk > 0 { try? Data(etag.utf8).write(to: etagFile) }
+                return true
+            }["fetch"] ?? .stopped
+            received += counter.total
+            var retryAfter: TimeInterval?
+            switch outcome {
+            case .complete(let size, let sha256, _):
+                if let expected = expectedSHA256, expected != sha256 {
+                    clearPartial()
+                    mismatches += 1
+                    if mismatches >= 2 {
+                        throw ClientError.invalidRequest("\(url): the SHA-256 is \(sha256), not \(expectedSHA256 ?? "") (twice); check --sha256 or the origin")
+                    }
+                    continue
+                }
+                try? FileManager.default.removeItem(at: output)
+                guard rename(partial.path, output.path) == 0 else {
+                    throw ClientError.invalidRequest("cannot move the download to \(output.path): \(String(cString: strerror(errno)))")
+                }
+                try? FileManager.default.removeItem(at: etagFile)
+                return Result(size: size, sha256: sha256, bytesReceived: received, attempts: attempt)
+            case .restart:
+                clearPartial()
+                continue
+            case .httpError(let status, let after, let message):
+                guard status == 408 || status == 429 || status >= 500 else {
+                    throw ClientError.serverError(url: url, status: status, code: "http_\(status)", message: message)
+                }
+                retryAfter = after
+                if attempt == attempts { throw ClientError.serverError(url: url, status: status, code: "http_\(status)", message: message) }
+            case .transport(let kind, let message):
+                let transient = [TransferError.Kind.unreachable, .timedOut, .interrupted].contains(kind)
+                if !transient || attempt == attempts {
+                    throw ClientError.serverUnreachable(url: url, detail: "\(message); the partial file is kept, run the same command again to resume")
+                }
+            case .stopped:
+                throw ClientError.invalidRequest("the download of \(url) was stopped")
+            }
+            try await Task.sleep(for: .seconds(backoff.delay(afterAttempts: attempt, retryAfter: retryAfter)))
+        }
+        throw ClientError.invalidRequest("\(url): gave up after \(attempts) attempts")
+    }
+
+    private func savedETag() -> String? {
+        guard FileManager.default.fileExists(atPath: partial.path) else { return nil }
+        return (try? String(contentsOf: etagFile, encoding: .utf8)).flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    private func clearPartial() {
+        try? FileManager.default.removeItem(at: partial)
+        try? FileManager.default.removeItem(at: etagFile)
+    }
+}

@@ -1,0 +1,42 @@
+import CoreMetrics
+import Foundation
+import Prometheus
+
+/// The server's metrics, kept in its own Prometheus registry and served at `/metrics`.
+///
+/// The metrics are swift-metrics types made with an explicit factory rather than the global
+/// `MetricsSystem`, which can be bootstrapped only once per process: several servers (in tests)
+/// then keep separate counts.
+public struct ServerMetrics: Sendable {
+    let registry = PrometheusCollectorRegistry()
+    private let factory: PrometheusMetricsFactory
+    let bytesServed: CoreMetrics.Counter
+    let downloadsInFlight: CoreMetrics.Meter
+
+    public init() {
+        factory = PrometheusMetricsFactory(registry: registry)
+        bytesServed = CoreMetrics.Counter(label: "kiosk_content_bytes_served_total", dimensions: [], factory: factory)
+        downloadsInFlight = CoreMetrics.Meter(label: "kiosk_downloads_in_flight", dimensions: [], factory: factory)
+    }
+
+    /// Counts one answered request by its route pattern (not its path, to keep labels bounded).
+    func request(route: String, method: String, status: Int) {
+        CoreMetrics.Counter(
+            label: "kiosk_http_requests_total",
+            dimensions: [("route", route), ("method", method), ("status", String(status))],
+            factory: factory
+        ).increment()
+    }
+
+    /// Counts a payment or redemption by its outcome (purchased, deferred, declined, cancelled…).
+    func payment(outcome: String) {
+        CoreMetrics.Counter(label: "kiosk_payments_total", dimensions: [("outcome", outcome)], factory: factory).increment()
+    }
+
+    /// The Prometheus text exposition of every metric.
+    public func exposition() -> String {
+        var buffer: [UInt8] = []
+        registry.emit(into: &buffer)
+        return String(decoding: buffer, as: UTF8.self)
+    }
+}
