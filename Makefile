@@ -5,7 +5,9 @@ DEV_PACKAGES := libcurl4-openssl-dev libarchive-dev libsqlite3-dev pkg-config
 TEST_TOOLS := curl wget aria2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-tools install build test demo serve clean
+BENCH_TOOLS := curl wget aria2 libarchive-tools nginx wrk unzip time
+
+.PHONY: deps test-tools install build test demo serve bench clean
 
 ## Install the C libraries' -dev packages with apt-get when any is missing.
 deps:
@@ -41,6 +43,12 @@ demo: deps
 	@$(MAKE) --no-print-directory install PACKAGES="curl"
 	$(SWIFT) build -c release --product kiosk
 	KIOSK=$$($(SWIFT) build -c release --show-bin-path)/kiosk scripts/demo.sh
+
+## Kiosk against curl, aria2c, wget, bsdtar, unzip and nginx on the same files (not run by CI).
+bench: deps
+	@$(MAKE) --no-print-directory install PACKAGES="$(BENCH_TOOLS)"
+	$(SWIFT) build -c release --product kiosk
+	KIOSK=$$($(SWIFT) build -c release --show-bin-path)/kiosk python3 scripts/bench.py
 
 ## Run the server over the bundled store on port 8080.
 serve: deps

@@ -78,6 +78,13 @@ struct ArchiveExtractorTests {
         #expect(fifo == .forbiddenType(entry: "pipe", type: "FIFO"))
     }
 
+    @Test("a leading ./ entry, as tar -C dir . writes, is the destination itself and unpacks")
+    func dotEntry() throws {
+        let (error, root) = try Self.refusal([.directory("./"), .directory("./part"), .file("./part/page.md", "text")])
+        #expect(error == nil)
+        #expect(try String(contentsOf: root.path("staging/part/page.md"), encoding: .utf8) == "text")
+    }
+
     @Test("setuid and world-writable bits are masked off")
     func permissionsMasked() throws {
         let (error, root) = try Self.refusal([.file("tool", "#!/bin/sh\n", mode: 0o4777), .file("page.md", "text", mode: 0o666)])

@@ -44,6 +44,10 @@ public struct ArchiveExtractor: Sendable {
             guard summary.entries <= limits.maxEntries else { throw UnpackError.tooManyEntries(limit: limits.maxEntries) }
 
             let name = Self.entryName(entry)
+            if Self.isDestinationItself(name), UInt32(archive_entry_filetype(entry)) == kiosk_ae_ifdir {
+                // `./`, as `tar -C dir .` writes first: the destination itself, already there.
+                continue
+            }
             let relative = try Self.checkedRelativePath(name)
             try checkType(entry, name: name, relative: relative)
             try rewrite(entry, relative: relative, root: root)
@@ -86,6 +90,10 @@ public struct ArchiveExtractor: Sendable {
         if let utf8 = archive_entry_pathname_utf8(entry) { return String(cString: utf8) }
         if let raw = archive_entry_pathname(entry) { return String(cString: raw) }
         return ""
+    }
+
+    static func isDestinationItself(_ name: String) -> Bool {
+        !name.isEmpty && !name.hasPrefix("/") && name.split(separator: "/").allSatisfy { $0 == "." }
     }
 
     /// The entry's path as components inside the destination.

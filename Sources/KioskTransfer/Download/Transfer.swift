@@ -1,5 +1,4 @@
 import CCurl
-import Crypto
 import Foundation
 import KioskCore
 
@@ -9,7 +8,7 @@ final class Transfer {
     let request: DownloadRequest
     let easy: CurlEasy
     private let descriptor: Int32
-    private var hasher = SHA256()
+    private let digest = StreamingDigest()
     /// Bytes in the partial file; the next byte is written here.
     private(set) var offset: Int64
     /// Where this attempt asked to start.
@@ -64,7 +63,7 @@ final class Transfer {
             guard count > 0 else {
                 throw TransferError(url: request.url, kind: .localWrite, message: "cannot read \(request.partialFile.path)")
             }
-            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            digest.updateNow(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
             position += Int64(count)
         }
     }
@@ -167,7 +166,7 @@ final class Transfer {
                 }
                 written += result
             }
-            hasher.update(bufferPointer: bytes)
+            digest.update(bytes)
             offset += Int64(bytes.count)
             received += Int64(bytes.count)
             return stopRequested ? 0 : bytes.count
@@ -185,7 +184,7 @@ final class Transfer {
     private func restartFromZero() {
         ftruncate(descriptor, 0)
         offset = 0
-        hasher = SHA256()
+        digest.reset()
     }
 
     /// Reports progress every `interval` bytes, and as soon as the first bytes are on disk so the
@@ -225,8 +224,7 @@ final class Transfer {
         switch mode {
         case .writing, .alreadyComplete:
             fsync(descriptor)
-            let digest = FileDigest.hex(hasher.finalize())
-            return .complete(size: offset, sha256: digest, etag: responseHeaders["etag"])
+            return .complete(size: offset, sha256: digest.finalize(), etag: responseHeaders["etag"])
         default:
             let message = (try? JSONSerialization.jsonObject(with: errorBody) as? [String: Any])?["message"] as? String
                 ?? String(decoding: errorBody.prefix(300), as: UTF8.self)

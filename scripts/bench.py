@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""make bench: Kiosk against curl, aria2c, wget, bsdtar, unzip and nginx on the same files, in one run.
+
+Each comparison is interleaved (A B C A B C ...) BENCH_PAIRS times (default 5); the report gives
+medians and ratios, and .bench/results.json keeps them. Data lives in .bench/ (ignored by git).
+"""
+import json, os, platform, re, shutil, signal, socket, sqlite3, statistics, subprocess, sys, time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / ".bench"
+KIOSK = os.environ.get("KIOSK", str(ROOT / ".build/release/kiosk"))
+PAIRS = int(os.environ.get("BENCH_PAIRS", "5"))
+GIB = 1 << 30
+results = {"machine": {}, "comparisons": {}}
+
+
+def sh(*args, **kw):
+    return subprocess.run(args, check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw).stdout
+
+
+def timed(args, env=None):
+    """Wall seconds and peak RSS (MiB) of one command, from GNU time."""
+    report = BENCH / "time.out"
+    subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", str(report), *args], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+    wall, rss = report.read_text().split()[-2:]
+    return float(wall), int(rss) / 1024
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def interleave(name, runs, prepare=lambda: None, baseline=None):
+    """Runs each command PAIRS times, interleaved; records medians and ratios to the baseline."""
+    samples = {label: [] for label in runs}
+    for _ in range(PAIRS):
+        for label, command in runs.items():
+            prepare()
+            samples[label].append(command())
+    summary = {}
+    for label, values in samples.items():
+        walls = [v[0] for v in values]
+        rsss = [v[1] for v in values]
+        summary[label] = {"wall_median_s": statistics.median(walls), "peak_rss_median_mib": statistics.median(rsss), "walls": walls}
+    base = baseline or next(iter(runs))
+    for label in summary:
+        summary[label]["ratio_to_" + base] = summary[label]["wall_median_s"] / summary[base]["wall_median_s"]
+    results["comparisons"][name] = summary
+    print(f"\n{name}")
+    for label, row in summary.items():
+        print(f"  {label:<28} {row['wall_median_s']:8.3f} s  {row['peak_rss_median_mib']:7.1f} MiB  ×{row['ratio_to_' + base]:.2f} of {base}")
+
+
+def generate():
+    (BENCH / "www").mkdir(parents=True, exist_ok=True)
+    big = BENCH / "www/big.zip"
+    if not big.exists() or big.stat().st_size != GIB:
+        print("generating a 1 GiB archive of random bytes")
+        with open(big, "wb") as out:
+            for _ in range(GIB // (8 << 20)):
+                out.write(os.urandom(8 << 20))
+    tree = BENCH / "tree"
+    if not (BENCH / "www/tree.tar.gz").exists():
+        print("generating 5,000 files (about 200 MB) as tar.gz and zip")
+        shutil.rmtree(tree, ignore_errors=True)
+        for index in range(5000):
+            folder = tree / f"part-{index // 100:02d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            # Half random, half text: compresses about as real books with images do.
+            (folder / f"page-{index:04d}.bin").write_bytes(os.urandom(20_000) + (b"chapter text " * 1600))
+        sh("bsdtar", "-czf", str(BENCH / "www/tree.tar.gz"), "-C", str(tree), ".")
+        sh("bsdtar", "--format", "zip", "-cf", str(BENCH / "www/tree.zip"), "-C", str(tree), ".")
+    store = BENCH / "store"
+    (store / "Catalog").mkdir(parents=True, exist_ok=True)
+    (store / "Content").mkdir(parents=True, exist_ok=True)
+    if not (store / "Content/big.zip").exists():
+        os.link(big, store / "Content/big.zip")
+    (store / "Catalog/bench.json").write_text(json.dumps({"products": [{
+        "id": "com.kiosk.bench.big", "kind": "nonConsumable", "title": "1 GiB of random bytes",
+        "price": "1.00", "currency": "USD", "content": {"path": "big.zip", "format": "zip"}}]}))
+    large = BENCH / "catalog100k"
+    (large / "Catalog").mkdir(parents=True, exist_ok=True)
+    (large / "Content").mkdir(parents=True, exist_ok=True)
+    if not (large / "Catalog/products.json").exists():
+        print("generating a 100,000-product catalog")
+        products = [{"id": f"com.kiosk.bench.credits.pack-{i:06d}", "kind": "consumable", "title": f"Credit pack {i}",
+                     "summary": "Generated for the benchmark.", "price": f"{1 + i % 50}.99", "currency": "USD", "credits": 1 + i % 20}
+                    for i in range(100_000)]
+        (large / "Catalog/products.json").write_text(json.dumps({"products": products}))
+
+
+class Server:
+    def __init__(self, args, ready):
+        self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.url = ready(self)
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=30)
+
+
+def kiosk_serve(store, data):
+    def ready(server):
+        line = server.process.stdout.readline()
+        assert line.startswith("listening on "), line
+        return line.strip().removeprefix("listening on ")
+    return Server([KIOSK, "serve", "--catalog", str(store / "Catalog"), "--content", str(store / "Content"),
+                   "--data", str(data), "--port", "0"], ready)
+
+
+def nginx():
+    port = free_port()
+    prefix = BENCH / "nginx"
+    for sub in ("logs", "tmp"):
+        (prefix / sub).mkdir(parents=True, exist_ok=True)
+    (prefix / "nginx.conf").write_text(f"""
+worker_processes 2;
+daemon off;
+pid {prefix}/nginx.pid;
+error_log {prefix}/logs/error.log;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    sendfile on;
+    client_body_temp_path {prefix}/tmp; proxy_temp_path {prefix}/tmp; fastcgi_temp_path {prefix}/tmp;
+    uwsgi_temp_path {prefix}/tmp; scgi_temp_path {prefix}/tmp;
+    server {{ listen 127.0.0.1:{port}; root {BENCH}/www; }}
+}}
+""")
+    def ready(server):
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                return f"http://127.0.0.1:{port}"
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("nginx did not start")
+    return Server(["nginx", "-c", str(prefix / "nginx.conf"), "-p", str(prefix)], ready)
+
+
+def main():
+    generate()
+    results["machine"] = {"cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version(),
+                          "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
+                          "curl": sh("curl", "--version").split("\n")[0], "nginx": subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip()}
+    out = BENCH / "out"
+    web = nginx()
+    server = kiosk_serve(BENCH / "store", BENCH / "server-data")
+    home = BENCH / "home"
+    shutil.rmtree(home, ignore_errors=True)
+    env = {"KIOSK_HOME": str(home)}
+    subprocess.run([KIOSK, "sync", "--server", server.url], check=True, env={**os.environ, **env}, stdout=subprocess.DEVNULL)
+    subprocess.run([KIOSK, "buy", "com.kiosk.bench.big", "--no-download"], check=True, env={**os.environ, **env}, stdout=subprocess.DEVNULL)
+    with sqlite3.connect(home / "kiosk.sqlite") as db:
+        receipt, digest = db.execute("SELECT p.receipt, d.sha256 FROM payment p JOIN download d ON d.productId = p.productId").fetchone()
+    big_nginx = web.url + "/big.zip"
+    big_kiosk = server.url + "/v1/content/com.kiosk.bench.big"
+    auth = f"Authorization: Receipt {receipt}"
+    target = out / "big.zip"
+
+    def clean():
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+
+    try:
+        # 1. The downloader alone, from nginx.
+        interleave("1. download 1 GiB from nginx (kiosk fetch hashes as it goes)", {
+            "curl": lambda: timed(["curl", "-s", "-o", str(target), big_nginx]),
+            "kiosk fetch --sha256": lambda: timed([KIOSK, "fetch", big_nginx, "-o", str(target), "--sha256", digest]),
+            "aria2c": lambda: timed(["aria2c", "-q", "--file-allocation=none", "--allow-overwrite=true", "-d", str(out), "-o", "big.zip", big_nginx]),
+            "wget": lambda: timed(["wget", "-q", "-O", str(target), big_nginx]),
+        }, prepare=clean)
+
+        # 2. The server alone, with curl as the client.
+        interleave("2. curl fetching the 1 GiB archive: nginx vs kiosk serve", {
+            "nginx": lambda: timed(["curl", "-s", "-o", "/dev/null", big_nginx]),
+            "kiosk serve": lambda: timed(["curl", "-s", "-o", "/dev/null", "-H", auth, big_kiosk]),
+        })
+
+        # 3. Unpacking.
+        unpacked = BENCH / "unpacked"
+        def fresh():
+            shutil.rmtree(unpacked, ignore_errors=True)
+            unpacked.mkdir()
+        for kind in ("tar.gz", "zip"):
+            archive = str(BENCH / f"www/tree.{kind}")
+            runs = {"bsdtar -xf": lambda a=archive: timed(["bsdtar", "-xf", a, "-C", str(unpacked)]),
+                    "kiosk unpack": lambda a=archive: timed([KIOSK, "unpack", a, "-C", str(unpacked)])}
+            if kind == "zip":
+                runs["unzip"] = lambda a=archive: timed(["unzip", "-qo", a, "-d", str(unpacked)])
+            interleave(f"3. unpack 5,000 files ({kind})", runs, prepare=fresh)
+
+        # 4. Resume waste after a SIGKILL at about 50 %.
+        wastes = []
+        for _ in range(3):
+            clean()
+            partial = out / "big.zip.partial"
+            slow = subprocess.Popen([KIOSK, "fetch", big_kiosk, "-o", str(target), "--header", auth],
+                                    env={**os.environ, "KIOSK_MAX_RECEIVE_SPEED": str(256 << 20)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            while not partial.exists() or partial.stat().st_size < GIB // 2:
+                time.sleep(0.01)
+            slow.send_signal(signal.SIGKILL)
+            slow.wait()
+            kept = partial.stat().st_size
+            done = sh(KIOSK, "fetch", big_kiosk, "-o", str(target), "--header", auth)
+            received = int(re.search(r"(\d+) bytes received", done).group(1))
+            wastes.append((kept + received) / GIB)
+        results["comparisons"]["4. resume waste after SIGKILL at 50 %"] = {"bytes_transferred_over_size": wastes}
+        print(f"\n4. resume waste after SIGKILL at 50 %: bytes transferred ÷ size = {', '.join(f'{w:.4f}' for w in wastes)}")
+    finally:
+        server.stop()
+
+    # 5. The catalog at 100,000 products.
+    large = BENCH / "catalog100k"
+    shutil.rmtree(BENCH / "server-100k", ignore_errors=True)
+    started = time.monotonic()
+    catalog_server = kiosk_serve(large, BENCH / "server-100k")
+    load_seconds = time.monotonic() - started
+    try:
+        syncs = {"full sync": [], "unchanged sync": []}
+        for index in range(PAIRS):
+            sync_home = BENCH / f"home-100k-{index}"
+            shutil.rmtree(sync_home, ignore_errors=True)
+            syncs["full sync"].append(timed([KIOSK, "sync", "--server", catalog_server.url], env={"KIOSK_HOME": str(sync_home)}))
+            syncs["unchanged sync"].append(timed([KIOSK, "sync"], env={"KIOSK_HOME": str(sync_home)}))
+        body = subprocess.run(["curl", "-s", "-D", str(BENCH / "headers"), catalog_server.url + "/v1/catalog"], check=True, capture_output=True).stdout
+        (BENCH / "www/catalog.json").write_bytes(body)
+        etag = re.search(r"(?im)^etag: (.*)$", (BENCH / "headers").read_text()).group(1).strip()
+        nginx_etag = re.search(r"(?im)^etag: (.*)$", sh("curl", "-sI", web.url + "/catalog.json")).group(1).strip()
+        def wrk(url, tag):
+            text = sh("wrk", "-t2", "-c32", "-d5s", "-H", f"If-None-Match: {tag}", url)
+            return float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+        rates = {"kiosk serve": [], "nginx": []}
+        for _ in range(PAIRS):
+            rates["kiosk serve"].append(wrk(catalog_server.url + "/v1/catalog", etag))
+            rates["nginx"].append(wrk(web.url + "/catalog.json", nginx_etag))
+        catalog = {
+            "products": 100_000, "body_bytes": len(body), "server_start_with_catalog_s": load_seconds,
+            "full_sync_median_s": statistics.median(w for w, _ in syncs["full sync"]),
+            "full_sync_peak_rss_mib": statistics.median(r for _, r in syncs["full sync"]),
+            "unchanged_sync_median_s": statistics.median(w for w, _ in syncs["unchanged sync"]),
+            "wrk_304_requests_per_s": {k: statistics.median(v) for k, v in rates.items()},
+        }
+        catalog["wrk_ratio_kiosk_to_nginx"] = catalog["wrk_304_requests_per_s"]["kiosk serve"] / catalog["wrk_304_requests_per_s"]["nginx"]
+        results["comparisons"]["5. catalog of 100,000 products"] = catalog
+        print("\n5. catalog of 100,000 products")
+        for key, value in catalog.items():
+            print(f"  {key}: {value}")
+    finally:
+        catalog_server.stop()
+        web.stop()
+    (BENCH / "results.json").write_text(json.dumps(results, indent=2))
+    print(f"\nresults written to {BENCH / 'results.json'}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
