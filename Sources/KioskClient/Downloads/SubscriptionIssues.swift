@@ -16,6 +16,8 @@ struct SubscriptionIssues {
             let subscriptions = try PaymentRecord
                 .filter(Column("kind") == ProductKind.subscription.rawValue && Column("receipt") != nil)
                 .fetchAll(db)
+            // Without a subscription there is nothing to queue: skip decoding the whole catalog.
+            guard !subscriptions.isEmpty else { return ([PaymentRecord](), [Product](), Set<String>(), String?.none) }
             let products = try CachedProduct.fetchAll(db).compactMap { try? JSONDecoder.kiosk.decode(Product.self, from: $0.json) }
             let queued = Set(try String.fetchAll(db, sql: "SELECT productId FROM download"))
             return (subscriptions, products, queued, try Setting.value(Setting.Key.accountID, in: db))

@@ -41,10 +41,15 @@ public struct URLFetch: Sendable {
             request.maxReceiveSpeed = tuning.maxReceiveSpeed
             let counter = ReceivedBytes()
             let etagFile = self.etagFile
+            let recordedETag = request.etag
             let outcome = await Downloader(concurrency: 1).run([request]) { update in
                 counter.note(update)
                 progress(update)
-                if let etag = update.etag, update.bytesOnDisk > 0 { try? Data(etag.utf8).write(to: etagFile) }
+                // Written once per new ETag, atomically: a kill must never leave it empty or torn.
+                if let etag = update.etag, update.bytesOnDisk > 0, etag != recordedETag,
+                   (try? String(contentsOf: etagFile, encoding: .utf8)) != etag {
+                    try? Data(etag.utf8).write(to: etagFile, options: .atomic)
+                }
                 return true
             }["fetch"] ?? .stopped
             received += counter.total
