@@ -134,19 +134,8 @@ struct ArchiveExtractorTests {
         try FileManager.default.createDirectory(at: root.path("out"), withIntermediateDirectories: true)
         let summary = try ArchiveExtractor().extract(packed.file, into: root.path("out"))
         #expect(summary.entries == 6)
-        let original = try Self.files(in: folder)
-        let unpacked = try Self.files(in: root.path("out"))
+        let original = try FolderSnapshot.files(in: folder)
+        let unpacked = try FolderSnapshot.files(in: root.path("out"))
         #expect(unpacked == original)
-    }
-
-    /// Every regular file under `folder`, by relative path, with its bytes.
-    static func files(in folder: URL) throws -> [String: Data] {
-        var files: [String: Data] = [:]
-        let base = folder.resolvingSymlinksInPath().path
-        for case let url as URL in FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.isRegularFileKey]) ?? .init() {
-            guard try url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile == true else { continue }
-            files[String(url.resolvingSymlinksInPath().path.dropFirst(base.count + 1))] = try Data(contentsOf: url)
-        }
-        return files
     }
 }

@@ -53,7 +53,7 @@ struct DownloadQueueTests {
             #expect(report.installed == [Self.book])
             let installed = context.home.appendingPathComponent("Library/\(Self.book)")
             let original = context.store.content.appendingPathComponent("books/lighthouse-keeper")
-            #expect(try ArchiveFiles.of(installed) == ArchiveFiles.of(original))
+            #expect(try FolderSnapshot.files(in: installed) == FolderSnapshot.files(in: original))
             #expect(try await context.client.transactions().first?.record.state == .finished)
             #expect(try await context.client.library().map(\.item.productId) == [Self.book])
             #expect(!FileManager.default.fileExists(atPath: context.home.appendingPathComponent("downloads/\(Self.book).partial").path))
@@ -229,19 +229,6 @@ struct DownloadQueueTests {
             #expect(delay >= full / 2 && delay <= full)
         }
         #expect(backoff.delay(afterAttempts: 1, retryAfter: 120) == 120)
-    }
-}
-
-/// Every regular file under a folder, by relative path, with its bytes.
-enum ArchiveFiles {
-    static func of(_ folder: URL) throws -> [String: Data] {
-        var files: [String: Data] = [:]
-        let base = folder.resolvingSymlinksInPath().path
-        for case let url as URL in FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.isRegularFileKey]) ?? .init() {
-            guard try url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile == true else { continue }
-            files[String(url.resolvingSymlinksInPath().path.dropFirst(base.count + 1))] = try Data(contentsOf: url)
-        }
-        return files
     }
 }
 
