@@ -7,6 +7,11 @@ public struct TransactionView: Sendable {
     public var record: PaymentRecord
     /// nil when the receipt verifies (or there is none yet); otherwise why it cannot be used.
     public var receiptProblem: String?
+
+    public init(record: PaymentRecord, receiptProblem: String?) {
+        self.record = record
+        self.receiptProblem = receiptProblem
+    }
 }
 
 extension KioskClient {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import KioskClient
+import KioskCore
 
 extension Kiosk {
     struct Sync: AsyncParsableCommand {
@@ -16,10 +17,19 @@ extension Kiosk {
 
         @OptionGroup var options: ClientOptions
 
+        @Flag(help: "Print what changed as JSON.")
+        var json = false
+
         func run() async throws {
             try await reportingErrors {
                 let (client, server) = try await options.connect()
                 let report = try await client.syncCatalog(server: server)
+                let queued = try await client.queueNewContent(server: server, includingUpdates: false)
+                if json {
+                    let output = Output(unchanged: report.notModified, added: report.added, changed: report.changed, removed: report.removed, queued: queued)
+                    print(String(decoding: try JSONEncoder.kiosk.encode(output), as: UTF8.self))
+                    return
+                }
                 if report.notModified {
                     print("catalog unchanged")
                 } else {
@@ -28,10 +38,19 @@ extension Kiosk {
                     for id in report.changed { print("  ~ \(id)") }
                     for id in report.removed { print("  - \(id)") }
                 }
-                for id in try await client.queueNewContent(server: server, includingUpdates: false) {
+                for id in queued {
                     print("queued \(id) (your subscription covers it; kiosk resume downloads it)")
                 }
             }
+        }
+
+        struct Output: Encodable {
+            var unchanged: Bool
+            var added: [String]
+            var changed: [String]
+            var removed: [String]
+            /// Issues an active subscription covers, queued for download.
+            var queued: [String]
         }
     }
 }

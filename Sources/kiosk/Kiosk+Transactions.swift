@@ -97,10 +97,18 @@ extension Kiosk {
 
         @OptionGroup var options: ClientOptions
 
+        @Flag(help: "Print the restored transactions as JSON.")
+        var json = false
+
         func run() async throws {
             try await reportingErrors {
                 let (client, server) = try await options.connect()
                 let restored = try await client.restore(server: server)
+                if json {
+                    let rows = restored.map { TransactionView(record: $0, receiptProblem: nil) }.map(Transactions.Row.init)
+                    Swift.print(String(decoding: try JSONEncoder.kiosk.encode(rows), as: UTF8.self))
+                    return
+                }
                 Swift.print(restored.isEmpty ? "nothing to restore" : "restored \(restored.count) purchases:")
                 for record in restored {
                     Swift.print("  \(record.productId)  (transaction \(record.transactionId ?? "-"), \(record.state.rawValue))")
@@ -112,6 +120,7 @@ extension Kiosk {
     struct Account: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Show this device's account, or link it to an existing one.",
+            discussion: "Example: kiosk account link 3f9a…  (then kiosk restore)",
             subcommands: [Show.self, Link.self],
             defaultSubcommand: Show.self
         )

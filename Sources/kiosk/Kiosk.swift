@@ -12,6 +12,8 @@ struct Kiosk: AsyncParsableCommand {
             Run `kiosk serve` over a Catalog/ and Content/ folder; run the other commands as a reader.
 
             Exit status: 0 done, 1 failed, 2 usage error, 3 partly done (saved, to be completed by a later command).
+
+            Example: kiosk sync --server http://127.0.0.1:8080 && kiosk buy com.kiosk.books.river-of-maps
             """,
         subcommands: [
             Serve.self, Sync.self, Products.self, Buy.self, Redeem.self, Transactions.self, Balance.self,

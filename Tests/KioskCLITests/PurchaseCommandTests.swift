@@ -134,8 +134,12 @@ struct PurchaseCommandTests {
         let env = ["KIOSK_HOME": second]
         #expect(try await KioskCommand.run(["account", "link", token, "--server", setup.server.url], environment: env).status == 0)
         _ = try await KioskCommand.run(["sync"], environment: env)
+        let sync = try await KioskCommand.run(["sync", "--json"], environment: env)
+        #expect(sync.stdout == #"{"added":[],"changed":[],"queued":[],"removed":[],"unchanged":true}"# + "\n")
         let restored = try await KioskCommand.run(["restore"], environment: env)
         #expect(restored.stdout.hasPrefix("restored 1 purchases:"))
+        let again = try await KioskCommand.run(["restore", "--json"], environment: env)
+        #expect(again.stdout == "[]\n")
         #expect(restored.stdout.contains(Self.book))
         #expect(!restored.stdout.contains(Self.pack5))
     }
