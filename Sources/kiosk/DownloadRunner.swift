@@ -82,7 +82,15 @@ final class ProgressDisplay: @unchecked Sendable {
         }
     }
 
+    /// "0 B", "512 B", "1.5 KiB", "8.0 MiB": binary units, and no "Zero KB".
     static func size(_ bytes: Int64) -> String {
-        ByteCountFormatter.string(fromByteCount: bytes, countStyle: .binary)
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(bytes)
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(bytes) B" : "\(String(format: "%.1f", value)) \(units[unit])"
     }
 }

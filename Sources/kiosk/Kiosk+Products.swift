@@ -47,7 +47,7 @@ extension Kiosk {
             if let date = product.publicationDate { detail.append("published \(date)") }
             if let months = product.periodMonths { detail.append("\(months)-month period") }
             if let content = product.content {
-                detail.append("\(content.format.rawValue) \(ByteCountFormatter.string(fromByteCount: content.size, countStyle: .file))")
+                detail.append("\(content.format.rawValue) \(ProgressDisplay.size(content.size))")
             }
             return "  \(product.id)  \(product.title)  (\(detail.joined(separator: ", ")))"
         }
