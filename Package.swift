@@ -7,7 +7,7 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "kiosk",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "kiosk", targets: ["kiosk"]),
         .library(name: "KioskClient", targets: ["KioskClient"]),

@@ -9,6 +9,8 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     case paymentsDisabled
     case invalidRequest(String)
     case receiptRejected(transactionId: String, reason: String)
+    /// A local file or folder could not be used.
+    case local(path: String, problem: String, action: String)
 
     public var description: String {
         switch self {
@@ -28,6 +30,8 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
             return detail
         case .receiptRejected(let transactionId, let reason):
             return "the receipt of transaction \(transactionId) was not accepted: \(reason); nothing was granted"
+        case .local(let path, let problem, let action):
+            return "\(path): \(problem); \(action)"
         }
     }
 

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import KioskCore
 import KioskTransfer
 
@@ -11,70 +10,104 @@ public struct LibraryEntry: Sendable {
 }
 
 extension KioskClient {
-    func downloadQueue(server: String, concurrency: Int = 3) -> DownloadQueue {
-        DownloadQueue(database: database, home: home, server: server, logger: logger, concurrency: concurrency)
-    }
-
-    /// Runs due downloads (all, or only `products`), then finishes the transactions they delivered.
-    public func runDownloads(
-        server: String, only products: Set<String>? = nil, concurrency: Int = 3,
-        progress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }
-    ) async throws -> DownloadRunReport {
-        let report = try await downloadQueue(server: server, concurrency: concurrency).runDue(only: products, progress: progress)
-        if !report.installed.isEmpty {
-            _ = try await paymentQueue(server: server).finishDelivered()
+    /// Runs due downloads (all, or only `products`), then finishes the purchases they delivered.
+    /// A download another process is running is waited for, not fetched twice. Cancelling the
+    /// calling Task stops the transfers within a second; they keep their bytes.
+    public func runDownloads(only products: Set<String>? = nil, progress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }) async throws -> DownloadRunReport {
+        let report = try await downloadQueue().run(only: products, waitForOthers: true, progress: progress)
+        if !report.installed.isEmpty || !report.installedElsewhere.isEmpty || !report.cancelled.isEmpty {
+            _ = try? await paymentQueue.finishDelivered()
         }
         return report
     }
 
-    /// Queues the issues active subscriptions cover and the new versions of installed products,
-    /// and puts paused downloads back in the queue. Returns the product IDs newly queued.
+    /// Everything `kiosk resume` does before downloading: queues the issues subscriptions cover and
+    /// the new versions of installed products, puts paused downloads back in the queue, and
+    /// requeues whatever is missing from the library. Returns the product IDs newly queued.
     @discardableResult
-    public func queueNewContent(server: String, includingUpdates: Bool) async throws -> [String] {
-        let queue = downloadQueue(server: server)
-        var queued = try await SubscriptionIssues(database: database, downloads: queue).queueCoveredIssues()
-        if includingUpdates {
-            try await queue.unpauseAll()
-            for entry in try await library() where entry.updateAvailable {
-                let (download, product) = try await database.pool.read { db in
-                    (try DownloadRecord.fetchOne(db, key: entry.item.productId),
-                     try CachedProduct.fetchOne(db, key: entry.item.productId).flatMap { try? JSONDecoder.kiosk.decode(Product.self, from: $0.json) })
-                }
-                if let download, let product {
-                    try await queue.enqueue(product, receipt: download.receipt)
-                    queued.append(product.id)
-                }
+    public func queueNewContent(includingUpdates: Bool) async throws -> [String] {
+        var queued = try await subscriptionIssues().queueCoveredIssues()
+        queued += try await checkLibrary()
+        guard includingUpdates else { return queued }
+        try database.unpauseAll()
+        for entry in try library() where entry.updateAvailable {
+            guard let download = try database.download(entry.item.productId),
+                  let content = try database.cachedProduct(entry.item.productId)?.content else { continue }
+            if try database.enqueueDownload(productId: download.productId, content: content, receipt: download.receipt, transactionId: download.transactionId) {
+                queued.append(download.productId)
             }
         }
         return queued
     }
 
+    /// Requeues every installed product whose folder is missing or no longer matches what was
+    /// installed (a file deleted, added or truncated). Returns their IDs.
+    @discardableResult
+    public func checkLibrary(only products: Set<String>? = nil) async throws -> [String] {
+        var requeued: [String] = []
+        let installer = LibraryInstaller(library: home.library)
+        for item in try database.libraryItems() where products?.contains(item.productId) ?? true {
+            guard try database.download(item.productId)?.state == .installed else { continue }
+            let folder = installer.installed(item.productId)
+            let problem: String?
+            if !FileManager.default.fileExists(atPath: folder.path) {
+                problem = "the library folder is missing; downloading it again"
+            } else if let expected = item.treeDigest, (try? LibraryInstaller.treeDigest(of: folder)) != expected {
+                problem = "the library folder was changed or damaged; downloading it again"
+            } else {
+                problem = nil
+            }
+            if let problem {
+                try database.requeueInstalled(item.productId, reason: problem)
+                requeued.append(item.productId)
+            }
+        }
+        return requeued
+    }
+
+    /// Takes the content a revoked transaction granted out of the library, unless another standing
+    /// purchase of the same product still grants it.
+    func removeContent(grantedBy revoked: PaymentRecord) throws {
+        let installer = LibraryInstaller(library: home.library)
+        for download in try database.downloads() where download.transactionId == revoked.transactionId || download.receipt == revoked.receipt {
+            if let other = try database.owningPayment(productId: download.productId), let receipt = other.receipt {
+                try database.represent(download.productId, receipt: receipt, transactionId: other.transactionId)
+                continue
+            }
+            try installer.remove(download.productId)
+            try? FileManager.default.removeItem(at: home.downloads.appendingPathComponent("\(download.productId).partial"))
+            try database.forgetContent(download.productId)
+        }
+    }
+
     /// Every download, in product order.
-    public func downloads() async throws -> [DownloadRecord] {
-        try await database.pool.read { try DownloadRecord.order(DownloadRecord.Columns.productId).fetchAll($0) }
+    public func downloads() throws -> [DownloadRecord] {
+        try database.downloads()
     }
 
     /// When the earliest waiting download is due.
-    public func nextDownloadAttempt() async throws -> Date? {
-        try await downloadQueue(server: "").nextAttempt()
+    public func nextDownloadAttempt() throws -> Date? {
+        try database.nextDownloadAttempt()
     }
 
-    public func pauseDownload(_ productId: String) async throws -> DownloadRecord {
-        try await downloadQueue(server: "").pause(productId)
+    /// Pauses a download; a process running it stops within a second and keeps its bytes.
+    public func pauseDownload(_ productId: String) throws -> DownloadRecord {
+        try database.pauseDownload(productId)
     }
 
-    public func cancelDownload(_ productId: String) async throws -> DownloadRecord {
-        try await downloadQueue(server: "").cancel(productId)
+    /// Cancels a download and deletes its partial bytes; a process running it stops within a second.
+    public func cancelDownload(_ productId: String) throws -> DownloadRecord {
+        let record = try database.cancelDownload(productId)
+        try? FileManager.default.removeItem(at: home.downloads.appendingPathComponent("\(productId).partial"))
+        return record
     }
 
     /// Installed products; `updateAvailable` when the cached catalog has another content version.
-    public func library() async throws -> [LibraryEntry] {
-        try await database.pool.read { db in
-            try LibraryItem.order(Column("productId")).fetchAll(db).map { item in
-                let product = try CachedProduct.fetchOne(db, key: item.productId).flatMap { try? JSONDecoder.kiosk.decode(Product.self, from: $0.json) }
-                let latest = product?.content?.version
-                return LibraryEntry(item: item, title: product?.title, updateAvailable: latest != nil && latest != item.version)
-            }
+    public func library() throws -> [LibraryEntry] {
+        try database.libraryItems().map { item in
+            let product = try database.cachedProduct(item.productId)
+            let latest = product?.content?.version
+            return LibraryEntry(item: item, title: product?.title, updateAvailable: latest != nil && latest != item.version)
         }
     }
 }

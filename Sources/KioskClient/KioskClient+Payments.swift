@@ -1,6 +1,6 @@
 import Foundation
-import GRDB
 import KioskCore
+import KioskTransfer
 
 /// A stored transaction and whether its receipt still verifies.
 public struct TransactionView: Sendable {
@@ -15,78 +15,84 @@ public struct TransactionView: Sendable {
 }
 
 extension KioskClient {
-    func paymentQueue(server: String) -> PaymentQueue {
-        PaymentQueue(database: database, http: http, server: server, logger: logger, downloads: downloadQueue(server: server))
-    }
-
-    /// Replays unfinished work; every command that talks to the server calls this first.
-    /// An unreachable server is not an error here: the work simply waits for the next command.
+    /// Moves unfinished work on: purchases never answered are sent again with their key, paid ones
+    /// delivered, Ask to Buy answers and revocations picked up. Each item on its own; one that
+    /// fails keeps its error and backoff. An unreachable server is not an error: the work waits.
     @discardableResult
-    public func replay(server: String) async throws -> ReplayReport {
-        do {
-            return try await paymentQueue(server: server).replay()
-        } catch let error as ClientError where error.isUnreachable {
-            return ReplayReport()
+    public func replay() async -> ReplayReport {
+        var report = await paymentQueue.replay()
+        if !report.offline, let finished = try? await paymentQueue.finishDelivered() {
+            report.finished += finished
         }
+        return report
     }
 
-    /// Buys a product; see ``PaymentQueue`` for the order of commits.
-    public func buy(_ productId: String, quantity: Int = 1, method: PaymentMethod = .approve, downloadNow: Bool = true, server: String) async throws -> PurchaseResult {
-        try await paymentQueue(server: server).buy(productId: productId, quantity: quantity, method: method, downloadNow: downloadNow)
+    /// Buys a product and, unless told otherwise, downloads and installs its content before
+    /// returning; see ``PaymentQueue`` for the order of commits.
+    /// - Parameter downloadNow: false finishes the purchase at once and leaves the download queued.
+    public func buy(_ productId: String, quantity: Int = 1, method: PaymentMethod = .approve, downloadNow: Bool = true) async throws -> PurchaseResult {
+        try await paymentQueue.buy(productId: productId, quantity: quantity, method: method, delivery: downloadNow ? .now : .finishNow)
     }
 
     /// Spends credits on a book or an issue.
-    public func redeem(_ productId: String, downloadNow: Bool = true, server: String) async throws -> PurchaseResult {
-        try await paymentQueue(server: server).redeem(productId: productId, downloadNow: downloadNow)
+    public func redeem(_ productId: String, downloadNow: Bool = true) async throws -> PurchaseResult {
+        try await paymentQueue.redeem(productId: productId, delivery: downloadNow ? .now : .finishNow)
     }
 
-    /// Brings back every book, issue and active subscription of the account.
-    public func restore(server: String) async throws -> [PaymentRecord] {
-        try await paymentQueue(server: server).restore()
+    /// Brings back every book, issue and subscription period of the account, then downloads what
+    /// they entitle and finishes them.
+    /// - Parameter downloadNow: false only queues the content.
+    public func restore(downloadNow: Bool = true) async throws -> (restored: [PaymentRecord], downloads: DownloadRunReport?) {
+        let restored = try await paymentQueue.restore()
+        _ = try await checkLibrary()
+        guard downloadNow else { return (restored, nil) }
+        let downloads = try await runDownloads()
+        let current = try restored.compactMap { try $0.id.flatMap(database.payment) }
+        return (current, downloads)
     }
 
     /// The account's balance and what it owns, as the server knows it.
-    public func accountSummary(server: String) async throws -> AccountSummary {
-        try await paymentQueue(server: server).authorizedAPI().account()
+    public func accountSummary() async throws -> AccountSummary {
+        try await paymentQueue.authorizedAPI().account()
     }
 
     /// This device's account ID, if it has one yet.
-    public func accountID() async throws -> String? {
-        try await database.pool.read { try Setting.value(Setting.Key.accountID, in: $0) }
+    public func accountID() throws -> String? {
+        try database.account()?.id
     }
 
     /// This device's account token, to link another device to the same account.
-    public func accountToken() async throws -> String? {
-        try await database.pool.read { try Setting.value(Setting.Key.accountToken, in: $0) }
+    public func accountToken() throws -> String? {
+        try database.account()?.token
     }
 
     /// Uses an existing account (from another device) on this one.
-    /// - Throws: the server's 401 when the token is not known.
-    public func linkAccount(token: String, server: String) async throws -> AccountSummary {
-        var api = paymentQueue(server: server).api()
+    /// - Throws: the server's 401 when the token is not known; ``ClientError/invalidRequest(_:)``
+    ///   while a purchase of the current account is still unanswered.
+    public func linkAccount(token: String) async throws -> AccountSummary {
+        if try database.unfinishedPayments().contains(where: { $0.state == .purchasing }) {
+            throw ClientError.invalidRequest("a purchase of this device's account is still unanswered; run kiosk resume once the server is reachable, then link")
+        }
+        var api = try storeAPI()
         api.token = token
         let summary = try await api.account()
-        try await database.pool.write { db in
-            try Setting.set(Setting.Key.accountID, to: summary.accountId, in: db)
-            try Setting.set(Setting.Key.accountToken, to: token, in: db)
-        }
+        try database.saveAccount(id: summary.accountId, token: token, replacing: true)
         return summary
     }
 
     /// Turns purchases on this device on or off (a device restriction, like parental controls).
-    public func setPaymentsEnabled(_ enabled: Bool) async throws {
-        try await database.pool.write { try Setting.set(Setting.Key.paymentsEnabled, to: enabled ? "on" : "off", in: $0) }
+    public func setPaymentsEnabled(_ enabled: Bool) throws {
+        try database.setSetting(Setting.Key.paymentsEnabled, to: enabled ? "on" : "off")
     }
 
-    public func paymentsEnabled() async throws -> Bool {
-        try await database.pool.read { try Setting.value(Setting.Key.paymentsEnabled, in: $0) } != "off"
+    public func paymentsEnabled() throws -> Bool {
+        try database.setting(Setting.Key.paymentsEnabled) != "off"
     }
 
     /// Every stored transaction, newest first, each receipt verified offline against the cached keys.
     public func transactions() async throws -> [TransactionView] {
-        let (records, accountId) = try await database.pool.read { db in
-            (try PaymentRecord.order(PaymentRecord.Columns.id.desc).fetchAll(db), try Setting.value(Setting.Key.accountID, in: db))
-        }
+        let records = try database.payments()
+        let accountId = try database.account()?.id
         let check = ReceiptCheck(database: database)
         var views: [TransactionView] = []
         for record in records {

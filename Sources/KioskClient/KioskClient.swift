@@ -1,57 +1,106 @@
 import Foundation
-import GRDB
 import KioskCore
 import KioskTransfer
 import Logging
 
-/// The client engine behind every `kiosk` command: one KIOSK_HOME, one server.
-public struct KioskClient: Sendable {
+/// The client engine: one KIOSK_HOME, one server, long-lived.
+///
+/// It owns the reader's state through ``ClientDatabase``, runs the payment queue and the download
+/// queue, and publishes what happens on ``events``. Several engines (in one process or in several)
+/// may share a home: downloads are claimed by one of them at a time, and the account is created
+/// once.
+public final class KioskClient: Sendable {
+    /// How the engine behaves; the command-line tool maps `KIOSK_*` variables onto it.
+    public struct Configuration: Sendable {
+        /// A transfer below 1 KiB/s for this many seconds has stalled and is retried later.
+        public var stallSeconds = 30
+        /// Caps each download's receive rate, in bytes/s.
+        public var maxReceiveSpeed: Int64?
+        /// Downloads at once.
+        public var concurrency = 3
+        /// When to retry a failed download or an unfinished purchase.
+        public var backoff = Backoff()
+        /// How long a download claim holds without renewal; the owner renews it three times as often.
+        public var claimLease: TimeInterval = 15
+        /// How often a running download reports progress and checks for a pause or cancel.
+        public var progressPeriod: Duration = .milliseconds(500)
+        /// Test hook: called at the named points of a purchase, e.g. to kill the process there.
+        public var crashPoint: (@Sendable (CrashPoint) -> Void)?
+
+        public init() {}
+    }
+
     public let home: KioskHome
+    public let configuration: Configuration
     let database: ClientDatabase
     let http = HTTPClient()
     let logger: Logger
+    /// This engine's name on the download claims it holds.
+    let owner = ClaimOwner()
 
     /// Opens the state in `home`, creating it on first use.
-    public init(home: KioskHome, logger: Logger = Logger(label: "kiosk.client")) throws {
+    /// - Parameter server: the server's base URL, remembered for next time; nil uses the remembered one.
+    public init(home: KioskHome, server: String? = nil, configuration: Configuration = Configuration(), logger: Logger = Logger(label: "kiosk.client")) throws {
         try home.prepare()
         self.home = home
-        self.database = try ClientDatabase(url: home.database)
+        self.configuration = configuration
         self.logger = logger
+        self.database = try ClientDatabase(url: home.database)
+        if let server, !server.isEmpty {
+            try database.setSetting(Setting.Key.server, to: server.hasSuffix("/") ? String(server.dropLast()) : server)
+        }
     }
 
-    // MARK: Server
+    deinit {
+        database.events.finish()
+    }
 
-    /// The server URL to use: `explicit` (remembered for next time), else the remembered one.
-    /// - Throws: ``ClientError/noServer`` when neither exists.
-    public func server(explicit: String?) async throws -> String {
-        if let explicit, !explicit.isEmpty {
-            let url = explicit.hasSuffix("/") ? String(explicit.dropLast()) : explicit
-            try await database.pool.write { try Setting.set(Setting.Key.server, to: url, in: $0) }
-            return url
-        }
-        guard let remembered = try await database.pool.read({ try Setting.value(Setting.Key.server, in: $0) }) else {
-            throw ClientError.noServer
-        }
-        return remembered
+    /// Every state change and download progress from now on, in order. Each call is a new stream.
+    public var events: AsyncStream<ClientEvent> { database.events.subscribe() }
+
+    /// The server this client talks to.
+    /// - Throws: ``ClientError/noServer`` when none was ever given.
+    public func server() throws -> String {
+        guard let server = try database.setting(Setting.Key.server) else { throw ClientError.noServer }
+        return server
     }
 
     // MARK: Catalog
 
-    /// Syncs the catalog cache with the server.
-    public func syncCatalog(server: String) async throws -> SyncReport {
-        try await CatalogSync(database: database, http: http, server: server).sync()
+    /// Syncs the catalog cache with the server and queues the issues a subscription covers.
+    public func sync() async throws -> SyncReport {
+        var report = try await CatalogSync(database: database, http: http, server: server()).sync()
+        report.queued = try await subscriptionIssues().queueCoveredIssues()
+        return report
     }
 
     /// The cached catalog, sorted by product ID, and when it was last synced (nil: never).
-    public func cachedCatalog() async throws -> (products: [Product], syncedAt: Date?) {
-        try await database.pool.read { db in
-            let decoder = JSONDecoder.kiosk
-            let products = try CachedProduct.order(Column("id")).fetchAll(db).map {
-                try decoder.decode(Product.self, from: $0.json)
-            }
-            let syncedAt = try Setting.value(Setting.Key.catalogSyncedAt, in: db)
-                .flatMap { ISO8601DateFormatter().date(from: $0) }
-            return (products, syncedAt)
-        }
+    public func cachedCatalog() throws -> (products: [Product], syncedAt: Date?) {
+        let syncedAt = try database.setting(Setting.Key.catalogSyncedAt).flatMap { ISO8601DateFormatter().date(from: $0) }
+        return (try database.cachedProducts(), syncedAt)
     }
+
+    // MARK: Parts
+
+    func storeAPI() throws -> StoreAPI {
+        StoreAPI(server: try server(), http: http, token: nil)
+    }
+
+    var paymentQueue: PaymentQueue { PaymentQueue(client: self) }
+
+    func downloadQueue() throws -> DownloadQueue {
+        DownloadQueue(database: database, home: home, server: try server(), configuration: configuration, owner: owner, logger: logger)
+    }
+
+    func subscriptionIssues() -> SubscriptionIssues {
+        SubscriptionIssues(database: database)
+    }
+}
+
+/// Places in a purchase where a test can have the client killed, to prove nothing is lost or charged twice.
+public enum CrashPoint: String, Sendable, CaseIterable {
+    /// The server charged and answered; the client has not stored the receipt.
+    case afterCharge = "after-charge"
+    /// The receipt is stored; the transaction is not finished.
+    case afterReceipt = "after-receipt"
 }

@@ -10,25 +10,47 @@ struct ClientOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The server's base URL (default: $KIOSK_SERVER, else the last one used).", valueName: "url"))
     var server: String?
 
-    /// Opens the client's state.
+    /// Opens the client's state, with the engine's settings taken from `KIOSK_*` variables:
+    /// KIOSK_STALL_SECONDS, KIOSK_MAX_RECEIVE_SPEED, KIOSK_CONCURRENCY, and KIOSK_TEST_CRASH_POINT
+    /// (the tests' way to have this process killed at a point of a purchase).
     func client() throws -> KioskClient {
         LogSetup.bootstrap()
-        return try KioskClient(home: KioskHome.resolve(flag: home))
+        let environment = ProcessInfo.processInfo.environment
+        let home = KioskHome.resolve(flag: home, environment: environment)
+        return try KioskClient(home: home, server: server ?? environment["KIOSK_SERVER"], configuration: Self.configuration(environment))
     }
 
-    /// The server given by flag or environment, or the remembered one.
-    func serverURL(for client: KioskClient) async throws -> String {
-        try await client.server(explicit: server ?? ProcessInfo.processInfo.environment["KIOSK_SERVER"])
-    }
-
-    /// The client and its server, after replaying whatever an earlier run left unfinished.
-    func connect() async throws -> (client: KioskClient, server: String) {
-        let client = try client()
-        let server = try await serverURL(for: client)
-        let report = try await client.replay(server: server)
-        if report.sent + report.finished + report.deferredResolved > 0 {
-            FileHandle.standardError.write(Data("kiosk: completed unfinished work: \(report.sent) sent, \(report.finished) finished, \(report.deferredResolved) Ask to Buy answered\n".utf8))
+    static func configuration(_ environment: [String: String]) -> KioskClient.Configuration {
+        var configuration = KioskClient.Configuration()
+        if let seconds = environment["KIOSK_STALL_SECONDS"].flatMap(Int.init) { configuration.stallSeconds = seconds }
+        configuration.maxReceiveSpeed = environment["KIOSK_MAX_RECEIVE_SPEED"].flatMap(Int64.init)
+        if let concurrency = environment["KIOSK_CONCURRENCY"].flatMap(Int.init), concurrency > 0 { configuration.concurrency = concurrency }
+        if let point = environment["KIOSK_TEST_CRASH_POINT"].flatMap(CrashPoint.init(rawValue:)) {
+            // SIGKILL, which no handler can soften: what a power cut or the OOM killer does.
+            configuration.crashPoint = { reached in if reached == point { kill(getpid(), SIGKILL) } }
         }
-        return (client, server)
+        return configuration
     }
+
+    /// The client, after replaying whatever an earlier run left unfinished.
+    func connect() async throws -> KioskClient {
+        let client = try client()
+        _ = try client.server()
+        let report = await client.replay()
+        if report.sent + report.finished + report.deferredResolved > 0 {
+            standardError("completed unfinished work: \(report.sent) sent, \(report.finished) finished, \(report.deferredResolved) Ask to Buy answered")
+        }
+        for product in report.revoked {
+            standardError("\(product): the store revoked this purchase; its content was removed from the library")
+        }
+        if !report.failed.isEmpty {
+            standardError("\(report.failed.count) unfinished transaction(s) failed again and will be retried; see kiosk transactions")
+        }
+        return client
+    }
+}
+
+/// One line on stderr, prefixed with the tool's name.
+func standardError(_ line: String) {
+    FileHandle.standardError.write(Data("kiosk: \(line)\n".utf8))
 }

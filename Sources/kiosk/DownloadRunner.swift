@@ -2,22 +2,39 @@ import Foundation
 import KioskClient
 import KioskTransfer
 
-/// Runs downloads for a command and shows their progress: a bar on a terminal, plain lines otherwise.
+/// Shows a command's downloads as they run and says how they ended: progress goes to stderr (a
+/// bar on a terminal, a line every few seconds otherwise, as curl does), outcomes to stdout.
+/// Progress comes from the engine's event stream.
 struct DownloadRunner {
     let client: KioskClient
-    let server: String
-    var concurrency = 3
 
-    /// Runs due downloads (or only `products`) and prints what was installed, waits or failed.
-    func run(only products: Set<String>? = nil) async throws -> DownloadRunReport {
-        let display = ProgressDisplay(interactive: isatty(STDOUT_FILENO) == 1 && ProcessInfo.processInfo.environment["TERM"] != "dumb")
-        let report = try await client.runDownloads(server: server, only: products, concurrency: concurrency) { display.show($0) }
-        display.finish()
-        let library = try await client.library()
-        let downloads = try await client.downloads()
+    /// Runs `body` (which downloads) while printing progress from the client's events; Ctrl-C or
+    /// SIGTERM cancels it, which stops the transfers within a second with their bytes kept.
+    func showingProgress<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let display = ProgressDisplay(interactive: isatty(STDERR_FILENO) == 1 && ProcessInfo.processInfo.environment["TERM"] != "dumb")
+        let events = client.events
+        let watcher = Task {
+            for await event in events {
+                if case .progress(let progress) = event { display.show(progress) }
+            }
+        }
+        defer {
+            watcher.cancel()
+            display.finish()
+        }
+        return try await cancellingOnInterrupt(body)
+    }
+
+    /// Prints what was installed, waits, failed or stopped, and returns the exit status it amounts to.
+    func report(_ report: DownloadRunReport) throws -> Int32 {
+        let library = try client.library()
+        let downloads = try client.downloads()
         for id in report.installed {
             let path = library.first { $0.item.productId == id }?.item.path ?? "the library"
             print("installed \(id) in \(path)")
+        }
+        for id in report.installedElsewhere {
+            print("installed \(id) (downloaded by another kiosk process)")
         }
         if report.bytesReceived > 0 {
             print("received \(report.bytesReceived) bytes")
@@ -27,11 +44,24 @@ struct DownloadRunner {
             let when = record?.nextAttemptAt.map { "retrying after \(Self.time($0))" } ?? "retrying later"
             print("\(id): \(record?.lastError ?? "interrupted"); \(when) (kiosk resume)")
         }
+        for id in report.interrupted {
+            let kept = downloads.first { $0.productId == id }.map { ProgressDisplay.size($0.bytesDone) } ?? "its bytes"
+            print("\(id): interrupted; \(kept) kept, kiosk resume continues from there")
+        }
+        for id in report.paused {
+            let kept = downloads.first { $0.productId == id }.map { ProgressDisplay.size($0.bytesDone) } ?? "its bytes"
+            print("\(id): paused by another command; \(kept) kept (kiosk resume)")
+        }
+        for id in report.cancelled {
+            print("\(id): cancelled by another command; its partial bytes were deleted")
+        }
         for id in report.failed {
             let record = downloads.first { $0.productId == id }
-            FileHandle.standardError.write(Data("kiosk: \(id): \(record?.lastError ?? "the download failed")\n".utf8))
+            standardError("\(id): \(record?.lastError ?? "the download failed")")
         }
-        return report
+        if !report.failed.isEmpty { return 1 }
+        if !report.waiting.isEmpty || !report.interrupted.isEmpty || !report.paused.isEmpty { return 3 }
+        return 0
     }
 
     static func time(_ date: Date) -> String {
@@ -39,6 +69,27 @@ struct DownloadRunner {
         formatter.dateFormat = "HH:mm:ss"
         return formatter.string(from: date)
     }
+}
+
+/// Runs `body` in a task that the first SIGINT or SIGTERM cancels; a second one ends the process.
+func cancellingOnInterrupt<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    let task = Task { try await body() }
+    let sources = [SIGINT, SIGTERM].map { number -> any DispatchSourceSignal in
+        signal(number, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+        source.setEventHandler {
+            task.cancel()
+            signal(number, SIG_DFL)
+        }
+        source.resume()
+        return source
+    }
+    defer {
+        for source in sources { source.cancel() }
+        signal(SIGINT, SIG_DFL)
+        signal(SIGTERM, SIG_DFL)
+    }
+    return try await task.value
 }
 
 /// Progress as a person reads it: bytes, rate and time left.
@@ -68,17 +119,17 @@ final class ProgressDisplay: @unchecked Sendable {
             }
             line += ", \(Self.size(Int64(rate)))/s"
             if interactive {
-                FileHandle.standardOutput.write(Data("\r\u{1B}[K\(line)".utf8))
+                FileHandle.standardError.write(Data("\r\u{1B}[K\(line)".utf8))
                 shown = true
             } else {
-                print(line)
+                FileHandle.standardError.write(Data("\(line)\n".utf8))
             }
         }
     }
 
     func finish() {
         lock.withLock {
-            if shown { FileHandle.standardOutput.write(Data("\r\u{1B}[K".utf8)) }
+            if shown { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
         }
     }
 

@@ -38,9 +38,13 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                let (client, server) = try await options.connect()
-                let result = try await client.buy(product, quantity: quantity, method: payment, downloadNow: !noDownload, server: server)
-                try await PurchaseReport(result).print(downloadingWith: DownloadRunner(client: client, server: server))
+                let client = try await options.connect()
+                let runner = DownloadRunner(client: client)
+                let (product, quantity, payment, downloadNow) = (self.product, self.quantity, self.payment, !noDownload)
+                let result = try await runner.showingProgress {
+                    try await client.buy(product, quantity: quantity, method: payment, downloadNow: downloadNow)
+                }
+                try PurchaseReport(result).print(runner)
             }
         }
     }
@@ -61,9 +65,11 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                let (client, server) = try await options.connect()
-                let result = try await client.redeem(product, downloadNow: !noDownload, server: server)
-                try await PurchaseReport(result).print(downloadingWith: DownloadRunner(client: client, server: server))
+                let client = try await options.connect()
+                let runner = DownloadRunner(client: client)
+                let (product, downloadNow) = (self.product, !noDownload)
+                let result = try await runner.showingProgress { try await client.redeem(product, downloadNow: downloadNow) }
+                try PurchaseReport(result).print(runner)
             }
         }
     }
@@ -79,8 +85,8 @@ struct PurchaseReport {
         self.result = result
     }
 
-    /// Prints the outcome; a book or an issue waiting for its content is downloaded and installed first.
-    func print(downloadingWith runner: DownloadRunner) async throws {
+    /// Prints the outcome and how its download went, and exits with the status they amount to.
+    func print(_ runner: DownloadRunner) throws {
         let record = result.record
         let id = record.transactionId ?? "(not yet assigned)"
         let quantity = record.quantity > 1 ? " × \(record.quantity)" : ""
@@ -89,16 +95,23 @@ struct PurchaseReport {
             throw ExitCode.partlyDone
         }
         switch record.state {
-        case .purchased, .delivering, .finished:
-            Swift.print("transaction \(id): purchased \(record.productId)\(quantity); receipt saved")
+        case .purchased, .delivering, .finished, .restored:
+            if result.alreadyOwned {
+                Swift.print("\(record.productId) is already owned (transaction \(id)); nothing was charged")
+            } else {
+                Swift.print("transaction \(id): purchased \(record.productId)\(quantity); receipt saved")
+            }
             if record.kind == .consumable, let credits = result.credits {
                 Swift.print("balance: \(credits) credits")
             }
-            if record.state == .delivering {
-                let report = try await runner.run(only: [record.productId])
-                if !report.failed.isEmpty { throw ExitCode.failure }
-                if !report.installed.contains(record.productId) { throw ExitCode.partlyDone }
-            } else if record.kind == .nonConsumable {
+            if let downloads = result.downloads {
+                let status = try runner.report(downloads)
+                if status != 0 { throw ExitCode(status) }
+                if record.kind == .nonConsumable, try runner.client.downloads().first(where: { $0.productId == record.productId })?.state != .installed {
+                    throw ExitCode.partlyDone
+                }
+            } else if record.kind == .nonConsumable, record.state == .finished,
+                      try runner.client.downloads().first(where: { $0.productId == record.productId })?.state != .installed {
                 Swift.print("content: queued; download it with kiosk resume")
             }
         case .deferred:
@@ -106,9 +119,9 @@ struct PurchaseReport {
         case .cancelled:
             Swift.print("transaction \(id): cancelled; nothing was charged")
         case .failed:
-            FileHandle.standardError.write(Data("kiosk: \(record.productId): \(record.lastError ?? "the purchase failed")\n".utf8))
+            standardError("\(record.productId): \(record.lastError ?? "the purchase failed")")
             throw ExitCode.failure
-        case .purchasing, .restored:
+        case .purchasing, .revoked:
             Swift.print("transaction \(id): \(record.state.rawValue)")
         }
     }

@@ -17,7 +17,7 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                let downloads = try await options.client().downloads()
+                let downloads = try options.client().downloads()
                 if json {
                     let rows = downloads.map { Row(record: $0) }
                     print(String(decoding: try JSONEncoder.kiosk.encode(rows), as: UTF8.self))
@@ -78,29 +78,31 @@ extension Kiosk {
         @Option(help: "With --wait: give up after this many seconds.")
         var maxWait: Int = 3600
 
-        @Option(help: "Downloads at once.")
-        var concurrency = 3
-
         func run() async throws {
             try await reportingErrors {
-                let (client, server) = try await options.connect()
-                let queued = try await client.queueNewContent(server: server, includingUpdates: true)
+                let client = try await options.connect()
+                let queued = try await client.queueNewContent(includingUpdates: true)
                 for id in queued { print("queued \(id)") }
+                let runner = DownloadRunner(client: client)
                 let deadline = Date().addingTimeInterval(TimeInterval(maxWait))
-                var failed = false
+                var status: Int32 = 0
                 while true {
-                    let report = try await DownloadRunner(client: client, server: server, concurrency: concurrency).run()
-                    failed = failed || !report.failed.isEmpty
-                    guard wait, let next = try await client.nextDownloadAttempt() else { break }
-                    guard next < deadline else { break }
-                    let pause = max(0.05, next.timeIntervalSinceNow)
-                    try await Task.sleep(for: .seconds(pause))
-                    _ = try await client.replay(server: server)
+                    let report = try await runner.showingProgress { try await client.runDownloads() }
+                    status = try runner.report(report)
+                    if !report.interrupted.isEmpty { break }
+                    guard wait, let next = try client.nextDownloadAttempt(), next < deadline else { break }
+                    do {
+                        try await cancellingOnInterrupt { try await Task.sleep(for: .seconds(max(0.05, next.timeIntervalSinceNow))) }
+                    } catch is CancellationError {
+                        print("interrupted while waiting; kiosk resume continues")
+                        status = 3
+                        break
+                    }
+                    _ = await client.replay()
                 }
-                if try await client.downloads().contains(where: { $0.state == .waiting }) {
-                    throw ExitCode.partlyDone
-                }
-                if failed { throw ExitCode.failure }
+                if status == 0, try client.downloads().contains(where: { $0.state == .waiting }) { status = 3 }
+                if status == 1 { throw ExitCode.failure }
+                if status != 0 { throw ExitCode.partlyDone }
             }
         }
     }
@@ -118,7 +120,7 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                let record = try await options.client().pauseDownload(product)
+                let record = try options.client().pauseDownload(product)
                 print("\(record.productId): paused at \(ProgressDisplay.size(record.bytesDone))")
             }
         }
@@ -137,7 +139,7 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                let record = try await options.client().cancelDownload(product)
+                let record = try options.client().cancelDownload(product)
                 print("\(record.productId): cancelled")
             }
         }
@@ -156,7 +158,7 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                let entries = try await options.client().library()
+                let entries = try options.client().library()
                 if json {
                     let rows = entries.map { Row(productId: $0.item.productId, title: $0.title, version: $0.item.version, path: $0.item.path, installedAt: $0.item.installedAt, updateAvailable: $0.updateAvailable) }
                     print(String(decoding: try JSONEncoder.kiosk.encode(rows), as: UTF8.self))

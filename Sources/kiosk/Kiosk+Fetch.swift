@@ -47,8 +47,11 @@ extension Kiosk {
                     let colon = header.firstIndex(of: ":") ?? header.endIndex
                     return (String(header[..<colon]), header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces))
                 }
-                let fetch = URLFetch(url: url, output: URL(fileURLWithPath: name.isEmpty ? "download" : name), expectedSHA256: sha256, headers: parsed)
-                let display = ProgressDisplay(interactive: isatty(STDOUT_FILENO) == 1)
+                var fetch = URLFetch(url: url, output: URL(fileURLWithPath: name.isEmpty ? "download" : name), expectedSHA256: sha256, headers: parsed)
+                let configuration = ClientOptions.configuration(ProcessInfo.processInfo.environment)
+                fetch.stallSeconds = configuration.stallSeconds
+                fetch.maxReceiveSpeed = configuration.maxReceiveSpeed
+                let display = ProgressDisplay(interactive: isatty(STDERR_FILENO) == 1)
                 let result = try await fetch.run { display.show($0) }
                 display.finish()
                 print("saved \(name): \(result.size) bytes, SHA-256 \(result.sha256), \(result.bytesReceived) bytes received")

@@ -18,7 +18,7 @@ extension Kiosk {
         func run() async throws {
             try await reportingErrors {
                 let client = try options.client()
-                let (products, syncedAt) = try await client.cachedCatalog()
+                let (products, syncedAt) = try client.cachedCatalog()
                 if json {
                     let document = ProductList(syncedAt: syncedAt, products: products)
                     print(String(decoding: try JSONEncoder.kiosk.encode(document), as: UTF8.self))

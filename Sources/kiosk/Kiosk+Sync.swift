@@ -22,9 +22,9 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                let (client, server) = try await options.connect()
-                let report = try await client.syncCatalog(server: server)
-                let queued = try await client.queueNewContent(server: server, includingUpdates: false)
+                let client = try await options.connect()
+                let report = try await client.sync()
+                let queued = report.queued
                 if json {
                     let output = Output(unchanged: report.notModified, added: report.added, changed: report.changed, removed: report.removed, queued: queued)
                     print(String(decoding: try JSONEncoder.kiosk.encode(output), as: UTF8.self))

@@ -34,7 +34,12 @@ extension Kiosk {
                     var line = "\(record.transactionId ?? "-")  \(record.state.rawValue)  \(record.productId)"
                     if record.quantity > 1 { line += " × \(record.quantity)" }
                     if let problem = view.receiptProblem { line += "  RECEIPT REJECTED: \(problem)" }
-                    if let error = record.lastError, record.state == .failed || record.state == .deferred { line += "  (\(error))" }
+                    if record.state == .revoked {
+                        line += "  revoked \(record.revokedAt.map { ISO8601DateFormatter().string(from: $0) } ?? ""): \(record.revocationReason ?? "")"
+                    } else if let error = record.lastError {
+                        line += "  (\(error))"
+                        if let next = record.nextAttemptAt, record.state != .failed { line += "  next attempt \(DownloadRunner.time(next))" }
+                    }
                     Swift.print(line)
                 }
             }
@@ -50,6 +55,10 @@ extension Kiosk {
             var receiptVerified: Bool
             var receiptProblem: String?
             var lastError: String?
+            var attempts: Int
+            var nextAttemptAt: Date?
+            var revokedAt: Date?
+            var revocationReason: String?
             var createdAt: Date
 
             init(_ view: TransactionView) {
@@ -62,6 +71,10 @@ extension Kiosk {
                 receiptVerified = view.record.receipt != nil && view.receiptProblem == nil
                 receiptProblem = view.receiptProblem
                 lastError = view.record.lastError
+                attempts = view.record.attempts
+                nextAttemptAt = view.record.nextAttemptAt
+                revokedAt = view.record.revokedAt
+                revocationReason = view.record.revocationReason
                 createdAt = view.record.createdAt
             }
         }
@@ -77,8 +90,8 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                let (client, server) = try await options.connect()
-                let summary = try await client.accountSummary(server: server)
+                let client = try await options.connect()
+                let summary = try await client.accountSummary()
                 Swift.print("\(summary.credits) credits")
             }
         }
@@ -88,8 +101,10 @@ extension Kiosk {
         static let configuration = CommandConfiguration(
             abstract: "Bring back every book, issue and active subscription of the account.",
             discussion: """
-                Credits are consumed, so they are never restored. Use `kiosk account link TOKEN` first
-                on a new device.
+                Credits are consumed, so they are never restored; an expired subscription still brings
+                the issues published while it ran. The content is downloaded and installed, and a
+                missing or damaged library folder is downloaded again. Use `kiosk account link TOKEN`
+                first on a new device; no sync is needed before.
 
                 Example: kiosk restore
                 """
@@ -100,18 +115,27 @@ extension Kiosk {
         @Flag(help: "Print the restored transactions as JSON.")
         var json = false
 
+        @Flag(help: "Only queue the content; download it later with kiosk resume.")
+        var noDownload = false
+
         func run() async throws {
             try await reportingErrors {
-                let (client, server) = try await options.connect()
-                let restored = try await client.restore(server: server)
+                let client = try await options.connect()
+                let runner = DownloadRunner(client: client)
+                let downloadNow = !noDownload
+                let (restored, downloads) = try await runner.showingProgress { try await client.restore(downloadNow: downloadNow) }
                 if json {
                     let rows = restored.map { TransactionView(record: $0, receiptProblem: nil) }.map(Transactions.Row.init)
                     Swift.print(String(decoding: try JSONEncoder.kiosk.encode(rows), as: UTF8.self))
-                    return
+                } else {
+                    Swift.print(restored.isEmpty ? "nothing new to restore" : "restored \(restored.count) purchases:")
+                    for record in restored {
+                        Swift.print("  \(record.productId)  (transaction \(record.transactionId ?? "-"), \(record.state.rawValue))")
+                    }
                 }
-                Swift.print(restored.isEmpty ? "nothing to restore" : "restored \(restored.count) purchases:")
-                for record in restored {
-                    Swift.print("  \(record.productId)  (transaction \(record.transactionId ?? "-"), \(record.state.rawValue))")
+                if let downloads {
+                    let status = json ? (downloads.failed.isEmpty ? (downloads.waiting.isEmpty && downloads.interrupted.isEmpty ? 0 : 3) : 1) : try runner.report(downloads)
+                    if status != 0 { throw ExitCode(status) }
                 }
             }
         }
@@ -135,10 +159,10 @@ extension Kiosk {
 
             func run() async throws {
                 try await reportingErrors {
-                    let (client, server) = try await options.connect()
-                    let summary = try await client.accountSummary(server: server)
+                    let client = try await options.connect()
+                    let summary = try await client.accountSummary()
                     Swift.print("account: \(summary.accountId)")
-                    Swift.print("token: \(try await client.accountToken() ?? "-")  (link another device with `kiosk account link TOKEN`)")
+                    Swift.print("token: \(try client.accountToken() ?? "-")  (link another device with `kiosk account link TOKEN`)")
                     Swift.print("credits: \(summary.credits)")
                     Swift.print("owned: \(summary.owned.isEmpty ? "nothing yet" : summary.owned.joined(separator: ", "))")
                     for subscription in summary.subscriptions {
@@ -163,8 +187,7 @@ extension Kiosk {
             func run() async throws {
                 try await reportingErrors {
                     let client = try options.client()
-                    let server = try await options.serverURL(for: client)
-                    let summary = try await client.linkAccount(token: token, server: server)
+                    let summary = try await client.linkAccount(token: token)
                     Swift.print("linked to account \(summary.accountId); run `kiosk restore` to bring back its purchases")
                 }
             }
@@ -197,7 +220,7 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                try await options.client().setPaymentsEnabled(value == "on")
+                try options.client().setPaymentsEnabled(value == "on")
                 Swift.print("payments \(value)")
             }
         }

@@ -15,16 +15,17 @@ struct CatalogSyncTests {
     func firstAndUnchangedSync() async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
-        let client = try KioskClient(home: KioskHome(root: directory.path("home")))
+        let home = KioskHome(root: directory.path("home"))
         try await LiveServer.run(Self.configuration(store)) { _, url in
-            let first = try await client.syncCatalog(server: url)
+            let client = try KioskClient(home: home, server: url)
+            let first = try await client.sync()
             #expect(first.added.count == 9)
             #expect(first.changed.isEmpty && first.removed.isEmpty && !first.notModified)
 
-            let second = try await client.syncCatalog(server: url)
+            let second = try await client.sync()
             #expect(second == SyncReport(notModified: true))
         }
-        let (products, syncedAt) = try await client.cachedCatalog()
+        let (products, syncedAt) = try KioskClient(home: home).cachedCatalog()
         #expect(products.count == 9)
         #expect(products.map(\.id) == products.map(\.id).sorted())
         #expect(try #require(syncedAt).timeIntervalSinceNow > -60)
@@ -34,9 +35,10 @@ struct CatalogSyncTests {
     func addedChangedRemoved() async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
-        let client = try KioskClient(home: KioskHome(root: directory.path("home")))
+        let home = KioskHome(root: directory.path("home"))
         try await LiveServer.run(Self.configuration(store)) { server, url in
-            _ = try await client.syncCatalog(server: url)
+            let client = try KioskClient(home: home, server: url)
+            _ = try await client.sync()
 
             try store.editCatalog("credits.json") { products in
                 products.removeAll { ($0["id"] as? String) == "com.kiosk.credits.pack-10" }
@@ -48,12 +50,12 @@ struct CatalogSyncTests {
             try store.editCatalog("books.json") { products in products[0]["price"] = "5.99" }
             #expect(await server.catalog.reload())
 
-            let report = try await client.syncCatalog(server: url)
+            let report = try await client.sync()
             #expect(report.added == ["com.kiosk.credits.pack-25"])
             #expect(report.changed == ["com.kiosk.books.lighthouse-keeper"])
             #expect(report.removed == ["com.kiosk.credits.pack-10"])
         }
-        let products = try await client.cachedCatalog().products
+        let products = try KioskClient(home: home).cachedCatalog().products
         #expect(products.first { $0.id == "com.kiosk.books.lighthouse-keeper" }?.price.amount == "5.99")
         #expect(!products.contains { $0.id == "com.kiosk.credits.pack-10" })
     }
@@ -62,16 +64,17 @@ struct CatalogSyncTests {
     func changedContent() async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
-        let client = try KioskClient(home: KioskHome(root: directory.path("home")))
+        let home = KioskHome(root: directory.path("home"))
         try await LiveServer.run(Self.configuration(store)) { server, url in
-            _ = try await client.syncCatalog(server: url)
-            let before = try await client.cachedCatalog().products.first { $0.id == "com.kiosk.magazines.harbor-monthly.issue-03" }
+            let client = try KioskClient(home: home, server: url)
+            _ = try await client.sync()
+            let before = try client.cachedCatalog().products.first { $0.id == "com.kiosk.magazines.harbor-monthly.issue-03" }
             try Data("<p>Corrected edition.</p>\n".utf8)
                 .write(to: store.content.appendingPathComponent("magazines/harbor-monthly/issue-03/errata.html"))
             #expect(await server.catalog.reload())
-            let report = try await client.syncCatalog(server: url)
+            let report = try await client.sync()
             #expect(report.changed == ["com.kiosk.magazines.harbor-monthly.issue-03"])
-            let after = try await client.cachedCatalog().products.first { $0.id == "com.kiosk.magazines.harbor-monthly.issue-03" }
+            let after = try client.cachedCatalog().products.first { $0.id == "com.kiosk.magazines.harbor-monthly.issue-03" }
             #expect(before?.content?.version != after?.content?.version)
         }
     }
@@ -80,15 +83,16 @@ struct CatalogSyncTests {
     func unreachableServer() async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
-        let client = try KioskClient(home: KioskHome(root: directory.path("home")))
+        let home = KioskHome(root: directory.path("home"))
         let deadURL = try await LiveServer.run(Self.configuration(store)) { _, url in
-            _ = try await client.syncCatalog(server: url)
+            _ = try await KioskClient(home: home, server: url).sync()
             return url
         }
-        let before = try await client.cachedCatalog()
-        let error = await #expect(throws: ClientError.self) { try await client.syncCatalog(server: deadURL) }
+        let client = try KioskClient(home: home)
+        let before = try client.cachedCatalog()
+        let error = await #expect(throws: ClientError.self) { try await client.sync() }
         #expect(error?.description.contains(deadURL + "/v1/catalog") == true)
-        let after = try await client.cachedCatalog()
+        let after = try client.cachedCatalog()
         #expect(after.products == before.products)
         #expect(after.syncedAt == before.syncedAt)
     }
@@ -97,9 +101,9 @@ struct CatalogSyncTests {
     func serverRemembered() async throws {
         let directory = try TemporaryDirectory()
         let home = KioskHome(root: directory.path("home"))
-        await #expect(throws: ClientError.noServer) { try await KioskClient(home: home).server(explicit: nil) }
-        _ = try await KioskClient(home: home).server(explicit: "http://127.0.0.1:9999/")
-        #expect(try await KioskClient(home: home).server(explicit: nil) == "http://127.0.0.1:9999")
+        #expect(throws: ClientError.noServer) { try KioskClient(home: home).server() }
+        _ = try KioskClient(home: home, server: "http://127.0.0.1:9999/")
+        #expect(try KioskClient(home: home).server() == "http://127.0.0.1:9999")
     }
 
     @Test("KIOSK_HOME resolves from the flag, then the environment, then XDG_DATA_HOME")

@@ -28,7 +28,7 @@ struct DownloadQueueTests {
         }
 
         func download(_ id: String) async throws -> DownloadRecord? {
-            try await client.downloads().first { $0.productId == id }
+            try client.downloads().first { $0.productId == id }
         }
     }
 
@@ -38,8 +38,8 @@ struct DownloadQueueTests {
         try prepare(store)
         let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
         return try await LiveServer.run(configuration) { server, url in
-            let client = try KioskClient(home: KioskHome(root: directory.path("home")))
-            _ = try await client.syncCatalog(server: url)
+            let client = try KioskClient(home: KioskHome(root: directory.path("home")), server: url)
+            _ = try await client.sync()
             return try await body(Context(server: server, client: client, url: url, store: store, directory: directory))
         }
     }
@@ -47,15 +47,14 @@ struct DownloadQueueTests {
     @Test("a bought book is downloaded, verified, unpacked into the library and its transaction finished")
     func buyAndInstall() async throws {
         try await Self.withStore { context in
-            let bought = try await context.client.buy(Self.book, server: context.url)
-            #expect(bought.record.state == .delivering)
-            let report = try await context.client.runDownloads(server: context.url)
-            #expect(report.installed == [Self.book])
+            let bought = try await context.client.buy(Self.book)
+            #expect(bought.record.state == .finished)
+            #expect(bought.downloads?.installed == [Self.book])
             let installed = context.home.appendingPathComponent("Library/\(Self.book)")
             let original = context.store.content.appendingPathComponent("books/lighthouse-keeper")
             #expect(try FolderSnapshot.files(in: installed) == FolderSnapshot.files(in: original))
             #expect(try await context.client.transactions().first?.record.state == .finished)
-            #expect(try await context.client.library().map(\.item.productId) == [Self.book])
+            #expect(try context.client.library().map(\.item.productId) == [Self.book])
             #expect(!FileManager.default.fileExists(atPath: context.home.appendingPathComponent("downloads/\(Self.book).partial").path))
             let leftovers = try FileManager.default.contentsOfDirectory(atPath: context.home.appendingPathComponent("Library").path)
             #expect(leftovers == [Self.book])
@@ -65,14 +64,14 @@ struct DownloadQueueTests {
     @Test("a receipt that does not verify: 401, failed with the reason, no retry storm")
     func unauthorized() async throws {
         try await Self.withStore { context in
-            _ = try await context.client.buy(Self.book, server: context.url)
+            _ = try await context.client.buy(Self.book, downloadNow: false)
             try context.sql("UPDATE download SET receipt = 'forged.receipt.value'")
-            let report = try await context.client.runDownloads(server: context.url)
+            let report = try await context.client.runDownloads()
             #expect(report.failed == [Self.book])
             let record = try #require(try await context.download(Self.book))
             #expect(record.state == .failed)
             #expect(record.lastError?.contains("401") == true)
-            #expect(try await context.client.runDownloads(server: context.url) == DownloadRunReport())
+            #expect(try await context.client.runDownloads() == DownloadRunReport())
             #expect(try await context.download(Self.book)?.attempts == 1)
         }
     }
@@ -80,9 +79,9 @@ struct DownloadQueueTests {
     @Test("a receipt for another book: 403, failed, nothing installed")
     func forbidden() async throws {
         try await Self.withStore { context in
-            _ = try await context.client.buy(Self.book, downloadNow: false, server: context.url)
-            try context.sql("INSERT INTO download SELECT ?, state, sha256, size, version, format, receipt, 0, NULL, 0, NULL, NULL, 0, createdAt, updatedAt FROM download", [Self.otherBook])
-            let report = try await context.client.runDownloads(server: context.url, only: [Self.otherBook])
+            _ = try await context.client.buy(Self.book, downloadNow: false)
+            try context.sql("INSERT INTO download SELECT ?, state, sha256, size, version, format, receipt, 0, NULL, 0, NULL, NULL, 0, createdAt, updatedAt, NULL, NULL, transactionId FROM download", [Self.otherBook])
+            let report = try await context.client.runDownloads(only: [Self.otherBook])
             #expect(report.failed == [Self.otherBook])
             #expect(try await context.download(Self.otherBook)?.lastError?.contains("403") == true)
             #expect(!FileManager.default.fileExists(atPath: context.home.appendingPathComponent("Library/\(Self.otherBook)").path))
@@ -92,10 +91,10 @@ struct DownloadQueueTests {
     @Test("a product gone from the store: 404, failed with the reason")
     func notFound() async throws {
         try await Self.withStore { context in
-            _ = try await context.client.buy(Self.book, server: context.url)
+            _ = try await context.client.buy(Self.book, downloadNow: false)
             try context.store.editCatalog("books.json") { $0.removeAll { ($0["id"] as? String) == Self.book } }
             #expect(await context.server.catalog.reload())
-            let report = try await context.client.runDownloads(server: context.url)
+            let report = try await context.client.runDownloads()
             #expect(report.failed == [Self.book])
             #expect(try await context.download(Self.book)?.lastError?.contains("404") == true)
         }
@@ -104,9 +103,9 @@ struct DownloadQueueTests {
     @Test("a checksum mismatch downloads once more from zero; a second one fails; the library is unchanged")
     func checksumMismatch() async throws {
         try await Self.withStore { context in
-            _ = try await context.client.buy(Self.book, server: context.url)
+            _ = try await context.client.buy(Self.book, downloadNow: false)
             try context.sql("UPDATE download SET sha256 = ?", [String(repeating: "0", count: 64)])
-            let report = try await context.client.runDownloads(server: context.url)
+            let report = try await context.client.runDownloads()
             #expect(report.failed == [Self.book])
             let record = try #require(try await context.download(Self.book))
             #expect(record.mismatches == 2)
@@ -128,8 +127,9 @@ struct DownloadQueueTests {
                 products.append(product)
             }
         }) { context in
-            _ = try await context.client.buy(hostile, server: context.url)
-            let report = try await context.client.runDownloads(server: context.url)
+            let bought = try await context.client.buy(hostile)
+            let report = try #require(bought.downloads)
+            #expect(bought.record.state == .delivering)
             #expect(report.failed == [hostile])
             let record = try #require(try await context.download(hostile))
             #expect(record.lastError == "archive entry \"../../escaped.txt\" escapes the destination; the download was discarded")
@@ -144,25 +144,26 @@ struct DownloadQueueTests {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
         let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
-        let client = try KioskClient(home: KioskHome(root: directory.path("home")))
-        let deadURL = try await LiveServer.run(configuration) { _, url in
-            _ = try await client.syncCatalog(server: url)
-            _ = try await client.buy(Self.book, server: url)
-            return url
+        let home = KioskHome(root: directory.path("home"))
+        let client = try await LiveServer.run(configuration) { _, url in
+            let client = try KioskClient(home: home, server: url)
+            _ = try await client.sync()
+            _ = try await client.buy(Self.book, downloadNow: false)
+            return client
         }
-        let report = try await client.runDownloads(server: deadURL)
+        let report = try await client.runDownloads()
         #expect(report.waiting == [Self.book])
-        let record = try #require(try await client.downloads().first)
+        let record = try #require(try client.downloads().first)
         #expect(record.state == .waiting)
         #expect(record.attempts == 1)
         let next = try #require(record.nextAttemptAt)
         #expect(next > Date() && next < Date().addingTimeInterval(5))
         #expect(record.lastError?.isEmpty == false)
-        #expect(try await client.runDownloads(server: deadURL) == DownloadRunReport())
+        #expect(try await client.runDownloads() == DownloadRunReport())
 
         try await LiveServer.run(configuration) { (_, url) async throws -> Void in
             try await Task.sleep(for: .seconds(max(0, next.timeIntervalSinceNow) + 0.1))
-            let retried = try await client.runDownloads(server: url)
+            let retried = try await KioskClient(home: home, server: url).runDownloads()
             #expect(retried.installed == [Self.book])
         }
     }
@@ -170,7 +171,7 @@ struct DownloadQueueTests {
     @Test("an active subscription queues a newly published issue at sync, and it installs")
     func subscriptionQueuesNewIssue() async throws {
         try await Self.withStore { context in
-            _ = try await context.client.buy(Self.subscription, server: context.url)
+            _ = try await context.client.buy(Self.subscription, downloadNow: false)
             let issue03 = try #require(try await context.download("com.kiosk.magazines.harbor-monthly.issue-03"))
             #expect(issue03.state == .queued)
 
@@ -187,10 +188,9 @@ struct DownloadQueueTests {
                 products.append(issue)
             }
             #expect(await context.server.catalog.reload())
-            _ = try await context.client.syncCatalog(server: context.url)
-            let queued = try await context.client.queueNewContent(server: context.url, includingUpdates: false)
-            #expect(queued == ["com.kiosk.magazines.harbor-monthly.issue-04"])
-            let report = try await context.client.runDownloads(server: context.url)
+            let synced = try await context.client.sync()
+            #expect(synced.queued == ["com.kiosk.magazines.harbor-monthly.issue-04"])
+            let report = try await context.client.runDownloads()
             #expect(Set(report.installed) == ["com.kiosk.magazines.harbor-monthly.issue-03", "com.kiosk.magazines.harbor-monthly.issue-04"])
             #expect(try await context.download("com.kiosk.magazines.harbor-monthly.issue-01") == nil)
         }
@@ -199,21 +199,20 @@ struct DownloadQueueTests {
     @Test("a new content version marks the book updatable; resume installs it in place")
     func updateInstalled() async throws {
         try await Self.withStore { context in
-            _ = try await context.client.buy(Self.book, server: context.url)
-            _ = try await context.client.runDownloads(server: context.url)
-            let before = try #require(try await context.client.library().first)
+            _ = try await context.client.buy(Self.book)
+            let before = try #require(try context.client.library().first)
             #expect(!before.updateAvailable)
 
             let errata = context.store.content.appendingPathComponent("books/lighthouse-keeper/errata.md")
             try Data("# Errata\n\nPage 3: the lamp was lit at six, not seven.\n".utf8).write(to: errata)
             #expect(await context.server.catalog.reload())
-            _ = try await context.client.syncCatalog(server: context.url)
-            #expect(try await context.client.library().first?.updateAvailable == true)
+            _ = try await context.client.sync()
+            #expect(try context.client.library().first?.updateAvailable == true)
 
-            #expect(try await context.client.queueNewContent(server: context.url, includingUpdates: true) == [Self.book])
-            let report = try await context.client.runDownloads(server: context.url)
+            #expect(try await context.client.queueNewContent(includingUpdates: true) == [Self.book])
+            let report = try await context.client.runDownloads()
             #expect(report.installed == [Self.book])
-            let after = try #require(try await context.client.library().first)
+            let after = try #require(try context.client.library().first)
             #expect(after.item.version != before.item.version)
             #expect(!after.updateAvailable)
             #expect(FileManager.default.fileExists(atPath: context.home.appendingPathComponent("Library/\(Self.book)/errata.md").path))

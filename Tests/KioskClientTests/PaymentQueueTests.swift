@@ -21,25 +21,25 @@ struct PaymentQueueTests {
         let store = try SampleStore(in: directory)
         let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
         return try await LiveServer.run(configuration) { server, url in
-            let client = try KioskClient(home: KioskHome(root: directory.path("home")))
-            _ = try await client.syncCatalog(server: url)
+            let client = try KioskClient(home: KioskHome(root: directory.path("home")), server: url)
+            _ = try await client.sync()
             return try await body(server, client, url, directory)
         }
     }
 
     static func charges(_ server: KioskServer, _ url: String, _ client: KioskClient) async throws -> [Int] {
-        let accountId = try #require(try await client.accountID())
+        let accountId = try #require(try client.accountID())
         return try await StoreHTTP(baseURL: url).charges(accountId: accountId, adminToken: server.adminToken)
     }
 
     @Test("credits: bought, receipt stored and verified, finished, balance exact")
     func buyCredits() async throws {
         try await Self.withClient { server, client, url, _ in
-            let result = try await client.buy(Self.pack5, quantity: 2, server: url)
+            let result = try await client.buy(Self.pack5, quantity: 2)
             #expect(result.record.state == .finished)
             #expect(result.credits == 10)
             #expect(result.record.receipt != nil)
-            #expect(try await client.accountSummary(server: url).credits == 10)
+            #expect(try await client.accountSummary().credits == 10)
             #expect(try await Self.charges(server, url, client) == [998])
             let views = try await client.transactions()
             #expect(views.count == 1)
@@ -47,24 +47,26 @@ struct PaymentQueueTests {
         }
     }
 
-    @Test("a book: receipt stored, then waiting in delivering for its download; --no-download finishes")
+    @Test("a book: receipt stored, downloaded and installed before buy returns; --no-download finishes with the download queued")
     func buyBook() async throws {
         try await Self.withClient { _, client, url, _ in
-            let result = try await client.buy(Self.book, server: url)
-            #expect(result.record.state == .delivering)
+            let result = try await client.buy(Self.book)
+            #expect(result.record.state == .finished)
             #expect(result.record.receipt != nil)
-            let later = try await client.buy(Self.issue, downloadNow: false, server: url)
+            #expect(result.downloads?.installed == [Self.book])
+            let later = try await client.buy(Self.issue, downloadNow: false)
             #expect(later.record.state == .finished)
+            #expect(try client.downloads().first { $0.productId == Self.issue }?.state == .queued)
         }
     }
 
     @Test("declined and cancelled purchases charge nothing; declined says why")
     func declinedAndCancelled() async throws {
         try await Self.withClient { server, client, url, _ in
-            let declined = try await client.buy(Self.book, method: .decline, server: url)
+            let declined = try await client.buy(Self.book, method: .decline)
             #expect(declined.record.state == .failed)
             #expect(declined.record.lastError?.contains("declined") == true)
-            let cancelled = try await client.buy(Self.book, method: .cancel, server: url)
+            let cancelled = try await client.buy(Self.book, method: .cancel)
             #expect(cancelled.record.state == .cancelled)
             #expect(try await Self.charges(server, url, client).isEmpty)
         }
@@ -73,17 +75,18 @@ struct PaymentQueueTests {
     @Test("Ask to Buy: deferred, then approved on the server, then delivered by the next replay")
     func deferredThenApproved() async throws {
         try await Self.withClient { server, client, url, _ in
-            let deferred = try await client.buy(Self.book, method: .defer, server: url)
+            let deferred = try await client.buy(Self.book, method: .defer)
             #expect(deferred.record.state == .deferred)
             let id = try #require(deferred.record.transactionId)
-            #expect(try await client.replay(server: url) == ReplayReport())
+            #expect(await client.replay() == ReplayReport())
 
             let approved = try await StoreHTTP(baseURL: url).send("POST", "/v1/admin/transactions/\(id)/approve", token: server.adminToken)
             #expect(approved.status == 200)
-            let report = try await client.replay(server: url)
+            let report = await client.replay()
             #expect(report.deferredResolved == 1)
             let view = try #require(try await client.transactions().first)
             #expect(view.record.state == .delivering)
+            #expect(try client.downloads().first?.state == .queued)
             #expect(view.record.receipt != nil && view.receiptProblem == nil)
             #expect(try await Self.charges(server, url, client) == [799])
         }
@@ -92,10 +95,10 @@ struct PaymentQueueTests {
     @Test("Ask to Buy: deferred, then declined: failed, nothing charged")
     func deferredThenDeclined() async throws {
         try await Self.withClient { server, client, url, _ in
-            let deferred = try await client.buy(Self.book, method: .defer, server: url)
+            let deferred = try await client.buy(Self.book, method: .defer)
             let id = try #require(deferred.record.transactionId)
             _ = try await StoreHTTP(baseURL: url).send("POST", "/v1/admin/transactions/\(id)/decline", token: server.adminToken)
-            _ = try await client.replay(server: url)
+            _ = await client.replay()
             let view = try #require(try await client.transactions().first)
             #expect(view.record.state == .failed)
             #expect(view.record.receipt == nil)
@@ -106,11 +109,11 @@ struct PaymentQueueTests {
     @Test("credits redeemed for an issue")
     func redeem() async throws {
         try await Self.withClient { server, client, url, _ in
-            _ = try await client.buy(Self.pack5, server: url)
-            let result = try await client.redeem(Self.issue, server: url)
-            #expect(result.record.state == .delivering)
+            _ = try await client.buy(Self.pack5)
+            let result = try await client.redeem(Self.issue)
+            #expect(result.record.state == .finished)
             #expect(result.credits == 3)
-            #expect(try await client.accountSummary(server: url).owned == [Self.issue])
+            #expect(try await client.accountSummary().owned == [Self.issue])
             #expect(try await Self.charges(server, url, client) == [499])
         }
     }
@@ -118,33 +121,33 @@ struct PaymentQueueTests {
     @Test("restore into a second home linked to the account: books and the subscription, not credits")
     func restoreOnSecondDevice() async throws {
         try await Self.withClient { _, client, url, directory in
-            _ = try await client.buy(Self.pack5, server: url)
-            _ = try await client.buy(Self.book, server: url)
-            _ = try await client.buy(Self.subscription, server: url)
-            _ = try await client.redeem(Self.issue, server: url)
-            let token = try #require(try await client.accountToken())
+            _ = try await client.buy(Self.pack5)
+            _ = try await client.buy(Self.book)
+            _ = try await client.buy(Self.subscription)
+            _ = try await client.redeem(Self.issue)
+            let token = try #require(try client.accountToken())
 
-            let second = try KioskClient(home: KioskHome(root: directory.path("second-home")))
-            _ = try await second.syncCatalog(server: url)
-            let linked = try await second.linkAccount(token: token, server: url)
-            #expect(linked.accountId == (try await client.accountID()))
-            let restored = try await second.restore(server: url)
+            let second = try KioskClient(home: KioskHome(root: directory.path("second-home")), server: url)
+            _ = try await second.sync()
+            let linked = try await second.linkAccount(token: token)
+            #expect(linked.accountId == (try client.accountID()))
+            let restored = try await second.restore().restored
             #expect(Set(restored.map(\.productId)) == [Self.book, Self.subscription, Self.issue])
-            #expect(restored.allSatisfy { $0.receipt != nil })
+            #expect(restored.allSatisfy { $0.receipt != nil && $0.state == .finished })
             // A second restore finds nothing new.
-            #expect(try await second.restore(server: url).isEmpty)
+            #expect(try await second.restore().restored.isEmpty)
         }
     }
 
     @Test("payments off: buy is refused and nothing is saved; products still list")
     func paymentsOff() async throws {
         try await Self.withClient { _, client, url, _ in
-            try await client.setPaymentsEnabled(false)
-            await #expect(throws: ClientError.paymentsDisabled) { try await client.buy(Self.book, server: url) }
+            try client.setPaymentsEnabled(false)
+            await #expect(throws: ClientError.paymentsDisabled) { try await client.buy(Self.book) }
             #expect(try await client.transactions().isEmpty)
-            #expect(try await client.cachedCatalog().products.count == 9)
-            try await client.setPaymentsEnabled(true)
-            #expect(try await client.buy(Self.book, server: url).record.state == .delivering)
+            #expect(try client.cachedCatalog().products.count == 9)
+            try client.setPaymentsEnabled(true)
+            #expect(try await client.buy(Self.book).record.state == .finished)
         }
     }
 
@@ -153,21 +156,23 @@ struct PaymentQueueTests {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
         let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
-        let client = try KioskClient(home: KioskHome(root: directory.path("home")))
-        let firstURL = try await LiveServer.run(configuration) { _, url in
-            _ = try await client.syncCatalog(server: url)
-            _ = try await client.accountSummary(server: url)
-            return url
+        let home = KioskHome(root: directory.path("home"))
+        let client = try await LiveServer.run(configuration) { _, url in
+            let client = try KioskClient(home: home, server: url)
+            _ = try await client.sync()
+            _ = try await client.accountSummary()
+            return client
         }
-        let offline = try await client.buy(Self.pack5, server: firstURL)
+        let offline = try await client.buy(Self.pack5)
         #expect(offline.savedOffline)
         #expect(offline.record.state == .purchasing)
 
         try await LiveServer.run(configuration) { (server, url) async throws -> Void in
-            #expect(try await client.replay(server: url).sent == 1)
-            #expect(try await client.replay(server: url) == ReplayReport())
+            let client = try KioskClient(home: home, server: url)
+            #expect(await client.replay().sent == 1)
+            #expect(await client.replay() == ReplayReport())
             #expect(try await client.transactions().map(\.record.state) == [.finished])
-            #expect(try await client.accountSummary(server: url).credits == 5)
+            #expect(try await client.accountSummary().credits == 5)
             #expect(try await Self.charges(server, url, client) == [499])
         }
     }
@@ -175,7 +180,7 @@ struct PaymentQueueTests {
     @Test("a stored receipt whose signature does not verify is reported")
     func tamperedStoredReceipt() async throws {
         try await Self.withClient { _, client, url, directory in
-            _ = try await client.buy(Self.book, server: url)
+            _ = try await client.buy(Self.book, downloadNow: false)
             let database = try DatabaseQueue(path: directory.path("home/kiosk.sqlite").path)
             try await database.write { db in
                 let receipt = try String.fetchOne(db, sql: "SELECT receipt FROM payment") ?? ""

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import KioskCore
 import KioskTransfer
 
@@ -10,12 +9,15 @@ public struct SyncReport: Sendable, Equatable {
     public var removed: [String] = []
     /// The server answered 304: the cache was already current.
     public var notModified = false
+    /// Issues an active subscription covers, queued for download by this sync.
+    public var queued: [String] = []
 
-    public init(added: [String] = [], changed: [String] = [], removed: [String] = [], notModified: Bool = false) {
+    public init(added: [String] = [], changed: [String] = [], removed: [String] = [], notModified: Bool = false, queued: [String] = []) {
         self.added = added
         self.changed = changed
         self.removed = removed
         self.notModified = notModified
+        self.queued = queued
     }
 }
 
@@ -28,7 +30,7 @@ struct CatalogSync {
     /// Fetches the catalog (conditionally after the first time) and replaces the cache in one transaction.
     func sync() async throws -> SyncReport {
         let url = server + "/v1/catalog"
-        let etag = try await database.pool.read { try Setting.value(Setting.Key.catalogETag, in: $0) }
+        let etag = try database.setting(Setting.Key.catalogETag)
         var headers: [(name: String, value: String)] = [("Accept", "application/json")]
         if let etag { headers.append(("If-None-Match", etag)) }
 
@@ -39,9 +41,7 @@ struct CatalogSync {
             throw ClientError.serverUnreachable(url: url, detail: error.message)
         }
         if response.status == 304 {
-            try await database.pool.write { db in
-                try Setting.set(Setting.Key.catalogSyncedAt, to: Self.now(), in: db)
-            }
+            try database.markCatalogFresh(at: Date())
             return SyncReport(notModified: true)
         }
         guard response.status == 200 else {
@@ -53,41 +53,6 @@ struct CatalogSync {
         } catch {
             throw ClientError.badResponse(url: url, detail: "\(error)")
         }
-        return try await database.pool.write { db in
-            let report = try Self.replaceCache(with: document.products, in: db)
-            if let newTag = response.headers["etag"] {
-                try Setting.set(Setting.Key.catalogETag, to: newTag, in: db)
-            }
-            try Setting.set(Setting.Key.catalogSyncedAt, to: Self.now(), in: db)
-            return report
-        }
-    }
-
-    /// Writes the new product list and reports what differs from the old one.
-    static func replaceCache(with products: [Product], in db: Database) throws -> SyncReport {
-        var old: [String: Data] = [:]
-        for row in try CachedProduct.fetchAll(db) { old[row.id] = row.json }
-        var report = SyncReport()
-        let encoder = JSONEncoder.kiosk
-        var seen = Set<String>()
-        for product in products {
-            seen.insert(product.id)
-            let json = try encoder.encode(product)
-            switch old[product.id] {
-            case nil: report.added.append(product.id)
-            case json?: continue
-            default: report.changed.append(product.id)
-            }
-            try CachedProduct(id: product.id, kind: product.kind.rawValue, title: product.title, json: json).save(db)
-        }
-        report.removed = old.keys.filter { !seen.contains($0) }.sorted()
-        for id in report.removed {
-            _ = try CachedProduct.deleteOne(db, key: id)
-        }
-        return report
-    }
-
-    static func now() -> String {
-        ISO8601DateFormatter().string(from: Date())
+        return try database.replaceCatalog(with: document.products, etag: response.headers["etag"], syncedAt: Date())
     }
 }

@@ -9,8 +9,8 @@ import KioskCore
 public enum DownloadState: String, Codable, Sendable, CaseIterable {
     case queued, downloading, verifying, unpacking, installed, waiting, failed, paused, cancelled
 
-    /// States a killed process may have left behind mid-way; they are simply run again.
-    static let interrupted: [DownloadState] = [.downloading, .verifying, .unpacking]
+    /// States in which a process holds the download's claim.
+    static let claimed: [DownloadState] = [.downloading, .verifying, .unpacking]
 }
 
 /// One product's content download.
@@ -36,12 +36,26 @@ public struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Senda
     public var mismatches: Int
     public var createdAt: Date
     public var updatedAt: Date
+    /// The process working on it (`pid:nonce`) while it is downloading, verifying or unpacking.
+    public var owner: String?
+    /// The claim lapses after this unless its owner renews it.
+    public var leaseUntil: Date?
+    /// The transaction whose receipt is presented.
+    public var transactionId: String?
 
     public enum Columns {
         static let productId = Column("productId")
         static let state = Column("state")
         static let nextAttemptAt = Column("nextAttemptAt")
+        static let owner = Column("owner")
+        static let leaseUntil = Column("leaseUntil")
+        static let lastError = Column("lastError")
+        static let attempts = Column("attempts")
+        static let updatedAt = Column("updatedAt")
+        static let transactionId = Column("transactionId")
     }
+
+    var subject: String { "the download of \(productId)" }
 }
 
 /// An installed product in `Library/<product id>/`.
@@ -52,4 +66,6 @@ public struct LibraryItem: Codable, FetchableRecord, PersistableRecord, Sendable
     public var sha256: String
     public var path: String
     public var installedAt: Date
+    /// A digest of the installed files' names and sizes; a folder that no longer matches is reinstalled.
+    public var treeDigest: String?
 }

@@ -1,22 +1,29 @@
 import Foundation
 import KioskArchive
+import KioskCore
 
 /// Unpacks a verified archive into a staging folder and moves it into `Library/<product id>/`.
 ///
-/// The library never holds a half-unpacked book: everything is written in `Library/.staging-*`
-/// and appears by rename(2). A new version replaces the old one by two renames; a crash between
-/// them leaves `.old-*`, which ``recoverInterruptedSwaps()`` puts back.
+/// The library never holds a half-unpacked book: everything is written in
+/// `Library/.staging-<product id>` and appears by rename(2). A new version replaces the old one by
+/// two renames; a crash between them leaves `.old-<product id>`, which the next install of that
+/// product puts back or clears. Only the process holding the product's download claim calls
+/// these, so it never touches another process's staging folder.
 struct LibraryInstaller {
     let library: URL
     var limits = ExtractionLimits()
 
-    /// Installs `archive` as `productId` and returns the installed folder.
+    func staging(_ productId: String) -> URL { library.appendingPathComponent(".staging-\(productId)", isDirectory: true) }
+    func old(_ productId: String) -> URL { library.appendingPathComponent(".old-\(productId)", isDirectory: true) }
+    func installed(_ productId: String) -> URL { library.appendingPathComponent(productId, isDirectory: true) }
+
+    /// Installs `archive` as `productId` and returns the installed folder and its tree digest.
     /// - Throws: ``UnpackError``; the staging folder is removed and the library is unchanged.
-    func install(_ archive: URL, as productId: String) throws -> URL {
+    func install(_ archive: URL, as productId: String) throws -> (folder: URL, treeDigest: String) {
         let fileManager = FileManager.default
         try fileManager.createDirectory(at: library, withIntermediateDirectories: true)
-        let token = UUID().uuidString.prefix(8)
-        let staging = library.appendingPathComponent(".staging-\(productId)-\(token)", isDirectory: true)
+        recoverInterruptedSwap(productId)
+        let staging = staging(productId)
         try fileManager.createDirectory(at: staging, withIntermediateDirectories: false)
         do {
             _ = try ArchiveExtractor(limits: limits).extract(archive, into: staging)
@@ -24,32 +31,60 @@ struct LibraryInstaller {
             try? fileManager.removeItem(at: staging)
             throw error
         }
-        let destination = library.appendingPathComponent(productId, isDirectory: true)
+        let digest = try Self.treeDigest(of: staging)
+        let destination = installed(productId)
         if fileManager.fileExists(atPath: destination.path) {
-            let old = library.appendingPathComponent(".old-\(productId)-\(token)", isDirectory: true)
+            let old = old(productId)
             try rename(destination, to: old)
             try rename(staging, to: destination)
             try? fileManager.removeItem(at: old)
         } else {
             try rename(staging, to: destination)
         }
-        return destination
+        return (destination, digest)
     }
 
-    /// Puts back an old version whose replacement was interrupted, and clears stale staging folders.
-    func recoverInterruptedSwaps() {
+    /// Takes a product out of the library (its purchase was revoked).
+    func remove(_ productId: String) throws {
         let fileManager = FileManager.default
-        guard let names = try? fileManager.contentsOfDirectory(atPath: library.path) else { return }
-        for name in names where name.hasPrefix(".old-") || name.hasPrefix(".staging-") {
-            let url = library.appendingPathComponent(name)
-            let productId = String(name.drop(while: { $0 != "-" }).dropFirst().dropLast(9))
-            let installed = library.appendingPathComponent(productId)
-            if name.hasPrefix(".old-"), !productId.isEmpty, !fileManager.fileExists(atPath: installed.path) {
-                try? rename(url, to: installed)
-            } else {
-                try? fileManager.removeItem(at: url)
-            }
+        recoverInterruptedSwap(productId)
+        let destination = installed(productId)
+        guard fileManager.fileExists(atPath: destination.path) else { return }
+        // Renamed first, so the library never shows a half-deleted book.
+        let old = old(productId)
+        try rename(destination, to: old)
+        try fileManager.removeItem(at: old)
+    }
+
+    /// Puts back an old version whose replacement was interrupted, and clears a stale staging folder.
+    func recoverInterruptedSwap(_ productId: String) {
+        let fileManager = FileManager.default
+        try? fileManager.removeItem(at: staging(productId))
+        let old = old(productId)
+        guard fileManager.fileExists(atPath: old.path) else { return }
+        if fileManager.fileExists(atPath: installed(productId).path) {
+            try? fileManager.removeItem(at: old)
+        } else {
+            try? rename(old, to: installed(productId))
         }
+    }
+
+    /// A SHA-256 over the sorted relative paths, kinds and sizes of everything in `folder`: cheap
+    /// to recompute, and different when a file is missing, added or truncated.
+    static func treeDigest(of folder: URL) throws -> String {
+        var entries: [String] = []
+        let base = folder.path.hasSuffix("/") ? folder.path : folder.path + "/"
+        guard let walker = FileManager.default.enumerator(atPath: folder.path) else {
+            throw ClientError.local(path: folder.path, problem: "cannot be read", action: "check its permissions")
+        }
+        while let relative = walker.nextObject() as? String {
+            var info = stat()
+            guard lstat(base + relative, &info) == 0 else { continue }
+            let kind = info.st_mode & S_IFMT
+            let size = kind == S_IFREG ? Int64(info.st_size) : 0
+            entries.append("\(relative)\t\(kind)\t\(size)")
+        }
+        return FileDigest.sha256(of: Data(entries.sorted().joined(separator: "\n").utf8))
     }
 
     private func rename(_ source: URL, to destination: URL) throws {

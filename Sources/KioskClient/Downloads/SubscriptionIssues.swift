@@ -1,41 +1,40 @@
 import Foundation
-import GRDB
 import KioskCore
 
-/// Queues the issues an active subscription covers, as a newsstand does.
+/// Queues the issues a subscription covers, as a newsstand does.
 ///
-/// A subscription covers the issue of its series that was current when it was bought and every
-/// issue published before it expires; the server applies the same rule when it checks the receipt.
+/// A subscription period covers the issue of its series that was current when it was bought and
+/// every issue published before it expires; the server applies the same rule when it checks the
+/// receipt. An expired period still covers what was published while it ran.
 struct SubscriptionIssues {
     let database: ClientDatabase
-    let downloads: DownloadQueue
 
     /// Queues every covered issue that has no download yet; returns their IDs.
-    func queueCoveredIssues(now: Date = Date()) async throws -> [String] {
-        let (subscriptions, products, queued, accountId) = try await database.pool.read { db in
-            let subscriptions = try PaymentRecord
-                .filter(Column("kind") == ProductKind.subscription.rawValue && Column("receipt") != nil)
-                .fetchAll(db)
-            // Without a subscription there is nothing to queue: skip decoding the whole catalog.
-            guard !subscriptions.isEmpty else { return ([PaymentRecord](), [Product](), Set<String>(), String?.none) }
-            let products = try CachedProduct.fetchAll(db).compactMap { try? JSONDecoder.kiosk.decode(Product.self, from: $0.json) }
-            let queued = Set(try String.fetchAll(db, sql: "SELECT productId FROM download"))
-            return (subscriptions, products, queued, try Setting.value(Setting.Key.accountID, in: db))
+    func queueCoveredIssues() async throws -> [String] {
+        let subscriptions = try database.payments().filter {
+            $0.kind == .subscription && PaymentState.owning.contains($0.state) && $0.receipt != nil
         }
+        // Without a subscription there is nothing to queue: skip decoding the whole catalog.
+        guard !subscriptions.isEmpty else { return [] }
+        let products = try database.cachedProducts()
+        let queued = Set(try database.downloads().map(\.productId))
+        let accountId = try database.account()?.id
         var added: [String] = []
-        for subscription in subscriptions {
+        for subscription in subscriptions.reversed() {
             guard let receipt = subscription.receipt,
                   let claims = try? await ReceiptCheck(database: database).verify(receipt, accountId: accountId, fetchKeys: nil),
-                  let expires = claims.expires, expires > now,
+                  let expires = claims.expires,
                   let series = products.first(where: { $0.id == claims.productId })?.series
             else { continue }
             let issues = products.filter { $0.series == series && $0.kind == .nonConsumable && $0.publicationDate != nil }
             let boughtDay = Self.day(claims.purchased)
             let current = issues.compactMap(\.publicationDate).filter { $0 <= boughtDay }.max() ?? boughtDay
             for issue in issues where !queued.contains(issue.id) && !added.contains(issue.id) {
-                guard let published = issue.publicationDate, published >= current, published <= Self.day(expires) else { continue }
-                try await downloads.enqueue(issue, receipt: receipt)
-                added.append(issue.id)
+                guard let published = issue.publicationDate, published >= current, published <= Self.day(expires),
+                      let content = issue.content else { continue }
+                if try database.enqueueDownload(productId: issue.id, content: content, receipt: receipt, transactionId: claims.transactionId) {
+                    added.append(issue.id)
+                }
             }
         }
         return added

@@ -11,7 +11,10 @@ public struct URLFetch: Sendable {
     public var headers: [(name: String, value: String)]
     public var attempts = 5
     public var backoff = Backoff()
-    public var tuning = DownloadTuning()
+    /// Seconds below 1 KiB/s before a transfer counts as stalled.
+    public var stallSeconds = 30
+    /// Caps the receive rate, in bytes/s.
+    public var maxReceiveSpeed: Int64?
 
     public init(url: String, output: URL, expectedSHA256: String?, headers: [(name: String, value: String)]) {
         self.url = url
@@ -37,8 +40,8 @@ public struct URLFetch: Sendable {
         var mismatches = 0
         for attempt in 1...max(1, attempts) {
             var request = DownloadRequest(key: "fetch", url: url, headers: headers, partialFile: partial, etag: savedETag())
-            request.lowSpeedTime = tuning.lowSpeedTime
-            request.maxReceiveSpeed = tuning.maxReceiveSpeed
+            request.lowSpeedTime = stallSeconds
+            request.maxReceiveSpeed = maxReceiveSpeed
             let counter = ReceivedBytes()
             let etagFile = self.etagFile
             let recordedETag = request.etag

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import KioskCore
 import KioskTransfer
 import Logging
@@ -12,6 +11,10 @@ public struct PurchaseResult: Sendable {
     public var credits: Int?
     /// The server could not be reached: the purchase is saved and will be sent by the next command.
     public var savedOffline = false
+    /// The account already owned it: nothing was charged (the record is the standing purchase).
+    public var alreadyOwned = false
+    /// What running its download did, when the content was downloaded as part of the purchase.
+    public var downloads: DownloadRunReport?
 }
 
 /// What replaying unfinished work did.
@@ -19,274 +22,380 @@ public struct ReplayReport: Sendable, Equatable {
     public var sent = 0
     public var finished = 0
     public var deferredResolved = 0
+    public var revoked: [String] = []
+    /// Items that failed again: each keeps its error and its next attempt; the others went on.
+    public var failed: [String] = []
+    /// The server could not be reached; the rest waits for the next command.
+    public var offline = false
 
-    public init(sent: Int = 0, finished: Int = 0, deferredResolved: Int = 0) {
+    public init(sent: Int = 0, finished: Int = 0, deferredResolved: Int = 0, revoked: [String] = [], failed: [String] = [], offline: Bool = false) {
         self.sent = sent
         self.finished = finished
         self.deferredResolved = deferredResolved
+        self.revoked = revoked
+        self.failed = failed
+        self.offline = offline
     }
+
+    /// True when replay moved anything on or found anything wrong.
+    public var isEmpty: Bool { sent + finished + deferredResolved == 0 && revoked.isEmpty && failed.isEmpty }
+}
+
+/// How far delivering a purchase goes right now.
+enum Delivery {
+    /// Download and install the content, then finish.
+    case now
+    /// Queue the content; the purchase waits in `delivering` and finishes once it is installed.
+    case queue
+    /// Queue the content and finish at once (the reader downloads later).
+    case finishNow
 }
 
 /// The payment queue: every purchase is saved before it is sent, its receipt is saved before it is
-/// delivered, and whatever a crash or a lost connection interrupted is replayed by the next command.
+/// delivered, and whatever a crash or a lost connection interrupted is replayed, item by item.
 struct PaymentQueue {
-    let database: ClientDatabase
-    let http: HTTPClient
-    let server: String
-    let logger: Logger
-    let downloads: DownloadQueue
-
+    let client: KioskClient
+    var database: ClientDatabase { client.database }
     var receipts: ReceiptCheck { ReceiptCheck(database: database) }
 
     // MARK: Buying
 
-    /// Buys a product: commits a `purchasing` row first, then sends it.
-    func buy(productId: String, quantity: Int, method: PaymentMethod, downloadNow: Bool) async throws -> PurchaseResult {
-        guard try await paymentsEnabled() else { throw ClientError.paymentsDisabled }
-        let product = try await cachedProduct(productId)
+    /// Buys a product: commits a `purchasing` row first, then sends it. A book already owned on
+    /// this device is not sent at all: nothing is charged, and its content is reinstalled if missing.
+    func buy(productId: String, quantity: Int, method: PaymentMethod, delivery: Delivery) async throws -> PurchaseResult {
+        guard try paymentsEnabled() else { throw ClientError.paymentsDisabled }
+        let product = try await catalogProduct(productId)
         guard quantity == 1 || product.kind == .consumable else {
             throw ClientError.invalidRequest("only credit packs can be bought in a quantity; \(productId) is a \(product.kind.rawValue)")
         }
-        let now = Date()
-        let pending = PaymentRecord(
-            id: nil, idempotencyKey: UUID().uuidString.lowercased(), productId: productId, kind: product.kind,
-            quantity: quantity, paymentMethod: method.rawValue, state: .purchasing, transactionId: nil,
-            originalTransactionId: nil, receipt: nil, lastError: nil, createdAt: now, updatedAt: now)
-        let record = try await database.pool.write { try pending.inserted($0) }
-        return try await send(record, downloadNow: downloadNow)
+        if product.kind == .nonConsumable, let owned = try database.owningPayment(productId: productId) {
+            return try await alreadyOwned(owned, delivery: delivery)
+        }
+        let record = try database.beginPurchase(productId: productId, kind: product.kind, quantity: quantity, method: method.rawValue)
+        return try await send(record, delivery: delivery)
     }
 
     /// Spends credits on a product with a credit price.
-    func redeem(productId: String, downloadNow: Bool) async throws -> PurchaseResult {
-        let product = try await cachedProduct(productId)
+    func redeem(productId: String, delivery: Delivery) async throws -> PurchaseResult {
+        let product = try await catalogProduct(productId)
         guard product.creditPrice != nil else {
             throw ClientError.invalidRequest("\(productId) cannot be bought with credits; buy it with `kiosk buy \(productId)`")
         }
-        let now = Date()
-        let pending = PaymentRecord(
-            id: nil, idempotencyKey: UUID().uuidString.lowercased(), productId: productId, kind: product.kind,
-            quantity: 1, paymentMethod: "credits", state: .purchasing, transactionId: nil,
-            originalTransactionId: nil, receipt: nil, lastError: nil, createdAt: now, updatedAt: now)
-        let record = try await database.pool.write { try pending.inserted($0) }
-        return try await send(record, downloadNow: downloadNow)
+        if let owned = try database.owningPayment(productId: productId) {
+            return try await alreadyOwned(owned, delivery: delivery)
+        }
+        let record = try database.beginPurchase(productId: productId, kind: product.kind, quantity: 1, method: "credits")
+        return try await send(record, delivery: delivery)
+    }
+
+    /// Nothing to charge: make sure the content is (or will be) in the library.
+    private func alreadyOwned(_ owned: PaymentRecord, delivery: Delivery) async throws -> PurchaseResult {
+        _ = try await client.checkLibrary(only: [owned.productId])
+        if let receipt = owned.receipt, let product = try await deliverableProduct(owned.productId), let content = product.content {
+            try database.enqueueDownload(productId: owned.productId, content: content, receipt: receipt, transactionId: owned.transactionId)
+        }
+        var result = PurchaseResult(record: owned, alreadyOwned: true)
+        if delivery == .now {
+            result.downloads = try await client.downloadQueue().run(only: [owned.productId], waitForOthers: true)
+        }
+        return result
     }
 
     /// Sends a `purchasing` row with its idempotency key and stores whatever the server decided.
-    private func send(_ record: PaymentRecord, downloadNow: Bool) async throws -> PurchaseResult {
+    func send(_ record: PaymentRecord, delivery: Delivery) async throws -> PurchaseResult {
+        guard let id = record.id else { throw IllegalTransition(subject: record.subject, current: nil, target: "sent") }
         let response: PaymentResponse
         do {
             let api = try await authorizedAPI()
+            let key = record.idempotencyKey ?? ""
             if record.paymentMethod == "credits" {
-                response = try await api.redeem(RedemptionRequest(productId: record.productId, idempotencyKey: record.idempotencyKey ?? ""))
+                response = try await api.redeem(RedemptionRequest(productId: record.productId, idempotencyKey: key))
             } else {
                 let method = PaymentMethod(rawValue: record.paymentMethod) ?? .approve
-                response = try await api.pay(PaymentRequest(
-                    productId: record.productId, quantity: record.quantity, paymentMethod: method,
-                    idempotencyKey: record.idempotencyKey ?? ""))
+                response = try await api.pay(PaymentRequest(productId: record.productId, quantity: record.quantity, paymentMethod: method, idempotencyKey: key))
             }
         } catch let error as ClientError where error.isUnreachable {
-            return PurchaseResult(record: record, credits: nil, savedOffline: true)
-        } catch let ClientError.serverError(_, status, code, message) where (400..<500).contains(status) && status != 401 && status != 408 && status != 429 {
+            return PurchaseResult(record: record, savedOffline: true)
+        } catch let ClientError.serverError(_, status, code, message) where Self.isRefusal(status) {
             // The server refused this purchase for good (declined, unknown product, not enough credits).
-            let failed = try await update(record) { $0.state = .failed; $0.lastError = message }
+            let failed = try settled(id) { try database.recordRefusal(id, as: .failed, transactionId: nil, reason: message) }
             if code == "payment_declined" || code == "insufficient_credits" {
-                return PurchaseResult(record: failed, credits: nil)
+                return PurchaseResult(record: failed)
             }
-            throw ClientError.serverError(url: server, status: status, code: code, message: message)
+            throw ClientError.serverError(url: try client.server(), status: status, code: code, message: message)
         }
-        CrashPoint.afterCharge.reach()
+        client.configuration.crashPoint?(.afterCharge)
         var stored = try await store(response.transaction, for: record)
         if stored.state == .purchased {
-            CrashPoint.afterReceipt.reach()
-            stored = try await deliver(stored, downloadNow: downloadNow)
+            client.configuration.crashPoint?(.afterReceipt)
         }
-        return PurchaseResult(record: stored, credits: response.credits)
+        var result = PurchaseResult(record: stored, credits: response.credits, alreadyOwned: response.owned ?? false)
+        if stored.state == .purchased {
+            (stored, result.downloads) = try await deliver(stored, delivery)
+            result.record = stored
+        }
+        return result
+    }
+
+    /// 4xx answers other than 401, 408 and 429 are final: sending the same request again cannot help.
+    static func isRefusal(_ status: Int) -> Bool {
+        (400..<500).contains(status) && status != 401 && status != 408 && status != 429
     }
 
     /// Records the server's answer; a receipt is verified and committed with the state `purchased`.
     private func store(_ transaction: StoreTransaction, for record: PaymentRecord) async throws -> PaymentRecord {
+        guard let id = record.id else { return record }
         switch transaction.status {
         case .purchased:
             guard let receipt = transaction.signedTransaction else {
                 throw ClientError.receiptRejected(transactionId: transaction.transactionId, reason: "the server sent no signed transaction")
             }
-            let accountId = try await database.pool.read { try Setting.value(Setting.Key.accountID, in: $0) }
-            let claims = try await receipts.verify(receipt, accountId: accountId, fetchKeys: { try await api().jwks() })
+            let accountId = try database.account()?.id
+            let api = try storeAPI()
+            let claims = try await receipts.verify(receipt, accountId: accountId, fetchKeys: { try await api.jwks() })
             guard claims.transactionId == transaction.transactionId, claims.productId == record.productId else {
                 throw ClientError.receiptRejected(transactionId: transaction.transactionId, reason: "it is for another transaction or product")
             }
-            return try await update(record) {
-                $0.state = .purchased
-                $0.transactionId = claims.transactionId
-                $0.originalTransactionId = claims.originalTransactionId
-                $0.receipt = receipt
-                $0.lastError = nil
+            return try settled(id) {
+                try database.recordReceipt(id, transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, receipt: receipt)
             }
         case .deferred:
-            return try await update(record) { $0.state = .deferred; $0.transactionId = transaction.transactionId; $0.lastError = transaction.message }
+            if record.state == .deferred { return record }
+            return try settled(id) { try database.recordDeferred(id, transactionId: transaction.transactionId, message: transaction.message) }
         case .cancelled:
-            return try await update(record) { $0.state = .cancelled; $0.transactionId = transaction.transactionId; $0.lastError = nil }
+            return try settled(id) { try database.recordRefusal(id, as: .cancelled, transactionId: transaction.transactionId, reason: nil) }
         case .declined, .revoked:
-            return try await update(record) { $0.state = .failed; $0.transactionId = transaction.transactionId; $0.lastError = transaction.message ?? "declined" }
+            return try settled(id) {
+                try database.recordRefusal(id, as: .failed, transactionId: transaction.transactionId, reason: transaction.message ?? "declined")
+            }
         }
     }
+
+    // MARK: Delivering
 
     /// Delivers a purchased or restored transaction and finishes it once delivered.
     ///
     /// A book or an issue has its download queued and waits in `delivering` until it is
     /// installed, unless the reader asked to download later: then it finishes now and the
     /// download stays queued. Credits have nothing to download; a subscription queues the issues
-    /// it covers.
-    func deliver(_ record: PaymentRecord, downloadNow: Bool) async throws -> PaymentRecord {
+    /// it covers. Delivery never depends on an earlier sync: a product missing from the cached
+    /// catalog is looked up by syncing it.
+    func deliver(_ record: PaymentRecord, _ delivery: Delivery) async throws -> (PaymentRecord, DownloadRunReport?) {
+        guard let id = record.id else { return (record, nil) }
         switch record.kind {
-        case .nonConsumable:
-            if let receipt = record.receipt, let product = try? await cachedProduct(record.productId) {
-                try await downloads.enqueue(product, receipt: receipt)
-            }
-            if downloadNow {
-                return try await update(record) { $0.state = .delivering }
-            }
-        case .subscription:
-            _ = try await SubscriptionIssues(database: database, downloads: downloads).queueCoveredIssues()
         case .consumable:
-            break
+            return (try await finish(record), nil)
+        case .subscription:
+            _ = try await deliverableProduct(record.productId)
+            _ = try await client.subscriptionIssues().queueCoveredIssues()
+            return (try await finish(record), nil)
+        case .nonConsumable:
+            guard let receipt = record.receipt else { return (record, nil) }
+            guard let product = try await deliverableProduct(record.productId) else {
+                throw ClientError.invalidRequest("\(record.productId) is no longer in the store's catalog, so its content cannot be downloaded; the receipt is kept")
+            }
+            guard let content = product.content else { return (try await finish(record), nil) }
+            try database.enqueueDownload(productId: record.productId, content: content, receipt: receipt, transactionId: record.transactionId)
+            if delivery == .finishNow { return (try await finish(record), nil) }
+            var current = try settled(id) { try database.markDelivering(id) }
+            guard delivery == .now else { return (current, nil) }
+            let report = try await client.downloadQueue().run(only: [record.productId], waitForOthers: true)
+            if try database.download(record.productId)?.state == .installed {
+                current = try await finish(current)
+            }
+            return (current, report)
         }
-        return try await finish(record)
     }
 
-    /// Finishes every `delivering` transaction whose content is now installed.
+    /// Finishes every `delivering` transaction whose content is installed (or was cancelled by the
+    /// reader, who can download it again with `kiosk buy`, which charges nothing).
     func finishDelivered() async throws -> Int {
-        let delivered = try await database.pool.read { db in
-            try PaymentRecord
-                .filter(PaymentRecord.Columns.state == PaymentState.delivering.rawValue)
-                .filter(sql: "productId IN (SELECT productId FROM download WHERE state = 'installed')")
-                .fetchAll(db)
-        }
         var finished = 0
-        for record in delivered where try await finish(record).state == .finished {
-            finished += 1
+        for record in try database.unfinishedPayments() where record.state == .delivering {
+            let download = try database.download(record.productId)
+            guard download == nil || download?.state == .installed || download?.state == .cancelled else { continue }
+            if try await finish(record).state == .finished { finished += 1 }
         }
         return finished
     }
 
-    /// Reports delivery to the server; offline, the row stays as it is and the next command finishes it.
+    /// Reports delivery to the server; offline, the row stays as it is and replay finishes it later.
     func finish(_ record: PaymentRecord) async throws -> PaymentRecord {
-        guard let transactionId = record.transactionId else { return record }
+        guard let id = record.id, let transactionId = record.transactionId else { return record }
         do {
             _ = try await authorizedAPI().finish(transactionId: transactionId)
         } catch let error as ClientError where error.isUnreachable {
             return record
         }
-        return try await update(record) { $0.state = .finished }
+        return try settled(id) { try database.markFinished(id) }
     }
 
     // MARK: Replay and restore
 
-    /// Sends again what was never answered, delivers what was paid for, and asks about Ask to Buy.
-    func replay() async throws -> ReplayReport {
+    /// Moves every unfinished item on, each on its own: one that fails keeps its error and its next
+    /// attempt and never stops the others. Revocations the store made are applied first.
+    func replay(now: Date = Date()) async -> ReplayReport {
         var report = ReplayReport()
-        let pending = try await database.pool.read { db in
-            try PaymentRecord
-                .filter([PaymentState.purchasing, .purchased, .restored, .deferred].map(\.rawValue).contains(PaymentRecord.Columns.state))
-                .order(PaymentRecord.Columns.id)
-                .fetchAll(db)
+        let unfinished: [PaymentRecord]
+        do {
+            unfinished = try database.unfinishedPayments()
+        } catch {
+            report.failed.append("\(error)")
+            return report
         }
-        report.finished += try await finishDelivered()
-        guard !pending.isEmpty else { return report }
         var serverTransactions: [String: StoreTransaction]?
-        for record in pending {
-            switch record.state {
-            case .purchasing:
-                let result = try await send(record, downloadNow: true)
-                if result.savedOffline { return report }
-                report.sent += 1
-            case .purchased, .restored:
-                let delivered = try await deliver(record, downloadNow: true)
-                if delivered.state == .finished { report.finished += 1 }
-            case .deferred:
-                if serverTransactions == nil {
-                    let all = try await authorizedAPI().allTransactions()
-                    serverTransactions = Dictionary(all.map { ($0.transactionId, $0) }, uniquingKeysWith: { $1 })
+        if (try? database.account()) != nil {
+            do {
+                let all = try await authorizedAPI().allTransactions()
+                serverTransactions = Dictionary(all.map { ($0.transactionId, $0) }, uniquingKeysWith: { $1 })
+                report.revoked = try await applyRevocations(all)
+            } catch let error as ClientError where error.isUnreachable {
+                report.offline = true
+                return report
+            } catch {
+                client.logger.warning("could not read the account's transactions", metadata: ["error": "\(error)"])
+            }
+        }
+        for record in unfinished where (record.nextAttemptAt ?? .distantPast) <= now {
+            guard let id = record.id, let current = try? database.payment(id), current.state == record.state else { continue }
+            do {
+                switch current.state {
+                case .purchasing:
+                    let result = try await send(current, delivery: .queue)
+                    if result.savedOffline { report.offline = true; return report }
+                    report.sent += 1
+                case .purchased, .restored:
+                    let (delivered, _) = try await deliver(current, .queue)
+                    if delivered.state == .finished { report.finished += 1 }
+                case .delivering:
+                    let download = try database.download(current.productId)
+                    if download == nil || download?.state == .installed || download?.state == .cancelled,
+                       try await finish(current).state == .finished {
+                        report.finished += 1
+                    }
+                case .deferred:
+                    guard let transactionId = current.transactionId, let answer = serverTransactions?[transactionId], answer.status != .deferred else { continue }
+                    let stored = try await store(answer, for: current)
+                    if stored.state == .purchased { _ = try await deliver(stored, .queue) }
+                    report.deferredResolved += 1
+                default:
+                    continue
                 }
-                guard let id = record.transactionId, let current = serverTransactions?[id], current.status != .deferred else { continue }
-                let stored = try await store(current, for: record)
-                if stored.state == .purchased { _ = try await deliver(stored, downloadNow: true) }
-                report.deferredResolved += 1
-            default:
-                continue
+            } catch let error as ClientError where error.isUnreachable {
+                report.offline = true
+                return report
+            } catch {
+                let attempts = current.attempts + 1
+                let retryAt = now.addingTimeInterval(client.configuration.backoff.delay(afterAttempts: attempts, retryAfter: nil))
+                try? database.recordPaymentFailure(id, message: "\(error)", retryAt: retryAt)
+                client.logger.warning("unfinished transaction failed again", metadata: ["transaction": "\(current.subject)", "error": "\(error)"])
+                report.failed.append(current.productId)
             }
         }
         return report
     }
 
-    /// Fetches every book, issue and subscription the account owns that this device does not have yet.
-    /// Consumables are never restored.
+    /// Marks transactions the store revoked and takes their content out of the library.
+    /// - Returns: the products whose purchase was revoked.
+    func applyRevocations(_ transactions: [StoreTransaction]) async throws -> [String] {
+        var revoked: [String] = []
+        for transaction in transactions where transaction.status == .revoked {
+            let reason = transaction.revocationReason ?? "revoked by the store"
+            guard let record = try database.markRevoked(transactionId: transaction.transactionId, at: transaction.revocationDate ?? Date(), reason: reason) else { continue }
+            try client.removeContent(grantedBy: record)
+            revoked.append(record.productId)
+        }
+        return revoked
+    }
+
+    /// Saves every book, issue and subscription period the account has that this device does not,
+    /// and queues their content. Consumables are never restored. Expired subscriptions are restored
+    /// too: the issues published while they were active still belong to the reader.
     func restore() async throws -> [PaymentRecord] {
         let api = try await authorizedAPI()
-        let accountId = try await database.pool.read { try Setting.value(Setting.Key.accountID, in: $0) }
-        let known = Set(try await database.pool.read { db in try PaymentRecord.fetchAll(db).compactMap(\.transactionId) })
+        let all = try await api.allTransactions()
+        _ = try await applyRevocations(all)
+        let accountId = try database.account()?.id
+        let known = try database.knownTransactionIds()
         var restored: [PaymentRecord] = []
-        var restoredProducts = Set<String>()
-        for transaction in try await api.allTransactions() where transaction.status == .purchased && !known.contains(transaction.transactionId) {
+        for transaction in all where transaction.status == .purchased && !known.contains(transaction.transactionId) {
             guard let receipt = transaction.signedTransaction else { continue }
             let claims = try await receipts.verify(receipt, accountId: accountId, fetchKeys: { try await api.jwks() })
-            guard claims.kind != .consumable, !restoredProducts.contains(claims.productId) else { continue }
-            if claims.kind == .subscription, let expires = claims.expires, expires < Date() { continue }
-            restoredProducts.insert(claims.productId)
-            let now = Date()
-            let found = PaymentRecord(
-                id: nil, idempotencyKey: nil, productId: claims.productId, kind: claims.kind, quantity: claims.quantity,
-                paymentMethod: "restore", state: .restored, transactionId: claims.transactionId,
-                originalTransactionId: claims.originalTransactionId, receipt: receipt, lastError: nil,
-                createdAt: now, updatedAt: now)
-            let record = try await database.pool.write { try found.inserted($0) }
-            restored.append(try await deliver(record, downloadNow: true))
+            guard claims.kind != .consumable else { continue }
+            if claims.kind == .nonConsumable, try database.owningPayment(productId: claims.productId) != nil { continue }
+            guard let record = try database.recordRestored(claims, receipt: receipt), let id = record.id else { continue }
+            do {
+                restored.append(try await deliver(record, .queue).0)
+            } catch let error as ClientError where error.isUnreachable {
+                throw error
+            } catch {
+                try database.recordPaymentFailure(id, message: "\(error)", retryAt: Date())
+                restored.append(try database.payment(id) ?? record)
+            }
         }
         return restored
     }
 
     // MARK: Account
 
-    /// The API acting for this device's account, creating the account on first use.
+    /// The API acting for this home's account, creating the account on first use.
+    ///
+    /// Creation holds a lock on `account.lock` in the home, so of several processes starting
+    /// at once exactly one creates the account and the others use it.
     func authorizedAPI() async throws -> StoreAPI {
-        var api = api()
-        if let token = try await database.pool.read({ try Setting.value(Setting.Key.accountToken, in: $0) }) {
-            api.token = token
+        var api = try storeAPI()
+        if let account = try database.account() {
+            api.token = account.token
+            return api
+        }
+        let lock = try await FileLock.acquire(client.home.root.appendingPathComponent("account.lock"))
+        defer { lock.release() }
+        if let account = try database.account() {
+            api.token = account.token
             return api
         }
         let created = try await api.createAccount()
-        try await database.pool.write { db in
-            try Setting.set(Setting.Key.accountID, to: created.accountId, in: db)
-            try Setting.set(Setting.Key.accountToken, to: created.token, in: db)
-        }
-        api.token = created.token
+        api.token = try database.saveAccount(id: created.accountId, token: created.token, replacing: false).token
         return api
     }
 
-    func api() -> StoreAPI {
-        StoreAPI(server: server, http: http, token: nil)
+    func storeAPI() throws -> StoreAPI {
+        try client.storeAPI()
     }
 
     // MARK: Helpers
 
-    func paymentsEnabled() async throws -> Bool {
-        try await database.pool.read { try Setting.value(Setting.Key.paymentsEnabled, in: $0) } != "off"
+    func paymentsEnabled() throws -> Bool {
+        try database.setting(Setting.Key.paymentsEnabled) != "off"
     }
 
-    func cachedProduct(_ id: String) async throws -> Product {
-        let row = try await database.pool.read { try CachedProduct.fetchOne($0, key: id) }
-        guard let row else { throw ClientError.unknownProduct(id) }
-        return try JSONDecoder.kiosk.decode(Product.self, from: row.json)
+    /// A product to buy: from the cached catalog, syncing once when the cache does not have it.
+    func catalogProduct(_ id: String) async throws -> Product {
+        guard let product = try await deliverableProduct(id) else { throw ClientError.unknownProduct(id) }
+        return product
     }
 
-    /// Changes one row in its own SQLite transaction.
-    private func update(_ record: PaymentRecord, _ change: @Sendable (inout PaymentRecord) -> Void) async throws -> PaymentRecord {
-        try await database.pool.write { db in
-            var updated = record
-            change(&updated)
-            updated.updatedAt = Date()
-            try updated.update(db)
-            return updated
+    /// The product from the cache, or from a fresh sync when the cache lacks it; nil when the store has none.
+    func deliverableProduct(_ id: String) async throws -> Product? {
+        if let product = try database.cachedProduct(id) { return product }
+        _ = try await catalogForDelivery()
+        return try database.cachedProduct(id)
+    }
+
+    /// Syncs the catalog (restore or replay may run before the first sync).
+    private func catalogForDelivery() async throws -> SyncReport {
+        try await CatalogSync(database: database, http: client.http, server: client.server()).sync()
+    }
+
+    /// Runs a transition; when another process already moved the row on (both replayed the same
+    /// purchase), carries on with the row as it is now instead of failing.
+    private func settled(_ id: Int64, _ transition: () throws -> PaymentRecord) throws -> PaymentRecord {
+        do {
+            return try transition()
+        } catch let error as IllegalTransition {
+            guard let current = try database.payment(id) else { throw error }
+            client.logger.debug("transition already made elsewhere", metadata: ["detail": "\(error)"])
+            return current
         }
     }
 }

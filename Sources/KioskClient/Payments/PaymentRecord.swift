@@ -4,8 +4,9 @@ import KioskCore
 
 /// Where a purchase stands on this device.
 ///
-/// `purchasing → purchased | deferred | failed | cancelled`, `deferred → purchased | failed`,
-/// `purchased → delivering → finished`, `restored → delivering → finished`.
+/// `purchasing → purchased | deferred | failed | cancelled`, `deferred → purchased | failed | cancelled`,
+/// `purchased | restored → delivering → finished` (content-less purchases finish directly), and
+/// `purchased | restored | delivering | finished → revoked` when the store refunds or revokes it.
 public enum PaymentState: String, Codable, Sendable, CaseIterable {
     /// Saved, not yet answered by the server: sent again, with the same key, until it is.
     case purchasing
@@ -23,6 +24,11 @@ public enum PaymentState: String, Codable, Sendable, CaseIterable {
     case finished
     /// Brought back by `kiosk restore`; to be delivered.
     case restored
+    /// Refunded or revoked by the store: it entitles nothing any more and its content was removed.
+    case revoked
+
+    /// States whose receipt entitles the content.
+    static let owning: [PaymentState] = [.purchased, .restored, .delivering, .finished]
 }
 
 /// One purchase, redemption or restored transaction on this device.
@@ -41,18 +47,32 @@ public struct PaymentRecord: Codable, FetchableRecord, MutablePersistableRecord,
     public var originalTransactionId: String?
     /// The signed transaction (JWS), stored before anything else happens.
     public var receipt: String?
+    /// Why the last attempt to move it on failed, or why it was refused.
     public var lastError: String?
     public var createdAt: Date
     public var updatedAt: Date
+    /// Failed attempts to move it on (send, deliver, finish); reset by progress.
+    public var attempts: Int = 0
+    /// Replay leaves it alone until then.
+    public var nextAttemptAt: Date?
+    public var revokedAt: Date?
+    public var revocationReason: String?
 
     public enum Columns {
         static let id = Column("id")
         static let state = Column("state")
         static let transactionId = Column("transactionId")
         static let productId = Column("productId")
+        static let kind = Column("kind")
+        static let lastError = Column("lastError")
+        static let attempts = Column("attempts")
+        static let nextAttemptAt = Column("nextAttemptAt")
+        static let updatedAt = Column("updatedAt")
     }
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {
         id = inserted.rowID
     }
+
+    var subject: String { "transaction \(transactionId ?? "#\(id ?? 0)") (\(productId))" }
 }

@@ -12,7 +12,7 @@ struct ReceiptCheck {
     /// The verified claims of `receipt`, which must be for `accountId`.
     /// - Parameter fetchKeys: fetches the JWKS from the server when the cached one does not know the key.
     func verify(_ receipt: String, accountId: String?, fetchKeys: (() async throws -> Data)?) async throws -> ReceiptClaims {
-        let cached = try await database.pool.read { try Setting.value(Setting.Key.jwks, in: $0) }
+        let cached = try database.setting(Setting.Key.jwks)
         var claims: ReceiptClaims?
         var lastError: any Error = ReceiptError.notAuthentic
         if let cached {
@@ -26,7 +26,7 @@ struct ReceiptCheck {
             // The server may have a key this device has not seen yet: fetch the set once and retry.
             let fresh = try await fetchKeys()
             claims = try await ReceiptVerifier(jwksJSON: fresh).verify(receipt)
-            try await database.pool.write { try Setting.set(Setting.Key.jwks, to: String(decoding: fresh, as: UTF8.self), in: $0) }
+            try database.setSetting(Setting.Key.jwks, to: String(decoding: fresh, as: UTF8.self))
         }
         guard let claims else { throw lastError }
         if let accountId, claims.accountId != accountId {

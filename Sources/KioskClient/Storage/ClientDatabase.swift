@@ -1,20 +1,39 @@
 import Foundation
 import GRDB
+import KioskCore
 
-/// The client's one SQLite database (WAL), with named forward-only migrations.
-public struct ClientDatabase: Sendable {
-    public let pool: DatabasePool
+/// The one owner of `kiosk.sqlite`: every read the engine needs and every state transition.
+///
+/// The writer is private. Each transition of a transaction or a download is one method that
+/// checks the current state inside the same SQLite transaction (`UPDATE … WHERE id = ? AND
+/// state IN (…)`) and throws ``IllegalTransition`` naming both states when the row is elsewhere,
+/// so a flow working from a stale copy can never move another flow's row backwards. Committed
+/// changes are published on ``events`` for apps that follow the engine.
+final class ClientDatabase: Sendable {
+    private let writer: DatabasePool
+    let path: String
+    let events = EventHub()
 
     /// Opens (or creates) the database at `url` and migrates it to the current schema.
-    public init(url: URL) throws {
+    init(url: URL) throws {
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
             // A stored receipt must survive a power cut: sync every commit to disk.
             try db.execute(sql: "PRAGMA synchronous = FULL")
         }
-        pool = try DatabasePool(path: url.path, configuration: configuration)
-        try Self.migrator.migrate(pool)
+        path = url.path
+        writer = try DatabasePool(path: url.path, configuration: configuration)
+        try Self.migrator.migrate(writer)
+    }
+
+    /// Runs `body` in one write transaction. Private to the owner's extensions.
+    func write<T>(_ body: (Database) throws -> T) throws -> T {
+        try writer.write(body)
+    }
+
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        try writer.read(body)
     }
 
     static var migrator: DatabaseMigrator {
@@ -74,7 +93,118 @@ public struct ClientDatabase: Sendable {
                 table.column("installedAt", .datetime).notNull()
             }
         }
+        migrator.registerMigration("v4-claims-retries-revocations") { db in
+            try db.alter(table: PaymentRecord.databaseTableName) { table in
+                table.add(column: "attempts", .integer).notNull().defaults(to: 0)
+                table.add(column: "nextAttemptAt", .datetime)
+                table.add(column: "revokedAt", .datetime)
+                table.add(column: "revocationReason", .text)
+            }
+            try db.alter(table: DownloadRecord.databaseTableName) { table in
+                // Which process works on the download, and until when its claim holds unless renewed.
+                table.add(column: "owner", .text)
+                table.add(column: "leaseUntil", .datetime)
+                // The transaction whose receipt is presented, so a revocation finds its content.
+                table.add(column: "transactionId", .text)
+            }
+            try db.alter(table: LibraryItem.databaseTableName) { table in
+                // Names and sizes of the installed files, to notice a damaged or missing folder.
+                table.add(column: "treeDigest", .text)
+            }
+        }
         return migrator
+    }
+}
+
+/// A transition the row's current state does not allow; names both states.
+public struct IllegalTransition: Error, Sendable, CustomStringConvertible {
+    public var subject: String
+    /// The state the row is in, or nil when there is no such row.
+    public var current: String?
+    public var target: String
+
+    public var description: String {
+        guard let current else { return "\(subject) does not exist, so it cannot become \(target)" }
+        return "\(subject) is \(current) and cannot become \(target)"
+    }
+}
+
+// MARK: Settings, account and catalog cache
+
+extension ClientDatabase {
+    func setting(_ key: String) throws -> String? {
+        try read { try Setting.value(key, in: $0) }
+    }
+
+    func setSetting(_ key: String, to value: String) throws {
+        try write { try Setting.set(key, to: value, in: $0) }
+    }
+
+    /// The account this home acts for, if it has one.
+    func account() throws -> (id: String, token: String)? {
+        try read { db in
+            guard let id = try Setting.value(Setting.Key.accountID, in: db),
+                  let token = try Setting.value(Setting.Key.accountToken, in: db) else { return nil }
+            return (id, token)
+        }
+    }
+
+    /// Stores the account; with `replacing` false an existing account wins and is returned.
+    @discardableResult
+    func saveAccount(id: String, token: String, replacing: Bool) throws -> (id: String, token: String) {
+        try write { db in
+            if !replacing, let existingId = try Setting.value(Setting.Key.accountID, in: db),
+               let existingToken = try Setting.value(Setting.Key.accountToken, in: db) {
+                return (existingId, existingToken)
+            }
+            try Setting.set(Setting.Key.accountID, to: id, in: db)
+            try Setting.set(Setting.Key.accountToken, to: token, in: db)
+            return (id, token)
+        }
+    }
+
+    func cachedProduct(_ id: String) throws -> Product? {
+        try read { db in
+            try CachedProduct.fetchOne(db, key: id).flatMap { try? JSONDecoder.kiosk.decode(Product.self, from: $0.json) }
+        }
+    }
+
+    func cachedProducts() throws -> [Product] {
+        try read { db in
+            try CachedProduct.order(Column("id")).fetchAll(db).compactMap { try? JSONDecoder.kiosk.decode(Product.self, from: $0.json) }
+        }
+    }
+
+    /// Replaces the catalog cache with `products` and remembers the ETag, in one transaction.
+    func replaceCatalog(with products: [Product], etag: String?, syncedAt: Date) throws -> SyncReport {
+        try write { db in
+            var old: [String: Data] = [:]
+            for row in try CachedProduct.fetchAll(db) { old[row.id] = row.json }
+            var report = SyncReport()
+            let encoder = JSONEncoder.kiosk
+            var seen = Set<String>()
+            for product in products {
+                seen.insert(product.id)
+                let json = try encoder.encode(product)
+                switch old[product.id] {
+                case nil: report.added.append(product.id)
+                case json?: continue
+                default: report.changed.append(product.id)
+                }
+                try CachedProduct(id: product.id, kind: product.kind.rawValue, title: product.title, json: json).save(db)
+            }
+            report.removed = old.keys.filter { !seen.contains($0) }.sorted()
+            for id in report.removed {
+                _ = try CachedProduct.deleteOne(db, key: id)
+            }
+            if let etag { try Setting.set(Setting.Key.catalogETag, to: etag, in: db) }
+            try Setting.set(Setting.Key.catalogSyncedAt, to: ISO8601DateFormatter().string(from: syncedAt), in: db)
+            return report
+        }
+    }
+
+    func markCatalogFresh(at date: Date) throws {
+        try setSetting(Setting.Key.catalogSyncedAt, to: ISO8601DateFormatter().string(from: date))
     }
 }
 

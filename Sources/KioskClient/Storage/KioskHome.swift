@@ -9,7 +9,7 @@ public struct KioskHome: Sendable, Equatable {
     }
 
     /// `--home`, else `KIOSK_HOME`, else `$XDG_DATA_HOME/kiosk`, else `~/.local/share/kiosk`.
-    public static func resolve(flag: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> KioskHome {
+    public static func resolve(flag: String?, environment: [String: String]) -> KioskHome {
         if let flag, !flag.isEmpty { return KioskHome(root: URL(fileURLWithPath: flag)) }
         if let home = environment["KIOSK_HOME"], !home.isEmpty { return KioskHome(root: URL(fileURLWithPath: home)) }
         if let data = environment["XDG_DATA_HOME"], !data.isEmpty {

@@ -95,14 +95,22 @@ public struct StoreTransaction: Codable, Sendable, Equatable {
     public var finished: Bool
     /// Why a payment was declined, in words a person can act on.
     public var message: String?
+    /// When the store revoked (refunded) it, and why.
+    public var revocationDate: Date?
+    public var revocationReason: String?
 
-    public init(transactionId: String, productId: String, status: TransactionStatus, signedTransaction: String?, finished: Bool, message: String? = nil) {
+    public init(
+        transactionId: String, productId: String, status: TransactionStatus, signedTransaction: String?, finished: Bool,
+        message: String? = nil, revocationDate: Date? = nil, revocationReason: String? = nil
+    ) {
         self.transactionId = transactionId
         self.productId = productId
         self.status = status
         self.signedTransaction = signedTransaction
         self.finished = finished
         self.message = message
+        self.revocationDate = revocationDate
+        self.revocationReason = revocationReason
     }
 }
 
@@ -110,10 +118,14 @@ public struct StoreTransaction: Codable, Sendable, Equatable {
 public struct PaymentResponse: Codable, Sendable, Equatable {
     public var transaction: StoreTransaction
     public var credits: Int
+    /// True when the account already owned the product: nothing was charged, and the transaction
+    /// points at the original purchase.
+    public var owned: Bool?
 
-    public init(transaction: StoreTransaction, credits: Int) {
+    public init(transaction: StoreTransaction, credits: Int, owned: Bool? = nil) {
         self.transaction = transaction
         self.credits = credits
+        self.owned = owned
     }
 }
 

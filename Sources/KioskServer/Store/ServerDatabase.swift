@@ -58,6 +58,12 @@ public struct ServerDatabase: Sendable {
                 table.column("createdAt", .datetime).notNull()
             }
         }
+        migrator.registerMigration("v2-revocations") { db in
+            try db.alter(table: TransactionRecord.databaseTableName) { table in
+                table.add(column: "revokedAt", .datetime)
+                table.add(column: "revocationReason", .text)
+            }
+        }
         return migrator
     }
 }
@@ -95,6 +101,8 @@ struct TransactionRecord: Codable, FetchableRecord, MutablePersistableRecord, Se
     var message: String?
     var finishedAt: Date?
     var createdAt: Date
+    var revokedAt: Date?
+    var revocationReason: String?
 
     enum Columns {
         static let sequence = Column("sequence")
@@ -114,7 +122,7 @@ struct TransactionRecord: Codable, FetchableRecord, MutablePersistableRecord, Se
         StoreTransaction(
             transactionId: id, productId: productId, status: status,
             signedTransaction: status == .purchased || status == .revoked ? signedTransaction : nil,
-            finished: finishedAt != nil, message: message)
+            finished: finishedAt != nil, message: message, revocationDate: revokedAt, revocationReason: revocationReason)
     }
 }
 

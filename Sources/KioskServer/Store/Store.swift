@@ -106,7 +106,7 @@ public struct Store: Sendable {
             quantity: request.quantity, originalTransactionId: "", purchaseDate: nil, expiresDate: nil, status: .deferred,
             paymentMethod: request.paymentMethod.rawValue, idempotencyKey: request.idempotencyKey,
             amountCents: 0, currency: product.price.currency, creditsGranted: 0, creditsSpent: 0,
-            signedTransaction: nil, message: nil, finishedAt: nil, createdAt: Date())
+            signedTransaction: nil, message: nil, finishedAt: nil, createdAt: Date(), revokedAt: nil, revocationReason: nil)
         record.originalTransactionId = record.id
         switch request.paymentMethod {
         case .cancel:
@@ -144,7 +144,7 @@ public struct Store: Sendable {
             quantity: 1, originalTransactionId: "", purchaseDate: nil, expiresDate: nil, status: .deferred,
             paymentMethod: "credits", idempotencyKey: request.idempotencyKey, amountCents: 0,
             currency: product.price.currency, creditsGranted: 0, creditsSpent: creditPrice,
-            signedTransaction: nil, message: nil, finishedAt: nil, createdAt: Date())
+            signedTransaction: nil, message: nil, finishedAt: nil, createdAt: Date(), revokedAt: nil, revocationReason: nil)
         record.originalTransactionId = record.id
         record = try await settle(record, product: product)
         let stored = try await commit(record, replacingDeferred: false)
@@ -178,14 +178,22 @@ public struct Store: Sendable {
         }
     }
 
-    /// Revokes a purchased transaction (a refund): its receipt stops entitling anything.
-    func revoke(transactionId: String) async throws -> StoreTransaction {
+    /// Revokes a purchased transaction (a refund): its receipt stops entitling anything, and the
+    /// date and reason appear in the account's transaction list, so its devices learn of it.
+    func revoke(transactionId: String, reason: String?) async throws -> StoreTransaction {
         try await database.pool.write { db in
             guard var record = try TransactionRecord.filter(TransactionRecord.Columns.id == transactionId).fetchOne(db) else {
                 throw APIFailure(.notFound, code: "unknown_transaction", message: "no transaction \(transactionId)")
             }
-            record.status = .revoked
-            try record.update(db)
+            guard record.status == .purchased || record.status == .revoked else {
+                throw APIFailure(.conflict, code: "not_purchased", message: "transaction \(transactionId) is \(record.status.rawValue); only a purchase can be revoked")
+            }
+            if record.status == .purchased {
+                record.status = .revoked
+                record.revokedAt = Date()
+                record.revocationReason = reason.flatMap { $0.isEmpty ? nil : $0 } ?? "revoked by the store"
+                try record.update(db)
+            }
             return record.wire
         }
     }
@@ -335,7 +343,7 @@ public struct Store: Sendable {
             throw APIFailure(HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required"), code: "payment_declined", message: record.message ?? "the payment was declined")
         }
         let credits = try await database.pool.read { try AccountRecord.fetchOne($0, key: record.accountId)?.credits ?? 0 }
-        return PaymentResponse(transaction: record.wire, credits: credits)
+        return PaymentResponse(transaction: record.wire, credits: credits, owned: record.paymentMethod == "owned")
     }
 
     private func existingTransaction(account: AccountRecord, key: String, productId: String) async throws -> TransactionRecord? {

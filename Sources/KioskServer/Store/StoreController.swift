@@ -61,7 +61,9 @@ struct StoreController {
         }
         admin.post("transactions/:id/revoke") { request, context in
             try requireAdmin(request)
-            return try JSONBody.response(try await store.revoke(transactionId: context.parameters.require("id")))
+            let body = try await request.body.collect(upTo: 64 << 10)
+            let reason = (try? JSONDecoder().decode(RevocationRequest.self, from: Data(buffer: body)))?.reason
+            return try JSONBody.response(try await store.revoke(transactionId: context.parameters.require("id"), reason: reason))
         }
         admin.get("accounts/:id") { request, context in
             try requireAdmin(request)
@@ -79,6 +81,11 @@ struct StoreController {
             throw APIFailure.unauthorized("admin calls need Authorization: Bearer <the token in the server's data folder, admin-token>")
         }
     }
+}
+
+/// The optional body of `POST /v1/admin/transactions/{id}/revoke`.
+struct RevocationRequest: Decodable {
+    var reason: String?
 }
 
 /// `GET /v1/admin/accounts/{id}`: an account as the store's operator sees it, charges included.

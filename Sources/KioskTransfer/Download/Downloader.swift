@@ -1,36 +1,48 @@
 import CCurl
 import Foundation
+import Synchronization
 
 /// Runs downloads on one libcurl multi handle, `concurrency` at a time, on a thread of its own.
 ///
 /// libcurl's multi interface does the socket work; this loop only adds transfers as slots free
-/// up, collects results, and reports progress every few MiB so the caller can persist it.
+/// up, collects results, and reports progress about twice a second so the caller can persist it
+/// and say stop. A stop (the handler returns false, or the calling Task is cancelled) removes the
+/// transfer from the multi handle at once, even when no byte is arriving: it ends within one
+/// poll interval, with the bytes already received kept in the partial file.
 public struct Downloader: Sendable {
     public var concurrency: Int
-    /// How often progress is reported, in bytes.
-    public var progressInterval: Int64
+    /// How often progress is reported.
+    public var progressPeriod: Duration
+    /// How long one wait for socket activity lasts; bounds how late a stop is noticed.
+    public var pollInterval: Duration = .milliseconds(100)
 
-    public init(concurrency: Int = 3, progressInterval: Int64 = 4 << 20) {
+    public init(concurrency: Int = 3, progressPeriod: Duration = .milliseconds(500)) {
         self.concurrency = max(1, concurrency)
-        self.progressInterval = progressInterval
+        self.progressPeriod = progressPeriod
     }
 
-    /// Runs every request to an outcome.
+    /// Runs every request to an outcome. Cancelling the calling Task stops every transfer
+    /// (outcome ``DownloadOutcome/stopped``) within one poll interval.
     /// - Parameter progress: called on the download thread; return false to stop that download.
     public func run(
         _ requests: [DownloadRequest],
         progress: @escaping @Sendable (DownloadProgress) -> Bool = { _ in true }
     ) async -> [String: DownloadOutcome] {
-        await withCheckedContinuation { continuation in
-            let thread = Thread {
-                continuation.resume(returning: self.loop(requests, progress: progress))
+        let cancelled = Atomic<Bool>(false)
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let thread = Thread {
+                    continuation.resume(returning: self.loop(requests, cancelled: cancelled, progress: progress))
+                }
+                thread.name = "kiosk-downloads"
+                thread.start()
             }
-            thread.name = "kiosk-downloads"
-            thread.start()
+        } onCancel: {
+            cancelled.store(true, ordering: .relaxed)
         }
     }
 
-    private func loop(_ requests: [DownloadRequest], progress: (DownloadProgress) -> Bool) -> [String: DownloadOutcome] {
+    private func loop(_ requests: [DownloadRequest], cancelled: borrowing Atomic<Bool>, progress: (DownloadProgress) -> Bool) -> [String: DownloadOutcome] {
         CurlGlobal.initializeOnce()
         var outcomes: [String: DownloadOutcome] = [:]
         guard let multi = curl_multi_init() else {
@@ -38,10 +50,20 @@ public struct Downloader: Sendable {
             return outcomes
         }
         defer { curl_multi_cleanup(multi) }
+        let pollMilliseconds = Int32(pollInterval.components.seconds * 1000 + pollInterval.components.attoseconds / 1_000_000_000_000_000)
+        let period = Double(progressPeriod.components.seconds) + Double(progressPeriod.components.attoseconds) / 1e18
 
         var waiting = requests[...]
         var active: [UnsafeMutableRawPointer: Transfer] = [:]
         while !waiting.isEmpty || !active.isEmpty {
+            if cancelled.load(ordering: .relaxed) {
+                for (handle, transfer) in active {
+                    curl_multi_remove_handle(multi, handle)
+                    outcomes[transfer.request.key] = transfer.stop()
+                }
+                for request in waiting { outcomes[request.key] = .stopped }
+                return outcomes
+            }
             while active.count < concurrency, let request = waiting.popFirst() {
                 do {
                     let transfer = try Transfer(request)
@@ -62,14 +84,20 @@ public struct Downloader: Sendable {
                 else { continue }
                 let code = message.pointee.data.result
                 curl_multi_remove_handle(multi, handle)
+                let outcome = transfer.outcome(code)
                 _ = progress(transfer.progress)
-                outcomes[transfer.request.key] = transfer.outcome(code)
+                outcomes[transfer.request.key] = outcome
             }
-            for transfer in active.values {
-                transfer.reportIfDue(interval: progressInterval, progress)
+            for (handle, transfer) in active {
+                transfer.reportIfDue(period: period, progress)
+                if transfer.stopRequested {
+                    curl_multi_remove_handle(multi, handle)
+                    active.removeValue(forKey: handle)
+                    outcomes[transfer.request.key] = transfer.stop()
+                }
             }
             if running > 0 {
-                curl_multi_poll(multi, nil, 0, 200, nil)
+                curl_multi_poll(multi, nil, 0, pollMilliseconds, nil)
             }
         }
         return outcomes

@@ -23,7 +23,7 @@ final class Transfer {
     private var errorBody = Data()
     private var writeErrno: Int32 = 0
     var stopRequested = false
-    private var lastReported: Int64 = 0
+    private var lastReportTime = DispatchTime.now().uptimeNanoseconds
     private var reportedFirstBytes = false
 
     /// Opens (or creates) the partial file and sets up the request.
@@ -169,7 +169,7 @@ final class Transfer {
             digest.update(bytes)
             offset += Int64(bytes.count)
             received += Int64(bytes.count)
-            return stopRequested ? 0 : bytes.count
+            return bytes.count
         case .collectingError:
             if errorBody.count < 64 << 10 { errorBody.append(contentsOf: bytes) }
             return bytes.count
@@ -187,14 +187,21 @@ final class Transfer {
         digest.reset()
     }
 
-    /// Reports progress every `interval` bytes, and as soon as the first bytes are on disk so the
+    /// Reports progress every `period` seconds, and as soon as the first bytes are on disk so the
     /// ETag they belong to is recorded; the handler may ask to stop.
-    func reportIfDue(interval: Int64, _ handler: (DownloadProgress) -> Bool) {
+    func reportIfDue(period: TimeInterval, _ handler: (DownloadProgress) -> Bool) {
+        let now = DispatchTime.now().uptimeNanoseconds
         let first = !reportedFirstBytes && mode == .writing && received > 0
-        guard first || offset - lastReported >= interval || lastReported > offset else { return }
+        guard first || Double(now &- lastReportTime) / 1e9 >= period else { return }
         reportedFirstBytes = reportedFirstBytes || first
-        lastReported = offset
+        lastReportTime = now
         if !handler(progress) { stopRequested = true }
+    }
+
+    /// Ends a transfer the caller stopped: what arrived is made durable and kept for a resume.
+    func stop() -> DownloadOutcome {
+        fsync(descriptor)
+        return .stopped
     }
 
     var progress: DownloadProgress {

@@ -1,0 +1,45 @@
+import Foundation
+import Synchronization
+import KioskTransfer
+
+/// What the engine tells an app as it works, in the order it happens (the shape of StoreKit's
+/// `Transaction.updates` and Background Assets' status updates).
+public enum ClientEvent: Sendable {
+    /// A purchase changed state; the record is as committed.
+    case transaction(PaymentRecord)
+    /// A download changed state; the record is as committed.
+    case download(DownloadRecord)
+    /// Bytes arrived for a running download (about twice a second).
+    case progress(DownloadProgress)
+}
+
+/// Hands every event to every current subscriber. Events of this process only: another process
+/// working on the same home is seen through the database, not here.
+final class EventHub: Sendable {
+    private let subscribers = Mutex<[UUID: AsyncStream<ClientEvent>.Continuation]>([:])
+
+    /// A new stream of every event published from now on; it ends when the consumer stops.
+    func subscribe() -> AsyncStream<ClientEvent> {
+        let (stream, continuation) = AsyncStream<ClientEvent>.makeStream(bufferingPolicy: .bufferingNewest(4096))
+        let id = UUID()
+        subscribers.withLock { $0[id] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.subscribers.withLock { $0.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    func publish(_ event: ClientEvent) {
+        let continuations = subscribers.withLock { Array($0.values) }
+        for continuation in continuations { continuation.yield(event) }
+    }
+
+    /// Ends every stream (the client is going away).
+    func finish() {
+        let continuations = subscribers.withLock { state -> [AsyncStream<ClientEvent>.Continuation] in
+            defer { state = [:] }
+            return Array(state.values)
+        }
+        for continuation in continuations { continuation.finish() }
+    }
+}

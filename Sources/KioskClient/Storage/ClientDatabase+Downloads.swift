@@ -1,0 +1,279 @@
+import Foundation
+import GRDB
+import KioskCore
+
+/// The transitions of a download, and the claims that keep two processes off the same one.
+///
+/// A process claims a download by writing itself as `owner` with a lease; only the owner moves a
+/// claimed download on (`downloading → verifying → unpacking → installed | waiting | failed`),
+/// and anyone may pause or cancel it, which the owner notices at its next progress report. A
+/// claim lapses when its lease runs out or its owner's process is gone.
+extension ClientDatabase {
+    // MARK: Reads
+
+    func downloads() throws -> [DownloadRecord] {
+        try read { try DownloadRecord.order(DownloadRecord.Columns.productId).fetchAll($0) }
+    }
+
+    func download(_ productId: String) throws -> DownloadRecord? {
+        try read { try DownloadRecord.fetchOne($0, key: productId) }
+    }
+
+    func libraryItems() throws -> [LibraryItem] {
+        try read { try LibraryItem.order(Column("productId")).fetchAll($0) }
+    }
+
+    /// When the earliest waiting download is due.
+    func nextDownloadAttempt() throws -> Date? {
+        try read { db in
+            try Date.fetchOne(db, DownloadRecord
+                .filter(DownloadRecord.Columns.state == DownloadState.waiting.rawValue)
+                .select(min(DownloadRecord.Columns.nextAttemptAt)))
+        }
+    }
+
+    // MARK: Queueing
+
+    /// Queues `content` for `productId` with `receipt` as proof.
+    ///
+    /// Nothing changes when that version is installed, claimed by a running process, or paused
+    /// by the reader; anything else (new, waiting, failed, cancelled, an older version) is queued.
+    /// - Returns: true when the download was queued.
+    @discardableResult
+    func enqueueDownload(productId: String, content: ContentDescriptor, receipt: String, transactionId: String?) throws -> Bool {
+        let now = Date()
+        let record = try write { db -> DownloadRecord? in
+            if var existing = try DownloadRecord.fetchOne(db, key: productId) {
+                let sameVersion = existing.sha256 == content.sha256
+                if sameVersion, [.installed, .queued, .paused].contains(existing.state) || DownloadState.claimed.contains(existing.state) {
+                    return nil
+                }
+                if DownloadState.claimed.contains(existing.state) { return nil }
+                existing.state = .queued
+                existing.sha256 = content.sha256
+                existing.size = content.size
+                existing.version = content.version
+                existing.format = content.format
+                existing.receipt = receipt
+                existing.transactionId = transactionId
+                existing.attempts = 0
+                existing.mismatches = 0
+                existing.nextAttemptAt = nil
+                existing.lastError = nil
+                existing.owner = nil
+                existing.leaseUntil = nil
+                if !sameVersion { existing.partialETag = nil; existing.bytesDone = 0 }
+                existing.updatedAt = now
+                try existing.update(db)
+                return existing
+            }
+            let record = DownloadRecord(
+                productId: productId, state: .queued, sha256: content.sha256, size: content.size,
+                version: content.version, format: content.format, receipt: receipt, bytesDone: 0,
+                partialETag: nil, attempts: 0, nextAttemptAt: nil, lastError: nil, mismatches: 0,
+                createdAt: now, updatedAt: now, owner: nil, leaseUntil: nil, transactionId: transactionId)
+            try record.insert(db)
+            return record
+        }
+        if let record { events.publish(.download(record)) }
+        return record != nil
+    }
+
+    /// `installed → queued`: the installed folder is missing or damaged, so it is downloaded again.
+    func requeueInstalled(_ productId: String, reason: String) throws {
+        _ = try moveDownload(productId, owner: nil, from: [.installed], to: .queued, [
+            DownloadRecord.Columns.lastError.set(to: reason),
+            DownloadRecord.Columns.attempts.set(to: 0),
+            Column("bytesDone").set(to: 0),
+            Column("partialETag").set(to: nil),
+        ])
+    }
+
+    /// `paused → queued` for every paused download: `kiosk resume`.
+    func unpauseAll() throws {
+        let resumed = try write { db -> [DownloadRecord] in
+            let paused = try DownloadRecord.filter(DownloadRecord.Columns.state == DownloadState.paused.rawValue).fetchAll(db)
+            try DownloadRecord.filter(DownloadRecord.Columns.state == DownloadState.paused.rawValue)
+                .updateAll(db, DownloadRecord.Columns.state.set(to: DownloadState.queued.rawValue), DownloadRecord.Columns.updatedAt.set(to: Date()))
+            return paused.map { var record = $0; record.state = .queued; return record }
+        }
+        for record in resumed { events.publish(.download(record)) }
+    }
+
+    /// `queued | waiting | downloading | failed → paused`, keeping its bytes; a running owner stops.
+    func pauseDownload(_ productId: String) throws -> DownloadRecord {
+        try moveDownload(productId, owner: nil, from: [.queued, .waiting, .downloading, .failed, .paused], to: .paused, [])
+    }
+
+    /// `queued | waiting | downloading | paused | failed → cancelled`; a running owner stops.
+    func cancelDownload(_ productId: String) throws -> DownloadRecord {
+        try moveDownload(productId, owner: nil, from: [.queued, .waiting, .downloading, .paused, .failed, .cancelled], to: .cancelled, [
+            Column("bytesDone").set(to: 0), Column("partialETag").set(to: nil),
+        ])
+    }
+
+    /// Forgets a product's download and library entry (its purchase was revoked).
+    func forgetContent(_ productId: String) throws {
+        try write { db in
+            _ = try DownloadRecord.deleteOne(db, key: productId)
+            _ = try LibraryItem.deleteOne(db, key: productId)
+        }
+    }
+
+    /// Points a download at another standing transaction of the same product (the one it used was revoked).
+    func represent(_ productId: String, receipt: String, transactionId: String?) throws {
+        try write { db in
+            _ = try DownloadRecord.filter(key: productId).updateAll(db, [
+                Column("receipt").set(to: receipt), DownloadRecord.Columns.transactionId.set(to: transactionId),
+            ])
+        }
+    }
+
+    // MARK: Claims
+
+    /// Claims every due download (or those of `only`) for `owner`, in one transaction:
+    /// queued ones, waiting ones whose time has come, and claimed ones whose owner is gone.
+    func claimDueDownloads(for owner: ClaimOwner, only: Set<String>?, lease: TimeInterval, now: Date = Date()) throws -> [DownloadRecord] {
+        let claimed = try write { db -> [DownloadRecord] in
+            let candidates = try DownloadRecord
+                .filter([DownloadState.queued, .waiting].map(\.rawValue).contains(DownloadRecord.Columns.state)
+                    || DownloadState.claimed.map(\.rawValue).contains(DownloadRecord.Columns.state))
+                .order(DownloadRecord.Columns.productId)
+                .fetchAll(db)
+            var claimed: [DownloadRecord] = []
+            for var record in candidates where only?.contains(record.productId) ?? true {
+                switch record.state {
+                case .queued: break
+                case .waiting: guard (record.nextAttemptAt ?? .distantPast) <= now else { continue }
+                default: guard ClaimOwner.hasLapsed(record.owner, leaseUntil: record.leaseUntil, now: now) else { continue }
+                }
+                // Compare-and-set on the state and owner read above: of two claimers, one wins.
+                let changed = try DownloadRecord
+                    .filter(key: record.productId)
+                    .filter(DownloadRecord.Columns.state == record.state.rawValue)
+                    .filter(record.owner == nil ? DownloadRecord.Columns.owner == nil : DownloadRecord.Columns.owner == record.owner)
+                    .updateAll(db, [
+                        DownloadRecord.Columns.state.set(to: DownloadState.downloading.rawValue),
+                        DownloadRecord.Columns.owner.set(to: owner.id),
+                        DownloadRecord.Columns.leaseUntil.set(to: now.addingTimeInterval(lease)),
+                        DownloadRecord.Columns.updatedAt.set(to: now),
+                    ])
+                guard changed == 1 else { continue }
+                record.state = .downloading
+                record.owner = owner.id
+                record.leaseUntil = now.addingTimeInterval(lease)
+                claimed.append(record)
+            }
+            return claimed
+        }
+        for record in claimed { events.publish(.download(record)) }
+        return claimed
+    }
+
+    /// Products among `only` (or any) that another live process is working on now.
+    func downloadsClaimedByOthers(than owner: ClaimOwner, only: Set<String>?, now: Date = Date()) throws -> [DownloadRecord] {
+        try read { db in
+            try DownloadRecord
+                .filter(DownloadState.claimed.map(\.rawValue).contains(DownloadRecord.Columns.state))
+                .fetchAll(db)
+                .filter { record in
+                    (only?.contains(record.productId) ?? true) && record.owner != owner.id
+                        && !ClaimOwner.hasLapsed(record.owner, leaseUntil: record.leaseUntil, now: now)
+                }
+        }
+    }
+
+    /// Extends the lease of every download `owner` holds.
+    func renewClaims(of owner: ClaimOwner, lease: TimeInterval) throws {
+        try write { db in
+            _ = try DownloadRecord
+                .filter(DownloadRecord.Columns.owner == owner.id)
+                .filter(DownloadState.claimed.map(\.rawValue).contains(DownloadRecord.Columns.state))
+                .updateAll(db, DownloadRecord.Columns.leaseUntil.set(to: Date().addingTimeInterval(lease)))
+        }
+    }
+
+    /// Commits the owner's progress. Returns false when the download is no longer the owner's to
+    /// run: paused or cancelled by another command, or claimed by another process.
+    func recordProgress(_ productId: String, owner: ClaimOwner, bytesOnDisk: Int64, etag: String?) throws -> Bool {
+        try write { db in
+            try DownloadRecord
+                .filter(key: productId)
+                .filter(DownloadRecord.Columns.owner == owner.id && DownloadRecord.Columns.state == DownloadState.downloading.rawValue)
+                .updateAll(db, [
+                    Column("bytesDone").set(to: bytesOnDisk),
+                    Column("partialETag").set(to: bytesOnDisk > 0 ? etag : nil),
+                    DownloadRecord.Columns.updatedAt.set(to: Date()),
+                ]) == 1
+        }
+    }
+
+    /// Moves a download the owner holds (`owner` non-nil), or any download (`owner` nil), from one
+    /// of `allowed` to `target`. Leaving the claimed states releases the claim.
+    /// - Throws: ``IllegalTransition`` when the row is elsewhere (for an owner: paused or cancelled
+    ///   under it, or claimed by someone else).
+    @discardableResult
+    func moveDownload(_ productId: String, owner: ClaimOwner?, from allowed: Set<DownloadState>, to target: DownloadState, _ assignments: [ColumnAssignment]) throws -> DownloadRecord {
+        var all = assignments + [DownloadRecord.Columns.state.set(to: target.rawValue), DownloadRecord.Columns.updatedAt.set(to: Date())]
+        if !DownloadState.claimed.contains(target) {
+            all += [DownloadRecord.Columns.owner.set(to: nil), DownloadRecord.Columns.leaseUntil.set(to: nil)]
+        }
+        let record = try write { db -> DownloadRecord in
+            var request = DownloadRecord.filter(key: productId).filter(allowed.map(\.rawValue).contains(DownloadRecord.Columns.state))
+            if let owner { request = request.filter(DownloadRecord.Columns.owner == owner.id) }
+            let changed = try request.updateAll(db, all)
+            let current = try DownloadRecord.fetchOne(db, key: productId)
+            guard changed == 1, let current else {
+                var state = current?.state.rawValue
+                if let owner, let current, current.owner != owner.id, DownloadState.claimed.contains(current.state) {
+                    state = "\(current.state.rawValue) by another process"
+                }
+                throw IllegalTransition(subject: "the download of \(productId)", current: state, target: target.rawValue)
+            }
+            return current
+        }
+        events.publish(.download(record))
+        return record
+    }
+
+    /// `unpacking → installed` with its library entry, in one transaction.
+    func markInstalled(_ item: LibraryItem, owner: ClaimOwner) throws -> DownloadRecord {
+        let record = try write { db -> DownloadRecord in
+            let changed = try DownloadRecord
+                .filter(key: item.productId)
+                .filter(DownloadRecord.Columns.owner == owner.id && DownloadRecord.Columns.state == DownloadState.unpacking.rawValue)
+                .updateAll(db, [
+                    DownloadRecord.Columns.state.set(to: DownloadState.installed.rawValue),
+                    DownloadRecord.Columns.owner.set(to: nil), DownloadRecord.Columns.leaseUntil.set(to: nil),
+                    DownloadRecord.Columns.lastError.set(to: nil), Column("partialETag").set(to: nil),
+                    DownloadRecord.Columns.updatedAt.set(to: Date()),
+                ])
+            let current = try DownloadRecord.fetchOne(db, key: item.productId)
+            guard changed == 1, let current else {
+                throw IllegalTransition(subject: "the download of \(item.productId)", current: current?.state.rawValue, target: DownloadState.installed.rawValue)
+            }
+            try item.save(db)
+            return current
+        }
+        events.publish(.download(record))
+        return record
+    }
+}
+
+/// A process that works on downloads: its pid, so a dead owner is noticed at once, and a nonce,
+/// so two engines in one process (or a reused pid) never pass for each other.
+struct ClaimOwner: Sendable, Equatable {
+    let id: String
+
+    init() {
+        id = "\(getpid()):\(UUID().uuidString.prefix(8).lowercased())"
+    }
+
+    /// True when a claim no longer holds: no owner, an expired lease, or an owner process that is gone.
+    static func hasLapsed(_ owner: String?, leaseUntil: Date?, now: Date) -> Bool {
+        guard let owner, let leaseUntil, leaseUntil > now else { return true }
+        guard let pid = owner.split(separator: ":").first.flatMap({ Int32($0) }), pid > 0 else { return false }
+        // Signal 0 checks existence only. EPERM means alive under another user.
+        return kill(pid, 0) != 0 && errno == ESRCH
+    }
+}

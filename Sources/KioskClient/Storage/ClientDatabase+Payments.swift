@@ -1,0 +1,170 @@
+import Foundation
+import GRDB
+import KioskCore
+
+/// The transitions of a purchase. Each is one SQLite transaction that checks the current state.
+extension ClientDatabase {
+    // MARK: Reads
+
+    func payments() throws -> [PaymentRecord] {
+        try read { try PaymentRecord.order(PaymentRecord.Columns.id.desc).fetchAll($0) }
+    }
+
+    func payment(_ id: Int64) throws -> PaymentRecord? {
+        try read { try PaymentRecord.fetchOne($0, key: id) }
+    }
+
+    /// Rows replay must move on, oldest first.
+    func unfinishedPayments() throws -> [PaymentRecord] {
+        try read { db in
+            try PaymentRecord
+                .filter([PaymentState.purchasing, .purchased, .restored, .deferred, .delivering].map(\.rawValue).contains(PaymentRecord.Columns.state))
+                .order(PaymentRecord.Columns.id)
+                .fetchAll(db)
+        }
+    }
+
+    /// This device's standing purchase of a book, issue or subscription, if it has one.
+    func owningPayment(productId: String) throws -> PaymentRecord? {
+        try read { db in
+            try PaymentRecord
+                .filter(PaymentRecord.Columns.productId == productId)
+                .filter(PaymentRecord.Columns.kind != ProductKind.consumable.rawValue)
+                .filter(PaymentState.owning.map(\.rawValue).contains(PaymentRecord.Columns.state))
+                .filter(PaymentRecord.Columns.transactionId != nil)
+                .order(PaymentRecord.Columns.id)
+                .fetchOne(db)
+        }
+    }
+
+    func knownTransactionIds() throws -> Set<String> {
+        try read { Set(try String.fetchAll($0, sql: "SELECT transactionId FROM payment WHERE transactionId IS NOT NULL")) }
+    }
+
+    // MARK: Transitions
+
+    /// A new purchase, saved as `purchasing` with a fresh idempotency key before it is sent.
+    func beginPurchase(productId: String, kind: ProductKind, quantity: Int, method: String) throws -> PaymentRecord {
+        let now = Date()
+        let pending = PaymentRecord(
+            id: nil, idempotencyKey: UUID().uuidString.lowercased(), productId: productId, kind: kind,
+            quantity: quantity, paymentMethod: method, state: .purchasing, transactionId: nil,
+            originalTransactionId: nil, receipt: nil, lastError: nil, createdAt: now, updatedAt: now)
+        let record = try write { try pending.inserted($0) }
+        events.publish(.transaction(record))
+        return record
+    }
+
+    /// `purchasing | deferred → purchased`: the verified receipt is committed with the state.
+    func recordReceipt(_ id: Int64, transactionId: String, originalTransactionId: String, receipt: String) throws -> PaymentRecord {
+        try movePayment(id, from: [.purchasing, .deferred], to: .purchased, [
+            PaymentRecord.Columns.transactionId.set(to: transactionId),
+            Column("originalTransactionId").set(to: originalTransactionId),
+            Column("receipt").set(to: receipt),
+        ] + Self.clearedError)
+    }
+
+    /// `purchasing → deferred`: Ask to Buy.
+    func recordDeferred(_ id: Int64, transactionId: String, message: String?) throws -> PaymentRecord {
+        try movePayment(id, from: [.purchasing], to: .deferred, [
+            PaymentRecord.Columns.transactionId.set(to: transactionId),
+            PaymentRecord.Columns.lastError.set(to: message),
+            PaymentRecord.Columns.attempts.set(to: 0),
+            PaymentRecord.Columns.nextAttemptAt.set(to: nil),
+        ])
+    }
+
+    /// `purchasing | deferred → failed | cancelled`: refused by the store or backed out; nothing charged.
+    func recordRefusal(_ id: Int64, as state: PaymentState, transactionId: String?, reason: String?) throws -> PaymentRecord {
+        precondition(state == .failed || state == .cancelled)
+        var assignments = [PaymentRecord.Columns.lastError.set(to: reason), PaymentRecord.Columns.nextAttemptAt.set(to: nil)]
+        if let transactionId { assignments.append(PaymentRecord.Columns.transactionId.set(to: transactionId)) }
+        return try movePayment(id, from: [.purchasing, .deferred], to: state, assignments)
+    }
+
+    /// A transaction the store knows and this device does not, saved as `restored`.
+    /// - Returns: nil when another process saved the same transaction first.
+    func recordRestored(_ claims: ReceiptClaims, receipt: String) throws -> PaymentRecord? {
+        let now = Date()
+        let found = PaymentRecord(
+            id: nil, idempotencyKey: nil, productId: claims.productId, kind: claims.kind, quantity: claims.quantity,
+            paymentMethod: "restore", state: .restored, transactionId: claims.transactionId,
+            originalTransactionId: claims.originalTransactionId, receipt: receipt, lastError: nil,
+            createdAt: now, updatedAt: now)
+        let record = try write { db -> PaymentRecord? in
+            // transactionId is UNIQUE: of two processes restoring at once, one row wins.
+            guard try PaymentRecord.filter(PaymentRecord.Columns.transactionId == claims.transactionId).fetchCount(db) == 0 else { return nil }
+            return try found.inserted(db)
+        }
+        if let record { events.publish(.transaction(record)) }
+        return record
+    }
+
+    /// `purchased | restored → delivering`: its content is queued and the purchase waits for it.
+    func markDelivering(_ id: Int64) throws -> PaymentRecord {
+        try movePayment(id, from: [.purchased, .restored], to: .delivering, Self.clearedError)
+    }
+
+    /// `purchased | restored | delivering → finished`: delivered and reported to the server.
+    func markFinished(_ id: Int64) throws -> PaymentRecord {
+        try movePayment(id, from: [.purchased, .restored, .delivering], to: .finished, Self.clearedError)
+    }
+
+    /// `purchased | restored | delivering | finished → revoked`, with the store's date and reason.
+    /// - Returns: nil when this device has no such transaction or already knows it is revoked.
+    func markRevoked(transactionId: String, at date: Date, reason: String) throws -> PaymentRecord? {
+        let record = try write { db -> PaymentRecord? in
+            let changed = try PaymentRecord
+                .filter(PaymentRecord.Columns.transactionId == transactionId)
+                .filter(PaymentState.owning.map(\.rawValue).contains(PaymentRecord.Columns.state))
+                .updateAll(db, [
+                    PaymentRecord.Columns.state.set(to: PaymentState.revoked.rawValue),
+                    Column("revokedAt").set(to: date),
+                    Column("revocationReason").set(to: reason),
+                    PaymentRecord.Columns.nextAttemptAt.set(to: nil),
+                    PaymentRecord.Columns.updatedAt.set(to: Date()),
+                ])
+            guard changed == 1 else { return nil }
+            return try PaymentRecord.filter(PaymentRecord.Columns.transactionId == transactionId).fetchOne(db)
+        }
+        if let record { events.publish(.transaction(record)) }
+        return record
+    }
+
+    /// Keeps why an attempt failed and when to try again, without changing the state.
+    func recordPaymentFailure(_ id: Int64, message: String, retryAt: Date) throws {
+        let record = try write { db -> PaymentRecord? in
+            try PaymentRecord.filter(key: id).updateAll(db, [
+                PaymentRecord.Columns.lastError.set(to: message),
+                PaymentRecord.Columns.attempts += 1,
+                PaymentRecord.Columns.nextAttemptAt.set(to: retryAt),
+                PaymentRecord.Columns.updatedAt.set(to: Date()),
+            ])
+            return try PaymentRecord.fetchOne(db, key: id)
+        }
+        if let record { events.publish(.transaction(record)) }
+    }
+
+    // MARK: Plumbing
+
+    private static var clearedError: [ColumnAssignment] {
+        [PaymentRecord.Columns.lastError.set(to: nil), PaymentRecord.Columns.attempts.set(to: 0), PaymentRecord.Columns.nextAttemptAt.set(to: nil)]
+    }
+
+    /// Moves one row from one of `allowed` to `target` in one transaction, or throws naming both states.
+    private func movePayment(_ id: Int64, from allowed: Set<PaymentState>, to target: PaymentState, _ assignments: [ColumnAssignment]) throws -> PaymentRecord {
+        let record = try write { db -> PaymentRecord in
+            let changed = try PaymentRecord
+                .filter(key: id)
+                .filter(allowed.map(\.rawValue).contains(PaymentRecord.Columns.state))
+                .updateAll(db, [PaymentRecord.Columns.state.set(to: target.rawValue), PaymentRecord.Columns.updatedAt.set(to: Date())] + assignments)
+            let current = try PaymentRecord.fetchOne(db, key: id)
+            guard changed == 1, let current else {
+                throw IllegalTransition(subject: current?.subject ?? "transaction #\(id)", current: current?.state.rawValue, target: target.rawValue)
+            }
+            return current
+        }
+        events.publish(.transaction(record))
+        return record
+    }
+}
