@@ -28,3 +28,21 @@ public struct SampleStore: Sendable {
         try data.write(to: url)
     }
 }
+
+extension SampleStore {
+    /// Adds a book `id` whose content is `megabytes` MiB of bytes that do not compress, packed as zip.
+    public func addLargeBook(_ id: String, megabytes: Int) throws {
+        let folderName = id.split(separator: ".").last.map(String.init) ?? "large"
+        let folder = content.appendingPathComponent("books/\(folderName)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try TestOrigin.incompressible(megabytes << 20).write(to: folder.appendingPathComponent("plates.bin"))
+        try Data("# \(folderName)\n".utf8).write(to: folder.appendingPathComponent("index.md"))
+        try editCatalog("books.json") { products in
+            var book = products[0]
+            book["id"] = id
+            book["title"] = "Large book \(folderName)"
+            book["content"] = ["path": "books/\(folderName)", "format": "zip"]
+            products.append(book)
+        }
+    }
+}
