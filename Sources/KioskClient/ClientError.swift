@@ -1,3 +1,5 @@
+import KioskCore
+
 /// What went wrong on the client, naming the thing at fault and what to do.
 public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     case noServer
@@ -11,6 +13,8 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     case receiptRejected(transactionId: String, reason: String)
     /// A local file or folder could not be used.
     case local(path: String, problem: String, action: String)
+    /// A product ID from the server (or the database) breaks ``ProductID``'s rule; nothing was written for it.
+    case unsafeProductID(String, source: String)
 
     public var description: String {
         switch self {
@@ -32,6 +36,8 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
             return "the receipt of transaction \(transactionId) was not accepted: \(reason); nothing was granted"
         case .local(let path, let problem, let action):
             return "\(path): \(problem); \(action)"
+        case .unsafeProductID(let id, let source):
+            return "\(source) names a product \(ProductID.problem(id)); it was refused and nothing was written for it"
         }
     }
 

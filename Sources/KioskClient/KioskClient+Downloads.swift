@@ -48,7 +48,7 @@ extension KioskClient {
         let installer = LibraryInstaller(library: home.library)
         for item in try database.libraryItems() where products?.contains(item.productId) ?? true {
             guard try database.download(item.productId)?.state == .installed else { continue }
-            let folder = installer.installed(item.productId)
+            let folder = try installer.installed(item.productId)
             let problem: String?
             if !FileManager.default.fileExists(atPath: folder.path) {
                 problem = "the library folder is missing; downloading it again"
@@ -75,7 +75,7 @@ extension KioskClient {
                 continue
             }
             try installer.remove(download.productId)
-            try? FileManager.default.removeItem(at: home.downloads.appendingPathComponent("\(download.productId).partial"))
+            try? FileManager.default.removeItem(at: home.partialFile(download.productId))
             try database.forgetContent(download.productId)
         }
     }
@@ -97,8 +97,10 @@ extension KioskClient {
 
     /// Cancels a download and deletes its partial bytes; a process running it stops within a second.
     public func cancelDownload(_ productId: String) throws -> DownloadRecord {
+        let partial = try home.partialFile(productId)
+        // The bytes go first: on a full disk they are what frees the room the state change needs.
+        try? FileManager.default.removeItem(at: partial)
         let record = try database.cancelDownload(productId)
-        try? FileManager.default.removeItem(at: home.downloads.appendingPathComponent("\(productId).partial"))
         return record
     }
 

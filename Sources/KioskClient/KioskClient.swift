@@ -24,6 +24,8 @@ public final class KioskClient: Sendable {
         public var claimLease: TimeInterval = 15
         /// How often a running download reports progress and checks for a pause or cancel.
         public var progressPeriod: Duration = .milliseconds(500)
+        /// The largest catalog accepted (after decompression); every other answer is held to 4 MiB.
+        public var maxCatalogBytes = 64 << 20
         /// Test hook: called at the named points of a purchase, e.g. to kill the process there.
         public var crashPoint: (@Sendable (CrashPoint) -> Void)?
 
@@ -69,7 +71,7 @@ public final class KioskClient: Sendable {
 
     /// Syncs the catalog cache with the server and queues the issues a subscription covers.
     public func sync() async throws -> SyncReport {
-        var report = try await CatalogSync(database: database, http: http, server: server()).sync()
+        var report = try await catalogSync().sync()
         report.queued = try await subscriptionIssues().queueCoveredIssues()
         return report
     }
@@ -87,6 +89,10 @@ public final class KioskClient: Sendable {
     }
 
     var paymentQueue: PaymentQueue { PaymentQueue(client: self) }
+
+    func catalogSync() throws -> CatalogSync {
+        CatalogSync(database: database, http: http, server: try server(), maxBytes: configuration.maxCatalogBytes)
+    }
 
     func downloadQueue() throws -> DownloadQueue {
         DownloadQueue(database: database, home: home, server: try server(), configuration: configuration, owner: owner, logger: logger)

@@ -66,6 +66,12 @@ func reportingErrors(_ body: () async throws -> Void) async throws {
         try await body()
     } catch let error as ExitCode {
         throw error
+    } catch let error as CocoaError {
+        // Foundation's own description is a dump of its user info: say what and where instead.
+        let path = error.filePath ?? error.url?.path ?? "a file"
+        let reason = (error.underlying as? POSIXError).map { String(cString: strerror($0.code.rawValue)) } ?? error.localizedDescription
+        FileHandle.standardError.write(Data("kiosk: \(path): \(reason); check the path and its permissions, then try again\n".utf8))
+        throw ExitCode.failure
     } catch {
         FileHandle.standardError.write(Data("kiosk: \(error)\n".utf8))
         throw ExitCode.failure

@@ -28,6 +28,11 @@ struct ArchiveExtractorTests {
         #expect(top == ["hostile.archive", "outside", "staging"], sourceLocation: sourceLocation)
     }
 
+    static func expectStagingEmpty(_ root: TemporaryDirectory, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let left = try FileManager.default.contentsOfDirectory(atPath: root.path("staging").path)
+        #expect(left.isEmpty, "a refused archive left \(left) in the destination", sourceLocation: sourceLocation)
+    }
+
     @Test("a ../ path is refused, naming the entry", arguments: [HostileArchive.Format.tarGz, .zip])
     func dotDot(format: HostileArchive.Format) throws {
         let (error, root) = try Self.refusal([.file("chapter.md", "ok"), .file("../outside/evil.txt", "pwned")], format: format)
@@ -55,19 +60,55 @@ struct ArchiveExtractorTests {
         #expect(absolute == .linkEscapes(entry: "passwd", target: "/etc/passwd"))
     }
 
-    @Test("a write through an inside symlink to a folder is refused by libarchive's own guard")
+    @Test("a file written through a link the archive made is refused by name, even a link that points inside")
     func writeThroughSymlink() throws {
         let (error, root) = try Self.refusal([.directory("dir"), .symlink("alias", target: "dir"), .file("alias/file.txt", "through")])
-        #expect(error != nil)
-        #expect(error?.description.contains("alias/file.txt") == true)
+        #expect(error == .writesThroughLink(entry: "alias/file.txt", link: "alias"))
+        #expect(error?.isHostile == true)
+        #expect(error?.description == "archive entry \"alias/file.txt\" would be written through the link \"alias\" the archive made; the download was discarded")
         try Self.expectNothingOutside(root)
+        try Self.expectStagingEmpty(root)
+    }
+
+    @Test("a chain of links that reads as inside but resolves outside is refused, and nothing is left behind")
+    func linkChain() throws {
+        let (error, root) = try Self.refusal([
+            .directory("x"), .directory("x/y"), .file("x/y/page.md", "ok"),
+            .symlink("x/y/up", target: ".."), .symlink("t", target: "x/y/up/../.."),
+        ])
+        #expect(error == .linkEscapes(entry: "t", target: "x/y/up/../.."))
+        try Self.expectNothingOutside(root)
+        try Self.expectStagingEmpty(root)
+
+        let (loop, _) = try Self.refusal([.symlink("a", target: "b"), .symlink("b", target: "a/../.."), .symlink("c", target: "a/x")])
+        #expect(loop != nil && loop?.isHostile == true)
+    }
+
+    @Test("snyk-style zip-slip entries are refused by name in zip and tar, with / and \\", arguments: [HostileArchive.Format.tarGz, .zip])
+    func zipSlip(format: HostileArchive.Format) throws {
+        for name in ["../../evil.txt", "good/../../evil.txt", "..\\..\\evil.txt", "good\\..\\..\\evil.txt"] {
+            let (error, root) = try Self.refusal([.file("good/chapter.md", "ok"), .file(name, "pwned")], format: format)
+            // libarchive's zip reader reads `\` as the folder separator Windows tools write it as.
+            let reported = format == .zip ? name.replacingOccurrences(of: "\\", with: "/") : name
+            #expect(error == .escapesDestination(entry: reported), "\(name)")
+            try Self.expectNothingOutside(root)
+            try Self.expectStagingEmpty(root)
+        }
+    }
+
+    @Test("a hardlink through a link the archive made is refused by name")
+    func hardlinkThroughLink() throws {
+        let (error, root) = try Self.refusal([.directory("dir"), .file("dir/a.txt", "a"), .symlink("alias", target: "dir"), .hardlink("copy", target: "alias/a.txt")])
+        #expect(error == .writesThroughLink(entry: "copy", link: "alias"))
+        try Self.expectStagingEmpty(root)
     }
 
     @Test("a hardlink out is refused")
     func hardlinkOut() throws {
-        let (error, root) = try Self.refusal([.hardlink("copy", target: "../outside/secret")])
+        let (error, root) = try Self.refusal([.file("page.md", "ok"), .hardlink("copy", target: "../outside/secret")])
         #expect(error == .linkEscapes(entry: "copy", target: "../outside/secret"))
         try Self.expectNothingOutside(root)
+        try Self.expectStagingEmpty(root)
     }
 
     @Test("a device file and a FIFO are refused")

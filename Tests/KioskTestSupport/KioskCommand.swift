@@ -19,13 +19,49 @@ public enum KioskCommand {
     }
 
     /// Runs `kiosk arguments…` to the end, waiting on a thread of its own.
-    public static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Result {
-        try await offCooperativePool { try runBlocking(arguments, environment: environment) }
+    public static func run(_ arguments: [String], environment: [String: String] = [:], in folder: URL? = nil) async throws -> Result {
+        try await offCooperativePool { try runBlocking(arguments, environment: environment, in: folder) }
     }
 
-    static func runBlocking(_ arguments: [String], environment: [String: String]) throws -> Result {
+    /// Runs `kiosk arguments…` and also returns its peak resident memory in bytes, from wait4(2).
+    public static func runMeasured(_ arguments: [String], environment: [String: String] = [:], in folder: URL) async throws -> (Result, peakBytes: Int) {
+        try await offCooperativePool {
+            let out = folder.appendingPathComponent(".measured-\(UUID().uuidString.prefix(6)).out")
+            let err = folder.appendingPathComponent(".measured-\(UUID().uuidString.prefix(6)).err")
+            defer {
+                try? FileManager.default.removeItem(at: out)
+                try? FileManager.default.removeItem(at: err)
+            }
+            var actions = posix_spawn_file_actions_t()
+            posix_spawn_file_actions_init(&actions)
+            defer { posix_spawn_file_actions_destroy(&actions) }
+            posix_spawn_file_actions_addopen(&actions, 1, out.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            posix_spawn_file_actions_addopen(&actions, 2, err.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            let argv = [executable.path] + arguments
+            let env = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { "\($0.key)=\($0.value)" }
+            var cArgv = argv.map { strdup($0) } + [nil]
+            var cEnv = env.map { strdup($0) } + [nil]
+            defer { (cArgv + cEnv).forEach { free($0) } }
+            var pid: pid_t = 0
+            guard posix_spawn(&pid, executable.path, &actions, nil, &cArgv, &cEnv) == 0 else {
+                throw CocoaError(.executableLoad)
+            }
+            var status: Int32 = 0
+            var usage = rusage()
+            while wait4(pid, &status, 0, &usage) < 0, errno == EINTR {}
+            let killed = status & 0x7f != 0
+            let result = Result(
+                status: killed ? status & 0x7f : (status >> 8) & 0xff, killed: killed,
+                stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
+                stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
+            return (result, usage.ru_maxrss * 1024)
+        }
+    }
+
+    static func runBlocking(_ arguments: [String], environment: [String: String], in folder: URL? = nil) throws -> Result {
         let process = Process()
         process.executableURL = executable
+        if let folder { process.currentDirectoryURL = folder }
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let stdout = Pipe()

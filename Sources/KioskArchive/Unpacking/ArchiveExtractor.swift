@@ -22,8 +22,21 @@ public struct ArchiveExtractor: Sendable {
     }
 
     /// Unpacks `archive` into `destination`, which must be an empty folder.
-    /// - Throws: ``UnpackError``; the caller removes the destination.
+    /// - Throws: ``UnpackError``; whatever was written is removed, so the destination is left empty.
     public func extract(_ archive: URL, into destination: URL) throws -> Summary {
+        // Emptied on failure, so it must hold nothing of anyone else's.
+        guard (try? FileManager.default.contentsOfDirectory(atPath: destination.path))?.isEmpty == true else {
+            throw UnpackError.destinationNotEmpty(path: destination.path)
+        }
+        do {
+            return try extractEntries(archive, into: destination)
+        } catch {
+            Self.empty(destination)
+            throw error
+        }
+    }
+
+    private func extractEntries(_ archive: URL, into destination: URL) throws -> Summary {
         let archiveSize = (try? FileManager.default.attributesOfItem(atPath: archive.path)[.size] as? Int64) ?? 0
         let maxTotal = limits.maxTotalBytes(archiveSize: archiveSize)
         let reader = try ArchiveHandle.reader(path: archive.path)
@@ -32,6 +45,7 @@ public struct ArchiveExtractor: Sendable {
         let root = destination.resolvingSymlinksInPath().standardizedFileURL.path
 
         var summary = Summary(entries: 0, bytes: 0)
+        var links = ExtractedLinks()
         while true {
             var entryPointer: OpaquePointer?
             let status = archive_read_next_header(reader.handle, &entryPointer)
@@ -49,11 +63,14 @@ public struct ArchiveExtractor: Sendable {
                 continue
             }
             let relative = try Self.checkedRelativePath(name)
-            try checkType(entry, name: name, relative: relative)
+            try checkType(entry, name: name, relative: relative, links: links)
             try rewrite(entry, relative: relative, root: root)
 
             guard archive_write_header(writer.handle, entry) >= ARCHIVE_WARN else {
-                throw UnpackError.disk(entry: name, message: writer.message)
+                throw writer.diskError(entry: name)
+            }
+            if UInt32(archive_entry_filetype(entry)) == kiosk_ae_iflnk {
+                links.add(relative, target: (archive_entry_symlink_utf8(entry) ?? archive_entry_symlink(entry)).map { String(cString: $0) } ?? "")
             }
             var entryBytes: Int64 = 0
             if archive_entry_size_is_set(entry) != 0, archive_entry_size(entry) > limits.maxEntryBytes {
@@ -70,18 +87,26 @@ public struct ArchiveExtractor: Sendable {
                 guard entryBytes <= limits.maxEntryBytes else { throw UnpackError.entryTooLarge(entry: name, limit: limits.maxEntryBytes) }
                 guard summary.bytes + entryBytes <= maxTotal else { throw UnpackError.totalTooLarge(limit: maxTotal) }
                 guard archive_write_data_block(writer.handle, block, size, offset) >= ARCHIVE_WARN else {
-                    throw UnpackError.disk(entry: name, message: writer.message)
+                    throw writer.diskError(entry: name)
                 }
             }
             summary.bytes += entryBytes
             guard archive_write_finish_entry(writer.handle) >= ARCHIVE_WARN else {
-                throw UnpackError.disk(entry: name, message: writer.message)
+                throw writer.diskError(entry: name)
             }
         }
         guard archive_write_close(writer.handle) >= ARCHIVE_WARN else {
-            throw UnpackError.disk(entry: nil, message: writer.message)
+            throw writer.diskError(entry: nil)
         }
         return summary
+    }
+
+    /// Removes everything inside `folder`, leaving the folder itself.
+    static func empty(_ folder: URL) {
+        let fileManager = FileManager.default
+        for name in (try? fileManager.contentsOfDirectory(atPath: folder.path)) ?? [] {
+            try? fileManager.removeItem(at: folder.appendingPathComponent(name))
+        }
     }
 
     // MARK: Checks
@@ -109,11 +134,19 @@ public struct ArchiveExtractor: Sendable {
         return components
     }
 
-    private func checkType(_ entry: OpaquePointer, name: String, relative: [String]) throws {
+    private func checkType(_ entry: OpaquePointer, name: String, relative: [String], links: ExtractedLinks) throws {
+        // Nothing is written through a link the archive made, even one that points inside: the
+        // link could be swapped, and the same bytes would land at two paths.
+        if let link = links.linkOnPath(to: relative) {
+            throw UnpackError.writesThroughLink(entry: name, link: link)
+        }
         if let hardlink = archive_entry_hardlink_utf8(entry) ?? archive_entry_hardlink(entry) {
             let target = String(cString: hardlink)
-            guard (try? Self.checkedRelativePath(target)) != nil else {
+            guard let targetPath = try? Self.checkedRelativePath(target) else {
                 throw UnpackError.linkEscapes(entry: name, target: target)
+            }
+            if let link = links.linkOnPath(to: targetPath) ?? (links.contains(targetPath) ? targetPath.joined(separator: "/") : nil) {
+                throw UnpackError.writesThroughLink(entry: name, link: link)
             }
             return
         }
@@ -122,7 +155,7 @@ public struct ArchiveExtractor: Sendable {
             return
         case kiosk_ae_iflnk:
             let target = (archive_entry_symlink_utf8(entry) ?? archive_entry_symlink(entry)).map { String(cString: $0) } ?? ""
-            guard Self.symlink(at: relative, target: target) else {
+            guard links.resolvesInside(linkAt: relative, target: target) else {
                 throw UnpackError.linkEscapes(entry: name, target: target)
             }
         case kiosk_ae_ifchr: throw UnpackError.forbiddenType(entry: name, type: "character device")
@@ -131,22 +164,6 @@ public struct ArchiveExtractor: Sendable {
         case kiosk_ae_ifsock: throw UnpackError.forbiddenType(entry: name, type: "socket")
         default: throw UnpackError.forbiddenType(entry: name, type: "special file")
         }
-    }
-
-    /// True when a symlink at `path` pointing to `target` resolves inside the destination.
-    static func symlink(at path: [String], target: String) -> Bool {
-        guard !target.isEmpty, !target.hasPrefix("/") else { return false }
-        var resolved = Array(path.dropLast())
-        for component in target.split(separator: "/") {
-            switch component {
-            case ".": continue
-            case "..":
-                guard !resolved.isEmpty else { return false }
-                resolved.removeLast()
-            default: resolved.append(String(component))
-            }
-        }
-        return !resolved.isEmpty
     }
 
     /// Points the entry (and its hardlink) into the destination and masks its permissions.
@@ -181,6 +198,13 @@ final class ArchiveHandle {
 
     var message: String {
         archive_error_string(handle).map { String(cString: $0) } ?? "unknown libarchive error"
+    }
+
+    /// A failed write, told apart: a full disk (or quota) is something the reader can fix.
+    func diskError(entry: String?) -> UnpackError {
+        let code = archive_errno(handle)
+        if code == ENOSPC || code == EDQUOT { return .noSpace(entry: entry) }
+        return .disk(entry: entry, message: message)
     }
 
     /// A reader for the allow-listed formats: zip, and tar with gzip, xz, zstd or bzip2.

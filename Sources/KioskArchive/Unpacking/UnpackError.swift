@@ -3,6 +3,12 @@ public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
     case unsupportedFormat(String)
     case escapesDestination(entry: String)
     case linkEscapes(entry: String, target: String)
+    /// The entry would be written through a link the archive itself made.
+    case writesThroughLink(entry: String, link: String)
+    /// The disk (or the user's quota) is full.
+    case noSpace(entry: String?)
+    /// Unpacking needs an empty folder (it is emptied again if the archive is refused).
+    case destinationNotEmpty(path: String)
     case forbiddenType(entry: String, type: String)
     case tooManyEntries(limit: Int)
     case entryTooLarge(entry: String, limit: Int64)
@@ -18,6 +24,12 @@ public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
             return "archive entry \"\(entry)\" escapes the destination; the download was discarded"
         case .linkEscapes(let entry, let target):
             return "archive entry \"\(entry)\" links to \"\(target)\", outside the destination; the download was discarded"
+        case .writesThroughLink(let entry, let link):
+            return "archive entry \"\(entry)\" would be written through the link \"\(link)\" the archive made; the download was discarded"
+        case .destinationNotEmpty(let path):
+            return "\(path) is not empty (or cannot be read); unpack into a new or empty folder"
+        case .noSpace(let entry):
+            return "the disk is full while unpacking\(entry.map { " \"\($0)\"" } ?? ""); free some space, then run kiosk resume"
         case .forbiddenType(let entry, let type):
             return "archive entry \"\(entry)\" is a \(type), which a book may not contain; the download was discarded"
         case .tooManyEntries(let limit):
@@ -29,14 +41,14 @@ public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
         case .corrupt(let entry, let message):
             return "the archive is damaged\(entry.map { " at entry \"\($0)\"" } ?? "") (\(message)); it will be downloaded again"
         case .disk(let entry, let message):
-            return "cannot write \(entry.map { "\"\($0)\"" } ?? "the content") to disk (\(message)); free some space and run kiosk resume"
+            return "cannot write \(entry.map { "\"\($0)\"" } ?? "the content") to disk (\(message)); run kiosk resume to try again"
         }
     }
 
     /// True when the archive itself is hostile or broken beyond a new download.
     public var isHostile: Bool {
         switch self {
-        case .corrupt, .disk: return false
+        case .corrupt, .disk, .noSpace, .destinationNotEmpty: return false
         default: return true
         }
     }

@@ -26,6 +26,8 @@ struct CatalogSync {
     let database: ClientDatabase
     let http: HTTPClient
     let server: String
+    /// The largest catalog accepted, after decompression.
+    var maxBytes = 64 << 20
 
     /// Fetches the catalog (conditionally after the first time) and replaces the cache in one transaction.
     func sync() async throws -> SyncReport {
@@ -36,7 +38,9 @@ struct CatalogSync {
 
         let response: HTTPResponse
         do {
-            response = try await http.send(HTTPRequest(url: url, headers: headers))
+            response = try await http.send(HTTPRequest(url: url, headers: headers, maxResponseBytes: maxBytes))
+        } catch let error as TransferError where error.kind == .tooLarge {
+            throw ClientError.badResponse(url: url, detail: "\(error.message); the catalog was refused and the local one kept")
         } catch let error as TransferError {
             throw ClientError.serverUnreachable(url: url, detail: error.message)
         }
@@ -52,6 +56,9 @@ struct CatalogSync {
             document = try JSONDecoder.kiosk.decode(CatalogDocument.self, from: response.body)
         } catch {
             throw ClientError.badResponse(url: url, detail: "\(error)")
+        }
+        if let bad = document.products.first(where: { !ProductID.isValid($0.id) }) {
+            throw ClientError.unsafeProductID(bad.id, source: "the catalog from \(url)")
         }
         return try database.replaceCatalog(with: document.products, etag: response.headers["etag"], syncedAt: Date())
     }

@@ -41,8 +41,8 @@ struct DownloadQueue {
 
     var installer: LibraryInstaller { LibraryInstaller(library: home.library) }
 
-    func partialFile(_ productId: String) -> URL {
-        home.downloads.appendingPathComponent("\(productId).partial")
+    func partialFile(_ productId: String) throws -> URL {
+        try home.partialFile(productId)
     }
 
     /// Runs every due download (or only those of `only`) until none is due.
@@ -74,9 +74,13 @@ struct DownloadQueue {
                 continue
             }
             rounds += 1
+            let (startable, short) = try checkSpace(due)
+            for (record, message) in short {
+                try scheduleRetry(record, retryAfter: nil, error: message, report: &report)
+            }
             let received = ReceivedBytes()
             let outcomes = await Downloader(concurrency: configuration.concurrency, progressPeriod: configuration.progressPeriod)
-                .run(due.map(request(for:))) { [database, owner] update in
+                .run(try startable.map(request(for:))) { [database, owner] update in
                     received.note(update)
                     database.events.publish(.progress(update))
                     progress(update)
@@ -84,7 +88,7 @@ struct DownloadQueue {
                     return (try? database.recordProgress(update.key, owner: owner, bytesOnDisk: update.bytesOnDisk, etag: update.etag)) ?? true
                 }
             report.bytesReceived += received.total
-            for record in due {
+            for record in startable {
                 let outcome = outcomes[record.productId] ?? .transport(kind: .failed, message: "the download did not run")
                 do {
                     try await handle(outcome, for: record, report: &report)
@@ -100,12 +104,32 @@ struct DownloadQueue {
         return report
     }
 
-    private func request(for record: DownloadRecord) -> DownloadRequest {
+    /// Splits claimed downloads into those the disk has room for and those it has not (with the
+    /// message saying how much is needed and where), so none starts that cannot finish.
+    private func checkSpace(_ due: [DownloadRecord]) throws -> (startable: [DownloadRecord], short: [(DownloadRecord, String)]) {
+        guard var available = DiskSpace.available(at: home.downloads) else { return (due, []) }
+        var startable: [DownloadRecord] = []
+        var short: [(DownloadRecord, String)] = []
+        for record in due {
+            let partial = try partialFile(record.productId)
+            let onDisk = (try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int64) ?? 0
+            let needed = max(0, record.size - onDisk)
+            if needed > available {
+                short.append((record, DiskSpace.shortfall(needed: needed, available: available, at: home.downloads, for: "the download of \(record.productId)")))
+            } else {
+                available -= needed
+                startable.append(record)
+            }
+        }
+        return (startable, short)
+    }
+
+    private func request(for record: DownloadRecord) throws -> DownloadRequest {
         let id = record.productId.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? record.productId
         var request = DownloadRequest(
             key: record.productId, url: "\(server)/v1/content/\(id)",
             headers: [("Authorization", "Receipt \(record.receipt)")],
-            partialFile: partialFile(record.productId), etag: record.partialETag)
+            partialFile: try partialFile(record.productId), etag: record.partialETag)
         request.lowSpeedTime = configuration.stallSeconds
         request.maxReceiveSpeed = configuration.maxReceiveSpeed
         return request
@@ -131,8 +155,13 @@ struct DownloadQueue {
             case .unreachable, .timedOut, .interrupted, .aborted:
                 try scheduleRetry(record, retryAfter: nil, error: message, report: &report)
             case .localWrite:
-                try scheduleRetry(record, retryAfter: nil, error: "\(message); free some disk space, then run kiosk resume", report: &report)
-            case .failed:
+                let partial = try partialFile(id)
+                let onDisk = (try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int64) ?? 0
+                let needed = max(0, record.size - onDisk)
+                let available = DiskSpace.available(at: home.downloads) ?? 0
+                try scheduleRetry(record, retryAfter: nil, error: "\(message); " + DiskSpace.shortfall(
+                    needed: needed, available: available, at: home.downloads, for: "the rest of the download"), report: &report)
+            case .failed, .tooLarge:
                 try fail(record, message, report: &report)
             }
         case .stopped:
@@ -154,7 +183,7 @@ struct DownloadQueue {
     private func noteStoppedElsewhere(_ record: DownloadRecord, report: inout DownloadRunReport) throws {
         switch try database.download(record.productId)?.state {
         case .cancelled?:
-            try? FileManager.default.removeItem(at: partialFile(record.productId))
+            try? FileManager.default.removeItem(at: try partialFile(record.productId))
             report.cancelled.append(record.productId)
         case .paused?:
             report.paused.append(record.productId)
@@ -166,7 +195,7 @@ struct DownloadQueue {
     private func verifyAndInstall(_ record: DownloadRecord, size: Int64, sha256: String, report: inout DownloadRunReport) throws {
         let id = record.productId
         try move(id, from: [.downloading], to: .verifying, [Column("bytesDone").set(to: size)])
-        let partial = partialFile(id)
+        let partial = try partialFile(id)
         let onDisk = (try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int64) ?? -1
         guard size == record.size, onDisk == record.size, sha256 == record.sha256 else {
             try? FileManager.default.removeItem(at: partial)
@@ -181,10 +210,21 @@ struct DownloadQueue {
             }
             return
         }
+        // Unpacked content takes at least as much room as the archive: check before writing any.
+        if let available = DiskSpace.available(at: home.library), available < record.size {
+            try scheduleRetry(record, retryAfter: nil, error: DiskSpace.shortfall(
+                needed: record.size, available: available, at: home.library, for: "unpacking \(id)"), report: &report, from: .verifying)
+            return
+        }
         try move(id, from: [.verifying], to: .unpacking, [])
         let installed: (folder: URL, treeDigest: String)
         do {
             installed = try installer.install(partial, as: id)
+        } catch UnpackError.noSpace(let entry) {
+            let available = DiskSpace.available(at: home.library) ?? 0
+            try scheduleRetry(record, retryAfter: nil, error: "the disk filled while unpacking\(entry.map { " \"\($0)\"" } ?? ""); " + DiskSpace.shortfall(
+                needed: record.size, available: available, at: home.library, for: "unpacking \(id)"), report: &report, from: .unpacking)
+            return
         } catch let error as UnpackError where !error.isHostile {
             try scheduleRetry(record, retryAfter: nil, error: error.description, report: &report, from: .unpacking)
             return

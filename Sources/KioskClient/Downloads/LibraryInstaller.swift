@@ -13,17 +13,23 @@ struct LibraryInstaller {
     let library: URL
     var limits = ExtractionLimits()
 
-    func staging(_ productId: String) -> URL { library.appendingPathComponent(".staging-\(productId)", isDirectory: true) }
-    func old(_ productId: String) -> URL { library.appendingPathComponent(".old-\(productId)", isDirectory: true) }
-    func installed(_ productId: String) -> URL { library.appendingPathComponent(productId, isDirectory: true) }
+    func staging(_ productId: String) throws -> URL { try folder(".staging-", productId) }
+    func old(_ productId: String) throws -> URL { try folder(".old-", productId) }
+    func installed(_ productId: String) throws -> URL { try folder("", productId) }
+
+    /// Paths are built only from IDs that pass ``ProductID``'s rule: one file name, never `/` or `..`.
+    private func folder(_ prefix: String, _ productId: String) throws -> URL {
+        guard ProductID.isValid(productId) else { throw ClientError.unsafeProductID(productId, source: "the library") }
+        return library.appendingPathComponent(prefix + productId, isDirectory: true)
+    }
 
     /// Installs `archive` as `productId` and returns the installed folder and its tree digest.
     /// - Throws: ``UnpackError``; the staging folder is removed and the library is unchanged.
     func install(_ archive: URL, as productId: String) throws -> (folder: URL, treeDigest: String) {
         let fileManager = FileManager.default
         try fileManager.createDirectory(at: library, withIntermediateDirectories: true)
-        recoverInterruptedSwap(productId)
-        let staging = staging(productId)
+        try recoverInterruptedSwap(productId)
+        let staging = try staging(productId)
         try fileManager.createDirectory(at: staging, withIntermediateDirectories: false)
         do {
             _ = try ArchiveExtractor(limits: limits).extract(archive, into: staging)
@@ -32,9 +38,9 @@ struct LibraryInstaller {
             throw error
         }
         let digest = try Self.treeDigest(of: staging)
-        let destination = installed(productId)
+        let destination = try installed(productId)
         if fileManager.fileExists(atPath: destination.path) {
-            let old = old(productId)
+            let old = try old(productId)
             try rename(destination, to: old)
             try rename(staging, to: destination)
             try? fileManager.removeItem(at: old)
@@ -47,25 +53,26 @@ struct LibraryInstaller {
     /// Takes a product out of the library (its purchase was revoked).
     func remove(_ productId: String) throws {
         let fileManager = FileManager.default
-        recoverInterruptedSwap(productId)
-        let destination = installed(productId)
+        try recoverInterruptedSwap(productId)
+        let destination = try installed(productId)
         guard fileManager.fileExists(atPath: destination.path) else { return }
         // Renamed first, so the library never shows a half-deleted book.
-        let old = old(productId)
+        let old = try old(productId)
         try rename(destination, to: old)
         try fileManager.removeItem(at: old)
     }
 
     /// Puts back an old version whose replacement was interrupted, and clears a stale staging folder.
-    func recoverInterruptedSwap(_ productId: String) {
+    func recoverInterruptedSwap(_ productId: String) throws {
         let fileManager = FileManager.default
         try? fileManager.removeItem(at: staging(productId))
-        let old = old(productId)
+        let old = try old(productId)
+        let installed = try installed(productId)
         guard fileManager.fileExists(atPath: old.path) else { return }
-        if fileManager.fileExists(atPath: installed(productId).path) {
+        if fileManager.fileExists(atPath: installed.path) {
             try? fileManager.removeItem(at: old)
         } else {
-            try? rename(old, to: installed(productId))
+            try? rename(old, to: installed)
         }
     }
 

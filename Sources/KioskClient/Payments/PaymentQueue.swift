@@ -322,6 +322,10 @@ struct PaymentQueue {
             guard let receipt = transaction.signedTransaction else { continue }
             let claims = try await receipts.verify(receipt, accountId: accountId, fetchKeys: { try await api.jwks() })
             guard claims.kind != .consumable else { continue }
+            guard ProductID.isValid(claims.productId) else {
+                client.logger.warning("a restored transaction was refused", metadata: ["error": "\(ClientError.unsafeProductID(claims.productId, source: "transaction \(claims.transactionId)"))"])
+                continue
+            }
             if claims.kind == .nonConsumable, try database.owningPayment(productId: claims.productId) != nil { continue }
             guard let record = try database.recordRestored(claims, receipt: receipt), let id = record.id else { continue }
             do {
@@ -384,7 +388,7 @@ struct PaymentQueue {
 
     /// Syncs the catalog (restore or replay may run before the first sync).
     private func catalogForDelivery() async throws -> SyncReport {
-        try await CatalogSync(database: database, http: client.http, server: client.server()).sync()
+        try await client.catalogSync().sync()
     }
 
     /// Runs a transition; when another process already moved the row on (both replayed the same

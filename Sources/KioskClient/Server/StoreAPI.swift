@@ -74,6 +74,8 @@ struct StoreAPI: Sendable {
         let response: HTTPResponse
         do {
             response = try await http.send(HTTPRequest(method: method, url: url, headers: headers, body: body))
+        } catch let error as TransferError where error.kind == .tooLarge {
+            throw ClientError.badResponse(url: url, detail: "\(error.message); refused")
         } catch let error as TransferError {
             throw ClientError.serverUnreachable(url: url, detail: error.message)
         }

@@ -41,6 +41,7 @@ extension ClientDatabase {
     /// - Returns: true when the download was queued.
     @discardableResult
     func enqueueDownload(productId: String, content: ContentDescriptor, receipt: String, transactionId: String?) throws -> Bool {
+        guard ProductID.isValid(productId) else { throw ClientError.unsafeProductID(productId, source: "a download") }
         let now = Date()
         let record = try write { db -> DownloadRecord? in
             if var existing = try DownloadRecord.fetchOne(db, key: productId) {

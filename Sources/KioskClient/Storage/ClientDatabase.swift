@@ -14,7 +14,12 @@ final class ClientDatabase: Sendable {
     let path: String
     let events = EventHub()
 
+    /// A small file kept beside the database and given up when the disk is full, so that the
+    /// state changes that free space (cancel) or stop work (pause) can still be committed.
+    private let reserve: URL
+
     /// Opens (or creates) the database at `url` and migrates it to the current schema.
+    /// - Throws: ``ClientError/local(path:problem:action:)`` naming the file and what to do.
     init(url: URL) throws {
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
@@ -23,17 +28,73 @@ final class ClientDatabase: Sendable {
             try db.execute(sql: "PRAGMA synchronous = FULL")
         }
         path = url.path
-        writer = try DatabasePool(path: url.path, configuration: configuration)
-        try Self.migrator.migrate(writer)
+        reserve = url.deletingLastPathComponent().appendingPathComponent(".kiosk-reserve")
+        do {
+            writer = try DatabasePool(path: url.path, configuration: configuration)
+            try Self.migrator.migrate(writer)
+        } catch let error as DatabaseError {
+            throw Self.explain(error, path: url.path)
+        }
+        Self.keepReserve(at: reserve)
     }
 
-    /// Runs `body` in one write transaction. Private to the owner's extensions.
+    /// Runs `body` in one write transaction. Only the owner's extensions call it.
     func write<T>(_ body: (Database) throws -> T) throws -> T {
-        try writer.write(body)
+        do {
+            return try writer.write(body)
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_FULL && FileManager.default.fileExists(atPath: reserve.path) {
+            // The disk is full: give up the reserve and commit this change in the room it leaves.
+            try? FileManager.default.removeItem(at: reserve)
+            do {
+                return try writer.write(body)
+            } catch let error as DatabaseError {
+                throw Self.explain(error, path: path)
+            }
+        } catch let error as DatabaseError {
+            throw Self.explain(error, path: path)
+        }
     }
 
     func read<T>(_ body: (Database) throws -> T) throws -> T {
-        try writer.read(body)
+        do {
+            return try writer.read(body)
+        } catch let error as DatabaseError {
+            throw Self.explain(error, path: path)
+        }
+    }
+
+    /// SQLite's error as one line a person can act on, naming the file.
+    static func explain(_ error: DatabaseError, path: String) -> ClientError {
+        switch error.resultCode {
+        case .SQLITE_FULL:
+            return .local(path: path, problem: "the disk is full", action: "free some space, then run the command again; nothing was lost")
+        case .SQLITE_CORRUPT, .SQLITE_NOTADB:
+            return .local(path: path, problem: "is damaged (\(error.message ?? "not a database"))",
+                          action: "move it aside (mv \(path) \(path).damaged) and run kiosk restore to bring back every purchase from the store")
+        case .SQLITE_READONLY, .SQLITE_CANTOPEN, .SQLITE_PERM, .SQLITE_AUTH:
+            return .local(path: path, problem: "cannot be opened for writing (\(error.message ?? "read-only"))",
+                          action: "make its folder writable, or choose another with --home or KIOSK_HOME")
+        case .SQLITE_BUSY, .SQLITE_LOCKED:
+            return .local(path: path, problem: "is busy in another kiosk process", action: "try again in a moment")
+        case .SQLITE_IOERR:
+            return .local(path: path, problem: "cannot be read or written (\(error.message ?? "I/O error"))",
+                          action: "check the disk has free space and is writable, then run the command again")
+        default:
+            return .local(path: path, problem: "SQLite error \(error.resultCode.rawValue) (\(error.message ?? "unknown"))", action: "run the command again; if it persists, report it")
+        }
+    }
+
+    /// Creates the reserve when it is missing and there is room for it.
+    private static func keepReserve(at url: URL) {
+        let size = 2 << 20
+        guard !FileManager.default.fileExists(atPath: url.path),
+              let available = DiskSpace.available(at: url.deletingLastPathComponent()), available > Int64(size) * 8 else { return }
+        let descriptor = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return }
+        defer { close(descriptor) }
+        if posix_fallocate(descriptor, 0, off_t(size)) != 0 {
+            unlink(url.path)
+        }
     }
 
     static var migrator: DatabaseMigrator {
@@ -178,22 +239,22 @@ extension ClientDatabase {
     /// Replaces the catalog cache with `products` and remembers the ETag, in one transaction.
     func replaceCatalog(with products: [Product], etag: String?, syncedAt: Date) throws -> SyncReport {
         try write { db in
-            var old: [String: Data] = [:]
-            for row in try CachedProduct.fetchAll(db) { old[row.id] = row.json }
+            // Compared row by row rather than by loading the old cache whole: one catalog in
+            // memory at a time, however large.
             var report = SyncReport()
             let encoder = JSONEncoder.kiosk
             var seen = Set<String>()
             for product in products {
                 seen.insert(product.id)
                 let json = try encoder.encode(product)
-                switch old[product.id] {
+                switch try Data.fetchOne(db, sql: "SELECT json FROM product WHERE id = ?", arguments: [product.id]) {
                 case nil: report.added.append(product.id)
                 case json?: continue
                 default: report.changed.append(product.id)
                 }
                 try CachedProduct(id: product.id, kind: product.kind.rawValue, title: product.title, json: json).save(db)
             }
-            report.removed = old.keys.filter { !seen.contains($0) }.sorted()
+            report.removed = try String.fetchAll(db, sql: "SELECT id FROM product ORDER BY id").filter { !seen.contains($0) }
             for id in report.removed {
                 _ = try CachedProduct.deleteOne(db, key: id)
             }

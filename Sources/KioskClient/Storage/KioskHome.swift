@@ -1,4 +1,5 @@
 import Foundation
+import KioskCore
 
 /// The client's state folder: the database, partial downloads and the library.
 public struct KioskHome: Sendable, Equatable {
@@ -20,13 +21,33 @@ public struct KioskHome: Sendable, Equatable {
     }
 
     public var database: URL { root.appendingPathComponent("kiosk.sqlite") }
+
+    /// Where the bytes of `productId`'s download collect. Paths are built only from valid IDs.
+    /// - Throws: ``ClientError/unsafeProductID(_:source:)``.
+    func partialFile(_ productId: String) throws -> URL {
+        guard ProductID.isValid(productId) else { throw ClientError.unsafeProductID(productId, source: "the download queue") }
+        return downloads.appendingPathComponent("\(productId).partial")
+    }
     public var downloads: URL { root.appendingPathComponent("downloads", isDirectory: true) }
     public var library: URL { root.appendingPathComponent("Library", isDirectory: true) }
 
     /// Creates the folders that do not exist yet.
+    /// - Throws: ``ClientError/local(path:problem:action:)`` naming the folder that cannot be made.
     public func prepare() throws {
         for folder in [root, downloads, library] {
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            var isFolder: ObjCBool = false
+            if FileManager.default.fileExists(atPath: folder.path, isDirectory: &isFolder), isFolder.boolValue { continue }
+            guard mkdir(folder.path, 0o755) == 0 || errno == EEXIST else {
+                let problem = String(cString: strerror(errno))
+                if folder == root, errno == ENOENT {
+                    do {
+                        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+                        continue
+                    } catch {}
+                }
+                throw ClientError.local(path: folder.path, problem: "cannot be created (\(problem))",
+                                        action: "choose a writable folder with --home or KIOSK_HOME")
+            }
         }
     }
 }

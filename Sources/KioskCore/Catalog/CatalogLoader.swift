@@ -77,8 +77,8 @@ public struct CatalogLoader: Sendable {
         var reader = reader
         let id = try reader.string("id")
         reader.productID = id
-        guard id.range(of: #"^[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*){2,}$"#, options: .regularExpression) != nil else {
-            throw reader.error(.badID, "id", "\"\(id)\" is not a reverse-DNS product ID like com.example.books.title")
+        guard ProductID.isValid(id) else {
+            throw reader.error(.badID, "id", ProductID.problem(id))
         }
         let kindName = try reader.string("kind")
         guard let kind = ProductKind(rawValue: kindName) else {

@@ -9,13 +9,17 @@ public struct HTTPRequest: Sendable {
     public var body: Data?
     /// Seconds for the whole exchange.
     public var timeout: Int
+    /// The most body bytes accepted, counted after decompression, so a small gzip bomb is cut
+    /// off as soon as it unpacks past the limit.
+    public var maxResponseBytes: Int
 
-    public init(method: String = "GET", url: String, headers: [(name: String, value: String)] = [], body: Data? = nil, timeout: Int = 60) {
+    public init(method: String = "GET", url: String, headers: [(name: String, value: String)] = [], body: Data? = nil, timeout: Int = 60, maxResponseBytes: Int = 4 << 20) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
         self.timeout = timeout
+        self.maxResponseBytes = maxResponseBytes
     }
 }
 
@@ -48,7 +52,7 @@ public struct HTTPClient: Sendable {
 
     static func perform(_ request: HTTPRequest) throws -> HTTPResponse {
         let easy = try CurlEasy(url: request.url)
-        let sink = ResponseSink()
+        let sink = ResponseSink(limit: request.maxResponseBytes)
         let sinkPointer = Unmanaged.passUnretained(sink).toOpaque()
         try easy.set(CURLOPT_WRITEFUNCTION, callback: ResponseSink.onBody)
         try easy.set(CURLOPT_WRITEDATA, pointer: sinkPointer)
@@ -58,6 +62,8 @@ public struct HTTPClient: Sendable {
         try easy.set(CURLOPT_ACCEPT_ENCODING, "")
         try easy.set(CURLOPT_CONNECTTIMEOUT, 10)
         try easy.set(CURLOPT_TIMEOUT, request.timeout)
+        // Refused before the body when the server declares a larger size.
+        try easy.set(CURLOPT_MAXFILESIZE_LARGE, offset: Int64(request.maxResponseBytes))
         switch request.method {
         case "GET": break
         case "HEAD": try easy.set(CURLOPT_NOBODY, 1)
@@ -80,7 +86,11 @@ public struct HTTPClient: Sendable {
         }
         headers.append((name: "Expect", value: ""))
         try easy.setHeaders(headers)
-        try easy.perform()
+        do {
+            try easy.perform()
+        } catch let error as TransferError where sink.overflowed || error.message.contains("Maximum file size exceeded") {
+            throw TransferError(url: request.url, kind: .tooLarge, message: "the answer is larger than \(request.maxResponseBytes >> 20) MiB")
+        }
         return HTTPResponse(status: easy.info(CURLINFO_RESPONSE_CODE), headers: sink.headers, body: sink.body)
     }
 }
@@ -89,10 +99,21 @@ public struct HTTPClient: Sendable {
 final class ResponseSink {
     var headers: [String: String] = [:]
     var body = Data()
+    let limit: Int
+    private(set) var overflowed = false
+
+    init(limit: Int) {
+        self.limit = limit
+    }
 
     static let onBody: kiosk_curl_data_callback = { buffer, size, count, userdata in
         guard let buffer, let userdata else { return 0 }
         let sink = Unmanaged<ResponseSink>.fromOpaque(userdata).takeUnretainedValue()
+        guard sink.body.count + size * count <= sink.limit else {
+            // Returning short makes libcurl stop the transfer with a write error.
+            sink.overflowed = true
+            return 0
+        }
         sink.body.append(UnsafeRawPointer(buffer).assumingMemoryBound(to: UInt8.self), count: size * count)
         return size * count
     }

@@ -13,6 +13,8 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
         case localWrite
         /// The transfer was stopped on purpose.
         case aborted
+        /// The answer was larger than the caller accepts.
+        case tooLarge
         /// Anything else libcurl reports.
         case failed
 
@@ -48,7 +50,7 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
     public var isTransient: Bool {
         switch kind {
         case .unreachable, .timedOut, .interrupted: return true
-        case .localWrite, .aborted, .failed: return false
+        case .localWrite, .aborted, .failed, .tooLarge: return false
         }
     }
 

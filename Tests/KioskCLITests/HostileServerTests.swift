@@ -1,0 +1,138 @@
+import Foundation
+import KioskTestSupport
+import Testing
+
+/// A store that lies: names that are paths, bodies that never end, gzip bombs. The client refuses
+/// each with one line, stays small, and writes nothing outside its home.
+@Suite("A hostile server against the client")
+struct HostileServerTests {
+    /// `fence/` holds only `home/` (and `work/`); anything else appearing in it escaped.
+    struct Fence {
+        let directory: TemporaryDirectory
+        var fence: URL { directory.path("fence") }
+        var home: URL { fence.appendingPathComponent("home") }
+        var work: URL { fence.appendingPathComponent("work") }
+
+        init() throws {
+            directory = try TemporaryDirectory()
+            try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        }
+
+        /// Every path under the fence, outside `home/` and `work/`.
+        func escaped() throws -> [String] {
+            let top = try FileManager.default.contentsOfDirectory(atPath: fence.path)
+            let outsideFence = try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter { $0 != "fence" }
+            return top.filter { $0 != "home" && $0 != "work" } + outsideFence
+        }
+    }
+
+    static func product(_ id: String) -> String {
+        let escaped = id.replacingOccurrences(of: "\0", with: "\\u0000")
+        return #"{"products": [{"id": "\#(escaped)", "kind": "nonConsumable", "title": "x", "summary": "x", "price": {"amount": "1.00", "currency": "USD"}, "content": {"format": "zip", "size": 10, "sha256": "\#(String(repeating: "0", count: 64))", "version": "v1"}}]}"#
+    }
+
+    @Test("product IDs that are paths, absolute, slashed, with NUL or 300 characters: the catalog is refused in one line, nothing outside the home",
+          arguments: ["../../x", "/etc/passwd", "com.evil/../../x", "com.evil.a\0b", "com.evil." + String(repeating: "a", count: 291)])
+    func badProductIDs(id: String) async throws {
+        let fence = try Fence()
+        try await HostileServer.run { server, url in
+            server.catalog = .json(Self.product(id))
+            let (result, peak) = try await KioskCommand.runMeasured(["sync", "--server", url], environment: ["KIOSK_HOME": fence.home.path], in: fence.work)
+            #expect(result.status == 1)
+            let lines = result.stderr.split(separator: "\n")
+            #expect(lines.count == 1 && lines.first?.contains("is not a reverse-DNS product ID") == true && lines.first?.contains("refused") == true, "\(result.stderr)")
+            #expect(!result.stderr.contains("\0"))
+            #expect(peak < 256 << 20)
+            #expect(try fence.escaped().isEmpty)
+            let products = try await KioskCommand.run(["products", "--json"], environment: ["KIOSK_HOME": fence.home.path])
+            #expect(!products.stdout.contains("evil") && !products.stdout.contains("passwd"))
+        }
+    }
+
+    @Test("a 100 MB catalog body is refused in one line and the client stays under 256 MiB")
+    func hugeCatalog() async throws {
+        let fence = try Fence()
+        try await HostileServer.run { server, url in
+            server.catalog = .huge(100_000_000)
+            let (result, peak) = try await KioskCommand.runMeasured(["sync", "--server", url], environment: ["KIOSK_HOME": fence.home.path], in: fence.work)
+            #expect(result.status == 1)
+            #expect(result.stderr.split(separator: "\n").count == 1)
+            #expect(result.stderr.contains("larger than 64 MiB"), "\(result.stderr)")
+            #expect(peak < 256 << 20, "peak \(peak >> 20) MiB")
+            #expect(try fence.escaped().isEmpty)
+        }
+    }
+
+    @Test("a gzip bomb (300 MB of spaces in under 1 MB) is cut off as it unpacks; under 256 MiB")
+    func gzipBomb() async throws {
+        let fence = try Fence()
+        let bomb = fence.directory.path("bomb.gz")
+        let make = Process()
+        make.executableURL = URL(fileURLWithPath: "/bin/sh")
+        make.arguments = ["-c", "head -c 300000000 /dev/zero | tr '\\0' ' ' | gzip -1 > '\(bomb.path)'"]
+        try make.run()
+        try await offCooperativePool { make.waitUntilExit() }
+        #expect(make.terminationStatus == 0)
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: bomb.path)[.size] as? Int)
+        #expect(size < 8 << 20)
+        try await HostileServer.run { server, url in
+            server.catalog = .file(bomb, headers: [.contentType: "application/json", .contentEncoding: "gzip"])
+            let (result, peak) = try await KioskCommand.runMeasured(["sync", "--server", url], environment: ["KIOSK_HOME": fence.home.path], in: fence.work)
+            #expect(result.status == 1)
+            #expect(result.stderr.split(separator: "\n").count == 1)
+            #expect(result.stderr.contains("larger than 64 MiB"), "\(result.stderr)")
+            #expect(peak < 256 << 20, "peak \(peak >> 20) MiB")
+        }
+        try? FileManager.default.removeItem(at: bomb)
+        #expect(try fence.escaped().isEmpty)
+    }
+
+    @Test("kiosk fetch names files like curl -O: %2e%2e%2f stays in the name, a trailing / needs -o, -o - is stdout, finished files are kept")
+    func fetchNames() async throws {
+        let fence = try Fence()
+        try await HostileServer.run { _, url in
+            let encoded = try await KioskCommand.run(["fetch", url + "/%2e%2e%2fpwned.txt"], in: fence.work)
+            #expect(encoded.status == 0, "\(encoded.stderr)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: fence.work.path) == ["%2e%2e%2fpwned.txt"])
+            #expect(try fence.escaped().isEmpty)
+
+            let folder = try await KioskCommand.run(["fetch", url + "/books/"], in: fence.work)
+            #expect(folder.status == 2)
+            #expect(folder.stderr.contains("names no file; give one with -o FILE"), "\(folder.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: fence.work.appendingPathComponent(".partial").path))
+
+            let stdout = try await KioskCommand.run(["fetch", url + "/a.txt", "-o", "-"], in: fence.work)
+            #expect(stdout.status == 0)
+            #expect(stdout.stdout == "pwned\n")
+            #expect(!FileManager.default.fileExists(atPath: fence.work.appendingPathComponent("-").path))
+
+            let again = try await KioskCommand.run(["fetch", url + "/%2e%2e%2fpwned.txt"], in: fence.work)
+            #expect(again.status == 1)
+            #expect(again.stderr.contains("already exists; pass --force to replace it"))
+            let forced = try await KioskCommand.run(["fetch", url + "/%2e%2e%2fpwned.txt", "--force"], in: fence.work)
+            #expect(forced.status == 0, "\(forced.stderr)")
+
+            try FileManager.default.createSymbolicLink(atPath: fence.work.appendingPathComponent("link.txt").path, withDestinationPath: fence.directory.path("victim.txt").path)
+            let throughLink = try await KioskCommand.run(["fetch", url + "/link.txt", "--force"], in: fence.work)
+            #expect(throughLink.status == 1)
+            #expect(throughLink.stderr.contains("is not a regular file"))
+            let device = try await KioskCommand.run(["fetch", url + "/a.txt", "-o", "/dev/stdout", "--force"], in: fence.work)
+            #expect(device.status == 1)
+            #expect(device.stderr.contains("is not a regular file"))
+            #expect(!FileManager.default.fileExists(atPath: fence.directory.path("victim.txt").path))
+        }
+    }
+
+    @Test("a damaged kiosk.sqlite: one line naming the file and how to recover")
+    func damagedDatabase() async throws {
+        let fence = try Fence()
+        try FileManager.default.createDirectory(at: fence.home, withIntermediateDirectories: true)
+        try Data(repeating: 0x41, count: 8192).write(to: fence.home.appendingPathComponent("kiosk.sqlite"))
+        let result = try await KioskCommand.run(["products"], environment: ["KIOSK_HOME": fence.home.path])
+        #expect(result.status == 1)
+        let path = fence.home.appendingPathComponent("kiosk.sqlite").path
+        #expect(result.stderr.split(separator: "\n").count == 1)
+        #expect(result.stderr.hasPrefix("kiosk: \(path): is damaged"), "\(result.stderr)")
+        #expect(result.stderr.contains("kiosk restore"))
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+
+/// A server that answers whatever a test scripts, the way a hostile or broken store might:
+/// any catalog body with any headers, streamed so a huge one costs the test nothing.
+public final class HostileServer: @unchecked Sendable {
+    /// One scripted answer: headers and a body produced chunk by chunk.
+    public struct Answer: Sendable {
+        public var status: HTTPResponse.Status = .ok
+        public var headers: HTTPFields = [.contentType: "application/json"]
+        public var chunks: @Sendable () -> AnyIterator<Data>
+
+        public init(status: HTTPResponse.Status = .ok, headers: HTTPFields = [.contentType: "application/json"], chunks: @escaping @Sendable () -> AnyIterator<Data>) {
+            self.status = status
+            self.headers = headers
+            self.chunks = chunks
+        }
+
+        public static func json(_ text: String) -> Answer {
+            Answer { AnyIterator([Data(text.utf8)].makeIterator()) }
+        }
+
+        /// `{"products": [], "padding": "   …"}` of about `bytes` bytes, never held whole.
+        public static func huge(_ bytes: Int) -> Answer {
+            Answer {
+                var sent = 0
+                let space = Data(repeating: 0x20, count: 1 << 20)
+                var started = false
+                return AnyIterator {
+                    if !started { started = true; return Data(#"{"products": [], "padding": ""#.utf8) }
+                    if sent >= bytes { sent = -1; return Data("\"}".utf8) }
+                    if sent < 0 { return nil }
+                    sent += space.count
+                    return space
+                }
+            }
+        }
+
+        /// A file's bytes, sent as they are with extra headers (a gzip bomb with Content-Encoding).
+        public static func file(_ url: URL, headers: HTTPFields) -> Answer {
+            Answer(headers: headers) {
+                let handle = try? FileHandle(forReadingFrom: url)
+                return AnyIterator {
+                    guard let data = try? handle?.read(upToCount: 1 << 20), !data.isEmpty else { return nil }
+                    return data
+                }
+            }
+        }
+    }
+
+    private let lock = NSLock()
+    private var _catalog = Answer.json(#"{"products": []}"#)
+
+    /// What `GET /v1/catalog` answers.
+    public var catalog: Answer {
+        get { lock.withLock { _catalog } }
+        set { lock.withLock { _catalog = newValue } }
+    }
+
+    /// Runs on 127.0.0.1 and a free port for the length of `body`. Any other GET path answers
+    /// `pwned` as a file, for download-name tests.
+    public static func run<T: Sendable>(_ body: @Sendable (HostileServer, String) async throws -> T) async throws -> T {
+        let server = HostileServer()
+        let router = Router(context: BasicRequestContext.self)
+        router.get("v1/catalog") { _, _ in server.respond(server.catalog) }
+        router.get("**") { _, _ in Response(status: .ok, headers: [.contentType: "text/plain"], body: ResponseBody(byteBuffer: ByteBuffer(string: "pwned\n"))) }
+        var logger = Logger(label: "kiosk.test-hostile")
+        logger.logLevel = .critical
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: logger)
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                try await app.runService(gracefulShutdownSignals: [])
+                return nil
+            }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else { throw CancellationError() }
+            let result = try await body(server, "http://127.0.0.1:\(port)")
+            group.cancelAll()
+            return result
+        }
+    }
+
+    private func respond(_ answer: Answer) -> Response {
+        Response(status: answer.status, headers: answer.headers, body: ResponseBody { writer in
+            let chunks = answer.chunks()
+            while let chunk = chunks.next() {
+                try await writer.write(ByteBuffer(bytes: chunk))
+            }
+            try await writer.finish(nil)
+        })
+    }
+}
