@@ -18,7 +18,7 @@ struct DownloadCommandTests {
         let home: String
         let archiveSize: Int
 
-        init(megabytes: Int = DownloadCommandTests.atlasMiB, buy: Bool = true) async throws {
+        init(megabytes: Int = DownloadCommandTests.atlasMiB, buy: Bool = true, home: URL? = nil) async throws {
             atlasBytes = megabytes << 20
             directory = try TemporaryDirectory()
             store = try SampleStore(in: directory)
@@ -34,13 +34,13 @@ struct DownloadCommandTests {
                 products.append(atlas)
             }
             server = try await ServerProcess.start(store, log: directory.path("server.log"))
-            home = directory.path("home").path
-            #expect(try await KioskCommand.run(["sync", "--server", server.url], environment: ["KIOSK_HOME": home]).status == 0)
+            self.home = (home ?? directory.path("home")).path
+            #expect(try await KioskCommand.run(["sync", "--server", server.url], environment: ["KIOSK_HOME": self.home]).status == 0)
             if buy {
-                let bought = try await KioskCommand.run(["buy", DownloadCommandTests.atlas, "--no-download"], environment: ["KIOSK_HOME": home])
+                let bought = try await KioskCommand.run(["buy", DownloadCommandTests.atlas, "--no-download"], environment: ["KIOSK_HOME": self.home])
                 #expect(bought.status == 0, "\(bought.stderr)")
             }
-            archiveSize = try await Self.catalogSize(home: home)
+            archiveSize = try await Self.catalogSize(home: self.home)
         }
 
         static func catalogSize(home: String) async throws -> Int {

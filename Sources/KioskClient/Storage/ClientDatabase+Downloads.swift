@@ -186,7 +186,7 @@ extension ClientDatabase {
 
     /// Extends the lease of every download `owner` holds.
     func renewClaims(of owner: ClaimOwner, lease: TimeInterval) throws {
-        try write { db in
+        try write(mayUseReserve: false) { db in
             _ = try DownloadRecord
                 .filter(DownloadRecord.Columns.owner == owner.id)
                 .filter(DownloadState.claimed.map(\.rawValue).contains(DownloadRecord.Columns.state))
@@ -197,7 +197,7 @@ extension ClientDatabase {
     /// Commits the owner's progress. Returns false when the download is no longer the owner's to
     /// run: paused or cancelled by another command, or claimed by another process.
     func recordProgress(_ productId: String, owner: ClaimOwner, bytesOnDisk: Int64, etag: String?) throws -> Bool {
-        try write { db in
+        try write(mayUseReserve: false) { db in
             try DownloadRecord
                 .filter(key: productId)
                 .filter(DownloadRecord.Columns.owner == owner.id && DownloadRecord.Columns.state == DownloadState.downloading.rawValue)

@@ -39,10 +39,12 @@ final class ClientDatabase: Sendable {
     }
 
     /// Runs `body` in one write transaction. Only the owner's extensions call it.
-    func write<T>(_ body: (Database) throws -> T) throws -> T {
+    /// - Parameter mayUseReserve: false for writes that can be skipped (progress, lease renewals):
+    ///   the reserve is kept for the state changes that must land, after the transfers have stopped.
+    func write<T>(mayUseReserve: Bool = true, _ body: (Database) throws -> T) throws -> T {
         do {
             return try writer.write(body)
-        } catch let error as DatabaseError where error.resultCode == .SQLITE_FULL && FileManager.default.fileExists(atPath: reserve.path) {
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_FULL && mayUseReserve && FileManager.default.fileExists(atPath: reserve.path) {
             // The disk is full: give up the reserve and commit this change in the room it leaves.
             try? FileManager.default.removeItem(at: reserve)
             do {
