@@ -15,14 +15,15 @@ public struct KioskServer: Sendable {
     public let metrics = ServerMetrics()
     let logger: Logger
 
-    /// Loads the catalog, prepares every archive, opens the database and the signing key.
-    /// - Throws: ``KioskCore/CatalogError`` for a bad catalog; the server must not start on one.
+    /// Opens the database, the signing key and the admin token; the catalog is loaded by
+    /// ``loadCatalog()``, after the server has bound its port.
+    /// - Throws: ``ServerSetupError`` for a secret file that exists but cannot be read.
     public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "kiosk.server")) async throws {
         let data = configuration.dataDirectory
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
         self.configuration = configuration
         self.logger = logger
-        self.catalog = try CatalogService(configuration: configuration, logger: logger)
+        self.catalog = CatalogService(configuration: configuration, logger: logger)
         self.signer = try await ReceiptSigner(dataDirectory: data)
         self.adminToken = try AdminToken.loadOrCreate(in: data)
         let database = try ServerDatabase(url: data.appendingPathComponent("kiosk-server.sqlite"))
@@ -31,14 +32,23 @@ public struct KioskServer: Sendable {
             metrics: metrics, logger: logger)
     }
 
+    /// Loads the catalog and packs what needs packing.
+    /// - Throws: ``KioskCore/CatalogError`` for a bad catalog; the server must not start on one.
+    public func loadCatalog() async throws {
+        try await catalog.load()
+    }
+
     /// The router with every route of the wire contract.
-    public func makeRouter() -> Router<BasicRequestContext> {
-        let router = Router(context: BasicRequestContext.self)
-        // One log line per request, with Hummingbird's request id in its metadata.
-        router.add(middleware: LogRequestsMiddleware(.info))
+    public func makeRouter() -> Router<KioskRequestContext> {
+        let router = Router(context: KioskRequestContext.self)
+        router.add(middleware: AccountMiddleware(store: store))
+        // One log line per request once its body is sent: status, duration, bytes, route, account.
+        router.add(middleware: RequestLogMiddleware(logger: logger))
         router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
         router.get("healthz") { _, _ in "ok" }
-        router.get("metrics") { [metrics] _, _ in metrics.exposition() }
+        if configuration.metricsPort == nil {
+            router.get("metrics") { [metrics] _, _ in metrics.exposition() }
+        }
         CatalogController(catalog: catalog).addRoutes(to: router)
         StoreController(store: store, signer: signer, adminToken: adminToken).addRoutes(to: router)
         ContentController(catalog: catalog, store: store, metrics: metrics).addRoutes(to: router)
@@ -52,11 +62,25 @@ public struct KioskServer: Sendable {
     ) -> some ApplicationProtocol {
         Application(
             router: makeRouter(),
+            // A connection that has not sent a whole request in this time is closed; one that is
+            // being answered is never cut by it.
+            server: .http1(configuration: .init(idleTimeout: .seconds(Int64(configuration.requestHeaderTimeout)))),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "kiosk"),
             onServerRunning: { channel in
                 await onListening(channel.localAddress?.port ?? 0)
             },
             logger: logger
         )
+    }
+
+    /// `/metrics` alone, on the admin address (`--metrics-port`), so it need not be public.
+    public func makeMetricsApplication(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+        let router = Router(context: BasicRequestContext.self)
+        router.get("metrics") { [metrics] _, _ in metrics.exposition() }
+        return Application(
+            router: router,
+            configuration: .init(address: .hostname(configuration.metricsHost, port: configuration.metricsPort ?? 0), serverName: "kiosk-metrics"),
+            onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
+            logger: logger)
     }
 }

@@ -12,6 +12,11 @@ public struct ServerConfiguration: Sendable {
     public var port: Int
     /// Which receipts this server honours: a production server refuses sandbox receipts.
     public var environment: StoreEnvironment
+    /// Seconds a connection may take to send a whole request before it is closed.
+    public var requestHeaderTimeout = 30
+    /// Where `/metrics` is served instead of the main address; nil serves it on the main one.
+    public var metricsHost = "127.0.0.1"
+    public var metricsPort: Int?
 
     public init(
         catalogDirectory: URL = URL(fileURLWithPath: "Catalog"),

@@ -4,6 +4,7 @@ import Hummingbird
 import KioskCore
 import KioskServer
 import Logging
+import NIOCore
 
 extension Kiosk {
     struct Serve: AsyncParsableCommand {
@@ -37,6 +38,15 @@ extension Kiosk {
         @Option(help: "Which receipts this store signs and honours: sandbox or production ($KIOSK_ENVIRONMENT).")
         var environment = Self.environment("KIOSK_ENVIRONMENT").flatMap(StoreEnvironment.init(rawValue:)) ?? .sandbox
 
+        @Option(help: ArgumentHelp("Serve /metrics on this port of --metrics-host only, not on the main address ($KIOSK_METRICS_PORT).", valueName: "port"))
+        var metricsPort = Self.environment("KIOSK_METRICS_PORT").flatMap(Int.init)
+
+        @Option(help: "The address of --metrics-port ($KIOSK_METRICS_HOST).")
+        var metricsHost = Self.environment("KIOSK_METRICS_HOST") ?? "127.0.0.1"
+
+        @Option(help: "Seconds a connection may take to send a whole request before it is closed ($KIOSK_REQUEST_TIMEOUT).")
+        var requestTimeout = Self.environment("KIOSK_REQUEST_TIMEOUT").flatMap(Int.init) ?? 30
+
         static func environment(_ name: String) -> String? {
             ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
         }
@@ -45,24 +55,60 @@ extension Kiosk {
             guard (0...65535).contains(port) else {
                 throw ValidationError("--port must be between 0 and 65535, not \(port)")
             }
+            if let metricsPort, !(0...65535).contains(metricsPort) {
+                throw ValidationError("--metrics-port must be between 0 and 65535, not \(metricsPort)")
+            }
+            guard requestTimeout > 0 else { throw ValidationError("--request-timeout must be at least 1 second") }
         }
 
         func run() async throws {
             LogSetup.bootstrap()
             try await reportingErrors {
-                let configuration = ServerConfiguration(
+                var configuration = ServerConfiguration(
                     catalogDirectory: URL(fileURLWithPath: catalog),
                     contentDirectory: URL(fileURLWithPath: content),
                     dataDirectory: URL(fileURLWithPath: data),
                     host: host, port: port, environment: environment)
+                configuration.requestHeaderTimeout = requestTimeout
+                configuration.metricsHost = metricsHost
+                configuration.metricsPort = metricsPort
                 let server = try await KioskServer(configuration: configuration)
                 let reloadSignal = Self.reloadOnHangUp(server.catalog)
                 defer { reloadSignal.cancel() }
-                let host = self.host
-                let app = server.makeApplication { port in
-                    FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
+                try await Self.run(server, host: host, port: port)
+            }
+        }
+
+        /// Binds first, then packs: a busy port is said at once, before minutes of packing. The
+        /// `listening on` line comes once the catalog is served; until then requests get 503.
+        static func run(_ server: KioskServer, host: String, port: Int) async throws {
+            let (bound, boundContinuation) = AsyncStream<Int>.makeStream()
+            let app = server.makeApplication { port in boundContinuation.yield(port) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    do {
+                        try await app.runService()
+                    } catch let error as IOError where error.errnoCode == EADDRINUSE {
+                        throw ValidationError("cannot listen on \(host):\(port): the address is already in use; stop the other server or choose another --port")
+                    } catch let error as IOError {
+                        throw ValidationError("cannot listen on \(host):\(port): \(String(cString: strerror(error.errnoCode))); check --host and --port")
+                    }
+                    boundContinuation.finish()
                 }
-                try await app.runService()
+                if server.configuration.metricsPort != nil {
+                    let metrics = server.makeMetricsApplication { port in
+                        FileHandle.standardError.write(Data("kiosk: metrics on http://\(server.configuration.metricsHost):\(port)/metrics\n".utf8))
+                    }
+                    group.addTask { try await metrics.runService(gracefulShutdownSignals: []) }
+                }
+                var ports = bound.makeAsyncIterator()
+                // Nil when the server stopped before binding: its error comes from the group.
+                if let listening = await ports.next() {
+                    try await server.loadCatalog()
+                    FileHandle.standardOutput.write(Data("listening on http://\(host):\(listening)\n".utf8))
+                }
+                try await group.next()
+                group.cancelAll()
             }
         }
 

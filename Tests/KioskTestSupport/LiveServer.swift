@@ -27,6 +27,7 @@ public enum LiveServer {
             guard let port = await iterator.next() else {
                 throw CancellationError()
             }
+            try await server.loadCatalog()
             let result = try await body(server, "http://127.0.0.1:\(port)")
             group.cancelAll()
             return result

@@ -94,6 +94,9 @@ public struct CatalogLoader: Sendable {
         guard amount.range(of: #"^(0|[1-9][0-9]*)(\.[0-9]{1,2})?$"#, options: .regularExpression) != nil else {
             throw reader.error(.badPrice, "price", "\"\(amount)\" is not a decimal amount like 4.99")
         }
+        guard let cents = Price.cents(amount), cents <= Price.maxCents else {
+            throw reader.error(.badPrice, "price", "\"\(amount)\" is more than the largest price, \(Price.maxCents / 100).00")
+        }
         let currency = try reader.string("currency")
         guard currency.range(of: "^[A-Z]{3}$", options: .regularExpression) != nil else {
             throw reader.error(.badPrice, "currency", "\"\(currency)\" is not an ISO 4217 code like USD")
@@ -101,8 +104,8 @@ public struct CatalogLoader: Sendable {
         var product = Product(
             id: id, kind: kind, title: title, summary: summary,
             price: Price(amount: amount, currency: currency))
-        product.creditPrice = try reader.positiveInt("creditPrice")
-        product.credits = try reader.positiveInt("credits")
+        product.creditPrice = try reader.positiveInt("creditPrice", atMost: Price.maxCredits)
+        product.credits = try reader.positiveInt("credits", atMost: Price.maxCredits)
         product.series = try reader.optionalString("series")
         product.issueNumber = try reader.positiveInt("issueNumber")
         product.periodMonths = try reader.positiveInt("periodMonths")
@@ -255,7 +258,8 @@ private struct FieldReader {
         return value
     }
 
-    func positiveInt(_ field: String) throws -> Int? {
+    /// A whole number above zero and at most `limit`, so no sum of them can overflow.
+    func positiveInt(_ field: String, atMost limit: Int = 1_000_000) throws -> Int? {
         guard let raw = object[field], !(raw is NSNull) else { return nil }
         // JSONSerialization gives NSNumber for booleans and numbers alike; its type code tells them apart.
         guard let number = raw as? NSNumber, String(cString: number.objCType) != "c",
@@ -265,6 +269,9 @@ private struct FieldReader {
         }
         guard number.intValue > 0 else {
             throw error(.badNumber, field, "must be greater than zero, not \(number.intValue)")
+        }
+        guard number.doubleValue <= Double(limit) else {
+            throw error(.badNumber, field, "must be at most \(limit), not \(number.stringValue)")
         }
         return number.intValue
     }

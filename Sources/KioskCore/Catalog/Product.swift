@@ -51,6 +51,23 @@ public struct Price: Codable, Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String { "\(amount) \(currency)" }
+
+    /// The largest price the catalog accepts (10,000.00), and the most credits a product may add
+    /// or cost: with at most 100 units a purchase, no sum of them can overflow.
+    public static let maxCents = 1_000_000
+    public static let maxCredits = 1_000_000
+
+    /// "4.99" → 499; nil when the text is not a decimal amount or too long to be a price.
+    public static func cents(_ amount: String) -> Int? {
+        let parts = amount.split(separator: ".", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), parts[0].count <= 12, let whole = Int(parts[0]) else { return nil }
+        var fraction = 0
+        if parts.count == 2 {
+            guard (1...2).contains(parts[1].count), let value = Int(parts[1]) else { return nil }
+            fraction = parts[1].count == 1 ? value * 10 : value
+        }
+        return whole * 100 + fraction
+    }
 }
 
 /// The downloadable content of a product: what the client checks the bytes against.

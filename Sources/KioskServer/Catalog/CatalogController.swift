@@ -7,14 +7,14 @@ import NIOCore
 struct CatalogController {
     let catalog: CatalogService
 
-    func addRoutes(to router: Router<BasicRequestContext>) {
+    func addRoutes(to router: Router<KioskRequestContext>) {
         router.get("v1/catalog") { request, _ in
             try await self.catalogResponse(request)
         }
     }
 
     func catalogResponse(_ request: Request) async throws -> Response {
-        let published = await catalog.current
+        let published = try await catalog.current
         let acceptEncoding = request.headers[values: .acceptEncoding].joined(separator: ",")
         let gzip = Self.accepts("gzip", in: acceptEncoding)
         let etag = gzip ? published.gzipETag : published.etag

@@ -4,36 +4,82 @@ import KioskCore
 import Logging
 
 /// Holds the catalog being served and replaces it on reload, keeping the last good one on error.
+///
+/// Loading and packing run on a thread of their own, off the actor and off Swift's cooperative
+/// pool, so every route keeps answering from the last good catalog while a reload works; a new
+/// catalog is published only once all its archives exist. Reloads run one at a time.
 public actor CatalogService {
     private let loader: CatalogLoader
     private let contentStore: ContentStore
     private let logger: Logger
-    public private(set) var current: PublishedCatalog
+    private var published: PublishedCatalog?
+    private var lastReload: Task<Bool, Never>?
 
-    /// Loads the catalog for the first time.
-    /// - Throws: ``CatalogError`` or ``ArchiveError``: a server must not start on a bad catalog.
-    public init(configuration: ServerConfiguration, logger: Logger) throws {
+    /// Prepares the service; nothing is loaded until ``load()``.
+    public init(configuration: ServerConfiguration, logger: Logger) {
         self.loader = CatalogLoader(
             catalogDirectory: configuration.catalogDirectory, contentDirectory: configuration.contentDirectory)
         self.contentStore = ContentStore(dataDirectory: configuration.dataDirectory, logger: logger)
         self.logger = logger
-        let first = try PublishedCatalog(entries: loader.load(), contentStore: contentStore)
-        self.current = first
+    }
+
+    /// The catalog being served.
+    /// - Throws: 503 while the first catalog is still being packed.
+    public var current: PublishedCatalog {
+        get throws {
+            guard let published else {
+                throw APIFailure(.serviceUnavailable, code: "starting", message: "the store is starting; try again in a few seconds")
+            }
+            return published
+        }
+    }
+
+    /// Loads the first catalog.
+    /// - Throws: ``CatalogError`` or a packing error: a server must not start on a bad catalog.
+    public func load() async throws {
+        let first = try await build()
+        published = first
         logger.info("catalog loaded", metadata: ["products": "\(first.products.count)"])
     }
 
     /// Loads the catalog again; on error logs it and keeps serving the last good catalog.
     /// - Returns: true when the new catalog replaced the old one.
     @discardableResult
-    public func reload() -> Bool {
+    public func reload() async -> Bool {
+        let previous = lastReload
+        let task = Task<Bool, Never> {
+            _ = await previous?.value
+            return await self.reloadNow()
+        }
+        lastReload = task
+        return await task.value
+    }
+
+    private func reloadNow() async -> Bool {
         do {
-            let next = try PublishedCatalog(entries: loader.load(), contentStore: contentStore)
-            current = next
+            let next = try await build()
+            let replaced = published
+            published = next
+            contentStore.collectGarbage(keeping: [next] + (replaced.map { [$0] } ?? []))
             logger.info("catalog reloaded", metadata: ["products": "\(next.products.count)"])
             return true
         } catch {
             logger.error("catalog reload refused; still serving the last good catalog", metadata: ["error": "\(error)"])
             return false
         }
+    }
+
+    private func build() async throws -> PublishedCatalog {
+        let (loader, contentStore) = (self.loader, self.contentStore)
+        return try await onOwnThread { try PublishedCatalog(entries: loader.load(), contentStore: contentStore) }
+    }
+}
+
+/// Runs blocking work (packing, hashing) on a thread of its own, so the cooperative pool stays free.
+func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try body() }) }
+        thread.name = "kiosk-packing"
+        thread.start()
     }
 }

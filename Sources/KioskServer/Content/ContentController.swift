@@ -12,7 +12,7 @@ struct ContentController {
     let metrics: ServerMetrics
     let fileIO = FileIO()
 
-    func addRoutes(to router: Router<BasicRequestContext>) {
+    func addRoutes(to router: Router<KioskRequestContext>) {
         router.get("v1/content/:productId") { request, context in
             try await self.serve(request, context: context)
         }
@@ -21,9 +21,9 @@ struct ContentController {
         }
     }
 
-    func serve(_ request: Request, context: BasicRequestContext) async throws -> Response {
+    func serve(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let productId = try context.parameters.require("productId")
-        let published = await catalog.current
+        let published = try await catalog.current
         guard let product = published.products[productId], let archive = published.archives[productId], let content = product.content else {
             throw APIFailure(.notFound, code: "unknown_product", message: "no downloadable product \"\(productId)\"; run kiosk sync")
         }
@@ -49,12 +49,14 @@ struct ContentController {
             headers[.contentRange] = "bytes \(bytes.lowerBound)-\(bytes.upperBound)/\(archive.size)"
             headers[.contentLength] = String(bytes.count)
             if isHead { return Response(status: .partialContent, headers: headers) }
+            await store.recordDownload(productId: productId, bytes: Int64(bytes.count))
             let body = try await fileIO.loadFile(
                 path: archive.file.path, range: Int(bytes.lowerBound)...Int(bytes.upperBound), context: context, chunkLength: 1 << 20)
             return Response(status: .partialContent, headers: headers, body: measured(body))
         case .whole:
             headers[.contentLength] = String(archive.size)
             if isHead || archive.size == 0 { return Response(status: .ok, headers: headers) }
+            await store.recordDownload(productId: productId, bytes: archive.size)
             let body = try await fileIO.loadFile(path: archive.file.path, context: context, chunkLength: 1 << 20)
             return Response(status: .ok, headers: headers, body: measured(body))
         }

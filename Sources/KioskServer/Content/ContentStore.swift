@@ -3,49 +3,93 @@ import KioskArchive
 import KioskCore
 import Logging
 
-/// Turns each product's content source into the archive file the server serves.
+/// The archives the server serves, content-addressed: `<data>/content/<sha256>.<ext>`.
 ///
-/// Folders are packed into `<data>/content/`; ready-made archives are served from where they are.
-/// A small record beside each archive remembers the source's fingerprint and SHA-256, so a
+/// A file's name is its SHA-256, it is written under a temporary name and renamed into place,
+/// and it never changes afterwards: the ETag a response carries (the SHA-256) always names the
+/// bytes it sends, whatever reloads happen meanwhile. Folders are packed deterministically; a
+/// ready-made archive is copied in, so editing the original in place changes nothing served.
+/// A small record per product (`records/<id>.json`) remembers the source's fingerprint, so a
 /// restart re-packs and re-hashes only what changed.
 public struct ContentStore: Sendable {
     let directory: URL
     let logger: Logger
+    /// How long an archive no catalog names any more stays on disk for resumes in flight.
+    public static let gracePeriod: TimeInterval = 3600
 
     public init(dataDirectory: URL, logger: Logger) {
         self.directory = dataDirectory.appendingPathComponent("content", isDirectory: true)
         self.logger = logger
     }
 
+    var records: URL { directory.appendingPathComponent("records", isDirectory: true) }
+    var scratch: URL { directory.appendingPathComponent("tmp", isDirectory: true) }
+
     /// The archive for `source`, packed or hashed only when the source changed.
     public func prepare(productID: String, source: ContentSource) throws -> PackedContent {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let recordURL = directory.appendingPathComponent("\(productID).json")
+        let fileManager = FileManager.default
+        for folder in [directory, records, scratch] {
+            try fileManager.createDirectory(at: folder, withIntermediateDirectories: true)
+        }
+        let recordURL = records.appendingPathComponent("\(productID).json")
         let fingerprint = try Self.fingerprint(of: source)
-        let archive = source.isFolder
-            ? directory.appendingPathComponent("\(productID).\(source.format.fileExtension)")
-            : source.location
-
         if let data = try? Data(contentsOf: recordURL),
            let record = try? JSONDecoder().decode(Record.self, from: data),
            record.fingerprint == fingerprint,
-           let size = try? FileManager.default.attributesOfItem(atPath: archive.path)[.size] as? Int64,
+           let size = try? fileManager.attributesOfItem(atPath: archive(record.sha256, source.format).path)[.size] as? Int64,
            size == record.size
         {
-            return PackedContent(file: archive, size: record.size, sha256: record.sha256)
+            return PackedContent(file: archive(record.sha256, source.format), size: record.size, sha256: record.sha256)
         }
 
+        let temporary = scratch.appendingPathComponent("\(UUID().uuidString).\(source.format.fileExtension)")
+        defer { try? fileManager.removeItem(at: temporary) }
         let packed: PackedContent
         if source.isFolder {
             logger.info("packing content", metadata: ["product": "\(productID)", "format": "\(source.format.rawValue)"])
-            packed = try ContentPacker().pack(folder: source.location, format: source.format, to: archive)
+            packed = try ContentPacker().pack(folder: source.location, format: source.format, to: temporary)
         } else {
-            let size = try FileManager.default.attributesOfItem(atPath: archive.path)[.size] as? Int64 ?? 0
-            packed = PackedContent(file: archive, size: size, sha256: try FileDigest.sha256(of: archive))
+            try fileManager.copyItem(at: source.location, to: temporary)
+            let size = try fileManager.attributesOfItem(atPath: temporary.path)[.size] as? Int64 ?? 0
+            packed = PackedContent(file: temporary, size: size, sha256: try FileDigest.sha256(of: temporary))
+        }
+        let final = archive(packed.sha256, source.format)
+        // Same name, same bytes: if another process got there first, its file is as good.
+        if !fileManager.fileExists(atPath: final.path) {
+            guard rename(temporary.path, final.path) == 0 else {
+                throw ContentStoreError(path: final.path, message: String(cString: strerror(errno)))
+            }
         }
         let record = Record(fingerprint: fingerprint, size: packed.size, sha256: packed.sha256)
-        try JSONEncoder.kiosk.encode(record).write(to: recordURL, options: .atomic)
-        return packed
+        let recordTemporary = scratch.appendingPathComponent("\(UUID().uuidString).json")
+        try JSONEncoder.kiosk.encode(record).write(to: recordTemporary)
+        guard rename(recordTemporary.path, recordURL.path) == 0 else {
+            throw ContentStoreError(path: recordURL.path, message: String(cString: strerror(errno)))
+        }
+        return PackedContent(file: final, size: packed.size, sha256: packed.sha256)
+    }
+
+    func archive(_ sha256: String, _ format: ArchiveFormat) -> URL {
+        directory.appendingPathComponent("\(sha256).\(format.fileExtension)")
+    }
+
+    /// Marks the archives `catalogs` name as in use now, and deletes those no catalog has named for
+    /// longer than the grace period.
+    func collectGarbage(keeping catalogs: [PublishedCatalog], now: Date = Date()) {
+        let fileManager = FileManager.default
+        let kept = Set(catalogs.flatMap { $0.archives.values.map { $0.file.lastPathComponent } })
+        for name in kept {
+            // The modification time records when a catalog last named the file.
+            _ = utimes(directory.appendingPathComponent(name).path, nil)
+        }
+        guard let names = try? fileManager.contentsOfDirectory(atPath: directory.path) else { return }
+        for name in names where !kept.contains(name) && name.count > 64 && name.prefix(64).allSatisfy(\.isHexDigit) {
+            let url = directory.appendingPathComponent(name)
+            guard let modified = try? fileManager.attributesOfItem(atPath: url.path)[.modificationDate] as? Date,
+                  now.timeIntervalSince(modified) > Self.gracePeriod else { continue }
+            try? fileManager.removeItem(at: url)
+            logger.info("removed an archive no catalog names", metadata: ["file": "\(name)"])
+        }
     }
 
     private static func fingerprint(of source: ContentSource) throws -> String {
@@ -63,4 +107,11 @@ public struct ContentStore: Sendable {
         var size: Int64
         var sha256: String
     }
+}
+
+/// The content store could not write a file.
+public struct ContentStoreError: Error, CustomStringConvertible {
+    public var path: String
+    public var message: String
+    public var description: String { "\(path): \(message); check the data folder is writable and has free space" }
 }

@@ -13,22 +13,29 @@ public struct ReceiptSigner: Sendable {
     /// The body of `/.well-known/jwks.json`.
     public let jwks: JWKS
 
-    /// Loads the signing key from `dataDirectory`, creating it the first time.
+    /// Loads the signing key from `dataDirectory`, creating it (mode 0600 from the start) the first time.
+    /// - Throws: ``ServerSetupError`` when the key file exists but cannot be read or parsed: it is
+    ///   never replaced silently, because every receipt signed with it would stop verifying.
     public init(dataDirectory: URL) async throws {
         let file = dataDirectory.appendingPathComponent("signing-key.json")
-        let stored: StoredKey
-        if let data = try? Data(contentsOf: file) {
-            stored = try JSONDecoder().decode(StoredKey.self, from: data)
+        let data: Data
+        if let existing = try SecretFile.read(file, what: "signing key (receipts signed with it would stop verifying)") {
+            data = existing
         } else {
             let key = Curve25519.Signing.PrivateKey()
             let publicKey = key.publicKey.rawRepresentation
-            stored = StoredKey(
-                kid: "ed25519-" + FileDigest.sha256(of: publicKey).prefix(16),
-                d: Self.base64URL(key.rawRepresentation))
-            try JSONEncoder.kiosk.encode(stored).write(to: file, options: .atomic)
-            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
+            let fresh = StoredKey(kid: "ed25519-" + FileDigest.sha256(of: publicKey).prefix(16), d: Self.base64URL(key.rawRepresentation))
+            data = try SecretFile.create(file, data: JSONEncoder.kiosk.encode(fresh), what: "signing key")
         }
-        let privateKey = try EdDSA.PrivateKey(d: stored.d, curve: .ed25519)
+        let stored: StoredKey
+        let privateKey: EdDSA.PrivateKey
+        do {
+            stored = try JSONDecoder().decode(StoredKey.self, from: data)
+            privateKey = try EdDSA.PrivateKey(d: stored.d, curve: .ed25519)
+        } catch {
+            throw ServerSetupError(path: file.path, problem: "is not a signing key Kiosk can read",
+                action: "restore it from a backup; only if it is lost for good, move it aside to make a new key (receipts signed with the old one will stop verifying)")
+        }
         let keys = JWTKeyCollection()
         await keys.add(eddsa: privateKey, kid: JWKIdentifier(string: stored.kid))
         self.keys = keys

@@ -49,7 +49,7 @@ public struct ServerDatabase: Sendable {
                 table.column("createdAt", .datetime).notNull()
                 table.uniqueKey(["accountId", "idempotencyKey"])
             }
-            try db.create(table: ChargeRecord.databaseTableName) { table in
+            try db.create(table: "charge") { table in
                 table.autoIncrementedPrimaryKey("id")
                 table.column("transactionId", .text).notNull().unique()
                 table.column("accountId", .text).notNull()
@@ -64,6 +64,46 @@ public struct ServerDatabase: Sendable {
                 table.add(column: "revocationReason", .text)
             }
         }
+        migrator.registerMigration("v3-revisions-ledger-constraints") { db in
+            // Every payment commits only at the revision of the account it was decided on.
+            try db.alter(table: AccountRecord.databaseTableName) { table in
+                table.add(column: "revision", .integer).notNull().defaults(to: 0)
+            }
+            // Charges and refunds in one ledger: it sums to what was really paid.
+            try db.create(table: LedgerEntry.databaseTableName) { table in
+                table.autoIncrementedPrimaryKey("id")
+                table.column("transactionId", .text).notNull()
+                table.column("kind", .text).notNull()
+                table.column("accountId", .text).notNull().indexed()
+                table.column("amountCents", .integer).notNull()
+                table.column("currency", .text).notNull()
+                table.column("reason", .text)
+                table.column("createdAt", .datetime).notNull()
+                table.uniqueKey(["transactionId", "kind"])
+            }
+            try db.execute(sql: """
+                INSERT INTO ledgerEntry (transactionId, kind, accountId, amountCents, currency, createdAt)
+                SELECT transactionId, 'charge', accountId, amountCents, currency, createdAt FROM charge ORDER BY id
+                """)
+            try db.drop(table: "charge")
+            // The forbidden states the schema can rule out on its own.
+            try db.execute(sql: """
+                CREATE UNIQUE INDEX storeTransaction_one_first_purchase ON storeTransaction(accountId, productId)
+                    WHERE kind = 'nonConsumable' AND status = 'purchased' AND paymentMethod <> 'owned'
+                """)
+            try db.execute(sql: """
+                CREATE UNIQUE INDEX storeTransaction_one_pending_request ON storeTransaction(accountId, productId)
+                    WHERE status = 'deferred'
+                """)
+            try db.create(index: "storeTransaction_by_product", on: TransactionRecord.databaseTableName, columns: ["accountId", "productId", "status"])
+            try db.create(table: DownloadStat.databaseTableName) { table in
+                table.column("productId", .text).notNull()
+                table.column("day", .text).notNull()
+                table.column("requests", .integer).notNull()
+                table.column("bytes", .integer).notNull()
+                table.primaryKey(["productId", "day"])
+            }
+        }
         return migrator
     }
 }
@@ -75,6 +115,8 @@ struct AccountRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     var tokenHash: String
     var credits: Int
     var createdAt: Date
+    /// Bumped by every commit that changes what the account holds.
+    var revision: Int64
 }
 
 /// One store transaction: a payment, a free re-download of something owned, or a redemption.
@@ -126,13 +168,26 @@ struct TransactionRecord: Codable, FetchableRecord, MutablePersistableRecord, Se
     }
 }
 
-/// Money taken from an account: at most one per transaction, so nothing is ever charged twice.
-struct ChargeRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
-    static let databaseTableName = "charge"
-    var id: Int64?
-    var transactionId: String
-    var accountId: String
-    var amountCents: Int
-    var currency: String
-    var createdAt: Date
+/// Money taken from (a charge) or paid back to (a refund, negative) an account: at most one of each
+/// per transaction, so nothing is ever charged or refunded twice.
+public struct LedgerEntry: Codable, FetchableRecord, PersistableRecord, Sendable {
+    public static let databaseTableName = "ledgerEntry"
+    public enum Kind: String, Codable, Sendable { case charge, refund }
+    public var id: Int64?
+    public var transactionId: String
+    public var kind: Kind
+    public var accountId: String
+    public var amountCents: Int
+    public var currency: String
+    public var reason: String?
+    public var createdAt: Date
+}
+
+/// Content requests answered per product and day, for the publisher.
+public struct DownloadStat: Codable, FetchableRecord, PersistableRecord, Sendable {
+    public static let databaseTableName = "downloadStat"
+    public var productId: String
+    public var day: String
+    public var requests: Int
+    public var bytes: Int64
 }

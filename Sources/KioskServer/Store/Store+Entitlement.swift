@@ -17,7 +17,7 @@ extension Store {
     /// A subscription entitles the issue that was current when it was bought and every issue
     /// published before it expires.
     func entitlement(_ claims: ReceiptClaims, for product: Product) async throws -> Entitlement {
-        let products = await catalog.current.products
+        let products = try await catalog.current.products
         return try await database.pool.read { db in
             guard let presented = try TransactionRecord.filter(TransactionRecord.Columns.id == claims.transactionId).fetchOne(db),
                   presented.accountId == claims.accountId, presented.status == .purchased

@@ -5,11 +5,10 @@ import GRDB
 import KioskCore
 import Logging
 
-/// The sandbox store: accounts, payments, redemptions, Ask to Buy, and what each account owns.
+/// The sandbox store: accounts, payments, redemptions, Ask to Buy, refunds, and what each account owns.
 ///
-/// Every change is one SQLite transaction. Signing is async and cannot run inside one, so a
-/// payment is decided and signed first, then committed with a second look at its idempotency
-/// key: of two identical requests racing, the one that commits second returns the first's result.
+/// Every change is one SQLite transaction. A payment is decided against a snapshot of what the
+/// account holds and committed only if the account has not changed since (see ``settle``).
 public struct Store: Sendable {
     let database: ServerDatabase
     let signer: ReceiptSigner
@@ -41,22 +40,15 @@ public struct Store: Sendable {
         let token = Self.randomHex(bytes: 32)
         let account = AccountRecord(
             id: "acct_" + Self.randomHex(bytes: 8), tokenHash: FileDigest.sha256(of: Data(token.utf8)),
-            credits: 0, createdAt: Date())
+            credits: 0, createdAt: Date(), revision: 0)
         try await database.pool.write { try account.insert($0) }
         return AccountCreated(accountId: account.id, token: token)
     }
 
-    /// The account a bearer token acts for.
-    /// - Throws: 401 when the token is missing or unknown.
-    func account(bearer token: String?) async throws -> AccountRecord {
-        guard let token, !token.isEmpty else {
-            throw APIFailure.unauthorized("this call needs Authorization: Bearer <account token>")
-        }
+    /// The account a bearer token acts for, or nil when the store does not know the token.
+    func account(forToken token: String) async throws -> AccountRecord? {
         let hash = FileDigest.sha256(of: Data(token.utf8))
-        guard let account = try await database.pool.read({ try AccountRecord.filter(Column("tokenHash") == hash).fetchOne($0) }) else {
-            throw APIFailure.unauthorized("the account token is not known to this store; create an account or link another one")
-        }
-        return account
+        return try await database.pool.read { try AccountRecord.filter(Column("tokenHash") == hash).fetchOne($0) }
     }
 
     /// The balance and what the account owns.
@@ -88,78 +80,70 @@ public struct Store: Sendable {
 
     /// Charges (or defers, declines, cancels) a payment, at most once per idempotency key.
     func pay(_ request: PaymentRequest, account: AccountRecord) async throws -> PaymentResponse {
-        guard !request.idempotencyKey.isEmpty, request.idempotencyKey.count <= 200 else {
-            throw APIFailure.badRequest("idempotencyKey must be 1 to 200 characters")
-        }
-        if let existing = try await existingTransaction(account: account, key: request.idempotencyKey, productId: request.productId) {
-            return try await response(for: existing)
-        }
-        let product = try await product(request.productId)
+        try Self.checkKey(request.idempotencyKey)
         guard (1...100).contains(request.quantity) else {
             throw APIFailure.badRequest("quantity must be between 1 and 100, not \(request.quantity)")
         }
+        let product = try await product(request.productId)
         guard request.quantity == 1 || product.kind == .consumable else {
             throw APIFailure.badRequest("only consumables can be bought in a quantity; \(product.id) is a \(product.kind.rawValue)")
         }
-        var record = TransactionRecord(
-            sequence: nil, id: Self.newTransactionID(), accountId: account.id, productId: product.id, kind: product.kind,
-            quantity: request.quantity, originalTransactionId: "", purchaseDate: nil, expiresDate: nil, status: .deferred,
-            paymentMethod: request.paymentMethod.rawValue, idempotencyKey: request.idempotencyKey,
-            amountCents: 0, currency: product.price.currency, creditsGranted: 0, creditsSpent: 0,
-            signedTransaction: nil, message: nil, finishedAt: nil, createdAt: Date(), revokedAt: nil, revocationReason: nil)
-        record.originalTransactionId = record.id
-        switch request.paymentMethod {
-        case .cancel:
-            record.status = .cancelled
-            record.message = "the purchase was cancelled; nothing was charged"
-        case .decline:
-            record.status = .declined
-            record.message = "the payment was declined (sandbox method 'decline'); nothing was charged, try another payment method"
-        case .defer:
-            record.status = .deferred
-            record.message = "waiting for approval (Ask to Buy)"
-        case .approve:
-            record = try await settle(record, product: product)
+        let stored = try await settle(account: account.id, key: request.idempotencyKey, productId: product.id) { holdings in
+            var record = TransactionRecord.pending(
+                account: account.id, product: product, quantity: request.quantity, method: request.paymentMethod.rawValue, key: request.idempotencyKey)
+            switch request.paymentMethod {
+            case .cancel:
+                record.status = .cancelled
+                record.message = "the purchase was cancelled; nothing was charged"
+            case .decline:
+                record.status = .declined
+                record.message = "the payment was declined (sandbox method 'decline'); nothing was charged, try another payment method"
+            case .defer:
+                // One pending request per account and product: asking again answers the same one.
+                if let pending = holdings.pending { return .existing(pending) }
+                if let owned = holdings.decideOwned(&record, product: product) { return owned }
+                record.message = "waiting for approval (Ask to Buy)"
+            case .approve:
+                try holdings.decide(&record, product: product)
+            }
+            return .new(record)
         }
-        let stored = try await commit(record, replacingDeferred: false)
         logger.info("payment", metadata: ["transaction": "\(stored.id)", "product": "\(stored.productId)", "outcome": "\(stored.status.rawValue)"])
-        metrics.payment(outcome: stored.status.rawValue)
+        metrics.payment(outcome: stored.paymentMethod == "owned" ? "owned" : stored.status.rawValue)
         return try await response(for: stored)
     }
 
     /// Spends credits on a product that has a credit price, giving a signed transaction of its own.
     func redeem(_ request: RedemptionRequest, account: AccountRecord) async throws -> PaymentResponse {
-        guard !request.idempotencyKey.isEmpty, request.idempotencyKey.count <= 200 else {
-            throw APIFailure.badRequest("idempotencyKey must be 1 to 200 characters")
-        }
-        if let existing = try await existingTransaction(account: account, key: request.idempotencyKey, productId: request.productId) {
-            return try await response(for: existing)
-        }
+        try Self.checkKey(request.idempotencyKey)
         let product = try await product(request.productId)
-        guard let creditPrice = product.creditPrice else {
+        guard product.creditPrice != nil else {
             throw APIFailure(.conflict, code: "not_redeemable", message: "\(product.id) has no credit price; buy it instead")
         }
-        var record = TransactionRecord(
-            sequence: nil, id: Self.newTransactionID(), accountId: account.id, productId: product.id, kind: product.kind,
-            quantity: 1, originalTransactionId: "", purchaseDate: nil, expiresDate: nil, status: .deferred,
-            paymentMethod: "credits", idempotencyKey: request.idempotencyKey, amountCents: 0,
-            currency: product.price.currency, creditsGranted: 0, creditsSpent: creditPrice,
-            signedTransaction: nil, message: nil, finishedAt: nil, createdAt: Date(), revokedAt: nil, revocationReason: nil)
-        record.originalTransactionId = record.id
-        record = try await settle(record, product: product)
-        let stored = try await commit(record, replacingDeferred: false)
-        metrics.payment(outcome: "redeemed")
+        let stored = try await settle(account: account.id, key: request.idempotencyKey, productId: product.id) { holdings in
+            var record = TransactionRecord.pending(account: account.id, product: product, quantity: 1, method: "credits", key: request.idempotencyKey)
+            try holdings.decide(&record, product: product)
+            return .new(record)
+        }
+        metrics.payment(outcome: stored.paymentMethod == "owned" ? "owned" : "redeemed")
         return try await response(for: stored)
     }
 
-    /// Approves a deferred (Ask to Buy) transaction: charges it and signs its receipt.
+    /// Approves a deferred (Ask to Buy) transaction: charges it and signs its receipt. Approved
+    /// after the account came to own the product another way, it is a free re-buy.
     func approve(transactionId: String) async throws -> StoreTransaction {
-        let record = try await transaction(transactionId)
-        guard record.status == .deferred else {
-            throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(transactionId) is \(record.status.rawValue), not deferred")
+        let deferred = try await transaction(transactionId)
+        guard deferred.status == .deferred else {
+            throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(transactionId) is \(deferred.status.rawValue), not deferred")
         }
-        let settled = try await settle(record, product: product(record.productId))
-        return try await commit(settled, replacingDeferred: true).wire
+        let product = try await product(deferred.productId)
+        let stored = try await settle(account: deferred.accountId, key: deferred.idempotencyKey, productId: deferred.productId, replacing: deferred) { holdings in
+            var record = deferred
+            record.paymentMethod = PaymentMethod.approve.rawValue
+            try holdings.decide(&record, product: product)
+            return .new(record)
+        }
+        return stored.wire
     }
 
     /// Declines a deferred transaction: nothing is charged.
@@ -178,10 +162,13 @@ public struct Store: Sendable {
         }
     }
 
-    /// Revokes a purchased transaction (a refund): its receipt stops entitling anything, and the
-    /// date and reason appear in the account's transaction list, so its devices learn of it.
-    func revoke(transactionId: String, reason: String?) async throws -> StoreTransaction {
-        try await database.pool.write { db in
+    /// Revokes a purchased transaction: its receipt stops entitling anything, and the date and
+    /// reason appear in the account's transaction list, so its devices learn of it. With
+    /// `refund`, the money charged is paid back (a negative ledger entry) and credits the purchase
+    /// granted are taken back, as far as the balance allows.
+    func revoke(transactionId: String, reason: String?, refund: Bool = false) async throws -> StoreTransaction {
+        let reason = reason.flatMap { $0.isEmpty ? nil : $0 } ?? (refund ? "refunded by the store" : "revoked by the store")
+        return try await database.pool.write { db in
             guard var record = try TransactionRecord.filter(TransactionRecord.Columns.id == transactionId).fetchOne(db) else {
                 throw APIFailure(.notFound, code: "unknown_transaction", message: "no transaction \(transactionId)")
             }
@@ -191,8 +178,21 @@ public struct Store: Sendable {
             if record.status == .purchased {
                 record.status = .revoked
                 record.revokedAt = Date()
-                record.revocationReason = reason.flatMap { $0.isEmpty ? nil : $0 } ?? "revoked by the store"
+                record.revocationReason = reason
                 try record.update(db)
+            }
+            guard refund, try LedgerEntry.filter(Column("transactionId") == transactionId && Column("kind") == LedgerEntry.Kind.refund.rawValue).fetchCount(db) == 0 else {
+                return record.wire
+            }
+            let charged = try LedgerEntry.filter(Column("transactionId") == transactionId && Column("kind") == LedgerEntry.Kind.charge.rawValue).fetchOne(db)
+            if let charged {
+                try LedgerEntry(id: nil, transactionId: transactionId, kind: .refund, accountId: record.accountId, amountCents: -charged.amountCents,
+                                currency: charged.currency, reason: reason, createdAt: Date()).insert(db)
+            }
+            if record.creditsGranted > 0, var account = try AccountRecord.fetchOne(db, key: record.accountId) {
+                account.credits -= min(account.credits, record.creditsGranted)
+                account.revision += 1
+                try account.update(db)
             }
             return record.wire
         }
@@ -240,101 +240,88 @@ public struct Store: Sendable {
         }
     }
 
-    /// Money charged to an account, for the admin view and the tests' "charged exactly once".
-    func charges(accountId: String) async throws -> [ChargeRecord] {
-        try await database.pool.read { try ChargeRecord.filter(Column("accountId") == accountId).order(Column("id")).fetchAll($0) }
+    /// The ledger of an account: charges and refunds, oldest first; it sums to what was really paid.
+    func charges(accountId: String) async throws -> [LedgerEntry] {
+        try await database.pool.read { try LedgerEntry.filter(Column("accountId") == accountId).order(Column("id")).fetchAll($0) }
     }
 
     // MARK: Deciding and committing
 
-    /// Decides what an approved payment costs and grants, and signs its receipt.
-    private func settle(_ pending: TransactionRecord, product: Product) async throws -> TransactionRecord {
-        var record = pending
-        let now = Date()
-        record.status = .purchased
-        record.purchaseDate = now
-        record.message = nil
-        let (accountId, productId) = (record.accountId, record.productId)
-        let previous = try await database.pool.read { db in
-            try TransactionRecord
-                .filter(TransactionRecord.Columns.accountId == accountId
-                    && TransactionRecord.Columns.productId == productId
-                    && TransactionRecord.Columns.status == TransactionStatus.purchased.rawValue)
-                .order(TransactionRecord.Columns.sequence)
-                .fetchAll(db)
-        }
-        switch product.kind {
-        case .consumable:
-            record.amountCents = try Self.cents(product.price) * record.quantity
-            record.creditsGranted = (product.credits ?? 0) * record.quantity
-            record.creditsSpent = 0
-        case .nonConsumable:
-            if let first = previous.first {
-                // Already owned: a new transaction that points at the first, and nothing charged.
-                record.originalTransactionId = first.originalTransactionId
-                record.paymentMethod = "owned"
-                record.amountCents = 0
-                record.creditsSpent = 0
-            } else if record.paymentMethod != "credits" {
-                record.amountCents = try Self.cents(product.price)
-            }
-        case .subscription:
-            if let active = previous.last(where: { ($0.expiresDate ?? .distantPast) > now }) {
-                record.originalTransactionId = active.originalTransactionId
-                record.expiresDate = active.expiresDate
-                record.paymentMethod = "owned"
-                record.amountCents = 0
-            } else {
-                record.originalTransactionId = previous.first?.originalTransactionId ?? record.id
-                record.expiresDate = Calendar.utc.date(byAdding: .month, value: product.periodMonths ?? 1, to: now)
-                record.amountCents = try Self.cents(product.price)
-            }
-        }
-        let claims = ReceiptClaims(
-            transactionId: record.id, originalTransactionId: record.originalTransactionId, productId: record.productId,
-            kind: record.kind, quantity: record.quantity, accountId: record.accountId, purchaseDate: now,
-            expiresDate: record.expiresDate, environment: environment, issuer: issuer)
-        record.signedTransaction = try await signer.sign(claims)
-        return record
+    /// What a decision comes to: a new (or settled) transaction, or one that already answers it.
+    enum Decision {
+        case new(TransactionRecord)
+        case existing(TransactionRecord)
     }
 
-    /// Stores a transaction, its charge and its credits in one SQLite transaction.
-    private func commit(_ record: TransactionRecord, replacingDeferred: Bool) async throws -> TransactionRecord {
-        try await database.pool.write { db in
-            var record = record
-            if replacingDeferred {
-                guard let current = try TransactionRecord.filter(TransactionRecord.Columns.id == record.id).fetchOne(db),
-                      current.status == .deferred
-                else {
-                    throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(record.id) was already settled")
+    /// Decides a payment against what the account holds and commits it, all or nothing.
+    ///
+    /// Signing is async and cannot run inside an SQLite transaction, so the decision is taken on a
+    /// snapshot of the account (`revision`), signed, and committed only if the account is still
+    /// at that revision: a concurrent payment of the same account makes this one decide again,
+    /// from what the other committed. N buys of one book therefore charge once (the others are
+    /// free re-buys of the first), and N redemptions spend credits once each, exactly. Unique
+    /// indexes back the rules the schema can state.
+    private func settle(
+        account accountId: String, key: String, productId: String, replacing deferred: TransactionRecord? = nil,
+        _ decide: (Holdings) throws -> Decision
+    ) async throws -> TransactionRecord {
+        for _ in 0..<64 {
+            let holdings = try await database.pool.read { try Holdings.read(accountId: accountId, productId: productId, key: key, in: $0) }
+            if deferred == nil, let existing = holdings.sameKey {
+                guard existing.productId == productId else {
+                    throw APIFailure(.conflict, code: "idempotency_key_reused",
+                        message: "idempotency key \(key) was already used for \(existing.productId); use a fresh key for a new purchase")
                 }
-                record.sequence = current.sequence
-            } else if let winner = try TransactionRecord
-                .filter(TransactionRecord.Columns.accountId == record.accountId && TransactionRecord.Columns.idempotencyKey == record.idempotencyKey)
-                .fetchOne(db)
-            {
-                return winner
+                return existing
             }
-            if record.status == .purchased, record.creditsSpent > 0 || record.creditsGranted > 0 {
-                guard var account = try AccountRecord.fetchOne(db, key: record.accountId) else {
-                    throw APIFailure(.notFound, code: "unknown_account", message: "no account \(record.accountId)")
+            var record: TransactionRecord
+            switch try decide(holdings) {
+            case .existing(let existing): return existing
+            case .new(let decided): record = decided
+            }
+            if record.status == .purchased {
+                record.signedTransaction = try await signer.sign(claims(of: record))
+            }
+            let decided = record
+            let committed = try await database.pool.write { db -> TransactionRecord? in
+                var record = decided
+                // The compare-and-set that makes the decision valid: nothing changed since the snapshot.
+                let changed = try AccountRecord.filter(key: accountId).filter(Column("revision") == holdings.revision)
+                    .updateAll(db, Column("revision").set(to: holdings.revision + 1), Column("credits").set(to: holdings.credits + record.creditDelta))
+                guard changed == 1 else { return nil }
+                if let deferred {
+                    record.sequence = deferred.sequence
+                    guard try TransactionRecord.filter(TransactionRecord.Columns.id == deferred.id && TransactionRecord.Columns.status == TransactionStatus.deferred.rawValue).fetchCount(db) == 1 else {
+                        throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(deferred.id) was already settled")
+                    }
+                    try record.update(db)
+                } else {
+                    do {
+                        try record.insert(db)
+                    } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+                        // A rule of the schema caught what the revision did not: decide again.
+                        logger.warning("payment hit a unique constraint; deciding again", metadata: ["error": "\(error)"])
+                        return nil
+                    }
                 }
-                guard account.credits >= record.creditsSpent else {
-                    throw APIFailure(HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required"), code: "insufficient_credits",
-                        message: "\(record.productId) costs \(record.creditsSpent) credits and the balance is \(account.credits); buy a credit pack first")
+                if record.status == .purchased, record.amountCents > 0 {
+                    try LedgerEntry(id: nil, transactionId: record.id, kind: .charge, accountId: record.accountId, amountCents: record.amountCents,
+                                    currency: record.currency, reason: nil, createdAt: Date()).insert(db)
                 }
-                account.credits += record.creditsGranted - record.creditsSpent
-                try account.update(db)
+                return record
             }
-            try record.save(db)
-            if record.status == .purchased, record.amountCents > 0 {
-                try ChargeRecord(
-                    id: nil, transactionId: record.id, accountId: record.accountId, amountCents: record.amountCents,
-                    currency: record.currency, createdAt: Date()
-                ).insert(db)
-            }
-            return record
+            if let committed { return committed }
         }
+        throw APIFailure(HTTPResponse.Status(code: 503, reasonPhrase: "Service Unavailable"), code: "busy",
+            message: "the account is busy with other payments; send the same request again (same idempotency key)")
+    }
+
+    /// The claims a purchased transaction's receipt carries.
+    private func claims(of record: TransactionRecord) -> ReceiptClaims {
+        ReceiptClaims(
+            transactionId: record.id, originalTransactionId: record.originalTransactionId, productId: record.productId,
+            kind: record.kind, quantity: record.quantity, accountId: record.accountId, purchaseDate: record.purchaseDate ?? Date(),
+            expiresDate: record.expiresDate, environment: environment, issuer: issuer)
     }
 
     /// The reply to a payment: the transaction and the balance; a declined payment is a 402.
@@ -346,17 +333,10 @@ public struct Store: Sendable {
         return PaymentResponse(transaction: record.wire, credits: credits, owned: record.paymentMethod == "owned")
     }
 
-    private func existingTransaction(account: AccountRecord, key: String, productId: String) async throws -> TransactionRecord? {
-        let existing = try await database.pool.read { db in
-            try TransactionRecord
-                .filter(TransactionRecord.Columns.accountId == account.id && TransactionRecord.Columns.idempotencyKey == key)
-                .fetchOne(db)
+    private static func checkKey(_ key: String) throws {
+        guard !key.isEmpty, key.count <= 200 else {
+            throw APIFailure.badRequest("idempotencyKey must be 1 to 200 characters")
         }
-        if let existing, existing.productId != productId {
-            throw APIFailure(.conflict, code: "idempotency_key_reused",
-                message: "idempotency key \(key) was already used for \(existing.productId); use a fresh key for a new purchase")
-        }
-        return existing
     }
 
     func transaction(_ id: String) async throws -> TransactionRecord {
@@ -367,18 +347,16 @@ public struct Store: Sendable {
     }
 
     func product(_ id: String) async throws -> Product {
-        guard let product = await catalog.current.products[id] else { throw APIFailure.unknownProduct(id) }
+        guard let product = try await catalog.current.products[id] else { throw APIFailure.unknownProduct(id) }
         return product
     }
 
     // MARK: Helpers
 
-    /// "4.99" → 499. The catalog loader has already checked the format.
+    /// "4.99" → 499. The catalog loader has already checked the format and bounded the amount.
     static func cents(_ price: Price) throws -> Int {
-        let parts = price.amount.split(separator: ".", omittingEmptySubsequences: false)
-        guard let whole = Int(parts[0]) else { throw APIFailure.badRequest("bad price \(price.amount)") }
-        let fraction = parts.count > 1 ? String(parts[1]).padding(toLength: 2, withPad: "0", startingAt: 0) : "00"
-        return whole * 100 + (Int(fraction) ?? 0)
+        guard let cents = Price.cents(price.amount) else { throw APIFailure.badRequest("bad price \(price.amount)") }
+        return cents
     }
 
     static func randomHex(bytes: Int) -> String {

@@ -1,56 +1,75 @@
+import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
 import KioskCore
 
-/// The routes of accounts, payments, transactions, receipts and the admin calls of the sandbox.
+/// The routes of accounts, payments, transactions, receipts and the store's operator.
 struct StoreController {
     let store: Store
     let signer: ReceiptSigner
     let adminToken: String
 
-    func addRoutes(to router: Router<BasicRequestContext>) {
+    func addRoutes(to router: Router<KioskRequestContext>) {
         router.get(".well-known/jwks.json") { _, _ in
             try JSONBody.response(signer.jwks)
         }
         router.post("v1/accounts") { _, _ in
             try JSONBody.response(try await store.createAccount(), status: .created)
         }
-        router.get("v1/account") { request, _ in
-            let account = try await store.account(bearer: JSONBody.bearerToken(request))
-            return try JSONBody.response(try await store.summary(of: account.id))
+        router.get("v1/account") { _, context in
+            try JSONBody.response(try await store.summary(of: context.requireAccount().id))
         }
-        router.post("v1/payments") { request, _ in
-            let account = try await store.account(bearer: JSONBody.bearerToken(request))
+        router.post("v1/payments") { request, context in
+            let account = try context.requireAccount()
             let payment = try await JSONBody.decode(PaymentRequest.self, from: request)
             return try JSONBody.response(try await store.pay(payment, account: account))
         }
-        router.post("v1/redemptions") { request, _ in
-            let account = try await store.account(bearer: JSONBody.bearerToken(request))
+        router.post("v1/redemptions") { request, context in
+            let account = try context.requireAccount()
             let redemption = try await JSONBody.decode(RedemptionRequest.self, from: request)
             return try JSONBody.response(try await store.redeem(redemption, account: account))
         }
-        router.get("v1/transactions") { request, _ in
-            let account = try await store.account(bearer: JSONBody.bearerToken(request))
+        router.get("v1/transactions") { request, context in
+            let account = try context.requireAccount()
             let after = request.uri.queryParameters.get("after")
             return try JSONBody.response(try await store.transactions(account: account, after: after))
         }
-        router.post("v1/transactions/:id/finish") { request, context in
-            let account = try await store.account(bearer: JSONBody.bearerToken(request))
+        router.post("v1/transactions/:id/finish") { _, context in
+            let account = try context.requireAccount()
             let id = try context.parameters.require("id")
             return try JSONBody.response(try await store.finish(transactionId: id, account: account))
         }
-        router.post("verifyReceipt") { request, _ in
+        router.post("verifyReceipt") { request, context in
             let body = try await request.body.collect(upTo: 1 << 20)
             // A token is optional here; when present, another account's receipt is not honoured.
-            let presenter = try? await store.account(bearer: JSONBody.bearerToken(request))
-            return try JSONBody.response(await store.verifyReceipt(body: Data(buffer: body), presentedBy: presenter))
+            return try JSONBody.response(await store.verifyReceipt(body: Data(buffer: body), presentedBy: context.account))
         }
         addAdminRoutes(to: router)
     }
 
-    private func addAdminRoutes(to router: Router<BasicRequestContext>) {
+    private func addAdminRoutes(to router: Router<KioskRequestContext>) {
         let admin = router.group("v1/admin")
+        admin.get("accounts") { request, _ in
+            try requireAdmin(request)
+            return try JSONBody.response(try await store.accounts())
+        }
+        admin.get("accounts/:id") { request, context in
+            try requireAdmin(request)
+            return try JSONBody.response(try await store.adminAccount(context.parameters.require("id")))
+        }
+        admin.get("pending") { request, _ in
+            try requireAdmin(request)
+            return try JSONBody.response(try await store.pendingRequests())
+        }
+        admin.get("sales") { request, _ in
+            try requireAdmin(request)
+            return try JSONBody.response(try await store.sales())
+        }
+        admin.get("downloads") { request, _ in
+            try requireAdmin(request)
+            return try JSONBody.response(try await store.downloadStats())
+        }
         admin.post("transactions/:id/approve") { request, context in
             try requireAdmin(request)
             return try JSONBody.response(try await store.approve(transactionId: context.parameters.require("id")))
@@ -61,41 +80,52 @@ struct StoreController {
         }
         admin.post("transactions/:id/revoke") { request, context in
             try requireAdmin(request)
-            let body = try await request.body.collect(upTo: 64 << 10)
-            let reason = (try? JSONDecoder().decode(RevocationRequest.self, from: Data(buffer: body)))?.reason
+            let reason = try await Self.reason(request)
             return try JSONBody.response(try await store.revoke(transactionId: context.parameters.require("id"), reason: reason))
         }
-        admin.get("accounts/:id") { request, context in
+        admin.post("transactions/:id/refund") { request, context in
             try requireAdmin(request)
-            let id = try context.parameters.require("id")
-            let summary = try await store.summary(of: id)
-            let charges = try await store.charges(accountId: id).map {
-                AdminAccountView.Charge(transactionId: $0.transactionId, amountCents: $0.amountCents, currency: $0.currency)
-            }
-            return try JSONBody.response(AdminAccountView(summary: summary, charges: charges))
+            let reason = try await Self.reason(request)
+            return try JSONBody.response(try await store.revoke(transactionId: context.parameters.require("id"), reason: reason, refund: true))
         }
     }
 
+    static func reason(_ request: Request) async throws -> String? {
+        let body = try await request.body.collect(upTo: 64 << 10)
+        return (try? JSONDecoder().decode(RevocationRequest.self, from: Data(buffer: body)))?.reason
+    }
+
+    /// The admin token is compared in constant time: a comparison that stops at the first wrong
+    /// byte would tell an attacker, by its timing, how much of a guess was right.
     private func requireAdmin(_ request: Request) throws {
-        guard JSONBody.bearerToken(request) == adminToken else {
+        let presented = SHA256.hash(data: Data((JSONBody.bearerToken(request) ?? "").utf8))
+        let expected = SHA256.hash(data: Data(adminToken.utf8))
+        var difference: UInt8 = 0
+        for (a, b) in zip(presented, expected) { difference |= a ^ b }
+        guard difference == 0 else {
             throw APIFailure.unauthorized("admin calls need Authorization: Bearer <the token in the server's data folder, admin-token>")
         }
     }
 }
 
-/// The optional body of `POST /v1/admin/transactions/{id}/revoke`.
+/// The optional body of `POST /v1/admin/transactions/{id}/revoke` and `/refund`.
 struct RevocationRequest: Decodable {
     var reason: String?
 }
 
-/// `GET /v1/admin/accounts/{id}`: an account as the store's operator sees it, charges included.
+/// `GET /v1/admin/accounts/{id}`: an account as the store's operator sees it.
 public struct AdminAccountView: Codable, Sendable {
     public struct Charge: Codable, Sendable {
         public var transactionId: String
+        /// `charge` or `refund` (negative).
+        public var kind: String
         public var amountCents: Int
         public var currency: String
+        public var reason: String?
     }
 
     public var summary: AccountSummary
+    /// The ledger: charges and refunds; it sums to what was really paid.
     public var charges: [Charge]
+    public var transactions: [AdminTransactionRow]
 }

@@ -1,0 +1,96 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KioskCore
+import Logging
+import NIOCore
+import Synchronization
+
+/// The context of every request: who is asking, decided once by ``AccountMiddleware``.
+public struct KioskRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    /// The account an `Authorization: Bearer` token acts for; nil without a known token.
+    var account: AccountRecord?
+
+    public init(source: Source) {
+        self.coreContext = .init(source: source)
+    }
+
+    /// The account, or 401 saying how to get one.
+    func requireAccount() throws -> AccountRecord {
+        guard let account else {
+            throw APIFailure.unauthorized("this call needs Authorization: Bearer <account token> of an account this store knows")
+        }
+        return account
+    }
+}
+
+/// Resolves a bearer token to its account once, for every handler and the request log.
+struct AccountMiddleware: RouterMiddleware {
+    let store: Store
+
+    func handle(_ request: Request, context: KioskRequestContext, next: (Request, KioskRequestContext) async throws -> Response) async throws -> Response {
+        var context = context
+        if let token = JSONBody.bearerToken(request), !token.isEmpty {
+            context.account = try await store.account(forToken: token)
+        }
+        return try await next(request, context)
+    }
+}
+
+/// One log line per request, once its body is sent: method, route, status, duration, bytes sent
+/// and account. Never the path's query, a token or a receipt.
+struct RequestLogMiddleware: RouterMiddleware {
+    let logger: Logger
+
+    func handle(_ request: Request, context: KioskRequestContext, next: (Request, KioskRequestContext) async throws -> Response) async throws -> Response {
+        let started = ContinuousClock.now
+        let route = context.endpointPath ?? "unmatched"
+        do {
+            var response = try await next(request, context)
+            let status = response.status.code
+            let account = context.account?.id
+            let logger = self.logger
+            let method = request.method.rawValue
+            let endpoint = context.endpointPath ?? route
+            let sent = ByteCounter()
+            let counted = response.body.map { buffer in
+                sent.add(buffer.readableBytes)
+                return buffer
+            }
+            response.body = ResponseBody(contentLength: counted.contentLength) { writer in
+                do {
+                    try await counted.write(writer)
+                    Self.log(logger, method: method, route: endpoint, status: status, started: started, bytes: sent.value, account: account)
+                } catch {
+                    Self.log(logger, method: method, route: endpoint, status: status, started: started, bytes: sent.value, account: account, cut: true)
+                    throw error
+                }
+            }
+            return response
+        } catch {
+            let status = (error as? any HTTPResponseError)?.status.code ?? 500
+            Self.log(logger, method: request.method.rawValue, route: context.endpointPath ?? route, status: status, started: started, bytes: 0, account: context.account?.id)
+            throw error
+        }
+    }
+
+    static func log(_ logger: Logger, method: String, route: String, status: Int, started: ContinuousClock.Instant, bytes: Int, account: String?, cut: Bool = false) {
+        let elapsed = ContinuousClock.now - started
+        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        var metadata: Logger.Metadata = [
+            "status": "\(status)", "route": "\(route)", "duration_ms": "\(String(format: "%.1f", milliseconds))",
+            "bytes": "\(bytes)", "account": "\(account ?? "-")",
+        ]
+        if cut { metadata["cut"] = "true" }
+        logger.info("\(method) \(route) \(status)", metadata: metadata)
+    }
+}
+
+/// Bytes sent, counted from the body's writer.
+final class ByteCounter: Sendable {
+    private let count = Mutex(0)
+    func add(_ n: Int) { count.withLock { $0 += n } }
+    var value: Int { count.withLock { $0 } }
+}
+

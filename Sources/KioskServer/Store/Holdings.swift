@@ -1,0 +1,112 @@
+import Foundation
+import GRDB
+import HTTPTypes
+import KioskCore
+
+/// What an account holds that a payment's outcome depends on, read in one transaction at one
+/// revision of the account; ``Store`` commits a decision only while the account is still at it.
+struct Holdings {
+    let revision: Int64
+    let credits: Int
+    /// The transaction already made with this idempotency key, if any.
+    let sameKey: TransactionRecord?
+    /// The first standing purchase of the product (a book or an issue).
+    let firstPurchase: TransactionRecord?
+    /// The latest standing period of the subscription.
+    let latestPeriod: TransactionRecord?
+    /// A pending Ask to Buy of the product.
+    let pending: TransactionRecord?
+
+    /// Each look-up is one indexed row, so a purchase costs the same however long the history.
+    static func read(accountId: String, productId: String, key: String, in db: Database) throws -> Holdings {
+        guard let account = try AccountRecord.fetchOne(db, key: accountId) else {
+            throw APIFailure(.notFound, code: "unknown_account", message: "no account \(accountId)")
+        }
+        let ofProduct = TransactionRecord.filter(TransactionRecord.Columns.accountId == accountId && TransactionRecord.Columns.productId == productId)
+        let purchased = ofProduct.filter(TransactionRecord.Columns.status == TransactionStatus.purchased.rawValue)
+        return Holdings(
+            revision: account.revision, credits: account.credits,
+            sameKey: try TransactionRecord.filter(TransactionRecord.Columns.accountId == accountId && TransactionRecord.Columns.idempotencyKey == key).fetchOne(db),
+            firstPurchase: try purchased.order(TransactionRecord.Columns.sequence).fetchOne(db),
+            latestPeriod: try purchased.order(Column("expiresDate").desc).fetchOne(db),
+            pending: try ofProduct.filter(TransactionRecord.Columns.status == TransactionStatus.deferred.rawValue).fetchOne(db))
+    }
+
+    /// Settles an approved payment or redemption: what it costs, grants and signs.
+    /// - Throws: 402 `insufficient_credits`; 409 when a sum would overflow.
+    func decide(_ record: inout TransactionRecord, product: Product, now: Date = Date()) throws {
+        record.status = .purchased
+        record.purchaseDate = now
+        record.message = nil
+        if decideOwned(&record, product: product, now: now) != nil { return }
+        switch product.kind {
+        case .consumable:
+            let (amount, amountOverflow) = try Store.cents(product.price).multipliedReportingOverflow(by: record.quantity)
+            let (granted, grantedOverflow) = (product.credits ?? 0).multipliedReportingOverflow(by: record.quantity)
+            guard !amountOverflow, !grantedOverflow, !credits.addingReportingOverflow(granted).overflow else { throw Self.overflow }
+            record.amountCents = amount
+            record.creditsGranted = granted
+        case .nonConsumable:
+            if record.paymentMethod == "credits" {
+                let price = product.creditPrice ?? 0
+                guard credits >= price else {
+                    throw APIFailure(HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required"), code: "insufficient_credits",
+                        message: "\(product.id) costs \(price) credits and the balance is \(credits); buy a credit pack first")
+                }
+                record.creditsSpent = price
+            } else {
+                record.amountCents = try Store.cents(product.price)
+            }
+        case .subscription:
+            record.originalTransactionId = latestPeriod?.originalTransactionId ?? record.id
+            record.expiresDate = Calendar.utc.date(byAdding: .month, value: product.periodMonths ?? 1, to: now)
+            record.amountCents = try Store.cents(product.price)
+        }
+    }
+
+    /// When the account already has the product (a book, an issue, an active subscription), the
+    /// payment becomes a free transaction that points at the original: nothing is charged.
+    /// - Returns: the decision, or nil when the product is not owned.
+    @discardableResult
+    func decideOwned(_ record: inout TransactionRecord, product: Product, now: Date = Date()) -> Store.Decision? {
+        switch product.kind {
+        case .nonConsumable:
+            guard let first = firstPurchase else { return nil }
+            record.originalTransactionId = first.originalTransactionId
+        case .subscription:
+            guard let active = latestPeriod, (active.expiresDate ?? .distantPast) > now else { return nil }
+            record.originalTransactionId = active.originalTransactionId
+            record.expiresDate = active.expiresDate
+        case .consumable:
+            return nil
+        }
+        record.status = .purchased
+        record.purchaseDate = now
+        record.paymentMethod = "owned"
+        record.amountCents = 0
+        record.creditsSpent = 0
+        record.creditsGranted = 0
+        record.message = "already owned; nothing was charged"
+        return .new(record)
+    }
+
+    static let overflow = APIFailure(.conflict, code: "amount_too_large", message: "the amount or balance would be too large; buy fewer at once")
+}
+
+extension TransactionRecord {
+    /// A transaction not yet decided, with its own ID as its original.
+    static func pending(account: String, product: Product, quantity: Int, method: String, key: String) -> TransactionRecord {
+        let id = Store.newTransactionID()
+        return TransactionRecord(
+            sequence: nil, id: id, accountId: account, productId: product.id, kind: product.kind,
+            quantity: quantity, originalTransactionId: id, purchaseDate: nil, expiresDate: nil, status: .deferred,
+            paymentMethod: method, idempotencyKey: key, amountCents: 0, currency: product.price.currency,
+            creditsGranted: 0, creditsSpent: 0, signedTransaction: nil, message: nil, finishedAt: nil,
+            createdAt: Date(), revokedAt: nil, revocationReason: nil)
+    }
+
+    /// How the account's credit balance changes when this commits.
+    var creditDelta: Int {
+        status == .purchased ? creditsGranted - creditsSpent : 0
+    }
+}
