@@ -86,6 +86,8 @@ extension Kiosk {
             let app = server.makeApplication { port in boundContinuation.yield(port) }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
+                    // Ends the wait for a port whether the server ran or failed to bind.
+                    defer { boundContinuation.finish() }
                     do {
                         try await app.runService()
                     } catch let error as IOError where error.errnoCode == EADDRINUSE {
@@ -93,7 +95,6 @@ extension Kiosk {
                     } catch let error as IOError {
                         throw ValidationError("cannot listen on \(host):\(port): \(String(cString: strerror(error.errnoCode))); check --host and --port")
                     }
-                    boundContinuation.finish()
                 }
                 if server.configuration.metricsPort != nil {
                     let metrics = server.makeMetricsApplication { port in

@@ -93,6 +93,24 @@ struct CatalogCommandTests {
         #expect(await server.stop() == 0)
     }
 
+    @Test("a busy port is one line naming host and port, said before any packing")
+    func busyPort() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let running = try await ServerProcess.start(store, log: directory.path("first.log"))
+        let port = try #require(running.url.split(separator: ":").last.map(String.init))
+        let second = directory.path("second-data")
+        let started = ContinuousClock.now
+        let result = try await KioskCommand.run([
+            "serve", "--catalog", store.catalog.path, "--content", store.content.path, "--data", second.path, "--port", port,
+        ])
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(result.status == 1)
+        #expect(result.stderr.hasSuffix("kiosk: cannot listen on 127.0.0.1:\(port): the address is already in use; stop the other server or choose another --port\n"), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: second.appendingPathComponent("content").path), "it packed before binding")
+        _ = await running.stop()
+    }
+
     @Test("serve refuses a bad catalog, naming the file, the product and the field")
     func serveRefusesBadCatalog() async throws {
         let directory = try TemporaryDirectory()

@@ -22,7 +22,7 @@ struct TwoProcessCommandTests {
     static func charges(_ setup: Setup) throws -> [String: Int] {
         let database = try DatabaseQueue(path: setup.store.data.appendingPathComponent("kiosk-server.sqlite").path)
         return try database.read { db in
-            Dictionary(try Row.fetchAll(db, sql: "SELECT accountId, COUNT(*) AS n FROM charge GROUP BY accountId").map { ($0["accountId"], $0["n"]) }) { $0 + $1 }
+            Dictionary(try Row.fetchAll(db, sql: "SELECT accountId, COUNT(*) AS n FROM ledgerEntry WHERE kind = 'charge' GROUP BY accountId").map { ($0["accountId"], $0["n"]) }) { $0 + $1 }
         }
     }
 

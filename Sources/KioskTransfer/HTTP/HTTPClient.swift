@@ -43,10 +43,12 @@ public struct HTTPClient: Sendable {
     /// Sends `request` and returns whatever status the server answered.
     /// - Throws: ``TransferError`` when no complete response arrived.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        // A thread of its own: a blocking libcurl call must not hold one of libdispatch's or
+        // Swift's few pool threads, which is what makes many requests at once crawl.
         try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try Self.perform(request) })
-            }
+            let thread = Thread { continuation.resume(with: Result { try Self.perform(request) }) }
+            thread.name = "kiosk-http"
+            thread.start()
         }
     }
 

@@ -1,0 +1,196 @@
+import Crypto
+import Foundation
+import KioskCore
+import KioskServer
+import KioskTestSupport
+import KioskTransfer
+import Logging
+import Testing
+
+/// The bytes behind an ETag, reloads that do not stall the store, secrets and slow clients.
+@Suite("The server's bytes, reloads, secrets and connections")
+struct ServerOperationsTests {
+    static let large = "com.kiosk.books.large-atlas"
+
+    static func get(_ url: String, headers: [(name: String, value: String)] = []) async throws -> HTTPResponse {
+        try await HTTPClient().send(HTTPRequest(url: url, headers: headers, maxResponseBytes: 256 << 20))
+    }
+
+    static func receipt(for product: String, _ http: StoreHTTP) async throws -> String {
+        let account = try await http.createAccount()
+        let reply = try await http.pay(product, token: account.token)
+        return try #require(try reply.decode(PaymentResponse.self).transaction.signedTransaction)
+    }
+
+    static func rewriteLargeBook(_ store: SampleStore, seed: String) throws {
+        try TestOrigin.incompressible(8 << 20, seed: seed).write(to: store.content.appendingPathComponent("books/large-atlas/plates.bin"))
+    }
+
+    @Test("a reload that changes a book while a ranged download of the old version is in flight: If-Range restarts it, never splices, and the old ETag keeps its bytes")
+    func reloadDuringResume() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.addLargeBook(Self.large, megabytes: 8)
+        let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+        try await LiveServer.run(configuration) { server, url in
+            let receipt = try await Self.receipt(for: Self.large, StoreHTTP(baseURL: url))
+            let auth = ("Authorization", "Receipt \(receipt)")
+            let first = try await Self.get(url + "/v1/content/\(Self.large)", headers: [auth, ("Range", "bytes=0-1048575")])
+            #expect(first.status == 206)
+            let oldTag = try #require(first.headers["etag"])
+
+            try Self.rewriteLargeBook(store, seed: "second edition")
+            #expect(await server.catalog.reload())
+            let resumed = try await Self.get(url + "/v1/content/\(Self.large)", headers: [auth, ("Range", "bytes=1048576-"), ("If-Range", oldTag)])
+            #expect(resumed.status == 200, "a changed representation must be sent whole, not spliced")
+            let newTag = try #require(resumed.headers["etag"])
+            #expect(newTag != oldTag)
+            #expect("\"\(FileDigest.sha256(of: resumed.body))\"" == newTag)
+
+            // The old archive is still there under its own name, with its own bytes.
+            let oldFile = store.data.appendingPathComponent("content/\(oldTag.trimmingCharacters(in: CharacterSet(charactersIn: "\""))).zip")
+            #expect("\"\(try FileDigest.sha256(of: oldFile))\"" == oldTag)
+        }
+    }
+
+    @Test("GETs racing reloads: every body's SHA-256 is its ETag")
+    func racingReloads() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.addLargeBook(Self.large, megabytes: 8)
+        let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+        try await LiveServer.run(configuration) { server, url in
+            let receipt = try await Self.receipt(for: Self.large, StoreHTTP(baseURL: url))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for round in 0..<4 {
+                        try Self.rewriteLargeBook(store, seed: "edition \(round)")
+                        _ = await server.catalog.reload()
+                    }
+                }
+                for _ in 0..<3 {
+                    group.addTask {
+                        for _ in 0..<4 {
+                            let response = try await Self.get(url + "/v1/content/\(Self.large)", headers: [("Authorization", "Receipt \(receipt)")])
+                            #expect(response.status == 200)
+                            #expect("\"\(FileDigest.sha256(of: response.body))\"" == response.headers["etag"])
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+    }
+
+    @Test("while a slow reload packs, the catalog and payments keep answering from the last good catalog")
+    func requestsDuringSlowReload() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+        try await LiveServer.run(configuration) { server, url in
+            let http = StoreHTTP(baseURL: url)
+            let account = try await http.createAccount()
+            try store.addLargeBook(Self.large, megabytes: 48)
+            let reload = Task { await server.catalog.reload() }
+            try await Task.sleep(for: .milliseconds(200))
+            var slowest = Duration.zero
+            for _ in 0..<5 {
+                let started = ContinuousClock.now
+                #expect(try await http.send("GET", "/v1/catalog").status == 200)
+                #expect(try await http.pay("com.kiosk.credits.pack-5", token: account.token).status == 200)
+                slowest = max(slowest, ContinuousClock.now - started)
+            }
+            let catalogBefore = try await http.send("GET", "/v1/catalog").decode(CatalogDocument.self)
+            #expect(!catalogBefore.products.contains { $0.id == Self.large }, "the reload had already finished; the test proves nothing")
+            #expect(slowest < .milliseconds(500), "a request waited \(slowest) for the reload")
+            #expect(await reload.value)
+            #expect(try await http.send("GET", "/v1/catalog").decode(CatalogDocument.self).products.contains { $0.id == Self.large })
+        }
+    }
+
+    @Test("secrets are created 0600; an unreadable or corrupt signing key or admin token stops the server, naming the file")
+    func secrets() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+        _ = try await KioskServer(configuration: configuration)
+        for name in ["signing-key.json", "admin-token"] {
+            let mode = try #require(try FileManager.default.attributesOfItem(atPath: store.data.appendingPathComponent(name).path)[.posixPermissions] as? Int)
+            #expect(mode == 0o600, "\(name) is \(String(mode, radix: 8))")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: store.data.path).allSatisfy { !$0.hasPrefix(".") })
+
+        let key = store.data.appendingPathComponent("signing-key.json")
+        let original = try Data(contentsOf: key)
+        try Data("{\"kid\": \"x\", \"d\": \"not a key\"}".utf8).write(to: key)
+        let corrupt = await #expect(throws: ServerSetupError.self) { try await KioskServer(configuration: configuration) }
+        #expect(corrupt?.description.hasPrefix("\(key.path): is not a signing key Kiosk can read") == true)
+        #expect(try Data(contentsOf: key) == Data("{\"kid\": \"x\", \"d\": \"not a key\"}".utf8), "the key file was replaced")
+
+        try FileManager.default.removeItem(at: key)
+        try FileManager.default.createDirectory(at: key, withIntermediateDirectories: false)
+        let unreadable = await #expect(throws: ServerSetupError.self) { try await KioskServer(configuration: configuration) }
+        #expect(unreadable?.description.hasPrefix("\(key.path): exists but cannot be read") == true)
+        try FileManager.default.removeItem(at: key)
+        try original.write(to: key)
+
+        let token = store.data.appendingPathComponent("admin-token")
+        try FileManager.default.removeItem(at: token)
+        try FileManager.default.createDirectory(at: token, withIntermediateDirectories: false)
+        let badToken = await #expect(throws: ServerSetupError.self) { try await KioskServer(configuration: configuration) }
+        #expect(badToken?.description.hasPrefix("\(token.path): exists but cannot be read") == true)
+    }
+
+    @Test("connections that never finish their request headers are closed after the request timeout")
+    func slowHeaders() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        var configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+        configuration.requestHeaderTimeout = 1
+        try await LiveServer.run(configuration) { _, url in
+            let port = try #require(Int(url.split(separator: ":").last ?? ""))
+            let sockets = try (0..<50).map { _ in try SlowClient(port: port) }
+            for socket in sockets { socket.send("GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ") }
+            try await Task.sleep(for: .seconds(3))
+            let closed = sockets.filter { $0.isClosedByPeer() }.count
+            #expect(closed == sockets.count, "\(sockets.count - closed) slow connections still open")
+            // A connection that completes its request is answered as usual.
+            #expect(try await StoreHTTP(baseURL: url).send("GET", "/healthz").status == 200)
+        }
+    }
+}
+
+/// A raw TCP connection that sends what a test says, as slowly as it likes.
+final class SlowClient {
+    let descriptor: Int32
+
+    init(port: Int) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw CocoaError(.fileReadUnknown) }
+    }
+
+    deinit { close(descriptor) }
+
+    func send(_ text: String) {
+        _ = text.withCString { Glibc.send(descriptor, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// True when the server has closed the connection: reads reach end of file (or a reset),
+    /// after whatever it said last.
+    func isClosedByPeer() -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        for _ in 0..<8 {
+            var descriptorSet = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptorSet, 1, 100) > 0 else { return false }
+            if recv(descriptor, &buffer, buffer.count, 0) <= 0 { return true }
+        }
+        return false
+    }
+}
