@@ -13,6 +13,8 @@ public actor CatalogService {
     private let contentStore: ContentStore
     private let logger: Logger
     private var published: PublishedCatalog?
+    /// The catalog the last reload replaced: its archives still serve resumes in flight.
+    private var previous: PublishedCatalog?
     private var lastReload: Task<Bool, Never>?
 
     /// Prepares the service; nothing is loaded until ``load()``.
@@ -32,6 +34,14 @@ public actor CatalogService {
             }
             return published
         }
+    }
+
+    /// The archive the previous catalog published for `productId` under `etag`, if that is what a
+    /// resume's If-Range names: it is finished from the bytes it started with.
+    public func previousArchive(_ productId: String, etag: String) -> PackedContent? {
+        guard let archive = previous?.archives[productId], "\"\(archive.sha256)\"" == etag,
+              FileManager.default.fileExists(atPath: archive.file.path) else { return nil }
+        return archive
     }
 
     /// Loads the first catalog.
@@ -60,6 +70,7 @@ public actor CatalogService {
             let next = try await build()
             let replaced = published
             published = next
+            previous = replaced
             contentStore.collectGarbage(keeping: [next] + (replaced.map { [$0] } ?? []))
             logger.info("catalog reloaded", metadata: ["products": "\(next.products.count)"])
             return true

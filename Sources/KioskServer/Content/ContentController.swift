@@ -24,12 +24,17 @@ struct ContentController {
     func serve(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let productId = try context.parameters.require("productId")
         let published = try await catalog.current
-        guard let product = published.products[productId], let archive = published.archives[productId], let content = product.content else {
+        guard let product = published.products[productId], var archive = published.archives[productId], let content = product.content else {
             throw APIFailure(.notFound, code: "unknown_product", message: "no downloadable product \"\(productId)\"; run kiosk sync")
         }
         try await authorize(request, product: product)
 
-        let etag = "\"\(content.sha256)\""
+        // A resume of the version a reload just replaced finishes from its own bytes.
+        if let ifRange = request.headers[.ifRange], ifRange != "\"\(content.sha256)\"",
+           let older = await catalog.previousArchive(productId, etag: ifRange) {
+            archive = older
+        }
+        let etag = "\"\(archive.sha256)\""
         var headers = HTTPFields()
         headers[.acceptRanges] = "bytes"
         headers[.eTag] = etag
