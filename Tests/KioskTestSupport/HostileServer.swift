@@ -66,22 +66,8 @@ public final class HostileServer: @unchecked Sendable {
         let router = Router(context: BasicRequestContext.self)
         router.get("v1/catalog") { _, _ in server.respond(server.catalog) }
         router.get("**") { _, _ in Response(status: .ok, headers: [.contentType: "text/plain"], body: ResponseBody(byteBuffer: ByteBuffer(string: "pwned\n"))) }
-        var logger = Logger(label: "kiosk.test-hostile")
-        logger.logLevel = .critical
-        let (ports, continuation) = AsyncStream<Int>.makeStream()
-        let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: logger)
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask {
-                try await app.runService(gracefulShutdownSignals: [])
-                return nil
-            }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
-            let result = try await body(server, "http://127.0.0.1:\(port)")
-            group.cancelAll()
-            return result
+        return try await LoopbackServer.run(router, label: "kiosk.test-hostile") { port in
+            try await body(server, "http://127.0.0.1:\(port)")
         }
     }
 

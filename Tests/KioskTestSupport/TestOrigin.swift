@@ -57,22 +57,8 @@ public final class TestOrigin: @unchecked Sendable {
         let origin = TestOrigin(content: content)
         let router = Router(context: BasicRequestContext.self)
         router.get("file") { request, _ in origin.respond(request) }
-        var logger = Logger(label: "kiosk.test-origin")
-        logger.logLevel = .critical
-        let (ports, continuation) = AsyncStream<Int>.makeStream()
-        let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: logger)
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask {
-                try await app.runService(gracefulShutdownSignals: [])
-                return nil
-            }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
-            let result = try await body(origin, "http://127.0.0.1:\(port)/file")
-            group.cancelAll()
-            return result
+        return try await LoopbackServer.run(router, label: "kiosk.test-origin") { port in
+            try await body(origin, "http://127.0.0.1:\(port)/file")
         }
     }
 
