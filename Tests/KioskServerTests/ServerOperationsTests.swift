@@ -22,18 +22,24 @@ struct ServerOperationsTests {
         return try #require(try reply.decode(PaymentResponse.self).transaction.signedTransaction)
     }
 
+    /// A live server whose store has an 8 MiB book, and a receipt that entitles it.
+    static func withLargeBook(_ body: @Sendable (KioskServer, SampleStore, String, String) async throws -> Void) async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.addLargeBook(large, megabytes: 8)
+        let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+        try await LiveServer.run(configuration) { server, url in
+            try await body(server, store, url, try await receipt(for: large, StoreHTTP(baseURL: url)))
+        }
+    }
+
     static func rewriteLargeBook(_ store: SampleStore, seed: String) throws {
         try TestOrigin.incompressible(8 << 20, seed: seed).write(to: store.content.appendingPathComponent("books/large-atlas/plates.bin"))
     }
 
     @Test("a reload that changes a book while a ranged download of the old version is in flight: the resume finishes the old version byte-exact, an unknown If-Range restarts, never a splice")
     func reloadDuringResume() async throws {
-        let directory = try TemporaryDirectory()
-        let store = try SampleStore(in: directory)
-        try store.addLargeBook(Self.large, megabytes: 8)
-        let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
-        try await LiveServer.run(configuration) { server, url in
-            let receipt = try await Self.receipt(for: Self.large, StoreHTTP(baseURL: url))
+        try await Self.withLargeBook { server, store, url, receipt in
             let auth = ("Authorization", "Receipt \(receipt)")
             let first = try await Self.get(url + "/v1/content/\(Self.large)", headers: [auth, ("Range", "bytes=0-1048575")])
             #expect(first.status == 206)
@@ -62,12 +68,7 @@ struct ServerOperationsTests {
 
     @Test("GETs racing reloads: every body's SHA-256 is its ETag")
     func racingReloads() async throws {
-        let directory = try TemporaryDirectory()
-        let store = try SampleStore(in: directory)
-        try store.addLargeBook(Self.large, megabytes: 8)
-        let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
-        try await LiveServer.run(configuration) { server, url in
-            let receipt = try await Self.receipt(for: Self.large, StoreHTTP(baseURL: url))
+        try await Self.withLargeBook { server, store, url, receipt in
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for round in 0..<4 {
