@@ -20,11 +20,7 @@ extension KioskClient {
     /// fails keeps its error and backoff. An unreachable server is not an error: the work waits.
     @discardableResult
     public func replay() async -> ReplayReport {
-        var report = await paymentQueue.replay()
-        if !report.offline, let finished = try? await paymentQueue.finishDelivered() {
-            report.finished += finished
-        }
-        return report
+        await paymentQueue.replay()
     }
 
     /// Buys a product and, unless told otherwise, downloads and installs its content before

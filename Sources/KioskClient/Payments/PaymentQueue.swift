@@ -207,16 +207,21 @@ struct PaymentQueue {
         }
     }
 
-    /// Finishes every `delivering` transaction whose content is installed (or was cancelled by the
-    /// reader, who can download it again with `kiosk buy`, which charges nothing).
+    /// Finishes every `delivering` transaction whose delivery is over.
     func finishDelivered() async throws -> Int {
         var finished = 0
         for record in try database.unfinishedPayments() where record.state == .delivering {
-            let download = try database.download(record.productId)
-            guard download == nil || download?.state == .installed || download?.state == .cancelled else { continue }
+            guard try deliveryIsOver(record) else { continue }
             if try await finish(record).state == .finished { finished += 1 }
         }
         return finished
+    }
+
+    /// A delivery is over when its content is installed, or was cancelled by the reader (who can
+    /// download it again with `kiosk buy`, which charges nothing), or there is nothing to download.
+    private func deliveryIsOver(_ record: PaymentRecord) throws -> Bool {
+        guard let download = try database.download(record.productId) else { return true }
+        return download.state == .installed || download.state == .cancelled
     }
 
     /// Reports delivery to the server; offline, the row stays as it is and replay finishes it later.
@@ -268,9 +273,7 @@ struct PaymentQueue {
                     let (delivered, _) = try await deliver(current, .queue)
                     if delivered.state == .finished { report.finished += 1 }
                 case .delivering:
-                    let download = try database.download(current.productId)
-                    if download == nil || download?.state == .installed || download?.state == .cancelled,
-                       try await finish(current).state == .finished {
+                    if try deliveryIsOver(current), try await finish(current).state == .finished {
                         report.finished += 1
                     }
                 case .deferred:

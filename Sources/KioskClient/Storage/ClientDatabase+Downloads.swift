@@ -46,10 +46,9 @@ extension ClientDatabase {
         let record = try write { db -> DownloadRecord? in
             if var existing = try DownloadRecord.fetchOne(db, key: productId) {
                 let sameVersion = existing.sha256 == content.sha256
-                if sameVersion, [.installed, .queued, .paused].contains(existing.state) || DownloadState.claimed.contains(existing.state) {
-                    return nil
-                }
+                // A running owner finishes what it has; a newer version is queued after it installs.
                 if DownloadState.claimed.contains(existing.state) { return nil }
+                if sameVersion, [.installed, .queued, .paused].contains(existing.state) { return nil }
                 existing.state = .queued
                 existing.sha256 = content.sha256
                 existing.size = content.size
