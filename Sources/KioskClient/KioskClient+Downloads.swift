@@ -14,11 +14,24 @@ extension KioskClient {
     /// A download another process is running is waited for, not fetched twice. Cancelling the
     /// calling Task stops the transfers within a second; they keep their bytes.
     public func runDownloads(only products: Set<String>? = nil, progress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }) async throws -> DownloadRunReport {
-        let report = try await downloadQueue().run(only: products, waitForOthers: true, progress: progress)
+        var report = try await downloadQueue().run(only: products, waitForOthers: true, progress: progress)
+        if !report.outdated.isEmpty, try await queueCurrentVersions(of: report.outdated) {
+            // A catalog reload replaced the content mid-way: fetch the version the catalog now names.
+            let again = try await downloadQueue().run(only: Set(report.outdated), waitForOthers: true, progress: progress)
+            report.absorb(again)
+        }
         if !report.installed.isEmpty || !report.installedElsewhere.isEmpty || !report.cancelled.isEmpty {
             _ = try? await paymentQueue.finishDelivered()
         }
         return report
+    }
+
+    /// Syncs the catalog and queues the version it now names for each of `products` whose download
+    /// the server refused as outdated. Returns true when any was queued.
+    private func queueCurrentVersions(of products: [String]) async throws -> Bool {
+        _ = try await catalogSync().sync()
+        try retargetDownloads(products)
+        return try products.contains { try database.download($0)?.state == .queued }
     }
 
     /// Everything `kiosk resume` does before downloading: queues the issues subscriptions cover and

@@ -72,8 +72,19 @@ public final class KioskClient: Sendable {
     /// Syncs the catalog cache with the server and queues the issues a subscription covers.
     public func sync() async throws -> SyncReport {
         var report = try await catalogSync().sync()
+        try retargetDownloads(report.changed)
         report.queued = try await subscriptionIssues().queueCoveredIssues()
         return report
+    }
+
+    /// Downloads not yet started or stopped half-way switch to the version the catalog now names,
+    /// rather than finish one the server has replaced.
+    func retargetDownloads(_ changed: [String]) throws {
+        for id in changed {
+            if let content = try database.cachedProduct(id)?.content {
+                try database.retargetDownload(id, to: content)
+            }
+        }
     }
 
     /// The cached catalog, sorted by product ID, and when it was last synced (nil: never).

@@ -11,7 +11,8 @@ struct ClientOptions: ParsableArguments {
     var server: String?
 
     /// Opens the client's state, with the engine's settings taken from `KIOSK_*` variables:
-    /// KIOSK_STALL_SECONDS, KIOSK_MAX_RECEIVE_SPEED, KIOSK_CONCURRENCY, and KIOSK_TEST_CRASH_POINT
+    /// KIOSK_STALL_SECONDS, KIOSK_MAX_RECEIVE_SPEED, KIOSK_CONCURRENCY, KIOSK_RETRY_BASE_SECONDS and
+    /// KIOSK_RETRY_CAP_SECONDS (the first retry's delay and the longest), and KIOSK_TEST_CRASH_POINT
     /// (the tests' way to have this process killed at a point of a purchase).
     func client() throws -> KioskClient {
         LogSetup.bootstrap()
@@ -25,6 +26,8 @@ struct ClientOptions: ParsableArguments {
         if let seconds = environment["KIOSK_STALL_SECONDS"].flatMap(Int.init) { configuration.stallSeconds = seconds }
         configuration.maxReceiveSpeed = environment["KIOSK_MAX_RECEIVE_SPEED"].flatMap(Int64.init)
         if let concurrency = environment["KIOSK_CONCURRENCY"].flatMap(Int.init), concurrency > 0 { configuration.concurrency = concurrency }
+        if let base = environment["KIOSK_RETRY_BASE_SECONDS"].flatMap(Double.init), base > 0 { configuration.backoff.base = base }
+        if let cap = environment["KIOSK_RETRY_CAP_SECONDS"].flatMap(Double.init), cap > 0 { configuration.backoff.cap = cap }
         if let point = environment["KIOSK_TEST_CRASH_POINT"].flatMap(CrashPoint.init(rawValue:)) {
             // SIGKILL, which no handler can soften: what a power cut or the OOM killer does.
             configuration.crashPoint = { reached in if reached == point { kill(getpid(), SIGKILL) } }

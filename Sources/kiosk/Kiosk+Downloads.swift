@@ -86,10 +86,18 @@ extension Kiosk {
                 let runner = DownloadRunner(client: client)
                 let deadline = Date().addingTimeInterval(TimeInterval(maxWait))
                 var status: Int32 = 0
+                var updateRounds = 0
                 while true {
                     let report = try await runner.showingProgress { try await client.runDownloads() }
                     status = try runner.report(report)
                     if !report.interrupted.isEmpty { break }
+                    // A download that was already running when the catalog changed installed the
+                    // version it began with: bring it up to date now rather than at the next resume.
+                    if updateRounds < 3, case let updates = try await client.queueNewContent(includingUpdates: true), !updates.isEmpty {
+                        for id in updates { print("queued \(id)") }
+                        updateRounds += 1
+                        continue
+                    }
                     guard wait, let next = try client.nextDownloadAttempt(), next < deadline else { break }
                     do {
                         try await cancellingOnInterrupt { try await Task.sleep(for: .seconds(max(0.05, next.timeIntervalSinceNow))) }

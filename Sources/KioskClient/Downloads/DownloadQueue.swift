@@ -17,6 +17,8 @@ public struct DownloadRunReport: Sendable, Equatable {
     public var interrupted: [String] = []
     /// Installed by another process while this run waited for it.
     public var installedElsewhere: [String] = []
+    /// The server no longer has the version asked for (412): the catalog must be synced first.
+    public var outdated: [String] = []
     /// Bytes received over the network in this run, across restarts.
     public var bytesReceived: Int64 = 0
 
@@ -25,6 +27,21 @@ public struct DownloadRunReport: Sendable, Equatable {
         self.waiting = waiting
         self.failed = failed
         self.bytesReceived = bytesReceived
+    }
+
+    /// Adds a later run over some of the same downloads: their latest outcome replaces this one's.
+    mutating func absorb(_ later: DownloadRunReport) {
+        let rerun = Set(later.installed + later.waiting + later.failed + later.paused + later.cancelled + later.interrupted + later.installedElsewhere)
+        func merged(_ mine: [String], _ theirs: [String]) -> [String] { mine.filter { !rerun.contains($0) } + theirs }
+        installed = merged(installed, later.installed)
+        waiting = merged(waiting, later.waiting)
+        failed = merged(failed, later.failed)
+        paused = merged(paused, later.paused)
+        cancelled = merged(cancelled, later.cancelled)
+        interrupted = merged(interrupted, later.interrupted)
+        installedElsewhere = merged(installedElsewhere, later.installedElsewhere)
+        outdated = later.outdated
+        bytesReceived += later.bytesReceived
     }
 }
 
@@ -130,6 +147,8 @@ struct DownloadQueue {
             key: record.productId, url: "\(server)/v1/content/\(id)",
             headers: [("Authorization", "Receipt \(record.receipt)")],
             partialFile: try partialFile(record.productId), etag: record.partialETag)
+        // Only the version the catalog promised (and whose SHA-256 is checked) may arrive.
+        request.expectedETag = "\"\(record.sha256)\""
         request.lowSpeedTime = configuration.stallSeconds
         request.maxReceiveSpeed = configuration.maxReceiveSpeed
         return request
@@ -144,6 +163,9 @@ struct DownloadQueue {
             try verifyAndInstall(record, size: size, sha256: sha256, report: &report)
         case .restart(let reason):
             try move(id, from: [.downloading], to: .queued, [Column("partialETag").set(to: nil), Column("bytesDone").set(to: 0), DownloadRecord.Columns.lastError.set(to: reason)])
+        case .httpError(412, _, let message):
+            try scheduleRetry(record, retryAfter: nil, error: "the content changed on the server (\(message))", report: &report)
+            report.outdated.append(id)
         case .httpError(let status, let retryAfter, let message):
             if status == 408 || status == 429 || status >= 500 {
                 try scheduleRetry(record, retryAfter: retryAfter, error: "the server answered \(status): \(message)", report: &report)

@@ -391,7 +391,9 @@ struct PaymentQueue {
 
     /// Syncs the catalog (restore or replay may run before the first sync).
     private func catalogForDelivery() async throws -> SyncReport {
-        try await client.catalogSync().sync()
+        let report = try await client.catalogSync().sync()
+        try client.retargetDownloads(report.changed)
+        return report
     }
 
     /// Runs a transition; when another process already moved the row on (both replayed the same

@@ -89,6 +89,34 @@ extension ClientDatabase {
         ])
     }
 
+    /// Points a download nobody is running at the version the catalog now names, dropping the
+    /// bytes of the old one: `queued | waiting | failed → queued`, `paused` stays paused. A claimed
+    /// download finishes its version first and is updated after it installs.
+    /// - Returns: true when the download was retargeted.
+    @discardableResult
+    func retargetDownload(_ productId: String, to content: ContentDescriptor) throws -> Bool {
+        let record = try write { db -> DownloadRecord? in
+            guard var record = try DownloadRecord.fetchOne(db, key: productId), record.sha256 != content.sha256,
+                  [.queued, .waiting, .failed, .paused].contains(record.state) else { return nil }
+            if record.state != .paused { record.state = .queued }
+            record.sha256 = content.sha256
+            record.size = content.size
+            record.version = content.version
+            record.format = content.format
+            record.partialETag = nil
+            record.bytesDone = 0
+            record.attempts = 0
+            record.mismatches = 0
+            record.nextAttemptAt = nil
+            record.lastError = nil
+            record.updatedAt = Date()
+            try record.update(db)
+            return record
+        }
+        if let record { events.publish(.download(record)) }
+        return record != nil
+    }
+
     /// `paused → queued` for every paused download: `kiosk resume`.
     func unpauseAll() throws {
         let resumed = try write { db -> [DownloadRecord] in

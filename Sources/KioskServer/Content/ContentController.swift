@@ -29,6 +29,15 @@ struct ContentController {
         }
         try await authorize(request, product: product)
 
+        // A client that names the version it wants (If-Match) gets that version or 412, never
+        // another one: the one a reload just replaced is still served, an older one is gone.
+        if let ifMatch = request.headers[.ifMatch], ifMatch != "*", ifMatch != "\"\(content.sha256)\"" {
+            guard let older = await catalog.previousArchive(productId, etag: ifMatch) else {
+                throw APIFailure(HTTPResponse.Status(code: 412, reasonPhrase: "Precondition Failed"), code: "version_changed",
+                    message: "the content of \(productId) is no longer version \(ifMatch); sync the catalog and download the current one")
+            }
+            archive = older
+        }
         // A resume of the version a reload just replaced finishes from its own bytes.
         if let ifRange = request.headers[.ifRange], ifRange != "\"\(content.sha256)\"",
            let older = await catalog.previousArchive(productId, etag: ifRange) {

@@ -12,6 +12,9 @@ public struct DownloadRequest: Sendable {
     /// The quoted strong ETag the partial bytes belong to; without one, a partial file is not trusted
     /// and the download starts from zero.
     public var etag: String?
+    /// The quoted ETag of the only version the caller accepts, sent as If-Match: a server that has
+    /// moved on answers 412 instead of sending bytes of another version.
+    public var expectedETag: String?
     public var connectTimeout = 10
     /// A transfer slower than `lowSpeedLimit` bytes/s for `lowSpeedTime` seconds has stalled.
     public var lowSpeedLimit = 1024

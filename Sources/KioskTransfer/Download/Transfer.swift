@@ -88,6 +88,9 @@ final class Transfer {
             try easy.set(CURLOPT_BUFFERSIZE, 1 << 20)
         }
         var headers = request.headers
+        if let expected = request.expectedETag {
+            headers.append(("If-Match", expected))
+        }
         if offset > 0, let etag = request.etag {
             headers.append(("Range", "bytes=\(offset)-"))
             headers.append(("If-Range", etag))

@@ -1,0 +1,984 @@
+#!/usr/bin/env python3
+"""make torture: a seeded random history of purchases and downloads under faults, then a checker.
+
+One `kiosk serve` and four client homes (A, A's second device, B on a small tmpfs when this runs as
+root, C) live in a fenced folder. Every client talks to the server through a fault proxy (one port
+per home) that forwards one request per connection and can reset or freeze a connection mid-body, or
+drop an answer after the server gave it. The driver runs OPS random operations (purchases of every
+kind, redemptions, Ask to Buy answered by the admin, refunds, restores, pauses, cancels, resumes,
+two processes on one home at once) and, between them, random faults (SIGKILL of a client, SIGKILL
+and restart of the server, cut and stalled connections, lost answers, a catalog reload that changes
+content in flight, a full disk). Then every home is driven to quiescence and the checker compares
+what the server's database and each home's database and folders believe. It prints one table; the
+run fails (exit 1) when any count in it is not 0, printing the seed and the operations and faults
+that touched what broke, and keeping the folder for inspection.
+
+    python3 scripts/torture.py --seed 7 --ops 300        (or: make torture SEED=7 OPS=300)
+"""
+import argparse, asyncio, datetime, hashlib, json, os, random, shutil, signal, socket, sqlite3
+import struct, subprocess, sys, tempfile, threading, time, urllib.error, urllib.request
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MIB = 1 << 20
+
+BOOKS = ["com.kiosk.books.lighthouse-keeper", "com.kiosk.books.river-of-maps", "com.kiosk.books.small-engines"]
+ISSUES = [f"com.kiosk.magazines.harbor-monthly.issue-0{n}" for n in (1, 2, 3)]
+SUBSCRIPTION = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
+PACKS = {"com.kiosk.credits.pack-5": 5, "com.kiosk.credits.pack-10": 10}
+# Large books added to the bundled store so that faults land mid-transfer.
+LARGE = ["com.kiosk.books.atlas-north", "com.kiosk.books.atlas-south"]
+
+
+def log(line):
+    print(line, flush=True)
+
+
+def free_disk(path):
+    stat = os.statvfs(path)
+    return stat.f_bavail * stat.f_frsize
+
+
+# ---------------------------------------------------------------------------------------------
+# The fault proxy
+
+
+class Fetch:
+    """One content request as the proxy saw it."""
+
+    def __init__(self, home, product, range_start, if_range):
+        self.home, self.product, self.range_start, self.if_range = home, product, range_start, if_range
+        self.status, self.etag, self.start, self.length = None, None, 0, None
+        self.bytes, self.end, self.opened, self.closed = 0, "open", time.time(), None
+        self.cut = False
+        self.stall_until = 0.0
+        self.faulted = False
+
+
+class FaultProxy:
+    """HTTP/1.1 proxy with one listening port per home. Each client connection carries one request
+    (`Connection: close` both ways), so every content response is one connection the driver can
+    reset (RST, as a dropped network does) or freeze, and whose bytes it counts."""
+
+    def __init__(self, homes):
+        self.upstream = None
+        self.fetches = []
+        self.active = set()
+        self.armed = []          # faults waiting for the next matching request: ("cut", bytes) ...
+        self.fired = []          # (time, kind, detail) of faults the proxy carried out
+        self.lock = threading.Lock()
+        self.loop = asyncio.new_event_loop()
+        self.ports = {}
+        started = threading.Event()
+
+        async def start():
+            for home in homes:
+                server = await asyncio.start_server(lambda r, w, h=home: self.handle(h, r, w), "127.0.0.1", 0, limit=1 << 20)
+                self.ports[home] = server.sockets[0].getsockname()[1]
+            started.set()
+
+        def run():
+            asyncio.set_event_loop(self.loop)
+            self.loop.create_task(start())
+            self.loop.run_forever()
+
+        threading.Thread(target=run, daemon=True).start()
+        started.wait(10)
+
+    def url(self, home):
+        return f"http://127.0.0.1:{self.ports[home]}"
+
+    # Faults, called from the driver's thread.
+    def cut_active(self):
+        with self.lock:
+            streams = [f for f in self.active if f.end == "open"]
+            for fetch in streams:
+                fetch.cut = True
+            return len(streams)
+
+    def stall_active(self, seconds):
+        with self.lock:
+            streams = [f for f in self.active if f.end == "open"]
+            for fetch in streams:
+                fetch.stall_until = time.time() + seconds
+                fetch.faulted = True
+            return len(streams)
+
+    def arm(self, kind, value):
+        with self.lock:
+            self.armed.append((kind, value))
+
+    def disarm(self):
+        with self.lock:
+            self.armed.clear()
+            for fetch in self.active:
+                fetch.stall_until = 0
+
+    def _take(self, kinds):
+        with self.lock:
+            for index, (kind, value) in enumerate(self.armed):
+                if kind in kinds:
+                    del self.armed[index]
+                    return kind, value
+        return None
+
+    async def handle(self, home, reader, writer):
+        fetch = None
+        upstream_writer = None
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            method, target, _ = lines[0].split(" ", 2)
+            headers = [line.split(":", 1) for line in lines[1:] if ":" in line]
+            fields = {name.strip().lower(): value.strip() for name, value in headers}
+            body = await reader.readexactly(int(fields.get("content-length", "0")))
+            path = target.split("?", 1)[0]
+            content = method == "GET" and path.startswith("/v1/content/")
+            answer_fault = None
+            if method == "POST" and (path in ("/v1/payments", "/v1/redemptions") or path.endswith("/finish")):
+                answer_fault = self._take({"drop-answer"})
+            if content:
+                range_start = None
+                if fields.get("range", "").startswith("bytes="):
+                    range_start = int(fields["range"][6:].split("-", 1)[0] or 0)
+                fetch = Fetch(home, path.rsplit("/", 1)[-1], range_start, fields.get("if-range"))
+                armed = self._take({"cut", "stall"})
+                if armed:
+                    fetch.faulted = True
+                    fetch.armed = armed
+                with self.lock:
+                    self.fetches.append(fetch)
+                    self.active.add(fetch)
+            if self.upstream is None:
+                raise ConnectionError("no upstream")
+            upstream_reader, upstream_writer = await asyncio.open_connection(*self.upstream, limit=1 << 20)
+            kept = [f"{name}:{value}" for name, value in headers if name.strip().lower() not in ("connection", "keep-alive")]
+            upstream_writer.write(("\r\n".join([lines[0], *kept, "Connection: close", "", ""])).encode("latin-1") + body)
+            await upstream_writer.drain()
+            answer = await upstream_reader.readuntil(b"\r\n\r\n")
+            answer_lines = answer.decode("latin-1").split("\r\n")
+            status = int(answer_lines[0].split(" ")[1])
+            answer_headers = [line.split(":", 1) for line in answer_lines[1:] if ":" in line]
+            answer_fields = {name.strip().lower(): value.strip() for name, value in answer_headers}
+            length = int(answer_fields["content-length"]) if "content-length" in answer_fields else None
+            if status in (204, 304) or method == "HEAD":
+                length = 0
+            if answer_fault:
+                # The server has answered (and committed); the client never hears it.
+                if length:
+                    await upstream_reader.readexactly(length)
+                self._fired("drop-answer", f"{home} {method} {path}")
+                self._reset(writer)
+                return
+            if fetch:
+                fetch.status, fetch.etag, fetch.length = status, answer_fields.get("etag"), length
+                if status == 206 and "content-range" in answer_fields:
+                    fetch.start = int(answer_fields["content-range"].split(" ")[1].split("-")[0])
+            kept = [f"{name}:{value}" for name, value in answer_headers if name.strip().lower() not in ("connection", "keep-alive")]
+            writer.write(("\r\n".join([answer_lines[0], *kept, "Connection: close", "", ""])).encode("latin-1"))
+            remaining = length
+            cut_after = None
+            if fetch and getattr(fetch, "armed", None):
+                kind, value = fetch.armed
+                if kind == "cut":
+                    cut_after = value
+                else:
+                    stall_at, seconds = value
+                    cut_after = None
+                    fetch.stall_at, fetch.stall_seconds = stall_at, seconds
+            while remaining is None or remaining > 0:
+                if fetch:
+                    if getattr(fetch, "stall_at", None) is not None and fetch.bytes >= fetch.stall_at:
+                        fetch.stall_until = time.time() + fetch.stall_seconds
+                        self._fired("stall", f"{home} {fetch.product} at {fetch.bytes}")
+                        fetch.stall_at = None
+                    while fetch.stall_until > time.time():
+                        await asyncio.sleep(0.05)
+                    if fetch.cut or (cut_after is not None and fetch.bytes >= cut_after):
+                        fetch.end, fetch.faulted = "cut", True
+                        self._fired("cut", f"{home} {fetch.product} at {fetch.bytes}")
+                        self._reset(writer)
+                        return
+                chunk = await upstream_reader.read(min(64 << 10, remaining) if remaining is not None else 64 << 10)
+                if not chunk:
+                    break
+                writer.write(chunk)
+                await writer.drain()
+                if fetch:
+                    fetch.bytes += len(chunk)
+                if remaining is not None:
+                    remaining -= len(chunk)
+            if fetch:
+                fetch.end = "complete" if remaining in (None, 0) else "upstream-gone"
+            writer.close()
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError, ValueError, IndexError):
+            if fetch and fetch.end == "open":
+                fetch.end = "client-gone" if upstream_writer else "upstream-gone"
+            self._reset(writer)
+        finally:
+            if fetch:
+                fetch.closed = time.time()
+                with self.lock:
+                    self.active.discard(fetch)
+            if upstream_writer:
+                upstream_writer.close()
+
+    def _fired(self, kind, detail):
+        with self.lock:
+            self.fired.append((time.time(), kind, detail))
+
+    @staticmethod
+    def _reset(writer):
+        sock = writer.get_extra_info("socket")
+        try:
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+        writer.transport.abort()
+
+
+# ---------------------------------------------------------------------------------------------
+# The world: a store, a server, homes
+
+
+class Server:
+    def __init__(self, world):
+        self.world = world
+        self.process = None
+        self.url = None
+        self.port = 0
+
+    def start(self):
+        out = self.world.logs / "server.out"
+        err = open(self.world.logs / "server.log", "a")
+        out.write_text("")
+        self.process = subprocess.Popen(
+            [self.world.kiosk, "serve", "--catalog", str(self.world.store / "Catalog"), "--content", str(self.world.store / "Content"),
+             "--data", str(self.world.server_data), "--port", str(self.port)],
+            stdout=open(out, "w"), stderr=err, env={**os.environ, "KIOSK_LOG_LEVEL": "warning"})
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            text = out.read_text()
+            if text.startswith("listening on "):
+                self.url = text.split()[2]
+                self.port = int(self.url.rsplit(":", 1)[1])
+                self.world.proxy.upstream = ("127.0.0.1", self.port)
+                return
+            if self.process.poll() is not None:
+                # The port of the killed server may not be free yet: take any.
+                if self.port != 0:
+                    self.port = 0
+                    return self.start()
+                raise SystemExit(f"torture: kiosk serve exited with {self.process.returncode}; see {self.world.logs / 'server.log'}")
+            time.sleep(0.05)
+        raise SystemExit("torture: kiosk serve did not start in 300 s")
+
+    def kill(self):
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def admin(self, method, path, body=None):
+        token = (self.world.server_data / "admin-token").read_text().strip()
+        request = urllib.request.Request(self.url + path, method=method, data=json.dumps(body).encode() if body else None,
+                                         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return answer.status, json.loads(answer.read() or b"null")
+        except urllib.error.HTTPError as error:
+            return error.code, None
+
+
+class Running:
+    def __init__(self, index, home, argv, process, started):
+        self.index, self.home, self.argv, self.process, self.started = index, home, argv, process, started
+
+
+class World:
+    def __init__(self, args):
+        self.args = args
+        self.rng = random.Random(args.seed)
+        self.kiosk = args.kiosk
+        self.work = Path(tempfile.mkdtemp(prefix=f"kiosk-torture-{args.seed}-", dir=args.work))
+        # Everything the run writes lives under the fence; the checker finds anything out of place.
+        self.fence = self.work / "fence"
+        self.store = self.fence / "store"
+        self.server_data = self.fence / "server-data"
+        self.logs = self.work / "logs"
+        self.logs.mkdir(parents=True)
+        self.disk = None
+        self.homes = {}
+        self.proxy = None
+        self.server = Server(self)
+        self.running = []
+        self.ops = []            # dicts: index, kind, home, argv, start, end, exit
+        self.faults = []         # dicts: index, kind, time, detail
+        self.filler_until = None
+        self.sizes = {}
+
+    # Setup ---------------------------------------------------------------------------------
+
+    def build_store(self):
+        shutil.copytree(ROOT / "Catalog", self.store / "Catalog")
+        shutil.copytree(ROOT / "Content", self.store / "Content")
+        content_rng = random.Random(self.args.seed * 7919 + 1)
+        books = json.loads((self.store / "Catalog/books.json").read_text())
+        for id, megabytes in zip(LARGE, self.args.large):
+            name = id.rsplit(".", 1)[-1]
+            folder = self.store / "Content/books" / name
+            folder.mkdir(parents=True)
+            with open(folder / "plates.bin", "wb") as out:
+                for _ in range(megabytes):
+                    out.write(content_rng.randbytes(MIB))
+            (folder / "edition.md").write_text("edition 0\n")
+            book = dict(books["products"][0], id=id, title=f"Atlas {name}", creditPrice=6, content={"path": f"books/{name}", "format": "zip"})
+            books["products"].append(book)
+            self.sizes[id] = megabytes
+        (self.store / "Catalog/books.json").write_text(json.dumps(books, indent=2))
+        # The subscription's issue is large too, and a tar.gz: both formats cross the faults.
+        with open(self.store / "Content/magazines/harbor-monthly/issue-03/plates.bin", "wb") as out:
+            for _ in range(self.args.issue):
+                out.write(content_rng.randbytes(MIB))
+        self.catalog = {}
+        for file in (self.store / "Catalog").glob("*.json"):
+            for product in json.loads(file.read_text())["products"]:
+                self.catalog[product["id"]] = product
+
+    def make_homes(self):
+        homes = self.fence / "homes"
+        homes.mkdir()
+        names = ["a", "a2", "b", "c"]
+        for name in names:
+            self.homes[name] = homes / name
+        if os.geteuid() == 0:
+            # B lives on a small tmpfs so that its disk can be filled.
+            self.disk = self.fence / "disk"
+            self.disk.mkdir()
+            size = 2 * (sum(self.args.large) + self.args.issue) + 96
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}m", "tmpfs", str(self.disk)], check=True)
+            self.homes["b"] = self.disk / "b"
+        else:
+            log("torture: not root, so no tmpfs: the full-disk fault is left out of this run")
+        self.proxy = FaultProxy(names)
+
+    def env(self, home):
+        return {**os.environ, "KIOSK_HOME": str(self.homes[home]), "KIOSK_SERVER": self.proxy.url(home),
+                "KIOSK_STALL_SECONDS": "2", "KIOSK_MAX_RECEIVE_SPEED": str(self.args.speed * MIB),
+                "KIOSK_RETRY_BASE_SECONDS": "0.5", "KIOSK_RETRY_CAP_SECONDS": "4", "KIOSK_LOG_LEVEL": "error"}
+
+    def run_now(self, home, argv, timeout=600):
+        result = subprocess.run([self.kiosk, *argv], env=self.env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+        with open(self.logs / f"setup-{home}.log", "a") as out:
+            out.write(f"$ kiosk {' '.join(argv)}  → {result.returncode}\n{result.stdout}{result.stderr}")
+        return result
+
+    def link_second_device(self):
+        self.run_now("a", ["sync"])
+        account = self.run_now("a", ["account"]).stdout
+        token = next(line.split()[1] for line in account.splitlines() if line.startswith("token:"))
+        self.run_now("a2", ["account", "link", token])
+        for home in ("b", "c"):
+            self.run_now(home, ["sync"])
+
+    # Operations ----------------------------------------------------------------------------
+
+    def launch(self, kind, home, argv):
+        index = len(self.ops)
+        out = open(self.logs / f"op-{index:04d}-{kind}.log", "w")
+        out.write(f"$ kiosk {' '.join(argv)}   (home {home})\n")
+        out.flush()
+        process = subprocess.Popen([self.kiosk, *argv], env=self.env(home), stdout=out, stderr=subprocess.STDOUT)
+        op = {"index": index, "kind": kind, "home": home, "argv": argv, "start": time.time(), "end": None, "exit": None}
+        self.ops.append(op)
+        self.running.append(Running(index, home, argv, process, time.time()))
+        return op
+
+    def reap(self, wait_for=None, timeout=240):
+        """Collects finished client processes; waits for `wait_for` (a Running), or for all when 'all'."""
+        deadline = time.time() + timeout
+        while True:
+            for run in list(self.running):
+                code = run.process.poll()
+                if code is not None:
+                    self.running.remove(run)
+                    op = self.ops[run.index]
+                    op["end"], op["exit"] = time.time(), code
+            pending = [r for r in self.running if wait_for == "all" or r is wait_for]
+            if not pending:
+                return
+            if time.time() > deadline:
+                for run in pending:
+                    self.ops[run.index]["hung"] = True
+                    run.process.kill()
+                deadline = time.time() + 30
+            time.sleep(0.05)
+
+    def client_op(self):
+        rng = self.rng
+        home = rng.choices(["a", "a2", "b", "c"], weights=[35, 15, 30, 20])[0]
+        kind = rng.choices(
+            ["buy-book", "buy-large", "buy-issue", "buy-subscription", "buy-credits", "buy-defer", "buy-refused",
+             "redeem", "restore", "resume", "resume-wait", "pause", "cancel", "sync", "twin"],
+            weights=[10, 12, 6, 3, 10, 6, 3, 8, 6, 9, 5, 5, 3, 2, 6])[0]
+        downloadable = BOOKS + LARGE + ISSUES
+        if kind == "buy-book":
+            argv = ["buy", rng.choice(BOOKS)] + (["--no-download"] if rng.random() < 0.25 else [])
+        elif kind == "buy-large":
+            argv = ["buy", rng.choice(LARGE)]
+        elif kind == "buy-issue":
+            argv = ["buy", rng.choice(ISSUES)]
+        elif kind == "buy-subscription":
+            argv = ["buy", SUBSCRIPTION]
+        elif kind == "buy-credits":
+            argv = ["buy", rng.choice(sorted(PACKS)), "--quantity", str(rng.randint(1, 4))]
+        elif kind == "buy-defer":
+            argv = ["buy", rng.choice(BOOKS + ISSUES + LARGE), "--payment", "defer"]
+        elif kind == "buy-refused":
+            argv = ["buy", rng.choice(BOOKS + ISSUES), "--payment", rng.choice(["decline", "cancel"])]
+        elif kind == "redeem":
+            argv = ["redeem", rng.choice(ISSUES + BOOKS + LARGE)]
+        elif kind == "restore":
+            argv = ["restore"]
+        elif kind == "resume":
+            argv = ["resume"]
+        elif kind == "resume-wait":
+            argv = ["resume", "--wait", "--max-wait", "15"]
+        elif kind == "pause":
+            argv = ["pause", rng.choice(LARGE + ISSUES[2:])]
+        elif kind == "cancel":
+            argv = ["cancel", rng.choice(LARGE + ISSUES[2:])]
+        elif kind == "sync":
+            argv = ["sync"]
+        else:
+            # Two processes on one home at once: the same purchase (one charge) or two resumes (one download).
+            argv = rng.choice([["resume"], ["buy", rng.choice(LARGE)], ["buy", rng.choice(sorted(PACKS))], ["restore"]])
+        background = rng.random() < 0.6
+        # One more process may take a home's lock-free paths at the same time, not a crowd.
+        if sum(1 for r in self.running if r.home == home) >= 2:
+            self.reap(wait_for=next(r for r in self.running if r.home == home))
+        if kind == "twin":
+            first = self.launch(kind, home, argv)
+            self.launch(kind, home, argv)
+            return
+        op = self.launch(kind, home, argv)
+        if not background:
+            self.reap(wait_for=self.running[-1])
+
+    def admin_op(self):
+        rng = self.rng
+        kind = rng.choices(["approve", "decline", "refund", "revoke"], weights=[6, 3, 2, 1])[0]
+        index = len(self.ops)
+        op = {"index": index, "kind": kind, "home": None, "argv": [], "start": time.time(), "end": None, "exit": None}
+        self.ops.append(op)
+        if kind in ("approve", "decline"):
+            status, pending = self.server.admin("GET", "/v1/admin/pending")
+            if status != 200 or not pending:
+                op["exit"], op["end"] = "nothing pending", time.time()
+                return
+            entries = pending if isinstance(pending, list) else pending.get("requests", [])
+            if not entries:
+                op["exit"], op["end"] = "nothing pending", time.time()
+                return
+            target = rng.choice(sorted(entries, key=lambda e: e["transactionId"]))["transactionId"]
+            status, _ = self.server.admin("POST", f"/v1/admin/transactions/{target}/{kind}")
+        else:
+            # Refunds and revocations of books, issues and subscriptions (credit packs keep the
+            # balance check exact: a refund takes back only what is left of their credits).
+            rows = self.server_db().execute(
+                "SELECT id FROM storeTransaction WHERE status = 'purchased' AND kind IN ('nonConsumable', 'subscription') ORDER BY sequence").fetchall()
+            if not rows:
+                op["exit"], op["end"] = "nothing to refund", time.time()
+                return
+            target = rng.choice(rows)[0]
+            status, _ = self.server.admin("POST", f"/v1/admin/transactions/{target}/{kind}", {"reason": "torture"})
+        op["argv"], op["exit"], op["end"] = [target], status, time.time()
+
+    # Faults --------------------------------------------------------------------------------
+
+    def fault(self):
+        rng = self.rng
+        kinds = ["client-kill", "server-kill", "cut", "stall", "drop-answer", "reload"] + (["disk-full"] if self.disk else [])
+        weights = [26, 8, 20, 10, 12, 8] + ([10] if self.disk else [])
+        kind = rng.choices(kinds, weights=weights)[0]
+        detail = ""
+        if kind == "client-kill":
+            if not self.running:
+                # Start something that downloads, then kill it mid-way.
+                home = rng.choice(["a", "b", "c"])
+                self.launch("resume", home, ["resume"])
+                time.sleep(rng.uniform(0.2, 2.0))
+            victim = rng.choice(self.running) if self.running else None
+            if victim is None:
+                return
+            victim.process.send_signal(signal.SIGKILL)
+            detail = f"op {victim.index} ({' '.join(victim.argv)}) on {victim.home}"
+        elif kind == "server-kill":
+            self.server.kill()
+            time.sleep(rng.uniform(0, 1.5))
+            self.server.start()
+            detail = f"restarted on port {self.server.port}"
+        elif kind == "cut":
+            if self.proxy.cut_active() == 0:
+                self.proxy.arm("cut", rng.randint(64 << 10, 8 * MIB))
+                detail = "armed for the next content response"
+            else:
+                detail = "open content responses reset"
+        elif kind == "stall":
+            seconds = rng.uniform(2.5, 4.0)
+            if self.proxy.stall_active(seconds) == 0:
+                self.proxy.arm("stall", (rng.randint(64 << 10, 8 * MIB), seconds))
+                detail = f"armed: {seconds:.1f} s"
+            else:
+                detail = f"open content responses frozen {seconds:.1f} s"
+        elif kind == "drop-answer":
+            self.proxy.arm("drop-answer", None)
+            detail = "the next payment, redemption or finish answer is lost"
+        elif kind == "reload":
+            id = rng.choice(LARGE + [ISSUES[2]])
+            folder = self.store / "Content" / self.catalog[id]["content"]["path"]
+            (folder / "edition.md").write_text(f"edition {len(self.faults)} of seed {self.args.seed}\n")
+            self.server.process.send_signal(signal.SIGHUP)
+            detail = f"{id} has new content"
+        elif kind == "disk-full":
+            filler = self.disk / "filler"
+            with open(filler, "ab") as out:
+                # Claim the free space in shrinking pieces until not even a page is left.
+                piece = free_disk(self.disk)
+                while piece >= 4096:
+                    try:
+                        os.posix_fallocate(out.fileno(), out.seek(0, os.SEEK_END), piece)
+                    except OSError:
+                        piece //= 2
+            self.filler_until = time.time() + rng.uniform(1.0, 4.0)
+            detail = f"home b's disk filled for {self.filler_until - time.time():.1f} s"
+        self.faults.append({"index": len(self.ops), "kind": kind, "time": time.time(), "detail": detail})
+
+    def lift_full_disk(self, force=False):
+        if self.filler_until and (force or time.time() > self.filler_until):
+            (self.disk / "filler").unlink(missing_ok=True)
+            self.filler_until = None
+
+    # The history ---------------------------------------------------------------------------
+
+    def history(self):
+        rng = self.rng
+        client_ops = 0
+        while client_ops < self.args.ops:
+            self.reap()
+            self.lift_full_disk()
+            roll = rng.random()
+            if roll < self.args.fault_rate:
+                self.fault()
+            elif roll < self.args.fault_rate + 0.08:
+                self.admin_op()
+                client_ops += 1
+            else:
+                self.client_op()
+                client_ops += 1
+            time.sleep(rng.uniform(0, 0.4))
+            if client_ops % 25 == 0 and client_ops and roll >= self.args.fault_rate:
+                log(f"  {client_ops} operations, {len(self.faults)} faults")
+
+    def quiesce(self):
+        """No more faults: lets everything finish, answers every Ask to Buy, then restores and
+        resumes every home until nothing is left to do."""
+        self.proxy.disarm()
+        self.lift_full_disk(force=True)
+        self.reap(wait_for="all", timeout=300)
+        for _ in range(20):
+            status, pending = self.server.admin("GET", "/v1/admin/pending")
+            entries = (pending if isinstance(pending, list) else (pending or {}).get("requests", [])) if status == 200 else []
+            if not entries:
+                break
+            for entry in entries:
+                self.server.admin("POST", f"/v1/admin/transactions/{entry['transactionId']}/{self.rng.choice(['approve', 'decline'])}")
+        self.quiescence = {}
+        for home in self.homes:
+            rounds = 0
+            for rounds in range(1, 6):
+                self.run_now(home, ["sync"])
+                self.run_now(home, ["restore"])
+                result = self.run_now(home, ["resume", "--wait", "--max-wait", "120"], timeout=900)
+                if result.returncode == 0:
+                    break
+            self.quiescence[home] = rounds
+
+    def server_db(self):
+        connection = sqlite3.connect(f"file:{self.server_data / 'kiosk-server.sqlite'}?mode=ro", uri=True, timeout=30)
+        connection.row_factory = sqlite3.Row
+        return connection
+
+    def home_db(self, home):
+        connection = sqlite3.connect(f"file:{self.homes[home] / 'kiosk.sqlite'}?mode=ro", uri=True, timeout=30)
+        connection.row_factory = sqlite3.Row
+        return connection
+
+    def cleanup(self, keep):
+        for run in self.running:
+            run.process.kill()
+        self.server.stop()
+        if self.disk and keep:
+            # The tmpfs goes with the unmount: keep a copy of home B for inspection.
+            shutil.copytree(self.disk, self.work / "disk-copy", symlinks=True, dirs_exist_ok=True)
+        if self.disk:
+            subprocess.run(["umount", "-l", str(self.disk)], check=False)
+        if not keep:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The checker
+
+
+def tree(folder):
+    """Relative path → SHA-256 (files) or '<dir>' / '<link>' of everything under a folder."""
+    result = {}
+    for path in sorted(folder.rglob("*")):
+        relative = str(path.relative_to(folder))
+        if path.is_symlink():
+            result[relative] = "<link>"
+        elif path.is_dir():
+            result[relative] = "<dir>"
+        else:
+            result[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return result
+
+
+def parse_date(text):
+    return datetime.datetime.fromisoformat(text.replace(" ", "T")[:19]) if text else None
+
+
+class Checker:
+    def __init__(self, world):
+        self.world = world
+        self.violations = defaultdict(list)   # invariant → [(message, home, product)]
+
+    def flag(self, invariant, message, home=None, product=None):
+        self.violations[invariant].append((message, home, product))
+
+    def accounts(self):
+        """home → account id, read from each home's own settings."""
+        result = {}
+        for home in self.world.homes:
+            with self.world.home_db(home) as db:
+                row = db.execute("SELECT value FROM setting WHERE key = 'account.id'").fetchone()
+                result[home] = row[0] if row else None
+        return result
+
+    def owned(self, transactions):
+        """account → products its standing purchases entitle, from the server's rows, by the store's
+        rules: a book or issue bought or redeemed, and every issue a subscription covers (the
+        issue current when it was bought and those published before it expires)."""
+        catalog = self.world.catalog
+        issue_dates = {id: catalog[id]["publicationDate"] for id in ISSUES}
+        owned = defaultdict(set)
+        for t in transactions:
+            if t["status"] != "purchased" or t["paymentMethod"] == "owned":
+                continue
+            if t["kind"] == "nonConsumable":
+                owned[t["accountId"]].add(t["productId"])
+            elif t["kind"] == "subscription":
+                bought = str(parse_date(t["purchaseDate"]).date())
+                expires = str(parse_date(t["expiresDate"]).date())
+                current = max([d for d in issue_dates.values() if d <= bought], default=bought)
+                owned[t["accountId"]].update(id for id, d in issue_dates.items() if current <= d <= expires)
+        return owned
+
+    def run(self):
+        world = self.world
+        with world.server_db() as db:
+            transactions = [dict(r) for r in db.execute("SELECT * FROM storeTransaction ORDER BY sequence")]
+            ledger = [dict(r) for r in db.execute("SELECT * FROM ledgerEntry ORDER BY id")]
+            balances = {r["id"]: r["credits"] for r in db.execute("SELECT id, credits FROM account")}
+        accounts = self.accounts()
+        payments = {}
+        for home in world.homes:
+            with world.home_db(home) as db:
+                payments[home] = [dict(r) for r in db.execute("SELECT * FROM payment ORDER BY id")]
+        self.check_payments(transactions, ledger, payments, accounts)
+        self.check_credits(transactions, balances, payments, accounts)
+        self.check_library(transactions, accounts)
+        self.check_leftovers()
+        self.check_outside()
+        self.check_transfers()
+        self.stats = {"transactions": len(transactions), "charges": sum(1 for e in ledger if e["kind"] == "charge"),
+                      "refunds": sum(1 for e in ledger if e["kind"] == "refund")}
+
+    def check_payments(self, transactions, ledger, payments, accounts):
+        charges = Counter(e["transactionId"] for e in ledger if e["kind"] == "charge")
+        refunds = Counter(e["transactionId"] for e in ledger if e["kind"] == "refund")
+        by_id = {t["id"]: t for t in transactions}
+        for id, count in charges.items():
+            if id not in by_id:
+                self.flag("duplicated", f"charge for {id}, which is no transaction")
+            if count > 1:
+                self.flag("duplicated", f"transaction {id} charged {count} times", product=by_id.get(id, {}).get("productId"))
+        for id, count in refunds.items():
+            if count > 1 or id not in charges:
+                self.flag("duplicated", f"transaction {id} refunded {count} times against {charges.get(id, 0)} charges")
+        for t in transactions:
+            if t["status"] in ("purchased", "revoked") and t["amountCents"] > 0 and t["paymentMethod"] != "owned" and charges.get(t["id"], 0) == 0:
+                self.flag("lost", f"transaction {t['id']} ({t['productId']}) was paid for but has no charge in the ledger", product=t["productId"])
+        # A book is charged once per account, unless the earlier charge was revoked first.
+        paid = defaultdict(list)
+        for t in transactions:
+            if t["kind"] == "nonConsumable" and charges.get(t["id"]):
+                paid[(t["accountId"], t["productId"])].append(t)
+        for (account, product), rows in paid.items():
+            for earlier, later in zip(rows, rows[1:]):
+                if earlier["revokedAt"] is None or earlier["revokedAt"] > later["createdAt"]:
+                    self.flag("duplicated", f"{product} charged twice to account {account}: {earlier['id']} and {later['id']}", product=product)
+        # Every charged or redeemed transaction is finished, exactly once, on the home that made it.
+        keys = defaultdict(list)
+        for home, rows in payments.items():
+            for row in rows:
+                if row["idempotencyKey"]:
+                    keys[(accounts[home], row["idempotencyKey"])].append((home, row))
+        for t in transactions:
+            made = keys.get((t["accountId"], t["idempotencyKey"]), [])
+            if t["status"] not in ("purchased", "revoked") or t["paymentMethod"] == "owned" and not made:
+                continue
+            if not made:
+                self.flag("lost", f"transaction {t['id']} ({t['productId']}, {t['status']}) is on the server but on no home", product=t["productId"])
+                continue
+            if len(made) > 1:
+                self.flag("duplicated", f"transaction {t['id']} is on {len(made)} payment rows", made[0][0], t["productId"])
+            for home, row in made:
+                expected = "revoked" if t["status"] == "revoked" else "finished"
+                if row["state"] != expected:
+                    self.flag("lost", f"transaction {t['id']} ({t['productId']}) is {t['status']} on the server but {row['state']} on home {home} ({row['lastError']})", home, t["productId"])
+                elif row["transactionId"] != t["id"]:
+                    self.flag("mismatched", f"home {home} finished {row['transactionId']} for the key of {t['id']}", home, t["productId"])
+                if t["finishedAt"] is None and t["status"] == "purchased":
+                    self.flag("lost", f"transaction {t['id']} ({t['productId']}) was never reported finished to the server", home, t["productId"])
+        # Nothing left half-way on any home, and nothing a home believes that the server does not.
+        for home, rows in payments.items():
+            seen = Counter(r["transactionId"] for r in rows if r["transactionId"])
+            for id, count in seen.items():
+                if count > 1:
+                    self.flag("duplicated", f"home {home} holds transaction {id} {count} times", home)
+            for row in rows:
+                if row["state"] in ("purchasing", "purchased", "delivering", "deferred", "restored"):
+                    self.flag("lost", f"home {home}: {row['productId']} left {row['state']} ({row['lastError']})", home, row["productId"])
+                if row["state"] in ("finished", "revoked", "restored"):
+                    server = by_id.get(row["transactionId"])
+                    if server is None or server["status"] not in ("purchased", "revoked") or (row["state"] == "finished") != (server["status"] == "purchased"):
+                        self.flag("mismatched", f"home {home}: {row['productId']} is {row['state']} as {row['transactionId']}, the server says {server and server['status']}", home, row["productId"])
+
+    def check_credits(self, transactions, balances, payments, accounts):
+        # A redemption of something the account already owned is answered with a free re-download.
+        free = {t["id"] for t in transactions if t["paymentMethod"] == "owned"}
+        for account, balance in balances.items():
+            standing = [t for t in transactions if t["accountId"] == account and t["status"] in ("purchased", "revoked")]
+            expected = sum(t["creditsGranted"] for t in standing) - sum(t["creditsSpent"] for t in standing)
+            if balance != expected:
+                self.flag("mismatched", f"account {account} has {balance} credits; its transactions granted minus spent come to {expected}")
+            homes = [h for h, a in accounts.items() if a == account]
+            bought = spent = 0
+            for home in homes:
+                for row in payments[home]:
+                    # Every row the server may have charged: an unfinished one is reported as lost above.
+                    if row["state"] not in ("purchased", "delivering", "finished", "revoked") or not row["idempotencyKey"]:
+                        continue
+                    if row["productId"] in PACKS:
+                        bought += PACKS[row["productId"]] * row["quantity"]
+                    elif row["paymentMethod"] == "credits" and row["transactionId"] not in free:
+                        spent += self.world.catalog[row["productId"]].get("creditPrice", 0)
+            if homes and bought - spent != balance:
+                self.flag("mismatched", f"account {account}: its homes bought {bought} credits and spent {spent}, the server holds {balance}")
+
+    def check_library(self, transactions, accounts):
+        owned = self.owned(transactions)
+        world = self.world
+        for home, account in accounts.items():
+            library = world.homes[home] / "Library"
+            with world.home_db(home) as db:
+                items = {r["productId"]: dict(r) for r in db.execute("SELECT * FROM libraryItem")}
+            folders = {p.name for p in library.iterdir() if not p.name.startswith(".")} if library.exists() else set()
+            should = owned.get(account, set())
+            for product in sorted(should - set(items)):
+                self.flag("lost", f"home {home}: {product} is owned but not installed", home, product)
+            for product in sorted((set(items) | folders) - should):
+                self.flag("mismatched", f"home {home}: {product} is installed but not owned (never bought, refunded or revoked)", home, product)
+            for product in sorted(set(items) & should):
+                source = world.store / "Content" / world.catalog[product]["content"]["path"]
+                if tree(library / product) != tree(source):
+                    self.flag("mismatched", f"home {home}: {product} differs from the content the server publishes", home, product)
+
+    def check_leftovers(self):
+        world = self.world
+        for home, root in world.homes.items():
+            for partial in (root / "downloads").glob("*"):
+                self.flag("leftover", f"home {home}: {partial.name} left in downloads/", home)
+            for staging in (root / "Library").glob(".*"):
+                self.flag("leftover", f"home {home}: {staging.name} left in Library/", home)
+            with world.home_db(home) as db:
+                for row in db.execute("SELECT productId, state, owner, leaseUntil, lastError FROM download"):
+                    if row["owner"] or row["leaseUntil"]:
+                        self.flag("leftover", f"home {home}: the download of {row['productId']} still holds a lease ({row['owner']})", home, row["productId"])
+                    if row["state"] != "installed":
+                        self.flag("leftover", f"home {home}: the download of {row['productId']} is left {row['state']} ({row['lastError']})", home, row["productId"])
+
+    def check_outside(self):
+        """Only the expected folders in the fence, and in each home only what a home holds."""
+        world = self.world
+        allowed_top = {"store", "server-data", "homes", "disk"}
+        for entry in world.fence.iterdir():
+            if entry.name not in allowed_top:
+                self.flag("outside", f"{entry} was written outside every home")
+        home_entries = {"kiosk.sqlite", "kiosk.sqlite-wal", "kiosk.sqlite-shm", "account.lock", ".kiosk-reserve", "downloads", "Library"}
+        for parent in [world.fence / "homes"] + ([world.disk] if world.disk else []):
+            for entry in parent.iterdir():
+                if entry.name not in world.homes or world.homes[entry.name] != entry:
+                    self.flag("outside", f"{entry} was written outside every home")
+        for home, root in world.homes.items():
+            for entry in root.iterdir():
+                if entry.name not in home_entries:
+                    self.flag("outside", f"home {home}: {entry.name} is not a home's file", home)
+            library = root / "Library"
+            for product in library.iterdir() if library.exists() else []:
+                for path in product.rglob("*"):
+                    if path.is_symlink():
+                        target = os.path.realpath(path)
+                        if not target.startswith(str(product.resolve()) + os.sep):
+                            self.flag("outside", f"home {home}: {path} points outside its book ({target})", home)
+
+    def check_transfers(self):
+        """No download starts over when it need not: a request for a version goes back no further
+        than where the previous request for it began (its bytes were kept), unless the reader
+        cancelled in between or the download completed. And two processes never fetch the same
+        download at once from one home."""
+        world = self.world
+        fetches = sorted(world.proxy.fetches, key=lambda f: f.opened)
+        self.bytes_total = sum(f.bytes for f in fetches)
+        self.bytes_cut = sum(f.bytes for f in fetches if f.end != "complete")
+        self.bytes_complete = sum(f.bytes for f in fetches if f.end == "complete")
+        self.refetched = 0
+        resets = defaultdict(list)   # (home, product) or None (any) → when bytes were legitimately dropped
+        for op in world.ops:
+            if op["kind"] == "cancel":
+                resets[(op["home"], op["argv"][1])].append(op["start"])
+            elif op["kind"] in ("refund", "revoke"):
+                resets[None].append(op["start"])
+        previous = {}
+        for fetch in fetches:
+            if fetch.status not in (200, 206):
+                continue
+            key = (fetch.home, fetch.product, fetch.etag)
+            earlier = previous.get(key)
+            previous[key] = fetch
+            if earlier is None or earlier.end == "complete":
+                continue
+            start = fetch.start if fetch.status == 206 else 0
+            earlier_end = earlier.start + earlier.bytes
+            self.refetched += max(0, earlier_end - start)
+            if start < earlier.start:
+                window = [t for t in resets[(fetch.home, fetch.product)] + resets[None] if earlier.opened <= t <= fetch.opened]
+                if not window:
+                    self.flag("restarted", f"home {fetch.home}: {fetch.product} asked from byte {start} though it had fetched {earlier.start}–{earlier_end} of the same version", fetch.home, fetch.product)
+        by_download = defaultdict(list)
+        for fetch in fetches:
+            if fetch.status in (200, 206):
+                by_download[(fetch.home, fetch.product)].append(fetch)
+        for (home, product), rows in by_download.items():
+            for earlier, later in zip(rows, rows[1:]):
+                if earlier.end == "complete" and earlier.closed and later.opened < earlier.closed - 0.5 and not earlier.faulted:
+                    self.flag("duplicated", f"home {home}: two processes fetched {product} at once", home, product)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def report(world, checker, elapsed):
+    ops = Counter(op["kind"] for op in world.ops)
+    faults = Counter(f["kind"] for f in world.faults)
+    fired = Counter(kind for _, kind, _ in world.proxy.fired)
+    hung = [op for op in world.ops if op.get("hung")]
+    for op in hung:
+        checker.flag("hung", f"op {op['index']} (kiosk {' '.join(op['argv'])} on {op['home']}) ran over its time and was killed", op["home"])
+    log("")
+    log(f"kiosk torture  seed {world.args.seed}  {sum(ops.values())} operations  {len(world.faults)} faults  {elapsed:.0f} s")
+    log("  operations:  " + ", ".join(f"{k} {v}" for k, v in sorted(ops.items())))
+    log("  faults:      " + ", ".join(f"{k} {v}" for k, v in sorted(faults.items()))
+        + (f"  (proxy carried out: " + ", ".join(f"{k} {v}" for k, v in sorted(fired.items())) + ")" if fired else ""))
+    log(f"  server:      {checker.stats['transactions']} transactions, {checker.stats['charges']} charges, {checker.stats['refunds']} refunds")
+    log(f"  bytes:       {checker.bytes_total / MIB:.1f} MiB fetched = {checker.bytes_complete / MIB:.1f} MiB in complete responses"
+        f" + {checker.bytes_cut / MIB:.1f} MiB cut off by faults, pauses and cancels; {checker.refetched / MIB:.1f} MiB of it fetched twice")
+    log("")
+    log("  invariant    count")
+    failed = False
+    for invariant in ["lost", "duplicated", "mismatched", "leftover", "outside", "restarted", "hung"]:
+        count = len(checker.violations.get(invariant, []))
+        failed |= count > 0
+        log(f"  {invariant:<12} {count}")
+    return failed
+
+
+def explain(world, checker):
+    log("")
+    log(f"FAILED — replay with: make torture SEED={world.args.seed} OPS={world.args.ops}")
+    for invariant, items in checker.violations.items():
+        for message, home, product in items[:12]:
+            log(f"  {invariant}: {message}")
+            touching = [op for op in world.ops if (home is None or op["home"] in (home, None)) and (product is None or product in op["argv"] or op["kind"] in ("restore", "resume", "resume-wait", "twin"))]
+            if touching:
+                first, last = touching[0]["start"], max((op["end"] or time.time()) for op in touching)
+                shown = [op for op in touching if product is None or product in op["argv"]][-6:] or touching[-6:]
+                for op in shown:
+                    log(f"      op {op['index']} {op['kind']} on {op['home']}: kiosk {' '.join(op['argv'])} → {op['exit']}")
+                for fault in world.faults:
+                    if first <= fault["time"] <= last and fault["index"] >= shown[0]["index"] - 3:
+                        log(f"      fault after op {fault['index']}: {fault['kind']} ({fault['detail']})")
+        if len(items) > 12:
+            log(f"  … and {len(items) - 12} more {invariant}")
+    log(f"  kept for inspection: {world.work} (logs/ has every operation's output)")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=int(os.environ.get("SEED") or random.SystemRandom().randrange(1, 100000)))
+    parser.add_argument("--ops", type=int, default=int(os.environ.get("OPS") or 300))
+    parser.add_argument("--large", type=lambda s: [int(x) for x in s.split(",")], default=[96, 160],
+                        help="MiB of each large book (comma-separated)")
+    parser.add_argument("--issue", type=int, default=48, help="MiB of the subscription's large issue")
+    parser.add_argument("--speed", type=int, default=48, help="each download's speed cap, MiB/s")
+    parser.add_argument("--fault-rate", type=float, default=0.2)
+    parser.add_argument("--kiosk", default=os.environ.get("KIOSK", str(ROOT / ".build/release/kiosk")))
+    parser.add_argument("--work", default=None, help="where the run's folder is made (default: the system's temporary folder)")
+    parser.add_argument("--keep", action="store_true", help="keep the run's folder even when it passes")
+    args = parser.parse_args()
+    if not os.access(args.kiosk, os.X_OK):
+        raise SystemExit(f"torture: no kiosk binary at {args.kiosk}; build it (swift build) or pass --kiosk")
+    world = World(args)
+    log(f"kiosk torture: seed {args.seed}, {args.ops} operations, large content {args.large} + {args.issue} MiB, in {world.work}")
+    started = time.time()
+    failed = True
+    try:
+        world.build_store()
+        world.make_homes()
+        world.server.start()
+        world.link_second_device()
+        world.history()
+        log(f"  history done: {len(world.ops)} operations, {len(world.faults)} faults; driving every home to quiescence")
+        world.quiesce()
+        checker = Checker(world)
+        checker.run()
+        failed = report(world, checker, time.time() - started)
+        if failed:
+            explain(world, checker)
+    finally:
+        world.cleanup(keep=failed or args.keep)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
