@@ -100,11 +100,16 @@ struct DownloadQueueTests {
         }
     }
 
-    @Test("a checksum mismatch downloads once more from zero; a second one fails; the library is unchanged")
+    @Test("a checksum mismatch (the server's copy went bad on its disk) downloads once more from zero; a second one fails; the library is unchanged")
     func checksumMismatch() async throws {
         try await Self.withStore { context in
             _ = try await context.client.buy(Self.book, downloadNow: false)
-            try context.sql("UPDATE download SET sha256 = ?", [String(repeating: "0", count: 64)])
+            // Same name, same size, other bytes: the server still calls it the catalog's version.
+            let queued = try #require(try await context.download(Self.book))
+            let packed = context.store.data.appendingPathComponent("content/\(queued.sha256).zip")
+            var bytes = try Data(contentsOf: packed)
+            bytes[bytes.count / 2] ^= 0xFF
+            try bytes.write(to: packed)
             let report = try await context.client.runDownloads()
             #expect(report.failed == [Self.book])
             let record = try #require(try await context.download(Self.book))
@@ -193,6 +198,48 @@ struct DownloadQueueTests {
             let report = try await context.client.runDownloads()
             #expect(Set(report.installed) == ["com.kiosk.magazines.harbor-monthly.issue-03", "com.kiosk.magazines.harbor-monthly.issue-04"])
             #expect(try await context.download("com.kiosk.magazines.harbor-monthly.issue-01") == nil)
+        }
+    }
+
+    @Test("a download whose version two reloads replaced: the server answers 412, the client syncs and installs the current version, no mismatch counted")
+    func versionGoneMidway() async throws {
+        try await Self.withStore { context in
+            _ = try await context.client.buy(Self.book, downloadNow: false)
+            let queued = try #require(try await context.download(Self.book))
+            let errata = context.store.content.appendingPathComponent("books/lighthouse-keeper/errata.md")
+            for edition in 1...2 {
+                try Data("# Errata, edition \(edition)\n".utf8).write(to: errata)
+                #expect(await context.server.catalog.reload())
+            }
+            let report = try await context.client.runDownloads()
+            #expect(report.installed == [Self.book])
+            let installed = try #require(try await context.download(Self.book))
+            #expect(installed.sha256 != queued.sha256)
+            #expect(installed.mismatches == 0)
+            #expect(try context.client.library().first?.updateAvailable == false)
+            let text = try String(contentsOf: context.home.appendingPathComponent("Library/\(Self.book)/errata.md"), encoding: .utf8)
+            #expect(text.contains("edition 2"))
+        }
+    }
+
+    @Test("a sync that finds new content points a download not yet running at the new version; a paused one stays paused")
+    func syncRetargets() async throws {
+        try await Self.withStore { context in
+            _ = try await context.client.buy(Self.book, downloadNow: false)
+            _ = try await context.client.buy(Self.otherBook, downloadNow: false)
+            _ = try context.client.pauseDownload(Self.otherBook)
+            let before = try #require(try await context.download(Self.book))
+            for folder in ["books/lighthouse-keeper", "books/small-engines"] {
+                try Data("# Errata\n".utf8).write(to: context.store.content.appendingPathComponent("\(folder)/errata.md"))
+            }
+            #expect(await context.server.catalog.reload())
+            _ = try await context.client.sync()
+            let after = try #require(try await context.download(Self.book))
+            #expect(after.sha256 != before.sha256)
+            #expect(after.state == .queued)
+            let paused = try #require(try await context.download(Self.otherBook))
+            #expect(paused.state == .paused)
+            #expect(paused.sha256 == (try context.client.cachedCatalog().products.first { $0.id == Self.otherBook }?.content?.sha256))
         }
     }
 

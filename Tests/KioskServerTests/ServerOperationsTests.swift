@@ -66,6 +66,30 @@ struct ServerOperationsTests {
         }
     }
 
+    @Test("If-Match names the version: the current one or the one a reload replaced is served, any other is 412 and no bytes")
+    func ifMatch() async throws {
+        try await Self.withLargeBook { server, store, url, receipt in
+            let auth = ("Authorization", "Receipt \(receipt)")
+            let first = try await Self.get(url + "/v1/content/\(Self.large)", headers: [auth])
+            let firstTag = try #require(first.headers["etag"])
+            #expect(try await Self.get(url + "/v1/content/\(Self.large)", headers: [auth, ("If-Match", firstTag)]).status == 200)
+
+            try Self.rewriteLargeBook(store, seed: "second edition")
+            #expect(await server.catalog.reload())
+            let replaced = try await Self.get(url + "/v1/content/\(Self.large)", headers: [auth, ("If-Match", firstTag), ("Range", "bytes=0-99")])
+            #expect(replaced.status == 206)
+            #expect(replaced.headers["etag"] == firstTag)
+            #expect(replaced.body == first.body.prefix(100))
+
+            try Self.rewriteLargeBook(store, seed: "third edition")
+            #expect(await server.catalog.reload())
+            let gone = try await Self.get(url + "/v1/content/\(Self.large)", headers: [auth, ("If-Match", firstTag)])
+            #expect(gone.status == 412)
+            #expect(String(decoding: gone.body, as: UTF8.self).contains("version_changed"))
+            #expect(gone.body.count < 1024)
+        }
+    }
+
     @Test("GETs racing reloads: every body's SHA-256 is its ETag")
     func racingReloads() async throws {
         try await Self.withLargeBook { server, store, url, receipt in
