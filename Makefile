@@ -1,13 +1,13 @@
 # Kiosk: every target installs what it needs first.
 SWIFT ?= swift
 DEV_PACKAGES := libcurl4-openssl-dev libarchive-dev libsqlite3-dev pkg-config
-# Real clients the tests resume downloads with.
-TEST_TOOLS := curl wget aria2
+# Real clients the tests resume downloads with; python3 and sqlite3 run the fault suite.
+TEST_TOOLS := curl wget aria2 python3 sqlite3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 BENCH_TOOLS := curl wget aria2 libarchive-tools nginx wrk unzip time
 
-.PHONY: deps test-tools install build test demo serve bench clean
+.PHONY: deps test-tools install build test torture demo serve bench clean
 
 ## Install the C libraries' -dev packages with apt-get when any is missing.
 deps:
@@ -37,6 +37,15 @@ build: deps
 test: deps test-tools
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --no-parallel
+	@# A short fault history (fixed seed, small content) with the debug build just made.
+	KIOSK=$$($(SWIFT) build --show-bin-path)/kiosk python3 scripts/torture.py --seed 11 --ops 40 --large 24,40 --issue 16 --speed 32
+
+## The fault suite: a long random history under faults, then the checker (SEED=, OPS= override).
+SEED ?=
+OPS ?= 300
+torture: deps test-tools
+	$(SWIFT) build -c release --product kiosk
+	KIOSK=$$($(SWIFT) build -c release --show-bin-path)/kiosk SEED=$(SEED) OPS=$(OPS) python3 scripts/torture.py
 
 ## The main job end to end on the bundled Catalog/ and Content/.
 demo: deps

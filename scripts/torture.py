@@ -103,6 +103,7 @@ class FaultProxy:
             for fetch in streams:
                 fetch.stall_until = time.time() + seconds
                 fetch.faulted = True
+                self.fired.append((time.time(), "stall", f"{fetch.home} {fetch.product} at {fetch.bytes}"))
             return len(streams)
 
     def arm(self, kind, value):
@@ -321,7 +322,8 @@ class World:
         self.server = Server(self)
         self.running = []
         self.ops = []            # dicts: index, kind, home, argv, start, end, exit
-        self.faults = []         # dicts: index, kind, time, detail
+        self.faults = []         # dicts: index, kind, time, detail (faults the driver carried out itself)
+        self.armed = []          # proxy faults waiting for a request to land on
         self.filler_until = None
         self.sizes = {}
 
@@ -560,7 +562,17 @@ class World:
                         piece //= 2
             self.filler_until = time.time() + rng.uniform(1.0, 4.0)
             detail = f"home b's disk filled for {self.filler_until - time.time():.1f} s"
-        self.faults.append({"index": len(self.ops), "kind": kind, "time": time.time(), "detail": detail})
+        # Faults the proxy carries out are counted when they happen (carried_out), not when armed.
+        if kind not in ("cut", "stall", "drop-answer"):
+            self.faults.append({"index": len(self.ops), "kind": kind, "time": time.time(), "detail": detail})
+        else:
+            self.armed.append({"index": len(self.ops), "kind": kind, "time": time.time(), "detail": detail})
+
+    def carried_out(self):
+        """Every fault that happened, in time order: the driver's own and the proxy's."""
+        starts = [op["start"] for op in self.ops]
+        proxy = [{"index": sum(1 for t in starts if t <= when), "kind": kind, "time": when, "detail": detail} for when, kind, detail in self.proxy.fired]
+        return sorted(self.faults + proxy, key=lambda f: f["time"])
 
     def lift_full_disk(self, force=False):
         if self.filler_until and (force or time.time() > self.filler_until):
@@ -586,7 +598,7 @@ class World:
                 client_ops += 1
             time.sleep(rng.uniform(0, 0.4))
             if client_ops % 25 == 0 and client_ops and roll >= self.args.fault_rate:
-                log(f"  {client_ops} operations, {len(self.faults)} faults")
+                log(f"  {client_ops} operations, {len(self.carried_out())} faults")
 
     def quiesce(self):
         """No more faults: lets everything finish, answers every Ask to Buy, then restores and
@@ -769,6 +781,8 @@ class Checker:
             for row in rows:
                 if row["state"] in ("purchasing", "purchased", "delivering", "deferred", "restored"):
                     self.flag("lost", f"home {home}: {row['productId']} left {row['state']} ({row['lastError']})", home, row["productId"])
+                if row["state"] == "finished" and row["kind"] != "consumable" and not row["receipt"]:
+                    self.flag("lost", f"home {home}: {row['productId']} ({row['transactionId']}) is finished without its receipt", home, row["productId"])
                 if row["state"] in ("finished", "revoked", "restored"):
                     server = by_id.get(row["transactionId"])
                     if server is None or server["status"] not in ("purchased", "revoked") or (row["state"] == "finished") != (server["status"] == "purchased"):
@@ -900,16 +914,15 @@ class Checker:
 
 def report(world, checker, elapsed):
     ops = Counter(op["kind"] for op in world.ops)
-    faults = Counter(f["kind"] for f in world.faults)
-    fired = Counter(kind for _, kind, _ in world.proxy.fired)
+    timeline = world.carried_out()
+    faults = Counter(f["kind"] for f in timeline)
     hung = [op for op in world.ops if op.get("hung")]
     for op in hung:
         checker.flag("hung", f"op {op['index']} (kiosk {' '.join(op['argv'])} on {op['home']}) ran over its time and was killed", op["home"])
     log("")
-    log(f"kiosk torture  seed {world.args.seed}  {sum(ops.values())} operations  {len(world.faults)} faults  {elapsed:.0f} s")
+    log(f"kiosk torture  seed {world.args.seed}  {sum(ops.values())} operations  {len(timeline)} faults  {elapsed:.0f} s")
     log("  operations:  " + ", ".join(f"{k} {v}" for k, v in sorted(ops.items())))
-    log("  faults:      " + ", ".join(f"{k} {v}" for k, v in sorted(faults.items()))
-        + (f"  (proxy carried out: " + ", ".join(f"{k} {v}" for k, v in sorted(fired.items())) + ")" if fired else ""))
+    log("  faults:      " + ", ".join(f"{k} {v}" for k, v in sorted(faults.items())))
     log(f"  server:      {checker.stats['transactions']} transactions, {checker.stats['charges']} charges, {checker.stats['refunds']} refunds")
     log(f"  bytes:       {checker.bytes_total / MIB:.1f} MiB fetched = {checker.bytes_complete / MIB:.1f} MiB in complete responses"
         f" + {checker.bytes_cut / MIB:.1f} MiB cut off by faults, pauses and cancels; {checker.refetched / MIB:.1f} MiB of it fetched twice")
@@ -935,7 +948,7 @@ def explain(world, checker):
                 shown = [op for op in touching if product is None or product in op["argv"]][-6:] or touching[-6:]
                 for op in shown:
                     log(f"      op {op['index']} {op['kind']} on {op['home']}: kiosk {' '.join(op['argv'])} → {op['exit']}")
-                for fault in world.faults:
+                for fault in world.carried_out():
                     if first <= fault["time"] <= last and fault["index"] >= shown[0]["index"] - 3:
                         log(f"      fault after op {fault['index']}: {fault['kind']} ({fault['detail']})")
         if len(items) > 12:
@@ -968,7 +981,7 @@ def main():
         world.server.start()
         world.link_second_device()
         world.history()
-        log(f"  history done: {len(world.ops)} operations, {len(world.faults)} faults; driving every home to quiescence")
+        log(f"  history done: {len(world.ops)} operations, {len(world.carried_out())} faults; driving every home to quiescence")
         world.quiesce()
         checker = Checker(world)
         checker.run()
