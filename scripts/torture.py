@@ -904,9 +904,17 @@ class Checker:
             if fetch.status in (200, 206):
                 by_download[(fetch.home, fetch.product)].append(fetch)
         for (home, product), rows in by_download.items():
-            for earlier, later in zip(rows, rows[1:]):
-                if earlier.end == "complete" and earlier.closed and later.opened < earlier.closed - 0.5 and not earlier.faulted:
-                    self.flag("duplicated", f"home {home}: two processes fetched {product} at once", home, product)
+            for index, earlier in enumerate(rows):
+                # A fetch the proxy froze lingers after its client gave up; any other ends within
+                # moments of its client stopping (killed, paused, cancelled), so a real overlap
+                # means two processes downloading the same thing into one home.
+                if earlier.faulted:
+                    continue
+                closed = earlier.closed or time.time()
+                for later in rows[index + 1:]:
+                    if later.opened >= closed - 1.0:
+                        break
+                    self.flag("duplicated", f"home {home}: {product} fetched twice at once ({earlier.bytes} and {later.bytes} bytes)", home, product)
 
 
 # ---------------------------------------------------------------------------------------------

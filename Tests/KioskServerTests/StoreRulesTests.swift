@@ -108,6 +108,27 @@ struct StoreRulesTests {
         }
     }
 
+    @Test("refunding a book revokes the free re-buys that stood on it: their receipts stop entitling, and the next buy is charged again")
+    func refundTakesFreeRebuys() async throws {
+        try await Self.withStore { server, http, account, _ in
+            let paid = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
+            let free = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
+            #expect(free.owned == true)
+            let refund = try await http.send("POST", "/v1/admin/transactions/\(paid.transaction.transactionId)/refund", token: server.adminToken)
+            #expect(refund.status == 200)
+
+            let transactions = try await http.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self)
+            #expect(transactions.transactions.first { $0.transactionId == free.transaction.transactionId }?.status == .revoked)
+            let receipt = try #require(free.transaction.signedTransaction)
+            let download = try await HTTPClient().send(HTTPRequest(url: http.baseURL + "/v1/content/\(Self.book)", headers: [("Authorization", "Receipt \(receipt)")]))
+            #expect(download.status == 403)
+
+            let again = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
+            #expect(again.owned == false)
+            #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken) == [499, -499, 499])
+        }
+    }
+
     @Test("every admin list answers: accounts, one account, pending, sales by product and day, downloads")
     func adminLists() async throws {
         try await Self.withStore { server, http, account, _ in

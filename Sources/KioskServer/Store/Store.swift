@@ -166,6 +166,11 @@ public struct Store: Sendable {
     /// reason appear in the account's transaction list, so its devices learn of it. With
     /// `refund`, the money charged is paid back (a negative ledger entry) and credits the purchase
     /// granted are taken back, as far as the balance allows.
+    ///
+    /// The free re-buys that stood on it (`owned`, pointing at it as their original, or mirroring
+    /// the revoked subscription period) are revoked with it: they were granted only because of it,
+    /// and left standing they would keep entitling the content and answer the next buy as owned.
+    /// The account's revision moves, so a payment decided before the revocation decides again.
     func revoke(transactionId: String, reason: String?, refund: Bool = false) async throws -> StoreTransaction {
         let reason = reason.flatMap { $0.isEmpty ? nil : $0 } ?? (refund ? "refunded by the store" : "revoked by the store")
         return try await database.pool.write { db in
@@ -180,6 +185,18 @@ public struct Store: Sendable {
                 record.revokedAt = Date()
                 record.revocationReason = reason
                 try record.update(db)
+                var derived = TransactionRecord
+                    .filter(TransactionRecord.Columns.accountId == record.accountId && TransactionRecord.Columns.productId == record.productId)
+                    .filter(TransactionRecord.Columns.status == TransactionStatus.purchased.rawValue && Column("paymentMethod") == "owned")
+                    .filter(Column("originalTransactionId") == record.originalTransactionId)
+                if record.kind == .subscription {
+                    derived = derived.filter(Column("expiresDate") == record.expiresDate)
+                }
+                try derived.updateAll(db, [
+                    TransactionRecord.Columns.status.set(to: TransactionStatus.revoked.rawValue),
+                    Column("revokedAt").set(to: record.revokedAt), Column("revocationReason").set(to: reason),
+                ])
+                try AccountRecord.filter(key: record.accountId).updateAll(db, Column("revision") += 1)
             }
             guard refund, try LedgerEntry.filter(Column("transactionId") == transactionId && Column("kind") == LedgerEntry.Kind.refund.rawValue).fetchCount(db) == 0 else {
                 return record.wire
