@@ -512,6 +512,7 @@ class World:
         weights = [26, 8, 20, 10, 12, 8] + ([10] if self.disk else [])
         kind = rng.choices(kinds, weights=weights)[0]
         detail = ""
+        home = "b" if kind == "disk-full" else None
         if kind == "client-kill":
             if not self.running:
                 # Start something that downloads, then kill it mid-way.
@@ -523,6 +524,7 @@ class World:
                 return
             victim.process.send_signal(signal.SIGKILL)
             detail = f"op {victim.index} ({' '.join(victim.argv)}) on {victim.home}"
+            home = victim.home
         elif kind == "server-kill":
             self.server.kill()
             time.sleep(rng.uniform(0, 1.5))
@@ -564,7 +566,7 @@ class World:
             detail = f"home b's disk filled for {self.filler_until - time.time():.1f} s"
         # Faults the proxy carries out are counted when they happen (carried_out), not when armed.
         if kind not in ("cut", "stall", "drop-answer"):
-            self.faults.append({"index": len(self.ops), "kind": kind, "time": time.time(), "detail": detail})
+            self.faults.append({"index": len(self.ops), "kind": kind, "time": time.time(), "detail": detail, "home": home})
         else:
             self.armed.append({"index": len(self.ops), "kind": kind, "time": time.time(), "detail": detail})
 
@@ -606,6 +608,9 @@ class World:
         self.proxy.disarm()
         self.lift_full_disk(force=True)
         self.reap(wait_for="all", timeout=300)
+        # A clean restart publishes exactly what Content/ holds (a reload may still be packing).
+        self.server.stop()
+        self.server.start()
         for _ in range(20):
             status, pending = self.server.admin("GET", "/v1/admin/pending")
             entries = (pending if isinstance(pending, list) else (pending or {}).get("requests", [])) if status == 200 else []
@@ -869,8 +874,9 @@ class Checker:
     def check_transfers(self):
         """No download starts over when it need not: a request for a version goes back no further
         than where the previous request for it began (its bytes were kept), unless the reader
-        cancelled in between or the download completed. And two processes never fetch the same
-        download at once from one home."""
+        cancelled in between or the download completed. Bytes are fetched twice only after a
+        connection that a fault, a pause or a cancel ended: what was in flight when it ended.
+        And two processes never fetch the same download at once from one home."""
         world = self.world
         fetches = sorted(world.proxy.fetches, key=lambda f: f.opened)
         self.bytes_total = sum(f.bytes for f in fetches)
@@ -883,6 +889,19 @@ class Checker:
                 resets[(op["home"], op["argv"][1])].append(op["start"])
             elif op["kind"] in ("refund", "revoke"):
                 resets[None].append(op["start"])
+        # What may end a transfer early: faults (a proxy fault marks its fetch itself) and the reader.
+        stoppers = [(f["time"], f.get("home"), None) for f in world.faults if f["kind"] in ("client-kill", "server-kill", "disk-full")]
+        stoppers += [(op["start"], op["home"], op["argv"][1]) for op in world.ops if op["kind"] in ("pause", "cancel")]
+        stoppers += [(op["end"] or time.time(), op["home"], None) for op in world.ops if op.get("hung")]
+
+        def explained(fetch):
+            if fetch.faulted or fetch.end == "upstream-gone":
+                return True
+            closed = fetch.closed or time.time()
+            return any(fetch.opened - 0.5 <= when <= closed + 1.0 and home in (None, fetch.home) and product in (None, fetch.product)
+                       for when, home, product in stoppers)
+
+        self.unexplained = 0
         previous = {}
         for fetch in fetches:
             if fetch.status not in (200, 206):
@@ -895,6 +914,9 @@ class Checker:
             start = fetch.start if fetch.status == 206 else 0
             earlier_end = earlier.start + earlier.bytes
             self.refetched += max(0, earlier_end - start)
+            if earlier_end > start and not explained(earlier):
+                self.unexplained += earlier_end - start
+                self.flag("refetched", f"home {fetch.home}: {fetch.product} fetched bytes {start}–{earlier_end} again though no fault, pause or cancel ended the fetch that had them", fetch.home, fetch.product)
             if start < earlier.start:
                 window = [t for t in resets[(fetch.home, fetch.product)] + resets[None] if earlier.opened <= t <= fetch.opened]
                 if not window:
@@ -937,7 +959,7 @@ def report(world, checker, elapsed):
     log("")
     log("  invariant    count")
     failed = False
-    for invariant in ["lost", "duplicated", "mismatched", "leftover", "outside", "restarted", "hung"]:
+    for invariant in ["lost", "duplicated", "mismatched", "leftover", "outside", "restarted", "refetched", "hung"]:
         count = len(checker.violations.get(invariant, []))
         failed |= count > 0
         log(f"  {invariant:<12} {count}")
