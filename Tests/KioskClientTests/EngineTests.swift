@@ -181,6 +181,22 @@ struct EngineTests {
         }
     }
 
+    @Test("restore brings back an owned book whose download the reader cancelled; nothing is charged")
+    func restoreRequeuesCancelled() async throws {
+        try await Self.withStore { context in
+            let client = try context.client()
+            _ = try await client.sync()
+            let bought = try await client.buy(Self.book, downloadNow: false)
+            #expect(bought.record.state == .finished)
+            _ = try client.cancelDownload(Self.book)
+            let (restored, downloads) = try await client.restore()
+            #expect(restored.isEmpty)
+            #expect(downloads?.installed == [Self.book])
+            #expect(FileManager.default.fileExists(atPath: context.homeURL.appendingPathComponent("Library/\(Self.book)").path))
+            #expect(try await context.charges(client).count == 1)
+        }
+    }
+
     @Test("a revocation reaches the client at its next contact: revoked with date and reason, content removed")
     func revocation() async throws {
         try await Self.withStore { context in

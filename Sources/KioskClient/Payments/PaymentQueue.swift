@@ -340,7 +340,21 @@ struct PaymentQueue {
                 restored.append(try database.payment(id) ?? record)
             }
         }
+        try await requeueOwnedContent()
         return restored
+    }
+
+    /// Restore also brings back what this device already knows it owns but does not have: a
+    /// book or issue whose download the reader cancelled, or which failed for good.
+    private func requeueOwnedContent() async throws {
+        let products = Set(try database.payments().filter { $0.kind == .nonConsumable && PaymentState.owning.contains($0.state) }.map(\.productId))
+        for id in products.sorted() {
+            let download = try database.download(id)
+            guard download == nil || download?.state == .cancelled || download?.state == .failed,
+                  let owning = try database.owningPayment(productId: id), let receipt = owning.receipt,
+                  let content = try await deliverableProduct(id)?.content else { continue }
+            try database.enqueueDownload(productId: id, content: content, receipt: receipt, transactionId: owning.transactionId)
+        }
     }
 
     // MARK: Account
