@@ -431,7 +431,6 @@ class World:
             ["buy-book", "buy-large", "buy-issue", "buy-subscription", "buy-credits", "buy-defer", "buy-refused",
              "redeem", "restore", "resume", "resume-wait", "pause", "cancel", "sync", "twin"],
             weights=[10, 12, 6, 3, 10, 6, 3, 8, 6, 9, 5, 5, 3, 2, 6])[0]
-        downloadable = BOOKS + LARGE + ISSUES
         if kind == "buy-book":
             argv = ["buy", rng.choice(BOOKS)] + (["--no-download"] if rng.random() < 0.25 else [])
         elif kind == "buy-large":
@@ -468,10 +467,10 @@ class World:
         if sum(1 for r in self.running if r.home == home) >= 2:
             self.reap(wait_for=next(r for r in self.running if r.home == home))
         if kind == "twin":
-            first = self.launch(kind, home, argv)
+            self.launch(kind, home, argv)
             self.launch(kind, home, argv)
             return
-        op = self.launch(kind, home, argv)
+        self.launch(kind, home, argv)
         if not background:
             self.reap(wait_for=self.running[-1])
 
@@ -994,7 +993,7 @@ def main():
                         help="MiB of each large book (comma-separated)")
     parser.add_argument("--issue", type=int, default=48, help="MiB of the subscription's large issue")
     parser.add_argument("--speed", type=int, default=48, help="each download's speed cap, MiB/s")
-    parser.add_argument("--fault-rate", type=float, default=0.2)
+    parser.add_argument("--fault-rate", type=float, default=0.25)
     parser.add_argument("--kiosk", default=os.environ.get("KIOSK", str(ROOT / ".build/release/kiosk")))
     parser.add_argument("--work", default=None, help="where the run's folder is made (default: the system's temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the run's folder even when it passes")

@@ -47,6 +47,34 @@ struct PaymentQueueTests {
         }
     }
 
+    @Test("a restore that saves a purchase whose answer was lost: the purchase's own row takes its place and finishes, once")
+    func restoreDuringLostAnswer() async throws {
+        try await Self.withClient { server, client, url, directory in
+            _ = try await client.accountSummary()
+            let token = try #require(try client.accountToken())
+            let key = UUID().uuidString
+            // The server charged; the answer never arrived, and the row's next attempt is later.
+            let paid = try await StoreHTTP(baseURL: url).pay(Self.book, token: token, key: key).decode(PaymentResponse.self)
+            let database = try DatabaseQueue(path: directory.path("home/kiosk.sqlite").path)
+            try await database.write { db in
+                try db.execute(sql: """
+                    INSERT INTO payment (idempotencyKey, productId, kind, quantity, paymentMethod, state, createdAt, updatedAt, attempts, nextAttemptAt)
+                    VALUES (?, ?, 'nonConsumable', 1, 'approve', 'purchasing', datetime('now'), datetime('now'), 1, datetime('now', '+1 hour'))
+                    """, arguments: [key, Self.book])
+            }
+            let (restored, _) = try await client.restore()
+            #expect(restored.map(\.transactionId) == [paid.transaction.transactionId])
+
+            try await database.write { try $0.execute(sql: "UPDATE payment SET nextAttemptAt = NULL WHERE idempotencyKey = ?", arguments: [key]) }
+            _ = await client.replay()
+            let rows = try await client.transactions().map(\.record).filter { $0.transactionId == paid.transaction.transactionId }
+            #expect(rows.count == 1)
+            #expect(rows.first?.idempotencyKey == key)
+            #expect(rows.first?.state == .finished)
+            #expect(try await Self.charges(server, url, client) == [799])
+        }
+    }
+
     @Test("a book: receipt stored, downloaded and installed before buy returns; --no-download finishes with the download queued")
     func buyBook() async throws {
         try await Self.withClient { _, client, url, _ in

@@ -198,6 +198,8 @@ struct PaymentQueue {
             try database.enqueueDownload(productId: record.productId, content: content, receipt: receipt, transactionId: record.transactionId)
             if delivery == .finishNow { return (try await finish(record), nil) }
             var current = try settled(id) { try database.markDelivering(id) }
+            // Already installed (by a restore, or an earlier purchase of the same content): done.
+            if try deliveryIsOver(current) { return (try await finish(current), nil) }
             guard delivery == .now else { return (current, nil) }
             let report = try await client.downloadQueue().run(only: [record.productId], waitForOthers: true)
             if try database.download(record.productId)?.state == .installed {

@@ -56,12 +56,19 @@ extension ClientDatabase {
     }
 
     /// `purchasing | deferred → purchased`: the verified receipt is committed with the state.
+    ///
+    /// A `restore` that ran while this purchase's answer was lost may have saved the same
+    /// transaction as a keyless `restored` row: the row that made the purchase takes its place.
     func recordReceipt(_ id: Int64, transactionId: String, originalTransactionId: String, receipt: String) throws -> PaymentRecord {
         try movePayment(id, from: [.purchasing, .deferred], to: .purchased, [
             PaymentRecord.Columns.transactionId.set(to: transactionId),
             Column("originalTransactionId").set(to: originalTransactionId),
             Column("receipt").set(to: receipt),
-        ] + Self.clearedError)
+        ] + Self.clearedError) { db in
+            try PaymentRecord
+                .filter(PaymentRecord.Columns.transactionId == transactionId && PaymentRecord.Columns.id != id && Column("idempotencyKey") == nil)
+                .deleteAll(db)
+        }
     }
 
     /// `purchasing → deferred`: Ask to Buy.
@@ -152,8 +159,11 @@ extension ClientDatabase {
     }
 
     /// Moves one row from one of `allowed` to `target` in one transaction, or throws naming both states.
-    private func movePayment(_ id: Int64, from allowed: Set<PaymentState>, to target: PaymentState, _ assignments: [ColumnAssignment]) throws -> PaymentRecord {
+    /// `prepare` runs first, in the same transaction.
+    private func movePayment(_ id: Int64, from allowed: Set<PaymentState>, to target: PaymentState, _ assignments: [ColumnAssignment],
+                             prepare: (Database) throws -> Void = { _ in }) throws -> PaymentRecord {
         let record = try write { db -> PaymentRecord in
+            try prepare(db)
             let changed = try PaymentRecord
                 .filter(key: id)
                 .filter(allowed.map(\.rawValue).contains(PaymentRecord.Columns.state))
