@@ -744,14 +744,17 @@ class Checker:
         for t in transactions:
             if t["status"] in ("purchased", "revoked") and t["amountCents"] > 0 and t["paymentMethod"] != "owned" and charges.get(t["id"], 0) == 0:
                 self.flag("lost", f"transaction {t['id']} ({t['productId']}) was paid for but has no charge in the ledger", product=t["productId"])
-        # A book is charged once per account, unless the earlier charge was revoked first.
+        # A book is charged once per account, unless the earlier charge was revoked first (in the
+        # order of the charges: an Ask to Buy is charged when approved, not when asked).
+        charged_at = {e["transactionId"]: e["createdAt"] for e in ledger if e["kind"] == "charge"}
         paid = defaultdict(list)
         for t in transactions:
             if t["kind"] == "nonConsumable" and charges.get(t["id"]):
                 paid[(t["accountId"], t["productId"])].append(t)
         for (account, product), rows in paid.items():
+            rows.sort(key=lambda t: charged_at[t["id"]])
             for earlier, later in zip(rows, rows[1:]):
-                if earlier["revokedAt"] is None or earlier["revokedAt"] > later["createdAt"]:
+                if earlier["revokedAt"] is None or earlier["revokedAt"] > charged_at[later["id"]]:
                     self.flag("duplicated", f"{product} charged twice to account {account}: {earlier['id']} and {later['id']}", product=product)
         # Every charged or redeemed transaction is finished, exactly once, on the home that made it.
         keys = defaultdict(list)

@@ -75,6 +75,33 @@ struct PaymentQueueTests {
         }
     }
 
+    @Test("a purchase whose answer was lost and which the store then refunded is saved as revoked with its receipt, not as declined")
+    func lostAnswerThenRefund() async throws {
+        try await Self.withClient { server, client, url, directory in
+            _ = try await client.accountSummary()
+            let token = try #require(try client.accountToken())
+            let key = UUID().uuidString
+            let http = StoreHTTP(baseURL: url)
+            let paid = try await http.pay(Self.book, token: token, key: key).decode(PaymentResponse.self)
+            let refund = try await http.send("POST", "/v1/admin/transactions/\(paid.transaction.transactionId)/refund", token: server.adminToken, json: #"{"reason": "goodwill"}"#)
+            #expect(refund.status == 200)
+            let database = try DatabaseQueue(path: directory.path("home/kiosk.sqlite").path)
+            try await database.write { db in
+                try db.execute(sql: """
+                    INSERT INTO payment (idempotencyKey, productId, kind, quantity, paymentMethod, state, createdAt, updatedAt)
+                    VALUES (?, ?, 'nonConsumable', 1, 'approve', 'purchasing', datetime('now'), datetime('now'))
+                    """, arguments: [key, Self.book])
+            }
+            _ = await client.replay()
+            let row = try #require(try await client.transactions().map(\.record).first { $0.idempotencyKey == key })
+            #expect(row.state == .revoked)
+            #expect(row.transactionId == paid.transaction.transactionId)
+            #expect(row.receipt != nil)
+            #expect(row.revocationReason == "goodwill")
+            #expect(try client.downloads().isEmpty)
+        }
+    }
+
     @Test("a book: receipt stored, downloaded and installed before buy returns; --no-download finishes with the download queued")
     func buyBook() async throws {
         try await Self.withClient { _, client, url, _ in

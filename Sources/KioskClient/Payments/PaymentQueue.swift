@@ -147,18 +147,14 @@ struct PaymentQueue {
         guard let id = record.id else { return record }
         switch transaction.status {
         case .purchased:
-            guard let receipt = transaction.signedTransaction else {
-                throw ClientError.receiptRejected(transactionId: transaction.transactionId, reason: "the server sent no signed transaction")
-            }
-            let accountId = try database.account()?.id
-            let api = try storeAPI()
-            let claims = try await receipts.verify(receipt, accountId: accountId, fetchKeys: { try await api.jwks() })
-            guard claims.transactionId == transaction.transactionId, claims.productId == record.productId else {
-                throw ClientError.receiptRejected(transactionId: transaction.transactionId, reason: "it is for another transaction or product")
-            }
-            return try settled(id) {
-                try database.recordReceipt(id, transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, receipt: receipt)
-            }
+            return try await saveReceipt(transaction, for: record)
+        case .revoked where transaction.signedTransaction != nil:
+            // Charged while its answer was lost, then refunded: keep the receipt and show the
+            // refund, rather than call it declined.
+            let saved = try await saveReceipt(transaction, for: record)
+            let reason = transaction.revocationReason ?? "revoked by the store"
+            return try database.markRevoked(transactionId: transaction.transactionId, at: transaction.revocationDate ?? Date(), reason: reason)
+                ?? database.payment(id) ?? saved
         case .deferred:
             if record.state == .deferred { return record }
             return try settled(id) { try database.recordDeferred(id, transactionId: transaction.transactionId, message: transaction.message) }
@@ -168,6 +164,23 @@ struct PaymentQueue {
             return try settled(id) {
                 try database.recordRefusal(id, as: .failed, transactionId: transaction.transactionId, reason: transaction.message ?? "declined")
             }
+        }
+    }
+
+    /// Verifies the signed transaction against the store's keys and commits it with the row.
+    private func saveReceipt(_ transaction: StoreTransaction, for record: PaymentRecord) async throws -> PaymentRecord {
+        guard let id = record.id else { return record }
+        guard let receipt = transaction.signedTransaction else {
+            throw ClientError.receiptRejected(transactionId: transaction.transactionId, reason: "the server sent no signed transaction")
+        }
+        let accountId = try database.account()?.id
+        let api = try storeAPI()
+        let claims = try await receipts.verify(receipt, accountId: accountId, fetchKeys: { try await api.jwks() })
+        guard claims.transactionId == transaction.transactionId, claims.productId == record.productId else {
+            throw ClientError.receiptRejected(transactionId: transaction.transactionId, reason: "it is for another transaction or product")
+        }
+        return try settled(id) {
+            try database.recordReceipt(id, transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, receipt: receipt)
         }
     }
 
