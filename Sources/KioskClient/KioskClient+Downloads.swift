@@ -43,6 +43,13 @@ extension KioskClient {
         queued += try await checkLibrary()
         guard includingUpdates else { return queued }
         try database.unpauseAll()
+        return queued + (try queueUpdates())
+    }
+
+    /// Queues the catalog's newer version of every installed product that has one. Returns their IDs.
+    @discardableResult
+    public func queueUpdates() throws -> [String] {
+        var queued: [String] = []
         for entry in try library() where entry.updateAvailable {
             guard let download = try database.download(entry.item.productId),
                   let content = try database.cachedProduct(entry.item.productId)?.content else { continue }

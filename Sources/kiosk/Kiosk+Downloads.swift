@@ -93,7 +93,8 @@ extension Kiosk {
                     if !report.interrupted.isEmpty { break }
                     // A download that was already running when the catalog changed installed the
                     // version it began with: bring it up to date now rather than at the next resume.
-                    if updateRounds < 3, case let updates = try await client.queueNewContent(includingUpdates: true), !updates.isEmpty {
+                    // (Only updates: a pause made meanwhile from another terminal stands.)
+                    if updateRounds < 3, case let updates = try client.queueUpdates(), !updates.isEmpty {
                         for id in updates { print("queued \(id)") }
                         updateRounds += 1
                         continue

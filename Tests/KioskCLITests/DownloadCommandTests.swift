@@ -105,6 +105,28 @@ struct DownloadCommandTests {
         }
     }
 
+    @Test("a reload mid-download: resume finishes the version it began with, then installs the new one before it returns")
+    func reloadMidDownload() async throws {
+        let setup = try await Setup()
+        let resume = try setup.startSlow(["resume"], log: "reloaded")
+        try await setup.waitForPartial(atLeast: 1 << 20)
+        try Data("# Atlas, second edition\n".utf8).write(to: setup.store.content.appendingPathComponent("books/atlas/index.md"))
+        setup.server.signal(SIGHUP)
+        // The running resume learns of the new version from a sync in another terminal.
+        var report = ""
+        for _ in 0..<50 where !report.contains("1 changed") {
+            try await Task.sleep(for: .milliseconds(100))
+            report = try await KioskCommand.run(["sync"], environment: ["KIOSK_HOME": setup.home]).stdout
+        }
+        #expect(report.contains("1 changed"))
+        try await offCooperativePool { resume.waitUntilExit() }
+        #expect(resume.terminationStatus == 0, "\(setup.output("reloaded"))")
+        #expect(setup.output("reloaded").stdout.contains("queued \(Self.atlas)"), "\(setup.output("reloaded"))")
+        let index = URL(fileURLWithPath: setup.home).appendingPathComponent("Library/\(Self.atlas)/index.md")
+        #expect(try String(contentsOf: index, encoding: .utf8).contains("second edition"))
+        _ = await setup.server.stop()
+    }
+
     @Test("a client killed with SIGKILL mid-download resumes and ends byte-exact, with little re-sent")
     func clientKilled() async throws {
         let setup = try await Setup()
