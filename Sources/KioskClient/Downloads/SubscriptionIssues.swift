@@ -10,14 +10,16 @@ struct SubscriptionIssues {
     let database: ClientDatabase
 
     /// Queues every covered issue that has no download yet; returns their IDs.
-    func queueCoveredIssues() async throws -> [String] {
+    /// - Parameter requeueStopped: also queue covered issues whose download was cancelled or
+    ///   failed for good (what `kiosk restore` asks for); otherwise an issue with any download is left alone.
+    func queueCoveredIssues(requeueStopped: Bool = false) async throws -> [String] {
         let subscriptions = try database.payments().filter {
             $0.kind == .subscription && PaymentState.owning.contains($0.state) && $0.receipt != nil
         }
         // Without a subscription there is nothing to queue: skip decoding the whole catalog.
         guard !subscriptions.isEmpty else { return [] }
         let products = try database.cachedProducts()
-        let queued = Set(try database.downloads().map(\.productId))
+        let queued = Set(try database.downloads().filter { !requeueStopped || ($0.state != .cancelled && $0.state != .failed) }.map(\.productId))
         let accountId = try database.account()?.id
         var added: [String] = []
         for subscription in subscriptions.reversed() {

@@ -360,8 +360,10 @@ struct PaymentQueue {
     }
 
     /// Restore also brings back what this device already knows it owns but does not have: a
-    /// book or issue whose download the reader cancelled, or which failed for good.
+    /// book or issue whose download the reader cancelled, or which failed for good, bought or
+    /// covered by a subscription.
     private func requeueOwnedContent() async throws {
+        _ = try await client.subscriptionIssues().queueCoveredIssues(requeueStopped: true)
         let products = Set(try database.payments().filter { $0.kind == .nonConsumable && PaymentState.owning.contains($0.state) }.map(\.productId))
         for id in products.sorted() {
             let download = try database.download(id)
