@@ -1,43 +1,108 @@
 import Crypto
-import Dispatch
 import Foundation
 import KioskCore
 
-/// SHA-256 of a stream, computed on a thread of its own so it overlaps the network and disk work.
+/// SHA-256 of a partial file as it grows, computed on a thread of its own that reads back what the
+/// transfer has written (from the page cache) into one reused buffer.
 ///
-/// At most `maxPending` chunks wait for the hasher; past that `update` blocks the receiver, so
-/// memory stays flat when hashing is the slower side.
+/// The receiving thread only publishes how far the file is written: it neither copies nor
+/// allocates per chunk, and never waits for the hasher. Bytes already in the file when a resume
+/// starts are hashed the same way, while the rest arrives.
 final class StreamingDigest: @unchecked Sendable {
-    // `hasher` is touched only on `queue`, which is serial: that is what makes this Sendable.
+    // Everything below is guarded by `condition`; `hasher` is only replaced under it.
+    private let condition = NSCondition()
     private var hasher = SHA256()
-    private let queue = DispatchQueue(label: "kiosk.transfer.sha256")
-    private let pending: DispatchSemaphore
+    private var written: Int64 = 0
+    private var hashed: Int64 = 0
+    /// Bumped by `reset`, so a block read before it is not hashed into the new digest.
+    private var generation = 0
+    private var readFailed = false
+    private var closed = false
+    private let descriptor: Int32
 
-    init(maxPending: Int = 8) {
-        pending = DispatchSemaphore(value: maxPending)
+    /// - Parameter descriptor: the partial file, open for reading; it is duplicated, not taken.
+    init(reading descriptor: Int32) {
+        self.descriptor = dup(descriptor)
+        let thread = Thread { [self] in hashUntilClosed() }
+        thread.name = "kiosk.transfer.sha256"
+        thread.start()
     }
 
-    /// Hashes a copy of `bytes` in the background.
-    func update(_ bytes: UnsafeRawBufferPointer) {
-        let chunk = Data(bytes)
-        pending.wait()
-        queue.async {
-            self.hasher.update(data: chunk)
-            self.pending.signal()
-        }
+    /// The file now holds `offset` bytes.
+    func advance(to offset: Int64) {
+        condition.lock()
+        written = offset
+        condition.signal()
+        condition.unlock()
     }
 
-    /// Hashes bytes on the calling thread, before any background update (the resumed prefix).
-    func updateNow(_ bytes: UnsafeRawBufferPointer) {
-        queue.sync { hasher.update(bufferPointer: bytes) }
-    }
-
+    /// The file was truncated to zero: start over.
     func reset() {
-        queue.sync { hasher = SHA256() }
+        condition.lock()
+        generation += 1
+        hasher = SHA256()
+        written = 0
+        hashed = 0
+        readFailed = false
+        condition.broadcast()
+        condition.unlock()
     }
 
-    /// Waits for the pending chunks and returns the lowercase hex digest.
+    /// Waits until every written byte is hashed and returns the lowercase hex digest; empty when
+    /// the file could not be read back (the caller's checksum comparison then fails).
     func finalize() -> String {
-        queue.sync { FileDigest.hex(hasher.finalize()) }
+        condition.lock()
+        defer { condition.unlock() }
+        while hashed < written, !readFailed {
+            condition.wait()
+        }
+        return readFailed ? "" : FileDigest.hex(hasher.finalize())
+    }
+
+    /// Stops the hashing thread; call once the transfer is over.
+    func close() {
+        condition.lock()
+        closed = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    private func hashUntilClosed() {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 64)
+        defer {
+            buffer.deallocate()
+            Foundation.close(descriptor)
+        }
+        while true {
+            condition.lock()
+            while !closed, hashed >= written || readFailed {
+                condition.wait()
+            }
+            if closed {
+                condition.unlock()
+                return
+            }
+            let (start, end, round) = (hashed, min(written, hashed + Int64(buffer.count)), generation)
+            var local = hasher
+            condition.unlock()
+
+            // Reading and hashing happen outside the lock, so `advance` never waits for them.
+            let count = pread(descriptor, buffer.baseAddress, Int(end - start), off_t(start))
+            if count > 0 {
+                local.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            }
+
+            condition.lock()
+            if round == generation {
+                if count > 0 {
+                    hasher = local
+                    hashed = start + Int64(count)
+                } else {
+                    readFailed = true
+                }
+                condition.broadcast()
+            }
+            condition.unlock()
+        }
     }
 }

@@ -8,7 +8,7 @@ final class Transfer {
     let request: DownloadRequest
     let easy: CurlEasy
     private let descriptor: Int32
-    private let digest = StreamingDigest()
+    private let digest: StreamingDigest
     /// Bytes in the partial file; the next byte is written here.
     private(set) var offset: Int64
     /// Where this attempt asked to start.
@@ -44,28 +44,15 @@ final class Transfer {
         offset = existing
         requestedOffset = existing
         easy = try CurlEasy(url: request.url)
-        try hashExistingBytes()
+        // The bytes of an earlier attempt are hashed in the background while the rest arrives.
+        digest = StreamingDigest(reading: descriptor)
+        digest.advance(to: existing)
         try configure()
     }
 
     deinit {
+        digest.close()
         close(descriptor)
-    }
-
-    /// The partial bytes from an earlier attempt are hashed once, so the digest covers the whole file.
-    private func hashExistingBytes() throws {
-        guard offset > 0 else { return }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-        defer { buffer.deallocate() }
-        var position: Int64 = 0
-        while position < offset {
-            let count = pread(descriptor, buffer.baseAddress, min(buffer.count, Int(offset - position)), off_t(position))
-            guard count > 0 else {
-                throw TransferError(url: request.url, kind: .localWrite, message: "cannot read \(request.partialFile.path)")
-            }
-            digest.updateNow(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-            position += Int64(count)
-        }
     }
 
     private func configure() throws {
@@ -169,8 +156,8 @@ final class Transfer {
                 }
                 written += result
             }
-            digest.update(bytes)
             offset += Int64(bytes.count)
+            digest.advance(to: offset)
             received += Int64(bytes.count)
             return bytes.count
         case .collectingError:
