@@ -32,6 +32,19 @@ struct PaymentQueueTests {
         return try await StoreHTTP(baseURL: url).charges(accountId: accountId, adminToken: server.adminToken)
     }
 
+    /// The row `kiosk buy` leaves when the server charged but its answer never arrived: still
+    /// `purchasing` with its key, due now or (with `retryIn`, an SQLite modifier) later.
+    static func saveUnanswered(_ product: String, key: String, retryIn: String?, home: URL) throws -> DatabaseQueue {
+        let database = try DatabaseQueue(path: home.appendingPathComponent("kiosk.sqlite").path)
+        try database.write { db in
+            try db.execute(sql: """
+                INSERT INTO payment (idempotencyKey, productId, kind, quantity, paymentMethod, state, createdAt, updatedAt, attempts, nextAttemptAt)
+                VALUES (?, ?, 'nonConsumable', 1, 'approve', 'purchasing', datetime('now'), datetime('now'), ?, datetime('now', ?))
+                """, arguments: [key, product, retryIn == nil ? 0 : 1, retryIn])
+        }
+        return database
+    }
+
     @Test("credits: bought, receipt stored and verified, finished, balance exact")
     func buyCredits() async throws {
         try await Self.withClient { server, client, url, _ in
@@ -55,13 +68,7 @@ struct PaymentQueueTests {
             let key = UUID().uuidString
             // The server charged; the answer never arrived, and the row's next attempt is later.
             let paid = try await StoreHTTP(baseURL: url).pay(Self.book, token: token, key: key).decode(PaymentResponse.self)
-            let database = try DatabaseQueue(path: directory.path("home/kiosk.sqlite").path)
-            try await database.write { db in
-                try db.execute(sql: """
-                    INSERT INTO payment (idempotencyKey, productId, kind, quantity, paymentMethod, state, createdAt, updatedAt, attempts, nextAttemptAt)
-                    VALUES (?, ?, 'nonConsumable', 1, 'approve', 'purchasing', datetime('now'), datetime('now'), 1, datetime('now', '+1 hour'))
-                    """, arguments: [key, Self.book])
-            }
+            let database = try Self.saveUnanswered(Self.book, key: key, retryIn: "+1 hour", home: directory.path("home"))
             let (restored, _) = try await client.restore()
             #expect(restored.map(\.transactionId) == [paid.transaction.transactionId])
 
@@ -85,13 +92,7 @@ struct PaymentQueueTests {
             let paid = try await http.pay(Self.book, token: token, key: key).decode(PaymentResponse.self)
             let refund = try await http.send("POST", "/v1/admin/transactions/\(paid.transaction.transactionId)/refund", token: server.adminToken, json: #"{"reason": "goodwill"}"#)
             #expect(refund.status == 200)
-            let database = try DatabaseQueue(path: directory.path("home/kiosk.sqlite").path)
-            try await database.write { db in
-                try db.execute(sql: """
-                    INSERT INTO payment (idempotencyKey, productId, kind, quantity, paymentMethod, state, createdAt, updatedAt)
-                    VALUES (?, ?, 'nonConsumable', 1, 'approve', 'purchasing', datetime('now'), datetime('now'))
-                    """, arguments: [key, Self.book])
-            }
+            _ = try Self.saveUnanswered(Self.book, key: key, retryIn: nil, home: directory.path("home"))
             _ = await client.replay()
             let row = try #require(try await client.transactions().map(\.record).first { $0.idempotencyKey == key })
             #expect(row.state == .revoked)

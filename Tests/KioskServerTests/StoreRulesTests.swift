@@ -129,6 +129,29 @@ struct StoreRulesTests {
         }
     }
 
+    @Test("a refund racing 16 buys of the same book: no free re-buy is left standing on the refunded purchase")
+    func refundRacingBuys() async throws {
+        try await Self.withStore { server, http, account, _ in
+            let paid = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
+            let refundId = paid.transaction.transactionId
+            let replies = try await Self.concurrently(17) { index in
+                if index == 8 {
+                    return try await http.send("POST", "/v1/admin/transactions/\(refundId)/refund", token: server.adminToken)
+                }
+                return try await http.pay(Self.book, token: account.token)
+            }
+            #expect(replies.allSatisfy { $0.status == 200 })
+            let page = try await http.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self)
+            let verifier = try await ReceiptVerifier(jwks: server.signer.jwks)
+            let status = Dictionary(uniqueKeysWithValues: page.transactions.map { ($0.transactionId, $0.status) })
+            for transaction in page.transactions where transaction.status == .purchased {
+                let receipt = try #require(transaction.signedTransaction)
+                let original = try await verifier.verify(receipt).originalTransactionId
+                #expect(status[original] == .purchased, "\(transaction.transactionId) stands on \(original), which is \(String(describing: status[original]))")
+            }
+        }
+    }
+
     @Test("every admin list answers: accounts, one account, pending, sales by product and day, downloads")
     func adminLists() async throws {
         try await Self.withStore { server, http, account, _ in
