@@ -9,7 +9,8 @@ public struct KioskServer: Sendable {
     public let configuration: ServerConfiguration
     public let catalog: CatalogService
     public let store: Store
-    public let signer: ReceiptSigner
+    public let keys: SigningKeys
+    public let database: ServerDatabase
     /// What admin calls must carry; also written to `<data>/admin-token`.
     public let adminToken: String
     public let metrics = ServerMetrics()
@@ -24,12 +25,23 @@ public struct KioskServer: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.catalog = CatalogService(configuration: configuration, logger: logger)
-        self.signer = try await ReceiptSigner(dataDirectory: data)
         self.adminToken = try AdminToken.loadOrCreate(in: data)
-        let database = try ServerDatabase(url: data.appendingPathComponent("kiosk-server.sqlite"))
-        self.store = try await Store(
-            database: database, signer: signer, catalog: catalog, environment: configuration.environment,
+        let database = try await ServerDatabase.open(configuration.databaseLocation, logger: logger)
+        do {
+            self.keys = try await SigningKeys(database: database, legacyKeyFile: data.appendingPathComponent("signing-key.json"), logger: logger)
+        } catch {
+            await database.close()
+            throw error
+        }
+        self.database = database
+        self.store = Store(
+            database: database, keys: keys, catalog: catalog, environment: configuration.environment,
             metrics: metrics, logger: logger)
+    }
+
+    /// Closes the database's connections; call it once the applications have stopped.
+    public func shutdown() async {
+        await database.close()
     }
 
     /// Loads the catalog and packs what needs packing.
@@ -50,7 +62,7 @@ public struct KioskServer: Sendable {
             router.get("metrics") { [metrics] _, _ in metrics.exposition() }
         }
         CatalogController(catalog: catalog).addRoutes(to: router)
-        StoreController(store: store, signer: signer, adminToken: adminToken).addRoutes(to: router)
+        StoreController(store: store, keys: keys, adminToken: adminToken).addRoutes(to: router)
         ContentController(catalog: catalog, store: store, metrics: metrics).addRoutes(to: router)
         return router
     }

@@ -17,6 +17,13 @@ public struct ServerConfiguration: Sendable {
     /// Where `/metrics` is served instead of the main address; nil serves it on the main one.
     public var metricsHost = "127.0.0.1"
     public var metricsPort: Int?
+    /// The store's database; nil is SQLite in the data folder (`kiosk-server.sqlite`).
+    public var database: DatabaseLocation?
+
+    /// Where the store's database is.
+    public var databaseLocation: DatabaseLocation {
+        database ?? .sqlite(path: dataDirectory.appendingPathComponent("kiosk-server.sqlite").path)
+    }
 
     public init(
         catalogDirectory: URL = URL(fileURLWithPath: "Catalog"),

@@ -75,7 +75,13 @@ extension Kiosk {
                 let server = try await KioskServer(configuration: configuration)
                 let reloadSignal = Self.reloadOnHangUp(server.catalog)
                 defer { reloadSignal.cancel() }
-                try await Self.run(server, host: host, port: port)
+                do {
+                    try await Self.run(server, host: host, port: port)
+                } catch {
+                    await server.shutdown()
+                    throw error
+                }
+                await server.shutdown()
             }
         }
 

@@ -255,14 +255,15 @@ struct EngineTests {
         let claims = ReceiptClaims(
             transactionId: "txn_expired0001", originalTransactionId: "txn_expired0001", productId: subscription, kind: .subscription,
             quantity: 1, accountId: accountId, purchaseDate: purchased, expiresDate: expires, environment: .sandbox, issuer: "kiosk-sandbox")
-        let receipt = try await context.server.signer.sign(claims)
+        let receipt = try await context.server.keys.sign(claims)
         let database = try DatabaseQueue(path: context.store.data.appendingPathComponent("kiosk-server.sqlite").path)
         try await database.write { db in
             try db.execute(sql: """
                 INSERT INTO storeTransaction (id, accountId, productId, kind, quantity, originalTransactionId, purchaseDate, expiresDate,
                     status, paymentMethod, idempotencyKey, amountCents, currency, creditsGranted, creditsSpent, signedTransaction, createdAt)
                 VALUES ('txn_expired0001', ?, ?, 'subscription', 1, 'txn_expired0001', ?, ?, 'purchased', 'approve', 'test-expired', 499, 'USD', 0, 0, ?, ?)
-                """, arguments: [accountId, subscription, purchased, expires, receipt, purchased])
+                """, // The store keeps dates as seconds since 1970 (REAL) on SQLite.
+                arguments: [accountId, subscription, purchased.timeIntervalSince1970, expires.timeIntervalSince1970, receipt, purchased.timeIntervalSince1970])
         }
     }
 

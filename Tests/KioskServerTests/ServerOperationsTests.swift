@@ -140,31 +140,42 @@ struct ServerOperationsTests {
         }
     }
 
-    @Test("secrets are created 0600; an unreadable or corrupt signing key or admin token stops the server, naming the file")
+    @Test("secrets are created 0600 (the database holds the signing keys); a legacy key file is imported, and an unreadable or corrupt one, or an unreadable admin token, stops the server, naming the file")
     func secrets() async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
         let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
-        _ = try await KioskServer(configuration: configuration)
-        for name in ["signing-key.json", "admin-token"] {
+        try await KioskServer(configuration: configuration).shutdown()
+        for name in ["kiosk-server.sqlite", "admin-token"] {
             let mode = try #require(try FileManager.default.attributesOfItem(atPath: store.data.appendingPathComponent(name).path)[.posixPermissions] as? Int)
             #expect(mode == 0o600, "\(name) is \(String(mode, radix: 8))")
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: store.data.path).allSatisfy { !$0.hasPrefix(".") })
 
-        let key = store.data.appendingPathComponent("signing-key.json")
-        let original = try Data(contentsOf: key)
-        try Data("{\"kid\": \"x\", \"d\": \"not a key\"}".utf8).write(to: key)
-        let corrupt = await #expect(throws: ServerSetupError.self) { try await KioskServer(configuration: configuration) }
-        #expect(corrupt?.description.hasPrefix("\(key.path): is not a signing key Kiosk can read") == true)
-        #expect(try Data(contentsOf: key) == Data("{\"kid\": \"x\", \"d\": \"not a key\"}".utf8), "the key file was replaced")
+        // A key file kept by an earlier Kiosk becomes the store's first key: its receipts keep verifying.
+        let legacy = try TemporaryDirectory()
+        var legacyConfiguration = configuration
+        legacyConfiguration.dataDirectory = legacy.url
+        let key = legacy.url.appendingPathComponent("signing-key.json")
+        let privateKey = Curve25519.Signing.PrivateKey()
+        let d = privateKey.rawRepresentation.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        try Data("{\"kid\": \"legacy-1\", \"d\": \"\(d)\"}".utf8).write(to: key)
+        let imported = try await KioskServer(configuration: legacyConfiguration)
+        #expect(try await imported.keys.jwks().keys.map { $0.keyIdentifier?.string } == ["legacy-1"])
+        await imported.shutdown()
 
-        try FileManager.default.removeItem(at: key)
-        try FileManager.default.createDirectory(at: key, withIntermediateDirectories: false)
-        let unreadable = await #expect(throws: ServerSetupError.self) { try await KioskServer(configuration: configuration) }
-        #expect(unreadable?.description.hasPrefix("\(key.path): exists but cannot be read") == true)
-        try FileManager.default.removeItem(at: key)
-        try original.write(to: key)
+        let fresh = try TemporaryDirectory()
+        legacyConfiguration.dataDirectory = fresh.url
+        let badKey = fresh.url.appendingPathComponent("signing-key.json")
+        try Data("{\"kid\": \"x\", \"d\": \"not a key\"}".utf8).write(to: badKey)
+        let corrupt = await #expect(throws: ServerSetupError.self) { try await KioskServer(configuration: legacyConfiguration) }
+        #expect(corrupt?.description.hasPrefix("\(badKey.path): is not a signing key Kiosk can read") == true)
+        #expect(try Data(contentsOf: badKey) == Data("{\"kid\": \"x\", \"d\": \"not a key\"}".utf8), "the key file was replaced")
+
+        try FileManager.default.removeItem(at: badKey)
+        try FileManager.default.createDirectory(at: badKey, withIntermediateDirectories: false)
+        let unreadable = await #expect(throws: ServerSetupError.self) { try await KioskServer(configuration: legacyConfiguration) }
+        #expect(unreadable?.description.hasPrefix("\(badKey.path): exists but cannot be read") == true)
 
         let token = store.data.appendingPathComponent("admin-token")
         try FileManager.default.removeItem(at: token)

@@ -34,7 +34,7 @@ struct StoreTests {
     static func verified(_ reply: StoreHTTP.Reply, by server: KioskServer) async throws -> ReceiptClaims {
         let payment = try reply.decode(PaymentResponse.self)
         let receipt = try #require(payment.transaction.signedTransaction)
-        return try await ReceiptVerifier(jwks: server.signer.jwks).verify(receipt)
+        return try await ReceiptVerifier(jwks: try await server.keys.jwks()).verify(receipt)
     }
 
     @Test("approve charges once and answers with a receipt that verifies against the JWKS")
@@ -139,7 +139,7 @@ struct StoreTests {
             let payment = try await http.pay(Self.pack5, token: account.token, quantity: 3).decode(PaymentResponse.self)
             #expect(payment.credits == 15)
             #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken) == [1497])
-            let claims = try await ReceiptVerifier(jwks: server.signer.jwks).verify(payment.transaction.signedTransaction ?? "")
+            let claims = try await ReceiptVerifier(jwks: try await server.keys.jwks()).verify(payment.transaction.signedTransaction ?? "")
             #expect(claims.quantity == 3)
             #expect(try await http.pay(Self.book, token: account.token, quantity: 2).status == 400)
         }
@@ -168,7 +168,7 @@ struct StoreTests {
             let reply = try await http.send("POST", "/v1/redemptions", token: account.token, json: redeem)
             let payment = try reply.decode(PaymentResponse.self)
             #expect(payment.credits == 3)
-            let claims = try await ReceiptVerifier(jwks: server.signer.jwks).verify(payment.transaction.signedTransaction ?? "")
+            let claims = try await ReceiptVerifier(jwks: try await server.keys.jwks()).verify(payment.transaction.signedTransaction ?? "")
             #expect(claims.productId == Self.issue)
             let summary = try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self)
             #expect(summary.owned == [Self.issue])
@@ -272,7 +272,7 @@ struct ForgedReceiptTests {
             // Signed by another key that claims the server's kid.
             let keys = JWTKeyCollection()
             await keys.add(eddsa: try EdDSA.PrivateKey(), kid: JWKIdentifier(string: header["kid"] as? String ?? ""))
-            let real = try await ReceiptVerifier(jwks: server.signer.jwks).verify(receipt)
+            let real = try await ReceiptVerifier(jwks: try await server.keys.jwks()).verify(receipt)
             let foreign = try await keys.sign(real, kid: JWKIdentifier(string: header["kid"] as? String ?? ""))
             #expect(try await http.verifyReceipt(foreign).status == 21003)
 

@@ -16,6 +16,19 @@ public enum LiveServer {
         // Cancelling the server at the end of a test logs a harmless "already closed" at error level.
         logger.logLevel = .critical
         let server = try await KioskServer(configuration: configuration, logger: logger)
+        do {
+            let result = try await run(server, body)
+            await server.shutdown()
+            return result
+        } catch {
+            await server.shutdown()
+            throw error
+        }
+    }
+
+    private static func run<T: Sendable>(
+        _ server: KioskServer, _ body: @Sendable (_ server: KioskServer, _ baseURL: String) async throws -> T
+    ) async throws -> T {
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let app = server.makeApplication { port in continuation.yield(port) }
         return try await withThrowingTaskGroup(of: T?.self) { group in

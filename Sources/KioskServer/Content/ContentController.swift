@@ -98,7 +98,7 @@ struct ContentController {
         let receipt = String(header.dropFirst("Receipt ".count)).trimmingCharacters(in: .whitespaces)
         let claims: ReceiptClaims
         do {
-            claims = try await store.verifier.verify(receipt)
+            claims = try await store.keys.verify(receipt)
         } catch {
             throw APIFailure.unauthorized("the receipt is not valid: \(error)")
         }

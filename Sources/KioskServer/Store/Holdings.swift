@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SQLKit
 import HTTPTypes
 import KioskCore
 
@@ -18,23 +18,28 @@ struct Holdings {
     let pending: TransactionRecord?
 
     /// Each look-up is one indexed row, so a purchase costs the same however long the history.
-    static func read(accountId: String, productId: String, key: String, in db: Database) throws -> Holdings {
-        guard let account = try AccountRecord.fetchOne(db, key: accountId) else {
+    ///
+    /// The account row is read first: on PostgreSQL (read committed) each statement sees its own
+    /// snapshot, and a row committed after the account was read belongs to a later revision, which
+    /// the commit's compare-and-set refuses.
+    static func read(accountId: String, productId: String, key: String, in db: any SQLDatabase) async throws -> Holdings {
+        guard let account = try await db.account(accountId) else {
             throw APIFailure(.notFound, code: "unknown_account", message: "no account \(accountId)")
         }
-        let ofProduct = TransactionRecord.filter(TransactionRecord.Columns.accountId == accountId && TransactionRecord.Columns.productId == productId)
-        let purchased = ofProduct.filter(TransactionRecord.Columns.status == TransactionStatus.purchased.rawValue)
+        let purchased = TransactionStatus.purchased.rawValue
+        let ofProduct = { (query: SQLSelectBuilder) in query.where("accountId", .equal, accountId).where("productId", .equal, productId) }
         return Holdings(
             revision: account.revision, credits: account.credits,
-            sameKey: try TransactionRecord.filter(TransactionRecord.Columns.accountId == accountId && TransactionRecord.Columns.idempotencyKey == key).fetchOne(db),
-            firstPurchase: try purchased.order(TransactionRecord.Columns.sequence).fetchOne(db),
-            latestPeriod: try purchased.order(Column("expiresDate").desc).fetchOne(db),
-            pending: try ofProduct.filter(TransactionRecord.Columns.status == TransactionStatus.deferred.rawValue).fetchOne(db))
+            sameKey: try await db.transactions(limit: 1) { $0.where("accountId", .equal, accountId).where("idempotencyKey", .equal, key) }.first,
+            firstPurchase: try await db.transactions(limit: 1) { ofProduct($0).where("status", .equal, purchased) }.first,
+            latestPeriod: try await ofProduct(db.select().column("*").from("storeTransaction")).where("status", .equal, purchased)
+                .where(SQLColumn("expiresDate"), .isNot, SQLLiteral.null).orderBy("expiresDate", .descending).limit(1).first(decoding: TransactionRecord.self),
+            pending: try await db.transactions(limit: 1) { ofProduct($0).where("status", .equal, TransactionStatus.deferred.rawValue) }.first)
     }
 
     /// Settles an approved payment or redemption: what it costs, grants and signs.
     /// - Throws: 402 `insufficient_credits`; 409 when a sum would overflow.
-    func decide(_ record: inout TransactionRecord, product: Product, now: Date = Date()) throws {
+    func decide(_ record: inout TransactionRecord, product: Product, now: Date = .storeNow) throws {
         record.status = .purchased
         record.purchaseDate = now
         record.message = nil
@@ -68,7 +73,7 @@ struct Holdings {
     /// payment becomes a free transaction that points at the original: nothing is charged.
     /// - Returns: the decision, or nil when the product is not owned.
     @discardableResult
-    func decideOwned(_ record: inout TransactionRecord, product: Product, now: Date = Date()) -> Store.Decision? {
+    func decideOwned(_ record: inout TransactionRecord, product: Product, now: Date = .storeNow) -> Store.Decision? {
         switch product.kind {
         case .nonConsumable:
             guard let first = firstPurchase else { return nil }
@@ -102,7 +107,7 @@ extension TransactionRecord {
             quantity: quantity, originalTransactionId: id, purchaseDate: nil, expiresDate: nil, status: .deferred,
             paymentMethod: method, idempotencyKey: key, amountCents: 0, currency: product.price.currency,
             creditsGranted: 0, creditsSpent: 0, signedTransaction: nil, message: nil, finishedAt: nil,
-            createdAt: Date(), revokedAt: nil, revocationReason: nil)
+            createdAt: .storeNow, revokedAt: nil, revocationReason: nil)
     }
 
     /// How the account's credit balance changes when this commits.

@@ -1,17 +1,17 @@
 import Foundation
-import GRDB
+import SQLKit
 import KioskCore
 
 /// What a publisher sees of the store: accounts, sales, pending requests, downloads.
 extension Store {
     func accounts() async throws -> [AdminAccountRow] {
-        try await database.pool.read { db in
-            try AdminAccountRow.fetchAll(db, sql: """
-                SELECT a.id AS accountId, a.credits AS credits, a.createdAt AS createdAt,
-                       (SELECT COUNT(*) FROM storeTransaction t WHERE t.accountId = a.id) AS transactions,
-                       COALESCE((SELECT SUM(l.amountCents) FROM ledgerEntry l WHERE l.accountId = a.id), 0) AS paidCents
-                FROM account a ORDER BY a.createdAt, a.id
-                """)
+        try await database.read { db in
+            try await db.raw("""
+                SELECT a."id" AS "accountId", a."credits" AS "credits", a."createdAt" AS "createdAt",
+                       CAST((SELECT COUNT(*) FROM "storeTransaction" t WHERE t."accountId" = a."id") AS BIGINT) AS "transactions",
+                       CAST(COALESCE((SELECT SUM(l."amountCents") FROM "ledgerEntry" l WHERE l."accountId" = a."id"), 0) AS BIGINT) AS "paidCents"
+                FROM "account" a ORDER BY a."createdAt", a."id"
+                """).all(decoding: AdminAccountRow.self)
         }
     }
 
@@ -21,48 +21,61 @@ extension Store {
         let ledger = try await charges(accountId: id).map {
             AdminAccountView.Charge(transactionId: $0.transactionId, kind: $0.kind.rawValue, amountCents: $0.amountCents, currency: $0.currency, reason: $0.reason)
         }
-        let transactions = try await database.pool.read { db in
-            try TransactionRecord.filter(TransactionRecord.Columns.accountId == id).order(TransactionRecord.Columns.sequence).fetchAll(db)
-        }
+        let transactions = try await database.read { db in try await db.transactions { $0.where("accountId", .equal, id) } }
         return AdminAccountView(summary: summary, charges: ledger, transactions: transactions.map(AdminTransactionRow.init))
     }
 
     /// Ask to Buy requests waiting for an answer, oldest first.
     func pendingRequests() async throws -> [AdminTransactionRow] {
-        try await database.pool.read { db in
-            try TransactionRecord.filter(TransactionRecord.Columns.status == TransactionStatus.deferred.rawValue)
-                .order(TransactionRecord.Columns.sequence).fetchAll(db).map(AdminTransactionRow.init)
+        try await database.read { db in
+            try await db.transactions { $0.where("status", .equal, TransactionStatus.deferred.rawValue) }.map(AdminTransactionRow.init)
         }
     }
 
     /// Sales by day (UTC) and product: charges, refunds and what they came to.
+    ///
+    /// Summed here rather than in SQL: the two engines spell "the UTC day of a timestamp" differently.
     func sales() async throws -> [AdminSalesRow] {
-        try await database.pool.read { db in
-            try AdminSalesRow.fetchAll(db, sql: """
-                SELECT substr(l.createdAt, 1, 10) AS day, t.productId AS productId, l.currency AS currency,
-                       SUM(CASE WHEN l.kind = 'charge' THEN 1 ELSE 0 END) AS sales,
-                       SUM(CASE WHEN l.kind = 'refund' THEN 1 ELSE 0 END) AS refunds,
-                       SUM(l.amountCents) AS netCents
-                FROM ledgerEntry l JOIN storeTransaction t ON t.id = l.transactionId
-                GROUP BY day, t.productId, l.currency ORDER BY day, t.productId
-                """)
+        let entries = try await database.read { db in
+            try await db.raw("""
+                SELECT l."createdAt" AS "createdAt", t."productId" AS "productId", l."currency" AS "currency", l."kind" AS "kind", l."amountCents" AS "amountCents"
+                FROM "ledgerEntry" l JOIN "storeTransaction" t ON t."id" = l."transactionId" ORDER BY l."id"
+                """).all(decoding: SoldEntry.self)
         }
+        var rows: [String: AdminSalesRow] = [:]
+        for entry in entries {
+            let day = Self.day(entry.createdAt)
+            let key = "\(day)\t\(entry.productId)\t\(entry.currency)"
+            var row = rows[key] ?? AdminSalesRow(day: day, productId: entry.productId, currency: entry.currency, sales: 0, refunds: 0, netCents: 0)
+            if entry.kind == .charge { row.sales += 1 } else { row.refunds += 1 }
+            row.netCents += entry.amountCents
+            rows[key] = row
+        }
+        return rows.values.sorted { ($0.day, $0.productId, $0.currency) < ($1.day, $1.productId, $1.currency) }
+    }
+
+    private struct SoldEntry: Decodable {
+        var createdAt: Date
+        var productId: String
+        var currency: String
+        var kind: LedgerEntry.Kind
+        var amountCents: Int
     }
 
     /// Content requests answered, by product and day.
     func downloadStats() async throws -> [DownloadStat] {
-        try await database.pool.read { try DownloadStat.order(Column("day"), Column("productId")).fetchAll($0) }
+        try await database.read { try await $0.select().column("*").from("downloadStat").orderBy("day").orderBy("productId").all(decoding: DownloadStat.self) }
     }
 
     /// Counts one answered content request (200 or 206) and the bytes it was to send.
     func recordDownload(productId: String, bytes: Int64, at date: Date = Date()) async {
         let day = Self.day(date)
         do {
-            try await database.pool.write { db in
-                try db.execute(sql: """
-                    INSERT INTO downloadStat (productId, day, requests, bytes) VALUES (?, ?, 1, ?)
-                    ON CONFLICT(productId, day) DO UPDATE SET requests = requests + 1, bytes = bytes + excluded.bytes
-                    """, arguments: [productId, day, bytes])
+            try await database.write { db in
+                try await db.raw(#"""
+                    INSERT INTO "downloadStat" ("productId", "day", "requests", "bytes") VALUES (\#(bind: productId), \#(bind: day), 1, \#(bind: bytes))
+                    ON CONFLICT ("productId", "day") DO UPDATE SET "requests" = "downloadStat"."requests" + 1, "bytes" = "downloadStat"."bytes" + excluded."bytes"
+                    """#).run()
             }
         } catch {
             logger.warning("could not count a download", metadata: ["product": "\(productId)", "error": "\(error)"])
@@ -71,7 +84,7 @@ extension Store {
 }
 
 /// `GET /v1/admin/accounts`: one row per account.
-public struct AdminAccountRow: Codable, FetchableRecord, Sendable {
+public struct AdminAccountRow: Codable, Sendable {
     public var accountId: String
     public var credits: Int
     public var createdAt: Date
@@ -114,7 +127,7 @@ public struct AdminTransactionRow: Codable, Sendable {
 }
 
 /// `GET /v1/admin/sales`: one row per day, product and currency.
-public struct AdminSalesRow: Codable, FetchableRecord, Sendable {
+public struct AdminSalesRow: Codable, Sendable {
     public var day: String
     public var productId: String
     public var currency: String

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SQLKit
 import KioskCore
 
 extension Store {
@@ -18,15 +18,15 @@ extension Store {
     /// published before it expires.
     func entitlement(_ claims: ReceiptClaims, for product: Product) async throws -> Entitlement {
         let products = try await catalog.current.products
-        return try await database.pool.read { db in
-            guard let presented = try TransactionRecord.filter(TransactionRecord.Columns.id == claims.transactionId).fetchOne(db),
+        return try await database.read { db in
+            guard let presented = try await db.storeTransaction(claims.transactionId),
                   presented.accountId == claims.accountId, presented.status == .purchased
             else {
                 return .revoked
             }
-            let purchased = try TransactionRecord
-                .filter(TransactionRecord.Columns.accountId == claims.accountId && TransactionRecord.Columns.status == TransactionStatus.purchased.rawValue)
-                .fetchAll(db)
+            let purchased = try await db.transactions {
+                $0.where("accountId", .equal, claims.accountId).where("status", .equal, TransactionStatus.purchased.rawValue)
+            }
             if purchased.contains(where: { $0.productId == product.id && $0.kind == .nonConsumable }) {
                 return .granted
             }

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import KioskCore
 
 extension Store {
@@ -18,7 +17,7 @@ extension Store {
         }
         let claims: ReceiptClaims
         do {
-            claims = try await verifier.verify(jws)
+            claims = try await keys.verify(jws)
         } catch ReceiptError.malformed {
             return VerifyReceiptResponse(status: VerifyReceiptStatus.malformed, environment: environment, receipt: nil)
         } catch {
@@ -30,9 +29,7 @@ extension Store {
                 : VerifyReceiptStatus.productionReceiptSentToSandbox
             return VerifyReceiptResponse(status: status, environment: environment, receipt: nil)
         }
-        let record = try? await database.pool.read { db in
-            try TransactionRecord.filter(TransactionRecord.Columns.id == claims.transactionId).fetchOne(db)
-        }
+        let record = try? await database.read { try await $0.storeTransaction(claims.transactionId) }
         guard let record, record.status == .purchased, record.accountId == claims.accountId,
               account == nil || account?.id == claims.accountId
         else {

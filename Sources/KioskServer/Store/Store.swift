@@ -1,31 +1,30 @@
 import Crypto
 import HTTPTypes
 import Foundation
-import GRDB
+import SQLKit
 import KioskCore
 import Logging
 
 /// The sandbox store: accounts, payments, redemptions, Ask to Buy, refunds, and what each account owns.
 ///
-/// Every change is one SQLite transaction. A payment is decided against a snapshot of what the
+/// Every change is one database transaction, on SQLite or PostgreSQL alike. A payment is decided against a snapshot of what the
 /// account holds and committed only if the account has not changed since (see ``settle``).
 public struct Store: Sendable {
     let database: ServerDatabase
-    let signer: ReceiptSigner
-    let verifier: ReceiptVerifier
+    /// Signs receipts and checks the ones presented.
+    let keys: SigningKeys
     let catalog: CatalogService
     public let environment: StoreEnvironment
     let metrics: ServerMetrics
     let logger: Logger
 
     public init(
-        database: ServerDatabase, signer: ReceiptSigner, catalog: CatalogService, environment: StoreEnvironment,
+        database: ServerDatabase, keys: SigningKeys, catalog: CatalogService, environment: StoreEnvironment,
         metrics: ServerMetrics, logger: Logger
-    ) async throws {
+    ) {
         self.metrics = metrics
         self.database = database
-        self.signer = signer
-        self.verifier = try await ReceiptVerifier(jwks: signer.jwks)
+        self.keys = keys
         self.catalog = catalog
         self.environment = environment
         self.logger = logger
@@ -40,28 +39,29 @@ public struct Store: Sendable {
         let token = Self.randomHex(bytes: 32)
         let account = AccountRecord(
             id: "acct_" + Self.randomHex(bytes: 8), tokenHash: FileDigest.sha256(of: Data(token.utf8)),
-            credits: 0, createdAt: Date(), revision: 0)
-        try await database.pool.write { try account.insert($0) }
+            credits: 0, createdAt: .storeNow, revision: 0)
+        try await database.write { try await $0.insert(into: "account").model(account).run() }
         return AccountCreated(accountId: account.id, token: token)
     }
 
     /// The account a bearer token acts for, or nil when the store does not know the token.
     func account(forToken token: String) async throws -> AccountRecord? {
         let hash = FileDigest.sha256(of: Data(token.utf8))
-        return try await database.pool.read { try AccountRecord.filter(Column("tokenHash") == hash).fetchOne($0) }
+        return try await database.read {
+            try await $0.select().column("*").from("account").where("tokenHash", .equal, hash).first(decoding: AccountRecord.self)
+        }
     }
 
     /// The balance and what the account owns.
     func summary(of accountId: String) async throws -> AccountSummary {
         let now = Date()
-        return try await database.pool.read { db in
-            guard let account = try AccountRecord.fetchOne(db, key: accountId) else {
+        return try await database.read { db in
+            guard let account = try await db.account(accountId) else {
                 throw APIFailure(.notFound, code: "unknown_account", message: "no account \(accountId)")
             }
-            let purchased = try TransactionRecord
-                .filter(TransactionRecord.Columns.accountId == accountId && TransactionRecord.Columns.status == TransactionStatus.purchased.rawValue)
-                .order(TransactionRecord.Columns.sequence)
-                .fetchAll(db)
+            let purchased = try await db.transactions {
+                $0.where("accountId", .equal, accountId).where("status", .equal, TransactionStatus.purchased.rawValue)
+            }
             let owned = Array(Set(purchased.filter { $0.kind == .nonConsumable }.map(\.productId))).sorted()
             var latestExpiry: [String: Date] = [:]
             for record in purchased where record.kind == .subscription {
@@ -148,8 +148,8 @@ public struct Store: Sendable {
 
     /// Declines a deferred transaction: nothing is charged.
     func decline(transactionId: String) async throws -> StoreTransaction {
-        try await database.pool.write { db in
-            guard var record = try TransactionRecord.filter(TransactionRecord.Columns.id == transactionId).fetchOne(db) else {
+        try await database.write { db in
+            guard var record = try await db.storeTransaction(transactionId) else {
                 throw APIFailure(.notFound, code: "unknown_transaction", message: "no transaction \(transactionId)")
             }
             guard record.status == .deferred else {
@@ -157,7 +157,7 @@ public struct Store: Sendable {
             }
             record.status = .declined
             record.message = "the request to buy was declined; nothing was charged"
-            try record.update(db)
+            try await db.update(record)
             return record.wire
         }
     }
@@ -173,8 +173,8 @@ public struct Store: Sendable {
     /// The account's revision moves, so a payment decided before the revocation decides again.
     func revoke(transactionId: String, reason: String?, refund: Bool = false) async throws -> StoreTransaction {
         let reason = reason.flatMap { $0.isEmpty ? nil : $0 } ?? (refund ? "refunded by the store" : "revoked by the store")
-        return try await database.pool.write { db in
-            guard var record = try TransactionRecord.filter(TransactionRecord.Columns.id == transactionId).fetchOne(db) else {
+        return try await database.write { db in
+            guard var record = try await db.storeTransaction(transactionId) else {
                 throw APIFailure(.notFound, code: "unknown_transaction", message: "no transaction \(transactionId)")
             }
             guard record.status == .purchased || record.status == .revoked else {
@@ -182,34 +182,38 @@ public struct Store: Sendable {
             }
             if record.status == .purchased {
                 record.status = .revoked
-                record.revokedAt = Date()
+                record.revokedAt = .storeNow
                 record.revocationReason = reason
-                try record.update(db)
-                var derived = TransactionRecord
-                    .filter(TransactionRecord.Columns.accountId == record.accountId && TransactionRecord.Columns.productId == record.productId)
-                    .filter(TransactionRecord.Columns.status == TransactionStatus.purchased.rawValue && Column("paymentMethod") == "owned")
-                    .filter(Column("originalTransactionId") == record.originalTransactionId)
-                if record.kind == .subscription {
-                    derived = derived.filter(Column("expiresDate") == record.expiresDate)
+                try await db.update(record)
+                let revoked = record
+                let derived = try await db.transactions {
+                    $0.where("accountId", .equal, revoked.accountId).where("productId", .equal, revoked.productId)
+                        .where("status", .equal, TransactionStatus.purchased.rawValue).where("paymentMethod", .equal, "owned")
+                        .where("originalTransactionId", .equal, revoked.originalTransactionId)
                 }
-                try derived.updateAll(db, [
-                    TransactionRecord.Columns.status.set(to: TransactionStatus.revoked.rawValue),
-                    Column("revokedAt").set(to: record.revokedAt), Column("revocationReason").set(to: reason),
-                ])
-                try AccountRecord.filter(key: record.accountId).updateAll(db, Column("revision") += 1)
+                // A subscription's free re-buys mirror the period they stood on (dates compared to the millisecond).
+                for var rebuy in derived where revoked.kind != .subscription || Self.sameInstant(rebuy.expiresDate, revoked.expiresDate) {
+                    rebuy.status = .revoked
+                    rebuy.revokedAt = revoked.revokedAt
+                    rebuy.revocationReason = reason
+                    try await db.update(rebuy)
+                }
+                try await db.raw(#"UPDATE "account" SET "revision" = "revision" + 1 WHERE "id" = \#(bind: record.accountId)"#).run()
             }
-            guard refund, try LedgerEntry.filter(Column("transactionId") == transactionId && Column("kind") == LedgerEntry.Kind.refund.rawValue).fetchCount(db) == 0 else {
+            let entries = try await db.ledger { $0.where("transactionId", .equal, transactionId) }
+            guard refund, !entries.contains(where: { $0.kind == .refund }) else {
                 return record.wire
             }
-            let charged = try LedgerEntry.filter(Column("transactionId") == transactionId && Column("kind") == LedgerEntry.Kind.charge.rawValue).fetchOne(db)
-            if let charged {
-                try LedgerEntry(id: nil, transactionId: transactionId, kind: .refund, accountId: record.accountId, amountCents: -charged.amountCents,
-                                currency: charged.currency, reason: reason, createdAt: Date()).insert(db)
+            if let charged = entries.first(where: { $0.kind == .charge }) {
+                try await db.insert(LedgerEntry(id: nil, transactionId: transactionId, kind: .refund, accountId: record.accountId, amountCents: -charged.amountCents,
+                                                currency: charged.currency, reason: reason, createdAt: .storeNow))
             }
-            if record.creditsGranted > 0, var account = try AccountRecord.fetchOne(db, key: record.accountId) {
-                account.credits -= min(account.credits, record.creditsGranted)
-                account.revision += 1
-                try account.update(db)
+            if record.creditsGranted > 0 {
+                // Take back what the purchase granted, as far as the balance allows.
+                try await db.raw(#"""
+                    UPDATE "account" SET "credits" = "credits" - (CASE WHEN "credits" < \#(bind: record.creditsGranted) THEN "credits" ELSE \#(bind: record.creditsGranted) END),
+                        "revision" = "revision" + 1 WHERE "id" = \#(bind: record.accountId)
+                    """#).run()
             }
             return record.wire
         }
@@ -224,12 +228,8 @@ public struct Store: Sendable {
         } else {
             after = 0
         }
-        let records = try await database.pool.read { db in
-            try TransactionRecord
-                .filter(TransactionRecord.Columns.accountId == account.id && TransactionRecord.Columns.sequence > after)
-                .order(TransactionRecord.Columns.sequence)
-                .limit(limit + 1)
-                .fetchAll(db)
+        let records = try await database.read { db in
+            try await db.transactions(limit: limit + 1) { $0.where("accountId", .equal, account.id).where("sequence", .greaterThan, after) }
         }
         let page = records.prefix(limit)
         return TransactionPage(
@@ -239,19 +239,16 @@ public struct Store: Sendable {
 
     /// Records that the client delivered a purchased transaction.
     func finish(transactionId: String, account: AccountRecord) async throws -> StoreTransaction {
-        try await database.pool.write { db in
-            guard var record = try TransactionRecord
-                .filter(TransactionRecord.Columns.id == transactionId && TransactionRecord.Columns.accountId == account.id)
-                .fetchOne(db)
-            else {
+        try await database.write { db in
+            guard var record = try await db.storeTransaction(transactionId), record.accountId == account.id else {
                 throw APIFailure(.notFound, code: "unknown_transaction", message: "this account has no transaction \(transactionId)")
             }
             guard record.status == .purchased || record.status == .revoked else {
                 throw APIFailure(.conflict, code: "not_purchased", message: "transaction \(transactionId) is \(record.status.rawValue); only a purchased transaction can be finished")
             }
             if record.finishedAt == nil {
-                record.finishedAt = Date()
-                try record.update(db)
+                record.finishedAt = .storeNow
+                try await db.update(record)
             }
             return record.wire
         }
@@ -259,7 +256,7 @@ public struct Store: Sendable {
 
     /// The ledger of an account: charges and refunds, oldest first; it sums to what was really paid.
     func charges(accountId: String) async throws -> [LedgerEntry] {
-        try await database.pool.read { try LedgerEntry.filter(Column("accountId") == accountId).order(Column("id")).fetchAll($0) }
+        try await database.read { db in try await db.ledger { $0.where("accountId", .equal, accountId) } }
     }
 
     // MARK: Deciding and committing
@@ -283,7 +280,7 @@ public struct Store: Sendable {
         _ decide: (Holdings) throws -> Decision
     ) async throws -> TransactionRecord {
         for _ in 0..<64 {
-            let holdings = try await database.pool.read { try Holdings.read(accountId: accountId, productId: productId, key: key, in: $0) }
+            let holdings = try await database.read { try await Holdings.read(accountId: accountId, productId: productId, key: key, in: $0) }
             if deferred == nil, let existing = holdings.sameKey {
                 guard existing.productId == productId else {
                     throw APIFailure(.conflict, code: "idempotency_key_reused",
@@ -297,37 +294,40 @@ public struct Store: Sendable {
             case .new(let decided): record = decided
             }
             if record.status == .purchased {
-                record.signedTransaction = try await signer.sign(claims(of: record))
+                record.signedTransaction = try await keys.sign(claims(of: record))
             }
             let decided = record
-            let committed = try await database.pool.write { db -> TransactionRecord? in
-                var record = decided
-                // The compare-and-set that makes the decision valid: nothing changed since the snapshot.
-                let changed = try AccountRecord.filter(key: accountId).filter(Column("revision") == holdings.revision)
-                    .updateAll(db, Column("revision").set(to: holdings.revision + 1), Column("credits").set(to: holdings.credits + record.creditDelta))
-                guard changed == 1 else { return nil }
-                if let deferred {
-                    record.sequence = deferred.sequence
-                    guard try TransactionRecord.filter(TransactionRecord.Columns.id == deferred.id && TransactionRecord.Columns.status == TransactionStatus.deferred.rawValue).fetchCount(db) == 1 else {
-                        throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(deferred.id) was already settled")
+            do {
+                return try await database.write { db in
+                    var record = decided
+                    // The compare-and-set that makes the decision valid: nothing changed since the snapshot.
+                    let changed = try await db.raw(#"""
+                        UPDATE "account" SET "revision" = \#(bind: holdings.revision + 1), "credits" = \#(bind: holdings.credits + record.creditDelta)
+                        WHERE "id" = \#(bind: accountId) AND "revision" = \#(bind: holdings.revision) RETURNING "id"
+                        """#).all()
+                    guard changed.count == 1 else { throw SettleConflict() }
+                    if let deferred {
+                        record.sequence = deferred.sequence
+                        guard try await db.storeTransaction(deferred.id)?.status == .deferred else {
+                            throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(deferred.id) was already settled")
+                        }
+                        try await db.update(record)
+                    } else {
+                        record = try await db.insert(record)
                     }
-                    try record.update(db)
-                } else {
-                    do {
-                        try record.insert(db)
-                    } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-                        // A rule of the schema caught what the revision did not: decide again.
-                        logger.warning("payment hit a unique constraint; deciding again", metadata: ["error": "\(error)"])
-                        return nil
+                    if record.status == .purchased, record.amountCents > 0 {
+                        try await db.insert(LedgerEntry(id: nil, transactionId: record.id, kind: .charge, accountId: record.accountId, amountCents: record.amountCents,
+                                                        currency: record.currency, reason: nil, createdAt: .storeNow))
                     }
+                    return record
                 }
-                if record.status == .purchased, record.amountCents > 0 {
-                    try LedgerEntry(id: nil, transactionId: record.id, kind: .charge, accountId: record.accountId, amountCents: record.amountCents,
-                                    currency: record.currency, reason: nil, createdAt: Date()).insert(db)
-                }
-                return record
+            } catch is SettleConflict {
+                continue
+            } catch where database.isUniqueViolation(error) {
+                // A rule of the schema caught what the revision did not: decide again.
+                logger.warning("payment hit a unique constraint; deciding again", metadata: ["error": "\(ServerDatabase.describe(error))"])
+                continue
             }
-            if let committed { return committed }
         }
         throw APIFailure(HTTPResponse.Status(code: 503, reasonPhrase: "Service Unavailable"), code: "busy",
             message: "the account is busy with other payments; send the same request again (same idempotency key)")
@@ -346,7 +346,7 @@ public struct Store: Sendable {
         if record.status == .declined {
             throw APIFailure(HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required"), code: "payment_declined", message: record.message ?? "the payment was declined")
         }
-        let credits = try await database.pool.read { try AccountRecord.fetchOne($0, key: record.accountId)?.credits ?? 0 }
+        let credits = try await database.read { try await $0.account(record.accountId)?.credits ?? 0 }
         return PaymentResponse(transaction: record.wire, credits: credits, owned: record.paymentMethod == "owned")
     }
 
@@ -357,7 +357,7 @@ public struct Store: Sendable {
     }
 
     func transaction(_ id: String) async throws -> TransactionRecord {
-        guard let record = try await database.pool.read({ try TransactionRecord.filter(TransactionRecord.Columns.id == id).fetchOne($0) }) else {
+        guard let record = try await database.read({ try await $0.storeTransaction(id) }) else {
             throw APIFailure(.notFound, code: "unknown_transaction", message: "no transaction \(id)")
         }
         return record
@@ -369,6 +369,15 @@ public struct Store: Sendable {
     }
 
     // MARK: Helpers
+
+    /// The account moved on between the snapshot and the commit.
+    private struct SettleConflict: Error {}
+
+    /// Two stored dates are the same instant (to the millisecond both engines keep).
+    static func sameInstant(_ a: Date?, _ b: Date?) -> Bool {
+        guard let a, let b else { return a == nil && b == nil }
+        return abs(a.timeIntervalSince(b)) < 0.001
+    }
 
     /// "4.99" → 499. The catalog loader has already checked the format and bounded the amount.
     static func cents(_ price: Price) throws -> Int {

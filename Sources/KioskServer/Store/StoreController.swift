@@ -7,12 +7,12 @@ import KioskCore
 /// The routes of accounts, payments, transactions, receipts and the store's operator.
 struct StoreController {
     let store: Store
-    let signer: ReceiptSigner
+    let keys: SigningKeys
     let adminToken: String
 
     func addRoutes(to router: Router<KioskRequestContext>) {
         router.get(".well-known/jwks.json") { _, _ in
-            try JSONBody.response(signer.jwks)
+            try JSONBody.response(try await keys.jwks())
         }
         router.post("v1/accounts") { _, _ in
             try JSONBody.response(try await store.createAccount(), status: .created)

@@ -1,0 +1,238 @@
+@preconcurrency import AsyncKit
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import PostgresKit
+import PostgresNIO
+import SQLKit
+import SQLiteKit
+import SQLiteNIO
+import Synchronization
+
+/// The store's database, on SQLite or PostgreSQL: one pool of connections and the one way to run a
+/// transaction on either. Every rule of the store is written once, in SQL both engines read
+/// (double-quoted identifiers, binds that SQLKit renders as `?` or `$n`), against ``write(_:)``
+/// and ``read(_:)``; the engines differ only here and in the column types of ``Migrations``.
+public final class ServerDatabase: Sendable {
+    public enum Engine: String, Sendable { case sqlite, postgres }
+
+    public let location: DatabaseLocation
+    public let engine: Engine
+    private let pool: any ConnectionLeasing
+    /// SQLite has one writer per file. Write transactions of this process queue here rather than
+    /// in `BEGIN IMMEDIATE`, where a waiter would block one of the few threads SQLite runs on
+    /// while the holder needs one to finish. Other processes still wait in SQLite's busy timeout.
+    private let writerGate: AsyncGate?
+    private let threadPool: NIOThreadPool?
+    private let closed = Atomic<Bool>(false)
+
+    /// Opens the database and brings its schema up to date (see ``Migrations``).
+    /// - Throws: ``ServerSetupError`` when the database cannot be reached or read.
+    public static func open(_ location: DatabaseLocation, logger: Logger) async throws -> ServerDatabase {
+        let database = try ServerDatabase(location: location, logger: logger)
+        do {
+            try await Migrations.run(on: database, logger: logger)
+        } catch {
+            await database.close()
+            throw ServerSetupError(path: location.description, problem: "cannot be opened (\(Self.describe(error)))",
+                action: location.isPostgres
+                    ? "check that PostgreSQL is running, the URL's user, password and database are right, and the user may create tables"
+                    : "check that the folder exists and is writable and that the file is a Kiosk store database")
+        }
+        return database
+    }
+
+    private init(location: DatabaseLocation, logger: Logger) throws {
+        self.location = location
+        switch location {
+        case .sqlite(let path):
+            // The file holds the signing keys: readable by the server's user alone, from the start
+            // (SQLite gives its -wal and -shm files the same mode).
+            if !FileManager.default.fileExists(atPath: path) {
+                let descriptor = Foundation.open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+                if descriptor >= 0 { Foundation.close(descriptor) }
+            }
+            let threads = NIOThreadPool(numberOfThreads: 4)
+            threads.start()
+            threadPool = threads
+            engine = .sqlite
+            writerGate = AsyncGate()
+            pool = Leasing(EventLoopGroupConnectionPool(
+                source: SQLiteFileSource(path: path, threadPool: threads),
+                maxConnectionsPerEventLoop: 4, requestTimeout: .seconds(30), logger: logger,
+                on: MultiThreadedEventLoopGroup.singleton))
+        case .postgres(let url):
+            let configuration: SQLPostgresConfiguration
+            do {
+                configuration = try SQLPostgresConfiguration(url: url)
+            } catch {
+                throw ServerSetupError(path: location.description, problem: "is not a PostgreSQL URL Kiosk can read",
+                    action: "write postgres://USER:PASSWORD@HOST:PORT/DATABASE")
+            }
+            threadPool = nil
+            engine = .postgres
+            writerGate = nil
+            pool = Leasing(EventLoopGroupConnectionPool(
+                source: PostgresConnectionSource(sqlConfiguration: configuration),
+                maxConnectionsPerEventLoop: 8, requestTimeout: .seconds(30), logger: logger,
+                on: MultiThreadedEventLoopGroup.singleton))
+        }
+    }
+
+    /// Runs `body` on one connection outside any transaction: each statement sees committed data.
+    func read<T: Sendable>(_ body: @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        try await pool.lease(body)
+    }
+
+    /// Runs `body` in one transaction on one connection: committed when it returns, rolled back
+    /// when it throws (nothing of it is left behind on either engine).
+    func write<T: Sendable>(_ body: @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        guard let writerGate else { return try await transaction(body) }
+        await writerGate.enter()
+        do {
+            let result = try await transaction(body)
+            await writerGate.leave()
+            return result
+        } catch {
+            await writerGate.leave()
+            throw error
+        }
+    }
+
+    private func transaction<T: Sendable>(_ body: @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        let engine = engine
+        return try await pool.lease { db in
+            try await db.raw(engine == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN").run()
+            do {
+                let result = try await body(db)
+                try await db.raw("COMMIT").run()
+                return result
+            } catch {
+                try? await db.raw("ROLLBACK").run()
+                throw error
+            }
+        }
+    }
+
+    /// Whether `error` is a unique index or key refusing a row: a rule of the schema held.
+    func isUniqueViolation(_ error: any Error) -> Bool {
+        if let error = error as? SQLiteError {
+            return [.constraint, .constraintUniqueFailed, .constraintPrimaryKeyFailed].contains(error.reason)
+        }
+        if let error = error as? PSQLError {
+            return error.serverInfo?[.sqlState] == "23505"
+        }
+        return false
+    }
+
+    /// Closes every connection. The database must not be used afterwards.
+    public func close() async {
+        guard !closed.exchange(true, ordering: .relaxed) else { return }
+        await pool.shutdown()
+        try? await threadPool?.shutdownGracefully()
+    }
+
+    /// A database dropped without ``close()`` still lets go of its connections.
+    deinit {
+        guard !closed.load(ordering: .relaxed) else { return }
+        let threadPool = threadPool
+        pool.shutdownInBackground { threadPool?.shutdownGracefully { _ in } }
+    }
+
+    /// One line for a database error: PostgreSQL's own message rather than a dump of the error value.
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let message = error.serverInfo?[.message] { return message }
+            if let underlying = error.underlying { return "\(underlying)" }
+            return "\(error.code)"
+        }
+        if let error = error as? SQLiteError { return error.message }
+        if let error = error as? ServerSetupError { return error.problem }
+        return "\(error)"
+    }
+}
+
+extension DatabaseLocation {
+    var isPostgres: Bool { if case .postgres = self { true } else { false } }
+}
+
+// MARK: Connections
+
+/// A pool that lends a connection to a closure and takes it back whatever the closure does.
+private protocol ConnectionLeasing: Sendable {
+    func lease<T: Sendable>(_ body: @Sendable (any SQLDatabase) async throws -> T) async throws -> T
+    func shutdown() async
+    func shutdownInBackground(then: @escaping @Sendable () -> Void)
+}
+
+/// The pool hands out connections under its own lock; it predates Sendable annotations.
+private struct Leasing<Source: ConnectionPoolSource>: ConnectionLeasing, @unchecked Sendable where Source.Connection: SQLConvertible {
+    let pool: EventLoopGroupConnectionPool<Source>
+
+    init(_ pool: EventLoopGroupConnectionPool<Source>) { self.pool = pool }
+
+    func lease<T: Sendable>(_ body: @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        let connection = try await pool.requestConnection().get()
+        do {
+            let result = try await body(connection.sqlDatabase)
+            pool.releaseConnection(connection)
+            return result
+        } catch {
+            pool.releaseConnection(connection)
+            throw error
+        }
+    }
+
+    func shutdown() async {
+        try? await pool.shutdownAsync()
+    }
+
+    func shutdownInBackground(then: @escaping @Sendable () -> Void) {
+        pool.shutdownGracefully { _ in then() }
+    }
+}
+
+/// A connection SQLKit can speak to.
+private protocol SQLConvertible { var sqlDatabase: any SQLDatabase { get } }
+extension SQLiteConnection: SQLConvertible { fileprivate var sqlDatabase: any SQLDatabase { sql() } }
+extension PostgresConnection: SQLConvertible { fileprivate var sqlDatabase: any SQLDatabase { sql() } }
+
+/// Opens SQLite connections to one file, each set up for a store: WAL so that readers never wait
+/// for the writer, a full sync per commit (a receipt handed out must survive a power cut), and a
+/// busy timeout for the writer of another process.
+private struct SQLiteFileSource: ConnectionPoolSource {
+    let path: String
+    let threadPool: NIOThreadPool
+
+    func makeConnection(logger: Logger, on eventLoop: any EventLoop) -> EventLoopFuture<SQLiteConnection> {
+        SQLiteConnection.open(storage: .file(path: path), threadPool: threadPool, logger: logger, on: eventLoop).flatMap { connection in
+            connection.query("PRAGMA busy_timeout = 30000")
+                .flatMap { _ in connection.query("PRAGMA journal_mode = WAL") }
+                .flatMap { _ in connection.query("PRAGMA synchronous = FULL") }
+                .map { _ in connection }
+        }
+    }
+}
+
+/// A first-come, first-served lock for async code.
+actor AsyncGate {
+    private var held = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func enter() async {
+        if !held {
+            held = true
+            return
+        }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    func leave() {
+        if waiters.isEmpty {
+            held = false
+        } else {
+            waiters.removeFirst().resume()
+        }
+    }
+}

@@ -1,0 +1,183 @@
+import Crypto
+import Foundation
+import JWTKit
+import KioskCore
+import Logging
+import SQLKit
+
+/// The receipt signing keys every instance of a store shares, kept in its database.
+///
+/// The newest key that is not retired signs; every key that is not retired verifies and is listed
+/// in `/.well-known/jwks.json`. `kiosk keys rotate` adds a key: instances pick it up within
+/// ``refreshInterval`` (or at once, when they meet a receipt signed with a key they do not know),
+/// and receipts signed with the older keys keep verifying everywhere until those are retired.
+public actor SigningKeys {
+    /// How old the keys an instance holds may be before it reads them again.
+    public static let refreshInterval: TimeInterval = 5
+
+    private let database: ServerDatabase
+    private let logger: Logger
+    private var collection = JWTKeyCollection()
+    private var loadedKIDs: [String] = []
+    private var loadedAt = Date.distantPast
+    /// The `kid` new receipts are signed with.
+    public private(set) var signingKID = ""
+    /// The body of `/.well-known/jwks.json`.
+    private var published = JWKS(keys: [])
+
+    /// Loads the keys, creating the store's first one when there is none. A key file from an
+    /// earlier Kiosk (`signing-key.json` in the data folder) becomes that first key, so the
+    /// receipts it signed keep verifying.
+    /// - Throws: ``ServerSetupError`` when the legacy key file exists but cannot be read.
+    public init(database: ServerDatabase, legacyKeyFile: URL?, logger: Logger) async throws {
+        self.database = database
+        self.logger = logger
+        if try await Self.list(in: database).isEmpty {
+            if let legacyKeyFile, let data = try SecretFile.read(legacyKeyFile, what: "signing key (receipts signed with it would stop verifying)") {
+                guard let stored = try? JSONDecoder().decode(StoredKey.self, from: data), (try? EdDSA.PrivateKey(d: stored.d, curve: .ed25519)) != nil else {
+                    throw ServerSetupError(path: legacyKeyFile.path, problem: "is not a signing key Kiosk can read",
+                        action: "restore it from a backup; only if it is lost for good, move it aside to make a new key (receipts signed with the old one will stop verifying)")
+                }
+                try await Self.insert(stored, into: database)
+                logger.info("imported the signing key file into the database", metadata: ["kid": "\(stored.kid)"])
+            } else {
+                _ = try await Self.rotate(database)
+            }
+        }
+        try await reload()
+    }
+
+    /// Adds a new key that signs from now on; the older ones keep verifying.
+    /// - Returns: the new key's `kid`.
+    public static func rotate(_ database: ServerDatabase) async throws -> String {
+        let key = Curve25519.Signing.PrivateKey()
+        let kid = "ed25519-" + FileDigest.sha256(of: key.publicKey.rawRepresentation).prefix(16)
+        try await insert(StoredKey(kid: kid, d: base64URL(key.rawRepresentation)), into: database)
+        return kid
+    }
+
+    /// Retires a key: it signs and verifies nothing any more, and leaves the JWKS.
+    /// - Throws: ``ServerSetupError`` for an unknown key, or for the last key standing.
+    public static func retire(_ kid: String, in database: ServerDatabase) async throws {
+        try await database.write { db in
+            let standing = try await db.raw(#"SELECT "kid" FROM "signingKey" WHERE "retiredAt" IS NULL"#).all().map { try $0.decode(column: "kid", as: String.self) }
+            guard standing.contains(kid) else {
+                throw ServerSetupError(path: kid, problem: "is not a signing key in use", action: "list the keys with kiosk keys list")
+            }
+            guard standing.count > 1 else {
+                throw ServerSetupError(path: kid, problem: "is the only signing key", action: "run kiosk keys rotate first, then retire it")
+            }
+            try await db.raw(#"UPDATE "signingKey" SET "retiredAt" = \#(bind: Date.storeNow) WHERE "kid" = \#(bind: kid)"#).run()
+        }
+    }
+
+    /// Every key, oldest first, with when it was made and retired.
+    public static func list(in database: ServerDatabase) async throws -> [KeyInfo] {
+        try await database.read { db in
+            try await db.raw(#"SELECT "kid", "createdAt", "retiredAt" FROM "signingKey" ORDER BY "createdAt", "kid""#).all(decoding: KeyInfo.self)
+        }
+    }
+
+    public struct KeyInfo: Codable, Sendable {
+        public var kid: String
+        public var createdAt: Date
+        public var retiredAt: Date?
+    }
+
+    /// The compact JWS of `claims`, signed with the newest key.
+    public func sign(_ claims: ReceiptClaims) async throws -> String {
+        try await refreshIfStale()
+        return try await collection.sign(claims, kid: JWKIdentifier(string: signingKID))
+    }
+
+    /// The verified claims of `receipt`. A receipt signed with a key this instance has not loaded
+    /// yet (rotated on another instance a moment ago) is checked again after reading the keys.
+    /// - Throws: ``ReceiptError``.
+    public func verify(_ receipt: String) async throws -> ReceiptClaims {
+        try await refreshIfStale()
+        do {
+            return try await verifier().verify(receipt)
+        } catch ReceiptError.notAuthentic where Date().timeIntervalSince(loadedAt) > 0.2 {
+            try await reload()
+            return try await verifier().verify(receipt)
+        }
+    }
+
+    /// The public halves of every key that verifies.
+    public func jwks() async throws -> JWKS {
+        try await refreshIfStale()
+        return published
+    }
+
+    // MARK: Loading
+
+    private var cachedVerifier: ReceiptVerifier?
+
+    private func verifier() async throws -> ReceiptVerifier {
+        if let cachedVerifier { return cachedVerifier }
+        let verifier = try await ReceiptVerifier(jwks: published)
+        cachedVerifier = verifier
+        return verifier
+    }
+
+    private func refreshIfStale() async throws {
+        if Date().timeIntervalSince(loadedAt) > Self.refreshInterval { try await reload() }
+    }
+
+    private func reload() async throws {
+        let rows = try await database.read { db in
+            try await db.raw(#"SELECT "kid", "privateKey" FROM "signingKey" WHERE "retiredAt" IS NULL ORDER BY "createdAt", "kid""#).all(decoding: KeyRow.self)
+        }
+        loadedAt = Date()
+        let kids = rows.map(\.kid)
+        guard kids != loadedKIDs else { return }
+        let collection = JWTKeyCollection()
+        var keys: [JWK] = []
+        for row in rows {
+            guard let key = try? EdDSA.PrivateKey(d: row.privateKey, curve: .ed25519) else {
+                logger.error("a signing key in the database cannot be read; it is left out", metadata: ["kid": "\(row.kid)"])
+                continue
+            }
+            await collection.add(eddsa: key, kid: JWKIdentifier(string: row.kid))
+            keys.append(.octetKeyPair(.eddsa, identifier: JWKIdentifier(string: row.kid), x: Self.base64URL(key.publicKey.rawRepresentation), y: nil, curve: .ed25519))
+        }
+        guard let newest = keys.last?.keyIdentifier?.string else {
+            throw ServerSetupError(path: database.location.description, problem: "holds no signing key that can be used",
+                action: "run kiosk keys rotate to add one (receipts signed with retired keys stay invalid)")
+        }
+        self.collection = collection
+        self.published = JWKS(keys: keys)
+        self.cachedVerifier = nil
+        self.signingKID = newest
+        if !loadedKIDs.isEmpty { logger.info("signing keys changed", metadata: ["signing": "\(newest)", "valid": "\(kids.count)"]) }
+        self.loadedKIDs = kids
+    }
+
+    private static func insert(_ key: StoredKey, into database: ServerDatabase) async throws {
+        try await database.write { db in
+            try await db.raw(#"""
+                INSERT INTO "signingKey" ("kid", "privateKey", "createdAt") VALUES (\#(bind: key.kid), \#(bind: key.d), \#(bind: Date.storeNow))
+                ON CONFLICT ("kid") DO NOTHING
+                """#).run()
+        }
+    }
+
+    static func base64URL(_ data: Data) -> String {
+        data.base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    private struct KeyRow: Decodable {
+        var kid: String
+        var privateKey: String
+    }
+
+    /// The key file an earlier Kiosk kept in its data folder.
+    private struct StoredKey: Codable {
+        var kid: String
+        /// The raw private key, base64url, as a JWK's `d`.
+        var d: String
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import KioskCore
+
+// The rows of the store's tables (see ``Migrations``), decoded by column name on either engine.
+
+/// An account: its secret token is kept only as a SHA-256.
+struct AccountRecord: Codable, Sendable {
+    var id: String
+    var tokenHash: String
+    var credits: Int
+    var createdAt: Date
+    /// Bumped by every commit that changes what the account holds.
+    var revision: Int64
+}
+
+/// One store transaction: a payment, a free re-download of something owned, or a redemption.
+struct TransactionRecord: Codable, Sendable {
+    /// Its place in the store's history: the order of an account's transaction list and its cursor.
+    var sequence: Int64?
+    var id: String
+    var accountId: String
+    var productId: String
+    var kind: ProductKind
+    var quantity: Int
+    var originalTransactionId: String
+    var purchaseDate: Date?
+    var expiresDate: Date?
+    var status: TransactionStatus
+    /// `approve`, `decline`, `cancel`, `defer`, `owned` (nothing charged) or `credits`.
+    var paymentMethod: String
+    var idempotencyKey: String
+    var amountCents: Int
+    var currency: String
+    var creditsGranted: Int
+    var creditsSpent: Int
+    var signedTransaction: String?
+    var message: String?
+    var finishedAt: Date?
+    var createdAt: Date
+    var revokedAt: Date?
+    var revocationReason: String?
+
+    var wire: StoreTransaction {
+        StoreTransaction(
+            transactionId: id, productId: productId, status: status,
+            signedTransaction: status == .purchased || status == .revoked ? signedTransaction : nil,
+            finished: finishedAt != nil, message: message, revocationDate: revokedAt, revocationReason: revocationReason)
+    }
+}
+
+/// Money taken from (a charge) or paid back to (a refund, negative) an account: at most one of each
+/// per transaction, so nothing is ever charged or refunded twice.
+public struct LedgerEntry: Codable, Sendable {
+    public enum Kind: String, Codable, Sendable { case charge, refund }
+    public var id: Int64?
+    public var transactionId: String
+    public var kind: Kind
+    public var accountId: String
+    public var amountCents: Int
+    public var currency: String
+    public var reason: String?
+    public var createdAt: Date
+}
+
+/// Content requests answered per product and day, for the publisher.
+public struct DownloadStat: Codable, Sendable {
+    public var productId: String
+    public var day: String
+    public var requests: Int
+    public var bytes: Int64
+}
