@@ -14,11 +14,12 @@ struct StoreRulesTests {
     static let pack5 = "com.kiosk.credits.pack-5"
     static let pack10 = "com.kiosk.credits.pack-10"
 
-    static func withStore<T: Sendable>(prepare: @Sendable (SampleStore) throws -> Void = { _ in }, _ body: @Sendable (KioskServer, StoreHTTP, AccountCreated, SampleStore) async throws -> T) async throws -> T {
+    static func withStore<T: Sendable>(engine: TestEngine = .sqlite, prepare: @Sendable (SampleStore) throws -> Void = { _ in }, _ body: @Sendable (KioskServer, StoreHTTP, AccountCreated, SampleStore) async throws -> T) async throws -> T {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
         try prepare(store)
-        let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+        var configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+        configuration.database = try await engine.freshDatabase()
         return try await LiveServer.run(configuration) { server, url in
             let http = StoreHTTP(baseURL: url)
             return try await body(server, http, try await http.createAccount(), store)
@@ -32,9 +33,9 @@ struct StoreRulesTests {
         }
     }
 
-    @Test("16 buys of one book at once with different keys: one charge, the others free re-buys of the first")
-    func concurrentBuys() async throws {
-        try await Self.withStore { server, http, account, _ in
+    @Test("16 buys of one book at once with different keys: one charge, the others free re-buys of the first", arguments: TestEngine.all)
+    func concurrentBuys(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account, _ in
             let replies = try await Self.concurrently(16) { _ in try await http.pay(Self.book, token: account.token) }
             #expect(replies.allSatisfy { $0.status == 200 })
             let payments = try replies.map { try $0.decode(PaymentResponse.self) }
@@ -49,9 +50,9 @@ struct StoreRulesTests {
         }
     }
 
-    @Test("16 redemptions of one issue at once: credits spent once, exactly")
-    func concurrentRedemptions() async throws {
-        try await Self.withStore { _, http, account, _ in
+    @Test("16 redemptions of one issue at once: credits spent once, exactly", arguments: TestEngine.all)
+    func concurrentRedemptions(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { _, http, account, _ in
             #expect(try await http.pay(Self.pack10, token: account.token).status == 200)
             let replies = try await Self.concurrently(16) { _ in
                 try await http.send("POST", "/v1/redemptions", token: account.token, json: #"{"productId": "\#(Self.issue)", "idempotencyKey": "\#(UUID().uuidString)"}"#)
@@ -62,9 +63,9 @@ struct StoreRulesTests {
         }
     }
 
-    @Test("several Ask to Buy requests for one product: one stays pending, the others answer with it")
-    func onePendingRequest() async throws {
-        try await Self.withStore { server, http, account, _ in
+    @Test("several Ask to Buy requests for one product: one stays pending, the others answer with it", arguments: TestEngine.all)
+    func onePendingRequest(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account, _ in
             let replies = try await Self.concurrently(8) { _ in try await http.pay(Self.book, token: account.token, method: .defer) }
             #expect(replies.allSatisfy { $0.status == 200 })
             let ids = Set(try replies.map { try $0.decode(PaymentResponse.self).transaction.transactionId })
@@ -75,9 +76,9 @@ struct StoreRulesTests {
         }
     }
 
-    @Test("re-buying an owned book is answered owned: true with the original transaction")
-    func ownedAnswer() async throws {
-        try await Self.withStore { server, http, account, _ in
+    @Test("re-buying an owned book is answered owned: true with the original transaction", arguments: TestEngine.all)
+    func ownedAnswer(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account, _ in
             let first = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
             #expect(first.owned == false)
             let again = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
@@ -87,9 +88,9 @@ struct StoreRulesTests {
         }
     }
 
-    @Test("a refund revokes, records a negative charge with its reason, and the ledger sums to what was paid")
-    func refundLedger() async throws {
-        try await Self.withStore { server, http, account, _ in
+    @Test("a refund revokes, records a negative charge with its reason, and the ledger sums to what was paid", arguments: TestEngine.all)
+    func refundLedger(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account, _ in
             let book = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
             _ = try await http.pay(Self.pack5, token: account.token)
             let refund = try await http.send("POST", "/v1/admin/transactions/\(book.transaction.transactionId)/refund", token: server.adminToken, json: #"{"reason": "damaged file"}"#)
@@ -108,9 +109,9 @@ struct StoreRulesTests {
         }
     }
 
-    @Test("refunding a book revokes the free re-buys that stood on it: their receipts stop entitling, and the next buy is charged again")
-    func refundTakesFreeRebuys() async throws {
-        try await Self.withStore { server, http, account, _ in
+    @Test("refunding a book revokes the free re-buys that stood on it: their receipts stop entitling, and the next buy is charged again", arguments: TestEngine.all)
+    func refundTakesFreeRebuys(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account, _ in
             let paid = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
             let free = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
             #expect(free.owned == true)
@@ -129,9 +130,9 @@ struct StoreRulesTests {
         }
     }
 
-    @Test("a refund racing 16 buys of the same book: no free re-buy is left standing on the refunded purchase")
-    func refundRacingBuys() async throws {
-        try await Self.withStore { server, http, account, _ in
+    @Test("a refund racing 16 buys of the same book: no free re-buy is left standing on the refunded purchase", arguments: TestEngine.all)
+    func refundRacingBuys(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account, _ in
             let paid = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
             let refundId = paid.transaction.transactionId
             let replies = try await Self.concurrently(17) { index in
@@ -152,9 +153,9 @@ struct StoreRulesTests {
         }
     }
 
-    @Test("every admin list answers: accounts, one account, pending, sales by product and day, downloads")
-    func adminLists() async throws {
-        try await Self.withStore { server, http, account, _ in
+    @Test("every admin list answers: accounts, one account, pending, sales by product and day, downloads", arguments: TestEngine.all)
+    func adminLists(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account, _ in
             let bought = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
             let receipt = try #require(bought.transaction.signedTransaction)
             let download = try await HTTPClient().send(HTTPRequest(url: http.baseURL + "/v1/content/\(Self.book)", headers: [("Authorization", "Receipt \(receipt)")], maxResponseBytes: 64 << 20))
@@ -178,9 +179,9 @@ struct StoreRulesTests {
         }
     }
 
-    @Test("the largest catalog price bought in the largest quantity is charged exactly; a larger price is refused at load")
-    func largestPrice() async throws {
-        try await Self.withStore(prepare: { store in
+    @Test("the largest catalog price bought in the largest quantity is charged exactly; a larger price is refused at load", arguments: TestEngine.all)
+    func largestPrice(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine, prepare: { store in
             try store.editCatalog("credits.json") { products in
                 products[0]["price"] = "10000.00"
                 products[0]["credits"] = 1_000_000

@@ -17,14 +17,19 @@ struct StoreTests {
     /// A live server over a private copy of the sample store, and a fresh account on it.
     @discardableResult
     static func withStore<T: Sendable>(
-        environment: StoreEnvironment = .sandbox, data: URL? = nil,
+        engine: TestEngine = .sqlite, database: DatabaseLocation? = nil, environment: StoreEnvironment = .sandbox, data: URL? = nil,
         _ body: @Sendable (KioskServer, StoreHTTP, AccountCreated) async throws -> T
     ) async throws -> T {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
-        let configuration = ServerConfiguration(
+        var configuration = ServerConfiguration(
             catalogDirectory: store.catalog, contentDirectory: store.content,
             dataDirectory: data ?? store.data, environment: environment)
+        if let database {
+            configuration.database = database
+        } else {
+            configuration.database = try await engine.freshDatabase()
+        }
         return try await LiveServer.run(configuration) { server, url in
             let http = StoreHTTP(baseURL: url)
             return try await body(server, http, try await http.createAccount())
@@ -37,9 +42,9 @@ struct StoreTests {
         return try await ReceiptVerifier(jwks: try await server.keys.jwks()).verify(receipt)
     }
 
-    @Test("approve charges once and answers with a receipt that verifies against the JWKS")
-    func approve() async throws {
-        try await Self.withStore { server, http, account in
+    @Test("approve charges once and answers with a receipt that verifies against the JWKS", arguments: TestEngine.all)
+    func approve(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account in
             let reply = try await http.pay(Self.book, token: account.token)
             #expect(reply.status == 200)
             let claims = try await Self.verified(reply, by: server)
@@ -57,9 +62,9 @@ struct StoreTests {
         }
     }
 
-    @Test("decline is a 402 with a code and a message; nothing is charged")
-    func decline() async throws {
-        try await Self.withStore { server, http, account in
+    @Test("decline is a 402 with a code and a message; nothing is charged", arguments: TestEngine.all)
+    func decline(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account in
             let reply = try await http.pay(Self.book, token: account.token, method: .decline)
             #expect(reply.status == 402)
             let error = try reply.decode(APIError.self)
@@ -69,9 +74,9 @@ struct StoreTests {
         }
     }
 
-    @Test("cancel is an outcome, not an error: no charge, no receipt")
-    func cancel() async throws {
-        try await Self.withStore { server, http, account in
+    @Test("cancel is an outcome, not an error: no charge, no receipt", arguments: TestEngine.all)
+    func cancel(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account in
             let reply = try await http.pay(Self.book, token: account.token, method: .cancel)
             #expect(reply.status == 200)
             let payment = try reply.decode(PaymentResponse.self)
@@ -81,9 +86,9 @@ struct StoreTests {
         }
     }
 
-    @Test("defer waits without a charge; approved, it is charged once and signed")
-    func deferThenApprove() async throws {
-        try await Self.withStore { server, http, account in
+    @Test("defer waits without a charge; approved, it is charged once and signed", arguments: TestEngine.all)
+    func deferThenApprove(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account in
             let deferred = try await http.pay(Self.book, token: account.token, method: .defer).decode(PaymentResponse.self)
             #expect(deferred.transaction.status == .deferred)
             #expect(deferred.transaction.signedTransaction == nil)
@@ -100,9 +105,9 @@ struct StoreTests {
         }
     }
 
-    @Test("defer then decline: declined, never charged")
-    func deferThenDecline() async throws {
-        try await Self.withStore { server, http, account in
+    @Test("defer then decline: declined, never charged", arguments: TestEngine.all)
+    func deferThenDecline(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account in
             let deferred = try await http.pay(Self.book, token: account.token, method: .defer).decode(PaymentResponse.self)
             let id = deferred.transaction.transactionId
             let declined = try await http.send("POST", "/v1/admin/transactions/\(id)/decline", token: server.adminToken)
@@ -113,9 +118,9 @@ struct StoreTests {
         }
     }
 
-    @Test("the same idempotency key gives the same transaction and one charge, even when racing")
-    func idempotency() async throws {
-        try await Self.withStore { server, http, account in
+    @Test("the same idempotency key gives the same transaction and one charge, even when racing", arguments: TestEngine.all)
+    func idempotency(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account in
             let key = UUID().uuidString
             let replies = try await withThrowingTaskGroup(of: PaymentResponse.self) { group in
                 for _ in 0..<4 {
@@ -133,9 +138,9 @@ struct StoreTests {
         }
     }
 
-    @Test("credits are exact: 3 × a 5-credit pack is 15 credits and one charge of 3 × 4.99")
-    func consumableQuantity() async throws {
-        try await Self.withStore { server, http, account in
+    @Test("credits are exact: 3 × a 5-credit pack is 15 credits and one charge of 3 × 4.99", arguments: TestEngine.all)
+    func consumableQuantity(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account in
             let payment = try await http.pay(Self.pack5, token: account.token, quantity: 3).decode(PaymentResponse.self)
             #expect(payment.credits == 15)
             #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken) == [1497])
@@ -145,9 +150,9 @@ struct StoreTests {
         }
     }
 
-    @Test("buying a book the account owns is free and points at the first transaction")
-    func rebuyOwned() async throws {
-        try await Self.withStore { server, http, account in
+    @Test("buying a book the account owns is free and points at the first transaction", arguments: TestEngine.all)
+    func rebuyOwned(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account in
             let first = try await Self.verified(try await http.pay(Self.book, token: account.token), by: server)
             let second = try await Self.verified(try await http.pay(Self.book, token: account.token), by: server)
             #expect(second.transactionId != first.transactionId)
@@ -156,9 +161,9 @@ struct StoreTests {
         }
     }
 
-    @Test("credits buy an issue with a credit price; too few credits is a 402 and spends nothing")
-    func redemption() async throws {
-        try await Self.withStore { server, http, account in
+    @Test("credits buy an issue with a credit price; too few credits is a 402 and spends nothing", arguments: TestEngine.all)
+    func redemption(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account in
             let redeem = "{\"productId\": \"\(Self.issue)\", \"idempotencyKey\": \"\(UUID().uuidString)\"}"
             let tooPoor = try await http.send("POST", "/v1/redemptions", token: account.token, json: redeem)
             #expect(tooPoor.status == 402)
@@ -176,9 +181,9 @@ struct StoreTests {
         }
     }
 
-    @Test("a subscription expires one period after purchase and shows as active")
-    func subscription() async throws {
-        try await Self.withStore { server, http, account in
+    @Test("a subscription expires one period after purchase and shows as active", arguments: TestEngine.all)
+    func subscription(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account in
             let claims = try await Self.verified(try await http.pay(Self.subscription, token: account.token), by: server)
             let expires = try #require(claims.expires)
             let days = expires.timeIntervalSince(claims.purchased) / 86_400
@@ -189,9 +194,9 @@ struct StoreTests {
         }
     }
 
-    @Test("a missing or unknown token gets 401 with a JSON error")
-    func unauthorized() async throws {
-        try await Self.withStore { _, http, _ in
+    @Test("a missing or unknown token gets 401 with a JSON error", arguments: TestEngine.all)
+    func unauthorized(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { _, http, _ in
             #expect(try await http.send("GET", "/v1/account").status == 401)
             let unknown = try await http.send("GET", "/v1/account", token: "not-a-token")
             #expect(unknown.status == 401)
@@ -200,9 +205,9 @@ struct StoreTests {
         }
     }
 
-    @Test("the transaction list pages with a cursor and finish is recorded")
-    func transactionsAndFinish() async throws {
-        try await Self.withStore { _, http, account in
+    @Test("the transaction list pages with a cursor and finish is recorded", arguments: TestEngine.all)
+    func transactionsAndFinish(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { _, http, account in
             for _ in 0..<3 { _ = try await http.pay(Self.pack5, token: account.token) }
             let all = try await http.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self)
             #expect(all.transactions.count == 3)
@@ -243,9 +248,9 @@ struct ForgedReceiptTests {
         base64URL(try JSONSerialization.data(withJSONObject: object, options: .sortedKeys))
     }
 
-    @Test("a genuine receipt verifies with status 0")
-    func genuine() async throws {
-        try await StoreTests.withStore { _, http, account in
+    @Test("a genuine receipt verifies with status 0", arguments: TestEngine.all)
+    func genuine(engine: TestEngine) async throws {
+        try await StoreTests.withStore(engine: engine) { _, http, account in
             let receipt = try await http.pay(StoreTests.book, token: account.token).decode(PaymentResponse.self).transaction.signedTransaction ?? ""
             let response = try await http.verifyReceipt(receipt)
             #expect(response.status == 0)
@@ -253,9 +258,9 @@ struct ForgedReceiptTests {
         }
     }
 
-    @Test("forgeries are refused with the App Store's codes and grant nothing")
-    func forgeries() async throws {
-        try await StoreTests.withStore { server, http, account in
+    @Test("forgeries are refused with the App Store's codes and grant nothing", arguments: TestEngine.all)
+    func forgeries(engine: TestEngine) async throws {
+        try await StoreTests.withStore(engine: engine) { server, http, account in
             let receipt = try await http.pay(StoreTests.book, token: account.token).decode(PaymentResponse.self).transaction.signedTransaction ?? ""
             let header = try Self.decodePart(receipt, 0)
             var claims = try Self.decodePart(receipt, 1)
@@ -294,9 +299,9 @@ struct ForgedReceiptTests {
         }
     }
 
-    @Test("account A's receipt presented by account B is unknown to B (21010)")
-    func foreignAccount() async throws {
-        try await StoreTests.withStore { _, http, alice in
+    @Test("account A's receipt presented by account B is unknown to B (21010)", arguments: TestEngine.all)
+    func foreignAccount(engine: TestEngine) async throws {
+        try await StoreTests.withStore(engine: engine) { _, http, alice in
             let receipt = try await http.pay(StoreTests.book, token: alice.token).decode(PaymentResponse.self).transaction.signedTransaction ?? ""
             let bob = try await http.createAccount()
             #expect(try await http.verifyReceipt(receipt, token: bob.token).status == 21010)
@@ -306,26 +311,27 @@ struct ForgedReceiptTests {
         }
     }
 
-    @Test("a revoked transaction's receipt answers 21010")
-    func revoked() async throws {
-        try await StoreTests.withStore { server, http, account in
+    @Test("a revoked transaction's receipt answers 21010", arguments: TestEngine.all)
+    func revoked(engine: TestEngine) async throws {
+        try await StoreTests.withStore(engine: engine) { server, http, account in
             let transaction = try await http.pay(StoreTests.book, token: account.token).decode(PaymentResponse.self).transaction
             _ = try await http.send("POST", "/v1/admin/transactions/\(transaction.transactionId)/revoke", token: server.adminToken)
             #expect(try await http.verifyReceipt(transaction.signedTransaction ?? "").status == 21010)
         }
     }
 
-    @Test("a sandbox receipt sent to a production server answers 21007; the key survives a restart")
-    func sandboxToProduction() async throws {
+    @Test("a sandbox receipt sent to a production server answers 21007; the key survives a restart", arguments: TestEngine.all)
+    func sandboxToProduction(engine: TestEngine) async throws {
         let data = try TemporaryDirectory()
-        let receipt = try await StoreTests.withStore(data: data.url) { _, http, account in
+        let database = try await engine.freshDatabase()
+        let receipt = try await StoreTests.withStore(database: database, data: data.url) { _, http, account in
             try await http.pay(StoreTests.book, token: account.token).decode(PaymentResponse.self).transaction.signedTransaction ?? ""
         }
-        try await StoreTests.withStore(environment: .production, data: data.url) { _, http, _ in
+        try await StoreTests.withStore(database: database, environment: .production, data: data.url) { _, http, _ in
             let response = try await http.verifyReceipt(receipt)
             #expect(response.status == 21007)
         }
-        try await StoreTests.withStore(environment: .sandbox, data: data.url) { _, http, _ in
+        try await StoreTests.withStore(database: database, environment: .sandbox, data: data.url) { _, http, _ in
             let status = try await http.verifyReceipt(receipt).status
             #expect(status == 0)
         }
@@ -334,9 +340,9 @@ struct ForgedReceiptTests {
 
 @Suite("Server metrics")
 struct ServerMetricsTests {
-    @Test("/metrics counts requests by route and status, payments by outcome and bytes served")
-    func metrics() async throws {
-        try await StoreTests.withStore { server, http, account in
+    @Test("/metrics counts requests by route and status, payments by outcome and bytes served", arguments: TestEngine.all)
+    func metrics(engine: TestEngine) async throws {
+        try await StoreTests.withStore(engine: engine) { server, http, account in
             let payment = try await http.pay(StoreTests.book, token: account.token).decode(PaymentResponse.self)
             _ = try await http.pay(StoreTests.book, token: account.token, method: .decline)
             let receipt = payment.transaction.signedTransaction ?? ""

@@ -97,10 +97,28 @@ public actor SigningKeys {
         try await refreshIfStale()
         do {
             return try await verifier().verify(receipt)
-        } catch ReceiptError.notAuthentic where Date().timeIntervalSince(loadedAt) > 0.2 {
+        } catch ReceiptError.notAuthentic {
+            // Read the keys again for a kid not seen yet, at most once a second: forged receipts
+            // with made-up kids must not turn into a database read each.
+            guard let kid = Self.kid(of: receipt), !loadedKIDs.contains(kid), Date().timeIntervalSince(lastMissReload) > 1 else {
+                throw ReceiptError.notAuthentic
+            }
+            lastMissReload = Date()
             try await reload()
             return try await verifier().verify(receipt)
         }
+    }
+
+    private var lastMissReload = Date.distantPast
+
+    /// The `kid` in a compact JWS's header, if it has one.
+    static func kid(of receipt: String) -> String? {
+        guard let header = receipt.split(separator: ".", omittingEmptySubsequences: false).first else { return nil }
+        var base64 = header.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        guard let data = Data(base64Encoded: base64),
+              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
+        return object["kid"] as? String
     }
 
     /// The public halves of every key that verifies.
@@ -124,7 +142,8 @@ public actor SigningKeys {
         if Date().timeIntervalSince(loadedAt) > Self.refreshInterval { try await reload() }
     }
 
-    private func reload() async throws {
+    /// Reads the keys again now (after a rotation by this process, say).
+    public func reload() async throws {
         let rows = try await database.read { db in
             try await db.raw(#"SELECT "kid", "privateKey" FROM "signingKey" WHERE "retiredAt" IS NULL ORDER BY "createdAt", "kid""#).all(decoding: KeyRow.self)
         }

@@ -1,0 +1,120 @@
+import Foundation
+import KioskCore
+import KioskServer
+import KioskTestSupport
+import Testing
+
+/// Two `kiosk serve` instances over one PostgreSQL database are one store.
+@Suite("Two instances over one PostgreSQL database")
+struct ScaleOutTests {
+    static let book = "com.kiosk.books.small-engines"
+
+    /// Instances A and B on their own data folders (their own packed content) and one database.
+    static func withTwoInstances(_ body: @Sendable (_ a: (KioskServer, StoreHTTP), _ b: (KioskServer, StoreHTTP)) async throws -> Void) async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let database = try await TestPostgres.shared.freshDatabase()
+        @Sendable func configuration(_ name: String) -> ServerConfiguration {
+            var configuration = ServerConfiguration(
+                catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: directory.url.appendingPathComponent(name))
+            configuration.database = database
+            return configuration
+        }
+        try await LiveServer.run(configuration("a")) { a, urlA in
+            try await LiveServer.run(configuration("b")) { b, urlB in
+                try await body((a, StoreHTTP(baseURL: urlA)), (b, StoreHTTP(baseURL: urlB)))
+            }
+        }
+    }
+
+    @Test("a purchase made on A is listed, finished, replayed and refunded on B; an Ask to Buy made on B is approved on A")
+    func purchaseAcrossInstances() async throws {
+        try await Self.withTwoInstances { a, b in
+            let account = try await a.1.createAccount()
+            let key = UUID().uuidString
+            let bought = try await a.1.pay(Self.book, token: account.token, key: key).decode(PaymentResponse.self)
+            let id = bought.transaction.transactionId
+
+            // B sees it, replays it by its key (no second charge) and finishes it.
+            let replayed = try await b.1.pay(Self.book, token: account.token, key: key).decode(PaymentResponse.self)
+            #expect(replayed.transaction.transactionId == id)
+            let finished = try await b.1.send("POST", "/v1/transactions/\(id)/finish", token: account.token).decode(StoreTransaction.self)
+            #expect(finished.finished)
+            #expect(try await a.1.charges(accountId: account.accountId, adminToken: a.0.adminToken) == [499])
+
+            // An Ask to Buy made on B waits; A approves it; the buyer sees it purchased on B.
+            let asked = try await b.1.pay("com.kiosk.credits.pack-5", token: account.token, method: .defer).decode(PaymentResponse.self)
+            #expect(asked.transaction.status == .deferred)
+            let approved = try await a.1.send("POST", "/v1/admin/transactions/\(asked.transaction.transactionId)/approve", token: a.0.adminToken)
+            #expect(approved.status == 200)
+            let page = try await b.1.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self)
+            #expect(page.transactions.first { $0.transactionId == asked.transaction.transactionId }?.status == .purchased)
+
+            // Refunded on B, the receipt stops entitling on A.
+            let refunded = try await b.1.send("POST", "/v1/admin/transactions/\(id)/refund", token: b.0.adminToken, json: #"{"reason": "test"}"#)
+            #expect(refunded.status == 200)
+            let receipt = try #require(bought.transaction.signedTransaction)
+            #expect(try await a.1.verifyReceipt(receipt).status == 21010)
+            #expect(try await a.1.charges(accountId: account.accountId, adminToken: a.0.adminToken).sorted() == [-499, 499, 499])
+        }
+    }
+
+    @Test("one idempotency key sent to both instances at once, 16 times: one transaction, one charge")
+    func idempotencyRace() async throws {
+        try await Self.withTwoInstances { a, b in
+            let account = try await a.1.createAccount()
+            let key = UUID().uuidString
+            let replies = try await withThrowingTaskGroup(of: StoreHTTP.Reply.self) { group in
+                for index in 0..<16 {
+                    let http = index.isMultiple(of: 2) ? a.1 : b.1
+                    group.addTask { try await http.pay(Self.book, token: account.token, key: key) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(replies.allSatisfy { $0.status == 200 })
+            let ids = Set(try replies.map { try $0.decode(PaymentResponse.self).transaction.transactionId })
+            #expect(ids.count == 1)
+            #expect(try await b.1.charges(accountId: account.accountId, adminToken: b.0.adminToken) == [499])
+        }
+    }
+
+    @Test("a key rotated on A signs A's next receipts, B verifies them at once, and receipts signed before keep verifying on both")
+    func keyRotation() async throws {
+        try await Self.withTwoInstances { a, b in
+            let account = try await a.1.createAccount()
+            let before = try #require(try await a.1.pay(Self.book, token: account.token).decode(PaymentResponse.self).transaction.signedTransaction)
+            let oldKID = await a.0.keys.signingKID
+
+            let newKID = try await SigningKeys.rotate(a.0.database)
+            try await a.0.keys.reload()
+            #expect(newKID != oldKID)
+            let after = try #require(try await a.1.pay("com.kiosk.credits.pack-5", token: account.token).decode(PaymentResponse.self).transaction.signedTransaction)
+            #expect(try Self.kid(of: after) == newKID)
+
+            // B has not read the keys since; a receipt with an unknown kid makes it look again.
+            #expect(try await b.1.verifyReceipt(after).status == 0)
+            #expect(try await b.1.verifyReceipt(before).status == 0)
+            #expect(try await a.1.verifyReceipt(before).status == 0)
+            let jwks = try await b.1.send("GET", "/.well-known/jwks.json").decode(JWKSDocument.self)
+            #expect(Set(jwks.keys.map(\.kid)) == [oldKID, newKID])
+
+            // Retiring the old key takes it out of the JWKS; its receipts stop verifying.
+            try await SigningKeys.retire(oldKID, in: b.0.database)
+            try await a.0.keys.reload()
+            #expect(try await a.1.verifyReceipt(before).status != 0)
+            #expect(try await a.1.verifyReceipt(after).status == 0)
+        }
+    }
+
+    static func kid(of jws: String) throws -> String {
+        var header = String(jws.split(separator: ".")[0]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while header.count % 4 != 0 { header += "=" }
+        let object = try JSONSerialization.jsonObject(with: try #require(Data(base64Encoded: header))) as? [String: Any]
+        return try #require(object?["kid"] as? String)
+    }
+
+    struct JWKSDocument: Decodable {
+        struct Key: Decodable { var kid: String }
+        var keys: [Key]
+    }
+}
