@@ -63,7 +63,7 @@ public struct KioskServer: Sendable {
         }
         CatalogController(catalog: catalog).addRoutes(to: router)
         StoreController(store: store, keys: keys, adminToken: adminToken).addRoutes(to: router)
-        ContentController(catalog: catalog, store: store, metrics: metrics).addRoutes(to: router)
+        ContentController(catalog: catalog, store: store, metrics: metrics, delivery: configuration.contentDelivery).addRoutes(to: router)
         return router
     }
 

@@ -17,6 +17,11 @@ public struct ServerConfiguration: Sendable {
     /// Where `/metrics` is served instead of the main address; nil serves it on the main one.
     public var metricsHost = "127.0.0.1"
     public var metricsPort: Int?
+    /// A folder made by `kiosk publish`, served as it is instead of packing the catalog and
+    /// content folders.
+    public var publishedDirectory: URL?
+    /// How content bytes reach the reader: from Kiosk itself, or from nginx or a CDN.
+    public var contentDelivery: ContentDelivery = .stream
     /// The store's database; nil is SQLite in the data folder (`kiosk-server.sqlite`).
     public var database: DatabaseLocation?
 
@@ -40,4 +45,17 @@ public struct ServerConfiguration: Sendable {
         self.host = host
         self.port = port
     }
+}
+
+/// How `GET /v1/content/{id}` hands over the bytes once the receipt is checked.
+public enum ContentDelivery: Sendable, Equatable {
+    /// Kiosk sends the archive itself, with ranges.
+    case stream
+    /// Kiosk answers with `X-Accel-Redirect: <internalPrefix><sha256>.<ext>`, and the nginx in
+    /// front of it serves that file from an internal location (sendfile, ranges, If-Range).
+    case xAccel(internalPrefix: String)
+    /// Kiosk answers 307 with a URL in nginx's `secure_link` form, good for `lifetime` seconds:
+    /// `<baseURL><sha256>.<ext>?md5=<md5>&expires=<unix time>`, where md5 is the base64url MD5 of
+    /// `"<expires><uri path> <secret>"`. Any nginx edge or CDN with the secret checks it alone.
+    case signedRedirect(baseURL: String, secret: String, lifetime: Int)
 }

@@ -47,6 +47,26 @@ extension Kiosk {
         @Option(help: "Seconds a connection may take to send a whole request before it is closed ($KIOSK_REQUEST_TIMEOUT).")
         var requestTimeout = Self.environment("KIOSK_REQUEST_TIMEOUT").flatMap(Int.init) ?? 30
 
+        @OptionGroup var store: StoreDatabaseOptions
+
+        @Option(help: ArgumentHelp("Serve a folder made by kiosk publish as it is, instead of packing --catalog and --content ($KIOSK_PUBLISHED).", valueName: "dir"))
+        var published = Self.environment("KIOSK_PUBLISHED")
+
+        @Option(help: ArgumentHelp("Who sends content bytes: stream (Kiosk), x-accel (the nginx in front, via X-Accel-Redirect) or signed-redirect (a secure_link URL for nginx or a CDN) ($KIOSK_CONTENT_DELIVERY).", valueName: "mode"))
+        var contentDelivery = Self.environment("KIOSK_CONTENT_DELIVERY") ?? "stream"
+
+        @Option(help: ArgumentHelp("x-accel: the internal nginx location the archives are under ($KIOSK_ACCEL_PREFIX).", valueName: "path"))
+        var accelPrefix = Self.environment("KIOSK_ACCEL_PREFIX") ?? "/_kiosk/archives/"
+
+        @Option(help: ArgumentHelp("signed-redirect: the URL the archives are under at the edge, e.g. https://cdn.example.com/archives/ ($KIOSK_CONTENT_URL).", valueName: "url"))
+        var contentURL = Self.environment("KIOSK_CONTENT_URL")
+
+        @Option(help: ArgumentHelp("signed-redirect: a file holding the secret shared with nginx's secure_link_md5 ($KIOSK_SECURE_LINK_SECRET_FILE).", valueName: "file"))
+        var secureLinkSecretFile = Self.environment("KIOSK_SECURE_LINK_SECRET_FILE")
+
+        @Option(help: "signed-redirect: seconds a signed URL stays valid ($KIOSK_SIGNED_URL_LIFETIME).")
+        var signedURLLifetime = Self.environment("KIOSK_SIGNED_URL_LIFETIME").flatMap(Int.init) ?? 300
+
         static func environment(_ name: String) -> String? {
             ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
         }
@@ -59,6 +79,32 @@ extension Kiosk {
                 throw ValidationError("--metrics-port must be between 0 and 65535, not \(metricsPort)")
             }
             guard requestTimeout > 0 else { throw ValidationError("--request-timeout must be at least 1 second") }
+            guard ["stream", "x-accel", "signed-redirect"].contains(contentDelivery) else {
+                throw ValidationError("--content-delivery must be stream, x-accel or signed-redirect, not \(contentDelivery)")
+            }
+            if contentDelivery == "signed-redirect" {
+                guard contentURL != nil, secureLinkSecretFile != nil else {
+                    throw ValidationError("--content-delivery signed-redirect needs --content-url and --secure-link-secret-file")
+                }
+                guard signedURLLifetime > 0 else { throw ValidationError("--signed-url-lifetime must be at least 1 second") }
+            }
+        }
+
+        /// The delivery mode the flags name, with the secure_link secret read from its file.
+        func delivery() throws -> ContentDelivery {
+            switch contentDelivery {
+            case "x-accel":
+                return .xAccel(internalPrefix: accelPrefix.hasSuffix("/") ? accelPrefix : accelPrefix + "/")
+            case "signed-redirect":
+                let file = secureLinkSecretFile ?? ""
+                guard let secret = try? String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines), !secret.isEmpty else {
+                    throw ValidationError("\(file): cannot be read or is empty; put the secret of nginx's secure_link_md5 in it")
+                }
+                let base = contentURL ?? ""
+                return .signedRedirect(baseURL: base.hasSuffix("/") ? base : base + "/", secret: secret, lifetime: signedURLLifetime)
+            default:
+                return .stream
+            }
         }
 
         func run() async throws {
@@ -72,6 +118,9 @@ extension Kiosk {
                 configuration.requestHeaderTimeout = requestTimeout
                 configuration.metricsHost = metricsHost
                 configuration.metricsPort = metricsPort
+                configuration.database = try store.location()
+                configuration.publishedDirectory = published.map { URL(fileURLWithPath: $0) }
+                configuration.contentDelivery = try delivery()
                 let server = try await KioskServer(configuration: configuration)
                 let reloadSignal = Self.reloadOnHangUp(server.catalog)
                 defer { reloadSignal.cancel() }

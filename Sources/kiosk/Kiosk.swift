@@ -16,7 +16,7 @@ struct Kiosk: AsyncParsableCommand {
             Example: kiosk sync --server http://127.0.0.1:8080 && kiosk buy com.kiosk.books.river-of-maps
             """,
         subcommands: [
-            Serve.self, Sync.self, Products.self, Buy.self, Redeem.self, Transactions.self, Balance.self,
+            Serve.self, Publish.self, Keys.self, Sync.self, Products.self, Buy.self, Redeem.self, Transactions.self, Balance.self,
             Restore.self, Account.self, Config.self, Admin.self, Downloads.self, Resume.self, Pause.self, Cancel.self, Library.self, Fetch.self, Unpack.self,
         ]
     )

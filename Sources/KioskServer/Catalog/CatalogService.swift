@@ -9,8 +9,14 @@ import Logging
 /// pool, so every route keeps answering from the last good catalog while a reload works; a new
 /// catalog is published only once all its archives exist. Reloads run one at a time.
 public actor CatalogService {
-    private let loader: CatalogLoader
-    private let contentStore: ContentStore
+    /// Where catalogs come from: the catalog and content folders, packed here, or a folder
+    /// `kiosk publish` packed once for every instance.
+    enum Source: Sendable {
+        case folders(CatalogLoader, ContentStore)
+        case published(PublishedFolder)
+    }
+
+    private let source: Source
     private let logger: Logger
     private var published: PublishedCatalog?
     /// The catalog the last reload replaced: its archives still serve resumes in flight.
@@ -19,9 +25,13 @@ public actor CatalogService {
 
     /// Prepares the service; nothing is loaded until ``load()``.
     public init(configuration: ServerConfiguration, logger: Logger) {
-        self.loader = CatalogLoader(
-            catalogDirectory: configuration.catalogDirectory, contentDirectory: configuration.contentDirectory)
-        self.contentStore = ContentStore(dataDirectory: configuration.dataDirectory, logger: logger)
+        if let published = configuration.publishedDirectory {
+            source = .published(PublishedFolder(published))
+        } else {
+            source = .folders(
+                CatalogLoader(catalogDirectory: configuration.catalogDirectory, contentDirectory: configuration.contentDirectory),
+                ContentStore(dataDirectory: configuration.dataDirectory, logger: logger))
+        }
         self.logger = logger
     }
 
@@ -71,7 +81,9 @@ public actor CatalogService {
             let replaced = published
             published = next
             previous = replaced
-            contentStore.collectGarbage(keeping: [next] + (replaced.map { [$0] } ?? []))
+            if case .folders(_, let contentStore) = source {
+                contentStore.collectGarbage(keeping: [next] + (replaced.map { [$0] } ?? []))
+            }
             logger.info("catalog reloaded", metadata: ["products": "\(next.products.count)"])
             return true
         } catch {
@@ -81,8 +93,12 @@ public actor CatalogService {
     }
 
     private func build() async throws -> PublishedCatalog {
-        let (loader, contentStore) = (self.loader, self.contentStore)
-        return try await onOwnThread { try PublishedCatalog(entries: loader.load(), contentStore: contentStore) }
+        switch source {
+        case .folders(let loader, let contentStore):
+            return try await onOwnThread { try PublishedCatalog(entries: loader.load(), contentStore: contentStore) }
+        case .published(let folder):
+            return try await onOwnThread { try folder.load() }
+        }
     }
 }
 

@@ -29,6 +29,12 @@ public struct PublishedCatalog: Sendable {
             products[product.id] = product
         }
         let body = try JSONEncoder.kiosk.encode(CatalogDocument(products: Array(products.values)))
+        try self.init(products: products, archives: archives, body: body)
+    }
+
+    /// A catalog whose document is already made: `kiosk publish`'s `catalog.json`, served byte for
+    /// byte so that every instance gives it the same ETag.
+    init(products: [String: Product], archives: [String: PackedContent], body: Data) throws {
         let digest = FileDigest.sha256(of: body)
         self.products = products
         self.archives = archives

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -6,10 +7,15 @@ import KioskCore
 import Logging
 
 /// `GET` and `HEAD /v1/content/{productId}`: the archive, for a receipt that entitles it, with ranges.
+///
+/// Kiosk always decides who may have which version; who sends the bytes is ``ContentDelivery``:
+/// Kiosk itself, the nginx in front of it (X-Accel-Redirect), or any nginx edge or CDN that checks
+/// a short-lived signed URL.
 struct ContentController {
     let catalog: CatalogService
     let store: Store
     let metrics: ServerMetrics
+    let delivery: ContentDelivery
     let fileIO = FileIO()
 
     func addRoutes(to router: Router<KioskRequestContext>) {
@@ -29,12 +35,14 @@ struct ContentController {
         }
         try await authorize(request, product: product)
 
-        // A client that names the version it wants (If-Match) gets that version or 412, never
-        // another one: the one a reload just replaced is still served, an older one is gone.
-        if let ifMatch = request.headers[.ifMatch], ifMatch != "*", ifMatch != "\"\(content.sha256)\"" {
-            guard let older = await catalog.previousArchive(productId, etag: ifMatch) else {
+        // A client that names the version it wants gets that version or 412, never another one:
+        // the one a reload just replaced is still served, an older one is gone. The version is
+        // `?version=<sha256>` (which survives nginx and CDNs, whose own ETags differ) or If-Match.
+        let wanted = request.uri.queryParameters.get("version").map { "\"\($0)\"" } ?? request.headers[.ifMatch]
+        if let wanted, wanted != "*", wanted != "\"\(content.sha256)\"" {
+            guard let older = await catalog.previousArchive(productId, etag: wanted) else {
                 throw APIFailure(HTTPResponse.Status(code: 412, reasonPhrase: "Precondition Failed"), code: "version_changed",
-                    message: "the content of \(productId) is no longer version \(ifMatch); sync the catalog and download the current one")
+                    message: "the content of \(productId) is no longer version \(wanted); sync the catalog and download the current one")
             }
             archive = older
         }
@@ -43,11 +51,52 @@ struct ContentController {
            let older = await catalog.previousArchive(productId, etag: ifRange) {
             archive = older
         }
+        switch delivery {
+        case .stream:
+            return try await stream(archive, format: content.format, productId: productId, request: request, context: context)
+        case .xAccel(let prefix):
+            // nginx serves the file, ranges and If-Range included; this answer has no body.
+            await store.recordDownload(productId: productId, bytes: Self.requestedBytes(request, size: archive.size))
+            var headers = HTTPFields()
+            // A valid token: the initialiser's nil (for a malformed name) cannot happen here.
+            if let accel = HTTPField.Name("X-Accel-Redirect") { headers[accel] = prefix + archive.file.lastPathComponent }
+            headers[.contentType] = content.format == .tarGz ? "application/gzip" : "application/zip"
+            headers[.cacheControl] = "private, no-transform"
+            return Response(status: .ok, headers: headers)
+        case .signedRedirect(let base, let secret, let lifetime):
+            await store.recordDownload(productId: productId, bytes: Self.requestedBytes(request, size: archive.size))
+            var headers = HTTPFields()
+            headers[.location] = Self.signedURL(base: base, file: archive.file.lastPathComponent, secret: secret, expires: Int(Date().timeIntervalSince1970) + lifetime)
+            headers[.cacheControl] = "no-store"
+            return Response(status: .temporaryRedirect, headers: headers)
+        }
+    }
+
+    /// A URL nginx's secure_link module accepts until `expires` (Unix time), configured with
+    /// `secure_link $arg_md5,$arg_expires; secure_link_md5 "$secure_link_expires$uri <secret>";`.
+    static func signedURL(base: String, file: String, secret: String, expires: Int) -> String {
+        let url = base + file
+        let path = URLComponents(string: url)?.path ?? url
+        let digest = Insecure.MD5.hash(data: Data("\(expires)\(path) \(secret)".utf8))
+        let md5 = Data(digest).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        return "\(url)?md5=\(md5)&expires=\(expires)"
+    }
+
+    /// The bytes a request asks for, for the download counts when another server sends them.
+    static func requestedBytes(_ request: Request, size: Int64) -> Int64 {
+        guard request.method != .head else { return 0 }
+        if case .partial(let bytes) = ByteRange.parse(request.headers[.range], size: size) { return Int64(bytes.count) }
+        return size
+    }
+
+    /// Sends the archive from this process, with ranges and If-Range.
+    private func stream(_ archive: PackedContent, format: ArchiveFormat, productId: String, request: Request, context: KioskRequestContext) async throws -> Response {
         let etag = "\"\(archive.sha256)\""
         var headers = HTTPFields()
         headers[.acceptRanges] = "bytes"
         headers[.eTag] = etag
-        headers[.contentType] = content.format == .tarGz ? "application/gzip" : "application/zip"
+        headers[.contentType] = format == .tarGz ? "application/gzip" : "application/zip"
         headers[.cacheControl] = "private, no-transform"
 
         // An If-Range that names another version means "the bytes I have are stale": send them all.

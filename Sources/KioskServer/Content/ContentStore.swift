@@ -3,7 +3,8 @@ import KioskArchive
 import KioskCore
 import Logging
 
-/// The archives the server serves, content-addressed: `<data>/content/<sha256>.<ext>`.
+/// The archives the server serves, content-addressed: `<data>/content/<sha256>.<ext>` (or, for
+/// `kiosk publish`, `<out>/archives/<sha256>.<ext>`).
 ///
 /// A file's name is its SHA-256, it is written under a temporary name and renamed into place,
 /// and it never changes afterwards: the ETag a response carries (the SHA-256) always names the
@@ -13,17 +14,28 @@ import Logging
 /// restart re-packs and re-hashes only what changed.
 public struct ContentStore: Sendable {
     let directory: URL
+    /// Where the packing records and scratch files live (beside the archives, not among them).
+    let stateDirectory: URL
     let logger: Logger
     /// How long an archive no catalog names any more stays on disk for resumes in flight.
     public static let gracePeriod: TimeInterval = 3600
 
     public init(dataDirectory: URL, logger: Logger) {
         self.directory = dataDirectory.appendingPathComponent("content", isDirectory: true)
+        self.stateDirectory = directory
         self.logger = logger
     }
 
-    var records: URL { directory.appendingPathComponent("records", isDirectory: true) }
-    var scratch: URL { directory.appendingPathComponent("tmp", isDirectory: true) }
+    /// Archives in `archives`, and the records of what was packed in `state`, which must be on the
+    /// same file system (archives are renamed into place from there).
+    public init(archives: URL, state: URL, logger: Logger) {
+        self.directory = archives
+        self.stateDirectory = state
+        self.logger = logger
+    }
+
+    var records: URL { stateDirectory.appendingPathComponent("records", isDirectory: true) }
+    var scratch: URL { stateDirectory.appendingPathComponent("tmp", isDirectory: true) }
 
     /// The archive for `source`, packed or hashed only when the source changed.
     public func prepare(productID: String, source: ContentSource) throws -> PackedContent {

@@ -45,6 +45,10 @@ public final class ServerDatabase: Sendable {
 
     private init(location: DatabaseLocation, logger: Logger) throws {
         self.location = location
+        // The pool logs each failed connection attempt at error level; the caller reports the
+        // failure once, in its own words.
+        var logger = logger
+        logger.logLevel = .critical
         switch location {
         case .sqlite(let path):
             // The file holds the signing keys: readable by the server's user alone, from the start
@@ -144,6 +148,7 @@ public final class ServerDatabase: Sendable {
     static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError {
             if let message = error.serverInfo?[.message] { return message }
+            if error.code == .connectionError { return "PostgreSQL cannot be reached there" }
             if let underlying = error.underlying { return "\(underlying)" }
             return "\(error.code)"
         }

@@ -1,0 +1,83 @@
+import Foundation
+import KioskArchive
+import KioskCore
+import Logging
+
+/// An origin folder made by `kiosk publish`: the store packed once, for every instance and any CDN.
+///
+/// ```
+/// OUT/catalog.json                  the catalog document, byte for byte what GET /v1/catalog sends
+/// OUT/archives/<sha256>.<ext>       every archive, named by its SHA-256, never rewritten
+/// OUT/.kiosk/                       what publish remembers to pack only what changed next time
+/// ```
+///
+/// Archives are written first and the catalog last (renamed into place), so a reader of the folder
+/// never sees a catalog that names an archive not there yet. Archives of earlier versions stay:
+/// resumes and CDN caches may still ask for them.
+public struct PublishedFolder: Sendable {
+    public let url: URL
+
+    public init(_ url: URL) { self.url = url }
+
+    public var catalogFile: URL { url.appendingPathComponent("catalog.json") }
+    public var archives: URL { url.appendingPathComponent("archives", isDirectory: true) }
+    var state: URL { url.appendingPathComponent(".kiosk", isDirectory: true) }
+
+    /// Packs the catalog and content folders into this folder.
+    /// - Returns: what was published.
+    /// - Throws: ``KioskCore/CatalogError`` for a bad catalog (nothing is published), or a packing error.
+    @discardableResult
+    public func publish(catalog: URL, content: URL, logger: Logger) throws -> PublishedCatalog {
+        try FileManager.default.createDirectory(at: archives, withIntermediateDirectories: true)
+        let entries = try CatalogLoader(catalogDirectory: catalog, contentDirectory: content).load()
+        let published = try PublishedCatalog(entries: entries, contentStore: ContentStore(archives: archives, state: state, logger: logger))
+        let temporary = state.appendingPathComponent("catalog-\(UUID().uuidString).json")
+        try published.body.write(to: temporary)
+        guard rename(temporary.path, catalogFile.path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            try? FileManager.default.removeItem(at: temporary)
+            throw ContentStoreError(path: catalogFile.path, message: reason)
+        }
+        return published
+    }
+
+    /// The published catalog, each archive it names checked to be there with its size (not
+    /// re-hashed: publish named it by its SHA-256, and clients check the bytes anyway).
+    /// - Throws: ``PublishedFolderError`` naming what is missing or unreadable.
+    public func load() throws -> PublishedCatalog {
+        let body: Data
+        do {
+            body = try Data(contentsOf: catalogFile)
+        } catch {
+            throw PublishedFolderError(path: catalogFile.path, problem: "cannot be read", action: "run kiosk publish --out \(url.path) first")
+        }
+        let document: CatalogDocument
+        do {
+            document = try JSONDecoder.kiosk.decode(CatalogDocument.self, from: body)
+        } catch {
+            throw PublishedFolderError(path: catalogFile.path, problem: "is not a catalog document", action: "publish again with kiosk publish")
+        }
+        var products: [String: Product] = [:]
+        var packed: [String: PackedContent] = [:]
+        for product in document.products {
+            products[product.id] = product
+            guard let content = product.content else { continue }
+            let file = archives.appendingPathComponent("\(content.sha256).\(content.format.fileExtension)")
+            let size = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int64) ?? nil
+            guard size == content.size else {
+                throw PublishedFolderError(path: file.path, problem: size == nil ? "is missing (the catalog names it for \(product.id))" : "has \(size ?? 0) bytes, not the \(content.size) the catalog says",
+                    action: "copy the whole published folder again, or run kiosk publish again")
+            }
+            packed[product.id] = PackedContent(file: file, size: content.size, sha256: content.sha256)
+        }
+        return try PublishedCatalog(products: products, archives: packed, body: body)
+    }
+}
+
+/// A published folder that cannot be served as it is.
+public struct PublishedFolderError: Error, Sendable, CustomStringConvertible {
+    public var path: String
+    public var problem: String
+    public var action: String
+    public var description: String { "\(path): \(problem); \(action)" }
+}

@@ -1,0 +1,142 @@
+import ArgumentParser
+import Foundation
+import KioskServer
+import Logging
+
+/// Where the store's database is: the `--database` flag shared by `serve` and `keys`.
+struct StoreDatabaseOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The store's database: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DB; default sqlite in --data ($KIOSK_DATABASE).", valueName: "url"))
+    var database = ProcessInfo.processInfo.environment["KIOSK_DATABASE"].flatMap { $0.isEmpty ? nil : $0 }
+
+    func location() throws -> DatabaseLocation? {
+        guard let database else { return nil }
+        do {
+            return try DatabaseLocation(parsing: database)
+        } catch {
+            throw ValidationError("--database: \(error)")
+        }
+    }
+}
+
+extension Kiosk {
+    struct Publish: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Pack the store once into an origin folder that instances, nginx and CDNs serve as it is.",
+            discussion: """
+                Writes OUT/archives/<sha256>.<ext> (content-addressed, never rewritten) and then
+                OUT/catalog.json. Run it again after editing the catalog or content: only what changed
+                is packed; then send SIGHUP to every `kiosk serve --published OUT`.
+
+                Example: kiosk publish --catalog Catalog --content Content --out /srv/kiosk/published
+                """
+        )
+
+        @Option(help: ArgumentHelp("The folder of catalog .json files.", valueName: "dir"))
+        var catalog = "Catalog"
+
+        @Option(help: ArgumentHelp("The folder of content folders and archives.", valueName: "dir"))
+        var content = "Content"
+
+        @Option(help: ArgumentHelp("The origin folder to write.", valueName: "dir"))
+        var out: String
+
+        func run() async throws {
+            LogSetup.bootstrap()
+            try await reportingErrors {
+                let folder = PublishedFolder(URL(fileURLWithPath: out))
+                let published = try folder.publish(
+                    catalog: URL(fileURLWithPath: catalog), content: URL(fileURLWithPath: content), logger: Logger(label: "kiosk.publish"))
+                print("published \(published.products.count) products (\(published.archives.count) archives) to \(folder.url.path); catalog ETag \(published.etag)")
+            }
+        }
+    }
+
+    struct Keys: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List, rotate and retire the receipt signing keys every instance shares.",
+            subcommands: [List.self, Rotate.self, Retire.self],
+            defaultSubcommand: List.self
+        )
+
+        struct Target: ParsableArguments {
+            @OptionGroup var store: StoreDatabaseOptions
+
+            @Option(help: ArgumentHelp("The server's data folder, whose SQLite database is the default ($KIOSK_DATA).", valueName: "dir"))
+            var data = ProcessInfo.processInfo.environment["KIOSK_DATA"].flatMap { $0.isEmpty ? nil : $0 } ?? ".kiosk-server"
+
+            func open() async throws -> ServerDatabase {
+                LogSetup.bootstrap()
+                let location = try store.location() ?? .sqlite(path: URL(fileURLWithPath: data).appendingPathComponent("kiosk-server.sqlite").path)
+                if case .sqlite(let path) = location {
+                    try FileManager.default.createDirectory(at: URL(fileURLWithPath: path).deletingLastPathComponent(), withIntermediateDirectories: true)
+                }
+                return try await ServerDatabase.open(location, logger: Logger(label: "kiosk.keys"))
+            }
+        }
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Every key: its kid, when it was made, and whether it still verifies.")
+            @OptionGroup var target: Target
+
+            func run() async throws {
+                try await reportingErrors {
+                    let database = try await target.open()
+                    let keys: [SigningKeys.KeyInfo]
+                    do {
+                        keys = try await SigningKeys.list(in: database)
+                    } catch {
+                        await database.close()
+                        throw error
+                    }
+                    await database.close()
+                    let signing = keys.last { $0.retiredAt == nil }?.kid
+                    for key in keys {
+                        let state = key.retiredAt != nil ? "retired" : (key.kid == signing ? "signing" : "verifying")
+                        print("\(key.kid)\t\(state)\tcreated \(ISO8601DateFormatter().string(from: key.createdAt))")
+                    }
+                }
+            }
+        }
+
+        struct Rotate: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Add a key that signs from now on; receipts signed before keep verifying.",
+                discussion: "Every instance starts signing with it within a few seconds, and verifies it at once.")
+            @OptionGroup var target: Target
+
+            func run() async throws {
+                try await reportingErrors {
+                    let database = try await target.open()
+                    do {
+                        let kid = try await SigningKeys.rotate(database)
+                        print("signing with \(kid) from now on")
+                    } catch {
+                        await database.close()
+                        throw error
+                    }
+                    await database.close()
+                }
+            }
+        }
+
+        struct Retire: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Stop trusting a key: the receipts it signed stop verifying.")
+            @OptionGroup var target: Target
+            @Argument(help: "The key's kid, as kiosk keys list shows it.") var kid: String
+
+            func run() async throws {
+                try await reportingErrors {
+                    let database = try await target.open()
+                    do {
+                        try await SigningKeys.retire(kid, in: database)
+                        print("retired \(kid)")
+                    } catch {
+                        await database.close()
+                        throw error
+                    }
+                    await database.close()
+                }
+            }
+        }
+    }
+}
