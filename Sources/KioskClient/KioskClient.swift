@@ -39,6 +39,7 @@ public final class KioskClient: Sendable {
     let logger: Logger
     /// This engine's name on the download claims it holds.
     let owner = ClaimOwner()
+    let contentURLs = ContentURLs()
 
     /// Opens the state in `home`, creating it on first use.
     /// - Parameter server: the server's base URL, remembered for next time; nil uses the remembered one.
@@ -106,7 +107,7 @@ public final class KioskClient: Sendable {
     }
 
     func downloadQueue() throws -> DownloadQueue {
-        DownloadQueue(database: database, home: home, server: try server(), configuration: configuration, owner: owner, logger: logger)
+        DownloadQueue(database: database, home: home, server: try server(), configuration: configuration, owner: owner, logger: logger, contentURLs: contentURLs)
     }
 
     func subscriptionIssues() -> SubscriptionIssues {

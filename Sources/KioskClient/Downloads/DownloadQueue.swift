@@ -55,6 +55,8 @@ struct DownloadQueue {
     let configuration: KioskClient.Configuration
     let owner: ClaimOwner
     let logger: Logger
+    /// Signed URLs the store redirected to, reused by resumes until they stop working.
+    let contentURLs: ContentURLs
 
     var installer: LibraryInstaller { LibraryInstaller(library: home.library) }
 
@@ -96,18 +98,33 @@ struct DownloadQueue {
                 try scheduleRetry(record, retryAfter: nil, error: message, report: &report)
             }
             let received = ReceivedBytes()
+            let requests = try startable.map(request(for:))
+            let versions = Dictionary(startable.map { ($0.productId, $0.sha256) }) { first, _ in first }
             let outcomes = await Downloader(concurrency: configuration.concurrency, progressPeriod: configuration.progressPeriod)
-                .run(try startable.map(request(for:))) { [database, owner] update in
+                .run(requests) { [database, owner, contentURLs] update in
                     received.note(update)
+                    if let url = update.redirectedTo, let version = versions[update.key] {
+                        contentURLs.remember(url, for: update.key, version: version)
+                    }
                     database.events.publish(.progress(update))
                     progress(update)
                     // A failed write (a busy or full disk) must not stop the transfer itself.
                     return (try? database.recordProgress(update.key, owner: owner, bytesOnDisk: update.bytesOnDisk, etag: update.etag)) ?? true
                 }
             report.bytesReceived += received.total
+            let signed = Set(requests.filter { !$0.url.hasPrefix(server + "/") }.map(\.key))
             for record in startable {
                 let outcome = outcomes[record.productId] ?? .transport(kind: .failed, message: "the download did not run")
                 do {
+                    if signed.contains(record.productId), case .httpError(let status, _, let message) = outcome, [401, 403, 410].contains(status) {
+                        // The signed URL expired (or was revoked at the edge): ask the store for a
+                        // fresh one at once and continue from the bytes on disk.
+                        contentURLs.forget(record.productId)
+                        try move(record.productId, from: [.downloading], to: .queued, [
+                            DownloadRecord.Columns.lastError.set(to: "the signed content URL stopped working (\(status): \(message)); asking the store for a new one"),
+                        ])
+                        continue
+                    }
                     try await handle(outcome, for: record, report: &report)
                 } catch is IllegalTransition {
                     // Paused or cancelled under us: the reader's word wins.
@@ -141,14 +158,21 @@ struct DownloadQueue {
         return (startable, short)
     }
 
+    /// The request for a download: to the store, with the receipt as proof and the version the
+    /// catalog promised (whose SHA-256 is checked) as the only one that may arrive; or straight to
+    /// the signed URL the store sent an earlier attempt to, which is proof enough and names the
+    /// version's archive itself. The receipt never goes to an edge.
     private func request(for record: DownloadRecord) throws -> DownloadRequest {
         let id = record.productId.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? record.productId
-        var request = DownloadRequest(
-            key: record.productId, url: "\(server)/v1/content/\(id)",
-            headers: [("Authorization", "Receipt \(record.receipt)")],
-            partialFile: try partialFile(record.productId), etag: record.partialETag)
-        // Only the version the catalog promised (and whose SHA-256 is checked) may arrive.
-        request.expectedETag = "\"\(record.sha256)\""
+        var request: DownloadRequest
+        if let signed = contentURLs.url(for: record.productId, version: record.sha256) {
+            request = DownloadRequest(key: record.productId, url: signed, partialFile: try partialFile(record.productId), etag: record.partialETag)
+        } else {
+            request = DownloadRequest(
+                key: record.productId, url: "\(server)/v1/content/\(id)?version=\(record.sha256)",
+                headers: [("Authorization", "Receipt \(record.receipt)")],
+                partialFile: try partialFile(record.productId), etag: record.partialETag)
+        }
         request.lowSpeedTime = configuration.stallSeconds
         request.maxReceiveSpeed = configuration.maxReceiveSpeed
         return request
@@ -298,5 +322,26 @@ final class ReceivedBytes: @unchecked Sendable {
 
     var total: Int64 {
         lock.withLock { byKey.values.reduce(0, +) }
+    }
+}
+
+/// The URLs the store redirected downloads to (signed, short-lived), per product and version.
+///
+/// Kept in memory only: a URL outlives neither its expiry nor the process, and the store hands
+/// out a new one on every request.
+final class ContentURLs: @unchecked Sendable {
+    private let lock = NSLock()
+    private var byProduct: [String: (version: String, url: String)] = [:]
+
+    func remember(_ url: String, for productId: String, version: String) {
+        lock.withLock { byProduct[productId] = (version, url) }
+    }
+
+    func url(for productId: String, version: String) -> String? {
+        lock.withLock { byProduct[productId].flatMap { $0.version == version ? $0.url : nil } }
+    }
+
+    func forget(_ productId: String) {
+        lock.withLock { _ = byProduct.removeValue(forKey: productId) }
     }
 }

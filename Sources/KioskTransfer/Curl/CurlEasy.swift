@@ -72,6 +72,13 @@ final class CurlEasy {
         return value
     }
 
+    /// A string the handle reports (such as the effective URL), or nil.
+    func info(string info: CURLINFO) -> String? {
+        var pointer: UnsafeMutableRawPointer?
+        guard kiosk_curl_easy_getinfo_pointer(handle, info, &pointer) == CURLE_OK, let pointer else { return nil }
+        return String(cString: pointer.assumingMemoryBound(to: CChar.self))
+    }
+
     func info(offset info: CURLINFO) -> Int64 {
         var value: curl_off_t = 0
         _ = kiosk_curl_easy_getinfo_off_t(handle, info, &value)

@@ -12,9 +12,6 @@ public struct DownloadRequest: Sendable {
     /// The quoted strong ETag the partial bytes belong to; without one, a partial file is not trusted
     /// and the download starts from zero.
     public var etag: String?
-    /// The quoted ETag of the only version the caller accepts, sent as If-Match: a server that has
-    /// moved on answers 412 instead of sending bytes of another version.
-    public var expectedETag: String?
     public var connectTimeout = 10
     /// A transfer slower than `lowSpeedLimit` bytes/s for `lowSpeedTime` seconds has stalled.
     public var lowSpeedLimit = 1024
@@ -57,4 +54,7 @@ public struct DownloadProgress: Sendable {
     public var bytesReceived: Int64
     /// The ETag of the response the bytes on disk came from: what the next resume must send in If-Range.
     public var etag: String?
+    /// Where the bytes came from once redirects were followed, when that is not the request's URL
+    /// (a CDN or nginx edge the server sent the client to).
+    public var redirectedTo: String?
 }

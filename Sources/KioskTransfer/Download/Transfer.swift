@@ -25,6 +25,7 @@ final class Transfer {
     var stopRequested = false
     private var lastReportTime = DispatchTime.now().uptimeNanoseconds
     private var reportedFirstBytes = false
+    private var redirectedTo: String?
 
     /// Opens (or creates) the partial file and sets up the request.
     init(_ request: DownloadRequest) throws {
@@ -75,9 +76,6 @@ final class Transfer {
             try easy.set(CURLOPT_BUFFERSIZE, 1 << 20)
         }
         var headers = request.headers
-        if let expected = request.expectedETag {
-            headers.append(("If-Match", expected))
-        }
         if offset > 0, let etag = request.etag {
             headers.append(("Range", "bytes=\(offset)-"))
             headers.append(("If-Range", etag))
@@ -114,6 +112,9 @@ final class Transfer {
 
     /// The resume rules, applied once the final response's headers are in.
     private func decideMode() {
+        if let effective = easy.info(string: CURLINFO_EFFECTIVE_URL), effective != request.url {
+            redirectedTo = effective
+        }
         switch status {
         case 200:
             if offset > 0 {
@@ -197,7 +198,8 @@ final class Transfer {
     var progress: DownloadProgress {
         DownloadProgress(
             key: request.key, bytesOnDisk: offset, totalBytes: total, bytesReceived: received,
-            etag: mode == .writing || mode == .alreadyComplete ? responseHeaders["etag"] : (offset > 0 ? request.etag : nil))
+            etag: mode == .writing || mode == .alreadyComplete ? responseHeaders["etag"] : (offset > 0 ? request.etag : nil),
+            redirectedTo: mode == .writing || mode == .alreadyComplete ? redirectedTo : nil)
     }
 
     // MARK: Outcome
