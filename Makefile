@@ -8,7 +8,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 BENCH_TOOLS := curl wget aria2 libarchive-tools nginx wrk unzip time
 
-.PHONY: deps test-tools install build test torture demo serve bench clean
+.PHONY: deps test-tools install build test torture demo cluster serve bench clean
 
 ## Install the C libraries' -dev packages with apt-get when any is missing.
 deps:
@@ -53,6 +53,12 @@ demo: deps
 	@$(MAKE) --no-print-directory install PACKAGES="curl"
 	$(SWIFT) build -c release --product kiosk
 	KIOSK=$$($(SWIFT) build -c release --show-bin-path)/kiosk scripts/demo.sh
+
+## PostgreSQL, two kiosk serve instances and nginx on free ports; a client end to end; torn down.
+cluster: deps
+	@$(MAKE) --no-print-directory install PACKAGES="curl python3 postgresql nginx"
+	$(SWIFT) build -c release --product kiosk
+	KIOSK=$$($(SWIFT) build -c release --show-bin-path)/kiosk scripts/cluster.sh
 
 ## Kiosk against curl, aria2c, wget, bsdtar, unzip and nginx on the same files (not run by CI).
 bench: deps

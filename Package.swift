@@ -126,7 +126,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KioskClientTests",
-            dependencies: ["KioskClient", "KioskServer", "KioskArchive", "CArchive", "KioskTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),
+            dependencies: ["KioskClient", "KioskServer", "KioskArchive", "CArchive", "KioskTestSupport", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "SQLKit", package: "sql-kit")], swiftSettings: swiftSettings),
         .testTarget(name: "KioskCLITests", dependencies: ["KioskCore", "KioskTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),
     ]
 )

@@ -669,8 +669,13 @@ def tree(folder):
     return result
 
 
-def parse_date(text):
-    return datetime.datetime.fromisoformat(text.replace(" ", "T")[:19]) if text else None
+def parse_date(value):
+    """A date from either database: the server stores seconds since 1970 (REAL), the client text."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)):
+        return datetime.datetime.fromtimestamp(value, datetime.timezone.utc).replace(tzinfo=None)
+    return datetime.datetime.fromisoformat(value.replace(" ", "T")[:19])
 
 
 class Checker:

@@ -2,7 +2,8 @@ import Foundation
 import GRDB
 @testable import KioskClient
 import KioskCore
-import KioskServer
+@testable import KioskServer
+import SQLKit
 import KioskTestSupport
 import Testing
 
@@ -256,14 +257,15 @@ struct EngineTests {
             transactionId: "txn_expired0001", originalTransactionId: "txn_expired0001", productId: subscription, kind: .subscription,
             quantity: 1, accountId: accountId, purchaseDate: purchased, expiresDate: expires, environment: .sandbox, issuer: "kiosk-sandbox")
         let receipt = try await context.server.keys.sign(claims)
-        let database = try DatabaseQueue(path: context.store.data.appendingPathComponent("kiosk-server.sqlite").path)
-        try await database.write { db in
-            try db.execute(sql: """
-                INSERT INTO storeTransaction (id, accountId, productId, kind, quantity, originalTransactionId, purchaseDate, expiresDate,
-                    status, paymentMethod, idempotencyKey, amountCents, currency, creditsGranted, creditsSpent, signedTransaction, createdAt)
-                VALUES ('txn_expired0001', ?, ?, 'subscription', 1, 'txn_expired0001', ?, ?, 'purchased', 'approve', 'test-expired', 499, 'USD', 0, 0, ?, ?)
-                """, // The store keeps dates as seconds since 1970 (REAL) on SQLite.
-                arguments: [accountId, subscription, purchased.timeIntervalSince1970, expires.timeIntervalSince1970, receipt, purchased.timeIntervalSince1970])
+        // Through the server's own connection: a second SQLite library opening the same file in
+        // this process would break SQLite's POSIX locks (closing a descriptor drops them all).
+        try await context.server.database.write { db in
+            try await db.raw("""
+                INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId", "purchaseDate", "expiresDate",
+                    "status", "paymentMethod", "idempotencyKey", "amountCents", "currency", "creditsGranted", "creditsSpent", "signedTransaction", "createdAt")
+                VALUES ('txn_expired0001', \(bind: accountId), \(bind: subscription), 'subscription', 1, 'txn_expired0001', \(bind: purchased), \(bind: expires),
+                    'purchased', 'approve', 'test-expired', 499, 'USD', 0, 0, \(bind: receipt), \(bind: purchased))
+                """).run()
         }
     }
 

@@ -2,6 +2,8 @@ import Foundation
 import KioskCore
 import KioskServer
 import KioskTestSupport
+import KioskTransfer
+import Logging
 import Testing
 
 /// Two `kiosk serve` instances over one PostgreSQL database are one store.
@@ -106,6 +108,40 @@ struct ScaleOutTests {
         }
     }
 
+    @Test("instances serving one published folder give the same catalog and ETag without packing; a folder missing an archive stops the server, naming the file")
+    func publishedFolder() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let folder = PublishedFolder(directory.path("published"))
+        let published = try folder.publish(catalog: store.catalog, content: store.content, logger: Logger(label: "test"))
+        // Publishing again packs nothing new and gives the same document.
+        let again = try folder.publish(catalog: store.catalog, content: store.content, logger: Logger(label: "test"))
+        #expect(again.etag == published.etag)
+
+        func serve(_ name: String) -> ServerConfiguration {
+            var configuration = ServerConfiguration(
+                catalogDirectory: directory.path("no-catalog"), contentDirectory: directory.path("no-content"), dataDirectory: directory.path(name))
+            configuration.publishedDirectory = folder.url
+            return configuration
+        }
+        let etags = try await [serve("a"), serve("b")].asyncMap { configuration in
+            try await LiveServer.run(configuration) { server, url in
+                #expect(!FileManager.default.fileExists(atPath: directory.path(configuration.dataDirectory.lastPathComponent + "/content").path), "an instance packed")
+                let reply = try await HTTPClient().send(HTTPRequest(url: url + "/v1/catalog"))
+                #expect(reply.status == 200)
+                return reply.headers["etag"] ?? ""
+            }
+        }
+        #expect(etags == [published.gzipETag, published.gzipETag])
+
+        let archive = try #require(published.archives.values.first).file
+        try FileManager.default.removeItem(at: archive)
+        let error = await #expect(throws: PublishedFolderError.self) {
+            try await LiveServer.run(serve("c")) { _, _ in }
+        }
+        #expect(error?.description.hasPrefix("\(archive.path): is missing") == true)
+    }
+
     static func kid(of jws: String) throws -> String {
         var header = String(jws.split(separator: ".")[0]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while header.count % 4 != 0 { header += "=" }
@@ -118,3 +154,4 @@ struct ScaleOutTests {
         var keys: [Key]
     }
 }
+

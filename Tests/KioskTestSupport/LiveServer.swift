@@ -14,7 +14,7 @@ public enum LiveServer {
         configuration.port = 0
         var logger = Logger(label: "kiosk.test-server")
         // Cancelling the server at the end of a test logs a harmless "already closed" at error level.
-        logger.logLevel = .critical
+        logger.logLevel = ProcessInfo.processInfo.environment["KIOSK_TEST_SERVER_LOG"] != nil ? .warning : .critical
         let server = try await KioskServer(configuration: configuration, logger: logger)
         do {
             let result = try await run(server, body)

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# `make cluster`: the scale-out topology on one machine, end to end, then torn down.
+#
+#   client ──► nginx (deploy/nginx.conf) ──► kiosk serve A ─┐
+#                 │                     └──► kiosk serve B ─┴─► PostgreSQL (initdb in a temp folder)
+#                 └── archives from the folder `kiosk publish` made (X-Accel-Redirect)
+#
+# A reader syncs, buys and downloads through nginx; an Ask to Buy made through nginx is approved
+# on instance B directly; a second device restores. Exits 0 only if every step did what it should.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+KIOSK=${KIOSK:-.build/release/kiosk}
+KIOSK=$(realpath "$KIOSK")
+
+work=$(mktemp -d /tmp/kiosk-cluster-XXXXXX)
+chmod 755 "$work"
+pids=()
+pg_data="$work/pg/data"
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    if [ -f "$pg_data/postmaster.pid" ]; then kill -INT "$(head -n 1 "$pg_data/postmaster.pid")" 2>/dev/null || true; fi
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    for _ in $(seq 1 50); do [ -f "$pg_data/postmaster.pid" ] || break; sleep 0.1; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+step() { printf '\n== %s\n' "$*"; }
+fail() { echo "cluster failed: $*" >&2; for log in "$work"/*.log; do echo "--- $log" >&2; tail -n 20 "$log" >&2; done; exit 1; }
+expect() { grep -q -- "$1" "$2" || fail "$3 (expected \"$1\" in the output above)"; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+BOOK=com.kiosk.books.river-of-maps
+OTHER_BOOK=com.kiosk.books.lighthouse-keeper
+
+step "PostgreSQL: initdb into $work/pg and start it on a free port"
+bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+[ -x "$bin/initdb" ] || fail "PostgreSQL is not installed; run make cluster again (it installs postgresql)"
+as_postgres=()
+mkdir -p "$work/pg"
+if [ "$(id -u)" = 0 ]; then chown postgres: "$work/pg"; as_postgres=(runuser -u postgres --); fi
+"${as_postgres[@]}" "$bin/initdb" -D "$pg_data" -U kiosk --auth=trust -E UTF8 --no-sync >"$work/initdb.log"
+pg_port=$(free_port)
+"${as_postgres[@]}" "$bin/postgres" -D "$pg_data" -p "$pg_port" -k "$work/pg" -c listen_addresses=127.0.0.1 >"$work/postgres.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 100); do "$bin/pg_isready" -q -h 127.0.0.1 -p "$pg_port" && break; sleep 0.1; done
+"$bin/psql" -X -q -h 127.0.0.1 -p "$pg_port" -U kiosk -d postgres -c "CREATE DATABASE kiosk" || fail "cannot create the database"
+database="postgres://kiosk@127.0.0.1:$pg_port/kiosk?tlsmode=disable"
+echo "database: postgres://kiosk@127.0.0.1:$pg_port/kiosk"
+
+step "kiosk publish: the store packed once into $work/published"
+"$KIOSK" publish --catalog Catalog --content Content --out "$work/published" | tee "$work/out"
+expect "published 9 products" "$work/out" "publish did not pack the 9 products"
+
+start_instance() {
+    local name=$1
+    "$KIOSK" serve --published "$work/published" --database "$database" --data "$work/data" \
+        --port 0 --content-delivery x-accel >"$work/$name.out" 2>"$work/$name.log" &
+    pids+=($!)
+    for _ in $(seq 1 300); do
+        grep -q '^listening on ' "$work/$name.out" 2>/dev/null && break
+        sleep 0.1
+    done
+    sed -n 's/^listening on //p' "$work/$name.out"
+}
+step "Two kiosk serve instances over the one database (one data folder: one admin token)"
+url_a=$(start_instance a); [ -n "$url_a" ] || fail "instance A did not start"
+url_b=$(start_instance b); [ -n "$url_b" ] || fail "instance B did not start"
+echo "A: $url_a  B: $url_b"
+
+step "nginx with deploy/nginx.conf in front of both (ports and folders substituted)"
+nginx_port=$(free_port)
+mkdir -p "$work/nginx"
+sed -e "s|^user www-data;.*|$( [ "$(id -u)" = 0 ] && echo 'user root;' )|" \
+    -e "s|^pid /run/kiosk-nginx.pid;|daemon off;\npid $work/nginx/nginx.pid;|" \
+    -e "s|/var/log/nginx/|$work/nginx/|" -e "s|/var/lib/nginx/|$work/nginx/|" \
+    -e "s|listen 8080;|listen 127.0.0.1:$nginx_port;|" \
+    -e "s|server 127.0.0.1:8081 |server ${url_a#http://} |" -e "s|server 127.0.0.1:8082 |server ${url_b#http://} |" \
+    -e "s|/srv/kiosk/published/|$work/published/|" \
+    deploy/nginx.conf >"$work/nginx/nginx.conf"
+/usr/sbin/nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" -e "$work/nginx.log" &
+pids+=($!)
+for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$nginx_port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+url="http://127.0.0.1:$nginx_port"
+echo "nginx: $url"
+
+export KIOSK_HOME="$work/reader"
+step "sync, buy and download through nginx (the bytes come from nginx itself)"
+"$KIOSK" sync --server "$url" | tee "$work/out"
+expect "9 added" "$work/out" "the first sync did not add the 9 products"
+"$KIOSK" buy "$BOOK" | tee "$work/out"
+expect "installed $BOOK" "$work/out" "the book was not installed"
+grep -q '"GET /v1/content/' "$work/nginx/kiosk-access.log" || fail "the download did not go through nginx"
+
+step "Ask to Buy through nginx, approved on instance B directly"
+"$KIOSK" buy "$OTHER_BOOK" --payment defer | tee "$work/out"
+expect "waiting for approval" "$work/out" "the purchase was not deferred"
+transaction=$(sed -n 's/^transaction \(txn_[0-9a-f]*\):.*/\1/p' "$work/out")
+"$KIOSK" admin approve "$transaction" --server "$url_b" --data "$work/data" | tee "$work/out" || fail "instance B could not approve $transaction"
+"$KIOSK" resume | tee "$work/out"
+expect "installed $OTHER_BOOK" "$work/out" "the approved book was not installed"
+
+step "A second device restores through nginx"
+token=$("$KIOSK" account | sed -n 's/^token: \([0-9a-f]*\).*/\1/p')
+export KIOSK_HOME="$work/second-device"
+"$KIOSK" account link "$token" --server "$url"
+"$KIOSK" restore | tee "$work/out"
+expect "installed $BOOK" "$work/out" "restore did not install the book"
+expect "installed $OTHER_BOOK" "$work/out" "restore did not install the approved book"
+
+step "Instance A and B agree: one ledger in PostgreSQL"
+charges=$("$bin/psql" -X -A -t -h 127.0.0.1 -p "$pg_port" -U kiosk -d kiosk -c "SELECT COUNT(*) FROM \"ledgerEntry\" WHERE kind = 'charge'")
+[ "$charges" = 2 ] || fail "expected 2 charges in the shared ledger, found $charges"
+echo "2 charges, one ledger"
+echo "cluster complete: every step did what it should"
