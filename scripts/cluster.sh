@@ -52,6 +52,7 @@ step "kiosk publish: the store packed once into $work/published"
 "$KIOSK" publish --catalog Catalog --content Content --out "$work/published" | tee "$work/out"
 expect "published 9 products" "$work/out" "publish did not pack the 9 products"
 
+# Starts an instance and sets $listening to its URL (not in a subshell: its PID must be kept).
 start_instance() {
     local name=$1
     "$KIOSK" serve --published "$work/published" --database "$database" --data "$work/data" \
@@ -61,11 +62,12 @@ start_instance() {
         grep -q '^listening on ' "$work/$name.out" 2>/dev/null && break
         sleep 0.1
     done
-    sed -n 's/^listening on //p' "$work/$name.out"
+    listening=$(sed -n 's/^listening on //p' "$work/$name.out")
+    [ -n "$listening" ] || fail "instance $name did not start"
 }
 step "Two kiosk serve instances over the one database (one data folder: one admin token)"
-url_a=$(start_instance a); [ -n "$url_a" ] || fail "instance A did not start"
-url_b=$(start_instance b); [ -n "$url_b" ] || fail "instance B did not start"
+start_instance a; url_a=$listening
+start_instance b; url_b=$listening
 echo "A: $url_a  B: $url_b"
 
 step "nginx with deploy/nginx.conf in front of both (ports and folders substituted)"
@@ -81,6 +83,7 @@ sed -e "s|^user www-data;.*|$( [ "$(id -u)" = 0 ] && echo 'user root;' )|" \
 /usr/sbin/nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" -e "$work/nginx.log" &
 pids+=($!)
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$nginx_port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -sf "http://127.0.0.1:$nginx_port/healthz" >/dev/null || fail "nginx did not start"
 url="http://127.0.0.1:$nginx_port"
 echo "nginx: $url"
 
@@ -112,4 +115,10 @@ step "Instance A and B agree: one ledger in PostgreSQL"
 charges=$("$bin/psql" -X -A -t -h 127.0.0.1 -p "$pg_port" -U kiosk -d kiosk -c "SELECT COUNT(*) FROM \"ledgerEntry\" WHERE kind = 'charge'")
 [ "$charges" = 2 ] || fail "expected 2 charges in the shared ledger, found $charges"
 echo "2 charges, one ledger"
+
+step "Stopping both instances, nginx and PostgreSQL by PID, and removing the folder"
+trap - EXIT
+cleanup
+for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && fail "process $pid is still running"; done
+[ ! -e "$work" ] || fail "$work was not removed"
 echo "cluster complete: every step did what it should"

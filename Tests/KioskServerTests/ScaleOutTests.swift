@@ -93,14 +93,19 @@ struct ScaleOutTests {
             let after = try #require(try await a.1.pay("com.kiosk.credits.pack-5", token: account.token).decode(PaymentResponse.self).transaction.signedTransaction)
             #expect(try Self.kid(of: after) == newKID)
 
-            // B has not read the keys since; a receipt with an unknown kid makes it look again.
+            // B has not read the keys since: a receipt with an unknown kid makes it look again.
             #expect(try await b.1.verifyReceipt(after).status == 0)
             #expect(try await b.1.verifyReceipt(before).status == 0)
             #expect(try await a.1.verifyReceipt(before).status == 0)
             let jwks = try await b.1.send("GET", "/.well-known/jwks.json").decode(JWKSDocument.self)
             #expect(Set(jwks.keys.map(\.kid)) == [oldKID, newKID])
+            // The JWKS a client fetches on meeting a new kid lists a key rotated a moment ago elsewhere.
+            let third = try await SigningKeys.rotate(a.0.database)
+            let fresh = try await b.1.send("GET", "/.well-known/jwks.json").decode(JWKSDocument.self)
+            #expect(Set(fresh.keys.map(\.kid)) == [oldKID, newKID, third])
 
             // Retiring the old key takes it out of the JWKS; its receipts stop verifying.
+            try await SigningKeys.retire(third, in: b.0.database)
             try await SigningKeys.retire(oldKID, in: b.0.database)
             try await a.0.keys.reload()
             #expect(try await a.1.verifyReceipt(before).status != 0)

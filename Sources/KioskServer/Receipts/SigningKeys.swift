@@ -121,9 +121,11 @@ public actor SigningKeys {
         return object["kid"] as? String
     }
 
-    /// The public halves of every key that verifies.
+    /// The public halves of every key that verifies, read afresh: a client asks for them when it
+    /// meets a `kid` it does not know, which may be a key another instance started signing with a
+    /// moment ago. (Clients cache the set, so this is rare, and it is one small query.)
     public func jwks() async throws -> JWKS {
-        try await refreshIfStale()
+        try await reload()
         return published
     }
 

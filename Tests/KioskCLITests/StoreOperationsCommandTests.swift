@@ -1,0 +1,50 @@
+import Foundation
+import KioskTestSupport
+import Testing
+
+/// `kiosk publish` and `kiosk keys` as an operator runs them, on both database engines.
+@Suite("kiosk publish and kiosk keys")
+struct StoreOperationsCommandTests {
+    @Test("keys: list shows the signing key, rotate adds one that signs, retire refuses the last key and withdraws an old one", arguments: TestEngine.all)
+    func keys(engine: TestEngine) async throws {
+        let directory = try TemporaryDirectory()
+        var flags = ["--data", directory.path("data").path]
+        if case .postgres(let url)? = try await engine.freshDatabase() { flags += ["--database", url] }
+
+        let rotated = try await KioskCommand.run(["keys", "rotate"] + flags)
+        #expect(rotated.status == 0, "\(rotated.stderr)")
+        let first = try #require(rotated.stdout.split(separator: " ").dropFirst(2).first.map(String.init))
+        let lastKey = try await KioskCommand.run(["keys", "retire", first] + flags)
+        #expect(lastKey.status == 1)
+        #expect(lastKey.stderr == "kiosk: \(first): is the only signing key; run kiosk keys rotate first, then retire it\n")
+
+        #expect(try await KioskCommand.run(["keys", "rotate"] + flags).status == 0)
+        #expect(try await KioskCommand.run(["keys", "retire", first] + flags).status == 0)
+        let listed = try await KioskCommand.run(["keys", "list"] + flags)
+        let states = listed.stdout.split(separator: "\n").map { $0.split(separator: "\t").prefix(2).joined(separator: " ") }
+        #expect(states.count == 2)
+        #expect(states.first == "\(first) retired")
+        #expect(states.last?.hasSuffix(" signing") == true)
+    }
+
+    @Test("publish writes content-addressed archives and the catalog; a bad catalog publishes nothing and says why in one line")
+    func publish() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let out = directory.path("published")
+        let published = try await KioskCommand.run(["publish", "--catalog", store.catalog.path, "--content", store.content.path, "--out", out.path])
+        #expect(published.status == 0, "\(published.stderr)")
+        #expect(published.stdout.hasPrefix("published 9 products (6 archives) to \(out.path)"))
+        let archives = try FileManager.default.contentsOfDirectory(atPath: out.appendingPathComponent("archives").path)
+        #expect(archives.count == 6)
+        #expect(archives.allSatisfy { $0.prefix(64).allSatisfy(\.isHexDigit) })
+        let catalog = try Data(contentsOf: out.appendingPathComponent("catalog.json"))
+
+        try store.editCatalog("books.json") { products in products[0]["price"] = "free" }
+        let refused = try await KioskCommand.run(["publish", "--catalog", store.catalog.path, "--content", store.content.path, "--out", out.path])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.split(separator: "\n").count == 1)
+        #expect(refused.stderr.contains("field \"price\""))
+        #expect(try Data(contentsOf: out.appendingPathComponent("catalog.json")) == catalog, "a refused publish changed the catalog")
+    }
+}
