@@ -17,11 +17,11 @@ public final class TestNginx: Sendable {
 
     /// Starts nginx on a free port of 127.0.0.1 in front of `upstreams` (host:port of Kiosk
     /// instances), serving the archives of the published folder `published`.
-    /// - Throws: ``TestPostgresError`` naming what is missing when nginx is not installed.
+    /// - Throws: ``TestServiceError`` naming what is missing when nginx is not installed.
     public static func start(upstreams: [String], published: URL, secret: String) async throws -> TestNginx {
         let binary = "/usr/sbin/nginx"
         guard FileManager.default.isExecutableFile(atPath: binary) else {
-            throw TestPostgresError("nginx is not installed (no \(binary)); run `make test`, which installs it with apt-get install nginx")
+            throw TestServiceError("nginx is not installed (no \(binary)); run `make test`, which installs it with apt-get install nginx")
         }
         let folder = try TemporaryDirectory()
         for temporary in ["body", "proxy", "fastcgi", "uwsgi", "scgi"] {
@@ -47,7 +47,7 @@ public final class TestNginx: Sendable {
             lastError = (try? String(contentsOf: folder.path("error.log"), encoding: .utf8)) ?? ""
             nginx.stop()
         }
-        throw TestPostgresError("nginx did not start: \(lastError.suffix(500))")
+        throw TestServiceError("nginx did not start: \(lastError.suffix(500))")
     }
 
     private init(port: Int, folder: TemporaryDirectory, process: Process) {
@@ -89,7 +89,7 @@ public final class TestNginx: Sendable {
     static func render(port: Int, upstreams: [String], published: URL, secret: String, folder: URL) throws -> String {
         var config = try String(contentsOf: deployConfig, encoding: .utf8)
         func replace(_ old: String, _ new: String) throws {
-            guard config.contains(old) else { throw TestPostgresError("deploy/nginx.conf no longer contains \"\(old)\"; update TestNginx") }
+            guard config.contains(old) else { throw TestServiceError("deploy/nginx.conf no longer contains \"\(old)\"; update TestNginx") }
             config = config.replacingOccurrences(of: old, with: new)
         }
         try replace("user www-data;", getuid() == 0 ? "user root;" : "")

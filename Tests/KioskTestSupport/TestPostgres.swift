@@ -58,7 +58,7 @@ public actor TestPostgres {
     /// `psql -c SQL` against the cluster, as the cluster's superuser.
     public static func psql(_ cluster: Cluster, database: String, _ sql: String) throws {
         let (status, output) = try run(cluster.bin + "/psql", ["-X", "-q", "-h", "127.0.0.1", "-p", String(cluster.port), "-U", "kiosk", "-d", database, "-v", "ON_ERROR_STOP=1", "-c", sql])
-        guard status == 0 else { throw TestPostgresError("psql -c \(sql) failed: \(output)") }
+        guard status == 0 else { throw TestServiceError("psql -c \(sql) failed: \(output)") }
     }
 
     // MARK: Starting
@@ -68,7 +68,7 @@ public actor TestPostgres {
         let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [])
             .compactMap(Int.init).sorted()
         guard let newest = versions.last, FileManager.default.isExecutableFile(atPath: "\(root)/\(newest)/bin/initdb") else {
-            throw TestPostgresError("PostgreSQL is not installed (no \(root)/*/bin/initdb); run `make test`, which installs it with apt-get install postgresql")
+            throw TestServiceError("PostgreSQL is not installed (no \(root)/*/bin/initdb); run `make test`, which installs it with apt-get install postgresql")
         }
         return "\(root)/\(newest)/bin"
     }
@@ -80,14 +80,14 @@ public actor TestPostgres {
         let asRoot = getuid() == 0
         if asRoot {
             guard let user = getpwnam("postgres") else {
-                throw TestPostgresError("running as root, and there is no postgres user to run PostgreSQL as; install the postgresql package")
+                throw TestServiceError("running as root, and there is no postgres user to run PostgreSQL as; install the postgresql package")
             }
             chown(folder, user.pointee.pw_uid, user.pointee.pw_gid)
         }
         let asPostgres = asRoot ? ["runuser", "-u", "postgres", "--"] : []
         let data = folder + "/data"
         let (status, output) = try run("/usr/bin/env", asPostgres + [bin + "/initdb", "-D", data, "-U", "kiosk", "--auth=trust", "-E", "UTF8", "--no-sync"])
-        guard status == 0 else { throw TestPostgresError("initdb failed: \(output)") }
+        guard status == 0 else { throw TestServiceError("initdb failed: \(output)") }
 
         for _ in 0..<5 {
             let port = try freePort()
@@ -120,7 +120,7 @@ public actor TestPostgres {
             watchdog.terminate()
         }
         let log = (try? String(contentsOfFile: folder + "/server.log", encoding: .utf8)) ?? ""
-        throw TestPostgresError("PostgreSQL did not start: \(log.suffix(500))")
+        throw TestServiceError("PostgreSQL did not start: \(log.suffix(500))")
     }
 
     static func freePort() throws -> Int {
@@ -132,7 +132,7 @@ public actor TestPostgres {
         address.sin_port = 0
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) } }
-        guard bound == 0 else { throw TestPostgresError("cannot find a free port") }
+        guard bound == 0 else { throw TestServiceError("cannot find a free port") }
         _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) } }
         return Int(UInt16(bigEndian: address.sin_port))
     }
@@ -151,7 +151,8 @@ public actor TestPostgres {
     }
 }
 
-public struct TestPostgresError: Error, CustomStringConvertible {
+/// A server a test needs (PostgreSQL, nginx) is missing or did not start: what, and what to do.
+public struct TestServiceError: Error, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
 }
