@@ -6,7 +6,7 @@ DEV_PACKAGES := libcurl4-openssl-dev libarchive-dev libsqlite3-dev pkg-config
 TEST_TOOLS := curl wget aria2 python3 sqlite3 postgresql nginx
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-BENCH_TOOLS := curl wget aria2 libarchive-tools nginx wrk unzip time
+BENCH_TOOLS := curl wget aria2 libarchive-tools nginx wrk unzip time postgresql postgresql-contrib
 
 .PHONY: deps test-tools install build test torture demo cluster serve bench clean
 

@@ -3,6 +3,7 @@
 
 Each comparison is interleaved (A B C A B C ...) BENCH_PAIRS times (default 5); the report gives
 medians and ratios, and .bench/results.json keeps them. Data lives in .bench/ (ignored by git).
+BENCH_ONLY=purchases runs only the purchase comparison (against pgbench, on both engines).
 """
 import json, os, platform, re, shutil, signal, socket, sqlite3, statistics, subprocess, sys, time
 from pathlib import Path
@@ -12,6 +13,7 @@ BENCH = ROOT / ".bench"
 KIOSK = os.environ.get("KIOSK", str(ROOT / ".build/release/kiosk"))
 PAIRS = int(os.environ.get("BENCH_PAIRS", "5"))
 GIB = 1 << 30
+PACK = "com.kiosk.bench.pack"
 results = {"machine": {}, "comparisons": {}}
 
 
@@ -81,7 +83,8 @@ def generate():
         os.link(big, store / "Content/big.zip")
     (store / "Catalog/bench.json").write_text(json.dumps({"products": [{
         "id": "com.kiosk.bench.big", "kind": "nonConsumable", "title": "1 GiB of random bytes",
-        "price": "1.00", "currency": "USD", "content": {"path": "big.zip", "format": "zip"}}]}))
+        "price": "1.00", "currency": "USD", "content": {"path": "big.zip", "format": "zip"}}, {
+        "id": PACK, "kind": "consumable", "title": "5 credits", "price": "4.99", "currency": "USD", "credits": 5}]}))
     large = BENCH / "catalog100k"
     (large / "Catalog").mkdir(parents=True, exist_ok=True)
     (large / "Content").mkdir(parents=True, exist_ok=True)
@@ -142,11 +145,146 @@ http {{
     return Server(["nginx", "-c", str(prefix / "nginx.conf"), "-p", str(prefix)], ready)
 
 
+# A purchase per request: a random one of the accounts in $TOKENS buys a credit pack with a fresh
+# idempotency key, so every request is a new charge, durable before it is answered.
+PAYMENTS_LUA = """
+local counter = 0
+local threads = 0
+function setup(thread) thread:set("id", threads); threads = threads + 1 end
+tokens = {}
+for line in io.lines(os.getenv("TOKENS")) do tokens[#tokens + 1] = line end
+function request()
+  counter = counter + 1
+  local token = tokens[math.random(#tokens)]
+  local body = string.format('{"productId":"%s","quantity":1,"paymentMethod":"approve","idempotencyKey":"%s-%d-%d"}',
+    os.getenv("PRODUCT"), os.getenv("RUN"), id, counter)
+  return wrk.format("POST", "/v1/payments", {["Authorization"] = "Bearer " .. token, ["Content-Type"] = "application/json"}, body)
+end
+"""
+
+
+def create_accounts(url, count):
+    import urllib.request
+    tokens = []
+    for _ in range(count):
+        with urllib.request.urlopen(urllib.request.Request(url + "/v1/accounts", data=b"{}", method="POST")) as answer:
+            tokens.append(json.loads(answer.read())["token"])
+    return tokens
+
+
+def purchases(url, tokens, label, seconds=10):
+    """wrk with 32 connections: purchases per second, p99 latency in ms, and non-2xx answers."""
+    (BENCH / "tokens.txt").write_text("\n".join(tokens) + "\n")
+    (BENCH / "payments.lua").write_text(PAYMENTS_LUA)
+    env = {**os.environ, "TOKENS": str(BENCH / "tokens.txt"), "PRODUCT": PACK, "RUN": f"{label}-{time.time_ns()}"}
+    text = subprocess.run(["wrk", "-t2", "-c32", f"-d{seconds}s", "--latency", "-s", str(BENCH / "payments.lua"), url],
+                          check=True, capture_output=True, text=True, env=env).stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+    p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", text)
+    p99_ms = float(p99.group(1)) * {"us": 0.001, "ms": 1, "s": 1000}[p99.group(2)]
+    errors = int((re.search(r"Non-2xx or 3xx responses: (\d+)", text) or re.match("()", "")).group(1) or 0)
+    return {"per_s": rate, "p99_ms": p99_ms, "non_2xx": errors}
+
+
+class Postgres:
+    """A throwaway cluster for pgbench and kiosk on PostgreSQL: durable settings (fsync on)."""
+    def __init__(self):
+        bin = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name))[-1]
+        self.bin = bin
+        self.folder = BENCH / "pg"
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder.mkdir(parents=True)
+        self.as_postgres = ["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []
+        if os.getuid() == 0:
+            shutil.chown(self.folder, "postgres", "postgres")
+        subprocess.run([*self.as_postgres, str(bin / "initdb"), "-D", str(self.folder / "data"), "-U", "kiosk", "--auth=trust"],
+                       check=True, stdout=subprocess.DEVNULL)
+        self.port = free_port()
+        self.process = subprocess.Popen([*self.as_postgres, str(bin / "postgres"), "-D", str(self.folder / "data"), "-p", str(self.port),
+                                         "-k", str(self.folder), "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(100):
+            if subprocess.run([str(bin / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port)]).returncode == 0:
+                break
+            time.sleep(0.1)
+
+    def psql(self, sql, database="postgres"):
+        subprocess.run([str(self.bin / "psql"), "-X", "-q", "-h", "127.0.0.1", "-p", str(self.port), "-U", "kiosk", "-d", database, "-c", sql], check=True)
+
+    def url(self, database):
+        return f"postgres://kiosk@127.0.0.1:{self.port}/{database}?tlsmode=disable"
+
+    def pgbench_tps(self):
+        self.psql("CREATE DATABASE bench")
+        common = ["-h", "127.0.0.1", "-p", str(self.port), "-U", "kiosk"]
+        subprocess.run([str(self.bin / "pgbench"), *common, "-i", "-s", "10", "-q", "bench"], check=True, capture_output=True)
+        text = subprocess.run([str(self.bin / "pgbench"), *common, "-N", "-c", "32", "-j", "2", "-T", "10", "bench"],
+                              check=True, capture_output=True, text=True).stdout
+        return float(re.search(r"tps = ([\d.]+)", text).group(1))
+
+    def stop(self):
+        pid = int((self.folder / "data/postmaster.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGINT)
+        self.process.wait(timeout=30)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def bench_purchases():
+    """6. Purchases against pgbench -N, on SQLite and on PostgreSQL, and with a long history."""
+    postgres = Postgres()
+    try:
+        report = {"pgbench -N tps (32 clients)": postgres.pgbench_tps()}
+        postgres.psql("CREATE DATABASE kiosk")
+        for engine, extra in (("sqlite", []), ("postgres", ["--database", postgres.url("kiosk")])):
+            data = BENCH / f"server-purchases-{engine}"
+            shutil.rmtree(data, ignore_errors=True)
+            server = Server([KIOSK, "serve", "--catalog", str(BENCH / "store/Catalog"), "--content", str(BENCH / "store/Content"),
+                             "--data", str(data), "--port", "0", *extra], kiosk_ready)
+            try:
+                tokens = create_accounts(server.url, 200)
+                many = purchases(server.url, tokens, f"{engine}-200")
+                one = create_accounts(server.url, 1)
+                fresh = purchases(server.url, one, f"{engine}-one-fresh", seconds=5)
+                # Give the one account a history of at least 10,000 purchases, then measure again.
+                while True:
+                    done = json.loads(sh("curl", "-s", "-H", f"Authorization: Bearer {one[0]}", server.url + "/v1/account"))["credits"] // 5
+                    if done >= 10_000:
+                        break
+                    purchases(server.url, one, f"{engine}-fill-{done}", seconds=5)
+                long = purchases(server.url, one, f"{engine}-one-long", seconds=5)
+                report[engine] = {"200 accounts": many, "one account, fresh": fresh, f"one account, {done} purchases before": long,
+                                  "ratio_to_pgbench": many["per_s"] / report["pgbench -N tps (32 clients)"],
+                                  "history_rate_change": long["per_s"] / fresh["per_s"] - 1}
+            finally:
+                server.stop()
+        results["comparisons"]["6. purchases, 32 clients"] = report
+        print("\n6. purchases, 32 clients (POST /v1/payments, a new charge each)")
+        print(f"  pgbench -N: {report['pgbench -N tps (32 clients)']:.0f} tps")
+        for engine in ("sqlite", "postgres"):
+            row = report[engine]
+            for label, value in row.items():
+                if isinstance(value, dict):
+                    print(f"  {engine:<8} {label:<36} {value['per_s']:8.0f} /s  p99 {value['p99_ms']:6.1f} ms  non-2xx {value['non_2xx']}")
+            print(f"  {engine:<8} ×{row['ratio_to_pgbench']:.2f} of pgbench; one account's rate after its history: {row['history_rate_change']:+.0%}")
+    finally:
+        postgres.stop()
+
+
+def kiosk_ready(server):
+    line = server.process.stdout.readline()
+    assert line.startswith("listening on "), line
+    return line.strip().removeprefix("listening on ")
+
+
 def main():
     generate()
     results["machine"] = {"cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version(),
                           "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
                           "curl": sh("curl", "--version").split("\n")[0], "nginx": subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip()}
+    if os.environ.get("BENCH_ONLY") == "purchases":
+        bench_purchases()
+        (BENCH / "results.json").write_text(json.dumps(results, indent=2))
+        return
     out = BENCH / "out"
     web = nginx()
     server = kiosk_serve(BENCH / "store", BENCH / "server-data")
@@ -253,6 +391,7 @@ def main():
     finally:
         catalog_server.stop()
         web.stop()
+    bench_purchases()
     (BENCH / "results.json").write_text(json.dumps(results, indent=2))
     print(f"\nresults written to {BENCH / 'results.json'}")
 

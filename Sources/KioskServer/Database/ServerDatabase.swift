@@ -20,10 +20,11 @@ public final class ServerDatabase: Sendable {
     public let location: DatabaseLocation
     public let engine: Engine
     private let pool: any ConnectionLeasing
-    /// SQLite has one writer per file. Write transactions of this process queue here rather than
-    /// in `BEGIN IMMEDIATE`, where a waiter would block one of the few threads SQLite runs on
-    /// while the holder needs one to finish. Other processes still wait in SQLite's busy timeout.
-    private let writerGate: AsyncGate?
+    /// SQLite has one writer per file: this process's write transactions go through one group
+    /// commit (many per fsync) rather than queueing in `BEGIN IMMEDIATE`, where a waiter would
+    /// block one of the few threads SQLite runs on while the holder needs one to finish. Other
+    /// processes still wait in SQLite's busy timeout.
+    private let groupCommit: GroupCommit?
     private let threadPool: NIOThreadPool?
     private let closed = Atomic<Bool>(false)
 
@@ -61,11 +62,12 @@ public final class ServerDatabase: Sendable {
             threads.start()
             threadPool = threads
             engine = .sqlite
-            writerGate = AsyncGate()
-            pool = Leasing(EventLoopGroupConnectionPool(
+            let pool = Leasing(EventLoopGroupConnectionPool(
                 source: SQLiteFileSource(path: path, threadPool: threads),
                 maxConnectionsPerEventLoop: 4, requestTimeout: .seconds(30), logger: logger,
                 on: MultiThreadedEventLoopGroup.singleton))
+            self.pool = pool
+            groupCommit = GroupCommit(pool: pool)
         case .postgres(let url):
             let configuration: SQLPostgresConfiguration
             do {
@@ -76,7 +78,7 @@ public final class ServerDatabase: Sendable {
             }
             threadPool = nil
             engine = .postgres
-            writerGate = nil
+            groupCommit = nil
             pool = Leasing(EventLoopGroupConnectionPool(
                 source: PostgresConnectionSource(sqlConfiguration: configuration),
                 maxConnectionsPerEventLoop: 8, requestTimeout: .seconds(30), logger: logger,
@@ -89,25 +91,12 @@ public final class ServerDatabase: Sendable {
         try await pool.lease(body)
     }
 
-    /// Runs `body` in one transaction on one connection: committed when it returns, rolled back
-    /// when it throws (nothing of it is left behind on either engine).
-    func write<T: Sendable>(_ body: @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        guard let writerGate else { return try await transaction(body) }
-        await writerGate.enter()
-        do {
-            let result = try await transaction(body)
-            await writerGate.leave()
-            return result
-        } catch {
-            await writerGate.leave()
-            throw error
-        }
-    }
-
-    private func transaction<T: Sendable>(_ body: @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        let engine = engine
+    /// Runs `body` in one transaction: committed (durably) before this returns, rolled back when
+    /// it throws (nothing of it is left behind on either engine). A body must not call `write`.
+    func write<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        if let groupCommit { return try await groupCommit.write(body) }
         return try await pool.lease { db in
-            try await db.raw(engine == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN").run()
+            try await db.raw("BEGIN").run()
             do {
                 let result = try await body(db)
                 try await db.raw("COMMIT").run()
@@ -165,7 +154,7 @@ extension DatabaseLocation {
 // MARK: Connections
 
 /// A pool that lends a connection to a closure and takes it back whatever the closure does.
-private protocol ConnectionLeasing: Sendable {
+protocol ConnectionLeasing: Sendable {
     func lease<T: Sendable>(_ body: @Sendable (any SQLDatabase) async throws -> T) async throws -> T
     func shutdown() async
     func shutdownInBackground(then: @escaping @Sendable () -> Void)
@@ -216,28 +205,6 @@ private struct SQLiteFileSource: ConnectionPoolSource {
                 .flatMap { _ in connection.query("PRAGMA journal_mode = WAL") }
                 .flatMap { _ in connection.query("PRAGMA synchronous = FULL") }
                 .map { _ in connection }
-        }
-    }
-}
-
-/// A first-come, first-served lock for async code.
-actor AsyncGate {
-    private var held = false
-    private var waiters: [CheckedContinuation<Void, Never>] = []
-
-    func enter() async {
-        if !held {
-            held = true
-            return
-        }
-        await withCheckedContinuation { waiters.append($0) }
-    }
-
-    func leave() {
-        if waiters.isEmpty {
-            held = false
-        } else {
-            waiters.removeFirst().resume()
         }
     }
 }

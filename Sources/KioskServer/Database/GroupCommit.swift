@@ -1,0 +1,112 @@
+import Foundation
+import SQLKit
+import Synchronization
+
+/// Group commit for SQLite, the way databases do it for their log: write transactions that arrive
+/// while one is committing wait for the next commit, which runs them one after another in a single
+/// transaction, each in a savepoint of its own, and answers them all after its one fsync.
+///
+/// Each caller keeps all-or-nothing: a body that throws is rolled back to its savepoint and gets
+/// its error, the others commit; a commit that fails fails every body of the batch (none of it
+/// was written). A caller is answered only once its writes are durable. Bodies run in arrival
+/// order, each seeing what the earlier ones wrote, exactly as if they had committed one by one.
+/// PostgreSQL needs none of this: it groups the WAL flushes of concurrent commits itself.
+final class GroupCommit: Sendable {
+    struct Job: Sendable {
+        let run: @Sendable (any SQLDatabase) async throws -> Void
+        let finish: @Sendable ((any Error)?) -> Void
+    }
+
+    /// The most bodies one commit carries, so that one batch cannot hold the writer for long.
+    static let maxBatch = 128
+
+    private let pool: any ConnectionLeasing
+    private let state = Mutex<(queue: [Job], draining: Bool)>(([], false))
+
+    init(pool: any ConnectionLeasing) {
+        self.pool = pool
+    }
+
+    /// Runs `body` in the next commit and returns its result once that commit is durable.
+    func write<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        let slot = ResultSlot<T>()
+        return try await withCheckedThrowingContinuation { continuation in
+            submit(Job(
+                run: { db in slot.store(try await body(db)) },
+                finish: { error in
+                    if let error {
+                        continuation.resume(throwing: error)
+                    } else if let value = slot.take() {
+                        continuation.resume(returning: value)
+                    } else {
+                        continuation.resume(throwing: CancellationError())
+                    }
+                }))
+        }
+    }
+
+    private func submit(_ job: Job) {
+        let start = state.withLock { state -> Bool in
+            state.queue.append(job)
+            guard !state.draining else { return false }
+            state.draining = true
+            return true
+        }
+        if start {
+            Task { await self.drain() }
+        }
+    }
+
+    private func drain() async {
+        while true {
+            let batch = state.withLock { state -> [Job] in
+                let batch = Array(state.queue.prefix(Self.maxBatch))
+                state.queue.removeFirst(batch.count)
+                if batch.isEmpty { state.draining = false }
+                return batch
+            }
+            guard !batch.isEmpty else { return }
+            await commit(batch)
+        }
+    }
+
+    private func commit(_ batch: [Job]) async {
+        let outcomes: [(any Error)?]
+        do {
+            outcomes = try await pool.lease { db in
+                try await db.raw("BEGIN IMMEDIATE").run()
+                do {
+                    var outcomes: [(any Error)?] = []
+                    for job in batch {
+                        try await db.raw("SAVEPOINT kiosk_job").run()
+                        do {
+                            try await job.run(db)
+                            try await db.raw("RELEASE kiosk_job").run()
+                            outcomes.append(nil)
+                        } catch {
+                            try await db.raw("ROLLBACK TO kiosk_job").run()
+                            try await db.raw("RELEASE kiosk_job").run()
+                            outcomes.append(error)
+                        }
+                    }
+                    try await db.raw("COMMIT").run()
+                    return outcomes
+                } catch {
+                    try? await db.raw("ROLLBACK").run()
+                    throw error
+                }
+            }
+        } catch {
+            for job in batch { job.finish(error) }
+            return
+        }
+        for (job, outcome) in zip(batch, outcomes) { job.finish(outcome) }
+    }
+}
+
+/// Where a body's result waits for its commit.
+private final class ResultSlot<T: Sendable>: Sendable {
+    private let value = Mutex<T?>(nil)
+    func store(_ result: T) { value.withLock { $0 = result } }
+    func take() -> T? { value.withLock { $0.take() } }
+}
