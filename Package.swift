@@ -121,7 +121,7 @@ let package = Package(
         .testTarget(name: "KioskTransferTests", dependencies: ["KioskTransfer", "KioskTestSupport", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: swiftSettings),
         .testTarget(
             name: "KioskServerTests",
-            dependencies: ["KioskServer", "KioskTransfer", "KioskTestSupport", .product(name: "HummingbirdTesting", package: "hummingbird")],
+            dependencies: ["KioskServer", "KioskTransfer", "KioskTestSupport", .product(name: "HummingbirdTesting", package: "hummingbird"), .product(name: "SQLKit", package: "sql-kit")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -22,6 +22,8 @@ final class GroupCommit: Sendable {
 
     private let pool: any ConnectionLeasing
     private let state = Mutex<(queue: [Job], draining: Bool)>(([], false))
+    /// Commits made so far (each one fsync), for the tests that show bodies share them.
+    let commits = Atomic<Int>(0)
 
     init(pool: any ConnectionLeasing) {
         self.pool = pool
@@ -90,6 +92,7 @@ final class GroupCommit: Sendable {
                         }
                     }
                     try await db.raw("COMMIT").run()
+                    self.commits.add(1, ordering: .relaxed)
                     return outcomes
                 } catch {
                     try? await db.raw("ROLLBACK").run()

@@ -24,7 +24,7 @@ public final class ServerDatabase: Sendable {
     /// commit (many per fsync) rather than queueing in `BEGIN IMMEDIATE`, where a waiter would
     /// block one of the few threads SQLite runs on while the holder needs one to finish. Other
     /// processes still wait in SQLite's busy timeout.
-    private let groupCommit: GroupCommit?
+    let groupCommit: GroupCommit?
     private let threadPool: NIOThreadPool?
     private let closed = Atomic<Bool>(false)
 
