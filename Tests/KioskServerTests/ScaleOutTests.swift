@@ -80,6 +80,29 @@ struct ScaleOutTests {
         }
     }
 
+    @Test("16 buys of one book with different keys, split over both instances: one charge, the rest free re-buys of it")
+    func buysRaceAcrossInstances() async throws {
+        // Within one instance payments of an account take turns; across instances only the
+        // database's compare-and-set and unique indexes stand between them.
+        try await Self.withTwoInstances { a, b in
+            let account = try await a.1.createAccount()
+            let replies = try await withThrowingTaskGroup(of: PaymentResponse.self) { group in
+                for index in 0..<16 {
+                    let http = index.isMultiple(of: 2) ? a.1 : b.1
+                    group.addTask { try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(replies.filter { $0.owned != true }.count == 1)
+            let original = try #require(replies.first { $0.owned != true }).transaction.transactionId
+            #expect(try await a.1.charges(accountId: account.accountId, adminToken: a.0.adminToken) == [499])
+            let page = try await b.1.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self)
+            #expect(page.transactions.count == 16)
+            #expect(page.transactions.allSatisfy { $0.status == .purchased })
+            _ = original
+        }
+    }
+
     @Test("a key rotated on A signs A's next receipts, B verifies them at once, and receipts signed before keep verifying on both")
     func keyRotation() async throws {
         try await Self.withTwoInstances { a, b in

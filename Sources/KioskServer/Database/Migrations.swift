@@ -116,6 +116,13 @@ enum Migrations {
             )
             """,
         ] },
+        // Every look-up a payment makes is one step down an index, however long the account's
+        // history: the first purchase by sequence, the latest period by expiry.
+        Migration(name: "3-holdings-indexes") { _ in [
+            #"DROP INDEX "storeTransaction_by_product""#,
+            #"CREATE INDEX "storeTransaction_first_purchase" ON "storeTransaction" ("accountId", "productId", "status", "sequence")"#,
+            #"CREATE INDEX "storeTransaction_latest_period" ON "storeTransaction" ("accountId", "productId", "status", "expiresDate")"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

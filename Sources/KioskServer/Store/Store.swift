@@ -13,6 +13,8 @@ public struct Store: Sendable {
     let database: ServerDatabase
     /// Signs receipts and checks the ones presented.
     let keys: SigningKeys
+    /// Payments of one account decide one at a time in this process (see ``AccountTurns``).
+    let turns = AccountTurns()
     let catalog: CatalogService
     public let environment: StoreEnvironment
     let metrics: ServerMetrics
@@ -174,6 +176,14 @@ public struct Store: Sendable {
     func revoke(transactionId: String, reason: String?, refund: Bool = false) async throws -> StoreTransaction {
         let reason = reason.flatMap { $0.isEmpty ? nil : $0 } ?? (refund ? "refunded by the store" : "revoked by the store")
         return try await database.write { db in
+            guard let found = try await db.storeTransaction(transactionId) else {
+                throw APIFailure(.notFound, code: "unknown_transaction", message: "no transaction \(transactionId)")
+            }
+            // The account row first: a payment that committed before this sees its free re-buy
+            // revoked below, and one still deciding waits for this commit and then finds the
+            // revision moved. (On PostgreSQL, reading the re-buys before taking the row let a
+            // payment slip a re-buy in between.)
+            try await db.raw(#"UPDATE "account" SET "revision" = "revision" + 1 WHERE "id" = \#(bind: found.accountId)"#).run()
             guard var record = try await db.storeTransaction(transactionId) else {
                 throw APIFailure(.notFound, code: "unknown_transaction", message: "no transaction \(transactionId)")
             }
@@ -198,7 +208,6 @@ public struct Store: Sendable {
                     rebuy.revocationReason = reason
                     try await db.update(rebuy)
                 }
-                try await db.raw(#"UPDATE "account" SET "revision" = "revision" + 1 WHERE "id" = \#(bind: record.accountId)"#).run()
             }
             let entries = try await db.ledger { $0.where("transactionId", .equal, transactionId) }
             guard refund, !entries.contains(where: { $0.kind == .refund }) else {
@@ -277,7 +286,16 @@ public struct Store: Sendable {
     /// indexes back the rules the schema can state.
     private func settle(
         account accountId: String, key: String, productId: String, replacing deferred: TransactionRecord? = nil,
-        _ decide: (Holdings) throws -> Decision
+        _ decide: @Sendable (Holdings) throws -> Decision
+    ) async throws -> TransactionRecord {
+        try await turns.run(accountId) {
+            try await settleInTurn(account: accountId, key: key, productId: productId, replacing: deferred, decide)
+        }
+    }
+
+    private func settleInTurn(
+        account accountId: String, key: String, productId: String, replacing deferred: TransactionRecord?,
+        _ decide: @Sendable (Holdings) throws -> Decision
     ) async throws -> TransactionRecord {
         for _ in 0..<64 {
             let holdings = try await database.read { try await Holdings.read(accountId: accountId, productId: productId, key: key, in: $0) }
