@@ -22,7 +22,10 @@ struct Holdings {
     /// The account row is read first: on PostgreSQL (read committed) each statement sees its own
     /// snapshot, and a row committed after the account was read belongs to a later revision, which
     /// the commit's compare-and-set refuses.
-    static func read(accountId: String, productId: String, key: String, in db: any SQLDatabase) async throws -> Holdings {
+    /// Only what the product's kind decides on is read: a first purchase for a book or an issue,
+    /// the latest period for a subscription, neither for a consumable.
+    static func read(accountId: String, product: Product, key: String, in db: any SQLDatabase) async throws -> Holdings {
+        let productId = product.id
         guard let account = try await db.account(accountId) else {
             throw APIFailure(.notFound, code: "unknown_account", message: "no account \(accountId)")
         }
@@ -31,9 +34,11 @@ struct Holdings {
         return Holdings(
             revision: account.revision, credits: account.credits,
             sameKey: try await db.transactions(limit: 1) { $0.where("accountId", .equal, accountId).where("idempotencyKey", .equal, key) }.first,
-            firstPurchase: try await db.transactions(limit: 1) { ofProduct($0).where("status", .equal, purchased) }.first,
-            latestPeriod: try await ofProduct(db.select().column("*").from("storeTransaction")).where("status", .equal, purchased)
-                .where(SQLColumn("expiresDate"), .isNot, SQLLiteral.null).orderBy("expiresDate", .descending).limit(1).first(decoding: TransactionRecord.self),
+            firstPurchase: product.kind != .nonConsumable ? nil
+                : try await db.transactions(limit: 1) { ofProduct($0).where("status", .equal, purchased) }.first,
+            latestPeriod: product.kind != .subscription ? nil
+                : try await ofProduct(db.select().column("*").from("storeTransaction")).where("status", .equal, purchased)
+                    .where(SQLColumn("expiresDate"), .isNot, SQLLiteral.null).orderBy("expiresDate", .descending).limit(1).first(decoding: TransactionRecord.self),
             pending: try await db.transactions(limit: 1) { ofProduct($0).where("status", .equal, TransactionStatus.deferred.rawValue) }.first)
     }
 

@@ -90,7 +90,7 @@ public struct Store: Sendable {
         guard request.quantity == 1 || product.kind == .consumable else {
             throw APIFailure.badRequest("only consumables can be bought in a quantity; \(product.id) is a \(product.kind.rawValue)")
         }
-        let stored = try await settle(account: account.id, key: request.idempotencyKey, productId: product.id) { holdings in
+        let stored = try await settle(account: account.id, key: request.idempotencyKey, product: product) { holdings in
             var record = TransactionRecord.pending(
                 account: account.id, product: product, quantity: request.quantity, method: request.paymentMethod.rawValue, key: request.idempotencyKey)
             switch request.paymentMethod {
@@ -122,7 +122,7 @@ public struct Store: Sendable {
         guard product.creditPrice != nil else {
             throw APIFailure(.conflict, code: "not_redeemable", message: "\(product.id) has no credit price; buy it instead")
         }
-        let stored = try await settle(account: account.id, key: request.idempotencyKey, productId: product.id) { holdings in
+        let stored = try await settle(account: account.id, key: request.idempotencyKey, product: product) { holdings in
             var record = TransactionRecord.pending(account: account.id, product: product, quantity: 1, method: "credits", key: request.idempotencyKey)
             try holdings.decide(&record, product: product)
             return .new(record)
@@ -139,7 +139,7 @@ public struct Store: Sendable {
             throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(transactionId) is \(deferred.status.rawValue), not deferred")
         }
         let product = try await product(deferred.productId)
-        let stored = try await settle(account: deferred.accountId, key: deferred.idempotencyKey, productId: deferred.productId, replacing: deferred) { holdings in
+        let stored = try await settle(account: deferred.accountId, key: deferred.idempotencyKey, product: product, replacing: deferred) { holdings in
             var record = deferred
             record.paymentMethod = PaymentMethod.approve.rawValue
             try holdings.decide(&record, product: product)
@@ -285,20 +285,21 @@ public struct Store: Sendable {
     /// free re-buys of the first), and N redemptions spend credits once each, exactly. Unique
     /// indexes back the rules the schema can state.
     private func settle(
-        account accountId: String, key: String, productId: String, replacing deferred: TransactionRecord? = nil,
+        account accountId: String, key: String, product: Product, replacing deferred: TransactionRecord? = nil,
         _ decide: @Sendable (Holdings) throws -> Decision
     ) async throws -> TransactionRecord {
         try await turns.run(accountId) {
-            try await settleInTurn(account: accountId, key: key, productId: productId, replacing: deferred, decide)
+            try await settleInTurn(account: accountId, key: key, product: product, replacing: deferred, decide)
         }
     }
 
     private func settleInTurn(
-        account accountId: String, key: String, productId: String, replacing deferred: TransactionRecord?,
+        account accountId: String, key: String, product: Product, replacing deferred: TransactionRecord?,
         _ decide: @Sendable (Holdings) throws -> Decision
     ) async throws -> TransactionRecord {
+        let productId = product.id
         for _ in 0..<64 {
-            let holdings = try await database.read { try await Holdings.read(accountId: accountId, productId: productId, key: key, in: $0) }
+            let holdings = try await database.read { try await Holdings.read(accountId: accountId, product: product, key: key, in: $0) }
             if deferred == nil, let existing = holdings.sameKey {
                 guard existing.productId == productId else {
                     throw APIFailure(.conflict, code: "idempotency_key_reused",
