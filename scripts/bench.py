@@ -244,14 +244,15 @@ def bench_purchases():
                 tokens = create_accounts(server.url, 200)
                 many = purchases(server.url, tokens, f"{engine}-200")
                 one = create_accounts(server.url, 1)
-                fresh = purchases(server.url, one, f"{engine}-one-fresh", seconds=5)
+                # 15 s windows: 5 s ones were too noisy to compare (a checkpoint or a warm-up swings them).
+                fresh = purchases(server.url, one, f"{engine}-one-fresh", seconds=15)
                 # Give the one account a history of at least 10,000 purchases, then measure again.
                 while True:
                     done = json.loads(sh("curl", "-s", "-H", f"Authorization: Bearer {one[0]}", server.url + "/v1/account"))["credits"] // 5
                     if done >= 10_000:
                         break
                     purchases(server.url, one, f"{engine}-fill-{done}", seconds=5)
-                long = purchases(server.url, one, f"{engine}-one-long", seconds=5)
+                long = purchases(server.url, one, f"{engine}-one-long", seconds=15)
                 report[engine] = {"200 accounts": many, "one account, fresh": fresh, f"one account, {done} purchases before": long,
                                   "ratio_to_pgbench": many["per_s"] / report["pgbench -N tps (32 clients)"],
                                   "history_rate_change": long["per_s"] / fresh["per_s"] - 1}
