@@ -78,7 +78,7 @@ struct EdgeDeliveryTests {
     func xAccelResume() async throws {
         let published = try Self.publish()
         let configuration = Self.configuration(published, delivery: .xAccel(internalPrefix: "/_kiosk/archives/"))
-        try await LiveServer.run(configuration) { server, url in
+        try await LiveServer.run(configuration) { _, url in
             let upstream = url.replacingOccurrences(of: "http://", with: "")
             try await TestNginx.with(upstreams: [upstream], published: published.folder.url, secret: Self.secret) { nginx in
                 let home = KioskHome(root: published.directory.path("home"))
@@ -102,7 +102,6 @@ struct EdgeDeliveryTests {
                 #expect(anonymous.status == 401)
                 let direct = try await StoreHTTP(baseURL: nginx.baseURL).send("GET", "/_kiosk/archives/\(published.archive.lastPathComponent)")
                 #expect(direct.status == 404)
-                _ = server
             }
         }
     }
