@@ -161,7 +161,7 @@ protocol ConnectionLeasing: Sendable {
 }
 
 /// The pool hands out connections under its own lock; it predates Sendable annotations.
-private struct Leasing<Source: ConnectionPoolSource>: ConnectionLeasing, @unchecked Sendable where Source.Connection: SQLConvertible {
+private struct Leasing<Source: ConnectionPoolSource>: ConnectionLeasing, @unchecked Sendable where Source.Connection: SQLConvertible & Sendable {
     let pool: EventLoopGroupConnectionPool<Source>
 
     init(_ pool: EventLoopGroupConnectionPool<Source>) { self.pool = pool }
