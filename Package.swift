@@ -34,6 +34,8 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        // Linux calls the Glibc module does not export (sync_file_range).
+        .systemLibrary(name: "CLinux"),
         .systemLibrary(
             name: "CArchive",
             pkgConfig: "libarchive",
@@ -61,6 +63,7 @@ let package = Package(
             name: "KioskTransfer",
             dependencies: [
                 "CCurl",
+                "CLinux",
                 "KioskCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -55,5 +55,5 @@ struct ClientOptions: ParsableArguments {
 
 /// One line on stderr, prefixed with the tool's name.
 func standardError(_ line: String) {
-    FileHandle.standardError.write(Data("kiosk: \(line)\n".utf8))
+    BufferedLog.standardError.write("kiosk: \(line)\n")
 }

@@ -119,17 +119,17 @@ final class ProgressDisplay: @unchecked Sendable {
             }
             line += ", \(Self.size(Int64(rate)))/s"
             if interactive {
-                FileHandle.standardError.write(Data("\r\u{1B}[K\(line)".utf8))
+                BufferedLog.standardError.write("\r\u{1B}[K\(line)")
                 shown = true
             } else {
-                FileHandle.standardError.write(Data("\(line)\n".utf8))
+                BufferedLog.standardError.write("\(line)\n")
             }
         }
     }
 
     func finish() {
         lock.withLock {
-            if shown { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+            if shown { BufferedLog.standardError.write("\r\u{1B}[K") }
         }
     }
 

@@ -153,7 +153,7 @@ extension Kiosk {
                 }
                 if server.configuration.metricsPort != nil {
                     let metrics = server.makeMetricsApplication { port in
-                        FileHandle.standardError.write(Data("kiosk: metrics on http://\(server.configuration.metricsHost):\(port)/metrics\n".utf8))
+                        BufferedLog.standardError.write("kiosk: metrics on http://\(server.configuration.metricsHost):\(port)/metrics\n")
                     }
                     group.addTask { try await metrics.runService(gracefulShutdownSignals: []) }
                 }

@@ -32,7 +32,7 @@ struct Kiosk: AsyncParsableCommand {
             }
         } catch {
             if exitCode(for: error) == .validationFailure {
-                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                BufferedLog.standardError.write(fullMessage(for: error) + "\n")
                 Foundation.exit(ExitCode.usage.rawValue)
             }
             exit(withError: error)
@@ -40,14 +40,13 @@ struct Kiosk: AsyncParsableCommand {
     }
 }
 
-/// Logs go to stderr so that stdout carries only what a command reports.
+/// Logs go to stderr so that stdout carries only what a command reports; info lines (the
+/// server's request log) are buffered for up to a second, warnings are written at once.
 enum LogSetup {
     private static let bootstrapped: Void = {
         let level = ProcessInfo.processInfo.environment["KIOSK_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:))
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level ?? (label == "kiosk.server" ? .info : .warning)
-            return handler
+            BufferedLogHandler(label: label, output: .standardError, logLevel: level ?? (label == "kiosk.server" ? .info : .warning))
         }
     }()
 
@@ -70,10 +69,10 @@ func reportingErrors(_ body: () async throws -> Void) async throws {
         // Foundation's own description is a dump of its user info: say what and where instead.
         let path = error.filePath ?? error.url?.path ?? "a file"
         let reason = (error.underlying as? POSIXError).map { String(cString: strerror($0.code.rawValue)) } ?? error.localizedDescription
-        FileHandle.standardError.write(Data("kiosk: \(path): \(reason); check the path and its permissions, then try again\n".utf8))
+        BufferedLog.standardError.write("kiosk: \(path): \(reason); check the path and its permissions, then try again\n")
         throw ExitCode.failure
     } catch {
-        FileHandle.standardError.write(Data("kiosk: \(error)\n".utf8))
+        BufferedLog.standardError.write("kiosk: \(error)\n")
         throw ExitCode.failure
     }
 }

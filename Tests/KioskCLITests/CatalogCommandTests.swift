@@ -174,6 +174,10 @@ struct ServeOperationsCommandTests {
         let account = try await http.createAccount()
         #expect(try await http.pay("com.kiosk.credits.pack-5", token: account.token).status == 200)
         #expect(try await http.send("GET", "/metrics").status == 404)
+        // Request lines are buffered like nginx's `access_log … flush=1s`: written within a second.
+        for _ in 0..<30 where !server.log.contains("POST /v1/payments 200") {
+            try await Task.sleep(for: .milliseconds(100))
+        }
         let log = server.log
         let line = try #require(log.split(separator: "\n").first { $0.contains("POST /v1/payments 200") })
         #expect(line.contains("account=\(account.accountId)") && line.contains("status=200") && line.contains("route=/v1/payments"))

@@ -34,6 +34,14 @@ struct CatalogLoaderTests {
         BrokenProduct(name: "price with a comma", change: { $0["price"] = "4,99" }, rule: .badPrice, field: "price"),
         BrokenProduct(name: "price as a number", change: { $0["price"] = 4.99 }, rule: .wrongType, field: "price"),
         BrokenProduct(name: "negative price", change: { $0["price"] = "-1.00" }, rule: .badPrice, field: "price"),
+        BrokenProduct(name: "price with a leading zero", change: { $0["price"] = "04.99" }, rule: .badPrice, field: "price"),
+        BrokenProduct(name: "price with three decimals", change: { $0["price"] = "4.999" }, rule: .badPrice, field: "price"),
+        BrokenProduct(name: "price ending in a point", change: { $0["price"] = "4." }, rule: .badPrice, field: "price"),
+        BrokenProduct(name: "price starting with a point", change: { $0["price"] = ".99" }, rule: .badPrice, field: "price"),
+        BrokenProduct(name: "price with two points", change: { $0["price"] = "4.9.9" }, rule: .badPrice, field: "price"),
+        BrokenProduct(name: "currency of four letters", change: { $0["currency"] = "USDX" }, rule: .badPrice, field: "currency"),
+        BrokenProduct(name: "currency with a non-ASCII letter", change: { $0["currency"] = "ÜSD" }, rule: .badPrice, field: "currency"),
+        BrokenProduct(name: "date with a one-digit month", change: { $0["publicationDate"] = "2026-9-01" }, rule: .badDate, field: "publicationDate"),
         BrokenProduct(name: "lowercase currency", change: { $0["currency"] = "usd" }, rule: .badPrice, field: "currency"),
         BrokenProduct(name: "impossible date", change: { $0["publicationDate"] = "2026-02-30" }, rule: .badDate, field: "publicationDate"),
         BrokenProduct(name: "date in another format", change: { $0["publicationDate"] = "01/09/2026" }, rule: .badDate, field: "publicationDate"),
@@ -46,6 +54,16 @@ struct CatalogLoaderTests {
         BrokenProduct(name: "zero credit price", change: { $0["creditPrice"] = 0 }, rule: .badNumber, field: "creditPrice"),
         BrokenProduct(name: "missing title", change: { $0.removeValue(forKey: "title") }, rule: .missingField, field: "title"),
     ]
+
+    @Test("prices of the documented shape load", arguments: ["0", "0.5", "10", "4.99", "9999.99"])
+    func wellFormedPriceLoads(_ price: String) throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.editCatalog("magazines.json") { products in products[0]["price"] = price }
+        let loader = CatalogLoader(catalogDirectory: store.catalog, contentDirectory: store.content)
+        let loaded = try loader.load()
+        #expect(loaded.contains { $0.product.price.amount == price })
+    }
 
     @Test("a broken product is refused, naming the file, the product and the field", arguments: brokenProducts)
     func brokenProductIsRefused(_ broken: BrokenProduct) throws {

@@ -168,6 +168,19 @@ struct ScaleOutTests {
         #expect(error?.description.hasPrefix("\(archive.path): is missing") == true)
     }
 
+    @Test("a catalog with nothing to pack (credit packs only) publishes")
+    func publishWithoutContent() throws {
+        let directory = try TemporaryDirectory()
+        let catalog = directory.path("Catalog")
+        try FileManager.default.createDirectory(at: catalog, withIntermediateDirectories: true)
+        try Data(#"{"products": [{"id": "com.example.credits.five", "kind": "consumable", "title": "5 credits", "price": "4.99", "currency": "USD", "credits": 5}]}"#.utf8)
+            .write(to: catalog.appendingPathComponent("credits.json"))
+        let folder = PublishedFolder(directory.path("published"))
+        let published = try folder.publish(catalog: catalog, content: directory.path("Content"), logger: Logger(label: "test"))
+        #expect(published.products.keys.sorted() == ["com.example.credits.five"])
+        #expect(try Data(contentsOf: folder.catalogFile) == published.body)
+    }
+
     static func kid(of jws: String) throws -> String {
         var header = String(jws.split(separator: ".")[0]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while header.count % 4 != 0 { header += "=" }

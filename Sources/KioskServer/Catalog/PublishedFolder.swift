@@ -29,6 +29,8 @@ public struct PublishedFolder: Sendable {
     @discardableResult
     public func publish(catalog: URL, content: URL, logger: Logger) throws -> PublishedCatalog {
         try FileManager.default.createDirectory(at: archives, withIntermediateDirectories: true)
+        // The state folder also holds the catalog while it is written, even when nothing is packed.
+        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
         let entries = try CatalogLoader(catalogDirectory: catalog, contentDirectory: content).load()
         let published = try PublishedCatalog(entries: entries, contentStore: ContentStore(archives: archives, state: state, logger: logger))
         let temporary = state.appendingPathComponent("catalog-\(UUID().uuidString).json")

@@ -77,9 +77,10 @@ struct RequestLogMiddleware: RouterMiddleware {
 
     static func log(_ logger: Logger, method: String, route: String, status: Int, started: ContinuousClock.Instant, bytes: Int, account: String?, cut: Bool = false) {
         let elapsed = ContinuousClock.now - started
-        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        // Tenths of a millisecond by integer arithmetic: String(format:) cost more than the rest of the line.
+        let tenths = elapsed.components.seconds * 10_000 + elapsed.components.attoseconds / 100_000_000_000_000
         var metadata: Logger.Metadata = [
-            "status": "\(status)", "route": "\(route)", "duration_ms": "\(String(format: "%.1f", milliseconds))",
+            "status": "\(status)", "route": "\(route)", "duration_ms": "\(tenths / 10).\(tenths % 10)",
             "bytes": "\(bytes)", "account": "\(account ?? "-")",
         ]
         if cut { metadata["cut"] = "true" }
