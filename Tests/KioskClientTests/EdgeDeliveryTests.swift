@@ -3,6 +3,7 @@ import Foundation
 import KioskCore
 import KioskServer
 import KioskTestSupport
+import KioskTransfer
 import Logging
 import Testing
 
@@ -137,6 +138,32 @@ struct EdgeDeliveryTests {
                     "GET", "/archives/\(published.archive.lastPathComponent)?md5=AAAAAAAAAAAAAAAAAAAAAA&expires=\(Int(Date().timeIntervalSince1970) + 60)")
                 #expect(forged.status == 403)
             }
+        }
+    }
+
+    @Test("the catalog from nginx: the published document (gzip twin when asked), 304 on a match, no Kiosk instance needed; a client syncs from it")
+    func catalogFromNginx() async throws {
+        let published = try Self.publish()
+        // No upstream is up: whatever answers /v1/catalog here is nginx alone.
+        try await TestNginx.with(upstreams: ["127.0.0.1:9"], published: published.folder.url, secret: Self.secret) { nginx in
+            let http = HTTPClient()
+            let url = nginx.baseURL + "/v1/catalog"
+            let first = try await http.send(HTTPRequest(url: url))
+            #expect(first.status == 200)
+            #expect(first.headers["content-encoding"] == "gzip", "gzip_static sends the twin publish wrote")
+            #expect(first.headers["content-type"] == "application/json")
+            #expect(first.body == (try Data(contentsOf: published.folder.catalogFile)))
+            let etag = try #require(first.headers["etag"])
+            let again = try await http.send(HTTPRequest(url: url, headers: [("If-None-Match", etag)]))
+            #expect(again.status == 304)
+
+            let client = try KioskClient(home: KioskHome(root: published.directory.path("home")), server: nginx.baseURL)
+            let synced = try await client.sync()
+            let document = try JSONDecoder.kiosk.decode(CatalogDocument.self, from: first.body)
+            #expect(synced.added.sorted() == document.products.map(\.id).sorted())
+            #expect(try await client.sync().notModified)
+            #expect(nginx.accessLog().filter { $0.contains("GET /v1/catalog") }.map { $0.contains("\" 304 ") } == [false, true, false, true],
+                    "\(nginx.accessLog())")
         }
     }
 }

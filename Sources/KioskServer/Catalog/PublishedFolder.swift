@@ -7,6 +7,7 @@ import Logging
 ///
 /// ```
 /// OUT/catalog.json                  the catalog document, byte for byte what GET /v1/catalog sends
+/// OUT/catalog.json.gz               the same, gzipped (for nginx's gzip_static)
 /// OUT/archives/<sha256>.<ext>       every archive, named by its SHA-256, never rewritten
 /// OUT/.kiosk/                       what publish remembers to pack only what changed next time
 /// ```
@@ -20,6 +21,8 @@ public struct PublishedFolder: Sendable {
     public init(_ url: URL) { self.url = url }
 
     public var catalogFile: URL { url.appendingPathComponent("catalog.json") }
+    /// The same document gzipped, for web servers that send it as it is (nginx's gzip_static).
+    public var gzippedCatalogFile: URL { url.appendingPathComponent("catalog.json.gz") }
     public var archives: URL { url.appendingPathComponent("archives", isDirectory: true) }
     var state: URL { url.appendingPathComponent(".kiosk", isDirectory: true) }
 
@@ -33,14 +36,22 @@ public struct PublishedFolder: Sendable {
         try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
         let entries = try CatalogLoader(catalogDirectory: catalog, contentDirectory: content).load()
         let published = try PublishedCatalog(entries: entries, contentStore: ContentStore(archives: archives, state: state, logger: logger))
-        let temporary = state.appendingPathComponent("catalog-\(UUID().uuidString).json")
-        try published.body.write(to: temporary)
-        guard rename(temporary.path, catalogFile.path) == 0 else {
+        // The gzip twin first, for nginx's gzip_static (deploy/nginx.conf answers GET /v1/catalog
+        // from these files); each file is renamed into place whole, so every response is one
+        // whole document, old or new.
+        try replace(gzippedCatalogFile, with: published.gzippedBody)
+        try replace(catalogFile, with: published.body)
+        return published
+    }
+
+    private func replace(_ file: URL, with contents: Data) throws {
+        let temporary = state.appendingPathComponent("\(file.lastPathComponent)-\(UUID().uuidString)")
+        try contents.write(to: temporary)
+        guard rename(temporary.path, file.path) == 0 else {
             let reason = String(cString: strerror(errno))
             try? FileManager.default.removeItem(at: temporary)
-            throw ContentStoreError(path: catalogFile.path, message: reason)
+            throw ContentStoreError(path: file.path, message: reason)
         }
-        return published
     }
 
     /// The published catalog, each archive it names checked to be there with its size (not
