@@ -3,7 +3,8 @@
 
 Each comparison is interleaved (A B C A B C ...) BENCH_PAIRS times (default 5); the report gives
 medians and ratios, and .bench/results.json keeps them. Data lives in .bench/ (ignored by git).
-BENCH_ONLY=purchases runs only the purchase comparison (against pgbench, on both engines).
+BENCH_ONLY=purchases runs only the purchase comparison (against pgbench, on both engines);
+BENCH_ONLY=catalog only the 100,000-product catalog (sync, starts, 304s against nginx).
 """
 import json, os, platform, re, shutil, signal, socket, sqlite3, statistics, subprocess, sys, time
 from pathlib import Path
@@ -145,6 +146,35 @@ http {{
     return Server(["nginx", "-c", str(prefix / "nginx.conf"), "-p", str(prefix)], ready)
 
 
+def deploy_nginx(upstream, published):
+    """nginx from the repository's own deploy/nginx.conf (ports and folders substituted, as the tests do)."""
+    port = free_port()
+    prefix = BENCH / "deploy-nginx"
+    shutil.rmtree(prefix, ignore_errors=True)
+    for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        (prefix / sub).mkdir(parents=True)
+    config = (ROOT / "deploy/nginx.conf").read_text()
+    for old, new in [("user www-data;", "user root;" if os.getuid() == 0 else ""),
+                     ("pid /run/kiosk-nginx.pid;", f"daemon off;\npid {prefix}/nginx.pid;"),
+                     ("/var/log/nginx/kiosk-error.log", f"{prefix}/error.log"),
+                     ("access_log /var/log/nginx/kiosk-access.log;", "access_log off;"),
+                     ("/var/lib/nginx/", f"{prefix}/"), ("listen 8080;", f"listen 127.0.0.1:{port};"),
+                     ("/srv/kiosk/published/", f"{published}/")]:
+        assert old in config, old
+        config = config.replace(old, new)
+    config = re.sub(r"        server 127\.0\.0\.1:8081.*\n        server 127\.0\.0\.1:8082.*\n", f"        server {upstream};\n", config)
+    (prefix / "nginx.conf").write_text(config)
+    def ready(server):
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                return f"http://127.0.0.1:{port}"
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("nginx (deploy/nginx.conf) did not start")
+    return Server(["nginx", "-c", str(prefix / "nginx.conf"), "-p", str(prefix), "-e", str(prefix / "error.log")], ready)
+
+
 # A purchase per request: a random one of the accounts in $TOKENS buys a credit pack with a fresh
 # idempotency key, so every request is a new charge, durable before it is answered.
 PAYMENTS_LUA = """
@@ -271,6 +301,10 @@ def bench_purchases():
         postgres.stop()
 
 
+class SkipSections(Exception):
+    """BENCH_ONLY=catalog: straight to the catalog comparison."""
+
+
 def kiosk_ready(server):
     line = server.process.stdout.readline()
     assert line.startswith("listening on "), line
@@ -305,7 +339,10 @@ def main():
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
 
+    only = os.environ.get("BENCH_ONLY", "")
     try:
+        if only == "catalog":
+            raise SkipSections()
         # 1. The downloader alone, from nginx.
         interleave("1. download 1 GiB from nginx (kiosk fetch hashes as it goes)", {
             "curl": lambda: timed(["curl", "-s", "-o", str(target), big_nginx]),
@@ -358,6 +395,8 @@ def main():
             wastes.append((kept + received) / GIB)
         results["comparisons"]["4. resume waste after SIGKILL at 50 %"] = {"bytes_transferred_over_size": wastes}
         print(f"\n4. resume waste after SIGKILL at 50 %: bytes transferred ÷ size = {', '.join(f'{w:.4f}' for w in wastes)}")
+    except SkipSections:
+        pass
     finally:
         server.stop()
 
@@ -381,10 +420,21 @@ def main():
         def wrk(url, tag):
             text = sh("wrk", "-t2", "-c32", "-d5s", "-H", f"If-None-Match: {tag}", url)
             return float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
-        rates = {"kiosk serve": [], "nginx": []}
-        for _ in range(PAIRS):
-            rates["kiosk serve"].append(wrk(catalog_server.url + "/v1/catalog", etag))
-            rates["nginx"].append(wrk(web.url + "/catalog.json", nginx_etag))
+        # The deployment: deploy/nginx.conf answers /v1/catalog from the folder kiosk publish wrote.
+        published = BENCH / "published100k"
+        shutil.rmtree(published, ignore_errors=True)
+        publish_seconds, _ = timed([KIOSK, "publish", "--catalog", str(large / "Catalog"), "--content", str(large / "Content"), "--out", str(published)])
+        deploy = deploy_nginx(catalog_server.url.removeprefix("http://"), published)
+        deploy_etag = re.search(r"(?im)^etag: (.*)$", subprocess.run(["curl", "-s", "-D", "-", "-o", "/dev/null", deploy.url + "/v1/catalog"],
+                                                                    check=True, capture_output=True, text=True).stdout).group(1).strip()
+        rates = {"kiosk serve": [], "nginx": [], "deploy/nginx.conf (nginx answers the published catalog)": []}
+        try:
+            for _ in range(PAIRS):
+                rates["kiosk serve"].append(wrk(catalog_server.url + "/v1/catalog", etag))
+                rates["nginx"].append(wrk(web.url + "/catalog.json", nginx_etag))
+                rates["deploy/nginx.conf (nginx answers the published catalog)"].append(wrk(deploy.url + "/v1/catalog", deploy_etag))
+        finally:
+            deploy.stop()
         catalog = {
             "products": 100_000, "body_bytes": len(body), "server_start_with_catalog_s": load_seconds,
             "full_sync_median_s": statistics.median(w for w, _ in syncs["full sync"]),
@@ -393,6 +443,8 @@ def main():
             "wrk_304_requests_per_s": {k: statistics.median(v) for k, v in rates.items()},
         }
         catalog["wrk_ratio_kiosk_to_nginx"] = catalog["wrk_304_requests_per_s"]["kiosk serve"] / catalog["wrk_304_requests_per_s"]["nginx"]
+        catalog["wrk_ratio_deploy_to_nginx"] = catalog["wrk_304_requests_per_s"]["deploy/nginx.conf (nginx answers the published catalog)"] / catalog["wrk_304_requests_per_s"]["nginx"]
+        catalog["publish_s"] = publish_seconds
         results["comparisons"]["5. catalog of 100,000 products"] = catalog
         print("\n5. catalog of 100,000 products")
         for key, value in catalog.items():
@@ -400,7 +452,20 @@ def main():
     finally:
         catalog_server.stop()
         web.stop()
-    bench_purchases()
+    # Starting again with nothing changed since the last start, from the catalog folders and from
+    # the published folder.
+    for label, args in [("server_start_again_folders_s", ["--catalog", str(large / "Catalog"), "--content", str(large / "Content")]),
+                        ("server_start_published_s", ["--published", str(BENCH / "published100k")])]:
+        starts = []
+        for _ in range(PAIRS):
+            started = time.monotonic()
+            again = Server([KIOSK, "serve", *args, "--data", str(BENCH / "server-100k"), "--port", "0"], kiosk_ready)
+            starts.append(time.monotonic() - started)
+            again.stop()
+        catalog[label] = statistics.median(starts)
+        print(f"  {label}: {catalog[label]}")
+    if only != "catalog":
+        bench_purchases()
     (BENCH / "results.json").write_text(json.dumps(results, indent=2))
     print(f"\nresults written to {BENCH / 'results.json'}")
 
