@@ -18,6 +18,8 @@ public final class KioskClient: Sendable {
         public var maxReceiveSpeed: Int64?
         /// Downloads at once.
         public var concurrency = 3
+        /// Unpack tar archives into staging while they download (installed only after the check).
+        public var unpackWhileDownloading = true
         /// When to retry a failed download or an unfinished purchase.
         public var backoff = Backoff()
         /// How long a download claim holds without renewal; the owner renews it three times as often.

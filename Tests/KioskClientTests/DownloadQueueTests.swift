@@ -287,3 +287,89 @@ enum SubscriptionDates {
         return formatter.string(from: date)
     }
 }
+
+extension DownloadQueueTests {
+    // MARK: Unpacking while downloading
+
+    static let manyFiles = "com.kiosk.books.many-pages"
+
+    static func withManyFileBook<T: Sendable>(_ body: @Sendable (Context, KioskClient) async throws -> T) async throws -> T {
+        try await withStore(prepare: { try $0.addManyFileBook(manyFiles, files: 32, kilobytes: 256) }) { context in
+            var throttled = KioskClient.Configuration()
+            throttled.maxReceiveSpeed = 3_000_000
+            let client = try KioskClient(home: KioskHome(root: context.home), server: context.url, configuration: throttled)
+            _ = try await client.sync()
+            _ = try await client.buy(manyFiles, downloadNow: false)
+            return try await body(context, client)
+        }
+    }
+
+    /// Regular files under `folder`, 0 when it does not exist.
+    static func fileCount(_ folder: URL) -> Int {
+        (FileManager.default.enumerator(atPath: folder.path)?.allObjects as? [String] ?? []).filter {
+            var isDirectory: ObjCBool = false
+            return FileManager.default.fileExists(atPath: folder.appendingPathComponent($0).path, isDirectory: &isDirectory) && !isDirectory.boolValue
+        }.count
+    }
+
+    @Test("a tar.gz unpacks into staging while it downloads: files are there before the last byte, the library gets it only after the check, identical to unpacking afterwards")
+    func unpacksWhileDownloading() async throws {
+        try await Self.withManyFileBook { context, client in
+            let staging = context.home.appendingPathComponent("Library/.staging-\(Self.manyFiles)")
+            let installed = context.home.appendingPathComponent("Library/\(Self.manyFiles)")
+            let run = Task { try await client.runDownloads() }
+            var seenEarly: (files: Int, bytesDone: Int64)?
+            for _ in 0..<400 {
+                let record = try client.downloads().first { $0.productId == Self.manyFiles }
+                let files = Self.fileCount(staging)
+                if record?.state == .downloading, files >= 2 {
+                    seenEarly = (files, record?.bytesDone ?? 0)
+                    #expect(!FileManager.default.fileExists(atPath: installed.path), "installed before the download ended")
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let report = try await run.value
+            #expect(report.installed == [Self.manyFiles])
+            let early = try #require(seenEarly, "no file was unpacked while the download ran")
+            let size = try #require(try await context.download(Self.manyFiles)).size
+            #expect(early.bytesDone < size)
+
+            // The same tree a sequential unpack of the verified archive gives, and no staging left.
+            let archive = try #require(try await context.server.catalog.current.archives[Self.manyFiles]).file
+            let sequential = context.directory.path("sequential")
+            try FileManager.default.createDirectory(at: sequential, withIntermediateDirectories: true)
+            _ = try ArchiveExtractor().extract(archive, into: sequential)
+            #expect(try FolderSnapshot.files(in: installed) == FolderSnapshot.files(in: sequential))
+            #expect(try FolderSnapshot.files(in: installed) == FolderSnapshot.files(in: context.store.content.appendingPathComponent("books/many-pages")))
+            #expect(!FileManager.default.fileExists(atPath: staging.path))
+        }
+    }
+
+    @Test("a download interrupted while it unpacks ahead leaves no staging and no half install; the next run unpacks again from the partial file and installs byte-exact")
+    func interruptedUnpackAhead() async throws {
+        try await Self.withManyFileBook { context, client in
+            let staging = context.home.appendingPathComponent("Library/.staging-\(Self.manyFiles)")
+            let installed = context.home.appendingPathComponent("Library/\(Self.manyFiles)")
+            let run = Task { try await client.runDownloads() }
+            for _ in 0..<400 where Self.fileCount(staging) < 2 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(Self.fileCount(staging) >= 2)
+            run.cancel()
+            let report = try await run.value
+            #expect(report.interrupted == [Self.manyFiles])
+            #expect(!FileManager.default.fileExists(atPath: staging.path), "the staging of an interrupted download stays behind")
+            #expect(!FileManager.default.fileExists(atPath: installed.path))
+            let kept = try #require(try await context.download(Self.manyFiles)).bytesDone
+            #expect(kept > 0)
+
+            let resumed = try await client.runDownloads()
+            #expect(resumed.installed == [Self.manyFiles])
+            let size = try #require(try await context.download(Self.manyFiles)).size
+            #expect(resumed.bytesReceived + kept == size)
+            #expect(try FolderSnapshot.files(in: installed) == FolderSnapshot.files(in: context.store.content.appendingPathComponent("books/many-pages")))
+            #expect(!FileManager.default.fileExists(atPath: staging.path))
+        }
+    }
+}

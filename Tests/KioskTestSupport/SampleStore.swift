@@ -31,6 +31,24 @@ public struct SampleStore: Sendable {
 
 extension SampleStore {
     /// Adds a book `id` whose content is `megabytes` MiB of bytes that do not compress, packed as zip.
+    /// Adds a book of `files` incompressible files of `kilobytes` each, packed as tar.gz: an
+    /// archive whose first files can be unpacked long before its last byte arrives.
+    public func addManyFileBook(_ id: String, files: Int, kilobytes: Int) throws {
+        let folderName = id.split(separator: ".").last.map(String.init) ?? "many"
+        let folder = content.appendingPathComponent("books/\(folderName)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        for index in 0..<files {
+            try TestOrigin.incompressible(kilobytes << 10, seed: "page-\(index)").write(to: folder.appendingPathComponent(String(format: "page-%03d.bin", index)))
+        }
+        try editCatalog("books.json") { products in
+            var book = products[0]
+            book["id"] = id
+            book["title"] = "Book of many files \(folderName)"
+            book["content"] = ["path": "books/\(folderName)", "format": "tar.gz"]
+            products.append(book)
+        }
+    }
+
     public func addLargeBook(_ id: String, megabytes: Int) throws {
         let folderName = id.split(separator: ".").last.map(String.init) ?? "large"
         let folder = content.appendingPathComponent("books/\(folderName)")

@@ -36,10 +36,29 @@ public struct ArchiveExtractor: Sendable {
         }
     }
 
+    /// Unpacks a tar archive while it is still being downloaded into `file`, into `destination`
+    /// (an empty folder), reading each byte once as it arrives.
+    /// - Throws: ``UnpackError``, also when the download is abandoned; the destination is left empty.
+    public func extract(_ file: GrowingFile, into destination: URL) throws -> Summary {
+        guard (try? FileManager.default.contentsOfDirectory(atPath: destination.path))?.isEmpty == true else {
+            throw UnpackError.destinationNotEmpty(path: destination.path)
+        }
+        do {
+            let reader = try ArchiveHandle.reader(growing: file)
+            return try extractEntries(from: reader, archiveSize: file.expectedSize, into: destination)
+        } catch {
+            Self.empty(destination)
+            throw error
+        }
+    }
+
     private func extractEntries(_ archive: URL, into destination: URL) throws -> Summary {
         let archiveSize = (try? FileManager.default.attributesOfItem(atPath: archive.path)[.size] as? Int64) ?? 0
+        return try extractEntries(from: ArchiveHandle.reader(path: archive.path), archiveSize: archiveSize, into: destination)
+    }
+
+    private func extractEntries(from reader: ArchiveHandle, archiveSize: Int64, into destination: URL) throws -> Summary {
         let maxTotal = limits.maxTotalBytes(archiveSize: archiveSize)
-        let reader = try ArchiveHandle.reader(path: archive.path)
         let writer = try ArchiveHandle.diskWriter()
         // libarchive's symlink guard checks every component of the path, so give it the real one.
         let root = destination.resolvingSymlinksInPath().standardizedFileURL.path
@@ -186,6 +205,8 @@ public struct ArchiveExtractor: Sendable {
 final class ArchiveHandle {
     let handle: OpaquePointer
     private let isReader: Bool
+    /// The growing file a callback reader reads, kept alive as long as the handle.
+    private var source: GrowingFile?
 
     private init(handle: OpaquePointer, isReader: Bool) {
         self.handle = handle
@@ -219,6 +240,29 @@ final class ArchiveHandle {
             _ = add(handle)
         }
         guard archive_read_open_filename(handle, path, 1 << 20) == ARCHIVE_OK else {
+            throw UnpackError.unsupportedFormat(reader.message)
+        }
+        return reader
+    }
+
+    /// A reader of tar formats (the ones that can be read front to back) over a growing file.
+    static func reader(growing file: GrowingFile) throws -> ArchiveHandle {
+        guard let handle = archive_read_new() else { throw UnpackError.disk(entry: nil, message: "libarchive could not allocate a reader") }
+        let reader = ArchiveHandle(handle: handle, isReader: true)
+        reader.source = file
+        archive_read_support_format_tar(handle)
+        archive_read_support_format_gnutar(handle)
+        for add in [archive_read_support_filter_gzip, archive_read_support_filter_xz, archive_read_support_filter_zstd, archive_read_support_filter_bzip2] {
+            _ = add(handle)
+        }
+        let opened = archive_read_open(handle, Unmanaged.passUnretained(file).toOpaque(), nil, { _, clientData, block in
+            guard let clientData, let block else { return -1 }
+            let file = Unmanaged<GrowingFile>.fromOpaque(clientData).takeUnretainedValue()
+            guard let (bytes, count) = file.nextBlock() else { return -1 }
+            block.pointee = bytes
+            return count
+        }, nil)
+        guard opened == ARCHIVE_OK else {
             throw UnpackError.unsupportedFormat(reader.message)
         }
         return reader

@@ -100,9 +100,13 @@ struct DownloadQueue {
             let received = ReceivedBytes()
             let requests = try startable.map(request(for:))
             let versions = Dictionary(startable.map { ($0.productId, $0.sha256) }) { first, _ in first }
+            let ahead = unpackAhead(startable)
+            defer { for unpacking in ahead.values { unpacking.abandon() } }
             let outcomes = await Downloader(concurrency: configuration.concurrency, progressPeriod: configuration.progressPeriod)
                 .run(requests) { [database, owner, contentURLs] update in
                     received.note(update)
+                    // Bytes of this attempt's answer are on disk: the partial file only grows now.
+                    if update.bytesReceived > 0 { ahead[update.key]?.beginReading() }
                     if let url = update.redirectedTo, let version = versions[update.key] {
                         contentURLs.remember(url, for: update.key, version: version)
                     }
@@ -125,7 +129,7 @@ struct DownloadQueue {
                         ])
                         continue
                     }
-                    try await handle(outcome, for: record, report: &report)
+                    try await handle(outcome, for: record, ahead: ahead[record.productId], report: &report)
                 } catch is IllegalTransition {
                     // Paused or cancelled under us: the reader's word wins.
                     try noteStoppedElsewhere(record, report: &report)
@@ -180,11 +184,11 @@ struct DownloadQueue {
 
     // MARK: Outcomes
 
-    private func handle(_ outcome: DownloadOutcome, for record: DownloadRecord, report: inout DownloadRunReport) async throws {
+    private func handle(_ outcome: DownloadOutcome, for record: DownloadRecord, ahead: UnpackAhead?, report: inout DownloadRunReport) async throws {
         let id = record.productId
         switch outcome {
         case .complete(let size, let sha256, _):
-            try verifyAndInstall(record, size: size, sha256: sha256, report: &report)
+            try verifyAndInstall(record, size: size, sha256: sha256, ahead: ahead, report: &report)
         case .restart(let reason):
             try move(id, from: [.downloading], to: .queued, [Column("partialETag").set(to: nil), Column("bytesDone").set(to: 0), DownloadRecord.Columns.lastError.set(to: reason)])
         case .httpError(412, _, let message):
@@ -238,7 +242,21 @@ struct DownloadQueue {
         }
     }
 
-    private func verifyAndInstall(_ record: DownloadRecord, size: Int64, sha256: String, report: inout DownloadRunReport) throws {
+    /// Tar archives start unpacking into their staging folders as they download, when the library
+    /// has room for them; the rest (zip, or a full disk) unpack after their check as before.
+    private func unpackAhead(_ records: [DownloadRecord]) -> [String: UnpackAhead] {
+        var ahead: [String: UnpackAhead] = [:]
+        for record in records where configuration.unpackWhileDownloading && record.format.unpacksAsItArrives {
+            guard let available = DiskSpace.available(at: home.library), available >= record.size,
+                  let partial = try? partialFile(record.productId),
+                  let unpacking = try? installer.startUnpacking(partial, size: record.size, as: record.productId)
+            else { continue }
+            ahead[record.productId] = unpacking
+        }
+        return ahead
+    }
+
+    private func verifyAndInstall(_ record: DownloadRecord, size: Int64, sha256: String, ahead: UnpackAhead?, report: inout DownloadRunReport) throws {
         let id = record.productId
         try move(id, from: [.downloading], to: .verifying, [Column("bytesDone").set(to: size)])
         let partial = try partialFile(id)
@@ -265,7 +283,7 @@ struct DownloadQueue {
         try move(id, from: [.verifying], to: .unpacking, [])
         let installed: (folder: URL, treeDigest: String)
         do {
-            installed = try installer.install(partial, as: id)
+            installed = try ahead.map { try installer.install($0, orElse: partial, as: id) } ?? installer.install(partial, as: id)
         } catch UnpackError.noSpace(let entry) {
             let available = DiskSpace.available(at: home.library) ?? 0
             try scheduleRetry(record, retryAfter: nil, error: "the disk filled while unpacking\(entry.map { " \"\($0)\"" } ?? ""); " + DiskSpace.shortfall(

@@ -26,17 +26,41 @@ struct LibraryInstaller {
     /// Installs `archive` as `productId` and returns the installed folder and its tree digest.
     /// - Throws: ``UnpackError``; the staging folder is removed and the library is unchanged.
     func install(_ archive: URL, as productId: String) throws -> (folder: URL, treeDigest: String) {
-        let fileManager = FileManager.default
-        try fileManager.createDirectory(at: library, withIntermediateDirectories: true)
-        try recoverInterruptedSwap(productId)
-        let staging = try staging(productId)
-        try fileManager.createDirectory(at: staging, withIntermediateDirectories: false)
+        let staging = try freshStaging(productId)
         do {
             _ = try ArchiveExtractor(limits: limits).extract(archive, into: staging)
         } catch {
-            try? fileManager.removeItem(at: staging)
+            try? FileManager.default.removeItem(at: staging)
             throw error
         }
+        return try moveIntoLibrary(staging, as: productId)
+    }
+
+    /// Starts unpacking `partial` into the staging folder while it downloads; see ``UnpackAhead``.
+    func startUnpacking(_ partial: URL, size: Int64, as productId: String) throws -> UnpackAhead {
+        let staging = try freshStaging(productId)
+        return UnpackAhead(file: GrowingFile(partial, expectedSize: size), staging: staging, extractor: ArchiveExtractor(limits: limits))
+    }
+
+    /// Installs what `ahead` unpacked while the verified archive `partial` downloaded, or, when that
+    /// did not succeed, unpacks `partial` again from its first byte.
+    func install(_ ahead: UnpackAhead, orElse partial: URL, as productId: String) throws -> (folder: URL, treeDigest: String) {
+        guard ahead.finish() else { return try install(partial, as: productId) }
+        return try moveIntoLibrary(ahead.staging, as: productId)
+    }
+
+    /// An empty staging folder for `productId`, after putting back any interrupted swap.
+    private func freshStaging(_ productId: String) throws -> URL {
+        try FileManager.default.createDirectory(at: library, withIntermediateDirectories: true)
+        try recoverInterruptedSwap(productId)
+        let staging = try staging(productId)
+        try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: false)
+        return staging
+    }
+
+    /// Moves a complete staging folder into place as `Library/<productId>`.
+    private func moveIntoLibrary(_ staging: URL, as productId: String) throws -> (folder: URL, treeDigest: String) {
+        let fileManager = FileManager.default
         let digest = try Self.treeDigest(of: staging)
         let destination = try installed(productId)
         if fileManager.fileExists(atPath: destination.path) {
