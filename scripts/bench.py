@@ -4,9 +4,10 @@
 Each comparison is interleaved (A B C A B C ...) BENCH_PAIRS times (default 5); the report gives
 medians and ratios, and .bench/results.json keeps them. Data lives in .bench/ (ignored by git).
 BENCH_ONLY=purchases runs only the purchase comparison (against pgbench, on both engines);
-BENCH_ONLY=catalog only the 100,000-product catalog (sync, starts, 304s against nginx).
+BENCH_ONLY=catalog only the 100,000-product catalog (sync, starts, 304s against nginx);
+BENCH_ONLY=overlap only the download-and-install of 5,000 files with and without unpacking while downloading.
 """
-import json, os, platform, re, shutil, signal, socket, sqlite3, statistics, subprocess, sys, time
+import json, os, platform, threading, re, shutil, signal, socket, sqlite3, statistics, subprocess, sys, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -301,6 +302,110 @@ def bench_purchases():
         postgres.stop()
 
 
+TREE = "com.kiosk.bench.tree"
+
+
+def first_file_in(folder):
+    """True once `folder` (a staging folder) holds a regular file, looking one level down too."""
+    try:
+        for entry in os.scandir(folder):
+            if entry.is_file():
+                return True
+            if entry.is_dir():
+                if any(sub.is_file() for sub in os.scandir(entry.path)):
+                    return True
+    except FileNotFoundError:
+        pass
+    return False
+
+
+def bench_overlap():
+    """7. The 5,000-file tar.gz bought and installed through deploy/nginx.conf (x-accel): download
+    alone, unpack alone, and download + install with and without unpacking while downloading."""
+    store = BENCH / "treestore"
+    if not (store / "Content/tree").exists():
+        (store / "Catalog").mkdir(parents=True, exist_ok=True)
+        shutil.copytree(BENCH / "tree", store / "Content/tree", copy_function=os.link)
+    (store / "Catalog/tree.json").write_text(json.dumps({"products": [{
+        "id": TREE, "kind": "nonConsumable", "title": "5,000 pages", "price": "1.00", "currency": "USD",
+        "content": {"path": "tree", "format": "tar.gz"}}]}))
+    published = BENCH / "published-tree"
+    sh(KIOSK, "publish", "--catalog", str(store / "Catalog"), "--content", str(store / "Content"), "--out", str(published))
+    archive = next((published / "archives").glob("*.tar.gz"))
+    size = archive.stat().st_size
+    shutil.rmtree(BENCH / "server-tree", ignore_errors=True)
+    server = Server([KIOSK, "serve", "--published", str(published), "--data", str(BENCH / "server-tree"), "--port", "0",
+                     "--content-delivery", "x-accel", "--accel-prefix", "/_kiosk/archives/"], kiosk_ready)
+    edge = deploy_nginx(server.url.removeprefix("http://"), published)
+    name = "7. download and install 5,000 files (tar.gz) through nginx (x-accel)"
+    samples = {"download alone (kiosk fetch --sha256)": [], "unpack alone (kiosk unpack)": [],
+               "download + install, unpacked afterwards": [], "download + install, unpacked while downloading": []}
+    first_files = []
+    try:
+        for index in range(PAIRS):
+            home = BENCH / f"home-tree-{index}"
+            shutil.rmtree(home, ignore_errors=True)
+            env = {**os.environ, "KIOSK_HOME": str(home)}
+            subprocess.run([KIOSK, "sync", "--server", edge.url], check=True, env=env, stdout=subprocess.DEVNULL)
+            subprocess.run([KIOSK, "buy", TREE, "--no-download"], check=True, env=env, stdout=subprocess.DEVNULL)
+            with sqlite3.connect(home / "kiosk.sqlite") as db:
+                receipt, digest = db.execute("SELECT p.receipt, d.sha256 FROM payment p JOIN download d ON d.productId = p.productId").fetchone()
+            sequential_home = BENCH / f"home-tree-{index}-sequential"
+            shutil.rmtree(sequential_home, ignore_errors=True)
+            shutil.copytree(home, sequential_home)
+
+            out = BENCH / "out"
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir(parents=True)
+            fetched = out / "tree.tar.gz"
+            samples["download alone (kiosk fetch --sha256)"].append(timed(
+                [KIOSK, "fetch", f"{edge.url}/v1/content/{TREE}?version={digest}", "-o", str(fetched), "--header", f"Authorization: Receipt {receipt}", "--sha256", digest]))
+            (out / "unpacked").mkdir()
+            samples["unpack alone (kiosk unpack)"].append(timed([KIOSK, "unpack", str(fetched), "-C", str(out / "unpacked")]))
+            shutil.rmtree(out, ignore_errors=True)
+
+            samples["download + install, unpacked afterwards"].append(timed(
+                [KIOSK, "resume"], env={"KIOSK_HOME": str(sequential_home), "KIOSK_UNPACK_WHILE_DOWNLOADING": "0"}))
+            # Watch the staging folder for the first file while the download runs.
+            staging = home / f"Library/.staging-{TREE}"
+            partial = home / f"downloads/{TREE}.partial"
+            seen = {}
+            done = [False]
+            def watch():
+                started = time.monotonic()
+                while not done[0]:
+                    if first_file_in(staging):
+                        seen["seconds"] = time.monotonic() - started
+                        seen["bytes"] = partial.stat().st_size if partial.exists() else size
+                        return
+                    time.sleep(0.002)
+            watcher = threading.Thread(target=watch)
+            watcher.start()
+            samples["download + install, unpacked while downloading"].append(timed([KIOSK, "resume"], env={"KIOSK_HOME": str(home)}))
+            done[0] = True
+            watcher.join()
+            first_files.append(seen)
+            shutil.rmtree(home, ignore_errors=True)
+            shutil.rmtree(sequential_home, ignore_errors=True)
+    finally:
+        edge.stop()
+        server.stop()
+    summary = {label: {"wall_median_s": statistics.median(w for w, _ in values), "peak_rss_median_mib": statistics.median(r for _, r in values),
+                       "walls": [w for w, _ in values]} for label, values in samples.items()}
+    slowest_alone = max(summary["download alone (kiosk fetch --sha256)"]["wall_median_s"], summary["unpack alone (kiosk unpack)"]["wall_median_s"])
+    for label in summary:
+        summary[label]["ratio_to_max_alone"] = summary[label]["wall_median_s"] / slowest_alone
+    summary["archive_bytes"] = size
+    summary["first_file"] = [{"seconds": f.get("seconds"), "fraction_of_bytes_on_disk": (f.get("bytes", size) / size) if f else None} for f in first_files]
+    results["comparisons"][name] = summary
+    print(f"\n{name}")
+    for label, row in summary.items():
+        if isinstance(row, dict):
+            print(f"  {label:<50} {row['wall_median_s']:8.3f} s  {row['peak_rss_median_mib']:7.1f} MiB  ×{row['ratio_to_max_alone']:.2f} of max(alone)")
+    for first in summary["first_file"]:
+        print(f"  first file on disk after {first['seconds']:.3f} s, with {100 * first['fraction_of_bytes_on_disk']:.1f} % of the archive downloaded" if first["seconds"] is not None else "  first file: not seen while downloading")
+
+
 class SkipSections(Exception):
     """BENCH_ONLY=catalog: straight to the catalog comparison."""
 
@@ -316,6 +421,10 @@ def main():
     results["machine"] = {"cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version(),
                           "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
                           "curl": sh("curl", "--version").split("\n")[0], "nginx": subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip()}
+    if os.environ.get("BENCH_ONLY") == "overlap":
+        bench_overlap()
+        (BENCH / "results.json").write_text(json.dumps(results, indent=2))
+        return
     if os.environ.get("BENCH_ONLY") == "purchases":
         bench_purchases()
         (BENCH / "results.json").write_text(json.dumps(results, indent=2))
@@ -465,6 +574,7 @@ def main():
         catalog[label] = statistics.median(starts)
         print(f"  {label}: {catalog[label]}")
     if only != "catalog":
+        bench_overlap()
         bench_purchases()
     (BENCH / "results.json").write_text(json.dumps(results, indent=2))
     print(f"\nresults written to {BENCH / 'results.json'}")

@@ -25,6 +25,8 @@ struct ClientOptions: ParsableArguments {
         var configuration = KioskClient.Configuration()
         if let seconds = environment["KIOSK_STALL_SECONDS"].flatMap(Int.init) { configuration.stallSeconds = seconds }
         configuration.maxReceiveSpeed = environment["KIOSK_MAX_RECEIVE_SPEED"].flatMap(Int64.init)
+        // 0 unpacks tar archives only after the download, as zip always is (for comparison runs).
+        if environment["KIOSK_UNPACK_WHILE_DOWNLOADING"] == "0" { configuration.unpackWhileDownloading = false }
         if let concurrency = environment["KIOSK_CONCURRENCY"].flatMap(Int.init), concurrency > 0 { configuration.concurrency = concurrency }
         if let base = environment["KIOSK_RETRY_BASE_SECONDS"].flatMap(Double.init), base > 0 { configuration.backoff.base = base }
         if let cap = environment["KIOSK_RETRY_CAP_SECONDS"].flatMap(Double.init), cap > 0 { configuration.backoff.cap = cap }
