@@ -136,15 +136,18 @@ http {{
     server {{ listen 127.0.0.1:{port}; root {BENCH}/www; }}
 }}
 """)
-    def ready(server):
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                return f"http://127.0.0.1:{port}"
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("nginx did not start")
-    return Server(["nginx", "-c", str(prefix / "nginx.conf"), "-p", str(prefix)], ready)
+    return Server(["nginx", "-c", str(prefix / "nginx.conf"), "-p", str(prefix)], lambda _: accepting(port, "nginx"))
+
+
+def accepting(port, what):
+    """The URL of 127.0.0.1:port once something accepts connections there."""
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return f"http://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} did not start")
 
 
 def deploy_nginx(upstream, published):
@@ -165,15 +168,8 @@ def deploy_nginx(upstream, published):
         config = config.replace(old, new)
     config = re.sub(r"        server 127\.0\.0\.1:8081.*\n        server 127\.0\.0\.1:8082.*\n", f"        server {upstream};\n", config)
     (prefix / "nginx.conf").write_text(config)
-    def ready(server):
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                return f"http://127.0.0.1:{port}"
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("nginx (deploy/nginx.conf) did not start")
-    return Server(["nginx", "-c", str(prefix / "nginx.conf"), "-p", str(prefix), "-e", str(prefix / "error.log")], ready)
+    return Server(["nginx", "-c", str(prefix / "nginx.conf"), "-p", str(prefix), "-e", str(prefix / "error.log")],
+                  lambda _: accepting(port, "nginx (deploy/nginx.conf)"))
 
 
 # A purchase per request: a random one of the accounts in $TOKENS buys a credit pack with a fresh

@@ -293,14 +293,22 @@ extension DownloadQueueTests {
 
     static let manyFiles = "com.kiosk.books.many-pages"
 
-    static func withManyFileBook<T: Sendable>(_ body: @Sendable (Context, KioskClient) async throws -> T) async throws -> T {
+    /// Where the many-file book is unpacked while it downloads, and where it is installed.
+    struct Folders: Sendable {
+        let staging: URL
+        let installed: URL
+    }
+
+    static func withManyFileBook<T: Sendable>(_ body: @Sendable (Context, KioskClient, Folders) async throws -> T) async throws -> T {
         try await withStore(prepare: { try $0.addManyFileBook(manyFiles, files: 32, kilobytes: 256) }) { context in
             var throttled = KioskClient.Configuration()
             throttled.maxReceiveSpeed = 3_000_000
             let client = try KioskClient(home: KioskHome(root: context.home), server: context.url, configuration: throttled)
             _ = try await client.sync()
             _ = try await client.buy(manyFiles, downloadNow: false)
-            return try await body(context, client)
+            let library = context.home.appendingPathComponent("Library")
+            let folders = Folders(staging: library.appendingPathComponent(".staging-\(manyFiles)"), installed: library.appendingPathComponent(manyFiles))
+            return try await body(context, client, folders)
         }
     }
 
@@ -314,9 +322,8 @@ extension DownloadQueueTests {
 
     @Test("a tar.gz unpacks into staging while it downloads: files are there before the last byte, the library gets it only after the check, identical to unpacking afterwards")
     func unpacksWhileDownloading() async throws {
-        try await Self.withManyFileBook { context, client in
-            let staging = context.home.appendingPathComponent("Library/.staging-\(Self.manyFiles)")
-            let installed = context.home.appendingPathComponent("Library/\(Self.manyFiles)")
+        try await Self.withManyFileBook { context, client, folders in
+            let (staging, installed) = (folders.staging, folders.installed)
             let run = Task { try await client.runDownloads() }
             var seenEarly: (files: Int, bytesDone: Int64)?
             for _ in 0..<400 {
@@ -348,9 +355,8 @@ extension DownloadQueueTests {
 
     @Test("a download interrupted while it unpacks ahead leaves no staging and no half install; the next run unpacks again from the partial file and installs byte-exact")
     func interruptedUnpackAhead() async throws {
-        try await Self.withManyFileBook { context, client in
-            let staging = context.home.appendingPathComponent("Library/.staging-\(Self.manyFiles)")
-            let installed = context.home.appendingPathComponent("Library/\(Self.manyFiles)")
+        try await Self.withManyFileBook { context, client, folders in
+            let (staging, installed) = (folders.staging, folders.installed)
             let run = Task { try await client.runDownloads() }
             for _ in 0..<400 where Self.fileCount(staging) < 2 {
                 try await Task.sleep(for: .milliseconds(20))

@@ -40,13 +40,7 @@ extension SampleStore {
         for index in 0..<files {
             try TestOrigin.incompressible(kilobytes << 10, seed: "page-\(index)").write(to: folder.appendingPathComponent(String(format: "page-%03d.bin", index)))
         }
-        try editCatalog("books.json") { products in
-            var book = products[0]
-            book["id"] = id
-            book["title"] = "Book of many files \(folderName)"
-            book["content"] = ["path": "books/\(folderName)", "format": "tar.gz"]
-            products.append(book)
-        }
+        try addBook(id, title: "Book of many files \(folderName)", folder: folderName, format: "tar.gz")
     }
 
     public func addLargeBook(_ id: String, megabytes: Int) throws {
@@ -55,11 +49,16 @@ extension SampleStore {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         try TestOrigin.incompressible(megabytes << 20).write(to: folder.appendingPathComponent("plates.bin"))
         try Data("# \(folderName)\n".utf8).write(to: folder.appendingPathComponent("index.md"))
+        try addBook(id, title: "Large book \(folderName)", folder: folderName, format: "zip")
+    }
+
+    /// A copy of the first book under a new ID, title and content folder.
+    private func addBook(_ id: String, title: String, folder: String, format: String) throws {
         try editCatalog("books.json") { products in
             var book = products[0]
             book["id"] = id
-            book["title"] = "Large book \(folderName)"
-            book["content"] = ["path": "books/\(folderName)", "format": "zip"]
+            book["title"] = title
+            book["content"] = ["path": "books/\(folder)", "format": format]
             products.append(book)
         }
     }
