@@ -44,7 +44,8 @@ final class BufferedLog: Sendable {
     func write(level: Logger.Level, label: String, message: Logger.Message, metadata: Logger.Metadata) {
         let urgent = level >= .warning
         var startFlusher = false
-        let full: [UInt8]? = state.withLock { state in
+        // Written while holding the lock, so lines reach stderr in the order they were logged.
+        state.withLock { state in
             let now = time(nil)
             if Int(now) != state.second {
                 state.second = Int(now)
@@ -59,27 +60,29 @@ final class BufferedLog: Sendable {
             guard urgent || state.pending.count >= Self.flushBytes else {
                 startFlusher = !state.flusherStarted
                 state.flusherStarted = true
-                return nil
+                return
             }
-            defer { state.pending.removeAll(keepingCapacity: true) }
-            return state.pending
+            writeAll(state.pending)
+            state.pending.removeAll(keepingCapacity: true)
         }
-        if let full { writeAll(full) }
         if startFlusher { self.startFlusher() }
     }
 
     /// Writes `text` after every line waiting before it, so stderr keeps the order things happened in.
     func write(_ text: String) {
-        flush()
-        writeAll(Array(text.utf8))
+        state.withLock { state in
+            state.pending.append(contentsOf: text.utf8)
+            writeAll(state.pending)
+            state.pending.removeAll(keepingCapacity: true)
+        }
     }
 
     func flush() {
-        let waiting: [UInt8] = state.withLock { state in
-            defer { state.pending.removeAll(keepingCapacity: true) }
-            return state.pending
+        state.withLock { state in
+            guard !state.pending.isEmpty else { return }
+            writeAll(state.pending)
+            state.pending.removeAll(keepingCapacity: true)
         }
-        if !waiting.isEmpty { writeAll(waiting) }
     }
 
     private func writeAll(_ bytes: [UInt8]) {
