@@ -60,6 +60,8 @@ public struct Downloader: Sendable {
                 for (handle, transfer) in active {
                     curl_multi_remove_handle(multi, handle)
                     outcomes[transfer.request.key] = transfer.stop()
+                    // Where it stopped, so what is recorded matches the partial file.
+                    _ = progress(transfer.progress)
                 }
                 for request in waiting { outcomes[request.key] = .stopped }
                 return outcomes
@@ -94,6 +96,7 @@ public struct Downloader: Sendable {
                     curl_multi_remove_handle(multi, handle)
                     active.removeValue(forKey: handle)
                     outcomes[transfer.request.key] = transfer.stop()
+                    _ = progress(transfer.progress)
                 }
             }
             if running > 0 {
