@@ -18,6 +18,7 @@ public final class GrowingFile: @unchecked Sendable {
     private let condition = NSCondition()
     private var phase = Phase.waiting
 
+    // Used only by the one thread that reads (the extraction's).
     private var descriptor: Int32 = -1
     private var offset: Int64 = 0
     private let buffer: UnsafeMutableRawPointer

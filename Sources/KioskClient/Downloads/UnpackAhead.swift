@@ -1,6 +1,6 @@
 import Foundation
 import KioskArchive
-import Logging
+import Synchronization
 
 /// A tar archive being unpacked into its staging folder while it downloads, on a thread of its own.
 ///
@@ -14,18 +14,15 @@ final class UnpackAhead: Sendable {
     let staging: URL
     private let file: GrowingFile
     private let done = DispatchSemaphore(value: 0)
-    private let outcome = OutcomeBox()
+    /// Whether the staging folder holds the whole archive; written once by the unpacking thread.
+    private let succeeded = Mutex(false)
 
     init(file: GrowingFile, staging: URL, extractor: ArchiveExtractor) {
         self.file = file
         self.staging = staging
-        let thread = Thread { [file, staging, outcome, done] in
-            do {
-                _ = try extractor.extract(file, into: staging)
-                outcome.set(true)
-            } catch {
-                outcome.set(false)
-            }
+        let thread = Thread { [self] in
+            let whole = (try? extractor.extract(file, into: staging)) != nil
+            succeeded.withLock { $0 = whole }
             done.signal()
         }
         thread.name = "kiosk.unpack-ahead"
@@ -41,7 +38,7 @@ final class UnpackAhead: Sendable {
         file.finish()
         done.wait()
         done.signal()
-        return outcome.value
+        return succeeded.withLock { $0 }
     }
 
     /// Ends it: stops the unpacking if it still runs and removes the staging folder unless the
@@ -53,12 +50,4 @@ final class UnpackAhead: Sendable {
         done.signal()
         try? FileManager.default.removeItem(at: staging)
     }
-}
-
-/// Whether the unpacking succeeded, written once by its thread.
-private final class OutcomeBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var succeeded = false
-    func set(_ value: Bool) { lock.withLock { succeeded = value } }
-    var value: Bool { lock.withLock { succeeded } }
 }
