@@ -77,7 +77,7 @@ struct RequestLogMiddleware: RouterMiddleware {
 
     static func log(_ logger: Logger, method: String, route: String, status: Int, started: ContinuousClock.Instant, bytes: Int, account: String?, cut: Bool = false) {
         let elapsed = ContinuousClock.now - started
-        // Tenths of a millisecond by integer arithmetic: String(format:) cost more than the rest of the line.
+        // Tenths of a millisecond by integer arithmetic, not String(format:) through CoreFoundation per request.
         let tenths = elapsed.components.seconds * 10_000 + elapsed.components.attoseconds / 100_000_000_000_000
         var metadata: Logger.Metadata = [
             "status": "\(status)", "route": "\(route)", "duration_ms": "\(tenths / 10).\(tenths % 10)",
