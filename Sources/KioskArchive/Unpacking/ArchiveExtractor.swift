@@ -233,12 +233,7 @@ final class ArchiveHandle {
         guard let handle = archive_read_new() else { throw UnpackError.disk(entry: nil, message: "libarchive could not allocate a reader") }
         let reader = ArchiveHandle(handle: handle, isReader: true)
         archive_read_support_format_zip(handle)
-        archive_read_support_format_tar(handle)
-        archive_read_support_format_gnutar(handle)
-        for add in [archive_read_support_filter_gzip, archive_read_support_filter_xz, archive_read_support_filter_zstd, archive_read_support_filter_bzip2] {
-            // A filter missing from this libarchive build only warns; the formats still work.
-            _ = add(handle)
-        }
+        supportTar(handle)
         guard archive_read_open_filename(handle, path, 1 << 20) == ARCHIVE_OK else {
             throw UnpackError.unsupportedFormat(reader.message)
         }
@@ -250,11 +245,7 @@ final class ArchiveHandle {
         guard let handle = archive_read_new() else { throw UnpackError.disk(entry: nil, message: "libarchive could not allocate a reader") }
         let reader = ArchiveHandle(handle: handle, isReader: true)
         reader.source = file
-        archive_read_support_format_tar(handle)
-        archive_read_support_format_gnutar(handle)
-        for add in [archive_read_support_filter_gzip, archive_read_support_filter_xz, archive_read_support_filter_zstd, archive_read_support_filter_bzip2] {
-            _ = add(handle)
-        }
+        supportTar(handle)
         let opened = archive_read_open(handle, Unmanaged.passUnretained(file).toOpaque(), nil, { _, clientData, block in
             guard let clientData, let block else { return -1 }
             let file = Unmanaged<GrowingFile>.fromOpaque(clientData).takeUnretainedValue()
@@ -266,6 +257,16 @@ final class ArchiveHandle {
             throw UnpackError.unsupportedFormat(reader.message)
         }
         return reader
+    }
+
+    /// Tar, and the compressions a tar may come in.
+    private static func supportTar(_ handle: OpaquePointer) {
+        archive_read_support_format_tar(handle)
+        archive_read_support_format_gnutar(handle)
+        for add in [archive_read_support_filter_gzip, archive_read_support_filter_xz, archive_read_support_filter_zstd, archive_read_support_filter_bzip2] {
+            // A filter missing from this libarchive build only warns; the formats still work.
+            _ = add(handle)
+        }
     }
 
     /// A disk writer with libarchive's secure-extraction guards on and no owner or permission restore.

@@ -56,7 +56,7 @@ public final class GrowingFile: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Waits until reading may start; false when the download was abandoned first.
+    /// Waits until reading may start, and gives the phase it found then (never `waiting`).
     private func awaitReadable() -> Phase {
         condition.lock()
         defer { condition.unlock() }

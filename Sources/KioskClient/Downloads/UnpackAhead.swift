@@ -36,8 +36,7 @@ final class UnpackAhead: Sendable {
     /// - Returns: true when the staging folder holds the whole archive, unpacked.
     func finish() -> Bool {
         file.finish()
-        done.wait()
-        done.signal()
+        waitForThread()
         return succeeded.withLock { $0 }
     }
 
@@ -46,8 +45,13 @@ final class UnpackAhead: Sendable {
     /// download, whatever its outcome.
     func abandon() {
         file.abandon()
+        waitForThread()
+        try? FileManager.default.removeItem(at: staging)
+    }
+
+    /// Waits for the unpacking thread to end; leaves the semaphore signalled for any later wait.
+    private func waitForThread() {
         done.wait()
         done.signal()
-        try? FileManager.default.removeItem(at: staging)
     }
 }
