@@ -49,6 +49,55 @@ struct HostileServerTests {
         }
     }
 
+    @Test("a catalog broken at its 700th product is refused in one line naming the place; the cache keeps the last good catalog whole")
+    func catalogBrokenLate() async throws {
+        let fence = try Fence()
+        @Sendable func catalog(_ count: Int, brokenAt broken: Int? = nil) -> String {
+            let products = (0..<count).map { index in
+                let amount = index == broken ? "1.00" : "\"1.00\""
+                return #"{"id": "com.example.p\#(index)", "kind": "consumable", "title": "p\#(index)", "summary": "x", "price": {"amount": \#(amount), "currency": "USD"}, "credits": 1}"#
+            }
+            return #"{"products": [\#(products.joined(separator: ","))]}"#
+        }
+        try await HostileServer.run { server, url in
+            let home = ["KIOSK_HOME": fence.home.path]
+            server.catalog = .json(catalog(3))
+            let good = try await KioskCommand.run(["sync", "--server", url], environment: home)
+            #expect(good.status == 0, "\(good.stderr)")
+
+            // Products 0…699 are read (and written into the cache's transaction) before the error.
+            server.catalog = .json(catalog(1_000, brokenAt: 700))
+            let result = try await KioskCommand.run(["sync"], environment: home, in: fence.work)
+            #expect(result.status == 1)
+            let lines = result.stderr.split(separator: "\n")
+            #expect(lines.count == 1 && lines.first?.contains("products[700].price.amount: expected a string") == true
+                    && lines.first?.contains("the local catalog was kept") == true, "\(result.stderr)")
+            let products = try await KioskCommand.run(["products", "--json"], environment: home)
+            let list = try #require(try JSONSerialization.jsonObject(with: Data(products.stdout.utf8)) as? [String: Any])
+            let ids = try #require(list["products"] as? [[String: Any]]).compactMap { $0["id"] as? String }
+            #expect(ids == ["com.example.p0", "com.example.p1", "com.example.p2"])
+        }
+    }
+
+    @Test("a catalog naming one product twice is refused in one line; the cache keeps the last good catalog")
+    func duplicateProduct() async throws {
+        let fence = try Fence()
+        try await HostileServer.run { server, url in
+            let home = ["KIOSK_HOME": fence.home.path]
+            server.catalog = .json(Self.product("com.example.first"))
+            #expect(try await KioskCommand.run(["sync", "--server", url], environment: home).status == 0)
+            let twice = Self.product("com.example.twice")
+            let open = try #require(twice.firstIndex(of: "[")), close = try #require(twice.lastIndex(of: "]"))
+            let product = twice[twice.index(after: open)..<close]
+            server.catalog = .json(#"{"products": [\#(product), \#(product)]}"#)
+            let result = try await KioskCommand.run(["sync"], environment: home)
+            #expect(result.status == 1)
+            #expect(result.stderr.split(separator: "\n").count == 1 && result.stderr.contains("names com.example.twice twice"), "\(result.stderr)")
+            let products = try await KioskCommand.run(["products", "--json"], environment: home)
+            #expect(products.stdout.contains("com.example.first") && !products.stdout.contains("com.example.twice"))
+        }
+    }
+
     @Test("a 100 MB catalog body is refused in one line and the client stays under 256 MiB")
     func hugeCatalog() async throws {
         let fence = try Fence()

@@ -51,15 +51,23 @@ struct CatalogSync {
         guard response.status == 200 else {
             throw StoreAPI.error(from: response, url: url)
         }
-        let document: CatalogDocument
+        // Read and stored a product at a time, in the cache's transaction: a document wrong
+        // anywhere (or naming an unsafe product ID) leaves the cache as it was.
         do {
-            document = try JSONDecoder.kiosk.decode(CatalogDocument.self, from: response.body)
-        } catch {
-            throw ClientError.badResponse(url: url, detail: "\(error)")
+            var seen = Set<String>()
+            return try database.replaceCatalog(etag: response.headers["etag"], syncedAt: Date()) { store in
+                try CatalogReader.forEachProduct(in: response.body) { product, json in
+                    guard ProductID.isValid(product.id) else {
+                        throw ClientError.unsafeProductID(product.id, source: "the catalog from \(url)")
+                    }
+                    guard seen.insert(product.id).inserted else {
+                        throw ClientError.badResponse(url: url, detail: "the catalog names \(product.id) twice; the local catalog was kept")
+                    }
+                    try store(product, json)
+                }
+            }
+        } catch let error as CatalogReadError {
+            throw ClientError.badResponse(url: url, detail: "\(error); the local catalog was kept")
         }
-        if let bad = document.products.first(where: { !ProductID.isValid($0.id) }) {
-            throw ClientError.unsafeProductID(bad.id, source: "the catalog from \(url)")
-        }
-        return try database.replaceCatalog(with: document.products, etag: response.headers["etag"], syncedAt: Date())
     }
 }

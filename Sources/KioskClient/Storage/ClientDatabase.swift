@@ -228,42 +228,42 @@ extension ClientDatabase {
 
     func cachedProduct(_ id: String) throws -> Product? {
         try read { db in
-            try CachedProduct.fetchOne(db, key: id).flatMap { try? JSONDecoder.kiosk.decode(Product.self, from: $0.json) }
+            try CachedProduct.fetchOne(db, key: id).flatMap { try? CatalogReader.product(from: $0.json) }
         }
     }
 
     func cachedProducts() throws -> [Product] {
         try read { db in
-            try CachedProduct.order(Column("id")).fetchAll(db).compactMap { try? JSONDecoder.kiosk.decode(Product.self, from: $0.json) }
+            try CachedProduct.order(Column("id")).fetchAll(db).compactMap { try? CatalogReader.product(from: $0.json) }
         }
     }
 
-    /// Replaces the catalog cache with `products` and remembers the ETag, in one transaction.
-    func replaceCatalog(with products: [Product], etag: String?, syncedAt: Date) throws -> SyncReport {
+    /// Replaces the catalog cache with the products `read` hands to its argument, one at a time
+    /// with the bytes each was sent as (each ID once), and remembers the ETag: all in one
+    /// transaction, so an error anywhere (thrown by `read` too) leaves the cache as it was.
+    func replaceCatalog(etag: String?, syncedAt: Date, read: (_ store: (Product, Data) throws -> Void) throws -> Void) throws -> SyncReport {
         try write { db in
-            // Compared row by row rather than by loading the old cache whole: one catalog in
-            // memory at a time, however large. Two prepared statements serve every product (a
-            // record's `save` re-plans an UPDATE and then an INSERT per row: most of a 100,000
-            // product sync).
+            // One statement a product, and one catalog in memory at a time however large: the
+            // upsert leaves a row whose bytes are already the ones sent untouched (`WHERE`), so
+            // SQLite's change count tells a changed product from an unchanged one, and the IDs
+            // cached before tell an added one. Comparing the bytes as sent spares encoding each
+            // product again.
             var report = SyncReport()
-            let encoder = JSONEncoder.kiosk
-            let current = try db.cachedStatement(sql: "SELECT json FROM product WHERE id = ?")
+            var before = Set(try String.fetchAll(db, sql: "SELECT id FROM product"))
             let upsert = try db.cachedStatement(sql: """
                 INSERT INTO product (id, kind, title, json) VALUES (?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, title = excluded.title, json = excluded.json
+                WHERE product.json IS NOT excluded.json
                 """)
-            var seen = Set<String>(minimumCapacity: products.count)
-            for product in products {
-                seen.insert(product.id)
-                let json = try encoder.encode(product)
-                switch try Data.fetchOne(current, arguments: [product.id]) {
-                case nil: report.added.append(product.id)
-                case json?: continue
-                default: report.changed.append(product.id)
-                }
+            try read { product, json in
                 try upsert.execute(arguments: [product.id, product.kind.rawValue, product.title, json])
+                if before.remove(product.id) == nil {
+                    report.added.append(product.id)
+                } else if db.changesCount > 0 {
+                    report.changed.append(product.id)
+                }
             }
-            report.removed = try String.fetchAll(db, sql: "SELECT id FROM product ORDER BY id").filter { !seen.contains($0) }
+            report.removed = before.sorted()
             let delete = try db.cachedStatement(sql: "DELETE FROM product WHERE id = ?")
             for id in report.removed {
                 try delete.execute(arguments: [id])

@@ -64,15 +64,15 @@ public struct PublishedFolder: Sendable {
         } catch {
             throw PublishedFolderError(path: catalogFile.path, problem: "cannot be read", action: "run kiosk publish --out \(url.path) first")
         }
-        let document: CatalogDocument
+        let read: [Product]
         do {
-            document = try JSONDecoder.kiosk.decode(CatalogDocument.self, from: body)
+            read = try CatalogReader.products(in: body)
         } catch {
-            throw PublishedFolderError(path: catalogFile.path, problem: "is not a catalog document", action: "publish again with kiosk publish")
+            throw PublishedFolderError(path: catalogFile.path, problem: "is not a catalog document (\(error))", action: "publish again with kiosk publish")
         }
-        var products: [String: Product] = [:]
+        var products: [String: Product] = Dictionary(minimumCapacity: read.count)
         var packed: [String: PackedContent] = [:]
-        for product in document.products {
+        for product in read {
             products[product.id] = product
             guard let content = product.content else { continue }
             let file = archives.appendingPathComponent("\(content.sha256).\(content.format.fileExtension)")
