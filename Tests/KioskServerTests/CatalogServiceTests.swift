@@ -113,6 +113,82 @@ struct CatalogServiceTests {
         #expect(try await restarted.catalog.current.etag == first)
     }
 
+    @Test("a restart with nothing changed serves the snapshot of the last build: the same bytes, ETags and archives")
+    func restartFromSnapshot() async throws {
+        let fixture = try await Fixture()
+        #expect(await fixture.server.catalog.origin == .folders)
+        let first = try await fixture.server.catalog.current
+        let restarted = try await Fixture.makeServer(fixture.store)
+        #expect(await restarted.catalog.origin == .snapshot)
+        let again = try await restarted.catalog.current
+        #expect(again.body == first.body && again.gzippedBody == first.gzippedBody)
+        #expect(again.etag == first.etag && again.gzipETag == first.gzipETag)
+        #expect(again.products == first.products)
+        #expect(again.archives.mapValues(\.file) == first.archives.mapValues(\.file))
+        #expect(again.archives.mapValues(\.sha256) == first.archives.mapValues(\.sha256))
+    }
+
+    /// One change the snapshot must notice, and how the restarted catalog shows it was noticed.
+    struct Change: Sendable, CustomTestStringConvertible {
+        var name: String
+        var make: @Sendable (SampleStore) throws -> Void
+        var check: @Sendable (PublishedCatalog, PublishedCatalog) -> Bool
+        var testDescription: String { name }
+    }
+
+    static let changes: [Change] = [
+        Change(name: "a product added to the catalog", make: { store in
+            try store.editCatalog("credits.json") { products in
+                var pack = products[0]
+                pack["id"] = "com.kiosk.credits.pack-20"
+                products.append(pack)
+            }
+        }, check: { _, after in after.products["com.kiosk.credits.pack-20"] != nil }),
+        Change(name: "a file added to a book's content folder", make: { store in
+            try Data("a new chapter\n".utf8).write(to: store.content.appendingPathComponent("books/river-of-maps/chapter-9.md"))
+        }, check: { before, after in
+            let id = "com.kiosk.books.river-of-maps"
+            return after.archives[id]?.sha256 != before.archives[id]?.sha256 && after.products[id]?.content?.sha256 == after.archives[id]?.sha256
+        }),
+        Change(name: "the snapshot's document cut short", make: { store in
+            let file = store.data.appendingPathComponent("catalog-snapshot/catalog.json")
+            try Data(try Data(contentsOf: file).prefix(100)).write(to: file)
+        }, check: { before, after in after.body == before.body }),
+        Change(name: "the snapshot's key from another format", make: { store in
+            let file = store.data.appendingPathComponent("catalog-snapshot/key.json")
+            let key = try String(contentsOf: file, encoding: .utf8).replacingOccurrences(of: #""format":1"#, with: #""format":0"#)
+            try key.write(to: file, atomically: true, encoding: .utf8)
+        }, check: { before, after in after.body == before.body }),
+    ]
+
+    @Test("a restart after a change builds from the folders, not the snapshot", arguments: changes)
+    func snapshotNotUsedAfterChange(_ change: Change) async throws {
+        let fixture = try await Fixture()
+        let before = try await fixture.server.catalog.current
+        try change.make(fixture.store)
+        let restarted = try await Fixture.makeServer(fixture.store)
+        #expect(await restarted.catalog.origin == .folders)
+        #expect(change.check(before, try await restarted.catalog.current))
+        // The build wrote a fresh snapshot, which the next start uses.
+        let third = try await Fixture.makeServer(fixture.store)
+        #expect(await third.catalog.origin == .snapshot)
+        #expect(try await third.catalog.current.body == (try await restarted.catalog.current.body))
+    }
+
+    @Test("two servers starting at once on one data folder both build; the snapshot they leave serves the next start")
+    func concurrentStarts() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        async let one = Fixture.makeServer(store)
+        async let two = Fixture.makeServer(store)
+        let (first, second) = try await (one, two)
+        let body = try await first.catalog.current.body
+        #expect(try await second.catalog.current.body == body)
+        let third = try await Fixture.makeServer(store)
+        #expect(await third.catalog.origin == .snapshot)
+        #expect(try await third.catalog.current.body == body)
+    }
+
     @Test("GET /healthz answers ok")
     func health() async throws {
         let fixture = try await Fixture()

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 /// Reads the human-edited master list (`Catalog/*.json`) and validates every product.
@@ -16,18 +17,7 @@ public struct CatalogLoader: Sendable {
     /// Loads and validates every catalog file.
     /// - Throws: ``CatalogError`` for the first problem found.
     public func load() throws -> [CatalogEntry] {
-        let files: [URL]
-        do {
-            files = try FileManager.default.contentsOfDirectory(
-                at: catalogDirectory, includingPropertiesForKeys: nil
-            )
-            .filter { $0.pathExtension == "json" }
-            .sorted { $0.lastPathComponent < $1.lastPathComponent }
-        } catch {
-            throw CatalogError(
-                .unreadableFile, file: catalogDirectory.path,
-                message: "cannot read the catalog folder; check the --catalog path")
-        }
+        let files = try catalogFiles()
         guard !files.isEmpty else {
             throw CatalogError(
                 .emptyCatalog, file: catalogDirectory.path,
@@ -49,6 +39,36 @@ public struct CatalogLoader: Sendable {
         }
         try checkSeries(entries)
         return entries.sorted { $0.product.id < $1.product.id }
+    }
+
+    /// A SHA-256 of everything ``load()`` reads: both folders' paths and each catalog file's name
+    /// and bytes. Equal digests load to equal entries (the content itself is the content store's
+    /// to fingerprint).
+    public func digest() throws -> String {
+        var hasher = SHA256()
+        for path in [catalogDirectory.standardizedFileURL.path, contentDirectory.standardizedFileURL.path] {
+            hasher.update(data: Data(path.utf8 + [0]))
+        }
+        for file in try catalogFiles() {
+            let bytes = try Data(contentsOf: file)
+            hasher.update(data: Data(file.lastPathComponent.utf8 + [0]))
+            hasher.update(data: withUnsafeBytes(of: Int64(bytes.count).littleEndian) { Data($0) })
+            hasher.update(data: bytes)
+        }
+        return FileDigest.hex(hasher.finalize())
+    }
+
+    /// The catalog's `.json` files, by name.
+    private func catalogFiles() throws -> [URL] {
+        do {
+            return try FileManager.default.contentsOfDirectory(at: catalogDirectory, includingPropertiesForKeys: nil)
+                .filter { $0.pathExtension == "json" }
+                .sorted { $0.lastPathComponent < $1.lastPathComponent }
+        } catch {
+            throw CatalogError(
+                .unreadableFile, file: catalogDirectory.path,
+                message: "cannot read the catalog folder; check the --catalog path")
+        }
     }
 
     private func loadFile(_ url: URL) throws -> [CatalogEntry] {

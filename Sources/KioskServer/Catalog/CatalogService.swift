@@ -12,13 +12,25 @@ public actor CatalogService {
     /// Where catalogs come from: the catalog and content folders, packed here, or a folder
     /// `kiosk publish` packed once for every instance.
     enum Source: Sendable {
-        case folders(CatalogLoader, ContentStore)
+        case folders(CatalogLoader, ContentStore, CatalogSnapshot)
         case published(PublishedFolder)
+    }
+
+    /// Where the catalog being served was read from.
+    public enum Origin: String, Sendable {
+        /// Validated, packed and encoded from the catalog and content folders.
+        case folders
+        /// The snapshot of the last build from the same, unchanged folders (see ``CatalogSnapshot``).
+        case snapshot
+        /// A folder `kiosk publish` made.
+        case published
     }
 
     private let source: Source
     private let logger: Logger
     private var published: PublishedCatalog?
+    /// Where the catalog being served came from.
+    public private(set) var origin: Origin?
     /// The catalog the last reload replaced: its archives still serve resumes in flight.
     private var previous: PublishedCatalog?
     private var lastReload: Task<Bool, Never>?
@@ -30,7 +42,8 @@ public actor CatalogService {
         } else {
             source = .folders(
                 CatalogLoader(catalogDirectory: configuration.catalogDirectory, contentDirectory: configuration.contentDirectory),
-                ContentStore(dataDirectory: configuration.dataDirectory, logger: logger))
+                ContentStore(dataDirectory: configuration.dataDirectory, logger: logger),
+                CatalogSnapshot(dataDirectory: configuration.dataDirectory, logger: logger))
         }
         self.logger = logger
     }
@@ -57,9 +70,10 @@ public actor CatalogService {
     /// Loads the first catalog.
     /// - Throws: ``CatalogError`` or a packing error: a server must not start on a bad catalog.
     public func load() async throws {
-        let first = try await build()
+        let (first, origin) = try await build()
         published = first
-        logger.info("catalog loaded", metadata: ["products": "\(first.products.count)"])
+        self.origin = origin
+        logger.info("catalog loaded", metadata: ["products": "\(first.products.count)", "from": "\(origin.rawValue)"])
     }
 
     /// Loads the catalog again; on error logs it and keeps serving the last good catalog.
@@ -77,11 +91,12 @@ public actor CatalogService {
 
     private func reloadNow() async -> Bool {
         do {
-            let next = try await build()
+            let (next, origin) = try await build()
             let replaced = published
             published = next
             previous = replaced
-            if case .folders(_, let contentStore) = source {
+            self.origin = origin
+            if case .folders(_, let contentStore, _) = source {
                 contentStore.collectGarbage(keeping: [next] + (replaced.map { [$0] } ?? []))
             }
             logger.info("catalog reloaded", metadata: ["products": "\(next.products.count)"])
@@ -92,12 +107,26 @@ public actor CatalogService {
         }
     }
 
-    private func build() async throws -> PublishedCatalog {
+    private func build() async throws -> (PublishedCatalog, Origin) {
         switch source {
-        case .folders(let loader, let contentStore):
-            return try await onOwnThread { try PublishedCatalog(entries: loader.load(), contentStore: contentStore) }
+        case .folders(let loader, let contentStore, let snapshot):
+            return try await onOwnThread {
+                // An unreadable folder has no digest: the loader then says what is wrong with it.
+                let digest = try? loader.digest()
+                if let digest, let saved = snapshot.load(catalogDigest: digest, contentStore: contentStore) {
+                    return (saved, .snapshot)
+                }
+                let entries = try loader.load()
+                let built = try PublishedCatalog(entries: entries, contentStore: contentStore)
+                // Saved only if the files did not change while they were read (else the key
+                // would name files the document was not built from).
+                if let digest, (try? loader.digest()) == digest {
+                    snapshot.save(built, entries: entries, catalogDigest: digest)
+                }
+                return (built, .folders)
+            }
         case .published(let folder):
-            return try await onOwnThread { try folder.load() }
+            return try await onOwnThread { (try folder.load(), .published) }
         }
     }
 }

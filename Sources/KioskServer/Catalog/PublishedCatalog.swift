@@ -33,13 +33,13 @@ public struct PublishedCatalog: Sendable {
     }
 
     /// A catalog whose document is already made: `kiosk publish`'s `catalog.json`, served byte for
-    /// byte so that every instance gives it the same ETag.
-    init(products: [String: Product], archives: [String: PackedContent], body: Data) throws {
+    /// byte so that every instance gives it the same ETag; with its gzip form when that was kept too.
+    init(products: [String: Product], archives: [String: PackedContent], body: Data, gzippedBody: Data? = nil) throws {
         let digest = FileDigest.sha256(of: body)
         self.products = products
         self.archives = archives
         self.body = body
-        self.gzippedBody = try Gzip.compress(body)
+        self.gzippedBody = try gzippedBody ?? Gzip.compress(body)
         // The gzip body is a different representation, so it gets a different strong tag.
         self.etag = "\"\(digest)\""
         self.gzipETag = "\"\(digest)-gzip\""
