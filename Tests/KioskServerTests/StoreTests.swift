@@ -138,6 +138,29 @@ struct StoreTests {
         }
     }
 
+    @Test("each of 12 concurrent purchases answers the balance it left; a replay answers the balance now", arguments: TestEngine.all)
+    func balanceInAnswers(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account in
+            let keys = (0..<12).map { "balance-\($0)" }
+            let balances = try await withThrowingTaskGroup(of: Int.self) { group in
+                for key in keys {
+                    group.addTask { try await http.pay(Self.pack5, token: account.token, key: key).decode(PaymentResponse.self).credits }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            // Every purchase committed one after another: each saw a different balance, 5 to 60.
+            #expect(balances.sorted() == Array(stride(from: 5, through: 60, by: 5)))
+            // The same key again is the same transaction and no charge; its answer has today's balance.
+            let replay = try await http.pay(Self.pack5, token: account.token, key: keys[0]).decode(PaymentResponse.self)
+            #expect(replay.credits == 60)
+            #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken).count == 12)
+            // A second account's token is its own (the token look-up is remembered per token).
+            let other = try await http.createAccount()
+            #expect(try await http.pay(Self.pack5, token: other.token).decode(PaymentResponse.self).credits == 5)
+            #expect(try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).credits == 60)
+        }
+    }
+
     @Test("credits are exact: 3 × a 5-credit pack is 15 credits and one charge of 3 × 4.99", arguments: TestEngine.all)
     func consumableQuantity(engine: TestEngine) async throws {
         try await Self.withStore(engine: engine) { server, http, account in

@@ -9,19 +9,19 @@ import Synchronization
 /// The context of every request: who is asking, decided once by ``AccountMiddleware``.
 public struct KioskRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
-    /// The account an `Authorization: Bearer` token acts for; nil without a known token.
-    var account: AccountRecord?
+    /// The ID of the account an `Authorization: Bearer` token acts for; nil without a known token.
+    var accountId: String?
 
     public init(source: Source) {
         self.coreContext = .init(source: source)
     }
 
     /// The account, or 401 saying how to get one.
-    func requireAccount() throws -> AccountRecord {
-        guard let account else {
+    func requireAccount() throws -> String {
+        guard let accountId else {
             throw APIFailure.unauthorized("this call needs Authorization: Bearer <account token> of an account this store knows")
         }
-        return account
+        return accountId
     }
 }
 
@@ -32,7 +32,7 @@ struct AccountMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: KioskRequestContext, next: (Request, KioskRequestContext) async throws -> Response) async throws -> Response {
         var context = context
         if let token = JSONBody.bearerToken(request), !token.isEmpty {
-            context.account = try await store.account(forToken: token)
+            context.accountId = try await store.accountId(forToken: token)
         }
         return try await next(request, context)
     }
@@ -49,7 +49,7 @@ struct RequestLogMiddleware: RouterMiddleware {
         do {
             var response = try await next(request, context)
             let status = response.status.code
-            let account = context.account?.id
+            let account = context.accountId
             let logger = self.logger
             let method = request.method.rawValue
             let endpoint = context.endpointPath ?? route
@@ -70,7 +70,7 @@ struct RequestLogMiddleware: RouterMiddleware {
             return response
         } catch {
             let status = (error as? any HTTPResponseError)?.status.code ?? 500
-            Self.log(logger, method: request.method.rawValue, route: context.endpointPath ?? route, status: status, started: started, bytes: 0, account: context.account?.id)
+            Self.log(logger, method: request.method.rawValue, route: context.endpointPath ?? route, status: status, started: started, bytes: 0, account: context.accountId)
             throw error
         }
     }

@@ -8,7 +8,7 @@ extension Store {
     ///   - body: the raw request body, `{"receipt-data": "<base64 of the JWS, or the JWS itself>"}`.
     ///   - presentedBy: the account presenting the receipt, when the request carried a token;
     ///     another account's receipt is answered as unknown (21010).
-    func verifyReceipt(body: Data, presentedBy account: AccountRecord?) async -> VerifyReceiptResponse {
+    func verifyReceipt(body: Data, presentedBy accountId: String?) async -> VerifyReceiptResponse {
         guard let request = try? JSONDecoder().decode(VerifyReceiptRequest.self, from: body), !request.receiptData.isEmpty else {
             return VerifyReceiptResponse(status: VerifyReceiptStatus.badRequest, environment: environment, receipt: nil)
         }
@@ -31,7 +31,7 @@ extension Store {
         }
         let record = try? await database.read { try await $0.storeTransaction(claims.transactionId) }
         guard let record, record.status == .purchased, record.accountId == claims.accountId,
-              account == nil || account?.id == claims.accountId
+              accountId == nil || accountId == claims.accountId
         else {
             return VerifyReceiptResponse(status: VerifyReceiptStatus.revokedOrUnknown, environment: environment, receipt: nil)
         }

@@ -15,6 +15,8 @@ public struct Store: Sendable {
     let keys: SigningKeys
     /// Payments of one account decide one at a time in this process (see ``AccountTurns``).
     let turns = AccountTurns()
+    /// Bearer tokens this process has already looked up (see ``AccountTokens``).
+    let tokens = AccountTokens()
     let catalog: CatalogService
     public let environment: StoreEnvironment
     let metrics: ServerMetrics
@@ -46,12 +48,15 @@ public struct Store: Sendable {
         return AccountCreated(accountId: account.id, token: token)
     }
 
-    /// The account a bearer token acts for, or nil when the store does not know the token.
-    func account(forToken token: String) async throws -> AccountRecord? {
+    /// The ID of the account a bearer token acts for, or nil when the store does not know the token.
+    func accountId(forToken token: String) async throws -> String? {
         let hash = FileDigest.sha256(of: Data(token.utf8))
-        return try await database.read {
-            try await $0.select().column("*").from("account").where("tokenHash", .equal, hash).first(decoding: AccountRecord.self)
+        if let known = tokens[hash] { return known }
+        let found = try await database.read {
+            try await $0.select().column("id").from("account").where("tokenHash", .equal, hash).first(decodingColumn: "id", as: String.self)
         }
+        if let found { tokens[hash] = found }
+        return found
     }
 
     /// The balance and what the account owns.
@@ -81,7 +86,7 @@ public struct Store: Sendable {
     // MARK: Payments
 
     /// Charges (or defers, declines, cancels) a payment, at most once per idempotency key.
-    func pay(_ request: PaymentRequest, account: AccountRecord) async throws -> PaymentResponse {
+    func pay(_ request: PaymentRequest, accountId: String) async throws -> PaymentResponse {
         try Self.checkKey(request.idempotencyKey)
         guard (1...100).contains(request.quantity) else {
             throw APIFailure.badRequest("quantity must be between 1 and 100, not \(request.quantity)")
@@ -90,9 +95,9 @@ public struct Store: Sendable {
         guard request.quantity == 1 || product.kind == .consumable else {
             throw APIFailure.badRequest("only consumables can be bought in a quantity; \(product.id) is a \(product.kind.rawValue)")
         }
-        let stored = try await settle(account: account.id, key: request.idempotencyKey, product: product) { holdings in
+        let settled = try await settle(account: accountId, key: request.idempotencyKey, product: product) { holdings in
             var record = TransactionRecord.pending(
-                account: account.id, product: product, quantity: request.quantity, method: request.paymentMethod.rawValue, key: request.idempotencyKey)
+                account: accountId, product: product, quantity: request.quantity, method: request.paymentMethod.rawValue, key: request.idempotencyKey)
             switch request.paymentMethod {
             case .cancel:
                 record.status = .cancelled
@@ -110,25 +115,26 @@ public struct Store: Sendable {
             }
             return .new(record)
         }
+        let stored = settled.record
         logger.info("payment", metadata: ["transaction": "\(stored.id)", "product": "\(stored.productId)", "outcome": "\(stored.status.rawValue)"])
         metrics.payment(outcome: stored.paymentMethod == "owned" ? "owned" : stored.status.rawValue)
-        return try await response(for: stored)
+        return try await response(for: settled)
     }
 
     /// Spends credits on a product that has a credit price, giving a signed transaction of its own.
-    func redeem(_ request: RedemptionRequest, account: AccountRecord) async throws -> PaymentResponse {
+    func redeem(_ request: RedemptionRequest, accountId: String) async throws -> PaymentResponse {
         try Self.checkKey(request.idempotencyKey)
         let product = try await product(request.productId)
         guard product.creditPrice != nil else {
             throw APIFailure(.conflict, code: "not_redeemable", message: "\(product.id) has no credit price; buy it instead")
         }
-        let stored = try await settle(account: account.id, key: request.idempotencyKey, product: product) { holdings in
-            var record = TransactionRecord.pending(account: account.id, product: product, quantity: 1, method: "credits", key: request.idempotencyKey)
+        let settled = try await settle(account: accountId, key: request.idempotencyKey, product: product) { holdings in
+            var record = TransactionRecord.pending(account: accountId, product: product, quantity: 1, method: "credits", key: request.idempotencyKey)
             try holdings.decide(&record, product: product)
             return .new(record)
         }
-        metrics.payment(outcome: stored.paymentMethod == "owned" ? "owned" : "redeemed")
-        return try await response(for: stored)
+        metrics.payment(outcome: settled.record.paymentMethod == "owned" ? "owned" : "redeemed")
+        return try await response(for: settled)
     }
 
     /// Approves a deferred (Ask to Buy) transaction: charges it and signs its receipt. Approved
@@ -139,13 +145,13 @@ public struct Store: Sendable {
             throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(transactionId) is \(deferred.status.rawValue), not deferred")
         }
         let product = try await product(deferred.productId)
-        let stored = try await settle(account: deferred.accountId, key: deferred.idempotencyKey, product: product, replacing: deferred) { holdings in
+        let settled = try await settle(account: deferred.accountId, key: deferred.idempotencyKey, product: product, replacing: deferred) { holdings in
             var record = deferred
             record.paymentMethod = PaymentMethod.approve.rawValue
             try holdings.decide(&record, product: product)
             return .new(record)
         }
-        return stored.wire
+        return settled.record.wire
     }
 
     /// Declines a deferred transaction: nothing is charged.
@@ -229,7 +235,7 @@ public struct Store: Sendable {
     }
 
     /// The account's transactions after `cursor`, oldest first.
-    func transactions(account: AccountRecord, after cursor: String?, limit: Int = 100) async throws -> TransactionPage {
+    func transactions(accountId: String, after cursor: String?, limit: Int = 100) async throws -> TransactionPage {
         let after: Int64
         if let cursor, !cursor.isEmpty {
             guard let value = Int64(cursor) else { throw APIFailure.badRequest("after must be a cursor from an earlier page") }
@@ -238,7 +244,7 @@ public struct Store: Sendable {
             after = 0
         }
         let records = try await database.read { db in
-            try await db.transactions(limit: limit + 1) { $0.where("accountId", .equal, account.id).where("sequence", .greaterThan, after) }
+            try await db.transactions(limit: limit + 1) { $0.where("accountId", .equal, accountId).where("sequence", .greaterThan, after) }
         }
         let page = records.prefix(limit)
         return TransactionPage(
@@ -247,9 +253,9 @@ public struct Store: Sendable {
     }
 
     /// Records that the client delivered a purchased transaction.
-    func finish(transactionId: String, account: AccountRecord) async throws -> StoreTransaction {
+    func finish(transactionId: String, accountId: String) async throws -> StoreTransaction {
         try await database.write { db in
-            guard var record = try await db.storeTransaction(transactionId), record.accountId == account.id else {
+            guard var record = try await db.storeTransaction(transactionId), record.accountId == accountId else {
                 throw APIFailure(.notFound, code: "unknown_transaction", message: "this account has no transaction \(transactionId)")
             }
             guard record.status == .purchased || record.status == .revoked else {
@@ -276,6 +282,13 @@ public struct Store: Sendable {
         case existing(TransactionRecord)
     }
 
+    /// A settled payment and, when this payment committed it, the account's balance it left
+    /// (nil when an earlier transaction answered: the balance is read then).
+    struct Settled: Sendable {
+        var record: TransactionRecord
+        var credits: Int?
+    }
+
     /// Decides a payment against what the account holds and commits it, all or nothing.
     ///
     /// Signing is async and cannot run inside an SQLite transaction, so the decision is taken on a
@@ -287,7 +300,7 @@ public struct Store: Sendable {
     private func settle(
         account accountId: String, key: String, product: Product, replacing deferred: TransactionRecord? = nil,
         _ decide: @Sendable (Holdings) throws -> Decision
-    ) async throws -> TransactionRecord {
+    ) async throws -> Settled {
         try await turns.run(accountId) {
             try await settleInTurn(account: accountId, key: key, product: product, replacing: deferred, decide)
         }
@@ -296,7 +309,7 @@ public struct Store: Sendable {
     private func settleInTurn(
         account accountId: String, key: String, product: Product, replacing deferred: TransactionRecord?,
         _ decide: @Sendable (Holdings) throws -> Decision
-    ) async throws -> TransactionRecord {
+    ) async throws -> Settled {
         let productId = product.id
         for _ in 0..<64 {
             let holdings = try await database.read { try await Holdings.read(accountId: accountId, product: product, key: key, in: $0) }
@@ -305,11 +318,11 @@ public struct Store: Sendable {
                     throw APIFailure(.conflict, code: "idempotency_key_reused",
                         message: "idempotency key \(key) was already used for \(existing.productId); use a fresh key for a new purchase")
                 }
-                return existing
+                return Settled(record: existing, credits: nil)
             }
             var record: TransactionRecord
             switch try decide(holdings) {
-            case .existing(let existing): return existing
+            case .existing(let existing): return Settled(record: existing, credits: nil)
             case .new(let decided): record = decided
             }
             if record.status == .purchased {
@@ -317,7 +330,7 @@ public struct Store: Sendable {
             }
             let decided = record
             do {
-                return try await database.write { db in
+                let committed = try await database.write { db in
                     var record = decided
                     // The compare-and-set that makes the decision valid: nothing changed since the snapshot.
                     let changed = try await db.raw(#"""
@@ -340,6 +353,8 @@ public struct Store: Sendable {
                     }
                     return record
                 }
+                // The compare-and-set wrote exactly this balance.
+                return Settled(record: committed, credits: holdings.credits + committed.creditDelta)
             } catch is SettleConflict {
                 continue
             } catch where database.isUniqueViolation(error) {
@@ -361,12 +376,16 @@ public struct Store: Sendable {
     }
 
     /// The reply to a payment: the transaction and the balance; a declined payment is a 402.
-    private func response(for record: TransactionRecord) async throws -> PaymentResponse {
+    private func response(for settled: Settled) async throws -> PaymentResponse {
+        let record = settled.record
         if record.status == .declined {
             throw APIFailure(HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required"), code: "payment_declined", message: record.message ?? "the payment was declined")
         }
-        let credits = try await database.read { try await $0.account(record.accountId)?.credits ?? 0 }
-        return PaymentResponse(transaction: record.wire, credits: credits, owned: record.paymentMethod == "owned")
+        var credits = settled.credits
+        if credits == nil {
+            credits = try await database.read { try await $0.account(record.accountId)?.credits ?? 0 }
+        }
+        return PaymentResponse(transaction: record.wire, credits: credits ?? 0, owned: record.paymentMethod == "owned")
     }
 
     private static func checkKey(_ key: String) throws {

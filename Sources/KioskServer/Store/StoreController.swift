@@ -18,32 +18,32 @@ struct StoreController {
             try JSONBody.response(try await store.createAccount(), status: .created)
         }
         router.get("v1/account") { _, context in
-            try JSONBody.response(try await store.summary(of: context.requireAccount().id))
+            try JSONBody.response(try await store.summary(of: context.requireAccount()))
         }
         router.post("v1/payments") { request, context in
             let account = try context.requireAccount()
             let payment = try await JSONBody.decode(PaymentRequest.self, from: request)
-            return try JSONBody.response(try await store.pay(payment, account: account))
+            return try JSONBody.response(try await store.pay(payment, accountId: account))
         }
         router.post("v1/redemptions") { request, context in
             let account = try context.requireAccount()
             let redemption = try await JSONBody.decode(RedemptionRequest.self, from: request)
-            return try JSONBody.response(try await store.redeem(redemption, account: account))
+            return try JSONBody.response(try await store.redeem(redemption, accountId: account))
         }
         router.get("v1/transactions") { request, context in
             let account = try context.requireAccount()
             let after = request.uri.queryParameters.get("after")
-            return try JSONBody.response(try await store.transactions(account: account, after: after))
+            return try JSONBody.response(try await store.transactions(accountId: account, after: after))
         }
         router.post("v1/transactions/:id/finish") { _, context in
             let account = try context.requireAccount()
             let id = try context.parameters.require("id")
-            return try JSONBody.response(try await store.finish(transactionId: id, account: account))
+            return try JSONBody.response(try await store.finish(transactionId: id, accountId: account))
         }
         router.post("verifyReceipt") { request, context in
             let body = try await request.body.collect(upTo: 1 << 20)
             // A token is optional here; when present, another account's receipt is not honoured.
-            return try JSONBody.response(await store.verifyReceipt(body: Data(buffer: body), presentedBy: context.account))
+            return try JSONBody.response(await store.verifyReceipt(body: Data(buffer: body), presentedBy: context.accountId))
         }
         addAdminRoutes(to: router)
     }
