@@ -161,6 +161,23 @@ struct AdminCommandTests {
         #expect(resumed.stderr.contains("com.kiosk.books.river-of-maps: the store revoked this purchase"), "\(resumed.stderr)")
         _ = await server.stop()
     }
+
+    @Test("a sync of 60 products prints the counts and a hint rather than 60 lines; --json lists every one")
+    func largeSyncSummary() async throws {
+        let directory = try TemporaryDirectory()
+        try await HostileServer.run { server, url in
+            let products = (0..<60).map { #"{"id": "com.example.p\#($0)", "kind": "consumable", "title": "p", "summary": "s", "price": {"amount": "1.00", "currency": "USD"}, "credits": 1}"# }
+            server.catalog = .json(#"{"products": [\#(products.joined(separator: ","))]}"#)
+            let home = ["KIOSK_HOME": directory.path("home").path]
+            let text = try await KioskCommand.run(["sync", "--server", url], environment: home)
+            #expect(text.status == 0, "\(text.stderr)")
+            #expect(text.stdout == "catalog synced: 60 added, 0 changed, 0 removed\n  (60 changes; kiosk sync --json lists them, kiosk products shows the catalog)\n")
+            try FileManager.default.removeItem(at: directory.path("home"))
+            let json = try await KioskCommand.run(["sync", "--server", url, "--json"], environment: home)
+            let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+            #expect((object?["added"] as? [String])?.count == 60)
+        }
+    }
 }
 
 @Suite("kiosk serve's request log and metrics address")

@@ -54,7 +54,8 @@ struct CatalogSync {
         // Read and stored a product at a time, in the cache's transaction: a document wrong
         // anywhere (or naming an unsafe product ID) leaves the cache as it was.
         do {
-            var seen = Set<String>()
+            // Sized for the document (a product is at least ~100 bytes), so 100,000 IDs are not rehashed as the set grows.
+            var seen = Set<String>(minimumCapacity: min(response.body.count / 100, 1 << 20))
             return try database.replaceCatalog(etag: response.headers["etag"], syncedAt: Date()) { store in
                 try CatalogReader.forEachProduct(in: response.body) { product, json in
                     guard ProductID.isValid(product.id) else {
