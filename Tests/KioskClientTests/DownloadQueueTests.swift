@@ -380,4 +380,23 @@ extension DownloadQueueTests {
             #expect(!FileManager.default.fileExists(atPath: staging.path))
         }
     }
+
+    @Test("two engines on one home and a tar.gz that unpacks while it downloads: one fetches and unpacks, the other waits; the bytes arrive once, one install of the source's tree, no staging left")
+    func twoEnginesUnpackAhead() async throws {
+        try await Self.withManyFileBook { context, client, folders in
+            var throttled = KioskClient.Configuration()
+            throttled.maxReceiveSpeed = 3_000_000
+            let second = try KioskClient(home: KioskHome(root: context.home), server: context.url, configuration: throttled)
+            async let one = client.runDownloads()
+            async let two = second.runDownloads()
+            let (first, other) = try await (one, two)
+            #expect(first.installed + other.installed == [Self.manyFiles])
+            #expect(first.installedElsewhere + other.installedElsewhere == [Self.manyFiles])
+            let size = try #require(try await context.download(Self.manyFiles)).size
+            #expect(first.bytesReceived + other.bytesReceived == size)
+            #expect(try FolderSnapshot.files(in: folders.installed) == FolderSnapshot.files(in: context.store.content.appendingPathComponent("books/many-pages")))
+            let library = try FileManager.default.contentsOfDirectory(atPath: folders.installed.deletingLastPathComponent().path)
+            #expect(!library.contains { $0.hasPrefix(".") }, "\(library)")
+        }
+    }
 }
