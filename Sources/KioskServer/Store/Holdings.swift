@@ -17,29 +17,45 @@ struct Holdings {
     /// A pending Ask to Buy of the product.
     let pending: TransactionRecord?
 
-    /// Each look-up is one indexed row, so a purchase costs the same however long the history.
+    /// One statement reads the account and the IDs of the transactions the decision depends on,
+    /// so on either engine they come from one snapshot; the few transactions found (a replay, an
+    /// owned book, a subscription, an Ask to Buy) are then read whole, and each must still be
+    /// what the look-up asked for. One that moved meanwhile (a pending request declined) is left
+    /// out, as if it had moved before; one whose change moved the account (a revocation) makes the
+    /// commit's compare-and-set refuse the decision, which is then taken again.
     ///
-    /// The account row is read first: on PostgreSQL (read committed) each statement sees its own
-    /// snapshot, and a row committed after the account was read belongs to a later revision, which
-    /// the commit's compare-and-set refuses.
-    /// Only what the product's kind decides on is read: a first purchase for a book or an issue,
-    /// the latest period for a subscription, neither for a consumable.
+    /// Each look-up is one indexed row, so a purchase costs the same however long the history,
+    /// and only what the product's kind decides on is looked up: a first purchase for a book or
+    /// an issue, the latest period for a subscription, neither for a consumable.
     static func read(accountId: String, product: Product, key: String, in db: any SQLDatabase) async throws -> Holdings {
-        let productId = product.id
-        guard let account = try await db.account(accountId) else {
+        let purchased = TransactionStatus.purchased.rawValue
+        let deferred = TransactionStatus.deferred.rawValue
+        let ofProduct: SQLQueryString = #""storeTransaction" WHERE "accountId" = \#(bind: accountId) AND "productId" = \#(bind: product.id)"#
+        let firstPurchase: SQLQueryString = product.kind != .nonConsumable ? "NULL"
+            : #"(SELECT "id" FROM \#(ofProduct) AND "status" = \#(bind: purchased) ORDER BY "sequence" LIMIT 1)"#
+        let latestPeriod: SQLQueryString = product.kind != .subscription ? "NULL"
+            : #"(SELECT "id" FROM \#(ofProduct) AND "status" = \#(bind: purchased) AND "expiresDate" IS NOT NULL ORDER BY "expiresDate" DESC LIMIT 1)"#
+        let found = try await db.raw(#"""
+            SELECT "revision", "credits",
+                (SELECT "id" FROM "storeTransaction" WHERE "accountId" = \#(bind: accountId) AND "idempotencyKey" = \#(bind: key) ORDER BY "sequence" LIMIT 1) AS "sameKey",
+                \#(firstPurchase) AS "firstPurchase", \#(latestPeriod) AS "latestPeriod",
+                (SELECT "id" FROM \#(ofProduct) AND "status" = \#(bind: deferred) ORDER BY "sequence" LIMIT 1) AS "pending"
+            FROM "account" WHERE "id" = \#(bind: accountId)
+            """#).first()
+        guard let row = found else {
             throw APIFailure(.notFound, code: "unknown_account", message: "no account \(accountId)")
         }
-        let purchased = TransactionStatus.purchased.rawValue
-        let ofProduct = { (query: SQLSelectBuilder) in query.where("accountId", .equal, accountId).where("productId", .equal, productId) }
+        func transaction(_ column: String, still holds: (TransactionRecord) -> Bool) async throws -> TransactionRecord? {
+            guard let id = try row.decode(column: column, as: String?.self),
+                  let record = try await db.storeTransaction(id), holds(record) else { return nil }
+            return record
+        }
         return Holdings(
-            revision: account.revision, credits: account.credits,
-            sameKey: try await db.transactions(limit: 1) { $0.where("accountId", .equal, accountId).where("idempotencyKey", .equal, key) }.first,
-            firstPurchase: product.kind != .nonConsumable ? nil
-                : try await db.transactions(limit: 1) { ofProduct($0).where("status", .equal, purchased) }.first,
-            latestPeriod: product.kind != .subscription ? nil
-                : try await ofProduct(db.select().column("*").from("storeTransaction")).where("status", .equal, purchased)
-                    .where(SQLColumn("expiresDate"), .isNot, SQLLiteral.null).orderBy("expiresDate", .descending).limit(1).first(decoding: TransactionRecord.self),
-            pending: try await db.transactions(limit: 1) { ofProduct($0).where("status", .equal, TransactionStatus.deferred.rawValue) }.first)
+            revision: try row.decode(column: "revision", as: Int64.self), credits: try row.decode(column: "credits", as: Int.self),
+            sameKey: try await transaction("sameKey") { _ in true },
+            firstPurchase: try await transaction("firstPurchase") { $0.status == .purchased },
+            latestPeriod: try await transaction("latestPeriod") { $0.status == .purchased },
+            pending: try await transaction("pending") { $0.status == .deferred })
     }
 
     /// Settles an approved payment or redemption: what it costs, grants and signs.
