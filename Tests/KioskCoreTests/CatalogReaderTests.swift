@@ -39,6 +39,36 @@ struct CatalogReaderTests {
         #expect(read.count == 2_000)
     }
 
+    @Test("read in pieces of any size, a document gives the same products and bytes as read whole")
+    func readInPieces() throws {
+        var random = SeededGenerator(seed: 29)
+        let products = (0..<500).map { index in Self.product(index, using: &random) }
+        let document = try JSONEncoder.kiosk.encode(CatalogDocument(products: products))
+        var whole: [(Product, Data)] = []
+        try CatalogReader.forEachProduct(in: document) { whole.append(($0, $1)) }
+        for pieceSizes in [[1], [2], [7], [4096], (0..<64).map { _ in Int(random.next() % 300) + 1 }] {
+            let read = try Self.readInPieces(document, sizes: pieceSizes)
+            #expect(read.count == whole.count)
+            #expect(zip(read, whole).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }, "pieces of \(pieceSizes.prefix(3))…")
+        }
+    }
+
+    /// Feeds `document` to a ``CatalogStream`` in pieces of the given sizes, in turn.
+    static func readInPieces(_ document: Data, sizes: [Int]) throws -> [(Product, Data)] {
+        var stream = CatalogStream()
+        var read: [(Product, Data)] = []
+        var start = document.startIndex
+        var turn = 0
+        while start < document.endIndex {
+            let end = min(start + sizes[turn % sizes.count], document.endIndex)
+            try document[start..<end].withUnsafeBytes { try stream.read($0) { read.append(($0, $1)) } }
+            start = end
+            turn += 1
+        }
+        try stream.finish()
+        return read
+    }
+
     @Test("escapes, surrogate pairs, white space, nulls and unknown keys read as JSONDecoder reads them")
     func handWrittenDocument() throws {
         let document = Data(#"""
@@ -51,6 +81,7 @@ struct CatalogReaderTests {
             """#.utf8)
         let read = try CatalogReader.products(in: document)
         #expect(read == (try JSONDecoder.kiosk.decode(CatalogDocument.self, from: document)).products)
+        #expect(try Self.readInPieces(document, sizes: [1]).map(\.0) == read)
         #expect(read.first?.title == "café 😀 \"q\" / \\")
         #expect(read.last?.periodMonths == 12)
     }
@@ -94,6 +125,15 @@ struct CatalogReaderTests {
         Broken(name: "unknown format", document: #"{"products":[\#(valid.dropLast()),"content":{"format":"rar","size":1,"sha256":"x","version":"v"}}]}"#, says: "format \"rar\""),
         Broken(name: "trailing comma", document: #"{"products":[\#(valid),]}"#, says: "expected an object"),
         Broken(name: "bare word", document: #"{"products":[\#(valid.dropLast()),"x":nope}]}"#, says: "not JSON"),
+        Broken(name: "a product closed by ]", document: #"{"products":[{"id":"a"]]}"#, says: "products[0]: has a ] that does not close its {"),
+        Broken(name: "the array closed by }", document: #"{"products":[\#(valid)}}"#, says: "products: expected a comma or ]"),
+        Broken(name: "two objects without a comma", document: #"{"products":[\#(valid) \#(valid)]}"#, says: "products: expected a comma or ]"),
+        Broken(name: "a leading comma", document: #"{"products":[,\#(valid)]}"#, says: "products[0]: expected an object"),
+        Broken(name: "a string for a product", document: #"{"products":["a.b"]}"#, says: "products[0]: expected an object"),
+        Broken(name: "a second document", document: #"{"products":[]}{"products":[]}"#, says: "bytes after its end"),
+        Broken(name: "an array for a document", document: #"[{"products":[]}]"#, says: "expected an object"),
+        Broken(name: "cut after the array", document: #"{"products":[\#(valid)]"#, says: "expected a comma or }"),
+        Broken(name: "a product nested 100 deep", document: #"{"products":[{"x":\#(String(repeating: "[", count: 100))\#(String(repeating: "]", count: 100))}]}"#, says: "products[0]: nests deeper than 64"),
         Broken(name: "nested 100 deep in an unknown key", document: #"{"products":[],"x":\#(String(repeating: "[", count: 100))\#(String(repeating: "]", count: 100))}"#, says: "deeper than 64"),
     ]
 
@@ -102,6 +142,9 @@ struct CatalogReaderTests {
         let document = Data(`case`.document.utf8)
         let error = #expect(throws: CatalogReadError.self) { try CatalogReader.products(in: document) }
         #expect(error?.description.contains(`case`.says) == true, "\(error.map { "\($0)" } ?? "no error")")
+        // Byte by byte, as a slow server sends it: the same error.
+        let inPieces = #expect(throws: CatalogReadError.self) { try Self.readInPieces(document, sizes: [1]) }
+        #expect(inPieces == error)
     }
 
     @Test("a string that is not UTF-8 is refused, as JSONDecoder refuses it")
@@ -132,7 +175,7 @@ struct CatalogReaderTests {
 
     static func product(_ index: Int, using random: inout SeededGenerator) -> Product {
         let kind = ProductKind.allCases[Int(random.next() % 3)]
-        let words = ["tea", "Été", "\"quoted\"", "back\\slash", "a/b", "tab\t", "new\nline", "日本語", "😀", "\u{7}", ""]
+        let words = ["tea", "Été", "\"quoted\"", "a lone \" quote", "]}, {\"x\": [", "back\\slash", "a/b", "tab\t", "new\nline", "日本語", "😀", "\u{7}", ""]
         func text() -> String { (0..<Int(random.next() % 5)).map { _ in words[Int(random.next() % UInt64(words.count))] }.joined(separator: " ") }
         func maybe<T>(_ value: @autoclosure () -> T) -> T? { random.next() % 2 == 0 ? value() : nil }
         return Product(
