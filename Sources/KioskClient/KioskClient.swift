@@ -92,7 +92,7 @@ public final class KioskClient: Sendable {
 
     /// The cached catalog, sorted by product ID, and when it was last synced (nil: never).
     public func cachedCatalog() throws -> (products: [Product], syncedAt: Date?) {
-        let syncedAt = try database.setting(Setting.Key.catalogSyncedAt).flatMap { ISO8601DateFormatter().date(from: $0) }
+        let syncedAt = try database.setting(Setting.Key.catalogSyncedAt).flatMap { try? Date($0, strategy: .iso8601) }
         return (try database.cachedProducts(), syncedAt)
     }
 

@@ -114,3 +114,87 @@ struct CatalogSyncTests {
         #expect(KioskHome.resolve(flag: nil, environment: ["HOME": "/home/r"]).root.path == "/home/r/.local/share/kiosk")
     }
 }
+
+@Suite("Catalog sync while the catalog is still arriving")
+struct CatalogSyncInFlightTests {
+    static func catalog(_ count: Int, title: String) -> String {
+        let products = (0..<count).map { index in
+            #"{"id":"com.example.p\#(index)","kind":"consumable","title":"\#(title) \#(index)","summary":"s","price":{"amount":"1.00","currency":"USD"},"credits":1}"#
+        }
+        return #"{"products":[\#(products.joined(separator: ","))]}"#
+    }
+
+    @Test("while a slow server sends 3,000 products, another engine on the same home writes at once and still reads the old catalog; then the new one lands whole")
+    func otherEngineWritesDuringSync() async throws {
+        let directory = try TemporaryDirectory()
+        let home = KioskHome(root: directory.path("home"))
+        try await HostileServer.run { server, url in
+            server.catalog = .json(Self.catalog(3, title: "old"))
+            let syncing = try KioskClient(home: home, server: url)
+            #expect(try await syncing.sync().added.count == 3)
+
+            // 30 chunks 100 ms apart: about 3 s of sending, each batch of 1,000 set aside as it comes.
+            server.catalog = .slowJSON(Self.catalog(3_000, title: "new"), chunks: 30, pause: .milliseconds(100))
+            let sent = server.chunksSent
+            let sync = Task { try await syncing.sync() }
+            // Past the first batch (1,000 products is 10 chunks), well before the last chunk.
+            while server.chunksSent < sent + 14 { try await Task.sleep(for: .milliseconds(10)) }
+
+            let other = try KioskClient(home: home)
+            let clock = ContinuousClock()
+            let start = clock.now
+            try other.setPaymentsEnabled(false)
+            let waited = clock.now - start
+            // The database's busy timeout is 10 s: a sync holding the write lock would show here.
+            #expect(waited < .seconds(1), "the other engine waited \(waited) to write")
+            #expect(server.chunksSent < sent + 30, "the catalog was already all sent; the test proves nothing")
+            let during = try other.cachedCatalog().products
+            #expect(during.count == 3 && during.allSatisfy { $0.title.hasPrefix("old") })
+
+            let report = try await sync.value
+            #expect(report.added.count == 2_997 && report.changed.count == 3 && report.removed.isEmpty)
+            let after = try other.cachedCatalog().products
+            #expect(after.count == 3_000 && after.allSatisfy { $0.title.hasPrefix("new") })
+            #expect(try other.paymentsEnabled() == false)
+        }
+    }
+
+    @Test("an ID named again 2,000 products later (another batch) is refused naming it; the cache keeps the last good catalog")
+    func duplicateInLaterBatch() async throws {
+        let directory = try TemporaryDirectory()
+        let home = KioskHome(root: directory.path("home"))
+        try await HostileServer.run { server, url in
+            server.catalog = .json(Self.catalog(3, title: "old"))
+            let client = try KioskClient(home: home, server: url)
+            _ = try await client.sync()
+
+            let products = Self.catalog(2_500, title: "new")
+            server.catalog = .json(products.replacingOccurrences(of: #""id":"com.example.p2400""#, with: #""id":"com.example.p5""#))
+            let error = await #expect(throws: ClientError.self) { try await client.sync() }
+            #expect(error.map { "\($0)" }?.contains("names com.example.p5 twice; the local catalog was kept") == true, "\(error.map { "\($0)" } ?? "")")
+            #expect(try client.cachedCatalog().products.map(\.title) == ["old 0", "old 1", "old 2"])
+        }
+    }
+
+    @Test("a catalog that stops half-way (the server goes away) leaves the cache as it was and the next sync lands whole")
+    func cutOffMidway() async throws {
+        let directory = try TemporaryDirectory()
+        let home = KioskHome(root: directory.path("home"))
+        try await HostileServer.run { server, url in
+            server.catalog = .json(Self.catalog(3, title: "old"))
+            let client = try KioskClient(home: home, server: url)
+            _ = try await client.sync()
+
+            // 2,500 products' worth of a 5,000-product document, then the end of the body.
+            let whole = Self.catalog(5_000, title: "new")
+            server.catalog = .json(String(whole.prefix(whole.utf8.count / 2)))
+            await #expect(throws: ClientError.self) { try await client.sync() }
+            #expect(try client.cachedCatalog().products.map(\.title).allSatisfy { $0.hasPrefix("old") })
+
+            server.catalog = .json(whole)
+            let report = try await client.sync()
+            #expect(report.added.count == 4_997 && report.changed.count == 3)
+            #expect(try client.cachedCatalog().products.count == 5_000)
+        }
+    }
+}

@@ -11,11 +11,22 @@ public final class HostileServer: @unchecked Sendable {
         public var status: HTTPResponse.Status = .ok
         public var headers: HTTPFields = [.contentType: "application/json"]
         public var chunks: @Sendable () -> AnyIterator<Data>
+        /// Waited before each chunk after the first: a slow server.
+        public var pause: Duration = .zero
 
-        public init(status: HTTPResponse.Status = .ok, headers: HTTPFields = [.contentType: "application/json"], chunks: @escaping @Sendable () -> AnyIterator<Data>) {
+        public init(status: HTTPResponse.Status = .ok, headers: HTTPFields = [.contentType: "application/json"], pause: Duration = .zero, chunks: @escaping @Sendable () -> AnyIterator<Data>) {
             self.status = status
             self.headers = headers
+            self.pause = pause
             self.chunks = chunks
+        }
+
+        /// `text` in `count` chunks of about equal size, `pause` apart.
+        public static func slowJSON(_ text: String, chunks count: Int, pause: Duration) -> Answer {
+            let bytes = Data(text.utf8)
+            let size = (bytes.count + count - 1) / count
+            let pieces = stride(from: 0, to: bytes.count, by: size).map { bytes[$0..<min($0 + size, bytes.count)] }
+            return Answer(pause: pause) { AnyIterator(pieces.makeIterator()) }
         }
 
         public static func json(_ text: String) -> Answer {
@@ -52,6 +63,10 @@ public final class HostileServer: @unchecked Sendable {
 
     private let lock = NSLock()
     private var _catalog = Answer.json(#"{"products": []}"#)
+    private var _chunksSent = 0
+
+    /// Catalog chunks written so far, over every answer.
+    public var chunksSent: Int { lock.withLock { _chunksSent } }
 
     /// What `GET /v1/catalog` answers.
     public var catalog: Answer {
@@ -74,8 +89,12 @@ public final class HostileServer: @unchecked Sendable {
     private func respond(_ answer: Answer) -> Response {
         Response(status: answer.status, headers: answer.headers, body: ResponseBody { writer in
             let chunks = answer.chunks()
+            var first = true
             while let chunk = chunks.next() {
+                if !first && answer.pause > .zero { try await Task.sleep(for: answer.pause) }
+                first = false
                 try await writer.write(ByteBuffer(bytes: chunk))
+                self.lock.withLock { self._chunksSent += 1 }
             }
             try await writer.finish(nil)
         })

@@ -52,9 +52,23 @@ public struct HTTPClient: Sendable {
         }
     }
 
-    static func perform(_ request: HTTPRequest) throws -> HTTPResponse {
+    /// Sends `request`; a 2xx answer's body is handed to `consume` a piece at a time as it
+    /// arrives (decompressed, on the transfer's thread, in order) instead of being kept, so a large
+    /// document is never held whole. Any other answer's body is kept in the response, as ``send(_:)``
+    /// keeps it, for its error message. An error `consume` throws stops the transfer and is
+    /// rethrown as it is.
+    /// - Throws: ``TransferError`` when no complete response arrived.
+    public func send(_ request: HTTPRequest, consumingSuccessfulBody consume: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void) async throws -> HTTPResponse {
+        try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread { continuation.resume(with: Result { try Self.perform(request, consume: consume) }) }
+            thread.name = "kiosk-http"
+            thread.start()
+        }
+    }
+
+    static func perform(_ request: HTTPRequest, consume: ((UnsafeRawBufferPointer) throws -> Void)? = nil) throws -> HTTPResponse {
         let easy = try CurlEasy(url: request.url)
-        let sink = ResponseSink(limit: request.maxResponseBytes)
+        let sink = ResponseSink(limit: request.maxResponseBytes, consume: consume)
         let sinkPointer = Unmanaged.passUnretained(sink).toOpaque()
         try easy.set(CURLOPT_WRITEFUNCTION, callback: ResponseSink.onBody)
         try easy.set(CURLOPT_WRITEDATA, pointer: sinkPointer)
@@ -90,6 +104,8 @@ public struct HTTPClient: Sendable {
         try easy.setHeaders(headers)
         do {
             try easy.perform()
+        } catch _ as TransferError where sink.consumerError != nil {
+            throw sink.consumerError ?? TransferError(url: request.url, kind: .failed, message: "the answer could not be read")
         } catch let error as TransferError where sink.overflowed || error.message.contains("Maximum file size exceeded") {
             throw TransferError(url: request.url, kind: .tooLarge, message: "the answer is larger than \(request.maxResponseBytes >> 20) MiB")
         }
@@ -100,24 +116,42 @@ public struct HTTPClient: Sendable {
 /// Collects a response's headers and body from libcurl's callbacks.
 final class ResponseSink {
     var headers: [String: String] = [:]
+    /// The status of the last status line (a 100 Continue or a redirect comes before the answer).
+    private(set) var status = 0
     var body = Data()
     let limit: Int
+    /// Takes a 2xx body's pieces instead of `body`.
+    let consume: ((UnsafeRawBufferPointer) throws -> Void)?
+    private var received = 0
     private(set) var overflowed = false
+    private(set) var consumerError: (any Error)?
 
-    init(limit: Int) {
+    init(limit: Int, consume: ((UnsafeRawBufferPointer) throws -> Void)? = nil) {
         self.limit = limit
+        self.consume = consume
     }
 
     static let onBody: kiosk_curl_data_callback = { buffer, size, count, userdata in
         guard let buffer, let userdata else { return 0 }
         let sink = Unmanaged<ResponseSink>.fromOpaque(userdata).takeUnretainedValue()
-        guard sink.body.count + size * count <= sink.limit else {
-            // Returning short makes libcurl stop the transfer with a write error.
+        let piece = UnsafeRawBufferPointer(start: buffer, count: size * count)
+        // Returning short makes libcurl stop the transfer with a write error.
+        guard sink.received + piece.count <= sink.limit else {
             sink.overflowed = true
             return 0
         }
-        sink.body.append(UnsafeRawPointer(buffer).assumingMemoryBound(to: UInt8.self), count: size * count)
-        return size * count
+        sink.received += piece.count
+        if let consume = sink.consume, (200..<300).contains(sink.status) {
+            do {
+                try consume(piece)
+            } catch {
+                sink.consumerError = error
+                return 0
+            }
+        } else {
+            sink.body.append(contentsOf: piece)
+        }
+        return piece.count
     }
 
     static let onHeader: kiosk_curl_data_callback = { buffer, size, count, userdata in
@@ -133,6 +167,8 @@ final class ResponseSink {
         let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
         if trimmed.hasPrefix("HTTP/") {
             headers = [:]
+            // "HTTP/1.1 200 OK", "HTTP/2 304"
+            status = trimmed.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
             return
         }
         guard let colon = trimmed.firstIndex(of: ":") else { return }
