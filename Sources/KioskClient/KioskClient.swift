@@ -105,7 +105,7 @@ public final class KioskClient: Sendable {
     var paymentQueue: PaymentQueue { PaymentQueue(client: self) }
 
     func catalogSync() throws -> CatalogSync {
-        CatalogSync(database: database, http: http, server: try server(), maxBytes: configuration.maxCatalogBytes)
+        CatalogSync(database: database, http: http, server: try server(), spoolFolder: home.root, maxBytes: configuration.maxCatalogBytes)
     }
 
     func downloadQueue() throws -> DownloadQueue {

@@ -65,6 +65,41 @@ struct FullDiskTests {
         _ = await setup.server.stop()
     }
 
+    @Test("the disk full while a catalog arrives: one line saying so, the local catalog kept, no spool left; then the sync lands")
+    func fullDuringSync() async throws {
+        let directory = try TemporaryDirectory()
+        let disk = try SmallDisk(at: directory.path("small"), megabytes: 8)
+        defer { disk.unmount() }
+        let home = disk.path.appendingPathComponent("home")
+        @Sendable func catalog(_ count: Int) -> String {
+            let products = (0..<count).map { #"{"id":"com.example.p\#($0)","kind":"consumable","title":"p\#($0)","summary":"s","price":{"amount":"1.00","currency":"USD"}}"# }
+            return #"{"products":[\#(products.joined(separator: ","))]}"#
+        }
+        try await HostileServer.run { server, url in
+            let environment = ["KIOSK_HOME": home.path]
+            server.catalog = .json(catalog(3))
+            let first = try await KioskCommand.run(["sync", "--server", url], environment: environment)
+            #expect(first.status == 0, "\(first.stderr)")
+
+            // About 2.5 MB of catalog against a disk with 1 MiB left (room for the database's
+            // own files, not for the catalog).
+            server.catalog = .json(catalog(20_000))
+            let filled = disk.fill()
+            #expect(truncate(disk.path.appendingPathComponent("filler").path, off_t(filled - (1 << 20))) == 0)
+            let full = try await KioskCommand.run(["sync"], environment: environment)
+            #expect(full.status == 1)
+            #expect(full.stderr.split(separator: "\n").count == 1, "\(full.stderr)")
+            #expect(full.stderr.contains("\(home.path): the disk is full") && full.stderr.contains("the local catalog was kept"), "\(full.stderr)")
+            disk.free()
+            #expect(try FileManager.default.contentsOfDirectory(atPath: home.path).filter { $0.hasPrefix(".catalog-") }.isEmpty)
+            let kept = try await KioskCommand.run(["products", "--json"], environment: environment)
+            #expect(kept.stdout.contains("com.example.p2") && !kept.stdout.contains("com.example.p3"), "\(kept.stdout.prefix(300))")
+
+            let again = try await KioskCommand.run(["sync"], environment: environment)
+            #expect(again.status == 0 && again.stdout.contains("19997 added, 0 changed, 0 removed"), "\(again.stdout)\(again.stderr)")
+        }
+    }
+
     @Test("a read-only home: one line naming the file and what to do")
     func readOnlyHome() async throws {
         let directory = try TemporaryDirectory()

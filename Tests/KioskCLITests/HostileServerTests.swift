@@ -65,7 +65,7 @@ struct HostileServerTests {
             let good = try await KioskCommand.run(["sync", "--server", url], environment: home)
             #expect(good.status == 0, "\(good.stderr)")
 
-            // Products 0…699 are read (and set aside in the staging table) before the error.
+            // Products 0…699 are read (and written into the cache's transaction) before the error.
             server.catalog = .json(catalog(1_000, brokenAt: 700))
             let result = try await KioskCommand.run(["sync"], environment: home, in: fence.work)
             #expect(result.status == 1)

@@ -133,11 +133,11 @@ struct CatalogSyncInFlightTests {
             let syncing = try KioskClient(home: home, server: url)
             #expect(try await syncing.sync().added.count == 3)
 
-            // 30 chunks 100 ms apart: about 3 s of sending, each batch of 1,000 set aside as it comes.
+            // 30 chunks 100 ms apart: about 3 s of sending, which the sync spools to a file as it comes.
             server.catalog = .slowJSON(Self.catalog(3_000, title: "new"), chunks: 30, pause: .milliseconds(100))
             let sent = server.chunksSent
             let sync = Task { try await syncing.sync() }
-            // Past the first batch (1,000 products is 10 chunks), well before the last chunk.
+            // Well into the body (1,400 products), well before its last chunk.
             while server.chunksSent < sent + 14 { try await Task.sleep(for: .milliseconds(10)) }
 
             let other = try KioskClient(home: home)
@@ -159,7 +159,7 @@ struct CatalogSyncInFlightTests {
         }
     }
 
-    @Test("an ID named again 2,000 products later (another batch) is refused naming it; the cache keeps the last good catalog")
+    @Test("an ID named again 2,000 products later is refused naming it; the cache keeps the last good catalog")
     func duplicateInLaterBatch() async throws {
         let directory = try TemporaryDirectory()
         let home = KioskHome(root: directory.path("home"))
@@ -195,6 +195,9 @@ struct CatalogSyncInFlightTests {
             let report = try await client.sync()
             #expect(report.added.count == 4_997 && report.changed.count == 3)
             #expect(try client.cachedCatalog().products.count == 5_000)
+            // The spool has no name from the start: nothing is left in the home, failed sync or not.
+            let left = try FileManager.default.contentsOfDirectory(atPath: home.root.path).filter { $0.hasPrefix(".catalog-") }
+            #expect(left.isEmpty, "\(left)")
         }
     }
 }

@@ -57,41 +57,6 @@ final class ClientDatabase: Sendable {
         }
     }
 
-    /// Runs `body` on the writer's connection in a transaction that takes no lock on the database
-    /// file until it writes to it: for the connection's own temporary tables (a sync's staging),
-    /// which another kiosk process must not wait for.
-    func writeTemporary(_ body: (Database) throws -> Void) throws {
-        do {
-            try writer.writeWithoutTransaction { db in
-                try db.inTransaction(.deferred) {
-                    try body(db)
-                    return .commit
-                }
-            }
-        } catch let error as DatabaseError {
-            throw Self.explain(error, path: path)
-        }
-    }
-
-    /// ``writeTemporary(_:)`` queued behind the writer's other work, for a caller that goes on
-    /// meanwhile; `done` gets the error, if any, on the writer's queue.
-    func writeTemporaryLater(_ body: @escaping @Sendable (Database) throws -> Void, done: @escaping @Sendable ((any Error)?) -> Void) {
-        let path = path
-        writer.asyncWriteWithoutTransaction { db in
-            do {
-                try db.inTransaction(.deferred) {
-                    try body(db)
-                    return .commit
-                }
-                done(nil)
-            } catch let error as DatabaseError {
-                done(Self.explain(error, path: path))
-            } catch {
-                done(error)
-            }
-        }
-    }
-
     func read<T>(_ body: (Database) throws -> T) throws -> T {
         do {
             return try writer.read(body)
@@ -270,6 +235,42 @@ extension ClientDatabase {
     func cachedProducts() throws -> [Product] {
         try read { db in
             try CachedProduct.order(Column("id")).fetchAll(db).compactMap { try? CatalogReader.product(from: $0.json) }
+        }
+    }
+
+    /// Replaces the catalog cache with the products `read` hands to its argument, one at a time
+    /// with the bytes each was sent as (each ID once), and remembers the ETag: all in one
+    /// transaction, so an error anywhere (thrown by `read` too) leaves the cache as it was.
+    func replaceCatalog(etag: String?, syncedAt: Date, read: (_ store: (Product, Data) throws -> Void) throws -> Void) throws -> SyncReport {
+        try write { db in
+            // One statement a product, and one catalog in memory at a time however large: the
+            // upsert leaves a row whose bytes are already the ones sent untouched (`WHERE`), so
+            // SQLite's change count tells a changed product from an unchanged one, and the IDs
+            // cached before tell an added one. Comparing the bytes as sent spares encoding each
+            // product again.
+            var report = SyncReport()
+            var before = Set(try String.fetchAll(db, sql: "SELECT id FROM product"))
+            let upsert = try db.cachedStatement(sql: """
+                INSERT INTO product (id, kind, title, json) VALUES (?, ?, ?, ?)
+                ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, title = excluded.title, json = excluded.json
+                WHERE product.json IS NOT excluded.json
+                """)
+            try read { product, json in
+                try upsert.execute(arguments: [product.id, product.kind.rawValue, product.title, json])
+                if before.remove(product.id) == nil {
+                    report.added.append(product.id)
+                } else if db.changesCount > 0 {
+                    report.changed.append(product.id)
+                }
+            }
+            report.removed = before.sorted()
+            let delete = try db.cachedStatement(sql: "DELETE FROM product WHERE id = ?")
+            for id in report.removed {
+                try delete.execute(arguments: [id])
+            }
+            if let etag { try Setting.set(Setting.Key.catalogETag, to: etag, in: db) }
+            try Setting.set(Setting.Key.catalogSyncedAt, to: syncedAt.formatted(.iso8601), in: db)
+            return report
         }
     }
 
