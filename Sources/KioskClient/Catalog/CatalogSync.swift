@@ -61,19 +61,17 @@ struct CatalogSync {
             throw StoreAPI.error(from: response, url: url)
         }
         do {
-            // Sized for the document (a product is at least ~100 bytes), so 100,000 IDs are not rehashed as the set grows.
-            var seen = Set<String>(minimumCapacity: min(spool.size / 100, 1 << 20))
-            return try database.replaceCatalog(etag: response.headers["etag"], syncedAt: Date()) { store in
+            // A product is at least ~100 bytes: the ID table is sized so 100,000 IDs are not rehashed as it grows.
+            return try database.replaceCatalog(etag: response.headers["etag"], syncedAt: Date(), expectedProducts: min(spool.size / 100, 1 << 20)) { store in
                 var stream = CatalogStream()
                 try spool.read { piece in
                     try stream.read(piece) { product, json in
                         guard ProductID.isValid(product.id) else {
                             throw ClientError.unsafeProductID(product.id, source: "the catalog from \(url)")
                         }
-                        guard seen.insert(product.id).inserted else {
+                        guard try store(product, json) else {
                             throw ClientError.badResponse(url: url, detail: "the catalog names \(product.id) twice; the local catalog was kept")
                         }
-                        try store(product, json)
                     }
                 }
                 try stream.finish()

@@ -239,31 +239,39 @@ extension ClientDatabase {
     }
 
     /// Replaces the catalog cache with the products `read` hands to its argument, one at a time
-    /// with the bytes each was sent as (each ID once), and remembers the ETag: all in one
-    /// transaction, so an error anywhere (thrown by `read` too) leaves the cache as it was.
-    func replaceCatalog(etag: String?, syncedAt: Date, read: (_ store: (Product, Data) throws -> Void) throws -> Void) throws -> SyncReport {
+    /// with the bytes each was sent as, and remembers the ETag: all in one transaction, so an
+    /// error anywhere (thrown by `read` too) leaves the cache as it was. The store function
+    /// returns false, storing nothing, for an ID it was given before in this replacement.
+    /// - Parameter expectedProducts: about how many products `read` will give (sizes the ID table).
+    func replaceCatalog(etag: String?, syncedAt: Date, expectedProducts: Int = 0, read: (_ store: (Product, Data) throws -> Bool) throws -> Void) throws -> SyncReport {
         try write { db in
             // One statement a product, and one catalog in memory at a time however large: the
             // upsert leaves a row whose bytes are already the ones sent untouched (`WHERE`), so
             // SQLite's change count tells a changed product from an unchanged one, and the IDs
             // cached before tell an added one. Comparing the bytes as sent spares encoding each
-            // product again.
+            // product again. One table of IDs, cached before or named now (the flag: named now),
+            // tells added, removed and named twice: a second table would hold 100,000 IDs again.
             var report = SyncReport()
-            var before = Set(try String.fetchAll(db, sql: "SELECT id FROM product"))
+            var named = [String: Bool](minimumCapacity: expectedProducts)
+            let cached = try String.fetchCursor(db, sql: "SELECT id FROM product")
+            while let id = try cached.next() { named[id] = false }
             let upsert = try db.cachedStatement(sql: """
                 INSERT INTO product (id, kind, title, json) VALUES (?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, title = excluded.title, json = excluded.json
                 WHERE product.json IS NOT excluded.json
                 """)
             try read { product, json in
+                let wasCached = named.updateValue(true, forKey: product.id)
+                guard wasCached != true else { return false }
                 try upsert.execute(arguments: [product.id, product.kind.rawValue, product.title, json])
-                if before.remove(product.id) == nil {
+                if wasCached == nil {
                     report.added.append(product.id)
                 } else if db.changesCount > 0 {
                     report.changed.append(product.id)
                 }
+                return true
             }
-            report.removed = before.sorted()
+            report.removed = named.compactMap { $0.value ? nil : $0.key }.sorted()
             let delete = try db.cachedStatement(sql: "DELETE FROM product WHERE id = ?")
             for id in report.removed {
                 try delete.execute(arguments: [id])
