@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import KioskClient
 import KioskCore
 import KioskServer
@@ -174,6 +175,26 @@ struct CatalogSyncInFlightTests {
             #expect(error.map { "\($0)" }?.contains("names com.example.p5 twice; the local catalog was kept") == true, "\(error.map { "\($0)" } ?? "")")
             #expect(try client.cachedCatalog().products.map(\.title) == ["old 0", "old 1", "old 2"])
         }
+    }
+
+    @Test("titles are cached exactly: empty, with a NUL, with non-ASCII; the bytes sent are kept as sent")
+    func exactColumns() async throws {
+        let directory = try TemporaryDirectory()
+        let home = KioskHome(root: directory.path("home"))
+        let products = [("com.example.empty", ""), ("com.example.nul", #"a\u0000b"#), ("com.example.utf8", "Été 😀")].map { id, title in
+            #"{"id":"\#(id)","kind":"consumable","title":"\#(title)","summary":"s","price":{"amount":"1.00","currency":"USD"}}"#
+        }
+        try await HostileServer.run { server, url in
+            server.catalog = .json(#"{"products":[\#(products.joined(separator: ","))]}"#)
+            let client = try KioskClient(home: home, server: url)
+            #expect(try await client.sync().added.count == 3)
+            #expect(try client.cachedCatalog().products.map(\.title) == ["", "a\u{0}b", "Été 😀"])
+        }
+        let database = try DatabaseQueue(path: home.database.path)
+        // The title's bytes as stored (GRDB reads text up to a NUL).
+        let rows = try await database.read { db in try Row.fetchAll(db, sql: "SELECT CAST(title AS BLOB) AS title, json FROM product ORDER BY id") }
+        #expect(rows.map { String(decoding: ($0["title"] as Data?) ?? Data(), as: UTF8.self) } == ["", "a\u{0}b", "Été 😀"])
+        #expect(rows.map { String(decoding: $0["json"] as Data, as: UTF8.self) } == products)
     }
 
     @Test("a catalog that stops half-way (the server goes away) leaves the cache as it was and the next sync lands whole")

@@ -245,9 +245,8 @@ extension ClientDatabase {
     /// - Parameter expectedProducts: about how many products `read` will give (sizes the ID table).
     func replaceCatalog(etag: String?, syncedAt: Date, expectedProducts: Int = 0, read: (_ store: (Product, Data) throws -> Bool) throws -> Void) throws -> SyncReport {
         try write { db in
-            // One statement a product, and one catalog in memory at a time however large: the
-            // upsert leaves a row whose bytes are already the ones sent untouched (`WHERE`), so
-            // SQLite's change count tells a changed product from an unchanged one, and the IDs
+            // One statement a product (ProductUpsert), and one catalog in memory at a time
+            // however large: the upsert tells a changed product from an unchanged one, and the IDs
             // cached before tell an added one. Comparing the bytes as sent spares encoding each
             // product again. One table of IDs, cached before or named now (the flag: named now),
             // tells added, removed and named twice: a second table would hold 100,000 IDs again.
@@ -255,18 +254,14 @@ extension ClientDatabase {
             var named = [String: Bool](minimumCapacity: expectedProducts)
             let cached = try String.fetchCursor(db, sql: "SELECT id FROM product")
             while let id = try cached.next() { named[id] = false }
-            let upsert = try db.cachedStatement(sql: """
-                INSERT INTO product (id, kind, title, json) VALUES (?, ?, ?, ?)
-                ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, title = excluded.title, json = excluded.json
-                WHERE product.json IS NOT excluded.json
-                """)
+            let upsert = try ProductUpsert(db)
             try read { product, json in
                 let wasCached = named.updateValue(true, forKey: product.id)
                 guard wasCached != true else { return false }
-                try upsert.execute(arguments: [product.id, product.kind.rawValue, product.title, json])
+                let written = try upsert.run(product, json: json, in: db)
                 if wasCached == nil {
                     report.added.append(product.id)
-                } else if db.changesCount > 0 {
+                } else if written {
                     report.changed.append(product.id)
                 }
                 return true
