@@ -92,8 +92,22 @@ public final class KioskClient: Sendable {
 
     /// The cached catalog, sorted by product ID, and when it was last synced (nil: never).
     public func cachedCatalog() throws -> (products: [Product], syncedAt: Date?) {
-        let syncedAt = try database.setting(Setting.Key.catalogSyncedAt).flatMap { try? Date($0, strategy: .iso8601) }
-        return (try database.cachedProducts(), syncedAt)
+        (try database.cachedProducts(), try catalogSyncedAt())
+    }
+
+    /// How many products the cached catalog holds, and when it was last synced (nil: never).
+    public func cachedCatalogSummary() throws -> (count: Int, syncedAt: Date?) {
+        (try database.cachedProductCount(), try catalogSyncedAt())
+    }
+
+    /// Calls `body` with each cached product, sorted by ID, one at a time: for a large catalog,
+    /// where ``cachedCatalog()`` would hold every product at once. An error `body` throws ends it.
+    public func forEachCachedProduct(_ body: (Product) throws -> Void) throws {
+        try database.forEachCachedProduct(body)
+    }
+
+    private func catalogSyncedAt() throws -> Date? {
+        try database.setting(Setting.Key.catalogSyncedAt).flatMap { try? Date($0, strategy: .iso8601) }
     }
 
     // MARK: Parts

@@ -18,27 +18,47 @@ extension Kiosk {
         func run() async throws {
             try await reportingErrors {
                 let client = try options.client()
-                let (products, syncedAt) = try client.cachedCatalog()
+                // A product at a time, however large the catalog: printed as it is read.
+                let (count, syncedAt) = try client.cachedCatalogSummary()
+                var output = ""
+                output.reserveCapacity(Self.flushAt + 1024)
+                func emit(_ text: String) {
+                    output += text
+                    if output.utf8.count >= Self.flushAt { flush() }
+                }
+                func flush() {
+                    FileHandle.standardOutput.write(Data(output.utf8))
+                    output.removeAll(keepingCapacity: true)
+                }
                 if json {
-                    let document = ProductList(syncedAt: syncedAt, products: products)
-                    print(String(decoding: try JSONEncoder.kiosk.encode(document), as: UTF8.self))
+                    // The same bytes as encoding `{"products": [...], "syncedAt": ...}` whole
+                    // (sorted keys), without holding the list.
+                    emit(#"{"products":["#)
+                    var first = true
+                    try client.forEachCachedProduct { product in
+                        emit((first ? "" : ",") + String(decoding: try JSONEncoder.kiosk.encode(product), as: UTF8.self))
+                        first = false
+                    }
+                    emit("]")
+                    if let syncedAt {
+                        emit(#","syncedAt":"# + String(decoding: try JSONEncoder.kiosk.encode(syncedAt), as: UTF8.self))
+                    }
+                    emit("}\n")
+                    flush()
                     return
                 }
                 guard let syncedAt else {
                     print("no catalog yet; run `kiosk sync` first")
                     return
                 }
-                print("\(products.count) products, catalog synced \(Self.age(since: syncedAt)) ago")
-                for product in products {
-                    print(Self.line(for: product))
-                }
+                emit("\(count) products, catalog synced \(Self.age(since: syncedAt)) ago\n")
+                try client.forEachCachedProduct { product in emit(Self.line(for: product) + "\n") }
+                flush()
             }
         }
 
-        struct ProductList: Encodable {
-            var syncedAt: Date?
-            var products: [Product]
-        }
+        /// Bytes of output gathered before each write.
+        static let flushAt = 64 << 10
 
         static func line(for product: Product) -> String {
             var detail: [String] = [product.kind.rawValue, product.price.description]

@@ -178,6 +178,35 @@ struct AdminCommandTests {
             #expect((object?["added"] as? [String])?.count == 60)
         }
     }
+
+    @Test("products lists 30,000 products a product at a time: the peak is that of listing 3, and the list is whole and in order")
+    func largeProductList() async throws {
+        let directory = try TemporaryDirectory()
+        @Sendable func catalog(_ count: Int) -> String {
+            let products = (0..<count).map { #"{"id": "com.example.p\#(String(format: "%05d", $0))", "kind": "consumable", "title": "a title long enough to be stored \#($0)", "summary": "a summary of the product \#($0)", "price": {"amount": "1.00", "currency": "USD"}, "credits": 1}"# }
+            return #"{"products": [\#(products.joined(separator: ","))]}"#
+        }
+        try await HostileServer.run { server, url in
+            var peaks: [Int: Int] = [:]
+            for count in [3, 30_000] {
+                let home = directory.path("home-\(count)")
+                server.catalog = .json(catalog(count))
+                let environment = ["KIOSK_HOME": home.path]
+                #expect(try await KioskCommand.run(["sync", "--server", url], environment: environment).status == 0)
+                let (listed, peak) = try await KioskCommand.runMeasured(["products", "--json"], environment: environment, in: directory.url)
+                #expect(listed.status == 0, "\(listed.stderr)")
+                let object = try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [String: Any]
+                let ids = (object?["products"] as? [[String: Any]])?.compactMap { $0["id"] as? String } ?? []
+                #expect(ids.count == count && ids == ids.sorted() && object?["syncedAt"] is String)
+                let text = try await KioskCommand.run(["products"], environment: environment)
+                #expect(text.stdout.split(separator: "\n").count == count + 1 && text.stdout.hasPrefix("\(count) products, catalog synced"))
+                peaks[count] = peak
+            }
+            // Holding 30,000 products and their encoding at once costs well over 10 MiB more.
+            let growth = (peaks[30_000] ?? 0) - (peaks[3] ?? 0)
+            #expect(growth < 6 << 20, "listing 30,000 products peaked \(growth >> 20) MiB above listing 3")
+        }
+    }
 }
 
 @Suite("kiosk serve's request log and metrics address")

@@ -232,6 +232,21 @@ extension ClientDatabase {
         }
     }
 
+    /// Calls `body` with each cached product in ID order, one decoded at a time (a catalog of
+    /// 100,000 is never held whole); products that no longer decode are skipped.
+    func forEachCachedProduct(_ body: (Product) throws -> Void) throws {
+        try read { db in
+            let rows = try Data.fetchCursor(db, sql: "SELECT json FROM product ORDER BY id")
+            while let json = try rows.next() {
+                if let product = try? CatalogReader.product(from: json) { try body(product) }
+            }
+        }
+    }
+
+    func cachedProductCount() throws -> Int {
+        try read { db in try CachedProduct.fetchCount(db) }
+    }
+
     func cachedProducts() throws -> [Product] {
         try read { db in
             try CachedProduct.order(Column("id")).fetchAll(db).compactMap { try? CatalogReader.product(from: $0.json) }
