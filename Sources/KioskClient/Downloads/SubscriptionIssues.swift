@@ -16,19 +16,30 @@ struct SubscriptionIssues {
         let subscriptions = try database.payments().filter {
             $0.kind == .subscription && PaymentState.owning.contains($0.state) && $0.receipt != nil
         }
-        // Without a subscription there is nothing to queue: skip decoding the whole catalog.
+        // Without a subscription there is nothing to queue: skip reading the catalog.
         guard !subscriptions.isEmpty else { return [] }
-        let products = try database.cachedProducts()
         let queued = Set(try database.downloads().filter { !requeueStopped || ($0.state != .cancelled && $0.state != .failed) }.map(\.productId))
         let accountId = try database.account()?.id
-        var added: [String] = []
+        var covering: [(receipt: String, claims: ReceiptClaims, expires: Date, series: String)] = []
         for subscription in subscriptions.reversed() {
             guard let receipt = subscription.receipt,
                   let claims = try? await ReceiptCheck(database: database).verify(receipt, accountId: accountId, fetchKeys: nil),
                   let expires = claims.expires,
-                  let series = products.first(where: { $0.id == claims.productId })?.series
+                  let series = try database.cachedProduct(claims.productId)?.series
             else { continue }
-            let issues = products.filter { $0.series == series && $0.kind == .nonConsumable && $0.publicationDate != nil }
+            covering.append((receipt, claims, expires, series))
+        }
+        // The issues of the subscribed series only, read a product at a time: a catalog of
+        // 100,000 products is not held to find a few dozen issues.
+        let subscribed = Set(covering.map(\.series))
+        var issuesOf: [String: [Product]] = [:]
+        try database.forEachCachedProduct { product in
+            guard let series = product.series, subscribed.contains(series), product.kind == .nonConsumable, product.publicationDate != nil else { return }
+            issuesOf[series, default: []].append(product)
+        }
+        var added: [String] = []
+        for (receipt, claims, expires, series) in covering {
+            let issues = issuesOf[series] ?? []
             let boughtDay = Self.day(claims.purchased)
             let current = issues.compactMap(\.publicationDate).filter { $0 <= boughtDay }.max() ?? boughtDay
             for issue in issues where !queued.contains(issue.id) && !added.contains(issue.id) {
