@@ -125,15 +125,21 @@ struct CatalogSyncInFlightTests {
         return #"{"products":[\#(products.joined(separator: ","))]}"#
     }
 
-    @Test("while a slow server sends 3,000 products, another engine on the same home writes at once and still reads the old catalog; then the new one lands whole")
-    func otherEngineWritesDuringSync() async throws {
+    /// A home synced once with 3 products titled "old" from a hostile server, for `body` to sync again.
+    static func withOldCatalog(_ body: @Sendable (HostileServer, KioskClient, KioskHome) async throws -> Void) async throws {
         let directory = try TemporaryDirectory()
         let home = KioskHome(root: directory.path("home"))
         try await HostileServer.run { server, url in
             server.catalog = .json(Self.catalog(3, title: "old"))
-            let syncing = try KioskClient(home: home, server: url)
-            #expect(try await syncing.sync().added.count == 3)
+            let client = try KioskClient(home: home, server: url)
+            #expect(try await client.sync().added.count == 3)
+            try await body(server, client, home)
+        }
+    }
 
+    @Test("while a slow server sends 3,000 products, another engine on the same home writes at once and still reads the old catalog; then the new one lands whole")
+    func otherEngineWritesDuringSync() async throws {
+        try await Self.withOldCatalog { server, syncing, home async throws in
             // 30 chunks 100 ms apart: about 3 s of sending, which the sync spools to a file as it comes.
             server.catalog = .slowJSON(Self.catalog(3_000, title: "new"), chunks: 30, pause: .milliseconds(100))
             let sent = server.chunksSent
@@ -162,13 +168,7 @@ struct CatalogSyncInFlightTests {
 
     @Test("an ID named again 2,000 products later is refused naming it; the cache keeps the last good catalog")
     func duplicateInLaterBatch() async throws {
-        let directory = try TemporaryDirectory()
-        let home = KioskHome(root: directory.path("home"))
-        try await HostileServer.run { server, url in
-            server.catalog = .json(Self.catalog(3, title: "old"))
-            let client = try KioskClient(home: home, server: url)
-            _ = try await client.sync()
-
+        try await Self.withOldCatalog { server, client, _ async throws in
             let products = Self.catalog(2_500, title: "new")
             server.catalog = .json(products.replacingOccurrences(of: #""id":"com.example.p2400""#, with: #""id":"com.example.p5""#))
             let error = await #expect(throws: ClientError.self) { try await client.sync() }
@@ -199,13 +199,7 @@ struct CatalogSyncInFlightTests {
 
     @Test("a catalog that stops half-way (the server goes away) leaves the cache as it was and the next sync lands whole")
     func cutOffMidway() async throws {
-        let directory = try TemporaryDirectory()
-        let home = KioskHome(root: directory.path("home"))
-        try await HostileServer.run { server, url in
-            server.catalog = .json(Self.catalog(3, title: "old"))
-            let client = try KioskClient(home: home, server: url)
-            _ = try await client.sync()
-
+        try await Self.withOldCatalog { server, client, home async throws in
             // 2,500 products' worth of a 5,000-product document, then the end of the body.
             let whole = Self.catalog(5_000, title: "new")
             server.catalog = .json(String(whole.prefix(whole.utf8.count / 2)))
