@@ -1,9 +1,10 @@
 # Kiosk: every target installs what it needs first.
 SWIFT ?= swift
 DEV_PACKAGES := libcurl4-openssl-dev libarchive-dev libsqlite3-dev pkg-config
-# Real clients the tests resume downloads with; python3 and sqlite3 run the fault suite;
+# Real clients the tests resume downloads with; python3 and sqlite3 run the fault suite; GNU time
+# measures a kiosk command's peak memory;
 # PostgreSQL and nginx are started by the tests themselves (throwaway cluster, temporary config).
-TEST_TOOLS := curl wget aria2 python3 sqlite3 postgresql nginx
+TEST_TOOLS := curl wget aria2 python3 sqlite3 postgresql nginx time
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 BENCH_TOOLS := curl wget aria2 libarchive-tools nginx wrk unzip time postgresql postgresql-contrib
