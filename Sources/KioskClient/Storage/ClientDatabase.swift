@@ -248,9 +248,9 @@ extension ClientDatabase {
     }
 
     func cachedProducts() throws -> [Product] {
-        try read { db in
-            try CachedProduct.order(Column("id")).fetchAll(db).compactMap { try? CatalogReader.product(from: $0.json) }
-        }
+        var products: [Product] = []
+        try forEachCachedProduct { products.append($0) }
+        return products
     }
 
     /// Replaces the catalog cache with the products `read` hands to its argument, one at a time

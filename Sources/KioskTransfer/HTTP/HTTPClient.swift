@@ -43,13 +43,7 @@ public struct HTTPClient: Sendable {
     /// Sends `request` and returns whatever status the server answered.
     /// - Throws: ``TransferError`` when no complete response arrived.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        // A thread of its own: a blocking libcurl call must not hold one of libdispatch's or
-        // Swift's few pool threads, which is what makes many requests at once crawl.
-        try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread { continuation.resume(with: Result { try Self.perform(request) }) }
-            thread.name = "kiosk-http"
-            thread.start()
-        }
+        try await onThreadOfItsOwn { try Self.perform(request) }
     }
 
     /// Sends `request`; a 2xx answer's body is handed to `consume` a piece at a time as it
@@ -59,8 +53,14 @@ public struct HTTPClient: Sendable {
     /// rethrown as it is.
     /// - Throws: ``TransferError`` when no complete response arrived.
     public func send(_ request: HTTPRequest, consumingSuccessfulBody consume: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void) async throws -> HTTPResponse {
+        try await onThreadOfItsOwn { try Self.perform(request, consume: consume) }
+    }
+
+    /// A blocking libcurl call must not hold one of libdispatch's or Swift's few pool threads,
+    /// which is what makes many requests at once crawl.
+    private func onThreadOfItsOwn(_ work: @escaping @Sendable () throws -> HTTPResponse) async throws -> HTTPResponse {
         try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread { continuation.resume(with: Result { try Self.perform(request, consume: consume) }) }
+            let thread = Thread { continuation.resume(with: Result { try work() }) }
             thread.name = "kiosk-http"
             thread.start()
         }
@@ -104,10 +104,13 @@ public struct HTTPClient: Sendable {
         try easy.setHeaders(headers)
         do {
             try easy.perform()
-        } catch _ as TransferError where sink.consumerError != nil {
-            throw sink.consumerError ?? TransferError(url: request.url, kind: .failed, message: "the answer could not be read")
-        } catch let error as TransferError where sink.overflowed || error.message.contains("Maximum file size exceeded") {
-            throw TransferError(url: request.url, kind: .tooLarge, message: "the answer is larger than \(request.maxResponseBytes >> 20) MiB")
+        } catch let error as TransferError {
+            // The write callback stopped the transfer: say why, not libcurl's "write error".
+            if let consumerError = sink.consumerError { throw consumerError }
+            if sink.overflowed || error.message.contains("Maximum file size exceeded") {
+                throw TransferError(url: request.url, kind: .tooLarge, message: "the answer is larger than \(request.maxResponseBytes >> 20) MiB")
+            }
+            throw error
         }
         return HTTPResponse(status: easy.info(CURLINFO_RESPONSE_CODE), headers: sink.headers, body: sink.body)
     }
