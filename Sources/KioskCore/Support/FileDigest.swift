@@ -21,6 +21,16 @@ public enum FileDigest {
 
     /// Lowercase hex of any digest.
     public static func hex<D: Sequence>(_ digest: D) -> String where D.Element == UInt8 {
-        digest.map { String(format: "%02x", $0) }.joined()
+        // Two table look-ups a byte: String(format:) goes through CoreFoundation per byte, which
+        // showed in the server's profile (receipt IDs, token hashes) at 4 % of a purchase.
+        var text: [UInt8] = []
+        text.reserveCapacity(digest.underestimatedCount * 2)
+        for byte in digest {
+            text.append(hexDigits[Int(byte >> 4)])
+            text.append(hexDigits[Int(byte & 0x0f)])
+        }
+        return String(decoding: text, as: UTF8.self)
     }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
 }

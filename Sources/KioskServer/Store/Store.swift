@@ -425,7 +425,7 @@ public struct Store: Sendable {
 
     static func randomHex(bytes: Int) -> String {
         var generator = SystemRandomNumberGenerator()
-        return (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max, using: &generator)) }.joined()
+        return FileDigest.hex((0..<bytes).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
     }
 
     static func newTransactionID() -> String { "txn_" + randomHex(bytes: 10) }
