@@ -38,4 +38,57 @@ struct GroupCommitTests {
         #expect(commits >= 1 && commits < 64, "\(commits) commits for 64 writes")
         await database.close()
     }
+
+    @Test("the writer's own connection: every SQLite type reads back as through the pool, a duplicate key is a unique violation in one line, more statements than its cache holds still answer, and a reopen finds what it committed")
+    func writerConnection() async throws {
+        let directory = try TemporaryDirectory()
+        let location = DatabaseLocation.sqlite(path: directory.path("store.sqlite").path)
+        var database = try await ServerDatabase.open(location, logger: Logger(label: "test"))
+        try await database.write { db in
+            try await db.raw(#"CREATE TABLE "sample" ("id" INTEGER PRIMARY KEY, "real" REAL, "text" TEXT, "blob" BLOB, "none" TEXT)"#).run()
+            for id in 1...3 {
+                try await db.raw(#"INSERT INTO "sample" VALUES (\#(bind: id), \#(bind: Double(id) / 4), \#(bind: "é\(id) ✓"), \#(bind: Data([0, UInt8(id), 255])), NULL)"#).run()
+            }
+        }
+        struct Sample: Equatable { let id: Int; let real: Double; let text: String; let blob: Data; let none: String? }
+        @Sendable func samples(_ db: any SQLDatabase) async throws -> [Sample] {
+            try await db.raw(#"SELECT * FROM "sample" ORDER BY "id""#).all().map { row in
+                Sample(id: try row.decode(column: "id", as: Int.self), real: try row.decode(column: "real", as: Double.self),
+                       text: try row.decode(column: "text", as: String.self), blob: try row.decode(column: "blob", as: Data.self),
+                       none: try row.decode(column: "none", as: String?.self))
+            }
+        }
+        let written = try await database.write { db in try await samples(db).map { "\($0)" } }
+        let read = try await database.read { db in try await samples(db).map { "\($0)" } }
+        #expect(written.count == 3)
+        #expect(written == read)
+        #expect(written.first == "\(Sample(id: 1, real: 0.25, text: "é1 ✓", blob: Data([0, 1, 255]), none: nil))")
+
+        // A duplicate key: the statement fails, is recognised as the schema's rule, and leaves nothing.
+        let duplicate = await #expect(throws: (any Error).self) {
+            try await database.write { db in
+                try await db.raw(#"INSERT INTO "sample" ("id") VALUES (4)"#).run()
+                try await db.raw(#"INSERT INTO "sample" ("id") VALUES (1)"#).run()
+            }
+        }
+        #expect(duplicate.map(database.isUniqueViolation) == true)
+        #expect(duplicate.map(ServerDatabase.describe) == "UNIQUE constraint failed: sample.id")
+        #expect(try await database.read { db in try await samples(db).count } == 3)
+
+        // Twice the cache's statements in one transaction, then the first again after the cache emptied.
+        let answers = try await database.write { db in
+            var answers: [Int] = []
+            for value in 0..<130 {
+                answers.append(try await db.raw(#"SELECT \#(literal: value) AS "value""#).first(decodingColumn: "value", as: Int.self) ?? -1)
+            }
+            answers.append(try await db.raw(#"SELECT COUNT(*) AS "count" FROM "sample""#).first(decodingColumn: "count", as: Int.self) ?? -1)
+            return answers
+        }
+        #expect(answers == Array(0..<130) + [3])
+
+        await database.close()
+        database = try await ServerDatabase.open(location, logger: Logger(label: "test"))
+        #expect(try await database.read { db in try await samples(db).map { "\($0)" } } == written)
+        await database.close()
+    }
 }

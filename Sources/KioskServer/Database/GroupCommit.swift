@@ -20,13 +20,18 @@ final class GroupCommit: Sendable {
     /// The most bodies one commit carries, so that one batch cannot hold the writer for long.
     static let maxBatch = 128
 
-    private let pool: any ConnectionLeasing
+    private let writer: SQLiteWriter
     private let state = Mutex<(queue: [Job], draining: Bool)>(([], false))
     /// Commits made so far (each one fsync), for the tests that show bodies share them.
     let commits = Atomic<Int>(0)
 
-    init(pool: any ConnectionLeasing) {
-        self.pool = pool
+    init(writer: SQLiteWriter) {
+        self.writer = writer
+    }
+
+    /// Closes the writer's connection; no write may follow.
+    func close() async {
+        await writer.close()
     }
 
     /// Runs `body` in the next commit and returns its result once that commit is durable.
@@ -73,31 +78,27 @@ final class GroupCommit: Sendable {
     }
 
     private func commit(_ batch: [Job]) async {
-        let outcomes: [(any Error)?]
+        var outcomes: [(any Error)?] = []
         do {
-            outcomes = try await pool.lease { db in
-                try await db.raw("BEGIN IMMEDIATE").run()
-                do {
-                    var outcomes: [(any Error)?] = []
-                    for job in batch {
-                        try await db.raw("SAVEPOINT kiosk_job").run()
-                        do {
-                            try await job.run(db)
-                            try await db.raw("RELEASE kiosk_job").run()
-                            outcomes.append(nil)
-                        } catch {
-                            try await db.raw("ROLLBACK TO kiosk_job").run()
-                            try await db.raw("RELEASE kiosk_job").run()
-                            outcomes.append(error)
-                        }
+            try await writer.begin()
+            do {
+                for job in batch {
+                    try writer.run("SAVEPOINT kiosk_job")
+                    do {
+                        try await job.run(writer)
+                        try writer.run("RELEASE kiosk_job")
+                        outcomes.append(nil)
+                    } catch {
+                        try writer.run("ROLLBACK TO kiosk_job")
+                        try writer.run("RELEASE kiosk_job")
+                        outcomes.append(error)
                     }
-                    try await db.raw("COMMIT").run()
-                    self.commits.add(1, ordering: .relaxed)
-                    return outcomes
-                } catch {
-                    try? await db.raw("ROLLBACK").run()
-                    throw error
                 }
+                try await writer.commit()
+                commits.add(1, ordering: .relaxed)
+            } catch {
+                await writer.rollback()
+                throw error
             }
         } catch {
             for job in batch { job.finish(error) }

@@ -21,9 +21,10 @@ public final class ServerDatabase: Sendable {
     public let engine: Engine
     private let pool: any ConnectionLeasing
     /// SQLite has one writer per file: this process's write transactions go through one group
-    /// commit (many per fsync) rather than queueing in `BEGIN IMMEDIATE`, where a waiter would
-    /// block one of the few threads SQLite runs on while the holder needs one to finish. Other
-    /// processes still wait in SQLite's busy timeout.
+    /// commit (many per fsync) on one connection of its own (``SQLiteWriter``) rather than
+    /// queueing in `BEGIN IMMEDIATE`, where a waiter would block one of the few threads SQLite
+    /// runs on while the holder needs one to finish. Other processes still wait in SQLite's busy
+    /// timeout. Reads go through the pool.
     let groupCommit: GroupCommit?
     private let threadPool: NIOThreadPool?
     private let closed = Atomic<Bool>(false)
@@ -31,20 +32,24 @@ public final class ServerDatabase: Sendable {
     /// Opens the database and brings its schema up to date (see ``Migrations``).
     /// - Throws: ``ServerSetupError`` when the database cannot be reached or read.
     public static func open(_ location: DatabaseLocation, logger: Logger) async throws -> ServerDatabase {
-        let database = try ServerDatabase(location: location, logger: logger)
+        let database = try await ServerDatabase(location: location, logger: logger)
         do {
             try await Migrations.run(on: database, logger: logger)
         } catch {
             await database.close()
-            throw ServerSetupError(path: location.description, problem: "cannot be opened (\(Self.describe(error)))",
-                action: location.isPostgres
-                    ? "check that PostgreSQL is running, the URL's user, password and database are right, and the user may create tables"
-                    : "check that the folder exists and is writable and that the file is a Kiosk store database")
+            throw cannotOpen(location, error)
         }
         return database
     }
 
-    private init(location: DatabaseLocation, logger: Logger) throws {
+    private static func cannotOpen(_ location: DatabaseLocation, _ error: any Error) -> ServerSetupError {
+        ServerSetupError(path: location.description, problem: "cannot be opened (\(describe(error)))",
+            action: location.isPostgres
+                ? "check that PostgreSQL is running, the URL's user, password and database are right, and the user may create tables"
+                : "check that the folder exists and is writable and that the file is a Kiosk store database")
+    }
+
+    private init(location: DatabaseLocation, logger: Logger) async throws {
         self.location = location
         // The pool logs each failed connection attempt at error level; the caller reports the
         // failure once, in its own words.
@@ -60,6 +65,13 @@ public final class ServerDatabase: Sendable {
             }
             let threads = NIOThreadPool(numberOfThreads: 4)
             threads.start()
+            let writer: SQLiteWriter
+            do {
+                writer = try await SQLiteWriter.open(path: path, threadPool: threads, logger: logger)
+            } catch {
+                try? await threads.shutdownGracefully()
+                throw Self.cannotOpen(location, error)
+            }
             threadPool = threads
             engine = .sqlite
             let pool = Leasing(EventLoopGroupConnectionPool(
@@ -67,7 +79,7 @@ public final class ServerDatabase: Sendable {
                 maxConnectionsPerEventLoop: 4, requestTimeout: .seconds(30), logger: logger,
                 on: MultiThreadedEventLoopGroup.singleton))
             self.pool = pool
-            groupCommit = GroupCommit(pool: pool)
+            groupCommit = GroupCommit(writer: writer)
         case .postgres(let url):
             let configuration: SQLPostgresConfiguration
             do {
@@ -113,6 +125,7 @@ public final class ServerDatabase: Sendable {
         if let error = error as? SQLiteError {
             return [.constraint, .constraintUniqueFailed, .constraintPrimaryKeyFailed].contains(error.reason)
         }
+        if let error = error as? SQLiteWriteError { return error.isUniqueViolation }
         if let error = error as? PSQLError {
             return error.serverInfo?[.sqlState] == "23505"
         }
@@ -122,6 +135,7 @@ public final class ServerDatabase: Sendable {
     /// Closes every connection. The database must not be used afterwards.
     public func close() async {
         guard !closed.exchange(true, ordering: .relaxed) else { return }
+        await groupCommit?.close()
         await pool.shutdown()
         try? await threadPool?.shutdownGracefully()
     }
@@ -142,6 +156,7 @@ public final class ServerDatabase: Sendable {
             return "\(error.code)"
         }
         if let error = error as? SQLiteError { return error.message }
+        if let error = error as? SQLiteWriteError { return error.message }
         if let error = error as? ServerSetupError { return error.problem }
         return "\(error)"
     }

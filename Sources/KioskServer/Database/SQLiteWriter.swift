@@ -1,0 +1,284 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import SQLKit
+import SQLiteKit
+import SQLiteNIO
+import Synchronization
+// SQLiteNIO's own copy of SQLite (its symbols carry a `sqlite_nio_` prefix). The writer must use
+// the same copy as the pool's readers: two copies of SQLite in one process do not see each other's
+// POSIX locks on the file, and closing one copy's descriptor would drop the other's.
+import VaporCSQLite
+
+/// The one connection that writes a SQLite store, driven directly rather than through SQLiteNIO.
+///
+/// Every write of the process goes through ``GroupCommit``, one statement after another on this
+/// connection, so its cost per statement caps the store's purchases per second. Through SQLiteNIO
+/// each statement was compiled afresh, handed to a thread pool, and its answer handed back to an
+/// event loop and then to the waiting task: a parse and three thread switches per statement, five
+/// or six statements a purchase. Here a statement inside the batch's transaction runs on the
+/// caller's own thread from a cache of prepared statements. That is safe to do because inside
+/// `BEGIN IMMEDIATE` the connection already holds the write lock: a statement reads pages (from
+/// SQLite's cache or the OS's) and changes them in memory, and never waits for a lock or a disk
+/// flush. What can wait — taking the lock (another process may hold it, up to the busy timeout)
+/// and the commit's fsync — runs on the thread pool, as SQLiteNIO would run it.
+///
+/// The connection is used by one batch at a time (GroupCommit drains serially); the lock around
+/// it makes that a rule rather than an assumption.
+final class SQLiteWriter: SQLDatabase {
+    let logger: Logger
+    let eventLoop: any EventLoop
+    var dialect: any SQLDialect { SQLiteDialect() }
+    var queryLogLevel: Logger.Level? { nil }
+
+    private let connection: Mutex<Connection>
+    private let threadPool: NIOThreadPool
+    private let encoder = SQLiteDataEncoder()
+    private let decoder = SQLiteDataDecoder()
+
+    /// Opens the store's file with the same settings as the pool's connections (see
+    /// `SQLiteFileSource`), on the thread pool: opening may wait for another process's lock.
+    static func open(path: String, threadPool: NIOThreadPool, logger: Logger) async throws -> SQLiteWriter {
+        try await threadPool.runIfActive {
+            let connection = try Connection(path: path)
+            return SQLiteWriter(connection: connection, threadPool: threadPool, logger: logger)
+        }
+    }
+
+    private init(connection: consuming Connection, threadPool: NIOThreadPool, logger: Logger) {
+        self.connection = Mutex(connection)
+        self.threadPool = threadPool
+        self.logger = logger
+        self.eventLoop = MultiThreadedEventLoopGroup.singleton.any()
+    }
+
+    // MARK: The batch's transaction
+
+    /// Takes the write lock: on the thread pool, since another process may hold it.
+    func begin() async throws {
+        try await onThreadPool("BEGIN IMMEDIATE")
+    }
+
+    /// Commits durably (`synchronous = FULL`): on the thread pool, since it waits for the fsync.
+    func commit() async throws {
+        try await onThreadPool("COMMIT")
+    }
+
+    func rollback() async {
+        try? await onThreadPool("ROLLBACK")
+    }
+
+    /// A statement without binds or rows, inline (the batch's savepoints).
+    func run(_ sql: String) throws {
+        try connection.withLock { try $0.execute(sql, binds: []) { _, _ in } }
+    }
+
+    private func onThreadPool(_ sql: String) async throws {
+        try await threadPool.runIfActive { [self] in try run(sql) }
+    }
+
+    // MARK: SQLDatabase
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> ()) async throws {
+        try executeInline(query, onRow)
+    }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> ()) -> EventLoopFuture<Void> {
+        eventLoop.makeCompletedFuture { try executeInline(query, onRow) }
+    }
+
+    private func executeInline(_ query: any SQLExpression, _ onRow: (any SQLRow) -> ()) throws {
+        let (sql, values) = serialize(query)
+        let binds = try values.map { try encoder.encode($0) }
+        try connection.withLock { connection in
+            try connection.execute(sql, binds: binds) { columns, values in
+                onRow(Row(columns: columns, values: values, decoder: decoder))
+            }
+        }
+    }
+
+    /// Finalizes the cached statements and closes the file.
+    func close() async {
+        try? await threadPool.runIfActive { [self] in connection.withLock { $0.close() } }
+    }
+
+    deinit {
+        connection.withLock { $0.close() }
+    }
+
+    // MARK: The handle
+
+    /// The `sqlite3` handle and its prepared statements, keyed by their SQL. It moves between
+    /// threads (a task resumes where it may) but is touched only under the writer's lock, one
+    /// thread at a time, which is all a `SQLITE_OPEN_NOMUTEX` handle asks.
+    private struct Connection: ~Copyable, @unchecked Sendable {
+        private var handle: OpaquePointer?
+        private var statements: [String: Prepared] = [:]
+
+        /// Enough for every statement the store writes with; a statement beyond it (an `IN` list
+        /// of a new length) empties the cache rather than letting it grow without end.
+        private static let cacheLimit = 64
+
+        struct Prepared {
+            let statement: OpaquePointer
+            let columns: [String]
+        }
+
+        init(path: String) throws {
+            var handle: OpaquePointer?
+            let flags = SQLITE_OPEN_CREATE | SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+            let opened = sqlite_nio_sqlite3_open_v2(path, &handle, flags, nil)
+            self.handle = handle
+            guard opened == SQLITE_OK else {
+                let error = SQLiteWriteError(code: opened, handle: handle)
+                close()
+                throw error
+            }
+            for pragma in ["PRAGMA busy_timeout = 30000", "PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL"] {
+                do {
+                    try execute(pragma, binds: []) { _, _ in }
+                } catch {
+                    close()
+                    throw error
+                }
+            }
+        }
+
+        /// Runs one statement, handing each row to `onRow`; the statement is reset for its next use
+        /// whatever happens, so it never holds a read open.
+        mutating func execute(_ sql: String, binds: [SQLiteData], _ onRow: ([String], [SQLiteData]) throws -> Void) throws {
+            let prepared = try prepare(sql)
+            let statement = prepared.statement
+            defer {
+                sqlite_nio_sqlite3_reset(statement)
+                sqlite_nio_sqlite3_clear_bindings(statement)
+            }
+            for (index, value) in binds.enumerated() {
+                try check(bind(value, at: Int32(index + 1), in: statement))
+            }
+            while true {
+                let stepped = sqlite_nio_sqlite3_step(statement)
+                if stepped == SQLITE_DONE { return }
+                guard stepped == SQLITE_ROW else { throw SQLiteWriteError(code: stepped, handle: handle) }
+                try onRow(prepared.columns, (0..<Int32(prepared.columns.count)).map { column(at: $0, of: statement) })
+            }
+        }
+
+        private mutating func prepare(_ sql: String) throws -> Prepared {
+            if let cached = statements[sql] { return cached }
+            var statement: OpaquePointer?
+            let prepared = sqlite_nio_sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+            guard prepared == SQLITE_OK, let statement else { throw SQLiteWriteError(code: prepared, handle: handle) }
+            let columns = (0..<sqlite_nio_sqlite3_column_count(statement)).map { index in
+                sqlite_nio_sqlite3_column_name(statement, index).map { String(cString: $0) } ?? ""
+            }
+            if statements.count >= Self.cacheLimit { finalizeAll() }
+            let entry = Prepared(statement: statement, columns: columns)
+            statements[sql] = entry
+            return entry
+        }
+
+        private func bind(_ value: SQLiteData, at index: Int32, in statement: OpaquePointer) -> Int32 {
+            switch value {
+            case .integer(let value): sqlite_nio_sqlite3_bind_int64(statement, index, Int64(value))
+            case .float(let value): sqlite_nio_sqlite3_bind_double(statement, index, value)
+            case .null: sqlite_nio_sqlite3_bind_null(statement, index)
+            case .text(let value):
+                sqlite_nio_sqlite3_bind_text64(statement, index, value, UInt64(value.utf8.count), transient, UInt8(SQLITE_UTF8))
+            case .blob(let value):
+                value.withUnsafeReadableBytes {
+                    sqlite_nio_sqlite3_bind_blob64(statement, index, $0.baseAddress, UInt64($0.count), transient)
+                }
+            }
+        }
+
+        private func column(at index: Int32, of statement: OpaquePointer) -> SQLiteData {
+            switch sqlite_nio_sqlite3_column_type(statement, index) {
+            case SQLITE_INTEGER: return .integer(SQLiteInt64(sqlite_nio_sqlite3_column_int64(statement, index)))
+            case SQLITE_FLOAT: return .float(sqlite_nio_sqlite3_column_double(statement, index))
+            case SQLITE_TEXT:
+                guard let text = sqlite_nio_sqlite3_column_text(statement, index) else { return .null }
+                let count = Int(sqlite_nio_sqlite3_column_bytes(statement, index))
+                return .text(String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self))
+            case SQLITE_BLOB:
+                let count = Int(sqlite_nio_sqlite3_column_bytes(statement, index))
+                var buffer = ByteBufferAllocator().buffer(capacity: count)
+                if let bytes = sqlite_nio_sqlite3_column_blob(statement, index) {
+                    buffer.writeBytes(UnsafeRawBufferPointer(start: bytes, count: count))
+                }
+                return .blob(buffer)
+            default: return .null
+            }
+        }
+
+        private func check(_ code: Int32) throws {
+            guard code == SQLITE_OK else { throw SQLiteWriteError(code: code, handle: handle) }
+        }
+
+        private mutating func finalizeAll() {
+            for prepared in statements.values { sqlite_nio_sqlite3_finalize(prepared.statement) }
+            statements = [:]
+        }
+
+        mutating func close() {
+            finalizeAll()
+            if let handle { sqlite_nio_sqlite3_close_v2(handle) }
+            handle = nil
+        }
+    }
+
+    /// A row of the writer's answer, read through SQLiteKit's decoder like the pool's rows.
+    private struct Row: SQLRow {
+        let columns: [String]
+        let values: [SQLiteData]
+        let decoder: SQLiteDataDecoder
+
+        var allColumns: [String] { columns }
+
+        func contains(column: String) -> Bool { columns.contains(column) }
+
+        func decodeNil(column: String) throws -> Bool {
+            (value(column) ?? .null) == .null
+        }
+
+        func decode<D: Decodable>(column: String, as: D.Type) throws -> D {
+            guard let value = value(column) else {
+                throw SQLiteWriteError(code: SQLITE_ERROR, message: "no column \(column) in the answer")
+            }
+            return try decoder.decode(D.self, from: value)
+        }
+
+        private func value(_ column: String) -> SQLiteData? {
+            columns.firstIndex(of: column).map { values[$0] }
+        }
+    }
+}
+
+/// SQLite's destructor value that makes it copy a bound text or blob before the call returns.
+private let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+/// An error of the writer's connection: SQLite's extended result code and its message.
+struct SQLiteWriteError: Error, CustomStringConvertible {
+    let code: Int32
+    let message: String
+
+    init(code: Int32, message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    init(code: Int32, handle: OpaquePointer?) {
+        self.code = code
+        self.message = handle.flatMap { sqlite_nio_sqlite3_errmsg($0) }.map { String(cString: $0) }
+            ?? String(cString: sqlite_nio_sqlite3_errstr(code))
+    }
+
+    /// A unique index or primary key refused a row (SQLite's extended codes
+    /// SQLITE_CONSTRAINT_UNIQUE and SQLITE_CONSTRAINT_PRIMARYKEY, which Swift does not import).
+    var isUniqueViolation: Bool {
+        [SQLITE_CONSTRAINT, SQLITE_CONSTRAINT | 8 << 8, SQLITE_CONSTRAINT | 6 << 8].contains(code)
+    }
+
+    var description: String { message }
+}
