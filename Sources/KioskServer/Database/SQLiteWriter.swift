@@ -146,14 +146,13 @@ final class SQLiteWriter: SQLDatabase {
         }
 
         /// Runs one statement, handing each row to `onRow`; the statement is reset for its next use
-        /// whatever happens, so it never holds a read open.
+        /// whatever happens, so it never holds a read open. Its binds are not cleared: the same SQL
+        /// always comes with all of its binds, and clearing them would make SQLite compile again
+        /// a statement whose plan depends on a bound value (one a partial index was chosen for).
         mutating func execute(_ sql: String, binds: [SQLiteData], _ onRow: ([String], [SQLiteData]) throws -> Void) throws {
             let prepared = try prepare(sql)
             let statement = prepared.statement
-            defer {
-                sqlite_nio_sqlite3_reset(statement)
-                sqlite_nio_sqlite3_clear_bindings(statement)
-            }
+            defer { sqlite_nio_sqlite3_reset(statement) }
             for (index, value) in binds.enumerated() {
                 try check(bind(value, at: Int32(index + 1), in: statement))
             }
