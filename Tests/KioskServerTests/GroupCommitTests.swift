@@ -39,7 +39,7 @@ struct GroupCommitTests {
         await database.close()
     }
 
-    @Test("the writer's own connection: every SQLite type reads back as through the pool, a duplicate key is a unique violation in one line, more statements than its cache holds still answer, and a reopen finds what it committed")
+    @Test("inline connections: every SQLite type reads back the same through the writer and a reader, a duplicate key is a unique violation in one line, more statements than its cache holds still answer, and a reopen finds what it committed")
     func writerConnection() async throws {
         let directory = try TemporaryDirectory()
         let location = DatabaseLocation.sqlite(path: directory.path("store.sqlite").path)
@@ -89,6 +89,45 @@ struct GroupCommitTests {
         await database.close()
         database = try await ServerDatabase.open(location, logger: Logger(label: "test"))
         #expect(try await database.read { db in try await samples(db).map { "\($0)" } } == written)
+        await database.close()
+    }
+
+    @Test("32 reads at once run while a write transaction is open, each seeing the last commit and none of the open one")
+    func readsBesideAnOpenWrite() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await ServerDatabase.open(.sqlite(path: directory.path("store.sqlite").path), logger: Logger(label: "test"))
+        try await database.write { db in
+            try await db.raw(#"INSERT INTO "downloadStat" ("productId", "day", "requests", "bytes") VALUES ('committed', 'd', 1, 1)"#).run()
+        }
+        let (readsDone, finishReads) = AsyncStream<Void>.makeStream()
+        let (writeOpen, openWrite) = AsyncStream<Void>.makeStream()
+        async let written: Void = database.write { db in
+            try await db.raw(#"INSERT INTO "downloadStat" ("productId", "day", "requests", "bytes") VALUES ('open', 'd', 1, 1)"#).run()
+            openWrite.yield()
+            // Held open until every read has answered: a read that waited for the writer would never finish.
+            for await _ in readsDone { break }
+        }
+        for await _ in writeOpen { break }
+        let seen = try await withThrowingTaskGroup(of: [String].self) { group in
+            for _ in 0..<32 {
+                group.addTask {
+                    try await database.read { db in
+                        try await Task.sleep(for: .milliseconds(20))  // hold the connection so 32 are open at once
+                        return try await db.raw(#"SELECT "productId" FROM "downloadStat" ORDER BY "productId""#).all()
+                            .map { try $0.decode(column: "productId", as: String.self) }
+                    }
+                }
+            }
+            return try await group.reduce(into: [[String]]()) { $0.append($1) }
+        }
+        finishReads.yield()
+        try await written
+        #expect(seen.count == 32)
+        #expect(seen.allSatisfy { $0 == ["committed"] })
+        let after = try await database.read { db in
+            try await db.raw(#"SELECT "productId" FROM "downloadStat" ORDER BY "productId""#).all().map { try $0.decode(column: "productId", as: String.self) }
+        }
+        #expect(after == ["committed", "open"])
         await database.close()
     }
 }

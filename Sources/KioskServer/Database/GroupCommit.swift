@@ -20,18 +20,18 @@ final class GroupCommit: Sendable {
     /// The most bodies one commit carries, so that one batch cannot hold the writer for long.
     static let maxBatch = 128
 
-    private let writer: SQLiteWriter
+    private let writer: InlineSQLite
     private let state = Mutex<(queue: [Job], draining: Bool)>(([], false))
     /// Commits made so far (each one fsync), for the tests that show bodies share them.
     let commits = Atomic<Int>(0)
 
-    init(writer: SQLiteWriter) {
+    init(writer: InlineSQLite) {
         self.writer = writer
     }
 
     /// Closes the writer's connection; no write may follow.
-    func close() async {
-        await writer.close()
+    func close() {
+        writer.close()
     }
 
     /// Runs `body` in the next commit and returns its result once that commit is durable.

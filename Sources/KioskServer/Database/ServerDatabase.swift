@@ -6,8 +6,6 @@ import NIOPosix
 import PostgresKit
 import PostgresNIO
 import SQLKit
-import SQLiteKit
-import SQLiteNIO
 import Synchronization
 
 /// The store's database, on SQLite or PostgreSQL: one pool of connections and the one way to run a
@@ -21,10 +19,10 @@ public final class ServerDatabase: Sendable {
     public let engine: Engine
     private let pool: any ConnectionLeasing
     /// SQLite has one writer per file: this process's write transactions go through one group
-    /// commit (many per fsync) on one connection of its own (``SQLiteWriter``) rather than
-    /// queueing in `BEGIN IMMEDIATE`, where a waiter would block one of the few threads SQLite
-    /// runs on while the holder needs one to finish. Other processes still wait in SQLite's busy
-    /// timeout. Reads go through the pool.
+    /// commit (many per fsync) on one connection of its own rather than queueing in
+    /// `BEGIN IMMEDIATE`, where a waiter would block one of the few threads SQLite waits on while
+    /// the holder needs one to finish. Other processes still wait in SQLite's busy timeout. Reads
+    /// go through ``SQLiteReaders``; both run statements inline (``InlineSQLite``).
     let groupCommit: GroupCommit?
     private let threadPool: NIOThreadPool?
     private let closed = Atomic<Bool>(false)
@@ -65,20 +63,16 @@ public final class ServerDatabase: Sendable {
             }
             let threads = NIOThreadPool(numberOfThreads: 4)
             threads.start()
-            let writer: SQLiteWriter
+            let writer: InlineSQLite
             do {
-                writer = try await SQLiteWriter.open(path: path, threadPool: threads, logger: logger)
+                writer = try await InlineSQLite.open(path: path, threadPool: threads, logger: logger)
             } catch {
                 try? await threads.shutdownGracefully()
                 throw Self.cannotOpen(location, error)
             }
             threadPool = threads
             engine = .sqlite
-            let pool = Leasing(EventLoopGroupConnectionPool(
-                source: SQLiteFileSource(path: path, threadPool: threads),
-                maxConnectionsPerEventLoop: 4, requestTimeout: .seconds(30), logger: logger,
-                on: MultiThreadedEventLoopGroup.singleton))
-            self.pool = pool
+            pool = SQLiteReaders(path: path, threadPool: threads, logger: logger)
             groupCommit = GroupCommit(writer: writer)
         case .postgres(let url):
             let configuration: SQLPostgresConfiguration
@@ -122,10 +116,7 @@ public final class ServerDatabase: Sendable {
 
     /// Whether `error` is a unique index or key refusing a row: a rule of the schema held.
     func isUniqueViolation(_ error: any Error) -> Bool {
-        if let error = error as? SQLiteError {
-            return [.constraint, .constraintUniqueFailed, .constraintPrimaryKeyFailed].contains(error.reason)
-        }
-        if let error = error as? SQLiteWriteError { return error.isUniqueViolation }
+        if let error = error as? InlineSQLiteError { return error.isUniqueViolation }
         if let error = error as? PSQLError {
             return error.serverInfo?[.sqlState] == "23505"
         }
@@ -135,7 +126,7 @@ public final class ServerDatabase: Sendable {
     /// Closes every connection. The database must not be used afterwards.
     public func close() async {
         guard !closed.exchange(true, ordering: .relaxed) else { return }
-        await groupCommit?.close()
+        groupCommit?.close()
         await pool.shutdown()
         try? await threadPool?.shutdownGracefully()
     }
@@ -155,8 +146,7 @@ public final class ServerDatabase: Sendable {
             if let underlying = error.underlying { return "\(underlying)" }
             return "\(error.code)"
         }
-        if let error = error as? SQLiteError { return error.message }
-        if let error = error as? SQLiteWriteError { return error.message }
+        if let error = error as? InlineSQLiteError { return error.message }
         if let error = error as? ServerSetupError { return error.problem }
         return "\(error)"
     }
@@ -204,22 +194,4 @@ private struct Leasing<Source: ConnectionPoolSource>: ConnectionLeasing, @unchec
 
 /// A connection SQLKit can speak to.
 private protocol SQLConvertible { var sqlDatabase: any SQLDatabase { get } }
-extension SQLiteConnection: SQLConvertible { fileprivate var sqlDatabase: any SQLDatabase { sql() } }
 extension PostgresConnection: SQLConvertible { fileprivate var sqlDatabase: any SQLDatabase { sql() } }
-
-/// Opens SQLite connections to one file, each set up for a store: WAL so that readers never wait
-/// for the writer, a full sync per commit (a receipt handed out must survive a power cut), and a
-/// busy timeout for the writer of another process.
-private struct SQLiteFileSource: ConnectionPoolSource {
-    let path: String
-    let threadPool: NIOThreadPool
-
-    func makeConnection(logger: Logger, on eventLoop: any EventLoop) -> EventLoopFuture<SQLiteConnection> {
-        SQLiteConnection.open(storage: .file(path: path), threadPool: threadPool, logger: logger, on: eventLoop).flatMap { connection in
-            connection.query("PRAGMA busy_timeout = 30000")
-                .flatMap { _ in connection.query("PRAGMA journal_mode = WAL") }
-                .flatMap { _ in connection.query("PRAGMA synchronous = FULL") }
-                .map { _ in connection }
-        }
-    }
-}

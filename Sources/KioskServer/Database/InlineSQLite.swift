@@ -6,27 +6,30 @@ import SQLKit
 import SQLiteKit
 import SQLiteNIO
 import Synchronization
-// SQLiteNIO's own copy of SQLite (its symbols carry a `sqlite_nio_` prefix). The writer must use
-// the same copy as the pool's readers: two copies of SQLite in one process do not see each other's
-// POSIX locks on the file, and closing one copy's descriptor would drop the other's.
+// SQLiteNIO's own copy of SQLite (its symbols carry a `sqlite_nio_` prefix), for every connection
+// to a store file: two copies of SQLite in one process (GRDB, for the client, links the system's)
+// do not see each other's POSIX locks, and closing one copy's descriptor would drop the other's.
 import VaporCSQLite
 
-/// The one connection that writes a SQLite store, driven directly rather than through SQLiteNIO.
+/// A connection to the store's SQLite file whose statements run on the caller's own thread, from
+/// a cache of prepared statements. The group commit's writer is one; ``SQLiteReaders`` lends others.
 ///
-/// Every write of the process goes through ``GroupCommit``, one statement after another on this
-/// connection, so its cost per statement caps the store's purchases per second. Through SQLiteNIO
-/// each statement was compiled afresh, handed to a thread pool, and its answer handed back to an
-/// event loop and then to the waiting task: a parse and three thread switches per statement, five
-/// or six statements a purchase. Here a statement inside the batch's transaction runs on the
-/// caller's own thread from a cache of prepared statements. That is safe to do because inside
-/// `BEGIN IMMEDIATE` the connection already holds the write lock: a statement reads pages (from
-/// SQLite's cache or the OS's) and changes them in memory, and never waits for a lock or a disk
-/// flush. What can wait — taking the lock (another process may hold it, up to the busy timeout)
-/// and the commit's fsync — runs on the thread pool, as SQLiteNIO would run it.
+/// Why not SQLiteNIO's connections: they compile every statement afresh, hand it to a thread
+/// pool, and hand its answer back to an event loop and then to the waiting task — a parse and three
+/// thread switches per statement, several statements a purchase. Under the benchmark's 32 clients
+/// that was half of the server's CPU and, in the group commit's serial writer, its ceiling.
 ///
-/// The connection is used by one batch at a time (GroupCommit drains serially); the lock around
-/// it makes that a rule rather than an assumption.
-final class SQLiteWriter: SQLDatabase {
+/// Running a statement inline is safe because none of the store's statements waits on anything
+/// but memory and the OS's page cache: a reader in WAL mode never waits for the writer, and the
+/// writer runs its statements inside `BEGIN IMMEDIATE`, when it already holds the write lock.
+/// What does wait — taking that lock (another process may hold it, up to the busy timeout) and the
+/// commit's fsync — runs on the thread pool (``begin()``, ``commit()``). A reader can still meet a
+/// busy timeout while another process recovers the WAL after a crash; it then blocks its thread
+/// as SQLiteNIO's would have blocked a pool thread.
+///
+/// Each connection is used by one task at a time (GroupCommit drains serially, a reader is leased
+/// to one body); the lock around its handle makes that a rule rather than an assumption.
+final class InlineSQLite: SQLDatabase {
     let logger: Logger
     let eventLoop: any EventLoop
     var dialect: any SQLDialect { SQLiteDialect() }
@@ -37,12 +40,13 @@ final class SQLiteWriter: SQLDatabase {
     private let encoder = SQLiteDataEncoder()
     private let decoder = SQLiteDataDecoder()
 
-    /// Opens the store's file with the same settings as the pool's connections (see
-    /// `SQLiteFileSource`), on the thread pool: opening may wait for another process's lock.
-    static func open(path: String, threadPool: NIOThreadPool, logger: Logger) async throws -> SQLiteWriter {
+    /// Opens the store's file, on the thread pool (setting WAL mode may wait for another process's
+    /// lock): WAL so that readers never wait for the writer, a full sync per commit (a receipt
+    /// handed out must survive a power cut), and a busy timeout for the writer of another process.
+    static func open(path: String, threadPool: NIOThreadPool, logger: Logger) async throws -> InlineSQLite {
         try await threadPool.runIfActive {
             let connection = try Connection(path: path)
-            return SQLiteWriter(connection: connection, threadPool: threadPool, logger: logger)
+            return InlineSQLite(connection: connection, threadPool: threadPool, logger: logger)
         }
     }
 
@@ -53,7 +57,7 @@ final class SQLiteWriter: SQLDatabase {
         self.eventLoop = MultiThreadedEventLoopGroup.singleton.any()
     }
 
-    // MARK: The batch's transaction
+    // MARK: The group commit's transaction
 
     /// Takes the write lock: on the thread pool, since another process may hold it.
     func begin() async throws {
@@ -99,8 +103,8 @@ final class SQLiteWriter: SQLDatabase {
     }
 
     /// Finalizes the cached statements and closes the file.
-    func close() async {
-        try? await threadPool.runIfActive { [self] in connection.withLock { $0.close() } }
+    func close() {
+        connection.withLock { $0.close() }
     }
 
     deinit {
@@ -110,7 +114,7 @@ final class SQLiteWriter: SQLDatabase {
     // MARK: The handle
 
     /// The `sqlite3` handle and its prepared statements, keyed by their SQL. It moves between
-    /// threads (a task resumes where it may) but is touched only under the writer's lock, one
+    /// threads (a task resumes where it may) but is touched only under the connection's lock, one
     /// thread at a time, which is all a `SQLITE_OPEN_NOMUTEX` handle asks.
     private struct Connection: ~Copyable, @unchecked Sendable {
         private var handle: OpaquePointer?
@@ -131,7 +135,7 @@ final class SQLiteWriter: SQLDatabase {
             let opened = sqlite_nio_sqlite3_open_v2(path, &handle, flags, nil)
             self.handle = handle
             guard opened == SQLITE_OK else {
-                let error = SQLiteWriteError(code: opened, handle: handle)
+                let error = InlineSQLiteError(code: opened, handle: handle)
                 close()
                 throw error
             }
@@ -159,7 +163,7 @@ final class SQLiteWriter: SQLDatabase {
             while true {
                 let stepped = sqlite_nio_sqlite3_step(statement)
                 if stepped == SQLITE_DONE { return }
-                guard stepped == SQLITE_ROW else { throw SQLiteWriteError(code: stepped, handle: handle) }
+                guard stepped == SQLITE_ROW else { throw InlineSQLiteError(code: stepped, handle: handle) }
                 try onRow(prepared.columns, (0..<Int32(prepared.columns.count)).map { column(at: $0, of: statement) })
             }
         }
@@ -168,7 +172,7 @@ final class SQLiteWriter: SQLDatabase {
             if let cached = statements[sql] { return cached }
             var statement: OpaquePointer?
             let prepared = sqlite_nio_sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
-            guard prepared == SQLITE_OK, let statement else { throw SQLiteWriteError(code: prepared, handle: handle) }
+            guard prepared == SQLITE_OK, let statement else { throw InlineSQLiteError(code: prepared, handle: handle) }
             let columns = (0..<sqlite_nio_sqlite3_column_count(statement)).map { index in
                 sqlite_nio_sqlite3_column_name(statement, index).map { String(cString: $0) } ?? ""
             }
@@ -212,7 +216,7 @@ final class SQLiteWriter: SQLDatabase {
         }
 
         private func check(_ code: Int32) throws {
-            guard code == SQLITE_OK else { throw SQLiteWriteError(code: code, handle: handle) }
+            guard code == SQLITE_OK else { throw InlineSQLiteError(code: code, handle: handle) }
         }
 
         private mutating func finalizeAll() {
@@ -227,7 +231,7 @@ final class SQLiteWriter: SQLDatabase {
         }
     }
 
-    /// A row of the writer's answer, read through SQLiteKit's decoder like the pool's rows.
+    /// A row of an answer, read through SQLiteKit's decoder, as SQLiteKit reads SQLiteNIO's rows.
     private struct Row: SQLRow {
         let columns: [String]
         let values: [SQLiteData]
@@ -243,7 +247,7 @@ final class SQLiteWriter: SQLDatabase {
 
         func decode<D: Decodable>(column: String, as: D.Type) throws -> D {
             guard let value = value(column) else {
-                throw SQLiteWriteError(code: SQLITE_ERROR, message: "no column \(column) in the answer")
+                throw InlineSQLiteError(code: SQLITE_ERROR, message: "no column \(column) in the answer")
             }
             return try decoder.decode(D.self, from: value)
         }
@@ -257,8 +261,8 @@ final class SQLiteWriter: SQLDatabase {
 /// SQLite's destructor value that makes it copy a bound text or blob before the call returns.
 private let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
-/// An error of the writer's connection: SQLite's extended result code and its message.
-struct SQLiteWriteError: Error, CustomStringConvertible {
+/// An error of an inline connection: SQLite's extended result code and its message.
+struct InlineSQLiteError: Error, CustomStringConvertible {
     let code: Int32
     let message: String
 
