@@ -130,4 +130,39 @@ struct GroupCommitTests {
         #expect(after == ["committed", "open"])
         await database.close()
     }
+
+    @Test("two stores on one SQLite file (two instances' writers) write at once: each waits for the other's lock, no write is lost, no update overwrites another")
+    func twoWritersOnOneFile() async throws {
+        let directory = try TemporaryDirectory()
+        let location = DatabaseLocation.sqlite(path: directory.path("store.sqlite").path)
+        let first = try await ServerDatabase.open(location, logger: Logger(label: "test"))
+        let second = try await ServerDatabase.open(location, logger: Logger(label: "test"))
+        try await first.write { db in
+            try await db.raw(#"INSERT INTO "downloadStat" ("productId", "day", "requests", "bytes") VALUES ('shared', 'd', 0, 0)"#).run()
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (name, database) in [("a", first), ("b", second)] {
+                for index in 0..<48 {
+                    group.addTask {
+                        try await database.write { db in
+                            // A read-modify-write of one shared row: a lost update would leave the count short.
+                            let requests = try await db.raw(#"SELECT "requests" FROM "downloadStat" WHERE "productId" = 'shared'"#)
+                                .first(decodingColumn: "requests", as: Int.self) ?? -1
+                            try await db.raw(#"UPDATE "downloadStat" SET "requests" = \#(bind: requests + 1) WHERE "productId" = 'shared'"#).run()
+                            try await db.raw(#"INSERT INTO "downloadStat" ("productId", "day", "requests", "bytes") VALUES (\#(bind: "\(name)\(index)"), 'd', 1, 1)"#).run()
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let (shared, rows) = try await second.read { db in
+            (try await db.raw(#"SELECT "requests" FROM "downloadStat" WHERE "productId" = 'shared'"#).first(decodingColumn: "requests", as: Int.self),
+             try await db.raw(#"SELECT COUNT(*) AS "count" FROM "downloadStat""#).first(decodingColumn: "count", as: Int.self))
+        }
+        #expect(shared == 96)
+        #expect(rows == 97)
+        await first.close()
+        await second.close()
+    }
 }
