@@ -165,4 +165,18 @@ struct GroupCommitTests {
         await first.close()
         await second.close()
     }
+
+    @Test("eight stores opening one new SQLite file at once all open it (the switch to WAL is retried, not refused as locked)")
+    func concurrentOpensOfANewFile() async throws {
+        for _ in 0..<40 {
+            let directory = try TemporaryDirectory()
+            let location = DatabaseLocation.sqlite(path: directory.path("store.sqlite").path)
+            let opened = try await withThrowingTaskGroup(of: ServerDatabase.self) { group in
+                for _ in 0..<8 { group.addTask { try await ServerDatabase.open(location, logger: Logger(label: "test")) } }
+                return try await group.reduce(into: [ServerDatabase]()) { $0.append($1) }
+            }
+            #expect(opened.count == 8)
+            for database in opened { await database.close() }
+        }
+    }
 }

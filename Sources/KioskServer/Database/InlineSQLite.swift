@@ -139,12 +139,28 @@ final class InlineSQLite: SQLDatabase {
                 close()
                 throw error
             }
-            for pragma in ["PRAGMA busy_timeout = 30000", "PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL"] {
+            do {
+                try execute("PRAGMA busy_timeout = 30000", binds: []) { _, _ in }
+                try enterWAL()
+                try execute("PRAGMA synchronous = FULL", binds: []) { _, _ in }
+            } catch {
+                close()
+                throw error
+            }
+        }
+
+        /// Switches a new file to WAL. Two connections doing so at once (two servers starting on
+        /// one new data folder) both hold a read lock and want the write lock; SQLite answers one
+        /// of them SQLITE_BUSY at once rather than call the busy handler, which could deadlock. So
+        /// that one tries again, within the same 30 seconds the busy timeout gives a writer.
+        private mutating func enterWAL() throws {
+            let deadline = ContinuousClock.now + .seconds(30)
+            while true {
                 do {
-                    try execute(pragma, binds: []) { _, _ in }
-                } catch {
-                    close()
-                    throw error
+                    try execute("PRAGMA journal_mode = WAL", binds: []) { _, _ in }
+                    return
+                } catch let error as InlineSQLiteError where error.code & 0xff == SQLITE_BUSY && ContinuousClock.now < deadline {
+                    usleep(10_000)  // on the thread pool (see `open`), never a task's thread
                 }
             }
         }
