@@ -63,7 +63,7 @@ public struct KioskServer: Sendable {
         }
         CatalogController(catalog: catalog).addRoutes(to: router)
         StoreController(store: store, keys: keys, adminToken: adminToken).addRoutes(to: router)
-        ContentController(catalog: catalog, store: store, metrics: metrics, delivery: configuration.contentDelivery).addRoutes(to: router)
+        ContentController(catalog: catalog, store: store, delivery: configuration.contentDelivery).addRoutes(to: router)
         return router
     }
 
@@ -76,7 +76,7 @@ public struct KioskServer: Sendable {
             router: makeRouter(),
             // A connection that has not sent a whole request in this time is closed; one that is
             // being answered is never cut by it.
-            server: .http1(configuration: .init(idleTimeout: .seconds(Int64(configuration.requestHeaderTimeout)))),
+            server: .http1WithSendfile(configuration: .init(idleTimeout: .seconds(Int64(configuration.requestHeaderTimeout))), metrics: metrics),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "kiosk"),
             onServerRunning: { channel in
                 await onListening(channel.localAddress?.port ?? 0)

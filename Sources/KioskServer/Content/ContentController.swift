@@ -14,9 +14,7 @@ import Logging
 struct ContentController {
     let catalog: CatalogService
     let store: Store
-    let metrics: ServerMetrics
     let delivery: ContentDelivery
-    let fileIO = FileIO()
 
     func addRoutes(to router: Router<KioskRequestContext>) {
         router.get("v1/content/:productId") { request, context in
@@ -90,7 +88,8 @@ struct ContentController {
         return size
     }
 
-    /// Sends the archive from this process, with ranges and If-Range.
+    /// Sends the archive from this process, with ranges and If-Range: the bytes go by `sendfile`
+    /// (``FileRegionSender``), this answer only names the file and the range.
     private func stream(_ archive: PackedContent, format: ArchiveFormat, productId: String, request: Request, context: KioskRequestContext) async throws -> Response {
         let etag = "\"\(archive.sha256)\""
         var headers = HTTPFields()
@@ -103,40 +102,31 @@ struct ContentController {
         let ifRange = request.headers[.ifRange]
         let range = ifRange == nil || ifRange == etag ? ByteRange.parse(request.headers[.range], size: archive.size) : .whole
         let isHead = request.method == .head
+        let status: HTTPResponse.Status
+        let bytes: ClosedRange<Int64>
         switch range {
         case .unsatisfiable:
             headers[.contentRange] = "bytes */\(archive.size)"
             headers[.contentLength] = "0"
             return Response(status: .rangeNotSatisfiable, headers: headers)
-        case .partial(let bytes):
-            headers[.contentRange] = "bytes \(bytes.lowerBound)-\(bytes.upperBound)/\(archive.size)"
-            headers[.contentLength] = String(bytes.count)
-            if isHead { return Response(status: .partialContent, headers: headers) }
-            await store.recordDownload(productId: productId, bytes: Int64(bytes.count))
-            let body = try await fileIO.loadFile(
-                path: archive.file.path, range: Int(bytes.lowerBound)...Int(bytes.upperBound), context: context, chunkLength: 1 << 20)
-            return Response(status: .partialContent, headers: headers, body: measured(body))
+        case .partial(let partial):
+            headers[.contentRange] = "bytes \(partial.lowerBound)-\(partial.upperBound)/\(archive.size)"
+            (status, bytes) = (.partialContent, partial)
         case .whole:
-            headers[.contentLength] = String(archive.size)
-            if isHead || archive.size == 0 { return Response(status: .ok, headers: headers) }
-            await store.recordDownload(productId: productId, bytes: archive.size)
-            let body = try await fileIO.loadFile(path: archive.file.path, context: context, chunkLength: 1 << 20)
-            return Response(status: .ok, headers: headers, body: measured(body))
+            if archive.size == 0 || isHead {
+                headers[.contentLength] = String(archive.size)
+                return Response(status: .ok, headers: headers)
+            }
+            (status, bytes) = (.ok, 0...(archive.size - 1))
         }
-    }
-
-    /// Counts the bytes a body sends and how many are being sent at once.
-    private func measured(_ body: ResponseBody) -> ResponseBody {
-        let metrics = self.metrics
-        let counted = body.map { buffer in
-            metrics.bytesServed.increment(by: Int64(buffer.readableBytes))
-            return buffer
+        headers[.contentLength] = String(bytes.count)
+        if isHead { return Response(status: status, headers: headers) }
+        guard let sendfile = HTTPField.Name.kioskSendfile else {
+            throw APIFailure(.internalServerError, code: "internal", message: "the server cannot name a file to send")
         }
-        return ResponseBody(contentLength: counted.contentLength) { writer in
-            metrics.downloadsInFlight.increment()
-            defer { metrics.downloadsInFlight.decrement() }
-            try await counted.write(writer)
-        }
+        await store.recordDownload(productId: productId, bytes: Int64(bytes.count))
+        headers[sendfile] = "\(bytes.lowerBound)-\(bytes.upperBound) \(archive.file.path)"
+        return Response(status: status, headers: headers)
     }
 
     /// 401 without a receipt that verifies; 403 for one that does not entitle this product.

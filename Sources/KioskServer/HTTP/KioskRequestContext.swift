@@ -54,11 +54,18 @@ struct RequestLogMiddleware: RouterMiddleware {
             let method = request.method.rawValue
             let endpoint = context.endpointPath ?? route
             let sent = ByteCounter()
+            // `map` forgets the body's length; given back, the Content-Length the handler set stays
+            // (without it every answer went chunked, and a HEAD told no size).
+            let length = response.body.contentLength
+            // A file handed to sendfile (FileRegionSender) sends no bytes through the body.
+            if let sendfile = HTTPField.Name.kioskSendfile, response.headers[sendfile] != nil {
+                sent.add(Int(response.headers[.contentLength] ?? "") ?? 0)
+            }
             let counted = response.body.map { buffer in
                 sent.add(buffer.readableBytes)
                 return buffer
             }
-            response.body = ResponseBody(contentLength: counted.contentLength) { writer in
+            response.body = ResponseBody(contentLength: length) { writer in
                 do {
                     try await counted.write(writer)
                     Self.log(logger, method: method, route: endpoint, status: status, started: started, bytes: sent.value, account: account)

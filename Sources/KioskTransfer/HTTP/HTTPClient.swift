@@ -78,8 +78,11 @@ public struct HTTPClient: Sendable {
         try easy.set(CURLOPT_ACCEPT_ENCODING, "")
         try easy.set(CURLOPT_CONNECTTIMEOUT, 10)
         try easy.set(CURLOPT_TIMEOUT, request.timeout)
-        // Refused before the body when the server declares a larger size.
-        try easy.set(CURLOPT_MAXFILESIZE_LARGE, offset: Int64(request.maxResponseBytes))
+        // Refused before the body when the server declares a larger size (a HEAD has none: its
+        // Content-Length is what a GET would send).
+        if request.method != "HEAD" {
+            try easy.set(CURLOPT_MAXFILESIZE_LARGE, offset: Int64(request.maxResponseBytes))
+        }
         switch request.method {
         case "GET": break
         case "HEAD": try easy.set(CURLOPT_NOBODY, 1)

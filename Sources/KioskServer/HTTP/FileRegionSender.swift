@@ -1,0 +1,149 @@
+import Foundation
+import KioskCore
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// Sends a file's bytes with `sendfile(2)`: the in-process counterpart of nginx's X-Accel-Redirect.
+///
+/// Hummingbird's response body is a stream of `ByteBuffer`s, so a file sent through it is read
+/// into memory and copied out again, a chunk at a time. NIO's HTTP/1 encoder also takes a
+/// `FileRegion`, which the channel writes with `sendfile`: the kernel moves the page cache to the
+/// socket. A route that answers with a file sets `Kiosk-Sendfile: <first>-<last> <path>` (an
+/// inclusive byte range) and an empty body with the range's `Content-Length`; this handler, just
+/// above the encoder, takes the field off the head (it never reaches the wire), opens the file and
+/// writes the range as a `FileRegion` after the head. The route still decides everything else
+/// (receipt, version, range, status); the file is only named, as nginx's internal location is.
+///
+/// Archives are content-addressed and never rewritten, so the path names the same bytes the route
+/// chose; one that went missing (the content folder emptied by hand) is answered 503 in place of
+/// the head the route wrote, with nothing sent.
+final class FileRegionSender: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    /// The field's name on the NIO side (the route sets it as ``HTTPField/Name/kioskSendfile``).
+    static let field = "Kiosk-Sendfile"
+
+    private let metrics: ServerMetrics
+    private let logger: Logger
+
+    init(metrics: ServerMetrics, logger: Logger) {
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard case .head(var head) = unwrapOutboundIn(data), let instruction = head.headers.first(name: Self.field) else {
+            context.write(data, promise: promise)
+            return
+        }
+        head.headers.remove(name: Self.field)
+        let region: FileRegion
+        do {
+            region = try Self.open(instruction)
+        } catch {
+            logger.error("cannot send a file", metadata: ["error": "\(error)"])
+            let (unavailable, body) = Self.unavailable(head, error)
+            context.write(wrapOutboundOut(.head(unavailable)), promise: promise)
+            context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+            return
+        }
+        context.write(wrapOutboundOut(.head(head)), promise: promise)
+        metrics.downloadsInFlight.increment()
+        let sent = context.eventLoop.makePromise(of: Void.self)
+        context.write(wrapOutboundOut(.body(.fileRegion(region))), promise: sent)
+        let (metrics, logger, bytes) = (self.metrics, self.logger, region.readableBytes)
+        sent.futureResult.whenComplete { result in
+            // The region's descriptor is ours to close once the channel is done with it.
+            try? region.fileHandle.close()
+            metrics.downloadsInFlight.decrement()
+            switch result {
+            case .success:
+                metrics.bytesServed.increment(by: Int64(bytes))
+            case .failure(let error):
+                logger.info("a file response was cut", metadata: ["bytes": "\(bytes)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// Opens `<first>-<last> <path>` as a region, checking the file holds the whole range.
+    ///
+    /// `open` runs on the event loop, as nginx opens files on its own: a local open is microseconds.
+    static func open(_ instruction: String) throws(FileRegionError) -> FileRegion {
+        let parts = instruction.split(separator: " ", maxSplits: 1)
+        let bounds = parts.first?.split(separator: "-").compactMap { Int($0) } ?? []
+        guard parts.count == 2, bounds.count == 2, bounds[0] >= 0, bounds[1] >= bounds[0] else {
+            throw FileRegionError(path: "?", problem: "malformed \(field) \"\(instruction)\"")
+        }
+        let path = String(parts[1])
+        let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw FileRegionError(path: path, problem: String(cString: strerror(errno)))
+        }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, status.st_size > bounds[1] else {
+            Glibc.close(descriptor)
+            throw FileRegionError(path: path, problem: "shorter than the \(bounds[1] + 1) bytes the response needs")
+        }
+        let handle = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: descriptor)
+        return FileRegion(fileHandle: handle, readerIndex: bounds[0], endIndex: bounds[1] + 1)
+    }
+
+    /// A 503 (head and JSON body) in place of a response whose file could not be opened.
+    private static func unavailable(_ head: HTTPResponseHead, _ error: FileRegionError) -> (HTTPResponseHead, ByteBuffer) {
+        let body = (try? JSONEncoder.kiosk.encode(APIError(code: "content_unavailable", message: error.description))) ?? Data()
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "application/json")
+        headers.add(name: "Content-Length", value: String(body.count))
+        headers.add(name: "Retry-After", value: "60")
+        return (HTTPResponseHead(version: head.version, status: .serviceUnavailable, headers: headers), ByteBuffer(bytes: body))
+    }
+}
+
+/// A file the server meant to send that is gone or shorter than its catalog says.
+struct FileRegionError: Error, CustomStringConvertible {
+    let path: String
+    let problem: String
+    var description: String { "the archive \(path) cannot be sent (\(problem)); the publisher should run kiosk serve again over its Content folder" }
+}
+
+extension HTTPField.Name {
+    /// ``FileRegionSender``'s field: a valid token, so never nil.
+    static let kioskSendfile = HTTPField.Name(FileRegionSender.field)
+}
+
+/// Hummingbird's HTTP/1 channel with a ``FileRegionSender`` put in just above NIO's encoder, below
+/// the conversion to Swift HTTP Types (which carries only `ByteBuffer` bodies).
+struct SendfileHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
+    typealias Value = HTTP1Channel.Value
+    let base: HTTP1Channel
+    let metrics: ServerMetrics
+    var responder: Responder { base.responder }
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        let metrics = self.metrics
+        return base.setup(channel: channel, logger: logger).flatMapThrowing { value in
+            let pipeline = channel.pipeline.syncOperations
+            let encoder = try pipeline.handler(type: HTTPResponseEncoder.self)
+            try pipeline.addHandler(FileRegionSender(metrics: metrics, logger: logger), position: .after(encoder))
+            return value
+        }
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        await base.handle(value: value, logger: logger)
+    }
+}
+
+extension HTTPServerBuilder {
+    /// HTTP/1 whose responses can name a file to send with `sendfile` (see ``FileRegionSender``).
+    static func http1WithSendfile(configuration: HTTP1Channel.Configuration, metrics: ServerMetrics) -> HTTPServerBuilder {
+        .init { responder in
+            SendfileHTTP1Channel(base: HTTP1Channel(responder: responder, configuration: configuration), metrics: metrics)
+        }
+    }
+}
