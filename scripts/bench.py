@@ -5,6 +5,7 @@ Each comparison is interleaved (A B C A B C ...) BENCH_PAIRS times (default 5); 
 medians and ratios, and .bench/results.json keeps them. Data lives in .bench/ (ignored by git).
 BENCH_ONLY=purchases runs only the purchase comparison (against pgbench, on both engines);
 BENCH_ONLY=catalog only the 100,000-product catalog (sync, starts, 304s against nginx);
+BENCH_ONLY=serving only curl fetching the 1 GiB from nginx and from kiosk serve;
 BENCH_ONLY=overlap only the download-and-install of 5,000 files with and without unpacking while downloading.
 """
 import json, os, platform, threading, re, shutil, signal, socket, sqlite3, statistics, subprocess, sys, time
@@ -449,26 +450,29 @@ def main():
         if only == "catalog":
             raise SkipSections()
         # 1. The downloader alone, from nginx.
-        interleave("1. download 1 GiB from nginx (kiosk fetch hashes as it goes)", {
-            "curl": lambda: timed(["curl", "-s", "-o", str(target), big_nginx]),
-            "kiosk fetch --sha256": lambda: timed([KIOSK, "fetch", big_nginx, "-o", str(target), "--sha256", digest]),
-            "curl && sha256sum": lambda: timed(["sh", "-c", f"curl -s -o {target} {big_nginx} && sha256sum {target} | grep -q {digest}"]),
-            "aria2c --checksum": lambda: timed(["aria2c", "-q", "--file-allocation=none", "--allow-overwrite=true", f"--checksum=sha-256={digest}",
-                                                "-d", str(out), "-o", "big.zip", big_nginx]),
-            "wget": lambda: timed(["wget", "-q", "-O", str(target), big_nginx]),
-            # The machine's own limits: writing 1 GiB to the same disk, and hashing it from memory.
-            "dd (disk write limit)": lambda: timed(["dd", "if=/dev/zero", f"of={target}", "bs=1M", "count=1024", "conv=fsync", "status=none"]),
-        }, prepare=clean)
-        speed = sh("openssl", "speed", "-seconds", "2", "-bytes", str(1 << 20), "sha256")
-        per_second = float(speed.strip().split("\n")[-1].split()[-1].rstrip("k")) * 1000
-        results["comparisons"]["1. download 1 GiB from nginx (kiosk fetch hashes as it goes)"]["openssl speed sha256"] = {"seconds_per_gib": GIB / per_second}
-        print(f"  openssl speed sha256: {GIB / per_second:.3f} s per GiB (the hashing limit)")
+        if only != "serving":
+            interleave("1. download 1 GiB from nginx (kiosk fetch hashes as it goes)", {
+                "curl": lambda: timed(["curl", "-s", "-o", str(target), big_nginx]),
+                "kiosk fetch --sha256": lambda: timed([KIOSK, "fetch", big_nginx, "-o", str(target), "--sha256", digest]),
+                "curl && sha256sum": lambda: timed(["sh", "-c", f"curl -s -o {target} {big_nginx} && sha256sum {target} | grep -q {digest}"]),
+                "aria2c --checksum": lambda: timed(["aria2c", "-q", "--file-allocation=none", "--allow-overwrite=true", f"--checksum=sha-256={digest}",
+                                                    "-d", str(out), "-o", "big.zip", big_nginx]),
+                "wget": lambda: timed(["wget", "-q", "-O", str(target), big_nginx]),
+                # The machine's own limits: writing 1 GiB to the same disk, and hashing it from memory.
+                "dd (disk write limit)": lambda: timed(["dd", "if=/dev/zero", f"of={target}", "bs=1M", "count=1024", "conv=fsync", "status=none"]),
+            }, prepare=clean)
+            speed = sh("openssl", "speed", "-seconds", "2", "-bytes", str(1 << 20), "sha256")
+            per_second = float(speed.strip().split("\n")[-1].split()[-1].rstrip("k")) * 1000
+            results["comparisons"]["1. download 1 GiB from nginx (kiosk fetch hashes as it goes)"]["openssl speed sha256"] = {"seconds_per_gib": GIB / per_second}
+            print(f"  openssl speed sha256: {GIB / per_second:.3f} s per GiB (the hashing limit)")
 
         # 2. The server alone, with curl as the client.
         interleave("2. curl fetching the 1 GiB archive: nginx vs kiosk serve", {
             "nginx": lambda: timed(["curl", "-s", "-o", "/dev/null", big_nginx]),
             "kiosk serve": lambda: timed(["curl", "-s", "-o", "/dev/null", "-H", auth, big_kiosk]),
         })
+        if only == "serving":
+            raise SkipSections()
 
         # 3. Unpacking.
         unpacked = BENCH / "unpacked"
@@ -504,6 +508,10 @@ def main():
         pass
     finally:
         server.stop()
+    if only == "serving":
+        web.stop()
+        (BENCH / "results.json").write_text(json.dumps(results, indent=2))
+        return
 
     # 5. The catalog at 100,000 products.
     large = BENCH / "catalog100k"
