@@ -10,6 +10,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "kiosk", targets: ["kiosk"]),
+        .executable(name: "kiosk-server", targets: ["kiosk-server"]),
         .library(name: "KioskClient", targets: ["KioskClient"]),
         .library(name: "KioskServer", targets: ["KioskServer"]),
     ],
@@ -100,12 +101,33 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // How both tools start, exit and log.
+        .target(
+            name: "KioskCommandLine",
+            dependencies: [
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The reader's client; it hands serve, publish and keys to kiosk-server.
         .executableTarget(
             name: "kiosk",
             dependencies: [
-                "KioskServer",
                 "KioskClient",
+                "KioskCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "kiosk-server",
+            dependencies: [
+                "KioskServer",
+                "KioskCommandLine",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

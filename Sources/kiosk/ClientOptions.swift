@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import KioskCommandLine
 import KioskClient
 
 /// Where the client keeps its state and which server it talks to; shared by every client command.

@@ -1,4 +1,5 @@
 import Foundation
+import KioskCommandLine
 import KioskClient
 import KioskTransfer
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import KioskCommandLine
 import KioskCore
 import KioskTransfer
 

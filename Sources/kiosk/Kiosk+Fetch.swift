@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import KioskCommandLine
 import KioskClient
 
 extension Kiosk {

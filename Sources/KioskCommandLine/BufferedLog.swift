@@ -9,8 +9,8 @@ import Synchronization
 /// Why: a `write(2)` and a `strftime` per request were a third of what a `GET /v1/catalog` 304
 /// cost `kiosk serve` (8,900 against 14,000 requests a second with the log off). What is lost to
 /// a SIGKILL is at most the last second of request lines; every exit path flushes.
-final class BufferedLog: Sendable {
-    static let standardError = BufferedLog(descriptor: STDERR_FILENO)
+public final class BufferedLog: Sendable {
+    public static let standardError = BufferedLog(descriptor: STDERR_FILENO)
 
     private struct State {
         var pending: [UInt8] = []
@@ -41,7 +41,7 @@ final class BufferedLog: Sendable {
         atexit { BufferedLog.standardError.flush() }
     }
 
-    func write(level: Logger.Level, label: String, message: Logger.Message, metadata: Logger.Metadata) {
+    public func write(level: Logger.Level, label: String, message: Logger.Message, metadata: Logger.Metadata) {
         let urgent = level >= .warning
         var startFlusher = false
         // Written while holding the lock, so lines reach stderr in the order they were logged.
@@ -69,7 +69,7 @@ final class BufferedLog: Sendable {
     }
 
     /// Writes `text` after every line waiting before it, so stderr keeps the order things happened in.
-    func write(_ text: String) {
+    public func write(_ text: String) {
         state.withLock { state in
             state.pending.append(contentsOf: text.utf8)
             writeAll(state.pending)
@@ -77,7 +77,7 @@ final class BufferedLog: Sendable {
         }
     }
 
-    func flush() {
+    public func flush() {
         state.withLock { state in
             guard !state.pending.isEmpty else { return }
             writeAll(state.pending)
@@ -108,18 +108,24 @@ final class BufferedLog: Sendable {
 }
 
 /// swift-log's handler over ``BufferedLog``.
-struct BufferedLogHandler: LogHandler {
+public struct BufferedLogHandler: LogHandler {
     let label: String
     let output: BufferedLog
-    var logLevel: Logger.Level
-    var metadata: Logger.Metadata = [:]
+    public var logLevel: Logger.Level
+    public var metadata: Logger.Metadata = [:]
 
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    public init(label: String, output: BufferedLog, logLevel: Logger.Level) {
+        self.label = label
+        self.output = output
+        self.logLevel = logLevel
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?,
+    public func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?,
              source: String, file: String, function: String, line: UInt) {
         var merged = metadata
         if let explicit { merged.merge(explicit) { _, new in new } }

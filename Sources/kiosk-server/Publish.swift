@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import KioskCommandLine
 import KioskServer
 import Logging
 
@@ -18,7 +19,7 @@ struct StoreDatabaseOptions: ParsableArguments {
     }
 }
 
-extension Kiosk {
+extension KioskServerTool {
     struct Publish: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Pack the store once into an origin folder that instances, nginx and CDNs serve as it is.",

@@ -1,12 +1,13 @@
 import ArgumentParser
 import Foundation
+import KioskCommandLine
 import Hummingbird
 import KioskCore
 import KioskServer
 import Logging
 import NIOCore
 
-extension Kiosk {
+extension KioskServerTool {
     struct Serve: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Run the store's server over a catalog and its content.",
