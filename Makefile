@@ -9,6 +9,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 BENCH_TOOLS := curl wget aria2 libarchive-tools nginx wrk unzip time postgresql postgresql-contrib
 
+# Release builds link the Swift runtime and Foundation statically: the programs run on a machine
+# without a Swift toolchain, and a reader's kiosk fetch peaks 3 MiB lower (fewer pages loaded).
+# Both programs: kiosk hands serve, publish and keys to the kiosk-server beside it.
+RELEASE := $(SWIFT) build -c release --static-swift-stdlib
+RELEASE_BIN = $$($(RELEASE) --show-bin-path)
+
 .PHONY: deps test-tools install build test torture demo cluster serve bench clean
 
 ## Install the C libraries' -dev packages with apt-get when any is missing.
@@ -46,31 +52,31 @@ test: deps test-tools
 SEED ?=
 OPS ?= 300
 torture: deps test-tools
-	$(SWIFT) build -c release --product kiosk
-	KIOSK=$$($(SWIFT) build -c release --show-bin-path)/kiosk SEED=$(SEED) OPS=$(OPS) python3 scripts/torture.py
+	$(RELEASE)
+	KIOSK=$(RELEASE_BIN)/kiosk SEED=$(SEED) OPS=$(OPS) python3 scripts/torture.py
 
 ## The main job end to end on the bundled Catalog/ and Content/.
 demo: deps
 	@$(MAKE) --no-print-directory install PACKAGES="curl"
-	$(SWIFT) build -c release --product kiosk
-	KIOSK=$$($(SWIFT) build -c release --show-bin-path)/kiosk scripts/demo.sh
+	$(RELEASE)
+	KIOSK=$(RELEASE_BIN)/kiosk scripts/demo.sh
 
 ## PostgreSQL, two kiosk serve instances and nginx on free ports; a client end to end; torn down.
 cluster: deps
 	@$(MAKE) --no-print-directory install PACKAGES="curl python3 postgresql nginx"
-	$(SWIFT) build -c release --product kiosk
-	KIOSK=$$($(SWIFT) build -c release --show-bin-path)/kiosk scripts/cluster.sh
+	$(RELEASE)
+	KIOSK=$(RELEASE_BIN)/kiosk scripts/cluster.sh
 
 ## Kiosk against curl, aria2c, wget, bsdtar, unzip and nginx on the same files (not run by CI).
 bench: deps
 	@$(MAKE) --no-print-directory install PACKAGES="$(BENCH_TOOLS)"
-	$(SWIFT) build -c release --product kiosk
-	KIOSK=$$($(SWIFT) build -c release --show-bin-path)/kiosk python3 scripts/bench.py
+	$(RELEASE)
+	KIOSK=$(RELEASE_BIN)/kiosk python3 scripts/bench.py
 
 ## Run the server over the bundled store on port 8080.
 serve: deps
-	$(SWIFT) build -c release --product kiosk
-	$$($(SWIFT) build -c release --show-bin-path)/kiosk serve
+	$(RELEASE)
+	$(RELEASE_BIN)/kiosk serve
 
 clean:
 	rm -rf .build .kiosk-server

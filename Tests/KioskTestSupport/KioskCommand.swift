@@ -19,8 +19,9 @@ public enum KioskCommand {
     }
 
     /// Runs `kiosk arguments…` to the end, waiting on a thread of its own.
-    public static func run(_ arguments: [String], environment: [String: String] = [:], in folder: URL? = nil) async throws -> Result {
-        try await offCooperativePool { try runBlocking(arguments, environment: environment, in: folder) }
+    /// `program` runs in place of the built `kiosk` (a copy of it elsewhere, say).
+    public static func run(_ arguments: [String], environment: [String: String] = [:], in folder: URL? = nil, program: URL? = nil) async throws -> Result {
+        try await offCooperativePool { try runBlocking(arguments, environment: environment, in: folder, program: program ?? executable) }
     }
 
     /// Runs `kiosk arguments…` and also returns its peak resident memory in bytes, measured by GNU
@@ -79,9 +80,9 @@ public enum KioskCommand {
         public var description: String { message }
     }
 
-    static func runBlocking(_ arguments: [String], environment: [String: String], in folder: URL? = nil) throws -> Result {
+    static func runBlocking(_ arguments: [String], environment: [String: String], in folder: URL? = nil, program: URL = executable) throws -> Result {
         let process = Process()
-        process.executableURL = executable
+        process.executableURL = program
         if let folder { process.currentDirectoryURL = folder }
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
