@@ -119,7 +119,16 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            // Fewer pages touched at every start of the reader's tool (a fetch of 1 GiB peaked at
+            // 34.6 MiB without these, 31 with): relative relocations packed (DT_RELR, glibc 2.36+;
+            // GNU ld has it, gold does not), so the loader no longer reads 2.3 MiB of them; and no
+            // symbol table exported (the static Swift runtime asks for -export-dynamic), so
+            // libraries' symbol lookups stop walking 21,000 of the program's own symbols.
+            linkerSettings: [
+                .unsafeFlags(["-use-ld=bfd", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"],
+                             .when(platforms: [.linux], configuration: .release)),
+            ]
         ),
         .executableTarget(
             name: "kiosk-server",
