@@ -90,13 +90,19 @@ struct ServerOperationsTests {
         }
     }
 
+    /// A HEAD of the large book, and the archive file its ETag names in the server's data folder.
+    static func headAndArchive(_ url: String, auth: (String, String), store: SampleStore) async throws -> (head: HTTPResponse, archive: URL) {
+        let head = try await HTTPClient().send(HTTPRequest(method: "HEAD", url: url + "/v1/content/\(large)", headers: [auth]))
+        let tag = try #require(head.headers["etag"]).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        return (head, store.data.appendingPathComponent("content/\(tag).zip"))
+    }
+
     @Test("stream delivery sends by sendfile: 24 ranged GETs at once each get exactly their slice and Content-Length, a HEAD its size; the internal file field never reaches the wire")
     func sendfileRanges() async throws {
         try await Self.withLargeBook { _, store, url, receipt in
             let auth = ("Authorization", "Receipt \(receipt)")
-            let head = try await HTTPClient().send(HTTPRequest(method: "HEAD", url: url + "/v1/content/\(Self.large)", headers: [auth]))
-            let tag = try #require(head.headers["etag"]).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
-            let file = try Data(contentsOf: store.data.appendingPathComponent("content/\(tag).zip"))
+            let (head, archive) = try await Self.headAndArchive(url, auth: auth, store: store)
+            let file = try Data(contentsOf: archive)
             #expect(head.status == 200)
             #expect(head.headers["content-length"] == String(file.count))
             #expect(head.body.isEmpty)
@@ -156,9 +162,7 @@ struct ServerOperationsTests {
     func sendfileMissingArchive() async throws {
         try await Self.withLargeBook { _, store, url, receipt in
             let auth = ("Authorization", "Receipt \(receipt)")
-            let head = try await HTTPClient().send(HTTPRequest(method: "HEAD", url: url + "/v1/content/\(Self.large)", headers: [auth]))
-            let tag = try #require(head.headers["etag"]).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
-            let archive = store.data.appendingPathComponent("content/\(tag).zip")
+            let archive = try await Self.headAndArchive(url, auth: auth, store: store).archive
             try FileManager.default.removeItem(at: archive)
 
             let gone = try await Self.get(url + "/v1/content/\(Self.large)", headers: [auth])
