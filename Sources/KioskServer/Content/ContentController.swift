@@ -51,7 +51,7 @@ struct ContentController {
         }
         switch delivery {
         case .stream:
-            return try await stream(archive, format: content.format, productId: productId, request: request, context: context)
+            return try await stream(archive, format: content.format, productId: productId, request: request)
         case .xAccel(let prefix):
             // nginx serves the file, ranges and If-Range included; this answer has no body.
             await store.recordDownload(productId: productId, bytes: Self.requestedBytes(request, size: archive.size))
@@ -90,7 +90,7 @@ struct ContentController {
 
     /// Sends the archive from this process, with ranges and If-Range: the bytes go by `sendfile`
     /// (``FileRegionSender``), this answer only names the file and the range.
-    private func stream(_ archive: PackedContent, format: ArchiveFormat, productId: String, request: Request, context: KioskRequestContext) async throws -> Response {
+    private func stream(_ archive: PackedContent, format: ArchiveFormat, productId: String, request: Request) async throws -> Response {
         let etag = "\"\(archive.sha256)\""
         var headers = HTTPFields()
         headers[.acceptRanges] = "bytes"
@@ -113,8 +113,8 @@ struct ContentController {
             headers[.contentRange] = "bytes \(partial.lowerBound)-\(partial.upperBound)/\(archive.size)"
             (status, bytes) = (.partialContent, partial)
         case .whole:
-            if archive.size == 0 || isHead {
-                headers[.contentLength] = String(archive.size)
+            if archive.size == 0 {
+                headers[.contentLength] = "0"
                 return Response(status: .ok, headers: headers)
             }
             (status, bytes) = (.ok, 0...(archive.size - 1))
