@@ -88,7 +88,7 @@ struct TwoProcessCommandTests {
         _ = await setup.server.stop()
     }
 
-    @Test("Ctrl-C stops a download within a second, says so in one line, and resume continues from its bytes")
+    @Test("Ctrl-C stops a download at once, says so in one line, and resume continues from its bytes")
     func interrupt() async throws {
         let setup = try await Setup()
         let resume = try setup.startSlow(["resume"], log: "interrupted")
@@ -97,7 +97,7 @@ struct TwoProcessCommandTests {
         kill(resume.processIdentifier, SIGINT)
         try await Self.wait(resume)
         let elapsed = ContinuousClock.now - started
-        #expect(elapsed < .seconds(1), "exited \(elapsed) after SIGINT")
+        #expect(elapsed < stopBound, "exited \(elapsed) after SIGINT")
         #expect(resume.terminationStatus == 3)
         let lines = setup.output("interrupted").stdout.split(separator: "\n").filter { $0.contains("interrupted") }
         #expect(lines.count == 1 && lines.first?.hasPrefix("\(Self.atlas): interrupted;") == true, "\(setup.output("interrupted"))")
@@ -113,7 +113,7 @@ struct TwoProcessCommandTests {
         _ = await setup.server.stop()
     }
 
-    @Test("a pause from another terminal stops the running download within a second; its bytes are kept")
+    @Test("a pause from another terminal stops the running download at once; its bytes are kept")
     func pauseFromElsewhere() async throws {
         let setup = try await Setup()
         let resume = try setup.startSlow(["resume"], log: "running")
@@ -122,7 +122,7 @@ struct TwoProcessCommandTests {
         let started = ContinuousClock.now
         #expect(pause.status == 0, "\(pause.stderr)")
         try await Self.wait(resume)
-        #expect(ContinuousClock.now - started < .seconds(1))
+        #expect(ContinuousClock.now - started < stopBound, "exited \(ContinuousClock.now - started) after the pause")
         #expect(resume.terminationStatus == 3)
         #expect(setup.output("running").stdout.contains("\(Self.atlas): paused by another command"))
         #expect(!setup.output("running").stdout.contains("installed"))

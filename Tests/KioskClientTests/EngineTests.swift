@@ -274,7 +274,7 @@ struct EngineTests {
 
     // MARK: Stopping a transfer
 
-    @Test("cancelling the Task stops the transfer within a second; the download waits with its bytes kept")
+    @Test("cancelling the Task stops the transfer at once; the download waits with its bytes kept")
     func taskCancellation() async throws {
         try await Self.withStore(largeMiB: 8) { context in
             let client = try context.client(Self.throttled)
@@ -286,7 +286,7 @@ struct EngineTests {
             run.cancel()
             let report = try await run.value
             let elapsed = ContinuousClock.now - started
-            #expect(elapsed < .seconds(1), "stopped after \(elapsed)")
+            #expect(elapsed < stopBound, "stopped after \(elapsed)")
             #expect(report.interrupted == [Self.large])
             let record = try #require(try client.downloads().first { $0.productId == Self.large })
             #expect(record.state == .waiting && record.owner == nil)
@@ -295,7 +295,7 @@ struct EngineTests {
         }
     }
 
-    @Test("a pause or cancel from another engine on the same home stops a running transfer within a second; a cancelled download is never installed")
+    @Test("a pause or cancel from another engine on the same home stops a running transfer at once; a cancelled download is never installed")
     func pauseAndCancelFromElsewhere() async throws {
         try await Self.withStore(largeMiB: 8) { context in
             let running = try context.client(Self.throttled)
@@ -308,7 +308,7 @@ struct EngineTests {
             var started = ContinuousClock.now
             let paused = try other.pauseDownload(Self.large)
             var report = try await first.value
-            #expect(ContinuousClock.now - started < .seconds(1))
+            #expect(ContinuousClock.now - started < stopBound, "stopped \(ContinuousClock.now - started) after it")
             #expect(report.paused == [Self.large] && report.installed.isEmpty)
             #expect(paused.state == .paused)
             let kept = try #require(try other.downloads().first { $0.productId == Self.large })
@@ -320,7 +320,7 @@ struct EngineTests {
             started = ContinuousClock.now
             _ = try other.cancelDownload(Self.large)
             report = try await second.value
-            #expect(ContinuousClock.now - started < .seconds(1))
+            #expect(ContinuousClock.now - started < stopBound, "stopped \(ContinuousClock.now - started) after it")
             #expect(report.cancelled == [Self.large] && report.installed.isEmpty)
             #expect(try running.downloads().first { $0.productId == Self.large }?.state == .cancelled)
             #expect(!FileManager.default.fileExists(atPath: context.homeURL.appendingPathComponent("Library/\(Self.large)").path))
