@@ -114,6 +114,14 @@ public final class ServerDatabase: Sendable {
         }
     }
 
+    /// Runs one statement that is a transaction by itself: on PostgreSQL straight on a connection
+    /// (a statement outside BEGIN commits on its own, durably, all or nothing), saving the two
+    /// round trips of BEGIN and COMMIT; on SQLite through ``write(_:)``.
+    func statement<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        if groupCommit != nil { return try await write(body) }
+        return try await pool.lease(body)
+    }
+
     /// Whether `error` is a unique index or key refusing a row: a rule of the schema held.
     func isUniqueViolation(_ error: any Error) -> Bool {
         if let error = error as? InlineSQLiteError { return error.isUniqueViolation }

@@ -40,6 +40,60 @@ extension SQLDatabase {
         return inserted
     }
 
+    /// The compare-and-set a payment commits under: the account moves to its next revision with
+    /// its new balance only while it is still at `revision`.
+    /// - Returns: whether it moved.
+    func advance(account id: String, from revision: Int64, credits: Int) async throws -> Bool {
+        try await raw(#"""
+            UPDATE "account" SET "revision" = \#(bind: revision + 1), "credits" = \#(bind: credits)
+            WHERE "id" = \#(bind: id) AND "revision" = \#(bind: revision) RETURNING "id"
+            """#).all().count == 1
+    }
+
+    /// PostgreSQL only: ``advance(account:from:credits:)``, ``insert(_:)-(TransactionRecord)`` and,
+    /// when given, the charge's ledger entry, as one statement (data-modifying CTEs, which SQLite
+    /// lacks). The inserts select from the compare-and-set's row, so an account that moved on
+    /// makes the statement write nothing; a unique index refusing either insert undoes it all.
+    /// A null is sent without a type, and in a SELECT list nothing gives it one: hence the casts.
+    /// - Returns: the transaction with its sequence, or nil when the account had moved on.
+    func insert(_ record: TransactionRecord, ifAccountAt revision: Int64, settingCredits credits: Int, charge: LedgerEntry?) async throws -> TransactionRecord? {
+        let ledger: SQLQueryString = if let charge {
+            #"""
+            , "charged" AS (
+                INSERT INTO "ledgerEntry" ("transactionId", "kind", "accountId", "amountCents", "currency", "reason", "createdAt")
+                SELECT \#(bind: charge.transactionId), \#(bind: charge.kind.rawValue), \#(bind: charge.accountId), \#(bind: charge.amountCents),
+                    \#(bind: charge.currency), \#(bind: charge.reason)::text, \#(bind: charge.createdAt)
+                FROM "recorded"
+            )
+            """#
+        } else {
+            ""
+        }
+        let row = try await raw(#"""
+            WITH "advanced" AS (
+                UPDATE "account" SET "revision" = \#(bind: revision + 1), "credits" = \#(bind: credits)
+                WHERE "id" = \#(bind: record.accountId) AND "revision" = \#(bind: revision) RETURNING "id"
+            ), "recorded" AS (
+                INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId",
+                    "purchaseDate", "expiresDate", "status", "paymentMethod", "idempotencyKey", "amountCents", "currency",
+                    "creditsGranted", "creditsSpent", "signedTransaction", "message", "finishedAt", "createdAt", "revokedAt", "revocationReason")
+                SELECT \#(bind: record.id), \#(bind: record.accountId), \#(bind: record.productId), \#(bind: record.kind.rawValue),
+                    \#(bind: record.quantity), \#(bind: record.originalTransactionId), \#(bind: record.purchaseDate)::timestamptz, \#(bind: record.expiresDate)::timestamptz,
+                    \#(bind: record.status.rawValue), \#(bind: record.paymentMethod), \#(bind: record.idempotencyKey), \#(bind: record.amountCents),
+                    \#(bind: record.currency), \#(bind: record.creditsGranted), \#(bind: record.creditsSpent), \#(bind: record.signedTransaction)::text,
+                    \#(bind: record.message)::text, \#(bind: record.finishedAt)::timestamptz, \#(bind: record.createdAt), \#(bind: record.revokedAt)::timestamptz,
+                    \#(bind: record.revocationReason)::text
+                FROM "advanced"
+                RETURNING "sequence"
+            )\#(ledger)
+            SELECT "sequence" FROM "recorded"
+            """#).first()
+        guard let row else { return nil }
+        var inserted = record
+        inserted.sequence = try row.decode(column: "sequence", as: Int64.self)
+        return inserted
+    }
+
     /// Writes every column of a transaction that can change after it is first recorded.
     func update(_ record: TransactionRecord) async throws {
         try await update("storeTransaction")
