@@ -12,7 +12,7 @@ public struct LibraryEntry: Sendable {
 extension KioskClient {
     /// Runs due downloads (all, or only `products`), then finishes the purchases they delivered.
     /// A download another process is running is waited for, not fetched twice. Cancelling the
-    /// calling Task stops the transfers within a second; they keep their bytes.
+    /// calling Task stops the transfers at once; they keep their bytes.
     public func runDownloads(only products: Set<String>? = nil, progress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }) async throws -> DownloadRunReport {
         var report = try await downloadQueue().run(only: products, waitForOthers: true, progress: progress)
         if !report.outdated.isEmpty, try await queueCurrentVersions(of: report.outdated) {
@@ -110,12 +110,12 @@ extension KioskClient {
         try database.nextDownloadAttempt()
     }
 
-    /// Pauses a download; a process running it stops within a second and keeps its bytes.
+    /// Pauses a download; a process running it stops at its next progress write (two a second) and keeps its bytes.
     public func pauseDownload(_ productId: String) throws -> DownloadRecord {
         try database.pauseDownload(productId)
     }
 
-    /// Cancels a download and deletes its partial bytes; a process running it stops within a second.
+    /// Cancels a download and deletes its partial bytes; a process running it stops at its next progress write (two a second).
     public func cancelDownload(_ productId: String) throws -> DownloadRecord {
         let partial = try home.partialFile(productId)
         // The bytes go first: on a full disk they are what frees the room the state change needs.

@@ -10,7 +10,7 @@ struct DownloadRunner {
     let client: KioskClient
 
     /// Runs `body` (which downloads) while printing progress from the client's events; Ctrl-C or
-    /// SIGTERM cancels it, which stops the transfers within a second with their bytes kept.
+    /// SIGTERM cancels it, which stops the transfers at once with their bytes kept.
     func showingProgress<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let display = ProgressDisplay(interactive: isatty(STDERR_FILENO) == 1 && ProcessInfo.processInfo.environment["TERM"] != "dumb")
         let events = client.events
