@@ -11,7 +11,8 @@ import Synchronization
 /// The store's database, on SQLite or PostgreSQL: one pool of connections and the one way to run a
 /// transaction on either. Every rule of the store is written once, in SQL both engines read
 /// (double-quoted identifiers, binds that SQLKit renders as `?` or `$n`), against ``write(_:)``
-/// and ``read(_:)``; the engines differ only here and in the column types of ``Migrations``.
+/// and ``read(_:)``; the engines differ only here, in the column types of ``Migrations``, and in
+/// a new purchase's write, which PostgreSQL takes as one statement (see `Store.commit(_:over:)`).
 public final class ServerDatabase: Sendable {
     public enum Engine: String, Sendable { case sqlite, postgres }
 
