@@ -359,10 +359,7 @@ public struct Store: Sendable {
     /// transaction, in this process.
     private func commit(_ record: TransactionRecord, over holdings: Holdings) async throws -> TransactionRecord {
         let credits = holdings.credits + record.creditDelta
-        let charge = record.status == .purchased && record.amountCents > 0
-            ? LedgerEntry(id: nil, transactionId: record.id, kind: .charge, accountId: record.accountId, amountCents: record.amountCents,
-                          currency: record.currency, reason: nil, createdAt: .storeNow)
-            : nil
+        let charge = LedgerEntry.charge(for: record)
         if database.engine == .postgres {
             let recorded = try await database.statement {
                 try await $0.insert(record, ifAccountAt: holdings.revision, settingCredits: credits, charge: charge)
@@ -391,10 +388,7 @@ public struct Store: Sendable {
                 throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(deferred.id) was already settled")
             }
             try await db.update(record)
-            if record.status == .purchased, record.amountCents > 0 {
-                try await db.insert(LedgerEntry(id: nil, transactionId: record.id, kind: .charge, accountId: record.accountId, amountCents: record.amountCents,
-                                                currency: record.currency, reason: nil, createdAt: .storeNow))
-            }
+            if let charge = LedgerEntry.charge(for: record) { try await db.insert(charge) }
             return record
         }
     }

@@ -60,6 +60,13 @@ public struct LedgerEntry: Codable, Sendable {
     public var currency: String
     public var reason: String?
     public var createdAt: Date
+
+    /// The charge a settled transaction makes, or nil when it takes no money (owned, credits, free).
+    static func charge(for record: TransactionRecord) -> LedgerEntry? {
+        guard record.status == .purchased, record.amountCents > 0 else { return nil }
+        return LedgerEntry(id: nil, transactionId: record.id, kind: .charge, accountId: record.accountId, amountCents: record.amountCents,
+                           currency: record.currency, reason: nil, createdAt: .storeNow)
+    }
 }
 
 /// Content requests answered per product and day, for the publisher.
