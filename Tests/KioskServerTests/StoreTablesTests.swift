@@ -50,4 +50,110 @@ struct StoreTablesTests {
         #expect(ledgerText == expectedEntryText)
         await database.close()
     }
+
+    @Test("PostgreSQL's one-statement purchase writes every field, its charge only when given, nothing for an account that moved on")
+    func oneStatementPurchase() async throws {
+        let location = try #require(try await TestEngine.postgres.freshDatabase())
+        let database = try await ServerDatabase.open(location, logger: Logger(label: "test"))
+        let account = AccountRecord(id: "acct_one", tokenHash: "hash", credits: 7, createdAt: .storeNow, revision: 3)
+        try await database.write { try await $0.insert(into: "account").model(account).run() }
+        let now = Date(timeIntervalSince1970: 1_790_000_000.5)
+        let record = TransactionRecord(
+            sequence: nil, id: "txn_one", accountId: account.id, productId: "com.kiosk.books.one", kind: .subscription,
+            quantity: 3, originalTransactionId: "txn_original", purchaseDate: now.addingTimeInterval(1), expiresDate: now.addingTimeInterval(2),
+            status: .purchased, paymentMethod: "approve", idempotencyKey: "key-one", amountCents: 1234, currency: "EUR",
+            creditsGranted: 5, creditsSpent: 6, signedTransaction: "signed.jws.value", message: "a message", finishedAt: now.addingTimeInterval(3),
+            createdAt: now.addingTimeInterval(4), revokedAt: now.addingTimeInterval(5), revocationReason: "a reason")
+        let charge = LedgerEntry(id: nil, transactionId: record.id, kind: .charge, accountId: account.id, amountCents: 1234,
+                                 currency: "EUR", reason: "a charge", createdAt: now.addingTimeInterval(6))
+
+        // At a revision the account has left: nothing is written.
+        let refused = try await database.statement { try await $0.insert(record, ifAccountAt: 2, settingCredits: 99, charge: charge) }
+        #expect(refused == nil)
+        #expect(try await database.read { try await $0.storeTransaction(record.id) } == nil)
+
+        let inserted = try #require(try await database.statement { try await $0.insert(record, ifAccountAt: 3, settingCredits: 6, charge: charge) })
+        var unset = record
+        unset.id = "txn_bare"
+        unset.idempotencyKey = "key-bare"
+        unset.signedTransaction = nil
+        unset.message = nil
+        unset.purchaseDate = nil
+        unset.expiresDate = nil
+        unset.finishedAt = nil
+        unset.revokedAt = nil
+        unset.revocationReason = nil
+        let bare = unset
+        let insertedBare = try #require(try await database.statement { try await $0.insert(bare, ifAccountAt: 4, settingCredits: 8, charge: nil) })
+
+        let (read, readBare, ledger, stored) = try await database.read { db in
+            (try await db.storeTransaction(record.id), try await db.storeTransaction(bare.id),
+             try await db.ledger { $0.where("accountId", .equal, account.id) }, try await db.account(account.id))
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        func text(_ value: some Encodable) throws -> String { String(decoding: try encoder.encode(value), as: UTF8.self) }
+        var expected = record
+        expected.sequence = inserted.sequence
+        #expect(try text(read) == text(expected))
+        var expectedBare = bare
+        expectedBare.sequence = insertedBare.sequence
+        #expect(try text(readBare) == text(expectedBare))
+        var expectedCharge = charge
+        expectedCharge.id = ledger.first?.id
+        #expect(ledger.count == 1)
+        #expect(try text(ledger.first) == text(expectedCharge))
+        #expect(stored?.revision == 5)
+        #expect(stored?.credits == 8)
+        await database.close()
+    }
+
+    @Test("the holdings look-up finds the same transactions on either engine, and only what the product's kind asks for", arguments: TestEngine.all)
+    func holdingsLookup(engine: TestEngine) async throws {
+        let directory = try TemporaryDirectory()
+        let location = try await engine.freshDatabase() ?? .sqlite(path: directory.path("store.sqlite").path)
+        let database = try await ServerDatabase.open(location, logger: Logger(label: "test"))
+        let account = AccountRecord(id: "acct_look", tokenHash: "hash", credits: 4, createdAt: .storeNow, revision: 9)
+        // Subscription periods: two purchased rows of one product are allowed (not of a book).
+        @Sendable func record(_ id: String, status: TransactionStatus, expires: Date? = nil) -> TransactionRecord {
+            var record = TransactionRecord.pending(
+                account: account.id, product: Product(id: "com.kiosk.books.look", kind: .subscription, title: "Look", summary: "", price: Price(amount: "1.00", currency: "USD")),
+                quantity: 1, method: "approve", key: "key-\(id)")
+            record.id = id
+            record.status = status
+            record.expiresDate = expires
+            return record
+        }
+        try await database.write { db in
+            try await db.insert(into: "account").model(account).run()
+            _ = try await db.insert(record("txn_first", status: .purchased, expires: Date(timeIntervalSince1970: 2_000_000_000)))
+            _ = try await db.insert(record("txn_later", status: .purchased, expires: Date(timeIntervalSince1970: 2_100_000_000)))
+            _ = try await db.insert(record("txn_asked", status: .deferred))
+        }
+        func lookUp(key: String, first: Bool, latest: Bool) async throws -> [String?] {
+            try await database.read { db in
+                let row = try #require(try await db.rows(Holdings.Lookup(
+                    accountId: account.id, key: key, productId: "com.kiosk.books.look", firstPurchase: first, latestPeriod: latest)).first)
+                #expect(try row.decode(column: "revision", as: Int64.self) == 9)
+                #expect(try row.decode(column: "credits", as: Int.self) == 4)
+                return try ["sameKey", "firstPurchase", "latestPeriod", "pending"].map { try row.decode(column: $0, as: String?.self) }
+            }
+        }
+        #expect(try await lookUp(key: "key-txn_later", first: true, latest: false) == ["txn_later", "txn_first", nil, "txn_asked"])
+        #expect(try await lookUp(key: "key-none", first: false, latest: true) == [nil, nil, "txn_later", "txn_asked"])
+        #expect(try await lookUp(key: "key-none", first: false, latest: false) == [nil, nil, nil, "txn_asked"])
+        if engine == .postgres {
+            // Kept on the connection: prepared once, then only executed.
+            let executions = try await database.read { db in
+                for _ in 0..<3 {
+                    _ = try await db.rows(Holdings.Lookup(accountId: account.id, key: "k", productId: "p", firstPurchase: false, latestPeriod: false))
+                }
+                return try await db.raw(#"SELECT "generic_plans" + "custom_plans" AS "runs" FROM "pg_prepared_statements" WHERE "name" = \#(bind: Holdings.Lookup.name)"#)
+                    .all().map { try $0.decode(column: "runs", as: Int64.self) }
+            }
+            #expect(executions.count == 1)
+            #expect(executions.first ?? 0 >= 3)
+        }
+        await database.close()
+    }
 }

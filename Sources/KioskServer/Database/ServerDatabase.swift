@@ -13,6 +13,7 @@ import Synchronization
 /// (double-quoted identifiers, binds that SQLKit renders as `?` or `$n`), against ``write(_:)``
 /// and ``read(_:)``; the engines differ only here, in the column types of ``Migrations``, and in
 /// a new purchase's write, which PostgreSQL takes as one statement (see `Store.commit(_:over:)`).
+/// A purchase's statements are ``StoreStatement``s, kept prepared on each connection.
 public final class ServerDatabase: Sendable {
     public enum Engine: String, Sendable { case sqlite, postgres }
 
@@ -203,4 +204,31 @@ private struct Leasing<Source: ConnectionPoolSource>: ConnectionLeasing, @unchec
 
 /// A connection SQLKit can speak to.
 private protocol SQLConvertible { var sqlDatabase: any SQLDatabase { get } }
-extension PostgresConnection: SQLConvertible { fileprivate var sqlDatabase: any SQLDatabase { sql() } }
+extension PostgresConnection: SQLConvertible { fileprivate var sqlDatabase: any SQLDatabase { PostgresSession(self) } }
+
+/// A PostgreSQL connection as the store speaks to it: SQLKit's statements through postgres-kit,
+/// and ``StoreStatement``s as the connection's own prepared statements (which need the
+/// connection itself, not postgres-kit's wrapper of it).
+struct PostgresSession: SQLDatabase {
+    let connection: PostgresConnection
+    private let kit: any SQLDatabase
+
+    init(_ connection: PostgresConnection) {
+        self.connection = connection
+        kit = connection.sql()
+    }
+
+    var logger: Logger { kit.logger }
+    var eventLoop: any EventLoop { kit.eventLoop }
+    var dialect: any SQLDialect { kit.dialect }
+    var version: (any SQLDatabaseReportedVersion)? { kit.version }
+    var queryLogLevel: Logger.Level? { kit.queryLogLevel }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> ()) -> EventLoopFuture<Void> {
+        kit.execute(sql: query, onRow)
+    }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> ()) async throws {
+        try await kit.execute(sql: query, onRow)
+    }
+}

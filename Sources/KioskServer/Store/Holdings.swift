@@ -1,4 +1,5 @@
 import Foundation
+import PostgresNIO
 import SQLKit
 import HTTPTypes
 import KioskCore
@@ -26,26 +27,10 @@ struct Holdings {
     ///
     /// Each look-up is one indexed row, so a purchase costs the same however long the history,
     /// and only what the product's kind decides on is looked up: a first purchase for a book or
-    /// an issue, the latest period for a subscription, neither for a consumable.
-    ///
-    /// The statuses are written as literals, not binds: the partial unique indexes are on status,
-    /// and with a bound status SQLite compiles the statement twice (once blind, again once the
-    /// value is bound, to see whether a partial index applies), which cost 3 % of a purchase.
+    /// an issue, the latest period for a subscription, neither for a consumable (``Lookup``).
     static func read(accountId: String, product: Product, key: String, in db: any SQLDatabase) async throws -> Holdings {
-        let purchased = TransactionStatus.purchased.rawValue
-        let deferred = TransactionStatus.deferred.rawValue
-        let ofProduct: SQLQueryString = #""storeTransaction" WHERE "accountId" = \#(bind: accountId) AND "productId" = \#(bind: product.id)"#
-        let firstPurchase: SQLQueryString = product.kind != .nonConsumable ? "NULL"
-            : #"(SELECT "id" FROM \#(ofProduct) AND "status" = \#(literal: purchased) ORDER BY "sequence" LIMIT 1)"#
-        let latestPeriod: SQLQueryString = product.kind != .subscription ? "NULL"
-            : #"(SELECT "id" FROM \#(ofProduct) AND "status" = \#(literal: purchased) AND "expiresDate" IS NOT NULL ORDER BY "expiresDate" DESC LIMIT 1)"#
-        let found = try await db.raw(#"""
-            SELECT "revision", "credits",
-                (SELECT "id" FROM "storeTransaction" WHERE "accountId" = \#(bind: accountId) AND "idempotencyKey" = \#(bind: key) ORDER BY "sequence" LIMIT 1) AS "sameKey",
-                \#(firstPurchase) AS "firstPurchase", \#(latestPeriod) AS "latestPeriod",
-                (SELECT "id" FROM \#(ofProduct) AND "status" = \#(literal: deferred) ORDER BY "sequence" LIMIT 1) AS "pending"
-            FROM "account" WHERE "id" = \#(bind: accountId)
-            """#).first()
+        let found = try await db.rows(Lookup(accountId: accountId, key: key, productId: product.id,
+            firstPurchase: product.kind == .nonConsumable, latestPeriod: product.kind == .subscription)).first
         guard let row = found else {
             throw APIFailure(.notFound, code: "unknown_account", message: "no account \(accountId)")
         }
@@ -60,6 +45,42 @@ struct Holdings {
             firstPurchase: try await transaction("firstPurchase") { $0.status == .purchased },
             latestPeriod: try await transaction("latestPeriod") { $0.status == .purchased },
             pending: try await transaction("pending") { $0.status == .deferred })
+    }
+
+    /// The look-up ``read(accountId:product:key:in:)`` starts with, one text for every kind of
+    /// product: the kind's flags (`$4`, `$5`) decide which look-ups run, and a look-up that
+    /// does not run is null.
+    ///
+    /// The statuses are written as literals, not parameters: the partial unique indexes are on
+    /// status, and with a bound status SQLite compiles the statement twice (once blind, again once
+    /// the value is bound, to see whether a partial index applies), which cost 3 % of a purchase.
+    struct Lookup: StoreStatement {
+        typealias Row = any SQLRow
+        static let sql = #"""
+            SELECT "revision", "credits",
+                (SELECT "id" FROM "storeTransaction" WHERE "accountId" = $1 AND "idempotencyKey" = $2 ORDER BY "sequence" LIMIT 1) AS "sameKey",
+                CASE WHEN $4 THEN (SELECT "id" FROM "storeTransaction" WHERE "accountId" = $1 AND "productId" = $3
+                    AND "status" = '\#(TransactionStatus.purchased.rawValue)' ORDER BY "sequence" LIMIT 1) END AS "firstPurchase",
+                CASE WHEN $5 THEN (SELECT "id" FROM "storeTransaction" WHERE "accountId" = $1 AND "productId" = $3
+                    AND "status" = '\#(TransactionStatus.purchased.rawValue)' AND "expiresDate" IS NOT NULL
+                    ORDER BY "expiresDate" DESC LIMIT 1) END AS "latestPeriod",
+                (SELECT "id" FROM "storeTransaction" WHERE "accountId" = $1 AND "productId" = $3
+                    AND "status" = '\#(TransactionStatus.deferred.rawValue)' ORDER BY "sequence" LIMIT 1) AS "pending"
+            FROM "account" WHERE "id" = $1
+            """#
+        static let parameterTypes: [PostgresDataType] = [.text, .text, .text, .bool, .bool]
+
+        let accountId: String
+        let key: String
+        let productId: String
+        /// Whether to look up the first standing purchase (a book or an issue).
+        let firstPurchase: Bool
+        /// Whether to look up the latest standing period (a subscription).
+        let latestPeriod: Bool
+
+        var parameters: [StatementParameter] {
+            [.text(accountId), .text(key), .text(productId), .flag(firstPurchase), .flag(latestPeriod)]
+        }
     }
 
     /// Settles an approved payment or redemption: what it costs, grants and signs.

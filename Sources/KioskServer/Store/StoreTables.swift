@@ -1,5 +1,6 @@
 import Foundation
 import KioskCore
+import PostgresNIO
 import SQLKit
 
 /// The store's reads and writes of single rows, in SQLKit's builders: one spelling for both engines.
@@ -51,44 +52,11 @@ extension SQLDatabase {
     }
 
     /// PostgreSQL only: ``advance(account:from:credits:)``, ``insert(_:)-(TransactionRecord)`` and,
-    /// when given, the charge's ledger entry, as one statement (data-modifying CTEs, which SQLite
-    /// lacks). The inserts select from the compare-and-set's row, so an account that moved on
-    /// makes the statement write nothing; a unique index refusing either insert undoes it all.
-    /// A null is sent without a type, and in a SELECT list nothing gives it one: hence the casts.
+    /// when given, the charge's ledger entry, as one statement (``RecordPurchase``).
     /// - Returns: the transaction with its sequence, or nil when the account had moved on.
     func insert(_ record: TransactionRecord, ifAccountAt revision: Int64, settingCredits credits: Int, charge: LedgerEntry?) async throws -> TransactionRecord? {
-        let ledger: SQLQueryString = if let charge {
-            #"""
-            , "charged" AS (
-                INSERT INTO "ledgerEntry" ("transactionId", "kind", "accountId", "amountCents", "currency", "reason", "createdAt")
-                SELECT \#(bind: charge.transactionId), \#(bind: charge.kind.rawValue), \#(bind: charge.accountId), \#(bind: charge.amountCents),
-                    \#(bind: charge.currency), \#(bind: charge.reason)::text, \#(bind: charge.createdAt)
-                FROM "recorded"
-            )
-            """#
-        } else {
-            ""
-        }
-        let row = try await raw(#"""
-            WITH "advanced" AS (
-                UPDATE "account" SET "revision" = \#(bind: revision + 1), "credits" = \#(bind: credits)
-                WHERE "id" = \#(bind: record.accountId) AND "revision" = \#(bind: revision) RETURNING "id"
-            ), "recorded" AS (
-                INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId",
-                    "purchaseDate", "expiresDate", "status", "paymentMethod", "idempotencyKey", "amountCents", "currency",
-                    "creditsGranted", "creditsSpent", "signedTransaction", "message", "finishedAt", "createdAt", "revokedAt", "revocationReason")
-                SELECT \#(bind: record.id), \#(bind: record.accountId), \#(bind: record.productId), \#(bind: record.kind.rawValue),
-                    \#(bind: record.quantity), \#(bind: record.originalTransactionId), \#(bind: record.purchaseDate)::timestamptz, \#(bind: record.expiresDate)::timestamptz,
-                    \#(bind: record.status.rawValue), \#(bind: record.paymentMethod), \#(bind: record.idempotencyKey), \#(bind: record.amountCents),
-                    \#(bind: record.currency), \#(bind: record.creditsGranted), \#(bind: record.creditsSpent), \#(bind: record.signedTransaction)::text,
-                    \#(bind: record.message)::text, \#(bind: record.finishedAt)::timestamptz, \#(bind: record.createdAt), \#(bind: record.revokedAt)::timestamptz,
-                    \#(bind: record.revocationReason)::text
-                FROM "advanced"
-                RETURNING "sequence"
-            )\#(ledger)
-            SELECT "sequence" FROM "recorded"
-            """#).first()
-        guard let row else { return nil }
+        let statement = RecordPurchase(record: record, revision: revision, credits: credits, charge: charge)
+        guard let row = try await rows(statement).first else { return nil }
         var inserted = record
         inserted.sequence = try row.decode(column: "sequence", as: Int64.self)
         return inserted
@@ -133,5 +101,52 @@ extension Date {
     /// equal to the one written.
     static var storeNow: Date {
         Date(timeIntervalSince1970: (Date().timeIntervalSince1970 * 1000).rounded() / 1000)
+    }
+}
+
+/// A new purchase's write on PostgreSQL, one statement of data-modifying CTEs (which SQLite lacks):
+/// the compare-and-set moves the account from `$2` to its next revision, and the inserts select
+/// from its row, so an account that moved on makes the statement write nothing; the ledger entry
+/// is written only when `$24` (a charge) is true. A unique index refusing either insert undoes it all.
+struct RecordPurchase: StoreStatement {
+    typealias Row = any SQLRow
+    static let sql = #"""
+        WITH "advanced" AS (
+            UPDATE "account" SET "revision" = $2 + 1, "credits" = $3 WHERE "id" = $1 AND "revision" = $2 RETURNING "id"
+        ), "recorded" AS (
+            INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId",
+                "purchaseDate", "expiresDate", "status", "paymentMethod", "idempotencyKey", "amountCents", "currency",
+                "creditsGranted", "creditsSpent", "signedTransaction", "message", "finishedAt", "createdAt", "revokedAt", "revocationReason")
+            SELECT $4, $1, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23
+            FROM "advanced"
+            RETURNING "sequence"
+        ), "charged" AS (
+            INSERT INTO "ledgerEntry" ("transactionId", "kind", "accountId", "amountCents", "currency", "reason", "createdAt")
+            SELECT $4, $25, $1, $26, $27, $28, $29
+            FROM "recorded" WHERE $24
+        )
+        SELECT "sequence" FROM "recorded"
+        """#
+    static let parameterTypes: [PostgresDataType] = [
+        .text, .int8, .int8, .text, .text, .text, .int8, .text, .timestamptz, .timestamptz, .text, .text, .text, .int8, .text,
+        .int8, .int8, .text, .text, .timestamptz, .timestamptz, .timestamptz, .text, .bool, .text, .int8, .text, .text, .timestamptz,
+    ]
+
+    let record: TransactionRecord
+    let revision: Int64
+    let credits: Int
+    let charge: LedgerEntry?
+
+    var parameters: [StatementParameter] {
+        [
+            .text(record.accountId), .integer(revision), .integer(Int64(credits)),
+            .text(record.id), .text(record.productId), .text(record.kind.rawValue), .integer(Int64(record.quantity)),
+            .text(record.originalTransactionId), .date(record.purchaseDate), .date(record.expiresDate), .text(record.status.rawValue),
+            .text(record.paymentMethod), .text(record.idempotencyKey), .integer(Int64(record.amountCents)), .text(record.currency),
+            .integer(Int64(record.creditsGranted)), .integer(Int64(record.creditsSpent)), .text(record.signedTransaction),
+            .text(record.message), .date(record.finishedAt), .date(record.createdAt), .date(record.revokedAt), .text(record.revocationReason),
+            .flag(charge != nil), .text(charge?.kind.rawValue), .integer(Int64(charge?.amountCents ?? 0)), .text(charge?.currency),
+            .text(charge?.reason), .date(charge?.createdAt),
+        ]
     }
 }
