@@ -77,13 +77,17 @@ public final class ServerDatabase: Sendable {
             pool = SQLiteReaders(path: path, threadPool: threads, logger: logger)
             groupCommit = GroupCommit(writer: writer)
         case .postgres(let url):
-            let configuration: SQLPostgresConfiguration
+            var configuration: SQLPostgresConfiguration
             do {
                 configuration = try SQLPostgresConfiguration(url: url)
             } catch {
                 throw ServerSetupError(path: location.description, problem: "is not a PostgreSQL URL Kiosk can read",
                     action: "write postgres://USER:PASSWORD@HOST:PORT/DATABASE")
             }
+            // A prepared statement (``StoreStatement``) is planned once, not again for every
+            // execution as PostgreSQL's default does while it judges a plan for these values
+            // cheaper: each look-up is one step down a unique index whatever the values.
+            configuration.coreConfiguration.options.additionalStartupParameters.append(("plan_cache_mode", "force_generic_plan"))
             threadPool = nil
             engine = .postgres
             groupCommit = nil
