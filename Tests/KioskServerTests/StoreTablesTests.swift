@@ -9,20 +9,27 @@ import Testing
 /// The store's hand-spelled inserts write every field, on either engine.
 @Suite("Store tables")
 struct StoreTablesTests {
+    /// Half seconds: exact in binary, so a date compares equal after any engine's round trip.
+    static let now = Date(timeIntervalSince1970: 1_790_000_000.5)
+
+    /// A transaction with every field set, each to a value of its own.
+    static func everyField(id: String, account: String, status: TransactionStatus) -> TransactionRecord {
+        TransactionRecord(
+            sequence: nil, id: id, accountId: account, productId: "com.kiosk.books.tables", kind: .subscription,
+            quantity: 3, originalTransactionId: "txn_original", purchaseDate: now.addingTimeInterval(1), expiresDate: now.addingTimeInterval(2),
+            status: status, paymentMethod: "approve", idempotencyKey: "key-\(id)", amountCents: 1234, currency: "EUR",
+            creditsGranted: 5, creditsSpent: 6, signedTransaction: "signed.jws.value", message: "a message", finishedAt: now.addingTimeInterval(3),
+            createdAt: now.addingTimeInterval(4), revokedAt: now.addingTimeInterval(5), revocationReason: "refunded")
+    }
+
     @Test("a transaction and a ledger entry with every field set read back field for field", arguments: TestEngine.all)
     func everyFieldWritten(engine: TestEngine) async throws {
         let directory = try TemporaryDirectory()
         let location = try await engine.freshDatabase() ?? .sqlite(path: directory.path("store.sqlite").path)
         let database = try await ServerDatabase.open(location, logger: Logger(label: "test"))
         let account = AccountRecord(id: "acct_tables", tokenHash: "hash", credits: 0, createdAt: .storeNow, revision: 0)
-        // Half seconds: exact in binary, so a date compares equal after any engine's round trip.
-        let now = Date(timeIntervalSince1970: 1_790_000_000.5)
-        let record = TransactionRecord(
-            sequence: nil, id: "txn_tables", accountId: account.id, productId: "com.kiosk.books.tables", kind: .subscription,
-            quantity: 3, originalTransactionId: "txn_original", purchaseDate: now.addingTimeInterval(1), expiresDate: now.addingTimeInterval(2),
-            status: .revoked, paymentMethod: "approve", idempotencyKey: "key-tables", amountCents: 1234, currency: "EUR",
-            creditsGranted: 5, creditsSpent: 6, signedTransaction: "signed.jws.value", message: "a message", finishedAt: now.addingTimeInterval(3),
-            createdAt: now.addingTimeInterval(4), revokedAt: now.addingTimeInterval(5), revocationReason: "refunded")
+        let now = Self.now
+        let record = Self.everyField(id: "txn_tables", account: account.id, status: .revoked)
         let entry = LedgerEntry(id: nil, transactionId: record.id, kind: .refund, accountId: account.id, amountCents: -1234,
                                 currency: "EUR", reason: "asked for", createdAt: now.addingTimeInterval(6))
         let inserted = try await database.write { db in
@@ -57,13 +64,8 @@ struct StoreTablesTests {
         let database = try await ServerDatabase.open(location, logger: Logger(label: "test"))
         let account = AccountRecord(id: "acct_one", tokenHash: "hash", credits: 7, createdAt: .storeNow, revision: 3)
         try await database.write { try await $0.insert(into: "account").model(account).run() }
-        let now = Date(timeIntervalSince1970: 1_790_000_000.5)
-        let record = TransactionRecord(
-            sequence: nil, id: "txn_one", accountId: account.id, productId: "com.kiosk.books.one", kind: .subscription,
-            quantity: 3, originalTransactionId: "txn_original", purchaseDate: now.addingTimeInterval(1), expiresDate: now.addingTimeInterval(2),
-            status: .purchased, paymentMethod: "approve", idempotencyKey: "key-one", amountCents: 1234, currency: "EUR",
-            creditsGranted: 5, creditsSpent: 6, signedTransaction: "signed.jws.value", message: "a message", finishedAt: now.addingTimeInterval(3),
-            createdAt: now.addingTimeInterval(4), revokedAt: now.addingTimeInterval(5), revocationReason: "a reason")
+        let now = Self.now
+        let record = Self.everyField(id: "txn_one", account: account.id, status: .purchased)
         let charge = LedgerEntry(id: nil, transactionId: record.id, kind: .charge, accountId: account.id, amountCents: 1234,
                                  currency: "EUR", reason: "a charge", createdAt: now.addingTimeInterval(6))
 
