@@ -10,6 +10,7 @@ import Testing
 @Suite("Two instances over one PostgreSQL database")
 struct ScaleOutTests {
     static let book = "com.kiosk.books.small-engines"
+    static let pack5 = "com.kiosk.credits.pack-5"
 
     /// Instances A and B on their own data folders (their own packed content) and one database.
     static func withTwoInstances(_ body: @Sendable (_ a: (KioskServer, StoreHTTP), _ b: (KioskServer, StoreHTTP)) async throws -> Void) async throws {
@@ -98,6 +99,29 @@ struct ScaleOutTests {
             let page = try await b.1.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self)
             #expect(page.transactions.count == 16)
             #expect(page.transactions.allSatisfy { $0.status == .purchased })
+        }
+    }
+
+    @Test("24 credit packs with different keys and a replay of each, split over both instances: 24 charges, a balance of exactly 120")
+    func packsRaceAcrossInstances() async throws {
+        // A pack's charge is written without a look-up, at whatever revision the account is at:
+        // across instances only PostgreSQL's row lock orders them, and the unique index on the
+        // key answers the replays.
+        try await Self.withTwoInstances { a, b in
+            let account = try await a.1.createAccount()
+            let replies = try await withThrowingTaskGroup(of: PaymentResponse.self) { group in
+                for index in 0..<48 {
+                    let http = index.isMultiple(of: 2) ? a.1 : b.1
+                    group.addTask { try await http.pay(Self.pack5, token: account.token, key: "pack-\(index / 2)").decode(PaymentResponse.self) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(Set(replies.map(\.transaction.transactionId)).count == 24)
+            #expect(try await a.1.charges(accountId: account.accountId, adminToken: a.0.adminToken) == Array(repeating: 499, count: 24))
+            #expect(try await b.1.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).credits == 120)
+            // Each of the 24 first answers is a balance it left: 5, 10, ... 120 once each.
+            let first = Dictionary(grouping: replies, by: \.transaction.transactionId).values.map { $0.map(\.credits).min() ?? 0 }
+            #expect(first.sorted() == Array(stride(from: 5, through: 120, by: 5)))
         }
     }
 

@@ -70,11 +70,12 @@ struct StoreTablesTests {
                                  currency: "EUR", reason: "a charge", createdAt: now.addingTimeInterval(6))
 
         // At a revision the account has left: nothing is written.
-        let refused = try await database.statement { try await $0.insert(record, ifAccountAt: 2, settingCredits: 99, charge: charge) }
+        let refused = try await database.statement { try await $0.insert(record, ifAccountAt: 2, addingCredits: 92, charge: charge) }
         #expect(refused == nil)
         #expect(try await database.read { try await $0.storeTransaction(record.id) } == nil)
 
-        let inserted = try #require(try await database.statement { try await $0.insert(record, ifAccountAt: 3, settingCredits: 6, charge: charge) })
+        let (inserted, credits) = try #require(try await database.statement { try await $0.insert(record, ifAccountAt: 3, addingCredits: -1, charge: charge) })
+        #expect(credits == 6)
         var unset = record
         unset.id = "txn_bare"
         unset.idempotencyKey = "key-bare"
@@ -86,7 +87,9 @@ struct StoreTablesTests {
         unset.revokedAt = nil
         unset.revocationReason = nil
         let bare = unset
-        let insertedBare = try #require(try await database.statement { try await $0.insert(bare, ifAccountAt: 4, settingCredits: 8, charge: nil) })
+        // At no revision (a consumable's charge): whatever revision the account is at.
+        let (insertedBare, creditsAfter) = try #require(try await database.statement { try await $0.insert(bare, ifAccountAt: nil, addingCredits: 2, charge: nil) })
+        #expect(creditsAfter == 8)
 
         let (read, readBare, ledger, stored) = try await database.read { db in
             (try await db.storeTransaction(record.id), try await db.storeTransaction(bare.id),
@@ -107,6 +110,45 @@ struct StoreTablesTests {
         #expect(try text(ledger.first) == text(expectedCharge))
         #expect(stored?.revision == 5)
         #expect(stored?.credits == 8)
+        await database.close()
+    }
+
+    @Test("the compare-and-set moves an account only from its revision; at no revision, only while the balance stays in 0...Int64.max", arguments: TestEngine.all)
+    func advanceAccount(engine: TestEngine) async throws {
+        let directory = try TemporaryDirectory()
+        let location = try await engine.freshDatabase() ?? .sqlite(path: directory.path("store.sqlite").path)
+        let database = try await ServerDatabase.open(location, logger: Logger(label: "test"))
+        let account = AccountRecord(id: "acct_cas", tokenHash: "hash", credits: 10, createdAt: .storeNow, revision: 4)
+        try await database.write { try await $0.insert(into: "account").model(account).run() }
+        @Sendable func advance(from revision: Int64?, adding delta: Int) async throws -> Int? {
+            try await database.write { try await $0.advance(account: account.id, from: revision, adding: delta) }
+        }
+        func stored() async throws -> (revision: Int64?, credits: Int?) {
+            let row = try await database.read { try await $0.account(account.id) }
+            return (row?.revision, row?.credits)
+        }
+        #expect(try await advance(from: 3, adding: 5) == nil)
+        #expect(try await advance(from: 4, adding: -3) == 7)
+        #expect(try await advance(from: nil, adding: 5) == 12)
+        #expect(try await stored() == (6, 12))
+        // At no revision the bound is the write's own: never below 0, never past the largest integer.
+        #expect(try await advance(from: nil, adding: -13) == nil)
+        #expect(try await advance(from: nil, adding: Int.max - 11) == nil)
+        #expect(try await stored() == (6, 12))
+        #expect(try await advance(from: nil, adding: Int.max - 12) == Int.max)
+        #expect(try await advance(from: nil, adding: -Int.max) == 0)
+        #expect(try await advance(from: nil, adding: 1) == 1)
+        // 24 writes at no revision at once, from as many connections: each adds, none is lost.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<24 {
+                group.addTask {
+                    let moved = try await advance(from: nil, adding: 2)
+                    #expect(moved != nil)
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try await stored() == (33, 49))
         await database.close()
     }
 

@@ -91,9 +91,13 @@ public final class ServerDatabase: Sendable {
             threadPool = nil
             engine = .postgres
             groupCommit = nil
+            // PostgreSQL lets concurrent commits share one WAL flush, so a commit's fsync is
+            // shared by as many purchases as there are connections committing at once: with 8
+            // connections an event loop, 32 clients bought 1,250–1,350 a second here, with 16
+            // (as many as the clients) 1,630, in the same hour.
             pool = Leasing(EventLoopGroupConnectionPool(
                 source: PostgresConnectionSource(sqlConfiguration: configuration),
-                maxConnectionsPerEventLoop: 8, requestTimeout: .seconds(30), logger: logger,
+                maxConnectionsPerEventLoop: 16, requestTimeout: .seconds(30), logger: logger,
                 on: MultiThreadedEventLoopGroup.singleton))
         }
     }

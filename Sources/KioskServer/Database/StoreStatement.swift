@@ -23,7 +23,7 @@ protocol StoreStatement: PostgresPreparedStatement where Row == any SQLRow {
 /// One parameter's value, of one of the few types the store's statements bind.
 enum StatementParameter: Sendable {
     case text(String?)
-    case integer(Int64)
+    case integer(Int64?)
     case flag(Bool)
     case date(Date?)
 
@@ -49,10 +49,10 @@ extension StoreStatement {
         for parameter in parameters {
             switch parameter {
             case .text(let value?): bindings.append(value)
-            case .integer(let value): bindings.append(value)
+            case .integer(let value?): bindings.append(value)
             case .flag(let value): bindings.append(value)
             case .date(let value?): bindings.append(value)
-            case .text(nil), .date(nil): bindings.appendNull()
+            case .text(nil), .integer(nil), .date(nil): bindings.appendNull()
             }
         }
         return bindings

@@ -7,7 +7,8 @@ import KioskCore
 /// What an account holds that a payment's outcome depends on, read in one transaction at one
 /// revision of the account; ``Store`` commits a decision only while the account is still at it.
 struct Holdings {
-    let revision: Int64
+    /// The account's revision when read; nil for ``unread``.
+    let revision: Int64?
     let credits: Int
     /// The transaction already made with this idempotency key, if any.
     let sameKey: TransactionRecord?
@@ -17,6 +18,12 @@ struct Holdings {
     let latestPeriod: TransactionRecord?
     /// A pending Ask to Buy of the product.
     let pending: TransactionRecord?
+
+    /// Nothing read, for a decision that depends on nothing the account holds (a consumable's
+    /// charge): its write checks the one bound such a decision needs, the balance's, itself
+    /// (``AdvanceAccount``). The balance counts as 0, so a decision's own overflow checks see
+    /// only its own amounts.
+    static let unread = Holdings(revision: nil, credits: 0, sameKey: nil, firstPurchase: nil, latestPeriod: nil, pending: nil)
 
     /// One statement reads the account and the IDs of the transactions the decision depends on,
     /// so on either engine they come from one snapshot; the few transactions found (a replay, an

@@ -95,7 +95,10 @@ public struct Store: Sendable {
         guard request.quantity == 1 || product.kind == .consumable else {
             throw APIFailure.badRequest("only consumables can be bought in a quantity; \(product.id) is a \(product.kind.rawValue)")
         }
-        let settled = try await settle(account: accountId, key: request.idempotencyKey, product: product) { holdings in
+        // A consumable's outcome depends on nothing the account holds, unless it asks to wait
+        // for approval (one pending request per product).
+        let readsHoldings = product.kind != .consumable || request.paymentMethod == .defer
+        let settled = try await settle(account: accountId, key: request.idempotencyKey, product: product, readsHoldings: readsHoldings) { holdings in
             var record = TransactionRecord.pending(
                 account: accountId, product: product, quantity: request.quantity, method: request.paymentMethod.rawValue, key: request.idempotencyKey)
             switch request.paymentMethod {
@@ -282,8 +285,8 @@ public struct Store: Sendable {
         case existing(TransactionRecord)
     }
 
-    /// A settled payment and, when this payment committed it, the account's balance it left
-    /// (nil when an earlier transaction answered: the balance is read then).
+    /// A settled payment and, when this payment committed it, the account's balance it left, as
+    /// its write returned it (nil when an earlier transaction answered: the balance is read then).
     struct Settled: Sendable {
         var record: TransactionRecord
         var credits: Int?
@@ -297,22 +300,34 @@ public struct Store: Sendable {
     /// from what the other committed. N buys of one book therefore charge once (the others are
     /// free re-buys of the first), and N redemptions spend credits once each, exactly. Unique
     /// indexes back the rules the schema can state.
+    ///
+    /// A decision that `readsHoldings` false (a consumable's charge: its price and credits are the
+    /// product's) is first taken on ``Holdings/unread`` and written at whatever revision the
+    /// account is at, with the balance's bound checked by the write itself (``AdvanceAccount``):
+    /// one statement instead of a look-up and a write, like `pgbench`'s own
+    /// `UPDATE … SET abalance = abalance + delta`. What only a look-up can answer falls back to
+    /// it: an idempotency key already used (the unique index refuses the insert, undoing the
+    /// write), a balance that would overflow, an unknown account.
     private func settle(
-        account accountId: String, key: String, product: Product, replacing deferred: TransactionRecord? = nil,
+        account accountId: String, key: String, product: Product, readsHoldings: Bool = true, replacing deferred: TransactionRecord? = nil,
         _ decide: @Sendable (Holdings) throws -> Decision
     ) async throws -> Settled {
         try await turns.run(accountId) {
-            try await settleInTurn(account: accountId, key: key, product: product, replacing: deferred, decide)
+            try await settleInTurn(account: accountId, key: key, product: product, readsHoldings: readsHoldings, replacing: deferred, decide)
         }
     }
 
     private func settleInTurn(
-        account accountId: String, key: String, product: Product, replacing deferred: TransactionRecord?,
+        account accountId: String, key: String, product: Product, readsHoldings: Bool, replacing deferred: TransactionRecord?,
         _ decide: @Sendable (Holdings) throws -> Decision
     ) async throws -> Settled {
         let productId = product.id
-        for _ in 0..<64 {
-            let holdings = try await database.read { try await Holdings.read(accountId: accountId, product: product, key: key, in: $0) }
+        for attempt in 0..<64 {
+            let holdings = if attempt == 0, !readsHoldings, deferred == nil {
+                Holdings.unread
+            } else {
+                try await database.read { try await Holdings.read(accountId: accountId, product: product, key: key, in: $0) }
+            }
             if deferred == nil, let existing = holdings.sameKey {
                 guard existing.productId == productId else {
                     throw APIFailure(.conflict, code: "idempotency_key_reused",
@@ -329,18 +344,19 @@ public struct Store: Sendable {
                 record.signedTransaction = try await keys.sign(claims(of: record))
             }
             do {
-                let committed = if let deferred {
+                return if let deferred {
                     try await commit(record, replacing: deferred, over: holdings)
                 } else {
                     try await commit(record, over: holdings)
                 }
-                // The compare-and-set wrote exactly this balance.
-                return Settled(record: committed, credits: holdings.credits + committed.creditDelta)
             } catch is SettleConflict {
                 continue
             } catch where database.isUniqueViolation(error) {
-                // A rule of the schema caught what the revision did not: decide again.
-                logger.warning("payment hit a unique constraint; deciding again", metadata: ["error": "\(ServerDatabase.describe(error))"])
+                // A rule of the schema caught what the revision did not: decide again. Unread
+                // holdings expect it: a replayed idempotency key is found here.
+                if holdings.revision != nil {
+                    logger.warning("payment hit a unique constraint; deciding again", metadata: ["error": "\(ServerDatabase.describe(error))"])
+                }
                 continue
             }
         }
@@ -357,30 +373,30 @@ public struct Store: Sendable {
     /// planned again by a backend, and the backends took half the machine. SQLite cannot put an
     /// INSERT inside a WITH, and gains nothing from it: its writes share the group commit's
     /// transaction, in this process.
-    private func commit(_ record: TransactionRecord, over holdings: Holdings) async throws -> TransactionRecord {
-        let credits = holdings.credits + record.creditDelta
+    private func commit(_ record: TransactionRecord, over holdings: Holdings) async throws -> Settled {
+        let delta = record.creditDelta
         let charge = LedgerEntry.charge(for: record)
         if database.engine == .postgres {
             let recorded = try await database.statement {
-                try await $0.insert(record, ifAccountAt: holdings.revision, settingCredits: credits, charge: charge)
+                try await $0.insert(record, ifAccountAt: holdings.revision, addingCredits: delta, charge: charge)
             }
-            guard let recorded else { throw SettleConflict() }
-            return recorded
+            guard let (committed, credits) = recorded else { throw SettleConflict() }
+            return Settled(record: committed, credits: credits)
         }
         return try await database.write { db in
-            guard try await db.advance(account: record.accountId, from: holdings.revision, credits: credits) else { throw SettleConflict() }
+            guard let credits = try await db.advance(account: record.accountId, from: holdings.revision, adding: delta) else { throw SettleConflict() }
             let recorded = try await db.insert(record)
             if let charge { try await db.insert(charge) }
-            return recorded
+            return Settled(record: recorded, credits: credits)
         }
     }
 
     /// Settles a deferred request (Ask to Buy approved) with the decision, under the same
     /// compare-and-set; the request must still be deferred. Rare enough to stay in plain statements.
-    private func commit(_ decided: TransactionRecord, replacing deferred: TransactionRecord, over holdings: Holdings) async throws -> TransactionRecord {
+    private func commit(_ decided: TransactionRecord, replacing deferred: TransactionRecord, over holdings: Holdings) async throws -> Settled {
         try await database.write { db in
             var record = decided
-            guard try await db.advance(account: record.accountId, from: holdings.revision, credits: holdings.credits + record.creditDelta) else {
+            guard let credits = try await db.advance(account: record.accountId, from: holdings.revision, adding: record.creditDelta) else {
                 throw SettleConflict()
             }
             record.sequence = deferred.sequence
@@ -389,7 +405,7 @@ public struct Store: Sendable {
             }
             try await db.update(record)
             if let charge = LedgerEntry.charge(for: record) { try await db.insert(charge) }
-            return record
+            return Settled(record: record, credits: credits)
         }
     }
 

@@ -41,25 +41,22 @@ extension SQLDatabase {
         return inserted
     }
 
-    /// The compare-and-set a payment commits under: the account moves to its next revision with
-    /// its new balance only while it is still at `revision`.
-    /// - Returns: whether it moved.
-    func advance(account id: String, from revision: Int64, credits: Int) async throws -> Bool {
-        try await raw(#"""
-            UPDATE "account" SET "revision" = \#(bind: revision + 1), "credits" = \#(bind: credits)
-            WHERE "id" = \#(bind: id) AND "revision" = \#(bind: revision) RETURNING "id"
-            """#).all().count == 1
+    /// The compare-and-set a payment commits under (``AdvanceAccount``).
+    /// - Returns: the account's new balance, or nil when it did not move.
+    func advance(account id: String, from revision: Int64?, adding delta: Int) async throws -> Int? {
+        try await rows(AdvanceAccount(accountId: id, revision: revision, delta: delta)).first?.decode(column: "credits", as: Int.self)
     }
 
-    /// PostgreSQL only: ``advance(account:from:credits:)``, ``insert(_:)-(TransactionRecord)`` and,
+    /// PostgreSQL only: ``advance(account:from:adding:)``, ``insert(_:)-(TransactionRecord)`` and,
     /// when given, the charge's ledger entry, as one statement (``RecordPurchase``).
-    /// - Returns: the transaction with its sequence, or nil when the account had moved on.
-    func insert(_ record: TransactionRecord, ifAccountAt revision: Int64, settingCredits credits: Int, charge: LedgerEntry?) async throws -> TransactionRecord? {
-        let statement = RecordPurchase(record: record, revision: revision, credits: credits, charge: charge)
+    /// - Returns: the transaction with its sequence and the account's new balance, or nil when the
+    ///   account did not move.
+    func insert(_ record: TransactionRecord, ifAccountAt revision: Int64?, addingCredits delta: Int, charge: LedgerEntry?) async throws -> (TransactionRecord, credits: Int)? {
+        let statement = RecordPurchase(record: record, revision: revision, delta: delta, charge: charge)
         guard let row = try await rows(statement).first else { return nil }
         var inserted = record
         inserted.sequence = try row.decode(column: "sequence", as: Int64.self)
-        return inserted
+        return (inserted, try row.decode(column: "credits", as: Int.self))
     }
 
     /// Writes every column of a transaction that can change after it is first recorded.
@@ -104,15 +101,40 @@ extension Date {
     }
 }
 
+/// The compare-and-set a payment commits under: the account moves to its next revision, its
+/// balance by `$3`, only while it is still at revision `$2`, the snapshot the payment was decided
+/// on. A decision that depends on nothing the account holds (a consumable's charge, `$2` null)
+/// moves it from whatever revision it is at, as long as the balance stays between 0 and the
+/// largest integer: the one thing such a decision needs of the account, checked here, where no
+/// other payment can come between the check and the write (the row is locked, or on SQLite the
+/// writer is this connection). The CASE keeps the bound's arithmetic from overflowing on either engine.
+struct AdvanceAccount: StoreStatement {
+    typealias Row = any SQLRow
+    static let sql = #"""
+        UPDATE "account" SET "revision" = "revision" + 1, "credits" = "credits" + $3
+        WHERE "id" = $1 AND CASE WHEN $2 IS NOT NULL THEN "revision" = $2
+            WHEN $3 >= 0 THEN "credits" <= 9223372036854775807 - $3 ELSE "credits" >= -$3 END
+        RETURNING "id", "credits"
+        """#
+    static let parameterTypes: [PostgresDataType] = [.text, .int8, .int8]
+
+    let accountId: String
+    /// The revision the decision was taken at; nil when it depends on nothing the account holds.
+    let revision: Int64?
+    let delta: Int
+
+    var parameters: [StatementParameter] { [.text(accountId), .integer(revision), .integer(Int64(delta))] }
+}
+
 /// A new purchase's write on PostgreSQL, one statement of data-modifying CTEs (which SQLite lacks):
-/// the compare-and-set moves the account from `$2` to its next revision, and the inserts select
-/// from its row, so an account that moved on makes the statement write nothing; the ledger entry
-/// is written only when `$24` (a charge) is true. A unique index refusing either insert undoes it all.
+/// ``AdvanceAccount`` (its `$1`–`$3`), and the inserts select from its row, so an account that
+/// moved on makes the statement write nothing; the ledger entry is written only when `$24` (a
+/// charge) is true. A unique index refusing either insert undoes it all.
 struct RecordPurchase: StoreStatement {
     typealias Row = any SQLRow
     static let sql = #"""
         WITH "advanced" AS (
-            UPDATE "account" SET "revision" = $2 + 1, "credits" = $3 WHERE "id" = $1 AND "revision" = $2 RETURNING "id"
+            \#(AdvanceAccount.sql)
         ), "recorded" AS (
             INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId",
                 "purchaseDate", "expiresDate", "status", "paymentMethod", "idempotencyKey", "amountCents", "currency",
@@ -125,21 +147,20 @@ struct RecordPurchase: StoreStatement {
             SELECT $4, $25, $1, $26, $27, $28, $29
             FROM "recorded" WHERE $24
         )
-        SELECT "sequence" FROM "recorded"
+        SELECT "recorded"."sequence", "advanced"."credits" FROM "recorded", "advanced"
         """#
-    static let parameterTypes: [PostgresDataType] = [
-        .text, .int8, .int8, .text, .text, .text, .int8, .text, .timestamptz, .timestamptz, .text, .text, .text, .int8, .text,
+    static let parameterTypes: [PostgresDataType] = AdvanceAccount.parameterTypes + [
+        .text, .text, .text, .int8, .text, .timestamptz, .timestamptz, .text, .text, .text, .int8, .text,
         .int8, .int8, .text, .text, .timestamptz, .timestamptz, .timestamptz, .text, .bool, .text, .int8, .text, .text, .timestamptz,
     ]
 
     let record: TransactionRecord
-    let revision: Int64
-    let credits: Int
+    let revision: Int64?
+    let delta: Int
     let charge: LedgerEntry?
 
     var parameters: [StatementParameter] {
-        [
-            .text(record.accountId), .integer(revision), .integer(Int64(credits)),
+        AdvanceAccount(accountId: record.accountId, revision: revision, delta: delta).parameters + [
             .text(record.id), .text(record.productId), .text(record.kind.rawValue), .integer(Int64(record.quantity)),
             .text(record.originalTransactionId), .date(record.purchaseDate), .date(record.expiresDate), .text(record.status.rawValue),
             .text(record.paymentMethod), .text(record.idempotencyKey), .integer(Int64(record.amountCents)), .text(record.currency),
