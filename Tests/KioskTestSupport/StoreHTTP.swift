@@ -19,9 +19,10 @@ public struct StoreHTTP: Sendable {
         }
     }
 
-    public func send(_ method: String, _ path: String, token: String? = nil, json: String? = nil) async throws -> Reply {
+    /// - Parameter authorization: the whole `Authorization` header, sent instead of `Bearer <token>`.
+    public func send(_ method: String, _ path: String, token: String? = nil, authorization: String? = nil, json: String? = nil) async throws -> Reply {
         var headers: [(name: String, value: String)] = []
-        if let token { headers.append(("Authorization", "Bearer \(token)")) }
+        if let header = authorization ?? token.map({ "Bearer \($0)" }) { headers.append(("Authorization", header)) }
         let body = json.map { Data($0.utf8) } ?? (method == "POST" ? Data("{}".utf8) : nil)
         let response = try await HTTPClient().send(HTTPRequest(method: method, url: baseURL + path, headers: headers, body: body))
         return Reply(status: response.status, body: response.body)
