@@ -12,6 +12,20 @@ struct ScaleOutTests {
     static let book = "com.kiosk.books.small-engines"
     static let pack5 = "com.kiosk.credits.pack-5"
 
+    /// `count` requests at once, alternating between instances A and B; `send` is given the
+    /// instance's client and the request's index.
+    static func splitOverBoth<T: Sendable>(
+        _ count: Int, _ a: StoreHTTP, _ b: StoreHTTP, _ send: @escaping @Sendable (StoreHTTP, Int) async throws -> T
+    ) async throws -> [T] {
+        try await withThrowingTaskGroup(of: T.self) { group in
+            for index in 0..<count {
+                let http = index.isMultiple(of: 2) ? a : b
+                group.addTask { try await send(http, index) }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+    }
+
     /// Instances A and B on their own data folders (their own packed content) and one database.
     static func withTwoInstances(_ body: @Sendable (_ a: (KioskServer, StoreHTTP), _ b: (KioskServer, StoreHTTP)) async throws -> Void) async throws {
         let directory = try TemporaryDirectory()
@@ -67,13 +81,7 @@ struct ScaleOutTests {
         try await Self.withTwoInstances { a, b in
             let account = try await a.1.createAccount()
             let key = UUID().uuidString
-            let replies = try await withThrowingTaskGroup(of: StoreHTTP.Reply.self) { group in
-                for index in 0..<16 {
-                    let http = index.isMultiple(of: 2) ? a.1 : b.1
-                    group.addTask { try await http.pay(Self.book, token: account.token, key: key) }
-                }
-                return try await group.reduce(into: []) { $0.append($1) }
-            }
+            let replies = try await Self.splitOverBoth(16, a.1, b.1) { http, _ in try await http.pay(Self.book, token: account.token, key: key) }
             #expect(replies.allSatisfy { $0.status == 200 })
             let ids = Set(try replies.map { try $0.decode(PaymentResponse.self).transaction.transactionId })
             #expect(ids.count == 1)
@@ -87,12 +95,8 @@ struct ScaleOutTests {
         // database's compare-and-set and unique indexes stand between them.
         try await Self.withTwoInstances { a, b in
             let account = try await a.1.createAccount()
-            let replies = try await withThrowingTaskGroup(of: PaymentResponse.self) { group in
-                for index in 0..<16 {
-                    let http = index.isMultiple(of: 2) ? a.1 : b.1
-                    group.addTask { try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self) }
-                }
-                return try await group.reduce(into: []) { $0.append($1) }
+            let replies = try await Self.splitOverBoth(16, a.1, b.1) { http, _ in
+                try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
             }
             #expect(replies.filter { $0.owned != true }.count == 1)
             #expect(try await a.1.charges(accountId: account.accountId, adminToken: a.0.adminToken) == [499])
@@ -109,12 +113,8 @@ struct ScaleOutTests {
         // key answers the replays.
         try await Self.withTwoInstances { a, b in
             let account = try await a.1.createAccount()
-            let replies = try await withThrowingTaskGroup(of: PaymentResponse.self) { group in
-                for index in 0..<48 {
-                    let http = index.isMultiple(of: 2) ? a.1 : b.1
-                    group.addTask { try await http.pay(Self.pack5, token: account.token, key: "pack-\(index / 2)").decode(PaymentResponse.self) }
-                }
-                return try await group.reduce(into: []) { $0.append($1) }
+            let replies = try await Self.splitOverBoth(48, a.1, b.1) { http, index in
+                try await http.pay(Self.pack5, token: account.token, key: "pack-\(index / 2)").decode(PaymentResponse.self)
             }
             #expect(Set(replies.map(\.transaction.transactionId)).count == 24)
             #expect(try await a.1.charges(accountId: account.accountId, adminToken: a.0.adminToken) == Array(repeating: 499, count: 24))

@@ -22,11 +22,16 @@ struct StoreTablesTests {
             createdAt: now.addingTimeInterval(4), revokedAt: now.addingTimeInterval(5), revocationReason: "refunded")
     }
 
+    /// A fresh store database on `engine`: a new PostgreSQL database, or an SQLite file in `directory`.
+    static func openStore(_ engine: TestEngine, in directory: TemporaryDirectory) async throws -> ServerDatabase {
+        let location = try await engine.freshDatabase() ?? .sqlite(path: directory.path("store.sqlite").path)
+        return try await ServerDatabase.open(location, logger: Logger(label: "test"))
+    }
+
     @Test("a transaction and a ledger entry with every field set read back field for field", arguments: TestEngine.all)
     func everyFieldWritten(engine: TestEngine) async throws {
         let directory = try TemporaryDirectory()
-        let location = try await engine.freshDatabase() ?? .sqlite(path: directory.path("store.sqlite").path)
-        let database = try await ServerDatabase.open(location, logger: Logger(label: "test"))
+        let database = try await Self.openStore(engine, in: directory)
         let account = AccountRecord(id: "acct_tables", tokenHash: "hash", credits: 0, createdAt: .storeNow, revision: 0)
         let now = Self.now
         let record = Self.everyField(id: "txn_tables", account: account.id, status: .revoked)
@@ -116,8 +121,7 @@ struct StoreTablesTests {
     @Test("the compare-and-set moves an account only from its revision; at no revision, only while the balance stays in 0...Int64.max", arguments: TestEngine.all)
     func advanceAccount(engine: TestEngine) async throws {
         let directory = try TemporaryDirectory()
-        let location = try await engine.freshDatabase() ?? .sqlite(path: directory.path("store.sqlite").path)
-        let database = try await ServerDatabase.open(location, logger: Logger(label: "test"))
+        let database = try await Self.openStore(engine, in: directory)
         let account = AccountRecord(id: "acct_cas", tokenHash: "hash", credits: 10, createdAt: .storeNow, revision: 4)
         try await database.write { try await $0.insert(into: "account").model(account).run() }
         @Sendable func advance(from revision: Int64?, adding delta: Int) async throws -> Int? {
@@ -155,8 +159,7 @@ struct StoreTablesTests {
     @Test("the holdings look-up finds the same transactions on either engine, and only what the product's kind asks for", arguments: TestEngine.all)
     func holdingsLookup(engine: TestEngine) async throws {
         let directory = try TemporaryDirectory()
-        let location = try await engine.freshDatabase() ?? .sqlite(path: directory.path("store.sqlite").path)
-        let database = try await ServerDatabase.open(location, logger: Logger(label: "test"))
+        let database = try await Self.openStore(engine, in: directory)
         let account = AccountRecord(id: "acct_look", tokenHash: "hash", credits: 4, createdAt: .storeNow, revision: 9)
         // Subscription periods: two purchased rows of one product are allowed (not of a book).
         @Sendable func record(_ id: String, status: TransactionStatus, expires: Date? = nil) -> TransactionRecord {
