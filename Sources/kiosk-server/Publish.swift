@@ -24,8 +24,8 @@ extension KioskServerTool {
         static let configuration = CommandConfiguration(
             abstract: "Pack the store once into an origin folder that instances, nginx and CDNs serve as it is.",
             discussion: """
-                Writes OUT/archives/<sha256>.<ext> (content-addressed, never rewritten) and then
-                OUT/catalog.json. Run it again after editing the catalog or content: only what changed
+                Writes OUT/archives/<sha256>.<ext> (content-addressed, never rewritten) and then \
+                OUT/catalog.json. Run it again after editing the catalog or content: only what changed \
                 is packed; then send SIGHUP to every `kiosk serve --published OUT`.
 
                 Example: kiosk publish --catalog Catalog --content Content --out /srv/kiosk/published

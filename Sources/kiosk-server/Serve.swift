@@ -12,8 +12,8 @@ extension KioskServerTool {
         static let configuration = CommandConfiguration(
             abstract: "Run the store's server over a catalog and its content.",
             discussion: """
-                Prints `listening on http://HOST:PORT` once it accepts connections. SIGHUP reloads the
-                catalog (a bad one is logged and the last good one keeps serving); SIGINT or SIGTERM stop
+                Prints `listening on http://HOST:PORT` once it accepts connections. SIGHUP reloads the \
+                catalog (a bad one is logged and the last good one keeps serving); SIGINT or SIGTERM stop \
                 it gracefully.
 
                 Example: kiosk serve --catalog Catalog --content Content --port 0

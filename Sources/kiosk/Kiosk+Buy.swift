@@ -9,8 +9,8 @@ extension Kiosk {
         static let configuration = CommandConfiguration(
             abstract: "Buy a book, an issue, a subscription or credits.",
             discussion: """
-                The purchase is saved before it is sent and its signed receipt is saved before anything
-                else happens, so a crash or a lost connection never loses a purchase or charges twice:
+                The purchase is saved before it is sent and its signed receipt is saved before anything \
+                else happens, so a crash or a lost connection never loses a purchase or charges twice: \
                 the next command completes it. Offline, the purchase waits and exit status is 3.
 
                 Sandbox payment methods: approve (default), decline, cancel, defer (Ask to Buy).

@@ -62,7 +62,7 @@ extension Kiosk {
         static let configuration = CommandConfiguration(
             abstract: "Run due downloads and unfinished transactions; install updated content.",
             discussion: """
-                With --wait it sleeps until waiting downloads are due and goes on until every download is
+                With --wait it sleeps until waiting downloads are due and goes on until every download is \
                 installed or has failed for good (or --max-wait runs out).
 
                 Exit status: 0 all installed, 1 a download failed for good, 3 downloads still waiting.

@@ -8,8 +8,8 @@ extension Kiosk {
         static let configuration = CommandConfiguration(
             abstract: "Download any URL with Kiosk's resumable downloader.",
             discussion: """
-                Resumes from FILE.partial with Range and If-Range, retries transient failures with backoff,
-                and checks the SHA-256 at the end when --sha256 is given. Interrupted, it keeps the partial
+                Resumes from FILE.partial with Range and If-Range, retries transient failures with backoff, \
+                and checks the SHA-256 at the end when --sha256 is given. Interrupted, it keeps the partial \
                 file: run the same command again to continue.
 
                 Example: kiosk fetch https://cdn.example.com/atlas.zip -o atlas.zip --sha256 2daf76…

@@ -9,8 +9,8 @@ extension Kiosk {
         static let configuration = CommandConfiguration(
             abstract: "Bring the local catalog up to date with the server.",
             discussion: """
-                Prints how many products were added, changed and removed (and which, up to 50), or
-                `catalog unchanged`.
+                Prints how many products were added, changed and removed (and which, up to 50), or \
+                `catalog unchanged`. \
                 A server that cannot be reached leaves the local catalog as it was.
 
                 Example: kiosk sync --server http://127.0.0.1:8080

@@ -9,7 +9,7 @@ extension Kiosk {
         static let configuration = CommandConfiguration(
             abstract: "List this device's transactions, newest first; works offline.",
             discussion: """
-                Every receipt is verified against the store's public keys; one that does not verify is
+                Every receipt is verified against the store's public keys; one that does not verify is \
                 reported and never used.
 
                 Example: kiosk transactions --json
@@ -102,9 +102,9 @@ extension Kiosk {
         static let configuration = CommandConfiguration(
             abstract: "Bring back every book, issue and active subscription of the account.",
             discussion: """
-                Credits are consumed, so they are never restored; an expired subscription still brings
-                the issues published while it ran. The content is downloaded and installed, and a
-                missing or damaged library folder is downloaded again. Use `kiosk account link TOKEN`
+                Credits are consumed, so they are never restored; an expired subscription still brings \
+                the issues published while it ran. The content is downloaded and installed, and a \
+                missing or damaged library folder is downloaded again. Use `kiosk account link TOKEN` \
                 first on a new device; no sync is needed before.
 
                 Example: kiosk restore
@@ -199,7 +199,7 @@ extension Kiosk {
         static let configuration = CommandConfiguration(
             abstract: "Change device settings.",
             discussion: """
-                payments on|off: with payments off (a device restriction, like parental controls) `kiosk buy`
+                payments on|off: with payments off (a device restriction, like parental controls) `kiosk buy` \
                 is refused; products and prices still list.
 
                 Example: kiosk config payments off

@@ -8,7 +8,7 @@ extension Kiosk {
         static let configuration = CommandConfiguration(
             abstract: "Unpack a zip or tar archive safely, as the library does.",
             discussion: """
-                Refuses absolute paths, `..`, links outside the folder, devices and FIFOs, naming the entry;
+                Refuses absolute paths, `..`, links outside the folder, devices and FIFOs, naming the entry; \
                 stops at 100,000 entries, 1 GiB per entry or max(1 GiB, 50 × the archive) in all.
 
                 Example: kiosk unpack issue.tar.gz -C issue/

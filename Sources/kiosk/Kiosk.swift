@@ -15,7 +15,7 @@ struct Kiosk: AsyncParsableCommand {
         discussion: """
             Run `kiosk serve` over a Catalog/ and Content/ folder; run the other commands as a reader.
 
-            The store's own commands, serve, publish and keys, are run by kiosk-server (installed beside
+            The store's own commands, serve, publish and keys, are run by kiosk-server (installed beside \
             kiosk); `kiosk serve --help` shows their options.
 
             Exit status: 0 done, 1 failed, 2 usage error, 3 partly done (saved, to be completed by a later command).
