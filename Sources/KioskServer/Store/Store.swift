@@ -364,9 +364,10 @@ public struct Store: Sendable {
             message: "the account is busy with other payments; send the same request again (same idempotency key)")
     }
 
-    /// Records a new decision while the account is still at the snapshot's revision, else throws
-    /// ``SettleConflict``: the compare-and-set that makes the decision valid, the transaction, and
-    /// for a charge its ledger entry, all or nothing.
+    /// Records a new decision while the account is still at the snapshot's revision (for
+    /// ``Holdings/unread``: while its balance stays in range), else throws ``SettleConflict``: the
+    /// compare-and-set that makes the decision valid, the transaction, and for a charge its ledger
+    /// entry, all or nothing. The balance in the answer is the one the compare-and-set wrote.
     ///
     /// On PostgreSQL the three are one statement (data-modifying CTEs), so one round trip with no
     /// BEGIN or COMMIT of its own: as five statements they were five round trips, each parsed and
