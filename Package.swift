@@ -74,6 +74,7 @@ let package = Package(
         .target(
             name: "KioskServer",
             dependencies: [
+                "CLinux",
                 "KioskCore",
                 "KioskArchive",
                 .product(name: "Hummingbird", package: "hummingbird"),

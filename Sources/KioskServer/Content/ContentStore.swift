@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 import KioskArchive
 import KioskCore
@@ -8,7 +9,8 @@ import Logging
 ///
 /// A file's name is its SHA-256, it is written under a temporary name and renamed into place,
 /// and it never changes afterwards: the ETag a response carries (the SHA-256) always names the
-/// bytes it sends, whatever reloads happen meanwhile. Folders are packed deterministically; a
+/// bytes it sends, whatever reloads happen meanwhile. It is on disk before it has that name (synced,
+/// renamed, the folder synced), so a crash cannot leave a name whose bytes were never written. Folders are packed deterministically; a
 /// ready-made archive is copied in, so editing the original in place changes nothing served.
 /// A small record per product (`records/<id>.json`) remembers the source's fingerprint, so a
 /// restart re-packs and re-hashes only what changed.
@@ -62,15 +64,21 @@ public struct ContentStore: Sendable {
             packed = try ContentPacker().pack(folder: source.location, format: source.format, to: temporary)
         } else {
             try fileManager.copyItem(at: source.location, to: temporary)
+            // The disk writes the copy while it is hashed; the sync below then finds little left.
+            try Self.startWriteback(temporary)
             let size = try fileManager.attributesOfItem(atPath: temporary.path)[.size] as? Int64 ?? 0
             packed = PackedContent(file: temporary, size: size, sha256: try FileDigest.sha256(of: temporary))
         }
         let final = archive(packed.sha256, source.format)
         // Same name, same bytes: if another process got there first, its file is as good.
         if !fileManager.fileExists(atPath: final.path) {
+            // Synced here rather than left to the kernel's write-back, which would also flush it
+            // some 30 s later in one burst, stalling every commit's fsync meanwhile.
+            try Self.synchronize(temporary)
             guard rename(temporary.path, final.path) == 0 else {
                 throw ContentStoreError(path: final.path, message: String(cString: strerror(errno)))
             }
+            try Self.synchronize(directory)
         }
         let record = Record(fingerprint: fingerprint, size: packed.size, sha256: packed.sha256)
         let recordTemporary = scratch.appendingPathComponent("\(UUID().uuidString).json")
@@ -102,6 +110,23 @@ public struct ContentStore: Sendable {
             try? fileManager.removeItem(at: url)
             logger.info("removed an archive no catalog names", metadata: ["file": "\(name)"])
         }
+    }
+
+    /// Waits until `url` (a file or a folder) is on disk.
+    private static func synchronize(_ url: URL) throws {
+        try withDescriptor(url) { descriptor in fsync(descriptor) == 0 }
+    }
+
+    /// Asks the kernel to start writing `url` to disk without waiting for it.
+    private static func startWriteback(_ url: URL) throws {
+        try withDescriptor(url) { descriptor in kiosk_start_writeback(descriptor, 0, 0) == 0 }
+    }
+
+    private static func withDescriptor(_ url: URL, _ body: (Int32) -> Bool) throws {
+        let descriptor = open(url.path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw ContentStoreError(path: url.path, message: String(cString: strerror(errno))) }
+        defer { close(descriptor) }
+        guard body(descriptor) else { throw ContentStoreError(path: url.path, message: String(cString: strerror(errno))) }
     }
 
     private static func fingerprint(of source: ContentSource) throws -> String {
