@@ -1,4 +1,5 @@
 import Foundation
+import KioskCore
 @testable import KioskServer
 import KioskTestSupport
 import Logging
@@ -37,6 +38,31 @@ struct GroupCommitTests {
         let commits = (database.groupCommit?.commits.load(ordering: .relaxed) ?? 0) - commitsBefore
         #expect(commits >= 1 && commits < 64, "\(commits) commits for 64 writes")
         await database.close()
+    }
+
+    @Test("16 credit packs bought at once on one account, each sent twice: they share commits instead of taking turns, 16 charges, a balance of exactly 80")
+    func packsOfOneAccountShareCommits() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+        try await LiveServer.run(configuration) { server, url in
+            let http = StoreHTTP(baseURL: url)
+            let account = try await http.createAccount()
+            let groupCommit = try #require(server.database.groupCommit)
+            let before = groupCommit.commits.load(ordering: .relaxed)
+            let replies = try await withThrowingTaskGroup(of: PaymentResponse.self) { group in
+                for index in 0..<32 {
+                    group.addTask { try await http.pay("com.kiosk.credits.pack-5", token: account.token, key: "pack-\(index / 2)").decode(PaymentResponse.self) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            // Taking turns, each charge would wait for the one before it to commit: 16 commits.
+            let commits = groupCommit.commits.load(ordering: .relaxed) - before
+            #expect(commits < 16, "\(commits) commits for 16 charges")
+            #expect(Set(replies.map(\.transaction.transactionId)).count == 16)
+            #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken) == Array(repeating: 499, count: 16))
+            #expect(try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).credits == 80)
+        }
     }
 
     @Test("inline connections: every SQLite type reads back the same through the writer and a reader, a duplicate key is a unique violation in one line, more statements than its cache holds still answer, and a reopen finds what it committed")

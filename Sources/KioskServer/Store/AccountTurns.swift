@@ -1,10 +1,11 @@
-/// Payments of one account take turns within this process.
+/// Payments of one account that decide on what it holds take turns within this process.
 ///
-/// Each payment is decided on a snapshot of its account and committed only if the account did not
+/// Each such payment is decided on a snapshot of its account and committed only if the account did not
 /// move (``Store`` `settle`). Without turns, N concurrent payments of one account all decide on the
 /// same snapshot and N − 1 of them decide again, round after round: 32 at once on one account
 /// collapsed to a few purchases per second. With turns they queue and each decides once. Other
-/// instances still race through the database, where the compare-and-set keeps them correct.
+/// instances still race through the database, where the compare-and-set keeps them correct. A
+/// consumable's charge decides on nothing the account holds, so it takes no turn (``Store`` `settle`).
 actor AccountTurns {
     private var busy: Set<String> = []
     private var waiting: [String: [CheckedContinuation<Void, Never>]] = [:]

@@ -13,7 +13,7 @@ public struct Store: Sendable {
     let database: ServerDatabase
     /// Signs receipts and checks the ones presented.
     let keys: SigningKeys
-    /// Payments of one account decide one at a time in this process (see ``AccountTurns``).
+    /// Payments of one account that read its holdings decide one at a time in this process (see ``AccountTurns``).
     let turns = AccountTurns()
     /// Bearer tokens this process has already looked up (see ``AccountTokens``).
     let tokens = AccountTokens()
@@ -305,63 +305,69 @@ public struct Store: Sendable {
     /// product's) is first taken on ``Holdings/unread`` and written at whatever revision the
     /// account is at, with the balance's bound checked by the write itself (``AdvanceAccount``):
     /// one statement instead of a look-up and a write, like `pgbench`'s own
-    /// `UPDATE … SET abalance = abalance + delta`. What only a look-up can answer falls back to
-    /// it: an idempotency key already used (the unique index refuses the insert, undoing the
-    /// write), a balance that would overflow, an unknown account.
+    /// `UPDATE … SET abalance = abalance + delta`. Such a write conflicts with no other, so it
+    /// does not wait for the account's turn: two packs bought at once on one account share
+    /// SQLite's group commit, and on PostgreSQL the second waits only on the row, not for the
+    /// first's answer. What only a look-up can answer falls back to it, in turn: an idempotency
+    /// key already used (the unique index refuses the insert, undoing the write), a balance that
+    /// would overflow, an unknown account.
     private func settle(
         account accountId: String, key: String, product: Product, readsHoldings: Bool = true, replacing deferred: TransactionRecord? = nil,
         _ decide: @Sendable (Holdings) throws -> Decision
     ) async throws -> Settled {
-        try await turns.run(accountId) {
-            try await settleInTurn(account: accountId, key: key, product: product, readsHoldings: readsHoldings, replacing: deferred, decide)
+        if !readsHoldings, deferred == nil,
+           let settled = try await attempt(on: .unread, key: key, productId: product.id, replacing: nil, decide) {
+            return settled
+        }
+        return try await turns.run(accountId) {
+            for _ in 0..<64 {
+                let holdings = try await database.read { try await Holdings.read(accountId: accountId, product: product, key: key, in: $0) }
+                if let settled = try await attempt(on: holdings, key: key, productId: product.id, replacing: deferred, decide) {
+                    return settled
+                }
+            }
+            throw APIFailure(HTTPResponse.Status(code: 503, reasonPhrase: "Service Unavailable"), code: "busy",
+                message: "the account is busy with other payments; send the same request again (same idempotency key)")
         }
     }
 
-    private func settleInTurn(
-        account accountId: String, key: String, product: Product, readsHoldings: Bool, replacing deferred: TransactionRecord?,
+    /// Decides once on `holdings` and commits the decision; nil when the account moved meanwhile
+    /// or a rule of the schema refused the write, so the caller decides again on a fresh look-up.
+    private func attempt(
+        on holdings: Holdings, key: String, productId: String, replacing deferred: TransactionRecord?,
         _ decide: @Sendable (Holdings) throws -> Decision
-    ) async throws -> Settled {
-        let productId = product.id
-        for attempt in 0..<64 {
-            let holdings = if attempt == 0, !readsHoldings, deferred == nil {
-                Holdings.unread
-            } else {
-                try await database.read { try await Holdings.read(accountId: accountId, product: product, key: key, in: $0) }
+    ) async throws -> Settled? {
+        if deferred == nil, let existing = holdings.sameKey {
+            guard existing.productId == productId else {
+                throw APIFailure(.conflict, code: "idempotency_key_reused",
+                    message: "idempotency key \(key) was already used for \(existing.productId); use a fresh key for a new purchase")
             }
-            if deferred == nil, let existing = holdings.sameKey {
-                guard existing.productId == productId else {
-                    throw APIFailure(.conflict, code: "idempotency_key_reused",
-                        message: "idempotency key \(key) was already used for \(existing.productId); use a fresh key for a new purchase")
-                }
-                return Settled(record: existing, credits: nil)
-            }
-            var record: TransactionRecord
-            switch try decide(holdings) {
-            case .existing(let existing): return Settled(record: existing, credits: nil)
-            case .new(let decided): record = decided
-            }
-            if record.status == .purchased {
-                record.signedTransaction = try await keys.sign(claims(of: record))
-            }
-            do {
-                return if let deferred {
-                    try await commit(record, replacing: deferred, over: holdings)
-                } else {
-                    try await commit(record, over: holdings)
-                }
-            } catch is SettleConflict {
-                continue
-            } catch where database.isUniqueViolation(error) {
-                // A rule of the schema caught what the revision did not: decide again. Unread
-                // holdings expect it: a replayed idempotency key is found here.
-                if holdings.revision != nil {
-                    logger.warning("payment hit a unique constraint; deciding again", metadata: ["error": "\(ServerDatabase.describe(error))"])
-                }
-                continue
-            }
+            return Settled(record: existing, credits: nil)
         }
-        throw APIFailure(HTTPResponse.Status(code: 503, reasonPhrase: "Service Unavailable"), code: "busy",
-            message: "the account is busy with other payments; send the same request again (same idempotency key)")
+        var record: TransactionRecord
+        switch try decide(holdings) {
+        case .existing(let existing): return Settled(record: existing, credits: nil)
+        case .new(let decided): record = decided
+        }
+        if record.status == .purchased {
+            record.signedTransaction = try await keys.sign(claims(of: record))
+        }
+        do {
+            return if let deferred {
+                try await commit(record, replacing: deferred, over: holdings)
+            } else {
+                try await commit(record, over: holdings)
+            }
+        } catch is SettleConflict {
+            return nil
+        } catch where database.isUniqueViolation(error) {
+            // A rule of the schema caught what the revision did not: decide again. Unread
+            // holdings expect it: a replayed idempotency key is found here.
+            if holdings.revision != nil {
+                logger.warning("payment hit a unique constraint; deciding again", metadata: ["error": "\(ServerDatabase.describe(error))"])
+            }
+            return nil
+        }
     }
 
     /// Records a new decision while the account is still at the snapshot's revision (for
