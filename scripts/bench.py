@@ -200,8 +200,12 @@ def create_accounts(url, count):
     return tokens
 
 
-def settle_disk():
-    """Writes back what earlier runs left dirty and lets the disk go idle, so the next window starts alike."""
+def settle_disk(postgres=None):
+    """Writes back what earlier runs left dirty and lets the disk go idle, so the next window starts alike.
+    With `postgres`, its checkpoint too: a timed one (every 5 minutes) would otherwise land in whichever
+    window it falls in."""
+    if postgres:
+        postgres.psql("CHECKPOINT")
     subprocess.run(["sync"], check=True)
     time.sleep(3)
 
@@ -254,6 +258,7 @@ class Postgres:
         self.psql("CREATE DATABASE bench")
         common = ["-h", "127.0.0.1", "-p", str(self.port), "-U", "kiosk"]
         subprocess.run([str(self.bin / "pgbench"), *common, "-i", "-s", "10", "-q", "bench"], check=True, capture_output=True)
+        settle_disk(self)
         logs = BENCH / "pgbench-log"
         shutil.rmtree(logs, ignore_errors=True)
         logs.mkdir()
@@ -287,6 +292,7 @@ def bench_purchases():
                 tokens = create_accounts(server.url, 200)
                 # As pgbench opens its connections before it counts, the server opens its pool's first.
                 purchases(server.url, tokens, f"{engine}-warm-up", seconds=2)
+                settle_disk(postgres)
                 many = purchases(server.url, tokens, f"{engine}-200")
                 # One account with a history of at least 10,000 purchases, against fresh accounts,
                 # in alternating windows (3 of each, medians): one account's purchases take turns,
@@ -302,9 +308,9 @@ def bench_purchases():
                     purchases(server.url, long_account, f"{engine}-fill-{done}", seconds=5)
                 windows = {"fresh": [], "long": []}
                 for index in range(3):
-                    settle_disk()
+                    settle_disk(postgres)
                     windows["fresh"].append(purchases(server.url, create_accounts(server.url, 1), f"{engine}-one-fresh-{index}", seconds=8))
-                    settle_disk()
+                    settle_disk(postgres)
                     windows["long"].append(purchases(server.url, long_account, f"{engine}-one-long-{index}", seconds=8))
                 fresh, long = ({"per_s": statistics.median(w["per_s"] for w in runs), "p99_ms": statistics.median(w["p99_ms"] for w in runs),
                                 "non_2xx": sum(w["non_2xx"] for w in runs), "windows_per_s": [w["per_s"] for w in runs]}
