@@ -42,17 +42,12 @@ struct GroupCommitTests {
 
     @Test("16 credit packs bought at once on one account, each sent twice: they share commits instead of taking turns, 16 charges, a balance of exactly 80")
     func packsOfOneAccountShareCommits() async throws {
-        let directory = try TemporaryDirectory()
-        let store = try SampleStore(in: directory)
-        let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
-        try await LiveServer.run(configuration) { server, url in
-            let http = StoreHTTP(baseURL: url)
-            let account = try await http.createAccount()
+        try await StoreRulesTests.withStore { server, http, account, _ in
             let groupCommit = try #require(server.database.groupCommit)
             let before = groupCommit.commits.load(ordering: .relaxed)
             let replies = try await withThrowingTaskGroup(of: PaymentResponse.self) { group in
                 for index in 0..<32 {
-                    group.addTask { try await http.pay("com.kiosk.credits.pack-5", token: account.token, key: "pack-\(index / 2)").decode(PaymentResponse.self) }
+                    group.addTask { try await http.pay(StoreRulesTests.pack5, token: account.token, key: "pack-\(index / 2)").decode(PaymentResponse.self) }
                 }
                 return try await group.reduce(into: []) { $0.append($1) }
             }
