@@ -40,20 +40,24 @@ struct GroupCommitTests {
         await database.close()
     }
 
-    @Test("16 credit packs bought at once on one account, each sent twice: they share commits instead of taking turns, 16 charges, a balance of exactly 80")
-    func packsOfOneAccountShareCommits() async throws {
-        try await StoreRulesTests.withStore { server, http, account, _ in
-            let groupCommit = try #require(server.database.groupCommit)
-            let before = groupCommit.commits.load(ordering: .relaxed)
+    @Test("16 credit packs bought at once on one account, each sent twice: 16 charges, a balance of exactly 80, and on SQLite they share commits instead of taking turns", arguments: TestEngine.all)
+    func packsOfOneAccountShareCommits(engine: TestEngine) async throws {
+        try await StoreRulesTests.withStore(engine: engine) { server, http, account, _ in
+            // PostgreSQL has no group commit of Kiosk's: there the charges meet on the account's row.
+            let groupCommit = server.database.groupCommit
+            #expect((groupCommit == nil) == (engine == .postgres))
+            let before = groupCommit?.commits.load(ordering: .relaxed) ?? 0
             let replies = try await withThrowingTaskGroup(of: PaymentResponse.self) { group in
                 for index in 0..<32 {
                     group.addTask { try await http.pay(StoreRulesTests.pack5, token: account.token, key: "pack-\(index / 2)").decode(PaymentResponse.self) }
                 }
                 return try await group.reduce(into: []) { $0.append($1) }
             }
-            // Taking turns, each charge would wait for the one before it to commit: 16 commits.
-            let commits = groupCommit.commits.load(ordering: .relaxed) - before
-            #expect(commits < 16, "\(commits) commits for 16 charges")
+            if let groupCommit {
+                // Taking turns, each charge would wait for the one before it to commit: 16 commits.
+                let commits = groupCommit.commits.load(ordering: .relaxed) - before
+                #expect(commits < 16, "\(commits) commits for 16 charges")
+            }
             #expect(Set(replies.map(\.transaction.transactionId)).count == 16)
             #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken) == Array(repeating: 499, count: 16))
             #expect(try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).credits == 80)

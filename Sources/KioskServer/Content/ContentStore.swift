@@ -9,9 +9,10 @@ import Logging
 ///
 /// A file's name is its SHA-256, it is written under a temporary name and renamed into place,
 /// and it never changes afterwards: the ETag a response carries (the SHA-256) always names the
-/// bytes it sends, whatever reloads happen meanwhile. It is on disk before it has that name (synced,
-/// renamed, the folder synced), so a crash cannot leave a name whose bytes were never written. Folders are packed deterministically; a
-/// ready-made archive is copied in, so editing the original in place changes nothing served.
+/// bytes it sends, whatever reloads happen meanwhile. It is on disk before it has that name
+/// (synced, renamed, the folder synced), so a crash cannot leave a name whose bytes were never
+/// written. Folders are packed deterministically; a ready-made archive is copied in, so editing
+/// the original in place changes nothing served.
 /// A small record per product (`records/<id>.json`) remembers the source's fingerprint, so a
 /// restart re-packs and re-hashes only what changed.
 public struct ContentStore: Sendable {
