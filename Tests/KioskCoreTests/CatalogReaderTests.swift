@@ -61,7 +61,7 @@ struct CatalogReaderTests {
         var turn = 0
         while start < document.endIndex {
             let end = min(start + sizes[turn % sizes.count], document.endIndex)
-            try document[start..<end].withUnsafeBytes { try stream.read($0) { read.append(($0, $1)) } }
+            try document[start..<end].withUnsafeBytes { try stream.read($0) { read.append(($0, Data($1))) } }
             start = end
             turn += 1
         }

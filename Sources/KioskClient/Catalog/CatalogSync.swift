@@ -35,9 +35,10 @@ struct CatalogSync {
     /// transaction.
     ///
     /// The body goes to a ``CatalogSpool`` as it arrives (no lock on the database while the server
-    /// sends, and no memory its size); then, in the cache's transaction, it is read back a piece
-    /// at a time through ``CatalogStream`` and stored a product at a time. A document wrong
-    /// anywhere, an unsafe product ID or an ID named twice leaves the cache as it was.
+    /// sends, and no memory its size); then, in the cache's transaction, it is stored a product at
+    /// a time while ``CatalogReadAhead`` reads the next ones back through ``CatalogStream`` on
+    /// another core. A document wrong anywhere, an unsafe product ID or an ID named twice leaves
+    /// the cache as it was.
     func sync() async throws -> SyncReport {
         let url = server + "/v1/catalog"
         let etag = try database.setting(Setting.Key.catalogETag)
@@ -63,18 +64,11 @@ struct CatalogSync {
         do {
             // A product is at least ~100 bytes: the ID table is sized so 100,000 IDs are not rehashed as it grows.
             return try database.replaceCatalog(etag: response.headers["etag"], syncedAt: Date(), expectedProducts: min(spool.size / 100, 1 << 20)) { store in
-                var stream = CatalogStream()
-                try spool.read { piece in
-                    try stream.read(piece) { product, json in
-                        guard ProductID.isValid(product.id) else {
-                            throw ClientError.unsafeProductID(product.id, source: "the catalog from \(url)")
-                        }
-                        guard try store(product, json) else {
-                            throw ClientError.badResponse(url: url, detail: "the catalog names \(product.id) twice; the local catalog was kept")
-                        }
+                try CatalogReadAhead(spool: spool, source: "the catalog from \(url)").forEachProduct { id, json in
+                    guard try store(id, json) else {
+                        throw ClientError.badResponse(url: url, detail: "the catalog names \(id) twice; the local catalog was kept")
                     }
                 }
-                try stream.finish()
             }
         } catch let error as CatalogReadError {
             throw ClientError.badResponse(url: url, detail: "\(error); the local catalog was kept")

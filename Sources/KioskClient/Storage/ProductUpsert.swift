@@ -16,24 +16,19 @@ struct ProductUpsert {
 
     init(_ db: Database) throws {
         statement = try db.cachedStatement(sql: """
-            INSERT INTO product (id, kind, title, json) VALUES (?, ?, ?, ?)
-            ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, title = excluded.title, json = excluded.json
-            WHERE product.json IS NOT excluded.json
+            INSERT INTO product (id, json) VALUES (?, ?)
+            ON CONFLICT (id) DO UPDATE SET json = excluded.json WHERE product.json IS NOT excluded.json
             """)
     }
 
-    /// Writes `product` with the bytes it was sent as; true when a row was added or changed.
-    func run(_ product: Product, json: Data, in db: Database) throws -> Bool {
+    /// Writes the product `id` with the bytes it was sent as; true when a row was added or changed.
+    func run(id: String, json: UnsafeRawBufferPointer, in db: Database) throws -> Bool {
         let handle = statement.sqliteStatement
         sqlite3_reset(handle)
-        var code = Self.bind(product.id, at: 1, of: handle)
-        if code == SQLITE_OK { code = Self.bind(product.kind.rawValue, at: 2, of: handle) }
-        if code == SQLITE_OK { code = Self.bind(product.title, at: 3, of: handle) }
+        var code = Self.bind(id, at: 1, of: handle)
         if code == SQLITE_OK {
-            code = json.withUnsafeBytes { bytes in
-                // A null pointer would bind NULL: an empty blob still needs an address.
-                sqlite3_bind_blob(handle, 4, bytes.baseAddress ?? UnsafeRawPointer(Self.emptyText), Int32(bytes.count), Self.transient)
-            }
+            // A null pointer would bind NULL: an empty blob still needs an address.
+            code = sqlite3_bind_blob(handle, 2, json.baseAddress ?? UnsafeRawPointer(Self.emptyText), Int32(json.count), Self.transient)
         }
         if code == SQLITE_OK { code = sqlite3_step(handle) }
         guard code == SQLITE_DONE else {

@@ -40,7 +40,7 @@ public enum CatalogReader {
     /// - Throws: ``CatalogReadError`` naming the first place the document is wrong.
     public static func forEachProduct(in document: Data, _ body: (Product, Data) throws -> Void) throws {
         var stream = CatalogStream()
-        try document.withUnsafeBytes { try stream.read($0, body) }
+        try document.withUnsafeBytes { bytes in try stream.read(bytes) { product, json in try body(product, Data(json)) } }
         try stream.finish()
     }
 }

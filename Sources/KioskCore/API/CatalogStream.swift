@@ -48,9 +48,10 @@ public struct CatalogStream {
     public init() {}
 
     /// Reads the next piece of the document, calling `body` with each product it completes and
-    /// the bytes of its JSON object as sent. An error `body` throws ends the reading as it is.
+    /// the bytes of its JSON object as sent (valid only during the call). An error `body` throws
+    /// ends the reading as it is.
     /// - Throws: ``CatalogReadError`` naming the first place the document is wrong.
-    public mutating func read(_ piece: UnsafeRawBufferPointer, _ body: (Product, Data) throws -> Void) throws {
+    public mutating func read(_ piece: UnsafeRawBufferPointer, _ body: (Product, UnsafeRawBufferPointer) throws -> Void) throws {
         // Bytes from `run` up to the cursor belong to the frame or to the element (whichever is
         // being received) and are copied in one go when that changes or the piece ends.
         var run = 0
@@ -63,6 +64,15 @@ public struct CatalogStream {
         }
         defer { consumed += piece.count }
         while cursor < piece.count {
+            if inString && !escaped {
+                // Most of a catalog is the inside of strings: only a quote or a backslash matters there.
+                while cursor < piece.count {
+                    let byte = piece[cursor]
+                    if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { break }
+                    cursor += 1
+                }
+                guard cursor < piece.count else { break }
+            }
             let byte = piece[cursor]
             let position = consumed + cursor
             if inString {
@@ -198,16 +208,15 @@ public struct CatalogStream {
         }
     }
 
-    private mutating func endElement(_ body: (Product, Data) throws -> Void) throws {
+    private mutating func endElement(_ body: (Product, UnsafeRawBufferPointer) throws -> Void) throws {
         let product = try readElement()
         // White space between the object and its comma is not part of it.
         var end = element.count
         while end > 0, [0x20, 0x0A, 0x0D, 0x09].contains(element[end - 1]) { end -= 1 }
-        let json = Data(element[..<end])
+        try element.withUnsafeBytes { try body(product, UnsafeRawBufferPointer(rebasing: $0[..<end])) }
         element.removeAll(keepingCapacity: true)
         inElement = false
         index += 1
-        try body(product, json)
     }
 
     private func readElement() throws -> Product {

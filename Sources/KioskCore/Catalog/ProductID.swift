@@ -8,11 +8,10 @@ public enum ProductID {
     public static let maxLength = 128
 
     public static func isValid(_ id: String) -> Bool {
-        let bytes = Array(id.utf8)
-        guard (1...maxLength).contains(bytes.count) else { return false }
+        guard (1...maxLength).contains(id.utf8.count) else { return false }
         var labels = 0
         var labelStart = true
-        for byte in bytes {
+        for byte in id.utf8 {
             switch byte {
             case UInt8(ascii: "."):
                 if labelStart { return false }
