@@ -28,6 +28,7 @@ final class CatalogReadAhead: @unchecked Sendable {
     // Guarded by `condition`.
     private let condition = NSCondition()
     private var ready: [Batch] = []
+    /// Set by the reader as its last act.
     private var outcome: Result<Void, any Error>?
     private var stopped = false
 
@@ -38,18 +39,23 @@ final class CatalogReadAhead: @unchecked Sendable {
     }
 
     /// Calls `body` with each product's ID and JSON object as sent, in order, while the next ones
-    /// are read on another thread. Throws the first error, the reader's (``CatalogReadError``,
+    /// are read on another thread (once: a read-ahead reads its spool once). Throws the first error, the reader's (``CatalogReadError``,
     /// an unsafe ID, a spool that cannot be read) or `body`'s, and returns only once the reader
     /// has stopped.
     func forEachProduct(_ body: (String, UnsafeRawBufferPointer) throws -> Void) throws {
-        let reader = DispatchGroup()
-        DispatchQueue.global(qos: .userInitiated).async(group: reader) { self.read() }
+        // A thread of its own, not a shared pool's: the transaction waits on it, and an app's
+        // pool busy with other waits must not be able to leave it unstarted.
+        let reader = Thread { self.read() }
+        reader.name = "kiosk.catalog-read-ahead"
+        reader.start()
         defer {
+            // Stop the reader if it is still going, and return only once it has ended: it reads
+            // the spool, which the caller closes after this.
             condition.withLock {
                 stopped = true
                 condition.broadcast()
+                while outcome == nil { condition.wait() }
             }
-            reader.wait()
         }
         while let batch = try next() {
             try batch.bytes.withUnsafeBytes { bytes in
