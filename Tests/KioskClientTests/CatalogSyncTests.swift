@@ -168,6 +168,22 @@ struct CatalogSyncInFlightTests {
         }
     }
 
+    @Test("two engines on one home sync 5,000 products at once: both succeed, one adds them, the cache holds each once")
+    func twoSyncsAtOnce() async throws {
+        try await Self.withOldCatalog { server, first, home async throws in
+            server.catalog = .json(Self.catalog(5_000, title: "new"))
+            let second = try KioskClient(home: home)
+            async let one = first.sync()
+            async let two = second.sync()
+            let reports = try await [one, two]
+            // The transactions take turns: whichever stores second finds everything already there.
+            #expect(reports.map(\.added.count).sorted() == [0, 4_997])
+            #expect(reports.map(\.changed.count).sorted() == [0, 3])
+            let products = try first.cachedCatalog().products
+            #expect(products.count == 5_000 && Set(products.map(\.id)).count == 5_000 && products.allSatisfy { $0.title.hasPrefix("new") })
+        }
+    }
+
     @Test("an ID named again 2,000 products later is refused naming it; the cache keeps the last good catalog")
     func duplicateInLaterBatch() async throws {
         try await Self.withOldCatalog { server, client, _ async throws in

@@ -33,7 +33,7 @@ struct CatalogReaderTests {
         try CatalogReader.forEachProduct(in: document) { product, bytes in
             read.append(product)
             // The slice is the product's object as sent, and sorted keys make it its own encoding.
-            #expect(bytes == (try? JSONEncoder.kiosk.encode(product)))
+            #expect(Data(bytes) == (try? JSONEncoder.kiosk.encode(product)))
         }
         #expect(read == decoded)
         #expect(read.count == 2_000)
@@ -45,7 +45,7 @@ struct CatalogReaderTests {
         let products = (0..<500).map { index in Self.product(index, using: &random) }
         let document = try JSONEncoder.kiosk.encode(CatalogDocument(products: products))
         var whole: [(Product, Data)] = []
-        try CatalogReader.forEachProduct(in: document) { whole.append(($0, $1)) }
+        try CatalogReader.forEachProduct(in: document) { whole.append(($0, Data($1))) }
         for pieceSizes in [[1], [2], [7], [4096], (0..<64).map { _ in Int(random.next() % 300) + 1 }] {
             let read = try Self.readInPieces(document, sizes: pieceSizes)
             #expect(read.count == whole.count)

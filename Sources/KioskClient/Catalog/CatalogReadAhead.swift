@@ -39,9 +39,9 @@ final class CatalogReadAhead: @unchecked Sendable {
     }
 
     /// Calls `body` with each product's ID and JSON object as sent, in order, while the next ones
-    /// are read on another thread (once: a read-ahead reads its spool once). Throws the first error, the reader's (``CatalogReadError``,
-    /// an unsafe ID, a spool that cannot be read) or `body`'s, and returns only once the reader
-    /// has stopped.
+    /// are read on another thread; once per read-ahead, which reads its spool once. Throws the
+    /// first error, the reader's (``CatalogReadError``, an unsafe ID, a spool that cannot be read)
+    /// or `body`'s, and returns only once the reader has stopped.
     func forEachProduct(_ body: (String, UnsafeRawBufferPointer) throws -> Void) throws {
         // A thread of its own, not a shared pool's: the transaction waits on it, and an app's
         // pool busy with other waits must not be able to leave it unstarted.

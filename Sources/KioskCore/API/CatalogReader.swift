@@ -35,12 +35,13 @@ public enum CatalogReader {
     }
 
     /// Calls `body` with each product of the document, in the order sent, and the bytes of its
-    /// JSON object exactly as they appear in the document. An error `body` throws ends the
+    /// JSON object exactly as they appear in the document (valid only during the call: a caller
+    /// that only wants the products pays no copy). An error `body` throws ends the
     /// reading and is rethrown as it is. (A document arriving in pieces: ``CatalogStream``.)
     /// - Throws: ``CatalogReadError`` naming the first place the document is wrong.
-    public static func forEachProduct(in document: Data, _ body: (Product, Data) throws -> Void) throws {
+    public static func forEachProduct(in document: Data, _ body: (Product, UnsafeRawBufferPointer) throws -> Void) throws {
         var stream = CatalogStream()
-        try document.withUnsafeBytes { bytes in try stream.read(bytes) { product, json in try body(product, Data(json)) } }
+        try document.withUnsafeBytes { try stream.read($0, body) }
         try stream.finish()
     }
 }
