@@ -92,6 +92,7 @@ let package = Package(
         .target(
             name: "KioskClient",
             dependencies: [
+                "CLinux",
                 "KioskCore",
                 "KioskTransfer",
                 "KioskArchive",

@@ -66,6 +66,7 @@ extension KioskClient {
     public func checkLibrary(only products: Set<String>? = nil) async throws -> [String] {
         var requeued: [String] = []
         let installer = LibraryInstaller(library: home.library)
+        installer.sweepLeftovers()
         for item in try database.libraryItems() where products?.contains(item.productId) ?? true {
             guard try database.download(item.productId)?.state == .installed else { continue }
             let folder = try installer.installed(item.productId)
@@ -94,9 +95,12 @@ extension KioskClient {
                 try database.represent(download.productId, receipt: receipt, transactionId: other.transactionId)
                 continue
             }
-            try installer.remove(download.productId)
-            try? FileManager.default.removeItem(at: home.partialFile(download.productId))
-            try database.forgetContent(download.productId)
+            let partial = try home.partialFile(download.productId)
+            let removed = try database.forgetContent(download.productId) {
+                unlink(partial.path)
+                return try installer.removeFromLibrary(download.productId, by: owner)
+            }
+            if let removed { installer.discard(removed) }
         }
     }
 

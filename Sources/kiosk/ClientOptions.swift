@@ -13,7 +13,8 @@ struct ClientOptions: ParsableArguments {
 
     /// Opens the client's state, with the engine's settings taken from `KIOSK_*` variables:
     /// KIOSK_STALL_SECONDS, KIOSK_MAX_RECEIVE_SPEED, KIOSK_CONCURRENCY, KIOSK_RETRY_BASE_SECONDS and
-    /// KIOSK_RETRY_CAP_SECONDS (the first retry's delay and the longest), and KIOSK_TEST_CRASH_POINT
+    /// KIOSK_RETRY_CAP_SECONDS (the first retry's delay and the longest), KIOSK_CLAIM_LEASE_SECONDS
+    /// (how long a download claim holds without renewal), and KIOSK_TEST_CRASH_POINT
     /// (the tests' way to have this process killed at a point of a purchase).
     func client() throws -> KioskClient {
         LogSetup.bootstrap()
@@ -31,6 +32,7 @@ struct ClientOptions: ParsableArguments {
         if let concurrency = environment["KIOSK_CONCURRENCY"].flatMap(Int.init), concurrency > 0 { configuration.concurrency = concurrency }
         if let base = environment["KIOSK_RETRY_BASE_SECONDS"].flatMap(Double.init), base > 0 { configuration.backoff.base = base }
         if let cap = environment["KIOSK_RETRY_CAP_SECONDS"].flatMap(Double.init), cap > 0 { configuration.backoff.cap = cap }
+        if let lease = environment["KIOSK_CLAIM_LEASE_SECONDS"].flatMap(Double.init), lease > 0 { configuration.claimLease = lease }
         if let point = environment["KIOSK_TEST_CRASH_POINT"].flatMap(CrashPoint.init(rawValue:)) {
             // SIGKILL, which no handler can soften: what a power cut or the OOM killer does.
             configuration.crashPoint = { reached in if reached == point { kill(getpid(), SIGKILL) } }

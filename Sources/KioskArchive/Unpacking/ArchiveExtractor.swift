@@ -19,6 +19,8 @@ public struct ArchiveExtractor: Sendable {
     public struct Summary: Sendable, Equatable {
         public var entries: Int
         public var bytes: Int64
+        /// Every entry written, with the SHA-256 of the bytes it was written from.
+        public var manifest = ArchiveManifest()
     }
 
     /// Unpacks `archive` into `destination`, which must be an empty folder.
@@ -83,6 +85,9 @@ public struct ArchiveExtractor: Sendable {
             }
             let relative = try Self.checkedRelativePath(name)
             try checkType(entry, name: name, relative: relative, links: links)
+            let path = relative.joined(separator: "/")
+            let hardlinkTarget = (archive_entry_hardlink_utf8(entry) ?? archive_entry_hardlink(entry))
+                .flatMap { try? Self.checkedRelativePath(String(cString: $0)).joined(separator: "/") }
             try rewrite(entry, relative: relative, root: root)
 
             guard archive_write_header(writer.handle, entry) >= ARCHIVE_WARN else {
@@ -92,6 +97,7 @@ public struct ArchiveExtractor: Sendable {
                 links.add(relative, target: (archive_entry_symlink_utf8(entry) ?? archive_entry_symlink(entry)).map { String(cString: $0) } ?? "")
             }
             var entryBytes: Int64 = 0
+            var digest = EntryDigest()
             if archive_entry_size_is_set(entry) != 0, archive_entry_size(entry) > limits.maxEntryBytes {
                 throw UnpackError.entryTooLarge(entry: name, limit: limits.maxEntryBytes)
             }
@@ -108,16 +114,37 @@ public struct ArchiveExtractor: Sendable {
                 guard archive_write_data_block(writer.handle, block, size, offset) >= ARCHIVE_WARN else {
                     throw writer.diskError(entry: name)
                 }
+                digest.add(block, count: size, at: Int64(offset))
             }
             summary.bytes += entryBytes
             guard archive_write_finish_entry(writer.handle) >= ARCHIVE_WARN else {
                 throw writer.diskError(entry: name)
             }
+            let written = Self.manifestEntry(entry, path: path, hardlinkTarget: hardlinkTarget, written: entryBytes, digest: &digest, manifest: summary.manifest)
+            summary.manifest.add(written)
         }
         guard archive_write_close(writer.handle) >= ARCHIVE_WARN else {
             throw writer.diskError(entry: nil)
         }
         return summary
+    }
+
+    /// What the manifest records of an entry just written: a hard link is the file it shares
+    /// bytes with; a file's size is the larger of its header's and what was written.
+    private static func manifestEntry(_ entry: OpaquePointer, path: String, hardlinkTarget: String?, written: Int64, digest: inout EntryDigest, manifest: ArchiveManifest) -> ArchiveManifest.Entry {
+        if let hardlinkTarget, let target = manifest.entry(hardlinkTarget) {
+            return ArchiveManifest.Entry(path: path, kind: target.kind, size: target.size, sha256: target.sha256, target: target.target)
+        }
+        switch UInt32(archive_entry_filetype(entry)) {
+        case kiosk_ae_ifdir:
+            return ArchiveManifest.Entry(path: path, kind: .directory, size: 0)
+        case kiosk_ae_iflnk:
+            let target = (archive_entry_symlink_utf8(entry) ?? archive_entry_symlink(entry)).map { String(cString: $0) } ?? ""
+            return ArchiveManifest.Entry(path: path, kind: .symlink, size: 0, target: target)
+        default:
+            let size = max(written, archive_entry_size_is_set(entry) != 0 ? Int64(archive_entry_size(entry)) : 0)
+            return ArchiveManifest.Entry(path: path, kind: .file, size: size, sha256: digest.finalize(size: size))
+        }
     }
 
     /// Removes everything inside `folder`, leaving the folder itself.

@@ -84,8 +84,8 @@ struct DownloadQueue {
         var rounds = 0
         var othersWaitedFor = Set<String>()
         while rounds < 4, !Task.isCancelled {
-            let due = try database.claimDueDownloads(for: owner, only: only, lease: lease)
-            if due.isEmpty {
+            let claimed = try database.claimDueDownloads(for: owner, only: only, lease: lease)
+            if claimed.isEmpty {
                 let others = try database.downloadsClaimedByOthers(than: owner, only: only)
                 guard waitForOthers, !others.isEmpty else { break }
                 othersWaitedFor.formUnion(others.map(\.productId))
@@ -93,17 +93,24 @@ struct DownloadQueue {
                 continue
             }
             rounds += 1
+            var due: [DownloadRecord] = []
+            for var download in claimed {
+                installer.sweepLeftovers(of: download.claim.productId)
+                try takeOverPartial(&download)
+                due.append(download.record)
+            }
+            let claims = Dictionary(claimed.map { ($0.claim.productId, $0.claim) }) { first, _ in first }
             let (startable, short) = try checkSpace(due)
             for (record, message) in short {
-                try scheduleRetry(record, retryAfter: nil, error: message, report: &report)
+                try scheduleRetry(record, claims[record.productId], retryAfter: nil, error: message, report: &report)
             }
             let received = ReceivedBytes()
-            let requests = try startable.map(request(for:))
+            let requests = try startable.map { try request(for: $0, claim: claims[$0.productId]) }
             let versions = Dictionary(startable.map { ($0.productId, $0.sha256) }) { first, _ in first }
-            let ahead = unpackAhead(startable)
+            let ahead = unpackAhead(startable, claims: claims)
             defer { for unpacking in ahead.values { unpacking.abandon() } }
             let outcomes = await Downloader(concurrency: configuration.concurrency, progressPeriod: configuration.progressPeriod)
-                .run(requests) { [database, owner, contentURLs] update in
+                .run(requests) { [database, contentURLs] update in
                     received.note(update)
                     // Bytes of this attempt's answer are on disk: the partial file only grows now.
                     if update.bytesReceived > 0 { ahead[update.key]?.beginReading() }
@@ -113,23 +120,25 @@ struct DownloadQueue {
                     database.events.publish(.progress(update))
                     progress(update)
                     // A failed write (a busy or full disk) must not stop the transfer itself.
-                    return (try? database.recordProgress(update.key, owner: owner, bytesOnDisk: update.bytesOnDisk, etag: update.etag)) ?? true
+                    guard let claim = claims[update.key] else { return false }
+                    return (try? database.recordProgress(claim, bytesOnDisk: update.bytesOnDisk, etag: update.etag)) ?? true
                 }
             report.bytesReceived += received.total
             let signed = Set(requests.filter { !$0.url.hasPrefix(server + "/") }.map(\.key))
             for record in startable {
                 let outcome = outcomes[record.productId] ?? .transport(kind: .failed, message: "the download did not run")
+                guard let claim = claims[record.productId] else { continue }
                 do {
                     if signed.contains(record.productId), case .httpError(let status, _, let message) = outcome, [401, 403, 410].contains(status) {
                         // The signed URL expired (or was revoked at the edge): ask the store for a
                         // fresh one at once and continue from the bytes on disk.
                         contentURLs.forget(record.productId)
-                        try move(record.productId, from: [.downloading], to: .queued, [
+                        try move(claim, from: [.downloading], to: .queued, [
                             DownloadRecord.Columns.lastError.set(to: "the signed content URL stopped working (\(status): \(message)); asking the store for a new one"),
                         ])
                         continue
                     }
-                    try await handle(outcome, for: record, ahead: ahead[record.productId], report: &report)
+                    try await handle(outcome, for: record, claim: claim, ahead: ahead[record.productId], report: &report)
                 } catch is IllegalTransition {
                     // Paused or cancelled under us: the reader's word wins.
                     try noteStoppedElsewhere(record, report: &report)
@@ -149,9 +158,7 @@ struct DownloadQueue {
         var startable: [DownloadRecord] = []
         var short: [(DownloadRecord, String)] = []
         for record in due {
-            let partial = try partialFile(record.productId)
-            let onDisk = (try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int64) ?? 0
-            let needed = max(0, record.size - onDisk)
+            let needed = max(0, record.size - (try bytesOnDisk(record.productId)))
             if needed > available {
                 short.append((record, DiskSpace.shortfall(needed: needed, available: available, at: home.downloads, for: "the download of \(record.productId)")))
             } else {
@@ -162,11 +169,39 @@ struct DownloadQueue {
         return (startable, short)
     }
 
+    private func bytesOnDisk(_ productId: String) throws -> Int64 {
+        (try? FileManager.default.attributesOfItem(atPath: try partialFile(productId).path)[.size] as? Int64) ?? 0
+    }
+
+    /// A claim taken over from an owner that still lives (stopped past its lease, say) gets a
+    /// partial file of its own: that owner may hold the old one open and write to it, or empty
+    /// it, the moment it runs again. The bytes committed as progress are copied to a new file
+    /// that replaces the old name; the old owner's writes land in the file nobody names any more.
+    /// Anything that goes wrong starts the download from zero, never from bytes in doubt.
+    private func takeOverPartial(_ download: inout ClientDatabase.ClaimedDownload) throws {
+        guard download.tookOverLiveOwner else { return }
+        let partial = try partialFile(download.claim.productId)
+        guard FileManager.default.fileExists(atPath: partial.path) else { return }
+        let copy = partial.path + "+" + download.claim.token
+        let committed = download.record.partialETag == nil ? 0 : download.record.bytesDone
+        if committed > 0, PartialFile.copyPrefix(of: partial.path, to: copy, length: committed), rename(copy, partial.path) == 0 {
+            logger.info("took over \(download.claim.productId) from a stopped process; kept its \(committed) committed bytes in a file of this claim's own")
+            return
+        }
+        unlink(copy)
+        unlink(partial.path)
+        download.record.bytesDone = 0
+        download.record.partialETag = nil
+        _ = try database.recordProgress(download.claim, bytesOnDisk: 0, etag: nil)
+    }
+
     /// The request for a download: to the store, with the receipt as proof and the version the
     /// catalog promised (whose SHA-256 is checked) as the only one that may arrive; or straight to
     /// the signed URL the store sent an earlier attempt to, which is proof enough and names the
-    /// version's archive itself. The receipt never goes to an edge.
-    private func request(for record: DownloadRecord) throws -> DownloadRequest {
+    /// version's archive itself. The receipt never goes to an edge. Either way no more than the
+    /// catalog's size for that version is ever written, and the partial file is written only
+    /// once the claim is known to hold after it was opened.
+    private func request(for record: DownloadRecord, claim: DownloadClaim?) throws -> DownloadRequest {
         let id = record.productId.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? record.productId
         var request: DownloadRequest
         if let signed = contentURLs.url(for: record.productId, version: record.sha256) {
@@ -179,45 +214,51 @@ struct DownloadQueue {
         }
         request.lowSpeedTime = configuration.stallSeconds
         request.maxReceiveSpeed = configuration.maxReceiveSpeed
+        request.expectedSize = record.size
+        if let claim {
+            request.mayWrite = { [database] in (try? database.holds(claim)) ?? false }
+        }
         return request
     }
 
     // MARK: Outcomes
 
-    private func handle(_ outcome: DownloadOutcome, for record: DownloadRecord, ahead: UnpackAhead?, report: inout DownloadRunReport) async throws {
+    private func handle(_ outcome: DownloadOutcome, for record: DownloadRecord, claim: DownloadClaim, ahead: UnpackAhead?, report: inout DownloadRunReport) async throws {
         let id = record.productId
         switch outcome {
         case .complete(let size, let sha256, _):
-            try verifyAndInstall(record, size: size, sha256: sha256, ahead: ahead, report: &report)
+            try verifyAndInstall(record, claim: claim, size: size, sha256: sha256, ahead: ahead, report: &report)
         case .restart(let reason):
-            try move(id, from: [.downloading], to: .queued, [Column("partialETag").set(to: nil), Column("bytesDone").set(to: 0), DownloadRecord.Columns.lastError.set(to: reason)])
+            try move(claim, from: [.downloading], to: .queued, [Column("partialETag").set(to: nil), Column("bytesDone").set(to: 0), DownloadRecord.Columns.lastError.set(to: reason)])
         case .httpError(412, _, let message):
-            try scheduleRetry(record, retryAfter: nil, error: "the content changed on the server (\(message))", report: &report)
+            try scheduleRetry(record, claim, retryAfter: nil, error: "the content changed on the server (\(message))", report: &report)
             report.outdated.append(id)
         case .httpError(let status, let retryAfter, let message):
             if status == 408 || status == 429 || status >= 500 {
-                try scheduleRetry(record, retryAfter: retryAfter, error: "the server answered \(status): \(message)", report: &report)
+                try scheduleRetry(record, claim, retryAfter: retryAfter, error: "the server answered \(status): \(message)", report: &report)
             } else {
-                try fail(record, "the server refused the download (\(status)): \(message)", report: &report)
+                try fail(record, claim, "the server refused the download (\(status)): \(message)", report: &report)
             }
         case .transport(let kind, let message):
             switch kind {
             case .unreachable, .timedOut, .interrupted, .aborted:
-                try scheduleRetry(record, retryAfter: nil, error: message, report: &report)
+                try scheduleRetry(record, claim, retryAfter: nil, error: message, report: &report)
             case .localWrite:
-                let partial = try partialFile(id)
-                let onDisk = (try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int64) ?? 0
-                let needed = max(0, record.size - onDisk)
+                let needed = max(0, record.size - (try bytesOnDisk(id)))
                 let available = DiskSpace.available(at: home.downloads) ?? 0
-                try scheduleRetry(record, retryAfter: nil, error: "\(message); " + DiskSpace.shortfall(
+                try scheduleRetry(record, claim, retryAfter: nil, error: "\(message); " + DiskSpace.shortfall(
                     needed: needed, available: available, at: home.downloads, for: "the rest of the download"), report: &report)
-            case .failed, .tooLarge:
-                try fail(record, message, report: &report)
+            case .tooLarge:
+                // More bytes than the catalog declares (an endless or wrong body): what was
+                // written is in doubt, so it goes; a second time, the download fails.
+                try discardMismatch(record, claim, from: .downloading, detail: message, report: &report)
+            case .failed:
+                try fail(record, claim, message, report: &report)
             }
         case .stopped:
             if Task.isCancelled {
                 // Interrupted by the reader (Ctrl-C) or the app: keep the bytes, due again at once.
-                try move(id, from: [.downloading], to: .waiting, [
+                try move(claim, from: [.downloading], to: .waiting, [
                     DownloadRecord.Columns.nextAttemptAt.set(to: Date()),
                     DownloadRecord.Columns.lastError.set(to: "interrupted"),
                 ])
@@ -233,7 +274,8 @@ struct DownloadQueue {
     private func noteStoppedElsewhere(_ record: DownloadRecord, report: inout DownloadRunReport) throws {
         switch try database.download(record.productId)?.state {
         case .cancelled?:
-            try? FileManager.default.removeItem(at: try partialFile(record.productId))
+            let partial = try partialFile(record.productId)
+            try database.discardCancelledPartial(record.productId) { unlink(partial.path) }
             report.cancelled.append(record.productId)
         case .paused?:
             report.paused.append(record.productId)
@@ -242,71 +284,90 @@ struct DownloadQueue {
         }
     }
 
-    /// Tar archives start unpacking into their staging folders as they download, when the library
-    /// has room for them; the rest (zip, or a full disk) unpack after their check as before.
-    private func unpackAhead(_ records: [DownloadRecord]) -> [String: UnpackAhead] {
+    /// Tar archives start unpacking into their claims' staging folders as they download, when the
+    /// library has room for them; the rest (zip, or a full disk) unpack after their check as before.
+    private func unpackAhead(_ records: [DownloadRecord], claims: [String: DownloadClaim]) -> [String: UnpackAhead] {
         var ahead: [String: UnpackAhead] = [:]
         for record in records where configuration.unpackWhileDownloading && record.format.unpacksAsItArrives {
             guard let available = DiskSpace.available(at: home.library), available >= record.size,
+                  let claim = claims[record.productId],
                   let partial = try? partialFile(record.productId),
-                  let unpacking = try? installer.startUnpacking(partial, size: record.size, as: record.productId)
+                  let unpacking = try? installer.startUnpacking(partial, size: record.size, for: claim)
             else { continue }
             ahead[record.productId] = unpacking
         }
         return ahead
     }
 
-    private func verifyAndInstall(_ record: DownloadRecord, size: Int64, sha256: String, ahead: UnpackAhead?, report: inout DownloadRunReport) throws {
+    private func verifyAndInstall(_ record: DownloadRecord, claim: DownloadClaim, size: Int64, sha256: String, ahead: UnpackAhead?, report: inout DownloadRunReport) throws {
         let id = record.productId
-        try move(id, from: [.downloading], to: .verifying, [Column("bytesDone").set(to: size)])
+        try move(claim, from: [.downloading], to: .verifying, [Column("bytesDone").set(to: size)])
         let partial = try partialFile(id)
         let onDisk = (try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int64) ?? -1
         guard size == record.size, onDisk == record.size, sha256 == record.sha256 else {
-            try? FileManager.default.removeItem(at: partial)
             let detail = "expected \(record.size) bytes with SHA-256 \(record.sha256.prefix(12))…, got \(size) bytes with \(sha256.prefix(12))…"
-            if record.mismatches >= 1 {
-                try fail(record, "the content failed its checksum twice (\(detail)); run kiosk sync, then kiosk resume", report: &report, from: .verifying, mismatch: true)
-            } else {
-                try move(id, from: [.verifying], to: .queued, [
-                    Column("mismatches").set(to: record.mismatches + 1), Column("partialETag").set(to: nil), Column("bytesDone").set(to: 0),
-                    DownloadRecord.Columns.lastError.set(to: "checksum mismatch (\(detail)); downloading again from zero"),
-                ])
-            }
+            try discardMismatch(record, claim, from: .verifying, detail: detail, report: &report)
             return
         }
         // Unpacked content takes at least as much room as the archive: check before writing any.
         if let available = DiskSpace.available(at: home.library), available < record.size {
-            try scheduleRetry(record, retryAfter: nil, error: DiskSpace.shortfall(
+            try scheduleRetry(record, claim, retryAfter: nil, error: DiskSpace.shortfall(
                 needed: record.size, available: available, at: home.library, for: "unpacking \(id)"), report: &report, from: .verifying)
             return
         }
-        try move(id, from: [.verifying], to: .unpacking, [])
-        let installed: (folder: URL, treeDigest: String)
+        try move(claim, from: [.verifying], to: .unpacking, [])
+        let unpacked: LibraryInstaller.Unpacked
+        let treeDigest: String
         do {
-            installed = try ahead.map { try installer.install($0, orElse: partial, as: id) } ?? installer.install(partial, as: id)
+            unpacked = try installer.unpacked(ahead, orElse: partial, for: claim)
+            treeDigest = try installer.check(unpacked)
         } catch UnpackError.noSpace(let entry) {
             let available = DiskSpace.available(at: home.library) ?? 0
-            try scheduleRetry(record, retryAfter: nil, error: "the disk filled while unpacking\(entry.map { " \"\($0)\"" } ?? ""); " + DiskSpace.shortfall(
+            try scheduleRetry(record, claim, retryAfter: nil, error: "the disk filled while unpacking\(entry.map { " \"\($0)\"" } ?? ""); " + DiskSpace.shortfall(
                 needed: record.size, available: available, at: home.library, for: "unpacking \(id)"), report: &report, from: .unpacking)
             return
         } catch let error as UnpackError where !error.isHostile {
-            try scheduleRetry(record, retryAfter: nil, error: error.description, report: &report, from: .unpacking)
+            try scheduleRetry(record, claim, retryAfter: nil, error: error.description, report: &report, from: .unpacking)
             return
         } catch {
-            try? FileManager.default.removeItem(at: partial)
-            try fail(record, "\(error)", report: &report, from: .unpacking)
+            try fail(record, claim, "\(error)", report: &report, from: .unpacking, discardingPartial: true)
             return
         }
-        let item = LibraryItem(productId: id, version: record.version, sha256: record.sha256, path: installed.folder.path, installedAt: Date(), treeDigest: installed.treeDigest)
-        _ = try database.markInstalled(item, owner: owner)
-        try? FileManager.default.removeItem(at: partial)
+        let item = LibraryItem(productId: id, version: record.version, sha256: record.sha256, path: try installer.installed(id).path, installedAt: Date(), treeDigest: treeDigest)
+        var replaced: URL?
+        do {
+            _ = try database.markInstalled(item, claim: claim) {
+                replaced = try installer.swapIntoLibrary(unpacked.staging, as: id)
+                unlink(partial.path)
+            }
+        } catch {
+            // Lost the claim (or the move failed): this claim's folder goes, the library is as it was.
+            installer.discard(unpacked.staging)
+            throw error
+        }
+        if let replaced { installer.discard(replaced) }
         report.installed.append(id)
     }
 
-    private func scheduleRetry(_ record: DownloadRecord, retryAfter: TimeInterval?, error: String, report: inout DownloadRunReport, from state: DownloadState = .downloading) throws {
+    /// Bytes that are not the catalog's: the partial file goes and the download starts again
+    /// from zero; the second time in a row, it fails.
+    private func discardMismatch(_ record: DownloadRecord, _ claim: DownloadClaim, from state: DownloadState, detail: String, report: inout DownloadRunReport) throws {
+        let partial = try partialFile(record.productId)
+        if record.mismatches >= 1 {
+            try fail(record, claim, "the content failed its checksum twice (\(detail)); run kiosk sync, then kiosk resume", report: &report, from: state, mismatch: true, discardingPartial: true)
+        } else {
+            try database.moveDownload(record.productId, claim: claim, from: [state], to: .queued, [
+                Column("mismatches").set(to: record.mismatches + 1), Column("partialETag").set(to: nil), Column("bytesDone").set(to: 0),
+                DownloadRecord.Columns.lastError.set(to: "checksum mismatch (\(detail)); downloading again from zero"),
+            ]) { unlink(partial.path) }
+        }
+    }
+
+    private func scheduleRetry(_ record: DownloadRecord, _ claim: DownloadClaim?, retryAfter: TimeInterval?, error: String, report: inout DownloadRunReport, from state: DownloadState = .downloading) throws {
+        guard let claim else { return }
         let attempts = record.attempts + 1
         let delay = configuration.backoff.delay(afterAttempts: attempts, retryAfter: retryAfter)
-        try move(record.productId, from: [state], to: .waiting, [
+        try move(claim, from: [state], to: .waiting, [
             DownloadRecord.Columns.attempts.set(to: attempts),
             DownloadRecord.Columns.nextAttemptAt.set(to: Date().addingTimeInterval(delay)),
             DownloadRecord.Columns.lastError.set(to: error),
@@ -314,18 +375,21 @@ struct DownloadQueue {
         report.waiting.append(record.productId)
     }
 
-    private func fail(_ record: DownloadRecord, _ reason: String, report: inout DownloadRunReport, from state: DownloadState = .downloading, mismatch: Bool = false) throws {
-        try move(record.productId, from: [state], to: .failed, [
+    private func fail(_ record: DownloadRecord, _ claim: DownloadClaim, _ reason: String, report: inout DownloadRunReport, from state: DownloadState = .downloading, mismatch: Bool = false, discardingPartial: Bool = false) throws {
+        let partial = try partialFile(record.productId)
+        try database.moveDownload(record.productId, claim: claim, from: [state], to: .failed, [
             DownloadRecord.Columns.attempts.set(to: record.attempts + 1),
             DownloadRecord.Columns.lastError.set(to: reason),
             DownloadRecord.Columns.nextAttemptAt.set(to: nil),
             Column("mismatches").set(to: record.mismatches + (mismatch ? 1 : 0)),
-        ])
+        ] + (discardingPartial ? [Column("partialETag").set(to: nil), Column("bytesDone").set(to: 0)] : [])) {
+            if discardingPartial { unlink(partial.path) }
+        }
         report.failed.append(record.productId)
     }
 
-    private func move(_ productId: String, from: Set<DownloadState>, to target: DownloadState, _ assignments: [ColumnAssignment]) throws {
-        try database.moveDownload(productId, owner: owner, from: from, to: target, assignments)
+    private func move(_ claim: DownloadClaim, from: Set<DownloadState>, to target: DownloadState, _ assignments: [ColumnAssignment]) throws {
+        try database.moveDownload(claim.productId, claim: claim, from: from, to: target, assignments)
     }
 }
 
@@ -333,9 +397,18 @@ struct DownloadQueue {
 final class ReceivedBytes: @unchecked Sendable {
     private let lock = NSLock()
     private var byKey: [String: Int64] = [:]
+    private var identity: FileIdentity?
 
     func note(_ progress: DownloadProgress) {
-        lock.withLock { byKey[progress.key] = max(byKey[progress.key] ?? 0, progress.bytesReceived) }
+        lock.withLock {
+            byKey[progress.key] = max(byKey[progress.key] ?? 0, progress.bytesReceived)
+            identity = progress.partialIdentity ?? identity
+        }
+    }
+
+    /// The partial file the last progress report was about.
+    var partialIdentity: FileIdentity? {
+        lock.withLock { identity }
     }
 
     var total: Int64 {

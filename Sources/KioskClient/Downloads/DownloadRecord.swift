@@ -38,10 +38,16 @@ public struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Senda
     public var updatedAt: Date
     /// The process working on it (`pid:nonce`) while it is downloading, verifying or unpacking.
     public var owner: String?
-    /// The claim lapses after this unless its owner renews it.
+    /// The claim lapses after this unless its owner renews it: shown to people; the decision is
+    /// taken on the monotonic clock (`leaseBoot`, `leaseDeadline`).
     public var leaseUntil: Date?
     /// The transaction whose receipt is presented.
     public var transactionId: String?
+    /// Bumped at every claim: the fence every write of the claim's holder checks.
+    public var claimGeneration: Int64 = 0
+    /// The boot the lease's deadline counts from, and the deadline in `CLOCK_MONOTONIC` nanoseconds.
+    var leaseBoot: String?
+    var leaseDeadline: Int64?
 
     public enum Columns {
         static let productId = Column("productId")
@@ -53,6 +59,9 @@ public struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Senda
         static let attempts = Column("attempts")
         static let updatedAt = Column("updatedAt")
         static let transactionId = Column("transactionId")
+        static let claimGeneration = Column("claimGeneration")
+        static let leaseBoot = Column("leaseBoot")
+        static let leaseDeadline = Column("leaseDeadline")
     }
 
     var subject: String { "the download of \(productId)" }

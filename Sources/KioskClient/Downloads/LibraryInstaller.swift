@@ -1,102 +1,163 @@
+import CLinux
 import Foundation
 import KioskArchive
 import KioskCore
 
-/// Unpacks a verified archive into a staging folder and moves it into `Library/<product id>/`.
+/// Unpacks a verified archive into a staging folder of its own claim and swaps it into
+/// `Library/<product id>/`.
 ///
-/// The library never holds a half-unpacked book: everything is written in
-/// `Library/.staging-<product id>` and appears by rename(2). A new version replaces the old one by
-/// two renames; a crash between them leaves `.old-<product id>`, which the next install of that
-/// product puts back or clears. Only the process holding the product's download claim calls
-/// these, so it never touches another process's staging folder.
+/// The library never holds a half-unpacked book, and no process touches another's files:
+/// - each download claim unpacks into `Library/.staging-<id>+<claim token>`, a name no other
+///   claim shares, so a process that lost its claim (suspended past its lease, say) removes only
+///   its own folder; leftovers are swept only once the process named in their token is gone;
+/// - the unpacked folder is checked against the archive's manifest (every entry's kind, size and
+///   SHA-256, read back from disk) before it may be installed;
+/// - the swap itself runs inside the database transaction that names the product installed and
+///   checks the claim (see ``ClientDatabase/markInstalled(_:claim:swap:)``), so it happens only
+///   while the claim holds, and never at the same time as another process's swap or removal.
 struct LibraryInstaller {
     let library: URL
     var limits = ExtractionLimits()
 
-    func staging(_ productId: String) throws -> URL { try folder(".staging-", productId) }
-    func old(_ productId: String) throws -> URL { try folder(".old-", productId) }
+    /// An unpacked archive in its claim's staging folder, with what the archive said it holds.
+    struct Unpacked: Sendable {
+        let staging: URL
+        let manifest: ArchiveManifest
+    }
+
+    func staging(for claim: DownloadClaim) throws -> URL {
+        try folder(".staging-", claim.productId, token: claim.token)
+    }
+
     func installed(_ productId: String) throws -> URL { try folder("", productId) }
 
-    /// Paths are built only from IDs that pass ``ProductID``'s rule: one file name, never `/` or `..`.
-    private func folder(_ prefix: String, _ productId: String) throws -> URL {
+    /// Where an earlier version of Kiosk parked the old version during a swap.
+    private func old(_ productId: String) throws -> URL { try folder(".old-", productId) }
+
+    /// Paths are built only from IDs that pass ``ProductID``'s rule: one file name, never `/` or
+    /// `..`, and never `+`, which separates a product from the claim a hidden folder belongs to.
+    private func folder(_ prefix: String, _ productId: String, token: String? = nil) throws -> URL {
         guard ProductID.isValid(productId) else { throw ClientError.unsafeProductID(productId, source: "the library") }
-        return library.appendingPathComponent(prefix + productId, isDirectory: true)
+        return library.appendingPathComponent(prefix + productId + (token.map { "+" + $0 } ?? ""), isDirectory: true)
     }
 
-    /// Installs `archive` as `productId` and returns the installed folder and its tree digest.
-    /// - Throws: ``UnpackError``; the staging folder is removed and the library is unchanged.
-    func install(_ archive: URL, as productId: String) throws -> (folder: URL, treeDigest: String) {
-        let staging = try freshStaging(productId)
+    // MARK: Unpacking (the claim's own folder; no lock needed)
+
+    /// Unpacks `archive` into the claim's staging folder.
+    /// - Throws: ``UnpackError``; the staging folder is removed.
+    func unpack(_ archive: URL, for claim: DownloadClaim) throws -> Unpacked {
+        let staging = try freshStaging(for: claim)
         do {
-            _ = try ArchiveExtractor(limits: limits).extract(archive, into: staging)
+            let summary = try ArchiveExtractor(limits: limits).extract(archive, into: staging)
+            return Unpacked(staging: staging, manifest: summary.manifest)
         } catch {
-            try? FileManager.default.removeItem(at: staging)
+            discard(staging)
             throw error
         }
-        return try moveIntoLibrary(staging, as: productId)
     }
 
-    /// Starts unpacking `partial` into the staging folder while it downloads; see ``UnpackAhead``.
-    func startUnpacking(_ partial: URL, size: Int64, as productId: String) throws -> UnpackAhead {
-        let staging = try freshStaging(productId)
+    /// Starts unpacking `partial` into the claim's staging folder while it downloads; see ``UnpackAhead``.
+    func startUnpacking(_ partial: URL, size: Int64, for claim: DownloadClaim) throws -> UnpackAhead {
+        let staging = try freshStaging(for: claim)
         return UnpackAhead(file: GrowingFile(partial, expectedSize: size), staging: staging, extractor: ArchiveExtractor(limits: limits))
     }
 
-    /// Installs what `ahead` unpacked while the verified archive `partial` downloaded, or, when that
-    /// did not succeed, unpacks `partial` again from its first byte.
-    func install(_ ahead: UnpackAhead, orElse partial: URL, as productId: String) throws -> (folder: URL, treeDigest: String) {
-        guard ahead.finish() else { return try install(partial, as: productId) }
-        return try moveIntoLibrary(ahead.staging, as: productId)
+    /// What `ahead` unpacked while the verified archive `partial` downloaded, or, when that did
+    /// not succeed, `partial` unpacked again from its first byte.
+    func unpacked(_ ahead: UnpackAhead?, orElse partial: URL, for claim: DownloadClaim) throws -> Unpacked {
+        if let ahead, let manifest = ahead.finish() { return Unpacked(staging: ahead.staging, manifest: manifest) }
+        ahead?.abandon()
+        return try unpack(partial, for: claim)
     }
 
-    /// An empty staging folder for `productId`, after putting back any interrupted swap.
-    private func freshStaging(_ productId: String) throws -> URL {
+    /// Checks the unpacked folder against its manifest and gives its tree digest.
+    /// - Throws: ``UnpackError/disk(entry:message:)`` naming the entry that differs; the folder is removed.
+    func check(_ unpacked: Unpacked) throws -> String {
+        do {
+            try unpacked.manifest.check(unpacked.staging)
+            return try Self.treeDigest(of: unpacked.staging)
+        } catch let mismatch as ArchiveManifest.Mismatch {
+            discard(unpacked.staging)
+            throw UnpackError.disk(entry: mismatch.path, message: "the unpacked folder does not match the archive (\(mismatch)); it was discarded and will be unpacked again")
+        }
+    }
+
+    /// A new, empty staging folder for the claim (a folder left by this claim earlier goes first).
+    private func freshStaging(for claim: DownloadClaim) throws -> URL {
         try FileManager.default.createDirectory(at: library, withIntermediateDirectories: true)
-        try recoverInterruptedSwap(productId)
-        let staging = try staging(productId)
+        let staging = try staging(for: claim)
+        discard(staging)
         try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: false)
         return staging
     }
 
-    /// Moves a complete staging folder into place as `Library/<productId>`.
-    private func moveIntoLibrary(_ staging: URL, as productId: String) throws -> (folder: URL, treeDigest: String) {
-        let fileManager = FileManager.default
-        let digest = try Self.treeDigest(of: staging)
-        let destination = try installed(productId)
-        if fileManager.fileExists(atPath: destination.path) {
-            let old = try old(productId)
-            try rename(destination, to: old)
-            try rename(staging, to: destination)
-            try? fileManager.removeItem(at: old)
-        } else {
-            try rename(staging, to: destination)
-        }
-        return (destination, digest)
-    }
+    // MARK: The library itself (only inside the database's write transaction)
 
-    /// Takes a product out of the library (its purchase was revoked).
-    func remove(_ productId: String) throws {
-        let fileManager = FileManager.default
+    /// Moves a checked staging folder into place as `Library/<productId>`: swapped with the
+    /// installed version in one rename where the file system can (the library shows one version
+    /// or the other, never neither), otherwise by two renames.
+    /// - Returns: the folder now holding the replaced version, to ``discard(_:)`` after the commit.
+    func swapIntoLibrary(_ staging: URL, as productId: String) throws -> URL? {
         try recoverInterruptedSwap(productId)
         let destination = try installed(productId)
-        guard fileManager.fileExists(atPath: destination.path) else { return }
-        // Renamed first, so the library never shows a half-deleted book.
+        guard FileManager.default.fileExists(atPath: destination.path) else {
+            try rename(staging, to: destination)
+            return nil
+        }
+        if kiosk_exchange(staging.path, destination.path) == 0 { return staging }
+        guard errno == EINVAL || errno == ENOSYS else { throw Self.moveError(staging) }
         let old = try old(productId)
         try rename(destination, to: old)
-        try fileManager.removeItem(at: old)
+        try rename(staging, to: destination)
+        return old
     }
 
-    /// Puts back an old version whose replacement was interrupted, and clears a stale staging folder.
-    func recoverInterruptedSwap(_ productId: String) throws {
+    /// Takes a product out of the library (its purchase was revoked): renamed first, so the library
+    /// never shows a half-deleted book.
+    /// - Returns: the folder to ``discard(_:)`` after the commit.
+    func removeFromLibrary(_ productId: String, by owner: ClaimOwner) throws -> URL? {
+        try recoverInterruptedSwap(productId)
+        let destination = try installed(productId)
+        guard FileManager.default.fileExists(atPath: destination.path) else { return nil }
+        let removed = try folder(".removed-", productId, token: owner.id)
+        discard(removed)
+        try rename(destination, to: removed)
+        return removed
+    }
+
+    /// Puts back an old version whose replacement an earlier Kiosk (two renames) left half-done.
+    private func recoverInterruptedSwap(_ productId: String) throws {
         let fileManager = FileManager.default
-        try? fileManager.removeItem(at: staging(productId))
         let old = try old(productId)
-        let installed = try installed(productId)
         guard fileManager.fileExists(atPath: old.path) else { return }
-        if fileManager.fileExists(atPath: installed.path) {
-            try? fileManager.removeItem(at: old)
+        if fileManager.fileExists(atPath: try installed(productId).path) {
+            discard(old)
         } else {
-            try? rename(old, to: installed)
+            try? rename(old, to: try installed(productId))
+        }
+    }
+
+    func discard(_ folder: URL) {
+        try? FileManager.default.removeItem(at: folder)
+    }
+
+    /// Removes the hidden folders (staging, replaced or removed versions) left by processes that
+    /// are gone, for `productId` or for every product. A live process's folders are never touched,
+    /// however long it has been stopped.
+    func sweepLeftovers(of productId: String? = nil) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: library.path) else { return }
+        for name in names where name.hasPrefix(".") {
+            guard let plus = name.firstIndex(of: "+") else {
+                // An earlier Kiosk's staging folder (`.staging-<id>`), which no claim owns now.
+                if name.hasPrefix(".staging-"), productId.map({ name == ".staging-" + $0 }) ?? true {
+                    discard(library.appendingPathComponent(name))
+                }
+                continue
+            }
+            let subject = name[..<plus]
+            let token = String(name[name.index(after: plus)...])
+            if let productId, !subject.hasSuffix("-" + productId) { continue }
+            if ClaimOwner.isGone(token) { discard(library.appendingPathComponent(name)) }
         }
     }
 
@@ -119,8 +180,10 @@ struct LibraryInstaller {
     }
 
     private func rename(_ source: URL, to destination: URL) throws {
-        guard Foundation.rename(source.path, destination.path) == 0 else {
-            throw UnpackError.disk(entry: nil, message: "cannot move \(source.lastPathComponent) into the library: \(String(cString: strerror(errno)))")
-        }
+        guard Foundation.rename(source.path, destination.path) == 0 else { throw Self.moveError(source) }
+    }
+
+    private static func moveError(_ source: URL) -> UnpackError {
+        .disk(entry: nil, message: "cannot move \(source.lastPathComponent) into the library: \(String(cString: strerror(errno)))")
     }
 }

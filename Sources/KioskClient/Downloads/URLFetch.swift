@@ -38,10 +38,14 @@ public struct URLFetch: Sendable {
     public func run(progress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }) async throws -> Result {
         var received: Int64 = 0
         var mismatches = 0
+        // The partial file this run wrote: every later attempt, and the final rename, must find
+        // that very file under its name, not one swapped in while we waited.
+        var written: FileIdentity?
         for attempt in 1...max(1, attempts) {
             var request = DownloadRequest(key: "fetch", url: url, headers: headers, partialFile: partial, etag: savedETag())
             request.lowSpeedTime = stallSeconds
             request.maxReceiveSpeed = maxReceiveSpeed
+            request.expectedIdentity = written
             let counter = ReceivedBytes()
             let etagFile = self.etagFile
             let recordedETag = request.etag
@@ -56,6 +60,7 @@ public struct URLFetch: Sendable {
                 return true
             }["fetch"] ?? .stopped
             received += counter.total
+            written = counter.partialIdentity ?? written
             var retryAfter: TimeInterval?
             switch outcome {
             case .complete(let size, let sha256, _):
@@ -66,6 +71,9 @@ public struct URLFetch: Sendable {
                         throw ClientError.invalidRequest("\(url): the SHA-256 is \(sha256), not \(expectedSHA256 ?? "") (twice); check --sha256 or the origin")
                     }
                     continue
+                }
+                guard let written, FileIdentity.ofRegularFile(partial.path) == written else {
+                    throw ClientError.invalidRequest("\(partial.path) was replaced by another file during the download; nothing was saved, check who else writes in that folder")
                 }
                 try? FileManager.default.removeItem(at: output)
                 guard rename(partial.path, output.path) == 0 else {
@@ -82,6 +90,8 @@ public struct URLFetch: Sendable {
                 }
                 retryAfter = after
                 if attempt == attempts { throw ClientError.serverError(url: url, status: status, code: "http_\(status)", message: message) }
+            case .transport(.localWrite, let message) where message.hasPrefix("refusing to write"):
+                throw ClientError.invalidRequest("\(message); nothing was written")
             case .transport(let kind, let message):
                 let transient = [TransferError.Kind.unreachable, .timedOut, .interrupted].contains(kind)
                 if !transient || attempt == attempts {

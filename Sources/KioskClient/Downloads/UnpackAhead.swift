@@ -14,15 +14,15 @@ final class UnpackAhead: Sendable {
     let staging: URL
     private let file: GrowingFile
     private let done = DispatchSemaphore(value: 0)
-    /// Whether the staging folder holds the whole archive; written once by the unpacking thread.
-    private let succeeded = Mutex(false)
+    /// The archive's manifest once the staging folder holds all of it; written once by the unpacking thread.
+    private let result = Mutex<ArchiveManifest?>(nil)
 
     init(file: GrowingFile, staging: URL, extractor: ArchiveExtractor) {
         self.file = file
         self.staging = staging
         let thread = Thread { [self] in
-            let whole = (try? extractor.extract(file, into: staging)) != nil
-            succeeded.withLock { $0 = whole }
+            let manifest = (try? extractor.extract(file, into: staging))?.manifest
+            result.withLock { $0 = manifest }
             done.signal()
         }
         thread.name = "kiosk.unpack-ahead"
@@ -33,16 +33,16 @@ final class UnpackAhead: Sendable {
     func beginReading() { file.beginReading() }
 
     /// Every byte is there and verified: waits for the unpacking to end.
-    /// - Returns: true when the staging folder holds the whole archive, unpacked.
-    func finish() -> Bool {
+    /// - Returns: the archive's manifest when the staging folder holds the whole archive, unpacked.
+    func finish() -> ArchiveManifest? {
         file.finish()
         waitForThread()
-        return succeeded.withLock { $0 }
+        return result.withLock { $0 }
     }
 
-    /// Ends it: stops the unpacking if it still runs and removes the staging folder unless the
-    /// installer already moved it into the library. Called once per download round, for every
-    /// download, whatever its outcome.
+    /// Ends it: stops the unpacking if it still runs and removes the staging folder (this claim's
+    /// own) unless the installer already moved it into the library. Called once per download
+    /// round, for every download, whatever its outcome.
     func abandon() {
         file.abandon()
         waitForThread()

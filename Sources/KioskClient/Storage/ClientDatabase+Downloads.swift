@@ -62,6 +62,8 @@ extension ClientDatabase {
                 existing.lastError = nil
                 existing.owner = nil
                 existing.leaseUntil = nil
+                existing.leaseBoot = nil
+                existing.leaseDeadline = nil
                 if !sameVersion { existing.partialETag = nil; existing.bytesDone = 0 }
                 existing.updatedAt = now
                 try existing.update(db)
@@ -81,7 +83,7 @@ extension ClientDatabase {
 
     /// `installed → queued`: the installed folder is missing or damaged, so it is downloaded again.
     func requeueInstalled(_ productId: String, reason: String) throws {
-        _ = try moveDownload(productId, owner: nil, from: [.installed], to: .queued, [
+        _ = try moveDownload(productId, claim: nil, from: [.installed], to: .queued, [
             DownloadRecord.Columns.lastError.set(to: reason),
             DownloadRecord.Columns.attempts.set(to: 0),
             Column("bytesDone").set(to: 0),
@@ -130,21 +132,24 @@ extension ClientDatabase {
 
     /// `queued | waiting | downloading | failed → paused`, keeping its bytes; a running owner stops.
     func pauseDownload(_ productId: String) throws -> DownloadRecord {
-        try moveDownload(productId, owner: nil, from: [.queued, .waiting, .downloading, .failed, .paused], to: .paused, [])
+        try moveDownload(productId, claim: nil, from: [.queued, .waiting, .downloading, .failed, .paused], to: .paused, [])
     }
 
     /// `queued | waiting | downloading | paused | failed → cancelled`; a running owner stops.
     func cancelDownload(_ productId: String) throws -> DownloadRecord {
-        try moveDownload(productId, owner: nil, from: [.queued, .waiting, .downloading, .paused, .failed, .cancelled], to: .cancelled, [
+        try moveDownload(productId, claim: nil, from: [.queued, .waiting, .downloading, .paused, .failed, .cancelled], to: .cancelled, [
             Column("bytesDone").set(to: 0), Column("partialETag").set(to: nil),
         ])
     }
 
-    /// Forgets a product's download and library entry (its purchase was revoked).
-    func forgetContent(_ productId: String) throws {
+    /// Forgets a product's download and library entry (its purchase was revoked). `remove` takes
+    /// the content out of the library inside the same transaction, so no install can slip in
+    /// between; it returns a folder to delete after the commit.
+    func forgetContent(_ productId: String, remove: () throws -> URL?) throws -> URL? {
         try write { db in
             _ = try DownloadRecord.deleteOne(db, key: productId)
             _ = try LibraryItem.deleteOne(db, key: productId)
+            return try remove()
         }
     }
 
@@ -159,75 +164,114 @@ extension ClientDatabase {
 
     // MARK: Claims
 
+    /// A download this process just claimed, and what the claim took over.
+    struct ClaimedDownload {
+        var record: DownloadRecord
+        let claim: DownloadClaim
+        /// The claim lapsed while its owner process still lives (stopped, or too slow to renew):
+        /// that process may still hold the partial file open and write to it once it runs again.
+        let tookOverLiveOwner: Bool
+    }
+
     /// Claims every due download (or those of `only`) for `owner`, in one transaction:
-    /// queued ones, waiting ones whose time has come, and claimed ones whose owner is gone.
-    func claimDueDownloads(for owner: ClaimOwner, only: Set<String>?, lease: TimeInterval, now: Date = Date()) throws -> [DownloadRecord] {
-        let claimed = try write { db -> [DownloadRecord] in
+    /// queued ones, waiting ones whose time has come (by the wall clock: a schedule survives a
+    /// restart), and claimed ones whose lease has lapsed on the monotonic clock or whose owner is gone.
+    func claimDueDownloads(for owner: ClaimOwner, only: Set<String>?, lease: TimeInterval, now: Date = Date(), clock: LeaseClock = .system) throws -> [ClaimedDownload] {
+        let claimed = try write { db -> [ClaimedDownload] in
             let candidates = try DownloadRecord
                 .filter([DownloadState.queued, .waiting].map(\.rawValue).contains(DownloadRecord.Columns.state)
                     || DownloadState.claimed.map(\.rawValue).contains(DownloadRecord.Columns.state))
                 .order(DownloadRecord.Columns.productId)
                 .fetchAll(db)
-            var claimed: [DownloadRecord] = []
+            var claimed: [ClaimedDownload] = []
             for var record in candidates where only?.contains(record.productId) ?? true {
+                var liveOwner = false
                 switch record.state {
                 case .queued: break
                 case .waiting: guard (record.nextAttemptAt ?? .distantPast) <= now else { continue }
-                default: guard ClaimOwner.hasLapsed(record.owner, leaseUntil: record.leaseUntil, now: now) else { continue }
+                default:
+                    guard clock.hasLapsed(owner: record.owner, boot: record.leaseBoot, deadline: record.leaseDeadline) else { continue }
+                    liveOwner = record.owner.map { !ClaimOwner.isGone($0) } ?? false
                 }
-                // Compare-and-set on the state and owner read above: of two claimers, one wins.
+                // Compare-and-set on the state and generation read above: of two claimers, one
+                // wins, and the generation it writes fences off every holder before it.
+                let generation = record.claimGeneration + 1
+                let deadline = clock.now().adding(seconds: lease)
                 let changed = try DownloadRecord
                     .filter(key: record.productId)
                     .filter(DownloadRecord.Columns.state == record.state.rawValue)
-                    .filter(record.owner == nil ? DownloadRecord.Columns.owner == nil : DownloadRecord.Columns.owner == record.owner)
+                    .filter(DownloadRecord.Columns.claimGeneration == record.claimGeneration)
                     .updateAll(db, [
                         DownloadRecord.Columns.state.set(to: DownloadState.downloading.rawValue),
                         DownloadRecord.Columns.owner.set(to: owner.id),
+                        DownloadRecord.Columns.claimGeneration.set(to: generation),
+                        DownloadRecord.Columns.leaseBoot.set(to: deadline.boot),
+                        DownloadRecord.Columns.leaseDeadline.set(to: deadline.nanoseconds),
                         DownloadRecord.Columns.leaseUntil.set(to: now.addingTimeInterval(lease)),
                         DownloadRecord.Columns.updatedAt.set(to: now),
                     ])
                 guard changed == 1 else { continue }
                 record.state = .downloading
                 record.owner = owner.id
+                record.claimGeneration = generation
+                record.leaseBoot = deadline.boot
+                record.leaseDeadline = deadline.nanoseconds
                 record.leaseUntil = now.addingTimeInterval(lease)
-                claimed.append(record)
+                claimed.append(ClaimedDownload(record: record, claim: DownloadClaim(productId: record.productId, owner: owner, generation: generation), tookOverLiveOwner: liveOwner))
             }
             return claimed
         }
-        for record in claimed { events.publish(.download(record)) }
+        for download in claimed { events.publish(.download(download.record)) }
         return claimed
     }
 
     /// Products among `only` (or any) that another live process is working on now.
-    func downloadsClaimedByOthers(than owner: ClaimOwner, only: Set<String>?, now: Date = Date()) throws -> [DownloadRecord] {
+    func downloadsClaimedByOthers(than owner: ClaimOwner, only: Set<String>?, clock: LeaseClock = .system) throws -> [DownloadRecord] {
         try read { db in
             try DownloadRecord
                 .filter(DownloadState.claimed.map(\.rawValue).contains(DownloadRecord.Columns.state))
                 .fetchAll(db)
                 .filter { record in
                     (only?.contains(record.productId) ?? true) && record.owner != owner.id
-                        && !ClaimOwner.hasLapsed(record.owner, leaseUntil: record.leaseUntil, now: now)
+                        && !clock.hasLapsed(owner: record.owner, boot: record.leaseBoot, deadline: record.leaseDeadline)
                 }
         }
     }
 
     /// Extends the lease of every download `owner` holds.
-    func renewClaims(of owner: ClaimOwner, lease: TimeInterval) throws {
+    func renewClaims(of owner: ClaimOwner, lease: TimeInterval, clock: LeaseClock = .system) throws {
+        let deadline = clock.now().adding(seconds: lease)
         try write(mayUseReserve: false) { db in
             _ = try DownloadRecord
                 .filter(DownloadRecord.Columns.owner == owner.id)
                 .filter(DownloadState.claimed.map(\.rawValue).contains(DownloadRecord.Columns.state))
-                .updateAll(db, DownloadRecord.Columns.leaseUntil.set(to: Date().addingTimeInterval(lease)))
+                .updateAll(db, [
+                    DownloadRecord.Columns.leaseBoot.set(to: deadline.boot),
+                    DownloadRecord.Columns.leaseDeadline.set(to: deadline.nanoseconds),
+                    DownloadRecord.Columns.leaseUntil.set(to: Date().addingTimeInterval(lease)),
+                ])
         }
     }
 
-    /// Commits the owner's progress. Returns false when the download is no longer the owner's to
+    /// True while `claim` is the download's current claim.
+    func holds(_ claim: DownloadClaim) throws -> Bool {
+        try read { db in try Self.claimed(claim, db).fetchCount(db) == 1 }
+    }
+
+    /// The row of `claim`'s download, if the claim still holds it (in any claimed state).
+    private static func claimed(_ claim: DownloadClaim, _ db: Database) -> QueryInterfaceRequest<DownloadRecord> {
+        DownloadRecord
+            .filter(key: claim.productId)
+            .filter(DownloadRecord.Columns.owner == claim.owner.id && DownloadRecord.Columns.claimGeneration == claim.generation)
+            .filter(DownloadState.claimed.map(\.rawValue).contains(DownloadRecord.Columns.state))
+    }
+
+    /// Commits the holder's progress. Returns false when the download is no longer the claim's to
     /// run: paused or cancelled by another command, or claimed by another process.
-    func recordProgress(_ productId: String, owner: ClaimOwner, bytesOnDisk: Int64, etag: String?) throws -> Bool {
+    func recordProgress(_ claim: DownloadClaim, bytesOnDisk: Int64, etag: String?) throws -> Bool {
         try write(mayUseReserve: false) { db in
-            try DownloadRecord
-                .filter(key: productId)
-                .filter(DownloadRecord.Columns.owner == owner.id && DownloadRecord.Columns.state == DownloadState.downloading.rawValue)
+            try Self.claimed(claim, db)
+                .filter(DownloadRecord.Columns.state == DownloadState.downloading.rawValue)
                 .updateAll(db, [
                     Column("bytesDone").set(to: bytesOnDisk),
                     Column("partialETag").set(to: bytesOnDisk > 0 ? etag : nil),
@@ -236,43 +280,54 @@ extension ClientDatabase {
         }
     }
 
-    /// Moves a download the owner holds (`owner` non-nil), or any download (`owner` nil), from one
-    /// of `allowed` to `target`. Leaving the claimed states releases the claim.
-    /// - Throws: ``IllegalTransition`` when the row is elsewhere (for an owner: paused or cancelled
-    ///   under it, or claimed by someone else).
+    /// Moves a download `claim` holds (or, with `claim` nil, any download) from one of `allowed` to
+    /// `target`. Leaving the claimed states releases the claim. `whileHeld` runs inside the same
+    /// transaction once the move is known to be allowed: file work (removing the partial file) that
+    /// must not happen after another process has claimed the download.
+    /// - Throws: ``IllegalTransition`` when the row is elsewhere (for a claim: paused or cancelled
+    ///   under it, or claimed by someone else since).
     @discardableResult
-    func moveDownload(_ productId: String, owner: ClaimOwner?, from allowed: Set<DownloadState>, to target: DownloadState, _ assignments: [ColumnAssignment]) throws -> DownloadRecord {
+    func moveDownload(_ productId: String, claim: DownloadClaim?, from allowed: Set<DownloadState>, to target: DownloadState, _ assignments: [ColumnAssignment], whileHeld: () throws -> Void = {}) throws -> DownloadRecord {
         var all = assignments + [DownloadRecord.Columns.state.set(to: target.rawValue), DownloadRecord.Columns.updatedAt.set(to: Date())]
         if !DownloadState.claimed.contains(target) {
-            all += [DownloadRecord.Columns.owner.set(to: nil), DownloadRecord.Columns.leaseUntil.set(to: nil)]
+            all += Self.releasingClaim
         }
         let record = try write { db -> DownloadRecord in
             var request = DownloadRecord.filter(key: productId).filter(allowed.map(\.rawValue).contains(DownloadRecord.Columns.state))
-            if let owner { request = request.filter(DownloadRecord.Columns.owner == owner.id) }
+            if let claim {
+                request = request.filter(DownloadRecord.Columns.owner == claim.owner.id && DownloadRecord.Columns.claimGeneration == claim.generation)
+            }
             let changed = try request.updateAll(db, all)
             let current = try DownloadRecord.fetchOne(db, key: productId)
             guard changed == 1, let current else {
                 var state = current?.state.rawValue
-                if let owner, let current, current.owner != owner.id, DownloadState.claimed.contains(current.state) {
+                if let claim, let current, current.owner != claim.owner.id || current.claimGeneration != claim.generation, DownloadState.claimed.contains(current.state) {
                     state = "\(current.state.rawValue) by another process"
                 }
                 throw IllegalTransition(subject: "the download of \(productId)", current: state, target: target.rawValue)
             }
+            try whileHeld()
             return current
         }
         events.publish(.download(record))
         return record
     }
 
-    /// `unpacking → installed` with its library entry, in one transaction.
-    func markInstalled(_ item: LibraryItem, owner: ClaimOwner) throws -> DownloadRecord {
+    private static var releasingClaim: [ColumnAssignment] { [
+        DownloadRecord.Columns.owner.set(to: nil), DownloadRecord.Columns.leaseUntil.set(to: nil),
+        DownloadRecord.Columns.leaseBoot.set(to: nil), DownloadRecord.Columns.leaseDeadline.set(to: nil),
+    ] }
+
+    /// `unpacking → installed` with its library entry, in one transaction that first checks the
+    /// claim still holds, then runs `swap` (which moves the checked folder into the library) while
+    /// the database's write lock keeps every other process from claiming, installing or removing
+    /// the product. A holder that lost its claim gets ``IllegalTransition`` and swaps nothing.
+    func markInstalled(_ item: LibraryItem, claim: DownloadClaim, swap: () throws -> Void) throws -> DownloadRecord {
         let record = try write { db -> DownloadRecord in
-            let changed = try DownloadRecord
-                .filter(key: item.productId)
-                .filter(DownloadRecord.Columns.owner == owner.id && DownloadRecord.Columns.state == DownloadState.unpacking.rawValue)
-                .updateAll(db, [
+            let changed = try Self.claimed(claim, db)
+                .filter(DownloadRecord.Columns.state == DownloadState.unpacking.rawValue)
+                .updateAll(db, Self.releasingClaim + [
                     DownloadRecord.Columns.state.set(to: DownloadState.installed.rawValue),
-                    DownloadRecord.Columns.owner.set(to: nil), DownloadRecord.Columns.leaseUntil.set(to: nil),
                     DownloadRecord.Columns.lastError.set(to: nil), Column("partialETag").set(to: nil),
                     DownloadRecord.Columns.updatedAt.set(to: Date()),
                 ])
@@ -280,28 +335,19 @@ extension ClientDatabase {
             guard changed == 1, let current else {
                 throw IllegalTransition(subject: "the download of \(item.productId)", current: current?.state.rawValue, target: DownloadState.installed.rawValue)
             }
+            try swap()
             try item.save(db)
             return current
         }
         events.publish(.download(record))
         return record
     }
-}
 
-/// A process that works on downloads: its pid, so a dead owner is noticed at once, and a nonce,
-/// so two engines in one process (or a reused pid) never pass for each other.
-struct ClaimOwner: Sendable, Equatable {
-    let id: String
-
-    init() {
-        id = "\(getpid()):\(UUID().uuidString.prefix(8).lowercased())"
-    }
-
-    /// True when a claim no longer holds: no owner, an expired lease, or an owner process that is gone.
-    static func hasLapsed(_ owner: String?, leaseUntil: Date?, now: Date) -> Bool {
-        guard let owner, let leaseUntil, leaseUntil > now else { return true }
-        guard let pid = owner.split(separator: ":").first.flatMap({ Int32($0) }), pid > 0 else { return false }
-        // Signal 0 checks existence only. EPERM means alive under another user.
-        return kill(pid, 0) != 0 && errno == ESRCH
+    /// Removes a cancelled download's partial file, unless the download was queued again since
+    /// (then the file is someone else's to keep).
+    func discardCancelledPartial(_ productId: String, _ remove: () -> Void) throws {
+        try write { db in
+            if try DownloadRecord.fetchOne(db, key: productId)?.state == .cancelled { remove() }
+        }
     }
 }

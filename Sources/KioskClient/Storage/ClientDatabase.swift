@@ -186,6 +186,14 @@ final class ClientDatabase: Sendable {
                 ALTER TABLE product_by_id RENAME TO product;
                 """)
         }
+        migrator.registerMigration("v6-fenced-claims") { db in
+            try db.alter(table: DownloadRecord.databaseTableName) { table in
+                // The claim's fence, and its lease on the monotonic clock instead of wall time.
+                table.add(column: "claimGeneration", .integer).notNull().defaults(to: 0)
+                table.add(column: "leaseBoot", .text)
+                table.add(column: "leaseDeadline", .integer)
+            }
+        }
         return migrator
     }
 }

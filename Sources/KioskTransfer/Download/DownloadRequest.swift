@@ -18,6 +18,17 @@ public struct DownloadRequest: Sendable {
     public var lowSpeedTime = 30
     /// Caps the receive rate, in bytes/s (for politeness, or to test interruptions).
     public var maxReceiveSpeed: Int64?
+    /// The representation's size when the caller knows it (the catalog declares it): a body that
+    /// would write one byte past it, or past its Content-Range's end, ends the transfer as
+    /// ``TransferError/Kind/tooLarge`` without writing that byte.
+    public var expectedSize: Int64?
+    /// The partial file an earlier attempt wrote: a file found under its name that is another
+    /// (swapped in between attempts) is refused, never written.
+    public var expectedIdentity: FileIdentity?
+    /// Asked once the partial file is open, before anything is written to it: false stops the
+    /// transfer (``DownloadOutcome/stopped``). A claim that may have been lost while the file was
+    /// being opened is checked here, so a stale holder never writes to a file another now owns.
+    public var mayWrite: (@Sendable () -> Bool)?
 
     public init(key: String, url: String, headers: [(name: String, value: String)] = [], partialFile: URL, etag: String?) {
         self.key = key
@@ -43,6 +54,24 @@ public enum DownloadOutcome: Sendable, Equatable {
     case stopped
 }
 
+/// Which file a descriptor or path is: device and inode.
+public struct FileIdentity: Sendable, Equatable {
+    public var device: UInt64
+    public var inode: UInt64
+
+    public init(_ info: stat) {
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+    }
+
+    /// The identity of what `path` names, without following a link, if it is a regular file.
+    public static func ofRegularFile(_ path: String) -> FileIdentity? {
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+        return FileIdentity(info)
+    }
+}
+
 /// Where a running download stands.
 public struct DownloadProgress: Sendable {
     public var key: String
@@ -57,4 +86,6 @@ public struct DownloadProgress: Sendable {
     /// Where the bytes came from once redirects were followed, when that is not the request's URL
     /// (a CDN or nginx edge the server sent the client to).
     public var redirectedTo: String?
+    /// The partial file being written.
+    public var partialIdentity: FileIdentity?
 }

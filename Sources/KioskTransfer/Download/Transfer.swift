@@ -19,7 +19,7 @@ final class Transfer {
     private(set) var received: Int64 = 0
     private(set) var total: Int64?
 
-    private enum Mode { case headers, writing, alreadyComplete, wrongRange, collectingError }
+    private enum Mode { case headers, writing, alreadyComplete, wrongRange, collectingError, tooLong }
     private var mode = Mode.headers
     private var status = 0
     private var responseHeaders: [String: String] = [:]
@@ -29,15 +29,41 @@ final class Transfer {
     private var lastReportTime = DispatchTime.now().uptimeNanoseconds
     private var reportedFirstBytes = false
     private var redirectedTo: String?
+    /// No byte is written at or past this offset: the size the caller expects, or the end of the
+    /// range the server said it sends.
+    private var limit = Int64.max
+    let identity: FileIdentity
 
     /// Opens (or creates) the partial file and sets up the request.
     init(_ request: DownloadRequest) throws {
         self.request = request
         let path = request.partialFile.path
         try FileManager.default.createDirectory(at: request.partialFile.deletingLastPathComponent(), withIntermediateDirectories: true)
-        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        // Never through a link: one swapped in for the partial file would send the bytes (and
+        // the truncation of a restart) to whatever it points at.
+        descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
+            if errno == ELOOP {
+                throw TransferError(url: request.url, kind: .localWrite, message: "refusing to write \(path): it is a symbolic link; Kiosk writes only regular files it made")
+            }
             throw TransferError(url: request.url, kind: .localWrite, message: "cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        var info = stat()
+        fstat(descriptor, &info)
+        identity = FileIdentity(info)
+        let problem: String?
+        if info.st_mode & S_IFMT != S_IFREG {
+            problem = "it is not a regular file"
+        } else if info.st_nlink > 1 {
+            problem = "it has another name (a hard link) as well; Kiosk writes only files it made"
+        } else if let expected = request.expectedIdentity, expected != identity {
+            problem = "it was replaced by another file since the last attempt"
+        } else {
+            problem = nil
+        }
+        if let problem {
+            close(descriptor)
+            throw TransferError(url: request.url, kind: .localWrite, message: "refusing to write \(path): \(problem)")
         }
         var existing = Int64(lseek(descriptor, 0, SEEK_END))
         if existing > 0, request.etag == nil {
@@ -52,7 +78,9 @@ final class Transfer {
         // The bytes of an earlier attempt are hashed in the background while the rest arrives.
         digest = StreamingDigest(reading: descriptor)
         digest.advance(to: existing)
+        limit = request.expectedSize ?? .max
         try configure()
+        if let mayWrite = request.mayWrite, !mayWrite() { stopRequested = true }
     }
 
     deinit {
@@ -126,12 +154,13 @@ final class Transfer {
                 restartFromZero()
             }
             total = responseHeaders["content-length"].flatMap(Int64.init)
-            mode = .writing
+            mode = (total ?? 0) > limit ? .tooLong : .writing
         case 206:
             let range = Self.contentRange(responseHeaders["content-range"])
-            if range?.start == offset {
-                total = range?.total
-                mode = .writing
+            if let range, range.start == offset {
+                total = range.total
+                limit = min(limit, range.end + 1)
+                mode = (range.total ?? 0) > (request.expectedSize ?? .max) ? .tooLong : .writing
             } else {
                 mode = .wrongRange
             }
@@ -150,8 +179,16 @@ final class Transfer {
     }
 
     private func body(_ bytes: UnsafeRawBufferPointer) -> Int {
+        // A stopped transfer writes nothing more, even before the loop takes it off the handle.
+        if stopRequested { return 0 }
         switch mode {
         case .writing:
+            guard offset + Int64(bytes.count) <= limit else {
+                // One byte more than the catalog declares (or the range promised): an endless or
+                // wrong body. Nothing past the limit is written.
+                mode = .tooLong
+                return 0
+            }
             var written = 0
             while written < bytes.count {
                 let result = pwrite(descriptor, bytes.baseAddress?.advanced(by: written), bytes.count - written, off_t(offset) + off_t(written))
@@ -171,8 +208,8 @@ final class Transfer {
             return bytes.count
         case .alreadyComplete, .headers:
             return bytes.count
-        case .wrongRange:
-            // Refuse to splice: abort this attempt.
+        case .wrongRange, .tooLong:
+            // Refuse to splice, or to write past the size the body may have: abort this attempt.
             return 0
         }
     }
@@ -216,7 +253,8 @@ final class Transfer {
         DownloadProgress(
             key: request.key, bytesOnDisk: offset, totalBytes: total, bytesReceived: received,
             etag: mode == .writing || mode == .alreadyComplete ? responseHeaders["etag"] : (offset > 0 ? request.etag : nil),
-            redirectedTo: mode == .writing || mode == .alreadyComplete ? redirectedTo : nil)
+            redirectedTo: mode == .writing || mode == .alreadyComplete ? redirectedTo : nil,
+            partialIdentity: identity)
     }
 
     // MARK: Outcome
@@ -229,6 +267,10 @@ final class Transfer {
             return .restart(reason: status == 416
                 ? "the server no longer has the bytes this download was resuming from"
                 : "the server sent a range that does not continue the partial file")
+        }
+        if mode == .tooLong {
+            let declared = request.expectedSize.map { "the \($0) bytes declared for it" } ?? "the range it announced"
+            return .transport(kind: .tooLarge, message: "\(request.url) sent more than \(declared); the download was stopped there")
         }
         if code == CURLE_WRITE_ERROR, writeErrno != 0 {
             return .transport(kind: .localWrite, message: "cannot write \(request.partialFile.path): \(String(cString: strerror(writeErrno)))")
@@ -250,13 +292,14 @@ final class Transfer {
 
     // MARK: Header parsing
 
-    /// `bytes A-B/T` → (A, T).
-    static func contentRange(_ value: String?) -> (start: Int64, total: Int64?)? {
+    /// `bytes A-B/T` → (A, B, T).
+    static func contentRange(_ value: String?) -> (start: Int64, end: Int64, total: Int64?)? {
         guard let value, value.hasPrefix("bytes ") else { return nil }
         let spec = value.dropFirst("bytes ".count)
         let parts = spec.split(separator: "/")
-        guard parts.count == 2, let dash = parts[0].firstIndex(of: "-"), let start = Int64(parts[0][..<dash]) else { return nil }
-        return (start, Int64(parts[1]))
+        guard parts.count == 2, let dash = parts[0].firstIndex(of: "-"), let start = Int64(parts[0][..<dash]),
+              let end = Int64(parts[0][parts[0].index(after: dash)...]), end >= start else { return nil }
+        return (start, end, Int64(parts[1]))
     }
 
     /// `bytes */T` → T.
