@@ -80,7 +80,7 @@ struct DownloadQueueTests {
     func forbidden() async throws {
         try await Self.withStore { context in
             _ = try await context.client.buy(Self.book, downloadNow: false)
-            try context.sql("INSERT INTO download SELECT ?, state, sha256, size, version, format, receipt, 0, NULL, 0, NULL, NULL, 0, createdAt, updatedAt, NULL, NULL, transactionId FROM download", [Self.otherBook])
+            try context.sql("INSERT INTO download SELECT ?, state, sha256, size, version, format, receipt, 0, NULL, 0, NULL, NULL, 0, createdAt, updatedAt, NULL, NULL, transactionId, 0, NULL, NULL FROM download", [Self.otherBook])
             let report = try await context.client.runDownloads(only: [Self.otherBook])
             #expect(report.failed == [Self.otherBook])
             #expect(try await context.download(Self.otherBook)?.lastError?.contains("403") == true)
@@ -295,8 +295,17 @@ extension DownloadQueueTests {
 
     /// Where the many-file book is unpacked while it downloads, and where it is installed.
     struct Folders: Sendable {
-        let staging: URL
+        let library: URL
+        let productId: String
         let installed: URL
+
+        /// The staging folder of the product's current claim (`.staging-<id>+<claim>`); a path that
+        /// does not exist when there is none.
+        var staging: URL {
+            let prefix = ".staging-\(productId)+"
+            let name = (try? FileManager.default.contentsOfDirectory(atPath: library.path))?.first { $0.hasPrefix(prefix) }
+            return library.appendingPathComponent(name ?? prefix + "none")
+        }
     }
 
     static func withManyFileBook<T: Sendable>(_ body: @Sendable (Context, KioskClient, Folders) async throws -> T) async throws -> T {
@@ -307,7 +316,7 @@ extension DownloadQueueTests {
             _ = try await client.sync()
             _ = try await client.buy(manyFiles, downloadNow: false)
             let library = context.home.appendingPathComponent("Library")
-            let folders = Folders(staging: library.appendingPathComponent(".staging-\(manyFiles)"), installed: library.appendingPathComponent(manyFiles))
+            let folders = Folders(library: library, productId: manyFiles, installed: library.appendingPathComponent(manyFiles))
             return try await body(context, client, folders)
         }
     }
@@ -323,12 +332,12 @@ extension DownloadQueueTests {
     @Test("a tar.gz unpacks into staging while it downloads: files are there before the last byte, the library gets it only after the check, identical to unpacking afterwards")
     func unpacksWhileDownloading() async throws {
         try await Self.withManyFileBook { context, client, folders in
-            let (staging, installed) = (folders.staging, folders.installed)
+            let installed = folders.installed
             let run = Task { try await client.runDownloads() }
             var seenEarly: (files: Int, bytesDone: Int64)?
             for _ in 0..<400 {
                 let record = try client.downloads().first { $0.productId == Self.manyFiles }
-                let files = Self.fileCount(staging)
+                let files = Self.fileCount(folders.staging)
                 if record?.state == .downloading, files >= 2 {
                     seenEarly = (files, record?.bytesDone ?? 0)
                     #expect(!FileManager.default.fileExists(atPath: installed.path), "installed before the download ended")
@@ -349,18 +358,19 @@ extension DownloadQueueTests {
             _ = try ArchiveExtractor().extract(archive, into: sequential)
             #expect(try FolderSnapshot.files(in: installed) == FolderSnapshot.files(in: sequential))
             #expect(try FolderSnapshot.files(in: installed) == FolderSnapshot.files(in: context.store.content.appendingPathComponent("books/many-pages")))
-            #expect(!FileManager.default.fileExists(atPath: staging.path))
+            #expect(!FileManager.default.fileExists(atPath: folders.staging.path))
         }
     }
 
     @Test("a download interrupted while it unpacks ahead leaves no staging and no half install; the next run unpacks again from the partial file and installs byte-exact")
     func interruptedUnpackAhead() async throws {
         try await Self.withManyFileBook { context, client, folders in
-            let (staging, installed) = (folders.staging, folders.installed)
+            let installed = folders.installed
             let run = Task { try await client.runDownloads() }
-            for _ in 0..<400 where Self.fileCount(staging) < 2 {
+            for _ in 0..<400 where Self.fileCount(folders.staging) < 2 {
                 try await Task.sleep(for: .milliseconds(20))
             }
+            let staging = folders.staging
             #expect(Self.fileCount(staging) >= 2)
             run.cancel()
             let report = try await run.value
@@ -378,6 +388,7 @@ extension DownloadQueueTests {
             #expect(resumed.bytesReceived + kept == size)
             #expect(try FolderSnapshot.files(in: installed) == FolderSnapshot.files(in: context.store.content.appendingPathComponent("books/many-pages")))
             #expect(!FileManager.default.fileExists(atPath: staging.path))
+            #expect(!FileManager.default.fileExists(atPath: folders.staging.path))
         }
     }
 

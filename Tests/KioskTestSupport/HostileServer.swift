@@ -65,6 +65,22 @@ public final class HostileServer: @unchecked Sendable {
     private var _catalog = Answer.json(#"{"products": []}"#)
     private var _chunksSent = 0
 
+    private var _content: Answer?
+
+    /// What `GET /v1/content/…` answers; nil answers like any other path.
+    public var content: Answer? {
+        get { lock.withLock { _content } }
+        set { lock.withLock { _content = newValue } }
+    }
+
+    /// An endless body of `byte`s in 64 KiB chunks, with no Content-Length: a proxy gone wrong.
+    public static func endless(_ byte: UInt8 = 0x41) -> Answer {
+        Answer(headers: [.contentType: "application/octet-stream"]) {
+            let chunk = Data(repeating: byte, count: 64 << 10)
+            return AnyIterator { chunk }
+        }
+    }
+
     /// Catalog chunks written so far, over every answer.
     public var chunksSent: Int { lock.withLock { _chunksSent } }
 
@@ -80,6 +96,10 @@ public final class HostileServer: @unchecked Sendable {
         let server = HostileServer()
         let router = Router(context: BasicRequestContext.self)
         router.get("v1/catalog") { _, _ in server.respond(server.catalog) }
+        router.get("v1/content/**") { _, _ in
+            guard let content = server.content else { return Response(status: .ok, headers: [.contentType: "text/plain"], body: ResponseBody(byteBuffer: ByteBuffer(string: "pwned\n"))) }
+            return server.respond(content)
+        }
         router.get("**") { _, _ in Response(status: .ok, headers: [.contentType: "text/plain"], body: ResponseBody(byteBuffer: ByteBuffer(string: "pwned\n"))) }
         return try await LoopbackServer.run(router, label: "kiosk.test-hostile") { port in
             try await body(server, "http://127.0.0.1:\(port)")

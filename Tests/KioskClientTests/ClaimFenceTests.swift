@@ -1,0 +1,163 @@
+import Foundation
+import KioskArchive
+import KioskCore
+import KioskTestSupport
+import Testing
+@testable import KioskClient
+
+/// A download claim is fenced: a holder that lost it (stopped past its lease, its clock jumped)
+/// can change nothing, touch no other claim's files, and install nothing.
+@Suite("Fenced download claims, monotonic leases and checked installs")
+struct ClaimFenceTests {
+    static let book = DownloadQueueTests.book
+    static let manyFiles = "com.kiosk.books.many-pages"
+
+    /// A monotonic clock the test moves by hand.
+    final class ManualClock: @unchecked Sendable {
+        private let lock = NSLock()
+        private var instant: LeaseInstant
+
+        init(boot: String = "test-boot") {
+            instant = LeaseInstant(boot: boot, nanoseconds: 1_000_000_000)
+        }
+
+        func advance(seconds: TimeInterval) {
+            lock.withLock { instant = instant.adding(seconds: seconds) }
+        }
+
+        func reboot(as boot: String) {
+            lock.withLock { instant.boot = boot }
+        }
+
+        var clock: LeaseClock {
+            LeaseClock { [self] in lock.withLock { instant } }
+        }
+    }
+
+    @Test("a holder stopped past its lease loses the download: its progress, state changes and install are refused, and its swap never runs")
+    func staleHolderIsFenced() async throws {
+        try await DownloadQueueTests.withStore { context in
+            _ = try await context.client.buy(Self.book, downloadNow: false)
+            let database = context.client.database
+            let time = ManualClock()
+            let stale = try #require(try database.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, clock: time.clock).first)
+            #expect(try database.holds(stale.claim))
+            #expect(try database.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, clock: time.clock).isEmpty, "a live lease was taken")
+
+            // The holder is stopped (SIGSTOP, a laptop lid): its lease runs out, another takes over.
+            time.advance(seconds: 16)
+            let fresh = try #require(try database.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, clock: time.clock).first)
+            #expect(fresh.claim.generation == stale.claim.generation + 1)
+            #expect(fresh.tookOverLiveOwner, "this test process is alive, so the old holder counts as live")
+            #expect(try !database.holds(stale.claim))
+
+            // Continued, the stale holder finds every write refused.
+            #expect(try !database.recordProgress(stale.claim, bytesOnDisk: 1, etag: "\"x\""))
+            #expect(throws: IllegalTransition.self) {
+                try database.moveDownload(Self.book, claim: stale.claim, from: [.downloading], to: .verifying, [])
+            }
+            try database.moveDownload(Self.book, claim: fresh.claim, from: [.downloading], to: .verifying, [])
+            try database.moveDownload(Self.book, claim: fresh.claim, from: [.verifying], to: .unpacking, [])
+            var swapped = false
+            let item = LibraryItem(productId: Self.book, version: "v", sha256: fresh.record.sha256, path: "/nowhere", installedAt: Date(), treeDigest: nil)
+            #expect(throws: IllegalTransition.self) {
+                _ = try database.markInstalled(item, claim: stale.claim) { swapped = true }
+            }
+            #expect(!swapped, "a stale holder moved its folder into the library")
+            #expect(try database.download(Self.book)?.state == .unpacking)
+            // The holder of the claim installs; the claim is released.
+            let installed = try database.markInstalled(item, claim: fresh.claim) { swapped = true }
+            #expect(swapped && installed.state == .installed && installed.owner == nil && installed.leaseDeadline == nil)
+        }
+    }
+
+    @Test("a lease is measured on the monotonic clock: the wall clock a day ahead (or back) ends no live claim; a lease from another boot has lapsed")
+    func leaseIgnoresWallClock() async throws {
+        try await DownloadQueueTests.withStore { context in
+            _ = try await context.client.buy(Self.book, downloadNow: false)
+            let database = context.client.database
+            let time = ManualClock()
+            let held = try #require(try database.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, clock: time.clock).first)
+            for jump in [86_400.0, -86_400.0] {
+                #expect(try database.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, now: Date().addingTimeInterval(jump), clock: time.clock).isEmpty)
+            }
+            // The monotonic clock does not run while the machine sleeps: a long sleep lapses nothing.
+            #expect(try database.downloadsClaimedByOthers(than: ClaimOwner(), only: nil, clock: time.clock).map(\.productId) == [Self.book])
+            // Renewing moves the deadline on that clock.
+            time.advance(seconds: 10)
+            try database.renewClaims(of: held.claim.owner, lease: 15, clock: time.clock)
+            time.advance(seconds: 10)
+            #expect(try database.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, clock: time.clock).isEmpty)
+            // After a reboot no process of the old boot can hold anything.
+            time.reboot(as: "another-boot")
+            #expect(try database.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, clock: time.clock).count == 1)
+        }
+    }
+
+    @Test("an unpacked folder is checked against the archive's manifest: a file removed, truncated, changed or added is refused and the folder discarded")
+    func installCheckedAgainstManifest() async throws {
+        try await DownloadQueueTests.withStore(prepare: { try $0.addManyFileBook(Self.manyFiles, files: 6, kilobytes: 8) }) { context in
+            let archive = try #require(try await context.server.catalog.current.archives[Self.manyFiles]).file
+            let installer = LibraryInstaller(library: context.home.appendingPathComponent("Library"))
+            let claim = DownloadClaim(productId: Self.manyFiles, owner: ClaimOwner(), generation: 1)
+            let clean = try installer.unpack(archive, for: claim)
+            #expect(clean.manifest.entries.filter { $0.kind == .file }.count == 6)
+            #expect(try !installer.check(clean).isEmpty)
+
+            let tamperings: [(String, (URL) throws -> Void)] = [
+                ("removed", { try FileManager.default.removeItem(at: $0.appendingPathComponent("page-003.bin")) }),
+                ("truncated", { try Data(count: 10).write(to: $0.appendingPathComponent("page-001.bin")) }),
+                ("changed", { folder in
+                    let file = folder.appendingPathComponent("page-002.bin")
+                    var bytes = try Data(contentsOf: file)
+                    bytes[100] ^= 0xff
+                    try bytes.write(to: file)
+                }),
+                ("added", { try Data("x".utf8).write(to: $0.appendingPathComponent("extra.txt")) }),
+            ]
+            for (what, tamper) in tamperings {
+                let unpacked = try installer.unpack(archive, for: claim)
+                try tamper(unpacked.staging)
+                #expect(throws: UnpackError.self, "a \(what) file was accepted") { _ = try installer.check(unpacked) }
+                #expect(!FileManager.default.fileExists(atPath: unpacked.staging.path))
+            }
+        }
+    }
+
+    @Test("staging belongs to one claim: a live process's folder is never swept, however long it was stopped; a dead one's is")
+    func stagingSweptOnlyWhenOwnerIsGone() throws {
+        let directory = try TemporaryDirectory()
+        let installer = LibraryInstaller(library: directory.path("Library"))
+        let dead = Process()
+        dead.executableURL = URL(fileURLWithPath: "/bin/true")
+        try dead.run()
+        dead.waitUntilExit()
+        let live = DownloadClaim(productId: Self.book, owner: ClaimOwner(), generation: 3)
+        let gone = DownloadClaim(productId: Self.book, owner: ClaimOwner(id: "\(dead.processIdentifier):deadbeef"), generation: 2)
+        for claim in [live, gone] {
+            try FileManager.default.createDirectory(at: try installer.staging(for: claim).appendingPathComponent("pages"), withIntermediateDirectories: true)
+        }
+        installer.sweepLeftovers(of: Self.book)
+        #expect(FileManager.default.fileExists(atPath: try installer.staging(for: live).path))
+        #expect(!FileManager.default.fileExists(atPath: try installer.staging(for: gone).path))
+        #expect(try installer.staging(for: live) != installer.staging(for: DownloadClaim(productId: Self.book, owner: live.owner, generation: 4)))
+    }
+
+    @Test("an endless body for a 2 KiB book: nothing is written past 2 KiB, each attempt ends there as a protocol error, the second time the download fails")
+    func endlessBodyStopsAtDeclaredSize() async throws {
+        try await HostileServer.run { server, url in
+            server.content = HostileServer.endless()
+            let directory = try TemporaryDirectory()
+            let client = try KioskClient(home: KioskHome(root: directory.path("home")), server: url)
+            let content = ContentDescriptor(format: .zip, size: 2048, sha256: String(repeating: "a", count: 64), version: "1")
+            try client.database.enqueueDownload(productId: Self.book, content: content, receipt: "receipt", transactionId: nil)
+            let report = try await client.runDownloads()
+            #expect(report.failed == [Self.book])
+            #expect(report.bytesReceived <= 2 * 2048, "\(report.bytesReceived) bytes written for a 2 KiB book")
+            let record = try #require(try client.database.download(Self.book))
+            #expect(record.state == .failed)
+            #expect(record.lastError?.contains("sent more than the 2048 bytes declared for it") == true, "\(record.lastError ?? "")")
+            #expect(!FileManager.default.fileExists(atPath: try client.home.partialFile(Self.book).path))
+        }
+    }
+}
