@@ -172,6 +172,46 @@ struct HostileServerTests {
         }
     }
 
+    enum PartialSwap: String, CaseIterable, CustomStringConvertible {
+        /// FILE.partial replaced by a link to a file of the reader's.
+        case symlink
+        /// FILE.partial replaced by a hard link to the reader's file.
+        case hardLink
+        var description: String { rawValue }
+    }
+
+    @Test("kiosk fetch: FILE.partial swapped between attempts (a link, another file) is refused in one line; the file it points at is untouched, nothing is saved", arguments: PartialSwap.allCases)
+    func fetchPartialSwapped(swap: PartialSwap) async throws {
+        let fence = try Fence()
+        let victim = fence.directory.path("victim.txt")
+        let original = Data("the reader's own file\n".utf8)
+        try original.write(to: victim)
+        try await TestOrigin.run(content: TestOrigin.incompressible(1 << 20)) { origin, url in
+            origin.behaviour = .resetAfter(200_000)
+            let output = fence.work.appendingPathComponent("book.bin")
+            let partial = fence.work.appendingPathComponent("book.bin.partial")
+            let fetch = Task { try await KioskCommand.run(["fetch", url, "-o", output.path], in: fence.work) }
+            for _ in 0..<200 where ((try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int) ?? 0) < 200_000 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            // The first attempt broke off; the fetch waits to retry. Swap the partial file now.
+            try await Task.sleep(for: .milliseconds(300))
+            origin.behaviour = .normal
+            try FileManager.default.removeItem(at: partial)
+            switch swap {
+            case .symlink: try FileManager.default.createSymbolicLink(atPath: partial.path, withDestinationPath: victim.path)
+            case .hardLink: try FileManager.default.linkItem(at: victim, to: partial)
+            }
+            let result = try await fetch.value
+            #expect(result.status == 1, "\(result)")
+            // Progress lines, then one line that says what was refused.
+            let last = result.stderr.split(separator: "\n").last.map(String.init) ?? ""
+            #expect(last.hasPrefix("kiosk: refusing to write \(partial.path): ") && last.hasSuffix("; nothing was saved"), "\(result.stderr)")
+            #expect(try Data(contentsOf: victim) == original, "the file the swapped partial pointed at was written")
+            #expect(!FileManager.default.fileExists(atPath: output.path))
+        }
+    }
+
     @Test("a damaged kiosk.sqlite: one line naming the file and how to recover")
     func damagedDatabase() async throws {
         let fence = try Fence()

@@ -91,7 +91,7 @@ public struct URLFetch: Sendable {
                 retryAfter = after
                 if attempt == attempts { throw ClientError.serverError(url: url, status: status, code: "http_\(status)", message: message) }
             case .transport(.localWrite, let message) where message.hasPrefix("refusing to write"):
-                throw ClientError.invalidRequest("\(message); nothing was written")
+                throw ClientError.invalidRequest("\(message); nothing was saved")
             case .transport(let kind, let message):
                 let transient = [TransferError.Kind.unreachable, .timedOut, .interrupted].contains(kind)
                 if !transient || attempt == attempts {
