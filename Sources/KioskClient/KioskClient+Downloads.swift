@@ -67,6 +67,7 @@ extension KioskClient {
         var requeued: [String] = []
         let installer = LibraryInstaller(library: home.library)
         installer.sweepLeftovers()
+        PartialFile.sweepCopies(in: home.downloads)
         for item in try database.libraryItems() where products?.contains(item.productId) ?? true {
             guard try database.download(item.productId)?.state == .installed else { continue }
             let folder = try installer.installed(item.productId)

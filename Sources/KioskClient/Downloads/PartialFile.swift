@@ -40,4 +40,12 @@ enum PartialFile {
         }
         return true
     }
+
+    /// Removes the copies (`ID.partial+TOKEN`) a takeover left when its process died mid-copy.
+    static func sweepCopies(in downloads: URL) {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: downloads.path)) ?? [] {
+            guard let plus = name.range(of: ".partial+") else { continue }
+            if ClaimOwner.isGone(String(name[plus.upperBound...])) { unlink(downloads.appendingPathComponent(name).path) }
+        }
+    }
 }
