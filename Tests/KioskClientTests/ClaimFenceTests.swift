@@ -54,10 +54,10 @@ struct ClaimFenceTests {
             // Continued, the stale holder finds every write refused.
             #expect(try !database.recordProgress(stale.claim, bytesOnDisk: 1, etag: "\"x\""))
             #expect(throws: IllegalTransition.self) {
-                try database.moveDownload(Self.book, claim: stale.claim, from: [.downloading], to: .verifying, [])
+                try database.beginVerifying(stale.claim, size: 1)
             }
-            try database.moveDownload(Self.book, claim: fresh.claim, from: [.downloading], to: .verifying, [])
-            try database.moveDownload(Self.book, claim: fresh.claim, from: [.verifying], to: .unpacking, [])
+            try database.beginVerifying(fresh.claim, size: fresh.record.size)
+            try database.beginUnpacking(fresh.claim)
             var swapped = false
             let item = LibraryItem(productId: Self.book, version: "v", sha256: fresh.record.sha256, path: "/nowhere", installedAt: Date(), treeDigest: nil)
             #expect(throws: IllegalTransition.self) {

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import KioskArchive
 import KioskCore
 import KioskTransfer
@@ -133,9 +132,7 @@ struct DownloadQueue {
                         // The signed URL expired (or was revoked at the edge): ask the store for a
                         // fresh one at once and continue from the bytes on disk.
                         contentURLs.forget(record.productId)
-                        try move(claim, from: [.downloading], to: .queued, [
-                            DownloadRecord.Columns.lastError.set(to: "the signed content URL stopped working (\(status): \(message)); asking the store for a new one"),
-                        ])
+                        try database.requeueForFreshURL(claim, reason: "the signed content URL stopped working (\(status): \(message)); asking the store for a new one")
                         continue
                     }
                     try await handle(outcome, for: record, claim: claim, ahead: ahead[record.productId], report: &report)
@@ -229,7 +226,7 @@ struct DownloadQueue {
         case .complete(let size, let sha256, _):
             try verifyAndInstall(record, claim: claim, size: size, sha256: sha256, ahead: ahead, report: &report)
         case .restart(let reason):
-            try move(claim, from: [.downloading], to: .queued, [Column("partialETag").set(to: nil), Column("bytesDone").set(to: 0), DownloadRecord.Columns.lastError.set(to: reason)])
+            try database.restartFromZero(claim, reason: reason)
         case .httpError(412, _, let message):
             try scheduleRetry(record, claim, retryAfter: nil, error: "the content changed on the server (\(message))", report: &report)
             report.outdated.append(id)
@@ -258,10 +255,7 @@ struct DownloadQueue {
         case .stopped:
             if Task.isCancelled {
                 // Interrupted by the reader (Ctrl-C) or the app: keep the bytes, due again at once.
-                try move(claim, from: [.downloading], to: .waiting, [
-                    DownloadRecord.Columns.nextAttemptAt.set(to: Date()),
-                    DownloadRecord.Columns.lastError.set(to: "interrupted"),
-                ])
+                try database.interrupt(claim)
                 report.interrupted.append(id)
             } else {
                 try noteStoppedElsewhere(record, report: &report)
@@ -301,7 +295,7 @@ struct DownloadQueue {
 
     private func verifyAndInstall(_ record: DownloadRecord, claim: DownloadClaim, size: Int64, sha256: String, ahead: UnpackAhead?, report: inout DownloadRunReport) throws {
         let id = record.productId
-        try move(claim, from: [.downloading], to: .verifying, [Column("bytesDone").set(to: size)])
+        try database.beginVerifying(claim, size: size)
         let partial = try partialFile(id)
         let onDisk = (try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int64) ?? -1
         guard size == record.size, onDisk == record.size, sha256 == record.sha256 else {
@@ -315,7 +309,7 @@ struct DownloadQueue {
                 needed: record.size, available: available, at: home.library, for: "unpacking \(id)"), report: &report, from: .verifying)
             return
         }
-        try move(claim, from: [.verifying], to: .unpacking, [])
+        try database.beginUnpacking(claim)
         let unpacked: LibraryInstaller.Unpacked
         let treeDigest: String
         do {
@@ -356,10 +350,8 @@ struct DownloadQueue {
         if record.mismatches >= 1 {
             try fail(record, claim, "the content failed its checksum twice (\(detail)); run kiosk sync, then kiosk resume", report: &report, from: state, mismatch: true, discardingPartial: true)
         } else {
-            try database.moveDownload(record.productId, claim: claim, from: [state], to: .queued, [
-                Column("mismatches").set(to: record.mismatches + 1), Column("partialETag").set(to: nil), Column("bytesDone").set(to: 0),
-                DownloadRecord.Columns.lastError.set(to: "checksum mismatch (\(detail)); downloading again from zero"),
-            ]) { unlink(partial.path) }
+            try database.requeueAfterMismatch(claim, from: state, mismatches: record.mismatches + 1,
+                                              reason: "checksum mismatch (\(detail)); downloading again from zero") { unlink(partial.path) }
         }
     }
 
@@ -367,29 +359,15 @@ struct DownloadQueue {
         guard let claim else { return }
         let attempts = record.attempts + 1
         let delay = configuration.backoff.delay(afterAttempts: attempts, retryAfter: retryAfter)
-        try move(claim, from: [state], to: .waiting, [
-            DownloadRecord.Columns.attempts.set(to: attempts),
-            DownloadRecord.Columns.nextAttemptAt.set(to: Date().addingTimeInterval(delay)),
-            DownloadRecord.Columns.lastError.set(to: error),
-        ])
+        try database.scheduleRetry(claim, from: state, attempts: attempts, at: Date().addingTimeInterval(delay), error: error)
         report.waiting.append(record.productId)
     }
 
     private func fail(_ record: DownloadRecord, _ claim: DownloadClaim, _ reason: String, report: inout DownloadRunReport, from state: DownloadState = .downloading, mismatch: Bool = false, discardingPartial: Bool = false) throws {
         let partial = try partialFile(record.productId)
-        try database.moveDownload(record.productId, claim: claim, from: [state], to: .failed, [
-            DownloadRecord.Columns.attempts.set(to: record.attempts + 1),
-            DownloadRecord.Columns.lastError.set(to: reason),
-            DownloadRecord.Columns.nextAttemptAt.set(to: nil),
-            Column("mismatches").set(to: record.mismatches + (mismatch ? 1 : 0)),
-        ] + (discardingPartial ? [Column("partialETag").set(to: nil), Column("bytesDone").set(to: 0)] : [])) {
-            if discardingPartial { unlink(partial.path) }
-        }
+        try database.failDownload(claim, from: state, attempts: record.attempts + 1, mismatches: record.mismatches + (mismatch ? 1 : 0), reason: reason,
+                                  discardPartial: discardingPartial ? { unlink(partial.path) } : nil)
         report.failed.append(record.productId)
-    }
-
-    private func move(_ claim: DownloadClaim, from: Set<DownloadState>, to target: DownloadState, _ assignments: [ColumnAssignment]) throws {
-        try database.moveDownload(claim.productId, claim: claim, from: from, to: target, assignments)
     }
 }
 

@@ -66,6 +66,7 @@ public struct URLFetch: Sendable {
             case .complete(let size, let sha256, _):
                 if let expected = expectedSHA256, expected != sha256 {
                     clearPartial()
+                    written = nil
                     mismatches += 1
                     if mismatches >= 2 {
                         throw ClientError.invalidRequest("\(url): the SHA-256 is \(sha256), not \(expectedSHA256 ?? "") (twice); check --sha256 or the origin")
@@ -83,6 +84,7 @@ public struct URLFetch: Sendable {
                 return Result(size: size, sha256: sha256, bytesReceived: received, attempts: attempt)
             case .restart:
                 clearPartial()
+                written = nil
                 continue
             case .httpError(let status, let after, let message):
                 guard status == 408 || status == 429 || status >= 500 else {

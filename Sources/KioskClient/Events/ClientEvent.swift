@@ -11,6 +11,9 @@ public enum ClientEvent: Sendable {
     case download(DownloadRecord)
     /// Bytes arrived for a running download (about twice a second).
     case progress(DownloadProgress)
+    /// A download and its library entry are gone (the purchase was revoked and no other purchase
+    /// grants the product); the record is the last one committed.
+    case downloadRemoved(DownloadRecord)
 }
 
 /// Hands every event to every current subscriber. Events of this process only: another process

@@ -146,20 +146,25 @@ extension ClientDatabase {
     /// the content out of the library inside the same transaction, so no install can slip in
     /// between; it returns a folder to delete after the commit.
     func forgetContent(_ productId: String, remove: () throws -> URL?) throws -> URL? {
-        try write { db in
+        let (forgotten, removed) = try write { db -> (DownloadRecord?, URL?) in
+            let record = try DownloadRecord.fetchOne(db, key: productId)
             _ = try DownloadRecord.deleteOne(db, key: productId)
             _ = try LibraryItem.deleteOne(db, key: productId)
-            return try remove()
+            return (record, try remove())
         }
+        if let forgotten { events.publish(.downloadRemoved(forgotten)) }
+        return removed
     }
 
     /// Points a download at another standing transaction of the same product (the one it used was revoked).
     func represent(_ productId: String, receipt: String, transactionId: String?) throws {
-        try write { db in
+        let record = try write { db -> DownloadRecord? in
             _ = try DownloadRecord.filter(key: productId).updateAll(db, [
                 Column("receipt").set(to: receipt), DownloadRecord.Columns.transactionId.set(to: transactionId),
             ])
+            return try DownloadRecord.fetchOne(db, key: productId)
         }
+        if let record { events.publish(.download(record)) }
     }
 
     // MARK: Claims
@@ -280,6 +285,69 @@ extension ClientDatabase {
         }
     }
 
+    // MARK: The holder's transitions (each checks the claim in its own transaction)
+
+    /// `downloading → queued`, bytes and If-Range tag kept: the signed edge URL stopped working,
+    /// so the next round asks the store for a fresh one. Not counted as an attempt.
+    func requeueForFreshURL(_ claim: DownloadClaim, reason: String) throws {
+        try moveDownload(claim.productId, claim: claim, from: [.downloading], to: .queued, [DownloadRecord.Columns.lastError.set(to: reason)])
+    }
+
+    /// `downloading → queued` from zero: the server's bytes cannot continue the partial file
+    /// (which the transfer already emptied).
+    func restartFromZero(_ claim: DownloadClaim, reason: String) throws {
+        try moveDownload(claim.productId, claim: claim, from: [.downloading], to: .queued, [
+            Column("partialETag").set(to: nil), Column("bytesDone").set(to: 0), DownloadRecord.Columns.lastError.set(to: reason),
+        ])
+    }
+
+    /// `downloading → waiting`, due at once, bytes kept: the reader or the app stopped the run.
+    func interrupt(_ claim: DownloadClaim) throws {
+        try moveDownload(claim.productId, claim: claim, from: [.downloading], to: .waiting, [
+            DownloadRecord.Columns.nextAttemptAt.set(to: Date()), DownloadRecord.Columns.lastError.set(to: "interrupted"),
+        ])
+    }
+
+    /// `downloading → verifying`: every byte arrived.
+    func beginVerifying(_ claim: DownloadClaim, size: Int64) throws {
+        try moveDownload(claim.productId, claim: claim, from: [.downloading], to: .verifying, [Column("bytesDone").set(to: size)])
+    }
+
+    /// `verifying → unpacking`: the size and SHA-256 are the catalog's.
+    func beginUnpacking(_ claim: DownloadClaim) throws {
+        try moveDownload(claim.productId, claim: claim, from: [.verifying], to: .unpacking, [])
+    }
+
+    /// `downloading | verifying | unpacking → waiting` after a transient failure, with the attempt
+    /// count and when to try again.
+    func scheduleRetry(_ claim: DownloadClaim, from state: DownloadState, attempts: Int, at next: Date, error: String) throws {
+        try moveDownload(claim.productId, claim: claim, from: [state], to: .waiting, [
+            DownloadRecord.Columns.attempts.set(to: attempts),
+            DownloadRecord.Columns.nextAttemptAt.set(to: next),
+            DownloadRecord.Columns.lastError.set(to: error),
+        ])
+    }
+
+    /// `downloading | verifying → queued` from zero after bytes that are not the catalog's (a
+    /// checksum mismatch, a body past the declared size); `discardPartial` runs while the claim holds.
+    func requeueAfterMismatch(_ claim: DownloadClaim, from state: DownloadState, mismatches: Int, reason: String, discardPartial: () -> Void) throws {
+        try moveDownload(claim.productId, claim: claim, from: [state], to: .queued, [
+            Column("mismatches").set(to: mismatches), Column("partialETag").set(to: nil), Column("bytesDone").set(to: 0),
+            DownloadRecord.Columns.lastError.set(to: reason),
+        ], whileHeld: discardPartial)
+    }
+
+    /// `downloading | verifying | unpacking → failed` for good, with the reason; with
+    /// `discardPartial`, the partial file goes while the claim holds and the row forgets its bytes.
+    func failDownload(_ claim: DownloadClaim, from state: DownloadState, attempts: Int, mismatches: Int, reason: String, discardPartial: (() -> Void)? = nil) throws {
+        try moveDownload(claim.productId, claim: claim, from: [state], to: .failed, [
+            DownloadRecord.Columns.attempts.set(to: attempts),
+            DownloadRecord.Columns.lastError.set(to: reason),
+            DownloadRecord.Columns.nextAttemptAt.set(to: nil),
+            Column("mismatches").set(to: mismatches),
+        ] + (discardPartial == nil ? [] : [Column("partialETag").set(to: nil), Column("bytesDone").set(to: 0)]), whileHeld: discardPartial ?? {})
+    }
+
     /// Moves a download `claim` holds (or, with `claim` nil, any download) from one of `allowed` to
     /// `target`. Leaving the claimed states releases the claim. `whileHeld` runs inside the same
     /// transaction once the move is known to be allowed: file work (removing the partial file) that
@@ -287,7 +355,7 @@ extension ClientDatabase {
     /// - Throws: ``IllegalTransition`` when the row is elsewhere (for a claim: paused or cancelled
     ///   under it, or claimed by someone else since).
     @discardableResult
-    func moveDownload(_ productId: String, claim: DownloadClaim?, from allowed: Set<DownloadState>, to target: DownloadState, _ assignments: [ColumnAssignment], whileHeld: () throws -> Void = {}) throws -> DownloadRecord {
+    private func moveDownload(_ productId: String, claim: DownloadClaim?, from allowed: Set<DownloadState>, to target: DownloadState, _ assignments: [ColumnAssignment], whileHeld: () throws -> Void = {}) throws -> DownloadRecord {
         var all = assignments + [DownloadRecord.Columns.state.set(to: target.rawValue), DownloadRecord.Columns.updatedAt.set(to: Date())]
         if !DownloadState.claimed.contains(target) {
             all += Self.releasingClaim
