@@ -43,7 +43,7 @@ echo "server: $url"
 export KIOSK_HOME="$work/reader"
 step "kiosk sync: the catalog arrives"
 "$KIOSK" sync --server "$url" | tee "$work/out"
-expect "9 added" "$work/out" "the first sync did not add the 9 products"
+expect "10 added" "$work/out" "the first sync did not add the 10 products"
 
 step "kiosk products"
 "$KIOSK" products | tee "$work/out"

@@ -34,7 +34,7 @@ struct StoreOperationsCommandTests {
         let out = directory.path("published")
         let published = try await KioskCommand.run(["publish", "--catalog", store.catalog.path, "--content", store.content.path, "--out", out.path])
         #expect(published.status == 0, "\(published.stderr)")
-        #expect(published.stdout.hasPrefix("published 9 products (6 archives) to \(out.path)"))
+        #expect(published.stdout.hasPrefix("published 10 products (7 archives) to \(out.path)"))
         let archives = try FileManager.default.contentsOfDirectory(atPath: out.appendingPathComponent("archives").path)
         #expect(archives.count == 6)
         #expect(archives.allSatisfy { $0.prefix(64).allSatisfy(\.isHexDigit) })

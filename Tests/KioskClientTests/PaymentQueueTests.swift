@@ -201,7 +201,7 @@ struct PaymentQueueTests {
             try client.setPaymentsEnabled(false)
             await #expect(throws: ClientError.paymentsDisabled) { try await client.buy(Self.book) }
             #expect(try await client.transactions().isEmpty)
-            #expect(try client.cachedCatalog().products.count == 9)
+            #expect(try client.cachedCatalog().products.count == 10)
             try client.setPaymentsEnabled(true)
             #expect(try await client.buy(Self.book).record.state == .finished)
         }
