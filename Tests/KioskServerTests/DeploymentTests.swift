@@ -34,6 +34,11 @@ struct DeploymentTests {
         }
     }
 
+    @Test("kiosk@.service believes X-Forwarded-For from the nginx on its own machine only, for the rate limits")
+    func unitTrustsLocalProxy() throws {
+        #expect(try Self.execStartFlags()["--trusted-proxy"] == "127.0.0.1")
+    }
+
     @Test("through deploy/nginx.conf a request for /metrics answers 404 however it is spelled, even from an instance that serves it publicly")
     func nginxDoesNotProxyMetrics() async throws {
         let directory = try TemporaryDirectory()
