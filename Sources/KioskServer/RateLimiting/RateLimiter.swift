@@ -29,6 +29,13 @@ final class RateLimiter: Sendable {
     private struct LocalBucket {
         var tokens: Double
         var updatedAt: ContinuousClock.Instant
+        /// The limit it was last taken under (buckets of different kinds have different limits).
+        var limit: RateLimit
+
+        /// Whether it would be full by `now`: then forgetting it changes nothing.
+        func isFull(at now: ContinuousClock.Instant) -> Bool {
+            tokens + RateLimiter.seconds(now - updatedAt) * limit.perSecond >= Double(limit.burst)
+        }
     }
 
     init(database: ServerDatabase, logger: Logger) {
@@ -48,9 +55,10 @@ final class RateLimiter: Sendable {
         local.withLock { buckets in
             if buckets.count > 100_000 {
                 // Forget the buckets that have refilled: a missing bucket is a full one.
-                buckets = buckets.filter { Self.seconds(now - $0.value.updatedAt) * limit.perSecond + $0.value.tokens < Double(limit.burst) }
+                buckets = buckets.filter { !$0.value.isFull(at: now) }
             }
-            var bucket = buckets[key] ?? LocalBucket(tokens: Double(limit.burst), updatedAt: now)
+            var bucket = buckets[key] ?? LocalBucket(tokens: Double(limit.burst), updatedAt: now, limit: limit)
+            bucket.limit = limit
             bucket.tokens = min(Double(limit.burst), bucket.tokens + max(0, Self.seconds(now - bucket.updatedAt)) * limit.perSecond)
             bucket.updatedAt = now
             let granted = bucket.tokens >= 1
@@ -105,7 +113,7 @@ final class RateLimiter: Sendable {
         .limited(retryAfter: max(1, Int(((1 - tokens) / limit.perSecond).rounded(.up))))
     }
 
-    private static func seconds(_ duration: Duration) -> Double {
+    fileprivate static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }
