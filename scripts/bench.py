@@ -291,7 +291,10 @@ def bench_purchases():
             data = BENCH / f"server-purchases-{engine}"
             shutil.rmtree(data, ignore_errors=True)
             server = Server([KIOSK, "serve", "--catalog", str(BENCH / "store/Catalog"), "--content", str(BENCH / "store/Content"),
-                             "--data", str(data), "--port", "0", *extra], kiosk_ready)
+                             "--data", str(data), "--port", "0", *extra,
+                             # One address and one account buy thousands a second here: no rate limits.
+                             "--rate-limit-accounts-per-address", "off", "--rate-limit-purchases-per-address", "off",
+                             "--rate-limit-purchases-per-account", "off"], kiosk_ready)
             try:
                 tokens = create_accounts(server.url, 200)
                 # As pgbench opens its connections before it counts, the server opens its pool's first.

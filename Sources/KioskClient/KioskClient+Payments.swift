@@ -36,15 +36,16 @@ extension KioskClient {
     }
 
     /// Brings back every book, issue and subscription period of the account, then downloads what
-    /// they entitle and finishes them.
+    /// they entitle and finishes them. A transaction whose receipt does not verify is left out and
+    /// named in `refused`; the others are restored all the same.
     /// - Parameter downloadNow: false only queues the content.
-    public func restore(downloadNow: Bool = true) async throws -> (restored: [PaymentRecord], downloads: DownloadRunReport?) {
-        let restored = try await paymentQueue.restore()
+    public func restore(downloadNow: Bool = true) async throws -> (restored: [PaymentRecord], downloads: DownloadRunReport?, refused: [String]) {
+        let report = try await paymentQueue.restore()
         _ = try await checkLibrary()
-        guard downloadNow else { return (restored, nil) }
+        guard downloadNow else { return (report.restored, nil, report.refused) }
         let downloads = try await runDownloads()
-        let current = try restored.compactMap { try $0.id.flatMap(database.payment) }
-        return (current, downloads)
+        let current = try report.restored.compactMap { try $0.id.flatMap(database.payment) }
+        return (current, downloads, report.refused)
     }
 
     /// The account's balance and what it owns, as the server knows it.

@@ -14,6 +14,8 @@ public struct KioskServer: Sendable {
     /// What admin calls must carry; also written to `<data>/admin-token`.
     public let adminToken: String
     public let metrics = ServerMetrics()
+    /// The rate limits of account creation and purchases (one per server value, shared by its routers).
+    let limits: RateLimitGate
     let logger: Logger
 
     /// Opens the database, the signing key and the admin token; the catalog is loaded by
@@ -34,6 +36,7 @@ public struct KioskServer: Sendable {
             throw error
         }
         self.database = database
+        self.limits = RateLimitGate(limits: configuration.rateLimits, limiter: RateLimiter(database: database, logger: logger))
         self.store = Store(
             database: database, keys: keys, catalog: catalog, environment: configuration.environment,
             metrics: metrics, logger: logger)
@@ -62,7 +65,7 @@ public struct KioskServer: Sendable {
             router.get("metrics") { [metrics] _, _ in metrics.exposition() }
         }
         CatalogController(catalog: catalog).addRoutes(to: router)
-        StoreController(store: store, keys: keys, adminToken: adminToken).addRoutes(to: router)
+        StoreController(store: store, keys: keys, adminToken: adminToken, limits: limits).addRoutes(to: router)
         ContentController(catalog: catalog, store: store, delivery: configuration.contentDelivery).addRoutes(to: router)
         return router
     }

@@ -24,6 +24,8 @@ public struct ServerConfiguration: Sendable {
     public var contentDelivery: ContentDelivery = .stream
     /// The store's database; nil is SQLite in the data folder (`kiosk-server.sqlite`).
     public var database: DatabaseLocation?
+    /// How many accounts and purchases one client address or account may ask for (429 beyond).
+    public var rateLimits = RateLimits()
 
     /// Where the store's database is.
     public var databaseLocation: DatabaseLocation {

@@ -121,7 +121,14 @@ extension KioskServerTool {
         }
 
         struct Retire: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Stop trusting a key: the receipts it signed stop verifying.")
+            static let configuration = CommandConfiguration(
+                abstract: "Stop trusting a key: the receipts it signed stop verifying.",
+                discussion: """
+                    Says how many live purchases carry a receipt signed by the key. The purchases stand: the \
+                    store hands each one out again signed with the current key when its device lists or \
+                    restores its transactions. Until then a download that shows the old receipt is refused \
+                    (401, naming the key), and `kiosk restore` on that device fetches the new receipt.
+                    """)
             @OptionGroup var target: Target
             @Argument(help: "The key's kid, as kiosk keys list shows it.") var kid: String
 
@@ -129,8 +136,8 @@ extension KioskServerTool {
                 try await reportingErrors {
                     let database = try await target.open()
                     do {
-                        try await SigningKeys.retire(kid, in: database)
-                        print("retired \(kid)")
+                        let live = try await SigningKeys.retire(kid, in: database)
+                        print("retired \(kid); \(live) live \(live == 1 ? "purchase carries a receipt" : "purchases carry receipts") signed by it, re-signed with the current key on their next restore")
                     } catch {
                         await database.close()
                         throw error

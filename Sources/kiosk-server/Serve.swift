@@ -68,6 +68,37 @@ extension KioskServerTool {
         @Option(help: "signed-redirect: seconds a signed URL stays valid ($KIOSK_SIGNED_URL_LIFETIME).")
         var signedURLLifetime = Self.environment("KIOSK_SIGNED_URL_LIFETIME").flatMap(Int.init) ?? 300
 
+        @Option(help: ArgumentHelp("Accounts one client address may create: N/second, N/minute, N/hour or N/day (a burst of N, refilled over that time), or off; default 30/hour ($KIOSK_RATE_LIMIT_ACCOUNTS_PER_ADDRESS).", valueName: "rate"))
+        var rateLimitAccountsPerAddress: String? = Self.environment("KIOSK_RATE_LIMIT_ACCOUNTS_PER_ADDRESS")
+
+        @Option(help: ArgumentHelp("Purchases and redemptions from one client address, as above; default 600/minute ($KIOSK_RATE_LIMIT_PURCHASES_PER_ADDRESS).", valueName: "rate"))
+        var rateLimitPurchasesPerAddress: String? = Self.environment("KIOSK_RATE_LIMIT_PURCHASES_PER_ADDRESS")
+
+        @Option(help: ArgumentHelp("Purchases and redemptions of one account, as above; default 120/minute ($KIOSK_RATE_LIMIT_PURCHASES_PER_ACCOUNT).", valueName: "rate"))
+        var rateLimitPurchasesPerAccount: String? = Self.environment("KIOSK_RATE_LIMIT_PURCHASES_PER_ACCOUNT")
+
+        @Option(help: ArgumentHelp("A proxy (its IP address) whose X-Forwarded-For names the client, for the rate limits; repeat for several ($KIOSK_TRUSTED_PROXIES, comma-separated).", valueName: "address"))
+        var trustedProxy: [String] = Self.environment("KIOSK_TRUSTED_PROXIES").map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } } ?? []
+
+        /// The rate limits the flags name.
+        func rateLimits() throws -> RateLimits {
+            var limits = RateLimits()
+            // A flag not given keeps the library's default.
+            func parse(_ value: String?, _ flag: String, default: RateLimit?) throws -> RateLimit? {
+                guard let value else { return `default` }
+                if value == "off" { return nil }
+                guard let limit = RateLimit(parsing: value) else {
+                    throw ValidationError("\(flag) must be N/second, N/minute, N/hour, N/day or off, not \(value)")
+                }
+                return limit
+            }
+            limits.accountsPerAddress = try parse(rateLimitAccountsPerAddress, "--rate-limit-accounts-per-address", default: limits.accountsPerAddress)
+            limits.purchasesPerAddress = try parse(rateLimitPurchasesPerAddress, "--rate-limit-purchases-per-address", default: limits.purchasesPerAddress)
+            limits.purchasesPerAccount = try parse(rateLimitPurchasesPerAccount, "--rate-limit-purchases-per-account", default: limits.purchasesPerAccount)
+            limits.trustedProxies = trustedProxy.filter { !$0.isEmpty }
+            return limits
+        }
+
         static func environment(_ name: String) -> String? {
             ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
         }
@@ -80,6 +111,7 @@ extension KioskServerTool {
                 throw ValidationError("--metrics-port must be between 0 and 65535, not \(metricsPort)")
             }
             guard requestTimeout > 0 else { throw ValidationError("--request-timeout must be at least 1 second") }
+            _ = try rateLimits()
             guard ["stream", "x-accel", "signed-redirect"].contains(contentDelivery) else {
                 throw ValidationError("--content-delivery must be stream, x-accel or signed-redirect, not \(contentDelivery)")
             }
@@ -122,6 +154,7 @@ extension KioskServerTool {
                 configuration.database = try store.location()
                 configuration.publishedDirectory = published.map { URL(fileURLWithPath: $0) }
                 configuration.contentDelivery = try delivery()
+                configuration.rateLimits = try rateLimits()
                 let server = try await KioskServer(configuration: configuration)
                 let reloadSignal = Self.reloadOnHangUp(server.catalog)
                 defer { reloadSignal.cancel() }

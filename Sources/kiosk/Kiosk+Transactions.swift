@@ -102,7 +102,8 @@ extension Kiosk {
         static let configuration = CommandConfiguration(
             abstract: "Bring back every book, issue and active subscription of the account.",
             discussion: """
-                Credits are consumed, so they are never restored; an expired subscription still brings \
+                A purchase whose receipt does not verify is left out and named on one line; the others are \
+                restored, and the exit status is 1. Credits are consumed, so they are never restored; an expired subscription still brings \
                 the issues published while it ran. The content is downloaded and installed, and a \
                 missing or damaged library folder is downloaded again. Use `kiosk account link TOKEN` \
                 first on a new device; no sync is needed before.
@@ -124,7 +125,7 @@ extension Kiosk {
                 let client = try await options.connect()
                 let runner = DownloadRunner(client: client)
                 let downloadNow = !noDownload
-                let (restored, downloads) = try await runner.showingProgress { try await client.restore(downloadNow: downloadNow) }
+                let (restored, downloads, refused) = try await runner.showingProgress { try await client.restore(downloadNow: downloadNow) }
                 if json {
                     let rows = restored.map { TransactionView(record: $0, receiptProblem: nil) }.map(Transactions.Row.init)
                     Swift.print(String(decoding: try JSONEncoder.kiosk.encode(rows), as: UTF8.self))
@@ -134,10 +135,16 @@ extension Kiosk {
                         Swift.print("  \(record.productId)  (transaction \(record.transactionId ?? "-"), \(record.state.rawValue))")
                     }
                 }
+                var status: Int32 = 0
                 if let downloads {
-                    let status = json ? (downloads.failed.isEmpty ? (downloads.waiting.isEmpty && downloads.interrupted.isEmpty ? 0 : 3) : 1) : try runner.report(downloads)
-                    if status != 0 { throw ExitCode(status) }
+                    status = json ? (downloads.failed.isEmpty ? (downloads.waiting.isEmpty && downloads.interrupted.isEmpty ? 0 : 3) : 1) : try runner.report(downloads)
                 }
+                // One line each for what could not be restored; everything else was.
+                for problem in refused {
+                    BufferedLog.standardError.write("kiosk: \(problem)\n")
+                }
+                if !refused.isEmpty { status = 1 }
+                if status != 0 { throw ExitCode(status) }
             }
         }
     }

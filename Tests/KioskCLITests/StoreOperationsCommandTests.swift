@@ -47,4 +47,35 @@ struct StoreOperationsCommandTests {
         #expect(refused.stderr.contains("field \"price\""))
         #expect(try Data(contentsOf: out.appendingPathComponent("catalog.json")) == catalog, "a refused publish changed the catalog")
     }
+
+    @Test("publish refuses an --out that is, lies inside or contains the catalog or content folder, however it is spelled (.., a symlink): one line naming both, nothing written")
+    func publishRefusesOverlap() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try FileManager.default.createSymbolicLink(at: directory.path("link-to-content"), withDestinationURL: store.content)
+        let catalog = store.catalog.resolvingSymlinksInPath().path
+        let content = store.content.resolvingSymlinksInPath().path
+        let cases: [(out: String, names: String)] = [
+            (store.catalog.path, catalog),
+            (store.content.path + "/books/published", content),
+            (directory.path("link-to-content").path + "/out", content),
+            (store.content.path + "/../Catalog/./", catalog),
+            (directory.url.path, catalog),
+        ]
+        let before = try FolderSnapshot.files(in: directory.url)
+        for (out, names) in cases {
+            let refused = try await KioskCommand.run(["publish", "--catalog", store.catalog.path, "--content", store.content.path, "--out", out])
+            #expect(refused.status == 1, "--out \(out): \(refused.stdout)")
+            let lines = refused.stderr.split(separator: "\n")
+            #expect(lines.count == 1, "\(refused.stderr)")
+            #expect(refused.stderr.contains(names) && refused.stderr.contains("folder"), "\(refused.stderr)")
+        }
+        #expect(try FolderSnapshot.files(in: directory.url) == before, "a refused publish wrote a file")
+        for folder in [store.catalog, store.content, store.content.appendingPathComponent("books"), directory.url] {
+            #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("archives").path), "a refused publish made \(folder.path)/archives")
+        }
+        // Beside them, it publishes.
+        let beside = try await KioskCommand.run(["publish", "--catalog", store.catalog.path, "--content", store.content.path, "--out", directory.path("published").path])
+        #expect(beside.status == 0, "\(beside.stderr)")
+    }
 }

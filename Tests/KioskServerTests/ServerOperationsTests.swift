@@ -66,6 +66,28 @@ struct ServerOperationsTests {
         }
     }
 
+    @Test("a reload that changes nothing, right after one that changed a book, keeps the replaced version: its resume is still 206 from its own bytes")
+    func noOpReloadKeepsPrevious() async throws {
+        try await Self.withLargeBook { server, store, url, receipt in
+            let auth = ("Authorization", "Receipt \(receipt)")
+            let first = try await Self.get(url + "/v1/content/\(Self.large)", headers: [auth, ("Range", "bytes=0-1048575")])
+            #expect(first.status == 206)
+            let oldTag = try #require(first.headers["etag"])
+
+            try Self.rewriteLargeBook(store, seed: "second edition")
+            #expect(await server.catalog.reload())
+            // A second SIGHUP with nothing changed (a deploy script reloading every instance, say).
+            #expect(await server.catalog.reload())
+
+            let resumed = try await Self.get(url + "/v1/content/\(Self.large)", headers: [auth, ("Range", "bytes=1048576-"), ("If-Range", oldTag)])
+            #expect(resumed.status == 206)
+            #expect(resumed.headers["etag"] == oldTag)
+            #expect("\"\(FileDigest.sha256(of: first.body + resumed.body))\"" == oldTag)
+            let named = try await Self.get(url + "/v1/content/\(Self.large)", headers: [auth, ("If-Match", oldTag), ("Range", "bytes=0-99")])
+            #expect(named.status == 206)
+        }
+    }
+
     @Test("If-Match names the version: the current one or the one a reload replaced is served, any other is 412 and no bytes")
     func ifMatch() async throws {
         try await Self.withLargeBook { server, store, url, receipt in

@@ -41,6 +41,13 @@ public struct ReplayReport: Sendable, Equatable {
     public var isEmpty: Bool { sent + finished + deferredResolved == 0 && revoked.isEmpty && failed.isEmpty }
 }
 
+/// What a restore did: the transactions it brought back, and one line per transaction it refused.
+struct RestoreReport: Sendable {
+    var restored: [PaymentRecord] = []
+    /// Why each refused transaction was left out (its receipt did not verify, say).
+    var refused: [String] = []
+}
+
 /// How far delivering a purchase goes right now.
 enum Delivery {
     /// Download and install the content, then finish.
@@ -329,16 +336,34 @@ struct PaymentQueue {
     /// Saves every book, issue and subscription period the account has that this device does not,
     /// and queues their content. Consumables are never restored. Expired subscriptions are restored
     /// too: the issues published while they were active still belong to the reader.
-    func restore() async throws -> [PaymentRecord] {
+    ///
+    /// Each transaction on its own: one whose receipt does not verify is refused and reported, the
+    /// others are restored. A transaction this device already has whose receipt no longer verifies
+    /// (its key was retired) takes the one the store hands out now, if that one verifies.
+    func restore() async throws -> RestoreReport {
         let api = try await authorizedAPI()
         let all = try await api.allTransactions()
         _ = try await applyRevocations(all)
         let accountId = try database.account()?.id
         let known = try database.knownTransactionIds()
-        var restored: [PaymentRecord] = []
-        for transaction in all where transaction.status == .purchased && !known.contains(transaction.transactionId) {
+        var report = RestoreReport()
+        var keysFetched = false
+        for transaction in all where transaction.status == .purchased {
             guard let receipt = transaction.signedTransaction else { continue }
-            let claims = try await receipts.verify(receipt, accountId: accountId, fetchKeys: { try await api.jwks() })
+            if known.contains(transaction.transactionId) {
+                try await refreshReceipt(transaction.transactionId, to: receipt, accountId: accountId, api: api, keysFetched: &keysFetched)
+                continue
+            }
+            let claims: ReceiptClaims
+            do {
+                claims = try await receipts.verify(receipt, accountId: accountId, fetchKeys: { try await api.jwks() })
+            } catch let error as ClientError where error.isUnreachable {
+                throw error
+            } catch {
+                // Reported by the caller (one line each), not logged a second time here.
+                report.refused.append("transaction \(transaction.transactionId) (\(transaction.productId)) was not restored: \(error)")
+                continue
+            }
             guard claims.kind != .consumable else { continue }
             guard ProductID.isValid(claims.productId) else {
                 client.logger.warning("a restored transaction was refused", metadata: ["error": "\(ClientError.unsafeProductID(claims.productId, source: "transaction \(claims.transactionId)"))"])
@@ -347,16 +372,31 @@ struct PaymentQueue {
             if claims.kind == .nonConsumable, try database.owningPayment(productId: claims.productId) != nil { continue }
             guard let record = try database.recordRestored(claims, receipt: receipt), let id = record.id else { continue }
             do {
-                restored.append(try await deliver(record, .queue).0)
+                report.restored.append(try await deliver(record, .queue).0)
             } catch let error as ClientError where error.isUnreachable {
                 throw error
             } catch {
                 try database.recordPaymentFailure(id, message: "\(error)", retryAt: Date())
-                restored.append(try database.payment(id) ?? record)
+                report.restored.append(try database.payment(id) ?? record)
             }
         }
         try await requeueOwnedContent()
-        return restored
+        return report
+    }
+
+    /// Takes the store's receipt for a transaction this device has when the one it holds no longer
+    /// verifies and the store's does (the store re-signed it after retiring a key).
+    private func refreshReceipt(_ transactionId: String, to receipt: String, accountId: String?, api: StoreAPI, keysFetched: inout Bool) async throws {
+        guard let held = try database.payment(transactionId: transactionId)?.receipt, held != receipt else { return }
+        if !keysFetched {
+            // The keys this device cached may still list the retired one: read them afresh, once.
+            try database.setSetting(Setting.Key.jwks, to: String(decoding: try await api.jwks(), as: UTF8.self))
+            keysFetched = true
+        }
+        guard (try? await receipts.verify(held, accountId: accountId, fetchKeys: nil)) == nil,
+              let claims = try? await receipts.verify(receipt, accountId: accountId, fetchKeys: nil),
+              claims.transactionId == transactionId else { return }
+        _ = try database.replaceReceipt(transactionId: transactionId, with: receipt)
     }
 
     /// Restore also brings back what this device already knows it owns but does not have: a

@@ -71,18 +71,40 @@ struct StoreAPI: Sendable {
         let url = server + path
         var headers: [(name: String, value: String)] = [("Accept", "application/json")]
         if let token { headers.append(("Authorization", "Bearer \(token)")) }
-        let response: HTTPResponse
-        do {
-            response = try await http.send(HTTPRequest(method: method, url: url, headers: headers, body: body))
-        } catch let error as TransferError where error.kind == .tooLarge {
-            throw ClientError.badResponse(url: url, detail: "\(error.message); refused")
-        } catch let error as TransferError {
-            throw ClientError.serverUnreachable(url: url, detail: error.message)
-        }
+        var response: HTTPResponse
+        var waits = 0
+        repeat {
+            do {
+                response = try await http.send(HTTPRequest(method: method, url: url, headers: headers, body: body))
+            } catch let error as TransferError where error.kind == .tooLarge {
+                throw ClientError.badResponse(url: url, detail: "\(error.message); refused")
+            } catch let error as TransferError {
+                throw ClientError.serverUnreachable(url: url, detail: error.message)
+            }
+            // A store that is rate limiting (429) or busy (503) says when to come back: a short wait
+            // is waited here and the same request sent again (a payment keeps its idempotency key,
+            // so it is never charged twice; a refused account creation created nothing). A longer
+            // one is the caller's error to report, with the server's own "try again in N s".
+            guard response.status == 429 || response.status == 503, waits < Self.maxRetryAfterWaits,
+                  let seconds = Self.retryAfter(response.headers["retry-after"]), seconds <= Self.longestRetryAfterWait else { break }
+            waits += 1
+            try await Task.sleep(for: .seconds(seconds))
+        } while true
         guard (200..<300).contains(response.status) else {
             throw Self.error(from: response, url: url)
         }
         return response
+    }
+
+    /// How many times one call waits out a Retry-After before it reports the refusal.
+    static let maxRetryAfterWaits = 3
+    /// The longest Retry-After a call waits out by itself, in seconds.
+    static let longestRetryAfterWait: TimeInterval = 10
+
+    /// Retry-After in delta-seconds (what Kiosk sends); nil for a date or anything else.
+    static func retryAfter(_ value: String?) -> TimeInterval? {
+        guard let value, let seconds = Int(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 else { return nil }
+        return TimeInterval(seconds)
     }
 
     /// The error a non-2xx response stands for, with the server's own message when it sent one.

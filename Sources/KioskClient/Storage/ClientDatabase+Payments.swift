@@ -14,6 +14,11 @@ extension ClientDatabase {
         try read { try PaymentRecord.fetchOne($0, key: id) }
     }
 
+    /// The row of a transaction the store named, if this device has it.
+    func payment(transactionId: String) throws -> PaymentRecord? {
+        try read { try PaymentRecord.filter(PaymentRecord.Columns.transactionId == transactionId).fetchOne($0) }
+    }
+
     /// Rows replay must move on, oldest first.
     func unfinishedPayments() throws -> [PaymentRecord] {
         try read { db in
@@ -136,6 +141,22 @@ extension ClientDatabase {
         }
         if let record { events.publish(.transaction(record)) }
         return record
+    }
+
+    /// Puts a receipt the store re-issued (signed with a current key, same claims) in place of the
+    /// one this device holds for `transactionId`, on the purchase and on its queued download.
+    /// The caller has verified it. The state does not change: only the proof does.
+    /// - Returns: whether this device held that transaction.
+    func replaceReceipt(transactionId: String, with receipt: String) throws -> Bool {
+        let record = try write { db -> PaymentRecord? in
+            let changed = try PaymentRecord.filter(PaymentRecord.Columns.transactionId == transactionId)
+                .updateAll(db, [Column("receipt").set(to: receipt), PaymentRecord.Columns.updatedAt.set(to: Date())])
+            guard changed > 0 else { return nil }
+            try DownloadRecord.filter(Column("transactionId") == transactionId).updateAll(db, [Column("receipt").set(to: receipt)])
+            return try PaymentRecord.filter(PaymentRecord.Columns.transactionId == transactionId).fetchOne(db)
+        }
+        if let record { events.publish(.transaction(record)) }
+        return record != nil
     }
 
     /// Keeps why an attempt failed and when to try again, without changing the state.

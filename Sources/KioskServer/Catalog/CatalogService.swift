@@ -31,8 +31,11 @@ public actor CatalogService {
     private var published: PublishedCatalog?
     /// Where the catalog being served came from.
     public private(set) var origin: Origin?
-    /// The catalog the last reload replaced: its archives still serve resumes in flight.
-    private var previous: PublishedCatalog?
+    /// Per product, the archive a reload replaced and when: it still serves resumes in flight for
+    /// ``ContentStore/gracePeriod``. Kept per product, not as the whole catalog a reload replaced,
+    /// so that a reload that changes nothing of a product (a second SIGHUP, or another product's
+    /// edit) does not forget the version its readers are still resuming.
+    private var previous: [String: (archive: PackedContent, replacedAt: Date)] = [:]
     private var lastReload: Task<Bool, Never>?
 
     /// Prepares the service; nothing is loaded until ``load()``.
@@ -61,10 +64,11 @@ public actor CatalogService {
 
     /// The archive the previous catalog published for `productId` under `etag`, if that is what a
     /// resume's If-Range names: it is finished from the bytes it started with.
-    public func previousArchive(_ productId: String, etag: String) -> PackedContent? {
-        guard let archive = previous?.archives[productId], "\"\(archive.sha256)\"" == etag,
-              FileManager.default.fileExists(atPath: archive.file.path) else { return nil }
-        return archive
+    public func previousArchive(_ productId: String, etag: String, now: Date = Date()) -> PackedContent? {
+        guard let replaced = previous[productId], "\"\(replaced.archive.sha256)\"" == etag,
+              now.timeIntervalSince(replaced.replacedAt) <= ContentStore.gracePeriod,
+              FileManager.default.fileExists(atPath: replaced.archive.file.path) else { return nil }
+        return replaced.archive
     }
 
     /// Loads the first catalog.
@@ -94,7 +98,7 @@ public actor CatalogService {
             let (next, origin) = try await build()
             let replaced = published
             published = next
-            previous = replaced
+            if let replaced { rememberReplaced(replaced, by: next) }
             self.origin = origin
             if case .folders(_, let contentStore, _) = source {
                 contentStore.collectGarbage(keeping: [next] + (replaced.map { [$0] } ?? []))
@@ -105,6 +109,15 @@ public actor CatalogService {
             logger.error("catalog reload refused; still serving the last good catalog", metadata: ["error": "\(error)"])
             return false
         }
+    }
+
+    /// Records, for each product whose archive `next` changes, the archive it replaces; a product
+    /// whose archive stays keeps the older version it already remembered.
+    private func rememberReplaced(_ replaced: PublishedCatalog, by next: PublishedCatalog, now: Date = Date()) {
+        for (productId, archive) in replaced.archives where next.archives[productId]?.sha256 != archive.sha256 {
+            previous[productId] = (archive, now)
+        }
+        previous = previous.filter { now.timeIntervalSince($0.value.replacedAt) <= ContentStore.gracePeriod }
     }
 
     private func build() async throws -> (PublishedCatalog, Origin) {

@@ -28,9 +28,13 @@ public struct PublishedFolder: Sendable {
 
     /// Packs the catalog and content folders into this folder.
     /// - Returns: what was published.
-    /// - Throws: ``KioskCore/CatalogError`` for a bad catalog (nothing is published), or a packing error.
+    /// - Throws: ``PublishedFolderError`` when this folder overlaps the catalog or the content
+    ///   folder (nothing is written), ``KioskCore/CatalogError`` for a bad catalog (nothing is
+    ///   published), or a packing error.
     @discardableResult
     public func publish(catalog: URL, content: URL, logger: Logger) throws -> PublishedCatalog {
+        try refuseOverlap(with: catalog, named: "catalog")
+        try refuseOverlap(with: content, named: "content")
         try FileManager.default.createDirectory(at: archives, withIntermediateDirectories: true)
         // The state folder also holds the catalog while it is written, even when nothing is packed.
         try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
@@ -42,6 +46,46 @@ public struct PublishedFolder: Sendable {
         try replace(gzippedCatalogFile, with: published.gzippedBody)
         try replace(catalogFile, with: published.body)
         return published
+    }
+
+    /// Refuses an output folder that is, contains or lies inside `folder`: publishing into the
+    /// catalog folder leaves a `catalog.json` that is not a product list, and inside the content
+    /// folder an `archives/` folder that is not a product's content, so every later start fails.
+    /// Both paths are compared with symlinks and `..` resolved, so no spelling slips past.
+    private func refuseOverlap(with folder: URL, named role: String) throws {
+        let out = Self.resolved(url)
+        let other = Self.resolved(folder)
+        let relation: String
+        if out == other {
+            relation = "is the \(role) folder"
+        } else if out.hasPrefix(other.hasSuffix("/") ? other : other + "/") {
+            relation = "is inside the \(role) folder \(other)"
+        } else if other.hasPrefix(out.hasSuffix("/") ? out : out + "/") {
+            relation = "contains the \(role) folder \(other)"
+        } else {
+            return
+        }
+        throw PublishedFolderError(path: out, problem: relation,
+            action: "publish to a folder outside both the catalog and the content folders (--out)")
+    }
+
+    /// The absolute path of `url` with symlinks and `..` resolved, for a path that may not exist
+    /// yet: the longest part that exists is resolved by the file system, the rest by its text.
+    static func resolved(_ url: URL) -> String {
+        var existing = url.absoluteURL.path
+        var rest: [String] = []
+        while !FileManager.default.fileExists(atPath: existing), existing != "/" {
+            rest.insert((existing as NSString).lastPathComponent, at: 0)
+            existing = (existing as NSString).deletingLastPathComponent
+        }
+        var components = (realpath(existing, nil).map { pointer in
+            defer { free(pointer) }
+            return String(cString: pointer)
+        } ?? existing).split(separator: "/").map(String.init)
+        for component in rest where component != "." {
+            if component == ".." { _ = components.popLast() } else { components.append(component) }
+        }
+        return "/" + components.joined(separator: "/")
     }
 
     private func replace(_ file: URL, with contents: Data) throws {

@@ -138,6 +138,11 @@ struct ContentController {
         let claims: ReceiptClaims
         do {
             claims = try await store.keys.verify(receipt)
+        } catch ReceiptError.notAuthentic where SigningKeys.kid(of: receipt) != nil {
+            // Most often a key the operator retired (kiosk keys retire): the purchase stands, and
+            // the transaction list hands out its receipt signed with a current key.
+            throw APIFailure(.unauthorized, code: "receipt_key_untrusted",
+                message: "the receipt is signed with key \(SigningKeys.kid(of: receipt) ?? "-"), which this store does not trust (retired, or never its own); run kiosk restore to fetch the receipt signed with a current key")
         } catch {
             throw APIFailure.unauthorized("the receipt is not valid: \(error)")
         }

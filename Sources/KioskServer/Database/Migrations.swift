@@ -123,6 +123,18 @@ enum Migrations {
             #"CREATE INDEX "storeTransaction_first_purchase" ON "storeTransaction" ("accountId", "productId", "status", "sequence")"#,
             #"CREATE INDEX "storeTransaction_latest_period" ON "storeTransaction" ("accountId", "productId", "status", "expiresDate")"#,
         ] },
+        // Rate limit token buckets every instance shares (``RateLimiter``; used on PostgreSQL).
+        // Times are seconds since 1970 by the database's clock, so instances' clocks do not matter.
+        Migration(name: "4-rate-limit-buckets") { _ in [
+            """
+            CREATE TABLE "rateLimitBucket" (
+                "key" TEXT PRIMARY KEY,
+                "tokens" DOUBLE PRECISION NOT NULL,
+                "updatedAt" DOUBLE PRECISION NOT NULL,
+                "granted" BOOLEAN NOT NULL
+            )
+            """,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

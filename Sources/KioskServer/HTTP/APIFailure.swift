@@ -9,11 +9,14 @@ public struct APIFailure: Error, HTTPResponseError, Sendable, CustomStringConver
     public var status: HTTPResponse.Status
     public var code: String
     public var message: String
+    /// Seconds before the same request may succeed (429, 503), sent as `Retry-After`.
+    public var retryAfter: Int?
 
-    public init(_ status: HTTPResponse.Status, code: String, message: String) {
+    public init(_ status: HTTPResponse.Status, code: String, message: String, retryAfter: Int? = nil) {
         self.status = status
         self.code = code
         self.message = message
+        self.retryAfter = retryAfter
     }
 
     public var description: String { "\(status.code) \(code): \(message)" }
@@ -24,6 +27,9 @@ public struct APIFailure: Error, HTTPResponseError, Sendable, CustomStringConver
         headers[.contentType] = "application/json"
         if status == .unauthorized {
             headers[.wwwAuthenticate] = "Bearer"
+        }
+        if let retryAfter {
+            headers[.retryAfter] = String(retryAfter)
         }
         return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
     }

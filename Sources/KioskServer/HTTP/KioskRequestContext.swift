@@ -11,9 +11,12 @@ public struct KioskRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The ID of the account an `Authorization: Bearer` token acts for; nil without a known token.
     var accountId: String?
+    /// The IP address of the connection's peer (the client, or the proxy in front of Kiosk).
+    let peerAddress: String?
 
-    public init(source: Source) {
+    public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
+        self.peerAddress = source.channel.remoteAddress?.ipAddress
     }
 
     /// The account, or 401 saying how to get one.

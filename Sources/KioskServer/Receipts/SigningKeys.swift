@@ -57,8 +57,14 @@ public actor SigningKeys {
     }
 
     /// Retires a key: it signs and verifies nothing any more, and leaves the JWKS.
+    ///
+    /// The store still holds every purchase the key signed: the transaction list hands each one
+    /// out again signed with a current key (see ``reissue(_:)``), so a restore brings them back;
+    /// a device that still shows the old receipt for content is refused with a 401 naming the key.
+    /// - Returns: how many live (purchased, not revoked) transactions carry a receipt signed by it.
     /// - Throws: ``ServerSetupError`` for an unknown key, or for the last key standing.
-    public static func retire(_ kid: String, in database: ServerDatabase) async throws {
+    @discardableResult
+    public static func retire(_ kid: String, in database: ServerDatabase) async throws -> Int {
         try await database.write { db in
             let standing = try await db.raw(#"SELECT "kid" FROM "signingKey" WHERE "retiredAt" IS NULL"#).all().map { try $0.decode(column: "kid", as: String.self) }
             guard standing.contains(kid) else {
@@ -69,6 +75,32 @@ public actor SigningKeys {
             }
             try await db.raw(#"UPDATE "signingKey" SET "retiredAt" = \#(bind: Date.storeNow) WHERE "kid" = \#(bind: kid)"#).run()
         }
+        return try await livePurchases(signedBy: kid, in: database)
+    }
+
+    /// How many purchased transactions carry a receipt signed by `kid`. The kid lives only in each
+    /// receipt's header, so the receipts are read a page at a time (an operator's command, rare).
+    public static func livePurchases(signedBy kid: String, in database: ServerDatabase) async throws -> Int {
+        var count = 0
+        var cursor: Int64 = 0
+        while true {
+            let after = cursor
+            let page = try await database.read { db in
+                try await db.raw(#"""
+                    SELECT "sequence", "signedTransaction" FROM "storeTransaction"
+                    WHERE "status" = 'purchased' AND "signedTransaction" IS NOT NULL AND "sequence" > \#(bind: after)
+                    ORDER BY "sequence" LIMIT 5000
+                    """#).all(decoding: SignedRow.self)
+            }
+            count += page.filter { Self.kid(of: $0.signedTransaction) == kid }.count
+            guard let last = page.last?.sequence, page.count == 5000 else { return count }
+            cursor = last
+        }
+    }
+
+    private struct SignedRow: Decodable {
+        var sequence: Int64
+        var signedTransaction: String
     }
 
     /// Every key, oldest first, with when it was made and retired.
@@ -110,6 +142,19 @@ public actor SigningKeys {
     }
 
     private var lastMissReload = Date.distantPast
+
+    /// `receipt` signed again with the signing key when the key that signed it is retired (or
+    /// otherwise not one this store trusts now); nil when it still verifies as it is.
+    ///
+    /// The store, not the receipt, is the record of a purchase: the receipt is only its proof. So a
+    /// receipt whose key was retired is re-issued with the same claims (read from the store's own
+    /// copy, never from a receipt a client presented) rather than leaving the purchase unprovable.
+    public func reissue(_ receipt: String) async throws -> String? {
+        try await refreshIfStale()
+        if let kid = Self.kid(of: receipt), loadedKIDs.contains(kid) { return nil }
+        let claims = try await collection.unverified(receipt, as: ReceiptClaims.self)
+        return try await collection.sign(claims, kid: JWKIdentifier(string: signingKID))
+    }
 
     /// The `kid` in a compact JWS's header, if it has one.
     static func kid(of receipt: String) -> String? {

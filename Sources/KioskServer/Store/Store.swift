@@ -246,9 +246,9 @@ public struct Store: Sendable {
         } else {
             after = 0
         }
-        let records = try await database.read { db in
+        let records = try await withCurrentReceipts(try await database.read { db in
             try await db.transactions(limit: limit + 1) { $0.where("accountId", .equal, accountId).where("sequence", .greaterThan, after) }
-        }
+        })
         let page = records.prefix(limit)
         return TransactionPage(
             transactions: page.map(\.wire), cursor: page.last?.sequence.map(String.init) ?? cursor,
@@ -426,7 +426,8 @@ public struct Store: Sendable {
 
     /// The reply to a payment: the transaction and the balance; a declined payment is a 402.
     private func response(for settled: Settled) async throws -> PaymentResponse {
-        let record = settled.record
+        // A replayed key answers with the stored receipt, whose key may have been retired since.
+        let record = if settled.credits == nil { try await withCurrentReceipts([settled.record])[0] } else { settled.record }
         if record.status == .declined {
             throw APIFailure(HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required"), code: "payment_declined", message: record.message ?? "the payment was declined")
         }

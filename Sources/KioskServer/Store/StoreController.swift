@@ -9,24 +9,28 @@ struct StoreController {
     let store: Store
     let keys: SigningKeys
     let adminToken: String
+    let limits: RateLimitGate
 
     func addRoutes(to router: Router<KioskRequestContext>) {
         router.get(".well-known/jwks.json") { _, _ in
             try JSONBody.response(try await keys.jwks())
         }
-        router.post("v1/accounts") { _, _ in
-            try JSONBody.response(try await store.createAccount(), status: .created)
+        router.post("v1/accounts") { request, context in
+            try await limits.admitAccountCreation(request, context: context)
+            return try JSONBody.response(try await store.createAccount(), status: .created)
         }
         router.get("v1/account") { _, context in
             try JSONBody.response(try await store.summary(of: context.requireAccount()))
         }
         router.post("v1/payments") { request, context in
             let account = try context.requireAccount()
+            try await limits.admitPurchase(request, context: context, accountId: account)
             let payment = try await JSONBody.decode(PaymentRequest.self, from: request)
             return try JSONBody.response(try await store.pay(payment, accountId: account))
         }
         router.post("v1/redemptions") { request, context in
             let account = try context.requireAccount()
+            try await limits.admitPurchase(request, context: context, accountId: account)
             let redemption = try await JSONBody.decode(RedemptionRequest.self, from: request)
             return try JSONBody.response(try await store.redeem(redemption, accountId: account))
         }

@@ -1,0 +1,39 @@
+import Foundation
+import SQLKit
+
+extension Store {
+    /// `records` with every receipt signed by a retired key signed again with a current one, and
+    /// the new receipt saved in place of the old (so each is re-signed once, not on every listing).
+    ///
+    /// Called on what the account's devices restore from (the transaction list) and on a replayed
+    /// payment's answer: after `kiosk keys retire` those must still hand out receipts that verify,
+    /// or one retired key makes every purchase it signed unrestorable.
+    func withCurrentReceipts(_ records: [TransactionRecord]) async throws -> [TransactionRecord] {
+        var current = records
+        for index in current.indices {
+            guard let old = current[index].signedTransaction else { continue }
+            let id = current[index].id
+            let fresh: String
+            do {
+                guard let reissued = try await keys.reissue(old) else { continue }
+                fresh = reissued
+            } catch {
+                // A stored receipt that is not a JWS at all: hand it out as it is (the client
+                // refuses that one alone) rather than fail the whole list.
+                logger.error("a stored receipt cannot be re-signed", metadata: ["transaction": "\(id)", "error": "\(error)"])
+                continue
+            }
+            // Only over the receipt it replaces: a concurrent listing that got there first wins,
+            // and either receipt verifies.
+            try await database.write { db in
+                try await db.raw(#"""
+                    UPDATE "storeTransaction" SET "signedTransaction" = \#(bind: fresh)
+                    WHERE "id" = \#(bind: id) AND "signedTransaction" = \#(bind: old)
+                    """#).run()
+            }
+            current[index].signedTransaction = fresh
+            logger.info("re-signed a receipt whose key was retired", metadata: ["transaction": "\(id)"])
+        }
+        return current
+    }
+}

@@ -1,0 +1,43 @@
+import Foundation
+import KioskTestSupport
+import Testing
+
+/// `kiosk serve --rate-limit-…` as an operator sets them, and readers' commands that meet them.
+@Suite("kiosk serve rate limits")
+struct RateLimitCommandTests {
+    @Test("two readers behind one address buy at once under 1/second limits: the one refused (429, Retry-After: 1) waits and succeeds, each charged once")
+    func buyWaitsOutRetryAfter() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let server = try await ServerProcess.start(store, extraArguments: [
+            "--rate-limit-accounts-per-address", "1/second", "--rate-limit-purchases-per-address", "1/second",
+        ], log: directory.path("server.log"))
+        let homes = ["a", "b"].map { directory.path($0).path }
+        for home in homes {
+            #expect(try await KioskCommand.run(["sync", "--server", server.url], environment: ["KIOSK_HOME": home]).status == 0)
+        }
+        // Each first buy also creates the home's account: both limits are met at once.
+        let results = try await withThrowingTaskGroup(of: KioskCommand.Result.self) { group in
+            for home in homes { group.addTask { try await KioskCommand.run(["buy", "com.kiosk.credits.pack-5"], environment: ["KIOSK_HOME": home]) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        for result in results {
+            #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+            #expect(result.stdout.contains("balance: 5 credits"), "\(result.stdout)")
+        }
+        await server.stop()
+        // Read once the server stopped: its request log is flushed at exit.
+        let refused = server.log.components(separatedBy: "status=429").count - 1
+        #expect(refused >= 1, "the two buys never met the limit; the test proves nothing")
+    }
+
+    @Test("a rate limit that is not N/unit or off is a usage error naming the flag")
+    func badRateLimit() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let result = try await KioskCommand.run(["serve", "--catalog", store.catalog.path, "--content", store.content.path,
+                                                 "--data", store.data.path, "--port", "0", "--rate-limit-purchases-per-account", "lots"])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("--rate-limit-purchases-per-account must be N/second, N/minute, N/hour, N/day or off, not lots"), "\(result.stderr)")
+    }
+}

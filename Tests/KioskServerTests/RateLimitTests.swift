@@ -1,0 +1,130 @@
+import Foundation
+import KioskCore
+import KioskServer
+import KioskTestSupport
+import KioskTransfer
+import Testing
+
+/// Account creation and purchases are limited per client address and per account (token buckets).
+@Suite("Rate limits")
+struct RateLimitTests {
+    static let book = "com.kiosk.books.small-engines"
+    static let pack5 = "com.kiosk.credits.pack-5"
+
+    /// A live server with only the limits `limits` sets (the others off), over a fresh database of `engine`.
+    static func withServer(engine: TestEngine, _ limits: (inout RateLimits) -> Void, _ body: @Sendable (String) async throws -> Void) async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        var configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+        configuration.database = try await engine.freshDatabase()
+        var rateLimits = RateLimits.off
+        limits(&rateLimits)
+        configuration.rateLimits = rateLimits
+        try await LiveServer.run(configuration) { _, url in try await body(url) }
+    }
+
+    static func createAccount(_ url: String, forwardedFor: String? = nil) async throws -> HTTPResponse {
+        try await HTTPClient().send(HTTPRequest(method: "POST", url: url + "/v1/accounts", headers: forwardedFor.map { [("X-Forwarded-For", $0)] } ?? [], body: Data("{}".utf8)))
+    }
+
+    static func pay(_ url: String, _ product: String, token: String) async throws -> HTTPResponse {
+        let body = #"{"productId": "\#(product)", "quantity": 1, "paymentMethod": "approve", "idempotencyKey": "\#(UUID().uuidString)"}"#
+        return try await HTTPClient().send(HTTPRequest(method: "POST", url: url + "/v1/payments", headers: [("Authorization", "Bearer \(token)")], body: Data(body.utf8)))
+    }
+
+    /// A 429 as the wire contract has it: Retry-After in seconds and a one-line JSON error.
+    static func expectLimited(_ response: HTTPResponse, retryAfter: ClosedRange<Int>, naming: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        #expect(response.status == 429, sourceLocation: sourceLocation)
+        #expect(Int(response.headers["retry-after"] ?? "").map(retryAfter.contains) == true, "Retry-After: \(response.headers["retry-after"] ?? "none")", sourceLocation: sourceLocation)
+        let error = try JSONDecoder.kiosk.decode(APIError.self, from: response.body)
+        #expect(error.code == "rate_limited", sourceLocation: sourceLocation)
+        #expect(error.message.contains(naming) && !error.message.contains("\n"), "\(error.message)", sourceLocation: sourceLocation)
+    }
+
+    @Test("a burst of account creations beyond the limit gets 429 with Retry-After and a one-line JSON error; the bucket refills", arguments: TestEngine.all)
+    func accountCreationBurst(engine: TestEngine) async throws {
+        try await Self.withServer(engine: engine, { $0.accountsPerAddress = RateLimit(burst: 3, perSecond: 1) }) { url in
+            for _ in 0..<3 { #expect(try await Self.createAccount(url).status == 201) }
+            try Self.expectLimited(try await Self.createAccount(url), retryAfter: 1...1, naming: "127.0.0.1")
+            try await Task.sleep(for: .milliseconds(1_100))
+            #expect(try await Self.createAccount(url).status == 201)
+            #expect(try await Self.createAccount(url).status == 429)
+        }
+    }
+
+    @Test("purchases are limited per account and per address: another account has its own bucket, the address's is shared", arguments: TestEngine.all)
+    func purchaseLimits(engine: TestEngine) async throws {
+        try await Self.withServer(engine: engine, {
+            $0.purchasesPerAccount = RateLimit(burst: 2, perSecond: 0.5)
+            $0.purchasesPerAddress = RateLimit(burst: 4, perSecond: 0.01)
+        }) { url in
+            let http = StoreHTTP(baseURL: url)
+            let first = try await http.createAccount()
+            let second = try await http.createAccount()
+            #expect(try await Self.pay(url, Self.pack5, token: first.token).status == 200)
+            #expect(try await Self.pay(url, Self.book, token: first.token).status == 200)
+            try Self.expectLimited(try await Self.pay(url, Self.pack5, token: first.token), retryAfter: 1...2, naming: first.accountId)
+            #expect(try await Self.pay(url, Self.pack5, token: second.token).status == 200)
+            // The address has now spent its four: every request asked counts against it, even the one
+            // the account's own limit refused.
+            try Self.expectLimited(try await Self.pay(url, Self.pack5, token: second.token), retryAfter: 90...100, naming: "127.0.0.1")
+            // Nothing refused was charged.
+            #expect(try await http.send("GET", "/v1/account", token: first.token).decode(AccountSummary.self).credits == 5)
+        }
+    }
+
+    @Test("X-Forwarded-For names the client only when the peer is a trusted proxy")
+    func forwardedFor() async throws {
+        try await Self.withServer(engine: .sqlite, {
+            $0.accountsPerAddress = RateLimit(burst: 1, perSecond: 0.001)
+            $0.trustedProxies = ["127.0.0.1"]
+        }) { url in
+            #expect(try await Self.createAccount(url, forwardedFor: "198.51.100.7").status == 201)
+            try Self.expectLimited(try await Self.createAccount(url, forwardedFor: "198.51.100.7"), retryAfter: 990...1000, naming: "198.51.100.7")
+            // A forged entry in front of what the proxy appended changes nothing: the rightmost untrusted hop counts.
+            #expect(try await Self.createAccount(url, forwardedFor: "203.0.113.9, 198.51.100.7").status == 429)
+            #expect(try await Self.createAccount(url, forwardedFor: "198.51.100.8").status == 201)
+        }
+        try await Self.withServer(engine: .sqlite, { $0.accountsPerAddress = RateLimit(burst: 1, perSecond: 0.001) }) { url in
+            // From a peer that is not a trusted proxy, the header is the client's word: ignored.
+            #expect(try await Self.createAccount(url, forwardedFor: "198.51.100.7").status == 201)
+            try Self.expectLimited(try await Self.createAccount(url, forwardedFor: "198.51.100.8"), retryAfter: 990...1000, naming: "127.0.0.1")
+        }
+    }
+
+    @Test("two instances over one PostgreSQL database share the buckets: the limit is the store's, not each instance's")
+    func sharedAcrossInstances() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let database = try await TestPostgres.shared.freshDatabase()
+        @Sendable func configuration(_ name: String) -> ServerConfiguration {
+            var configuration = ServerConfiguration(
+                catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: directory.url.appendingPathComponent(name))
+            configuration.database = database
+            var limits = RateLimits.off
+            limits.accountsPerAddress = RateLimit(burst: 3, perSecond: 0.01)
+            limits.purchasesPerAccount = RateLimit(burst: 4, perSecond: 0.01)
+            configuration.rateLimits = limits
+            return configuration
+        }
+        try await LiveServer.run(configuration("a")) { _, a in
+            try await LiveServer.run(configuration("b")) { _, b in
+                #expect(try await Self.createAccount(a).status == 201)
+                #expect(try await Self.createAccount(b).status == 201)
+                let created = try await Self.createAccount(a)
+                #expect(created.status == 201)
+                try Self.expectLimited(try await Self.createAccount(b), retryAfter: 90...100, naming: "127.0.0.1")
+                try Self.expectLimited(try await Self.createAccount(a), retryAfter: 90...100, naming: "127.0.0.1")
+
+                let account = try JSONDecoder.kiosk.decode(AccountCreated.self, from: created.body)
+                // Eight at once, split over both: exactly the bucket's four get through.
+                let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                    for index in 0..<8 { group.addTask { try await Self.pay(index.isMultiple(of: 2) ? a : b, Self.pack5, token: account.token).status } }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+                #expect(statuses.filter { $0 == 200 }.count == 4, "\(statuses)")
+                #expect(statuses.filter { $0 == 429 }.count == 4, "\(statuses)")
+            }
+        }
+    }
+}
