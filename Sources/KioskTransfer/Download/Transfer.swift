@@ -100,10 +100,11 @@ final class Transfer {
         try easy.set(CURLOPT_LOW_SPEED_LIMIT, request.lowSpeedLimit)
         try easy.set(CURLOPT_LOW_SPEED_TIME, request.lowSpeedTime)
         // Big receive buffers mean fewer, larger writes and hash updates. A rate cap needs small
-        // ones: libcurl checks the rate only after draining up to 100 buffers from a readable socket.
+        // ones: libcurl checks the rate only after draining up to 100 buffers from a readable
+        // socket, so a buffer of a 64th of a second's bytes keeps even a slow cap honest.
         if let speed = request.maxReceiveSpeed {
             try easy.set(CURLOPT_MAX_RECV_SPEED_LARGE, offset: speed)
-            try easy.set(CURLOPT_BUFFERSIZE, 16 << 10)
+            try easy.set(CURLOPT_BUFFERSIZE, Int(min(16 << 10, max(1 << 10, speed / 64))))
         } else {
             try easy.set(CURLOPT_BUFFERSIZE, 1 << 20)
         }
