@@ -142,11 +142,13 @@ public struct Store: Sendable {
 
     /// Approves a deferred (Ask to Buy) transaction: charges it and signs its receipt. Approved
     /// after the account came to own the product another way, it is a free re-buy.
+    ///
+    /// Exactly one decision settles a request: the commit takes the request's row and settles it
+    /// only while it is still deferred (see ``commit(_:replacing:over:)``), so an approval that
+    /// loses to a decline (or to another approval) is a 409 and charges nothing.
     func approve(transactionId: String) async throws -> StoreTransaction {
         let deferred = try await transaction(transactionId)
-        guard deferred.status == .deferred else {
-            throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(transactionId) is \(deferred.status.rawValue), not deferred")
-        }
+        guard deferred.status == .deferred else { throw Self.notDeferred(deferred) }
         let product = try await product(deferred.productId)
         let settled = try await settle(account: deferred.accountId, key: deferred.idempotencyKey, product: product, replacing: deferred) { holdings in
             var record = deferred
@@ -157,18 +159,22 @@ public struct Store: Sendable {
         return settled.record.wire
     }
 
-    /// Declines a deferred transaction: nothing is charged.
+    /// Declines a deferred transaction: nothing is charged. The request's row is taken first, so
+    /// a decline and an approval of one request at once settle it once: the later one is a 409.
     func decline(transactionId: String) async throws -> StoreTransaction {
         try await database.write { db in
-            guard var record = try await db.storeTransaction(transactionId) else {
+            guard var record = try await db.lockedTransaction(transactionId) else {
                 throw APIFailure(.notFound, code: "unknown_transaction", message: "no transaction \(transactionId)")
             }
-            guard record.status == .deferred else {
-                throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(transactionId) is \(record.status.rawValue), not deferred")
-            }
+            guard record.status == .deferred else { throw Self.notDeferred(record) }
             record.status = .declined
             record.message = "the request to buy was declined; nothing was charged"
-            try await db.update(record)
+            let declined = record
+            guard try await db.changeTransaction(transactionId, from: .deferred, {
+                $0.set("status", to: declined.status.rawValue).set("message", to: declined.message)
+            }) else {
+                throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(transactionId) is no longer deferred; it was settled meanwhile")
+            }
             return record.wire
         }
     }
@@ -176,12 +182,18 @@ public struct Store: Sendable {
     /// Revokes a purchased transaction: its receipt stops entitling anything, and the date and
     /// reason appear in the account's transaction list, so its devices learn of it. With
     /// `refund`, the money charged is paid back (a negative ledger entry) and credits the purchase
-    /// granted are taken back, as far as the balance allows.
+    /// granted are taken back, as far as the balance allows; a revoked purchase not yet refunded
+    /// can still be refunded.
     ///
     /// The free re-buys that stood on it (`owned`, pointing at it as their original, or mirroring
     /// the revoked subscription period) are revoked with it: they were granted only because of it,
     /// and left standing they would keep entitling the content and answer the next buy as owned.
     /// The account's revision moves, so a payment decided before the revocation decides again.
+    ///
+    /// A second revocation, or a second refund, is a 409 naming the state, not a silent 200: the
+    /// answer says what this call did, and a call that did nothing must not claim the work.
+    /// - Throws: 404 for an unknown transaction; 409 `not_purchased`, `already_revoked` or
+    ///   `already_refunded`, with nothing written.
     func revoke(transactionId: String, reason: String?, refund: Bool = false) async throws -> StoreTransaction {
         let reason = reason.flatMap { $0.isEmpty ? nil : $0 } ?? (refund ? "refunded by the store" : "revoked by the store")
         return try await database.write { db in
@@ -191,19 +203,30 @@ public struct Store: Sendable {
             // The account row first: a payment that committed before this sees its free re-buy
             // revoked below, and one still deciding waits for this commit and then finds the
             // revision moved. (On PostgreSQL, reading the re-buys before taking the row let a
-            // payment slip a re-buy in between.)
+            // payment slip a re-buy in between.) Then the transaction's own row, which the
+            // customer's finish also takes: no write of either is made from a stale read.
             try await db.raw(#"UPDATE "account" SET "revision" = "revision" + 1 WHERE "id" = \#(bind: found.accountId)"#).run()
-            guard var record = try await db.storeTransaction(transactionId) else {
+            guard var record = try await db.lockedTransaction(transactionId) else {
                 throw APIFailure(.notFound, code: "unknown_transaction", message: "no transaction \(transactionId)")
             }
             guard record.status == .purchased || record.status == .revoked else {
-                throw APIFailure(.conflict, code: "not_purchased", message: "transaction \(transactionId) is \(record.status.rawValue); only a purchase can be revoked")
+                throw APIFailure(.conflict, code: "not_purchased", message: "transaction \(transactionId) is \(record.status.rawValue); only a purchase can be revoked or refunded")
+            }
+            let entries = try await db.ledger { $0.where("transactionId", .equal, transactionId) }
+            let charged = entries.first { $0.kind == .charge }
+            let refundDue = refund && !entries.contains { $0.kind == .refund } && (charged != nil || record.creditsGranted > 0)
+            if record.status == .revoked, !refundDue {
+                throw refund
+                    ? APIFailure(.conflict, code: "already_refunded", message: "transaction \(transactionId) is already revoked and has nothing left to pay back; nothing was changed")
+                    : APIFailure(.conflict, code: "already_revoked", message: "transaction \(transactionId) is already revoked; nothing was changed")
             }
             if record.status == .purchased {
                 record.status = .revoked
                 record.revokedAt = .storeNow
                 record.revocationReason = reason
-                try await db.update(record)
+                guard try await Self.markRevoked(record, in: db) else {
+                    throw APIFailure(.conflict, code: "already_revoked", message: "transaction \(transactionId) was revoked meanwhile; nothing was changed")
+                }
                 let revoked = record
                 let derived = try await db.transactions {
                     $0.where("accountId", .equal, revoked.accountId).where("productId", .equal, revoked.productId)
@@ -212,17 +235,13 @@ public struct Store: Sendable {
                 }
                 // A subscription's free re-buys mirror the period they stood on (dates compared to the millisecond).
                 for var rebuy in derived where revoked.kind != .subscription || Self.sameInstant(rebuy.expiresDate, revoked.expiresDate) {
-                    rebuy.status = .revoked
                     rebuy.revokedAt = revoked.revokedAt
                     rebuy.revocationReason = reason
-                    try await db.update(rebuy)
+                    _ = try await Self.markRevoked(rebuy, in: db)
                 }
             }
-            let entries = try await db.ledger { $0.where("transactionId", .equal, transactionId) }
-            guard refund, !entries.contains(where: { $0.kind == .refund }) else {
-                return record.wire
-            }
-            if let charged = entries.first(where: { $0.kind == .charge }) {
+            guard refundDue else { return record.wire }
+            if let charged {
                 try await db.insert(LedgerEntry(id: nil, transactionId: transactionId, kind: .refund, accountId: record.accountId, amountCents: -charged.amountCents,
                                                 currency: charged.currency, reason: reason, createdAt: .storeNow))
             }
@@ -234,6 +253,15 @@ public struct Store: Sendable {
                     """#).run()
             }
             return record.wire
+        }
+    }
+
+    /// Writes a revocation's three columns, only while the transaction is still purchased: the
+    /// condition keeps the write from ever undoing another, whatever was read before it.
+    /// - Returns: whether it was still purchased.
+    private static func markRevoked(_ record: TransactionRecord, in db: any SQLDatabase) async throws -> Bool {
+        try await db.changeTransaction(record.id, from: .purchased) {
+            $0.set("status", to: TransactionStatus.revoked.rawValue).set("revokedAt", to: record.revokedAt).set("revocationReason", to: record.revocationReason)
         }
     }
 
@@ -256,17 +284,22 @@ public struct Store: Sendable {
     }
 
     /// Records that the client delivered a purchased transaction.
+    ///
+    /// It writes the one column it owns, `finishedAt`, under the row's lock: written back whole,
+    /// a finish racing the operator's refund put the transaction back to `purchased`, refund and all.
+    /// A finish of a revoked transaction is accepted (the client may learn of the revocation later).
     func finish(transactionId: String, accountId: String) async throws -> StoreTransaction {
         try await database.write { db in
-            guard var record = try await db.storeTransaction(transactionId), record.accountId == accountId else {
+            guard var record = try await db.lockedTransaction(transactionId), record.accountId == accountId else {
                 throw APIFailure(.notFound, code: "unknown_transaction", message: "this account has no transaction \(transactionId)")
             }
             guard record.status == .purchased || record.status == .revoked else {
                 throw APIFailure(.conflict, code: "not_purchased", message: "transaction \(transactionId) is \(record.status.rawValue); only a purchased transaction can be finished")
             }
             if record.finishedAt == nil {
-                record.finishedAt = .storeNow
-                try await db.update(record)
+                let finishedAt = Date.storeNow
+                try await db.update("storeTransaction").set("finishedAt", to: finishedAt).where("id", .equal, transactionId).run()
+                record.finishedAt = finishedAt
             }
             return record.wire
         }
@@ -400,6 +433,10 @@ public struct Store: Sendable {
 
     /// Settles a deferred request (Ask to Buy approved) with the decision, under the same
     /// compare-and-set; the request must still be deferred. Rare enough to stay in plain statements.
+    ///
+    /// The request's row is taken (after the account's, the order every writer keeps) and written
+    /// only while still deferred, with just the columns a settlement decides: a decline that
+    /// committed first makes this a 409, its compare-and-set, charge and credits rolled back.
     private func commit(_ decided: TransactionRecord, replacing deferred: TransactionRecord, over holdings: Holdings) async throws -> Settled {
         try await database.write { db in
             var record = decided
@@ -407,10 +444,20 @@ public struct Store: Sendable {
                 throw SettleConflict()
             }
             record.sequence = deferred.sequence
-            guard try await db.storeTransaction(deferred.id)?.status == .deferred else {
-                throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(deferred.id) was already settled")
+            guard let current = try await db.lockedTransaction(deferred.id) else {
+                throw APIFailure(.notFound, code: "unknown_transaction", message: "no transaction \(deferred.id)")
             }
-            try await db.update(record)
+            guard current.status == .deferred else { throw Self.notDeferred(current) }
+            let settled = record
+            guard try await db.changeTransaction(deferred.id, from: .deferred, {
+                $0.set("status", to: settled.status.rawValue).set("paymentMethod", to: settled.paymentMethod)
+                    .set("originalTransactionId", to: settled.originalTransactionId).set("purchaseDate", to: settled.purchaseDate)
+                    .set("expiresDate", to: settled.expiresDate).set("amountCents", to: settled.amountCents)
+                    .set("creditsGranted", to: settled.creditsGranted).set("creditsSpent", to: settled.creditsSpent)
+                    .set("signedTransaction", to: settled.signedTransaction).set("message", to: settled.message)
+            }) else {
+                throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(deferred.id) is no longer deferred; it was settled meanwhile")
+            }
             if let charge = LedgerEntry.charge(for: record) { try await db.insert(charge) }
             return Settled(record: record, credits: credits)
         }
@@ -441,6 +488,11 @@ public struct Store: Sendable {
         guard !key.isEmpty, key.count <= 200 else {
             throw APIFailure.badRequest("idempotencyKey must be 1 to 200 characters")
         }
+    }
+
+    /// The 409 of an approval or a decline that comes after the request was settled, naming the state it is in.
+    static func notDeferred(_ record: TransactionRecord) -> APIFailure {
+        APIFailure(.conflict, code: "not_deferred", message: "transaction \(record.id) is \(record.status.rawValue), not deferred; it was already settled")
     }
 
     func transaction(_ id: String) async throws -> TransactionRecord {

@@ -59,24 +59,19 @@ extension SQLDatabase {
         return (inserted, try row.decode(column: "credits", as: Int.self))
     }
 
-    /// Writes every column of a transaction that can change after it is first recorded.
-    func update(_ record: TransactionRecord) async throws {
-        try await update("storeTransaction")
-            .set("status", to: record.status.rawValue)
-            .set("paymentMethod", to: record.paymentMethod)
-            .set("originalTransactionId", to: record.originalTransactionId)
-            .set("purchaseDate", to: record.purchaseDate)
-            .set("expiresDate", to: record.expiresDate)
-            .set("amountCents", to: record.amountCents)
-            .set("creditsGranted", to: record.creditsGranted)
-            .set("creditsSpent", to: record.creditsSpent)
-            .set("signedTransaction", to: record.signedTransaction)
-            .set("message", to: record.message)
-            .set("finishedAt", to: record.finishedAt)
-            .set("revokedAt", to: record.revokedAt)
-            .set("revocationReason", to: record.revocationReason)
-            .where("id", .equal, record.id)
-            .run()
+    /// The transaction, locked until the write transaction that reads it ends: `FOR UPDATE` on
+    /// PostgreSQL, where read committed would otherwise let another writer change it between this
+    /// read and the caller's write; on SQLite the writer is alone already, and SQLKit writes nothing.
+    func lockedTransaction(_ id: String) async throws -> TransactionRecord? {
+        try await select().column("*").from("storeTransaction").where("id", .equal, id).for(.update).all(decoding: TransactionRecord.self).first
+    }
+
+    /// Writes only the columns `set` names, and only while the transaction is still `status`: a
+    /// compare-and-set behind the row lock, so no write is ever made from a stale read.
+    /// - Returns: whether the row changed.
+    func changeTransaction(_ id: String, from status: TransactionStatus, _ set: (SQLUpdateBuilder) -> SQLUpdateBuilder) async throws -> Bool {
+        try await set(update("storeTransaction")).where("id", .equal, id).where("status", .equal, status.rawValue)
+            .returning("id").all().count == 1
     }
 
     /// Spelled out for the reason `insert(_: TransactionRecord)` is.

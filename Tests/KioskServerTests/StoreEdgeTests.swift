@@ -1,0 +1,141 @@
+import Foundation
+import KioskCore
+import KioskServer
+import KioskTestSupport
+import Testing
+
+/// The store's promise at its edges (issue 28): conflicting actions at once, inputs it must
+/// refuse, and refunds of credits already spent.
+@Suite("The store at its edges: races of admin and customer, hostile inputs, spent credits")
+struct StoreEdgeTests {
+    static let book = StoreRulesTests.book
+    static let issue = StoreRulesTests.issue
+    static let pack5 = StoreRulesTests.pack5
+    static let pack10 = StoreRulesTests.pack10
+    /// Rounds of each race: enough for PostgreSQL's read committed to interleave the two often.
+    static let rounds = 20
+
+    // MARK: Races
+
+    /// The two answers of one race, in the order the actions were named.
+    struct Race {
+        var first: StoreHTTP.Reply
+        var second: StoreHTTP.Reply
+        var statuses: [Int] { [first.status, second.status] }
+    }
+
+    static func race(_ first: @escaping @Sendable () async throws -> StoreHTTP.Reply, _ second: @escaping @Sendable () async throws -> StoreHTTP.Reply) async throws -> Race {
+        async let a = first()
+        async let b = second()
+        return Race(first: try await a, second: try await b)
+    }
+
+    /// What an account ends with: the transaction's row as its owner lists it, the ledger, the balance.
+    struct Outcome {
+        var transaction: StoreTransaction
+        var ledger: [Int]
+        var credits: Int
+    }
+
+    static func outcome(of transactionId: String, account: AccountCreated, http: StoreHTTP, adminToken: String) async throws -> Outcome {
+        let page = try await http.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self)
+        let transaction = try #require(page.transactions.first { $0.transactionId == transactionId })
+        let credits = try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).credits
+        return Outcome(transaction: transaction, ledger: try await http.charges(accountId: account.accountId, adminToken: adminToken), credits: credits)
+    }
+
+    static func admin(_ http: StoreHTTP, _ token: String, _ action: String, _ id: String) async throws -> StoreHTTP.Reply {
+        try await http.send("POST", "/v1/admin/transactions/\(id)/\(action)", token: token)
+    }
+
+    static func message(_ reply: StoreHTTP.Reply) -> String {
+        (try? reply.decode(APIError.self).message) ?? String(decoding: reply.body, as: UTF8.self)
+    }
+
+    @Test("a refund and the customer's finish at once: both stand, the transaction ends revoked and finished, refunded once", arguments: TestEngine.all)
+    func refundRacingFinish(engine: TestEngine) async throws {
+        try await StoreRulesTests.withStore(engine: engine) { server, http, _, _ in
+            for round in 0..<Self.rounds {
+                let account = try await http.createAccount()
+                let id = try await http.pay(Self.pack5, token: account.token).decode(PaymentResponse.self).transaction.transactionId
+                let race = try await Self.race({ try await Self.admin(http, server.adminToken, "refund", id) },
+                                               { try await http.send("POST", "/v1/transactions/\(id)/finish", token: account.token) })
+                #expect(race.statuses == [200, 200], "round \(round): \(Self.message(race.first)) / \(Self.message(race.second))")
+                let finished = try race.second.decode(StoreTransaction.self)
+                #expect(finished.status == .purchased || finished.status == .revoked)
+                let end = try await Self.outcome(of: id, account: account, http: http, adminToken: server.adminToken)
+                #expect(end.transaction.status == .revoked, "round \(round): a refunded transaction ended \(end.transaction.status)")
+                #expect(end.transaction.finished, "round \(round)")
+                #expect(end.ledger == [499, -499], "round \(round)")
+                #expect(end.credits == 0, "round \(round)")
+            }
+        }
+    }
+
+    @Test("a revocation and the customer's finish at once: both stand, the transaction ends revoked and finished, nothing paid back", arguments: TestEngine.all)
+    func revokeRacingFinish(engine: TestEngine) async throws {
+        try await StoreRulesTests.withStore(engine: engine) { server, http, _, _ in
+            for round in 0..<Self.rounds {
+                let account = try await http.createAccount()
+                let id = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self).transaction.transactionId
+                let race = try await Self.race({ try await Self.admin(http, server.adminToken, "revoke", id) },
+                                               { try await http.send("POST", "/v1/transactions/\(id)/finish", token: account.token) })
+                #expect(race.statuses == [200, 200], "round \(round): \(Self.message(race.first)) / \(Self.message(race.second))")
+                let end = try await Self.outcome(of: id, account: account, http: http, adminToken: server.adminToken)
+                #expect(end.transaction.status == .revoked, "round \(round): a revoked transaction ended \(end.transaction.status)")
+                #expect(end.transaction.finished, "round \(round)")
+                #expect(end.ledger == [499], "round \(round)")
+            }
+        }
+    }
+
+    /// Two decisions on one Ask to Buy, or one refund twice: exactly one answers 200, the other a
+    /// 409 naming the transaction and the state the winner left, and the account shows only the winner's work.
+    func exactlyOneWins(_ engine: TestEngine, _ actions: (String, String), product: String, method: PaymentMethod) async throws {
+        try await StoreRulesTests.withStore(engine: engine) { server, http, _, _ in
+            for round in 0..<Self.rounds {
+                let account = try await http.createAccount()
+                let id = try await http.pay(product, token: account.token, method: method).decode(PaymentResponse.self).transaction.transactionId
+                let before = try await Self.outcome(of: id, account: account, http: http, adminToken: server.adminToken)
+                let race = try await Self.race({ try await Self.admin(http, server.adminToken, actions.0, id) },
+                                               { try await Self.admin(http, server.adminToken, actions.1, id) })
+                #expect(race.statuses.sorted() == [200, 409], "round \(round): \(actions) answered \(race.statuses): \(Self.message(race.first)) / \(Self.message(race.second))")
+                guard race.statuses.sorted() == [200, 409] else { continue }
+                let (winner, loser) = race.first.status == 200 ? (actions.0, race.second) : (actions.1, race.first)
+                let end = try await Self.outcome(of: id, account: account, http: http, adminToken: server.adminToken)
+                let refusal = try loser.decode(APIError.self)
+                #expect(refusal.message.contains(id) && refusal.message.contains(end.transaction.status.rawValue),
+                        "round \(round): the refusal \"\(refusal.message)\" names neither \(id) nor its state \(end.transaction.status)")
+                switch winner {
+                case "approve":
+                    #expect(end.transaction.status == .purchased, "round \(round)")
+                    #expect(end.ledger == [499], "round \(round)")
+                    #expect(end.credits == 5, "round \(round)")
+                case "decline":
+                    #expect(end.transaction.status == .declined, "round \(round)")
+                    #expect(end.ledger.isEmpty, "round \(round)")
+                    #expect(end.credits == 0, "round \(round)")
+                default:
+                    #expect(end.transaction.status == .revoked, "round \(round)")
+                    #expect(end.ledger == before.ledger + [-before.ledger[0]], "round \(round)")
+                    #expect(end.credits == 0, "round \(round)")
+                }
+            }
+        }
+    }
+
+    @Test("an approval and a decline of one Ask to Buy at once: exactly one wins, the other is told 409", arguments: TestEngine.all)
+    func approveRacingDecline(engine: TestEngine) async throws {
+        try await exactlyOneWins(engine, ("approve", "decline"), product: Self.pack5, method: .defer)
+    }
+
+    @Test("two approvals of one Ask to Buy at once: one charge, one grant of credits, the other is told 409", arguments: TestEngine.all)
+    func approveRacingApprove(engine: TestEngine) async throws {
+        try await exactlyOneWins(engine, ("approve", "approve"), product: Self.pack5, method: .defer)
+    }
+
+    @Test("two refunds of one purchase at once: paid back once, the other is told 409", arguments: TestEngine.all)
+    func refundRacingRefund(engine: TestEngine) async throws {
+        try await exactlyOneWins(engine, ("refund", "refund"), product: Self.pack5, method: .approve)
+    }
+}
