@@ -123,6 +123,11 @@ enum Migrations {
             #"CREATE INDEX "storeTransaction_first_purchase" ON "storeTransaction" ("accountId", "productId", "status", "sequence")"#,
             #"CREATE INDEX "storeTransaction_latest_period" ON "storeTransaction" ("accountId", "productId", "status", "expiresDate")"#,
         ] },
+        // The payment method a request asked for, which a replay of its idempotency key must ask
+        // for again; `paymentMethod` says how it was settled (an approved Ask to Buy, a free re-buy).
+        Migration(name: "4-requested-method") { _ in [
+            #"ALTER TABLE "storeTransaction" ADD COLUMN "requestedMethod" TEXT"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

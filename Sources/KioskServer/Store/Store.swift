@@ -88,6 +88,7 @@ public struct Store: Sendable {
     /// Charges (or defers, declines, cancels) a payment, at most once per idempotency key.
     func pay(_ request: PaymentRequest, accountId: String) async throws -> PaymentResponse {
         try Self.checkKey(request.idempotencyKey)
+        try RequestText.check(request.productId, field: "productId")
         guard (1...100).contains(request.quantity) else {
             throw APIFailure.badRequest("quantity must be between 1 and 100, not \(request.quantity)")
         }
@@ -98,7 +99,8 @@ public struct Store: Sendable {
         // A consumable's outcome depends on nothing the account holds, unless it asks to wait
         // for approval (one pending request per product).
         let readsHoldings = product.kind != .consumable || request.paymentMethod == .defer
-        let settled = try await settle(account: accountId, key: request.idempotencyKey, product: product, readsHoldings: readsHoldings) { holdings in
+        let keyed = KeyedRequest(key: request.idempotencyKey, productId: product.id, quantity: request.quantity, method: request.paymentMethod.rawValue)
+        let settled = try await settle(account: accountId, request: keyed, product: product, readsHoldings: readsHoldings) { holdings in
             var record = TransactionRecord.pending(
                 account: accountId, product: product, quantity: request.quantity, method: request.paymentMethod.rawValue, key: request.idempotencyKey)
             switch request.paymentMethod {
@@ -127,11 +129,13 @@ public struct Store: Sendable {
     /// Spends credits on a product that has a credit price, giving a signed transaction of its own.
     func redeem(_ request: RedemptionRequest, accountId: String) async throws -> PaymentResponse {
         try Self.checkKey(request.idempotencyKey)
+        try RequestText.check(request.productId, field: "productId")
         let product = try await product(request.productId)
         guard product.creditPrice != nil else {
             throw APIFailure(.conflict, code: "not_redeemable", message: "\(product.id) has no credit price; buy it instead")
         }
-        let settled = try await settle(account: accountId, key: request.idempotencyKey, product: product) { holdings in
+        let keyed = KeyedRequest(key: request.idempotencyKey, productId: product.id, quantity: 1, method: "credits")
+        let settled = try await settle(account: accountId, request: keyed, product: product) { holdings in
             var record = TransactionRecord.pending(account: accountId, product: product, quantity: 1, method: "credits", key: request.idempotencyKey)
             try holdings.decide(&record, product: product)
             return .new(record)
@@ -147,10 +151,12 @@ public struct Store: Sendable {
     /// only while it is still deferred (see ``commit(_:replacing:over:)``), so an approval that
     /// loses to a decline (or to another approval) is a 409 and charges nothing.
     func approve(transactionId: String) async throws -> StoreTransaction {
+        try Self.checkTransactionId(transactionId)
         let deferred = try await transaction(transactionId)
         guard deferred.status == .deferred else { throw Self.notDeferred(deferred) }
         let product = try await product(deferred.productId)
-        let settled = try await settle(account: deferred.accountId, key: deferred.idempotencyKey, product: product, replacing: deferred) { holdings in
+        let keyed = KeyedRequest(key: deferred.idempotencyKey, productId: product.id, quantity: deferred.quantity, method: PaymentMethod.defer.rawValue)
+        let settled = try await settle(account: deferred.accountId, request: keyed, product: product, replacing: deferred) { holdings in
             var record = deferred
             record.paymentMethod = PaymentMethod.approve.rawValue
             try holdings.decide(&record, product: product)
@@ -162,7 +168,8 @@ public struct Store: Sendable {
     /// Declines a deferred transaction: nothing is charged. The request's row is taken first, so
     /// a decline and an approval of one request at once settle it once: the later one is a 409.
     func decline(transactionId: String) async throws -> StoreTransaction {
-        try await database.write { db in
+        try Self.checkTransactionId(transactionId)
+        return try await database.write { db in
             guard var record = try await db.lockedTransaction(transactionId) else {
                 throw APIFailure(.notFound, code: "unknown_transaction", message: "no transaction \(transactionId)")
             }
@@ -195,6 +202,8 @@ public struct Store: Sendable {
     /// - Throws: 404 for an unknown transaction; 409 `not_purchased`, `already_revoked` or
     ///   `already_refunded`, with nothing written.
     func revoke(transactionId: String, reason: String?, refund: Bool = false) async throws -> StoreTransaction {
+        try Self.checkTransactionId(transactionId)
+        if let reason { try RequestText.check(reason, field: "reason", maxBytes: RequestText.maxReasonBytes, allowEmpty: true) }
         let reason = reason.flatMap { $0.isEmpty ? nil : $0 } ?? (refund ? "refunded by the store" : "revoked by the store")
         return try await database.write { db in
             guard let found = try await db.storeTransaction(transactionId) else {
@@ -289,7 +298,8 @@ public struct Store: Sendable {
     /// a finish racing the operator's refund put the transaction back to `purchased`, refund and all.
     /// A finish of a revoked transaction is accepted (the client may learn of the revocation later).
     func finish(transactionId: String, accountId: String) async throws -> StoreTransaction {
-        try await database.write { db in
+        try Self.checkTransactionId(transactionId)
+        return try await database.write { db in
             guard var record = try await db.lockedTransaction(transactionId), record.accountId == accountId else {
                 throw APIFailure(.notFound, code: "unknown_transaction", message: "this account has no transaction \(transactionId)")
             }
@@ -345,17 +355,17 @@ public struct Store: Sendable {
     /// key already used (the unique index refuses the insert, undoing the write), a balance that
     /// would overflow, an unknown account.
     private func settle(
-        account accountId: String, key: String, product: Product, readsHoldings: Bool = true, replacing deferred: TransactionRecord? = nil,
+        account accountId: String, request: KeyedRequest, product: Product, readsHoldings: Bool = true, replacing deferred: TransactionRecord? = nil,
         _ decide: @Sendable (Holdings) throws -> Decision
     ) async throws -> Settled {
         if !readsHoldings, deferred == nil,
-           let settled = try await attempt(on: .unread, key: key, productId: product.id, replacing: nil, decide) {
+           let settled = try await attempt(on: .unread, request: request, replacing: nil, decide) {
             return settled
         }
         return try await turns.run(accountId) {
             for _ in 0..<64 {
-                let holdings = try await database.read { try await Holdings.read(accountId: accountId, product: product, key: key, in: $0) }
-                if let settled = try await attempt(on: holdings, key: key, productId: product.id, replacing: deferred, decide) {
+                let holdings = try await database.read { try await Holdings.read(accountId: accountId, product: product, key: request.key, in: $0) }
+                if let settled = try await attempt(on: holdings, request: request, replacing: deferred, decide) {
                     return settled
                 }
             }
@@ -367,14 +377,11 @@ public struct Store: Sendable {
     /// Decides once on `holdings` and commits the decision; nil when the account moved meanwhile
     /// or a rule of the schema refused the write, so the caller decides again on a fresh look-up.
     private func attempt(
-        on holdings: Holdings, key: String, productId: String, replacing deferred: TransactionRecord?,
+        on holdings: Holdings, request: KeyedRequest, replacing deferred: TransactionRecord?,
         _ decide: @Sendable (Holdings) throws -> Decision
     ) async throws -> Settled? {
         if deferred == nil, let existing = holdings.sameKey {
-            guard existing.productId == productId else {
-                throw APIFailure(.conflict, code: "idempotency_key_reused",
-                    message: "idempotency key \(key) was already used for \(existing.productId); use a fresh key for a new purchase")
-            }
+            try request.check(replayOf: existing)
             return Settled(record: existing, credits: nil)
         }
         var record: TransactionRecord
@@ -485,14 +492,37 @@ public struct Store: Sendable {
     }
 
     private static func checkKey(_ key: String) throws {
-        guard !key.isEmpty, key.count <= 200 else {
-            throw APIFailure.badRequest("idempotencyKey must be 1 to 200 characters")
-        }
+        try RequestText.check(key, field: "idempotencyKey")
+    }
+
+    static func checkTransactionId(_ id: String) throws {
+        try RequestText.check(id, field: "the transaction ID in the path")
     }
 
     /// The 409 of an approval or a decline that comes after the request was settled, naming the state it is in.
     static func notDeferred(_ record: TransactionRecord) -> APIFailure {
         APIFailure(.conflict, code: "not_deferred", message: "transaction \(record.id) is \(record.status.rawValue), not deferred; it was already settled")
+    }
+
+    /// What an idempotency key was sent with: a replay of the key must send the same, as with
+    /// Stripe's keys, or it is refused rather than answered with a purchase it did not ask for.
+    struct KeyedRequest: Sendable {
+        var key: String
+        var productId: String
+        var quantity: Int
+        /// `approve`, `decline`, `cancel`, `defer`, or `credits` for a redemption.
+        var method: String
+
+        /// - Throws: 422 `idempotency_key_reused` naming every field that differs from the first request.
+        func check(replayOf existing: TransactionRecord) throws {
+            var differences: [String] = []
+            if existing.productId != productId { differences.append("product (\(productId), first \(existing.productId))") }
+            if existing.quantity != quantity { differences.append("quantity (\(quantity), first \(existing.quantity))") }
+            if let first = existing.requestedMethod, first != method { differences.append("payment method (\(method), first \(first))") }
+            guard !differences.isEmpty else { return }
+            throw APIFailure(HTTPResponse.Status(code: 422, reasonPhrase: "Unprocessable Content"), code: "idempotency_key_reused",
+                message: "idempotency key \(key) was first sent for another request; this one differs in \(differences.joined(separator: ", ")); send a new purchase with a fresh key")
+        }
     }
 
     func transaction(_ id: String) async throws -> TransactionRecord {
