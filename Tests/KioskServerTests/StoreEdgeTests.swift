@@ -229,4 +229,39 @@ struct StoreEdgeTests {
             }
         }
     }
+
+    // MARK: Refunds of spent credits
+
+    @Test("a credit pack whose credits were spent is not refunded (409, nothing changes); one whose credits are all there is, and the answer says what it withdrew", arguments: TestEngine.all)
+    func refundOfSpentCredits(engine: TestEngine) async throws {
+        try await StoreRulesTests.withStore(engine: engine) { server, http, account, _ in
+            let pack = try await http.pay(Self.pack10, token: account.token).decode(PaymentResponse.self).transaction.transactionId
+            let redeemed = try await http.send("POST", "/v1/redemptions", token: account.token, json: #"{"productId": "\#(Self.issue)", "idempotencyKey": "spend-1"}"#)
+            #expect(try redeemed.decode(PaymentResponse.self).credits == 8)
+
+            let refused = try await Self.admin(http, server.adminToken, "refund", pack)
+            #expect(refused.status == 409)
+            let refusal = try refused.decode(APIError.self)
+            #expect(refusal.code == "credits_spent")
+            #expect(refusal.message.contains(pack) && refusal.message.contains("10 credits") && refusal.message.contains("balance is 8"), "\(refusal.message)")
+            let kept = try await Self.outcome(of: pack, account: account, http: http, adminToken: server.adminToken)
+            #expect(kept.transaction.status == .purchased)
+            #expect(kept.ledger == [899])
+            #expect(kept.credits == 8)
+
+            // Once the balance covers the pack again, its refund withdraws all of its credits.
+            _ = try await http.pay(Self.pack5, token: account.token)
+            let refunded = try await Self.admin(http, server.adminToken, "refund", pack)
+            #expect(refunded.status == 200, "\(Self.message(refunded))")
+            #expect(try refunded.decode(StoreTransaction.self).status == .revoked)
+            let answer = try #require(try JSONSerialization.jsonObject(with: refunded.body) as? [String: Any])
+            #expect(answer["refundedCents"] as? Int == 899 && answer["currency"] as? String == "USD", "\(answer)")
+            #expect(answer["creditsWithdrawn"] as? Int == 10 && answer["credits"] as? Int == 3, "\(answer)")
+            let end = try await Self.outcome(of: pack, account: account, http: http, adminToken: server.adminToken)
+            #expect(end.ledger == [899, 499, -899])
+            #expect(end.credits == 3)
+            // The redeemed issue stays the reader's: it was paid for with credits that are still paid for.
+            #expect(try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).owned == [Self.issue])
+        }
+    }
 }

@@ -188,20 +188,28 @@ public struct Store: Sendable {
 
     /// Revokes a purchased transaction: its receipt stops entitling anything, and the date and
     /// reason appear in the account's transaction list, so its devices learn of it. With
-    /// `refund`, the money charged is paid back (a negative ledger entry) and credits the purchase
-    /// granted are taken back, as far as the balance allows; a revoked purchase not yet refunded
-    /// can still be refunded.
+    /// `refund`, the money charged is paid back (a negative ledger entry) and the credits the
+    /// purchase granted are taken back; a revoked purchase not yet refunded can still be refunded.
     ///
     /// The free re-buys that stood on it (`owned`, pointing at it as their original, or mirroring
     /// the revoked subscription period) are revoked with it: they were granted only because of it,
     /// and left standing they would keep entitling the content and answer the next buy as owned.
     /// The account's revision moves, so a payment decided before the revocation decides again.
     ///
+    /// A credit pack is refunded only while the balance still holds every credit it granted: this
+    /// is the one place that rule is decided. Taking back only what is left (as the store once did)
+    /// paid the money back while the reader kept what the spent credits bought, so the ledger
+    /// netted to nothing for goods delivered. Recording a debt would need a negative balance that
+    /// every spending path then has to honour, and revoking "what was redeemed" has no answer:
+    /// credits are fungible, so no redemption was paid with this pack's credits rather than
+    /// another's. Refusing (409 `credits_spent`) leaves the choice with the operator: revoke the
+    /// pack without paying anything back, or refund it once the balance holds its credits again.
+    ///
     /// A second revocation, or a second refund, is a 409 naming the state, not a silent 200: the
     /// answer says what this call did, and a call that did nothing must not claim the work.
-    /// - Throws: 404 for an unknown transaction; 409 `not_purchased`, `already_revoked` or
-    ///   `already_refunded`, with nothing written.
-    func revoke(transactionId: String, reason: String?, refund: Bool = false) async throws -> StoreTransaction {
+    /// - Throws: 404 for an unknown transaction; 409 `not_purchased`, `already_revoked`,
+    ///   `already_refunded` or `credits_spent`, with nothing written.
+    func revoke(transactionId: String, reason: String?, refund: Bool = false) async throws -> AdminRevocation {
         try Self.checkTransactionId(transactionId)
         if let reason { try RequestText.check(reason, field: "reason", maxBytes: RequestText.maxReasonBytes, allowEmpty: true) }
         let reason = reason.flatMap { $0.isEmpty ? nil : $0 } ?? (refund ? "refunded by the store" : "revoked by the store")
@@ -229,6 +237,14 @@ public struct Store: Sendable {
                     ? APIFailure(.conflict, code: "already_refunded", message: "transaction \(transactionId) is already revoked and has nothing left to pay back; nothing was changed")
                     : APIFailure(.conflict, code: "already_revoked", message: "transaction \(transactionId) is already revoked; nothing was changed")
             }
+            guard let account = try await db.account(record.accountId) else {
+                throw APIFailure(.notFound, code: "unknown_account", message: "no account \(record.accountId)")
+            }
+            let withdrawn = refundDue ? record.creditsGranted : 0
+            guard account.credits >= withdrawn else {
+                throw APIFailure(.conflict, code: "credits_spent", message: "transaction \(transactionId) is not refunded: it granted \(withdrawn) credits and the balance is \(account.credits); revoke it without a refund, or refund it once the balance holds \(withdrawn) credits again")
+            }
+            var alsoRevoked: [String] = []
             if record.status == .purchased {
                 record.status = .revoked
                 record.revokedAt = .storeNow
@@ -246,22 +262,25 @@ public struct Store: Sendable {
                 for var rebuy in derived where revoked.kind != .subscription || Self.sameInstant(rebuy.expiresDate, revoked.expiresDate) {
                     rebuy.revokedAt = revoked.revokedAt
                     rebuy.revocationReason = reason
-                    _ = try await Self.markRevoked(rebuy, in: db)
+                    if try await Self.markRevoked(rebuy, in: db) { alsoRevoked.append(rebuy.id) }
                 }
             }
-            guard refundDue else { return record.wire }
-            if let charged {
-                try await db.insert(LedgerEntry(id: nil, transactionId: transactionId, kind: .refund, accountId: record.accountId, amountCents: -charged.amountCents,
-                                                currency: charged.currency, reason: reason, createdAt: .storeNow))
+            var credits = account.credits
+            if refundDue {
+                if let charged {
+                    try await db.insert(LedgerEntry(id: nil, transactionId: transactionId, kind: .refund, accountId: record.accountId, amountCents: -charged.amountCents,
+                                                    currency: charged.currency, reason: reason, createdAt: .storeNow))
+                }
+                if withdrawn > 0 {
+                    let left = try await db.raw(#"""
+                        UPDATE "account" SET "credits" = "credits" - \#(bind: withdrawn), "revision" = "revision" + 1
+                        WHERE "id" = \#(bind: record.accountId) RETURNING "credits"
+                        """#).first(decodingColumn: "credits", as: Int.self)
+                    credits = left ?? credits - withdrawn
+                }
             }
-            if record.creditsGranted > 0 {
-                // Take back what the purchase granted, as far as the balance allows.
-                try await db.raw(#"""
-                    UPDATE "account" SET "credits" = "credits" - (CASE WHEN "credits" < \#(bind: record.creditsGranted) THEN "credits" ELSE \#(bind: record.creditsGranted) END),
-                        "revision" = "revision" + 1 WHERE "id" = \#(bind: record.accountId)
-                    """#).run()
-            }
-            return record.wire
+            return AdminRevocation(transaction: record.wire, refundedCents: refundDue ? charged?.amountCents ?? 0 : 0, currency: charged?.currency ?? record.currency,
+                                   creditsWithdrawn: withdrawn, credits: credits, alsoRevoked: alsoRevoked)
         }
     }
 
