@@ -125,7 +125,8 @@ enum Migrations {
         ] },
         // The payment method a request asked for, which a replay of its idempotency key must ask
         // for again; `paymentMethod` says how it was settled (an approved Ask to Buy, a free re-buy).
-        Migration(name: "4-requested-method") { _ in [
+        // Numbered 5: main's 4 is "4-rate-limit-buckets" (edge-ops), which goes before it on merge.
+        Migration(name: "5-requested-method") { _ in [
             #"ALTER TABLE "storeTransaction" ADD COLUMN "requestedMethod" TEXT"#,
         ] },
     ]
