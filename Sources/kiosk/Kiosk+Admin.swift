@@ -164,7 +164,7 @@ extension Kiosk {
         }
 
         struct Refund: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Refund a purchase: revoked, and its charge paid back in the ledger.", discussion: "Example: kiosk admin refund txn_0a1b… --reason 'damaged file'")
+            static let configuration = CommandConfiguration(abstract: "Refund a purchase: revoked, its charge paid back in the ledger and the credits it granted withdrawn (refused once they are spent).", discussion: "Example: kiosk admin refund txn_0a1b… --reason 'damaged file'")
             @OptionGroup var options: Options
             @Argument(help: "The transaction ID.") var transaction: String
             @Option(help: "Why; shown to the reader's devices.") var reason: String?
@@ -175,8 +175,23 @@ extension Kiosk {
             let body = try reason.map { String(decoding: try JSONEncoder().encode(["reason": $0]), as: UTF8.self) }
             let data = try await options.call("POST", "/v1/admin/transactions/\(transaction)/\(decision)", body: body)
             if options.json { print(String(decoding: data, as: UTF8.self)); return }
+            if decision == "refund" || decision == "revoke" {
+                print(revocationLine(decision, try JSONDecoder.kiosk.decode(AdminRevocation.self, from: data)))
+                return
+            }
             let answer = try JSONDecoder.kiosk.decode(StoreTransaction.self, from: data)
             print("transaction \(answer.transactionId): \(answer.status.rawValue)\(answer.revocationReason.map { " (\($0))" } ?? "")")
+        }
+
+        /// What a refund or a revocation did, in one line: "refunded txn_…: 8.99 USD paid back,
+        /// 10 credits withdrawn, balance now 3 (reason)".
+        static func revocationLine(_ decision: String, _ answer: AdminRevocation) -> String {
+            var effects = [answer.refundedCents > 0 ? "\(money(answer.refundedCents)) \(answer.currency) paid back" : "nothing paid back"]
+            if answer.creditsWithdrawn > 0 { effects.append("\(answer.creditsWithdrawn) credits withdrawn") }
+            if !answer.alsoRevoked.isEmpty { effects.append("\(answer.alsoRevoked.count) free re-buy\(answer.alsoRevoked.count == 1 ? "" : "s") revoked with it") }
+            effects.append("balance now \(answer.credits)")
+            let verb = decision == "refund" ? "refunded" : "revoked"
+            return "\(verb) \(answer.transaction.transactionId): \(effects.joined(separator: ", "))\(answer.transaction.revocationReason.map { " (\($0))" } ?? "")"
         }
 
         static func money(_ cents: Any?) -> String {

@@ -153,7 +153,7 @@ struct AdminCommandTests {
         let delivered = try await KioskCommand.run(["resume"], environment: home)
         #expect(delivered.stdout.contains("installed com.kiosk.books.river-of-maps"), "\(delivered.stdout)")
         let refunded = try await kiosk(["refund", pendingID, "--reason", "changed mind"])
-        #expect(refunded.stdout == "transaction \(pendingID): revoked (changed mind)\n")
+        #expect(refunded.stdout == "refunded \(pendingID): 7.99 USD paid back, balance now 0 (changed mind)\n")
         let accounts = try await kiosk(["accounts", "--json"]).stdout
         let rows = try JSONSerialization.jsonObject(with: Data(accounts.utf8)) as? [[String: Any]] ?? []
         #expect(rows.first?["paidCents"] as? Int == 499, "charged 4.99 + 7.99, refunded 7.99")

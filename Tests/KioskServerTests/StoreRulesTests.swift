@@ -88,15 +88,17 @@ struct StoreRulesTests {
         }
     }
 
-    @Test("a refund revokes, records a negative charge with its reason, and the ledger sums to what was paid", arguments: TestEngine.all)
+    @Test("a refund revokes, records a negative charge with its reason, and the ledger sums to what was paid; a second is a 409", arguments: TestEngine.all)
     func refundLedger(engine: TestEngine) async throws {
         try await Self.withStore(engine: engine) { server, http, account, _ in
             let book = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
             _ = try await http.pay(Self.pack5, token: account.token)
             let refund = try await http.send("POST", "/v1/admin/transactions/\(book.transaction.transactionId)/refund", token: server.adminToken, json: #"{"reason": "damaged file"}"#)
             #expect(refund.status == 200)
+            // A second refund pays nothing back, and says so rather than answering as if it had.
             let again = try await http.send("POST", "/v1/admin/transactions/\(book.transaction.transactionId)/refund", token: server.adminToken, json: #"{"reason": "twice"}"#)
-            #expect(again.status == 200)
+            #expect(again.status == 409)
+            #expect(try again.decode(APIError.self).code == "already_refunded")
             let view = try await http.send("GET", "/v1/admin/accounts/\(account.accountId)", token: server.adminToken)
             let object = try #require(try JSONSerialization.jsonObject(with: view.body) as? [String: Any])
             let ledger = try #require(object["charges"] as? [[String: Any]])

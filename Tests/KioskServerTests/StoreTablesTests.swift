@@ -19,7 +19,8 @@ struct StoreTablesTests {
             quantity: 3, originalTransactionId: "txn_original", purchaseDate: now.addingTimeInterval(1), expiresDate: now.addingTimeInterval(2),
             status: status, paymentMethod: "approve", idempotencyKey: "key-\(id)", amountCents: 1234, currency: "EUR",
             creditsGranted: 5, creditsSpent: 6, signedTransaction: "signed.jws.value", message: "a message", finishedAt: now.addingTimeInterval(3),
-            createdAt: now.addingTimeInterval(4), revokedAt: now.addingTimeInterval(5), revocationReason: "refunded")
+            createdAt: now.addingTimeInterval(4), revokedAt: now.addingTimeInterval(5), revocationReason: "refunded",
+            requestedMethod: "defer")
     }
 
     /// A fresh store database on `engine`: a new PostgreSQL database, or an SQLite file in `directory`.

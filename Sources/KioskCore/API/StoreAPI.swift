@@ -114,6 +114,56 @@ public struct StoreTransaction: Codable, Sendable, Equatable {
     }
 }
 
+/// The answer to `POST /v1/admin/transactions/{id}/refund` and `/revoke`: the transaction as it
+/// now stands and what the decision did to the account, so that the operator is told.
+///
+/// On the wire the transaction's fields come first, at the top level, and these beside them: an
+/// older caller that reads the answer as a ``StoreTransaction`` still can.
+public struct AdminRevocation: Codable, Sendable, Equatable {
+    public var transaction: StoreTransaction
+    /// The money paid back, in cents of `currency`: 0 for a revocation, or a purchase that charged nothing.
+    public var refundedCents: Int
+    public var currency: String
+    /// The credits the refund took back: everything the purchase granted (a refund is refused
+    /// when the balance no longer holds them).
+    public var creditsWithdrawn: Int
+    /// The account's balance once the decision is committed.
+    public var credits: Int
+    /// The free re-buys (`owned`) revoked with it, which stood on it.
+    public var alsoRevoked: [String]
+
+    public init(transaction: StoreTransaction, refundedCents: Int, currency: String, creditsWithdrawn: Int, credits: Int, alsoRevoked: [String]) {
+        self.transaction = transaction
+        self.refundedCents = refundedCents
+        self.currency = currency
+        self.creditsWithdrawn = creditsWithdrawn
+        self.credits = credits
+        self.alsoRevoked = alsoRevoked
+    }
+
+    private enum CodingKeys: String, CodingKey { case refundedCents, currency, creditsWithdrawn, credits, alsoRevoked }
+
+    public init(from decoder: any Decoder) throws {
+        transaction = try StoreTransaction(from: decoder)
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        refundedCents = try container.decode(Int.self, forKey: .refundedCents)
+        currency = try container.decode(String.self, forKey: .currency)
+        creditsWithdrawn = try container.decode(Int.self, forKey: .creditsWithdrawn)
+        credits = try container.decode(Int.self, forKey: .credits)
+        alsoRevoked = try container.decode([String].self, forKey: .alsoRevoked)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try transaction.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(refundedCents, forKey: .refundedCents)
+        try container.encode(currency, forKey: .currency)
+        try container.encode(creditsWithdrawn, forKey: .creditsWithdrawn)
+        try container.encode(credits, forKey: .credits)
+        try container.encode(alsoRevoked, forKey: .alsoRevoked)
+    }
+}
+
 /// The answer to a payment or a redemption: the transaction, and the balance after it.
 public struct PaymentResponse: Codable, Sendable, Equatable {
     public var transaction: StoreTransaction

@@ -135,6 +135,11 @@ enum Migrations {
             )
             """,
         ] },
+        // The payment method a request asked for, which a replay of its idempotency key must ask
+        // for again; `paymentMethod` says how it was settled (an approved Ask to Buy, a free re-buy).
+        Migration(name: "5-requested-method") { _ in [
+            #"ALTER TABLE "storeTransaction" ADD COLUMN "requestedMethod" TEXT"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

@@ -15,8 +15,13 @@ enum JSONBody {
 
     static func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T {
         let buffer = try await request.body.collect(upTo: 1 << 20)
+        return try decode(type, from: Data(buffer: buffer))
+    }
+
+    /// Decodes a body already read, with the same one-line 400s naming the field at fault.
+    static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
         do {
-            return try JSONDecoder.kiosk.decode(T.self, from: Data(buffer: buffer))
+            return try JSONDecoder.kiosk.decode(T.self, from: data)
         } catch let DecodingError.keyNotFound(key, _) {
             throw APIFailure.badRequest("the body is missing the field \"\(key.stringValue)\"")
         } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {

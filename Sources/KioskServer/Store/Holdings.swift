@@ -160,7 +160,7 @@ extension TransactionRecord {
             quantity: quantity, originalTransactionId: id, purchaseDate: nil, expiresDate: nil, status: .deferred,
             paymentMethod: method, idempotencyKey: key, amountCents: 0, currency: product.price.currency,
             creditsGranted: 0, creditsSpent: 0, signedTransaction: nil, message: nil, finishedAt: nil,
-            createdAt: .storeNow, revokedAt: nil, revocationReason: nil)
+            createdAt: .storeNow, revokedAt: nil, revocationReason: nil, requestedMethod: method)
     }
 
     /// How the account's credit balance changes when this commits.

@@ -17,6 +17,7 @@ extension Store {
 
     /// One account as its operator sees it: balance, holdings, every transaction and the ledger.
     func adminAccount(_ id: String) async throws -> AdminAccountView {
+        try RequestText.check(id, field: "the account ID in the path")
         let summary = try await summary(of: id)
         let ledger = try await charges(accountId: id).map {
             AdminAccountView.Charge(transactionId: $0.transactionId, kind: $0.kind.rawValue, amountCents: $0.amountCents, currency: $0.currency, reason: $0.reason)

@@ -88,6 +88,7 @@ public struct Store: Sendable {
     /// Charges (or defers, declines, cancels) a payment, at most once per idempotency key.
     func pay(_ request: PaymentRequest, accountId: String) async throws -> PaymentResponse {
         try Self.checkKey(request.idempotencyKey)
+        try RequestText.check(request.productId, field: "productId")
         guard (1...100).contains(request.quantity) else {
             throw APIFailure.badRequest("quantity must be between 1 and 100, not \(request.quantity)")
         }
@@ -98,7 +99,8 @@ public struct Store: Sendable {
         // A consumable's outcome depends on nothing the account holds, unless it asks to wait
         // for approval (one pending request per product).
         let readsHoldings = product.kind != .consumable || request.paymentMethod == .defer
-        let settled = try await settle(account: accountId, key: request.idempotencyKey, product: product, readsHoldings: readsHoldings) { holdings in
+        let keyed = KeyedRequest(key: request.idempotencyKey, productId: product.id, quantity: request.quantity, method: request.paymentMethod.rawValue)
+        let settled = try await settle(account: accountId, request: keyed, product: product, readsHoldings: readsHoldings) { holdings in
             var record = TransactionRecord.pending(
                 account: accountId, product: product, quantity: request.quantity, method: request.paymentMethod.rawValue, key: request.idempotencyKey)
             switch request.paymentMethod {
@@ -127,11 +129,13 @@ public struct Store: Sendable {
     /// Spends credits on a product that has a credit price, giving a signed transaction of its own.
     func redeem(_ request: RedemptionRequest, accountId: String) async throws -> PaymentResponse {
         try Self.checkKey(request.idempotencyKey)
+        try RequestText.check(request.productId, field: "productId")
         let product = try await product(request.productId)
         guard product.creditPrice != nil else {
             throw APIFailure(.conflict, code: "not_redeemable", message: "\(product.id) has no credit price; buy it instead")
         }
-        let settled = try await settle(account: accountId, key: request.idempotencyKey, product: product) { holdings in
+        let keyed = KeyedRequest(key: request.idempotencyKey, productId: product.id, quantity: 1, method: "credits")
+        let settled = try await settle(account: accountId, request: keyed, product: product) { holdings in
             var record = TransactionRecord.pending(account: accountId, product: product, quantity: 1, method: "credits", key: request.idempotencyKey)
             try holdings.decide(&record, product: product)
             return .new(record)
@@ -142,13 +146,17 @@ public struct Store: Sendable {
 
     /// Approves a deferred (Ask to Buy) transaction: charges it and signs its receipt. Approved
     /// after the account came to own the product another way, it is a free re-buy.
+    ///
+    /// Exactly one decision settles a request: the commit takes the request's row and settles it
+    /// only while it is still deferred (see ``commit(_:replacing:over:)``), so an approval that
+    /// loses to a decline (or to another approval) is a 409 and charges nothing.
     func approve(transactionId: String) async throws -> StoreTransaction {
+        try Self.checkTransactionId(transactionId)
         let deferred = try await transaction(transactionId)
-        guard deferred.status == .deferred else {
-            throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(transactionId) is \(deferred.status.rawValue), not deferred")
-        }
+        guard deferred.status == .deferred else { throw Self.notDeferred(deferred) }
         let product = try await product(deferred.productId)
-        let settled = try await settle(account: deferred.accountId, key: deferred.idempotencyKey, product: product, replacing: deferred) { holdings in
+        let keyed = KeyedRequest(key: deferred.idempotencyKey, productId: product.id, quantity: deferred.quantity, method: PaymentMethod.defer.rawValue)
+        let settled = try await settle(account: deferred.accountId, request: keyed, product: product, replacing: deferred) { holdings in
             var record = deferred
             record.paymentMethod = PaymentMethod.approve.rawValue
             try holdings.decide(&record, product: product)
@@ -157,32 +165,53 @@ public struct Store: Sendable {
         return settled.record.wire
     }
 
-    /// Declines a deferred transaction: nothing is charged.
+    /// Declines a deferred transaction: nothing is charged. The request's row is taken first, so
+    /// a decline and an approval of one request at once settle it once: the later one is a 409.
     func decline(transactionId: String) async throws -> StoreTransaction {
-        try await database.write { db in
-            guard var record = try await db.storeTransaction(transactionId) else {
+        try Self.checkTransactionId(transactionId)
+        return try await database.write { db in
+            guard var record = try await db.lockedTransaction(transactionId) else {
                 throw APIFailure(.notFound, code: "unknown_transaction", message: "no transaction \(transactionId)")
             }
-            guard record.status == .deferred else {
-                throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(transactionId) is \(record.status.rawValue), not deferred")
-            }
+            guard record.status == .deferred else { throw Self.notDeferred(record) }
             record.status = .declined
             record.message = "the request to buy was declined; nothing was charged"
-            try await db.update(record)
+            let declined = record
+            guard try await db.changeTransaction(transactionId, from: .deferred, {
+                $0.set("status", to: declined.status.rawValue).set("message", to: declined.message)
+            }) else {
+                throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(transactionId) is no longer deferred; it was settled meanwhile")
+            }
             return record.wire
         }
     }
 
     /// Revokes a purchased transaction: its receipt stops entitling anything, and the date and
     /// reason appear in the account's transaction list, so its devices learn of it. With
-    /// `refund`, the money charged is paid back (a negative ledger entry) and credits the purchase
-    /// granted are taken back, as far as the balance allows.
+    /// `refund`, the money charged is paid back (a negative ledger entry) and the credits the
+    /// purchase granted are taken back; a revoked purchase not yet refunded can still be refunded.
     ///
     /// The free re-buys that stood on it (`owned`, pointing at it as their original, or mirroring
     /// the revoked subscription period) are revoked with it: they were granted only because of it,
     /// and left standing they would keep entitling the content and answer the next buy as owned.
     /// The account's revision moves, so a payment decided before the revocation decides again.
-    func revoke(transactionId: String, reason: String?, refund: Bool = false) async throws -> StoreTransaction {
+    ///
+    /// A credit pack is refunded only while the balance still holds every credit it granted: this
+    /// is the one place that rule is decided. Taking back only what is left (as the store once did)
+    /// paid the money back while the reader kept what the spent credits bought, so the ledger
+    /// netted to nothing for goods delivered. Recording a debt would need a negative balance that
+    /// every spending path then has to honour, and revoking "what was redeemed" has no answer:
+    /// credits are fungible, so no redemption was paid with this pack's credits rather than
+    /// another's. Refusing (409 `credits_spent`) leaves the choice with the operator: revoke the
+    /// pack without paying anything back, or refund it once the balance holds its credits again.
+    ///
+    /// A second revocation, or a second refund, is a 409 naming the state, not a silent 200: the
+    /// answer says what this call did, and a call that did nothing must not claim the work.
+    /// - Throws: 404 for an unknown transaction; 409 `not_purchased`, `already_revoked`,
+    ///   `already_refunded` or `credits_spent`, with nothing written.
+    func revoke(transactionId: String, reason: String?, refund: Bool = false) async throws -> AdminRevocation {
+        try Self.checkTransactionId(transactionId)
+        if let reason { try RequestText.check(reason, field: "reason", maxBytes: RequestText.maxReasonBytes, allowEmpty: true) }
         let reason = reason.flatMap { $0.isEmpty ? nil : $0 } ?? (refund ? "refunded by the store" : "revoked by the store")
         return try await database.write { db in
             guard let found = try await db.storeTransaction(transactionId) else {
@@ -191,19 +220,38 @@ public struct Store: Sendable {
             // The account row first: a payment that committed before this sees its free re-buy
             // revoked below, and one still deciding waits for this commit and then finds the
             // revision moved. (On PostgreSQL, reading the re-buys before taking the row let a
-            // payment slip a re-buy in between.)
+            // payment slip a re-buy in between.) Then the transaction's own row, which the
+            // customer's finish also takes: no write of either is made from a stale read.
             try await db.raw(#"UPDATE "account" SET "revision" = "revision" + 1 WHERE "id" = \#(bind: found.accountId)"#).run()
-            guard var record = try await db.storeTransaction(transactionId) else {
+            guard var record = try await db.lockedTransaction(transactionId) else {
                 throw APIFailure(.notFound, code: "unknown_transaction", message: "no transaction \(transactionId)")
             }
             guard record.status == .purchased || record.status == .revoked else {
-                throw APIFailure(.conflict, code: "not_purchased", message: "transaction \(transactionId) is \(record.status.rawValue); only a purchase can be revoked")
+                throw APIFailure(.conflict, code: "not_purchased", message: "transaction \(transactionId) is \(record.status.rawValue); only a purchase can be revoked or refunded")
             }
+            let entries = try await db.ledger { $0.where("transactionId", .equal, transactionId) }
+            let charged = entries.first { $0.kind == .charge }
+            let refundDue = refund && !entries.contains { $0.kind == .refund } && (charged != nil || record.creditsGranted > 0)
+            if record.status == .revoked, !refundDue {
+                throw refund
+                    ? APIFailure(.conflict, code: "already_refunded", message: "transaction \(transactionId) is already revoked and has nothing left to pay back; nothing was changed")
+                    : APIFailure(.conflict, code: "already_revoked", message: "transaction \(transactionId) is already revoked; nothing was changed")
+            }
+            guard let account = try await db.account(record.accountId) else {
+                throw APIFailure(.notFound, code: "unknown_account", message: "no account \(record.accountId)")
+            }
+            let withdrawn = refundDue ? record.creditsGranted : 0
+            guard account.credits >= withdrawn else {
+                throw APIFailure(.conflict, code: "credits_spent", message: "transaction \(transactionId) is not refunded: it granted \(withdrawn) credits and the balance is \(account.credits); revoke it without a refund, or refund it once the balance holds \(withdrawn) credits again")
+            }
+            var alsoRevoked: [String] = []
             if record.status == .purchased {
                 record.status = .revoked
                 record.revokedAt = .storeNow
                 record.revocationReason = reason
-                try await db.update(record)
+                guard try await Self.markRevoked(record, in: db) else {
+                    throw APIFailure(.conflict, code: "already_revoked", message: "transaction \(transactionId) was revoked meanwhile; nothing was changed")
+                }
                 let revoked = record
                 let derived = try await db.transactions {
                     $0.where("accountId", .equal, revoked.accountId).where("productId", .equal, revoked.productId)
@@ -212,28 +260,36 @@ public struct Store: Sendable {
                 }
                 // A subscription's free re-buys mirror the period they stood on (dates compared to the millisecond).
                 for var rebuy in derived where revoked.kind != .subscription || Self.sameInstant(rebuy.expiresDate, revoked.expiresDate) {
-                    rebuy.status = .revoked
                     rebuy.revokedAt = revoked.revokedAt
                     rebuy.revocationReason = reason
-                    try await db.update(rebuy)
+                    if try await Self.markRevoked(rebuy, in: db) { alsoRevoked.append(rebuy.id) }
                 }
             }
-            let entries = try await db.ledger { $0.where("transactionId", .equal, transactionId) }
-            guard refund, !entries.contains(where: { $0.kind == .refund }) else {
-                return record.wire
+            var credits = account.credits
+            if refundDue {
+                if let charged {
+                    try await db.insert(LedgerEntry(id: nil, transactionId: transactionId, kind: .refund, accountId: record.accountId, amountCents: -charged.amountCents,
+                                                    currency: charged.currency, reason: reason, createdAt: .storeNow))
+                }
+                if withdrawn > 0 {
+                    let left = try await db.raw(#"""
+                        UPDATE "account" SET "credits" = "credits" - \#(bind: withdrawn), "revision" = "revision" + 1
+                        WHERE "id" = \#(bind: record.accountId) RETURNING "credits"
+                        """#).first(decodingColumn: "credits", as: Int.self)
+                    credits = left ?? credits - withdrawn
+                }
             }
-            if let charged = entries.first(where: { $0.kind == .charge }) {
-                try await db.insert(LedgerEntry(id: nil, transactionId: transactionId, kind: .refund, accountId: record.accountId, amountCents: -charged.amountCents,
-                                                currency: charged.currency, reason: reason, createdAt: .storeNow))
-            }
-            if record.creditsGranted > 0 {
-                // Take back what the purchase granted, as far as the balance allows.
-                try await db.raw(#"""
-                    UPDATE "account" SET "credits" = "credits" - (CASE WHEN "credits" < \#(bind: record.creditsGranted) THEN "credits" ELSE \#(bind: record.creditsGranted) END),
-                        "revision" = "revision" + 1 WHERE "id" = \#(bind: record.accountId)
-                    """#).run()
-            }
-            return record.wire
+            return AdminRevocation(transaction: record.wire, refundedCents: refundDue ? charged?.amountCents ?? 0 : 0, currency: charged?.currency ?? record.currency,
+                                   creditsWithdrawn: withdrawn, credits: credits, alsoRevoked: alsoRevoked)
+        }
+    }
+
+    /// Writes a revocation's three columns, only while the transaction is still purchased: the
+    /// condition keeps the write from ever undoing another, whatever was read before it.
+    /// - Returns: whether it was still purchased.
+    private static func markRevoked(_ record: TransactionRecord, in db: any SQLDatabase) async throws -> Bool {
+        try await db.changeTransaction(record.id, from: .purchased) {
+            $0.set("status", to: TransactionStatus.revoked.rawValue).set("revokedAt", to: record.revokedAt).set("revocationReason", to: record.revocationReason)
         }
     }
 
@@ -256,17 +312,23 @@ public struct Store: Sendable {
     }
 
     /// Records that the client delivered a purchased transaction.
+    ///
+    /// It writes the one column it owns, `finishedAt`, under the row's lock: written back whole,
+    /// a finish racing the operator's refund put the transaction back to `purchased`, refund and all.
+    /// A finish of a revoked transaction is accepted (the client may learn of the revocation later).
     func finish(transactionId: String, accountId: String) async throws -> StoreTransaction {
-        try await database.write { db in
-            guard var record = try await db.storeTransaction(transactionId), record.accountId == accountId else {
+        try Self.checkTransactionId(transactionId)
+        return try await database.write { db in
+            guard var record = try await db.lockedTransaction(transactionId), record.accountId == accountId else {
                 throw APIFailure(.notFound, code: "unknown_transaction", message: "this account has no transaction \(transactionId)")
             }
             guard record.status == .purchased || record.status == .revoked else {
                 throw APIFailure(.conflict, code: "not_purchased", message: "transaction \(transactionId) is \(record.status.rawValue); only a purchased transaction can be finished")
             }
             if record.finishedAt == nil {
-                record.finishedAt = .storeNow
-                try await db.update(record)
+                let finishedAt = Date.storeNow
+                try await db.update("storeTransaction").set("finishedAt", to: finishedAt).where("id", .equal, transactionId).run()
+                record.finishedAt = finishedAt
             }
             return record.wire
         }
@@ -312,17 +374,17 @@ public struct Store: Sendable {
     /// key already used (the unique index refuses the insert, undoing the write), a balance that
     /// would overflow, an unknown account.
     private func settle(
-        account accountId: String, key: String, product: Product, readsHoldings: Bool = true, replacing deferred: TransactionRecord? = nil,
+        account accountId: String, request: KeyedRequest, product: Product, readsHoldings: Bool = true, replacing deferred: TransactionRecord? = nil,
         _ decide: @Sendable (Holdings) throws -> Decision
     ) async throws -> Settled {
         if !readsHoldings, deferred == nil,
-           let settled = try await attempt(on: .unread, key: key, productId: product.id, replacing: nil, decide) {
+           let settled = try await attempt(on: .unread, request: request, replacing: nil, decide) {
             return settled
         }
         return try await turns.run(accountId) {
             for _ in 0..<64 {
-                let holdings = try await database.read { try await Holdings.read(accountId: accountId, product: product, key: key, in: $0) }
-                if let settled = try await attempt(on: holdings, key: key, productId: product.id, replacing: deferred, decide) {
+                let holdings = try await database.read { try await Holdings.read(accountId: accountId, product: product, key: request.key, in: $0) }
+                if let settled = try await attempt(on: holdings, request: request, replacing: deferred, decide) {
                     return settled
                 }
             }
@@ -334,14 +396,11 @@ public struct Store: Sendable {
     /// Decides once on `holdings` and commits the decision; nil when the account moved meanwhile
     /// or a rule of the schema refused the write, so the caller decides again on a fresh look-up.
     private func attempt(
-        on holdings: Holdings, key: String, productId: String, replacing deferred: TransactionRecord?,
+        on holdings: Holdings, request: KeyedRequest, replacing deferred: TransactionRecord?,
         _ decide: @Sendable (Holdings) throws -> Decision
     ) async throws -> Settled? {
         if deferred == nil, let existing = holdings.sameKey {
-            guard existing.productId == productId else {
-                throw APIFailure(.conflict, code: "idempotency_key_reused",
-                    message: "idempotency key \(key) was already used for \(existing.productId); use a fresh key for a new purchase")
-            }
+            try request.check(replayOf: existing)
             return Settled(record: existing, credits: nil)
         }
         var record: TransactionRecord
@@ -400,6 +459,10 @@ public struct Store: Sendable {
 
     /// Settles a deferred request (Ask to Buy approved) with the decision, under the same
     /// compare-and-set; the request must still be deferred. Rare enough to stay in plain statements.
+    ///
+    /// The request's row is taken (after the account's, the order every writer keeps) and written
+    /// only while still deferred, with just the columns a settlement decides: a decline that
+    /// committed first makes this a 409, its compare-and-set, charge and credits rolled back.
     private func commit(_ decided: TransactionRecord, replacing deferred: TransactionRecord, over holdings: Holdings) async throws -> Settled {
         try await database.write { db in
             var record = decided
@@ -407,10 +470,20 @@ public struct Store: Sendable {
                 throw SettleConflict()
             }
             record.sequence = deferred.sequence
-            guard try await db.storeTransaction(deferred.id)?.status == .deferred else {
-                throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(deferred.id) was already settled")
+            guard let current = try await db.lockedTransaction(deferred.id) else {
+                throw APIFailure(.notFound, code: "unknown_transaction", message: "no transaction \(deferred.id)")
             }
-            try await db.update(record)
+            guard current.status == .deferred else { throw Self.notDeferred(current) }
+            let settled = record
+            guard try await db.changeTransaction(deferred.id, from: .deferred, {
+                $0.set("status", to: settled.status.rawValue).set("paymentMethod", to: settled.paymentMethod)
+                    .set("originalTransactionId", to: settled.originalTransactionId).set("purchaseDate", to: settled.purchaseDate)
+                    .set("expiresDate", to: settled.expiresDate).set("amountCents", to: settled.amountCents)
+                    .set("creditsGranted", to: settled.creditsGranted).set("creditsSpent", to: settled.creditsSpent)
+                    .set("signedTransaction", to: settled.signedTransaction).set("message", to: settled.message)
+            }) else {
+                throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(deferred.id) is no longer deferred; it was settled meanwhile")
+            }
             if let charge = LedgerEntry.charge(for: record) { try await db.insert(charge) }
             return Settled(record: record, credits: credits)
         }
@@ -439,8 +512,36 @@ public struct Store: Sendable {
     }
 
     private static func checkKey(_ key: String) throws {
-        guard !key.isEmpty, key.count <= 200 else {
-            throw APIFailure.badRequest("idempotencyKey must be 1 to 200 characters")
+        try RequestText.check(key, field: "idempotencyKey")
+    }
+
+    static func checkTransactionId(_ id: String) throws {
+        try RequestText.check(id, field: "the transaction ID in the path")
+    }
+
+    /// The 409 of an approval or a decline that comes after the request was settled, naming the state it is in.
+    static func notDeferred(_ record: TransactionRecord) -> APIFailure {
+        APIFailure(.conflict, code: "not_deferred", message: "transaction \(record.id) is \(record.status.rawValue), not deferred; it was already settled")
+    }
+
+    /// What an idempotency key was sent with: a replay of the key must send the same, as with
+    /// Stripe's keys, or it is refused rather than answered with a purchase it did not ask for.
+    struct KeyedRequest: Sendable {
+        var key: String
+        var productId: String
+        var quantity: Int
+        /// `approve`, `decline`, `cancel`, `defer`, or `credits` for a redemption.
+        var method: String
+
+        /// - Throws: 422 `idempotency_key_reused` naming every field that differs from the first request.
+        func check(replayOf existing: TransactionRecord) throws {
+            var differences: [String] = []
+            if existing.productId != productId { differences.append("product (\(productId), first \(existing.productId))") }
+            if existing.quantity != quantity { differences.append("quantity (\(quantity), first \(existing.quantity))") }
+            if let first = existing.requestedMethod, first != method { differences.append("payment method (\(method), first \(first))") }
+            guard !differences.isEmpty else { return }
+            throw APIFailure(HTTPResponse.Status(code: 422, reasonPhrase: "Unprocessable Content"), code: "idempotency_key_reused",
+                message: "idempotency key \(key) was first sent for another request; this one differs in \(differences.joined(separator: ", ")); send a new purchase with a fresh key")
         }
     }
 

@@ -94,9 +94,12 @@ struct StoreController {
         }
     }
 
+    /// The reason of a revocation's body; an empty body is no reason (the store writes its own),
+    /// a body that is not `{"reason": "…"}` is a 400 naming what is wrong with it.
     static func reason(_ request: Request) async throws -> String? {
         let body = try await request.body.collect(upTo: 64 << 10)
-        return (try? JSONDecoder().decode(RevocationRequest.self, from: Data(buffer: body)))?.reason
+        guard body.readableBytes > 0 else { return nil }
+        return try JSONBody.decode(RevocationRequest.self, from: Data(buffer: body)).reason
     }
 
     /// The admin token is compared in constant time: a comparison that stops at the first wrong

@@ -39,6 +39,11 @@ struct TransactionRecord: Codable, Sendable {
     var createdAt: Date
     var revokedAt: Date?
     var revocationReason: String?
+    /// The payment method the request asked for (`approve`, `defer`…, or `credits` for a
+    /// redemption), kept as sent while `paymentMethod` records how it was settled (an approved
+    /// Ask to Buy, a free re-buy): a replay of the idempotency key must ask for the same. Nil for
+    /// transactions recorded before it was kept.
+    var requestedMethod: String?
 
     var wire: StoreTransaction {
         StoreTransaction(

@@ -27,13 +27,13 @@ extension SQLDatabase {
         let row = try await raw(#"""
             INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId",
                 "purchaseDate", "expiresDate", "status", "paymentMethod", "idempotencyKey", "amountCents", "currency",
-                "creditsGranted", "creditsSpent", "signedTransaction", "message", "finishedAt", "createdAt", "revokedAt", "revocationReason")
+                "creditsGranted", "creditsSpent", "signedTransaction", "message", "finishedAt", "createdAt", "revokedAt", "revocationReason", "requestedMethod")
             VALUES (\#(bind: record.id), \#(bind: record.accountId), \#(bind: record.productId), \#(bind: record.kind.rawValue),
                 \#(bind: record.quantity), \#(bind: record.originalTransactionId), \#(bind: record.purchaseDate), \#(bind: record.expiresDate),
                 \#(bind: record.status.rawValue), \#(bind: record.paymentMethod), \#(bind: record.idempotencyKey), \#(bind: record.amountCents),
                 \#(bind: record.currency), \#(bind: record.creditsGranted), \#(bind: record.creditsSpent), \#(bind: record.signedTransaction),
                 \#(bind: record.message), \#(bind: record.finishedAt), \#(bind: record.createdAt), \#(bind: record.revokedAt),
-                \#(bind: record.revocationReason))
+                \#(bind: record.revocationReason), \#(bind: record.requestedMethod))
             RETURNING "sequence"
             """#).first()
         var inserted = record
@@ -59,24 +59,19 @@ extension SQLDatabase {
         return (inserted, try row.decode(column: "credits", as: Int.self))
     }
 
-    /// Writes every column of a transaction that can change after it is first recorded.
-    func update(_ record: TransactionRecord) async throws {
-        try await update("storeTransaction")
-            .set("status", to: record.status.rawValue)
-            .set("paymentMethod", to: record.paymentMethod)
-            .set("originalTransactionId", to: record.originalTransactionId)
-            .set("purchaseDate", to: record.purchaseDate)
-            .set("expiresDate", to: record.expiresDate)
-            .set("amountCents", to: record.amountCents)
-            .set("creditsGranted", to: record.creditsGranted)
-            .set("creditsSpent", to: record.creditsSpent)
-            .set("signedTransaction", to: record.signedTransaction)
-            .set("message", to: record.message)
-            .set("finishedAt", to: record.finishedAt)
-            .set("revokedAt", to: record.revokedAt)
-            .set("revocationReason", to: record.revocationReason)
-            .where("id", .equal, record.id)
-            .run()
+    /// The transaction, locked until the write transaction that reads it ends: `FOR UPDATE` on
+    /// PostgreSQL, where read committed would otherwise let another writer change it between this
+    /// read and the caller's write; on SQLite the writer is alone already, and SQLKit writes nothing.
+    func lockedTransaction(_ id: String) async throws -> TransactionRecord? {
+        try await select().column("*").from("storeTransaction").where("id", .equal, id).for(.update).all(decoding: TransactionRecord.self).first
+    }
+
+    /// Writes only the columns `set` names, and only while the transaction is still `status`: a
+    /// compare-and-set behind the row lock, so no write is ever made from a stale read.
+    /// - Returns: whether the row changed.
+    func changeTransaction(_ id: String, from status: TransactionStatus, _ set: (SQLUpdateBuilder) -> SQLUpdateBuilder) async throws -> Bool {
+        try await set(update("storeTransaction")).where("id", .equal, id).where("status", .equal, status.rawValue)
+            .returning("id").all().count == 1
     }
 
     /// Spelled out for the reason `insert(_: TransactionRecord)` is.
@@ -128,7 +123,7 @@ struct AdvanceAccount: StoreStatement {
 
 /// A new purchase's write on PostgreSQL, one statement of data-modifying CTEs (which SQLite lacks):
 /// ``AdvanceAccount`` (its `$1`–`$3`), and the inserts select from its row, so an account that
-/// moved on makes the statement write nothing; the ledger entry is written only when `$24` (a
+/// moved on makes the statement write nothing; the ledger entry is written only when `$25` (a
 /// charge) is true. A unique index refusing either insert undoes it all.
 struct RecordPurchase: StoreStatement {
     typealias Row = any SQLRow
@@ -138,20 +133,21 @@ struct RecordPurchase: StoreStatement {
         ), "recorded" AS (
             INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId",
                 "purchaseDate", "expiresDate", "status", "paymentMethod", "idempotencyKey", "amountCents", "currency",
-                "creditsGranted", "creditsSpent", "signedTransaction", "message", "finishedAt", "createdAt", "revokedAt", "revocationReason")
-            SELECT $4, $1, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23
+                "creditsGranted", "creditsSpent", "signedTransaction", "message", "finishedAt", "createdAt", "revokedAt", "revocationReason",
+                "requestedMethod")
+            SELECT $4, $1, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24
             FROM "advanced"
             RETURNING "sequence"
         ), "charged" AS (
             INSERT INTO "ledgerEntry" ("transactionId", "kind", "accountId", "amountCents", "currency", "reason", "createdAt")
-            SELECT $4, $25, $1, $26, $27, $28, $29
-            FROM "recorded" WHERE $24
+            SELECT $4, $26, $1, $27, $28, $29, $30
+            FROM "recorded" WHERE $25
         )
         SELECT "recorded"."sequence", "advanced"."credits" FROM "recorded", "advanced"
         """#
     static let parameterTypes: [PostgresDataType] = AdvanceAccount.parameterTypes + [
         .text, .text, .text, .int8, .text, .timestamptz, .timestamptz, .text, .text, .text, .int8, .text,
-        .int8, .int8, .text, .text, .timestamptz, .timestamptz, .timestamptz, .text, .bool, .text, .int8, .text, .text, .timestamptz,
+        .int8, .int8, .text, .text, .timestamptz, .timestamptz, .timestamptz, .text, .text, .bool, .text, .int8, .text, .text, .timestamptz,
     ]
 
     let record: TransactionRecord
@@ -166,7 +162,7 @@ struct RecordPurchase: StoreStatement {
             .text(record.paymentMethod), .text(record.idempotencyKey), .integer(Int64(record.amountCents)), .text(record.currency),
             .integer(Int64(record.creditsGranted)), .integer(Int64(record.creditsSpent)), .text(record.signedTransaction),
             .text(record.message), .date(record.finishedAt), .date(record.createdAt), .date(record.revokedAt), .text(record.revocationReason),
-            .flag(charge != nil), .text(charge?.kind.rawValue), .integer(Int64(charge?.amountCents ?? 0)), .text(charge?.currency),
+            .text(record.requestedMethod), .flag(charge != nil), .text(charge?.kind.rawValue), .integer(Int64(charge?.amountCents ?? 0)), .text(charge?.currency),
             .text(charge?.reason), .date(charge?.createdAt),
         ]
     }
