@@ -36,7 +36,7 @@ struct StoreOperationsCommandTests {
         #expect(published.status == 0, "\(published.stderr)")
         #expect(published.stdout.hasPrefix("published 10 products (7 archives) to \(out.path)"))
         let archives = try FileManager.default.contentsOfDirectory(atPath: out.appendingPathComponent("archives").path)
-        #expect(archives.count == 6)
+        #expect(archives.count == 7)
         #expect(archives.allSatisfy { $0.prefix(64).allSatisfy(\.isHexDigit) })
         let catalog = try Data(contentsOf: out.appendingPathComponent("catalog.json"))
 
