@@ -29,7 +29,9 @@ public final class KioskClient: Sendable {
         /// The largest catalog accepted (after decompression); every other answer is held to 4 MiB.
         public var maxCatalogBytes = 64 << 20
         /// Test hook: called at the named points of a purchase, e.g. to kill the process there.
-        public var crashPoint: (@Sendable (CrashPoint) -> Void)?
+        /// Not part of the engine's API: only a test (or the CLI's test variable) imports it with
+        /// `@_spi(Testing) import KioskClient`.
+        @_spi(Testing) public var crashPoint: (@Sendable (CrashPoint) -> Void)?
 
         public init() {}
     }
@@ -132,7 +134,7 @@ public final class KioskClient: Sendable {
 }
 
 /// Places in a purchase where a test can have the client killed, to prove nothing is lost or charged twice.
-public enum CrashPoint: String, Sendable, CaseIterable {
+@_spi(Testing) public enum CrashPoint: String, Sendable, CaseIterable {
     /// The server charged and answered; the client has not stored the receipt.
     case afterCharge = "after-charge"
     /// The receipt is stored; the transaction is not finished.

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import KioskCommandLine
-import KioskClient
+@_spi(Testing) import KioskClient
 
 /// Where the client keeps its state and which server it talks to; shared by every client command.
 struct ClientOptions: ParsableArguments {
