@@ -13,9 +13,14 @@ what the server's database and each home's database and folders believe. It prin
 run fails (exit 1) when any count in it is not 0, printing the seed and the operations and faults
 that touched what broke, and keeping the folder for inspection.
 
+The store's database is SQLite in the server's data folder, or (--engine postgres) a throwaway
+PostgreSQL cluster the run starts in its own folder and stops at the end; the checker reads the same
+tables from either.
+
     python3 scripts/torture.py --seed 7 --ops 300        (or: make torture SEED=7 OPS=300)
+    python3 scripts/torture.py --engine postgres         (or: make torture ENGINE=postgres)
 """
-import argparse, asyncio, datetime, hashlib, json, os, random, shutil, signal, socket, sqlite3
+import argparse, asyncio, datetime, glob, hashlib, json, os, pwd, random, shutil, signal, socket, sqlite3
 import struct, subprocess, sys, tempfile, threading, time, urllib.error, urllib.request
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -241,6 +246,156 @@ class FaultProxy:
 
 
 # ---------------------------------------------------------------------------------------------
+# The store's database on PostgreSQL
+
+# The server's timestamp columns: REAL seconds since 1970 on SQLite, TIMESTAMPTZ on PostgreSQL. The
+# checker compares them as numbers, so PostgreSQL's are turned into the same seconds.
+TIMESTAMP_COLUMNS = {"purchaseDate", "expiresDate", "finishedAt", "createdAt", "revokedAt", "retiredAt", "appliedAt"}
+
+
+def postgres_bin():
+    """The newest /usr/lib/postgresql/N/bin that has initdb, as the Swift tests find it."""
+    versions = sorted((int(Path(p).name) for p in glob.glob("/usr/lib/postgresql/*") if Path(p).name.isdigit()), reverse=True)
+    for version in versions:
+        bin = Path(f"/usr/lib/postgresql/{version}/bin")
+        if all(os.access(bin / tool, os.X_OK) for tool in ("initdb", "postgres", "psql")):
+            return bin
+    raise SystemExit("torture: --engine postgres needs PostgreSQL (no /usr/lib/postgresql/*/bin/initdb); "
+                     "install it with `make test-tools` (apt-get install postgresql)")
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class PostgresRow(dict):
+    """A row read through psql: by column name like sqlite3.Row, and by position."""
+
+    def __getitem__(self, key):
+        if isinstance(key, int):
+            return list(self.values())[key]
+        return super().__getitem__(key)
+
+
+class PostgresRows(list):
+    def fetchall(self):
+        return list(self)
+
+    def fetchone(self):
+        return self[0] if self else None
+
+
+class PostgresReader:
+    """What the checker needs of a sqlite3 connection (execute, fetchall, fetchone, `with`), over
+    one `psql` per query: each row comes back as one line of JSON, so numbers stay numbers and
+    NULL stays None; timestamps become seconds since 1970 as on SQLite."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        return False
+
+    def execute(self, sql, parameters=()):
+        assert not parameters, "psql queries take no parameters"
+        wrapped = f"SELECT row_to_json(q) FROM ({sql}) q"
+        output = self.cluster.psql(wrapped)
+        rows = PostgresRows()
+        for line in output.splitlines():
+            if not line.strip():
+                continue
+            row = PostgresRow()
+            for column, value in json.loads(line).items():
+                if column in TIMESTAMP_COLUMNS and isinstance(value, str):
+                    value = datetime.datetime.fromisoformat(value).timestamp()
+                row[column] = value
+            rows.append(row)
+        return rows
+
+
+class PostgresCluster:
+    """A throwaway PostgreSQL cluster in the run's folder: initdb, `postgres` on a free port of
+    127.0.0.1 (its socket in the folder), one database; stopped by its PID at the end. PostgreSQL
+    refuses to run as root, so as root the cluster belongs to the postgres user."""
+
+    DATABASE = "kiosk_torture"
+
+    def __init__(self, folder, logs):
+        self.bin = postgres_bin()
+        self.folder, self.logs = folder, logs
+        self.data = folder / "data"
+        self.process = None
+        self.port = None
+        self.user = None
+        if os.geteuid() == 0:
+            try:
+                self.user = pwd.getpwnam("postgres")
+            except KeyError:
+                raise SystemExit("torture: running as root and there is no postgres user to run PostgreSQL as; "
+                                 "install the postgresql package (make test-tools)")
+
+    def _as_owner(self):
+        return {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []} if self.user else {}
+
+    @property
+    def url(self):
+        return f"postgres://kiosk@127.0.0.1:{self.port}/{self.DATABASE}?tlsmode=disable"
+
+    def start(self):
+        self.folder.mkdir()
+        if self.user:
+            # The cluster's user must reach its folder: the run's folder is root's and private.
+            os.chmod(self.folder.parent, 0o711)
+            os.chown(self.folder, self.user.pw_uid, self.user.pw_gid)
+        with open(self.logs / "postgres-initdb.log", "w") as out:
+            result = subprocess.run([self.bin / "initdb", "-D", self.data, "-U", "kiosk", "--auth=trust", "-E", "UTF8", "--no-sync"],
+                                    stdout=out, stderr=subprocess.STDOUT, cwd=self.folder, **self._as_owner())
+        if result.returncode != 0:
+            raise SystemExit(f"torture: initdb failed ({result.returncode}); see {self.logs / 'postgres-initdb.log'}")
+        for _ in range(5):
+            self.port = free_port()
+            self.process = subprocess.Popen(
+                [self.bin / "postgres", "-D", self.data, "-p", str(self.port), "-k", self.folder, "-c", "listen_addresses=127.0.0.1",
+                 "-c", "fsync=off", "-c", "max_connections=200"],
+                stdout=open(self.logs / "postgres.log", "a"), stderr=subprocess.STDOUT, cwd=self.folder, **self._as_owner())
+            deadline = time.time() + 30
+            while time.time() < deadline and self.process.poll() is None:
+                if subprocess.run(self._psql_argv("postgres", "SELECT 1"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+                    self.psql(f"CREATE DATABASE {self.DATABASE}", database="postgres")
+                    return
+                time.sleep(0.1)
+            # Most likely the port was taken between choosing it and binding it: try another.
+            self.stop()
+        raise SystemExit(f"torture: PostgreSQL did not start; see {self.logs / 'postgres.log'}")
+
+    def _psql_argv(self, database, sql):
+        return [self.bin / "psql", "-X", "-q", "-A", "-t", "-h", "127.0.0.1", "-p", str(self.port), "-U", "kiosk", "-d", database,
+                "-v", "ON_ERROR_STOP=1", "-c", sql]
+
+    def psql(self, sql, database=None):
+        result = subprocess.run(self._psql_argv(database or self.DATABASE, sql), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+        if result.returncode != 0:
+            raise RuntimeError(f"psql failed ({result.returncode}) on {sql!r}: {result.stderr.strip()}")
+        return result.stdout
+
+    def stop(self):
+        """SIGTERM to PostgreSQL's own PID, then SIGKILL if it has not stopped within 20 s."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+# ---------------------------------------------------------------------------------------------
 # The world: a store, a server, homes
 
 
@@ -257,7 +412,7 @@ class Server:
         out.write_text("")
         self.process = subprocess.Popen(
             [self.world.kiosk, "serve", "--catalog", str(self.world.store / "Catalog"), "--content", str(self.world.store / "Content"),
-             "--data", str(self.world.server_data), "--port", str(self.port)],
+             "--data", str(self.world.server_data), "--port", str(self.port)] + self.world.database_flags(),
             stdout=open(out, "w"), stderr=err, env={**os.environ, "KIOSK_LOG_LEVEL": "warning"})
         deadline = time.time() + 300
         while time.time() < deadline:
@@ -326,6 +481,10 @@ class World:
         self.armed = []          # proxy faults waiting for a request to land on
         self.filler_until = None
         self.sizes = {}
+        self.postgres = PostgresCluster(self.work / "postgres", self.logs) if args.engine == "postgres" else None
+
+    def database_flags(self):
+        return ["--database", self.postgres.url] if self.postgres else []
 
     # Setup ---------------------------------------------------------------------------------
 
@@ -494,8 +653,8 @@ class World:
         else:
             # Refunds and revocations of books, issues and subscriptions (credit packs keep the
             # balance check exact: a refund takes back only what is left of their credits).
-            rows = self.server_db().execute(
-                "SELECT id FROM storeTransaction WHERE status = 'purchased' AND kind IN ('nonConsumable', 'subscription') ORDER BY sequence").fetchall()
+            with self.server_db() as db:
+                rows = db.execute('''SELECT "id" FROM "storeTransaction" WHERE "status" = 'purchased' AND "kind" IN ('nonConsumable', 'subscription') ORDER BY "sequence"''').fetchall()
             if not rows:
                 op["exit"], op["end"] = "nothing to refund", time.time()
                 return
@@ -629,6 +788,10 @@ class World:
             self.quiescence[home] = rounds
 
     def server_db(self):
+        """The store's database, read-only. Queries quote every identifier (the schema's names are
+        camelCase, which PostgreSQL folds to lower case unless quoted), so they run on both engines."""
+        if self.postgres:
+            return PostgresReader(self.postgres)
         connection = sqlite3.connect(f"file:{self.server_data / 'kiosk-server.sqlite'}?mode=ro", uri=True, timeout=30)
         connection.row_factory = sqlite3.Row
         return connection
@@ -642,6 +805,8 @@ class World:
         for run in self.running:
             run.process.kill()
         self.server.stop()
+        if self.postgres:
+            self.postgres.stop()
         if self.disk and keep:
             # The tmpfs goes with the unmount: keep a copy of home B for inspection.
             shutil.copytree(self.disk, self.work / "disk-copy", symlinks=True, dirs_exist_ok=True)
@@ -717,9 +882,9 @@ class Checker:
     def run(self):
         world = self.world
         with world.server_db() as db:
-            transactions = [dict(r) for r in db.execute("SELECT * FROM storeTransaction ORDER BY sequence")]
-            ledger = [dict(r) for r in db.execute("SELECT * FROM ledgerEntry ORDER BY id")]
-            balances = {r["id"]: r["credits"] for r in db.execute("SELECT id, credits FROM account")}
+            transactions = [dict(r) for r in db.execute('SELECT * FROM "storeTransaction" ORDER BY "sequence"')]
+            ledger = [dict(r) for r in db.execute('SELECT * FROM "ledgerEntry" ORDER BY "id"')]
+            balances = {r["id"]: r["credits"] for r in db.execute('SELECT "id", "credits" FROM "account"')}
         accounts = self.accounts()
         payments = {}
         for home in world.homes:
@@ -957,7 +1122,7 @@ def report(world, checker, elapsed):
     for op in hung:
         checker.flag("hung", f"op {op['index']} (kiosk {' '.join(op['argv'])} on {op['home']}) ran over its time and was killed", op["home"])
     log("")
-    log(f"kiosk torture  seed {world.args.seed}  {sum(ops.values())} operations  {len(timeline)} faults  {elapsed:.0f} s")
+    log(f"kiosk torture  seed {world.args.seed}  {world.args.engine}  {sum(ops.values())} operations  {len(timeline)} faults  {elapsed:.0f} s")
     log("  operations:  " + ", ".join(f"{k} {v}" for k, v in sorted(ops.items())))
     log("  faults:      " + ", ".join(f"{k} {v}" for k, v in sorted(faults.items())))
     log(f"  server:      {checker.stats['transactions']} transactions, {checker.stats['charges']} charges, {checker.stats['refunds']} refunds")
@@ -975,7 +1140,7 @@ def report(world, checker, elapsed):
 
 def explain(world, checker):
     log("")
-    log(f"FAILED — replay with: make torture SEED={world.args.seed} OPS={world.args.ops}")
+    log(f"FAILED — replay with: make torture SEED={world.args.seed} OPS={world.args.ops} ENGINE={world.args.engine}")
     for invariant, items in checker.violations.items():
         for message, home, product in items[:12]:
             log(f"  {invariant}: {message}")
@@ -1005,14 +1170,22 @@ def main():
     parser.add_argument("--kiosk", default=os.environ.get("KIOSK", str(ROOT / ".build/release/kiosk")))
     parser.add_argument("--work", default=None, help="where the run's folder is made (default: the system's temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the run's folder even when it passes")
+    parser.add_argument("--engine", choices=["sqlite", "postgres"], default=os.environ.get("ENGINE") or "sqlite",
+                        help="the store's database: SQLite in the server's data folder, or a throwaway PostgreSQL cluster")
     args = parser.parse_args()
     if not os.access(args.kiosk, os.X_OK):
         raise SystemExit(f"torture: no kiosk binary at {args.kiosk}; build it (swift build) or pass --kiosk")
+    if args.engine == "postgres":
+        postgres_bin()
+    # A stopped run (make interrupted, a CI timeout) still stops its server and cluster.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     world = World(args)
-    log(f"kiosk torture: seed {args.seed}, {args.ops} operations, large content {args.large} + {args.issue} MiB, in {world.work}")
+    log(f"kiosk torture: seed {args.seed}, {args.ops} operations on {args.engine}, large content {args.large} + {args.issue} MiB, in {world.work}")
     started = time.time()
     failed = True
     try:
+        if world.postgres:
+            world.postgres.start()
         world.build_store()
         world.make_homes()
         world.server.start()
