@@ -6,7 +6,8 @@ root, C) live in a fenced folder. Every client talks to the server through a fau
 per home) that forwards one request per connection and can reset or freeze a connection mid-body, or
 drop an answer after the server gave it. The driver runs OPS random operations (purchases of every
 kind, redemptions, Ask to Buy answered by the admin, refunds, restores, pauses, cancels, resumes,
-two processes on one home at once) and, between them, random faults (SIGKILL of a client, SIGKILL
+two processes on one home at once) and, between them, random faults (SIGKILL of a client, SIGSTOP of
+a downloading client past its claim's lease while another process takes the download over, SIGKILL
 and restart of the server, cut and stalled connections, lost answers, a catalog reload that changes
 content in flight, a full disk). Then every home is driven to quiescence and the checker compares
 what the server's database and each home's database and folders believe. It prints one table; the
@@ -34,6 +35,9 @@ SUBSCRIPTION = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
 PACKS = {"com.kiosk.credits.pack-5": 5, "com.kiosk.credits.pack-10": 10}
 # Large books added to the bundled store so that faults land mid-transfer.
 LARGE = ["com.kiosk.books.atlas-north", "com.kiosk.books.atlas-south"]
+# Seconds a client's download claim lasts without renewal (the client's default is 15): short, so
+# that a suspended owner's claim lapses within the client-stop fault.
+CLAIM_LEASE = 2
 
 
 def log(line):
@@ -110,6 +114,19 @@ class FaultProxy:
                 fetch.faulted = True
                 self.fired.append((time.time(), "stall", f"{fetch.home} {fetch.product} at {fetch.bytes}"))
             return len(streams)
+
+    def freeze_home(self, home):
+        """Marks a home's open content responses as ended by a fault: their client was suspended, so
+        they linger while another process of the home takes the download over."""
+        with self.lock:
+            streams = [f for f in self.active if f.end == "open" and f.home == home]
+            for fetch in streams:
+                fetch.faulted = True
+            return len(streams)
+
+    def downloading_homes(self):
+        with self.lock:
+            return {f.home for f in self.active if f.end == "open" and f.status in (200, 206)}
 
     def arm(self, kind, value):
         with self.lock:
@@ -534,7 +551,8 @@ class World:
     def env(self, home):
         return {**os.environ, "KIOSK_HOME": str(self.homes[home]), "KIOSK_SERVER": self.proxy.url(home),
                 "KIOSK_STALL_SECONDS": "2", "KIOSK_MAX_RECEIVE_SPEED": str(self.args.speed * MIB),
-                "KIOSK_RETRY_BASE_SECONDS": "0.5", "KIOSK_RETRY_CAP_SECONDS": "4", "KIOSK_LOG_LEVEL": "error"}
+                "KIOSK_RETRY_BASE_SECONDS": "0.5", "KIOSK_RETRY_CAP_SECONDS": "4", "KIOSK_CLAIM_LEASE_SECONDS": str(CLAIM_LEASE),
+                "KIOSK_LOG_LEVEL": "error"}
 
     def run_now(self, home, argv, timeout=600):
         result = subprocess.run([self.kiosk, *argv], env=self.env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
@@ -666,11 +684,12 @@ class World:
 
     def fault(self):
         rng = self.rng
-        kinds = ["client-kill", "server-kill", "cut", "stall", "drop-answer", "reload"] + (["disk-full"] if self.disk else [])
-        weights = [26, 8, 20, 10, 12, 8] + ([10] if self.disk else [])
+        kinds = ["client-kill", "client-stop", "server-kill", "cut", "stall", "drop-answer", "reload"] + (["disk-full"] if self.disk else [])
+        weights = [26, 8, 8, 20, 10, 12, 8] + ([10] if self.disk else [])
         kind = rng.choices(kinds, weights=weights)[0]
         detail = ""
         home = "b" if kind == "disk-full" else None
+        when = None
         if kind == "client-kill":
             if not self.running:
                 # Start something that downloads, then kill it mid-way.
@@ -683,6 +702,11 @@ class World:
             victim.process.send_signal(signal.SIGKILL)
             detail = f"op {victim.index} ({' '.join(victim.argv)}) on {victim.home}"
             home = victim.home
+        elif kind == "client-stop":
+            suspended = self.suspend_owner()
+            if suspended is None:
+                return
+            detail, home, when = suspended
         elif kind == "server-kill":
             self.server.kill()
             time.sleep(rng.uniform(0, 1.5))
@@ -724,9 +748,48 @@ class World:
             detail = f"home b's disk filled for {self.filler_until - time.time():.1f} s"
         # Faults the proxy carries out are counted when they happen (carried_out), not when armed.
         if kind not in ("cut", "stall", "drop-answer"):
-            self.faults.append({"index": len(self.ops), "kind": kind, "time": time.time(), "detail": detail, "home": home})
+            self.faults.append({"index": len(self.ops), "kind": kind, "time": when or time.time(), "detail": detail, "home": home})
         else:
             self.armed.append({"index": len(self.ops), "kind": kind, "time": time.time(), "detail": detail})
+
+    def suspend_owner(self):
+        """client-stop: SIGSTOP a client that is downloading, for longer than its claim's lease; start
+        another `kiosk resume` on its home meanwhile, which takes the download over; then SIGCONT the
+        first, which must find its claim gone and stop without writing. Returns (detail, home, when
+        it was stopped), or None when nothing was downloading."""
+        rng = self.rng
+
+        def downloading():
+            # Only a home's sole process: then the open content responses of the home are its own.
+            busy = self.proxy.downloading_homes()
+            return [r for r in self.running if r.home in busy and r.process.poll() is None
+                    and sum(1 for other in self.running if other.home == r.home) == 1]
+
+        found = downloading()
+        if not found:
+            idle = [home for home in ("a", "b", "c") if not any(r.home == home for r in self.running)]
+            if not idle:
+                return None
+            self.launch("resume", rng.choice(idle), ["resume"])
+            deadline = time.time() + 3
+            while time.time() < deadline and not found:
+                time.sleep(0.1)
+                found = downloading()
+            if not found:
+                return None
+        victim = rng.choice(found)
+        victim.process.send_signal(signal.SIGSTOP)
+        stopped = time.time()
+        try:
+            frozen = self.proxy.freeze_home(victim.home)
+            time.sleep(CLAIM_LEASE + rng.uniform(0.5, 1.5))
+            takeover = self.launch("takeover", victim.home, ["resume"])
+            time.sleep(rng.uniform(0.5, 3.0))
+        finally:
+            victim.process.send_signal(signal.SIGCONT)
+        detail = (f"op {victim.index} ({' '.join(victim.argv)}) on {victim.home} stopped {time.time() - stopped:.1f} s with {frozen} open "
+                  f"responses; op {takeover['index']} took over")
+        return detail, victim.home, stopped
 
     def carried_out(self):
         """Every fault that happened, in time order: the driver's own and the proxy's."""
@@ -1062,7 +1125,10 @@ class Checker:
             elif op["kind"] in ("refund", "revoke"):
                 resets[None].append(op["start"])
         # What may end a transfer early: faults (a proxy fault marks its fetch itself) and the reader.
-        stoppers = [(f["time"], f.get("home"), None) for f in world.faults if f["kind"] in ("client-kill", "server-kill", "disk-full")]
+        # A suspended owner (client-stop) keeps its response open while another process takes the
+        # download over from the bytes the owner had committed: what it had in flight and not yet
+        # committed is fetched again.
+        stoppers = [(f["time"], f.get("home"), None) for f in world.faults if f["kind"] in ("client-kill", "client-stop", "server-kill", "disk-full")]
         stoppers += [(op["start"], op["home"], op["argv"][1]) for op in world.ops if op["kind"] in ("pause", "cancel")]
         stoppers += [(op["end"] or time.time(), op["home"], None) for op in world.ops if op.get("hung")]
 
@@ -1144,7 +1210,7 @@ def explain(world, checker):
     for invariant, items in checker.violations.items():
         for message, home, product in items[:12]:
             log(f"  {invariant}: {message}")
-            touching = [op for op in world.ops if (home is None or op["home"] in (home, None)) and (product is None or product in op["argv"] or op["kind"] in ("restore", "resume", "resume-wait", "twin"))]
+            touching = [op for op in world.ops if (home is None or op["home"] in (home, None)) and (product is None or product in op["argv"] or op["kind"] in ("restore", "resume", "resume-wait", "twin", "takeover"))]
             if touching:
                 first, last = touching[0]["start"], max((op["end"] or time.time()) for op in touching)
                 shown = [op for op in touching if product is None or product in op["argv"]][-6:] or touching[-6:]
