@@ -6,7 +6,8 @@ root, C) live in a fenced folder. Every client talks to the server through a fau
 per home) that forwards one request per connection and can reset or freeze a connection mid-body, or
 drop an answer after the server gave it. The driver runs OPS random operations (purchases of every
 kind, redemptions, Ask to Buy answered by the admin, refunds, restores, pauses, cancels, resumes,
-two processes on one home at once) and, between them, random faults (SIGKILL of a client, SIGSTOP of
+two processes on one home at once, and races of an operator's action against a customer's or
+another operator's on one transaction) and, between them, random faults (SIGKILL of a client, SIGSTOP of
 a downloading client past its claim's lease while another process takes the download over, SIGKILL
 and restart of the server, cut and stalled connections, lost answers, a catalog reload that changes
 content in flight, a full disk). Then every home is driven to quiescence and the checker compares
@@ -42,6 +43,20 @@ CLAIM_LEASE = 2
 
 def log(line):
     print(line, flush=True)
+
+
+def http(url, method, token, body=None, timeout=30):
+    """One request with a bearer token: (status, decoded JSON answer or None); a request that got
+    no answer at all gives its error as the status."""
+    request = urllib.request.Request(url, method=method, data=json.dumps(body).encode() if body else None,
+                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return answer.status, json.loads(answer.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, None
+    except (urllib.error.URLError, OSError) as error:
+        return f"no answer ({error})", None
 
 
 def free_disk(path):
@@ -462,13 +477,11 @@ class Server:
 
     def admin(self, method, path, body=None):
         token = (self.world.server_data / "admin-token").read_text().strip()
-        request = urllib.request.Request(self.url + path, method=method, data=json.dumps(body).encode() if body else None,
-                                         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=30) as answer:
-                return answer.status, json.loads(answer.read() or b"null")
-        except urllib.error.HTTPError as error:
-            return error.code, None
+        status, answer = http(self.url + path, method, token, body)
+        if isinstance(status, str):
+            # Callers expect a code; the history's admin calls never meet a stopped server.
+            return 599, None
+        return status, answer
 
 
 class Running:
@@ -680,6 +693,98 @@ class World:
             status, _ = self.server.admin("POST", f"/v1/admin/transactions/{target}/{kind}", {"reason": "torture"})
         op["argv"], op["exit"], op["end"] = [target], status, time.time()
 
+    def account_of(self, home):
+        """(account id, account token) of a home, from its own settings."""
+        with self.home_db(home) as db:
+            settings = {r["key"]: r["value"] for r in db.execute("SELECT key, value FROM setting WHERE key IN ('account.id', 'account.token')")}
+        return settings.get("account.id"), settings.get("account.token")
+
+    def wait_for_transaction(self, sql, seconds):
+        """The first row of `sql` on the store's database, polled for up to `seconds`."""
+        deadline = time.time() + seconds
+        while True:
+            with self.server_db() as db:
+                row = db.execute(sql).fetchone()
+            if row or time.time() > deadline:
+                return row
+            time.sleep(0.1)
+
+    def race_op(self):
+        """Two conflicting actions on one transaction at once, released together from two threads:
+        a refund or revocation (operator) against the customer finishing it (POST …/finish) or
+        `kiosk resume` delivering it, or an approval against a decline of one Ask to Buy (both
+        operator). A 409 is the loser's legitimate answer; the outcome is the ops list's exit."""
+        rng = self.rng
+        variant = rng.choices(["refund-finish", "refund-resume", "revoke-finish", "approve-decline"], weights=[3, 2, 2, 3])[0]
+        home = rng.choice(["a", "a2", "b", "c"])
+        account, token = self.account_of(home)
+        op = {"index": len(self.ops), "kind": "race", "home": home, "argv": [variant], "start": time.time(), "end": None, "exit": None}
+        self.ops.append(op)
+        if account is None:
+            op["exit"], op["end"] = "no account", time.time()
+            return
+        # No more than two processes on one home, as for the customers' own operations.
+        if sum(1 for r in self.running if r.home == home) >= 2:
+            self.reap(wait_for=next(r for r in self.running if r.home == home))
+        if variant == "approve-decline":
+            pending = f'''SELECT "id", "productId" FROM "storeTransaction" WHERE "accountId" = '{account}' AND "status" = 'deferred' ORDER BY "sequence"'''
+            with self.server_db() as db:
+                row = db.execute(pending).fetchone()
+            if row is None:
+                # Ask first (the answer comes at once: the request is only recorded).
+                asked = self.launch("buy-defer", home, ["buy", rng.choice(BOOKS + ISSUES + LARGE), "--payment", "defer"])
+                self.reap(wait_for=self.running[-1])
+                row = self.wait_for_transaction(pending, 2)
+                if row is None:
+                    op["exit"], op["end"] = f"nothing pending (op {asked['index']} asked)", time.time()
+                    return
+            actions = ["approve", "decline"]
+        else:
+            # Best a purchase whose delivery is under way (not finished yet); else any standing one.
+            owned = f"""SELECT "productId" FROM "storeTransaction" WHERE "accountId" = '{account}' AND "status" = 'purchased' AND "kind" = 'nonConsumable'"""
+            with self.server_db() as db:
+                held = {r["productId"] for r in db.execute(owned)}
+            fresh = [id for id in LARGE + ISSUES[2:] + BOOKS if id not in held]
+            standing = f"""SELECT "id", "productId" FROM "storeTransaction" WHERE "accountId" = '{account}' AND "status" = 'purchased'
+                AND "kind" IN ('nonConsumable', 'subscription') AND "paymentMethod" <> 'owned'"""
+            row = None
+            if fresh:
+                product = rng.choice(fresh)
+                self.launch("buy-large" if product in LARGE else "buy-book", home, ["buy", product])
+                row = self.wait_for_transaction(standing + f""" AND "productId" = '{product}' ORDER BY "sequence" DESC""", 5)
+            if row is None:
+                with self.server_db() as db:
+                    rows = db.execute(standing + ' ORDER BY "sequence"').fetchall()
+                if not rows:
+                    op["exit"], op["end"] = "nothing to race over", time.time()
+                    return
+                row = rng.choice(rows)
+            actions = [variant.split("-")[0], variant.split("-")[1]]
+        target, product = row["id"], row["productId"]
+        op["argv"] = [variant, target, product]
+        outcomes = {}
+        barrier = threading.Barrier(2)
+
+        def act(action):
+            barrier.wait()
+            if action in ("refund", "revoke"):
+                outcomes[action] = self.server.admin("POST", f"/v1/admin/transactions/{target}/{action}", {"reason": "torture race"})[0]
+            elif action in ("approve", "decline"):
+                outcomes[action] = self.server.admin("POST", f"/v1/admin/transactions/{target}/{action}")[0]
+            elif action == "finish":
+                outcomes[action] = http(f"{self.server.url}/v1/transactions/{target}/finish", "POST", token)[0]
+            else:
+                outcomes[action] = f"op {self.launch('resume', home, ['resume'])['index']}"
+
+        threads = [threading.Thread(target=act, args=(action,)) for action in actions]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        op["race"] = dict(outcomes)
+        op["exit"] = ", ".join(f"{action} {outcomes.get(action, 'no answer')}" for action in actions)
+        op["end"] = time.time()
+
     # Faults --------------------------------------------------------------------------------
 
     def fault(self):
@@ -815,6 +920,9 @@ class World:
                 self.fault()
             elif roll < self.args.fault_rate + 0.08:
                 self.admin_op()
+                client_ops += 1
+            elif roll < self.args.fault_rate + 0.12:
+                self.race_op()
                 client_ops += 1
             else:
                 self.client_op()
@@ -959,6 +1067,7 @@ class Checker:
         self.check_leftovers()
         self.check_outside()
         self.check_transfers()
+        self.check_races()
         self.stats = {"transactions": len(transactions), "charges": sum(1 for e in ledger if e["kind"] == "charge"),
                       "refunds": sum(1 for e in ledger if e["kind"] == "refund")}
 
@@ -974,6 +1083,10 @@ class Checker:
         for id, count in refunds.items():
             if count > 1 or id not in charges:
                 self.flag("duplicated", f"transaction {id} refunded {count} times against {charges.get(id, 0)} charges")
+        # Money is taken only for what was bought (a declined request or a failed payment is free).
+        for id in charges:
+            if id in by_id and by_id[id]["status"] not in ("purchased", "revoked"):
+                self.flag("mismatched", f"transaction {id} ({by_id[id]['productId']}) is {by_id[id]['status']} but was charged", product=by_id[id]["productId"])
         for t in transactions:
             if t["status"] in ("purchased", "revoked") and t["amountCents"] > 0 and t["paymentMethod"] != "owned" and charges.get(t["id"], 0) == 0:
                 self.flag("lost", f"transaction {t['id']} ({t['productId']}) was paid for but has no charge in the ledger", product=t["productId"])
@@ -1027,6 +1140,23 @@ class Checker:
                     server = by_id.get(row["transactionId"])
                     if server is None or server["status"] not in ("purchased", "revoked") or (row["state"] == "finished") != (server["status"] == "purchased"):
                         self.flag("mismatched", f"home {home}: {row['productId']} is {row['state']} as {row['transactionId']}, the server says {server and server['status']}", home, row["productId"])
+
+    def check_races(self):
+        """Each race's two answers: a success or a 409 (the loser's answer) each, and of an approval
+        and a decline of one request, exactly one success."""
+        for op in self.world.ops:
+            if op["kind"] != "race" or "race" not in op:
+                continue
+            variant, target, product = op["argv"]
+            answers = op["race"]
+            for action, status in answers.items():
+                if isinstance(status, str) and status.startswith("op "):
+                    continue
+                if not (isinstance(status, int) and (200 <= status < 300 or status == 409)):
+                    self.flag("errored", f"race {variant} on {target}: {action} answered {status}, neither a success nor 409", op["home"], product)
+            won = [action for action, status in answers.items() if isinstance(status, int) and 200 <= status < 300]
+            if variant == "approve-decline" and len(won) != 1:
+                self.flag("mismatched", f"race {variant} on {target}: {' and '.join(won) or 'neither'} succeeded; exactly one may", op["home"], product)
 
     def check_credits(self, transactions, balances, payments, accounts):
         # A redemption of something the account already owned is answered with a free re-download.
@@ -1122,7 +1252,7 @@ class Checker:
         for op in world.ops:
             if op["kind"] == "cancel":
                 resets[(op["home"], op["argv"][1])].append(op["start"])
-            elif op["kind"] in ("refund", "revoke"):
+            elif op["kind"] in ("refund", "revoke") or op["kind"] == "race" and op["argv"][0].split("-")[0] in ("refund", "revoke"):
                 resets[None].append(op["start"])
         # What may end a transfer early: faults (a proxy fault marks its fetch itself) and the reader.
         # A suspended owner (client-stop) keeps its response open while another process takes the
@@ -1191,13 +1321,17 @@ def report(world, checker, elapsed):
     log(f"kiosk torture  seed {world.args.seed}  {world.args.engine}  {sum(ops.values())} operations  {len(timeline)} faults  {elapsed:.0f} s")
     log("  operations:  " + ", ".join(f"{k} {v}" for k, v in sorted(ops.items())))
     log("  faults:      " + ", ".join(f"{k} {v}" for k, v in sorted(faults.items())))
+    races = [op for op in world.ops if op["kind"] == "race" and "race" in op]
+    if races:
+        outcomes = Counter(f"{op['argv'][0]} ({', '.join(f'{a} {v}' if isinstance(v, int) else f'{a} launched' for a, v in op['race'].items())})" for op in races)
+        log("  races:       " + ", ".join(f"{k} ×{v}" for k, v in sorted(outcomes.items())))
     log(f"  server:      {checker.stats['transactions']} transactions, {checker.stats['charges']} charges, {checker.stats['refunds']} refunds")
     log(f"  bytes:       {checker.bytes_total / MIB:.1f} MiB fetched = {checker.bytes_complete / MIB:.1f} MiB in complete responses"
         f" + {checker.bytes_cut / MIB:.1f} MiB cut off by faults, pauses and cancels; {checker.refetched / MIB:.1f} MiB of it fetched twice")
     log("")
     log("  invariant    count")
     failed = False
-    for invariant in ["lost", "duplicated", "mismatched", "leftover", "outside", "restarted", "refetched", "hung"]:
+    for invariant in ["lost", "duplicated", "mismatched", "leftover", "outside", "restarted", "refetched", "hung", "errored"]:
         count = len(checker.violations.get(invariant, []))
         failed |= count > 0
         log(f"  {invariant:<12} {count}")
