@@ -699,6 +699,12 @@ class World:
             settings = {r["key"]: r["value"] for r in db.execute("SELECT key, value FROM setting WHERE key IN ('account.id', 'account.token')")}
         return settings.get("account.id"), settings.get("account.token")
 
+    def held(self, account):
+        """The books and issues an account holds by a standing purchase, as the store says."""
+        with self.server_db() as db:
+            return {r["productId"] for r in db.execute(
+                f"""SELECT "productId" FROM "storeTransaction" WHERE "accountId" = '{account}' AND "status" = 'purchased' AND "kind" = 'nonConsumable'""")}
+
     def wait_for_transaction(self, sql, seconds):
         """The first row of `sql` on the store's database, polled for up to `seconds`."""
         deadline = time.time() + seconds
@@ -741,9 +747,7 @@ class World:
             actions = ["approve", "decline"]
         else:
             # Best a purchase whose delivery is under way (not finished yet); else any standing one.
-            owned = f"""SELECT "productId" FROM "storeTransaction" WHERE "accountId" = '{account}' AND "status" = 'purchased' AND "kind" = 'nonConsumable'"""
-            with self.server_db() as db:
-                held = {r["productId"] for r in db.execute(owned)}
+            held = self.held(account)
             fresh = [id for id in LARGE + ISSUES[2:] + BOOKS if id not in held]
             standing = f"""SELECT "id", "productId" FROM "storeTransaction" WHERE "accountId" = '{account}' AND "status" = 'purchased'
                 AND "kind" IN ('nonConsumable', 'subscription') AND "paymentMethod" <> 'owned'"""
@@ -872,13 +876,19 @@ class World:
 
         found = downloading()
         if not found:
+            # Start a download: buy a large item the home's account does not hold yet, else resume.
             idle = [home for home in ("a", "b", "c") if not any(r.home == home for r in self.running)]
             if not idle:
                 return None
-            self.launch("resume", rng.choice(idle), ["resume"])
-            deadline = time.time() + 3
+            home = rng.choice(idle)
+            fresh = [id for id in LARGE + ISSUES[2:] if id not in self.held(self.account_of(home)[0])]
+            if fresh:
+                self.launch("buy-large" if fresh[0] in LARGE else "buy-issue", home, ["buy", rng.choice(fresh)])
+            else:
+                self.launch("resume", home, ["resume"])
+            deadline = time.time() + 4
             while time.time() < deadline and not found:
-                time.sleep(0.1)
+                time.sleep(0.05)
                 found = downloading()
             if not found:
                 return None
