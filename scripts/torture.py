@@ -883,7 +883,8 @@ class World:
             home = rng.choice(idle)
             fresh = [id for id in LARGE + ISSUES[2:] if id not in self.held(self.account_of(home)[0])]
             if fresh:
-                self.launch("buy-large" if fresh[0] in LARGE else "buy-issue", home, ["buy", rng.choice(fresh)])
+                product = rng.choice(fresh)
+                self.launch("buy-large" if product in LARGE else "buy-issue", home, ["buy", product])
             else:
                 self.launch("resume", home, ["resume"])
             deadline = time.time() + 4
@@ -1324,6 +1325,13 @@ def report(world, checker, elapsed):
     ops = Counter(op["kind"] for op in world.ops)
     timeline = world.carried_out()
     faults = Counter(f["kind"] for f in timeline)
+    # Kept with the run's folder (--keep, or a failure): every fault and race as it happened.
+    with open(world.logs / "history.log", "w") as out:
+        for fault in timeline:
+            out.write(f"{fault['time']:.2f} fault after op {fault['index']}: {fault['kind']} ({fault['detail']})\n")
+        for op in world.ops:
+            if op["kind"] == "race":
+                out.write(f"{op['start']:.2f} op {op['index']} race on {op['home']}: {' '.join(op['argv'])} → {op['exit']}\n")
     hung = [op for op in world.ops if op.get("hung")]
     for op in hung:
         checker.flag("hung", f"op {op['index']} (kiosk {' '.join(op['argv'])} on {op['home']}) ran over its time and was killed", op["home"])
