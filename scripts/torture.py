@@ -399,11 +399,21 @@ class PostgresCluster:
             while time.time() < deadline and self.process.poll() is None:
                 if subprocess.run(self._psql_argv("postgres", "SELECT 1"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
                     self.psql(f"CREATE DATABASE {self.DATABASE}", database="postgres")
+                    self._watch()
                     return
                 time.sleep(0.1)
             # Most likely the port was taken between choosing it and binding it: try another.
             self.stop()
         raise SystemExit(f"torture: PostgreSQL did not start; see {self.logs / 'postgres.log'}")
+
+    def _watch(self):
+        """A watchdog for a run that cannot clean up (SIGKILLed): once this script is gone, it stops
+        PostgreSQL by its PID. It ends by itself when PostgreSQL does."""
+        script = (f"while kill -0 {os.getpid()} 2>/dev/null && kill -0 {self.process.pid} 2>/dev/null; do sleep 1; done; "
+                  f"if kill -0 {self.process.pid} 2>/dev/null; then kill -TERM {self.process.pid}; sleep 20; "
+                  f"kill -KILL {self.process.pid} 2>/dev/null; fi")
+        subprocess.Popen(["/bin/sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
 
     def _psql_argv(self, database, sql):
         return [self.bin / "psql", "-X", "-q", "-A", "-t", "-h", "127.0.0.1", "-p", str(self.port), "-U", "kiosk", "-d", database,
