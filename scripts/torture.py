@@ -521,6 +521,7 @@ class World:
         self.armed = []          # proxy faults waiting for a request to land on
         self.filler_until = None
         self.sizes = {}
+        self.credentials = {}    # home → (account id, account token)
         self.postgres = PostgresCluster(self.work / "postgres", self.logs) if args.engine == "postgres" else None
 
     def database_flags(self):
@@ -590,6 +591,8 @@ class World:
         self.run_now("a2", ["account", "link", token])
         for home in ("b", "c"):
             self.run_now(home, ["sync"])
+        for home in self.homes:
+            self.account_of(home)
 
     # Operations ----------------------------------------------------------------------------
 
@@ -704,10 +707,13 @@ class World:
         op["argv"], op["exit"], op["end"] = [target], status, time.time()
 
     def account_of(self, home):
-        """(account id, account token) of a home, from its own settings."""
-        with self.home_db(home) as db:
-            settings = {r["key"]: r["value"] for r in db.execute("SELECT key, value FROM setting WHERE key IN ('account.id', 'account.token')")}
-        return settings.get("account.id"), settings.get("account.token")
+        """(account id, account token) of a home, read from its own settings once: they never change
+        after setup, and home b's database cannot be opened while its disk is full."""
+        if home not in self.credentials:
+            with self.home_db(home) as db:
+                settings = {r["key"]: r["value"] for r in db.execute("SELECT key, value FROM setting WHERE key IN ('account.id', 'account.token')")}
+            self.credentials[home] = settings.get("account.id"), settings.get("account.token")
+        return self.credentials[home]
 
     def held(self, account):
         """The books and issues an account holds by a standing purchase, as the store says."""
