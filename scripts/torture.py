@@ -712,7 +712,9 @@ class World:
         if home not in self.credentials:
             with self.home_db(home) as db:
                 settings = {r["key"]: r["value"] for r in db.execute("SELECT key, value FROM setting WHERE key IN ('account.id', 'account.token')")}
-            self.credentials[home] = settings.get("account.id"), settings.get("account.token")
+            if not settings.get("account.id"):
+                return None, None
+            self.credentials[home] = settings["account.id"], settings.get("account.token")
         return self.credentials[home]
 
     def held(self, account):
