@@ -756,7 +756,10 @@ class World:
                 row = db.execute(pending).fetchone()
             if row is None:
                 # Ask first (the answer comes at once: the request is only recorded).
-                asked = self.launch("buy-defer", home, ["buy", rng.choice(BOOKS + ISSUES + LARGE), "--payment", "defer"])
+                # Of something the account does not hold: a request for what it owns is answered as owned.
+                held = self.held(account)
+                asked = self.launch("buy-defer", home, ["buy", rng.choice([id for id in BOOKS + ISSUES + LARGE if id not in held] or BOOKS),
+                                                        "--payment", "defer"])
                 self.reap(wait_for=self.running[-1])
                 row = self.wait_for_transaction(pending, 2)
                 if row is None:
