@@ -56,12 +56,14 @@ test: deps test-tools
 	@# A short fault history (fixed seed, small content) with the debug build just made.
 	KIOSK=$$($(SWIFT) build --show-bin-path)/kiosk python3 scripts/torture.py --seed 11 --ops 40 --large 24,40 --issue 16 --speed 32
 
-## The fault suite: a long random history under faults, then the checker (SEED=, OPS= override).
+## The fault suite: a long random history under faults, then the checker (SEED=, OPS= override;
+## ENGINE=postgres runs the store on a throwaway PostgreSQL cluster the script starts and stops).
 SEED ?=
 OPS ?= 300
+ENGINE ?= sqlite
 torture: deps test-tools
 	$(RELEASE)
-	KIOSK=$(RELEASE_BIN)/kiosk SEED=$(SEED) OPS=$(OPS) python3 scripts/torture.py
+	KIOSK=$(RELEASE_BIN)/kiosk SEED=$(SEED) OPS=$(OPS) ENGINE=$(ENGINE) python3 scripts/torture.py
 
 ## The main job end to end on the bundled Catalog/ and Content/.
 demo: deps

@@ -6,16 +6,23 @@ root, C) live in a fenced folder. Every client talks to the server through a fau
 per home) that forwards one request per connection and can reset or freeze a connection mid-body, or
 drop an answer after the server gave it. The driver runs OPS random operations (purchases of every
 kind, redemptions, Ask to Buy answered by the admin, refunds, restores, pauses, cancels, resumes,
-two processes on one home at once) and, between them, random faults (SIGKILL of a client, SIGKILL
+two processes on one home at once, and races of an operator's action against a customer's or
+another operator's on one transaction) and, between them, random faults (SIGKILL of a client, SIGSTOP of
+a downloading client past its claim's lease while another process takes the download over, SIGKILL
 and restart of the server, cut and stalled connections, lost answers, a catalog reload that changes
 content in flight, a full disk). Then every home is driven to quiescence and the checker compares
 what the server's database and each home's database and folders believe. It prints one table; the
 run fails (exit 1) when any count in it is not 0, printing the seed and the operations and faults
 that touched what broke, and keeping the folder for inspection.
 
+The store's database is SQLite in the server's data folder, or (--engine postgres) a throwaway
+PostgreSQL cluster the run starts in its own folder and stops at the end; the checker reads the same
+tables from either.
+
     python3 scripts/torture.py --seed 7 --ops 300        (or: make torture SEED=7 OPS=300)
+    python3 scripts/torture.py --engine postgres         (or: make torture ENGINE=postgres)
 """
-import argparse, asyncio, datetime, hashlib, json, os, random, shutil, signal, socket, sqlite3
+import argparse, asyncio, datetime, glob, hashlib, json, os, pwd, random, shutil, signal, socket, sqlite3
 import struct, subprocess, sys, tempfile, threading, time, urllib.error, urllib.request
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -29,10 +36,27 @@ SUBSCRIPTION = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
 PACKS = {"com.kiosk.credits.pack-5": 5, "com.kiosk.credits.pack-10": 10}
 # Large books added to the bundled store so that faults land mid-transfer.
 LARGE = ["com.kiosk.books.atlas-north", "com.kiosk.books.atlas-south"]
+# Seconds a client's download claim lasts without renewal (the client's default is 15): short, so
+# that a suspended owner's claim lapses within the client-stop fault.
+CLAIM_LEASE = 2
 
 
 def log(line):
     print(line, flush=True)
+
+
+def http(url, method, token, body=None, timeout=30):
+    """One request with a bearer token: (status, decoded JSON answer or None); a request that got
+    no answer at all gives its error as the status."""
+    request = urllib.request.Request(url, method=method, data=json.dumps(body).encode() if body else None,
+                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return answer.status, json.loads(answer.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, None
+    except (urllib.error.URLError, OSError) as error:
+        return f"no answer ({error})", None
 
 
 def free_disk(path):
@@ -105,6 +129,19 @@ class FaultProxy:
                 fetch.faulted = True
                 self.fired.append((time.time(), "stall", f"{fetch.home} {fetch.product} at {fetch.bytes}"))
             return len(streams)
+
+    def freeze_home(self, home):
+        """Marks a home's open content responses as ended by a fault: their client was suspended, so
+        they linger while another process of the home takes the download over."""
+        with self.lock:
+            streams = [f for f in self.active if f.end == "open" and f.home == home]
+            for fetch in streams:
+                fetch.faulted = True
+            return len(streams)
+
+    def downloading_homes(self):
+        with self.lock:
+            return {f.home for f in self.active if f.end == "open" and f.status in (200, 206)}
 
     def arm(self, kind, value):
         with self.lock:
@@ -241,6 +278,166 @@ class FaultProxy:
 
 
 # ---------------------------------------------------------------------------------------------
+# The store's database on PostgreSQL
+
+# The server's timestamp columns: REAL seconds since 1970 on SQLite, TIMESTAMPTZ on PostgreSQL. The
+# checker compares them as numbers, so PostgreSQL's are turned into the same seconds.
+TIMESTAMP_COLUMNS = {"purchaseDate", "expiresDate", "finishedAt", "createdAt", "revokedAt", "retiredAt", "appliedAt"}
+
+
+def postgres_bin():
+    """The newest /usr/lib/postgresql/N/bin that has initdb, as the Swift tests find it."""
+    versions = sorted((int(Path(p).name) for p in glob.glob("/usr/lib/postgresql/*") if Path(p).name.isdigit()), reverse=True)
+    for version in versions:
+        bin = Path(f"/usr/lib/postgresql/{version}/bin")
+        if all(os.access(bin / tool, os.X_OK) for tool in ("initdb", "postgres", "psql")):
+            return bin
+    raise SystemExit("torture: --engine postgres needs PostgreSQL (no /usr/lib/postgresql/*/bin/initdb); "
+                     "install it with `make test-tools` (apt-get install postgresql)")
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class PostgresRow(dict):
+    """A row read through psql: by column name like sqlite3.Row, and by position."""
+
+    def __getitem__(self, key):
+        if isinstance(key, int):
+            return list(self.values())[key]
+        return super().__getitem__(key)
+
+
+class PostgresRows(list):
+    def fetchall(self):
+        return list(self)
+
+    def fetchone(self):
+        return self[0] if self else None
+
+
+class PostgresReader:
+    """What the checker needs of a sqlite3 connection (execute, fetchall, fetchone, `with`), over
+    one `psql` per query: each row comes back as one line of JSON, so numbers stay numbers and
+    NULL stays None; timestamps become seconds since 1970 as on SQLite."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        return False
+
+    def execute(self, sql, parameters=()):
+        assert not parameters, "psql queries take no parameters"
+        wrapped = f"SELECT row_to_json(q) FROM ({sql}) q"
+        output = self.cluster.psql(wrapped)
+        rows = PostgresRows()
+        for line in output.splitlines():
+            if not line.strip():
+                continue
+            row = PostgresRow()
+            for column, value in json.loads(line).items():
+                if column in TIMESTAMP_COLUMNS and isinstance(value, str):
+                    value = datetime.datetime.fromisoformat(value).timestamp()
+                row[column] = value
+            rows.append(row)
+        return rows
+
+
+class PostgresCluster:
+    """A throwaway PostgreSQL cluster in the run's folder: initdb, `postgres` on a free port of
+    127.0.0.1 (its socket in the folder), one database; stopped by its PID at the end. PostgreSQL
+    refuses to run as root, so as root the cluster belongs to the postgres user."""
+
+    DATABASE = "kiosk_torture"
+
+    def __init__(self, folder, logs):
+        self.bin = postgres_bin()
+        self.folder, self.logs = folder, logs
+        self.data = folder / "data"
+        self.process = None
+        self.port = None
+        self.user = None
+        if os.geteuid() == 0:
+            try:
+                self.user = pwd.getpwnam("postgres")
+            except KeyError:
+                raise SystemExit("torture: running as root and there is no postgres user to run PostgreSQL as; "
+                                 "install the postgresql package (make test-tools)")
+
+    def _as_owner(self):
+        return {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []} if self.user else {}
+
+    @property
+    def url(self):
+        return f"postgres://kiosk@127.0.0.1:{self.port}/{self.DATABASE}?tlsmode=disable"
+
+    def start(self):
+        self.folder.mkdir()
+        if self.user:
+            # The cluster's user must reach its folder: the run's folder is root's and private.
+            os.chmod(self.folder.parent, 0o711)
+            os.chown(self.folder, self.user.pw_uid, self.user.pw_gid)
+        with open(self.logs / "postgres-initdb.log", "w") as out:
+            result = subprocess.run([self.bin / "initdb", "-D", self.data, "-U", "kiosk", "--auth=trust", "-E", "UTF8", "--no-sync"],
+                                    stdout=out, stderr=subprocess.STDOUT, cwd=self.folder, **self._as_owner())
+        if result.returncode != 0:
+            raise SystemExit(f"torture: initdb failed ({result.returncode}); see {self.logs / 'postgres-initdb.log'}")
+        for _ in range(5):
+            self.port = free_port()
+            self.process = subprocess.Popen(
+                [self.bin / "postgres", "-D", self.data, "-p", str(self.port), "-k", self.folder, "-c", "listen_addresses=127.0.0.1",
+                 "-c", "fsync=off", "-c", "max_connections=200"],
+                stdout=open(self.logs / "postgres.log", "a"), stderr=subprocess.STDOUT, cwd=self.folder, **self._as_owner())
+            deadline = time.time() + 30
+            while time.time() < deadline and self.process.poll() is None:
+                if subprocess.run(self._psql_argv("postgres", "SELECT 1"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+                    self.psql(f"CREATE DATABASE {self.DATABASE}", database="postgres")
+                    self._watch()
+                    return
+                time.sleep(0.1)
+            # Most likely the port was taken between choosing it and binding it: try another.
+            self.stop()
+        raise SystemExit(f"torture: PostgreSQL did not start; see {self.logs / 'postgres.log'}")
+
+    def _watch(self):
+        """A watchdog for a run that cannot clean up (SIGKILLed): once this script is gone, it stops
+        PostgreSQL by its PID. It ends by itself when PostgreSQL does."""
+        script = (f"while kill -0 {os.getpid()} 2>/dev/null && kill -0 {self.process.pid} 2>/dev/null; do sleep 1; done; "
+                  f"if kill -0 {self.process.pid} 2>/dev/null; then kill -TERM {self.process.pid}; sleep 20; "
+                  f"kill -KILL {self.process.pid} 2>/dev/null; fi")
+        subprocess.Popen(["/bin/sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+
+    def _psql_argv(self, database, sql):
+        return [self.bin / "psql", "-X", "-q", "-A", "-t", "-h", "127.0.0.1", "-p", str(self.port), "-U", "kiosk", "-d", database,
+                "-v", "ON_ERROR_STOP=1", "-c", sql]
+
+    def psql(self, sql, database=None):
+        result = subprocess.run(self._psql_argv(database or self.DATABASE, sql), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+        if result.returncode != 0:
+            raise RuntimeError(f"psql failed ({result.returncode}) on {sql!r}: {result.stderr.strip()}")
+        return result.stdout
+
+    def stop(self):
+        """SIGTERM to PostgreSQL's own PID, then SIGKILL if it has not stopped within 20 s."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+# ---------------------------------------------------------------------------------------------
 # The world: a store, a server, homes
 
 
@@ -257,7 +454,7 @@ class Server:
         out.write_text("")
         self.process = subprocess.Popen(
             [self.world.kiosk, "serve", "--catalog", str(self.world.store / "Catalog"), "--content", str(self.world.store / "Content"),
-             "--data", str(self.world.server_data), "--port", str(self.port)],
+             "--data", str(self.world.server_data), "--port", str(self.port)] + self.world.database_flags(),
             stdout=open(out, "w"), stderr=err, env={**os.environ, "KIOSK_LOG_LEVEL": "warning"})
         deadline = time.time() + 300
         while time.time() < deadline:
@@ -290,13 +487,11 @@ class Server:
 
     def admin(self, method, path, body=None):
         token = (self.world.server_data / "admin-token").read_text().strip()
-        request = urllib.request.Request(self.url + path, method=method, data=json.dumps(body).encode() if body else None,
-                                         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=30) as answer:
-                return answer.status, json.loads(answer.read() or b"null")
-        except urllib.error.HTTPError as error:
-            return error.code, None
+        status, answer = http(self.url + path, method, token, body)
+        if isinstance(status, str):
+            # Callers expect a code; the history's admin calls never meet a stopped server.
+            return 599, None
+        return status, answer
 
 
 class Running:
@@ -326,6 +521,11 @@ class World:
         self.armed = []          # proxy faults waiting for a request to land on
         self.filler_until = None
         self.sizes = {}
+        self.credentials = {}    # home → (account id, account token)
+        self.postgres = PostgresCluster(self.work / "postgres", self.logs) if args.engine == "postgres" else None
+
+    def database_flags(self):
+        return ["--database", self.postgres.url] if self.postgres else []
 
     # Setup ---------------------------------------------------------------------------------
 
@@ -375,7 +575,8 @@ class World:
     def env(self, home):
         return {**os.environ, "KIOSK_HOME": str(self.homes[home]), "KIOSK_SERVER": self.proxy.url(home),
                 "KIOSK_STALL_SECONDS": "2", "KIOSK_MAX_RECEIVE_SPEED": str(self.args.speed * MIB),
-                "KIOSK_RETRY_BASE_SECONDS": "0.5", "KIOSK_RETRY_CAP_SECONDS": "4", "KIOSK_LOG_LEVEL": "error"}
+                "KIOSK_RETRY_BASE_SECONDS": "0.5", "KIOSK_RETRY_CAP_SECONDS": "4", "KIOSK_CLAIM_LEASE_SECONDS": str(CLAIM_LEASE),
+                "KIOSK_LOG_LEVEL": "error"}
 
     def run_now(self, home, argv, timeout=600):
         result = subprocess.run([self.kiosk, *argv], env=self.env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
@@ -390,6 +591,8 @@ class World:
         self.run_now("a2", ["account", "link", token])
         for home in ("b", "c"):
             self.run_now(home, ["sync"])
+        for home in self.homes:
+            self.account_of(home)
 
     # Operations ----------------------------------------------------------------------------
 
@@ -494,8 +697,8 @@ class World:
         else:
             # Refunds and revocations of books, issues and subscriptions (credit packs keep the
             # balance check exact: a refund takes back only what is left of their credits).
-            rows = self.server_db().execute(
-                "SELECT id FROM storeTransaction WHERE status = 'purchased' AND kind IN ('nonConsumable', 'subscription') ORDER BY sequence").fetchall()
+            with self.server_db() as db:
+                rows = db.execute('''SELECT "id" FROM "storeTransaction" WHERE "status" = 'purchased' AND "kind" IN ('nonConsumable', 'subscription') ORDER BY "sequence"''').fetchall()
             if not rows:
                 op["exit"], op["end"] = "nothing to refund", time.time()
                 return
@@ -503,15 +706,120 @@ class World:
             status, _ = self.server.admin("POST", f"/v1/admin/transactions/{target}/{kind}", {"reason": "torture"})
         op["argv"], op["exit"], op["end"] = [target], status, time.time()
 
+    def account_of(self, home):
+        """(account id, account token) of a home, read from its own settings once: they never change
+        after setup, and home b's database cannot be opened while its disk is full."""
+        if home not in self.credentials:
+            with self.home_db(home) as db:
+                settings = {r["key"]: r["value"] for r in db.execute("SELECT key, value FROM setting WHERE key IN ('account.id', 'account.token')")}
+            if not settings.get("account.id"):
+                return None, None
+            self.credentials[home] = settings["account.id"], settings.get("account.token")
+        return self.credentials[home]
+
+    def held(self, account):
+        """The books and issues an account holds by a standing purchase, as the store says."""
+        with self.server_db() as db:
+            return {r["productId"] for r in db.execute(
+                f"""SELECT "productId" FROM "storeTransaction" WHERE "accountId" = '{account}' AND "status" = 'purchased' AND "kind" = 'nonConsumable'""")}
+
+    def wait_for_transaction(self, sql, seconds):
+        """The first row of `sql` on the store's database, polled for up to `seconds`."""
+        deadline = time.time() + seconds
+        while True:
+            with self.server_db() as db:
+                row = db.execute(sql).fetchone()
+            if row or time.time() > deadline:
+                return row
+            time.sleep(0.1)
+
+    def race_op(self):
+        """Two conflicting actions on one transaction at once, released together from two threads:
+        a refund or revocation (operator) against the customer finishing it (POST …/finish) or
+        `kiosk resume` delivering it, or an approval against a decline of one Ask to Buy (both
+        operator). A 409 is the loser's legitimate answer; the outcome is the ops list's exit."""
+        rng = self.rng
+        variant = rng.choices(["refund-finish", "refund-resume", "revoke-finish", "approve-decline"], weights=[3, 2, 2, 3])[0]
+        home = rng.choice(["a", "a2", "b", "c"])
+        account, token = self.account_of(home)
+        op = {"index": len(self.ops), "kind": "race", "home": home, "argv": [variant], "start": time.time(), "end": None, "exit": None}
+        self.ops.append(op)
+        if account is None:
+            op["exit"], op["end"] = "no account", time.time()
+            return
+        # No more than two processes on one home, as for the customers' own operations.
+        if sum(1 for r in self.running if r.home == home) >= 2:
+            self.reap(wait_for=next(r for r in self.running if r.home == home))
+        if variant == "approve-decline":
+            pending = f'''SELECT "id", "productId" FROM "storeTransaction" WHERE "accountId" = '{account}' AND "status" = 'deferred' ORDER BY "sequence"'''
+            with self.server_db() as db:
+                row = db.execute(pending).fetchone()
+            if row is None:
+                # Ask first (the answer comes at once: the request is only recorded).
+                # Of something the account does not hold: a request for what it owns is answered as owned.
+                held = self.held(account)
+                asked = self.launch("buy-defer", home, ["buy", rng.choice([id for id in BOOKS + ISSUES + LARGE if id not in held] or BOOKS),
+                                                        "--payment", "defer"])
+                self.reap(wait_for=self.running[-1])
+                row = self.wait_for_transaction(pending, 2)
+                if row is None:
+                    op["exit"], op["end"] = f"nothing pending (op {asked['index']} asked)", time.time()
+                    return
+            actions = ["approve", "decline"]
+        else:
+            # Best a purchase whose delivery is under way (not finished yet); else any standing one.
+            held = self.held(account)
+            fresh = [id for id in LARGE + ISSUES[2:] + BOOKS if id not in held]
+            standing = f"""SELECT "id", "productId" FROM "storeTransaction" WHERE "accountId" = '{account}' AND "status" = 'purchased'
+                AND "kind" IN ('nonConsumable', 'subscription') AND "paymentMethod" <> 'owned'"""
+            row = None
+            if fresh:
+                product = rng.choice(fresh)
+                self.launch("buy-large" if product in LARGE else "buy-book", home, ["buy", product])
+                row = self.wait_for_transaction(standing + f""" AND "productId" = '{product}' ORDER BY "sequence" DESC""", 5)
+            if row is None:
+                with self.server_db() as db:
+                    rows = db.execute(standing + ' ORDER BY "sequence"').fetchall()
+                if not rows:
+                    op["exit"], op["end"] = "nothing to race over", time.time()
+                    return
+                row = rng.choice(rows)
+            actions = [variant.split("-")[0], variant.split("-")[1]]
+        target, product = row["id"], row["productId"]
+        op["argv"] = [variant, target, product]
+        outcomes = {}
+        barrier = threading.Barrier(2)
+
+        def act(action):
+            barrier.wait()
+            if action in ("refund", "revoke"):
+                outcomes[action] = self.server.admin("POST", f"/v1/admin/transactions/{target}/{action}", {"reason": "torture race"})[0]
+            elif action in ("approve", "decline"):
+                outcomes[action] = self.server.admin("POST", f"/v1/admin/transactions/{target}/{action}")[0]
+            elif action == "finish":
+                outcomes[action] = http(f"{self.server.url}/v1/transactions/{target}/finish", "POST", token)[0]
+            else:
+                outcomes[action] = f"op {self.launch('resume', home, ['resume'])['index']}"
+
+        threads = [threading.Thread(target=act, args=(action,)) for action in actions]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        op["race"] = dict(outcomes)
+        op["exit"] = ", ".join(f"{action} {outcomes.get(action, 'no answer')}" for action in actions)
+        op["end"] = time.time()
+
     # Faults --------------------------------------------------------------------------------
 
     def fault(self):
         rng = self.rng
-        kinds = ["client-kill", "server-kill", "cut", "stall", "drop-answer", "reload"] + (["disk-full"] if self.disk else [])
-        weights = [26, 8, 20, 10, 12, 8] + ([10] if self.disk else [])
+        kinds = ["client-kill", "client-stop", "server-kill", "cut", "stall", "drop-answer", "reload"] + (["disk-full"] if self.disk else [])
+        weights = [26, 8, 8, 20, 10, 12, 8] + ([10] if self.disk else [])
         kind = rng.choices(kinds, weights=weights)[0]
         detail = ""
         home = "b" if kind == "disk-full" else None
+        when = None
         if kind == "client-kill":
             if not self.running:
                 # Start something that downloads, then kill it mid-way.
@@ -524,6 +832,11 @@ class World:
             victim.process.send_signal(signal.SIGKILL)
             detail = f"op {victim.index} ({' '.join(victim.argv)}) on {victim.home}"
             home = victim.home
+        elif kind == "client-stop":
+            suspended = self.suspend_owner()
+            if suspended is None:
+                return
+            detail, home, when = suspended
         elif kind == "server-kill":
             self.server.kill()
             time.sleep(rng.uniform(0, 1.5))
@@ -565,9 +878,55 @@ class World:
             detail = f"home b's disk filled for {self.filler_until - time.time():.1f} s"
         # Faults the proxy carries out are counted when they happen (carried_out), not when armed.
         if kind not in ("cut", "stall", "drop-answer"):
-            self.faults.append({"index": len(self.ops), "kind": kind, "time": time.time(), "detail": detail, "home": home})
+            self.faults.append({"index": len(self.ops), "kind": kind, "time": when or time.time(), "detail": detail, "home": home})
         else:
             self.armed.append({"index": len(self.ops), "kind": kind, "time": time.time(), "detail": detail})
+
+    def suspend_owner(self):
+        """client-stop: SIGSTOP a client that is downloading, for longer than its claim's lease; start
+        another `kiosk resume` on its home meanwhile, which takes the download over; then SIGCONT the
+        first, which must find its claim gone and stop without writing. Returns (detail, home, when
+        it was stopped), or None when nothing was downloading."""
+        rng = self.rng
+
+        def downloading():
+            # Only a home's sole process: then the open content responses of the home are its own.
+            busy = self.proxy.downloading_homes()
+            return [r for r in self.running if r.home in busy and r.process.poll() is None
+                    and sum(1 for other in self.running if other.home == r.home) == 1]
+
+        found = downloading()
+        if not found:
+            # Start a download: buy a large item the home's account does not hold yet, else resume.
+            idle = [home for home in ("a", "b", "c") if not any(r.home == home for r in self.running)]
+            if not idle:
+                return None
+            home = rng.choice(idle)
+            fresh = [id for id in LARGE + ISSUES[2:] if id not in self.held(self.account_of(home)[0])]
+            if fresh:
+                product = rng.choice(fresh)
+                self.launch("buy-large" if product in LARGE else "buy-issue", home, ["buy", product])
+            else:
+                self.launch("resume", home, ["resume"])
+            deadline = time.time() + 4
+            while time.time() < deadline and not found:
+                time.sleep(0.05)
+                found = downloading()
+            if not found:
+                return None
+        victim = rng.choice(found)
+        victim.process.send_signal(signal.SIGSTOP)
+        stopped = time.time()
+        try:
+            frozen = self.proxy.freeze_home(victim.home)
+            time.sleep(CLAIM_LEASE + rng.uniform(0.5, 1.5))
+            takeover = self.launch("takeover", victim.home, ["resume"])
+            time.sleep(rng.uniform(0.5, 3.0))
+        finally:
+            victim.process.send_signal(signal.SIGCONT)
+        detail = (f"op {victim.index} ({' '.join(victim.argv)}) on {victim.home} stopped {time.time() - stopped:.1f} s with {frozen} open "
+                  f"responses; op {takeover['index']} took over")
+        return detail, victim.home, stopped
 
     def carried_out(self):
         """Every fault that happened, in time order: the driver's own and the proxy's."""
@@ -593,6 +952,9 @@ class World:
                 self.fault()
             elif roll < self.args.fault_rate + 0.08:
                 self.admin_op()
+                client_ops += 1
+            elif roll < self.args.fault_rate + 0.12:
+                self.race_op()
                 client_ops += 1
             else:
                 self.client_op()
@@ -629,6 +991,10 @@ class World:
             self.quiescence[home] = rounds
 
     def server_db(self):
+        """The store's database, read-only. Queries quote every identifier (the schema's names are
+        camelCase, which PostgreSQL folds to lower case unless quoted), so they run on both engines."""
+        if self.postgres:
+            return PostgresReader(self.postgres)
         connection = sqlite3.connect(f"file:{self.server_data / 'kiosk-server.sqlite'}?mode=ro", uri=True, timeout=30)
         connection.row_factory = sqlite3.Row
         return connection
@@ -642,6 +1008,8 @@ class World:
         for run in self.running:
             run.process.kill()
         self.server.stop()
+        if self.postgres:
+            self.postgres.stop()
         if self.disk and keep:
             # The tmpfs goes with the unmount: keep a copy of home B for inspection.
             shutil.copytree(self.disk, self.work / "disk-copy", symlinks=True, dirs_exist_ok=True)
@@ -717,9 +1085,9 @@ class Checker:
     def run(self):
         world = self.world
         with world.server_db() as db:
-            transactions = [dict(r) for r in db.execute("SELECT * FROM storeTransaction ORDER BY sequence")]
-            ledger = [dict(r) for r in db.execute("SELECT * FROM ledgerEntry ORDER BY id")]
-            balances = {r["id"]: r["credits"] for r in db.execute("SELECT id, credits FROM account")}
+            transactions = [dict(r) for r in db.execute('SELECT * FROM "storeTransaction" ORDER BY "sequence"')]
+            ledger = [dict(r) for r in db.execute('SELECT * FROM "ledgerEntry" ORDER BY "id"')]
+            balances = {r["id"]: r["credits"] for r in db.execute('SELECT "id", "credits" FROM "account"')}
         accounts = self.accounts()
         payments = {}
         for home in world.homes:
@@ -731,6 +1099,7 @@ class Checker:
         self.check_leftovers()
         self.check_outside()
         self.check_transfers()
+        self.check_races()
         self.stats = {"transactions": len(transactions), "charges": sum(1 for e in ledger if e["kind"] == "charge"),
                       "refunds": sum(1 for e in ledger if e["kind"] == "refund")}
 
@@ -746,6 +1115,10 @@ class Checker:
         for id, count in refunds.items():
             if count > 1 or id not in charges:
                 self.flag("duplicated", f"transaction {id} refunded {count} times against {charges.get(id, 0)} charges")
+        # Money is taken only for what was bought (a declined request or a failed payment is free).
+        for id in charges:
+            if id in by_id and by_id[id]["status"] not in ("purchased", "revoked"):
+                self.flag("mismatched", f"transaction {id} ({by_id[id]['productId']}) is {by_id[id]['status']} but was charged", product=by_id[id]["productId"])
         for t in transactions:
             if t["status"] in ("purchased", "revoked") and t["amountCents"] > 0 and t["paymentMethod"] != "owned" and charges.get(t["id"], 0) == 0:
                 self.flag("lost", f"transaction {t['id']} ({t['productId']}) was paid for but has no charge in the ledger", product=t["productId"])
@@ -799,6 +1172,23 @@ class Checker:
                     server = by_id.get(row["transactionId"])
                     if server is None or server["status"] not in ("purchased", "revoked") or (row["state"] == "finished") != (server["status"] == "purchased"):
                         self.flag("mismatched", f"home {home}: {row['productId']} is {row['state']} as {row['transactionId']}, the server says {server and server['status']}", home, row["productId"])
+
+    def check_races(self):
+        """Each race's two answers: a success or a 409 (the loser's answer) each, and of an approval
+        and a decline of one request, exactly one success."""
+        for op in self.world.ops:
+            if op["kind"] != "race" or "race" not in op:
+                continue
+            variant, target, product = op["argv"]
+            answers = op["race"]
+            for action, status in answers.items():
+                if isinstance(status, str) and status.startswith("op "):
+                    continue
+                if not (isinstance(status, int) and (200 <= status < 300 or status == 409)):
+                    self.flag("errored", f"race {variant} on {target}: {action} answered {status}, neither a success nor 409", op["home"], product)
+            won = [action for action, status in answers.items() if isinstance(status, int) and 200 <= status < 300]
+            if variant == "approve-decline" and len(won) != 1:
+                self.flag("mismatched", f"race {variant} on {target}: {' and '.join(won) or 'neither'} succeeded; exactly one may", op["home"], product)
 
     def check_credits(self, transactions, balances, payments, accounts):
         # A redemption of something the account already owned is answered with a free re-download.
@@ -894,10 +1284,13 @@ class Checker:
         for op in world.ops:
             if op["kind"] == "cancel":
                 resets[(op["home"], op["argv"][1])].append(op["start"])
-            elif op["kind"] in ("refund", "revoke"):
+            elif op["kind"] in ("refund", "revoke") or op["kind"] == "race" and op["argv"][0].split("-")[0] in ("refund", "revoke"):
                 resets[None].append(op["start"])
         # What may end a transfer early: faults (a proxy fault marks its fetch itself) and the reader.
-        stoppers = [(f["time"], f.get("home"), None) for f in world.faults if f["kind"] in ("client-kill", "server-kill", "disk-full")]
+        # A suspended owner (client-stop) keeps its response open while another process takes the
+        # download over from the bytes the owner had committed: what it had in flight and not yet
+        # committed is fetched again.
+        stoppers = [(f["time"], f.get("home"), None) for f in world.faults if f["kind"] in ("client-kill", "client-stop", "server-kill", "disk-full")]
         stoppers += [(op["start"], op["home"], op["argv"][1]) for op in world.ops if op["kind"] in ("pause", "cancel")]
         stoppers += [(op["end"] or time.time(), op["home"], None) for op in world.ops if op.get("hung")]
 
@@ -953,20 +1346,31 @@ def report(world, checker, elapsed):
     ops = Counter(op["kind"] for op in world.ops)
     timeline = world.carried_out()
     faults = Counter(f["kind"] for f in timeline)
+    # Kept with the run's folder (--keep, or a failure): every fault and race as it happened.
+    with open(world.logs / "history.log", "w") as out:
+        for fault in timeline:
+            out.write(f"{fault['time']:.2f} fault after op {fault['index']}: {fault['kind']} ({fault['detail']})\n")
+        for op in world.ops:
+            if op["kind"] == "race":
+                out.write(f"{op['start']:.2f} op {op['index']} race on {op['home']}: {' '.join(op['argv'])} → {op['exit']}\n")
     hung = [op for op in world.ops if op.get("hung")]
     for op in hung:
         checker.flag("hung", f"op {op['index']} (kiosk {' '.join(op['argv'])} on {op['home']}) ran over its time and was killed", op["home"])
     log("")
-    log(f"kiosk torture  seed {world.args.seed}  {sum(ops.values())} operations  {len(timeline)} faults  {elapsed:.0f} s")
+    log(f"kiosk torture  seed {world.args.seed}  {world.args.engine}  {sum(ops.values())} operations  {len(timeline)} faults  {elapsed:.0f} s")
     log("  operations:  " + ", ".join(f"{k} {v}" for k, v in sorted(ops.items())))
     log("  faults:      " + ", ".join(f"{k} {v}" for k, v in sorted(faults.items())))
+    races = [op for op in world.ops if op["kind"] == "race" and "race" in op]
+    if races:
+        outcomes = Counter(f"{op['argv'][0]} ({', '.join(f'{a} {v}' if isinstance(v, int) else f'{a} launched' for a, v in op['race'].items())})" for op in races)
+        log("  races:       " + ", ".join(f"{k} ×{v}" for k, v in sorted(outcomes.items())))
     log(f"  server:      {checker.stats['transactions']} transactions, {checker.stats['charges']} charges, {checker.stats['refunds']} refunds")
     log(f"  bytes:       {checker.bytes_total / MIB:.1f} MiB fetched = {checker.bytes_complete / MIB:.1f} MiB in complete responses"
         f" + {checker.bytes_cut / MIB:.1f} MiB cut off by faults, pauses and cancels; {checker.refetched / MIB:.1f} MiB of it fetched twice")
     log("")
     log("  invariant    count")
     failed = False
-    for invariant in ["lost", "duplicated", "mismatched", "leftover", "outside", "restarted", "refetched", "hung"]:
+    for invariant in ["lost", "duplicated", "mismatched", "leftover", "outside", "restarted", "refetched", "hung", "errored"]:
         count = len(checker.violations.get(invariant, []))
         failed |= count > 0
         log(f"  {invariant:<12} {count}")
@@ -975,11 +1379,11 @@ def report(world, checker, elapsed):
 
 def explain(world, checker):
     log("")
-    log(f"FAILED — replay with: make torture SEED={world.args.seed} OPS={world.args.ops}")
+    log(f"FAILED — replay with: make torture SEED={world.args.seed} OPS={world.args.ops} ENGINE={world.args.engine}")
     for invariant, items in checker.violations.items():
         for message, home, product in items[:12]:
             log(f"  {invariant}: {message}")
-            touching = [op for op in world.ops if (home is None or op["home"] in (home, None)) and (product is None or product in op["argv"] or op["kind"] in ("restore", "resume", "resume-wait", "twin"))]
+            touching = [op for op in world.ops if (home is None or op["home"] in (home, None)) and (product is None or product in op["argv"] or op["kind"] in ("restore", "resume", "resume-wait", "twin", "takeover"))]
             if touching:
                 first, last = touching[0]["start"], max((op["end"] or time.time()) for op in touching)
                 shown = [op for op in touching if product is None or product in op["argv"]][-6:] or touching[-6:]
@@ -1005,14 +1409,22 @@ def main():
     parser.add_argument("--kiosk", default=os.environ.get("KIOSK", str(ROOT / ".build/release/kiosk")))
     parser.add_argument("--work", default=None, help="where the run's folder is made (default: the system's temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the run's folder even when it passes")
+    parser.add_argument("--engine", choices=["sqlite", "postgres"], default=os.environ.get("ENGINE") or "sqlite",
+                        help="the store's database: SQLite in the server's data folder, or a throwaway PostgreSQL cluster")
     args = parser.parse_args()
     if not os.access(args.kiosk, os.X_OK):
         raise SystemExit(f"torture: no kiosk binary at {args.kiosk}; build it (swift build) or pass --kiosk")
+    if args.engine == "postgres":
+        postgres_bin()
+    # A stopped run (make interrupted, a CI timeout) still stops its server and cluster.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     world = World(args)
-    log(f"kiosk torture: seed {args.seed}, {args.ops} operations, large content {args.large} + {args.issue} MiB, in {world.work}")
+    log(f"kiosk torture: seed {args.seed}, {args.ops} operations on {args.engine}, large content {args.large} + {args.issue} MiB, in {world.work}")
     started = time.time()
     failed = True
     try:
+        if world.postgres:
+            world.postgres.start()
         world.build_store()
         world.make_homes()
         world.server.start()
