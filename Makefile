@@ -55,6 +55,8 @@ test: deps test-tools
 	fi
 	@# A short fault history (fixed seed, small content) with the debug build just made.
 	KIOSK=$$($(SWIFT) build --show-bin-path)/kiosk python3 scripts/torture.py --seed 11 --ops 40 --large 24,40 --issue 16 --speed 32
+	@# The same history with the store on PostgreSQL: the operator-against-customer races there.
+	KIOSK=$$($(SWIFT) build --show-bin-path)/kiosk python3 scripts/torture.py --seed 11 --ops 40 --large 24,40 --issue 16 --speed 32 --engine postgres
 
 ## The fault suite: a long random history under faults, then the checker (SEED=, OPS= override;
 ## ENGINE=postgres runs the store on a throwaway PostgreSQL cluster the script starts and stops).
