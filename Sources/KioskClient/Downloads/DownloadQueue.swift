@@ -334,8 +334,13 @@ struct DownloadQueue {
                 replaced = try installer.swapIntoLibrary(unpacked.staging, as: id)
                 unlink(partial.path)
             }
+        } catch let error as UnpackError {
+            // The move into the library failed (nothing was committed): try again later.
+            installer.discard(unpacked.staging)
+            try scheduleRetry(record, claim, retryAfter: nil, error: error.description, report: &report, from: .unpacking)
+            return
         } catch {
-            // Lost the claim (or the move failed): this claim's folder goes, the library is as it was.
+            // Lost the claim: this claim's folder goes, the library is as it was.
             installer.discard(unpacked.staging)
             throw error
         }
