@@ -28,6 +28,10 @@ let package = Package(
         .package(url: "https://github.com/vapor/sqlite-kit.git", from: "4.5.2"),
         .package(url: "https://github.com/vapor/postgres-kit.git", from: "2.17.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        // Imported directly by the server (its SQLite connections, the HTTP layer under Hummingbird).
+        .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         .systemLibrary(
@@ -78,12 +82,21 @@ let package = Package(
                 "KioskCore",
                 "KioskArchive",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "SQLiteKit", package: "sqlite-kit"),
+                // Also brings its C module, VaporCSQLite, which InlineSQLite calls directly.
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "PostgresKit", package: "postgres-kit"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
@@ -117,6 +130,9 @@ let package = Package(
             name: "kiosk",
             dependencies: [
                 "KioskClient",
+                "KioskCore",
+                "KioskArchive",
+                "KioskTransfer",
                 "KioskCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -136,9 +152,11 @@ let package = Package(
             name: "kiosk-server",
             dependencies: [
                 "KioskServer",
+                "KioskCore",
                 "KioskCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -149,21 +167,32 @@ let package = Package(
                 "KioskCore", "KioskServer", "KioskTransfer",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Tests/KioskTestSupport",
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "KioskCoreTests", dependencies: ["KioskCore", "KioskTestSupport"], swiftSettings: swiftSettings),
-        .testTarget(name: "KioskArchiveTests", dependencies: ["KioskArchive", "CArchive", "KioskTestSupport"], swiftSettings: swiftSettings),
-        .testTarget(name: "KioskTransferTests", dependencies: ["KioskTransfer", "KioskTestSupport", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: swiftSettings),
+        .testTarget(name: "KioskArchiveTests", dependencies: ["KioskArchive", "KioskCore", "CArchive", "KioskTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "KioskTransferTests", dependencies: ["KioskTransfer", "KioskCore", "KioskTestSupport", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: swiftSettings),
         .testTarget(
             name: "KioskServerTests",
-            dependencies: ["KioskServer", "KioskTransfer", "KioskTestSupport", .product(name: "HummingbirdTesting", package: "hummingbird"), .product(name: "SQLKit", package: "sql-kit")],
+            dependencies: [
+                "KioskServer", "KioskCore", "KioskTransfer", "KioskTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"), .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"), .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "SQLKit", package: "sql-kit"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "KioskClientTests",
-            dependencies: ["KioskClient", "KioskServer", "KioskArchive", "CArchive", "KioskTestSupport", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "SQLKit", package: "sql-kit")], swiftSettings: swiftSettings),
+            dependencies: [
+                "KioskClient", "KioskServer", "KioskArchive", "KioskCore", "KioskTransfer", "CArchive", "KioskTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"), .product(name: "SQLKit", package: "sql-kit"),
+            ], swiftSettings: swiftSettings),
         .testTarget(name: "KioskCLITests", dependencies: ["KioskCore", "KioskTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),
     ]
 )
