@@ -3,9 +3,8 @@ import KioskCore
 
 /// Queues the issues a subscription covers, as a newsstand does.
 ///
-/// A subscription period covers the issue of its series that was current when it was bought and
-/// every issue published before it expires; the server applies the same rule when it checks the
-/// receipt. An expired period still covers what was published while it ran.
+/// Which issues a period covers is ``SubscriptionCoverage``'s rule, the same one the store applies
+/// when it checks the receipt.
 struct SubscriptionIssues {
     let database: ClientDatabase
 
@@ -40,10 +39,10 @@ struct SubscriptionIssues {
         var added: [String] = []
         for (receipt, claims, expires, series) in covering {
             let issues = issuesOf[series] ?? []
-            let boughtDay = Self.day(claims.purchased)
-            let current = issues.compactMap(\.publicationDate).filter { $0 <= boughtDay }.max() ?? boughtDay
+            let coverage = SubscriptionCoverage(purchased: claims.purchased, expires: expires)
+            let dates = issues.compactMap(\.publicationDate)
             for issue in issues where !queued.contains(issue.id) && !added.contains(issue.id) {
-                guard let published = issue.publicationDate, published >= current, published <= Self.day(expires),
+                guard let published = issue.publicationDate, coverage.covers(published, seriesIssueDates: dates),
                       let content = issue.content else { continue }
                 if try database.enqueueDownload(productId: issue.id, content: content, receipt: receipt, transactionId: claims.transactionId) {
                     added.append(issue.id)
@@ -53,10 +52,4 @@ struct SubscriptionIssues {
         return added
     }
 
-    static func day(_ date: Date) -> String {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC") ?? calendar.timeZone
-        let parts = calendar.dateComponents([.year, .month, .day], from: date)
-        return String(format: "%04d-%02d-%02d", parts.year ?? 0, parts.month ?? 0, parts.day ?? 0)
-    }
 }

@@ -14,8 +14,8 @@ extension Store {
     /// Checks that the receipt's transaction stands and that its account owns `product`, directly or
     /// through a subscription to the product's series.
     ///
-    /// A subscription entitles the issue that was current when it was bought and every issue
-    /// published before it expires.
+    /// Which issues a subscription period entitles is ``SubscriptionCoverage``'s rule, the same
+    /// one the client applies when it queues them.
     func entitlement(_ claims: ReceiptClaims, for product: Product) async throws -> Entitlement {
         let products = try await catalog.current.products
         return try await database.read { db in
@@ -34,9 +34,7 @@ extension Store {
             let issueDates = products.values.filter { $0.series == series && $0.kind == .nonConsumable }.compactMap(\.publicationDate)
             for subscription in purchased where subscription.kind == .subscription && products[subscription.productId]?.series == series {
                 guard let bought = subscription.purchaseDate, let expires = subscription.expiresDate else { continue }
-                let boughtDay = Self.day(bought)
-                let current = issueDates.filter { $0 <= boughtDay }.max() ?? boughtDay
-                if published >= current, published <= Self.day(expires) {
+                if SubscriptionCoverage(purchased: bought, expires: expires).covers(published, seriesIssueDates: issueDates) {
                     return .granted
                 }
             }
@@ -44,9 +42,8 @@ extension Store {
         }
     }
 
-    /// `yyyy-MM-dd` in UTC, comparable with catalog publication dates as text.
+    /// `yyyy-MM-dd` in UTC, as the catalog's publication dates and the sales figures count days.
     static func day(_ date: Date) -> String {
-        let components = Calendar.utc.dateComponents([.year, .month, .day], from: date)
-        return String(format: "%04d-%02d-%02d", components.year ?? 0, components.month ?? 0, components.day ?? 0)
+        SubscriptionCoverage.day(date)
     }
 }
