@@ -231,14 +231,14 @@ struct DownloadQueue {
             try scheduleRetry(record, claim, retryAfter: nil, error: "the content changed on the server (\(message))", report: &report)
             report.outdated.append(id)
         case .httpError(let status, let retryAfter, let message):
-            if status == 408 || status == 429 || status >= 500 {
+            if RetryRule.isTransient(status: status) {
                 try scheduleRetry(record, claim, retryAfter: retryAfter, error: "the server answered \(status): \(message)", report: &report)
             } else {
                 try fail(record, claim, "the server refused the download (\(status)): \(message)", report: &report)
             }
         case .transport(let kind, let message):
             switch kind {
-            case .unreachable, .timedOut, .interrupted, .aborted:
+            case _ where kind.isTransient:
                 try scheduleRetry(record, claim, retryAfter: nil, error: message, report: &report)
             case .localWrite:
                 let needed = max(0, record.size - (try bytesOnDisk(id)))
@@ -249,7 +249,7 @@ struct DownloadQueue {
                 // More bytes than the catalog declares (an endless or wrong body): what was
                 // written is in doubt, so it goes; a second time, the download fails.
                 try discardMismatch(record, claim, from: .downloading, detail: message, report: &report)
-            case .failed:
+            default:
                 try fail(record, claim, message, report: &report)
             }
         case .stopped:

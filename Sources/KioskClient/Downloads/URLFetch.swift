@@ -1,4 +1,5 @@
 import Foundation
+import KioskCore
 import KioskTransfer
 
 /// Downloads any URL to a file with the content downloader: resumes from `FILE.partial` with
@@ -87,7 +88,7 @@ public struct URLFetch: Sendable {
                 written = nil
                 continue
             case .httpError(let status, let after, let message):
-                guard status == 408 || status == 429 || status >= 500 else {
+                guard RetryRule.isTransient(status: status) else {
                     throw ClientError.serverError(url: url, status: status, code: "http_\(status)", message: message)
                 }
                 retryAfter = after
@@ -95,8 +96,7 @@ public struct URLFetch: Sendable {
             case .transport(.localWrite, let message) where message.hasPrefix("refusing to write"):
                 throw ClientError.invalidRequest("\(message); nothing was saved")
             case .transport(let kind, let message):
-                let transient = [TransferError.Kind.unreachable, .timedOut, .interrupted].contains(kind)
-                if !transient || attempt == attempts {
+                if !kind.isTransient || attempt == attempts {
                     throw ClientError.serverUnreachable(url: url, detail: "\(message); the partial file is kept, run the same command again to resume")
                 }
             case .stopped:

@@ -144,9 +144,11 @@ struct PaymentQueue {
         return result
     }
 
-    /// 4xx answers other than 401, 408 and 429 are final: sending the same request again cannot help.
+    /// A 4xx that ``RetryRule`` does not call transient is the store's final answer: sending the
+    /// same request again cannot help. A 401 is not: it refuses this device's account token, not
+    /// the purchase, which stays saved (it may have been charged) until the account is sorted out.
     static func isRefusal(_ status: Int) -> Bool {
-        (400..<500).contains(status) && status != 401 && status != 408 && status != 429
+        (400..<500).contains(status) && !RetryRule.isTransient(status: status) && status != 401
     }
 
     /// Records the server's answer; a receipt is verified and committed with the state `purchased`.

@@ -18,6 +18,16 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
         /// Anything else libcurl reports.
         case failed
 
+        /// The one rule for transport failures: nothing answered, the connection timed out or
+        /// broke, or the transfer was stopped from outside — trying again later may work. A full
+        /// disk, a body too large and anything else libcurl reports need someone to change something.
+        public var isTransient: Bool {
+            switch self {
+            case .unreachable, .timedOut, .interrupted, .aborted: return true
+            case .localWrite, .failed, .tooLarge: return false
+            }
+        }
+
         init(_ code: CURLcode) {
             switch code {
             case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
@@ -47,12 +57,7 @@ public struct TransferError: Error, Sendable, CustomStringConvertible {
     }
 
     /// True when the same request may succeed later without anyone changing anything.
-    public var isTransient: Bool {
-        switch kind {
-        case .unreachable, .timedOut, .interrupted: return true
-        case .localWrite, .aborted, .failed, .tooLarge: return false
-        }
-    }
+    public var isTransient: Bool { kind.isTransient }
 
     public var description: String {
         switch kind {

@@ -1,7 +1,8 @@
 import Foundation
 
-/// When to try a failed download again: exponential backoff with jitter and a cap, and never
-/// sooner than the server's Retry-After.
+/// When to try again after a transient failure (see ``RetryRule``): exponential backoff with
+/// jitter and a cap, and never sooner than the server's Retry-After. One schedule for downloads,
+/// unfinished purchases and `kiosk fetch`.
 public struct Backoff: Sendable {
     public var base: TimeInterval = 2
     public var cap: TimeInterval = 3600
