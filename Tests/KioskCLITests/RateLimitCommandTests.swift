@@ -40,4 +40,33 @@ struct RateLimitCommandTests {
         #expect(result.status == 2)
         #expect(result.stderr.contains("--rate-limit-purchases-per-account must be N/second, N/minute, N/hour, N/day or off, not lots"), "\(result.stderr)")
     }
+
+    @Test("a purchase the store will not take now (429 for long) fails in one line, nothing charged, and is never sent later: a reader who tries again pays once")
+    func refusedPurchaseIsNotSentLater() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        var server = try await ServerProcess.start(store, extraArguments: ["--rate-limit-purchases-per-account", "2/hour"], log: directory.path("server.log"))
+        let home = directory.path("home").path
+        #expect(try await KioskCommand.run(["sync", "--server", server.url], environment: ["KIOSK_HOME": home]).status == 0)
+        for _ in 0..<2 {
+            #expect(try await KioskCommand.run(["buy", "com.kiosk.credits.pack-5"], environment: ["KIOSK_HOME": home]).status == 0)
+        }
+        let refused = try await KioskCommand.run(["buy", "com.kiosk.credits.pack-5"], environment: ["KIOSK_HOME": home])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.split(separator: "\n").count == 1, "\(refused.stderr)")
+        #expect(refused.stderr.contains("nothing was done; try again in"), "\(refused.stderr)")
+        let transactions = try await KioskCommand.run(["transactions"], environment: ["KIOSK_HOME": home]).stdout
+        #expect(!transactions.contains("purchasing"), "\(transactions)")
+
+        // The store takes purchases again: nothing left over is sent; the reader's retry is one charge.
+        _ = await server.stop()
+        server = try await ServerProcess.start(store, log: directory.path("server-again.log"))
+        let url = server.url
+        #expect(try await KioskCommand.run(["sync", "--server", url], environment: ["KIOSK_HOME": home]).status == 0)
+        let retried = try await KioskCommand.run(["buy", "com.kiosk.credits.pack-5"], environment: ["KIOSK_HOME": home])
+        #expect(retried.status == 0, "\(retried.stderr)")
+        #expect(!retried.stderr.contains("completed unfinished work"), "\(retried.stderr)")
+        #expect(retried.stdout.contains("balance: 15 credits"), "\(retried.stdout)")
+        _ = await server.stop()
+    }
 }

@@ -79,7 +79,7 @@ struct PaymentQueue {
             return try await alreadyOwned(owned, delivery: delivery)
         }
         let record = try database.beginPurchase(productId: productId, kind: product.kind, quantity: quantity, method: method.rawValue)
-        return try await send(record, delivery: delivery)
+        return try await send(record, delivery: delivery, whileTheReaderWaits: true)
     }
 
     /// Spends credits on a product with a credit price.
@@ -92,7 +92,7 @@ struct PaymentQueue {
             return try await alreadyOwned(owned, delivery: delivery)
         }
         let record = try database.beginPurchase(productId: productId, kind: product.kind, quantity: 1, method: "credits")
-        return try await send(record, delivery: delivery)
+        return try await send(record, delivery: delivery, whileTheReaderWaits: true)
     }
 
     /// Nothing to charge: make sure the content is (or will be) in the library.
@@ -109,7 +109,12 @@ struct PaymentQueue {
     }
 
     /// Sends a `purchasing` row with its idempotency key and stores whatever the server decided.
-    func send(_ record: PaymentRecord, delivery: Delivery) async throws -> PurchaseResult {
+    /// - Parameter whileTheReaderWaits: the purchase was just made and the reader sees its answer.
+    ///   A store that will not take it now (429, rate limited, after the short waits ``StoreAPI``
+    ///   makes itself) charged nothing: the purchase fails in the reader's hands rather than stay
+    ///   saved and be sent later behind their back — a reader told "try again" who does would pay
+    ///   twice. A purchase replayed from an earlier run was promised to be sent, so it waits instead.
+    func send(_ record: PaymentRecord, delivery: Delivery, whileTheReaderWaits: Bool = false) async throws -> PurchaseResult {
         guard let id = record.id else { throw IllegalTransition(subject: record.subject, current: nil, target: "sent") }
         let response: PaymentResponse
         do {
@@ -123,6 +128,9 @@ struct PaymentQueue {
             }
         } catch let error as ClientError where error.isUnreachable {
             return PurchaseResult(record: record, savedOffline: true)
+        } catch let ClientError.serverError(url, 429, code, message) where whileTheReaderWaits {
+            _ = try settled(id) { try database.recordRefusal(id, as: .failed, transactionId: nil, reason: message) }
+            throw ClientError.serverError(url: url, status: 429, code: code, message: message)
         } catch let ClientError.serverError(_, status, code, message) where Self.isRefusal(status) {
             // The server refused this purchase for good (declined, unknown product, not enough credits).
             let failed = try settled(id) { try database.recordRefusal(id, as: .failed, transactionId: nil, reason: message) }

@@ -27,7 +27,7 @@ struct RateLimitGate: Sendable {
     private func take(_ key: String, _ limit: RateLimit, what: String) async throws {
         guard case .limited(let seconds) = try await limiter.take(key, limit) else { return }
         throw APIFailure(HTTPResponse.Status(code: 429, reasonPhrase: "Too Many Requests"), code: "rate_limited",
-            message: "\(what) in a short time; try again in \(seconds) s (the same request, with the same idempotency key)",
+            message: "\(what) in a short time; nothing was done; try again in \(seconds) s",
             retryAfter: seconds)
     }
 
