@@ -44,6 +44,32 @@ struct ScaleOutTests {
         }
     }
 
+    @Test("four instances started at once on a new database: each migrates or finds the work done, and all serve")
+    func instancesStartTogether() async throws {
+        guard case .postgres(let url) = try await TestPostgres.shared.freshDatabase() else { return }
+        let directory = try TemporaryDirectory()
+        let folders = try (0..<4).map { _ in try TemporaryDirectory() }
+        let stores = try folders.map { try SampleStore(in: $0) }
+        let results = try await withThrowingTaskGroup(of: Result<ServerProcess, any Error>.self) { group in
+            for (index, store) in stores.enumerated() {
+                group.addTask {
+                    do { return .success(try await ServerProcess.start(store, extraArguments: ["--database", url], log: directory.path("server-\(index).log"))) }
+                    catch { return .failure(error) }
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        for result in results {
+            switch result {
+            case .success(let server):
+                #expect(try await StoreHTTP(baseURL: server.url).send("GET", "/healthz").status == 200)
+                _ = await server.stop()
+            case .failure(let error):
+                Issue.record("an instance did not start: \(error)")
+            }
+        }
+    }
+
     @Test("a purchase made on A is listed, finished, replayed and refunded on B; an Ask to Buy made on B is approved on A")
     func purchaseAcrossInstances() async throws {
         try await Self.withTwoInstances { a, b in

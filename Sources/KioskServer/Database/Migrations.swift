@@ -147,6 +147,12 @@ enum Migrations {
     static func run(on database: ServerDatabase, logger: Logger) async throws {
         let types = ColumnTypes(database.engine)
         try await database.write { db in
+            if database.engine == .postgres {
+                // Under the same lock as the migrations: PostgreSQL's CREATE TABLE IF NOT EXISTS is
+                // not safe against itself, and instances starting together on a new database
+                // failed with a duplicate pg_type row.
+                try await db.raw("SELECT pg_advisory_xact_lock(7215)").run()
+            }
             try await db.raw("""
                 CREATE TABLE IF NOT EXISTS "kioskMigration" ("name" TEXT PRIMARY KEY, "appliedAt" \(unsafeRaw: types.timestamp) NOT NULL)
                 """).run()
