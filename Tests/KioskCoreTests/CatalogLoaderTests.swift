@@ -83,6 +83,36 @@ struct CatalogLoaderTests {
         }
     }
 
+    @Test("content that is a symbolic link (a file, a folder, or a folder on the way) is refused: nothing outside the content folder is packed or served",
+          arguments: ["file", "folder", "parent"])
+    func symlinkedContent(kind: String) throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let outside = directory.path("outside")
+        try FileManager.default.createDirectory(at: outside, withIntermediateDirectories: true)
+        try Data("the server's own secret\n".utf8).write(to: outside.appendingPathComponent("secret.zip"))
+        let books = store.content.appendingPathComponent("books")
+        let path: String
+        switch kind {
+        case "file":
+            try FileManager.default.createSymbolicLink(at: books.appendingPathComponent("secret.zip"), withDestinationURL: outside.appendingPathComponent("secret.zip"))
+            path = "books/secret.zip"
+        case "folder":
+            try FileManager.default.createSymbolicLink(at: books.appendingPathComponent("elsewhere"), withDestinationURL: outside)
+            path = "books/elsewhere"
+        default:
+            try FileManager.default.createSymbolicLink(at: store.content.appendingPathComponent("linked"), withDestinationURL: outside)
+            path = "linked/secret.zip"
+        }
+        try store.editCatalog("books.json") { products in
+            products[0]["content"] = ["path": path, "format": "zip"]
+        }
+        let loader = CatalogLoader(catalogDirectory: store.catalog, contentDirectory: store.content)
+        let error = try #require(throws: CatalogError.self) { try loader.load() }
+        #expect(error.rule == .badContent)
+        #expect(error.description.contains("is a symbolic link; content must be a real folder or file inside the content folder"), "\(error)")
+    }
+
     @Test("a product ID used twice is refused, naming both files")
     func duplicateID() throws {
         let directory = try TemporaryDirectory()

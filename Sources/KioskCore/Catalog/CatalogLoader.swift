@@ -160,6 +160,16 @@ public struct CatalogLoader: Sendable {
         guard FileManager.default.fileExists(atPath: location.path, isDirectory: &isDirectory) else {
             throw inner.error(.missingContent, "path", "\(location.path) does not exist; add the content or fix the path")
         }
+        // Content is what lies in the content folder: a link would pack or serve whatever it points
+        // at (a file of the server's, or bytes that change under an archive's published SHA-256).
+        var walked = contentDirectory
+        for component in path.split(separator: "/") where component != "." {
+            walked = walked.appendingPathComponent(String(component))
+            var info = stat()
+            if lstat(walked.path, &info) == 0, info.st_mode & S_IFMT == S_IFLNK {
+                throw inner.error(.badContent, "path", "\(walked.path) is a symbolic link; content must be a real folder or file inside the content folder")
+            }
+        }
         if isDirectory.boolValue, format == .epub {
             throw inner.error(.badContent, "format", "epub is served only from a ready-made file, not packed from a folder")
         }
