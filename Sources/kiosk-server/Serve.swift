@@ -96,6 +96,9 @@ extension KioskServerTool {
             limits.purchasesPerAddress = try parse(rateLimitPurchasesPerAddress, "--rate-limit-purchases-per-address", default: limits.purchasesPerAddress)
             limits.purchasesPerAccount = try parse(rateLimitPurchasesPerAccount, "--rate-limit-purchases-per-account", default: limits.purchasesPerAccount)
             limits.trustedProxies = trustedProxy.filter { !$0.isEmpty }
+            for proxy in limits.trustedProxies where RateLimits.canonical(proxy) == nil {
+                throw ValidationError("--trusted-proxy \(proxy) is not an IP address; name the proxy in front of kiosk serve by its address, e.g. 127.0.0.1")
+            }
             return limits
         }
 

@@ -39,6 +39,10 @@ struct RateLimitCommandTests {
                                                  "--data", store.data.path, "--port", "0", "--rate-limit-purchases-per-account", "lots"])
         #expect(result.status == 2)
         #expect(result.stderr.contains("--rate-limit-purchases-per-account must be N/second, N/minute, N/hour, N/day or off, not lots"), "\(result.stderr)")
+        let proxy = try await KioskCommand.run(["serve", "--catalog", store.catalog.path, "--content", store.content.path,
+                                                "--data", store.data.path, "--port", "0", "--trusted-proxy", "not-an-ip"])
+        #expect(proxy.status == 2)
+        #expect(proxy.stderr.contains("--trusted-proxy not-an-ip is not an IP address"), "\(proxy.stderr)")
     }
 
     @Test("a purchase the store will not take now (429 for long) fails in one line, nothing charged, and is never sent later: a reader who tries again pays once")

@@ -92,6 +92,28 @@ struct RateLimitTests {
         }
     }
 
+    @Test("one client cannot buy itself more buckets: IPv6 counts by its /64, other spellings and ports of one address are that address, and junk is ignored")
+    func addressSpellings() async throws {
+        try await Self.withServer(engine: .sqlite, {
+            $0.accountsPerAddress = RateLimit(burst: 1, perSecond: 0.001)
+            $0.trustedProxies = ["127.0.0.1"]
+        }) { url in
+            for group in [["2001:db8::1", "2001:db8::6", "2001:DB8:0:0:ffff::a", "[2001:0db8::000a]:4711"],
+                          ["6.6.6.6", "::ffff:6.6.6.6", "6.6.6.6:1", "6.6.6.6:2"]] {
+                let first = try await Self.createAccount(url, forwardedFor: group[0]).status
+                #expect(first == 201)
+                for spelling in group.dropFirst() {
+                    let status = try await Self.createAccount(url, forwardedFor: spelling).status
+                    #expect(status == 429, "\(spelling) got a bucket of its own")
+                }
+            }
+            // Not an address: the proxy's own word stands, and the proxy (127.0.0.1) is the client.
+            #expect(try await Self.createAccount(url, forwardedFor: "junk").status == 201)
+            #expect(try await Self.createAccount(url, forwardedFor: "more-junk").status == 429)
+            #expect(try await Self.createAccount(url, forwardedFor: "2001:db9::1").status == 201)
+        }
+    }
+
     @Test("two instances over one PostgreSQL database share the buckets: the limit is the store's, not each instance's")
     func sharedAcrossInstances() async throws {
         let directory = try TemporaryDirectory()

@@ -55,9 +55,62 @@ public struct RateLimits: Sendable, Equatable {
     /// The address a request comes from: the peer's, or, when the peer is a trusted proxy, the
     /// nearest address in `X-Forwarded-For` that is not itself a trusted proxy (proxies append the
     /// address they saw, so the rightmost untrusted entry is the one no client could forge).
+    ///
+    /// The answer is a bucket's name, not an address: IPv4 as written canonically, IPv6 by its /64
+    /// (what one subscriber is handed, so walking through it buys nothing), an IPv4-mapped IPv6
+    /// address as its IPv4; a port is dropped, and an entry that is no IP address is skipped.
     func clientAddress(peer: String?, forwardedFor: String?) -> String? {
-        guard let peer, trustedProxies.contains(peer), let forwardedFor else { return peer }
-        let hops = forwardedFor.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        return hops.last { !trustedProxies.contains($0) } ?? peer
+        guard let peer = peer.flatMap(Self.bucket) else { return nil }
+        let trusted = Set(trustedProxies.compactMap { Self.canonical($0) })
+        guard let forwardedFor, trusted.contains(Self.canonical(peer) ?? peer) else { return peer }
+        let hops = forwardedFor.split(separator: ",").compactMap { Self.canonical(String($0)) }
+        return hops.last { !trusted.contains($0) }.flatMap(Self.bucket) ?? peer
+    }
+
+    /// The rate-limit bucket of an address (see ``clientAddress(peer:forwardedFor:)``), or nil.
+    static func bucket(_ text: String) -> String? {
+        guard let address = canonical(text) else { return nil }
+        guard address.contains(":"), var bytes = ipv6Bytes(address) else { return address }
+        for index in 8..<16 { bytes[index] = 0 }
+        return format(ipv6: bytes).map { $0 + "/64" }
+    }
+
+    /// One spelling per address: IPv4 dotted, IPv6 as inet_ntop writes it, an IPv4-mapped IPv6
+    /// address as IPv4; `[v6]:port` and `v4:port` lose the port. Nil when it is no IP address.
+    public static func canonical(_ text: String) -> String? {
+        var candidate = text.trimmingCharacters(in: .whitespaces)
+        if candidate.hasPrefix("["), let close = candidate.firstIndex(of: "]") {
+            candidate = String(candidate[candidate.index(after: candidate.startIndex)..<close])
+        } else if candidate.filter({ $0 == ":" }).count == 1, let colon = candidate.firstIndex(of: ":") {
+            candidate = String(candidate[..<colon])
+        }
+        var v4 = in_addr()
+        if inet_pton(AF_INET, candidate, &v4) == 1 { return format(ipv4: v4) }
+        guard let bytes = ipv6Bytes(candidate) else { return nil }
+        if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff {
+            return "\(bytes[12]).\(bytes[13]).\(bytes[14]).\(bytes[15])"
+        }
+        return format(ipv6: bytes)
+    }
+
+    private static func ipv6Bytes(_ text: String) -> [UInt8]? {
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, text, &v6) == 1 else { return nil }
+        return withUnsafeBytes(of: &v6) { Array($0) }
+    }
+
+    private static func format(ipv4 address: in_addr) -> String? {
+        var address = address
+        var buffer = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+        guard inet_ntop(AF_INET, &address, &buffer, socklen_t(buffer.count)) != nil else { return nil }
+        return String(cString: buffer)
+    }
+
+    private static func format(ipv6 bytes: [UInt8]) -> String? {
+        var address = in6_addr()
+        withUnsafeMutableBytes(of: &address) { $0.copyBytes(from: bytes) }
+        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        guard inet_ntop(AF_INET6, &address, &buffer, socklen_t(buffer.count)) != nil else { return nil }
+        return String(cString: buffer)
     }
 }
