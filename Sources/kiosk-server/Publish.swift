@@ -68,8 +68,10 @@ extension KioskServerTool {
             func open() async throws -> ServerDatabase {
                 LogSetup.bootstrap()
                 let location = try store.location() ?? .sqlite(path: URL(fileURLWithPath: data).appendingPathComponent("kiosk-server.sqlite").path)
-                if case .sqlite(let path) = location {
-                    try FileManager.default.createDirectory(at: URL(fileURLWithPath: path).deletingLastPathComponent(), withIntermediateDirectories: true)
+                // The keys of a store that exists: a mistyped --data must not make a new store
+                // whose "rotated" key no instance will ever read.
+                if case .sqlite(let path) = location, !FileManager.default.fileExists(atPath: path) {
+                    throw ValidationError("no store at \(path); pass the --data folder of a store that has run (or its --database)")
                 }
                 return try await ServerDatabase.open(location, logger: Logger(label: "kiosk.keys"))
             }
