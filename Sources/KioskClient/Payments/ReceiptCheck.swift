@@ -25,10 +25,21 @@ struct ReceiptCheck {
         if claims == nil, let fetchKeys {
             // The server may have a key this device has not seen yet: fetch the set once and retry.
             let fresh = try await fetchKeys()
-            claims = try await ReceiptVerifier(jwksJSON: fresh).verify(receipt)
             try database.setSetting(Setting.Key.jwks, to: String(decoding: fresh, as: UTF8.self))
+            do {
+                claims = try await ReceiptVerifier(jwksJSON: fresh).verify(receipt)
+            } catch {
+                lastError = error
+            }
         }
-        guard let claims else { throw lastError }
+        guard let claims else {
+            // Not forged: signed by a key the store has since retired (the purchase stands).
+            if case ReceiptError.notAuthentic = lastError, let kid = ReceiptVerifier.keyID(of: receipt),
+               let known = try database.setting(Setting.Key.jwks), !known.contains("\"\(kid)\"") {
+                throw ReceiptError.keyRetired(kid)
+            }
+            throw lastError
+        }
         if let accountId, claims.accountId != accountId {
             throw ClientError.receiptRejected(transactionId: claims.transactionId, reason: "it belongs to another account")
         }

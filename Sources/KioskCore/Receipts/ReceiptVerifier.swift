@@ -46,16 +46,32 @@ public struct ReceiptVerifier: Sendable {
     }
 }
 
+extension ReceiptVerifier {
+    /// The `kid` a compact JWS names in its header, unverified (to say which key signed it).
+    public static func keyID(of receipt: String) -> String? {
+        guard let header = receipt.split(separator: ".").first else { return nil }
+        var base64 = header.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        guard let data = Data(base64Encoded: base64),
+              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
+        return object["kid"] as? String
+    }
+}
+
 /// Why a receipt cannot be used.
 public enum ReceiptError: Error, Sendable, Equatable, CustomStringConvertible {
     case malformed
     case notAuthentic
+    /// Signed by a key the store no longer lists: retired after the receipt was issued. The store
+    /// hands out the same purchase re-signed with a current key.
+    case keyRetired(String)
     case untrustedKeys(String)
 
     public var description: String {
         switch self {
         case .malformed: return "the receipt is not a signed transaction (JWS)"
         case .notAuthentic: return "the receipt's signature does not verify against the store's keys; it was forged or altered"
+        case .keyRetired(let kid): return "the receipt was signed by key \(kid), which the store has retired; run kiosk restore to get it re-signed"
         case .untrustedKeys(let detail): return "the store's public keys cannot be used: \(detail)"
         }
     }
