@@ -192,7 +192,9 @@ extension KioskServerTool {
                     let metrics = server.makeMetricsApplication { port in
                         BufferedLog.standardError.write("kiosk: metrics on http://\(server.configuration.metricsHost):\(port)/metrics\n")
                     }
-                    group.addTask { try await metrics.runService(gracefulShutdownSignals: []) }
+                    // The same signals as the store's own service: both stop gracefully together,
+                    // rather than the metrics cancelled mid-flight (two error lines on every stop).
+                    group.addTask { try await metrics.runService(gracefulShutdownSignals: [.sigterm, .sigint]) }
                 }
                 var ports = bound.makeAsyncIterator()
                 // Nil when the server stopped before binding: its error comes from the group.
@@ -200,8 +202,14 @@ extension KioskServerTool {
                     try await server.loadCatalog()
                     FileHandle.standardOutput.write(Data("listening on http://\(host):\(listening)\n".utf8))
                 }
-                try await group.next()
-                group.cancelAll()
+                do {
+                    // A graceful stop reaches every service; an error stops the others at once.
+                    try await group.next()
+                    try await group.waitForAll()
+                } catch {
+                    group.cancelAll()
+                    throw error
+                }
             }
         }
 
