@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import KioskCommandLine
 import KioskClient
 import KioskTransfer
@@ -26,10 +27,11 @@ struct DownloadRunner {
         return try await cancellingOnInterrupt(body)
     }
 
-    /// Prints what was installed, waits, failed or stopped, and returns the exit status it amounts to.
-    func report(_ report: DownloadRunReport) throws -> Int32 {
-        let library = try client.library()
-        let downloads = try client.downloads()
+    /// Prints what was installed, waits, failed or stopped (the exit status is the engine's
+    /// ``WorkOutcome``, not decided here).
+    func report(_ report: DownloadRunReport) {
+        let library = (try? client.library()) ?? []
+        let downloads = (try? client.downloads()) ?? []
         for id in report.installed {
             let path = library.first { $0.item.productId == id }?.item.path ?? "the library"
             print("installed \(id) in \(path)")
@@ -60,9 +62,6 @@ struct DownloadRunner {
             let record = downloads.first { $0.productId == id }
             standardError("\(id): \(record?.lastError ?? "the download failed")")
         }
-        if !report.failed.isEmpty { return 1 }
-        if !report.waiting.isEmpty || !report.interrupted.isEmpty || !report.paused.isEmpty { return 3 }
-        return 0
     }
 
     static func time(_ date: Date) -> String {
@@ -72,15 +71,29 @@ struct DownloadRunner {
     }
 }
 
-/// Runs `body` in a task that the first SIGINT or SIGTERM cancels; a second one ends the process.
+/// Runs `body` in a task that the first SIGINT or SIGTERM cancels; a second one, a moment later,
+/// ends the process. The same signal arriving twice at once is one request: `timeout` and a
+/// terminal's Ctrl-C send it to the process and to its process group.
 func cancellingOnInterrupt<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
     let task = Task { try await body() }
+    let first = Mutex<ContinuousClock.Instant?>(nil)
     let sources = [SIGINT, SIGTERM].map { number -> any DispatchSourceSignal in
         signal(number, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
         source.setEventHandler {
+            let now = ContinuousClock.now
+            let again = first.withLock { earlier -> Bool in
+                guard let earlier else {
+                    earlier = now
+                    return false
+                }
+                return now - earlier > .milliseconds(500)
+            }
+            if again {
+                signal(number, SIG_DFL)
+                raise(number)
+            }
             task.cancel()
-            signal(number, SIG_DFL)
         }
         source.resume()
         return source
