@@ -20,37 +20,32 @@ extension KioskClient {
     /// fails keeps its error and backoff. An unreachable server is not an error: the work waits.
     @discardableResult
     public func replay() async -> ReplayReport {
-        await paymentQueue.replay()
+        await delivery.replay()
     }
 
     /// Buys a product and, unless told otherwise, downloads and installs its content before
-    /// returning; see ``PaymentQueue`` for the order of commits.
+    /// returning; see ``DeliveryCoordinator`` for the order of commits.
     /// - Parameter downloadNow: false finishes the purchase at once and leaves the download queued.
     public func buy(_ productId: String, quantity: Int = 1, method: PaymentMethod = .approve, downloadNow: Bool = true) async throws -> PurchaseResult {
-        try await paymentQueue.buy(productId: productId, quantity: quantity, method: method, delivery: downloadNow ? .now : .finishNow)
+        try await delivery.buy(productId, quantity: quantity, method: method.rawValue, mode: downloadNow ? .now : .finishNow)
     }
 
     /// Spends credits on a book or an issue.
     public func redeem(_ productId: String, downloadNow: Bool = true) async throws -> PurchaseResult {
-        try await paymentQueue.redeem(productId: productId, delivery: downloadNow ? .now : .finishNow)
+        try await delivery.buy(productId, quantity: 1, method: "credits", mode: downloadNow ? .now : .finishNow)
     }
 
     /// Brings back every book, issue and subscription period of the account, then downloads what
     /// they entitle and finishes them. A transaction whose receipt does not verify is left out and
     /// named in `refused`; the others are restored all the same.
     /// - Parameter downloadNow: false only queues the content.
-    public func restore(downloadNow: Bool = true) async throws -> (restored: [PaymentRecord], downloads: DownloadRunReport?, refused: [String]) {
-        let report = try await paymentQueue.restore()
-        _ = try await checkLibrary()
-        guard downloadNow else { return (report.restored, nil, report.refused) }
-        let downloads = try await runDownloads()
-        let current = try report.restored.compactMap { try $0.id.flatMap(database.payment) }
-        return (current, downloads, report.refused)
+    public func restore(downloadNow: Bool = true) async throws -> RestoreResult {
+        try await delivery.restore(mode: downloadNow ? .now : .queue)
     }
 
     /// The account's balance and what it owns, as the server knows it.
     public func accountSummary() async throws -> AccountSummary {
-        try await paymentQueue.authorizedAPI().account()
+        try await payments.authorizedAPI().account()
     }
 
     /// This device's account ID, if it has one yet.
@@ -70,7 +65,7 @@ extension KioskClient {
         if try database.unfinishedPayments().contains(where: { $0.state == .purchasing }) {
             throw ClientError.invalidRequest("a purchase of this device's account is still unanswered; run kiosk resume once the server is reachable, then link")
         }
-        var api = try storeAPI()
+        var api = try payments.storeAPI()
         api.token = token
         let summary = try await api.account()
         try database.saveAccount(id: summary.accountId, token: token, replacing: true)

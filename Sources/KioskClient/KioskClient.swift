@@ -39,11 +39,15 @@ public final class KioskClient: Sendable {
     public let home: KioskHome
     public let configuration: Configuration
     let database: ClientDatabase
-    let http = HTTPClient()
     let logger: Logger
-    /// This engine's name on the download claims it holds.
-    let owner = ClaimOwner()
-    let contentURLs = ContentURLs()
+    /// The store this engine talks to, fixed when it opens.
+    let storeServer: StoreServer
+    // The owners, built once and kept for the engine's life. Neither queue calls the other: the
+    // delivery coordinator takes a purchase from the payment queue to the download queue and back.
+    let catalog: CatalogSync
+    let payments: PaymentQueue
+    let downloadQueue: DownloadQueue
+    let delivery: DeliveryCoordinator
 
     /// Opens the state in `home`, creating it on first use.
     /// - Parameter server: the server's base URL, remembered for next time; nil uses the remembered one.
@@ -52,10 +56,20 @@ public final class KioskClient: Sendable {
         self.home = home
         self.configuration = configuration
         self.logger = logger
-        self.database = try ClientDatabase(url: home.database)
+        let database = try ClientDatabase(url: home.database)
+        self.database = database
         if let server, !server.isEmpty {
             try database.setSetting(Setting.Key.server, to: server.hasSuffix("/") ? String(server.dropLast()) : server)
         }
+        let store = StoreServer(url: try database.setting(Setting.Key.server))
+        let http = HTTPClient()
+        self.storeServer = store
+        self.catalog = CatalogSync(database: database, http: http, server: store, spoolFolder: home.root, maxBytes: configuration.maxCatalogBytes)
+        self.payments = PaymentQueue(database: database, server: store, http: http, home: home, configuration: configuration, logger: logger)
+        self.downloadQueue = DownloadQueue(database: database, home: home, server: store, configuration: configuration, owner: ClaimOwner(), logger: logger, contentURLs: ContentURLs())
+        self.delivery = DeliveryCoordinator(
+            database: database, catalog: catalog, payments: payments, downloads: downloadQueue,
+            subscriptions: SubscriptionIssues(database: database), logger: logger)
     }
 
     deinit {
@@ -68,28 +82,16 @@ public final class KioskClient: Sendable {
     /// The server this client talks to.
     /// - Throws: ``ClientError/noServer`` when none was ever given.
     public func server() throws -> String {
-        guard let server = try database.setting(Setting.Key.server) else { throw ClientError.noServer }
-        return server
+        try storeServer.base()
     }
 
     // MARK: Catalog
 
     /// Syncs the catalog cache with the server and queues the issues a subscription covers.
     public func sync() async throws -> SyncReport {
-        var report = try await catalogSync().sync()
-        try retargetDownloads(report.changed)
-        report.queued = try await subscriptionIssues().queueCoveredIssues()
+        var report = try await delivery.refreshCatalog()
+        report.queued = try await delivery.subscriptions.queueCoveredIssues()
         return report
-    }
-
-    /// Downloads not yet started or stopped half-way switch to the version the catalog now names,
-    /// rather than finish one the server has replaced.
-    func retargetDownloads(_ changed: [String]) throws {
-        for id in changed {
-            if let content = try database.cachedProduct(id)?.content {
-                try database.retargetDownload(id, to: content)
-            }
-        }
     }
 
     /// The cached catalog, sorted by product ID, and when it was last synced (nil: never).
@@ -110,26 +112,6 @@ public final class KioskClient: Sendable {
 
     private func catalogSyncedAt() throws -> Date? {
         try database.setting(Setting.Key.catalogSyncedAt).flatMap { try? Date($0, strategy: .iso8601) }
-    }
-
-    // MARK: Parts
-
-    func storeAPI() throws -> StoreAPI {
-        StoreAPI(server: try server(), http: http, token: nil)
-    }
-
-    var paymentQueue: PaymentQueue { PaymentQueue(client: self) }
-
-    func catalogSync() throws -> CatalogSync {
-        CatalogSync(database: database, http: http, server: try server(), spoolFolder: home.root, maxBytes: configuration.maxCatalogBytes)
-    }
-
-    func downloadQueue() throws -> DownloadQueue {
-        DownloadQueue(database: database, home: home, server: try server(), configuration: configuration, owner: owner, logger: logger, contentURLs: contentURLs)
-    }
-
-    func subscriptionIssues() -> SubscriptionIssues {
-        SubscriptionIssues(database: database)
     }
 }
 

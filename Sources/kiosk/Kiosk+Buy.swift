@@ -86,16 +86,17 @@ struct PurchaseReport {
         self.result = result
     }
 
-    /// Prints the outcome and how its download went, and exits with the status they amount to.
+    /// Prints the outcome and how its download went, and exits with the status the engine gave it.
     func print(_ runner: DownloadRunner) throws {
         let record = result.record
         let id = record.transactionId ?? "(not yet assigned)"
         let quantity = record.quantity > 1 ? " × \(record.quantity)" : ""
         if result.savedOffline {
             Swift.print("purchase of \(record.productId)\(quantity) saved; the server cannot be reached, so it will be sent by the next kiosk command")
-            throw ExitCode.partlyDone
         }
         switch record.state {
+        case _ where result.savedOffline:
+            break
         case .purchased, .delivering, .finished, .restored:
             if result.alreadyOwned {
                 Swift.print("\(record.productId) is already owned (transaction \(id)); nothing was charged")
@@ -106,13 +107,8 @@ struct PurchaseReport {
                 Swift.print("balance: \(credits) credits")
             }
             if let downloads = result.downloads {
-                let status = try runner.report(downloads)
-                if status != 0 { throw ExitCode(status) }
-                if record.kind == .nonConsumable, try runner.client.downloads().first(where: { $0.productId == record.productId })?.state != .installed {
-                    throw ExitCode.partlyDone
-                }
-            } else if record.kind == .nonConsumable, record.state == .finished,
-                      try runner.client.downloads().first(where: { $0.productId == record.productId })?.state != .installed {
+                runner.report(downloads)
+            } else if result.contentQueued {
                 Swift.print("content: queued; download it with kiosk resume")
             }
         case .deferred:
@@ -121,9 +117,20 @@ struct PurchaseReport {
             Swift.print("transaction \(id): cancelled; nothing was charged")
         case .failed:
             standardError("\(record.productId): \(record.lastError ?? "the purchase failed")")
-            throw ExitCode.failure
         case .purchasing, .revoked:
             Swift.print("transaction \(id): \(record.state.rawValue)")
+        }
+        try result.outcome.exit()
+    }
+}
+
+extension WorkOutcome {
+    /// Ends the command with the status this outcome has: 0 done, 1 failed, 3 partly done.
+    func exit() throws {
+        switch self {
+        case .complete: return
+        case .pending: throw ExitCode.partlyDone
+        case .failed: throw ExitCode.failure
         }
     }
 }

@@ -82,37 +82,22 @@ extension Kiosk {
         func run() async throws {
             try await reportingErrors {
                 let client = try await options.connect()
-                let queued = try await client.queueNewContent(includingUpdates: true)
-                for id in queued { print("queued \(id)") }
                 let runner = DownloadRunner(client: client)
-                let deadline = Date().addingTimeInterval(TimeInterval(maxWait))
-                var status: Int32 = 0
-                var updateRounds = 0
-                while true {
-                    let report = try await runner.showingProgress { try await client.runDownloads() }
-                    status = try runner.report(report)
-                    if !report.interrupted.isEmpty { break }
-                    // A download that was already running when the catalog changed installed the
-                    // version it began with: bring it up to date now rather than at the next resume.
-                    // (Only updates: a pause made meanwhile from another terminal stands.)
-                    if updateRounds < 3, case let updates = try client.queueUpdates(), !updates.isEmpty {
-                        for id in updates { print("queued \(id)") }
-                        updateRounds += 1
-                        continue
-                    }
-                    guard wait, let next = try client.nextDownloadAttempt(), next < deadline else { break }
-                    do {
-                        try await cancellingOnInterrupt { try await Task.sleep(for: .seconds(max(0.05, next.timeIntervalSinceNow))) }
-                    } catch is CancellationError {
-                        print("interrupted while waiting; kiosk resume continues")
-                        status = 3
-                        break
-                    }
-                    _ = await client.replay()
+                let deadline = wait ? Date().addingTimeInterval(TimeInterval(maxWait)) : nil
+                let report = try await runner.showingProgress {
+                    try await client.resume(until: deadline, step: { step in
+                        switch step {
+                        case .queued(let products):
+                            for id in products { print("queued \(id)") }
+                        case .ran(let round):
+                            runner.report(round)
+                        case .waiting:
+                            break
+                        }
+                    })
                 }
-                if status == 0, try client.downloads().contains(where: { $0.state == .waiting }) { status = 3 }
-                if status == 1 { throw ExitCode.failure }
-                if status != 0 { throw ExitCode.partlyDone }
+                if report.interruptedWhileWaiting { print("interrupted while waiting; kiosk resume continues") }
+                try report.outcome.exit()
             }
         }
     }

@@ -125,26 +125,22 @@ extension Kiosk {
                 let client = try await options.connect()
                 let runner = DownloadRunner(client: client)
                 let downloadNow = !noDownload
-                let (restored, downloads, refused) = try await runner.showingProgress { try await client.restore(downloadNow: downloadNow) }
+                let result = try await runner.showingProgress { try await client.restore(downloadNow: downloadNow) }
                 if json {
-                    let rows = restored.map { TransactionView(record: $0, receiptProblem: nil) }.map(Transactions.Row.init)
+                    let rows = result.restored.map { TransactionView(record: $0, receiptProblem: nil) }.map(Transactions.Row.init)
                     Swift.print(String(decoding: try JSONEncoder.kiosk.encode(rows), as: UTF8.self))
                 } else {
-                    Swift.print(restored.isEmpty ? "nothing new to restore" : "restored \(restored.count) purchases:")
-                    for record in restored {
+                    Swift.print(result.restored.isEmpty ? "nothing new to restore" : "restored \(result.restored.count) purchases:")
+                    for record in result.restored {
                         Swift.print("  \(record.productId)  (transaction \(record.transactionId ?? "-"), \(record.state.rawValue))")
                     }
-                }
-                var status: Int32 = 0
-                if let downloads {
-                    status = json ? (downloads.failed.isEmpty ? (downloads.waiting.isEmpty && downloads.interrupted.isEmpty ? 0 : 3) : 1) : try runner.report(downloads)
+                    if let downloads = result.downloads { runner.report(downloads) }
                 }
                 // One line each for what could not be restored; everything else was.
-                for problem in refused {
+                for problem in result.refused {
                     BufferedLog.standardError.write("kiosk: \(problem)\n")
                 }
-                if !refused.isEmpty { status = 1 }
-                if status != 0 { throw ExitCode(status) }
+                try result.outcome.exit()
             }
         }
     }

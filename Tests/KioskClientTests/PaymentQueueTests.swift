@@ -69,7 +69,7 @@ struct PaymentQueueTests {
             // The server charged; the answer never arrived, and the row's next attempt is later.
             let paid = try await StoreHTTP(baseURL: url).pay(Self.book, token: token, key: key).decode(PaymentResponse.self)
             let database = try Self.saveUnanswered(Self.book, key: key, retryIn: "+1 hour", home: directory.path("home"))
-            let (restored, _, _) = try await client.restore()
+            let restored = try await client.restore().restored
             #expect(restored.map(\.transactionId) == [paid.transaction.transactionId])
 
             try await database.write { try $0.execute(sql: "UPDATE payment SET nextAttemptAt = NULL WHERE idempotencyKey = ?", arguments: [key]) }

@@ -2,8 +2,8 @@ import Hummingbird
 import Logging
 
 /// Runs a Hummingbird router on 127.0.0.1 and a free port for the length of `body`.
-enum LoopbackServer {
-    static func run<Context: RequestContext, T: Sendable>(
+public enum LoopbackServer {
+    public static func run<Context: RequestContext, T: Sendable>(
         _ router: Router<Context>, label: String, _ body: @Sendable (_ port: Int) async throws -> T
     ) async throws -> T where Context.Source == ApplicationRequestContextSource {
         var logger = Logger(label: label)

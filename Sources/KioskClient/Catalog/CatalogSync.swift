@@ -25,7 +25,7 @@ public struct SyncReport: Sendable, Equatable {
 struct CatalogSync {
     let database: ClientDatabase
     let http: HTTPClient
-    let server: String
+    let server: StoreServer
     /// Where the body waits while it arrives (the kiosk home).
     let spoolFolder: URL
     /// The largest catalog accepted, after decompression.
@@ -40,7 +40,7 @@ struct CatalogSync {
     /// another core. A document wrong anywhere, an unsafe product ID or an ID named twice leaves
     /// the cache as it was.
     func sync() async throws -> SyncReport {
-        let url = server + "/v1/catalog"
+        let url = try server.base() + "/v1/catalog"
         let etag = try database.setting(Setting.Key.catalogETag)
         var headers: [(name: String, value: String)] = [("Accept", "application/json")]
         if let etag { headers.append(("If-None-Match", etag)) }

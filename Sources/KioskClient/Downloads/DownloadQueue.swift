@@ -50,7 +50,7 @@ public struct DownloadRunReport: Sendable, Equatable {
 struct DownloadQueue {
     let database: ClientDatabase
     let home: KioskHome
-    let server: String
+    let server: StoreServer
     let configuration: KioskClient.Configuration
     let owner: ClaimOwner
     let logger: Logger
@@ -69,6 +69,7 @@ struct DownloadQueue {
     ///   finish (or die) and carry on, instead of downloading the same bytes twice.
     /// - Parameter progress: called on the download thread about twice a second per download.
     func run(only: Set<String>? = nil, waitForOthers: Bool = false, progress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }) async throws -> DownloadRunReport {
+        let server = try self.server.base()
         let lease = configuration.claimLease
         let heartbeat = Task { [database, owner] in
             while !Task.isCancelled {
@@ -104,7 +105,7 @@ struct DownloadQueue {
                 try scheduleRetry(record, claims[record.productId], retryAfter: nil, error: message, report: &report)
             }
             let received = ReceivedBytes()
-            let requests = try startable.map { try request(for: $0, claim: claims[$0.productId]) }
+            let requests = try startable.map { try request(for: $0, claim: claims[$0.productId], server: server) }
             let versions = Dictionary(startable.map { ($0.productId, $0.sha256) }) { first, _ in first }
             let ahead = unpackAhead(startable, claims: claims)
             defer { for unpacking in ahead.values { unpacking.abandon() } }
@@ -146,6 +147,91 @@ struct DownloadQueue {
             if try database.download(id)?.state == .installed { report.installedElsewhere.append(id) }
         }
         return report
+    }
+
+    // MARK: What is owed
+
+    /// Downloads not yet started or stopped half-way switch to the version the catalog now names,
+    /// rather than finish one the store has replaced.
+    func retarget(_ changed: [String]) throws {
+        for id in changed {
+            if let content = try database.cachedProduct(id)?.content {
+                try database.retargetDownload(id, to: content)
+            }
+        }
+    }
+
+    /// Installed products; `updateAvailable` when the cached catalog has another content version.
+    func library() throws -> [LibraryEntry] {
+        try database.libraryItems().map { item in
+            let product = try database.cachedProduct(item.productId)
+            let latest = product?.content?.version
+            return LibraryEntry(item: item, title: product?.title, updateAvailable: latest != nil && latest != item.version)
+        }
+    }
+
+    /// Queues the catalog's newer version of every installed product that has one. Returns their IDs.
+    func queueUpdates() throws -> [String] {
+        var queued: [String] = []
+        for entry in try library() where entry.updateAvailable {
+            guard let download = try database.download(entry.item.productId),
+                  let content = try database.cachedProduct(entry.item.productId)?.content else { continue }
+            if try database.enqueueDownload(productId: download.productId, content: content, receipt: download.receipt, transactionId: download.transactionId) {
+                queued.append(download.productId)
+            }
+        }
+        return queued
+    }
+
+    /// Requeues every installed product whose folder is missing or no longer matches what was
+    /// installed (a file deleted, added or truncated), after sweeping what dead processes left
+    /// behind. Returns their IDs.
+    func checkLibrary(only products: Set<String>? = nil) throws -> [String] {
+        var requeued: [String] = []
+        installer.sweepLeftovers()
+        PartialFile.sweepCopies(in: home.downloads)
+        for item in try database.libraryItems() where products?.contains(item.productId) ?? true {
+            guard try database.download(item.productId)?.state == .installed else { continue }
+            let folder = try installer.installed(item.productId)
+            let problem: String?
+            if !FileManager.default.fileExists(atPath: folder.path) {
+                problem = "the library folder is missing; downloading it again"
+            } else if let expected = item.treeDigest, (try? LibraryInstaller.treeDigest(of: folder)) != expected {
+                problem = "the library folder was changed or damaged; downloading it again"
+            } else {
+                problem = nil
+            }
+            if let problem {
+                try database.requeueInstalled(item.productId, reason: problem)
+                requeued.append(item.productId)
+            }
+        }
+        return requeued
+    }
+
+    /// Takes the content a revoked purchase granted out of the library, unless another standing
+    /// purchase of the same product still grants it (then the download is re-presented with that one).
+    func removeContent(grantedBy revoked: PaymentRecord) throws {
+        for download in try database.downloads() where download.transactionId == revoked.transactionId || download.receipt == revoked.receipt {
+            if let other = try database.owningPayment(productId: download.productId), let receipt = other.receipt {
+                try database.represent(download.productId, receipt: receipt, transactionId: other.transactionId)
+                continue
+            }
+            let partial = try partialFile(download.productId)
+            let removed = try database.forgetContent(download.productId) {
+                unlink(partial.path)
+                return try installer.removeFromLibrary(download.productId, by: owner)
+            }
+            if let removed { installer.discard(removed) }
+        }
+    }
+
+    /// Cancels a download and deletes its partial bytes; a process running it stops at its next
+    /// progress write (two a second).
+    func cancel(_ productId: String) throws -> DownloadRecord {
+        // The bytes go first: on a full disk they are what frees the room the state change needs.
+        try? FileManager.default.removeItem(at: try partialFile(productId))
+        return try database.cancelDownload(productId)
     }
 
     /// Splits claimed downloads into those the disk has room for and those it has not (with the
@@ -198,7 +284,7 @@ struct DownloadQueue {
     /// version's archive itself. The receipt never goes to an edge. Either way no more than the
     /// catalog's size for that version is ever written, and the partial file is written only
     /// once the claim is known to hold after it was opened.
-    private func request(for record: DownloadRecord, claim: DownloadClaim?) throws -> DownloadRequest {
+    private func request(for record: DownloadRecord, claim: DownloadClaim?, server: String) throws -> DownloadRequest {
         let id = record.productId.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? record.productId
         var request: DownloadRequest
         if let signed = contentURLs.url(for: record.productId, version: record.sha256) {

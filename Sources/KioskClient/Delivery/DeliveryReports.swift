@@ -1,0 +1,101 @@
+import Foundation
+
+/// What a piece of work came to, as a command's exit status says it: the engine decides, so an
+/// app and the command line agree.
+public enum WorkOutcome: Sendable, Equatable {
+    /// Everything asked for is done (or, for a purchase whose download was left for later, saved).
+    case complete
+    /// Saved and under way, not done: a download waits for its retry, was interrupted or paused,
+    /// or the store could not be reached. A later `resume` (or the agent) carries it on.
+    case pending
+    /// Something failed for good (a purchase refused, a download that cannot succeed, a receipt
+    /// that does not verify); it says why.
+    case failed
+}
+
+/// What `buy` or `redeem` ended with.
+public struct PurchaseResult: Sendable {
+    /// The purchase as stored; its state says the outcome.
+    public var record: PaymentRecord
+    /// The account's credit balance after the purchase, when the server said.
+    public var credits: Int?
+    /// The server could not be reached: the purchase is saved and will be sent by the next command.
+    public var savedOffline = false
+    /// The account already owned it: nothing was charged (the record is the standing purchase).
+    public var alreadyOwned = false
+    /// What running its download did, when the content was downloaded as part of the purchase.
+    public var downloads: DownloadRunReport?
+    /// The purchase is finished and its content waits in the queue (the reader asked to download later).
+    public var contentQueued = false
+    /// Whether the purchase was delivered: complete when paid for and (unless left for later)
+    /// installed; pending when saved offline or its download waits; failed when refused.
+    public var outcome = WorkOutcome.complete
+}
+
+/// What replaying unfinished work did.
+public struct ReplayReport: Sendable, Equatable {
+    public var sent = 0
+    public var finished = 0
+    public var deferredResolved = 0
+    public var revoked: [String] = []
+    /// Items that failed again: each keeps its error and its next attempt; the others went on.
+    public var failed: [String] = []
+    /// The server could not be reached; the rest waits for the next command.
+    public var offline = false
+
+    public init(sent: Int = 0, finished: Int = 0, deferredResolved: Int = 0, revoked: [String] = [], failed: [String] = [], offline: Bool = false) {
+        self.sent = sent
+        self.finished = finished
+        self.deferredResolved = deferredResolved
+        self.revoked = revoked
+        self.failed = failed
+        self.offline = offline
+    }
+
+    /// True when replay moved anything on or found anything wrong.
+    public var isEmpty: Bool { sent + finished + deferredResolved == 0 && revoked.isEmpty && failed.isEmpty }
+}
+
+/// What a restore did.
+public struct RestoreResult: Sendable {
+    /// The transactions brought back, as stored now.
+    public var restored: [PaymentRecord] = []
+    /// What downloading their content did, when it was downloaded as part of the restore.
+    public var downloads: DownloadRunReport?
+    /// One line per transaction left out (its receipt did not verify, say); the others were restored.
+    public var refused: [String] = []
+    /// Failed when any transaction was refused or a download failed for good; pending while
+    /// downloads wait.
+    public var outcome = WorkOutcome.complete
+}
+
+/// What `resume` did, over all its rounds.
+public struct ResumeReport: Sendable {
+    /// Products queued before or between rounds (covered issues, updates, missing folders).
+    public var queued: [String] = []
+    /// The downloads' outcome, each product's latest.
+    public var downloads = DownloadRunReport()
+    /// The caller's Task was cancelled while waiting for the next retry.
+    public var interruptedWhileWaiting = false
+    /// Complete when every download is installed; pending while any waits; failed when one failed for good.
+    public var outcome = WorkOutcome.complete
+}
+
+/// One step of `resume`, told as it happens so a person sees the work go on.
+public enum ResumeStep: Sendable {
+    /// These products were queued.
+    case queued([String])
+    /// A round of downloads ended.
+    case ran(DownloadRunReport)
+    /// Nothing is due now: sleeping until the next waiting download is.
+    case waiting(until: Date)
+}
+
+extension DownloadRunReport {
+    /// Failed when any download failed for good; pending while any waits, was interrupted or paused.
+    public var outcome: WorkOutcome {
+        if !failed.isEmpty { return .failed }
+        if !waiting.isEmpty || !interrupted.isEmpty || !paused.isEmpty { return .pending }
+        return .complete
+    }
+}
