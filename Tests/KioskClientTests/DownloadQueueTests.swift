@@ -201,6 +201,47 @@ struct DownloadQueueTests {
         }
     }
 
+    @Test("client and store agree issue by issue on what a subscription period covers: the current issue at purchase, up to the expiry day inclusive, nothing before or after")
+    func coverageAgreement() async throws {
+        try await Self.withStore { context in
+            let bought = try await context.client.buy(Self.subscription, downloadNow: false)
+            let receipt = try #require(bought.record.receipt)
+            let period = try #require(try await context.client.accountSummary().subscriptions.first)
+            let day = { (offset: Double, from: Date) in SubscriptionCoverage.day(from.addingTimeInterval(offset * 86_400)) }
+            // Issues around the period's edges (dates are UTC days, as the catalog writes them).
+            let added: [(id: String, date: String, covered: Bool)] = [
+                ("com.kiosk.magazines.harbor-monthly.issue-10", "2026-10-15", false),  // before the issue current at purchase
+                ("com.kiosk.magazines.harbor-monthly.issue-11", day(1, Date()), true),  // the day after purchase
+                ("com.kiosk.magazines.harbor-monthly.issue-12", day(0, period.expiresDate), true),  // the expiry day itself
+                ("com.kiosk.magazines.harbor-monthly.issue-13", day(1, period.expiresDate), false),  // the day after it expires
+            ]
+            try context.store.editCatalog("magazines.json") { products in
+                for (number, issue) in added.enumerated() {
+                    var product = products[2]
+                    product["id"] = issue.id
+                    product["issueNumber"] = 10 + number
+                    product["publicationDate"] = issue.date
+                    products.append(product)
+                }
+            }
+            #expect(await context.server.catalog.reload())
+            _ = try await context.client.sync()
+            let queued = Set(try context.client.downloads().map(\.productId))
+            let http = StoreHTTP(baseURL: context.url)
+            let expected = added + [
+                ("com.kiosk.magazines.harbor-monthly.issue-01", "2026-09-01", false),
+                ("com.kiosk.magazines.harbor-monthly.issue-03", "2026-11-01", true),  // current at purchase
+            ]
+            for issue in expected {
+                let product = try #require(try context.client.cachedCatalog().products.first { $0.id == issue.id })
+                let content = try #require(product.content)
+                let answer = try await http.send("GET", "/v1/content/\(issue.id)?version=\(content.sha256)", authorization: "Receipt \(receipt)")
+                #expect(queued.contains(issue.id) == issue.covered, "the client on \(issue.id) (\(issue.date))")
+                #expect((answer.status == 200) == issue.covered, "the store on \(issue.id) (\(issue.date)): \(answer.status)")
+            }
+        }
+    }
+
     @Test("a download whose version two reloads replaced: the server answers 412, the client syncs and installs the current version, no mismatch counted")
     func versionGoneMidway() async throws {
         try await Self.withStore { context in
