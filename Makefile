@@ -15,7 +15,7 @@ BENCH_TOOLS := curl wget aria2 libarchive-tools nginx wrk unzip time postgresql 
 RELEASE := $(SWIFT) build -c release --static-swift-stdlib
 RELEASE_BIN = $$($(RELEASE) --show-bin-path)
 
-.PHONY: deps test-tools install build test torture demo cluster serve bench clean
+.PHONY: deps test-tools install build test torture demo cluster serve bench bench-compare clean
 
 ## Install the C libraries' -dev packages with apt-get when any is missing.
 deps:
@@ -84,6 +84,12 @@ bench: deps
 	@$(MAKE) --no-print-directory install PACKAGES="$(BENCH_TOOLS)"
 	$(RELEASE)
 	KIOSK=$(RELEASE_BIN)/kiosk python3 scripts/bench.py
+
+## Before and after a change in one run: the sections it can move, with BEFORE's binaries and this tree's, A B A B.
+bench-compare: deps
+	@$(MAKE) --no-print-directory install PACKAGES="$(BENCH_TOOLS)"
+	$(RELEASE)
+	KIOSK=$(RELEASE_BIN)/kiosk BEFORE=$(BEFORE) python3 scripts/bench_compare.py
 
 ## Run the server over the bundled store on port 8080.
 serve: deps
