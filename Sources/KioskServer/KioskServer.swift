@@ -20,13 +20,15 @@ public struct KioskServer: Sendable {
 
     /// Opens the database, the signing key and the admin token; the catalog is loaded by
     /// ``loadCatalog()``, after the server has bound its port.
+    /// - Parameter catalog: the catalog service, when the caller made it to ``CatalogService/check()``
+    ///   the catalog before anything else; by default one over the configured folders.
     /// - Throws: ``ServerSetupError`` for a secret file that exists but cannot be read.
-    public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "kiosk.server")) async throws {
+    public init(configuration: ServerConfiguration, catalog: CatalogService? = nil, logger: Logger = Logger(label: "kiosk.server")) async throws {
         let data = configuration.dataDirectory
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
         self.configuration = configuration
         self.logger = logger
-        self.catalog = CatalogService(configuration: configuration, logger: logger)
+        self.catalog = catalog ?? CatalogService(configuration: configuration, logger: logger)
         self.adminToken = try AdminToken.loadOrCreate(in: data)
         let database = try await ServerDatabase.open(configuration.databaseLocation, logger: logger)
         do {
@@ -38,7 +40,7 @@ public struct KioskServer: Sendable {
         self.database = database
         self.limits = RateLimitGate(limits: configuration.rateLimits, limiter: RateLimiter(database: database, logger: logger))
         self.store = Store(
-            database: database, keys: keys, catalog: catalog, environment: configuration.environment,
+            database: database, keys: keys, catalog: self.catalog, environment: configuration.environment,
             metrics: metrics, logger: logger)
     }
 
@@ -64,9 +66,11 @@ public struct KioskServer: Sendable {
         if configuration.metricsPort == nil {
             router.get("metrics") { [metrics] _, _ in metrics.exposition() }
         }
-        CatalogController(catalog: catalog).addRoutes(to: router)
-        StoreController(store: store, keys: keys, adminToken: adminToken, limits: limits).addRoutes(to: router)
-        ContentController(catalog: catalog, store: store, delivery: configuration.contentDelivery).addRoutes(to: router)
+        router.addRoutes(CatalogRoutes(catalog: catalog).collection())
+        router.addRoutes(AccountRoutes(store: store, limits: limits).collection())
+        router.addRoutes(ReceiptRoutes(store: store, keys: keys).collection())
+        router.addRoutes(ContentRoutes(catalog: catalog, store: store, delivery: configuration.contentDelivery).collection())
+        router.addRoutes(AdminRoutes(store: store, adminToken: adminToken).collection(), atPath: "v1/admin")
         return router
     }
 

@@ -1,11 +1,9 @@
 import ArgumentParser
 import Foundation
 import KioskCommandLine
-import Hummingbird
 import KioskCore
 import KioskServer
 import Logging
-import NIOCore
 
 extension KioskServerTool {
     struct Serve: AsyncParsableCommand {
@@ -158,70 +156,44 @@ extension KioskServerTool {
                 configuration.publishedDirectory = published.map { URL(fileURLWithPath: $0) }
                 configuration.contentDelivery = try delivery()
                 configuration.rateLimits = try rateLimits()
-                let server = try await KioskServer(configuration: configuration)
-                let reloadSignal = Self.reloadOnHangUp(server.catalog)
-                defer { reloadSignal.cancel() }
+                let logger = Logger(label: "kiosk.server")
+                // The catalog is read and checked before anything else is opened or bound: a bad
+                // one is the one thing a failed start says. Packing waits until the port is bound.
+                let catalogService = CatalogService(configuration: configuration, logger: logger)
+                try await catalogService.check()
+                let server = try await KioskServer(configuration: configuration, catalog: catalogService, logger: logger)
+                let (host, metricsHost) = (host, metricsHost)
+                let services = server.makeServiceGroup(
+                    onServing: { port in
+                        FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
+                    },
+                    onMetricsListening: { port in
+                        BufferedLog.standardError.write("kiosk: metrics on http://\(metricsHost):\(port)/metrics\n")
+                    })
                 do {
-                    try await Self.run(server, host: host, port: port)
+                    try await services.run()
                 } catch {
                     await server.shutdown()
-                    throw error
+                    throw Self.explained(error)
                 }
                 await server.shutdown()
             }
         }
 
-        /// Binds first, then packs: a busy port is said at once, before minutes of packing. The
-        /// `listening on` line comes once the catalog is served; until then requests get 503.
-        static func run(_ server: KioskServer, host: String, port: Int) async throws {
-            let (bound, boundContinuation) = AsyncStream<Int>.makeStream()
-            let app = server.makeApplication { port in boundContinuation.yield(port) }
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    // Ends the wait for a port whether the server ran or failed to bind.
-                    defer { boundContinuation.finish() }
-                    do {
-                        try await app.runService()
-                    } catch let error as IOError where error.errnoCode == EADDRINUSE {
-                        throw ValidationError("cannot listen on \(host):\(port): the address is already in use; stop the other server or choose another --port")
-                    } catch let error as IOError {
-                        throw ValidationError("cannot listen on \(host):\(port): \(String(cString: strerror(error.errnoCode))); check --host and --port")
-                    }
-                }
-                if server.configuration.metricsPort != nil {
-                    let metrics = server.makeMetricsApplication { port in
-                        BufferedLog.standardError.write("kiosk: metrics on http://\(server.configuration.metricsHost):\(port)/metrics\n")
-                    }
-                    // The same signals as the store's own service: both stop gracefully together,
-                    // rather than the metrics cancelled mid-flight (two error lines on every stop).
-                    group.addTask { try await metrics.runService(gracefulShutdownSignals: [.sigterm, .sigint]) }
-                }
-                var ports = bound.makeAsyncIterator()
-                // Nil when the server stopped before binding: its error comes from the group.
-                if let listening = await ports.next() {
-                    try await server.loadCatalog()
-                    FileHandle.standardOutput.write(Data("listening on http://\(host):\(listening)\n".utf8))
-                }
-                do {
-                    // A graceful stop reaches every service; an error stops the others at once.
-                    try await group.next()
-                    try await group.waitForAll()
-                } catch {
-                    group.cancelAll()
-                    throw error
-                }
-            }
+        /// A start that failed on an address, said with the flags that choose it.
+        static func explained(_ error: any Error) -> any Error {
+            guard let error = error as? ListenError else { return error }
+            let flags = error.listener == .store ? ("--host", "--port") : ("--metrics-host", "--metrics-port")
+            let action = error.isAddressInUse
+                ? "stop the other server or choose another \(flags.1)"
+                : "check \(flags.0) and \(flags.1)"
+            return StartFailure(message: "\(error); \(action)")
         }
 
-        /// SIGHUP reloads the catalog, as daemons conventionally do.
-        static func reloadOnHangUp(_ catalog: CatalogService) -> any DispatchSourceSignal {
-            signal(SIGHUP, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
-            source.setEventHandler {
-                Task { await catalog.reload() }
-            }
-            source.resume()
-            return source
+        /// Why the server could not start, in one line.
+        struct StartFailure: Error, CustomStringConvertible {
+            var message: String
+            var description: String { message }
         }
     }
 }

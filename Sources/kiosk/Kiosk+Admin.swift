@@ -60,15 +60,31 @@ extension Kiosk {
                 return text.trimmingCharacters(in: .whitespacesAndNewlines)
             }
 
-            /// Prints JSON as it came, or one line per row through `line`.
-            func show(_ data: Data, _ line: ([String: Any]) -> String) throws {
-                if json {
-                    print(String(decoding: data, as: UTF8.self))
-                    return
+            /// The answer to `GET path`, decoded as the type the server encoded it with.
+            func get<Answer: Decodable>(_ type: Answer.Type, _ path: String) async throws -> Answer {
+                try decode(type, from: try await call("GET", path), path: path)
+            }
+
+            func decode<Answer: Decodable>(_ type: Answer.Type, from data: Data, path: String) throws -> Answer {
+                do {
+                    return try JSONDecoder.kiosk.decode(type, from: data)
+                } catch {
+                    throw ValidationError("the answer to \(path) is not what this kiosk reads (\(error)); is --server a Kiosk store of the same version?")
                 }
-                let rows = (try JSONSerialization.jsonObject(with: data) as? [[String: Any]]) ?? []
-                if rows.isEmpty { print("none") }
-                for row in rows { print(line(row)) }
+            }
+
+            /// Prints `answer` as JSON (the server's type, encoded as the server does), or `text`.
+            func show<Answer: Encodable>(_ answer: Answer, _ text: () -> String) throws {
+                if json {
+                    print(String(decoding: try JSONEncoder.kiosk.encode(answer), as: UTF8.self))
+                } else {
+                    print(text())
+                }
+            }
+
+            /// Prints the rows as JSON, or one line per row through `line` ("none" for no rows).
+            func show<Row: Encodable>(rows: [Row], _ line: (Row) -> String) throws {
+                try show(rows) { rows.isEmpty ? "none" : rows.map(line).joined(separator: "\n") }
             }
         }
 
@@ -77,8 +93,8 @@ extension Kiosk {
             @OptionGroup var options: Options
             func run() async throws {
                 try await reportingErrors {
-                    try options.show(try await options.call("GET", "/v1/admin/accounts")) {
-                        "\($0["accountId"] ?? "")  credits \($0["credits"] ?? 0)  transactions \($0["transactions"] ?? 0)  paid \(Admin.money($0["paidCents"]))"
+                    try options.show(rows: try await options.get([AdminAccountRow].self, "/v1/admin/accounts")) {
+                        "\($0.accountId)  credits \($0.credits)  transactions \($0.transactions)  paid \(Admin.money($0.paidCents))"
                     }
                 }
             }
@@ -90,16 +106,16 @@ extension Kiosk {
             @Argument(help: "The account ID.") var account: String
             func run() async throws {
                 try await reportingErrors {
-                    let data = try await options.call("GET", "/v1/admin/accounts/\(account)")
-                    if options.json { print(String(decoding: data, as: UTF8.self)); return }
-                    let object = (try JSONSerialization.jsonObject(with: data) as? [String: Any]) ?? [:]
-                    let summary = object["summary"] as? [String: Any] ?? [:]
-                    print("account \(account): \(summary["credits"] ?? 0) credits, owns \((summary["owned"] as? [String])?.joined(separator: ", ") ?? "nothing")")
-                    for row in object["transactions"] as? [[String: Any]] ?? [] {
-                        print("  \(row["transactionId"] ?? "")  \(row["status"] ?? "")  \(row["productId"] ?? "")  \(row["paymentMethod"] ?? "")  \(Admin.money(row["amountCents"]))")
-                    }
-                    for row in object["charges"] as? [[String: Any]] ?? [] {
-                        print("  ledger \(row["kind"] ?? "")  \(row["transactionId"] ?? "")  \(Admin.money(row["amountCents"]))  \(row["reason"] ?? "")")
+                    let view = try await options.get(AdminAccountView.self, "/v1/admin/accounts/\(account)")
+                    try options.show(view) {
+                        var lines = ["account \(account): \(view.summary.credits) credits, owns \(view.summary.owned.joined(separator: ", "))"]
+                        for row in view.transactions {
+                            lines.append("  \(row.transactionId)  \(row.status.rawValue)  \(row.productId)  \(row.paymentMethod)  \(Admin.money(row.amountCents))")
+                        }
+                        for row in view.charges {
+                            lines.append("  ledger \(row.kind)  \(row.transactionId)  \(Admin.money(row.amountCents))  \(row.reason ?? "")")
+                        }
+                        return lines.joined(separator: "\n")
                     }
                 }
             }
@@ -110,8 +126,8 @@ extension Kiosk {
             @OptionGroup var options: Options
             func run() async throws {
                 try await reportingErrors {
-                    try options.show(try await options.call("GET", "/v1/admin/pending")) {
-                        "\($0["transactionId"] ?? "")  \($0["accountId"] ?? "")  \($0["productId"] ?? "")"
+                    try options.show(rows: try await options.get([AdminTransactionRow].self, "/v1/admin/pending")) {
+                        "\($0.transactionId)  \($0.accountId)  \($0.productId)"
                     }
                 }
             }
@@ -122,8 +138,8 @@ extension Kiosk {
             @OptionGroup var options: Options
             func run() async throws {
                 try await reportingErrors {
-                    try options.show(try await options.call("GET", "/v1/admin/sales")) {
-                        "\($0["day"] ?? "")  \($0["productId"] ?? "")  sales \($0["sales"] ?? 0)  refunds \($0["refunds"] ?? 0)  net \(Admin.money($0["netCents"])) \($0["currency"] ?? "")"
+                    try options.show(rows: try await options.get([AdminSalesRow].self, "/v1/admin/sales")) {
+                        "\($0.day)  \($0.productId)  sales \($0.sales)  refunds \($0.refunds)  net \(Admin.money($0.netCents)) \($0.currency)"
                     }
                 }
             }
@@ -134,8 +150,8 @@ extension Kiosk {
             @OptionGroup var options: Options
             func run() async throws {
                 try await reportingErrors {
-                    try options.show(try await options.call("GET", "/v1/admin/downloads")) {
-                        "\($0["day"] ?? "")  \($0["productId"] ?? "")  requests \($0["requests"] ?? 0)  bytes \($0["bytes"] ?? 0)"
+                    try options.show(rows: try await options.get([AdminDownloadRow].self, "/v1/admin/downloads")) {
+                        "\($0.day)  \($0.productId)  requests \($0.requests)  bytes \($0.bytes)"
                     }
                 }
             }
@@ -173,14 +189,15 @@ extension Kiosk {
 
         static func decide(_ decision: String, _ transaction: String, reason: String?, _ options: Options) async throws {
             let body = try reason.map { String(decoding: try JSONEncoder().encode(["reason": $0]), as: UTF8.self) }
-            let data = try await options.call("POST", "/v1/admin/transactions/\(transaction)/\(decision)", body: body)
-            if options.json { print(String(decoding: data, as: UTF8.self)); return }
+            let path = "/v1/admin/transactions/\(transaction)/\(decision)"
+            let data = try await options.call("POST", path, body: body)
             if decision == "refund" || decision == "revoke" {
-                print(revocationLine(decision, try JSONDecoder.kiosk.decode(AdminRevocation.self, from: data)))
+                let answer = try options.decode(AdminRevocation.self, from: data, path: path)
+                try options.show(answer) { revocationLine(decision, answer) }
                 return
             }
-            let answer = try JSONDecoder.kiosk.decode(StoreTransaction.self, from: data)
-            print("transaction \(answer.transactionId): \(answer.status.rawValue)\(answer.revocationReason.map { " (\($0))" } ?? "")")
+            let answer = try options.decode(StoreTransaction.self, from: data, path: path)
+            try options.show(answer) { "transaction \(answer.transactionId): \(answer.status.rawValue)\(answer.revocationReason.map { " (\($0))" } ?? "")" }
         }
 
         /// What a refund or a revocation did, in one line: "refunded txn_…: 8.99 USD paid back,
@@ -194,9 +211,9 @@ extension Kiosk {
             return "\(verb) \(answer.transaction.transactionId): \(effects.joined(separator: ", "))\(answer.transaction.revocationReason.map { " (\($0))" } ?? "")"
         }
 
-        static func money(_ cents: Any?) -> String {
-            let value = (cents as? Int) ?? 0
-            return String(format: "%@%d.%02d", value < 0 ? "-" : "", abs(value) / 100, abs(value) % 100)
+        /// Cents as `4.99`, `-7.99`.
+        static func money(_ value: Int) -> String {
+            String(format: "%@%d.%02d", value < 0 ? "-" : "", abs(value) / 100, abs(value) % 100)
         }
     }
 }

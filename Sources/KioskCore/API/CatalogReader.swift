@@ -14,6 +14,9 @@ import Foundation
 /// not know are skipped, as `JSONDecoder` does, so a newer server's fields do not break an older
 /// client; a `null` optional is absent. Whole numbers only where ``Product`` has an integer.
 /// `CatalogReaderTests` checks it against `JSONDecoder` on the same bytes.
+///
+/// **Performance layer** (the catalog's read path, with ``JSONCursor``): the figures it answers to
+/// are in ``JSONCursor``'s comment and docs/benchmarks.md.
 public enum CatalogReader {
     /// Every product of the document, in the order sent.
     /// - Throws: ``CatalogReadError`` naming the first place the document is wrong.

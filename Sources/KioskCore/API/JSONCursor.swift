@@ -5,6 +5,12 @@ import Foundation
 ///
 /// The bytes may be one piece of a larger document (a product of a catalog read as it arrives):
 /// `base` is where they start in it, so an error names the byte in the document, not in the piece.
+///
+/// **Performance layer.** With ``CatalogReader`` (its only user), replaces `JSONDecoder` for
+/// catalog documents, which spent about 12 µs a product in generic containers. The figures
+/// (docs/benchmarks.md, 100,000 products, a 19.0 MB catalog, 2026-11-22): a full `kiosk sync`
+/// 0.67 s and 81 MiB peak, against 2.89 s and 147 MiB before (8.9 s before that); a
+/// `kiosk serve --published` start 0.62 s against 1.38 s.
 struct JSONCursor {
     private let bytes: UnsafeRawBufferPointer
     private let base: Int

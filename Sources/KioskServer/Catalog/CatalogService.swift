@@ -37,6 +37,16 @@ public actor CatalogService {
     /// edit) does not forget the version its readers are still resuming.
     private var previous: [String: (archive: PackedContent, replacedAt: Date)] = [:]
     private var lastReload: Task<Bool, Never>?
+    /// The first catalog, read and checked by ``check()`` and waiting for ``load()`` to pack it.
+    private var checked: Checked?
+
+    /// A catalog read and checked, with its archives not necessarily packed yet.
+    enum Checked: Sendable {
+        /// Every archive exists: a snapshot of an unchanged catalog, or a published folder.
+        case ready(PublishedCatalog, Origin)
+        /// Valid entries still to pack; `digest` names the files they were read from.
+        case unpacked([CatalogEntry], digest: String?)
+    }
 
     /// Prepares the service; nothing is loaded until ``load()``.
     public init(configuration: ServerConfiguration, logger: Logger) {
@@ -52,11 +62,11 @@ public actor CatalogService {
     }
 
     /// The catalog being served.
-    /// - Throws: 503 while the first catalog is still being packed.
+    /// - Throws: ``StoreError`` `starting` while the first catalog is still being packed.
     public var current: PublishedCatalog {
         get throws {
             guard let published else {
-                throw APIFailure(.serviceUnavailable, code: "starting", message: "the store is starting; try again in a few seconds")
+                throw StoreError.starting
             }
             return published
         }
@@ -71,10 +81,24 @@ public actor CatalogService {
         return replaced.archive
     }
 
-    /// Loads the first catalog.
+    /// Reads and checks the first catalog without packing anything, so that a bad one is refused
+    /// before the server opens its database or its port; ``load()`` then packs what it read.
+    /// - Throws: ``CatalogError`` for a bad catalog.
+    public func check() async throws {
+        checked = try await read()
+    }
+
+    /// Loads the first catalog (the one ``check()`` read, if it ran) and packs what needs packing.
     /// - Throws: ``CatalogError`` or a packing error: a server must not start on a bad catalog.
     public func load() async throws {
-        let (first, origin) = try await build()
+        let read: Checked
+        if let checked {
+            read = checked
+            self.checked = nil
+        } else {
+            read = try await self.read()
+        }
+        let (first, origin) = try await pack(read)
         published = first
         self.origin = origin
         logger.info("catalog loaded", metadata: ["products": "\(first.products.count)", "from": "\(origin.rawValue)"])
@@ -111,6 +135,15 @@ public actor CatalogService {
         }
     }
 
+    /// Forgets the replaced archives whose grace period is over and, for a catalog packed here,
+    /// deletes the archive files no catalog names any more (``ContentStore/collectGarbage``), so
+    /// that they do not wait for the next reload to go.
+    public func forgetExpiredArchives(now: Date = Date()) {
+        previous = previous.filter { now.timeIntervalSince($0.value.replacedAt) <= ContentStore.gracePeriod }
+        guard case .folders(_, let contentStore, _) = source, let published else { return }
+        contentStore.collectGarbage(keeping: [published], archives: previous.values.map(\.archive), now: now)
+    }
+
     /// Records, for each product whose archive `next` changes, the archive it replaces; a product
     /// whose archive stays keeps the older version it already remembered.
     private func rememberReplaced(_ replaced: PublishedCatalog, by next: PublishedCatalog, now: Date = Date()) {
@@ -121,15 +154,33 @@ public actor CatalogService {
     }
 
     private func build() async throws -> (PublishedCatalog, Origin) {
+        try await pack(try await read())
+    }
+
+    /// Reads the catalog: the snapshot of the same files if there is one, else the validated entries.
+    private func read() async throws -> Checked {
         switch source {
         case .folders(let loader, let contentStore, let snapshot):
             return try await onOwnThread {
                 // An unreadable folder has no digest: the loader then says what is wrong with it.
                 let digest = try? loader.digest()
                 if let digest, let saved = snapshot.load(catalogDigest: digest, contentStore: contentStore) {
-                    return (saved, .snapshot)
+                    return .ready(saved, .snapshot)
                 }
-                let entries = try loader.load()
+                return .unpacked(try loader.load(), digest: digest)
+            }
+        case .published(let folder):
+            return try await onOwnThread { .ready(try folder.load(), .published) }
+        }
+    }
+
+    /// Packs what `read` left to pack.
+    private func pack(_ read: Checked) async throws -> (PublishedCatalog, Origin) {
+        switch (read, source) {
+        case (.ready(let catalog, let origin), _):
+            return (catalog, origin)
+        case (.unpacked(let entries, let digest), .folders(let loader, let contentStore, let snapshot)):
+            return try await onOwnThread {
                 let built = try PublishedCatalog(entries: entries, contentStore: contentStore)
                 // Saved only if the files did not change while they were read (else the key
                 // would name files the document was not built from).
@@ -138,7 +189,8 @@ public actor CatalogService {
                 }
                 return (built, .folders)
             }
-        case .published(let folder):
+        case (.unpacked, .published(let folder)):
+            // Not made: a published folder is read whole.
             return try await onOwnThread { (try folder.load(), .published) }
         }
     }

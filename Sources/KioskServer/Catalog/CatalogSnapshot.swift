@@ -21,6 +21,10 @@ import Logging
 /// missing or torn file) builds from the folders as before and writes a new snapshot. The key is
 /// written last and names the digests of the documents, so two servers writing at once or a crash
 /// half-way leave at worst a snapshot the next start refuses.
+///
+/// **Performance layer.** Replaces validating, encoding and compressing the whole
+/// catalog at every start. The figure (docs/benchmarks.md, 100,000 products, 2026-11-22): a start
+/// with nothing changed 0.59 s, against 3.2–8.2 s before (a first start from the folders: 2.82 s).
 struct CatalogSnapshot: Sendable {
     let directory: URL
     let logger: Logger

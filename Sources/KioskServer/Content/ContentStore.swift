@@ -96,9 +96,9 @@ public struct ContentStore: Sendable {
 
     /// Marks the archives `catalogs` name as in use now, and deletes those no catalog has named for
     /// longer than the grace period.
-    func collectGarbage(keeping catalogs: [PublishedCatalog], now: Date = Date()) {
+    func collectGarbage(keeping catalogs: [PublishedCatalog], archives: [PackedContent] = [], now: Date = Date()) {
         let fileManager = FileManager.default
-        let kept = Set(catalogs.flatMap { $0.archives.values.map { $0.file.lastPathComponent } })
+        let kept = Set((catalogs.flatMap { $0.archives.values } + archives).map { $0.file.lastPathComponent })
         for name in kept {
             // The modification time records when a catalog last named the file.
             _ = utimes(directory.appendingPathComponent(name).path, nil)

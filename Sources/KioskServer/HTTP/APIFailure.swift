@@ -5,6 +5,10 @@ import KioskCore
 import NIOCore
 
 /// An error response with the JSON body `{code, message}` of the wire contract.
+///
+/// Thrown at the HTTP edge only: a request that cannot be parsed, a missing or wrong credential,
+/// the content route's own answers. The store's refusals are ``StoreError``s, which
+/// `StoreError+HTTP.swift` turns into these.
 public struct APIFailure: Error, HTTPResponseError, Sendable, CustomStringConvertible {
     public var status: HTTPResponse.Status
     public var code: String
@@ -40,9 +44,5 @@ public struct APIFailure: Error, HTTPResponseError, Sendable, CustomStringConver
 
     static func badRequest(_ message: String) -> APIFailure {
         APIFailure(.badRequest, code: "bad_request", message: message)
-    }
-
-    static func unknownProduct(_ id: String) -> APIFailure {
-        APIFailure(.notFound, code: "unknown_product", message: "no product \"\(id)\" in the catalog; run kiosk sync")
     }
 }

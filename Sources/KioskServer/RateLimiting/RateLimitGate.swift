@@ -8,13 +8,13 @@ struct RateLimitGate: Sendable {
     let limits: RateLimits
     let limiter: RateLimiter
 
-    /// 429 when the client's address created too many accounts lately.
+    /// Refuses (`rate_limited`) when the client's address created too many accounts lately.
     func admitAccountCreation(_ request: Request, context: KioskRequestContext) async throws {
         guard let limit = limits.accountsPerAddress, let address = clientAddress(request, context) else { return }
         try await take("accounts:address:\(address)", limit, what: "too many accounts were created from \(address)")
     }
 
-    /// 429 when the client's address or the account made too many purchases lately.
+    /// Refuses (`rate_limited`) when the client's address or the account made too many purchases lately.
     func admitPurchase(_ request: Request, context: KioskRequestContext, accountId: String) async throws {
         if let limit = limits.purchasesPerAddress, let address = clientAddress(request, context) {
             try await take("purchases:address:\(address)", limit, what: "too many purchases came from \(address)")
@@ -26,9 +26,7 @@ struct RateLimitGate: Sendable {
 
     private func take(_ key: String, _ limit: RateLimit, what: String) async throws {
         guard case .limited(let seconds) = try await limiter.take(key, limit) else { return }
-        throw APIFailure(HTTPResponse.Status(code: 429, reasonPhrase: "Too Many Requests"), code: "rate_limited",
-            message: "\(what) in a short time; nothing was done; try again in \(seconds) s",
-            retryAfter: seconds)
+        throw StoreError.rateLimited(what, retryAfter: seconds)
     }
 
     private func clientAddress(_ request: Request, _ context: KioskRequestContext) -> String? {

@@ -23,8 +23,6 @@ final class RateLimiter: Sendable {
     private let database: ServerDatabase
     private let logger: Logger
     private let local = Mutex<[String: LocalBucket]>([:])
-    /// When the shared table last had its idle rows deleted (PostgreSQL).
-    private let lastSweep = Mutex<ContinuousClock.Instant?>(nil)
 
     private struct LocalBucket {
         var tokens: Double
@@ -85,21 +83,19 @@ final class RateLimiter: Sendable {
                 RETURNING "tokens", "granted"
                 """#).first().map { row in (try row.decode(column: "tokens", as: Double.self), try row.decode(column: "granted", as: Bool.self)) }
         }
-        await sweepIfDue()
         guard let answer, !answer.granted else { return .allowed }
         return Self.limited(tokens: answer.tokens, limit)
     }
 
-    /// Deletes rows idle for a day, at most once a minute per instance: by then every bucket a
-    /// `N/day` or faster limit allows has refilled, and a missing row is a full bucket.
-    private func sweepIfDue() async {
-        let now = ContinuousClock.now
-        let due = lastSweep.withLock { last in
-            guard last.map({ now - $0 > .seconds(60) }) ?? true else { return false }
-            last = now
-            return true
+    /// Forgets the buckets that have refilled, which the server's ``CleanupService`` asks for once
+    /// a minute: a missing bucket is a full one. On PostgreSQL, rows idle for a day are deleted (by
+    /// then every bucket a `N/day` or faster limit allows has refilled); on SQLite, the buckets of
+    /// this process that are full again.
+    func forgetIdleBuckets(now: ContinuousClock.Instant = .now) async {
+        guard database.engine == .postgres else {
+            local.withLock { buckets in buckets = buckets.filter { !$0.value.isFull(at: now) } }
+            return
         }
-        guard due else { return }
         do {
             try await database.statement { db in
                 try await db.raw(#"DELETE FROM "rateLimitBucket" WHERE "updatedAt" < extract(epoch from statement_timestamp()) - 86400"#).run()

@@ -1,7 +1,6 @@
 import Foundation
 import PostgresNIO
 import SQLKit
-import HTTPTypes
 import KioskCore
 
 /// What an account holds that a payment's outcome depends on, read in one transaction at one
@@ -39,7 +38,7 @@ struct Holdings {
         let found = try await db.rows(Lookup(accountId: accountId, key: key, productId: product.id,
             firstPurchase: product.kind == .nonConsumable, latestPeriod: product.kind == .subscription)).first
         guard let row = found else {
-            throw APIFailure(.notFound, code: "unknown_account", message: "no account \(accountId)")
+            throw StoreError.unknownAccount(accountId)
         }
         func transaction(_ column: String, still holds: (TransactionRecord) -> Bool) async throws -> TransactionRecord? {
             guard let id = try row.decode(column: column, as: String?.self),
@@ -91,7 +90,7 @@ struct Holdings {
     }
 
     /// Settles an approved payment or redemption: what it costs, grants and signs.
-    /// - Throws: 402 `insufficient_credits`; 409 when a sum would overflow.
+    /// - Throws: ``StoreError`` `insufficient_credits`, or `amount_too_large` when a sum would overflow.
     func decide(_ record: inout TransactionRecord, product: Product, now: Date = .storeNow) throws {
         record.status = .purchased
         record.purchaseDate = now
@@ -108,8 +107,7 @@ struct Holdings {
             if record.paymentMethod == "credits" {
                 let price = product.creditPrice ?? 0
                 guard credits >= price else {
-                    throw APIFailure(HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required"), code: "insufficient_credits",
-                        message: "\(product.id) costs \(price) credits and the balance is \(credits); buy a credit pack first")
+                    throw StoreError.insufficientCredits(product.id, price: price, balance: credits)
                 }
                 record.creditsSpent = price
             } else {
@@ -148,7 +146,7 @@ struct Holdings {
         return .new(record)
     }
 
-    static let overflow = APIFailure(.conflict, code: "amount_too_large", message: "the amount or balance would be too large; buy fewer at once")
+    static let overflow = StoreError.amountTooLarge
 }
 
 extension TransactionRecord {

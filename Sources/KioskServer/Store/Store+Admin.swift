@@ -64,8 +64,8 @@ extension Store {
     }
 
     /// Content requests answered, by product and day.
-    func downloadStats() async throws -> [DownloadStat] {
-        try await database.read { try await $0.select().column("*").from("downloadStat").orderBy("day").orderBy("productId").all(decoding: DownloadStat.self) }
+    func downloadStats() async throws -> [AdminDownloadRow] {
+        try await database.read { try await $0.select().column("*").from("downloadStat").orderBy("day").orderBy("productId").all(decoding: AdminDownloadRow.self) }
     }
 
     /// Counts one answered content request (200 or 206) and the bytes it was to send.
@@ -84,55 +84,13 @@ extension Store {
     }
 }
 
-/// `GET /v1/admin/accounts`: one row per account.
-public struct AdminAccountRow: Codable, Sendable {
-    public var accountId: String
-    public var credits: Int
-    public var createdAt: Date
-    public var transactions: Int
-    /// Charges less refunds, in cents.
-    public var paidCents: Int
-}
-
-/// A transaction as the operator sees it.
-public struct AdminTransactionRow: Codable, Sendable {
-    public var transactionId: String
-    public var accountId: String
-    public var productId: String
-    public var kind: ProductKind
-    public var quantity: Int
-    public var status: TransactionStatus
-    public var paymentMethod: String
-    public var amountCents: Int
-    public var currency: String
-    public var createdAt: Date
-    public var finished: Bool
-    public var revokedAt: Date?
-    public var revocationReason: String?
-
+extension AdminTransactionRow {
+    /// The operator's view of a stored transaction.
     init(_ record: TransactionRecord) {
-        transactionId = record.id
-        accountId = record.accountId
-        productId = record.productId
-        kind = record.kind
-        quantity = record.quantity
-        status = record.status
-        paymentMethod = record.paymentMethod
-        amountCents = record.amountCents
-        currency = record.currency
-        createdAt = record.createdAt
-        finished = record.finishedAt != nil
-        revokedAt = record.revokedAt
-        revocationReason = record.revocationReason
+        self.init(
+            transactionId: record.id, accountId: record.accountId, productId: record.productId, kind: record.kind,
+            quantity: record.quantity, status: record.status, paymentMethod: record.paymentMethod, amountCents: record.amountCents,
+            currency: record.currency, createdAt: record.createdAt, finished: record.finishedAt != nil,
+            revokedAt: record.revokedAt, revocationReason: record.revocationReason)
     }
-}
-
-/// `GET /v1/admin/sales`: one row per day, product and currency.
-public struct AdminSalesRow: Codable, Sendable {
-    public var day: String
-    public var productId: String
-    public var currency: String
-    public var sales: Int
-    public var refunds: Int
-    public var netCents: Int
 }

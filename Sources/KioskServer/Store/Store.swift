@@ -1,5 +1,4 @@
 import Crypto
-import HTTPTypes
 import Foundation
 import SQLKit
 import KioskCore
@@ -64,7 +63,7 @@ public struct Store: Sendable {
         let now = Date()
         return try await database.read { db in
             guard let account = try await db.account(accountId) else {
-                throw APIFailure(.notFound, code: "unknown_account", message: "no account \(accountId)")
+                throw StoreError.unknownAccount(accountId)
             }
             let purchased = try await db.transactions {
                 $0.where("accountId", .equal, accountId).where("status", .equal, TransactionStatus.purchased.rawValue)
@@ -90,11 +89,11 @@ public struct Store: Sendable {
         try Self.checkKey(request.idempotencyKey)
         try RequestText.check(request.productId, field: "productId")
         guard (1...100).contains(request.quantity) else {
-            throw APIFailure.badRequest("quantity must be between 1 and 100, not \(request.quantity)")
+            throw StoreError.invalidRequest("quantity must be between 1 and 100, not \(request.quantity)")
         }
         let product = try await product(request.productId)
         guard request.quantity == 1 || product.kind == .consumable else {
-            throw APIFailure.badRequest("only consumables can be bought in a quantity; \(product.id) is a \(product.kind.rawValue)")
+            throw StoreError.invalidRequest("only consumables can be bought in a quantity; \(product.id) is a \(product.kind.rawValue)")
         }
         // A consumable's outcome depends on nothing the account holds, unless it asks to wait
         // for approval (one pending request per product).
@@ -132,7 +131,7 @@ public struct Store: Sendable {
         try RequestText.check(request.productId, field: "productId")
         let product = try await product(request.productId)
         guard product.creditPrice != nil else {
-            throw APIFailure(.conflict, code: "not_redeemable", message: "\(product.id) has no credit price; buy it instead")
+            throw StoreError.notRedeemable(product.id)
         }
         let keyed = KeyedRequest(key: request.idempotencyKey, productId: product.id, quantity: 1, method: "credits")
         let settled = try await settle(account: accountId, request: keyed, product: product) { holdings in
@@ -149,7 +148,7 @@ public struct Store: Sendable {
     ///
     /// Exactly one decision settles a request: the commit takes the request's row and settles it
     /// only while it is still deferred (see ``commit(_:replacing:over:)``), so an approval that
-    /// loses to a decline (or to another approval) is a 409 and charges nothing.
+    /// loses to a decline (or to another approval) is refused (`not_deferred`) and charges nothing.
     func approve(transactionId: String) async throws -> StoreTransaction {
         try Self.checkTransactionId(transactionId)
         let deferred = try await transaction(transactionId)
@@ -166,12 +165,12 @@ public struct Store: Sendable {
     }
 
     /// Declines a deferred transaction: nothing is charged. The request's row is taken first, so
-    /// a decline and an approval of one request at once settle it once: the later one is a 409.
+    /// a decline and an approval of one request at once settle it once: the later one is refused.
     func decline(transactionId: String) async throws -> StoreTransaction {
         try Self.checkTransactionId(transactionId)
         return try await database.write { db in
             guard var record = try await db.lockedTransaction(transactionId) else {
-                throw APIFailure(.notFound, code: "unknown_transaction", message: "no transaction \(transactionId)")
+                throw StoreError.unknownTransaction(transactionId)
             }
             guard record.status == .deferred else { throw Self.notDeferred(record) }
             record.status = .declined
@@ -180,7 +179,7 @@ public struct Store: Sendable {
             guard try await db.changeTransaction(transactionId, from: .deferred, {
                 $0.set("status", to: declined.status.rawValue).set("message", to: declined.message)
             }) else {
-                throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(transactionId) is no longer deferred; it was settled meanwhile")
+                throw StoreError.settledMeanwhile(transactionId)
             }
             return record.wire
         }
@@ -202,12 +201,12 @@ public struct Store: Sendable {
     /// netted to nothing for goods delivered. Recording a debt would need a negative balance that
     /// every spending path then has to honour, and revoking "what was redeemed" has no answer:
     /// credits are fungible, so no redemption was paid with this pack's credits rather than
-    /// another's. Refusing (409 `credits_spent`) leaves the choice with the operator: revoke the
+    /// another's. Refusing (`credits_spent`) leaves the choice with the operator: revoke the
     /// pack without paying anything back, or refund it once the balance holds its credits again.
     ///
-    /// A second revocation, or a second refund, is a 409 naming the state, not a silent 200: the
+    /// A second revocation, or a second refund, is refused naming the state, not a silent success: the
     /// answer says what this call did, and a call that did nothing must not claim the work.
-    /// - Throws: 404 for an unknown transaction; 409 `not_purchased`, `already_revoked`,
+    /// - Throws: ``StoreError`` `unknown_transaction`; `not_purchased`, `already_revoked`,
     ///   `already_refunded` or `credits_spent`, with nothing written.
     func revoke(transactionId: String, reason: String?, refund: Bool = false) async throws -> AdminRevocation {
         try Self.checkTransactionId(transactionId)
@@ -215,7 +214,7 @@ public struct Store: Sendable {
         let reason = reason.flatMap { $0.isEmpty ? nil : $0 } ?? (refund ? "refunded by the store" : "revoked by the store")
         return try await database.write { db in
             guard let found = try await db.storeTransaction(transactionId) else {
-                throw APIFailure(.notFound, code: "unknown_transaction", message: "no transaction \(transactionId)")
+                throw StoreError.unknownTransaction(transactionId)
             }
             // The account row first: a payment that committed before this sees its free re-buy
             // revoked below, and one still deciding waits for this commit and then finds the
@@ -224,25 +223,23 @@ public struct Store: Sendable {
             // customer's finish also takes: no write of either is made from a stale read.
             try await db.raw(#"UPDATE "account" SET "revision" = "revision" + 1 WHERE "id" = \#(bind: found.accountId)"#).run()
             guard var record = try await db.lockedTransaction(transactionId) else {
-                throw APIFailure(.notFound, code: "unknown_transaction", message: "no transaction \(transactionId)")
+                throw StoreError.unknownTransaction(transactionId)
             }
             guard record.status == .purchased || record.status == .revoked else {
-                throw APIFailure(.conflict, code: "not_purchased", message: "transaction \(transactionId) is \(record.status.rawValue); only a purchase can be revoked or refunded")
+                throw StoreError.notRevocable(transactionId, status: record.status)
             }
             let entries = try await db.ledger { $0.where("transactionId", .equal, transactionId) }
             let charged = entries.first { $0.kind == .charge }
             let refundDue = refund && !entries.contains { $0.kind == .refund } && (charged != nil || record.creditsGranted > 0)
             if record.status == .revoked, !refundDue {
-                throw refund
-                    ? APIFailure(.conflict, code: "already_refunded", message: "transaction \(transactionId) is already revoked and has nothing left to pay back; nothing was changed")
-                    : APIFailure(.conflict, code: "already_revoked", message: "transaction \(transactionId) is already revoked; nothing was changed")
+                throw refund ? StoreError.alreadyRefunded(transactionId) : StoreError.alreadyRevoked(transactionId)
             }
             guard let account = try await db.account(record.accountId) else {
-                throw APIFailure(.notFound, code: "unknown_account", message: "no account \(record.accountId)")
+                throw StoreError.unknownAccount(record.accountId)
             }
             let withdrawn = refundDue ? record.creditsGranted : 0
             guard account.credits >= withdrawn else {
-                throw APIFailure(.conflict, code: "credits_spent", message: "transaction \(transactionId) is not refunded: it granted \(withdrawn) credits and the balance is \(account.credits); revoke it without a refund, or refund it once the balance holds \(withdrawn) credits again")
+                throw StoreError.creditsSpent(transactionId, granted: withdrawn, balance: account.credits)
             }
             var alsoRevoked: [String] = []
             if record.status == .purchased {
@@ -250,7 +247,7 @@ public struct Store: Sendable {
                 record.revokedAt = .storeNow
                 record.revocationReason = reason
                 guard try await Self.markRevoked(record, in: db) else {
-                    throw APIFailure(.conflict, code: "already_revoked", message: "transaction \(transactionId) was revoked meanwhile; nothing was changed")
+                    throw StoreError.revokedMeanwhile(transactionId)
                 }
                 let revoked = record
                 let derived = try await db.transactions {
@@ -297,7 +294,7 @@ public struct Store: Sendable {
     func transactions(accountId: String, after cursor: String?, limit: Int = 100) async throws -> TransactionPage {
         let after: Int64
         if let cursor, !cursor.isEmpty {
-            guard let value = Int64(cursor) else { throw APIFailure.badRequest("after must be a cursor from an earlier page") }
+            guard let value = Int64(cursor) else { throw StoreError.invalidRequest("after must be a cursor from an earlier page") }
             after = value
         } else {
             after = 0
@@ -320,10 +317,10 @@ public struct Store: Sendable {
         try Self.checkTransactionId(transactionId)
         return try await database.write { db in
             guard var record = try await db.lockedTransaction(transactionId), record.accountId == accountId else {
-                throw APIFailure(.notFound, code: "unknown_transaction", message: "this account has no transaction \(transactionId)")
+                throw StoreError.unknownTransaction(transactionId, ofAccount: true)
             }
             guard record.status == .purchased || record.status == .revoked else {
-                throw APIFailure(.conflict, code: "not_purchased", message: "transaction \(transactionId) is \(record.status.rawValue); only a purchased transaction can be finished")
+                throw StoreError.notFinishable(transactionId, status: record.status)
             }
             if record.finishedAt == nil {
                 let finishedAt = Date.storeNow
@@ -388,8 +385,7 @@ public struct Store: Sendable {
                     return settled
                 }
             }
-            throw APIFailure(HTTPResponse.Status(code: 503, reasonPhrase: "Service Unavailable"), code: "busy",
-                message: "the account is busy with other payments; send the same request again (same idempotency key)")
+            throw StoreError.accountBusy
         }
     }
 
@@ -462,7 +458,7 @@ public struct Store: Sendable {
     ///
     /// The request's row is taken (after the account's, the order every writer keeps) and written
     /// only while still deferred, with just the columns a settlement decides: a decline that
-    /// committed first makes this a 409, its compare-and-set, charge and credits rolled back.
+    /// committed first makes this refused (`not_deferred`), its compare-and-set, charge and credits rolled back.
     private func commit(_ decided: TransactionRecord, replacing deferred: TransactionRecord, over holdings: Holdings) async throws -> Settled {
         try await database.write { db in
             var record = decided
@@ -471,7 +467,7 @@ public struct Store: Sendable {
             }
             record.sequence = deferred.sequence
             guard let current = try await db.lockedTransaction(deferred.id) else {
-                throw APIFailure(.notFound, code: "unknown_transaction", message: "no transaction \(deferred.id)")
+                throw StoreError.unknownTransaction(deferred.id)
             }
             guard current.status == .deferred else { throw Self.notDeferred(current) }
             let settled = record
@@ -482,7 +478,7 @@ public struct Store: Sendable {
                     .set("creditsGranted", to: settled.creditsGranted).set("creditsSpent", to: settled.creditsSpent)
                     .set("signedTransaction", to: settled.signedTransaction).set("message", to: settled.message)
             }) else {
-                throw APIFailure(.conflict, code: "not_deferred", message: "transaction \(deferred.id) is no longer deferred; it was settled meanwhile")
+                throw StoreError.settledMeanwhile(deferred.id)
             }
             if let charge = LedgerEntry.charge(for: record) { try await db.insert(charge) }
             return Settled(record: record, credits: credits)
@@ -497,12 +493,12 @@ public struct Store: Sendable {
             expiresDate: record.expiresDate, environment: environment, issuer: issuer)
     }
 
-    /// The reply to a payment: the transaction and the balance; a declined payment is a 402.
+    /// The reply to a payment: the transaction and the balance; a declined payment is refused (`payment_declined`).
     private func response(for settled: Settled) async throws -> PaymentResponse {
         // A replayed key answers with the stored receipt, whose key may have been retired since.
         let record = if settled.credits == nil { try await withCurrentReceipts([settled.record])[0] } else { settled.record }
         if record.status == .declined {
-            throw APIFailure(HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required"), code: "payment_declined", message: record.message ?? "the payment was declined")
+            throw StoreError.paymentDeclined(record.message)
         }
         var credits = settled.credits
         if credits == nil {
@@ -519,9 +515,9 @@ public struct Store: Sendable {
         try RequestText.check(id, field: "the transaction ID in the path")
     }
 
-    /// The 409 of an approval or a decline that comes after the request was settled, naming the state it is in.
-    static func notDeferred(_ record: TransactionRecord) -> APIFailure {
-        APIFailure(.conflict, code: "not_deferred", message: "transaction \(record.id) is \(record.status.rawValue), not deferred; it was already settled")
+    /// The refusal of an approval or a decline that comes after the request was settled, naming the state it is in.
+    static func notDeferred(_ record: TransactionRecord) -> StoreError {
+        StoreError.notDeferred(record.id, status: record.status)
     }
 
     /// What an idempotency key was sent with: a replay of the key must send the same, as with
@@ -533,27 +529,26 @@ public struct Store: Sendable {
         /// `approve`, `decline`, `cancel`, `defer`, or `credits` for a redemption.
         var method: String
 
-        /// - Throws: 422 `idempotency_key_reused` naming every field that differs from the first request.
+        /// - Throws: ``StoreError`` `idempotency_key_reused` naming every field that differs from the first request.
         func check(replayOf existing: TransactionRecord) throws {
             var differences: [String] = []
             if existing.productId != productId { differences.append("product (\(productId), first \(existing.productId))") }
             if existing.quantity != quantity { differences.append("quantity (\(quantity), first \(existing.quantity))") }
             if let first = existing.requestedMethod, first != method { differences.append("payment method (\(method), first \(first))") }
             guard !differences.isEmpty else { return }
-            throw APIFailure(HTTPResponse.Status(code: 422, reasonPhrase: "Unprocessable Content"), code: "idempotency_key_reused",
-                message: "idempotency key \(key) was first sent for another request; this one differs in \(differences.joined(separator: ", ")); send a new purchase with a fresh key")
+            throw StoreError.idempotencyKeyReused(key, differences: differences)
         }
     }
 
     func transaction(_ id: String) async throws -> TransactionRecord {
         guard let record = try await database.read({ try await $0.storeTransaction(id) }) else {
-            throw APIFailure(.notFound, code: "unknown_transaction", message: "no transaction \(id)")
+            throw StoreError.unknownTransaction(id)
         }
         return record
     }
 
     func product(_ id: String) async throws -> Product {
-        guard let product = try await catalog.current.products[id] else { throw APIFailure.unknownProduct(id) }
+        guard let product = try await catalog.current.products[id] else { throw StoreError.unknownProduct(id) }
         return product
     }
 
@@ -570,7 +565,7 @@ public struct Store: Sendable {
 
     /// "4.99" → 499. The catalog loader has already checked the format and bounded the amount.
     static func cents(_ price: Price) throws -> Int {
-        guard let cents = Price.cents(price.amount) else { throw APIFailure.badRequest("bad price \(price.amount)") }
+        guard let cents = Price.cents(price.amount) else { throw StoreError.invalidRequest("bad price \(price.amount)") }
         return cents
     }
 

@@ -73,11 +73,3 @@ public struct LedgerEntry: Codable, Sendable {
                            currency: record.currency, reason: nil, createdAt: .storeNow)
     }
 }
-
-/// Content requests answered per product and day, for the publisher.
-public struct DownloadStat: Codable, Sendable {
-    public var productId: String
-    public var day: String
-    public var requests: Int
-    public var bytes: Int64
-}

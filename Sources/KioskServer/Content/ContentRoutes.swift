@@ -11,21 +11,20 @@ import Logging
 /// Kiosk always decides who may have which version; who sends the bytes is ``ContentDelivery``:
 /// Kiosk itself, the nginx in front of it (X-Accel-Redirect), or any nginx edge or CDN that checks
 /// a short-lived signed URL.
-struct ContentController {
+struct ContentRoutes: Sendable {
     let catalog: CatalogService
     let store: Store
     let delivery: ContentDelivery
 
-    func addRoutes(to router: Router<KioskRequestContext>) {
-        router.get("v1/content/:productId") { request, context in
-            try await self.serve(request, context: context)
-        }
-        router.head("v1/content/:productId") { request, context in
-            try await self.serve(request, context: context)
-        }
+    func collection() -> RouteCollection<KioskRequestContext> {
+        let routes = RouteCollection(context: KioskRequestContext.self)
+        routes.get("v1/content/:productId", use: content)
+        routes.head("v1/content/:productId", use: content)
+        return routes
     }
 
-    func serve(_ request: Request, context: KioskRequestContext) async throws -> Response {
+    /// `GET` and `HEAD /v1/content/{productId}`.
+    @Sendable func content(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let productId = try context.parameters.require("productId")
         let published = try await catalog.current
         guard let product = published.products[productId], var archive = published.archives[productId], let content = product.content else {

@@ -17,18 +17,18 @@ enum RequestText {
     /// - Parameters:
     ///   - field: how the caller names the text (`idempotencyKey`, `the transaction ID in the path`).
     ///   - allowEmpty: whether an empty text is accepted (a reason may be empty: the store writes its own).
-    /// - Throws: 400 `bad_request` naming `field` and what to send instead.
+    /// - Throws: ``StoreError`` `bad_request` naming `field` and what to send instead.
     static func check(_ value: String, field: String, maxBytes: Int = maxIdentifierBytes, allowEmpty: Bool = false) throws {
         guard allowEmpty || !value.isEmpty else {
-            throw APIFailure.badRequest("\(field) is empty; send 1 to \(maxBytes) bytes of printable UTF-8")
+            throw StoreError.invalidRequest("\(field) is empty; send 1 to \(maxBytes) bytes of printable UTF-8")
         }
         let bytes = value.utf8.count
         guard bytes <= maxBytes else {
-            throw APIFailure.badRequest("\(field) is \(bytes) bytes of UTF-8; send at most \(maxBytes)")
+            throw StoreError.invalidRequest("\(field) is \(bytes) bytes of UTF-8; send at most \(maxBytes)")
         }
         if let control = value.unicodeScalars.first(where: isControl) {
             let code = String(control.value, radix: 16, uppercase: true)
-            throw APIFailure.badRequest("\(field) contains the control character U+\(String(repeating: "0", count: max(0, 4 - code.count)))\(code); send printable text only")
+            throw StoreError.invalidRequest("\(field) contains the control character U+\(String(repeating: "0", count: max(0, 4 - code.count)))\(code); send printable text only")
         }
     }
 

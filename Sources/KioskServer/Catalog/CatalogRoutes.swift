@@ -3,17 +3,19 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 
-/// `GET /v1/catalog`: the product list with a strong ETag, 304 on a match, gzip when asked.
-struct CatalogController {
+/// The catalog's route: `GET /v1/catalog`, the product list with a strong ETag, 304 on a match,
+/// gzip when asked.
+struct CatalogRoutes: Sendable {
     let catalog: CatalogService
 
-    func addRoutes(to router: Router<KioskRequestContext>) {
-        router.get("v1/catalog") { request, _ in
-            try await self.catalogResponse(request)
-        }
+    func collection() -> RouteCollection<KioskRequestContext> {
+        let routes = RouteCollection(context: KioskRequestContext.self)
+        routes.get("v1/catalog", use: catalogDocument)
+        return routes
     }
 
-    func catalogResponse(_ request: Request) async throws -> Response {
+    /// `GET /v1/catalog`.
+    @Sendable func catalogDocument(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let published = try await catalog.current
         let acceptEncoding = request.headers[values: .acceptEncoding].joined(separator: ",")
         let gzip = Self.accepts("gzip", in: acceptEncoding)

@@ -1,0 +1,133 @@
+import Foundation
+
+// The rows of the store operator's API (`/v1/admin/…`). The server encodes these types and
+// `kiosk admin … --json` decodes the same ones, so a field renamed or added on one side is a
+// compile error on the other, not a column that silently reads as empty.
+
+/// `GET /v1/admin/accounts`: one row per account.
+public struct AdminAccountRow: Codable, Sendable, Equatable {
+    public var accountId: String
+    public var credits: Int
+    public var createdAt: Date
+    /// How many transactions the account has, of any status.
+    public var transactions: Int
+    /// Charges less refunds, in cents.
+    public var paidCents: Int
+
+    public init(accountId: String, credits: Int, createdAt: Date, transactions: Int, paidCents: Int) {
+        self.accountId = accountId
+        self.credits = credits
+        self.createdAt = createdAt
+        self.transactions = transactions
+        self.paidCents = paidCents
+    }
+}
+
+/// A transaction as the operator sees it (`GET /v1/admin/pending`, and within an account).
+public struct AdminTransactionRow: Codable, Sendable, Equatable {
+    public var transactionId: String
+    public var accountId: String
+    public var productId: String
+    public var kind: ProductKind
+    public var quantity: Int
+    public var status: TransactionStatus
+    /// `approve`, `decline`, `cancel`, `defer`, `owned` (nothing charged) or `credits`.
+    public var paymentMethod: String
+    public var amountCents: Int
+    public var currency: String
+    public var createdAt: Date
+    /// Whether the reader's device reported it delivered.
+    public var finished: Bool
+    public var revokedAt: Date?
+    public var revocationReason: String?
+
+    public init(
+        transactionId: String, accountId: String, productId: String, kind: ProductKind, quantity: Int, status: TransactionStatus,
+        paymentMethod: String, amountCents: Int, currency: String, createdAt: Date, finished: Bool,
+        revokedAt: Date? = nil, revocationReason: String? = nil
+    ) {
+        self.transactionId = transactionId
+        self.accountId = accountId
+        self.productId = productId
+        self.kind = kind
+        self.quantity = quantity
+        self.status = status
+        self.paymentMethod = paymentMethod
+        self.amountCents = amountCents
+        self.currency = currency
+        self.createdAt = createdAt
+        self.finished = finished
+        self.revokedAt = revokedAt
+        self.revocationReason = revocationReason
+    }
+}
+
+/// `GET /v1/admin/accounts/{id}`: an account as the store's operator sees it.
+public struct AdminAccountView: Codable, Sendable, Equatable {
+    /// One entry of the account's ledger.
+    public struct Charge: Codable, Sendable, Equatable {
+        public var transactionId: String
+        /// `charge` or `refund` (negative).
+        public var kind: String
+        public var amountCents: Int
+        public var currency: String
+        public var reason: String?
+
+        public init(transactionId: String, kind: String, amountCents: Int, currency: String, reason: String? = nil) {
+            self.transactionId = transactionId
+            self.kind = kind
+            self.amountCents = amountCents
+            self.currency = currency
+            self.reason = reason
+        }
+    }
+
+    public var summary: AccountSummary
+    /// The ledger: charges and refunds; it sums to what was really paid.
+    public var charges: [Charge]
+    public var transactions: [AdminTransactionRow]
+
+    public init(summary: AccountSummary, charges: [Charge], transactions: [AdminTransactionRow]) {
+        self.summary = summary
+        self.charges = charges
+        self.transactions = transactions
+    }
+}
+
+/// `GET /v1/admin/sales`: one row per day (UTC), product and currency.
+public struct AdminSalesRow: Codable, Sendable, Equatable {
+    /// `YYYY-MM-DD`, UTC.
+    public var day: String
+    public var productId: String
+    public var currency: String
+    public var sales: Int
+    public var refunds: Int
+    /// Charges less refunds, in cents of `currency`.
+    public var netCents: Int
+
+    public init(day: String, productId: String, currency: String, sales: Int, refunds: Int, netCents: Int) {
+        self.day = day
+        self.productId = productId
+        self.currency = currency
+        self.sales = sales
+        self.refunds = refunds
+        self.netCents = netCents
+    }
+}
+
+/// `GET /v1/admin/downloads`: content requests answered (200 or 206) per product and day.
+public struct AdminDownloadRow: Codable, Sendable, Equatable {
+    public var productId: String
+    /// `YYYY-MM-DD`, UTC.
+    public var day: String
+    public var requests: Int
+    /// The bytes those requests were to send.
+    public var bytes: Int64
+
+    public init(productId: String, day: String, requests: Int, bytes: Int64) {
+        self.productId = productId
+        self.day = day
+        self.requests = requests
+        self.bytes = bytes
+    }
+}

@@ -1,0 +1,46 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+
+extension KioskServer {
+    /// Everything a running server does, as one group of services that start together and stop
+    /// together: the store's HTTP application, `/metrics` on its own address (when
+    /// `metricsPort` is set), the catalog (loaded once the port is bound, reloaded on SIGHUP) and
+    /// the periodic clean-up.
+    ///
+    /// SIGTERM and SIGINT shut the group down gracefully: the applications stop accepting,
+    /// finish the requests in flight and return; nothing is cancelled, so a normal stop logs no
+    /// error. A service that fails (a port that cannot be bound, a bad catalog) shuts the others
+    /// down the same way, and ``ServiceGroup/run()`` throws its error: a ``ListenError``, a
+    /// ``KioskCore/CatalogError``…
+    /// - Parameters:
+    ///   - onServing: called with the store's port once it serves the catalog.
+    ///   - onMetricsListening: called with the metrics port once it accepts connections.
+    public func makeServiceGroup(
+        onServing: @escaping @Sendable (Int) async -> Void = { _ in },
+        onMetricsListening: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) -> ServiceGroup {
+        let (listening, bound) = AsyncStream<Int>.makeStream()
+        let http = ListeningService(
+            application: makeApplication { port in bound.yield(port) }, listener: .store,
+            host: configuration.host, port: configuration.port, bound: bound)
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [Self.stopsTheGroup(http)]
+        if let metricsPort = configuration.metricsPort {
+            let metrics = ListeningService(
+                application: makeMetricsApplication(onListening: onMetricsListening), listener: .metrics,
+                host: configuration.metricsHost, port: metricsPort, bound: nil)
+            services.append(Self.stopsTheGroup(metrics))
+        }
+        services.append(Self.stopsTheGroup(CatalogReloadService(catalog: catalog, listening: listening, onServing: onServing)))
+        services.append(Self.stopsTheGroup(CleanupService(limiter: limits.limiter, catalog: catalog)))
+        return ServiceGroup(configuration: .init(
+            services: services, gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [], logger: logger))
+    }
+
+    /// However a service ends, the others are shut down gracefully, never cancelled: a cancelled
+    /// Hummingbird server logs `Waiting on child channel: CancellationError()` and
+    /// `Server shutdown error: Already closed` at error level.
+    private static func stopsTheGroup(_ service: some Service) -> ServiceGroupConfiguration.ServiceConfiguration {
+        .init(service: service, successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup)
+    }
+}

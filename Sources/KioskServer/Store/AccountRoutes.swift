@@ -1,0 +1,64 @@
+import Foundation
+import Hummingbird
+import KioskCore
+
+/// The customer's routes: accounts, payments, redemptions and the account's transactions.
+///
+/// Who is asking is decided once, by ``AccountMiddleware``; each handler asks the context for
+/// the account and the ``Store`` for the answer.
+struct AccountRoutes: Sendable {
+    let store: Store
+    let limits: RateLimitGate
+
+    func collection() -> RouteCollection<KioskRequestContext> {
+        let routes = RouteCollection(context: KioskRequestContext.self)
+        routes.post("v1/accounts", use: createAccount)
+        routes.get("v1/account", use: account)
+        routes.post("v1/payments", use: pay)
+        routes.post("v1/redemptions", use: redeem)
+        routes.get("v1/transactions", use: transactions)
+        routes.post("v1/transactions/:id/finish", use: finish)
+        return routes
+    }
+
+    /// `POST /v1/accounts`: a new account and its token.
+    @Sendable func createAccount(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try await limits.admitAccountCreation(request, context: context)
+        return try JSONBody.response(try await store.createAccount(), status: .created)
+    }
+
+    /// `GET /v1/account`: the balance and what the account owns.
+    @Sendable func account(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.summary(of: context.requireAccount()))
+    }
+
+    /// `POST /v1/payments`.
+    @Sendable func pay(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        try await limits.admitPurchase(request, context: context, accountId: account)
+        let payment = try await JSONBody.decode(PaymentRequest.self, from: request)
+        return try JSONBody.response(try await store.pay(payment, accountId: account))
+    }
+
+    /// `POST /v1/redemptions`: credits spent on a product with a credit price.
+    @Sendable func redeem(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        try await limits.admitPurchase(request, context: context, accountId: account)
+        let redemption = try await JSONBody.decode(RedemptionRequest.self, from: request)
+        return try JSONBody.response(try await store.redeem(redemption, accountId: account))
+    }
+
+    /// `GET /v1/transactions?after=CURSOR`: a page of the account's transactions.
+    @Sendable func transactions(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        let after = request.uri.queryParameters.get("after")
+        return try JSONBody.response(try await store.transactions(accountId: account, after: after))
+    }
+
+    /// `POST /v1/transactions/{id}/finish`: the client delivered it.
+    @Sendable func finish(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        let id = try context.parameters.require("id")
+        return try JSONBody.response(try await store.finish(transactionId: id, accountId: account))
+    }
+}

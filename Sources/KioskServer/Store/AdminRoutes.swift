@@ -1,0 +1,89 @@
+import Foundation
+import Hummingbird
+import KioskCore
+
+/// The store operator's routes, under `/v1/admin`: the reports and the decisions on transactions.
+///
+/// Every one of them is behind ``AdminMiddleware``, added once to the collection before any
+/// route: no handler checks the admin token itself. The answers are the rows of
+/// `KioskCore/API/AdminRows.swift`, which `kiosk admin` decodes.
+struct AdminRoutes: Sendable {
+    let store: Store
+    let adminToken: String
+
+    /// The routes, relative to `/v1/admin`.
+    func collection() -> RouteCollection<KioskRequestContext> {
+        let routes = RouteCollection(context: KioskRequestContext.self)
+        routes.add(middleware: AdminMiddleware(token: adminToken))
+        routes.get("accounts", use: accounts)
+        routes.get("accounts/:id", use: account)
+        routes.get("pending", use: pending)
+        routes.get("sales", use: sales)
+        routes.get("downloads", use: downloads)
+        routes.post("transactions/:id/approve", use: approve)
+        routes.post("transactions/:id/decline", use: decline)
+        routes.post("transactions/:id/revoke", use: revoke)
+        routes.post("transactions/:id/refund", use: refund)
+        return routes
+    }
+
+    /// `GET /v1/admin/accounts`: ``AdminAccountRow`` per account.
+    @Sendable func accounts(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.accounts())
+    }
+
+    /// `GET /v1/admin/accounts/{id}`: ``AdminAccountView``.
+    @Sendable func account(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.adminAccount(context.parameters.require("id")))
+    }
+
+    /// `GET /v1/admin/pending`: Ask to Buy requests waiting, as ``AdminTransactionRow``.
+    @Sendable func pending(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.pendingRequests())
+    }
+
+    /// `GET /v1/admin/sales`: ``AdminSalesRow`` per day, product and currency.
+    @Sendable func sales(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.sales())
+    }
+
+    /// `GET /v1/admin/downloads`: ``AdminDownloadRow`` per product and day.
+    @Sendable func downloads(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.downloadStats())
+    }
+
+    /// `POST /v1/admin/transactions/{id}/approve`: the Ask to Buy is charged and signed.
+    @Sendable func approve(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.approve(transactionId: context.parameters.require("id")))
+    }
+
+    /// `POST /v1/admin/transactions/{id}/decline`: nothing is charged.
+    @Sendable func decline(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.decline(transactionId: context.parameters.require("id")))
+    }
+
+    /// `POST /v1/admin/transactions/{id}/revoke`, body `{"reason": "…"}` or none.
+    @Sendable func revoke(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let reason = try await Self.reason(request)
+        return try JSONBody.response(try await store.revoke(transactionId: context.parameters.require("id"), reason: reason))
+    }
+
+    /// `POST /v1/admin/transactions/{id}/refund`, body `{"reason": "…"}` or none.
+    @Sendable func refund(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let reason = try await Self.reason(request)
+        return try JSONBody.response(try await store.revoke(transactionId: context.parameters.require("id"), reason: reason, refund: true))
+    }
+
+    /// The reason of a revocation's body; an empty body is no reason (the store writes its own),
+    /// a body that is not `{"reason": "…"}` is a 400 naming what is wrong with it.
+    static func reason(_ request: Request) async throws -> String? {
+        let body = try await request.body.collect(upTo: 64 << 10)
+        guard body.readableBytes > 0 else { return nil }
+        return try JSONBody.decode(RevocationRequest.self, from: Data(buffer: body)).reason
+    }
+}
+
+/// The optional body of `POST /v1/admin/transactions/{id}/revoke` and `/refund`.
+struct RevocationRequest: Decodable {
+    var reason: String?
+}

@@ -1,0 +1,131 @@
+import KioskCore
+
+/// Why the store refused a request: a stable `code` and a sentence for a person.
+///
+/// The store speaks of accounts, transactions and products, never of HTTP: which status each
+/// refusal is on the wire is decided in one place, ``StoreError/status`` in
+/// `HTTP/StoreError+HTTP.swift`. A struct over an internal enum, so that a new refusal breaks no
+/// caller's `switch` (as hummingbird's `PersistError`).
+public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
+    enum Reason: Sendable, Equatable {
+        /// A text or a number the caller sent is unusable (too long, empty, out of range).
+        case invalidRequest
+        case unknownAccount
+        case unknownTransaction
+        case unknownProduct
+        /// A transaction is not in the state the operation needs (deferred, purchased…).
+        case wrongState
+        /// The purchase cannot be paid: declined, or not enough credits.
+        case notPaid
+        /// An idempotency key sent again with a different request.
+        case keyReused
+        /// The account or the store cannot answer now; the same request may succeed later.
+        case unavailable
+        /// Too many requests of one client or account lately.
+        case rateLimited
+    }
+
+    let reason: Reason
+    /// The wire's stable code, e.g. `unknown_transaction`.
+    public let code: String
+    public let message: String
+    /// Seconds before the same request may succeed, for refusals that pass.
+    public let retryAfter: Int?
+
+    init(_ reason: Reason, code: String, message: String, retryAfter: Int? = nil) {
+        self.reason = reason
+        self.code = code
+        self.message = message
+        self.retryAfter = retryAfter
+    }
+
+    public var description: String { "\(code): \(message)" }
+
+    // MARK: The refusals
+
+    static func invalidRequest(_ message: String) -> StoreError {
+        StoreError(.invalidRequest, code: "bad_request", message: message)
+    }
+
+    static func unknownAccount(_ id: String) -> StoreError {
+        StoreError(.unknownAccount, code: "unknown_account", message: "no account \(id)")
+    }
+
+    /// - Parameter ofAccount: the caller is a customer, who may only name their own transactions.
+    static func unknownTransaction(_ id: String, ofAccount: Bool = false) -> StoreError {
+        StoreError(.unknownTransaction, code: "unknown_transaction",
+            message: ofAccount ? "this account has no transaction \(id)" : "no transaction \(id)")
+    }
+
+    static func unknownProduct(_ id: String) -> StoreError {
+        StoreError(.unknownProduct, code: "unknown_product", message: "no product \"\(id)\" in the catalog; run kiosk sync")
+    }
+
+    static func notRedeemable(_ productId: String) -> StoreError {
+        StoreError(.wrongState, code: "not_redeemable", message: "\(productId) has no credit price; buy it instead")
+    }
+
+    /// An approval or a decline that lost to another decision committed meanwhile.
+    static func settledMeanwhile(_ id: String) -> StoreError {
+        StoreError(.wrongState, code: "not_deferred", message: "transaction \(id) is no longer deferred; it was settled meanwhile")
+    }
+
+    /// An approval or a decline of a request already settled, naming the state it is in.
+    static func notDeferred(_ id: String, status: TransactionStatus) -> StoreError {
+        StoreError(.wrongState, code: "not_deferred", message: "transaction \(id) is \(status.rawValue), not deferred; it was already settled")
+    }
+
+    static func notRevocable(_ id: String, status: TransactionStatus) -> StoreError {
+        StoreError(.wrongState, code: "not_purchased", message: "transaction \(id) is \(status.rawValue); only a purchase can be revoked or refunded")
+    }
+
+    static func notFinishable(_ id: String, status: TransactionStatus) -> StoreError {
+        StoreError(.wrongState, code: "not_purchased", message: "transaction \(id) is \(status.rawValue); only a purchased transaction can be finished")
+    }
+
+    static func alreadyRevoked(_ id: String) -> StoreError {
+        StoreError(.wrongState, code: "already_revoked", message: "transaction \(id) is already revoked; nothing was changed")
+    }
+
+    static func revokedMeanwhile(_ id: String) -> StoreError {
+        StoreError(.wrongState, code: "already_revoked", message: "transaction \(id) was revoked meanwhile; nothing was changed")
+    }
+
+    static func alreadyRefunded(_ id: String) -> StoreError {
+        StoreError(.wrongState, code: "already_refunded",
+            message: "transaction \(id) is already revoked and has nothing left to pay back; nothing was changed")
+    }
+
+    static func creditsSpent(_ id: String, granted: Int, balance: Int) -> StoreError {
+        StoreError(.wrongState, code: "credits_spent",
+            message: "transaction \(id) is not refunded: it granted \(granted) credits and the balance is \(balance); revoke it without a refund, or refund it once the balance holds \(granted) credits again")
+    }
+
+    static let amountTooLarge = StoreError(.wrongState, code: "amount_too_large", message: "the amount or balance would be too large; buy fewer at once")
+
+    static func insufficientCredits(_ productId: String, price: Int, balance: Int) -> StoreError {
+        StoreError(.notPaid, code: "insufficient_credits",
+            message: "\(productId) costs \(price) credits and the balance is \(balance); buy a credit pack first")
+    }
+
+    static func paymentDeclined(_ message: String?) -> StoreError {
+        StoreError(.notPaid, code: "payment_declined", message: message ?? "the payment was declined")
+    }
+
+    /// - Parameter differences: each field that differs from the first request, e.g. `quantity (2, first 1)`.
+    static func idempotencyKeyReused(_ key: String, differences: [String]) -> StoreError {
+        StoreError(.keyReused, code: "idempotency_key_reused",
+            message: "idempotency key \(key) was first sent for another request; this one differs in \(differences.joined(separator: ", ")); send a new purchase with a fresh key")
+    }
+
+    static let accountBusy = StoreError(.unavailable, code: "busy",
+        message: "the account is busy with other payments; send the same request again (same idempotency key)")
+
+    static let starting = StoreError(.unavailable, code: "starting", message: "the store is starting; try again in a few seconds")
+
+    /// - Parameter what: who asked too often, e.g. `too many purchases came from 10.0.0.1`.
+    static func rateLimited(_ what: String, retryAfter: Int) -> StoreError {
+        StoreError(.rateLimited, code: "rate_limited",
+            message: "\(what) in a short time; nothing was done; try again in \(retryAfter) s", retryAfter: retryAfter)
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import KioskTestSupport
+import Testing
+
+@Suite("kiosk serve starts and stops as one group of services")
+struct ServeLifecycleTests {
+    /// The log lines at warning level or worse (`<time> <level> <label> : …`), and any line of a
+    /// server cancelled rather than stopped.
+    static func alarming(_ log: String) -> [Substring] {
+        log.split(separator: "\n").filter { line in
+            let level = line.split(separator: " ").dropFirst().first ?? ""
+            return ["warning", "error", "critical"].contains(level)
+                || line.contains("CancellationError") || line.contains("Already closed")
+        }
+    }
+
+    @Test("SIGTERM and SIGINT drain and stop kiosk serve (with --metrics-port) with status 0 and no warning or error line", arguments: [SIGTERM, SIGINT])
+    func normalStopIsQuiet(signal: Int32) async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let server = try await ServerProcess.start(store, extraArguments: ["--metrics-port", "0"], log: directory.path("server.log"))
+        let sync = try await KioskCommand.run(["sync", "--home", directory.path("home").path, "--server", server.url])
+        #expect(sync.status == 0, "\(sync.stderr)")
+
+        server.signal(signal)
+        let status = try await offCooperativePool { () -> Int32 in
+            server.process.waitUntilExit()
+            return server.process.terminationStatus
+        }
+        #expect(status == 0)
+        #expect(server.process.terminationReason == .exit)
+        #expect(server.log.contains("kiosk: metrics on http://127.0.0.1:"), "\(server.log)")
+        #expect(server.log.contains("GET /v1/catalog 200"), "the request log reached stderr: \(server.log)")
+        #expect(Self.alarming(server.log).isEmpty, "\(server.log)")
+    }
+
+    @Test("a bad catalog: kiosk serve says so in exactly one line naming the file, product and field, exit status 1")
+    func badCatalogIsOneLine() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.editCatalog("magazines.json") { products in products[1]["publicationDate"] = "2026-13-01" }
+        let result = try await KioskCommand.run([
+            "serve", "--catalog", store.catalog.path, "--content", store.content.path, "--data", store.data.path, "--port", "0",
+        ])
+        #expect(result.status == 1)
+        #expect(result.stdout.isEmpty)
+        let lines = result.stderr.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        #expect(lines.count == 1, "\(result.stderr)")
+        #expect(lines.first?.hasPrefix("kiosk: ") == true, "\(result.stderr)")
+        #expect(lines.first?.contains("Catalog/magazines.json: product \"com.kiosk.magazines.harbor-monthly.issue-02\": field \"publicationDate\"") == true, "\(result.stderr)")
+    }
+
+    @Test("a busy --metrics-port: one line naming that address and flag, exit status 1, nothing logged at error level")
+    func busyMetricsPort() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let running = try await ServerProcess.start(store, log: directory.path("first.log"))
+        let port = try #require(running.url.split(separator: ":").last.map(String.init))
+        let result = try await KioskCommand.run([
+            "serve", "--catalog", store.catalog.path, "--content", store.content.path, "--data", directory.path("second").path,
+            "--port", "0", "--metrics-port", port,
+        ])
+        #expect(result.status == 1)
+        #expect(result.stdout.isEmpty)
+        #expect(result.stderr.hasSuffix("kiosk: cannot listen on 127.0.0.1:\(port): the address is already in use; stop the other server or choose another --metrics-port\n"), "\(result.stderr)")
+        #expect(Self.alarming(result.stderr).isEmpty, "\(result.stderr)")
+        _ = await running.stop()
+    }
+}
