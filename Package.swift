@@ -173,7 +173,7 @@ let package = Package(
             path: "Tests/KioskTestSupport",
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "KioskCoreTests", dependencies: ["KioskCore", "KioskTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "KioskCoreTests", dependencies: ["KioskCore", "KioskTestSupport", .product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),
         .testTarget(name: "KioskArchiveTests", dependencies: ["KioskArchive", "KioskCore", "CArchive", "KioskTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "KioskTransferTests", dependencies: ["KioskTransfer", "KioskCore", "KioskTestSupport", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: swiftSettings),
         .testTarget(
