@@ -191,7 +191,7 @@ let package = Package(
             name: "KioskClientTests",
             dependencies: [
                 "KioskClient", "KioskServer", "KioskArchive", "KioskCore", "KioskTransfer", "CArchive", "KioskTestSupport",
-                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"), .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "JWTKit", package: "jwt-kit"), .product(name: "Logging", package: "swift-log"), .product(name: "SQLKit", package: "sql-kit"),
             ], swiftSettings: swiftSettings),
         .testTarget(name: "KioskCLITests", dependencies: ["KioskCore", "KioskTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),
     ]
