@@ -22,7 +22,7 @@ public struct KioskReceiptPolicy: Sendable {
     ///   no store (an older server's).
     public init(keySet: ReceiptKeySet) async throws(ReceiptRefusal) {
         guard let identity = keySet.identity else {
-            throw .untrustedKeys("the key set does not name its store (issuer and environment); the server is older than this client — update kiosk serve")
+            throw .untrustedKeys("the key set does not name its store (issuer and environment), so it comes from an older Kiosk; run kiosk restore to fetch it again, and if this persists, update kiosk serve")
         }
         let collection = JWTKeyCollection()
         do {
