@@ -175,7 +175,7 @@ let package = Package(
             path: "Tests/KioskTestSupport",
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "KioskCoreTests", dependencies: ["KioskCore", "KioskTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "KioskCoreTests", dependencies: ["KioskCore", "KioskTestSupport", .product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),
         .testTarget(name: "KioskArchiveTests", dependencies: ["KioskArchive", "KioskCore", "CArchive", "KioskTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "KioskTransferTests", dependencies: ["KioskTransfer", "KioskCore", "KioskTestSupport", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: swiftSettings),
         .testTarget(
@@ -193,7 +193,7 @@ let package = Package(
             name: "KioskClientTests",
             dependencies: [
                 "KioskClient", "KioskServer", "KioskArchive", "KioskCore", "KioskTransfer", "CArchive", "KioskTestSupport",
-                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"), .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "JWTKit", package: "jwt-kit"), .product(name: "Logging", package: "swift-log"), .product(name: "SQLKit", package: "sql-kit"),
             ], swiftSettings: swiftSettings),
         .testTarget(name: "KioskCLITests", dependencies: ["KioskCore", "KioskTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),
     ]

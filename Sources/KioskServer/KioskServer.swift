@@ -32,7 +32,7 @@ public struct KioskServer: Sendable {
         self.adminToken = try AdminToken.loadOrCreate(in: data)
         let database = try await ServerDatabase.open(configuration.databaseLocation, logger: logger)
         do {
-            self.keys = try await SigningKeys(database: database, legacyKeyFile: data.appendingPathComponent("signing-key.json"), logger: logger)
+            self.keys = try await SigningKeys(database: database, identity: .kiosk(configuration.environment), legacyKeyFile: data.appendingPathComponent("signing-key.json"), logger: logger)
         } catch {
             await database.close()
             throw error

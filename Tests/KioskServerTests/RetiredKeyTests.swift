@@ -26,17 +26,17 @@ struct RetiredKeyTests {
             try await server.keys.reload()
 
             let page = try await http.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self)
-            let verifier = try await ReceiptVerifier(jwks: try await server.keys.jwks())
+            let verifier = try await KioskReceiptPolicy(keySet: try await server.keys.jwks())
             #expect(page.transactions.count == 2)
             for transaction in page.transactions {
                 let receipt = try #require(transaction.signedTransaction)
                 #expect(SigningKeysKID.of(receipt) == newKID)
-                let claims = try await verifier.verify(receipt)
+                let claims = try await verifier.check(receipt)
                 #expect(claims.transactionId == transaction.transactionId)
                 #expect(claims.accountId == account.accountId)
             }
             let reissued = try #require(page.transactions.first { $0.transactionId == first.transaction.transactionId }?.signedTransaction)
-            #expect(try await verifier.verify(reissued).productId == Self.book)
+            #expect(try await verifier.check(reissued).productId == Self.book)
             // Saved: the next listing, and the payment replayed by its key, give the same receipt.
             let again = try await http.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self)
             #expect(again.transactions.first { $0.transactionId == first.transaction.transactionId }?.signedTransaction == reissued)

@@ -44,7 +44,7 @@ struct StoreRulesTests {
             #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken) == [499])
             let originals = try await payments.asyncMap { payment -> String in
                 let receipt = try #require(payment.transaction.signedTransaction)
-                return try await ReceiptVerifier(jwks: try await server.keys.jwks()).verify(receipt).originalTransactionId
+                return try await KioskReceiptPolicy(keySet: try await server.keys.jwks()).check(receipt).originalTransactionId
             }
             #expect(Set(originals).count == 1)
         }
@@ -84,7 +84,7 @@ struct StoreRulesTests {
             let again = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
             #expect(again.owned == true)
             let receipt = try #require(again.transaction.signedTransaction)
-            #expect(try await ReceiptVerifier(jwks: try await server.keys.jwks()).verify(receipt).originalTransactionId == first.transaction.transactionId)
+            #expect(try await KioskReceiptPolicy(keySet: try await server.keys.jwks()).check(receipt).originalTransactionId == first.transaction.transactionId)
         }
     }
 
@@ -145,11 +145,11 @@ struct StoreRulesTests {
             }
             #expect(replies.allSatisfy { $0.status == 200 })
             let page = try await http.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self)
-            let verifier = try await ReceiptVerifier(jwks: try await server.keys.jwks())
+            let verifier = try await KioskReceiptPolicy(keySet: try await server.keys.jwks())
             let status = Dictionary(uniqueKeysWithValues: page.transactions.map { ($0.transactionId, $0.status) })
             for transaction in page.transactions where transaction.status == .purchased {
                 let receipt = try #require(transaction.signedTransaction)
-                let original = try await verifier.verify(receipt).originalTransactionId
+                let original = try await verifier.check(receipt).originalTransactionId
                 #expect(status[original] == .purchased, "\(transaction.transactionId) stands on \(original), which is \(String(describing: status[original]))")
             }
         }

@@ -39,7 +39,7 @@ struct StoreTests {
     static func verified(_ reply: StoreHTTP.Reply, by server: KioskServer) async throws -> ReceiptClaims {
         let payment = try reply.decode(PaymentResponse.self)
         let receipt = try #require(payment.transaction.signedTransaction)
-        return try await ReceiptVerifier(jwks: try await server.keys.jwks()).verify(receipt)
+        return try await KioskReceiptPolicy(keySet: try await server.keys.jwks()).check(receipt)
     }
 
     @Test("approve charges once and answers with a receipt that verifies against the JWKS", arguments: TestEngine.all)
@@ -58,7 +58,7 @@ struct StoreTests {
             // The published key set verifies it too, as any third party would check it.
             let jwks = try await http.send("GET", "/.well-known/jwks.json")
             let receipt = try #require(try reply.decode(PaymentResponse.self).transaction.signedTransaction)
-            #expect(try await ReceiptVerifier(jwksJSON: jwks.body).verify(receipt) == claims)
+            #expect(try await KioskReceiptPolicy(keySetJSON: jwks.body).check(receipt) == claims)
         }
     }
 
@@ -168,7 +168,7 @@ struct StoreTests {
             let payment = try await http.pay(Self.pack5, token: account.token, quantity: 3).decode(PaymentResponse.self)
             #expect(payment.credits == 15)
             #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken) == [1497])
-            let claims = try await ReceiptVerifier(jwks: try await server.keys.jwks()).verify(payment.transaction.signedTransaction ?? "")
+            let claims = try await KioskReceiptPolicy(keySet: try await server.keys.jwks()).check(payment.transaction.signedTransaction ?? "")
             #expect(claims.quantity == 3)
             #expect(try await http.pay(Self.book, token: account.token, quantity: 2).status == 400)
         }
@@ -197,7 +197,7 @@ struct StoreTests {
             let reply = try await http.send("POST", "/v1/redemptions", token: account.token, json: redeem)
             let payment = try reply.decode(PaymentResponse.self)
             #expect(payment.credits == 3)
-            let claims = try await ReceiptVerifier(jwks: try await server.keys.jwks()).verify(payment.transaction.signedTransaction ?? "")
+            let claims = try await KioskReceiptPolicy(keySet: try await server.keys.jwks()).check(payment.transaction.signedTransaction ?? "")
             #expect(claims.productId == Self.issue)
             let summary = try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self)
             #expect(summary.owned == [Self.issue])
@@ -304,7 +304,7 @@ struct ForgedReceiptTests {
             // Signed by another key that claims the server's kid.
             let keys = JWTKeyCollection()
             await keys.add(eddsa: try EdDSA.PrivateKey(), kid: JWKIdentifier(string: header["kid"] as? String ?? ""))
-            let real = try await ReceiptVerifier(jwks: try await server.keys.jwks()).verify(receipt)
+            let real = try await KioskReceiptPolicy(keySet: try await server.keys.jwks()).check(receipt)
             let foreign = try await keys.sign(real, kid: JWKIdentifier(string: header["kid"] as? String ?? ""))
             #expect(try await http.verifyReceipt(foreign).status == 21003)
 

@@ -222,6 +222,8 @@ public enum VerifyReceiptStatus {
     public static let badRequest = 21000
     public static let malformed = 21002
     public static let notAuthentic = 21003
+    /// The store could not check the receipt now (its keys could not be read); try again.
+    public static let serverUnavailable = 21005
     public static let subscriptionExpired = 21006
     public static let sandboxReceiptSentToProduction = 21007
     public static let productionReceiptSentToSandbox = 21008

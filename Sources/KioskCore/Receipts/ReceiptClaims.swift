@@ -15,7 +15,8 @@ public struct ReceiptClaims: JWTPayload, Equatable {
     /// For subscriptions: when the period ends.
     public var expiresDate: Int64?
     public var environment: StoreEnvironment
-    /// The server that signed the receipt.
+    /// The store that signed the receipt (`iss`); empty when the receipt carries none, which
+    /// ``KioskReceiptPolicy`` refuses (every receipt Kiosk has ever signed carries one).
     public var issuer: String
 
     enum CodingKeys: String, CodingKey {
@@ -39,6 +40,22 @@ public struct ReceiptClaims: JWTPayload, Equatable {
         self.expiresDate = expiresDate.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
         self.environment = environment
         self.issuer = issuer
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        transactionId = try container.decode(String.self, forKey: .transactionId)
+        originalTransactionId = try container.decode(String.self, forKey: .originalTransactionId)
+        productId = try container.decode(String.self, forKey: .productId)
+        kind = try container.decode(ProductKind.self, forKey: .kind)
+        quantity = try container.decode(Int.self, forKey: .quantity)
+        accountId = try container.decode(String.self, forKey: .accountId)
+        purchaseDate = try container.decode(Int64.self, forKey: .purchaseDate)
+        expiresDate = try container.decodeIfPresent(Int64.self, forKey: .expiresDate)
+        environment = try container.decode(StoreEnvironment.self, forKey: .environment)
+        // Decoded, not refused here: a missing `iss` is the policy's refusal to name (wrong issuer),
+        // not a malformed receipt.
+        issuer = try container.decodeIfPresent(String.self, forKey: .issuer) ?? ""
     }
 
     /// A receipt proves a past purchase, so it does not expire; subscription expiry is a business rule.

@@ -128,25 +128,21 @@ struct ContentRoutes: Sendable {
         return Response(status: status, headers: headers)
     }
 
-    /// 401 without a receipt that verifies; 403 for one that does not entitle this product.
+    /// 401 without a proof of purchase that verifies; 403 for one that does not entitle this product.
+    ///
+    /// The proof's scheme picks its verifier (``PurchaseProofVerifiers``); what it refuses is
+    /// answered by ``ReceiptRefusal/apiFailure``, in the words the client uses for the same proof.
     private func authorize(_ request: Request, product: Product) async throws {
-        guard let header = request.headers[.authorization], header.hasPrefix("Receipt ") else {
-            throw APIFailure.unauthorized("downloads need Authorization: Receipt <the signed transaction of the purchase>")
+        guard let header = request.headers[.authorization], let chosen = store.proofs.verifier(forAuthorization: header) else {
+            let others = store.proofs.kinds.filter { $0 != .kioskReceipt }.map { "\($0) <proof>" }
+            throw APIFailure.unauthorized("downloads need Authorization: Receipt <the signed transaction of the purchase>"
+                + (others.isEmpty ? "" : " (or \(others.joined(separator: ", ")))"))
         }
-        let receipt = String(header.dropFirst("Receipt ".count)).trimmingCharacters(in: .whitespaces)
         let claims: ReceiptClaims
         do {
-            claims = try await store.keys.verify(receipt)
-        } catch ReceiptError.notAuthentic where SigningKeys.kid(of: receipt) != nil {
-            // Most often a key the operator retired (kiosk keys retire): the purchase stands, and
-            // the transaction list hands out its receipt signed with a current key.
-            throw APIFailure(.unauthorized, code: "receipt_key_untrusted",
-                message: "the receipt is signed with key \(SigningKeys.kid(of: receipt) ?? "-"), which this store does not trust (retired, or never its own); run kiosk restore to fetch the receipt signed with a current key")
-        } catch {
-            throw APIFailure.unauthorized("the receipt is not valid: \(error)")
-        }
-        guard claims.environment == store.environment else {
-            throw APIFailure.unauthorized("the receipt was signed by the \(claims.environment.rawValue) store, not this \(store.environment.rawValue) one")
+            claims = try await chosen.verifier.verify(chosen.proof, presentedBy: nil).claims
+        } catch let refusal as ReceiptRefusal {
+            throw refusal.apiFailure
         }
         switch try await store.entitlement(claims, for: product) {
         case .granted:

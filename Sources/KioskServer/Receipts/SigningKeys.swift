@@ -11,27 +11,31 @@ import SQLKit
 /// in `/.well-known/jwks.json`. `kiosk keys rotate` adds a key: instances pick it up within
 /// ``refreshInterval`` (or at once, when they meet a receipt signed with a key they do not know),
 /// and receipts signed with the older keys keep verifying everywhere until those are retired.
-public actor SigningKeys {
+public actor SigningKeys: ReceiptKeySource {
     /// How old the keys an instance holds may be before it reads them again.
     public static let refreshInterval: TimeInterval = 5
 
     private let database: ServerDatabase
     private let logger: Logger
+    /// The store whose receipts these keys sign: what every receipt carries and is checked for.
+    public nonisolated let identity: StoreIdentity
     private var collection = JWTKeyCollection()
     private var loadedKIDs: [String] = []
     private var loadedAt = Date.distantPast
     /// The `kid` new receipts are signed with.
     public private(set) var signingKID = ""
     /// The body of `/.well-known/jwks.json`.
-    private var published = JWKS(keys: [])
+    private var published: ReceiptKeySet
 
     /// Loads the keys, creating the store's first one when there is none. A key file from an
     /// earlier Kiosk (`signing-key.json` in the data folder) becomes that first key, so the
     /// receipts it signed keep verifying.
     /// - Throws: ``ServerSetupError`` when the legacy key file exists but cannot be read.
-    public init(database: ServerDatabase, legacyKeyFile: URL?, logger: Logger) async throws {
+    public init(database: ServerDatabase, identity: StoreIdentity, legacyKeyFile: URL?, logger: Logger) async throws {
         self.database = database
         self.logger = logger
+        self.identity = identity
+        self.published = ReceiptKeySet(keys: [], identity: identity, retired: [])
         if try await Self.list(in: database).isEmpty {
             if let legacyKeyFile, let data = try SecretFile.read(legacyKeyFile, what: "signing key (receipts signed with it would stop verifying)") {
                 guard let stored = try? JSONDecoder().decode(StoredKey.self, from: data), (try? EdDSA.PrivateKey(d: stored.d, curve: .ed25519)) != nil else {
@@ -92,7 +96,7 @@ public actor SigningKeys {
                     ORDER BY "sequence" LIMIT 5000
                     """#).all(decoding: SignedRow.self)
             }
-            count += page.filter { Self.kid(of: $0.signedTransaction) == kid }.count
+            count += page.filter { KioskReceiptPolicy.keyID(of: $0.signedTransaction) == kid }.count
             guard let last = page.last?.sequence, page.count == 5000 else { return count }
             cursor = last
         }
@@ -122,23 +126,22 @@ public actor SigningKeys {
         return try await collection.sign(claims, kid: JWKIdentifier(string: signingKID))
     }
 
-    /// The verified claims of `receipt`. A receipt signed with a key this instance has not loaded
-    /// yet (rotated on another instance a moment ago) is checked again after reading the keys.
-    /// - Throws: ``ReceiptError``.
-    public func verify(_ receipt: String) async throws -> ReceiptClaims {
+    /// The policy for the keys this instance holds, read again when older than ``refreshInterval``.
+    public func currentPolicy() async throws -> KioskReceiptPolicy? {
         try await refreshIfStale()
-        do {
-            return try await verifier().verify(receipt)
-        } catch ReceiptError.notAuthentic {
-            // Read the keys again for a kid not seen yet, at most once a second: forged receipts
-            // with made-up kids must not turn into a database read each.
-            guard let kid = Self.kid(of: receipt), !loadedKIDs.contains(kid), Date().timeIntervalSince(lastMissReload) > 1 else {
-                throw ReceiptError.notAuthentic
-            }
-            lastMissReload = Date()
-            try await reload()
-            return try await verifier().verify(receipt)
+        return try await policy()
+    }
+
+    /// The keys read again for a `kid` this instance has not loaded (rotated on another instance a
+    /// moment ago), at most once a second: forged receipts with made-up kids must not turn into
+    /// a database read each. The store's identity is its own, so nothing else is worth a read.
+    public func freshPolicy(after refusal: ReceiptRefusal, receipt: String) async throws -> KioskReceiptPolicy? {
+        guard case .unknownKey(let kid?) = refusal, !loadedKIDs.contains(kid), Date().timeIntervalSince(lastMissReload) > 1 else {
+            return nil
         }
+        lastMissReload = Date()
+        try await reload()
+        return try await policy()
     }
 
     private var lastMissReload = Date.distantPast
@@ -151,38 +154,29 @@ public actor SigningKeys {
     /// copy, never from a receipt a client presented) rather than leaving the purchase unprovable.
     public func reissue(_ receipt: String) async throws -> String? {
         try await refreshIfStale()
-        if let kid = Self.kid(of: receipt), loadedKIDs.contains(kid) { return nil }
+        if let kid = KioskReceiptPolicy.keyID(of: receipt), loadedKIDs.contains(kid) { return nil }
         let claims = try await collection.unverified(receipt, as: ReceiptClaims.self)
         return try await collection.sign(claims, kid: JWKIdentifier(string: signingKID))
     }
 
-    /// The `kid` in a compact JWS's header, if it has one.
-    static func kid(of receipt: String) -> String? {
-        guard let header = receipt.split(separator: ".", omittingEmptySubsequences: false).first else { return nil }
-        var base64 = header.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        guard let data = Data(base64Encoded: base64),
-              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
-        return object["kid"] as? String
-    }
-
-    /// The public halves of every key that verifies, read afresh: a client asks for them when it
-    /// meets a `kid` it does not know, which may be a key another instance started signing with a
-    /// moment ago. (Clients cache the set, so this is rare, and it is one small query.)
-    public func jwks() async throws -> JWKS {
+    /// The public halves of every key that verifies, the retired `kid`s and the store's identity,
+    /// read afresh: a client asks for them when it meets a `kid` it does not know, which may be a
+    /// key another instance started signing with a moment ago. (Clients cache the set, so this is
+    /// rare, and it is one small query.)
+    public func jwks() async throws -> ReceiptKeySet {
         try await reload()
         return published
     }
 
     // MARK: Loading
 
-    private var cachedVerifier: ReceiptVerifier?
+    private var cachedPolicy: KioskReceiptPolicy?
 
-    private func verifier() async throws -> ReceiptVerifier {
-        if let cachedVerifier { return cachedVerifier }
-        let verifier = try await ReceiptVerifier(jwks: published)
-        cachedVerifier = verifier
-        return verifier
+    private func policy() async throws -> KioskReceiptPolicy {
+        if let cachedPolicy { return cachedPolicy }
+        let policy = try await KioskReceiptPolicy(keySet: published)
+        cachedPolicy = policy
+        return policy
     }
 
     private func refreshIfStale() async throws {
@@ -191,10 +185,11 @@ public actor SigningKeys {
 
     /// Reads the keys again now (after a rotation by this process, say).
     public func reload() async throws {
-        let rows = try await database.read { db in
-            try await db.raw(#"SELECT "kid", "privateKey" FROM "signingKey" WHERE "retiredAt" IS NULL ORDER BY "createdAt", "kid""#).all(decoding: KeyRow.self)
+        let all = try await database.read { db in
+            try await db.raw(#"SELECT "kid", "privateKey", "retiredAt" FROM "signingKey" ORDER BY "createdAt", "kid""#).all(decoding: KeyRow.self)
         }
         loadedAt = Date()
+        let rows = all.filter { $0.retiredAt == nil }
         let kids = rows.map(\.kid)
         guard kids != loadedKIDs else { return }
         let collection = JWTKeyCollection()
@@ -212,8 +207,8 @@ public actor SigningKeys {
                 action: "run kiosk keys rotate to add one (receipts signed with retired keys stay invalid)")
         }
         self.collection = collection
-        self.published = JWKS(keys: keys)
-        self.cachedVerifier = nil
+        self.published = ReceiptKeySet(keys: keys, identity: identity, retired: all.filter { $0.retiredAt != nil }.map(\.kid))
+        self.cachedPolicy = nil
         self.signingKID = newest
         if !loadedKIDs.isEmpty { logger.info("signing keys changed", metadata: ["signing": "\(newest)", "valid": "\(kids.count)"]) }
         self.loadedKIDs = kids
@@ -238,6 +233,7 @@ public actor SigningKeys {
     private struct KeyRow: Decodable {
         var kid: String
         var privateKey: String
+        var retiredAt: Date?
     }
 
     /// The key file an earlier Kiosk kept in its data folder.

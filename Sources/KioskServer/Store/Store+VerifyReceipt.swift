@@ -17,22 +17,20 @@ extension Store {
         }
         let claims: ReceiptClaims
         do {
-            claims = try await keys.verify(jws)
-        } catch ReceiptError.malformed {
-            return VerifyReceiptResponse(status: VerifyReceiptStatus.malformed, environment: environment, receipt: nil)
+            // Signature, key, environment, issuer and the presenting account: the one policy. (An App
+            // Store JWS, issue 33, will pick its own verifier here by its header's `x5c`.)
+            guard let verifier = proofs.verifier(for: .kioskReceipt) else {
+                return VerifyReceiptResponse(status: VerifyReceiptStatus.notAuthentic, environment: environment, receipt: nil)
+            }
+            claims = try await verifier.verify(jws, presentedBy: accountId).claims
+        } catch let refusal as ReceiptRefusal {
+            return VerifyReceiptResponse(status: refusal.verifyReceiptStatus, environment: environment, receipt: nil)
         } catch {
-            return VerifyReceiptResponse(status: VerifyReceiptStatus.notAuthentic, environment: environment, receipt: nil)
-        }
-        if claims.environment != environment {
-            let status = claims.environment == .sandbox
-                ? VerifyReceiptStatus.sandboxReceiptSentToProduction
-                : VerifyReceiptStatus.productionReceiptSentToSandbox
-            return VerifyReceiptResponse(status: status, environment: environment, receipt: nil)
+            logger.warning("a receipt could not be checked", metadata: ["error": "\(error)"])
+            return VerifyReceiptResponse(status: VerifyReceiptStatus.serverUnavailable, environment: environment, receipt: nil)
         }
         let record = try? await database.read { try await $0.storeTransaction(claims.transactionId) }
-        guard let record, record.status == .purchased, record.accountId == claims.accountId,
-              accountId == nil || accountId == claims.accountId
-        else {
+        guard let record, record.status == .purchased, record.accountId == claims.accountId else {
             return VerifyReceiptResponse(status: VerifyReceiptStatus.revokedOrUnknown, environment: environment, receipt: nil)
         }
         if let expires = claims.expires, expires < Date() {

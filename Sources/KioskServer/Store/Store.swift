@@ -10,8 +10,10 @@ import Logging
 /// account holds and committed only if the account has not changed since (see ``settle``).
 public struct Store: Sendable {
     let database: ServerDatabase
-    /// Signs receipts and checks the ones presented.
+    /// Signs receipts and holds the keys Kiosk's own receipts are checked against.
     let keys: SigningKeys
+    /// Checks every proof of purchase presented, one verifier per kind of proof.
+    public let proofs: PurchaseProofVerifiers
     /// Payments of one account that read its holdings decide one at a time in this process (see ``AccountTurns``).
     let turns = AccountTurns()
     /// Bearer tokens this process has already looked up (see ``AccountTokens``).
@@ -28,12 +30,11 @@ public struct Store: Sendable {
         self.metrics = metrics
         self.database = database
         self.keys = keys
+        self.proofs = PurchaseProofVerifiers([KioskReceiptVerifier(keys: keys)])
         self.catalog = catalog
         self.environment = environment
         self.logger = logger
     }
-
-    var issuer: String { "kiosk-\(environment.rawValue)" }
 
     // MARK: Accounts
 
@@ -490,7 +491,7 @@ public struct Store: Sendable {
         ReceiptClaims(
             transactionId: record.id, originalTransactionId: record.originalTransactionId, productId: record.productId,
             kind: record.kind, quantity: record.quantity, accountId: record.accountId, purchaseDate: record.purchaseDate ?? Date(),
-            expiresDate: record.expiresDate, environment: environment, issuer: issuer)
+            expiresDate: record.expiresDate, environment: keys.identity.environment, issuer: keys.identity.issuer)
     }
 
     /// The reply to a payment: the transaction and the balance; a declined payment is refused (`payment_declined`).

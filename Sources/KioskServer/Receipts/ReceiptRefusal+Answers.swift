@@ -1,0 +1,45 @@
+import HTTPTypes
+import KioskCore
+
+extension ReceiptRefusal {
+    /// The answer to a download with this proof: 401 with the refusal's own words, so a reader
+    /// sees what the client would have said on the same receipt.
+    var apiFailure: APIFailure {
+        switch self {
+        case .malformed:
+            return APIFailure(.unauthorized, code: "receipt_malformed", message: description)
+        case .algorithmNotAllowed, .notAuthentic:
+            return APIFailure(.unauthorized, code: "receipt_not_authentic", message: description)
+        case .unknownKey, .keyRetired:
+            // Most often a key the operator retired (kiosk keys retire): the purchase stands, and
+            // the transaction list hands out its receipt signed with a current key.
+            return APIFailure(.unauthorized, code: "receipt_key_untrusted", message: description)
+        case .wrongEnvironment:
+            return APIFailure(.unauthorized, code: "receipt_wrong_environment", message: description)
+        case .wrongIssuer:
+            return APIFailure(.unauthorized, code: "receipt_wrong_issuer", message: description)
+        case .otherAccount:
+            return APIFailure(.forbidden, code: "receipt_other_account", message: description)
+        case .untrustedKeys:
+            // The store's own keys: its fault, not the reader's.
+            return APIFailure(.serviceUnavailable, code: "keys_unavailable", message: description, retryAfter: 5)
+        }
+    }
+
+    /// The `/verifyReceipt` status, as the App Store's endpoint numbers them.
+    var verifyReceiptStatus: Int {
+        switch self {
+        case .malformed:
+            return VerifyReceiptStatus.malformed
+        case .algorithmNotAllowed, .notAuthentic, .unknownKey, .keyRetired, .wrongIssuer:
+            return VerifyReceiptStatus.notAuthentic
+        case .wrongEnvironment(let receipt, _):
+            return receipt == .sandbox ? VerifyReceiptStatus.sandboxReceiptSentToProduction : VerifyReceiptStatus.productionReceiptSentToSandbox
+        case .otherAccount:
+            // Another account's receipt is not confirmed to exist at all.
+            return VerifyReceiptStatus.revokedOrUnknown
+        case .untrustedKeys:
+            return VerifyReceiptStatus.serverUnavailable
+        }
+    }
+}
