@@ -106,7 +106,7 @@ struct ReceiptAgreementTests {
             let claims = try await KioskReceiptPolicy(keySet: try await server.keys.jwks()).check(genuine)
             let (receipt, expected) = try await Self.receipt(for: testCase, genuine: genuine, claims: claims, account: account, server: server, client: client)
 
-            let api = try client.storeAPI()
+            let api = try client.payments.storeAPI()
             let onClient = try await Answer { try await ReceiptCheck(database: client.database).verify(receipt, accountId: account, fetchKeys: { try await api.jwks() }) }
             let onServer = try await Answer {
                 let chosen = try #require(server.store.proofs.verifier(forAuthorization: "Receipt \(receipt)"))
