@@ -26,6 +26,8 @@ let package = Package(
         // The store's rules run on SQLite (embedded default) or PostgreSQL through one SQL layer.
         .package(url: "https://github.com/vapor/sql-kit.git", from: "3.36.0"),
         .package(url: "https://github.com/vapor/sqlite-kit.git", from: "4.5.2"),
+        // EventLoopGroupConnectionPool, which the database's pools are; sqlite-kit and postgres-kit use it too.
+        .package(url: "https://github.com/vapor/async-kit.git", from: "1.22.0"),
         .package(url: "https://github.com/vapor/postgres-kit.git", from: "2.17.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         // Imported directly by the server (its SQLite connections, the HTTP layer under Hummingbird).
@@ -91,6 +93,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "SQLiteKit", package: "sqlite-kit"),
+                .product(name: "AsyncKit", package: "async-kit"),
                 // Also brings its C module, VaporCSQLite, which InlineSQLite calls directly.
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "PostgresKit", package: "postgres-kit"),
