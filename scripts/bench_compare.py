@@ -22,6 +22,9 @@ SKIPPED = {"walls", "products", "body_bytes", "bytes_transferred_over_size"}
 
 
 def build_before():
+    """BEFORE's release `kiosk` (BEFORE_KIOSK names one already built, with its `kiosk-server` beside it)."""
+    if os.environ.get("BEFORE_KIOSK"):
+        return BEFORE_REV, os.environ["BEFORE_KIOSK"]
     source = BENCH / "before"
     revision = subprocess.run(["git", "rev-parse", BEFORE_REV], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
     if (source / ".git").exists():

@@ -1094,7 +1094,7 @@ class Checker:
             with world.home_db(home) as db:
                 payments[home] = [dict(r) for r in db.execute("SELECT * FROM payment ORDER BY id")]
         self.check_payments(transactions, ledger, payments, accounts)
-        self.check_credits(transactions, balances, payments, accounts)
+        self.check_credits(transactions, balances, payments, accounts, {e["transactionId"] for e in ledger if e["kind"] == "refund"})
         self.check_library(transactions, accounts)
         self.check_leftovers()
         self.check_outside()
@@ -1113,7 +1113,9 @@ class Checker:
             if count > 1:
                 self.flag("duplicated", f"transaction {id} charged {count} times", product=by_id.get(id, {}).get("productId"))
         for id, count in refunds.items():
-            if count > 1 or id not in charges:
+            # A book bought with credits is refunded in credits: no charge, a 0-cent refund entry.
+            in_credits = by_id.get(id, {}).get("creditsSpent", 0) > 0
+            if count > 1 or (id not in charges and not in_credits):
                 self.flag("duplicated", f"transaction {id} refunded {count} times against {charges.get(id, 0)} charges")
         # Money is taken only for what was bought (a declined request or a failed payment is free).
         for id in charges:
@@ -1190,11 +1192,13 @@ class Checker:
             if variant == "approve-decline" and len(won) != 1:
                 self.flag("mismatched", f"race {variant} on {target}: {' and '.join(won) or 'neither'} succeeded; exactly one may", op["home"], product)
 
-    def check_credits(self, transactions, balances, payments, accounts):
+    def check_credits(self, transactions, balances, payments, accounts, refunded):
         # A redemption of something the account already owned is answered with a free re-download.
         free = {t["id"] for t in transactions if t["paymentMethod"] == "owned"}
         for account, balance in balances.items():
-            standing = [t for t in transactions if t["accountId"] == account and t["status"] in ("purchased", "revoked")]
+            # A refund takes back what a purchase granted and gives back what it spent; a revocation
+            # alone changes no balance.
+            standing = [t for t in transactions if t["accountId"] == account and t["status"] in ("purchased", "revoked") and t["id"] not in refunded]
             expected = sum(t["creditsGranted"] for t in standing) - sum(t["creditsSpent"] for t in standing)
             if balance != expected:
                 self.flag("mismatched", f"account {account} has {balance} credits; its transactions granted minus spent come to {expected}")
@@ -1203,7 +1207,7 @@ class Checker:
             for home in homes:
                 for row in payments[home]:
                     # Every row the server may have charged: an unfinished one is reported as lost above.
-                    if row["state"] not in ("purchased", "delivering", "finished", "revoked") or not row["idempotencyKey"]:
+                    if row["state"] not in ("purchased", "delivering", "finished", "revoked") or not row["idempotencyKey"] or row["transactionId"] in refunded:
                         continue
                     if row["productId"] in PACKS:
                         bought += PACKS[row["productId"]] * row["quantity"]

@@ -203,7 +203,8 @@ extension Kiosk {
         /// What a refund or a revocation did, in one line: "refunded txn_…: 8.99 USD paid back,
         /// 10 credits withdrawn, balance now 3 (reason)".
         static func revocationLine(_ decision: String, _ answer: AdminRevocation) -> String {
-            var effects = [answer.refundedCents > 0 ? "\(money(answer.refundedCents)) \(answer.currency) paid back" : "nothing paid back"]
+            var effects = [answer.refundedCents > 0 ? "\(money(answer.refundedCents)) \(answer.currency) paid back"
+                : answer.creditsReturned > 0 ? "\(answer.creditsReturned) credits given back" : "nothing paid back"]
             if answer.creditsWithdrawn > 0 { effects.append("\(answer.creditsWithdrawn) credits withdrawn") }
             if !answer.alsoRevoked.isEmpty { effects.append("\(answer.alsoRevoked.count) free re-buy\(answer.alsoRevoked.count == 1 ? "" : "s") revoked with it") }
             effects.append("balance now \(answer.credits)")

@@ -265,3 +265,27 @@ struct StoreEdgeTests {
         }
     }
 }
+
+extension StoreEdgeTests {
+    @Test("an issue bought with credits is refunded in credits: its price goes back to the balance, once; a second refund is a 409", arguments: TestEngine.all)
+    func refundInCredits(engine: TestEngine) async throws {
+        try await StoreRulesTests.withStore(engine: engine) { server, http, account, _ in
+            _ = try await http.pay(Self.pack10, token: account.token)
+            let redeemed = try await http.send("POST", "/v1/redemptions", token: account.token, json: #"{"productId": "\#(Self.issue)", "idempotencyKey": "spend-1"}"#)
+            let issue = try redeemed.decode(PaymentResponse.self)
+            #expect(issue.credits == 8)
+
+            let refunded = try await Self.admin(http, server.adminToken, "refund", issue.transaction.transactionId)
+            #expect(refunded.status == 200, "\(Self.message(refunded))")
+            let answer = try refunded.decode(AdminRevocation.self)
+            #expect(answer.transaction.status == .revoked)
+            #expect(answer.refundedCents == 0 && answer.creditsReturned == 2 && answer.creditsWithdrawn == 0 && answer.credits == 10, "\(answer)")
+            #expect(try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).credits == 10)
+
+            let again = try await Self.admin(http, server.adminToken, "refund", issue.transaction.transactionId)
+            #expect(again.status == 409)
+            #expect(try again.decode(APIError.self).code == "already_refunded")
+            #expect(try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).credits == 10)
+        }
+    }
+}

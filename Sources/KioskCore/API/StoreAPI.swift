@@ -127,21 +127,24 @@ public struct AdminRevocation: Codable, Sendable, Equatable {
     /// The credits the refund took back: everything the purchase granted (a refund is refused
     /// when the balance no longer holds them).
     public var creditsWithdrawn: Int
+    /// The credits the refund gave back: the price of a book or issue bought with credits.
+    public var creditsReturned: Int
     /// The account's balance once the decision is committed.
     public var credits: Int
     /// The free re-buys (`owned`) revoked with it, which stood on it.
     public var alsoRevoked: [String]
 
-    public init(transaction: StoreTransaction, refundedCents: Int, currency: String, creditsWithdrawn: Int, credits: Int, alsoRevoked: [String]) {
+    public init(transaction: StoreTransaction, refundedCents: Int, currency: String, creditsWithdrawn: Int, creditsReturned: Int = 0, credits: Int, alsoRevoked: [String]) {
         self.transaction = transaction
         self.refundedCents = refundedCents
         self.currency = currency
         self.creditsWithdrawn = creditsWithdrawn
+        self.creditsReturned = creditsReturned
         self.credits = credits
         self.alsoRevoked = alsoRevoked
     }
 
-    private enum CodingKeys: String, CodingKey { case refundedCents, currency, creditsWithdrawn, credits, alsoRevoked }
+    private enum CodingKeys: String, CodingKey { case refundedCents, currency, creditsWithdrawn, creditsReturned, credits, alsoRevoked }
 
     public init(from decoder: any Decoder) throws {
         transaction = try StoreTransaction(from: decoder)
@@ -149,6 +152,7 @@ public struct AdminRevocation: Codable, Sendable, Equatable {
         refundedCents = try container.decode(Int.self, forKey: .refundedCents)
         currency = try container.decode(String.self, forKey: .currency)
         creditsWithdrawn = try container.decode(Int.self, forKey: .creditsWithdrawn)
+        creditsReturned = try container.decodeIfPresent(Int.self, forKey: .creditsReturned) ?? 0
         credits = try container.decode(Int.self, forKey: .credits)
         alsoRevoked = try container.decode([String].self, forKey: .alsoRevoked)
     }
@@ -159,6 +163,7 @@ public struct AdminRevocation: Codable, Sendable, Equatable {
         try container.encode(refundedCents, forKey: .refundedCents)
         try container.encode(currency, forKey: .currency)
         try container.encode(creditsWithdrawn, forKey: .creditsWithdrawn)
+        try container.encode(creditsReturned, forKey: .creditsReturned)
         try container.encode(credits, forKey: .credits)
         try container.encode(alsoRevoked, forKey: .alsoRevoked)
     }

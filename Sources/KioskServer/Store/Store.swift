@@ -205,6 +205,10 @@ public struct Store: Sendable {
     /// another's. Refusing (`credits_spent`) leaves the choice with the operator: revoke the
     /// pack without paying anything back, or refund it once the balance holds its credits again.
     ///
+    /// A book or an issue bought with credits is refunded in credits: its price goes back to the
+    /// balance (there was no money to pay back). The refund's ledger entry (0 cents then) is what
+    /// marks the transaction refunded, so a second refund is refused on every kind of purchase.
+    ///
     /// A second revocation, or a second refund, is refused naming the state, not a silent success: the
     /// answer says what this call did, and a call that did nothing must not claim the work.
     /// - Throws: ``StoreError`` `unknown_transaction`; `not_purchased`, `already_revoked`,
@@ -231,7 +235,8 @@ public struct Store: Sendable {
             }
             let entries = try await db.ledger { $0.where("transactionId", .equal, transactionId) }
             let charged = entries.first { $0.kind == .charge }
-            let refundDue = refund && !entries.contains { $0.kind == .refund } && (charged != nil || record.creditsGranted > 0)
+            let refundDue = refund && !entries.contains { $0.kind == .refund }
+                && (charged != nil || record.creditsGranted > 0 || record.creditsSpent > 0)
             if record.status == .revoked, !refundDue {
                 throw refund ? StoreError.alreadyRefunded(transactionId) : StoreError.alreadyRevoked(transactionId)
             }
@@ -239,6 +244,7 @@ public struct Store: Sendable {
                 throw StoreError.unknownAccount(record.accountId)
             }
             let withdrawn = refundDue ? record.creditsGranted : 0
+            let returned = refundDue ? record.creditsSpent : 0
             guard account.credits >= withdrawn else {
                 throw StoreError.creditsSpent(transactionId, granted: withdrawn, balance: account.credits)
             }
@@ -265,20 +271,19 @@ public struct Store: Sendable {
             }
             var credits = account.credits
             if refundDue {
-                if let charged {
-                    try await db.insert(LedgerEntry(id: nil, transactionId: transactionId, kind: .refund, accountId: record.accountId, amountCents: -charged.amountCents,
-                                                    currency: charged.currency, reason: reason, createdAt: .storeNow))
-                }
-                if withdrawn > 0 {
+                try await db.insert(LedgerEntry(id: nil, transactionId: transactionId, kind: .refund, accountId: record.accountId,
+                                                amountCents: -(charged?.amountCents ?? 0), currency: charged?.currency ?? record.currency,
+                                                reason: reason, createdAt: .storeNow))
+                if returned != withdrawn {
                     let left = try await db.raw(#"""
-                        UPDATE "account" SET "credits" = "credits" - \#(bind: withdrawn), "revision" = "revision" + 1
+                        UPDATE "account" SET "credits" = "credits" + \#(bind: returned - withdrawn), "revision" = "revision" + 1
                         WHERE "id" = \#(bind: record.accountId) RETURNING "credits"
                         """#).first(decodingColumn: "credits", as: Int.self)
-                    credits = left ?? credits - withdrawn
+                    credits = left ?? credits + returned - withdrawn
                 }
             }
             return AdminRevocation(transaction: record.wire, refundedCents: refundDue ? charged?.amountCents ?? 0 : 0, currency: charged?.currency ?? record.currency,
-                                   creditsWithdrawn: withdrawn, credits: credits, alsoRevoked: alsoRevoked)
+                                   creditsWithdrawn: withdrawn, creditsReturned: returned, credits: credits, alsoRevoked: alsoRevoked)
         }
     }
 
