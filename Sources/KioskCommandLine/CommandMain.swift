@@ -56,6 +56,10 @@ public func reportingErrors(_ body: () async throws -> Void) async throws {
         try await body()
     } catch let error as ExitCode {
         throw error
+    } catch is CancellationError {
+        // Ctrl-C or SIGTERM while a request was under way: what was saved before it stands.
+        BufferedLog.standardError.write("kiosk: interrupted; whatever was saved is completed by the next kiosk command\n")
+        throw ExitCode(130)
     } catch let error as CocoaError {
         // Foundation's own description is a dump of its user info: say what and where instead.
         let path = error.filePath ?? error.url?.path ?? "a file"

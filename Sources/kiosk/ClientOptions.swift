@@ -44,9 +44,17 @@ struct ClientOptions: ParsableArguments {
     func connect() async throws -> KioskClient {
         let client = try client()
         _ = try client.server()
-        let report = await client.replay()
+        Self.tell(await client.replay())
+        return client
+    }
+
+    /// What replaying unfinished work did, one line each on stderr (stdout is the command's own).
+    static func tell(_ report: ReplayReport) {
         if report.sent + report.finished + report.deferredResolved > 0 {
             standardError("completed unfinished work: \(report.sent) sent, \(report.finished) finished, \(report.deferredResolved) Ask to Buy answered")
+        }
+        for product in report.refused {
+            standardError("\(product): the store refused the saved purchase, so nothing was charged (kiosk transactions says why)")
         }
         for product in report.revoked {
             standardError("\(product): the store revoked this purchase; its content was removed from the library")
@@ -54,7 +62,6 @@ struct ClientOptions: ParsableArguments {
         if !report.failed.isEmpty {
             standardError("\(report.failed.count) unfinished transaction(s) failed again and will be retried; see kiosk transactions")
         }
-        return client
     }
 }
 

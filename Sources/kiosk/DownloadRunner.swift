@@ -10,8 +10,9 @@ import KioskTransfer
 struct DownloadRunner {
     let client: KioskClient
 
-    /// Runs `body` (which downloads) while printing progress from the client's events; Ctrl-C or
-    /// SIGTERM cancels it, which stops the transfers at once with their bytes kept.
+    /// Runs `body` (which downloads) while printing progress from the client's events. Ctrl-C or
+    /// SIGTERM cancels the command (see `Kiosk.main`), which stops the transfers at once with
+    /// their bytes kept.
     func showingProgress<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let display = ProgressDisplay(interactive: isatty(STDERR_FILENO) == 1 && ProcessInfo.processInfo.environment["TERM"] != "dumb")
         let events = client.events
@@ -24,7 +25,7 @@ struct DownloadRunner {
             watcher.cancel()
             display.finish()
         }
-        return try await cancellingOnInterrupt(body)
+        return try await body()
     }
 
     /// Prints what was installed, waits, failed or stopped (the exit status is the engine's
@@ -90,8 +91,10 @@ func cancellingOnInterrupt<T: Sendable>(_ body: @escaping @Sendable () async thr
                 return now - earlier > .milliseconds(500)
             }
             if again {
+                // To the process, not this thread (raise(3) would target a dispatch thread that
+                // blocks the signal, and it would only sit there pending).
                 signal(number, SIG_DFL)
-                raise(number)
+                kill(getpid(), number)
             }
             task.cancel()
         }

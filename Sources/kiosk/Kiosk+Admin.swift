@@ -106,7 +106,7 @@ extension Kiosk {
             @Argument(help: "The account ID.") var account: String
             func run() async throws {
                 try await reportingErrors {
-                    let view = try await options.get(AdminAccountView.self, "/v1/admin/accounts/\(account)")
+                    let view = try await options.get(AdminAccountView.self, "/v1/admin/accounts/\(Admin.pathComponent(account))")
                     try options.show(view) {
                         var lines = ["account \(account): \(view.summary.credits) credits, owns \(view.summary.owned.joined(separator: ", "))"]
                         for row in view.transactions {
@@ -187,9 +187,17 @@ extension Kiosk {
             func run() async throws { try await reportingErrors { try await Admin.decide("refund", transaction, reason: reason, options) } }
         }
 
+        /// An ID as one path segment: `txn_../../x` must name no other transaction (libcurl
+        /// resolves dot segments), so everything but letters, digits, `-` and `_` is percent-encoded.
+        static func pathComponent(_ id: String) -> String {
+            var allowed = CharacterSet.alphanumerics
+            allowed.insert(charactersIn: "-_")
+            return id.addingPercentEncoding(withAllowedCharacters: allowed) ?? id
+        }
+
         static func decide(_ decision: String, _ transaction: String, reason: String?, _ options: Options) async throws {
             let body = try reason.map { String(decoding: try JSONEncoder().encode(["reason": $0]), as: UTF8.self) }
-            let path = "/v1/admin/transactions/\(transaction)/\(decision)"
+            let path = "/v1/admin/transactions/\(pathComponent(transaction))/\(decision)"
             let data = try await options.call("POST", path, body: body)
             if decision == "refund" || decision == "revoke" {
                 let answer = try options.decode(AdminRevocation.self, from: data, path: path)

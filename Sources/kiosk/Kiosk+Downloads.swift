@@ -81,7 +81,8 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                let client = try await options.connect()
+                let client = try options.client()
+                _ = try client.server()
                 let runner = DownloadRunner(client: client)
                 let deadline = wait ? Date().addingTimeInterval(TimeInterval(maxWait)) : nil
                 let report = try await runner.showingProgress {
@@ -95,6 +96,10 @@ extension Kiosk {
                             break
                         }
                     })
+                }
+                ClientOptions.tell(report.replay)
+                for product in report.unsent {
+                    print("\(product): purchase saved; the store cannot be reached, so it is sent as soon as it can be")
                 }
                 if report.interruptedWhileWaiting { print("interrupted while waiting; kiosk resume continues") }
                 try report.outcome.exit()

@@ -30,6 +30,9 @@ struct Kiosk: AsyncParsableCommand {
 
     static func main() async {
         ServerHandoff.handOffIfServerCommand(CommandLine.arguments, environment: ProcessInfo.processInfo.environment)
-        await CommandMain.run(Self.self, logLevel: ProcessInfo.processInfo.environment["KIOSK_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)))
+        let logLevel = ProcessInfo.processInfo.environment["KIOSK_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:))
+        // Every command, not only those that download: Ctrl-C or SIGTERM cancels what it is doing
+        // (a request under way included), and it says so and exits instead of dying mid-write.
+        _ = try? await cancellingOnInterrupt { await CommandMain.run(Self.self, logLevel: logLevel) }
     }
 }

@@ -37,6 +37,14 @@ struct AdminRefundCommandTests {
         #expect(revoked.stdout == "revoked \(book): nothing paid back, balance now 3 (revoked by the store)\n")
         let again = try await KioskCommand.run(["admin", "revoke", book] + admin)
         #expect(again.status == 1 && again.stderr.contains("answered 409") && again.stderr.contains("already revoked"), "\(again.stderr)")
+
+        // An ID with dot segments is one path segment: it names no other transaction (here, the
+        // refund of `other` that libcurl's resolving `txn_../..` would have asked for).
+        let other = try await http.pay("com.kiosk.books.river-of-maps", token: account.token).decode(PaymentResponse.self).transaction.transactionId
+        let tricked = try await KioskCommand.run(["admin", "refund", "txn_../../\(other)"] + admin)
+        #expect(tricked.status == 1, "\(tricked.stdout)")
+        #expect(try await http.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self)
+            .transactions.first { $0.transactionId == other }?.status == .purchased)
         _ = await server.stop()
     }
 }

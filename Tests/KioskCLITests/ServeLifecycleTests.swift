@@ -66,4 +66,17 @@ struct ServeLifecycleTests {
         #expect(Self.alarming(result.stderr).isEmpty, "\(result.stderr)")
         _ = await running.stop()
     }
+
+    @Test("a --host that is no address nor a resolvable name: one line naming it and the flags, exit status 1")
+    func unresolvableHost() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let result = try await KioskCommand.run([
+            "serve", "--catalog", store.catalog.path, "--content", store.content.path, "--data", directory.path("data").path,
+            "--port", "0", "--host", "not a host",
+        ])
+        #expect(result.status == 1)
+        #expect(result.stderr.hasSuffix("kiosk: cannot listen on not a host:0: \"not a host\" is not an address or a host name this machine resolves; check --host and --port\n"), "\(result.stderr)")
+        #expect(Self.alarming(result.stderr).isEmpty, "\(result.stderr)")
+    }
 }

@@ -207,7 +207,11 @@ struct DeliveryCoordinator: Sendable {
                     let sent = try await payments.send(current)
                     if sent.savedOffline { report.offline = true; return report }
                     if sent.record.state == .purchased { _ = try await deliver(sent.record, .queue) }
-                    report.sent += 1
+                    if sent.record.state == .failed || sent.record.state == .cancelled {
+                        report.refused.append(current.productId)
+                    } else {
+                        report.sent += 1
+                    }
                 case .purchased, .restored:
                     let (delivered, _) = try await deliver(current, .queue)
                     if delivered.state == .finished { report.finished += 1 }
@@ -219,12 +223,15 @@ struct DeliveryCoordinator: Sendable {
                     guard let transactionId = current.transactionId, let answer = answers[transactionId], answer.status != .deferred else { continue }
                     let stored = try await payments.store(answer, for: current)
                     if stored.state == .purchased { _ = try await deliver(stored, .queue) }
+                    if stored.state == .failed || stored.state == .cancelled { report.refused.append(current.productId) }
                     report.deferredResolved += 1
                 default:
                     continue
                 }
             } catch let error as ClientError where error.isUnreachable {
                 report.offline = true
+                return report
+            } catch is CancellationError {
                 return report
             } catch {
                 payments.recordFailure(current, error, now: now)
@@ -256,6 +263,8 @@ struct DeliveryCoordinator: Sendable {
                 result.restored.append(try await deliver(record, .queue).0)
             } catch let error as ClientError where error.isUnreachable {
                 throw error
+            } catch is CancellationError {
+                throw CancellationError()
             } catch {
                 if let id = record.id { try database.recordPaymentFailure(id, message: "\(error)", retryAt: Date()) }
                 result.restored.append(try record.id.flatMap(database.payment) ?? record)
@@ -297,9 +306,11 @@ struct DeliveryCoordinator: Sendable {
     /// - Parameter step: told of each round as it ends, and of each wait as it begins.
     func resume(until deadline: Date?, progress: @escaping @Sendable (DownloadProgress) -> Void, step: (ResumeStep) -> Void) async throws -> ResumeReport {
         var result = ResumeReport()
+        result.replay = await replay()
         result.queued = try await queueNewContent(includingUpdates: true)
         if !result.queued.isEmpty { step(.queued(result.queued)) }
         var updateRounds = 0
+        var offlineRounds = 0
         while true {
             let round = try await runDownloads(progress: progress)
             result.downloads.absorb(round)
@@ -314,7 +325,13 @@ struct DeliveryCoordinator: Sendable {
                 updateRounds += 1
                 continue
             }
-            guard let deadline, let next = try database.nextDownloadAttempt(), next < deadline else { break }
+            // Saved purchases the store has not answered are waited for too: the store is tried
+            // again on the engine's backoff, as a download would be.
+            let unsent = try database.unfinishedPayments().filter { $0.state == .purchasing }
+            offlineRounds = unsent.isEmpty ? 0 : offlineRounds + 1
+            let purchaseDue = unsent.isEmpty ? nil : Date().addingTimeInterval(payments.configuration.backoff.delay(afterAttempts: offlineRounds, retryAfter: nil))
+            let next = [try database.nextDownloadAttempt(), purchaseDue].compactMap { $0 }.min()
+            guard let deadline, let next, next < deadline else { break }
             step(.waiting(until: next))
             do {
                 try await Task.sleep(for: .seconds(max(0.05, next.timeIntervalSinceNow)))
@@ -322,11 +339,13 @@ struct DeliveryCoordinator: Sendable {
                 result.interruptedWhileWaiting = true
                 break
             }
-            _ = await replay()
+            result.replay.absorb(await replay())
         }
+        result.unsent = try database.unfinishedPayments().filter { $0.state == .purchasing }.map(\.productId)
         let stillWaiting = try database.downloads().contains { $0.state == .waiting }
         result.outcome = result.downloads.outcome
-        if result.outcome == .complete, stillWaiting || result.interruptedWhileWaiting { result.outcome = .pending }
+        if result.outcome == .complete, stillWaiting || result.interruptedWhileWaiting || !result.unsent.isEmpty { result.outcome = .pending }
+        if !result.replay.refused.isEmpty { result.outcome = .failed }
         return result
     }
 

@@ -38,6 +38,9 @@ public struct ReplayReport: Sendable, Equatable {
     public var finished = 0
     public var deferredResolved = 0
     public var revoked: [String] = []
+    /// Saved purchases the store refused when they were finally sent (declined, not enough
+    /// credits), and Ask to Buy requests declined: nothing was charged; each record says why.
+    public var refused: [String] = []
     /// Items that failed again: each keeps its error and its next attempt; the others went on.
     public var failed: [String] = []
     /// The server could not be reached; the rest waits for the next command.
@@ -52,8 +55,19 @@ public struct ReplayReport: Sendable, Equatable {
         self.offline = offline
     }
 
+    /// Adds a later replay's work to this one's.
+    mutating func absorb(_ later: ReplayReport) {
+        sent += later.sent
+        finished += later.finished
+        deferredResolved += later.deferredResolved
+        revoked += later.revoked
+        refused += later.refused
+        failed = later.failed
+        offline = later.offline
+    }
+
     /// True when replay moved anything on or found anything wrong.
-    public var isEmpty: Bool { sent + finished + deferredResolved == 0 && revoked.isEmpty && failed.isEmpty }
+    public var isEmpty: Bool { sent + finished + deferredResolved == 0 && revoked.isEmpty && refused.isEmpty && failed.isEmpty }
 }
 
 /// What a restore did.
@@ -71,13 +85,18 @@ public struct RestoreResult: Sendable {
 
 /// What `resume` did, over all its rounds.
 public struct ResumeReport: Sendable {
+    /// What replaying unfinished purchases did, first and between rounds (merged).
+    public var replay = ReplayReport()
+    /// Purchases saved on this device that the store has not answered yet (it could not be reached).
+    public var unsent: [String] = []
     /// Products queued before or between rounds (covered issues, updates, missing folders).
     public var queued: [String] = []
     /// The downloads' outcome, each product's latest.
     public var downloads = DownloadRunReport()
     /// The caller's Task was cancelled while waiting for the next retry.
     public var interruptedWhileWaiting = false
-    /// Complete when every download is installed; pending while any waits; failed when one failed for good.
+    /// Complete when every download is installed and every saved purchase answered; pending while
+    /// any waits; failed when a download failed for good or the store refused a saved purchase.
     public var outcome = WorkOutcome.complete
 }
 

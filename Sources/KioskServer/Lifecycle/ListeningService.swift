@@ -19,6 +19,9 @@ struct ListeningService<App: ApplicationProtocol>: Service {
             try await application.run()
         } catch let error as IOError {
             throw ListenError(listener: listener, host: host, port: port, code: error.errnoCode)
+        } catch let error as SocketAddressError.UnknownHost {
+            // A host name that does not resolve (or is not a name at all).
+            throw ListenError(listener: listener, host: host, port: port, code: 0, unresolved: "\(error)")
         }
     }
 }
@@ -39,9 +42,23 @@ public struct ListenError: Error, Sendable, CustomStringConvertible {
     /// The `errno` of the failed bind, e.g. `EADDRINUSE`.
     public var code: Int32
 
+    /// Why the host could not be resolved, when that is what failed.
+    public var unresolved: String?
+
+    public init(listener: Listener, host: String, port: Int, code: Int32, unresolved: String? = nil) {
+        self.listener = listener
+        self.host = host
+        self.port = port
+        self.code = code
+        self.unresolved = unresolved
+    }
+
     public var isAddressInUse: Bool { code == EADDRINUSE }
 
     public var description: String {
-        "cannot listen on \(host):\(port): \(isAddressInUse ? "the address is already in use" : String(cString: strerror(code)))"
+        if unresolved != nil {
+            return "cannot listen on \(host):\(port): \"\(host)\" is not an address or a host name this machine resolves"
+        }
+        return "cannot listen on \(host):\(port): \(isAddressInUse ? "the address is already in use" : String(cString: strerror(code)))"
     }
 }

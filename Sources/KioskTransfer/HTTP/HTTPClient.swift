@@ -1,5 +1,6 @@
 import CCurl
 import Foundation
+import Synchronization
 
 /// A request with its body in memory: API calls, not content downloads.
 public struct HTTPRequest: Sendable {
@@ -43,7 +44,7 @@ public struct HTTPClient: Sendable {
     /// Sends `request` and returns whatever status the server answered.
     /// - Throws: ``TransferError`` when no complete response arrived.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        try await onThreadOfItsOwn { try Self.perform(request) }
+        try await onThreadOfItsOwn { try Self.perform(request, stop: $0) }
     }
 
     /// Sends `request`; a 2xx answer's body is handed to `consume` a piece at a time as it
@@ -53,27 +54,38 @@ public struct HTTPClient: Sendable {
     /// rethrown as it is.
     /// - Throws: ``TransferError`` when no complete response arrived.
     public func send(_ request: HTTPRequest, consumingSuccessfulBody consume: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void) async throws -> HTTPResponse {
-        try await onThreadOfItsOwn { try Self.perform(request, consume: consume) }
+        try await onThreadOfItsOwn { try Self.perform(request, consume: consume, stop: $0) }
     }
 
     /// A blocking libcurl call must not hold one of libdispatch's or Swift's few pool threads,
-    /// which is what makes many requests at once crawl.
-    private func onThreadOfItsOwn(_ work: @escaping @Sendable () throws -> HTTPResponse) async throws -> HTTPResponse {
-        try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread { continuation.resume(with: Result { try work() }) }
-            thread.name = "kiosk-http"
-            thread.start()
+    /// which is what makes many requests at once crawl. Cancelling the calling Task stops the
+    /// transfer within a tenth of a second (libcurl asks its progress callback that often, also
+    /// while a server that accepted the connection says nothing) and throws `CancellationError`.
+    private func onThreadOfItsOwn(_ work: @escaping @Sendable (ResponseSink.Stop) throws -> HTTPResponse) async throws -> HTTPResponse {
+        let stop = ResponseSink.Stop()
+        return try await withTaskCancellationHandler {
+            let response = try await withCheckedThrowingContinuation { continuation in
+                let thread = Thread { continuation.resume(with: Result { try work(stop) }) }
+                thread.name = "kiosk-http"
+                thread.start()
+            }
+            return response
+        } onCancel: {
+            stop.request()
         }
     }
 
-    static func perform(_ request: HTTPRequest, consume: ((UnsafeRawBufferPointer) throws -> Void)? = nil) throws -> HTTPResponse {
+    static func perform(_ request: HTTPRequest, consume: ((UnsafeRawBufferPointer) throws -> Void)? = nil, stop: ResponseSink.Stop = .init()) throws -> HTTPResponse {
         let easy = try CurlEasy(url: request.url)
-        let sink = ResponseSink(limit: request.maxResponseBytes, consume: consume)
+        let sink = ResponseSink(limit: request.maxResponseBytes, consume: consume, stop: stop)
         let sinkPointer = Unmanaged.passUnretained(sink).toOpaque()
         try easy.set(CURLOPT_WRITEFUNCTION, callback: ResponseSink.onBody)
         try easy.set(CURLOPT_WRITEDATA, pointer: sinkPointer)
         try easy.set(CURLOPT_HEADERFUNCTION, callback: ResponseSink.onHeader)
         try easy.set(CURLOPT_HEADERDATA, pointer: sinkPointer)
+        try easy.set(CURLOPT_XFERINFOFUNCTION, progress: ResponseSink.onProgress)
+        try easy.set(CURLOPT_XFERINFODATA, pointer: sinkPointer)
+        try easy.set(CURLOPT_NOPROGRESS, 0)
         // An empty string asks for every encoding libcurl can decode, and decodes it.
         try easy.set(CURLOPT_ACCEPT_ENCODING, "")
         try easy.set(CURLOPT_CONNECTTIMEOUT, 10)
@@ -108,6 +120,7 @@ public struct HTTPClient: Sendable {
         do {
             try easy.perform()
         } catch let error as TransferError {
+            if stop.requested { throw CancellationError() }
             // The write callback stopped the transfer: say why, not libcurl's "write error".
             if let consumerError = sink.consumerError { throw consumerError }
             if sink.overflowed || error.message.contains("Maximum file size exceeded") {
@@ -132,9 +145,26 @@ final class ResponseSink {
     private(set) var overflowed = false
     private(set) var consumerError: (any Error)?
 
-    init(limit: Int, consume: ((UnsafeRawBufferPointer) throws -> Void)? = nil) {
+    /// Set by the caller's Task cancellation; read by the progress callback on the transfer's thread.
+    let stop: Stop
+
+    init(limit: Int, consume: ((UnsafeRawBufferPointer) throws -> Void)? = nil, stop: Stop = Stop()) {
         self.limit = limit
         self.consume = consume
+        self.stop = stop
+    }
+
+    /// A request to stop a transfer, made from any thread.
+    final class Stop: Sendable {
+        private let flag = Atomic<Bool>(false)
+        func request() { flag.store(true, ordering: .relaxed) }
+        var requested: Bool { flag.load(ordering: .relaxed) }
+    }
+
+    /// Non-zero stops the transfer (libcurl then fails it with "callback aborted").
+    static let onProgress: kiosk_curl_xferinfo_callback = { userdata, _, _, _, _ in
+        guard let userdata else { return 0 }
+        return Unmanaged<ResponseSink>.fromOpaque(userdata).takeUnretainedValue().stop.requested ? 1 : 0
     }
 
     static let onBody: kiosk_curl_data_callback = { buffer, size, count, userdata in
