@@ -146,7 +146,8 @@ let package = Package(
             linkerSettings: [
                 .unsafeFlags(["-use-ld=bfd", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"],
                              .when(platforms: [.linux], configuration: .release)),
-            ]
+            ],
+            plugins: ["BuildInfo"]
         ),
         .executableTarget(
             name: "kiosk-server",
@@ -161,6 +162,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Stamps the commit into kiosk at every build, for `kiosk --version`.
+        .plugin(name: "BuildInfo", capability: .buildTool()),
         .target(
             name: "KioskTestSupport",
             dependencies: [

@@ -79,13 +79,20 @@ extension Kiosk {
         @Option(help: "With --wait: give up after this many seconds.")
         var maxWait: Int = 3600
 
+        @Flag(help: "Print what was done as JSON (docs/client.md), instead of a line per step.")
+        var json = false
+
         func run() async throws {
             try await reportingErrors {
                 let client = try await options.connect()
-                let runner = DownloadRunner(client: client)
+                var configured = DownloadRunner(client: client)
+                configured.context = .resume(waits: wait)
+                let runner = configured
                 let deadline = wait ? Date().addingTimeInterval(TimeInterval(maxWait)) : nil
+                let json = self.json
                 let report = try await runner.showingProgress {
                     try await client.resume(until: deadline, step: { step in
+                        guard !json else { return }
                         switch step {
                         case .queued(let products):
                             for id in products { print("queued \(id)") }
@@ -96,7 +103,19 @@ extension Kiosk {
                         }
                     })
                 }
-                if report.interruptedWhileWaiting { print("interrupted while waiting; kiosk resume continues") }
+                let downloads = (try? client.downloads()) ?? []
+                if json {
+                    try JSONOutput.print(JSONOutput.Resume(
+                        queued: report.queued, downloads: JSONOutput.Downloads(report.downloads, records: downloads),
+                        failedEarlier: report.failedEarlier, outcome: report.outcome.name))
+                } else if report.interruptedWhileWaiting {
+                    print("interrupted while waiting; nothing was lost")
+                }
+                // What failed for good before this run is not run again: named, so exit status 1 is explained.
+                for id in report.failedEarlier {
+                    let error = downloads.first { $0.productId == id }?.lastError ?? "the download failed"
+                    standardError("\(id): failed for good earlier (\(error)); kiosk restore downloads it again, kiosk cancel \(id) drops it")
+                }
                 try report.outcome.exit()
             }
         }

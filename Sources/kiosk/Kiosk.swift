@@ -22,6 +22,7 @@ struct Kiosk: AsyncParsableCommand {
 
             Example: kiosk sync --server http://127.0.0.1:8080 && kiosk buy com.kiosk.books.river-of-maps
             """,
+        version: VersionInfo.text,
         subcommands: [
             Sync.self, Products.self, Buy.self, Redeem.self, Transactions.self, Balance.self,
             Restore.self, Account.self, Config.self, Admin.self, Downloads.self, Resume.self, Pause.self, Cancel.self, Library.self, Fetch.self, Unpack.self,
@@ -30,6 +31,7 @@ struct Kiosk: AsyncParsableCommand {
 
     static func main() async {
         ServerHandoff.handOffIfServerCommand(CommandLine.arguments, environment: ProcessInfo.processInfo.environment)
-        await CommandMain.run(Self.self, logLevel: ProcessInfo.processInfo.environment["KIOSK_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)))
+        await CommandMain.run(Self.self, logLevel: ProcessInfo.processInfo.environment["KIOSK_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)),
+                              alsoCommands: ServerHandoff.commands.sorted())
     }
 }
