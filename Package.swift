@@ -153,7 +153,8 @@ let package = Package(
             linkerSettings: [
                 .unsafeFlags(["-use-ld=bfd", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"],
                              .when(platforms: [.linux], configuration: .release)),
-            ]
+            ],
+            plugins: ["BuildInfo"]
         ),
         .executableTarget(
             name: "kiosk-server",
@@ -166,6 +167,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Stamps the commit into kiosk at every build, for `kiosk --version`.
+        .plugin(name: "BuildInfo", capability: .buildTool()),
         .target(
             name: "KioskTestSupport",
             dependencies: [

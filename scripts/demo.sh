@@ -89,7 +89,7 @@ done
 if grep -qE "purchasing|delivering|deferred" "$work/out"; then fail "a transaction was left unfinished"; fi
 
 step "A second device: kiosk account link, then kiosk restore (no sync needed)"
-token=$("$KIOSK" account | sed -n 's/^token: \([0-9a-f]*\).*/\1/p')
+token=$("$KIOSK" account --show-token | sed -n 's/^token: \([0-9a-f]*\).*/\1/p')
 export KIOSK_HOME="$work/second-device"
 "$KIOSK" account link "$token" --server "$url"
 "$KIOSK" restore | tee "$work/out"

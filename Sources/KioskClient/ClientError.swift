@@ -7,6 +7,8 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The server answered with an error body `{code, message}`.
     case serverError(url: String, status: Int, code: String, message: String)
     case badResponse(url: String, detail: String)
+    /// Something answered that is not a Kiosk store (a web page, say); `what` says what it sent.
+    case notAStore(url: String, status: Int, what: String)
     case unknownProduct(String)
     case paymentsDisabled
     case invalidRequest(String)
@@ -26,6 +28,8 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
             return "\(url) answered \(status): \(message)"
         case .badResponse(let url, let detail):
             return "\(url) sent a response Kiosk cannot read (\(detail)); is this a Kiosk server?"
+        case .notAStore(let url, let status, let what):
+            return "\(url) answered \(status) with \(what), not a Kiosk store's JSON; check the server URL (--server, or kiosk config get server) names a Kiosk store"
         case .unknownProduct(let id):
             return "no product \"\(id)\" in the local catalog; run `kiosk sync` and check the ID with `kiosk products`"
         case .paymentsDisabled:

@@ -14,6 +14,21 @@ public struct TransactionView: Sendable {
     }
 }
 
+/// What linking this device to an account did.
+public struct AccountLink: Sendable {
+    /// The linked account, as the store knows it.
+    public var summary: AccountSummary
+    /// The account this device had before, when it was another one.
+    public var replaced: String?
+    /// What the replaced account owned: purchases and subscriptions, and credits.
+    public var replacedHoldings = 0
+    public var replacedCredits = 0
+    /// This device was already linked to that account: nothing changed.
+    public var alreadyLinked = false
+
+    public var accountId: String { summary.accountId }
+}
+
 extension KioskClient {
     /// Moves unfinished work on: purchases never answered are sent again with their key, paid ones
     /// delivered, Ask to Buy answers and revocations picked up. Each item on its own; one that
@@ -43,9 +58,17 @@ extension KioskClient {
         try await delivery.restore(mode: downloadNow ? .now : .queue)
     }
 
-    /// The account's balance and what it owns, as the server knows it.
+    /// The account's balance and what it owns, as the server knows it (creating the account on
+    /// first use).
     public func accountSummary() async throws -> AccountSummary {
         try await payments.authorizedAPI().account()
+    }
+
+    /// The account's balance and what it owns, as the server knows it; nil when this device has
+    /// no account yet. Looking creates nothing on the server.
+    public func existingAccountSummary() async throws -> AccountSummary? {
+        guard try database.account() != nil else { return nil }
+        return try await payments.authorizedAPI().account()
     }
 
     /// This device's account ID, if it has one yet.
@@ -59,17 +82,38 @@ extension KioskClient {
     }
 
     /// Uses an existing account (from another device) on this one.
+    ///
+    /// The account this device had is replaced; when it owns anything (purchases, credits or
+    /// subscriptions, as the store knows them) linking is refused unless `force` is true, since
+    /// this device would no longer reach them.
     /// - Throws: the server's 401 when the token is not known; ``ClientError/invalidRequest(_:)``
-    ///   while a purchase of the current account is still unanswered.
-    public func linkAccount(token: String) async throws -> AccountSummary {
+    ///   while a purchase of the current account is still unanswered, or when the current account
+    ///   owns something and `force` is false.
+    public func linkAccount(token: String, force: Bool = false) async throws -> AccountLink {
         if try database.unfinishedPayments().contains(where: { $0.state == .purchasing }) {
-            throw ClientError.invalidRequest("a purchase of this device's account is still unanswered; run kiosk resume once the server is reachable, then link")
+            throw ClientError.invalidRequest("a purchase of this device's account is still unanswered; send it first (kiosk resume) once the server is reachable, then link")
         }
         var api = try payments.storeAPI()
         api.token = token
         let summary = try await api.account()
+        var link = AccountLink(summary: summary)
+        if let current = try database.account(), current.id != summary.accountId {
+            var currentAPI = api
+            currentAPI.token = current.token
+            let holdings = try await currentAPI.account()
+            link.replaced = current.id
+            link.replacedHoldings = holdings.owned.count + holdings.subscriptions.count
+            link.replacedCredits = holdings.credits
+            if !force, link.replacedHoldings > 0 || holdings.credits > 0 {
+                throw ClientError.invalidRequest(
+                    "this device's account \(current.id) owns \(link.replacedHoldings) purchase(s) and \(holdings.credits) credits, which this device would no longer reach; "
+                    + "keep its token first (kiosk account --show-token), then link with --force")
+            }
+        } else if let current = try database.account(), current.id == summary.accountId {
+            link.alreadyLinked = true
+        }
         try database.saveAccount(id: summary.accountId, token: token, replacing: true)
-        return summary
+        return link
     }
 
     /// Turns purchases on this device on or off (a device restriction, like parental controls).

@@ -50,7 +50,9 @@ public final class KioskClient: Sendable {
     let delivery: DeliveryCoordinator
 
     /// Opens the state in `home`, creating it on first use.
-    /// - Parameter server: the server's base URL, remembered for next time; nil uses the remembered one.
+    /// - Parameter server: the server's base URL (http or https), remembered for next time once it
+    ///   has answered as a Kiosk store; nil uses the remembered one.
+    /// - Throws: ``ClientError/invalidRequest(_:)`` for a server that is not an http(s) URL.
     public init(home: KioskHome, server: String? = nil, configuration: Configuration = Configuration(), logger: Logger = Logger(label: "kiosk.client")) throws {
         try home.prepare()
         self.home = home
@@ -58,10 +60,21 @@ public final class KioskClient: Sendable {
         self.logger = logger
         let database = try ClientDatabase(url: home.database)
         self.database = database
+        let remembered = try database.setting(Setting.Key.server)
+        let store: StoreServer
         if let server, !server.isEmpty {
-            try database.setSetting(Setting.Key.server, to: server.hasSuffix("/") ? String(server.dropLast()) : server)
+            let given = try StoreServer.normalized(server)
+            if given == remembered {
+                store = StoreServer(url: given)
+            } else {
+                let remember: @Sendable () -> Void = { [database] in
+                    try? database.setSetting(Setting.Key.server, to: given)
+                }
+                store = StoreServer(url: given, remember: remember)
+            }
+        } else {
+            store = StoreServer(url: remembered)
         }
-        let store = StoreServer(url: try database.setting(Setting.Key.server))
         let http = HTTPClient()
         self.storeServer = store
         self.catalog = CatalogSync(database: database, http: http, server: store, spoolFolder: home.root, maxBytes: configuration.maxCatalogBytes)
@@ -83,6 +96,54 @@ public final class KioskClient: Sendable {
     /// - Throws: ``ClientError/noServer`` when none was ever given.
     public func server() throws -> String {
         try storeServer.base()
+    }
+
+    /// A server URL as the engine keeps it (http or https with a host, no trailing slash).
+    /// - Throws: ``ClientError/invalidRequest(_:)`` naming what is wrong with it.
+    public static func checkServerURL(_ text: String) throws -> String {
+        try StoreServer.normalized(text)
+    }
+
+    // MARK: Settings
+
+    /// A setting of this home that `kiosk config` reads and writes.
+    public enum SettingName: String, Sendable, CaseIterable {
+        /// The store's base URL, remembered from the last `--server` that answered.
+        case server
+        /// `on` or `off`: purchases allowed on this device.
+        case payments
+    }
+
+    /// Where the settings live: the home's database file.
+    public var settingsFile: String { database.path }
+
+    /// A setting's stored value; nil when unset (payments then count as on).
+    public func setting(_ name: SettingName) throws -> String? {
+        try database.setting(name.key)
+    }
+
+    /// Stores a setting, checked first: a server must be an http(s) URL, payments `on` or `off`.
+    /// - Returns: the value as stored.
+    /// - Throws: ``ClientError/invalidRequest(_:)`` naming the value and what is accepted.
+    @discardableResult
+    public func setSetting(_ name: SettingName, to value: String) throws -> String {
+        let stored: String
+        switch name {
+        case .server:
+            stored = try StoreServer.normalized(value)
+        case .payments:
+            guard value == "on" || value == "off" else {
+                throw ClientError.invalidRequest("payments must be on or off, not \"\(value)\"")
+            }
+            stored = value
+        }
+        try database.setSetting(name.key, to: stored)
+        return stored
+    }
+
+    /// Removes a setting (a server is then needed again with --server; payments count as on).
+    public func unsetSetting(_ name: SettingName) throws {
+        try database.removeSetting(name.key)
     }
 
     // MARK: Catalog
@@ -112,6 +173,16 @@ public final class KioskClient: Sendable {
 
     private func catalogSyncedAt() throws -> Date? {
         try database.setting(Setting.Key.catalogSyncedAt).flatMap { try? Date($0, strategy: .iso8601) }
+    }
+}
+
+extension KioskClient.SettingName {
+    /// The key the setting is stored under in the database.
+    var key: String {
+        switch self {
+        case .server: return Setting.Key.server
+        case .payments: return Setting.Key.paymentsEnabled
+        }
     }
 }
 

@@ -7,8 +7,14 @@ import Synchronization
 public enum CommandMain {
     /// Parses and runs `root`'s command, giving usage errors exit status 2 as documented
     /// (ArgumentParser would use 64). `logLevel` is the level `KIOSK_LOG_LEVEL` names, if any.
-    public static func run<Root: ParsableCommand>(_ root: Root.Type, logLevel: Logger.Level?) async {
+    /// - Parameter alsoCommands: subcommands handled before parsing (handed to another program),
+    ///   counted as known when a mistyped one is matched.
+    public static func run<Root: ParsableCommand>(_ root: Root.Type, logLevel: Logger.Level?, alsoCommands: [String] = []) async {
         LogSetup.configure(level: logLevel)
+        if let unknown = UnknownCommand(root, arguments: Array(CommandLine.arguments.dropFirst()), alsoCommands: alsoCommands) {
+            BufferedLog.standardError.write(unknown.message + "\n")
+            Foundation.exit(ExitCode.usage.rawValue)
+        }
         do {
             var command = try root.parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {
@@ -18,11 +24,57 @@ public enum CommandMain {
             }
         } catch {
             if root.exitCode(for: error) == .validationFailure {
-                BufferedLog.standardError.write(root.fullMessage(for: error) + "\n")
+                // One line, as every other error: what is wrong, and where the usage is.
+                let tool = root.configuration.commandName ?? "kiosk"
+                let message = root.message(for: error).split(whereSeparator: \.isNewline).joined(separator: "; ")
+                BufferedLog.standardError.write("\(tool): \(message) (--help shows the usage)\n")
                 Foundation.exit(ExitCode.usage.rawValue)
             }
             root.exit(withError: error)
         }
+    }
+}
+
+/// A first word that names no subcommand, with the closest one, as git says it:
+/// `kiosk: 'byu' is not a kiosk command; did you mean 'buy'? (kiosk --help lists them)`.
+struct UnknownCommand {
+    let message: String
+
+    init?<Root: ParsableCommand>(_ root: Root.Type, arguments: [String], alsoCommands: [String]) {
+        let configuration = root.configuration
+        guard let word = arguments.first, !word.hasPrefix("-"), !configuration.subcommands.isEmpty,
+              configuration.defaultSubcommand == nil else { return nil }
+        let known = configuration.subcommands.map { $0._commandName } + alsoCommands + ["help"]
+        guard !known.contains(word) else { return nil }
+        let tool = configuration.commandName ?? "kiosk"
+        let ranked = known.map { (name: $0, distance: Self.distance(word.lowercased(), $0)) }
+            .filter { $0.distance <= max(1, min(2, word.count / 3)) || ($0.name.hasPrefix(word.lowercased()) && word.count >= 2) }
+            .sorted { ($0.distance, $0.name) < ($1.distance, $1.name) }
+        if let best = ranked.first {
+            message = "\(tool): '\(word)' is not a \(tool) command; did you mean '\(best.name)'? (\(tool) --help lists them)"
+        } else {
+            message = "\(tool): '\(word)' is not a \(tool) command; \(tool) --help lists them"
+        }
+    }
+
+    /// Edit distance (insert, delete, substitute, and swapping two neighbours, git's commonest typo).
+    static func distance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        guard !a.isEmpty else { return b.count }
+        guard !b.isEmpty else { return a.count }
+        var table = Array(repeating: Array(repeating: 0, count: b.count + 1), count: a.count + 1)
+        for i in 0...a.count { table[i][0] = i }
+        for j in 0...b.count { table[0][j] = j }
+        for i in 1...a.count {
+            for j in 1...b.count {
+                let cost = a[i - 1] == b[j - 1] ? 0 : 1
+                table[i][j] = min(table[i - 1][j] + 1, table[i][j - 1] + 1, table[i - 1][j - 1] + cost)
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
+                    table[i][j] = min(table[i][j], table[i - 2][j - 2] + 1)
+                }
+            }
+        }
+        return table[a.count][b.count]
     }
 }
 

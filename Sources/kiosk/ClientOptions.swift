@@ -11,6 +11,17 @@ struct ClientOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The server's base URL (default: $KIOSK_SERVER, else the last one used).", valueName: "url"))
     var server: String?
 
+    func validate() throws {
+        // A URL that cannot be a Kiosk store (ftp://, a bare host) is refused before anything runs.
+        if let server {
+            do {
+                _ = try KioskClient.checkServerURL(server)
+            } catch {
+                throw ValidationError("--server: \(error)")
+            }
+        }
+    }
+
     /// Opens the client's state, with the engine's settings taken from `KIOSK_*` variables:
     /// KIOSK_STALL_SECONDS, KIOSK_MAX_RECEIVE_SPEED, KIOSK_CONCURRENCY, KIOSK_RETRY_BASE_SECONDS and
     /// KIOSK_RETRY_CAP_SECONDS (the first retry's delay and the longest), KIOSK_CLAIM_LEASE_SECONDS
@@ -57,7 +68,11 @@ struct ClientOptions: ParsableArguments {
             standardError("\(product): the store refused the saved purchase, so nothing was charged (kiosk transactions says why)")
         }
         for product in report.revoked {
-            standardError("\(product): the store revoked this purchase; its content was removed from the library")
+            if report.revokedCredits.contains(product) {
+                standardError("\(product): the store revoked this purchase of credits; no library content changed (kiosk balance shows what is left)")
+            } else {
+                standardError("\(product): the store revoked this purchase; its content was removed from the library")
+            }
         }
         if !report.failed.isEmpty {
             standardError("\(report.failed.count) unfinished transaction(s) failed again and will be retried; see kiosk transactions")

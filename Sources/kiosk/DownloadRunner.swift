@@ -6,9 +6,28 @@ import KioskTransfer
 
 /// Shows a command's downloads as they run and says how they ended: progress goes to stderr (a
 /// bar on a terminal, a line every few seconds otherwise, as curl does), outcomes to stdout.
-/// Progress comes from the engine's event stream.
+/// Progress, and the moment a purchase's receipt is saved, come from the engine's event stream.
 struct DownloadRunner {
+    /// Where the outcome lines are read, which decides what they suggest doing next.
+    enum Context {
+        /// `buy`, `redeem`, `restore`: a later `kiosk resume` carries on what waits.
+        case command
+        /// `kiosk resume` itself (`waits` with --wait): it never tells the reader to run kiosk resume.
+        case resume(waits: Bool)
+    }
+
     let client: KioskClient
+    var context = Context.command
+    /// Says "transaction …: purchased …; receipt saved" as soon as that is true (buy, redeem).
+    var announcesPurchases = false
+    /// The purchases already announced, so the report does not say it twice.
+    let announced = Announced()
+
+    final class Announced: Sendable {
+        private let ids = Mutex<Set<Int64>>([])
+        func insert(_ id: Int64) -> Bool { ids.withLock { $0.insert(id).inserted } }
+        func contains(_ id: Int64?) -> Bool { id.map { id in ids.withLock { $0.contains(id) } } ?? false }
+    }
 
     /// Runs `body` (which downloads) while printing progress from the client's events. Ctrl-C or
     /// SIGTERM cancels the command (see `Kiosk.main`), which stops the transfers at once with
@@ -16,16 +35,34 @@ struct DownloadRunner {
     func showingProgress<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let display = ProgressDisplay(interactive: isatty(STDERR_FILENO) == 1 && ProcessInfo.processInfo.environment["TERM"] != "dumb")
         let events = client.events
+        let (announces, announced) = (announcesPurchases, announced)
         let watcher = Task {
             for await event in events {
-                if case .progress(let progress) = event { display.show(progress) }
+                switch event {
+                case .progress(let progress):
+                    display.show(progress)
+                case .transaction(let record) where announces && record.state == .purchased && record.idempotencyKey != nil:
+                    // The receipt is committed: say so now, before the download that follows.
+                    guard let id = record.id, announced.insert(id) else { continue }
+                    display.clear()
+                    PurchaseReport.printPurchased(record)
+                    fflush(nil)  // stdout may be a pipe: the line must be out now, not at exit
+                default:
+                    continue
+                }
             }
         }
-        defer {
-            watcher.cancel()
-            display.finish()
+        let outcome: Result<T, any Error>
+        do {
+            outcome = .success(try await body())
+        } catch {
+            outcome = .failure(error)
         }
-        return try await body()
+        // Stopped and awaited, so nothing it prints can come after the report.
+        watcher.cancel()
+        await watcher.value
+        display.finish()
+        return try outcome.get()
     }
 
     /// Prints what was installed, waits, failed or stopped (the exit status is the engine's
@@ -45,16 +82,30 @@ struct DownloadRunner {
         }
         for id in report.waiting {
             let record = downloads.first { $0.productId == id }
-            let when = record?.nextAttemptAt.map { "retrying after \(Self.time($0))" } ?? "retrying later"
-            print("\(id): \(record?.lastError ?? "interrupted"); \(when) (kiosk resume)")
+            let reason = record?.lastError ?? "interrupted"
+            let when = record?.nextAttemptAt.map(Self.time)
+            switch context {
+            case .command:
+                print("\(id): \(reason); \(when.map { "retrying after \($0)" } ?? "retrying later") (kiosk resume)")
+            case .resume(waits: true):
+                print("\(id): \(reason); \(when.map { "retrying after \($0)" } ?? "retrying later")")
+            case .resume(waits: false):
+                print("\(id): \(reason); \(when.map { "due again after \($0)" } ?? "due again later") (--wait waits for it)")
+            }
         }
         for id in report.interrupted {
             let kept = downloads.first { $0.productId == id }.map { ProgressDisplay.size($0.bytesDone) } ?? "its bytes"
-            print("\(id): interrupted; \(kept) kept, kiosk resume continues from there")
+            switch context {
+            case .command: print("\(id): interrupted; \(kept) kept, kiosk resume continues from there")
+            case .resume: print("\(id): interrupted; \(kept) kept, the same command continues from there")
+            }
         }
         for id in report.paused {
             let kept = downloads.first { $0.productId == id }.map { ProgressDisplay.size($0.bytesDone) } ?? "its bytes"
-            print("\(id): paused by another command; \(kept) kept (kiosk resume)")
+            switch context {
+            case .command: print("\(id): paused by another command; \(kept) kept (kiosk resume)")
+            case .resume: print("\(id): paused by another command; \(kept) kept until it is resumed")
+            }
         }
         for id in report.cancelled {
             print("\(id): cancelled by another command; its partial bytes were deleted")
@@ -122,6 +173,8 @@ final class ProgressDisplay: @unchecked Sendable {
     }
 
     func show(_ progress: DownloadProgress) {
+        // "0 B, 0 B/s" says nothing, and would come before a one-line error such as a 404.
+        guard progress.bytesOnDisk > 0 || progress.bytesReceived > 0 else { return }
         lock.withLock {
             let now = Date()
             guard now.timeIntervalSince(lastLine) >= (interactive ? 0.2 : 2) else { return }
@@ -145,8 +198,18 @@ final class ProgressDisplay: @unchecked Sendable {
     }
 
     func finish() {
+        clear()
+    }
+
+    /// Takes the progress line off the terminal, so a line printed now stands alone; the next
+    /// progress report draws it again.
+    func clear() {
         lock.withLock {
-            if shown { BufferedLog.standardError.write("\r\u{1B}[K") }
+            if shown {
+                BufferedLog.standardError.write("\r\u{1B}[K")
+                BufferedLog.standardError.flush()
+                shown = false
+            }
         }
     }
 

@@ -33,6 +33,9 @@ extension Kiosk {
         @Flag(help: "Finish right after saving the receipt; download the content later.")
         var noDownload = false
 
+        @Flag(help: "Print the outcome as JSON (docs/client.md).")
+        var json = false
+
         func validate() throws {
             guard (1...100).contains(quantity) else { throw ValidationError("--quantity must be between 1 and 100") }
         }
@@ -40,12 +43,14 @@ extension Kiosk {
         func run() async throws {
             try await reportingErrors {
                 let client = try await options.connect()
-                let runner = DownloadRunner(client: client)
+                var configured = DownloadRunner(client: client)
+                configured.announcesPurchases = !json
+                let runner = configured
                 let (product, quantity, payment, downloadNow) = (self.product, self.quantity, self.payment, !noDownload)
                 let result = try await runner.showingProgress {
                     try await client.buy(product, quantity: quantity, method: payment, downloadNow: downloadNow)
                 }
-                try PurchaseReport(result).print(runner)
+                try PurchaseReport(result, json: json).print(runner)
             }
         }
     }
@@ -64,13 +69,18 @@ extension Kiosk {
         @Flag(help: "Finish right after saving the receipt; download the content later.")
         var noDownload = false
 
+        @Flag(help: "Print the outcome as JSON (docs/client.md).")
+        var json = false
+
         func run() async throws {
             try await reportingErrors {
                 let client = try await options.connect()
-                let runner = DownloadRunner(client: client)
+                var configured = DownloadRunner(client: client)
+                configured.announcesPurchases = !json
+                let runner = configured
                 let (product, downloadNow) = (self.product, !noDownload)
                 let result = try await runner.showingProgress { try await client.redeem(product, downloadNow: downloadNow) }
-                try PurchaseReport(result).print(runner)
+                try PurchaseReport(result, json: json).print(runner)
             }
         }
     }
@@ -78,16 +88,29 @@ extension Kiosk {
 
 extension PaymentMethod: ExpressibleByArgument {}
 
-/// How a purchase's outcome reads on the terminal, and the exit status it gives.
+/// How a purchase's outcome reads on the terminal (or as JSON), and the exit status it gives.
 struct PurchaseReport {
     let result: PurchaseResult
+    let json: Bool
 
-    init(_ result: PurchaseResult) {
+    init(_ result: PurchaseResult, json: Bool = false) {
         self.result = result
+        self.json = json
+    }
+
+    /// The line that says a purchase is paid for and its receipt is on disk.
+    static func printPurchased(_ record: PaymentRecord) {
+        let quantity = record.quantity > 1 ? " × \(record.quantity)" : ""
+        Swift.print("transaction \(record.transactionId ?? "(not yet assigned)"): purchased \(record.productId)\(quantity); receipt saved")
     }
 
     /// Prints the outcome and how its download went, and exits with the status the engine gave it.
     func print(_ runner: DownloadRunner) throws {
+        if json {
+            try printJSON(runner)
+            try result.outcome.exit()
+            return
+        }
         let record = result.record
         let id = record.transactionId ?? "(not yet assigned)"
         let quantity = record.quantity > 1 ? " × \(record.quantity)" : ""
@@ -100,8 +123,8 @@ struct PurchaseReport {
         case .purchased, .delivering, .finished, .restored:
             if result.alreadyOwned {
                 Swift.print("\(record.productId) is already owned (transaction \(id)); nothing was charged")
-            } else {
-                Swift.print("transaction \(id): purchased \(record.productId)\(quantity); receipt saved")
+            } else if !runner.announced.contains(record.id) {
+                Self.printPurchased(record)
             }
             if record.kind == .consumable, let credits = result.credits {
                 Swift.print("balance: \(credits) credits")
@@ -111,6 +134,8 @@ struct PurchaseReport {
             } else if result.contentQueued {
                 Swift.print("content: queued; download it with kiosk resume")
             }
+        case .deferred where result.alreadyPending:
+            Swift.print("transaction \(id): \(record.productId) is already waiting for approval (Ask to Buy); nothing new was sent")
         case .deferred:
             Swift.print("transaction \(id): \(record.productId) is waiting for approval (Ask to Buy); nothing was charged yet")
         case .cancelled:
@@ -121,6 +146,19 @@ struct PurchaseReport {
             Swift.print("transaction \(id): \(record.state.rawValue)")
         }
         try result.outcome.exit()
+    }
+
+    private func printJSON(_ runner: DownloadRunner) throws {
+        let records = (try? runner.client.downloads()) ?? []
+        try JSONOutput.print(JSONOutput.Purchase(
+            transaction: Kiosk.Transactions.Row(TransactionView(record: result.record, receiptProblem: nil)),
+            credits: result.credits, owned: result.alreadyOwned, alreadyPending: result.alreadyPending,
+            savedOffline: result.savedOffline, contentQueued: result.contentQueued,
+            downloads: result.downloads.map { JSONOutput.Downloads($0, records: records) },
+            outcome: result.outcome.name))
+        if result.record.state == .failed {
+            standardError("\(result.record.productId): \(result.record.lastError ?? "the purchase failed")")
+        }
     }
 }
 

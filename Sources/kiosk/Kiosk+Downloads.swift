@@ -79,14 +79,21 @@ extension Kiosk {
         @Option(help: "With --wait: give up after this many seconds.")
         var maxWait: Int = 3600
 
+        @Flag(help: "Print what was done as JSON (docs/client.md), instead of a line per step.")
+        var json = false
+
         func run() async throws {
             try await reportingErrors {
                 let client = try options.client()
                 _ = try client.server()
-                let runner = DownloadRunner(client: client)
+                var configured = DownloadRunner(client: client)
+                configured.context = .resume(waits: wait)
+                let runner = configured
                 let deadline = wait ? Date().addingTimeInterval(TimeInterval(maxWait)) : nil
+                let json = self.json
                 let report = try await runner.showingProgress {
                     try await client.resume(until: deadline, step: { step in
+                        guard !json else { return }
                         switch step {
                         case .queued(let products):
                             for id in products { print("queued \(id)") }
@@ -97,11 +104,23 @@ extension Kiosk {
                         }
                     })
                 }
+                let downloads = (try? client.downloads()) ?? []
                 ClientOptions.tell(report.replay)
-                for product in report.unsent {
-                    print("\(product): purchase saved; the store cannot be reached, so it is sent as soon as it can be")
+                if json {
+                    try JSONOutput.print(JSONOutput.Resume(
+                        queued: report.queued, downloads: JSONOutput.Downloads(report.downloads, records: downloads),
+                        failedEarlier: report.failedEarlier, outcome: report.outcome.name))
+                } else {
+                    for product in report.unsent {
+                        print("\(product): purchase saved; the store cannot be reached, so it is sent as soon as it can be")
+                    }
+                    if report.interruptedWhileWaiting { print("interrupted while waiting; nothing was lost") }
                 }
-                if report.interruptedWhileWaiting { print("interrupted while waiting; kiosk resume continues") }
+                // What failed for good before this run is not run again: named, so exit status 1 is explained.
+                for id in report.failedEarlier {
+                    let error = downloads.first { $0.productId == id }?.lastError ?? "the download failed"
+                    standardError("\(id): failed for good earlier (\(error)); kiosk restore downloads it again, kiosk cancel \(id) drops it")
+                }
                 try report.outcome.exit()
             }
         }

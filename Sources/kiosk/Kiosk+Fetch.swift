@@ -31,10 +31,44 @@ extension Kiosk {
         @Flag(help: "Replace a finished file that is already there.")
         var force = false
 
+        @Flag(help: "Create the folders of -o FILE that do not exist (as curl --create-dirs).")
+        var createDirs = false
+
+        @Option(name: .customShort("C"), help: ArgumentHelp("Only `-`: continue from FILE.partial, which kiosk fetch always does (curl -C -).", valueName: "-"))
+        var continueAt: String?
+
+        @Flag(name: [.customShort("c"), .customLong("continue")], help: "Continue from FILE.partial (the default; as wget -c).")
+        var continueFlag = false
+
+        @Flag(name: [.customShort("O"), .customLong("remote-name")], help: "Name the file after the URL (the default without -o; as curl -O).")
+        var remoteName = false
+
+        @Option(help: ArgumentHelp("Retry a transient failure up to N times (default 4).", valueName: "N"))
+        var retry: Int?
+
+        @Option(help: ArgumentHelp("Give up after this many seconds; the partial file is kept (exit status 3).", valueName: "seconds"))
+        var maxTime: Double?
+
+        @Flag(name: [.customShort("s"), .customShort("q"), .customLong("silent"), .customLong("quiet")],
+              help: "No progress and no summary line; errors still go to stderr (as curl -sS, wget -q).")
+        var silent = false
+
+        @Flag(help: "Print the result as JSON: {url, path, size, sha256, bytesReceived, attempts}.")
+        var json = false
+
         func validate() throws {
-            guard url.hasPrefix("http://") || url.hasPrefix("https://") else {
-                throw ValidationError("\(url) is not an http or https URL")
+            let scheme = url.split(separator: ":", maxSplits: 1).first.map { $0.lowercased() } ?? ""
+            guard url.contains("://"), scheme == "http" || scheme == "https" else {
+                throw ValidationError(url.contains("://")
+                    ? "\(scheme):// is not supported; kiosk fetch downloads http:// and https:// URLs"
+                    : "\(url) is not a URL; give an http:// or https:// URL")
             }
+            if let continueAt, continueAt != "-" {
+                throw ValidationError("-C takes only - (kiosk fetch always continues from FILE.partial at its own length), not \"\(continueAt)\"")
+            }
+            if let retry, !(0...100).contains(retry) { throw ValidationError("--retry must be between 0 and 100") }
+            if let maxTime, !(maxTime > 0) { throw ValidationError("--max-time must be a number of seconds above 0") }
+            if remoteName, output != nil { throw ValidationError("-O and -o name the file both; give one of them") }
             for header in headers where !header.contains(":") {
                 throw ValidationError("--header \"\(header)\" must look like 'Name: value'")
             }
@@ -69,6 +103,7 @@ extension Kiosk {
                     target = scratch.url.appendingPathComponent("download")
                 } else {
                     target = URL(fileURLWithPath: try output ?? Self.fileName(from: url))
+                    try Self.checkFolder(of: target, create: createDirs)
                     try Self.checkWritable(target, force: force)
                     try Self.checkWritable(target.appendingPathExtension("partial"), force: true)
                 }
@@ -76,17 +111,66 @@ extension Kiosk {
                 let configuration = ClientOptions.configuration(ProcessInfo.processInfo.environment)
                 fetch.stallSeconds = configuration.stallSeconds
                 fetch.maxReceiveSpeed = configuration.maxReceiveSpeed
+                if let retry { fetch.attempts = retry + 1 }
+                let configured = fetch
                 let display = ProgressDisplay(interactive: isatty(STDERR_FILENO) == 1)
-                let result = try await fetch.run { display.show($0) }
+                let quiet = silent || json
+                let result: URLFetch.Result
+                do {
+                    result = try await Self.within(maxTime) { try await configured.run { if !quiet { display.show($0) } } }
+                } catch is TimeLimitReached {
+                    display.finish()
+                    standardError("\(url): gave up after \(Self.seconds(maxTime ?? 0)) (--max-time); the partial file is kept, run the same command again to continue")
+                    throw ExitCode.partlyDone
+                }
                 display.finish()
                 let summary = "\(result.size) bytes, SHA-256 \(result.sha256), \(result.bytesReceived) bytes received"
                 if scratch != nil {
                     try Self.copy(target, to: FileHandle.standardOutput)
-                    standardError("fetched \(url): \(summary)")
-                } else {
+                    if !quiet { standardError("fetched \(url): \(summary)") }
+                } else if json {
+                    try JSONOutput.print(JSONOutput.Fetch(url: url, path: target.path, size: result.size, sha256: result.sha256,
+                                                          bytesReceived: result.bytesReceived, attempts: result.attempts))
+                } else if !silent {
                     print("saved \(target.path): \(summary)")
                 }
             }
+        }
+
+        /// The folder a file goes in must exist, unless asked to create it: a typo in `-o` must
+        /// not leave a tree of new folders behind.
+        static func checkFolder(of file: URL, create: Bool) throws {
+            let folder = file.deletingLastPathComponent()
+            var isFolder: ObjCBool = false
+            if FileManager.default.fileExists(atPath: folder.path, isDirectory: &isFolder) {
+                guard isFolder.boolValue else { throw ValidationError("\(folder.path) is not a folder; check -o") }
+                return
+            }
+            guard create else {
+                throw ValidationError("the folder \(folder.path) does not exist; create it, or pass --create-dirs")
+            }
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        }
+
+        /// Runs `body`, cancelling it after `limit` seconds (no limit when nil).
+        static func within<T: Sendable>(_ limit: Double?, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+            guard let limit else { return try await body() }
+            return try await withThrowingTaskGroup(of: T?.self) { group in
+                group.addTask { try await body() }
+                group.addTask {
+                    try await Task.sleep(for: .seconds(limit))
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let value = first else { throw TimeLimitReached() }
+                return value
+            }
+        }
+
+        struct TimeLimitReached: Error {}
+
+        static func seconds(_ value: Double) -> String {
+            value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
         }
 
         /// Kiosk writes only regular files: never through a link, a device or a folder, and never

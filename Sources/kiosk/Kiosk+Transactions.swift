@@ -89,11 +89,19 @@ extension Kiosk {
 
         @OptionGroup var options: ClientOptions
 
+        @Flag(help: "Print the balance as JSON: {accountId, credits}.")
+        var json = false
+
         func run() async throws {
             try await reportingErrors {
                 let client = try await options.connect()
-                let summary = try await client.accountSummary()
-                Swift.print("\(summary.credits) credits")
+                // A device with no account yet has no credits: looking creates nothing on the store.
+                let summary = try await client.existingAccountSummary()
+                if json {
+                    try JSONOutput.print(JSONOutput.Balance(accountId: summary?.accountId, credits: summary?.credits ?? 0))
+                } else {
+                    Swift.print("\(summary?.credits ?? 0) credits")
+                }
             }
         }
     }
@@ -132,7 +140,11 @@ extension Kiosk {
                 } else {
                     Swift.print(result.restored.isEmpty ? "nothing new to restore" : "restored \(result.restored.count) purchases:")
                     for record in result.restored {
-                        Swift.print("  \(record.productId)  (transaction \(record.transactionId ?? "-"), \(record.state.rawValue))")
+                        if result.withdrawn.contains(record.productId) {
+                            Swift.print("  \(record.productId)  (transaction \(record.transactionId ?? "-")): withdrawn from the store's catalog; its receipt is kept, but there is no content to download")
+                        } else {
+                            Swift.print("  \(record.productId)  (transaction \(record.transactionId ?? "-"), \(record.state.rawValue))")
+                        }
                     }
                     if let downloads = result.downloads { runner.report(downloads) }
                 }
@@ -156,22 +168,51 @@ extension Kiosk {
         struct Show: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "Show the account, its balance and what it owns.",
-                discussion: "Example: kiosk account show"
+                discussion: """
+                    The token is the account's password: it is shown only with --show-token. On a device \
+                    with no account yet nothing is created; the first purchase creates it.
+
+                    Example: kiosk account show --show-token
+                    """
             )
 
             @OptionGroup var options: ClientOptions
 
+            @Flag(help: "Also print the account token (a secret: it links any device to this account).")
+            var showToken = false
+
+            @Flag(help: "Print the account as JSON: {accountId, credits, owned, subscriptions, token?}.")
+            var json = false
+
             func run() async throws {
                 try await reportingErrors {
                     let client = try await options.connect()
-                    let summary = try await client.accountSummary()
+                    let token = showToken ? try client.accountToken() : nil
+                    guard let summary = try await client.existingAccountSummary() else {
+                        if json {
+                            try JSONOutput.print(JSONOutput.Account(accountId: nil, credits: 0, owned: [], subscriptions: [], token: nil))
+                        } else {
+                            Swift.print("no account on this device yet; the first purchase creates one (or use an existing one with kiosk account link TOKEN)")
+                        }
+                        return
+                    }
+                    if json {
+                        try JSONOutput.print(JSONOutput.Account(accountId: summary.accountId, credits: summary.credits, owned: summary.owned,
+                                                                subscriptions: summary.subscriptions, token: token))
+                        return
+                    }
                     Swift.print("account: \(summary.accountId)")
-                    Swift.print("token: \(try client.accountToken() ?? "-")  (link another device with `kiosk account link TOKEN`)")
+                    if let token {
+                        Swift.print("token: \(token)  (link another device with `kiosk account link TOKEN`)")
+                    }
                     Swift.print("credits: \(summary.credits)")
                     Swift.print("owned: \(summary.owned.isEmpty ? "nothing yet" : summary.owned.joined(separator: ", "))")
                     for subscription in summary.subscriptions {
                         let state = subscription.active ? "active until" : "expired"
                         Swift.print("subscription: \(subscription.productId) \(state) \(ISO8601DateFormatter().string(from: subscription.expiresDate))")
+                    }
+                    if token == nil {
+                        Swift.print("token: hidden (kiosk account --show-token prints it)")
                     }
                 }
             }
@@ -180,7 +221,13 @@ extension Kiosk {
         struct Link: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "Use an existing account, from another device, on this one.",
-                discussion: "Example: kiosk account link 3f9a…  (the token `kiosk account show` prints on the other device)"
+                discussion: """
+                    The account this device had is replaced. When it owns purchases, credits or \
+                    subscriptions, linking is refused unless --force is given: keep its token first \
+                    (kiosk account --show-token) to be able to link back.
+
+                    Example: kiosk account link 3f9a…  (the token `kiosk account --show-token` prints on the other device)
+                    """
             )
 
             @OptionGroup var options: ClientOptions
@@ -188,11 +235,23 @@ extension Kiosk {
             @Argument(help: "The account token.")
             var token: String
 
+            @Flag(help: "Link even though this device's current account owns purchases or credits.")
+            var force = false
+
             func run() async throws {
                 try await reportingErrors {
                     let client = try options.client()
-                    let summary = try await client.linkAccount(token: token)
-                    Swift.print("linked to account \(summary.accountId); run `kiosk restore` to bring back its purchases")
+                    let link = try await client.linkAccount(token: token, force: force)
+                    if link.alreadyLinked {
+                        Swift.print("this device already uses account \(link.accountId); nothing changed")
+                    } else if let replaced = link.replaced {
+                        let held = link.replacedHoldings + link.replacedCredits > 0
+                            ? "which owns \(link.replacedHoldings) purchase(s) and \(link.replacedCredits) credits"
+                            : "which owned nothing"
+                        Swift.print("linked to account \(link.accountId), replacing account \(replaced) on this device (\(held)); run `kiosk restore` to bring back its purchases")
+                    } else {
+                        Swift.print("linked to account \(link.accountId); run `kiosk restore` to bring back its purchases")
+                    }
                 }
             }
         }
@@ -200,33 +259,141 @@ extension Kiosk {
 
     struct Config: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Change device settings.",
+            abstract: "See and change this device's settings: server, payments.",
             discussion: """
-                payments on|off: with payments off (a device restriction, like parental controls) `kiosk buy` \
-                is refused; products and prices still list.
+                Settings live in the home's database (kiosk.sqlite), which every command names. \
+                server: the store's URL, remembered from the last --server that answered as a Kiosk \
+                store ($KIOSK_SERVER and --server take precedence). payments: on or off; with payments \
+                off (a device restriction, like parental controls) `kiosk buy` is refused; products and \
+                prices still list.
 
-                Example: kiosk config payments off
-                """
+                Example: kiosk config set server https://store.example.com  |  kiosk config payments off
+                """,
+            subcommands: [List.self, Get.self, Assign.self, Unset.self],
+            defaultSubcommand: List.self
         )
 
-        @OptionGroup var options: ClientOptions
-
-        @Argument(help: "The setting: payments.")
-        var setting: String
-
-        @Argument(help: "on or off.")
-        var value: String
-
-        func validate() throws {
-            guard setting == "payments" else { throw ValidationError("unknown setting \"\(setting)\"; the settings are: payments") }
-            guard value == "on" || value == "off" else { throw ValidationError("payments must be on or off, not \"\(value)\"") }
+        /// Where a setting's value is read from, said after it.
+        static func source(_ client: KioskClient) -> String {
+            "in \(client.settingsFile)"
         }
 
-        func run() async throws {
-            try await reportingErrors {
-                try options.client().setPaymentsEnabled(value == "on")
-                Swift.print("payments \(value)")
+        /// `kiosk config` alone lists every setting; `kiosk config payments on|off` is kept as it was.
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "List the settings (also: kiosk config payments on|off).",
+                discussion: "Example: kiosk config"
+            )
+
+            @OptionGroup var options: ClientOptions
+
+            @Argument(help: ArgumentHelp("Only with `payments`: on or off, as kiosk config set payments does.", valueName: "setting value"))
+            var words: [String] = []
+
+            func validate() throws {
+                guard !words.isEmpty else { return }
+                guard words.count == 2, words[0] == "payments" else {
+                    let names = KioskClient.SettingName.allCases.map(\.rawValue).joined(separator: ", ")
+                    throw ValidationError("unknown config command \"\(words.joined(separator: " "))\"; use kiosk config get|set|unset NAME (settings: \(names))")
+                }
+                guard words[1] == "on" || words[1] == "off" else { throw ValidationError("payments must be on or off, not \"\(words[1])\"") }
+            }
+
+            func run() async throws {
+                try await reportingErrors {
+                    let client = try options.client()
+                    if words.count == 2 {
+                        try client.setSetting(.payments, to: words[1])
+                        Swift.print("payments \(words[1])")
+                        return
+                    }
+                    for name in KioskClient.SettingName.allCases {
+                        Swift.print(try Get.line(name, client: client, options: options))
+                    }
+                    Swift.print("(settings \(source(client)))")
+                }
+            }
+        }
+
+        struct Get: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Print one setting and where it comes from.", discussion: "Example: kiosk config get server")
+
+            @OptionGroup var options: ClientOptions
+
+            @Argument(help: "server or payments.")
+            var name: KioskClient.SettingName
+
+            func run() async throws {
+                try await reportingErrors {
+                    Swift.print(try Self.line(name, client: try options.client(), options: options))
+                }
+            }
+
+            /// `name = value  (in FILE)`, or what applies when it is unset.
+            static func line(_ name: KioskClient.SettingName, client: KioskClient, options: ClientOptions) throws -> String {
+                let stored = try client.setting(name)
+                switch name {
+                case .server:
+                    let environment = ProcessInfo.processInfo.environment["KIOSK_SERVER"].flatMap { $0.isEmpty ? nil : $0 }
+                    var line = "server = \(stored ?? "(unset)")  (\(source(client)))"
+                    if let environment { line += "; KIOSK_SERVER=\(environment) is used instead" }
+                    return line
+                case .payments:
+                    return "payments = \(stored ?? "on")  (\(stored == nil ? "the default; " : "")\(source(client)))"
+                }
+            }
+        }
+
+        struct Assign: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(commandName: "set", abstract: "Change a setting.", discussion: "Example: kiosk config set server http://127.0.0.1:8080")
+
+            @OptionGroup var options: ClientOptions
+
+            @Argument(help: "server or payments.")
+            var name: KioskClient.SettingName
+
+            @Argument(help: "The value: an http(s) URL for server, on or off for payments.")
+            var value: String
+
+            func validate() throws {
+                do {
+                    switch name {
+                    case .server: _ = try KioskClient.checkServerURL(value)
+                    case .payments: guard value == "on" || value == "off" else { throw ValidationError("payments must be on or off, not \"\(value)\"") }
+                    }
+                } catch let error as ValidationError {
+                    throw error
+                } catch {
+                    throw ValidationError("\(error)")
+                }
+            }
+
+            func run() async throws {
+                try await reportingErrors {
+                    let client = try options.client()
+                    let stored = try client.setSetting(name, to: value)
+                    Swift.print("\(name.rawValue) = \(stored)  (saved \(source(client)))")
+                }
+            }
+        }
+
+        struct Unset: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Remove a setting (payments go back on; a server must be given again).", discussion: "Example: kiosk config unset server")
+
+            @OptionGroup var options: ClientOptions
+
+            @Argument(help: "server or payments.")
+            var name: KioskClient.SettingName
+
+            func run() async throws {
+                try await reportingErrors {
+                    let client = try options.client()
+                    try client.unsetSetting(name)
+                    Swift.print("\(name.rawValue) unset  (\(source(client)))")
+                }
             }
         }
     }
 }
+
+extension KioskClient.SettingName: ExpressibleByArgument {}

@@ -22,6 +22,7 @@ struct Kiosk: AsyncParsableCommand {
 
             Example: kiosk sync --server http://127.0.0.1:8080 && kiosk buy com.kiosk.books.river-of-maps
             """,
+        version: VersionInfo.text,
         subcommands: [
             Sync.self, Products.self, Buy.self, Redeem.self, Transactions.self, Balance.self,
             Restore.self, Account.self, Config.self, Admin.self, Downloads.self, Resume.self, Pause.self, Cancel.self, Library.self, Fetch.self, Unpack.self,
@@ -33,6 +34,8 @@ struct Kiosk: AsyncParsableCommand {
         let logLevel = ProcessInfo.processInfo.environment["KIOSK_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:))
         // Every command, not only those that download: Ctrl-C or SIGTERM cancels what it is doing
         // (a request under way included), and it says so and exits instead of dying mid-write.
-        _ = try? await cancellingOnInterrupt { await CommandMain.run(Self.self, logLevel: logLevel) }
+        _ = try? await cancellingOnInterrupt {
+            await CommandMain.run(Self.self, logLevel: logLevel, alsoCommands: ServerHandoff.commands.sorted())
+        }
     }
 }

@@ -17,7 +17,9 @@ struct FullDiskTests {
         let resume = try await KioskCommand.run(["resume"], environment: ["KIOSK_HOME": setup.home])
         #expect(resume.status == 3, "\(resume.stderr)")
         #expect(resume.stdout.contains("the download of \(Self.atlas) needs 16.0 MiB free in \(setup.home)/downloads, which has "), "\(resume.stdout)")
-        #expect(resume.stdout.contains("free some space, then run kiosk resume"))
+        #expect(resume.stdout.contains("free some space; the download waits with its bytes; due again after "))
+        // Inside kiosk resume, nothing tells the reader to run kiosk resume.
+        #expect(!resume.stdout.contains("kiosk resume"), "\(resume.stdout)")
         #expect(setup.partialSize() == 0)
         _ = await setup.server.stop()
     }

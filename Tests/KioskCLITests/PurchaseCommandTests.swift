@@ -127,7 +127,7 @@ struct PurchaseCommandTests {
         let setup = try await Setup()
         _ = try await setup.kiosk("buy", Self.pack5)
         _ = try await setup.kiosk("buy", Self.book)
-        let token = try await setup.kiosk("account").stdout.split(separator: "\n")
+        let token = try await setup.kiosk("account", "--show-token").stdout.split(separator: "\n")
             .first { $0.hasPrefix("token: ") }
             .map { String($0.dropFirst("token: ".count).prefix(64)) } ?? ""
         let second = setup.directory.path("second").path

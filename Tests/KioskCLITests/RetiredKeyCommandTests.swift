@@ -16,7 +16,7 @@ struct RetiredKeyCommandTests {
     }
 
     static func token(_ setup: PurchaseCommandTests.Setup) async throws -> String {
-        try await setup.kiosk("account").stdout.split(separator: "\n")
+        try await setup.kiosk("account", "--show-token").stdout.split(separator: "\n")
             .first { $0.hasPrefix("token: ") }
             .map { String($0.dropFirst("token: ".count).prefix(64)) } ?? ""
     }

@@ -98,13 +98,24 @@ struct CatalogSyncTests {
         #expect(after.syncedAt == before.syncedAt)
     }
 
-    @Test("the server URL is remembered after first use")
+    @Test("the server URL is remembered after first use, once it answered as a Kiosk store: not after a failed request, never an ftp:// URL")
     func serverRemembered() async throws {
         let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
         let home = KioskHome(root: directory.path("home"))
         #expect(throws: ClientError.noServer) { try KioskClient(home: home).server() }
-        _ = try KioskClient(home: home, server: "http://127.0.0.1:9999/")
-        #expect(try KioskClient(home: home).server() == "http://127.0.0.1:9999")
+        let mistyped = try KioskClient(home: home, server: "http://127.0.0.1:9/")
+        #expect(try mistyped.server() == "http://127.0.0.1:9")
+        await #expect(throws: ClientError.self) { try await mistyped.sync() }
+        #expect(throws: ClientError.noServer) { try KioskClient(home: home).server() }
+        #expect(throws: ClientError.self) { try KioskClient(home: home, server: "ftp://127.0.0.1/") }
+
+        let answered = try await LiveServer.run(Self.configuration(store)) { _, url in
+            _ = try await KioskClient(home: home, server: url + "/").sync()
+            return url
+        }
+        #expect(try KioskClient(home: home).server() == answered)
+        #expect(try KioskClient(home: home).setting(.server) == answered)
     }
 
     @Test("KIOSK_HOME resolves from the flag, then the environment, then XDG_DATA_HOME")

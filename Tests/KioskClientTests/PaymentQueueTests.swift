@@ -148,6 +148,29 @@ struct PaymentQueueTests {
         }
     }
 
+    @Test("Ask to Buy twice: the second ask sends nothing; a row the store answers with the request already waiting is dropped, never sent again")
+    func deferredTwice() async throws {
+        try await Self.withClient { server, client, url, directory in
+            let first = try await client.buy(Self.book, method: .defer)
+            let id = try #require(first.record.transactionId)
+            let second = try await client.buy(Self.book, method: .defer)
+            #expect(second.alreadyPending && second.outcome == .complete)
+            #expect(second.record.transactionId == id && second.record.id == first.record.id)
+            #expect(try await client.transactions().count == 1)
+
+            // A second ask already saved (another process, or a crash before the answer): the store
+            // answers it with the request waiting, and the row goes instead of failing on the unique
+            // transaction ID and being replayed later as a new request.
+            let database = try Self.saveUnanswered(Self.book, key: "second-ask", retryIn: nil, home: directory.path("home"))
+            try await database.write { try $0.execute(sql: "UPDATE payment SET paymentMethod = 'defer' WHERE idempotencyKey = 'second-ask'") }
+            let report = await client.replay()
+            #expect(report.failed.isEmpty, "\(report)")
+            let rows = try await client.transactions().map(\.record)
+            #expect(rows.map(\.state) == [.deferred] && rows.first?.transactionId == id)
+            #expect(try await Self.charges(server, url, client).isEmpty)
+        }
+    }
+
     @Test("Ask to Buy: deferred, then declined: failed, nothing charged")
     func deferredThenDeclined() async throws {
         try await Self.withClient { server, client, url, _ in

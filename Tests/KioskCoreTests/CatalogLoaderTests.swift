@@ -139,6 +139,16 @@ struct CatalogLoaderTests {
         #expect(error.file == "Catalog/books.json")
     }
 
+    @Test("broken JSON is refused with the line and column where it breaks, as an editor counts them")
+    func malformedFileSaysWhere() throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try Data("{\n  \"products\": [\n    {\"id\": 1 \"title\": \"Å\"}\n  ]\n}\n".utf8).write(to: store.catalog.appendingPathComponent("books.json"))
+        let loader = CatalogLoader(catalogDirectory: store.catalog, contentDirectory: store.content)
+        let error = try #require(throws: CatalogError.self) { try loader.load() }
+        #expect(error.description == "Catalog/books.json: is not valid JSON at line 3, column 14 (invalid value); fix it and reload")
+    }
+
     @Test("a subscription to a series with no issue is refused")
     func subscriptionWithoutIssues() throws {
         let directory = try TemporaryDirectory()

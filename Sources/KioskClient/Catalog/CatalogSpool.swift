@@ -66,6 +66,17 @@ final class CatalogSpool: @unchecked Sendable {
         }
     }
 
+    /// True when the body's first non-blank byte is `<`: markup (a web page), not a JSON document.
+    func startsWithMarkup() -> Bool {
+        var byte: UInt8 = 0
+        var offset = 0
+        while offset < min(size, 512), pread(descriptor, &byte, 1, off_t(offset)) == 1 {
+            if byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 { offset += 1; continue }
+            return byte == UInt8(ascii: "<")
+        }
+        return false
+    }
+
     private static func failure(_ code: Int32, in folder: URL) -> ClientError {
         if code == ENOSPC || code == EDQUOT {
             return .local(path: folder.path, problem: "the disk is full", action: "free some space, then run kiosk sync again; the local catalog was kept")

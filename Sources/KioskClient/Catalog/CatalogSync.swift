@@ -56,14 +56,19 @@ struct CatalogSync {
         }
         if response.status == 304 {
             try database.markCatalogFresh(at: Date())
+            server.answered()
             return SyncReport(notModified: true)
         }
         guard response.status == 200 else {
             throw StoreAPI.error(from: response, url: url)
         }
+        if response.headers["content-type"]?.lowercased().contains("html") == true {
+            throw ClientError.notAStore(url: url, status: response.status, what: "a web page")
+        }
+        let report: SyncReport
         do {
             // A product is at least ~100 bytes: the ID table is sized so 100,000 IDs are not rehashed as it grows.
-            return try database.replaceCatalog(etag: response.headers["etag"], syncedAt: Date(), expectedProducts: min(spool.size / 100, 1 << 20)) { store in
+            report = try database.replaceCatalog(etag: response.headers["etag"], syncedAt: Date(), expectedProducts: min(spool.size / 100, 1 << 20)) { store in
                 try CatalogReadAhead(spool: spool, source: "the catalog from \(url)").forEachProduct { id, json in
                     guard try store(id, json) else {
                         throw ClientError.badResponse(url: url, detail: "the catalog names \(id) twice; the local catalog was kept")
@@ -71,7 +76,12 @@ struct CatalogSync {
                 }
             }
         } catch let error as CatalogReadError {
+            if spool.size > 0, spool.startsWithMarkup() {
+                throw ClientError.notAStore(url: url, status: response.status, what: "a web page")
+            }
             throw ClientError.badResponse(url: url, detail: "\(error); the local catalog was kept")
         }
+        server.answered()
+        return report
     }
 }

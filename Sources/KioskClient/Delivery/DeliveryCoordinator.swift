@@ -46,6 +46,10 @@ struct DeliveryCoordinator: Sendable {
         }
         guard try payments.paymentsEnabled() else { throw ClientError.paymentsDisabled }
         let product = try await catalogProduct(productId)
+        // Replay (which runs before any command) already asked the store about it: still waiting.
+        if method == PaymentMethod.defer.rawValue, let pending = try database.pendingRequest(productId: productId) {
+            return PurchaseResult(record: pending, alreadyPending: true)
+        }
         if product.kind == .nonConsumable, let owned = try database.owningPayment(productId: productId) {
             return try await alreadyOwned(owned, mode: mode)
         }
@@ -56,7 +60,8 @@ struct DeliveryCoordinator: Sendable {
     private func purchase(_ product: Product, quantity: Int, method: String, mode: DeliveryMode) async throws -> PurchaseResult {
         let record = try payments.begin(product, quantity: quantity, method: method)
         let sent = try await payments.send(record, whileTheReaderWaits: true)
-        var result = PurchaseResult(record: sent.record, credits: sent.credits, savedOffline: sent.savedOffline, alreadyOwned: sent.alreadyOwned)
+        var result = PurchaseResult(record: sent.record, credits: sent.credits, savedOffline: sent.savedOffline, alreadyOwned: sent.alreadyOwned,
+                                    alreadyPending: sent.alreadyPending)
         if sent.record.state == .purchased {
             (result.record, result.downloads) = try await deliver(sent.record, mode)
         }
@@ -191,7 +196,9 @@ struct DeliveryCoordinator: Sendable {
         do {
             if let all = try await payments.storeTransactions() {
                 answers = Dictionary(all.map { ($0.transactionId, $0) }, uniquingKeysWith: { $1 })
-                report.revoked = try applyRevocations(all)
+                let revoked = try applyRevocations(all)
+                report.revoked = revoked.map(\.productId)
+                report.revokedCredits = revoked.filter { $0.kind == .consumable }.map(\.productId)
             }
         } catch let error as ClientError where error.isUnreachable {
             report.offline = true
@@ -242,13 +249,13 @@ struct DeliveryCoordinator: Sendable {
     }
 
     /// Marks what the store revoked and takes its content out of the library.
-    /// - Returns: the products whose purchase was revoked.
-    private func applyRevocations(_ transactions: [StoreTransaction]) throws -> [String] {
+    /// - Returns: the purchases newly revoked.
+    private func applyRevocations(_ transactions: [StoreTransaction]) throws -> [PaymentRecord] {
         let revoked = try payments.applyRevocations(transactions)
         for record in revoked {
             try downloads.removeContent(grantedBy: record)
         }
-        return revoked.map(\.productId)
+        return revoked
     }
 
     /// Brings back every book, issue and subscription period of the account, queues (and, with
@@ -268,6 +275,9 @@ struct DeliveryCoordinator: Sendable {
             } catch {
                 if let id = record.id { try database.recordPaymentFailure(id, message: "\(error)", retryAt: Date()) }
                 result.restored.append(try record.id.flatMap(database.payment) ?? record)
+                if record.kind == .nonConsumable, try database.cachedProduct(record.productId) == nil {
+                    result.withdrawn.append(record.productId)
+                }
             }
         }
         try await requeueOwnedContent()
@@ -342,8 +352,10 @@ struct DeliveryCoordinator: Sendable {
             result.replay.absorb(await replay())
         }
         result.unsent = try database.unfinishedPayments().filter { $0.state == .purchasing }.map(\.productId)
-        let stillWaiting = try database.downloads().contains { $0.state == .waiting }
-        result.outcome = result.downloads.outcome
+        let remaining = try database.downloads()
+        let stillWaiting = remaining.contains { $0.state == .waiting }
+        result.failedEarlier = remaining.filter { $0.state == .failed && !result.downloads.failed.contains($0.productId) }.map(\.productId)
+        result.outcome = result.failedEarlier.isEmpty ? result.downloads.outcome : .failed
         if result.outcome == .complete, stillWaiting || result.interruptedWhileWaiting || !result.unsent.isEmpty { result.outcome = .pending }
         if !result.replay.refused.isEmpty { result.outcome = .failed }
         return result

@@ -23,6 +23,9 @@ public struct PurchaseResult: Sendable {
     public var savedOffline = false
     /// The account already owned it: nothing was charged (the record is the standing purchase).
     public var alreadyOwned = false
+    /// An Ask to Buy request for the product is already waiting for approval: nothing new was
+    /// sent or saved (the record is the standing request).
+    public var alreadyPending = false
     /// What running its download did, when the content was downloaded as part of the purchase.
     public var downloads: DownloadRunReport?
     /// The purchase is finished and its content waits in the queue (the reader asked to download later).
@@ -41,6 +44,8 @@ public struct ReplayReport: Sendable, Equatable {
     /// Saved purchases the store refused when they were finally sent (declined, not enough
     /// credits), and Ask to Buy requests declined: nothing was charged; each record says why.
     public var refused: [String] = []
+    /// Of `revoked`, the credit packs: they granted credits, not content, so no library folder changed.
+    public var revokedCredits: [String] = []
     /// Items that failed again: each keeps its error and its next attempt; the others went on.
     public var failed: [String] = []
     /// The server could not be reached; the rest waits for the next command.
@@ -62,6 +67,7 @@ public struct ReplayReport: Sendable, Equatable {
         deferredResolved += later.deferredResolved
         revoked += later.revoked
         refused += later.refused
+        revokedCredits += later.revokedCredits
         failed = later.failed
         offline = later.offline
     }
@@ -78,6 +84,9 @@ public struct RestoreResult: Sendable {
     public var downloads: DownloadRunReport?
     /// One line per transaction left out (its receipt did not verify, say); the others were restored.
     public var refused: [String] = []
+    /// Restored products the store's catalog no longer lists: their receipts are kept, but there
+    /// is no content to download.
+    public var withdrawn: [String] = []
     /// Failed when any transaction was refused or a download failed for good; pending while
     /// downloads wait.
     public var outcome = WorkOutcome.complete
@@ -95,6 +104,9 @@ public struct ResumeReport: Sendable {
     public var downloads = DownloadRunReport()
     /// The caller's Task was cancelled while waiting for the next retry.
     public var interruptedWhileWaiting = false
+    /// Downloads that had already failed for good before this resume (it does not run them
+    /// again: `restore` queues them anew); they make the outcome failed, like this run's failures.
+    public var failedEarlier: [String] = []
     /// Complete when every download is installed and every saved purchase answered; pending while
     /// any waits; failed when a download failed for good or the store refused a saved purchase.
     public var outcome = WorkOutcome.complete

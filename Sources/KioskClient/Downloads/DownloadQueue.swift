@@ -439,7 +439,7 @@ struct DownloadQueue {
     private func discardMismatch(_ record: DownloadRecord, _ claim: DownloadClaim, from state: DownloadState, detail: String, report: inout DownloadRunReport) throws {
         let partial = try partialFile(record.productId)
         if record.mismatches >= 1 {
-            try fail(record, claim, "the content failed its checksum twice (\(detail)); run kiosk sync, then kiosk resume", report: &report, from: state, mismatch: true, discardingPartial: true)
+            try fail(record, claim, "the content failed its checksum twice (\(detail)); run kiosk sync, then kiosk restore downloads it again", report: &report, from: state, mismatch: true, discardingPartial: true)
         } else {
             try database.requeueAfterMismatch(claim, from: state, mismatches: record.mismatches + 1,
                                               reason: "checksum mismatch (\(detail)); downloading again from zero") { unlink(partial.path) }

@@ -36,7 +36,11 @@ public struct URLFetch: Sendable {
     var etagFile: URL { output.appendingPathExtension("partial.etag") }
 
     /// Fetches to the end, or throws the last error with what to do about it.
+    ///
+    /// An HTTP error (404, say) is one line with the status, and leaves no partial file behind
+    /// unless one was there before this run (curl `-f`'s habit: the error page is never saved).
     public func run(progress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }) async throws -> Result {
+        let hadPartial = FileManager.default.fileExists(atPath: partial.path)
         var received: Int64 = 0
         var mismatches = 0
         // The partial file this run wrote: every later attempt, and the final rename, must find
@@ -87,12 +91,17 @@ public struct URLFetch: Sendable {
                 clearPartial()
                 written = nil
                 continue
-            case .httpError(let status, let after, let message):
+            case .httpError(let status, let after, _):
+                let refused = ClientError.serverError(url: url, status: status, code: "http_\(status)", message: "\(Self.reason(status)); nothing was saved")
                 guard RetryRule.isTransient(status: status) else {
-                    throw ClientError.serverError(url: url, status: status, code: "http_\(status)", message: message)
+                    if !hadPartial { clearPartial() }
+                    throw refused
                 }
                 retryAfter = after
-                if attempt == attempts { throw ClientError.serverError(url: url, status: status, code: "http_\(status)", message: message) }
+                if attempt == attempts {
+                    if !hadPartial && written == nil { clearPartial() }
+                    throw refused
+                }
             case .transport(.localWrite, let message) where message.hasPrefix("refusing to write"):
                 throw ClientError.invalidRequest("\(message); nothing was saved")
             case .transport(let kind, let message):
@@ -105,6 +114,16 @@ public struct URLFetch: Sendable {
             try await Task.sleep(for: .seconds(backoff.delay(afterAttempts: attempt, retryAfter: retryAfter)))
         }
         throw ClientError.invalidRequest("\(url): gave up after \(attempts) attempts")
+    }
+
+    /// The reason phrase of a status a person meets, as curl -f says it.
+    static func reason(_ status: Int) -> String {
+        let phrases = [
+            400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+            408: "Request Timeout", 410: "Gone", 416: "Range Not Satisfiable", 429: "Too Many Requests",
+            500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout",
+        ]
+        return phrases[status] ?? "an HTTP error"
     }
 
     private func savedETag() -> String? {

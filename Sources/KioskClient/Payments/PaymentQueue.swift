@@ -13,6 +13,9 @@ struct SentPurchase: Sendable {
     var alreadyOwned = false
     /// The store could not be reached: the purchase stays saved and is sent by a later replay.
     var savedOffline = false
+    /// The store answered with an Ask to Buy request already waiting for the same product: the
+    /// new row was dropped and `record` is the standing request.
+    var alreadyPending = false
 }
 
 /// What a restore read from the store: the transactions it saved, and one line per transaction it refused.
@@ -71,6 +74,11 @@ struct PaymentQueue: Sendable {
             }
         } catch let error as ClientError where error.isUnreachable {
             return SentPurchase(record: record, savedOffline: true)
+        } catch let ClientError.notAStore(url, status, what) {
+            // A web page charged nothing: the purchase must not wait to be sent to the right store later.
+            let error = ClientError.notAStore(url: url, status: status, what: what)
+            _ = try settled(id) { try database.recordRefusal(id, as: .failed, transactionId: nil, reason: "\(error)") }
+            throw error
         } catch let ClientError.serverError(url, 429, code, message) where whileTheReaderWaits {
             _ = try settled(id) { try database.recordRefusal(id, as: .failed, transactionId: nil, reason: message) }
             throw ClientError.serverError(url: url, status: 429, code: code, message: message)
@@ -87,7 +95,8 @@ struct PaymentQueue: Sendable {
         if stored.state == .purchased {
             configuration.crashPoint?(.afterReceipt)
         }
-        return SentPurchase(record: stored, credits: response.credits, alreadyOwned: response.owned ?? false)
+        return SentPurchase(record: stored, credits: response.credits, alreadyOwned: response.owned ?? false,
+                            alreadyPending: stored.id != id && stored.state == .deferred)
     }
 
     /// A 4xx that ``RetryRule`` does not call transient is the store's final answer: sending the
@@ -113,6 +122,10 @@ struct PaymentQueue: Sendable {
                 ?? database.payment(id) ?? saved
         case .deferred:
             if record.state == .deferred { return record }
+            // The store keeps one pending request per product and answers a second ask with it.
+            if let standing = try database.payment(transactionId: transaction.transactionId), standing.id != id {
+                return try database.dropDuplicateRequest(id, standing: transaction.transactionId)
+            }
             return try settled(id) { try database.recordDeferred(id, transactionId: transaction.transactionId, message: transaction.message) }
         case .cancelled:
             return try settled(id) { try database.recordRefusal(id, as: .cancelled, transactionId: transaction.transactionId, reason: nil) }
@@ -271,7 +284,7 @@ struct PaymentQueue: Sendable {
     }
 
     func storeAPI() throws -> StoreAPI {
-        StoreAPI(server: try server.base(), http: http, token: nil)
+        StoreAPI(server: try server.base(), http: http, token: nil, answered: server.answered)
     }
 
     func paymentsEnabled() throws -> Bool {

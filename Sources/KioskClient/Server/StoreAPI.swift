@@ -8,6 +8,8 @@ struct StoreAPI: Sendable {
     let http: HTTPClient
     /// The account token, for the calls that act for an account.
     var token: String?
+    /// Told when the store answered as a Kiosk store (a JSON answer it could read).
+    var answered: @Sendable () -> Void = {}
 
     func createAccount() async throws -> AccountCreated {
         try await call("POST", "/v1/accounts", body: Optional<String>.none)
@@ -60,11 +62,15 @@ struct StoreAPI: Sendable {
     private func call<Response: Decodable>(_ method: String, _ path: String, body: (some Encodable)?) async throws -> Response {
         let data = try body.map { try JSONEncoder.kiosk.encode($0) }
         let response = try await send(method, path, body: data ?? (method == "POST" ? Data("{}".utf8) : nil))
+        let decoded: Response
         do {
-            return try JSONDecoder.kiosk.decode(Response.self, from: response.body)
+            decoded = try JSONDecoder.kiosk.decode(Response.self, from: response.body)
         } catch {
+            if let page = Self.webPage(response, url: server + path) { throw page }
             throw ClientError.badResponse(url: server + path, detail: "\(error)")
         }
+        answered()
+        return decoded
     }
 
     private func send(_ method: String, _ path: String, body: Data?) async throws -> HTTPResponse {
@@ -112,7 +118,35 @@ struct StoreAPI: Sendable {
         if let body = try? JSONDecoder.kiosk.decode(APIError.self, from: response.body) {
             return .serverError(url: url, status: response.status, code: body.code, message: body.message)
         }
-        let text = String(decoding: response.body.prefix(200), as: UTF8.self)
-        return .serverError(url: url, status: response.status, code: "http_\(response.status)", message: text.isEmpty ? "no details" : text)
+        if let page = webPage(response, url: url) { return page }
+        return .serverError(url: url, status: response.status, code: "http_\(response.status)", message: oneLine(response.body))
+    }
+
+    /// An answer that is a web page (a proxy's error page, a web server's index, a captive portal)
+    /// rather than a Kiosk store's JSON: one line saying what was reached, never the page itself.
+    static func webPage(_ response: HTTPResponse, url: String) -> ClientError? {
+        let type = response.headers["content-type"]?.lowercased() ?? ""
+        let start = response.body.prefix(512).drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
+        guard type.contains("html") || start.first == UInt8(ascii: "<") else { return nil }
+        let title = pageTitle(response.body).map { " (\"\($0)\")" } ?? ""
+        return .notAStore(url: url, status: response.status, what: "a web page\(title)")
+    }
+
+    /// The page's `<title>`, when it has a short one.
+    static func pageTitle(_ body: Data) -> String? {
+        let text = String(decoding: body.prefix(4096), as: UTF8.self)
+        guard let open = text.range(of: "<title>", options: .caseInsensitive),
+              let close = text.range(of: "</title>", options: .caseInsensitive, range: open.upperBound..<text.endIndex) else { return nil }
+        let title = text[open.upperBound..<close.lowerBound].split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        guard !title.isEmpty, title.count <= 80, title.allSatisfy({ !$0.isASCII || $0.isLetter || $0.isNumber || $0.isPunctuation || $0.isSymbol || $0 == " " }) else { return nil }
+        return title
+    }
+
+    /// A short body as one line (control characters out, at most 200 characters): never a dump.
+    static func oneLine(_ body: Data) -> String {
+        let text = String(decoding: body.prefix(200), as: UTF8.self)
+            .unicodeScalars.map { CharacterSet.controlCharacters.contains($0) ? " " : String($0) }.joined()
+            .split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
+        return text.isEmpty ? "no details" : text
     }
 }

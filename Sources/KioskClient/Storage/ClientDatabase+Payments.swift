@@ -42,6 +42,17 @@ extension ClientDatabase {
         }
     }
 
+    /// This device's Ask to Buy request for a product still waiting for an answer, if any.
+    func pendingRequest(productId: String) throws -> PaymentRecord? {
+        try read { db in
+            try PaymentRecord
+                .filter(PaymentRecord.Columns.productId == productId)
+                .filter(PaymentRecord.Columns.state == PaymentState.deferred.rawValue)
+                .order(PaymentRecord.Columns.id)
+                .fetchOne(db)
+        }
+    }
+
     func knownTransactionIds() throws -> Set<String> {
         try read { Set(try String.fetchAll($0, sql: "SELECT transactionId FROM payment WHERE transactionId IS NOT NULL")) }
     }
@@ -84,6 +95,25 @@ extension ClientDatabase {
             PaymentRecord.Columns.attempts.set(to: 0),
             PaymentRecord.Columns.nextAttemptAt.set(to: nil),
         ])
+    }
+
+    /// A `purchasing` row the store answered with a request this device already holds (a second
+    /// Ask to Buy of the same product): nothing new was asked or charged, so the row goes and the
+    /// standing request is returned. Both in one transaction, so the row can never be sent again.
+    /// - Throws: ``IllegalTransition`` when the row is no longer `purchasing`.
+    func dropDuplicateRequest(_ id: Int64, standing transactionId: String) throws -> PaymentRecord {
+        try write { db -> PaymentRecord in
+            let deleted = try PaymentRecord
+                .filter(key: id)
+                .filter(PaymentRecord.Columns.state == PaymentState.purchasing.rawValue)
+                .deleteAll(db)
+            let standing = try PaymentRecord.filter(PaymentRecord.Columns.transactionId == transactionId).fetchOne(db)
+            guard deleted == 1, let standing else {
+                let current = try PaymentRecord.fetchOne(db, key: id)
+                throw IllegalTransition(subject: current?.subject ?? "transaction #\(id)", current: current?.state.rawValue, target: "dropped as a duplicate request")
+            }
+            return standing
+        }
     }
 
     /// `purchasing | deferred → failed | cancelled`: refused by the store or backed out; nothing charged.

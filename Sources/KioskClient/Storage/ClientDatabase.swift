@@ -222,6 +222,10 @@ extension ClientDatabase {
         try write { try Setting.set(key, to: value, in: $0) }
     }
 
+    func removeSetting(_ key: String) throws {
+        _ = try write { try Setting.deleteOne($0, key: key) }
+    }
+
     /// The account this home acts for, if it has one.
     func account() throws -> (id: String, token: String)? {
         try read { db in

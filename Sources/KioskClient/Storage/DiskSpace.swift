@@ -11,7 +11,7 @@ enum DiskSpace {
 
     /// A person's words for the shortfall: how much is needed, where, and what to do.
     static func shortfall(needed: Int64, available: Int64, at folder: URL, for purpose: String) -> String {
-        "\(purpose) needs \(format(needed)) free in \(folder.path), which has \(format(available)); free some space, then run kiosk resume"
+        "\(purpose) needs \(format(needed)) free in \(folder.path), which has \(format(available)); free some space; the download waits with its bytes"
     }
 
     static func format(_ bytes: Int64) -> String {

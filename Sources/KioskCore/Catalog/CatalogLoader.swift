@@ -58,6 +58,26 @@ public struct CatalogLoader: Sendable {
         return FileDigest.hex(hasher.finalize())
     }
 
+    /// Where JSONSerialization stopped, as a person finds it in an editor: " at line 3, column 14
+    /// (invalid value)". Foundation says only "around character N" (a byte offset), in its debug
+    /// description; without one, nothing is added.
+    static func place(of error: any Error, in data: Data) -> String {
+        let detail = ((error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String) ?? ""
+        guard let range = detail.range(of: #"character [0-9]+"#, options: .regularExpression),
+              let offset = Int(detail[range].dropFirst("character ".count)), offset <= data.count else { return "" }
+        var line = 1
+        var lineStart = 0
+        for (index, byte) in data.prefix(offset).enumerated() where byte == UInt8(ascii: "\n") {
+            line += 1
+            lineStart = index + 1
+        }
+        // Columns count characters, not bytes, so a line with accents points at the right place.
+        let column = String(decoding: data[lineStart..<offset], as: UTF8.self).count + 1
+        let reason = detail[..<range.lowerBound].trimmingCharacters(in: .whitespaces)
+            .replacingOccurrences(of: " around", with: "").lowercased()
+        return " at line \(line), column \(column)" + (reason.isEmpty ? "" : " (\(reason))")
+    }
+
     /// The catalog's `.json` files, by name.
     private func catalogFiles() throws -> [URL] {
         do {
@@ -74,13 +94,14 @@ public struct CatalogLoader: Sendable {
     private func loadFile(_ url: URL) throws -> [CatalogEntry] {
         let name = displayName(url)
         let json: Any
+        var data = Data()
         do {
-            let data = try Data(contentsOf: url)
+            data = try Data(contentsOf: url)
             json = try JSONSerialization.jsonObject(with: data)
         } catch let error as CocoaError where error.code == .fileReadNoSuchFile || error.code == .fileReadNoPermission {
             throw CatalogError(.unreadableFile, file: name, message: "cannot be read")
         } catch {
-            throw CatalogError(.malformedJSON, file: name, message: "is not valid JSON (\(error.localizedDescription))")
+            throw CatalogError(.malformedJSON, file: name, message: "is not valid JSON\(Self.place(of: error, in: data)); fix it and reload")
         }
         guard let root = json as? [String: Any], let list = root["products"] as? [Any] else {
             throw CatalogError(.malformedJSON, file: name, message: "must be an object with a \"products\" array")

@@ -23,6 +23,9 @@ final class CurlEasy {
         try set(CURLOPT_URL, url)
         try set(CURLOPT_NOSIGNAL, 1)
         try set(CURLOPT_USERAGENT, "kiosk/1")
+        // Never ftp://, file:// or the other schemes libcurl knows, not even through a redirect.
+        try set(CURLOPT_PROTOCOLS_STR, "http,https")
+        try set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
     }
 
     deinit {
@@ -98,8 +101,41 @@ final class CurlEasy {
 
     func error(for code: CURLcode) -> TransferError {
         let detail = String(cString: errorBuffer)
-        let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        let message = Self.plainWords(code) ?? (detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail)
         return TransferError(url: url, kind: TransferError.Kind(code), message: message)
+    }
+
+    /// What the codes a person meets mean, in words: OpenSSL's and libcurl's own texts
+    /// (`error:0A00010B:SSL routines::wrong version number`) say nothing to a reader.
+    static func plainWords(_ code: CURLcode) -> String? {
+        switch code {
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            return "only http:// and https:// URLs are supported"
+        case CURLE_URL_MALFORMAT:
+            return "the URL is malformed"
+        case CURLE_COULDNT_RESOLVE_HOST:
+            return "the host name is unknown (check its spelling and the network)"
+        case CURLE_COULDNT_CONNECT:
+            return "nothing answers at that address and port (connection refused or unreachable)"
+        case CURLE_WEIRD_SERVER_REPLY:
+            return "what answered does not speak HTTP"
+        case CURLE_OPERATION_TIMEDOUT:
+            return "the connection timed out or stalled"
+        case CURLE_SSL_CONNECT_ERROR:
+            return "the TLS (https) handshake failed; if the server speaks plain HTTP, use http://"
+        case CURLE_PEER_FAILED_VERIFICATION:
+            return "the server's TLS certificate is not trusted (self-signed, expired, or for another name)"
+        case CURLE_SSL_CACERT_BADFILE:
+            return "the system's trusted certificates could not be read"
+        case CURLE_GOT_NOTHING:
+            return "the server closed the connection without answering"
+        case CURLE_RECV_ERROR, CURLE_SEND_ERROR:
+            return "the connection was reset"
+        case CURLE_TOO_MANY_REDIRECTS:
+            return "too many redirects"
+        default:
+            return nil
+        }
     }
 }
 
