@@ -126,7 +126,7 @@ struct StoreTablesTests {
         let account = AccountRecord(id: "acct_cas", tokenHash: "hash", credits: 10, createdAt: .storeNow, revision: 4)
         try await database.write { try await $0.insert(into: "account").model(account).run() }
         @Sendable func advance(from revision: Int64?, adding delta: Int) async throws -> Int? {
-            try await database.write { try await $0.advance(account: account.id, from: revision, adding: delta) }
+            try await database.write { try await $0.advance(account: account.id, from: revision, adding: delta)?.credits }
         }
         func stored() async throws -> (revision: Int64?, credits: Int?) {
             let row = try await database.read { try await $0.account(account.id) }
