@@ -327,7 +327,8 @@ public struct Store: Sendable {
             guard let value = Int64(cursor), value >= 0 else { throw StoreError.invalidRequest("after must be a cursor from an earlier page") }
             after = value
         } else {
-            after = 0
+            // The full walk also sees a row no write numbered (one written by hand, at 0).
+            after = -1
         }
         // Registered before the read, so a change committed between the read and the wait still wakes it.
         let waiter = wait.map { _ in changes.register(accountId) }
