@@ -87,6 +87,8 @@ struct AgentCommandTests {
         #expect(second.status == 2, "\(second)")
         #expect(second.stderr.contains("already runs") && second.stderr.contains("PID \(first.processIdentifier)"), "\(second.stderr)")
         #expect(second.stderr.split(separator: "\n").count == 1)
+        let listed = try await KioskCommand.run(["downloads"], environment: ["KIOSK_HOME": setup.home])
+        #expect(listed.stdout.contains("agent running (PID \(first.processIdentifier))"), "\(listed.stdout)")
         let stopped = try await Self.stop(first)
         #expect(stopped.status == 0 && stopped.seconds < 1, "\(stopped) \(Self.output(setup.directory))")
         #expect(Self.output(setup.directory).components(separatedBy: "agent stopped").count == 2)

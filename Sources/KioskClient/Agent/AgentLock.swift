@@ -49,6 +49,17 @@ public final class AgentLock: Sendable {
         return AgentLock(descriptor: descriptor)
     }
 
+    /// The PID of the agent running on `home`, if one runs: the PID its lock file names, when that
+    /// process is alive and is a `kiosk agent`. Only reads, so it never races an agent starting.
+    public static func runningAgent(in home: KioskHome) -> Int32? {
+        let path = home.root.appendingPathComponent("agent.lock").path
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8),
+              let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)), pid > 0, kill(pid, 0) == 0,
+              let command = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return nil }
+        let arguments = command.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        return arguments.contains("agent") ? pid : nil
+    }
+
     /// Lets go of the lock (the file stays; its PID is no longer meaningful once unlocked).
     public func release() {
         close(descriptor)
