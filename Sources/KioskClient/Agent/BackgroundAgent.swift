@@ -13,7 +13,8 @@ public enum AgentStep: Sendable {
     case queued([String])
     /// A round of downloads ended.
     case ran(DownloadRunReport)
-    /// The store cannot be reached; the next try is in `retryIn` (nothing is counted against the downloads).
+    /// The store cannot be reached (told once per outage); the next try is in `retryIn`, then
+    /// more rarely up to 5 s apart (nothing is counted against the downloads).
     case offline(retryIn: Duration)
     /// The account changed on the store (a purchase, an approval, a refund…): a round starts now.
     case accountChanged
@@ -96,7 +97,8 @@ struct BackgroundAgent: Sendable {
             }
             if once { return }
             if offline {
-                step(.offline(retryIn: offlineWait))
+                // Said once per outage, not at every probe.
+                if offlineWait == .seconds(1) { step(.offline(retryIn: offlineWait)) }
                 _ = await wakeup.wait(upTo: offlineWait)
                 offlineWait = min(offlineWait * 2, Self.longestOfflineWait)
                 continue
