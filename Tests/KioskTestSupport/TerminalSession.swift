@@ -6,6 +6,8 @@ public final class TerminalSession: @unchecked Sendable {
     public static let tmux = "/usr/bin/tmux"
     private let socket: String
     private let name = "kiosk"
+    /// The pane's shell, killed with its children at the end: the tmux server outlives the test.
+    private var shell: pid_t = 0
 
     /// Starts `command` (run by `sh -c`) in a `columns`×`rows` terminal with `TERM=xterm-256color`.
     /// - Throws: ``KioskCommand/MissingTool`` when tmux is not installed (`make test-tools` installs it).
@@ -19,9 +21,16 @@ public final class TerminalSession: @unchecked Sendable {
         guard started.status == 0 else {
             throw KioskCommand.MissingTool(message: "tmux did not start a session: \(started.output)")
         }
+        shell = pid_t(try Self.tmux(socket, ["display-message", "-p", "-t", name, "#{pane_pid}"]).output
+            .trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
     }
 
     deinit {
+        if shell > 0 {
+            // The shell's children first (kiosk, sleep), then the shell; then the server.
+            _ = try? Self.run("/usr/bin/pkill", ["-KILL", "-P", "\(shell)"])
+            kill(shell, SIGKILL)
+        }
         _ = try? Self.tmux(socket, ["kill-server"])
     }
 
@@ -56,6 +65,10 @@ public final class TerminalSession: @unchecked Sendable {
     /// pipe: the tmux server that `new-session` starts lives on with the descriptors it was given.
     /// (Foundation's `Process` waited past the client's exit here.)
     private static func tmux(_ socket: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+        try run(tmux, ["-L", socket] + arguments)
+    }
+
+    private static func run(_ program: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("tmux-\(UUID().uuidString.prefix(8)).out")
         defer { try? FileManager.default.removeItem(at: file) }
         var actions = posix_spawn_file_actions_t()
@@ -64,14 +77,14 @@ public final class TerminalSession: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, file.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        let argv = [tmux, "-L", socket] + arguments
+        let argv = [program] + arguments
         var cArgv = argv.map { strdup($0) } + [nil]
         let env = ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" }
         var cEnv = env.map { strdup($0) } + [nil]
         defer { (cArgv + cEnv).forEach { free($0) } }
         var pid: pid_t = 0
-        guard posix_spawn(&pid, tmux, &actions, nil, &cArgv, &cEnv) == 0 else {
-            throw KioskCommand.MissingTool(message: "tmux (\(tmux)) could not be started")
+        guard posix_spawn(&pid, program, &actions, nil, &cArgv, &cEnv) == 0 else {
+            throw KioskCommand.MissingTool(message: "\(program) could not be started")
         }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0, errno == EINTR {}
