@@ -7,10 +7,13 @@ public struct TransactionView: Sendable {
     public var record: PaymentRecord
     /// nil when the receipt verifies (or there is none yet); otherwise why it cannot be used.
     public var receiptProblem: String?
+    /// What the verified receipt says (purchase date, a subscription's end); nil without one that verifies.
+    public var claims: ReceiptClaims?
 
-    public init(record: PaymentRecord, receiptProblem: String?) {
+    public init(record: PaymentRecord, receiptProblem: String?, claims: ReceiptClaims? = nil) {
         self.record = record
         self.receiptProblem = receiptProblem
+        self.claims = claims
     }
 }
 
@@ -133,17 +136,20 @@ extension KioskClient {
         var views: [TransactionView] = []
         for record in records {
             var problem: String?
+            var verified: ReceiptClaims?
             if let receipt = record.receipt {
                 do {
                     let claims = try await check.verify(receipt, accountId: accountId, fetchKeys: nil)
                     if claims.transactionId != record.transactionId || claims.productId != record.productId {
                         problem = "the receipt is for another transaction"
+                    } else {
+                        verified = claims
                     }
                 } catch {
                     problem = "\(error)"
                 }
             }
-            views.append(TransactionView(record: record, receiptProblem: problem))
+            views.append(TransactionView(record: record, receiptProblem: problem, claims: verified))
         }
         return views
     }

@@ -14,6 +14,8 @@ public struct KioskServer: Sendable {
     /// What admin calls must carry; also written to `<data>/admin-token`.
     public let adminToken: String
     public let metrics = ServerMetrics()
+    /// Request log lines waiting for the end of a file sent with `sendfile`.
+    let sendfileEnds = SendfileEnds()
     /// The rate limits of account creation and purchases (one per server value, shared by its routers).
     let limits: RateLimitGate
     let logger: Logger
@@ -59,8 +61,10 @@ public struct KioskServer: Sendable {
     public func makeRouter() -> Router<KioskRequestContext> {
         let router = Router(context: KioskRequestContext.self)
         router.add(middleware: AccountMiddleware(store: store))
-        // One log line per request once its body is sent: status, duration, bytes, route, account.
-        router.add(middleware: RequestLogMiddleware(logger: logger))
+        // One log line per request once its last byte is sent: status, duration, bytes, route,
+        // account, client address and agent; the same duration goes to the latency histogram.
+        router.add(middleware: RequestLogMiddleware(
+            logger: logger, metrics: metrics, ends: sendfileEnds, rateLimits: configuration.rateLimits))
         router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
         router.get("healthz") { _, _ in "ok" }
         if configuration.metricsPort == nil {
@@ -83,7 +87,7 @@ public struct KioskServer: Sendable {
             router: makeRouter(),
             // A connection that has not sent a whole request in this time is closed; one that is
             // being answered is never cut by it.
-            server: .http1WithSendfile(configuration: .init(idleTimeout: .seconds(Int64(configuration.requestHeaderTimeout))), metrics: metrics),
+            server: .http1WithSendfile(configuration: .init(idleTimeout: .seconds(Int64(configuration.requestHeaderTimeout))), metrics: metrics, ends: sendfileEnds),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "kiosk"),
             onServerRunning: { channel in
                 await onListening(channel.localAddress?.port ?? 0)

@@ -14,7 +14,7 @@ extension Kiosk {
 
                 Example: kiosk admin sales --server http://127.0.0.1:8080 --data .kiosk-server
                 """,
-            subcommands: [Accounts.self, AccountDetail.self, Pending.self, Sales.self, DownloadStats.self, Approve.self, Decline.self, Revoke.self, Refund.self]
+            subcommands: [Accounts.self, AccountDetail.self, TransactionList.self, Pending.self, Sales.self, DownloadStats.self, Approve.self, Decline.self, Revoke.self, Refund.self]
         )
 
         struct Options: ParsableArguments {
@@ -88,14 +88,77 @@ extension Kiosk {
             }
         }
 
+        /// `--since`, `--product`, `--state`: sent as the list's query, applied by the server.
+        struct Filters: ParsableArguments {
+            @Option(help: ArgumentHelp("Only since this date: YYYY-MM-DD (UTC), an ISO 8601 time, or a time ago (30m, 24h, 7d).", valueName: "date"))
+            var since: String?
+
+            @Option(help: ArgumentHelp("Only this product.", valueName: "id"))
+            var product: String?
+
+            @Option(help: ArgumentHelp("Only transactions in this state: purchased, deferred, declined, cancelled, revoked.", valueName: "state"))
+            var state: String?
+
+            func validate() throws {
+                if let since {
+                    do { _ = try ListFilter.date(since) } catch { throw ValidationError(error.description) }
+                }
+                if let state, TransactionStatus(rawValue: state) == nil {
+                    throw ValidationError("--state \"\(state)\" is not a transaction state: purchased, deferred, declined, cancelled or revoked")
+                }
+            }
+
+            /// The filter as the list's query string.
+            func query() throws -> String {
+                try ListFilter(since: since.map { try ListFilter.date($0) }, productId: product, state: state).query
+            }
+        }
+
+        /// `--since` and `--product` alone, for the lists that have no state.
+        struct DateAndProduct: ParsableArguments {
+            @Option(help: ArgumentHelp("Only since this date: YYYY-MM-DD (UTC), an ISO 8601 time, or a time ago (30m, 24h, 7d).", valueName: "date"))
+            var since: String?
+
+            @Option(help: ArgumentHelp("Only this product.", valueName: "id"))
+            var product: String?
+
+            func validate() throws {
+                if let since {
+                    do { _ = try ListFilter.date(since) } catch { throw ValidationError(error.description) }
+                }
+            }
+
+            func query() throws -> String {
+                try ListFilter(since: since.map { try ListFilter.date($0) }, productId: product).query
+            }
+        }
+
         struct Accounts: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List accounts: credits, transactions, paid.", discussion: "Example: kiosk admin accounts --json")
+            static let configuration = CommandConfiguration(
+                abstract: "List accounts: created, credits, transactions, paid, last transaction.",
+                discussion: "--since keeps accounts created since; --product and --state keep accounts holding such a transaction.\n\nExample: kiosk admin accounts --since 7d --product com.kiosk.books.river-of-maps")
             @OptionGroup var options: Options
+            @OptionGroup var filters: Filters
             func run() async throws {
                 try await reportingErrors {
-                    try options.show(rows: try await options.get([AdminAccountRow].self, "/v1/admin/accounts")) {
-                        "\($0.accountId)  credits \($0.credits)  transactions \($0.transactions)  paid \(Admin.money($0.paidCents))"
+                    try options.show(rows: try await options.get([AdminAccountRow].self, "/v1/admin/accounts" + filters.query())) {
+                        "\($0.accountId)  created \(ListFilter.shown($0.createdAt))  credits \($0.credits)  transactions \($0.transactions)  paid \(Admin.money($0.paidCents))"
+                            + ($0.lastTransactionAt.map { "  last \(ListFilter.shown($0))" } ?? "")
                     }
+                }
+            }
+        }
+
+        struct TransactionList: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "transactions",
+                abstract: "List the store's transactions, oldest first: date, state, product, method, price, account.",
+                discussion: "Example: kiosk admin transactions --since 2026-11-01 --state revoked")
+            @OptionGroup var options: Options
+            @OptionGroup var filters: Filters
+            func run() async throws {
+                try await reportingErrors {
+                    try options.show(rows: try await options.get([AdminTransactionRow].self, "/v1/admin/transactions" + filters.query())) { Admin.line($0) }
                 }
             }
         }
@@ -110,7 +173,7 @@ extension Kiosk {
                     try options.show(view) {
                         var lines = ["account \(account): \(view.summary.credits) credits, owns \(view.summary.owned.joined(separator: ", "))"]
                         for row in view.transactions {
-                            lines.append("  \(row.transactionId)  \(row.status.rawValue)  \(row.productId)  \(row.paymentMethod)  \(Admin.money(row.amountCents))")
+                            lines.append("  \(row.transactionId)  \(ListFilter.shown(row.createdAt))  \(row.status.rawValue)  \(row.productId)  \(row.paymentMethod)  \(Admin.money(row.amountCents)) \(row.currency)")
                         }
                         for row in view.charges {
                             lines.append("  ledger \(row.kind)  \(row.transactionId)  \(Admin.money(row.amountCents))  \(row.reason ?? "")")
@@ -122,23 +185,25 @@ extension Kiosk {
         }
 
         struct Pending: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List Ask to Buy requests waiting for an answer.", discussion: "Example: kiosk admin pending")
+            static let configuration = CommandConfiguration(abstract: "List Ask to Buy requests waiting for an answer: date, product, price, account.", discussion: "Example: kiosk admin pending --since 24h")
             @OptionGroup var options: Options
+            @OptionGroup var filters: DateAndProduct
             func run() async throws {
                 try await reportingErrors {
-                    try options.show(rows: try await options.get([AdminTransactionRow].self, "/v1/admin/pending")) {
-                        "\($0.transactionId)  \($0.accountId)  \($0.productId)"
-                    }
+                    try options.show(rows: try await options.get([AdminTransactionRow].self, "/v1/admin/pending" + filters.query())) { Admin.line($0) }
                 }
             }
         }
 
         struct Sales: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Sales by day and product: sales, refunds, net.", discussion: "Example: kiosk admin sales --json")
+            static let configuration = CommandConfiguration(
+                abstract: "Sales by day and product: sales, refunds, net.",
+                discussion: "--since keeps charges and refunds made since; --state keeps those of transactions now in that state.\n\nExample: kiosk admin sales --since 2026-11-01 --json")
             @OptionGroup var options: Options
+            @OptionGroup var filters: Filters
             func run() async throws {
                 try await reportingErrors {
-                    try options.show(rows: try await options.get([AdminSalesRow].self, "/v1/admin/sales")) {
+                    try options.show(rows: try await options.get([AdminSalesRow].self, "/v1/admin/sales" + filters.query())) {
                         "\($0.day)  \($0.productId)  sales \($0.sales)  refunds \($0.refunds)  net \(Admin.money($0.netCents)) \($0.currency)"
                     }
                 }
@@ -146,11 +211,12 @@ extension Kiosk {
         }
 
         struct DownloadStats: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(commandName: "downloads", abstract: "Content requests by product and day.", discussion: "Example: kiosk admin downloads")
+            static let configuration = CommandConfiguration(commandName: "downloads", abstract: "Content requests by product and day.", discussion: "Example: kiosk admin downloads --since 7d --product com.kiosk.books.night-sky-atlas")
             @OptionGroup var options: Options
+            @OptionGroup var filters: DateAndProduct
             func run() async throws {
                 try await reportingErrors {
-                    try options.show(rows: try await options.get([AdminDownloadRow].self, "/v1/admin/downloads")) {
+                    try options.show(rows: try await options.get([AdminDownloadRow].self, "/v1/admin/downloads" + filters.query())) {
                         "\($0.day)  \($0.productId)  requests \($0.requests)  bytes \($0.bytes)"
                     }
                 }
@@ -218,6 +284,14 @@ extension Kiosk {
             effects.append("balance now \(answer.credits)")
             let verb = decision == "refund" ? "refunded" : "revoked"
             return "\(verb) \(answer.transaction.transactionId): \(effects.joined(separator: ", "))\(answer.transaction.revocationReason.map { " (\($0))" } ?? "")"
+        }
+
+        /// A transaction in a list: "txn_…  2026-11-24 13:05  purchased  com.kiosk.books.x  approve  4.99 USD  acct_…".
+        static func line(_ row: AdminTransactionRow) -> String {
+            let quantity = row.quantity > 1 ? " × \(row.quantity)" : ""
+            var line = "\(row.transactionId)  \(ListFilter.shown(row.createdAt))  \(row.status.rawValue)  \(row.productId)\(quantity)  \(row.paymentMethod)  \(money(row.amountCents)) \(row.currency)  \(row.accountId)"
+            if let revoked = row.revokedAt { line += "  revoked \(ListFilter.shown(revoked))\(row.revocationReason.map { ": \($0)" } ?? "")" }
+            return line
         }
 
         /// Cents as `4.99`, `-7.99`.

@@ -167,7 +167,7 @@ extension Kiosk {
     struct Library: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "List installed books and issues: version and where they are; works offline.",
-            discussion: "Example: kiosk library --json"
+            discussion: "Example: kiosk library --json; kiosk library --path com.kiosk.books.river-of-maps"
         )
 
         @OptionGroup var options: ClientOptions
@@ -175,9 +175,17 @@ extension Kiosk {
         @Flag(help: "Print the library as JSON.")
         var json = false
 
+        @Option(name: .customLong("path"), help: ArgumentHelp("Print only where this product's files are (as kiosk open ID).", valueName: "id"))
+        var pathOf: String?
+
         func run() async throws {
             try await reportingErrors {
-                let entries = try options.client().library()
+                let client = try options.client()
+                if let pathOf {
+                    print(try LibraryPath.find(pathOf, in: client))
+                    return
+                }
+                let entries = try client.library()
                 if json {
                     let rows = entries.map { Row(productId: $0.item.productId, title: $0.title, version: $0.item.version, path: $0.item.path, installedAt: $0.item.installedAt, updateAvailable: $0.updateAvailable) }
                     print(String(decoding: try JSONEncoder.kiosk.encode(rows), as: UTF8.self))

@@ -7,8 +7,13 @@ import KioskCore
 extension Kiosk {
     struct Products: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "List the products of the local catalog; works offline.",
-            discussion: "Example: kiosk products --json"
+            abstract: "List the products of the local catalog, marking what the account owns; works offline.",
+            discussion: """
+                A book or issue the account owns is marked [owned], a subscription [subscribed until …] \
+                or [expired …], from this device's own receipts and library.
+
+                Example: kiosk products --json
+                """
         )
 
         @OptionGroup var options: ClientOptions
@@ -19,6 +24,7 @@ extension Kiosk {
         func run() async throws {
             try await reportingErrors {
                 let client = try options.client()
+                let holdings = try await AccountHoldings.load(client)
                 // A product at a time, however large the catalog: printed as it is read.
                 let (count, syncedAt) = try client.cachedCatalogSummary()
                 var output = ""
@@ -32,9 +38,10 @@ extension Kiosk {
                     output.removeAll(keepingCapacity: true)
                 }
                 if json {
-                    // The same bytes as encoding `{"products": [...], "syncedAt": ...}` whole
+                    // The same bytes as encoding `{"owned": [...], "products": [...], "syncedAt": ...}` whole
                     // (sorted keys), without holding the list.
-                    emit(#"{"products":["#)
+                    let owned = String(decoding: try JSONEncoder.kiosk.encode(holdings.rows), as: UTF8.self)
+                    emit(#"{"owned":"# + owned + #","products":["#)
                     var first = true
                     try client.forEachCachedProduct { product in
                         emit((first ? "" : ",") + String(decoding: try JSONEncoder.kiosk.encode(product), as: UTF8.self))
@@ -53,7 +60,9 @@ extension Kiosk {
                     return
                 }
                 emit("\(count) products, catalog synced \(Self.age(since: syncedAt)) ago\n")
-                try client.forEachCachedProduct { product in emit(Self.line(for: product) + "\n") }
+                try client.forEachCachedProduct { product in
+                    emit(Self.line(for: product) + (holdings.mark(product.id).map { "  [\($0)]" } ?? "") + "\n")
+                }
                 flush()
             }
         }

@@ -12,28 +12,36 @@ extension Kiosk {
                 Every receipt is verified against the store's public keys; one that does not verify is \
                 reported and never used.
 
-                Example: kiosk transactions --json
+                Each line: transaction, date, state, product, price (from the cached catalog).
+
+                Example: kiosk transactions --since 7d --state finished --json
                 """
         )
 
         @OptionGroup var options: ClientOptions
+
+        @OptionGroup var filters: TransactionFilters
 
         @Flag(help: "Print the transactions as JSON.")
         var json = false
 
         func run() async throws {
             try await reportingErrors {
-                let views = try await options.client().transactions()
+                let client = try options.client()
+                let views = try filters.apply(try await client.transactions())
+                let products = Dictionary(try client.cachedCatalog().products.map { ($0.id, $0) }) { first, _ in first }
                 if json {
-                    let rows = views.map(Row.init)
+                    let rows = views.map { Row($0, price: shownPrice($0.record, products[$0.record.productId])) }
                     Swift.print(String(decoding: try JSONEncoder.kiosk.encode(rows), as: UTF8.self))
                     return
                 }
-                if views.isEmpty { Swift.print("no transactions yet") }
+                if views.isEmpty { Swift.print(try filters.filter().isEmpty ? "no transactions yet" : "no transactions match") }
                 for view in views {
                     let record = view.record
-                    var line = "\(record.transactionId ?? "-")  \(record.state.rawValue)  \(record.productId)"
+                    let date = ListFilter.shown(view.claims?.purchased ?? record.createdAt)
+                    var line = "\(record.transactionId ?? "-")  \(date)  \(record.state.rawValue)  \(record.productId)"
                     if record.quantity > 1 { line += " × \(record.quantity)" }
+                    if let price = shownPrice(record, products[record.productId]) { line += "  \(price)" }
                     if let problem = view.receiptProblem { line += "  RECEIPT REJECTED: \(problem)" }
                     if record.state == .revoked {
                         line += "  revoked \(record.revokedAt.map { ISO8601DateFormatter().string(from: $0) } ?? ""): \(record.revocationReason ?? "")"
@@ -61,8 +69,17 @@ extension Kiosk {
             var revokedAt: Date?
             var revocationReason: String?
             var createdAt: Date
+            /// When the store made the purchase (the receipt's date); nil before there is a verified receipt.
+            var purchaseDate: Date?
+            /// A subscription's end, from its receipt.
+            var expiresAt: Date?
+            /// What it cost as the cached catalog prices it (`4.99 USD`, `3 credits`).
+            var price: String?
 
-            init(_ view: TransactionView) {
+            init(_ view: TransactionView, price: String?) {
+                purchaseDate = view.claims?.purchased
+                expiresAt = view.claims?.expires
+                self.price = price
                 transactionId = view.record.transactionId
                 originalTransactionId = view.record.originalTransactionId
                 productId = view.record.productId
@@ -135,7 +152,7 @@ extension Kiosk {
                 let downloadNow = !noDownload
                 let result = try await runner.showingProgress { try await client.restore(downloadNow: downloadNow) }
                 if json {
-                    let rows = result.restored.map { TransactionView(record: $0, receiptProblem: nil) }.map(Transactions.Row.init)
+                    let rows = result.restored.map { TransactionView(record: $0, receiptProblem: nil) }.map { Transactions.Row($0, price: nil) }
                     Swift.print(String(decoding: try JSONEncoder.kiosk.encode(rows), as: UTF8.self))
                 } else {
                     Swift.print(result.restored.isEmpty ? "nothing new to restore" : "restored \(result.restored.count) purchases:")

@@ -162,8 +162,12 @@ struct DownloadQueue {
     }
 
     /// Installed products; `updateAvailable` when the cached catalog has another content version.
+    /// Each `path` is the product's folder in this home (`Library/ID`), whatever an older Kiosk
+    /// stored: a home copied or moved elsewhere lists its own folders, never the old home's.
     func library() throws -> [LibraryEntry] {
-        try database.libraryItems().map { item in
+        try database.libraryItems().map { stored in
+            var item = stored
+            item.path = try installer.installed(item.productId).path
             let product = try database.cachedProduct(item.productId)
             let latest = product?.content?.version
             return LibraryEntry(item: item, title: product?.title, updateAvailable: latest != nil && latest != item.version)
@@ -413,7 +417,8 @@ struct DownloadQueue {
             try fail(record, claim, "\(error)", report: &report, from: .unpacking, discardingPartial: true)
             return
         }
-        let item = LibraryItem(productId: id, version: record.version, sha256: record.sha256, path: try installer.installed(id).path, installedAt: Date(), treeDigest: treeDigest)
+        // Stored relative to the home, so the record stays true when the home is moved.
+        let item = LibraryItem(productId: id, version: record.version, sha256: record.sha256, path: LibraryItem.relativePath(id), installedAt: Date(), treeDigest: treeDigest)
         var replaced: URL?
         do {
             _ = try database.markInstalled(item, claim: claim) {

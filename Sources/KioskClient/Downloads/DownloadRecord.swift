@@ -73,8 +73,13 @@ public struct LibraryItem: Codable, FetchableRecord, PersistableRecord, Sendable
     public var productId: String
     public var version: String
     public var sha256: String
+    /// The product's folder. Stored relative to the home (`Library/ID`; Kiosk before issue 30
+    /// stored it absolute); ``KioskClient/library()`` hands it out resolved against the home.
     public var path: String
     public var installedAt: Date
     /// A digest of the installed files' names and sizes; a folder that no longer matches is reinstalled.
     public var treeDigest: String?
+
+    /// The folder of `productId` relative to the home, as stored.
+    static func relativePath(_ productId: String) -> String { "Library/\(productId)" }
 }

@@ -13,17 +13,20 @@ public struct AdminAccountRow: Codable, Sendable, Equatable {
     public var transactions: Int
     /// Charges less refunds, in cents.
     public var paidCents: Int
+    /// When its latest transaction was made; nil for an account that has made none.
+    public var lastTransactionAt: Date?
 
-    public init(accountId: String, credits: Int, createdAt: Date, transactions: Int, paidCents: Int) {
+    public init(accountId: String, credits: Int, createdAt: Date, transactions: Int, paidCents: Int, lastTransactionAt: Date? = nil) {
         self.accountId = accountId
         self.credits = credits
         self.createdAt = createdAt
         self.transactions = transactions
         self.paidCents = paidCents
+        self.lastTransactionAt = lastTransactionAt
     }
 }
 
-/// A transaction as the operator sees it (`GET /v1/admin/pending`, and within an account).
+/// A transaction as the operator sees it (`GET /v1/admin/transactions`, `/pending`, and within an account).
 public struct AdminTransactionRow: Codable, Sendable, Equatable {
     public var transactionId: String
     public var accountId: String

@@ -29,10 +29,12 @@ final class FileRegionSender: ChannelOutboundHandler, RemovableChannelHandler {
     static let field = "Kiosk-Sendfile"
 
     private let metrics: ServerMetrics
+    private let ends: SendfileEnds
     private let logger: Logger
 
-    init(metrics: ServerMetrics, logger: Logger) {
+    init(metrics: ServerMetrics, ends: SendfileEnds, logger: Logger) {
         self.metrics = metrics
+        self.ends = ends
         self.logger = logger
     }
 
@@ -42,6 +44,8 @@ final class FileRegionSender: ChannelOutboundHandler, RemovableChannelHandler {
             return
         }
         head.headers.remove(name: Self.field)
+        let end = head.headers.first(name: SendfileEnds.field)
+        head.headers.remove(name: SendfileEnds.field)
         let region: FileRegion
         do {
             region = try Self.open(instruction)
@@ -50,13 +54,14 @@ final class FileRegionSender: ChannelOutboundHandler, RemovableChannelHandler {
             let (unavailable, body) = Self.unavailable(head, error)
             context.write(wrapOutboundOut(.head(unavailable)), promise: promise)
             context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+            ends.finish(end, cut: true)
             return
         }
         context.write(wrapOutboundOut(.head(head)), promise: promise)
         metrics.downloadsInFlight.increment()
         let sent = context.eventLoop.makePromise(of: Void.self)
         context.write(wrapOutboundOut(.body(.fileRegion(region))), promise: sent)
-        let (metrics, logger, bytes) = (self.metrics, self.logger, region.readableBytes)
+        let (metrics, ends, logger, bytes) = (self.metrics, self.ends, self.logger, region.readableBytes)
         sent.futureResult.whenComplete { result in
             // The region's descriptor is ours to close once the channel is done with it.
             try? region.fileHandle.close()
@@ -64,8 +69,10 @@ final class FileRegionSender: ChannelOutboundHandler, RemovableChannelHandler {
             switch result {
             case .success:
                 metrics.bytesServed.increment(by: Int64(bytes))
+                ends.finish(end, cut: false)
             case .failure(let error):
                 logger.info("a file response was cut", metadata: ["bytes": "\(bytes)", "error": "\(error)"])
+                ends.finish(end, cut: true)
             }
         }
     }
@@ -114,6 +121,8 @@ struct FileRegionError: Error, CustomStringConvertible {
 extension HTTPField.Name {
     /// ``FileRegionSender``'s field: a valid token, so never nil.
     static let kioskSendfile = HTTPField.Name(FileRegionSender.field)
+    /// ``SendfileEnds``'s field: a valid token, so never nil.
+    static let kioskSendfileEnd = HTTPField.Name(SendfileEnds.field)
 }
 
 /// Hummingbird's HTTP/1 channel with a ``FileRegionSender`` put in just above NIO's encoder, below
@@ -122,14 +131,15 @@ struct SendfileHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
     typealias Value = HTTP1Channel.Value
     let base: HTTP1Channel
     let metrics: ServerMetrics
+    let ends: SendfileEnds
     var responder: Responder { base.responder }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        let metrics = self.metrics
+        let (metrics, ends) = (self.metrics, self.ends)
         return base.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let encoder = try pipeline.handler(type: HTTPResponseEncoder.self)
-            try pipeline.addHandler(FileRegionSender(metrics: metrics, logger: logger), position: .after(encoder))
+            try pipeline.addHandler(FileRegionSender(metrics: metrics, ends: ends, logger: logger), position: .after(encoder))
             return value
         }
     }
@@ -141,9 +151,9 @@ struct SendfileHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
 
 extension HTTPServerBuilder {
     /// HTTP/1 whose responses can name a file to send with `sendfile` (see ``FileRegionSender``).
-    static func http1WithSendfile(configuration: HTTP1Channel.Configuration, metrics: ServerMetrics) -> HTTPServerBuilder {
+    static func http1WithSendfile(configuration: HTTP1Channel.Configuration, metrics: ServerMetrics, ends: SendfileEnds) -> HTTPServerBuilder {
         .init { responder in
-            SendfileHTTP1Channel(base: HTTP1Channel(responder: responder, configuration: configuration), metrics: metrics)
+            SendfileHTTP1Channel(base: HTTP1Channel(responder: responder, configuration: configuration), metrics: metrics, ends: ends)
         }
     }
 }

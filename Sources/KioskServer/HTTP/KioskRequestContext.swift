@@ -41,60 +41,115 @@ struct AccountMiddleware: RouterMiddleware {
     }
 }
 
-/// One log line per request, once its body is sent: method, route, status, duration, bytes sent
-/// and account. Never the path's query, a token or a receipt.
+/// One log line per request, once its last byte is sent: method, route, status, duration, bytes
+/// sent, account, the client's address and its `User-Agent`. Never the path's query, a token or a
+/// receipt. The same duration goes to the route's latency histogram.
+///
+/// A body streamed through Hummingbird ends when its writer returns; a file sent with `sendfile`
+/// ends later, in the channel (``FileRegionSender``), so its line waits in ``SendfileEnds``.
 struct RequestLogMiddleware: RouterMiddleware {
     let logger: Logger
+    let metrics: ServerMetrics
+    let ends: SendfileEnds
+    /// Which proxies' `X-Forwarded-For` names the client (as for rate limits).
+    let rateLimits: RateLimits
 
     func handle(_ request: Request, context: KioskRequestContext, next: (Request, KioskRequestContext) async throws -> Response) async throws -> Response {
         let started = ContinuousClock.now
         let route = context.endpointPath ?? "unmatched"
+        var line = RequestLine(
+            method: request.method.rawValue, route: route, status: 0, started: started, account: context.accountId,
+            client: clientAddress(request, context), agent: request.headers[.userAgent])
         do {
             var response = try await next(request, context)
-            let status = response.status.code
-            let account = context.accountId
-            let logger = self.logger
-            let method = request.method.rawValue
-            let endpoint = context.endpointPath ?? route
+            line.status = response.status.code
+            line.account = context.accountId
+            line.route = context.endpointPath ?? route
+            let (logger, metrics) = (self.logger, self.metrics)
             let sent = ByteCounter()
             // `map` forgets the body's length; given back, the Content-Length the handler set stays
             // (without it every answer went chunked, and a HEAD told no size).
             let length = response.body.contentLength
-            // A file handed to sendfile (FileRegionSender) sends no bytes through the body.
-            if let sendfile = HTTPField.Name.kioskSendfile, response.headers[sendfile] != nil {
-                sent.add(Int(response.headers[.contentLength] ?? "") ?? 0)
+            // A file handed to sendfile (FileRegionSender) sends no bytes through the body: its line
+            // is written when the channel has sent the file.
+            if let sendfile = HTTPField.Name.kioskSendfile, response.headers[sendfile] != nil,
+               let endField = HTTPField.Name.kioskSendfileEnd {
+                let bytes = Int(response.headers[.contentLength] ?? "") ?? 0
+                let finished = line
+                let number = ends.register { cut in
+                    finished.write(logger, metrics: metrics, bytes: cut ? nil : bytes, cut: cut)
+                }
+                response.headers[endField] = String(number)
+                return response
             }
             let counted = response.body.map { buffer in
                 sent.add(buffer.readableBytes)
                 return buffer
             }
+            let finished = line
             response.body = ResponseBody(contentLength: length) { writer in
                 do {
                     try await counted.write(writer)
-                    Self.log(logger, method: method, route: endpoint, status: status, started: started, bytes: sent.value, account: account)
+                    finished.write(logger, metrics: metrics, bytes: sent.value)
                 } catch {
-                    Self.log(logger, method: method, route: endpoint, status: status, started: started, bytes: sent.value, account: account, cut: true)
+                    finished.write(logger, metrics: metrics, bytes: sent.value, cut: true)
                     throw error
                 }
             }
             return response
         } catch {
-            let status = (error as? any HTTPResponseError)?.status.code ?? 500
-            Self.log(logger, method: request.method.rawValue, route: context.endpointPath ?? route, status: status, started: started, bytes: 0, account: context.accountId)
+            line.status = (error as? any HTTPResponseError)?.status.code ?? 500
+            line.route = context.endpointPath ?? route
+            line.write(logger, metrics: metrics, bytes: 0)
             throw error
         }
     }
 
-    static func log(_ logger: Logger, method: String, route: String, status: Int, started: ContinuousClock.Instant, bytes: Int, account: String?, cut: Bool = false) {
+    private func clientAddress(_ request: Request, _ context: KioskRequestContext) -> String? {
+        let forwardedFor = HTTPField.Name("X-Forwarded-For").flatMap { request.headers[values: $0] }.map { $0.joined(separator: ",") }
+        return rateLimits.clientAddress(peer: context.peerAddress, forwardedFor: forwardedFor?.isEmpty == true ? nil : forwardedFor)
+    }
+}
+
+/// What one request log line says, written once its last byte is sent (or it was cut).
+struct RequestLine: Sendable {
+    var method: String
+    var route: String
+    var status: Int
+    let started: ContinuousClock.Instant
+    var account: String?
+    let client: String?
+    let agent: String?
+
+    /// Logs the line and records the duration in the route's latency histogram.
+    /// - Parameter bytes: bytes sent; nil when a file was cut part-way and the count is unknown.
+    func write(_ logger: Logger, metrics: ServerMetrics, bytes: Int?, cut: Bool = false) {
         let elapsed = ContinuousClock.now - started
+        metrics.latency(route: route, method: method, elapsed: elapsed)
         // Tenths of a millisecond by integer arithmetic, not String(format:) through CoreFoundation per request.
         let tenths = elapsed.components.seconds * 10_000 + elapsed.components.attoseconds / 100_000_000_000_000
         var metadata: Logger.Metadata = [
             "status": "\(status)", "route": "\(route)", "duration_ms": "\(tenths / 10).\(tenths % 10)",
-            "bytes": "\(bytes)", "account": "\(account ?? "-")",
+            "bytes": "\(bytes.map(String.init) ?? "-")", "account": "\(account ?? "-")",
+            "client": "\(client ?? "-")", "agent": "\(Self.quoted(agent))",
         ]
         if cut { metadata["cut"] = "true" }
         logger.info("\(method) \(route) \(status)", metadata: metadata)
+    }
+
+    /// A header value as one quoted word: at most 200 characters, quotes and controls escaped, so a
+    /// client cannot forge a second field or line.
+    static func quoted(_ value: String?) -> String {
+        guard let value, !value.isEmpty else { return "-" }
+        var text = ""
+        for scalar in value.unicodeScalars.prefix(200) {
+            switch scalar {
+            case "\"", "\\": text += "\\\(scalar)"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7f: text += "?"
+            default: text.unicodeScalars.append(scalar)
+            }
+        }
+        return "\"\(text)\""
     }
 }
 

@@ -14,7 +14,15 @@ public struct ServerMetrics: Sendable {
     let downloadsInFlight: CoreMetrics.Meter
 
     public init() {
-        factory = PrometheusMetricsFactory(registry: registry)
+        var factory = PrometheusMetricsFactory(registry: registry)
+        // Requests answer in milliseconds; a download runs for seconds or minutes, and its whole
+        // duration (to the last byte) is what the histogram records.
+        factory.durationHistogramBuckets[Self.latencyLabel] = [
+            .milliseconds(1), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
+            .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500),
+            .seconds(5), .seconds(10), .seconds(30), .seconds(60), .seconds(300),
+        ]
+        self.factory = factory
         bytesServed = CoreMetrics.Counter(label: "kiosk_content_bytes_served_total", dimensions: [], factory: factory)
         downloadsInFlight = CoreMetrics.Meter(label: "kiosk_downloads_in_flight", dimensions: [], factory: factory)
     }
@@ -26,6 +34,14 @@ public struct ServerMetrics: Sendable {
             dimensions: [("route", route), ("method", method), ("status", String(status))],
             factory: factory
         ).increment()
+    }
+
+    static let latencyLabel = "kiosk_http_request_duration_seconds"
+
+    /// Records how long one request took, from its head to its last byte, by route pattern and method.
+    func latency(route: String, method: String, elapsed: Duration) {
+        CoreMetrics.Timer(label: Self.latencyLabel, dimensions: [("route", route), ("method", method)], factory: factory)
+            .recordNanoseconds(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
     }
 
     /// Counts a payment or redemption by its outcome (purchased, deferred, declined, cancelled…).

@@ -17,6 +17,7 @@ struct AdminRoutes: Sendable {
         routes.add(middleware: AdminMiddleware(token: adminToken))
         routes.get("accounts", use: accounts)
         routes.get("accounts/:id", use: account)
+        routes.get("transactions", use: transactions)
         routes.get("pending", use: pending)
         routes.get("sales", use: sales)
         routes.get("downloads", use: downloads)
@@ -27,9 +28,15 @@ struct AdminRoutes: Sendable {
         return routes
     }
 
-    /// `GET /v1/admin/accounts`: ``AdminAccountRow`` per account.
+    /// `GET /v1/admin/accounts?since=&product=&state=`: ``AdminAccountRow`` per account created since,
+    /// holding a transaction of that product in that state.
     @Sendable func accounts(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.accounts())
+        try JSONBody.response(try await store.accounts(try Self.filter(request)))
+    }
+
+    /// `GET /v1/admin/transactions?since=&product=&state=`: every ``AdminTransactionRow``, oldest first.
+    @Sendable func transactions(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.adminTransactions(try Self.filter(request)))
     }
 
     /// `GET /v1/admin/accounts/{id}`: ``AdminAccountView``.
@@ -39,17 +46,17 @@ struct AdminRoutes: Sendable {
 
     /// `GET /v1/admin/pending`: Ask to Buy requests waiting, as ``AdminTransactionRow``.
     @Sendable func pending(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.pendingRequests())
+        try JSONBody.response(try await store.pendingRequests(try Self.filter(request, states: false)))
     }
 
     /// `GET /v1/admin/sales`: ``AdminSalesRow`` per day, product and currency.
     @Sendable func sales(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.sales())
+        try JSONBody.response(try await store.sales(try Self.filter(request)))
     }
 
     /// `GET /v1/admin/downloads`: ``AdminDownloadRow`` per product and day.
     @Sendable func downloads(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.downloadStats())
+        try JSONBody.response(try await store.downloadStats(try Self.filter(request, states: false)))
     }
 
     /// `POST /v1/admin/transactions/{id}/approve`: the Ask to Buy is charged and signed.
@@ -72,6 +79,34 @@ struct AdminRoutes: Sendable {
     @Sendable func refund(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let reason = try await Self.reason(request)
         return try JSONBody.response(try await store.revoke(transactionId: context.parameters.require("id"), reason: reason, refund: true))
+    }
+
+    /// The list filter of a request's query (`since`, `product`, `state`); a value that cannot be
+    /// read, or a state on a list that has none, is a 400 naming it.
+    static func filter(_ request: Request, states: Bool = true) throws -> ListFilter {
+        let query = request.uri.queryParameters
+        var filter = ListFilter()
+        if let since = query.get("since") {
+            do {
+                filter.since = try ListFilter.date(since)
+            } catch {
+                throw APIFailure.badRequest(error.description)
+            }
+        }
+        if let product = query.get("product") {
+            try RequestText.check(product, field: "the product filter")
+            filter.productId = product
+        }
+        if let state = query.get("state") {
+            guard states else {
+                throw APIFailure.badRequest("\(request.uri.path) takes no state filter; it lists one kind of row")
+            }
+            guard TransactionStatus(rawValue: state) != nil else {
+                throw APIFailure.badRequest("state \"\(state)\" is not a transaction state: purchased, deferred, declined, cancelled or revoked")
+            }
+            filter.state = state
+        }
+        return filter
     }
 
     /// The reason of a revocation's body; an empty body is no reason (the store writes its own),

@@ -4,15 +4,49 @@ import KioskCore
 
 /// What a publisher sees of the store: accounts, sales, pending requests, downloads.
 extension Store {
-    func accounts() async throws -> [AdminAccountRow] {
+    /// Accounts, oldest first: created since `filter.since`; with a product or a state, only the
+    /// accounts holding a transaction of that product and state. One query.
+    func accounts(_ filter: ListFilter = ListFilter()) async throws -> [AdminAccountRow] {
         try await database.read { db in
-            try await db.raw("""
+            var conditions: [SQLQueryString] = []
+            if let since = filter.since { conditions.append(#"a."createdAt" >= \#(bind: since)"#) }
+            if filter.productId != nil || filter.state != nil {
+                var held: SQLQueryString = #"EXISTS (SELECT 1 FROM "storeTransaction" h WHERE h."accountId" = a."id""#
+                if let product = filter.productId { held = held + #" AND h."productId" = \#(bind: product)"# }
+                if let state = filter.state { held = held + #" AND h."status" = \#(bind: state)"# }
+                conditions.append(held + ")")
+            }
+            let query: SQLQueryString = """
                 SELECT a."id" AS "accountId", a."credits" AS "credits", a."createdAt" AS "createdAt",
                        CAST((SELECT COUNT(*) FROM "storeTransaction" t WHERE t."accountId" = a."id") AS BIGINT) AS "transactions",
-                       CAST(COALESCE((SELECT SUM(l."amountCents") FROM "ledgerEntry" l WHERE l."accountId" = a."id"), 0) AS BIGINT) AS "paidCents"
-                FROM "account" a ORDER BY a."createdAt", a."id"
-                """).all(decoding: AdminAccountRow.self)
+                       CAST(COALESCE((SELECT SUM(l."amountCents") FROM "ledgerEntry" l WHERE l."accountId" = a."id"), 0) AS BIGINT) AS "paidCents",
+                       (SELECT MAX(t."createdAt") FROM "storeTransaction" t WHERE t."accountId" = a."id") AS "lastTransactionAt"
+                FROM "account" a
+                """
+            return try await db.raw(query + Self.whereClause(conditions) + #" ORDER BY a."createdAt", a."id""#).all(decoding: AdminAccountRow.self)
         }
+    }
+
+    /// Every transaction of the store, oldest first, narrowed by `filter` in the same query.
+    func adminTransactions(_ filter: ListFilter) async throws -> [AdminTransactionRow] {
+        try await database.read { db in
+            try await db.transactions { Self.narrow($0, filter) }.map(AdminTransactionRow.init)
+        }
+    }
+
+    /// `WHERE a AND b …`, or nothing.
+    private static func whereClause(_ conditions: [SQLQueryString]) -> SQLQueryString {
+        guard let first = conditions.first else { return "" }
+        return conditions.dropFirst().reduce(" WHERE " + first) { $0 + " AND " + $1 }
+    }
+
+    /// A transaction query narrowed by date, product and state.
+    private static func narrow(_ select: SQLSelectBuilder, _ filter: ListFilter) -> SQLSelectBuilder {
+        var select = select
+        if let since = filter.since { select = select.where("createdAt", .greaterThanOrEqual, since) }
+        if let product = filter.productId { select = select.where("productId", .equal, product) }
+        if let state = filter.state { select = select.where("status", .equal, state) }
+        return select
     }
 
     /// One account as its operator sees it: balance, holdings, every transaction and the ledger.
@@ -26,22 +60,28 @@ extension Store {
         return AdminAccountView(summary: summary, charges: ledger, transactions: transactions.map(AdminTransactionRow.init))
     }
 
-    /// Ask to Buy requests waiting for an answer, oldest first.
-    func pendingRequests() async throws -> [AdminTransactionRow] {
-        try await database.read { db in
-            try await db.transactions { $0.where("status", .equal, TransactionStatus.deferred.rawValue) }.map(AdminTransactionRow.init)
-        }
+    /// Ask to Buy requests waiting for an answer, oldest first (a filter's state is ignored: it is `deferred`).
+    func pendingRequests(_ filter: ListFilter = ListFilter()) async throws -> [AdminTransactionRow] {
+        var filter = filter
+        filter.state = TransactionStatus.deferred.rawValue
+        return try await adminTransactions(filter)
     }
 
     /// Sales by day (UTC) and product: charges, refunds and what they came to.
     ///
     /// Summed here rather than in SQL: the two engines spell "the UTC day of a timestamp" differently.
-    func sales() async throws -> [AdminSalesRow] {
+    /// `filter` keeps the ledger entries written since a moment, of one product, of transactions in one state.
+    func sales(_ filter: ListFilter = ListFilter()) async throws -> [AdminSalesRow] {
         let entries = try await database.read { db in
-            try await db.raw("""
+            var conditions: [SQLQueryString] = []
+            if let since = filter.since { conditions.append(#"l."createdAt" >= \#(bind: since)"#) }
+            if let product = filter.productId { conditions.append(#"t."productId" = \#(bind: product)"#) }
+            if let state = filter.state { conditions.append(#"t."status" = \#(bind: state)"#) }
+            let query: SQLQueryString = """
                 SELECT l."createdAt" AS "createdAt", t."productId" AS "productId", l."currency" AS "currency", l."kind" AS "kind", l."amountCents" AS "amountCents"
-                FROM "ledgerEntry" l JOIN "storeTransaction" t ON t."id" = l."transactionId" ORDER BY l."id"
-                """).all(decoding: SoldEntry.self)
+                FROM "ledgerEntry" l JOIN "storeTransaction" t ON t."id" = l."transactionId"
+                """
+            return try await db.raw(query + Self.whereClause(conditions) + #" ORDER BY l."id""#).all(decoding: SoldEntry.self)
         }
         var rows: [String: AdminSalesRow] = [:]
         for entry in entries {
@@ -63,9 +103,15 @@ extension Store {
         var amountCents: Int
     }
 
-    /// Content requests answered, by product and day.
-    func downloadStats() async throws -> [AdminDownloadRow] {
-        try await database.read { try await $0.select().column("*").from("downloadStat").orderBy("day").orderBy("productId").all(decoding: AdminDownloadRow.self) }
+    /// Content requests answered, by product and day; `filter` keeps the days from its `since`'s
+    /// UTC day on, and one product (a state does not apply).
+    func downloadStats(_ filter: ListFilter = ListFilter()) async throws -> [AdminDownloadRow] {
+        try await database.read { db in
+            var select = db.select().column("*").from("downloadStat")
+            if let since = filter.since { select = select.where("day", .greaterThanOrEqual, ListFilter.day(since)) }
+            if let product = filter.productId { select = select.where("productId", .equal, product) }
+            return try await select.orderBy("day").orderBy("productId").all(decoding: AdminDownloadRow.self)
+        }
     }
 
     /// Counts one answered content request (200 or 206) and the bytes it was to send.
