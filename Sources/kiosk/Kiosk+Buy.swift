@@ -151,7 +151,9 @@ struct PurchaseReport {
     private func printJSON(_ runner: DownloadRunner) throws {
         let records = (try? runner.client.downloads()) ?? []
         try JSONOutput.print(JSONOutput.Purchase(
-            transaction: Kiosk.Transactions.Row(TransactionView(record: result.record, receiptProblem: nil)),
+            transaction: Kiosk.Transactions.Row(
+                TransactionView(record: result.record, receiptProblem: nil),
+                price: shownPrice(result.record, try? runner.client.cachedCatalog().products.first { $0.id == result.record.productId })),
             credits: result.credits, owned: result.alreadyOwned, alreadyPending: result.alreadyPending,
             savedOffline: result.savedOffline, contentQueued: result.contentQueued,
             downloads: result.downloads.map { JSONOutput.Downloads($0, records: records) },
