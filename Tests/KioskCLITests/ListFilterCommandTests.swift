@@ -64,10 +64,10 @@ struct ListFilterCommandTests {
 
         let badDate = try await kiosk("transactions", "--since", "yesterday")
         #expect(badDate.status == 2)
-        #expect(Self.lines(badDate.stderr).first == "Error: --since \"yesterday\" is not a date: give YYYY-MM-DD, an ISO 8601 time such as 2026-11-24T13:05:00Z, or a time ago such as 30m, 24h or 7d", "\(badDate.stderr)")
+        #expect(Self.lines(badDate.stderr).first == "kiosk: --since \"yesterday\" is not a date: give YYYY-MM-DD, an ISO 8601 time such as 2026-11-24T13:05:00Z, or a time ago such as 30m, 24h or 7d (--help shows the usage)", "\(badDate.stderr)")
         let badState = try await kiosk("transactions", "--state", "paid")
         #expect(badState.status == 2)
-        #expect(Self.lines(badState.stderr).first == "Error: --state \"paid\" is not a transaction state: purchasing, purchased, deferred, failed, cancelled, delivering, finished, restored, revoked", "\(badState.stderr)")
+        #expect(Self.lines(badState.stderr).first == "kiosk: --state \"paid\" is not a transaction state: purchasing, purchased, deferred, failed, cancelled, delivering, finished, restored, revoked (--help shows the usage)", "\(badState.stderr)")
     }
 
     @Test("the admin lists show dates and prices and take --since, --product and --state, applied by the server's query")
@@ -122,7 +122,7 @@ struct ListFilterCommandTests {
         let stateless = try await http.send("GET", "/v1/admin/downloads?state=purchased", authorization: "Bearer \(token)")
         #expect(stateless.status == 400)
         let badState = try await KioskCommand.run(["admin", "transactions", "--state", "paid", "--server", server.url, "--data", store.data.path])
-        #expect(badState.status == 2 && Self.lines(badState.stderr).first == "Error: --state \"paid\" is not a transaction state: purchased, deferred, declined, cancelled or revoked", "\(badState.stderr)")
+        #expect(badState.status == 2 && Self.lines(badState.stderr).first == "kiosk: --state \"paid\" is not a transaction state: purchased, deferred, declined, cancelled or revoked (--help shows the usage)", "\(badState.stderr)")
         _ = await server.stop()
     }
 }

@@ -85,10 +85,9 @@ struct TerminalProgressTests {
         let during = try await terminal.waitForScreen { screen in
             screen.contains { $0.hasPrefix("\(Self.atlas): ") && $0.contains("%)") }
         }
-        // Issue 30 (the other half, branch person-meets): "transaction …: purchased …; receipt
-        // saved" is printed when the receipt is saved, before the download. Until that lands this
-        // expectation fails: the line comes only after the download ends.
-        #expect(during.first?.wholeMatch(of: #/transaction [0-9A-Za-z-]+: purchased com\.kiosk\.books\.night-sky-atlas; receipt saved/#) != nil,
+        // "transaction …: purchased …; receipt saved" is printed when the receipt is saved, before
+        // the download, not after it ends.
+        #expect(during.first?.wholeMatch(of: #/transaction [0-9A-Za-z_-]+: purchased com\.kiosk\.books\.night-sky-atlas; receipt saved/#) != nil,
                 "the screen while downloading: \(during)")
         try terminal.send("C-c")
         try await terminal.waitForScreen { $0.contains { $0.hasPrefix("exit status ") } }
