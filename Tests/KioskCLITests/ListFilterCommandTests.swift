@@ -70,11 +70,13 @@ struct ListFilterCommandTests {
         #expect(Self.lines(badState.stderr).first == "kiosk: --state \"paid\" is not a transaction state: purchasing, purchased, deferred, failed, cancelled, delivering, finished, restored, revoked (--help shows the usage)", "\(badState.stderr)")
     }
 
-    @Test("the admin lists show dates and prices and take --since, --product and --state, applied by the server's query")
-    func adminLists() async throws {
+    @Test("the admin lists show dates and prices and take --since, --product and --state, applied by the server's query", arguments: TestEngine.all)
+    func adminLists(engine: TestEngine) async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
-        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        var extra: [String] = []
+        if case .postgres(let url)? = try await engine.freshDatabase() { extra = ["--database", url] }
+        let server = try await ServerProcess.start(store, extraArguments: extra, log: directory.path("server.log"))
         let environment = ["KIOSK_HOME": directory.path("home").path]
         #expect(try await KioskCommand.run(["sync", "--server", server.url], environment: environment).status == 0)
         #expect(try await KioskCommand.run(["buy", Self.book], environment: environment).status == 0)
