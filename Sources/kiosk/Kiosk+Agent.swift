@@ -49,10 +49,10 @@ extension Kiosk {
                 let runner = DownloadRunner(client: client)
                 let interval = Duration.milliseconds(Int64(syncInterval * 1000))
                 let once = once
+                // The whole command runs under `cancellingOnInterrupt` (Kiosk.main): SIGTERM or
+                // Ctrl-C cancels this task, and the agent's loop ends at its next await.
                 do {
-                    try await cancellingOnInterrupt {
-                        try await client.run(syncInterval: interval, once: once) { step in Self.report(step, runner: runner) }
-                    }
+                    try await client.run(syncInterval: interval, once: once) { step in Self.report(step, runner: runner) }
                 } catch is CancellationError {}
                 if !once { print("agent stopped; waiting downloads keep their bytes") }
             }
