@@ -6,7 +6,8 @@ medians and ratios, and .bench/results.json keeps them. Data lives in .bench/ (i
 BENCH_ONLY=purchases runs only the purchase comparison (against pgbench, on both engines);
 BENCH_ONLY=catalog only the 100,000-product catalog (sync, starts, 304s against nginx);
 BENCH_ONLY=serving only curl fetching the 1 GiB from nginx and from kiosk serve;
-BENCH_ONLY=overlap only the download-and-install of 5,000 files with and without unpacking while downloading.
+BENCH_ONLY=overlap only the download-and-install of 5,000 files with and without unpacking while downloading;
+BENCH_ONLY=agent only the background agent's idle cost and the server's memory with 1,000 waiting long polls.
 """
 import json, os, platform, threading, re, shutil, signal, socket, sqlite3, statistics, subprocess, sys, time
 from pathlib import Path
@@ -451,6 +452,77 @@ class SkipSections(Exception):
     """BENCH_ONLY=catalog: straight to the catalog comparison."""
 
 
+def rss_mib(pid, field="VmRSS"):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_agent():
+    """`kiosk agent` with nothing due: its CPU over 60 s and its peak memory (targets < 0.1 % of a
+    core, < 20 MiB); then the server's memory with 1,000 accounts' long polls waiting at once."""
+    import urllib.request
+    store = BENCH / "agent-store"
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.copytree(ROOT / "Catalog", store / "Catalog")
+    shutil.copytree(ROOT / "Content", store / "Content")
+    data = BENCH / "agent-server"
+    shutil.rmtree(data, ignore_errors=True)
+    server = Server([KIOSK, "serve", "--catalog", str(store / "Catalog"), "--content", str(store / "Content"),
+                     "--data", str(data), "--port", "0", "--rate-limit-accounts-per-address", "off"], kiosk_ready)
+    home = BENCH / "agent-home"
+    shutil.rmtree(home, ignore_errors=True)
+    env = {**os.environ, "KIOSK_HOME": str(home)}
+    try:
+        subprocess.run([KIOSK, "buy", "com.kiosk.books.small-engines", "--server", server.url], check=True, env=env, stdout=subprocess.DEVNULL)
+        agent = subprocess.Popen([KIOSK, "agent", "--sync-interval", "300"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(5)  # its first round (sync, replay, library check) is not idle time
+        before = cpu_seconds(agent.pid)
+        time.sleep(60)
+        idle = cpu_seconds(agent.pid) - before
+        peak = rss_mib(agent.pid, "VmHWM")
+        agent.send_signal(signal.SIGTERM)
+        agent.wait(timeout=5)
+        row = {"idle_cpu_percent_of_a_core": idle / 60 * 100, "peak_rss_mib": peak}
+        print("\n8. kiosk agent, nothing due")
+        print(f"  idle CPU over 60 s: {row['idle_cpu_percent_of_a_core']:.3f} % of a core (target < 0.1 %)")
+        print(f"  peak memory: {peak:.1f} MiB (target < 20 MiB)")
+
+        # 1,000 agents waiting: one long poll per account, each on its own connection.
+        tokens = create_accounts(server.url, 1000)
+        port = int(server.url.rsplit(":", 1)[1])
+        idle_server = rss_mib(server.process.pid)
+        sockets = []
+        for token in tokens:
+            connection = socket.create_connection(("127.0.0.1", port))
+            connection.sendall(f"GET /v1/transactions?wait=30&after=0 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
+            sockets.append(connection)
+        time.sleep(3)
+        waiting = rss_mib(server.process.pid)
+        answered = 0
+        for connection in sockets:
+            connection.setblocking(False)
+            try:
+                answered += 1 if connection.recv(1) else 0
+            except BlockingIOError:
+                pass
+        for connection in sockets:
+            connection.close()
+        row.update({"server_rss_idle_mib": idle_server, "server_rss_1000_polls_mib": waiting,
+                    "server_kib_per_waiting_poll": (waiting - idle_server) * 1024 / 1000, "answered_before_deadline": answered})
+        print(f"  kiosk serve with 1,000 long polls waiting: {waiting:.1f} MiB (idle {idle_server:.1f} MiB, "
+              f"{row['server_kib_per_waiting_poll']:.1f} KiB a poll; {answered} answered early)")
+        results["comparisons"]["8. background agent"] = row
+    finally:
+        server.stop()
+
+
 def kiosk_ready(server):
     line = server.process.stdout.readline()
     assert line.startswith("listening on "), line
@@ -458,6 +530,11 @@ def kiosk_ready(server):
 
 
 def main():
+    if os.environ.get("BENCH_ONLY") == "agent":
+        BENCH.mkdir(exist_ok=True)
+        bench_agent()
+        (BENCH / "agent-results.json").write_text(json.dumps(results, indent=2))
+        return
     generate()
     results["machine"] = {"cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version(),
                           "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
@@ -630,6 +707,7 @@ def main():
     if only != "catalog":
         bench_overlap()
         bench_purchases()
+        bench_agent()
     (BENCH / "results.json").write_text(json.dumps(results, indent=2))
     print(f"\nresults written to {BENCH / 'results.json'}")
 

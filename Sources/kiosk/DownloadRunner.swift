@@ -157,7 +157,13 @@ func cancellingOnInterrupt<T: Sendable>(_ body: @escaping @Sendable () async thr
         signal(SIGINT, SIG_DFL)
         signal(SIGTERM, SIG_DFL)
     }
-    return try await task.value
+    // The body runs in its own Task so a signal can cancel it; a cancellation of the caller's task
+    // (an outer `cancellingOnInterrupt`, an app's task) reaches it as well.
+    return try await withTaskCancellationHandler {
+        try await task.value
+    } onCancel: {
+        task.cancel()
+    }
 }
 
 /// Progress as a person reads it: bytes, rate and time left.

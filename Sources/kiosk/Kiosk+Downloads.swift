@@ -18,11 +18,16 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                let downloads = try options.client().downloads()
+                let client = try options.client()
+                let downloads = try client.downloads()
                 if json {
                     let rows = downloads.map { Row(record: $0) }
                     print(String(decoding: try JSONEncoder.kiosk.encode(rows), as: UTF8.self))
                     return
+                }
+                if let agent = AgentLock.runningAgent(in: client.home) {
+                    let next = try client.nextDownloadAttempt().map { "; next retry at \(DownloadRunner.time($0))" } ?? ""
+                    print("agent running (PID \(agent)): retries waiting downloads when due\(next)")
                 }
                 if downloads.isEmpty { print("no downloads") }
                 for record in downloads {

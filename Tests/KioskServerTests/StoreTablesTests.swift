@@ -20,7 +20,7 @@ struct StoreTablesTests {
             status: status, paymentMethod: "approve", idempotencyKey: "key-\(id)", amountCents: 1234, currency: "EUR",
             creditsGranted: 5, creditsSpent: 6, signedTransaction: "signed.jws.value", message: "a message", finishedAt: now.addingTimeInterval(3),
             createdAt: now.addingTimeInterval(4), revokedAt: now.addingTimeInterval(5), revocationReason: "refunded",
-            requestedMethod: "defer")
+            requestedMethod: "defer", changeSequence: 7)
     }
 
     /// A fresh store database on `engine`: a new PostgreSQL database, or an SQLite file in `directory`.
@@ -104,11 +104,15 @@ struct StoreTablesTests {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         func text(_ value: some Encodable) throws -> String { String(decoding: try encoder.encode(value), as: UTF8.self) }
+        // The change number is the account's next, taken by the same statement.
+        #expect(inserted.changeSequence == 1 && insertedBare.changeSequence == 2)
         var expected = record
         expected.sequence = inserted.sequence
+        expected.changeSequence = inserted.changeSequence
         #expect(try text(read) == text(expected))
         var expectedBare = bare
         expectedBare.sequence = insertedBare.sequence
+        expectedBare.changeSequence = insertedBare.changeSequence
         #expect(try text(readBare) == text(expectedBare))
         var expectedCharge = charge
         expectedCharge.id = ledger.first?.id
@@ -126,7 +130,7 @@ struct StoreTablesTests {
         let account = AccountRecord(id: "acct_cas", tokenHash: "hash", credits: 10, createdAt: .storeNow, revision: 4)
         try await database.write { try await $0.insert(into: "account").model(account).run() }
         @Sendable func advance(from revision: Int64?, adding delta: Int) async throws -> Int? {
-            try await database.write { try await $0.advance(account: account.id, from: revision, adding: delta) }
+            try await database.write { try await $0.advance(account: account.id, from: revision, adding: delta)?.credits }
         }
         func stored() async throws -> (revision: Int64?, credits: Int?) {
             let row = try await database.read { try await $0.account(account.id) }

@@ -115,9 +115,13 @@ struct DeliveryCoordinator: Sendable {
         case .consumable:
             return (try await payments.finish(record), nil)
         case .subscription:
+            // The issues it covers now are its content: with `.now` they are downloaded before
+            // the purchase returns, as a book's are.
             _ = try await deliverableProduct(record.productId)
-            _ = try await subscriptions.queueCoveredIssues()
-            return (try await payments.finish(record), nil)
+            let issues = try await subscriptions.queueCoveredIssues()
+            let finished = try await payments.finish(record)
+            guard mode == .now, !issues.isEmpty else { return (finished, nil) }
+            return (finished, try await runDownloads(only: Set(issues)))
         case .nonConsumable:
             guard let receipt = record.receipt else { return (record, nil) }
             guard let product = try await deliverableProduct(record.productId) else {

@@ -283,6 +283,14 @@ struct PaymentQueue: Sendable {
         return api
     }
 
+    /// The API with this home's account token, or nil while the home has no account (none is created).
+    func existingAccountAPI() throws -> StoreAPI? {
+        guard let account = try database.account() else { return nil }
+        var api = try storeAPI()
+        api.token = account.token
+        return api
+    }
+
     func storeAPI() throws -> StoreAPI {
         StoreAPI(server: try server.base(), http: http, token: nil, answered: server.answered)
     }

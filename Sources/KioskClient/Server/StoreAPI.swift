@@ -32,6 +32,24 @@ struct StoreAPI: Sendable {
         return try await call("GET", "/v1/transactions" + query)
     }
 
+    /// The account's change feed after `cursor`, held by the server up to `wait` seconds while
+    /// nothing is after it (a long poll; the request's own timeout is longer).
+    func transactions(after cursor: String?, wait: Int) async throws -> TransactionPage {
+        var query = "?wait=\(wait)"
+        if let cursor { query += "&after=\(cursor.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? cursor)" }
+        return try await call("GET", "/v1/transactions" + query, timeout: wait + 30)
+    }
+
+    /// Whether the store answers at all (`GET /healthz`), whatever it answers.
+    func isReachable() async -> Bool {
+        do {
+            _ = try await http.send(HTTPRequest(method: "GET", url: server + "/healthz", timeout: 10))
+            return true
+        } catch {
+            return false
+        }
+    }
+
     /// Every transaction of the account, following the cursor to the end.
     func allTransactions() async throws -> [StoreTransaction] {
         var all: [StoreTransaction] = []
@@ -55,13 +73,13 @@ struct StoreAPI: Sendable {
 
     // MARK: Plumbing
 
-    private func call<Response: Decodable>(_ method: String, _ path: String) async throws -> Response {
-        try await call(method, path, body: Optional<String>.none)
+    private func call<Response: Decodable>(_ method: String, _ path: String, timeout: Int = 60) async throws -> Response {
+        try await call(method, path, body: Optional<String>.none, timeout: timeout)
     }
 
-    private func call<Response: Decodable>(_ method: String, _ path: String, body: (some Encodable)?) async throws -> Response {
+    private func call<Response: Decodable>(_ method: String, _ path: String, body: (some Encodable)?, timeout: Int = 60) async throws -> Response {
         let data = try body.map { try JSONEncoder.kiosk.encode($0) }
-        let response = try await send(method, path, body: data ?? (method == "POST" ? Data("{}".utf8) : nil))
+        let response = try await send(method, path, body: data ?? (method == "POST" ? Data("{}".utf8) : nil), timeout: timeout)
         let decoded: Response
         do {
             decoded = try JSONDecoder.kiosk.decode(Response.self, from: response.body)
@@ -73,7 +91,7 @@ struct StoreAPI: Sendable {
         return decoded
     }
 
-    private func send(_ method: String, _ path: String, body: Data?) async throws -> HTTPResponse {
+    private func send(_ method: String, _ path: String, body: Data?, timeout: Int = 60) async throws -> HTTPResponse {
         let url = server + path
         var headers: [(name: String, value: String)] = [("Accept", "application/json")]
         if let token { headers.append(("Authorization", "Bearer \(token)")) }
@@ -81,7 +99,7 @@ struct StoreAPI: Sendable {
         var waits = 0
         repeat {
             do {
-                response = try await http.send(HTTPRequest(method: method, url: url, headers: headers, body: body))
+                response = try await http.send(HTTPRequest(method: method, url: url, headers: headers, body: body, timeout: timeout))
             } catch let error as TransferError where error.kind == .tooLarge {
                 throw ClientError.badResponse(url: url, detail: "\(error.message); refused")
             } catch let error as TransferError {

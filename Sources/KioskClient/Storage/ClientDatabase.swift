@@ -334,6 +334,8 @@ struct Setting: Codable, FetchableRecord, PersistableRecord {
         static let accountToken = "account.token"
         static let jwks = "store.jwks"
         static let paymentsEnabled = "payments.enabled"
+        /// The last change number of the account's change feed this home has seen (``BackgroundAgent``).
+        static let feedCursor = "feed.cursor"
     }
 
     static func value(_ key: String, in db: Database) throws -> String? {

@@ -140,6 +140,22 @@ enum Migrations {
         Migration(name: "5-requested-method") { _ in [
             #"ALTER TABLE "storeTransaction" ADD COLUMN "requestedMethod" TEXT"#,
         ] },
+        // The account's change feed: every write of a transaction row a device must learn of (a
+        // purchase, an approval or a decline, a revocation or refund, a receipt signed again) gives
+        // the row the account's next change number, allocated under the account row's lock, so an
+        // account's change numbers follow its commits on either engine. The transaction list is
+        // read in that order, its cursor the last change number. Backfilled from `sequence`, so a
+        // cursor handed out before (a sequence) still means "everything up to here".
+        Migration(name: "6-change-feed") { _ in [
+            #"ALTER TABLE "account" ADD COLUMN "lastChange" BIGINT NOT NULL DEFAULT 0"#,
+            #"ALTER TABLE "storeTransaction" ADD COLUMN "changeSequence" BIGINT NOT NULL DEFAULT 0"#,
+            #"UPDATE "storeTransaction" SET "changeSequence" = "sequence""#,
+            #"""
+            UPDATE "account" SET "lastChange" = COALESCE(
+                (SELECT MAX("sequence") FROM "storeTransaction" WHERE "storeTransaction"."accountId" = "account"."id"), 0)
+            """#,
+            #"CREATE INDEX "storeTransaction_changes" ON "storeTransaction" ("accountId", "changeSequence")"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

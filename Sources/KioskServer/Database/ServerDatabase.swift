@@ -26,6 +26,8 @@ public final class ServerDatabase: Sendable {
     /// the holder needs one to finish. Other processes still wait in SQLite's busy timeout. Reads
     /// go through ``SQLiteReaders``; both run statements inline (``InlineSQLite``).
     let groupCommit: GroupCommit?
+    /// PostgreSQL only: how to open the connection that listens for other instances' changes.
+    private let listenConfiguration: PostgresConnection.Configuration?
     private let threadPool: NIOThreadPool?
     private let closed = Atomic<Bool>(false)
 
@@ -73,6 +75,7 @@ public final class ServerDatabase: Sendable {
                 throw Self.cannotOpen(location, error)
             }
             threadPool = threads
+            listenConfiguration = nil
             engine = .sqlite
             pool = SQLiteReaders(path: path, threadPool: threads, logger: logger)
             groupCommit = GroupCommit(writer: writer)
@@ -89,6 +92,7 @@ public final class ServerDatabase: Sendable {
             // cheaper: each look-up is one step down a unique index whatever the values.
             configuration.coreConfiguration.options.additionalStartupParameters.append(("plan_cache_mode", "force_generic_plan"))
             threadPool = nil
+            listenConfiguration = configuration.coreConfiguration
             engine = .postgres
             groupCommit = nil
             // PostgreSQL lets concurrent commits share one WAL flush, so a commit's fsync is
@@ -130,6 +134,29 @@ public final class ServerDatabase: Sendable {
     func statement<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         if groupCommit != nil { return try await write(body) }
         return try await pool.lease(body)
+    }
+
+    /// PostgreSQL only: opens a connection of its own, `LISTEN`s on `channel` and calls `received`
+    /// with each notification's payload until the calling task is cancelled (then returns) or the
+    /// connection fails (then throws). Returns at once on SQLite.
+    /// - Parameter listening: called once the `LISTEN` is in place.
+    func listen(on channel: String, logger: Logger, listening: @Sendable () -> Void, received: @Sendable (String) -> Void) async throws {
+        guard let listenConfiguration else { return }
+        let connection = try await PostgresConnection.connect(
+            on: MultiThreadedEventLoopGroup.singleton.any(), configuration: listenConfiguration, id: 0, logger: logger).get()
+        do {
+            try await connection.listen(on: channel) { notifications in
+                listening()
+                for try await notification in notifications {
+                    received(notification.payload)
+                }
+            }
+        } catch {
+            try? await connection.close()
+            if Task.isCancelled { return }
+            throw error
+        }
+        try? await connection.close()
     }
 
     /// Whether `error` is a unique index or key refusing a row: a rule of the schema held.

@@ -33,6 +33,8 @@ extension KioskServer {
         }
         services.append(Self.stopsTheGroup(CatalogReloadService(catalog: catalog, listening: listening, onServing: onServing)))
         services.append(Self.stopsTheGroup(CleanupService(limiter: limits.limiter, catalog: catalog)))
+        // Last, so it hears of a shutdown first: waiting long polls answer before the HTTP service waits for them.
+        services.append(Self.stopsTheGroup(ChangeFeedService(database: database, changes: store.changes, listens: false, logger: logger)))
         return ServiceGroup(configuration: .init(
             services: services, gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [], logger: logger))
     }

@@ -48,12 +48,23 @@ struct AccountRoutes: Sendable {
         return try JSONBody.response(try await store.redeem(redemption, accountId: account))
     }
 
-    /// `GET /v1/transactions?after=CURSOR`: a page of the account's transactions.
+    /// `GET /v1/transactions?after=CURSOR[&wait=SECONDS]`: a page of the account's change feed;
+    /// with `wait`, held until something is after the cursor or that many seconds pass (at most 30).
     @Sendable func transactions(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let account = try context.requireAccount()
         let after = request.uri.queryParameters.get("after")
-        return try JSONBody.response(try await store.transactions(accountId: account, after: after))
+        var wait: Duration?
+        if let text = request.uri.queryParameters.get("wait") {
+            guard let seconds = Int(text), seconds >= 0 else {
+                throw StoreError.invalidRequest("wait must be a whole number of seconds, at most \(Self.longestWait)")
+            }
+            wait = .seconds(min(seconds, Self.longestWait))
+        }
+        return try JSONBody.response(try await store.transactions(accountId: account, after: after, wait: wait))
     }
+
+    /// The longest a change feed request is held, in seconds: under the usual 60 s proxy and client timeouts.
+    static let longestWait = 30
 
     /// `POST /v1/transactions/{id}/finish`: the client delivered it.
     @Sendable func finish(_ request: Request, context: KioskRequestContext) async throws -> Response {

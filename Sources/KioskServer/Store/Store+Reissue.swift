@@ -25,12 +25,17 @@ extension Store {
             }
             // Only over the receipt it replaces: a concurrent listing that got there first wins,
             // and either receipt verifies.
-            try await database.write { db in
-                try await db.raw(#"""
-                    UPDATE "storeTransaction" SET "signedTransaction" = \#(bind: fresh)
-                    WHERE "id" = \#(bind: id) AND "signedTransaction" = \#(bind: old)
-                    """#).run()
+            let accountId = current[index].accountId
+            // A receipt signed again is a change the account's other devices learn of through the feed.
+            let changed = try await database.write { db in
+                // The account row first, as every writer of an account; a gap in its change numbers is harmless.
+                let change = try await db.nextChange(of: accountId)
+                return try await db.raw(#"""
+                    UPDATE "storeTransaction" SET "signedTransaction" = \#(bind: fresh), "changeSequence" = \#(bind: change)
+                    WHERE "id" = \#(bind: id) AND "signedTransaction" = \#(bind: old) RETURNING "id"
+                    """#).all().count == 1
             }
+            if changed { changes.signal(accountId) }
             current[index].signedTransaction = fresh
             logger.info("re-signed a receipt whose key was retired", metadata: ["transaction": "\(id)"])
         }

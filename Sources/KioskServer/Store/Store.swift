@@ -16,6 +16,8 @@ public struct Store: Sendable {
     public let proofs: PurchaseProofVerifiers
     /// Payments of one account that read its holdings decide one at a time in this process (see ``AccountTurns``).
     let turns = AccountTurns()
+    /// Wakes the account change feed's long polls waiting in this process (see ``transactions(accountId:after:wait:limit:)``).
+    public let changes = ChangeNotifier()
     /// Bearer tokens this process has already looked up (see ``AccountTokens``).
     let tokens = AccountTokens()
     let catalog: CatalogService
@@ -169,11 +171,17 @@ public struct Store: Sendable {
     /// a decline and an approval of one request at once settle it once: the later one is refused.
     func decline(transactionId: String) async throws -> StoreTransaction {
         try Self.checkTransactionId(transactionId)
-        return try await database.write { db in
+        let declined = try await database.write { db in
+            guard let found = try await db.storeTransaction(transactionId) else {
+                throw StoreError.unknownTransaction(transactionId)
+            }
+            // The account row first (its next change number), as every writer of an account.
+            let change = try await db.recordChange(of: transactionId, accountId: found.accountId)
             guard var record = try await db.lockedTransaction(transactionId) else {
                 throw StoreError.unknownTransaction(transactionId)
             }
             guard record.status == .deferred else { throw Self.notDeferred(record) }
+            record.changeSequence = change
             record.status = .declined
             record.message = "the request to buy was declined; nothing was charged"
             let declined = record
@@ -182,8 +190,10 @@ public struct Store: Sendable {
             }) else {
                 throw StoreError.settledMeanwhile(transactionId)
             }
-            return record.wire
+            return record
         }
+        changes.signal(declined.accountId)
+        return declined.wire
     }
 
     /// Revokes a purchased transaction: its receipt stops entitling anything, and the date and
@@ -217,7 +227,7 @@ public struct Store: Sendable {
         try Self.checkTransactionId(transactionId)
         if let reason { try RequestText.check(reason, field: "reason", maxBytes: RequestText.maxReasonBytes, allowEmpty: true) }
         let reason = reason.flatMap { $0.isEmpty ? nil : $0 } ?? (refund ? "refunded by the store" : "revoked by the store")
-        return try await database.write { db in
+        let revocation = try await database.write { db in
             guard let found = try await db.storeTransaction(transactionId) else {
                 throw StoreError.unknownTransaction(transactionId)
             }
@@ -256,6 +266,7 @@ public struct Store: Sendable {
                 guard try await Self.markRevoked(record, in: db) else {
                     throw StoreError.revokedMeanwhile(transactionId)
                 }
+                record.changeSequence = try await db.recordChange(of: record.id, accountId: record.accountId)
                 let revoked = record
                 let derived = try await db.transactions {
                     $0.where("accountId", .equal, revoked.accountId).where("productId", .equal, revoked.productId)
@@ -266,7 +277,10 @@ public struct Store: Sendable {
                 for var rebuy in derived where revoked.kind != .subscription || Self.sameInstant(rebuy.expiresDate, revoked.expiresDate) {
                     rebuy.revokedAt = revoked.revokedAt
                     rebuy.revocationReason = reason
-                    if try await Self.markRevoked(rebuy, in: db) { alsoRevoked.append(rebuy.id) }
+                    if try await Self.markRevoked(rebuy, in: db) {
+                        try await db.recordChange(of: rebuy.id, accountId: rebuy.accountId)
+                        alsoRevoked.append(rebuy.id)
+                    }
                 }
             }
             var credits = account.credits
@@ -285,6 +299,10 @@ public struct Store: Sendable {
             return AdminRevocation(transaction: record.wire, refundedCents: refundDue ? charged?.amountCents ?? 0 : 0, currency: charged?.currency ?? record.currency,
                                    creditsWithdrawn: withdrawn, creditsReturned: returned, credits: credits, alsoRevoked: alsoRevoked)
         }
+        if let accountId = try? await database.read({ try await $0.storeTransaction(transactionId)?.accountId }) {
+            changes.signal(accountId)
+        }
+        return revocation
     }
 
     /// Writes a revocation's three columns, only while the transaction is still purchased: the
@@ -296,21 +314,37 @@ public struct Store: Sendable {
         }
     }
 
-    /// The account's transactions after `cursor`, oldest first.
-    func transactions(accountId: String, after cursor: String?, limit: Int = 100) async throws -> TransactionPage {
+    /// The account's change feed: its transactions written after `cursor` (a change number), in
+    /// the order they were written, each once with its latest state. A transaction written again
+    /// (approved, declined, revoked, refunded, its receipt signed again) comes again. The full walk
+    /// from no cursor sees every transaction of the account once.
+    ///
+    /// With `wait`, a request with nothing after its cursor is held until the account changes (in
+    /// any instance: see ``ChangeNotifier``) or `wait` passes, then answered with what is there.
+    func transactions(accountId: String, after cursor: String?, wait: Duration? = nil, limit: Int = 100) async throws -> TransactionPage {
         let after: Int64
         if let cursor, !cursor.isEmpty {
-            guard let value = Int64(cursor) else { throw StoreError.invalidRequest("after must be a cursor from an earlier page") }
+            guard let value = Int64(cursor), value >= 0 else { throw StoreError.invalidRequest("after must be a cursor from an earlier page") }
             after = value
         } else {
-            after = 0
+            // The full walk also sees a row no write numbered (one written by hand, at 0).
+            after = -1
         }
-        let records = try await withCurrentReceipts(try await database.read { db in
-            try await db.transactions(limit: limit + 1) { $0.where("accountId", .equal, accountId).where("sequence", .greaterThan, after) }
-        })
+        // Registered before the read, so a change committed between the read and the wait still wakes it.
+        let waiter = wait.map { _ in changes.register(accountId) }
+        var found = try await database.read { try await $0.changedTransactions(accountId: accountId, after: after, limit: limit + 1) }
+        if let waiter, let wait {
+            if found.isEmpty {
+                await waiter.wait(upTo: wait, in: changes)
+                found = try await database.read { try await $0.changedTransactions(accountId: accountId, after: after, limit: limit + 1) }
+            } else {
+                changes.unregister(waiter)
+            }
+        }
+        let records = try await withCurrentReceipts(found)
         let page = records.prefix(limit)
         return TransactionPage(
-            transactions: page.map(\.wire), cursor: page.last?.sequence.map(String.init) ?? cursor,
+            transactions: page.map(\.wire), cursor: page.last?.changeSequence.map(String.init) ?? cursor,
             hasMore: records.count > limit)
     }
 
@@ -382,8 +416,10 @@ public struct Store: Sendable {
     ) async throws -> Settled {
         if !readsHoldings, deferred == nil,
            let settled = try await attempt(on: .unread, request: request, replacing: nil, decide) {
+            changes.signal(accountId)
             return settled
         }
+        defer { changes.signal(accountId) }
         return try await turns.run(accountId) {
             for _ in 0..<64 {
                 let holdings = try await database.read { try await Holdings.read(accountId: accountId, product: product, key: request.key, in: $0) }
@@ -452,10 +488,12 @@ public struct Store: Sendable {
             return Settled(record: committed, credits: credits)
         }
         return try await database.write { db in
-            guard let credits = try await db.advance(account: record.accountId, from: holdings.revision, adding: delta) else { throw SettleConflict() }
-            let recorded = try await db.insert(record)
+            guard let advanced = try await db.advance(account: record.accountId, from: holdings.revision, adding: delta) else { throw SettleConflict() }
+            var changed = record
+            changed.changeSequence = advanced.change
+            let recorded = try await db.insert(changed)
             if let charge { try await db.insert(charge) }
-            return Settled(record: recorded, credits: credits)
+            return Settled(record: recorded, credits: advanced.credits)
         }
     }
 
@@ -468,10 +506,12 @@ public struct Store: Sendable {
     private func commit(_ decided: TransactionRecord, replacing deferred: TransactionRecord, over holdings: Holdings) async throws -> Settled {
         try await database.write { db in
             var record = decided
-            guard let credits = try await db.advance(account: record.accountId, from: holdings.revision, adding: record.creditDelta) else {
+            guard let advanced = try await db.advance(account: record.accountId, from: holdings.revision, adding: record.creditDelta) else {
                 throw SettleConflict()
             }
+            let credits = advanced.credits
             record.sequence = deferred.sequence
+            record.changeSequence = advanced.change
             guard let current = try await db.lockedTransaction(deferred.id) else {
                 throw StoreError.unknownTransaction(deferred.id)
             }
@@ -483,9 +523,11 @@ public struct Store: Sendable {
                     .set("expiresDate", to: settled.expiresDate).set("amountCents", to: settled.amountCents)
                     .set("creditsGranted", to: settled.creditsGranted).set("creditsSpent", to: settled.creditsSpent)
                     .set("signedTransaction", to: settled.signedTransaction).set("message", to: settled.message)
+                    .set("changeSequence", to: settled.changeSequence)
             }) else {
                 throw StoreError.settledMeanwhile(deferred.id)
             }
+            try await db.notifyChange(of: record.accountId)
             if let charge = LedgerEntry.charge(for: record) { try await db.insert(charge) }
             return Settled(record: record, credits: credits)
         }

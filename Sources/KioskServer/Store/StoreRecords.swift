@@ -11,6 +11,8 @@ struct AccountRecord: Codable, Sendable {
     var createdAt: Date
     /// Bumped by every commit that changes what the account holds.
     var revision: Int64
+    /// The last change number given to one of the account's transactions (see ``TransactionRecord/changeSequence``).
+    var lastChange: Int64?
 }
 
 /// One store transaction: a payment, a free re-download of something owned, or a redemption.
@@ -44,6 +46,9 @@ struct TransactionRecord: Codable, Sendable {
     /// Ask to Buy, a free re-buy): a replay of the idempotency key must ask for the same. Nil for
     /// transactions recorded before it was kept.
     var requestedMethod: String?
+    /// Its place in the account's change feed: the account's next change number at its last
+    /// write a device must learn of. The transaction list's order and cursor.
+    var changeSequence: Int64?
 
     var wire: StoreTransaction {
         StoreTransaction(

@@ -18,6 +18,42 @@ extension SQLDatabase {
         try await filter(select().column("*").from("storeTransaction")).orderBy("sequence").limit(limit).all(decoding: TransactionRecord.self)
     }
 
+    /// The account's transactions written after change number `after`, in the order of their changes.
+    func changedTransactions(accountId: String, after: Int64, limit: Int) async throws -> [TransactionRecord] {
+        try await select().column("*").from("storeTransaction").where("accountId", .equal, accountId).where("changeSequence", .greaterThan, after)
+            .orderBy("changeSequence").limit(limit).all(decoding: TransactionRecord.self)
+    }
+
+    /// Gives the transaction the account's next change number, so its devices learn of what was
+    /// just written. Takes the account row first (on PostgreSQL, its lock until the commit), as
+    /// every writer of an account does, so the account's change numbers follow its commits. On
+    /// PostgreSQL it also queues a notification, which is sent only if the transaction commits.
+    /// - Returns: the change number.
+    @discardableResult
+    func recordChange(of transactionId: String, accountId: String) async throws -> Int64 {
+        let change = try await nextChange(of: accountId)
+        try await raw(#"UPDATE "storeTransaction" SET "changeSequence" = \#(bind: change) WHERE "id" = \#(bind: transactionId)"#).run()
+        return change
+    }
+
+    /// Takes the account's next change number (and its row's lock), and on PostgreSQL queues the
+    /// notification of the change (see ``recordChange(of:accountId:)``).
+    func nextChange(of accountId: String) async throws -> Int64 {
+        let change = try await raw(#"""
+            UPDATE "account" SET "lastChange" = "lastChange" + 1 WHERE "id" = \#(bind: accountId) RETURNING "lastChange"
+            """#).first(decodingColumn: "lastChange", as: Int64.self) ?? 0
+        try await notifyChange(of: accountId)
+        return change
+    }
+
+    /// PostgreSQL only: tells every instance listening (``ChangeListener``) that the account
+    /// changed, when (and only if) the current transaction commits. Nothing on SQLite, whose
+    /// writers are all in this process.
+    func notifyChange(of accountId: String) async throws {
+        guard dialect.name == "postgresql" else { return }
+        try await raw("SELECT pg_notify(\(bind: ChangeNotifier.channel), \(bind: accountId))").run()
+    }
+
     /// Inserts a transaction and returns it with the sequence the database gave it.
     ///
     /// Spelled out rather than `insert(into:).model(record)`: SQLKit's model encoder and its quoting
@@ -27,13 +63,14 @@ extension SQLDatabase {
         let row = try await raw(#"""
             INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId",
                 "purchaseDate", "expiresDate", "status", "paymentMethod", "idempotencyKey", "amountCents", "currency",
-                "creditsGranted", "creditsSpent", "signedTransaction", "message", "finishedAt", "createdAt", "revokedAt", "revocationReason", "requestedMethod")
+                "creditsGranted", "creditsSpent", "signedTransaction", "message", "finishedAt", "createdAt", "revokedAt", "revocationReason", "requestedMethod",
+                "changeSequence")
             VALUES (\#(bind: record.id), \#(bind: record.accountId), \#(bind: record.productId), \#(bind: record.kind.rawValue),
                 \#(bind: record.quantity), \#(bind: record.originalTransactionId), \#(bind: record.purchaseDate), \#(bind: record.expiresDate),
                 \#(bind: record.status.rawValue), \#(bind: record.paymentMethod), \#(bind: record.idempotencyKey), \#(bind: record.amountCents),
                 \#(bind: record.currency), \#(bind: record.creditsGranted), \#(bind: record.creditsSpent), \#(bind: record.signedTransaction),
                 \#(bind: record.message), \#(bind: record.finishedAt), \#(bind: record.createdAt), \#(bind: record.revokedAt),
-                \#(bind: record.revocationReason), \#(bind: record.requestedMethod))
+                \#(bind: record.revocationReason), \#(bind: record.requestedMethod), \#(bind: record.changeSequence ?? 0))
             RETURNING "sequence"
             """#).first()
         var inserted = record
@@ -41,10 +78,11 @@ extension SQLDatabase {
         return inserted
     }
 
-    /// The compare-and-set a payment commits under (``AdvanceAccount``).
-    /// - Returns: the account's new balance, or nil when it did not move.
-    func advance(account id: String, from revision: Int64?, adding delta: Int) async throws -> Int? {
-        try await rows(AdvanceAccount(accountId: id, revision: revision, delta: delta)).first?.decode(column: "credits", as: Int.self)
+    /// The compare-and-set a payment commits under (``AdvanceAccount``); it also takes the account's next change number.
+    /// - Returns: the account's new balance and the change number, or nil when it did not move.
+    func advance(account id: String, from revision: Int64?, adding delta: Int) async throws -> (credits: Int, change: Int64)? {
+        guard let row = try await rows(AdvanceAccount(accountId: id, revision: revision, delta: delta)).first else { return nil }
+        return (try row.decode(column: "credits", as: Int.self), try row.decode(column: "lastChange", as: Int64.self))
     }
 
     /// PostgreSQL only: ``advance(account:from:adding:)``, ``insert(_:)-(TransactionRecord)`` and,
@@ -56,6 +94,7 @@ extension SQLDatabase {
         guard let row = try await rows(statement).first else { return nil }
         var inserted = record
         inserted.sequence = try row.decode(column: "sequence", as: Int64.self)
+        inserted.changeSequence = try row.decode(column: "changeSequence", as: Int64.self)
         return (inserted, try row.decode(column: "credits", as: Int.self))
     }
 
@@ -106,10 +145,10 @@ extension Date {
 struct AdvanceAccount: StoreStatement {
     typealias Row = any SQLRow
     static let sql = #"""
-        UPDATE "account" SET "revision" = "revision" + 1, "credits" = "credits" + $3
+        UPDATE "account" SET "revision" = "revision" + 1, "credits" = "credits" + $3, "lastChange" = "lastChange" + 1
         WHERE "id" = $1 AND CASE WHEN $2 IS NOT NULL THEN "revision" = $2
             WHEN $3 >= 0 THEN "credits" <= 9223372036854775807 - $3 ELSE "credits" >= -$3 END
-        RETURNING "id", "credits"
+        RETURNING "id", "credits", "lastChange"
         """#
     static let parameterTypes: [PostgresDataType] = [.text, .int8, .int8]
 
@@ -134,16 +173,17 @@ struct RecordPurchase: StoreStatement {
             INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId",
                 "purchaseDate", "expiresDate", "status", "paymentMethod", "idempotencyKey", "amountCents", "currency",
                 "creditsGranted", "creditsSpent", "signedTransaction", "message", "finishedAt", "createdAt", "revokedAt", "revocationReason",
-                "requestedMethod")
-            SELECT $4, $1, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24
+                "requestedMethod", "changeSequence")
+            SELECT $4, $1, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, "advanced"."lastChange"
             FROM "advanced"
-            RETURNING "sequence"
+            RETURNING "sequence", "changeSequence"
         ), "charged" AS (
             INSERT INTO "ledgerEntry" ("transactionId", "kind", "accountId", "amountCents", "currency", "reason", "createdAt")
             SELECT $4, $26, $1, $27, $28, $29, $30
             FROM "recorded" WHERE $25
         )
-        SELECT "recorded"."sequence", "advanced"."credits" FROM "recorded", "advanced"
+        SELECT "recorded"."sequence", "recorded"."changeSequence", "advanced"."credits", pg_notify('\#(ChangeNotifier.channel)', $1) AS "notified"
+        FROM "recorded", "advanced"
         """#
     static let parameterTypes: [PostgresDataType] = AdvanceAccount.parameterTypes + [
         .text, .text, .text, .int8, .text, .timestamptz, .timestamptz, .text, .text, .text, .int8, .text,

@@ -1,0 +1,54 @@
+import Logging
+import ServiceLifecycle
+
+/// Keeps the account change feed's long polls awake to every change of the store.
+///
+/// On PostgreSQL it holds one connection that `LISTEN`s for the notifications every instance
+/// sends when it commits a change of an account's transactions (``ServerDatabase/listen(on:logger:listening:received:)``)
+/// and signals them to this process's waiting polls, so a refund made through instance A wakes
+/// the devices waiting on B. A lost connection is opened again after a second, and every waiting
+/// poll is then woken: what was committed meanwhile was not heard, and a poll that finds nothing
+/// new simply answers empty. On SQLite (one process) it has nothing to listen to.
+///
+/// On graceful shutdown it wakes every waiting poll, so the server stops at once instead of after
+/// the longest wait. The application runs the one that listens; `kiosk serve`'s group adds one
+/// that does not listen after the HTTP service, so it is told of the shutdown first (a group
+/// stops its services last to first), before the HTTP service waits for its requests in flight.
+struct ChangeFeedService: Service {
+    let database: ServerDatabase
+    let changes: ChangeNotifier
+    let listens: Bool
+    let logger: Logger
+
+    func run() async throws {
+        await withGracefulShutdownHandler {
+            await listen()
+            // SQLite, or shut down: stay until the group stops.
+            try? await gracefulShutdown()
+        } onGracefulShutdown: {
+            changes.close()
+        }
+    }
+
+    private func listen() async {
+        guard listens, database.engine == .postgres else { return }
+        let changes = changes
+        var first = true
+        while !Task.isCancelled, !Task.isShuttingDownGracefully {
+            do {
+                try await cancelWhenGracefulShutdown {
+                    try await database.listen(on: ChangeNotifier.channel, logger: logger, listening: {}) { accountId in
+                        changes.signal(accountId)
+                    }
+                }
+                return
+            } catch {
+                if Task.isCancelled || Task.isShuttingDownGracefully { return }
+                if first { logger.warning("the change feed lost its PostgreSQL connection; listening again", metadata: ["error": "\(ServerDatabase.describe(error))"]) }
+                first = false
+                changes.wakeAll()
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+}

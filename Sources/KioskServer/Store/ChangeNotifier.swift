@@ -1,0 +1,110 @@
+import Foundation
+import Synchronization
+
+/// Wakes the long polls of the account change feed (`GET /v1/transactions?after=&wait=`) waiting
+/// in this process when their account changes.
+///
+/// The store signals an account after a write of one of its transactions has committed; on
+/// PostgreSQL the ``ChangeListener`` also signals what other instances committed (their
+/// `NOTIFY`, sent with their commit). A waiter is registered *before* the poll reads the feed,
+/// so a change committed between that read and the wait still wakes it. A waiting poll costs one
+/// small object and one suspended task: no thread, no database connection.
+public final class ChangeNotifier: Sendable {
+    /// The PostgreSQL channel every instance notifies and listens on; the payload is the account ID.
+    static let channel = "kiosk_account_changes"
+
+    private let waiters = Mutex<[String: [ObjectIdentifier: Waiter]]>([:])
+    /// Set once the server stops: every poll answers at once from then on.
+    private let closed = Atomic<Bool>(false)
+
+    public init() {}
+
+    /// Wakes every poll of `accountId` waiting in this process.
+    func signal(_ accountId: String) {
+        let woken = waiters.withLock { $0.removeValue(forKey: accountId) } ?? [:]
+        for waiter in woken.values { waiter.wake() }
+    }
+
+    /// The server is stopping: wakes every waiting poll, and those that come later do not wait.
+    func close() {
+        closed.store(true, ordering: .relaxed)
+        wakeAll()
+    }
+
+    /// Wakes every waiting poll; each answers what it finds.
+    func wakeAll() {
+        let woken = waiters.withLock { all in
+            defer { all = [:] }
+            return all.values.flatMap(\.values)
+        }
+        for waiter in woken { waiter.wake() }
+    }
+
+    /// How many polls are waiting, for the metrics and the tests.
+    var waiting: Int { waiters.withLock { $0.values.reduce(0) { $0 + $1.count } } }
+
+    /// Registers a waiter for `accountId`; call ``Waiter/wait(upTo:)`` once the feed was read.
+    func register(_ accountId: String) -> Waiter {
+        let waiter = Waiter(accountId: accountId)
+        if closed.load(ordering: .relaxed) {
+            waiter.wake()
+            return waiter
+        }
+        waiters.withLock { $0[accountId, default: [:]][ObjectIdentifier(waiter)] = waiter }
+        return waiter
+    }
+
+    /// Unregisters a waiter that will not wait (the feed had something to answer).
+    func unregister(_ waiter: Waiter) { remove(waiter) }
+
+    fileprivate func remove(_ waiter: Waiter) {
+        waiters.withLock { all in
+            all[waiter.accountId]?[ObjectIdentifier(waiter)] = nil
+            if all[waiter.accountId]?.isEmpty == true { all[waiter.accountId] = nil }
+        }
+    }
+
+    /// One waiting poll.
+    final class Waiter: Sendable {
+        let accountId: String
+        private struct State {
+            var woken = false
+            var continuation: CheckedContinuation<Void, Never>?
+        }
+        private let state = Mutex(State())
+
+        fileprivate init(accountId: String) { self.accountId = accountId }
+
+        fileprivate func wake() {
+            let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                state.woken = true
+                defer { state.continuation = nil }
+                return state.continuation
+            }
+            continuation?.resume()
+        }
+
+        /// Returns when the account changes (at once if it changed since ``register(_:)``), when
+        /// `timeout` passes, or when the calling task is cancelled; unregisters either way.
+        func wait(upTo timeout: Duration, in notifier: ChangeNotifier) async {
+            let timer = Task { [self] in
+                try? await Task.sleep(for: timeout)
+                wake()
+            }
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let now = state.withLock { state in
+                        if state.woken { return true }
+                        state.continuation = continuation
+                        return false
+                    }
+                    if now { continuation.resume() }
+                }
+            } onCancel: {
+                wake()
+            }
+            timer.cancel()
+            notifier.remove(self)
+        }
+    }
+}

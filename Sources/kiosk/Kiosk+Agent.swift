@@ -1,0 +1,82 @@
+import ArgumentParser
+import Foundation
+import KioskCommandLine
+import KioskClient
+
+extension Kiosk {
+    struct Agent: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Stay running and deliver on your own: retries, syncs, new issues, refunds, approvals.",
+            discussion: """
+                Retries each waiting download when it is due, syncs the catalog every --sync-interval seconds, \
+                downloads newly published issues of subscriptions and new versions of installed products, and \
+                learns of changes to the account (an approval, a refund, a purchase on another device) within \
+                seconds. Other kiosk commands may run on the same home meanwhile; one agent runs per home.
+
+                SIGTERM or Ctrl-C stops it at once; a download it was running keeps its bytes (waiting).
+
+                Exit status: 0 stopped, 1 failed, 2 another agent runs on this home (or a usage error).
+
+                Example: kiosk agent --sync-interval 300
+                """
+        )
+
+        @OptionGroup var options: ClientOptions
+
+        @Option(help: "Seconds between two catalog syncs.")
+        var syncInterval: Double = 300
+
+        @Flag(help: "Do one round (sync, replay, due downloads) and exit, for cron.")
+        var once = false
+
+        func validate() throws {
+            guard syncInterval > 0 else { throw ValidationError("--sync-interval must be more than 0 seconds") }
+        }
+
+        func run() async throws {
+            try await reportingErrors {
+                let client = try options.client()
+                _ = try client.server()
+                let lock: AgentLock
+                do {
+                    lock = try AgentLock.acquire(in: client.home)
+                } catch let refusal as AgentLock.Refusal {
+                    standardError("\(refusal)")
+                    throw ExitCode(2)
+                }
+                defer { lock.release() }
+                if !once { standardError("agent running (PID \(getpid())) on \(client.home.root.path); SIGTERM or Ctrl-C stops it") }
+                let runner = DownloadRunner(client: client)
+                let interval = Duration.milliseconds(Int64(syncInterval * 1000))
+                let once = once
+                // The whole command runs under `cancellingOnInterrupt` (Kiosk.main): SIGTERM or
+                // Ctrl-C cancels this task, and the agent's loop ends at its next await.
+                do {
+                    try await client.run(syncInterval: interval, once: once) { step in Self.report(step, runner: runner) }
+                } catch is CancellationError {}
+                if !once { print("agent stopped; waiting downloads keep their bytes") }
+            }
+        }
+
+        static func report(_ step: AgentStep, runner: DownloadRunner) {
+            switch step {
+            case .synced(let report):
+                for id in report.added { print("new in the catalog: \(id)") }
+                for id in report.changed { print("updated in the catalog: \(id)") }
+            case .replayed(let report):
+                for id in report.revoked { print("\(id): the store revoked this purchase; its content was removed from the library") }
+                if report.deferredResolved > 0 { print("\(report.deferredResolved) Ask to Buy request(s) answered") }
+                if report.sent + report.finished > 0 { print("completed unfinished work: \(report.sent) sent, \(report.finished) finished") }
+            case .queued(let products):
+                for id in products { print("queued \(id)") }
+            case .ran(let round):
+                runner.report(round)
+            case .offline(let wait):
+                print("the store cannot be reached; trying again in \(wait.components.seconds) s")
+            case .accountChanged, .sleeping:
+                break
+            }
+            fflush(nil)
+        }
+    }
+}

@@ -1,0 +1,257 @@
+import Foundation
+import GRDB
+import KioskCore
+import KioskTestSupport
+import Testing
+
+/// `kiosk agent`: after the first purchase, only the agent runs, and the library keeps up.
+@Suite("kiosk agent delivers on its own")
+struct AgentCommandTests {
+    typealias Setup = DownloadCommandTests.Setup
+    static let atlas = DownloadCommandTests.atlas
+    static let book = "com.kiosk.books.small-engines"
+    static let subscription = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
+    static let currentIssue = "com.kiosk.magazines.harbor-monthly.issue-03"
+
+    /// Accelerated timings: a sync every second, retries from one second.
+    static let fast = ["KIOSK_RETRY_BASE_SECONDS": "1", "KIOSK_RETRY_CAP_SECONDS": "2"]
+
+    /// `kiosk agent` in the background on `home`; stdout to `<log>.out`, stderr to `<log>.err`.
+    static func startAgent(home: String, in directory: TemporaryDirectory, log: String = "agent", bytesPerSecond: Int? = nil, extra: [String] = []) throws -> Process {
+        let process = Process()
+        process.executableURL = KioskCommand.executable
+        process.arguments = ["agent", "--sync-interval", "1"] + extra
+        var environment = ProcessInfo.processInfo.environment.merging(fast) { $1 }
+        environment["KIOSK_HOME"] = home
+        if let bytesPerSecond { environment["KIOSK_MAX_RECEIVE_SPEED"] = String(bytesPerSecond) }
+        process.environment = environment
+        let out = directory.path("\(log).out")
+        let err = directory.path("\(log).err")
+        FileManager.default.createFile(atPath: out.path, contents: nil)
+        FileManager.default.createFile(atPath: err.path, contents: nil)
+        process.standardOutput = try FileHandle(forWritingTo: out)
+        process.standardError = try FileHandle(forWritingTo: err)
+        try process.run()
+        return process
+    }
+
+    static func output(_ directory: TemporaryDirectory, _ log: String = "agent") -> String {
+        ((try? String(contentsOf: directory.path("\(log).out"), encoding: .utf8)) ?? "") + "\n--- stderr ---\n"
+            + ((try? String(contentsOf: directory.path("\(log).err"), encoding: .utf8)) ?? "")
+    }
+
+    /// Polls `condition` every 50 ms until it holds or `seconds` pass; returns how long it took (nil: never).
+    @discardableResult
+    static func eventually(within limit: Double, _ condition: () async throws -> Bool) async throws -> Double? {
+        let start = ContinuousClock.now
+        while ContinuousClock.now - start < .milliseconds(Int64(limit * 1000)) {
+            if try await condition() { return seconds(ContinuousClock.now - start) }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return try await condition() ? limit : nil
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    /// Sends `signal` and returns the exit status and how long the exit took.
+    static func stop(_ process: Process, signal: Int32 = SIGTERM) async throws -> (status: Int32, seconds: Double) {
+        let start = ContinuousClock.now
+        kill(process.processIdentifier, signal)
+        try await offCooperativePool { process.waitUntilExit() }
+        return (process.terminationStatus, seconds(ContinuousClock.now - start))
+    }
+
+    static func installed(_ home: String, _ product: String) -> Bool {
+        FileManager.default.fileExists(atPath: home + "/Library/\(product)")
+    }
+
+    static func downloadRow(_ home: String, _ product: String) async throws -> [String: Any]? {
+        let json = try JSONSerialization.jsonObject(with: Data(try await KioskCommand.run(["downloads", "--json"], environment: ["KIOSK_HOME": home]).stdout.utf8))
+        return (json as? [[String: Any]])?.first { $0["productId"] as? String == product }
+    }
+
+    static func transactionID(of product: String, home: String) async throws -> String {
+        let listed = try await KioskCommand.run(["transactions", "--json"], environment: ["KIOSK_HOME": home]).stdout
+        let rows = try JSONSerialization.jsonObject(with: Data(listed.utf8)) as? [[String: Any]] ?? []
+        return rows.first { $0["productId"] as? String == product }?["transactionId"] as? String ?? ""
+    }
+
+    @Test("two agents on one home: the second says the first runs, naming its PID, and exits 2")
+    func oneAgentPerHome() async throws {
+        let setup = try await Setup(megabytes: 1, buy: false)
+        let first = try Self.startAgent(home: setup.home, in: setup.directory)
+        try await Self.eventually(within: 5) { Self.output(setup.directory).contains("agent running") }
+        let second = try await KioskCommand.run(["agent"], environment: ["KIOSK_HOME": setup.home])
+        #expect(second.status == 2, "\(second)")
+        #expect(second.stderr.contains("already runs") && second.stderr.contains("PID \(first.processIdentifier)"), "\(second.stderr)")
+        #expect(second.stderr.split(separator: "\n").count == 1)
+        let listed = try await KioskCommand.run(["downloads"], environment: ["KIOSK_HOME": setup.home])
+        #expect(listed.stdout.contains("agent running (PID \(first.processIdentifier))"), "\(listed.stdout)")
+        let stopped = try await Self.stop(first)
+        #expect(stopped.status == 0 && stopped.seconds < 1, "\(stopped) \(Self.output(setup.directory))")
+        #expect(Self.output(setup.directory).components(separatedBy: "agent stopped").count == 2)
+        _ = await setup.server.stop()
+    }
+
+    @Test("SIGTERM mid-download: the agent exits within a second leaving the download waiting with its bytes; the next agent resumes byte-exact")
+    func stopsMidDownload() async throws {
+        let setup = try await Setup()
+        let agent = try Self.startAgent(home: setup.home, in: setup.directory, bytesPerSecond: 2_000_000)
+        try await setup.waitForPartial(atLeast: 1 << 20)
+        let stopped = try await Self.stop(agent)
+        #expect(stopped.status == 0 && stopped.seconds < 1, "\(stopped) \(Self.output(setup.directory))")
+        let row = try await Self.downloadRow(setup.home, Self.atlas)
+        #expect(row?["state"] as? String == "waiting", "\(String(describing: row))")
+        let kept = row?["bytesDone"] as? Int ?? 0
+        #expect(kept >= 1 << 20 && setup.partialSize() == kept)
+        let next = try Self.startAgent(home: setup.home, in: setup.directory, log: "next")
+        let took = try await Self.eventually(within: 30) { Self.installed(setup.home, Self.atlas) }
+        #expect(took != nil, "\(Self.output(setup.directory, "next"))")
+        try await setup.expectInstalledByteExact()
+        #expect(Setup.received(Self.output(setup.directory, "next")) <= setup.archiveSize - kept, "the next agent started again from zero")
+        _ = try await Self.stop(next)
+        _ = await setup.server.stop()
+    }
+
+    @Test("the store is down, then back: the waiting download completes at its retry, byte-exact, bytes kept")
+    func serverComesBack() async throws {
+        let setup = try await Setup()
+        // A first agent gets part of the archive, then the store goes away under it.
+        let agent = try Self.startAgent(home: setup.home, in: setup.directory, bytesPerSecond: 2_000_000)
+        try await setup.waitForPartial(atLeast: 1 << 20)
+        let port = URLComponents(string: setup.server.url)?.port ?? 0
+        // Killed, not stopped: a graceful stop would finish the transfer in flight first.
+        setup.server.signal(SIGKILL)
+        try await offCooperativePool { setup.server.process.waitUntilExit() }
+        let waiting = try await Self.eventually(within: 10) { (try await Self.downloadRow(setup.home, Self.atlas)?["state"] as? String) == "waiting" }
+        #expect(waiting != nil, "\(Self.output(setup.directory))")
+        let kept = setup.partialSize()
+        #expect(kept >= 1 << 20)
+        try await Task.sleep(for: .seconds(3))
+        let attemptsWhileDown = try await Self.downloadRow(setup.home, Self.atlas)?["attempts"] as? Int ?? 0
+        let back = try await ServerProcess.start(setup.store, extraArguments: ["--port", String(port)], log: setup.directory.path("server-back.log"))
+        let took = try await Self.eventually(within: 15) { Self.installed(setup.home, Self.atlas) }
+        #expect(took != nil && (took ?? 99) < 10, "\(Self.output(setup.directory))")
+        try await setup.expectInstalledByteExact()
+        #expect(attemptsWhileDown <= 2, "a refused connection burnt \(attemptsWhileDown) attempts")
+        let received = Setup.received(Self.output(setup.directory))
+        #expect(received < setup.archiveSize + (1 << 20), "the bytes of the first attempt were not kept: \(received)")
+        _ = try await Self.stop(agent)
+        _ = await back.stop()
+    }
+
+    @Test("a refund on the store removes the book from the library within 3 s, with the agent alone running", arguments: TestEngine.all)
+    func refundRemovesBook(engine: TestEngine) async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        var extra: [String] = []
+        if case .postgres(let url)? = try await engine.freshDatabase() { extra = ["--database", url] }
+        let a = try await ServerProcess.start(store, extraArguments: extra, log: directory.path("a.log"))
+        // On PostgreSQL the refund goes through another instance (its own data folder) than the one the agent waits on.
+        let directoryB = try TemporaryDirectory()
+        let storeB = extra.isEmpty ? store : try SampleStore(in: directoryB)
+        let b = extra.isEmpty ? a : try await ServerProcess.start(storeB, extraArguments: extra, log: directory.path("b.log"))
+        let home = directory.path("home").path
+        #expect(try await KioskCommand.run(["buy", Self.book, "--server", a.url], environment: ["KIOSK_HOME": home]).status == 0)
+        #expect(Self.installed(home, Self.book))
+        let agent = try Self.startAgent(home: home, in: directory, extra: ["--sync-interval", "600"])
+        try await Task.sleep(for: .seconds(2))
+        let transaction = try await Self.transactionID(of: Self.book, home: home)
+        let refunded = try await KioskCommand.run(["admin", "refund", transaction, "--server", b.url, "--data", storeB.data.path])
+        #expect(refunded.status == 0, "\(refunded.stderr)")
+        let took = try await Self.eventually(within: 3) { !Self.installed(home, Self.book) }
+        #expect(took != nil, "still installed 3 s after the refund: \(Self.output(directory))")
+        #expect(Self.output(directory).contains("\(Self.book): the store revoked this purchase"))
+        _ = try await Self.stop(agent)
+        _ = await a.stop()
+        if !extra.isEmpty { _ = await b.stop() }
+        withExtendedLifetime(directoryB) {}
+    }
+
+    @Test("an Ask to Buy approved by the operator is installed by the agent, with no command run")
+    func approvalInstalled() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let home = directory.path("home").path
+        let asked = try await KioskCommand.run(["buy", Self.book, "--payment", "defer", "--server", server.url], environment: ["KIOSK_HOME": home])
+        #expect(asked.status == 3 || asked.status == 0, "\(asked)")
+        let agent = try Self.startAgent(home: home, in: directory, extra: ["--sync-interval", "600"])
+        try await Task.sleep(for: .seconds(2))
+        let transaction = try await Self.transactionID(of: Self.book, home: home)
+        let approved = try await KioskCommand.run(["admin", "approve", transaction, "--server", server.url, "--data", store.data.path])
+        #expect(approved.status == 0, "\(approved.stderr)")
+        let took = try await Self.eventually(within: 5) { Self.installed(home, Self.book) }
+        #expect(took != nil, "\(Self.output(directory))")
+        _ = try await Self.stop(agent)
+        _ = await server.stop()
+    }
+
+    @Test("kiosk buy while the agent runs: one charge, one download, one install")
+    func buyBesideAgent() async throws {
+        let setup = try await Setup(buy: false)
+        let agent = try Self.startAgent(home: setup.home, in: setup.directory)
+        try await Task.sleep(for: .seconds(1))
+        let bought = try await KioskCommand.run(["buy", Self.atlas], environment: ["KIOSK_HOME": setup.home])
+        #expect(bought.status == 0, "\(bought)")
+        try await Task.sleep(for: .seconds(2))
+        try await setup.expectInstalledByteExact()
+        let received = Setup.received(bought.stdout) + Setup.received(Self.output(setup.directory))
+        #expect(received == setup.archiveSize, "downloaded more than once: \(received)")
+        #expect(try TwoProcessCommandTests.charges(setup).values.reduce(0, +) == 1)
+        #expect(Self.output(setup.directory).components(separatedBy: "installed \(Self.atlas) in").count <= 1)
+        _ = try await Self.stop(agent)
+        _ = await setup.server.stop()
+    }
+
+    @Test("a new issue of a subscribed series and a new version of an installed book arrive with the agent alone running")
+    func publishedContentArrives() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let home = directory.path("home").path
+        let environment = ["KIOSK_HOME": home]
+        #expect(try await KioskCommand.run(["buy", Self.book, "--server", server.url], environment: environment).status == 0)
+        let subscribed = try await KioskCommand.run(["buy", Self.subscription], environment: environment)
+        #expect(subscribed.status == 0, "\(subscribed)")
+        #expect(Self.installed(home, Self.currentIssue), "buying a subscription downloads the issue it covers now: \(subscribed.stdout)")
+        let agent = try Self.startAgent(home: home, in: directory)
+        // The publisher adds issue 4 (published today) and a new edition of the book, then reloads.
+        let issue4 = store.content.appendingPathComponent("magazines/harbor-monthly/issue-04")
+        try FileManager.default.createDirectory(at: issue4, withIntermediateDirectories: true)
+        try Data("# Harbor Monthly, issue 4\n".utf8).write(to: issue4.appendingPathComponent("index.md"))
+        let today = SubscriptionCoverage.day(Date())
+        try store.editCatalog("magazines.json") { products in
+            var issue = products[2]
+            issue["id"] = "com.kiosk.magazines.harbor-monthly.issue-04"
+            issue["issueNumber"] = 4
+            issue["publicationDate"] = today
+            issue["content"] = ["path": "magazines/harbor-monthly/issue-04", "format": "tar.gz"]
+            products.append(issue)
+        }
+        let bookFolder = store.content.appendingPathComponent("books/small-engines")
+        let edition = "second edition \(UUID())\n"
+        try Data(edition.utf8).write(to: bookFolder.appendingPathComponent("edition.txt"))
+        server.signal(SIGHUP)
+        let took = try await Self.eventually(within: 20) {
+            Self.installed(home, "com.kiosk.magazines.harbor-monthly.issue-04")
+                && (try? String(contentsOfFile: home + "/Library/\(Self.book)/edition.txt", encoding: .utf8)) == edition
+        }
+        #expect(took != nil, "\(Self.output(directory))")
+        _ = try await Self.stop(agent)
+        _ = await server.stop()
+    }
+
+    @Test("kiosk resume --wait waiting for a store that is down stops on SIGINT within a second")
+    func resumeWaitStops() async throws {
+        let setup = try await Setup()
+        _ = await setup.server.stop()
+        let resume = try setup.startSlow(["resume", "--wait"], log: "resume-wait")
+        try await Task.sleep(for: .seconds(2))
+        let stopped = try await Self.stop(resume, signal: SIGINT)
+        #expect(stopped.seconds < 1, "\(stopped) \(setup.output("resume-wait"))")
+        #expect(try await Self.downloadRow(setup.home, Self.atlas)?["state"] as? String == "waiting")
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+import KioskCore
+import KioskServer
+import KioskTestSupport
+import Testing
+
+/// `GET /v1/transactions` is the account's change feed: what changed after a cursor, and a long poll
+/// that a change wakes through whichever instance wrote it.
+@Suite("The account change feed")
+struct ChangeFeedTests {
+    static let book = StoreTests.book
+    static let pack5 = StoreTests.pack5
+
+    static func page(_ http: StoreHTTP, _ token: String, after cursor: String?, wait: Int? = nil) async throws -> TransactionPage {
+        var query: [String] = []
+        if let cursor { query.append("after=\(cursor)") }
+        if let wait { query.append("wait=\(wait)") }
+        let reply = try await http.send("GET", "/v1/transactions" + (query.isEmpty ? "" : "?" + query.joined(separator: "&")), token: token)
+        #expect(reply.status == 200)
+        return try reply.decode(TransactionPage.self)
+    }
+
+    @Test("a refund of an older purchase comes after the cursor, once, with its new state; the full walk sees each transaction once", arguments: TestEngine.all)
+    func refundAfterCursor(engine: TestEngine) async throws {
+        try await StoreTests.withStore(engine: engine) { server, http, account in
+            let book = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self).transaction
+            _ = try await http.pay(Self.pack5, token: account.token)
+            let first = try await Self.page(http, account.token, after: nil)
+            #expect(first.transactions.count == 2)
+            let refunded = try await http.send("POST", "/v1/admin/transactions/\(book.transactionId)/refund", authorization: "Bearer \(server.adminToken)", json: "{}")
+            #expect(refunded.status == 200)
+            let next = try await Self.page(http, account.token, after: first.cursor)
+            #expect(next.transactions.map(\.transactionId) == [book.transactionId])
+            #expect(next.transactions.first?.status == .revoked)
+            let nothing = try await Self.page(http, account.token, after: next.cursor)
+            #expect(nothing.transactions.isEmpty && nothing.cursor == next.cursor)
+            let walk = try await Self.page(http, account.token, after: nil)
+            #expect(walk.transactions.count == 2 && Set(walk.transactions.map(\.transactionId)).count == 2)
+        }
+    }
+
+    @Test("a long poll with nothing new is held until the account changes, then answers the change", arguments: TestEngine.all)
+    func longPollWakes(engine: TestEngine) async throws {
+        try await StoreTests.withStore(engine: engine) { _, http, account in
+            let start = try await Self.page(http, account.token, after: nil)
+            let clock = ContinuousClock()
+            let began = clock.now
+            async let held = Self.page(http, account.token, after: start.cursor ?? "0", wait: 20)
+            try await Task.sleep(for: .milliseconds(500))
+            _ = try await http.pay(Self.pack5, token: account.token)
+            let answer = try await held
+            #expect(answer.transactions.count == 1)
+            #expect(clock.now - began < .seconds(3))
+            // Nothing after it: the poll answers empty once its wait is over.
+            let quiet = clock.now
+            let empty = try await Self.page(http, account.token, after: answer.cursor, wait: 1)
+            #expect(empty.transactions.isEmpty && clock.now - quiet >= .milliseconds(900))
+        }
+    }
+
+    @Test("a refund made through instance A wakes a long poll waiting on instance B")
+    func crossInstanceWake() async throws {
+        try await ScaleOutTests.withTwoInstances { a, b in
+            let (serverA, httpA) = a
+            let (_, httpB) = b
+            let account = try await httpA.createAccount()
+            let book = try await httpA.pay(Self.book, token: account.token).decode(PaymentResponse.self).transaction
+            let start = try await Self.page(httpB, account.token, after: nil)
+            let clock = ContinuousClock()
+            async let held = Self.page(httpB, account.token, after: start.cursor, wait: 20)
+            try await Task.sleep(for: .milliseconds(700))
+            let refundedAt = clock.now
+            let refunded = try await httpA.send("POST", "/v1/admin/transactions/\(book.transactionId)/refund", authorization: "Bearer \(serverA.adminToken)", json: "{}")
+            #expect(refunded.status == 200)
+            let answer = try await held
+            #expect(answer.transactions.map(\.status) == [.revoked])
+            #expect(clock.now - refundedAt < .seconds(2))
+        }
+    }
+}
