@@ -65,7 +65,10 @@ extension Kiosk {
                 for id in report.changed { print("updated in the catalog: \(id)") }
             case .replayed(let report):
                 for id in report.revoked { print("\(id): the store revoked this purchase; its content was removed from the library") }
-                if report.deferredResolved > 0 { print("\(report.deferredResolved) Ask to Buy request(s) answered") }
+                for id in report.declined { print("\(id): the Ask to Buy request was declined; nothing was charged") }
+                let approved = report.deferredResolved - report.declined.count
+                if approved > 0 { print("\(approved) Ask to Buy request(s) approved") }
+                for id in Set(report.refused).subtracting(report.declined).sorted() { print("\(id): the store refused this purchase; nothing was charged") }
                 if report.sent + report.finished > 0 { print("completed unfinished work: \(report.sent) sent, \(report.finished) finished") }
             case .queued(let products):
                 for id in products { print("queued \(id)") }

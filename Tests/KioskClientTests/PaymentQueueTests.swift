@@ -148,6 +148,50 @@ struct PaymentQueueTests {
         }
     }
 
+    @Test("replay reads only the changes after the last it applied; an answer it could not store is read again; a new account starts over")
+    func replayIsIncremental() async throws {
+        try await Self.withClient { server, client, url, directory in
+            let settings = try DatabaseQueue(path: directory.path("home").appendingPathComponent("kiosk.sqlite").path)
+            @Sendable func cursor() throws -> Int? {
+                try settings.read { db in try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = 'replay.cursor'") }.flatMap { Int($0) }
+            }
+            let deferred = try await client.buy(Self.book, method: .defer)
+            let id = try #require(deferred.record.transactionId)
+            #expect(await client.replay() == ReplayReport())
+            let first = try #require(try cursor())
+            #expect(await client.replay() == ReplayReport())
+            #expect(try cursor() == first, "nothing changed: the cursor stays")
+
+            // An answer whose storing fails leaves the cursor where it was, so the next replay reads it again.
+            let approved = try await StoreHTTP(baseURL: url).send("POST", "/v1/admin/transactions/\(id)/approve", token: server.adminToken)
+            #expect(approved.status == 200)
+            let account = try #require(try await settings.read { try String.fetchOne($0, sql: "SELECT value FROM setting WHERE key = 'account.id'") })
+            try await settings.write { try $0.execute(sql: "UPDATE setting SET value = 'acct_someone_else' WHERE key = 'account.id'") }
+            let refused = await client.replay()
+            #expect(refused.deferredResolved == 0 && refused.failed == [Self.book], "\(refused)")
+            #expect(try cursor() == first)
+            try await settings.write { try $0.execute(sql: "UPDATE setting SET value = ? WHERE key = 'account.id'", arguments: [account]) }
+            try await settings.write { try $0.execute(sql: "UPDATE payment SET nextAttemptAt = NULL") }
+            let report = await client.replay()
+            #expect(report.deferredResolved == 1, "\(report)")
+            let second = try #require(try cursor())
+            #expect(second > first)
+
+            // A refund made on the store after that is the only change the next replay reads.
+            let refund = try await StoreHTTP(baseURL: url).send("POST", "/v1/admin/transactions/\(id)/refund", token: server.adminToken)
+            #expect(refund.status == 200)
+            let revoked = await client.replay()
+            #expect(revoked.revoked == [Self.book], "\(revoked)")
+            #expect(try cursor() ?? 0 > second)
+
+            // Another account's change numbers are its own: linking one forgets the cursor.
+            let other = try await StoreHTTP(baseURL: url).send("POST", "/v1/accounts", token: nil)
+            let token = try #require((try JSONSerialization.jsonObject(with: other.body) as? [String: Any])?["token"] as? String)
+            _ = try await client.linkAccount(token: token, force: true)
+            #expect(try cursor() == nil)
+        }
+    }
+
     @Test("Ask to Buy twice: the second ask sends nothing; a row the store answers with the request already waiting is dropped, never sent again")
     func deferredTwice() async throws {
         try await Self.withClient { server, client, url, directory in

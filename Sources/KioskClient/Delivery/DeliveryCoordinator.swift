@@ -196,19 +196,31 @@ struct DeliveryCoordinator: Sendable {
             report.failed.append("\(error)")
             return report
         }
+        // Only what changed on the store since the last replay applied it (the change feed's
+        // `after=` cursor): a revocation, an Ask to Buy answer. The cursor moves on only once
+        // every answer read here is stored, so an answer that could not be is read again.
         var answers: [String: StoreTransaction] = [:]
+        var appliedCursor: String?
         do {
-            if let all = try await payments.storeTransactions() {
-                answers = Dictionary(all.map { ($0.transactionId, $0) }, uniquingKeysWith: { $1 })
-                let revoked = try applyRevocations(all)
+            if let changes = try await payments.storeChangesSinceReplay() {
+                answers = Dictionary(changes.transactions.map { ($0.transactionId, $0) }, uniquingKeysWith: { $1 })
+                let revoked = try applyRevocations(changes.transactions)
                 report.revoked = revoked.map(\.productId)
                 report.revokedCredits = revoked.filter { $0.kind == .consumable }.map(\.productId)
+                appliedCursor = changes.cursor
             }
         } catch let error as ClientError where error.isUnreachable {
             report.offline = true
             return report
         } catch {
             logger.warning("could not read the account's transactions", metadata: ["error": "\(error)"])
+        }
+        let answered = Set(unfinished.filter { $0.state == .deferred }.compactMap { record in
+            record.transactionId.flatMap { answers[$0] }.flatMap { $0.status == .deferred ? nil : $0.transactionId }
+        })
+        var stored = Set<String>()
+        defer {
+            if let appliedCursor, answered.isSubset(of: stored) { try? payments.replayApplied(upTo: appliedCursor) }
         }
         for record in unfinished where (record.nextAttemptAt ?? .distantPast) <= now {
             guard let id = record.id, let current = try? database.payment(id), current.state == record.state else { continue }
@@ -232,9 +244,13 @@ struct DeliveryCoordinator: Sendable {
                     }
                 case .deferred:
                     guard let transactionId = current.transactionId, let answer = answers[transactionId], answer.status != .deferred else { continue }
-                    let stored = try await payments.store(answer, for: current)
-                    if stored.state == .purchased { _ = try await deliver(stored, .queue) }
-                    if stored.state == .failed || stored.state == .cancelled { report.refused.append(current.productId) }
+                    let answered = try await payments.store(answer, for: current)
+                    stored.insert(transactionId)
+                    if answered.state == .purchased { _ = try await deliver(answered, .queue) }
+                    if answered.state == .failed || answered.state == .cancelled {
+                        report.refused.append(current.productId)
+                        report.declined.append(current.productId)
+                    }
                     report.deferredResolved += 1
                 default:
                     continue

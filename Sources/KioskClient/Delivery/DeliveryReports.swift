@@ -44,6 +44,8 @@ public struct ReplayReport: Sendable, Equatable {
     /// Saved purchases the store refused when they were finally sent (declined, not enough
     /// credits), and Ask to Buy requests declined: nothing was charged; each record says why.
     public var refused: [String] = []
+    /// Of `refused`, the Ask to Buy requests the approver declined (or the store cancelled).
+    public var declined: [String] = []
     /// Of `revoked`, the credit packs: they granted credits, not content, so no library folder changed.
     public var revokedCredits: [String] = []
     /// Items that failed again: each keeps its error and its next attempt; the others went on.
@@ -67,6 +69,7 @@ public struct ReplayReport: Sendable, Equatable {
         deferredResolved += later.deferredResolved
         revoked += later.revoked
         refused += later.refused
+        declined += later.declined
         revokedCredits += later.revokedCredits
         failed = later.failed
         offline = later.offline

@@ -189,6 +189,19 @@ struct PaymentQueue: Sendable {
         return try await authorizedAPI().allTransactions()
     }
 
+    /// The account's transactions that changed since replay last applied the store's view (all of
+    /// them the first time), and the cursor to save once they are applied; nil without an account.
+    func storeChangesSinceReplay() async throws -> (transactions: [StoreTransaction], cursor: String?)? {
+        guard try database.account() != nil else { return nil }
+        let cursor = try database.setting(Setting.Key.replayCursor)
+        return try await authorizedAPI().changes(after: cursor)
+    }
+
+    /// Notes that every change up to `cursor` is applied.
+    func replayApplied(upTo cursor: String) throws {
+        try database.setSetting(Setting.Key.replayCursor, to: cursor)
+    }
+
     /// Marks the purchases the store revoked; returns the records newly marked, whose content the
     /// caller takes out of the library.
     func applyRevocations(_ transactions: [StoreTransaction]) throws -> [PaymentRecord] {

@@ -52,15 +52,21 @@ struct StoreAPI: Sendable {
 
     /// Every transaction of the account, following the cursor to the end.
     func allTransactions() async throws -> [StoreTransaction] {
+        try await changes(after: nil).transactions
+    }
+
+    /// The account's transactions that changed after `cursor` (all of them for nil), following
+    /// the pages to the end, and the cursor after the last one.
+    func changes(after start: String?) async throws -> (transactions: [StoreTransaction], cursor: String?) {
         var all: [StoreTransaction] = []
-        var cursor: String?
+        var cursor = start
         repeat {
             let page = try await transactions(after: cursor)
             all += page.transactions
-            guard page.hasMore, page.cursor != cursor else { break }
-            cursor = page.cursor
+            let next = page.cursor ?? cursor
+            guard page.hasMore, next != cursor else { return (all, next) }
+            cursor = next
         } while true
-        return all
     }
 
     func finish(transactionId: String) async throws -> StoreTransaction {

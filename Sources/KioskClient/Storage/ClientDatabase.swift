@@ -243,6 +243,9 @@ extension ClientDatabase {
                let existingToken = try Setting.value(Setting.Key.accountToken, in: db) {
                 return (existingId, existingToken)
             }
+            if try Setting.value(Setting.Key.accountID, in: db) != id {
+                _ = try Setting.deleteAll(db, keys: Setting.Key.accountCursors)
+            }
             try Setting.set(Setting.Key.accountID, to: id, in: db)
             try Setting.set(Setting.Key.accountToken, to: token, in: db)
             return (id, token)
@@ -336,6 +339,11 @@ struct Setting: Codable, FetchableRecord, PersistableRecord {
         static let paymentsEnabled = "payments.enabled"
         /// The last change number of the account's change feed this home has seen (``BackgroundAgent``).
         static let feedCursor = "feed.cursor"
+        /// The change number up to which replay has applied the store's view (revocations, Ask
+        /// to Buy answers): the next replay reads only the changes after it.
+        static let replayCursor = "replay.cursor"
+        /// Both cursors count one account's changes: a new account starts them again.
+        static let accountCursors = [feedCursor, replayCursor]
     }
 
     static func value(_ key: String, in db: Database) throws -> String? {
