@@ -161,13 +161,15 @@ let package = Package(
             dependencies: [
                 "KioskServer",
                 "KioskCore",
+                "KioskArchive",
                 "KioskCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: ["BuildInfo"]
         ),
-        // Stamps the commit into kiosk at every build, for `kiosk --version`.
+        // Stamps the commit into kiosk and kiosk-server at every build, for `--version`.
         .plugin(name: "BuildInfo", capability: .buildTool()),
         .target(
             name: "KioskTestSupport",

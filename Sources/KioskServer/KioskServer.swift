@@ -59,7 +59,9 @@ public struct KioskServer: Sendable {
 
     /// The router with every route of the wire contract.
     public func makeRouter() -> Router<KioskRequestContext> {
-        let router = Router(context: KioskRequestContext.self)
+        // HEAD answers every GET route with its headers and no body, as curl -I expects (the
+        // content route answers its own HEAD, without counting a download).
+        let router = Router(context: KioskRequestContext.self, options: .autoGenerateHeadEndpoints)
         router.add(middleware: AccountMiddleware(store: store))
         // One log line per request once its last byte is sent: status, duration, bytes, route,
         // account, client address and agent; the same duration goes to the latency histogram.

@@ -15,6 +15,7 @@ struct KioskServerTool: AsyncParsableCommand {
 
             Example: kiosk serve --catalog Catalog --content Content --port 0
             """,
+        version: VersionInfo.text,
         subcommands: [Serve.self, Publish.self, Keys.self]
     )
 

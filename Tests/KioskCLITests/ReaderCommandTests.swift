@@ -381,6 +381,11 @@ struct ReaderCommandTests {
         #expect(lines.dropFirst().first?.hasPrefix("Swift 6.") == true)
         #expect(lines.dropFirst(2).first?.hasPrefix("libcurl/") == true)
         #expect(lines.dropFirst(3).first?.hasPrefix("libarchive ") == true)
+        let server = try await KioskCommand.run(["--version"], program: KioskCommand.executable.deletingLastPathComponent().appendingPathComponent("kiosk-server"))
+        let serverLines = server.stdout.split(separator: "\n").map(String.init)
+        #expect(server.status == 0 && serverLines.count == 3, "\(server)")
+        #expect(serverLines.first == lines.first?.replacingOccurrences(of: "kiosk ", with: "kiosk-server "), "one version and commit for the pair: \(server.stdout)")
+        #expect(serverLines.dropFirst().first == lines.dropFirst().first && serverLines.last == lines.last)
 
         let typo = try await KioskCommand.run(["byu", "com.kiosk.books.small-engines"])
         #expect(typo.status == 2)
