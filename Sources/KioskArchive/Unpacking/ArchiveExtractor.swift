@@ -169,7 +169,7 @@ public struct ArchiveExtractor: Sendable {
 
     /// The entry's path as components inside the destination.
     /// - Throws: ``UnpackError/escapesDestination(entry:)`` for absolute paths and `..`.
-    static func checkedRelativePath(_ name: String) throws -> [String] {
+    public static func checkedRelativePath(_ name: String) throws -> [String] {
         guard !name.isEmpty, !name.hasPrefix("/"), !name.contains("\\"), !name.contains("\0") else {
             throw UnpackError.escapesDestination(entry: name)
         }
