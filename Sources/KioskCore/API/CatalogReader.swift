@@ -112,7 +112,7 @@ extension JSONCursor {
     }
 
     mutating func content(at place: @autoclosure () -> String) throws -> ContentDescriptor {
-        var format, sha256, version: String?
+        var format, sha256, version, manifestSha256: String?
         var size: Int?
         try object(at: place()) { key, reader in
             switch key {
@@ -120,6 +120,7 @@ extension JSONCursor {
             case "size": size = try reader.integer(at: "\(place()).size")
             case "sha256": sha256 = try reader.string(at: "\(place()).sha256")
             case "version": version = try reader.string(at: "\(place()).version")
+            case "manifestSha256": manifestSha256 = try reader.optional { try $0.string(at: "\(place()).manifestSha256") }
             default: try reader.skipValue()
             }
         }
@@ -129,6 +130,6 @@ extension JSONCursor {
         guard let archiveFormat = ArchiveFormat(rawValue: format) else {
             throw CatalogReadError(place: place(), problem: "has format \"\(format)\", which is not one of \(ArchiveFormat.allCases.map(\.rawValue).joined(separator: ", "))")
         }
-        return ContentDescriptor(format: archiveFormat, size: Int64(size), sha256: sha256, version: version)
+        return ContentDescriptor(format: archiveFormat, size: Int64(size), sha256: sha256, version: version, manifestSha256: manifestSha256)
     }
 }

@@ -78,11 +78,15 @@ public struct ContentDescriptor: Codable, Sendable, Equatable {
     public var sha256: String
     /// A short name for this content version; changes whenever the bytes change.
     public var version: String
+    /// Lowercase hex SHA-256 of the version's manifest (`GET /v1/content/{id}/manifest`), which
+    /// lets an update fetch only the entries that changed; absent from older servers.
+    public var manifestSha256: String?
 
-    public init(format: ArchiveFormat, size: Int64, sha256: String, version: String) {
+    public init(format: ArchiveFormat, size: Int64, sha256: String, version: String, manifestSha256: String? = nil) {
         self.format = format
         self.size = size
         self.sha256 = sha256
         self.version = version
+        self.manifestSha256 = manifestSha256
     }
 }

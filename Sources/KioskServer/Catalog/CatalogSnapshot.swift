@@ -31,7 +31,8 @@ struct CatalogSnapshot: Sendable {
 
     /// Bumped whenever what the loader accepts or the document's shape changes, so a snapshot an
     /// older Kiosk wrote is never served by a newer one.
-    static let format = 1
+    /// 2: products carry their content's manifestSha256.
+    static let format = 2
 
     struct Key: Codable {
         var format: Int
@@ -80,7 +81,7 @@ struct CatalogSnapshot: Sendable {
                 let packed = try contentStore.prepare(
                     productID: product.id,
                     source: ContentSource(location: URL(fileURLWithPath: source.path), isFolder: source.isFolder, format: source.format))
-                guard packed.sha256 == content.sha256, packed.size == content.size else { throw Stale("the content of \(product.id) changed") }
+                guard packed.sha256 == content.sha256, packed.size == content.size, packed.manifestSha256 == content.manifestSha256 else { throw Stale("the content of \(product.id) changed") }
                 archives[product.id] = packed
             }
             return try PublishedCatalog(products: products, archives: archives, body: body, gzippedBody: gzip)

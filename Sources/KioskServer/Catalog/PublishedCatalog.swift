@@ -23,7 +23,7 @@ public struct PublishedCatalog: Sendable {
                 let packed = try contentStore.prepare(productID: product.id, source: source)
                 product.content = ContentDescriptor(
                     format: source.format, size: packed.size, sha256: packed.sha256,
-                    version: String(packed.sha256.prefix(12)))
+                    version: String(packed.sha256.prefix(12)), manifestSha256: packed.manifestSha256)
                 archives[product.id] = packed
             }
             products[product.id] = product

@@ -125,7 +125,9 @@ public struct PublishedFolder: Sendable {
                 throw PublishedFolderError(path: file.path, problem: size == nil ? "is missing (the catalog names it for \(product.id))" : "has \(size ?? 0) bytes, not the \(content.size) the catalog says",
                     action: "copy the whole published folder again, or run kiosk publish again")
             }
-            packed[product.id] = PackedContent(file: file, size: content.size, sha256: content.sha256)
+            let manifest = archives.appendingPathComponent(ContentStore.manifestName(content.sha256))
+            packed[product.id] = PackedContent(file: file, size: content.size, sha256: content.sha256,
+                                               manifestFile: content.manifestSha256 == nil ? nil : manifest, manifestSha256: content.manifestSha256)
         }
         return try PublishedCatalog(products: products, archives: packed, body: body)
     }

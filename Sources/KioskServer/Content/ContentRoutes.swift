@@ -20,7 +20,36 @@ struct ContentRoutes: Sendable {
         let routes = RouteCollection(context: KioskRequestContext.self)
         routes.get("v1/content/:productId", use: content)
         routes.head("v1/content/:productId", use: content)
+        routes.get("v1/content/:productId/manifest", use: manifest)
         return routes
+    }
+
+    /// `GET /v1/content/{productId}/manifest?version=<sha256>`: the ``ContentManifest`` of that
+    /// version of the archive (the current one, or the one a reload replaced within the grace
+    /// period), for the same receipts as the archive. Always sent by Kiosk: it is small, and its
+    /// SHA-256 is in the catalog, so no edge needs to hold it.
+    @Sendable func manifest(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let productId = try context.parameters.require("productId")
+        let published = try await catalog.current
+        guard let product = published.products[productId], var archive = published.archives[productId], let content = product.content else {
+            throw APIFailure(.notFound, code: "unknown_product", message: "no downloadable product \"\(productId)\"; run kiosk sync")
+        }
+        try await authorize(request, product: product)
+        if let wanted = request.uri.queryParameters.get("version"), wanted != content.sha256 {
+            guard let older = await catalog.previousArchive(productId, etag: "\"\(wanted)\"") else {
+                throw APIFailure(HTTPResponse.Status(code: 412, reasonPhrase: "Precondition Failed"), code: "version_changed",
+                    message: "the content of \(productId) is no longer version \(wanted); sync the catalog and download the current one")
+            }
+            archive = older
+        }
+        guard let file = archive.manifestFile, let sha256 = archive.manifestSha256, let body = try? Data(contentsOf: file) else {
+            throw APIFailure(.notFound, code: "no_manifest", message: "\(productId) has no manifest for this version; download the whole archive")
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        headers[.eTag] = "\"\(sha256)\""
+        headers[.cacheControl] = "private, no-transform"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
     }
 
     /// `GET` and `HEAD /v1/content/{productId}`.

@@ -54,7 +54,15 @@ public struct ContentStore: Sendable {
            let size = try? fileManager.attributesOfItem(atPath: archive(record.sha256, source.format).path)[.size] as? Int64,
            size == record.size
         {
-            return PackedContent(file: archive(record.sha256, source.format), size: record.size, sha256: record.sha256)
+            let packed = PackedContent(file: archive(record.sha256, source.format), size: record.size, sha256: record.sha256)
+            if record.manifestless == true { return packed }
+            if let manifestSha256 = record.manifestSha256,
+               let manifest = try? Data(contentsOf: manifestFile(record.sha256)),
+               FileDigest.sha256(of: manifest) == manifestSha256 {
+                return PackedContent(file: packed.file, size: packed.size, sha256: packed.sha256,
+                                     manifestFile: manifestFile(record.sha256), manifestSha256: manifestSha256)
+            }
+            // Packed by a Kiosk without manifests, or the manifest went missing: packing again makes one.
         }
 
         let temporary = scratch.appendingPathComponent("\(UUID().uuidString).\(source.format.fileExtension)")
@@ -81,13 +89,46 @@ public struct ContentStore: Sendable {
             }
             try Self.synchronize(directory)
         }
-        let record = Record(fingerprint: fingerprint, size: packed.size, sha256: packed.sha256)
+        let manifestSha256: String?
+        do {
+            manifestSha256 = try writeManifest(of: final, format: source.format, sha256: packed.sha256)
+        } catch {
+            // Without a manifest the product is still served; its updates download the whole archive.
+            logger.warning("no manifest for this archive; its updates will download it whole", metadata: ["product": "\(productID)", "error": "\(error)"])
+            manifestSha256 = nil
+        }
+        let record = Record(fingerprint: fingerprint, size: packed.size, sha256: packed.sha256, manifestSha256: manifestSha256,
+                            manifestless: manifestSha256 == nil ? true : nil)
         let recordTemporary = scratch.appendingPathComponent("\(UUID().uuidString).json")
         try JSONEncoder.kiosk.encode(record).write(to: recordTemporary)
         guard rename(recordTemporary.path, recordURL.path) == 0 else {
             throw ContentStoreError(path: recordURL.path, message: String(cString: strerror(errno)))
         }
-        return PackedContent(file: final, size: packed.size, sha256: packed.sha256)
+        return PackedContent(file: final, size: packed.size, sha256: packed.sha256,
+                             manifestFile: manifestSha256 == nil ? nil : manifestFile(packed.sha256), manifestSha256: manifestSha256)
+    }
+
+    /// The manifest file's name for the archive of `sha256`, beside the archive.
+    public static func manifestName(_ sha256: String) -> String { "\(sha256).manifest.json" }
+
+    func manifestFile(_ sha256: String) -> URL {
+        directory.appendingPathComponent(Self.manifestName(sha256))
+    }
+
+    /// Writes the ``ContentManifest`` of `archive` beside it (once: one archive gives one
+    /// manifest) and returns its SHA-256.
+    private func writeManifest(of archive: URL, format: ArchiveFormat, sha256: String) throws -> String {
+        let file = manifestFile(sha256)
+        let bytes = try ContentManifest.build(archive: archive, format: format, sha256: sha256).encoded()
+        if (try? Data(contentsOf: file)) != bytes {
+            let temporary = scratch.appendingPathComponent("\(UUID().uuidString).json")
+            try bytes.write(to: temporary)
+            try Self.synchronize(temporary)
+            guard rename(temporary.path, file.path) == 0 else {
+                throw ContentStoreError(path: file.path, message: String(cString: strerror(errno)))
+            }
+        }
+        return FileDigest.sha256(of: bytes)
     }
 
     func archive(_ sha256: String, _ format: ArchiveFormat) -> URL {
@@ -98,7 +139,8 @@ public struct ContentStore: Sendable {
     /// longer than the grace period.
     func collectGarbage(keeping catalogs: [PublishedCatalog], archives: [PackedContent] = [], now: Date = Date()) {
         let fileManager = FileManager.default
-        let kept = Set((catalogs.flatMap { $0.archives.values } + archives).map { $0.file.lastPathComponent })
+        let packed = catalogs.flatMap { $0.archives.values } + archives
+        let kept = Set(packed.map { $0.file.lastPathComponent } + packed.compactMap { $0.manifestFile?.lastPathComponent })
         for name in kept {
             // The modification time records when a catalog last named the file.
             _ = utimes(directory.appendingPathComponent(name).path, nil)
@@ -144,6 +186,9 @@ public struct ContentStore: Sendable {
         var fingerprint: String
         var size: Int64
         var sha256: String
+        var manifestSha256: String?
+        /// The archive could not be read for a manifest (a ready-made file libarchive refuses).
+        var manifestless: Bool?
     }
 }
 
