@@ -20,6 +20,9 @@ public final class KioskClient: Sendable {
         public var concurrency = 3
         /// Unpack tar archives into staging while they download (installed only after the check).
         public var unpackWhileDownloading = true
+        /// Update an installed zip product by fetching only the entries that changed (see
+        /// `DeltaUpdate`); off, every update downloads the whole archive.
+        public var updateByEntries = true
         /// When to retry a failed download or an unfinished purchase.
         public var backoff = Backoff()
         /// How long a download claim holds without renewal; the owner renews it three times as often.

@@ -33,14 +33,15 @@ extension SampleStore {
     /// Adds a book `id` whose content is `megabytes` MiB of bytes that do not compress, packed as zip.
     /// Adds a book of `files` incompressible files of `kilobytes` each, packed as tar.gz: an
     /// archive whose first files can be unpacked long before its last byte arrives.
-    public func addManyFileBook(_ id: String, files: Int, kilobytes: Int) throws {
+    /// `format` zip gives an archive whose entries can be fetched on their own.
+    public func addManyFileBook(_ id: String, files: Int, kilobytes: Int, format: String = "tar.gz") throws {
         let folderName = id.split(separator: ".").last.map(String.init) ?? "many"
         let folder = content.appendingPathComponent("books/\(folderName)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         for index in 0..<files {
             try TestOrigin.incompressible(kilobytes << 10, seed: "page-\(index)").write(to: folder.appendingPathComponent(String(format: "page-%03d.bin", index)))
         }
-        try addBook(id, title: "Book of many files \(folderName)", folder: folderName, format: "tar.gz")
+        try addBook(id, title: "Book of many files \(folderName)", folder: folderName, format: format)
     }
 
     public func addLargeBook(_ id: String, megabytes: Int) throws {

@@ -100,9 +100,20 @@ struct DownloadQueue {
                 due.append(download.record)
             }
             let claims = Dictionary(claimed.map { ($0.claim.productId, $0.claim) }) { first, _ in first }
-            let (startable, short) = try checkSpace(due)
+            let (spaced, short) = try checkSpace(due)
             for (record, message) in short {
                 try scheduleRetry(record, claims[record.productId], retryAfter: nil, error: message, report: &report)
+            }
+            var startable: [DownloadRecord] = []
+            for record in spaced {
+                guard let claim = claims[record.productId] else { continue }
+                do {
+                    if try await updateByEntries(record, claim: claim, server: server, report: &report) { continue }
+                } catch is IllegalTransition {
+                    try noteStoppedElsewhere(record, report: &report)
+                    continue
+                }
+                startable.append(record)
             }
             let received = ReceivedBytes()
             let requests = try startable.map { try request(for: $0, claim: claims[$0.productId], server: server) }
@@ -417,11 +428,23 @@ struct DownloadQueue {
             try fail(record, claim, "\(error)", report: &report, from: .unpacking, discardingPartial: true)
             return
         }
+        try install(record, claim: claim, unpacked: unpacked, treeDigest: treeDigest, note: nil, report: &report)
+    }
+
+    /// Swaps a checked staging folder into the library, names the product installed, and keeps
+    /// the installed version's manifest for the next update.
+    private func install(_ record: DownloadRecord, claim: DownloadClaim, unpacked: LibraryInstaller.Unpacked, treeDigest: String, note: String?, report: inout DownloadRunReport) throws {
+        let id = record.productId
+        let partial = try partialFile(id)
         // Stored relative to the home, so the record stays true when the home is moved.
         let item = LibraryItem(productId: id, version: record.version, sha256: record.sha256, path: LibraryItem.relativePath(id), installedAt: Date(), treeDigest: treeDigest)
         var replaced: URL?
+        let manifestFile = try home.installedManifest(id)
         do {
-            _ = try database.markInstalled(item, claim: claim) {
+            _ = try database.markInstalled(item, claim: claim, note: note) {
+                // The old version's manifest goes first: a crash after the swap leaves no manifest
+                // (an update then reads the installed files), never one of another version.
+                unlink(manifestFile.path)
                 replaced = try installer.swapIntoLibrary(unpacked.staging, as: id)
                 unlink(partial.path)
             }
@@ -436,7 +459,54 @@ struct DownloadQueue {
             throw error
         }
         if let replaced { installer.discard(replaced) }
+        saveInstalledManifest(unpacked.manifest, to: manifestFile)
         report.installed.append(id)
+    }
+
+    /// A hint for the next update, not a proof (the tree is checked anyway): failing to keep it is logged.
+    private func saveInstalledManifest(_ manifest: ArchiveManifest, to file: URL) {
+        do {
+            try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try JSONEncoder.kiosk.encode(manifest).write(to: file, options: .atomic)
+        } catch {
+            logger.info("could not keep the installed manifest; the next update reads the installed files instead", metadata: ["file": "\(file.path)", "error": "\(error)"])
+        }
+    }
+
+    /// Installs an update of an installed zip product from only the entries that changed
+    /// (``DeltaUpdate``). False when it must be downloaded whole: not an update, not a zip, no
+    /// manifest, a full download already under way, or anything in the update that did not fit.
+    private func updateByEntries(_ record: DownloadRecord, claim: DownloadClaim, server: String, report: inout DownloadRunReport) async throws -> Bool {
+        let id = record.productId
+        guard configuration.updateByEntries, record.format == .zip || record.format == .epub, record.bytesDone == 0,
+              let item = try database.libraryItems().first(where: { $0.productId == id }), item.sha256 != record.sha256,
+              let content = try database.cachedProduct(id)?.content, content.sha256 == record.sha256,
+              let manifestSha256 = content.manifestSha256,
+              FileManager.default.fileExists(atPath: try installer.installed(id).path)
+        else { return false }
+        let path = id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? id
+        let source = DeltaUpdate.Source(
+            manifestURL: "\(server)/v1/content/\(path)/manifest?version=\(record.sha256)",
+            archiveURL: "\(server)/v1/content/\(path)?version=\(record.sha256)",
+            headers: [("Authorization", "Receipt \(record.receipt)")])
+        let result: DeltaUpdate.Result
+        do {
+            result = try await DeltaUpdate(installer: installer, home: home, logger: logger).run(record, claim: claim, manifestSha256: manifestSha256, source: source)
+        } catch let fallback as DeltaUpdate.Fallback {
+            logger.info("downloading the whole archive for this update", metadata: ["product": "\(id)", "reason": "\(fallback)"])
+            return false
+        }
+        report.bytesReceived += result.bytesFetched
+        do {
+            try database.beginVerifying(claim, size: record.size)
+            try database.beginUnpacking(claim)
+            try install(record, claim: claim, unpacked: result.unpacked, treeDigest: result.treeDigest, note: result.summary, report: &report)
+        } catch {
+            installer.discard(result.unpacked.staging)
+            throw error
+        }
+        logger.info("updated by entries", metadata: ["product": "\(id)", "cost": "\(result.summary)"])
+        return true
     }
 
     /// Bytes that are not the catalog's: the partial file goes and the download starts again

@@ -48,6 +48,9 @@ public struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Senda
     /// The boot the lease's deadline counts from, and the deadline in `CLOCK_MONOTONIC` nanoseconds.
     var leaseBoot: String?
     var leaseDeadline: Int64?
+    /// What the last install cost when it was not the whole archive:
+    /// "update 1.2 MB of 212 MB (3 files changed)".
+    public var transferNote: String?
 
     public enum Columns {
         static let productId = Column("productId")
@@ -62,6 +65,7 @@ public struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Senda
         static let claimGeneration = Column("claimGeneration")
         static let leaseBoot = Column("leaseBoot")
         static let leaseDeadline = Column("leaseDeadline")
+        static let transferNote = Column("transferNote")
     }
 
     var subject: String { "the download of \(productId)" }

@@ -390,14 +390,15 @@ extension ClientDatabase {
     /// claim still holds, then runs `swap` (which moves the checked folder into the library) while
     /// the database's write lock keeps every other process from claiming, installing or removing
     /// the product. A holder that lost its claim gets ``IllegalTransition`` and swaps nothing.
-    func markInstalled(_ item: LibraryItem, claim: DownloadClaim, swap: () throws -> Void) throws -> DownloadRecord {
+    /// `note` says what the install cost when it was not the whole archive (an update by entries).
+    func markInstalled(_ item: LibraryItem, claim: DownloadClaim, note: String? = nil, swap: () throws -> Void) throws -> DownloadRecord {
         let record = try write { db -> DownloadRecord in
             let changed = try Self.claimed(claim, db)
                 .filter(DownloadRecord.Columns.state == DownloadState.unpacking.rawValue)
                 .updateAll(db, Self.releasingClaim + [
                     DownloadRecord.Columns.state.set(to: DownloadState.installed.rawValue),
                     DownloadRecord.Columns.lastError.set(to: nil), Column("partialETag").set(to: nil),
-                    DownloadRecord.Columns.updatedAt.set(to: Date()),
+                    DownloadRecord.Columns.updatedAt.set(to: Date()), DownloadRecord.Columns.transferNote.set(to: note),
                 ])
             let current = try DownloadRecord.fetchOne(db, key: item.productId)
             guard changed == 1, let current else {

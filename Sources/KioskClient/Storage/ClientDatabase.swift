@@ -194,6 +194,11 @@ final class ClientDatabase: Sendable {
                 table.add(column: "leaseDeadline", .integer)
             }
         }
+        migrator.registerMigration("v7-transfer-note") { db in
+            try db.alter(table: DownloadRecord.databaseTableName) { table in
+                table.add(column: "transferNote", .text)
+            }
+        }
         return migrator
     }
 }

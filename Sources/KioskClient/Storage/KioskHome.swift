@@ -29,6 +29,14 @@ public struct KioskHome: Sendable, Equatable {
         return downloads.appendingPathComponent("\(productId).partial")
     }
     public var downloads: URL { root.appendingPathComponent("downloads", isDirectory: true) }
+
+    /// The manifest of what is installed for `productId` (every entry's SHA-256), kept at install
+    /// so an update knows which installed files it may keep without reading them all first.
+    /// - Throws: ``ClientError/unsafeProductID(_:source:)``.
+    func installedManifest(_ productId: String) throws -> URL {
+        guard ProductID.isValid(productId) else { throw ClientError.unsafeProductID(productId, source: "the library") }
+        return root.appendingPathComponent("manifests", isDirectory: true).appendingPathComponent("\(productId).json")
+    }
     public var library: URL { root.appendingPathComponent("Library", isDirectory: true) }
 
     /// Creates the folders that do not exist yet.

@@ -1,0 +1,257 @@
+import Foundation
+import KioskArchive
+import KioskCore
+import KioskTransfer
+import Logging
+
+/// Updates an installed zip product to a new version by fetching only the entries that changed.
+///
+/// The new version's manifest is fetched and checked against the SHA-256 the catalog gives for
+/// it. The claim's staging folder is then built from the installed files the new version keeps
+/// (hard links where the file system allows, copies otherwise) and the added or changed entries,
+/// fetched as byte ranges of the new archive on one connection, each unpacked and checked
+/// against its SHA-256 as it arrives. The whole tree is then checked against the new manifest,
+/// every file read back, as a full install is; a kept file that turns out to differ (edited by
+/// hand) is fetched too. Whatever does not fit throws ``Fallback``, the staging folder goes, and
+/// the caller downloads the whole archive: the library never gets a tree spliced from two versions.
+struct DeltaUpdate {
+    let installer: LibraryInstaller
+    let home: KioskHome
+    let logger: Logger
+
+    /// The largest entry fetched into memory on its own; a larger changed entry means a full download.
+    static let maxEntryBytes: Int64 = 256 << 20
+    /// The largest manifest accepted.
+    static let maxManifestBytes = 64 << 20
+
+    /// Why an update is downloaded whole instead; logged, never shown as a failure.
+    struct Fallback: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// A checked tree in staging, and what it cost.
+    struct Result {
+        let unpacked: LibraryInstaller.Unpacked
+        let treeDigest: String
+        /// Bytes received: the manifest and the fetched entries.
+        let bytesFetched: Int64
+        let filesChanged: Int
+        let archiveSize: Int64
+
+        /// "update 1.2 MB of 212 MB (3 files changed)".
+        var summary: String {
+            "update \(Self.size(bytesFetched)) of \(Self.size(archiveSize)) (\(filesChanged) file\(filesChanged == 1 ? "" : "s") changed)"
+        }
+
+        /// Decimal units with one decimal place: "1.2 MB".
+        static func size(_ bytes: Int64) -> String {
+            let units = ["B", "kB", "MB", "GB", "TB"]
+            var value = Double(bytes)
+            var unit = 0
+            while value >= 1000, unit < units.count - 1 {
+                value /= 1000
+                unit += 1
+            }
+            return unit == 0 ? "\(bytes) B" : String(format: "%.1f", value) + " " + units[unit]
+        }
+    }
+
+    /// Where the update asks for the manifest and the archive's bytes.
+    struct Source {
+        var manifestURL: String
+        var archiveURL: String
+        var headers: [(name: String, value: String)]
+    }
+
+    /// Builds and checks the new version of `record`'s product in the claim's staging folder.
+    /// - Throws: ``Fallback`` when only a full download can install it (the staging folder is removed);
+    ///   `CancellationError` when cancelled.
+    func run(_ record: DownloadRecord, claim: DownloadClaim, manifestSha256: String, source: Source) async throws -> Result {
+        let (manifest, manifestBytes) = try await fetchManifest(source, sha256: manifestSha256, record: record)
+        let staging = try installer.staging(for: claim)
+        installer.discard(staging)
+        do {
+            try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: true)
+            return try await build(manifest, in: staging, record: record, source: source, manifestBytes: manifestBytes)
+        } catch {
+            installer.discard(staging)
+            if error is CancellationError || error is Fallback { throw error }
+            throw Fallback("\(error)")
+        }
+    }
+
+    private func fetchManifest(_ source: Source, sha256: String, record: DownloadRecord) async throws -> (ContentManifest, Int64) {
+        let response: HTTPResponse
+        do {
+            response = try await HTTPClient().send(HTTPRequest(url: source.manifestURL, headers: source.headers, timeout: 120, maxResponseBytes: Self.maxManifestBytes))
+        } catch let error as TransferError {
+            throw Fallback("the manifest could not be fetched: \(error)")
+        }
+        guard response.status == 200 else {
+            throw Fallback("the server answered \(response.status) for the manifest")
+        }
+        guard FileDigest.sha256(of: response.body) == sha256 else {
+            throw Fallback("the manifest is not the one the catalog names (SHA-256 differs)")
+        }
+        let manifest: ContentManifest
+        do {
+            manifest = try JSONDecoder().decode(ContentManifest.self, from: response.body)
+        } catch {
+            throw Fallback("the manifest cannot be read (\(error))")
+        }
+        guard manifest.archiveSha256 == record.sha256, manifest.archiveSize == record.size else {
+            throw Fallback("the manifest describes another archive")
+        }
+        guard manifest.format == .zip || manifest.format == .epub, manifest.hasRanges else {
+            throw Fallback("a \(manifest.format.rawValue) archive's entries cannot be fetched on their own")
+        }
+        return (manifest, Int64(response.body.count))
+    }
+
+    private func build(_ manifest: ContentManifest, in staging: URL, record: DownloadRecord, source: Source, manifestBytes: Int64) async throws -> Result {
+        let installed = try installer.installed(record.productId)
+        let previous = (try? Data(contentsOf: home.installedManifest(record.productId)))
+            .flatMap { try? JSONDecoder().decode(ArchiveManifest.self, from: $0) }
+        let kept = Dictionary((previous?.entries ?? []).map { ($0.path, $0) }) { first, _ in first }
+
+        var seen = Set<String>()
+        var toFetch: [ContentManifest.Entry] = []
+        var reused = Set<String>()
+        for entry in manifest.entries {
+            let parts = try ArchiveExtractor.checkedRelativePath(entry.path)
+            guard parts.joined(separator: "/") == entry.path, seen.insert(entry.path).inserted else {
+                throw Fallback("the manifest names \"\(entry.path)\" oddly or twice")
+            }
+            let target = staging.appendingPathComponent(entry.path)
+            switch entry.kind {
+            case .directory:
+                try FileManager.default.createDirectory(at: target, withIntermediateDirectories: true)
+            case .symlink:
+                throw Fallback("the manifest holds a link, which only a full download installs")
+            case .file:
+                try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+                guard entry.length.map({ $0 <= Self.maxEntryBytes }) == true, entry.sha256 != nil else {
+                    throw Fallback("\"\(entry.path)\" is too large to fetch on its own")
+                }
+                let old = installed.appendingPathComponent(entry.path)
+                // Without a manifest of the installed version, any file of the right size is tried:
+                // the check below reads it and fetches it after all when it differs.
+                let unchanged = previous == nil ? true : kept[entry.path].map { $0.kind == .file && $0.sha256 == entry.sha256 } == true
+                if unchanged, Self.isRegularFile(old.path, size: entry.size), Self.linkOrCopy(old, to: target) {
+                    reused.insert(entry.path)
+                } else {
+                    toFetch.append(entry)
+                }
+            }
+        }
+        let checkable = manifest.checkable
+        var fetched: Int64 = manifestBytes
+        // Changed: fetched (added or changed) and removed files.
+        var changed = toFetch.count + (previous?.entries.filter { $0.kind == .file && !seen.contains($0.path) }.count ?? 0)
+        // Rounds: the planned entries, then kept files the check finds changed by hand.
+        for _ in 0..<4 {
+            try Task.checkCancellation()
+            if !toFetch.isEmpty {
+                fetched += try await fetch(toFetch, into: staging, source: source, archiveSize: manifest.archiveSize)
+            }
+            do {
+                try checkable.check(staging)
+                let digest = try LibraryInstaller.treeDigest(of: staging)
+                return Result(unpacked: LibraryInstaller.Unpacked(staging: staging, manifest: checkable), treeDigest: digest,
+                              bytesFetched: fetched, filesChanged: changed, archiveSize: manifest.archiveSize)
+            } catch let mismatch as ArchiveManifest.Mismatch {
+                guard reused.contains(mismatch.path), let entry = manifest.entries.first(where: { $0.path == mismatch.path }) else {
+                    throw Fallback("the updated tree does not match the new version (\(mismatch))")
+                }
+                logger.info("an installed file differs from what was installed; fetching it", metadata: ["product": "\(record.productId)", "path": "\(mismatch.path)"])
+                unlink(staging.appendingPathComponent(mismatch.path).path)
+                reused.remove(mismatch.path)
+                toFetch = [entry]
+                changed += 1
+            }
+        }
+        throw Fallback("too many installed files differ from what was installed")
+    }
+
+    /// Fetches `entries` (adjacent ones in one range), unpacking and checking each as its bytes
+    /// complete. Returns the bytes received.
+    private func fetch(_ entries: [ContentManifest.Entry], into staging: URL, source: Source, archiveSize: Int64) async throws -> Int64 {
+        let sorted = entries.sorted { ($0.offset ?? 0) < ($1.offset ?? 0) }
+        var groups: [[ContentManifest.Entry]] = []
+        for entry in sorted {
+            if let last = groups.last?.last, let lastOffset = last.offset, let lastLength = last.length, lastOffset + lastLength == entry.offset {
+                groups[groups.count - 1].append(entry)
+            } else {
+                groups.append([entry])
+            }
+        }
+        let ranges = groups.map { group -> (offset: Int64, length: Int64) in
+            let first = group[0].offset ?? 0
+            return (first, group.reduce(0) { $0 + ($1.length ?? 0) })
+        }
+        let assembler = EntryAssembler(groups: groups, staging: staging)
+        let fetcher = RangeFetcher(url: source.archiveURL, headers: source.headers, totalSize: archiveSize)
+        do {
+            let received = try await fetcher.fetch(ranges) { index, bytes in try assembler.add(bytes, group: index) }
+            try assembler.finish()
+            return received
+        } catch let failure as RangeFetcher.Failure {
+            throw Fallback("\(failure)")
+        } catch let mismatch as ZipEntryReader.Mismatch {
+            throw Fallback("\(mismatch)")
+        }
+    }
+
+    private static func isRegularFile(_ path: String, size: Int64) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG && Int64(info.st_size) == size
+    }
+
+    /// A hard link costs no bytes and no time; the tree check reads it back all the same.
+    private static func linkOrCopy(_ source: URL, to destination: URL) -> Bool {
+        if link(source.path, destination.path) == 0 { return true }
+        return (try? FileManager.default.copyItem(at: source, to: destination)) != nil
+    }
+}
+
+/// Splits range answers into their entries and unpacks each one as soon as its bytes are whole.
+final class EntryAssembler: @unchecked Sendable {
+    private let groups: [[ContentManifest.Entry]]
+    private let staging: URL
+    private var group = 0
+    private var entry = 0
+    private var buffer = Data()
+
+    init(groups: [[ContentManifest.Entry]], staging: URL) {
+        self.groups = groups
+        self.staging = staging
+    }
+
+    func add(_ bytes: UnsafeRawBufferPointer, group index: Int) throws {
+        guard index == group else { throw RangeFetcher.Failure.wrongRange("answers arrived out of order") }
+        var rest = bytes[...]
+        while !rest.isEmpty {
+            guard entry < groups[group].count else { throw RangeFetcher.Failure.wrongRange("more bytes than the manifest's entries") }
+            let current = groups[group][entry]
+            let wanted = Int(current.length ?? 0) - buffer.count
+            let take = min(wanted, rest.count)
+            let chunk = UnsafeRawBufferPointer(rebasing: rest.prefix(take))
+            if let base = chunk.baseAddress { buffer.append(base.assumingMemoryBound(to: UInt8.self), count: chunk.count) }
+            rest = rest.dropFirst(take)
+            if buffer.count == Int(current.length ?? 0) {
+                try ZipEntryReader().unpack(buffer, as: current, to: staging.appendingPathComponent(current.path))
+                buffer.removeAll(keepingCapacity: true)
+                entry += 1
+                if entry == groups[group].count {
+                    group += 1
+                    entry = 0
+                }
+            }
+        }
+    }
+
+    func finish() throws {
+        guard group == groups.count, buffer.isEmpty else { throw RangeFetcher.Failure.wrongRange("the answers ended before every entry arrived") }
+    }
+}

@@ -1,0 +1,201 @@
+import Foundation
+import KioskArchive
+import KioskClient
+import KioskCore
+import KioskServer
+import KioskTestSupport
+import Logging
+import Testing
+
+@Suite("Updates that fetch only the entries that changed")
+struct DeltaUpdateTests {
+    static let book = "com.kiosk.books.three-hundred-pages"
+    static let pages = 300
+
+    struct Setup: Sendable {
+        let context: DownloadQueueTests.Context
+        var source: URL { context.store.content.appendingPathComponent("books/three-hundred-pages") }
+        var installed: URL { context.home.appendingPathComponent("Library/\(DeltaUpdateTests.book)") }
+        var serverContent: URL { context.store.data.appendingPathComponent("content") }
+
+        func page(_ index: Int) -> URL { source.appendingPathComponent(String(format: "page-%03d.bin", index)) }
+
+        /// The server's manifest of the product's current version.
+        func manifest() throws -> (ContentManifest, Data) {
+            let sha256 = try #require(try context.client.cachedCatalog().products.first { $0.id == DeltaUpdateTests.book }?.content?.sha256)
+            let data = try Data(contentsOf: serverContent.appendingPathComponent("\(sha256).manifest.json"))
+            return (try JSONDecoder().decode(ContentManifest.self, from: data), data)
+        }
+
+        /// Publishes what the source folder now holds and queues the update.
+        func publishAndQueue() async throws {
+            #expect(await context.server.catalog.reload())
+            _ = try await context.client.sync()
+            #expect(try await context.client.queueNewContent(includingUpdates: true) == [DeltaUpdateTests.book])
+        }
+
+        func record() throws -> DownloadRecord? {
+            try context.client.downloads().first { $0.productId == DeltaUpdateTests.book }
+        }
+    }
+
+    /// A zip book of 300 incompressible 4 KiB pages, bought and installed whole.
+    static func withInstalledBook<T: Sendable>(_ body: @Sendable (Setup) async throws -> T) async throws -> T {
+        try await DownloadQueueTests.withStore(prepare: { try $0.addManyFileBook(book, files: pages, kilobytes: 4, format: "zip") }) { context in
+            _ = try await context.client.buy(book)
+            let setup = Setup(context: context)
+            #expect(try FolderSnapshot.files(in: setup.installed) == FolderSnapshot.files(in: setup.source))
+            return try await body(setup)
+        }
+    }
+
+    @Test("one page changed, one added, one removed: only those entries and the manifest are fetched, and the tree is the new version's, byte for byte")
+    func changedAddedRemoved() async throws {
+        try await Self.withInstalledBook { setup in
+            try TestOrigin.incompressible(4 << 10, seed: "page-10-corrected").write(to: setup.page(10))
+            try TestOrigin.incompressible(4 << 10, seed: "page-300").write(to: setup.page(300))
+            try FileManager.default.removeItem(at: setup.page(20))
+            try await setup.publishAndQueue()
+
+            let report = try await setup.context.client.runDownloads()
+            #expect(report.installed == [Self.book])
+            #expect(try FolderSnapshot.files(in: setup.installed) == FolderSnapshot.files(in: setup.source))
+
+            let (manifest, manifestBytes) = try setup.manifest()
+            let fetched = manifest.entries.filter { $0.path == "page-010.bin" || $0.path == "page-300.bin" }.compactMap(\.length).reduce(0, +)
+            #expect(report.bytesReceived == fetched + Int64(manifestBytes.count))
+            #expect(report.bytesReceived * 20 < manifest.archiveSize)
+            #expect(try setup.record()?.transferNote?.hasSuffix("(3 files changed)") == true)
+            #expect(try setup.context.client.library().first?.updateAvailable == false)
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: setup.context.home.appendingPathComponent("Library").path)
+            #expect(leftovers == [Self.book])
+        }
+    }
+
+    @Test("an installed page edited by hand is fetched again with the update; the tree is the new version's")
+    func handEditedFileRefetched() async throws {
+        try await Self.withInstalledBook { setup in
+            // Same size, other bytes: only reading the file tells.
+            try TestOrigin.incompressible(4 << 10, seed: "scribbled").write(to: setup.installed.appendingPathComponent("page-005.bin"))
+            try TestOrigin.incompressible(4 << 10, seed: "page-10-corrected").write(to: setup.page(10))
+            try await setup.publishAndQueue()
+
+            let report = try await setup.context.client.runDownloads()
+            #expect(report.installed == [Self.book])
+            #expect(try FolderSnapshot.files(in: setup.installed) == FolderSnapshot.files(in: setup.source))
+            let (manifest, manifestBytes) = try setup.manifest()
+            let fetched = manifest.entries.filter { $0.path == "page-010.bin" || $0.path == "page-005.bin" }.compactMap(\.length).reduce(0, +)
+            #expect(report.bytesReceived == fetched + Int64(manifestBytes.count))
+            #expect(try setup.record()?.transferNote?.hasSuffix("(2 files changed)") == true)
+        }
+    }
+
+    @Test("a manifest the catalog vouches for whose ranges point at the wrong entries ends in a full download of the right tree")
+    func lyingRangesFallBack() async throws {
+        try await Self.withInstalledBook { setup in
+            try TestOrigin.incompressible(4 << 10, seed: "page-10-corrected").write(to: setup.page(10))
+            #expect(await setup.context.server.catalog.reload())
+            _ = try await setup.context.client.sync()
+
+            // The server's manifest now sends page 10's fetch to page 11's bytes, and the catalog
+            // publishes the lying manifest's own SHA-256.
+            var (manifest, _) = try setup.manifest()
+            let ten = try #require(manifest.entries.firstIndex { $0.path == "page-010.bin" })
+            let eleven = try #require(manifest.entries.firstIndex { $0.path == "page-011.bin" })
+            manifest.entries[ten].offset = manifest.entries[eleven].offset
+            manifest.entries[ten].length = manifest.entries[eleven].length
+            let lying = try manifest.encoded()
+            try lying.write(to: setup.serverContent.appendingPathComponent("\(manifest.archiveSha256).manifest.json"))
+            let recordFile = setup.serverContent.appendingPathComponent("records/\(Self.book).json")
+            var record = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: recordFile)) as? [String: Any])
+            record["manifestSha256"] = FileDigest.sha256(of: lying)
+            try JSONSerialization.data(withJSONObject: record).write(to: recordFile)
+            try await setup.publishAndQueue()
+            #expect(try setup.context.client.cachedCatalog().products.first { $0.id == Self.book }?.content?.manifestSha256 == FileDigest.sha256(of: lying))
+
+            let report = try await setup.context.client.runDownloads()
+            #expect(report.installed == [Self.book])
+            #expect(try FolderSnapshot.files(in: setup.installed) == FolderSnapshot.files(in: setup.source))
+            #expect(report.bytesReceived >= manifest.archiveSize)
+            #expect(try setup.record()?.transferNote == nil)
+        }
+    }
+
+    @Test("an archive replaced under the server: the entries do not match, the full download fails its checksum, and the installed version stays whole")
+    func archiveReplacedUnderServer() async throws {
+        try await Self.withInstalledBook { setup in
+            let before = try FolderSnapshot.files(in: setup.installed)
+            let oldSha256 = try #require(try setup.context.client.cachedCatalog().products.first { $0.id == Self.book }?.content?.sha256)
+            try TestOrigin.incompressible(4 << 10, seed: "page-10-corrected").write(to: setup.page(10))
+            try await setup.publishAndQueue()
+            let (manifest, _) = try setup.manifest()
+            // Same size, other bytes: the old version's archive under the new one's name.
+            let archive = setup.serverContent.appendingPathComponent("\(manifest.archiveSha256).zip")
+            try Data(contentsOf: setup.serverContent.appendingPathComponent("\(oldSha256).zip")).write(to: archive)
+
+            _ = try await setup.context.client.runDownloads()
+            #expect(try FolderSnapshot.files(in: setup.installed) == before)
+            #expect(try setup.record()?.state != .installed)
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: setup.context.home.appendingPathComponent("Library").path)
+            #expect(leftovers == [Self.book])
+        }
+    }
+
+    @Test("a tar.gz update downloads the whole archive and installs the new tree")
+    func tarGzDownloadsWhole() async throws {
+        try await DownloadQueueTests.withStore(prepare: { try $0.addManyFileBook(Self.book, files: 20, kilobytes: 4) }) { context in
+            _ = try await context.client.buy(Self.book)
+            let setup = Setup(context: context)
+            try TestOrigin.incompressible(4 << 10, seed: "page-10-corrected").write(to: setup.page(10))
+            try await setup.publishAndQueue()
+            let report = try await context.client.runDownloads()
+            #expect(report.installed == [Self.book])
+            #expect(try FolderSnapshot.files(in: setup.installed) == FolderSnapshot.files(in: setup.source))
+            #expect(try setup.record()?.transferNote == nil)
+        }
+    }
+
+    @Test("through nginx x-accel: the manifest from Kiosk, the changed entry's range from nginx as a 206, the tree the new version's")
+    func throughXAccel() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.addManyFileBook(Self.book, files: 50, kilobytes: 4, format: "zip")
+        let folder = PublishedFolder(directory.path("published"))
+        _ = try folder.publish(catalog: store.catalog, content: store.content, logger: Logger(label: "test"))
+        var configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+        configuration.publishedDirectory = folder.url
+        configuration.contentDelivery = .xAccel(internalPrefix: "/_kiosk/archives/")
+        try await LiveServer.run(configuration) { server, url in
+            try await TestNginx.with(upstreams: [url.replacingOccurrences(of: "http://", with: "")], published: folder.url, secret: "unused") { nginx in
+                let client = try KioskClient(home: KioskHome(root: directory.path("home")), server: nginx.baseURL)
+                _ = try await client.sync()
+                _ = try await client.buy(Self.book)
+                let source = store.content.appendingPathComponent("books/three-hundred-pages")
+                let installed = directory.path("home").appendingPathComponent("Library/\(Self.book)")
+                #expect(try FolderSnapshot.files(in: installed) == FolderSnapshot.files(in: source))
+
+                try TestOrigin.incompressible(4 << 10, seed: "page-10-corrected").write(to: source.appendingPathComponent("page-010.bin"))
+                let republished = try folder.publish(catalog: store.catalog, content: store.content, logger: Logger(label: "test"))
+                // nginx tags the catalog file by its mtime (whole seconds) and size, which the new
+                // document shares with the old one when written within the same second.
+                for name in ["catalog.json", "catalog.json.gz"] {
+                    try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: 5)], ofItemAtPath: folder.url.appendingPathComponent(name).path)
+                }
+                #expect(await server.catalog.reload())
+                _ = try await client.sync()
+                #expect(try await client.queueNewContent(includingUpdates: true) == [Self.book])
+                let report = try await client.runDownloads()
+                #expect(report.installed == [Self.book])
+                #expect(try FolderSnapshot.files(in: installed) == FolderSnapshot.files(in: source))
+
+                let packed = try #require(republished.archives[Self.book])
+                let manifestData = try Data(contentsOf: try #require(packed.manifestFile))
+                let manifest = try JSONDecoder().decode(ContentManifest.self, from: manifestData)
+                let entry = try #require(manifest.entries.first { $0.path == "page-010.bin" })
+                #expect(report.bytesReceived == (entry.length ?? 0) + Int64(manifestData.count))
+                let ranges = nginx.accessLog().filter { $0.contains("/v1/content/\(Self.book)?version=\(packed.sha256)") && $0.contains("\" 206 ") }
+                #expect(ranges.count == 1, "\(nginx.accessLog())")
+            }
+        }
+    }
+}
