@@ -40,6 +40,7 @@ struct ClientOptions: ParsableArguments {
         configuration.maxReceiveSpeed = environment["KIOSK_MAX_RECEIVE_SPEED"].flatMap(Int64.init)
         // 0 unpacks tar archives only after the download, as zip always is (for comparison runs).
         if environment["KIOSK_UNPACK_WHILE_DOWNLOADING"] == "0" { configuration.unpackWhileDownloading = false }
+        if environment["KIOSK_UPDATE_BY_ENTRIES"] == "0" { configuration.updateByEntries = false }
         if let concurrency = environment["KIOSK_CONCURRENCY"].flatMap(Int.init), concurrency > 0 { configuration.concurrency = concurrency }
         if let base = environment["KIOSK_RETRY_BASE_SECONDS"].flatMap(Double.init), base > 0 { configuration.backoff.base = base }
         if let cap = environment["KIOSK_RETRY_CAP_SECONDS"].flatMap(Double.init), cap > 0 { configuration.backoff.cap = cap }

@@ -72,7 +72,8 @@ struct DownloadRunner {
         let downloads = (try? client.downloads()) ?? []
         for id in report.installed {
             let path = library.first { $0.item.productId == id }?.item.path ?? "the library"
-            print("installed \(id) in \(path)")
+            let note = downloads.first { $0.productId == id }?.transferNote.map { " (\($0))" } ?? ""
+            print("installed \(id) in \(path)\(note)")
         }
         for id in report.installedElsewhere {
             print("installed \(id) (downloaded by another kiosk process)")

@@ -35,6 +35,7 @@ extension Kiosk {
                     if record.attempts > 0 { line += "  attempts \(record.attempts)" }
                     if let next = record.nextAttemptAt, record.state == .waiting { line += "  next \(DownloadRunner.time(next))" }
                     if let error = record.lastError, record.state != .installed { line += "  (\(error))" }
+                    if let note = record.transferNote, record.state == .installed { line += "  (\(note))" }
                     print(line)
                 }
             }
@@ -49,6 +50,8 @@ extension Kiosk {
             var attempts: Int
             var nextAttemptAt: Date?
             var lastError: String?
+            /// "update 1.2 MB of 212 MB (3 files changed)" after an update by entries.
+            var transferNote: String?
 
             init(record: DownloadRecord) {
                 productId = record.productId
@@ -59,6 +62,7 @@ extension Kiosk {
                 attempts = record.attempts
                 nextAttemptAt = record.nextAttemptAt
                 lastError = record.lastError
+                transferNote = record.transferNote
             }
         }
     }
