@@ -34,6 +34,8 @@ struct DeltaUpdate {
     struct Result {
         let unpacked: LibraryInstaller.Unpacked
         let treeDigest: String
+        /// When the tree's check began, on the file system's clock.
+        let checkedAt: Int64?
         /// Bytes received: the manifest and the fetched entries.
         let bytesFetched: Int64
         let filesChanged: Int
@@ -111,13 +113,24 @@ struct DeltaUpdate {
 
     private func build(_ manifest: ContentManifest, in staging: URL, record: DownloadRecord, source: Source, manifestBytes: Int64) async throws -> Result {
         let installed = try installer.installed(record.productId)
-        let previous = (try? Data(contentsOf: home.installedManifest(record.productId)))
-            .flatMap { try? JSONDecoder().decode(ArchiveManifest.self, from: $0) }
+        let manifestFile = try home.installedManifest(record.productId)
+        let previous = (try? Data(contentsOf: manifestFile)).flatMap { try? JSONDecoder().decode(ArchiveManifest.self, from: $0) }
+        // The installed manifest's modification time is when the installed tree's check began
+        // (see `DownloadQueue.install`): a file whose status has not changed since was read and
+        // hashed by that check, and nothing has written to it or replaced it since.
+        let checkedAt = previous == nil ? nil : Self.modificationTime(manifestFile.path)
         let kept = Dictionary((previous?.entries ?? []).map { ($0.path, $0) }) { first, _ in first }
 
         var seen = Set<String>()
+        // Folders made so far: most files share theirs, and asking the file system each time costs.
+        var made: Set<String> = [staging.path]
+        func makeFolder(_ folder: URL) throws {
+            guard made.insert(folder.path).inserted else { return }
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        }
         var toFetch: [ContentManifest.Entry] = []
         var reused = Set<String>()
+        var unchanged = Set<String>()
         for entry in manifest.entries {
             let parts = try ArchiveExtractor.checkedRelativePath(entry.path)
             guard parts.joined(separator: "/") == entry.path, seen.insert(entry.path).inserted else {
@@ -126,20 +139,21 @@ struct DeltaUpdate {
             let target = staging.appendingPathComponent(entry.path)
             switch entry.kind {
             case .directory:
-                try FileManager.default.createDirectory(at: target, withIntermediateDirectories: true)
+                try makeFolder(target)
             case .symlink:
                 throw Fallback("the manifest holds a link, which only a full download installs")
             case .file:
-                try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+                try makeFolder(target.deletingLastPathComponent())
                 guard entry.length.map({ $0 <= Self.maxEntryBytes }) == true, entry.sha256 != nil else {
                     throw Fallback("\"\(entry.path)\" is too large to fetch on its own")
                 }
                 let old = installed.appendingPathComponent(entry.path)
                 // Without a manifest of the installed version, any file of the right size is tried:
                 // the check below reads it and fetches it after all when it differs.
-                let unchanged = previous == nil ? true : kept[entry.path].map { $0.kind == .file && $0.sha256 == entry.sha256 } == true
-                if unchanged, Self.isRegularFile(old.path, size: entry.size), Self.linkOrCopy(old, to: target) {
+                let same = previous == nil ? true : kept[entry.path].map { $0.kind == .file && $0.sha256 == entry.sha256 } == true
+                if same, let changedAt = Self.regularFileChangeTime(old.path, size: entry.size), Self.linkOrCopy(old, to: target) {
                     reused.insert(entry.path)
+                    if let checkedAt, changedAt < checkedAt { unchanged.insert(entry.path) }
                 } else {
                     toFetch.append(entry)
                 }
@@ -155,10 +169,11 @@ struct DeltaUpdate {
             if !toFetch.isEmpty {
                 fetched += try await fetch(toFetch, into: staging, source: source, archiveSize: manifest.archiveSize)
             }
+            let checkStarted = FileClock.now(in: home.root)
             do {
-                try checkable.check(staging)
+                try checkable.check(staging, unchangedSinceChecked: unchanged)
                 let digest = try LibraryInstaller.treeDigest(of: staging)
-                return Result(unpacked: LibraryInstaller.Unpacked(staging: staging, manifest: checkable), treeDigest: digest,
+                return Result(unpacked: LibraryInstaller.Unpacked(staging: staging, manifest: checkable), treeDigest: digest, checkedAt: checkStarted,
                               bytesFetched: fetched, filesChanged: changed, archiveSize: manifest.archiveSize)
             } catch let mismatch as ArchiveManifest.Mismatch {
                 guard reused.contains(mismatch.path), let entry = manifest.entries.first(where: { $0.path == mismatch.path }) else {
@@ -167,6 +182,7 @@ struct DeltaUpdate {
                 logger.info("an installed file differs from what was installed; fetching it", metadata: ["product": "\(record.productId)", "path": "\(mismatch.path)"])
                 unlink(staging.appendingPathComponent(mismatch.path).path)
                 reused.remove(mismatch.path)
+                unchanged.remove(mismatch.path)
                 toFetch = [entry]
                 changed += 1
             }
@@ -203,9 +219,20 @@ struct DeltaUpdate {
         }
     }
 
-    private static func isRegularFile(_ path: String, size: Int64) -> Bool {
+    /// The status change time (ctime, in nanoseconds) of a regular file of `size` bytes, or nil.
+    /// Unlike the modification time, no one can set it back: any write, rename or mode change
+    /// moves it to now.
+    private static func regularFileChangeTime(_ path: String, size: Int64) -> Int64? {
         var info = stat()
-        return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG && Int64(info.st_size) == size
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == size else { return nil }
+        return Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec)
+    }
+
+    /// A file's modification time in nanoseconds, or nil.
+    private static func modificationTime(_ path: String) -> Int64? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
     }
 
     /// A hard link costs no bytes and no time; the tree check reads it back all the same.
@@ -253,5 +280,34 @@ final class EntryAssembler: @unchecked Sendable {
 
     func finish() throws {
         guard group == groups.count, buffer.isEmpty else { throw RangeFetcher.Failure.wrongRange("the answers ended before every entry arrived") }
+    }
+}
+
+/// The file system's own clock, for comparing with files' status change times.
+///
+/// The kernel stamps files with a coarse clock (a tick behind the precise one), so a precise
+/// `clock_gettime` can be later than the stamp of a file written after it. A file created now
+/// carries the stamp any later write will be at least equal to.
+enum FileClock {
+    /// The status change time, in nanoseconds, of a file created and removed in `folder`.
+    static func now(in folder: URL) -> Int64? {
+        let probe = folder.appendingPathComponent(".kiosk-clock-\(UUID().uuidString)").path
+        let descriptor = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return nil }
+        defer {
+            close(descriptor)
+            unlink(probe)
+        }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { return nil }
+        return Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec)
+    }
+
+    /// Sets `path`'s modification time to `nanoseconds` (0 when unknown: nothing is newer-than-checked).
+    static func setModificationTime(_ path: String, to nanoseconds: Int64?) {
+        let value = nanoseconds ?? 0
+        let time = timespec(tv_sec: Int(value / 1_000_000_000), tv_nsec: Int(value % 1_000_000_000))
+        var times = [time, time]
+        _ = utimensat(AT_FDCWD, path, &times, 0)
     }
 }

@@ -413,8 +413,10 @@ struct DownloadQueue {
         try database.beginUnpacking(claim)
         let unpacked: LibraryInstaller.Unpacked
         let treeDigest: String
+        let checkedAt: Int64?
         do {
             unpacked = try installer.unpacked(ahead, orElse: partial, for: claim)
+            checkedAt = FileClock.now(in: home.root)
             treeDigest = try installer.check(unpacked)
         } catch UnpackError.noSpace(let entry) {
             let available = DiskSpace.available(at: home.library) ?? 0
@@ -428,12 +430,12 @@ struct DownloadQueue {
             try fail(record, claim, "\(error)", report: &report, from: .unpacking, discardingPartial: true)
             return
         }
-        try install(record, claim: claim, unpacked: unpacked, treeDigest: treeDigest, note: nil, report: &report)
+        try install(record, claim: claim, unpacked: unpacked, treeDigest: treeDigest, checkedAt: checkedAt, note: nil, report: &report)
     }
 
     /// Swaps a checked staging folder into the library, names the product installed, and keeps
     /// the installed version's manifest for the next update.
-    private func install(_ record: DownloadRecord, claim: DownloadClaim, unpacked: LibraryInstaller.Unpacked, treeDigest: String, note: String?, report: inout DownloadRunReport) throws {
+    private func install(_ record: DownloadRecord, claim: DownloadClaim, unpacked: LibraryInstaller.Unpacked, treeDigest: String, checkedAt: Int64?, note: String?, report: inout DownloadRunReport) throws {
         let id = record.productId
         let partial = try partialFile(id)
         // Stored relative to the home, so the record stays true when the home is moved.
@@ -459,15 +461,18 @@ struct DownloadQueue {
             throw error
         }
         if let replaced { installer.discard(replaced) }
-        saveInstalledManifest(unpacked.manifest, to: manifestFile)
+        saveInstalledManifest(unpacked.manifest, to: manifestFile, checkedAt: checkedAt)
         report.installed.append(id)
     }
 
     /// A hint for the next update, not a proof (the tree is checked anyway): failing to keep it is logged.
-    private func saveInstalledManifest(_ manifest: ArchiveManifest, to file: URL) {
+    /// Its modification time is set to when the tree's check began: an installed file whose
+    /// status has not changed since then still holds the bytes the check read.
+    private func saveInstalledManifest(_ manifest: ArchiveManifest, to file: URL, checkedAt: Int64?) {
         do {
             try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
             try JSONEncoder.kiosk.encode(manifest).write(to: file, options: .atomic)
+            FileClock.setModificationTime(file.path, to: checkedAt)
         } catch {
             logger.info("could not keep the installed manifest; the next update reads the installed files instead", metadata: ["file": "\(file.path)", "error": "\(error)"])
         }
@@ -500,7 +505,7 @@ struct DownloadQueue {
         do {
             try database.beginVerifying(claim, size: record.size)
             try database.beginUnpacking(claim)
-            try install(record, claim: claim, unpacked: result.unpacked, treeDigest: result.treeDigest, note: result.summary, report: &report)
+            try install(record, claim: claim, unpacked: result.unpacked, treeDigest: result.treeDigest, checkedAt: result.checkedAt, note: result.summary, report: &report)
         } catch {
             installer.discard(result.unpacked.staging)
             throw error
