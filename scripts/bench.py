@@ -7,7 +7,8 @@ BENCH_ONLY=purchases runs only the purchase comparison (against pgbench, on both
 BENCH_ONLY=catalog only the 100,000-product catalog (sync, starts, 304s against nginx);
 BENCH_ONLY=serving only curl fetching the 1 GiB from nginx and from kiosk serve;
 BENCH_ONLY=overlap only the download-and-install of 5,000 files with and without unpacking while downloading;
-BENCH_ONLY=agent only the background agent's idle cost and the server's memory with 1,000 waiting long polls.
+BENCH_ONLY=agent only the background agent's idle cost and the server's memory with 1,000 waiting long polls;
+BENCH_ONLY=update only the update of a 200 MB issue with one page changed, by entries and whole.
 """
 import json, os, platform, threading, re, shutil, signal, socket, sqlite3, statistics, subprocess, sys, time
 from pathlib import Path
@@ -448,6 +449,100 @@ def bench_overlap():
         print(f"  first file on disk after {first['seconds']:.3f} s, with {100 * first['fraction_of_bytes_on_disk']:.1f} % of the archive downloaded" if first["seconds"] is not None else "  first file: not seen while downloading")
 
 
+ISSUE = "com.kiosk.bench.issue"
+
+
+def run_counting(args, env):
+    """Wall seconds of one command and the bytes it says it received ("received N bytes")."""
+    started = time.monotonic()
+    out = subprocess.run(args, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env).stdout
+    wall = time.monotonic() - started
+    match = re.search(r"received (\d+) bytes", out)
+    return wall, int(match.group(1)) if match else 0, out
+
+
+def bench_update():
+    """8. A 200 MB issue (200 pages of 1 MB that do not compress, zip) with one page changed:
+    `kiosk resume` updating the installed issue by entries, and downloading the whole archive
+    (KIOSK_UPDATE_BY_ENTRIES=0), against `kiosk serve`. Two homes, each installed in place (a
+    copied home has new files, which an update reads again before it trusts them); the page
+    flips between its two versions at every round, and both homes follow it."""
+    store = BENCH / "update-store"
+    pages = store / "Content/issue"
+    if not (pages / "page-199.bin").exists():
+        print("generating a 200 MB issue of 200 pages")
+        pages.mkdir(parents=True, exist_ok=True)
+        for index in range(200):
+            (pages / f"page-{index:03d}.bin").write_bytes(os.urandom(1 << 20))
+    (store / "Catalog").mkdir(parents=True, exist_ok=True)
+    (store / "Catalog/issue.json").write_text(json.dumps({"products": [{
+        "id": ISSUE, "kind": "nonConsumable", "title": "A 200 MB issue", "price": "1.00", "currency": "USD",
+        "content": {"path": "issue", "format": "zip"}}]}))
+    # The changed page, before and after: 1 MB that does not compress, as a photo's bytes.
+    versions = [store / f"page-100.{name}" for name in ("original", "corrected")]
+    for version in versions:
+        if not version.exists():
+            version.write_bytes(os.urandom(1 << 20))
+    changed = pages / "page-100.bin"
+    changed.write_bytes(versions[0].read_bytes())
+    data = BENCH / "update-data"
+    shutil.rmtree(data, ignore_errors=True)
+    server = kiosk_serve(store, data)
+    name = "8. update a 200 MB issue with one page changed (kiosk serve)"
+    runs = {"by entries": {}, "whole archive": {"KIOSK_UPDATE_BY_ENTRIES": "0"}}
+    homes = {label: BENCH / f"update-home-{index}" for index, label in enumerate(runs)}
+    samples = {label: [] for label in runs}
+    summaries = []
+
+    def current_sha():
+        catalog = json.loads(subprocess.run(["curl", "-s", f"{server.url}/v1/catalog"], check=True, capture_output=True, text=True).stdout)
+        return next(p["content"] for p in catalog["products"] if p["id"] == ISSUE)
+
+    try:
+        for label, home in homes.items():
+            shutil.rmtree(home, ignore_errors=True)
+            env = {**os.environ, "KIOSK_HOME": str(home)}
+            subprocess.run([KIOSK, "sync", "--server", server.url], check=True, env=env, stdout=subprocess.DEVNULL)
+            subprocess.run([KIOSK, "buy", ISSUE], check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for round in range(PAIRS):
+            old = current_sha()["sha256"]
+            # A typo fixed on one page (or put back): same size, other bytes.
+            changed.write_bytes(versions[(round + 1) % 2].read_bytes())
+            server.process.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 120
+            while (content := current_sha())["sha256"] == old:
+                assert time.monotonic() < deadline, "the server did not publish the changed issue"
+                time.sleep(0.5)
+            size = content["size"]
+            for label, extra in runs.items():
+                env = {**os.environ, "KIOSK_HOME": str(homes[label]), **extra}
+                subprocess.run([KIOSK, "sync"], check=True, env=env, stdout=subprocess.DEVNULL)
+                wall, received, out = run_counting([KIOSK, "resume"], env)
+                assert f"installed {ISSUE}" in out, out
+                samples[label].append((wall, received))
+                if label == "by entries":
+                    note = re.search(r"\((update [^)]*\))\)", out)
+                    summaries.append(note.group(1) if note else "?")
+    finally:
+        server.stop()
+        for home in homes.values():
+            shutil.rmtree(home, ignore_errors=True)
+    summary = {label: {"wall_median_s": statistics.median(w for w, _ in values), "bytes_median": statistics.median(b for _, b in values),
+                       "walls": [w for w, _ in values]} for label, values in samples.items()}
+    whole = summary["whole archive"]
+    for row in summary.values():
+        row["time_ratio_to_whole"] = row["wall_median_s"] / whole["wall_median_s"]
+        row["bytes_fraction_of_archive"] = row["bytes_median"] / size
+    summary["archive_bytes"] = size
+    summary["note"] = summaries[0] if summaries else None
+    results["comparisons"][name] = summary
+    print(f"\n{name}")
+    for label in runs:
+        row = summary[label]
+        print(f"  {label:<16} {row['wall_median_s']:8.3f} s  ×{row['time_ratio_to_whole']:.3f} of whole   {int(row['bytes_median']):>11,} bytes  {100 * row['bytes_fraction_of_archive']:6.2f} % of the archive")
+    print(f"  kiosk says: {summary['note']}")
+
+
 class SkipSections(Exception):
     """BENCH_ONLY=catalog: straight to the catalog comparison."""
 
@@ -540,6 +635,11 @@ def main():
         BENCH.mkdir(exist_ok=True)
         bench_agent()
         (BENCH / "agent-results.json").write_text(json.dumps(results, indent=2))
+        return
+    if os.environ.get("BENCH_ONLY") == "update":
+        BENCH.mkdir(exist_ok=True)
+        bench_update()
+        (BENCH / "update-results.json").write_text(json.dumps(results, indent=2))
         return
     generate()
     results["machine"] = {"cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version(),
@@ -712,6 +812,7 @@ def main():
         print(f"  {label}: {catalog[label]}")
     if only != "catalog":
         bench_overlap()
+        bench_update()
         bench_purchases()
         bench_agent()
     (BENCH / "results.json").write_text(json.dumps(results, indent=2))
