@@ -6,11 +6,16 @@ public struct PackedContent: Sendable, Equatable {
     public var file: URL
     public var size: Int64
     public var sha256: String
+    /// The archive's ``ContentManifest`` on disk and its SHA-256, when one was made.
+    public var manifestFile: URL?
+    public var manifestSha256: String?
 
-    public init(file: URL, size: Int64, sha256: String) {
+    public init(file: URL, size: Int64, sha256: String, manifestFile: URL? = nil, manifestSha256: String? = nil) {
         self.file = file
         self.size = size
         self.sha256 = sha256
+        self.manifestFile = manifestFile
+        self.manifestSha256 = manifestSha256
     }
 }
 
