@@ -99,6 +99,17 @@ public struct KioskServer: Sendable {
         )
     }
 
+    /// The publisher's console, alone on its own address (`--console-port`).
+    public func makeConsoleApplication(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+        let routes = ConsoleRoutes(store: store, catalog: catalog, keys: keys, database: database, metrics: metrics,
+                                   adminToken: adminToken, sessions: ConsoleSessions())
+        return Application(
+            router: routes.router(),
+            configuration: .init(address: .hostname(configuration.consoleHost, port: configuration.consolePort ?? 0), serverName: "kiosk-console"),
+            onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
+            logger: logger)
+    }
+
     /// `/metrics` alone, on the admin address (`--metrics-port`), so it need not be public.
     public func makeMetricsApplication(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
         let router = Router(context: BasicRequestContext.self)

@@ -17,6 +17,10 @@ public struct ServerConfiguration: Sendable {
     /// Where `/metrics` is served instead of the main address; nil serves it on the main one.
     public var metricsHost = "127.0.0.1"
     public var metricsPort: Int?
+    /// Where the publisher's console is served (``ConsoleRoutes``); nil serves no console. Never
+    /// on the store's own address.
+    public var consoleHost = "127.0.0.1"
+    public var consolePort: Int?
     /// A folder made by `kiosk publish`, served as it is instead of packing the catalog and
     /// content folders.
     public var publishedDirectory: URL?

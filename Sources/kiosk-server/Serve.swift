@@ -43,6 +43,12 @@ extension KioskServerTool {
         @Option(help: "The address of --metrics-port ($KIOSK_METRICS_HOST).")
         var metricsHost = Self.environment("KIOSK_METRICS_HOST") ?? "127.0.0.1"
 
+        @Option(help: ArgumentHelp("Serve the publisher's console (a web page; the admin token logs in) on this port of --console-host ($KIOSK_CONSOLE_PORT).", valueName: "port"))
+        var consolePort = Self.environment("KIOSK_CONSOLE_PORT").flatMap(Int.init)
+
+        @Option(help: "The address of --console-port ($KIOSK_CONSOLE_HOST); keep it private, like --metrics-host.")
+        var consoleHost = Self.environment("KIOSK_CONSOLE_HOST") ?? "127.0.0.1"
+
         @Option(help: "Seconds a connection may take to send a whole request before it is closed ($KIOSK_REQUEST_TIMEOUT).")
         var requestTimeout = Self.environment("KIOSK_REQUEST_TIMEOUT").flatMap(Int.init) ?? 30
 
@@ -111,6 +117,12 @@ extension KioskServerTool {
             if let metricsPort, !(0...65535).contains(metricsPort) {
                 throw ValidationError("--metrics-port must be between 0 and 65535, not \(metricsPort)")
             }
+            if let consolePort, !(0...65535).contains(consolePort) {
+                throw ValidationError("--console-port must be between 0 and 65535, not \(consolePort)")
+            }
+            if let consolePort, consolePort != 0, consolePort == port, consoleHost == host {
+                throw ValidationError("--console-port must not be the store's --port: the console is never served on the public address")
+            }
             guard requestTimeout > 0 else { throw ValidationError("--request-timeout must be at least 1 second") }
             _ = try rateLimits()
             guard ["stream", "x-accel", "signed-redirect"].contains(contentDelivery) else {
@@ -152,6 +164,8 @@ extension KioskServerTool {
                 configuration.requestHeaderTimeout = requestTimeout
                 configuration.metricsHost = metricsHost
                 configuration.metricsPort = metricsPort
+                configuration.consoleHost = consoleHost
+                configuration.consolePort = consolePort
                 configuration.database = try store.location()
                 configuration.publishedDirectory = published.map { URL(fileURLWithPath: $0) }
                 configuration.contentDelivery = try delivery()
@@ -162,13 +176,16 @@ extension KioskServerTool {
                 let catalogService = CatalogService(configuration: configuration, logger: logger)
                 try await catalogService.check()
                 let server = try await KioskServer(configuration: configuration, catalog: catalogService, logger: logger)
-                let (host, metricsHost) = (host, metricsHost)
+                let (host, metricsHost, consoleHost) = (host, metricsHost, consoleHost)
                 let services = server.makeServiceGroup(
                     onServing: { port in
                         FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
                     },
                     onMetricsListening: { port in
                         BufferedLog.standardError.write("kiosk: metrics on http://\(metricsHost):\(port)/metrics\n")
+                    },
+                    onConsoleListening: { port in
+                        BufferedLog.standardError.write("kiosk: console on http://\(consoleHost):\(port)/\n")
                     })
                 do {
                     try await services.run()
@@ -183,7 +200,11 @@ extension KioskServerTool {
         /// A start that failed on an address, said with the flags that choose it.
         static func explained(_ error: any Error) -> any Error {
             guard let error = error as? ListenError else { return error }
-            let flags = error.listener == .store ? ("--host", "--port") : ("--metrics-host", "--metrics-port")
+            let flags = switch error.listener {
+            case .store: ("--host", "--port")
+            case .metrics: ("--metrics-host", "--metrics-port")
+            case .console: ("--console-host", "--console-port")
+            }
             let action = error.isAddressInUse
                 ? "stop the other server or choose another \(flags.1)"
                 : "check \(flags.0) and \(flags.1)"

@@ -201,12 +201,31 @@ extension Kiosk {
                 discussion: "--since keeps charges and refunds made since; --state keeps those of transactions now in that state.\n\nExample: kiosk admin sales --since 2026-11-01 --json")
             @OptionGroup var options: Options
             @OptionGroup var filters: Filters
+            @Flag(help: "Print the rows as CSV (day, product, currency, sales, refunds, net), as the console's overview charts them.")
+            var csv = false
+            func validate() throws {
+                if csv && options.json { throw ValidationError("--csv and --json cannot both be given") }
+            }
             func run() async throws {
                 try await reportingErrors {
-                    try options.show(rows: try await options.get([AdminSalesRow].self, "/v1/admin/sales" + filters.query())) {
+                    let rows = try await options.get([AdminSalesRow].self, "/v1/admin/sales" + filters.query())
+                    if csv {
+                        Swift.print("day,productId,currency,sales,refunds,net")
+                        for row in rows {
+                            Swift.print([row.day, Self.csvField(row.productId), row.currency, "\(row.sales)", "\(row.refunds)", Admin.money(row.netCents)].joined(separator: ","))
+                        }
+                        return
+                    }
+                    try options.show(rows: rows) {
                         "\($0.day)  \($0.productId)  sales \($0.sales)  refunds \($0.refunds)  net \(Admin.money($0.netCents)) \($0.currency)"
                     }
                 }
+            }
+
+            /// RFC 4180: a field with a comma, a quote or a line break is quoted, its quotes doubled.
+            static func csvField(_ text: String) -> String {
+                guard text.contains(where: { $0 == "," || $0 == "\"" || $0.isNewline }) else { return text }
+                return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
             }
         }
 

@@ -16,9 +16,11 @@ extension KioskServer {
     /// - Parameters:
     ///   - onServing: called with the store's port once it serves the catalog.
     ///   - onMetricsListening: called with the metrics port once it accepts connections.
+    ///   - onConsoleListening: called with the console's port once it accepts connections.
     public func makeServiceGroup(
         onServing: @escaping @Sendable (Int) async -> Void = { _ in },
-        onMetricsListening: @escaping @Sendable (Int) async -> Void = { _ in }
+        onMetricsListening: @escaping @Sendable (Int) async -> Void = { _ in },
+        onConsoleListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> ServiceGroup {
         let (listening, bound) = AsyncStream<Int>.makeStream()
         let http = ListeningService(
@@ -30,6 +32,12 @@ extension KioskServer {
                 application: makeMetricsApplication(onListening: onMetricsListening), listener: .metrics,
                 host: configuration.metricsHost, port: metricsPort, bound: nil)
             services.append(Self.stopsTheGroup(metrics))
+        }
+        if let consolePort = configuration.consolePort {
+            let console = ListeningService(
+                application: makeConsoleApplication(onListening: onConsoleListening), listener: .console,
+                host: configuration.consoleHost, port: consolePort, bound: nil)
+            services.append(Self.stopsTheGroup(console))
         }
         services.append(Self.stopsTheGroup(CatalogReloadService(catalog: catalog, listening: listening, onServing: onServing)))
         services.append(Self.stopsTheGroup(CleanupService(limiter: limits.limiter, catalog: catalog)))

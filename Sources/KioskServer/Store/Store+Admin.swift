@@ -34,6 +34,30 @@ extension Store {
         }
     }
 
+    /// The account a transaction belongs to, for finding a customer by a transaction id.
+    func accountOwning(transactionId: String) async throws -> String? {
+        try RequestText.check(transactionId, field: "the transaction ID")
+        return try await database.read { db in
+            try await db.transactions { $0.where("id", .equal, transactionId) }.first?.accountId
+        }
+    }
+
+    /// Accounts holding a subscription period that is live at `now` (not revoked).
+    func activeSubscribers(at now: Date = Date()) async throws -> Int {
+        try await database.read { db in
+            let query: SQLQueryString = #"""
+                SELECT CAST(COUNT(DISTINCT "accountId") AS BIGINT) AS "count" FROM "storeTransaction"
+                WHERE "kind" = \#(bind: ProductKind.subscription.rawValue) AND "status" = \#(bind: TransactionStatus.purchased.rawValue)
+                  AND "expiresDate" > \#(bind: now)
+                """#
+            return try await db.raw(query).first(decoding: Counted.self)?.count ?? 0
+        }
+    }
+
+    private struct Counted: Decodable {
+        var count: Int
+    }
+
     /// `WHERE a AND b …`, or nothing.
     private static func whereClause(_ conditions: [SQLQueryString]) -> SQLQueryString {
         guard let first = conditions.first else { return "" }
