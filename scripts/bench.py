@@ -7,7 +7,8 @@ BENCH_ONLY=purchases runs only the purchase comparison (against pgbench, on both
 BENCH_ONLY=catalog only the 100,000-product catalog (sync, starts, 304s against nginx);
 BENCH_ONLY=serving only curl fetching the 1 GiB from nginx and from kiosk serve;
 BENCH_ONLY=overlap only the download-and-install of 5,000 files with and without unpacking while downloading;
-BENCH_ONLY=agent only the background agent's idle cost and the server's memory with 1,000 waiting long polls.
+BENCH_ONLY=agent only the background agent's idle cost and the server's memory with 1,000 waiting long polls;
+BENCH_ONLY=console only the console's overview over a store of 1,000,000 transactions (CONSOLE_ROWS= fewer).
 """
 import json, os, platform, threading, re, shutil, signal, socket, sqlite3, statistics, subprocess, sys, time
 from pathlib import Path
@@ -529,6 +530,82 @@ def bench_agent():
         server.stop()
 
 
+def bench_console():
+    """The console's overview over a store of 1,000,000 transactions spread over 90 days (target
+    < 200 ms): read from the sales rows the store keeps as it writes (salesDay), beside the same
+    90 days summed from the ledger entries themselves (what it would cost without them)."""
+    import http.cookiejar
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+    rows = int(os.environ.get("CONSOLE_ROWS", "1000000"))
+    store = BENCH / "console-store"
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.copytree(ROOT / "Catalog", store / "Catalog")
+    shutil.copytree(ROOT / "Content", store / "Content")
+    data = BENCH / "console-server"
+    shutil.rmtree(data, ignore_errors=True)
+    args = [KIOSK, "serve", "--catalog", str(store / "Catalog"), "--content", str(store / "Content"), "--data", str(data), "--port", "0"]
+    server = Server(args, kiosk_ready)
+    account = create_accounts(server.url, 1)[0]
+    server.stop()
+    started = time.monotonic()
+    with sqlite3.connect(data / "kiosk-server.sqlite") as db:
+        account_id = db.execute('SELECT "id" FROM "account" LIMIT 1').fetchone()[0]
+        now = time.time()
+        # Written as the store writes them: a transaction, its charge, and its day's sales row.
+        db.execute(f"""
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows})
+            INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId", "purchaseDate",
+                "status", "paymentMethod", "idempotencyKey", "amountCents", "currency", "creditsGranted", "createdAt", "changeSequence")
+            SELECT 'txn_bench_' || i, ?, CASE i % 3 WHEN 0 THEN 'com.kiosk.credits.pack-5' WHEN 1 THEN 'com.kiosk.credits.pack-20' ELSE 'com.kiosk.credits.pack-50' END,
+                'consumable', 1, 'txn_bench_' || i, {now} - (i % 90) * 86400.0, 'purchased', 'approve', 'bench-' || i, 499, 'USD', 5,
+                {now} - (i % 90) * 86400.0, i FROM n""", (account_id,))
+        db.execute("""INSERT INTO "ledgerEntry" ("transactionId", "kind", "accountId", "amountCents", "currency", "createdAt")
+                      SELECT "id", 'charge', "accountId", "amountCents", "currency", "createdAt" FROM "storeTransaction" WHERE "id" LIKE 'txn_bench_%'""")
+        db.execute('DELETE FROM "salesDay"')
+        db.execute("""INSERT INTO "salesDay" ("day", "productId", "currency", "sales", "refunds", "netCents")
+                      SELECT strftime('%Y-%m-%d', l."createdAt", 'unixepoch'), t."productId", l."currency", COUNT(*), 0, SUM(l."amountCents")
+                      FROM "ledgerEntry" l JOIN "storeTransaction" t ON t."id" = l."transactionId" GROUP BY 1, 2, 3""")
+    print(f"\n9. the console's overview over {rows:,} transactions (SQLite; written in {time.monotonic() - started:.0f} s)")
+    console_port = free_port()
+    server = Server(args + ["--console-port", str(console_port)], kiosk_ready)
+    console = f"http://127.0.0.1:{console_port}"
+    try:
+        token = (data / "admin-token").read_text().strip()
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        for attempt in range(100):  # the console's port may be bound a moment after the store's
+            try:
+                opener.open(console + "/login", data=urllib.parse.urlencode({"token": token}).encode()).read()
+                break
+            except urllib.error.URLError:
+                time.sleep(0.1)
+
+        def timed_get(url, headers=None, runs=10):
+            times = []
+            for _ in range(runs):
+                request = urllib.request.Request(url, headers=headers or {})
+                began = time.monotonic()
+                body = opener.open(request).read()
+                times.append(time.monotonic() - began)
+            assert len(body) > 0
+            return statistics.median(times) * 1000
+
+        row = {"transactions": rows,
+               "overview_30_days_ms": timed_get(console + "/?days=30"),
+               "overview_90_days_ms": timed_get(console + "/?days=90")}
+        since = time.strftime("%Y-%m-%dT%H:%M:01Z", time.gmtime(time.time() - 90 * 86400))
+        row["ledger_sum_90_days_ms"] = timed_get(server.url + "/v1/admin/sales?since=" + since,
+                                                 {"Authorization": f"Bearer {token}"}, runs=3)
+        print(f"  overview, 30 days: {row['overview_30_days_ms']:.1f} ms; 90 days: {row['overview_90_days_ms']:.1f} ms (target < 200 ms)")
+        print(f"  the same 90 days summed from the ledger entries: {row['ledger_sum_90_days_ms']:.0f} ms "
+              f"({row['ledger_sum_90_days_ms'] / row['overview_90_days_ms']:.0f}× the kept rows)")
+        results["comparisons"]["9. console overview"] = row
+    finally:
+        server.stop()
+
+
 def kiosk_ready(server):
     line = server.process.stdout.readline()
     assert line.startswith("listening on "), line
@@ -536,6 +613,11 @@ def kiosk_ready(server):
 
 
 def main():
+    if os.environ.get("BENCH_ONLY") == "console":
+        BENCH.mkdir(exist_ok=True)
+        bench_console()
+        (BENCH / "console-results.json").write_text(json.dumps(results, indent=2))
+        return
     if os.environ.get("BENCH_ONLY") == "agent":
         BENCH.mkdir(exist_ok=True)
         bench_agent()
@@ -714,6 +796,7 @@ def main():
         bench_overlap()
         bench_purchases()
         bench_agent()
+        bench_console()
     (BENCH / "results.json").write_text(json.dumps(results, indent=2))
     print(f"\nresults written to {BENCH / 'results.json'}")
 

@@ -42,13 +42,13 @@ extension Store {
         }
     }
 
-    /// Accounts holding a subscription period that is live at `now` (not revoked).
+    /// Accounts holding a subscription period that is live at `now` (not revoked). The kind is
+    /// written out, not bound, so both engines use the partial index on subscriptions' expiry.
     func activeSubscribers(at now: Date = Date()) async throws -> Int {
         try await database.read { db in
             let query: SQLQueryString = #"""
                 SELECT CAST(COUNT(DISTINCT "accountId") AS BIGINT) AS "count" FROM "storeTransaction"
-                WHERE "kind" = \#(bind: ProductKind.subscription.rawValue) AND "status" = \#(bind: TransactionStatus.purchased.rawValue)
-                  AND "expiresDate" > \#(bind: now)
+                WHERE "kind" = 'subscription' AND "expiresDate" > \#(bind: now) AND "status" = \#(bind: TransactionStatus.purchased.rawValue)
                 """#
             return try await db.raw(query).first(decoding: Counted.self)?.count ?? 0
         }
