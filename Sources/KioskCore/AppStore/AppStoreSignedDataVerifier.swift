@@ -1,0 +1,221 @@
+import Crypto
+import Foundation
+import SwiftASN1
+@_spi(FixedExpiryValidationTime) import X509
+
+/// Checks App Store signed data (StoreKit 2 transactions, renewal info, App Store Server
+/// Notifications V2) offline, as Apple documents it: format; `alg` ES256 only; an `x5c` chain of
+/// exactly three certificates, leaf → intermediate → a pinned root (the root the proof carries is
+/// not trusted by itself), valid under RFC 5280 at the payload's `signedDate`; Apple's OIDs on the
+/// intermediate and the leaf; the signature with the leaf's key; then the app (`bundleId`, and
+/// `appAppleId` in production) and the environment. Each refusal is an ``AppStoreRefusal``.
+///
+/// Validated chains are cached (``AppStoreChainCache``), so a repeated chain costs one signature check.
+public struct AppStoreSignedDataVerifier: Sendable {
+    /// The app whose signed data is accepted, and what it must chain to.
+    public struct Configuration: Sendable {
+        public var bundleId: String
+        /// The app's Apple ID; checked on notifications in production (sandbox ones carry none).
+        public var appAppleId: Int64?
+        public var environment: AppStoreEnvironment
+        /// The roots a chain must end in; Apple Root CA - G3 by default.
+        public var roots: [AppStoreRoot]
+        /// The longest a validated chain is reused without being validated again.
+        public var chainCacheLifetime: TimeInterval = 15 * 60
+        /// The clock the chain cache reads (tests speed it up).
+        public var now: @Sendable () -> Date = { Date() }
+
+        public init(bundleId: String, appAppleId: Int64? = nil, environment: AppStoreEnvironment, roots: [AppStoreRoot]) {
+            self.bundleId = bundleId
+            self.appAppleId = appAppleId
+            self.environment = environment
+            self.roots = roots
+        }
+    }
+
+    /// The Apple OID on the intermediate certificate (Apple Worldwide Developer Relations CA).
+    static let intermediateOID: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 2, 1]
+    /// The Apple OID on the leaf certificate (Mac App Store and iTunes Store receipt signing).
+    static let leafOID: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 11, 1]
+
+    public let configuration: Configuration
+    private let rootStore: CertificateStore
+    private let cache: AppStoreChainCache
+
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+        self.rootStore = CertificateStore(configuration.roots.map(\.certificate))
+        self.cache = AppStoreChainCache()
+    }
+
+    /// The verified payload of a signed transaction.
+    /// - Throws: ``AppStoreRefusal``, the first check that fails.
+    public func verifyTransaction(_ jws: String) async throws(AppStoreRefusal) -> AppStoreTransaction {
+        let transaction = try await verify(jws, as: AppStoreTransaction.self)
+        try checkApp(bundleId: transaction.bundleId, appAppleId: nil)
+        try checkEnvironment(transaction.environment)
+        return transaction
+    }
+
+    /// The verified payload of a subscription's signed renewal info.
+    public func verifyRenewalInfo(_ jws: String) async throws(AppStoreRefusal) -> AppStoreRenewalInfo {
+        let info = try await verify(jws, as: AppStoreRenewalInfo.self)
+        try checkEnvironment(info.environment)
+        return info
+    }
+
+    /// The verified payload of an App Store Server Notification V2 (the `signedPayload` of its body).
+    /// Its signed transaction, when it has one, is left for the caller to verify with ``verifyTransaction(_:)``.
+    public func verifyNotification(_ signedPayload: String) async throws(AppStoreRefusal) -> AppStoreNotification {
+        let notification = try await verify(signedPayload, as: AppStoreNotification.self)
+        guard let data = notification.data else {
+            throw .format("the notification carries no data (app and transaction)")
+        }
+        try checkApp(bundleId: data.bundleId ?? "", appAppleId: data.appAppleId)
+        try checkEnvironment(data.environment ?? "")
+        return notification
+    }
+
+    /// The payload of a compact JWS, decoded without any check (to show what a refused proof claims).
+    public static func unverifiedPayload(of jws: String) -> Data? {
+        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return nil }
+        return Base64URL.decode(parts[1])
+    }
+
+    // MARK: Checks
+
+    private struct Header: Decodable {
+        var alg: String?
+        var x5c: [String]?
+    }
+
+    private struct SignedDate: Decodable {
+        var signedDate: Int64?
+    }
+
+    private func verify<Payload: Decodable>(_ jws: String, as type: Payload.Type) async throws(AppStoreRefusal) -> Payload {
+        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty else {
+            throw .format("not three dot-separated parts of a compact JWS")
+        }
+        guard let headerData = Base64URL.decode(parts[0]), let header = try? JSONDecoder().decode(Header.self, from: headerData) else {
+            throw .format("the header is not base64url JSON")
+        }
+        guard header.alg == "ES256" else { throw .algorithm(header.alg ?? "") }
+        guard let x5c = header.x5c, !x5c.isEmpty else { throw .chain("the header carries no x5c certificate chain") }
+        guard x5c.count == 3 else { throw .chain("x5c has \(x5c.count) certificates, not the 3 of leaf, intermediate and root") }
+        guard let payloadData = Base64URL.decode(parts[1]) else { throw .format("the payload is not base64url") }
+        guard let signedDateMillis = (try? JSONDecoder().decode(SignedDate.self, from: payloadData))?.signedDate else {
+            throw .format("the payload is not JSON with a signedDate")
+        }
+        let signedDate = Date(timeIntervalSince1970: Double(signedDateMillis) / 1000)
+
+        let chain = try await validatedChain(x5c, at: signedDate)
+        guard chain.validFrom <= signedDate, signedDate <= chain.validUntil else {
+            throw .expired("signed at \(Self.iso(signedDate)), outside \(Self.iso(chain.validFrom)) to \(Self.iso(chain.validUntil))")
+        }
+        guard let signature = Base64URL.decode(parts[2]), let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature) else {
+            throw .signature
+        }
+        let signingInput = jws.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count)
+        guard chain.leafKey.isValidSignature(ecdsa, for: Data(signingInput)) else { throw .signature }
+        do {
+            return try JSONDecoder().decode(Payload.self, from: payloadData)
+        } catch {
+            throw .format("the payload lacks a field Kiosk needs (\(Self.describe(error)))")
+        }
+    }
+
+    /// The leaf's key and the chain's validity span, from the cache or validated now at `signedDate`.
+    private func validatedChain(_ x5c: [String], at signedDate: Date) async throws(AppStoreRefusal) -> AppStoreChainCache.Entry {
+        let now = configuration.now()
+        if let cached = cache.entry(for: x5c, now: now) { return cached }
+        var certificates: [Certificate] = []
+        for (index, base64) in x5c.enumerated() {
+            guard let der = Data(base64Encoded: base64), let certificate = try? Certificate(derEncoded: Array(der)) else {
+                throw .chain("x5c certificate \(index + 1) is not a base64 DER certificate")
+            }
+            certificates.append(certificate)
+        }
+        let (leaf, intermediate) = (certificates[0], certificates[1])
+        guard intermediate.extensions[oid: Self.intermediateOID] != nil else {
+            throw .oid("the intermediate certificate lacks Apple's OID 1.2.840.113635.100.6.2.1")
+        }
+        guard leaf.extensions[oid: Self.leafOID] != nil else {
+            throw .oid("the leaf certificate lacks Apple's OID 1.2.840.113635.100.6.11.1")
+        }
+        for (name, certificate) in [("leaf", leaf), ("intermediate", intermediate)]
+        where !(certificate.notValidBefore...certificate.notValidAfter).contains(signedDate) {
+            throw .expired("the \(name) certificate is valid from \(Self.iso(certificate.notValidBefore)) to \(Self.iso(certificate.notValidAfter)), and the payload was signed at \(Self.iso(signedDate))")
+        }
+        var verifier = Verifier(rootCertificates: rootStore) {
+            RFC5280Policy(fixedExpiryValidationTime: signedDate)
+        }
+        let result = await verifier.validate(leaf: leaf, intermediates: CertificateStore([intermediate]))
+        guard case .validCertificate(let validated) = result else {
+            throw .chain("the leaf and intermediate do not chain to a pinned root (\(configuration.roots.map(\.subject).joined(separator: "; ")))")
+        }
+        guard validated.count == 3, validated[1] == intermediate, let root = validated.last else {
+            throw .chain("the chain does not run leaf → intermediate → pinned root")
+        }
+        guard let leafKey = P256.Signing.PublicKey(leaf.publicKey) else {
+            throw .chain("the leaf certificate's key is not a P-256 key, which ES256 needs")
+        }
+        let validFrom = max(leaf.notValidBefore, intermediate.notValidBefore, root.notValidBefore)
+        let validUntil = min(leaf.notValidAfter, intermediate.notValidAfter, root.notValidAfter)
+        let entry = AppStoreChainCache.Entry(
+            leafKey: leafKey, validFrom: validFrom, validUntil: validUntil,
+            cachedUntil: min(validUntil, now.addingTimeInterval(configuration.chainCacheLifetime)))
+        cache.store(entry, for: x5c, now: now)
+        return entry
+    }
+
+    private func checkApp(bundleId: String, appAppleId: Int64?) throws(AppStoreRefusal) {
+        guard bundleId == configuration.bundleId else {
+            throw .bundle(expected: configuration.bundleId, found: bundleId.isEmpty ? "(none)" : bundleId)
+        }
+        if configuration.environment == .production, let expected = configuration.appAppleId, appAppleId != expected {
+            throw .bundle(expected: "\(configuration.bundleId) (app \(expected))", found: "\(bundleId) (app \(appAppleId.map(String.init) ?? "none"))")
+        }
+    }
+
+    private func checkEnvironment(_ environment: String) throws(AppStoreRefusal) {
+        guard environment == configuration.environment.rawValue else {
+            throw .environment(expected: configuration.environment.rawValue, found: environment.isEmpty ? "(none)" : environment)
+        }
+    }
+
+    /// How many validated chains are cached and still usable at `date` (now by default).
+    public func cachedChainCount(at date: Date? = nil) -> Int {
+        cache.count(at: date ?? configuration.now())
+    }
+
+    private static func iso(_ date: Date) -> String {
+        date.formatted(.iso8601)
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        guard let error = error as? DecodingError else { return "\(error)" }
+        switch error {
+        case .keyNotFound(let key, _): return "no \(key.stringValue)"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+            return context.codingPath.map(\.stringValue).joined(separator: ".")
+        @unknown default: return "\(error)"
+        }
+    }
+}
+
+/// base64url without padding, as JWS uses it.
+enum Base64URL {
+    static func decode(_ text: Substring) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        return Data(base64Encoded: base64)
+    }
+
+    static func encode(_ data: Data) -> String {
+        data.base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+}
