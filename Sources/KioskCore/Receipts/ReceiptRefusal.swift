@@ -26,6 +26,8 @@ public enum ReceiptRefusal: Error, Sendable, Equatable, CustomStringConvertible 
     case otherAccount(transactionId: String, receiptAccount: String, presentedBy: String)
     /// The store's key set cannot be used to check anything.
     case untrustedKeys(String)
+    /// An App Store signed transaction refused by ``AppStoreSignedDataVerifier``, for the reason it names.
+    case appStore(AppStoreRefusal)
 
     public var description: String {
         switch self {
@@ -51,6 +53,8 @@ public enum ReceiptRefusal: Error, Sendable, Equatable, CustomStringConvertible 
             return "the receipt of transaction \(transactionId) belongs to account \(receiptAccount), not \(presentedBy); sign in as that account, or restore this account's purchases"
         case .untrustedKeys(let detail):
             return "the store's public keys cannot be used: \(detail)"
+        case .appStore(let refusal):
+            return refusal.description
         }
     }
 
@@ -59,7 +63,7 @@ public enum ReceiptRefusal: Error, Sendable, Equatable, CustomStringConvertible 
     public var mayBeStaleKeys: Bool {
         switch self {
         case .unknownKey, .wrongEnvironment, .wrongIssuer, .untrustedKeys: return true
-        case .malformed, .algorithmNotAllowed, .notAuthentic, .keyRetired, .otherAccount: return false
+        case .malformed, .algorithmNotAllowed, .notAuthentic, .keyRetired, .otherAccount, .appStore: return false
         }
     }
 }
