@@ -94,7 +94,7 @@ public struct AppStoreSignedDataVerifier: Sendable {
         var signedDate: Int64?
     }
 
-    private func verify<Payload: Decodable>(_ jws: String, as type: Payload.Type) async throws(AppStoreRefusal) -> Payload {
+    private func verify<Payload: AppStoreSignedPayload>(_ jws: String, as type: Payload.Type) async throws(AppStoreRefusal) -> Payload {
         let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty else {
             throw .format("not three dot-separated parts of a compact JWS")
@@ -106,10 +106,18 @@ public struct AppStoreSignedDataVerifier: Sendable {
         guard let x5c = header.x5c, !x5c.isEmpty else { throw .chain("the header carries no x5c certificate chain") }
         guard x5c.count == 3 else { throw .chain("x5c has \(x5c.count) certificates, not the 3 of leaf, intermediate and root") }
         guard let payloadData = Base64URL.decode(parts[1]) else { throw .format("the payload is not base64url") }
-        guard let signedDateMillis = (try? JSONDecoder().decode(SignedDate.self, from: payloadData))?.signedDate else {
-            throw .format("the payload is not JSON with a signedDate")
+        // Decoded once, before the signature is checked, for its signedDate; nothing of it is
+        // trusted or returned unless the signature verifies.
+        let payload: Payload
+        do {
+            payload = try JSONDecoder().decode(Payload.self, from: payloadData)
+        } catch {
+            guard (try? JSONDecoder().decode(SignedDate.self, from: payloadData))?.signedDate != nil else {
+                throw .format("the payload is not JSON with a signedDate")
+            }
+            throw .format("the payload lacks a field Kiosk needs (\(Self.describe(error)))")
         }
-        let signedDate = Date(timeIntervalSince1970: Double(signedDateMillis) / 1000)
+        let signedDate = Date(timeIntervalSince1970: Double(payload.signedDate) / 1000)
 
         let chain = try await validatedChain(x5c, at: signedDate)
         guard chain.validFrom <= signedDate, signedDate <= chain.validUntil else {
@@ -120,11 +128,7 @@ public struct AppStoreSignedDataVerifier: Sendable {
         }
         let signingInput = jws.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count)
         guard chain.leafKey.isValidSignature(ecdsa, for: Data(signingInput)) else { throw .signature }
-        do {
-            return try JSONDecoder().decode(Payload.self, from: payloadData)
-        } catch {
-            throw .format("the payload lacks a field Kiosk needs (\(Self.describe(error)))")
-        }
+        return payload
     }
 
     /// The leaf's key and the chain's validity span, from the cache or validated now at `signedDate`.
@@ -205,6 +209,15 @@ public struct AppStoreSignedDataVerifier: Sendable {
         }
     }
 }
+
+/// A payload of App Store signed data: every kind carries the date it was signed.
+protocol AppStoreSignedPayload: Decodable {
+    var signedDate: Int64 { get }
+}
+
+extension AppStoreTransaction: AppStoreSignedPayload {}
+extension AppStoreNotification: AppStoreSignedPayload {}
+extension AppStoreRenewalInfo: AppStoreSignedPayload {}
 
 /// base64url without padding, as JWS uses it.
 enum Base64URL {
