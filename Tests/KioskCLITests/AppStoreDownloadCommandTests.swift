@@ -9,34 +9,62 @@ struct AppStoreDownloadCommandTests {
     static let appStoreAtlas = "ios.reader.atlas"
     static let bundleId = "com.example.reader"
 
+    /// The sample store with an 8 MiB book sold in the app, a server that takes App Store proofs
+    /// chaining to a test root, a home synced with it, and a signed transaction in a file.
+    struct Setup {
+        let directory: TemporaryDirectory
+        let store: SampleStore
+        let chain: AppStoreTestChain
+        let rootFile: URL
+        let home: String
+        let jws: String
+        let jwsFile: URL
+        let atlasBytes = 8 << 20
+        var server: ServerProcess
+
+        var environment: [String: String] { ["KIOSK_HOME": home] }
+        var serverArguments: [String] { ["--app-store-bundle-id", AppStoreDownloadCommandTests.bundleId, "--app-store-root", rootFile.path] }
+
+        init() async throws {
+            directory = try TemporaryDirectory()
+            store = try SampleStore(in: directory)
+            let folder = store.content.appendingPathComponent("books/atlas")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            try TestOrigin.incompressible(atlasBytes).write(to: folder.appendingPathComponent("plates.bin"))
+            try store.editCatalog("books.json") { products in
+                var atlas = products[0]
+                atlas["id"] = AppStoreDownloadCommandTests.atlas
+                atlas["title"] = "The Atlas of Plates"
+                atlas["content"] = ["path": "books/atlas", "format": "zip"]
+                atlas["appStoreProductId"] = AppStoreDownloadCommandTests.appStoreAtlas
+                products.append(atlas)
+            }
+            chain = try AppStoreTestChain()
+            rootFile = directory.path("test-root.der")
+            try chain.rootDER.write(to: rootFile)
+            home = directory.path("home").path
+            server = try await ServerProcess.start(
+                store, extraArguments: ["--app-store-bundle-id", AppStoreDownloadCommandTests.bundleId, "--app-store-root", rootFile.path],
+                log: directory.path("server.log"))
+            #expect(try await KioskCommand.run(["sync", "--server", server.url], environment: ["KIOSK_HOME": home]).status == 0)
+            jws = try chain.transaction(id: "9000", productId: AppStoreDownloadCommandTests.appStoreAtlas)
+            jwsFile = directory.path("transaction.jws")
+            try Data(jws.utf8).write(to: jwsFile)
+        }
+
+        func expectInstalledByteExact() throws {
+            let installed = URL(fileURLWithPath: home).appendingPathComponent("Library/\(AppStoreDownloadCommandTests.atlas)/plates.bin")
+            #expect(try Data(contentsOf: installed) == TestOrigin.incompressible(atlasBytes))
+        }
+    }
+
     @Test("kiosk download --app-store-transaction resumes after a cut; after a REFUND notification the same proof is refused")
     func downloadResumeRefund() async throws {
-        let directory = try TemporaryDirectory()
-        let store = try SampleStore(in: directory)
-        let atlasBytes = 8 << 20
-        let folder = store.content.appendingPathComponent("books/atlas")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        try TestOrigin.incompressible(atlasBytes).write(to: folder.appendingPathComponent("plates.bin"))
-        try store.editCatalog("books.json") { products in
-            var atlas = products[0]
-            atlas["id"] = Self.atlas
-            atlas["title"] = "The Atlas of Plates"
-            atlas["content"] = ["path": "books/atlas", "format": "zip"]
-            atlas["appStoreProductId"] = Self.appStoreAtlas
-            products.append(atlas)
-        }
-        let chain = try AppStoreTestChain()
-        let rootFile = directory.path("test-root.der")
-        try chain.rootDER.write(to: rootFile)
-        let server = try await ServerProcess.start(
-            store, extraArguments: ["--app-store-bundle-id", Self.bundleId, "--app-store-root", rootFile.path], log: directory.path("server.log"))
-        let home = directory.path("home").path
-        let environment = ["KIOSK_HOME": home]
-        #expect(try await KioskCommand.run(["sync", "--server", server.url], environment: environment).status == 0)
-
-        let jws = try chain.transaction(id: "9000", productId: Self.appStoreAtlas)
-        let jwsFile = directory.path("transaction.jws")
-        try Data(jws.utf8).write(to: jwsFile)
+        let setup = try await Setup()
+        let (directory, store, chain, rootFile, home, server) = (setup.directory, setup.store, setup.chain, setup.rootFile, setup.home, setup.server)
+        let environment = setup.environment
+        let atlasBytes = setup.atlasBytes
+        let (jws, jwsFile) = (setup.jws, setup.jwsFile)
 
         // `kiosk appstore verify` agrees with the server, offline.
         let verified = try await KioskCommand.run(["appstore", "verify", jwsFile.path, "--root", rootFile.path, "--bundle-id", Self.bundleId, "--environment", "sandbox"])
@@ -98,5 +126,21 @@ struct AppStoreDownloadCommandTests {
         #expect(downloads.contains("\"state\":\"failed\""), "\(downloads)")
         #expect(downloads.contains("refunded by the App Store"), "\(downloads)")
         _ = await server.stop()
+    }
+
+    @Test("kiosk download --app-store-transaction with the store down waits (exit 3), and is retried when due")
+    func deferredRetry() async throws {
+        var setup = try await Setup()
+        _ = await setup.server.stop()
+        let waiting = try await KioskCommand.run(["download", Self.atlas, "--app-store-transaction", setup.jwsFile.path], environment: setup.environment)
+        #expect(waiting.status == 3, "\(waiting.stdout) \(waiting.stderr)")
+        let downloads = try await KioskCommand.run(["downloads", "--json"], environment: setup.environment).stdout
+        #expect(downloads.contains("\"state\":\"waiting\""), "\(downloads)")
+
+        setup.server = try await ServerProcess.start(setup.store, extraArguments: setup.serverArguments, log: setup.directory.path("server2.log"))
+        let resumed = try await KioskCommand.run(["resume", "--wait", "--max-wait", "30", "--server", setup.server.url], environment: setup.environment)
+        #expect(resumed.status == 0, "\(resumed.stdout) \(resumed.stderr)")
+        try setup.expectInstalledByteExact()
+        _ = await setup.server.stop()
     }
 }

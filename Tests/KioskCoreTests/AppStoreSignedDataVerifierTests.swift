@@ -93,11 +93,25 @@ struct AppStoreSignedDataVerifierTests {
         let jws = try chain.transaction(productId: "p", signed: Date(timeIntervalSinceNow: -86_400 * 30))
         let refused = await refusal { _ = try await verifier(for: chain).verifyTransaction(jws) }
         #expect(refused?.reason == "expired")
-        // Signed while the chain was valid, the same chain is accepted today (offline, at signedDate).
+        // Signed while the chain was valid, the same chain is accepted today (offline, at signedDate)…
+        let cachingVerifier = verifier(for: chain)
         let earlier = try chain.transaction(productId: "p", signed: Date(timeIntervalSinceNow: -86_400 * 100))
-        #expect(try await verifier(for: chain).verifyTransaction(earlier).productId == "p")
-        // And a cached chain still refuses a payload signed after it expired.
-        #expect(await refusal { _ = try await verifier(for: chain).verifyTransaction(jws) }?.reason == "expired")
+        #expect(try await cachingVerifier.verifyTransaction(earlier).productId == "p")
+        #expect(cachingVerifier.cachedChainCount() == 0, "a chain whose certificates have expired is not kept")
+        // …and a payload signed after it expired is still refused.
+        #expect(await refusal { _ = try await cachingVerifier.verifyTransaction(jws) }?.reason == "expired")
+    }
+
+    @Test("a cached chain still checks each payload's signedDate against the certificates' validity")
+    func cachedChainChecksSignedDate() async throws {
+        var options = AppStoreTestChain.Options()
+        options.validity = Date(timeIntervalSinceNow: -86_400 * 10)...Date(timeIntervalSinceNow: 86_400 * 10)
+        let chain = try AppStoreTestChain(options)
+        let verifier = verifier(for: chain)
+        _ = try await verifier.verifyTransaction(try chain.transaction(productId: "p"))
+        #expect(verifier.cachedChainCount() == 1)
+        let beforeValidity = try chain.transaction(productId: "p", signed: Date(timeIntervalSinceNow: -86_400 * 20))
+        #expect(await refusal { _ = try await verifier.verifyTransaction(beforeValidity) }?.reason == "expired")
     }
 
     @Test("a chain to another root is refused: chain (the root carried in x5c is not trusted)")

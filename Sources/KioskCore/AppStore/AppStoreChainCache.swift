@@ -3,7 +3,8 @@ import Foundation
 import Synchronization
 
 /// Chains ``AppStoreSignedDataVerifier`` has already validated, keyed by the certificates' DER
-/// bytes (as the `x5c` header carries them, base64), so a busy store does not redo the chain per request.
+/// bytes as the proof carries them (its protected header, base64url of `{"alg", "x5c"}`, whose
+/// `alg` was checked too), so a busy store does not redo the chain, nor decode the header, per request.
 ///
 /// An entry never outlives the earliest `notAfter` of its certificates nor the configured
 /// lifetime, and the cache holds a bounded number of chains (Apple signs with few at a time).
@@ -18,7 +19,7 @@ final class AppStoreChainCache: Sendable {
         var cachedUntil: Date
     }
 
-    private let entries = Mutex<[[String]: Entry]>([:])
+    private let entries = Mutex<[String: Entry]>([:])
     private let capacity: Int
 
     init(capacity: Int = 64) {
@@ -26,7 +27,7 @@ final class AppStoreChainCache: Sendable {
     }
 
     /// The entry for `chain`, or nil when none is cached or it has lapsed at `now`.
-    func entry(for chain: [String], now: Date) -> Entry? {
+    func entry(for chain: String, now: Date) -> Entry? {
         entries.withLock { entries in
             guard let entry = entries[chain] else { return nil }
             guard now < entry.cachedUntil else {
@@ -37,7 +38,7 @@ final class AppStoreChainCache: Sendable {
         }
     }
 
-    func store(_ entry: Entry, for chain: [String], now: Date) {
+    func store(_ entry: Entry, for chain: String, now: Date) {
         entries.withLock { entries in
             if entries.count >= capacity {
                 entries = entries.filter { now < $0.value.cachedUntil }

@@ -95,17 +95,36 @@ public struct AppStoreSignedDataVerifier: Sendable {
     }
 
     private func verify<Payload: AppStoreSignedPayload>(_ jws: String, as type: Payload.Type) async throws(AppStoreRefusal) -> Payload {
-        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty else {
+        // Split on the UTF-8 bytes: this runs for every proof presented, and Foundation's string
+        // searching cost more than the signature check.
+        let bytes = jws.utf8
+        guard let firstDot = bytes.firstIndex(of: UInt8(ascii: ".")),
+              let secondDot = bytes[bytes.index(after: firstDot)...].firstIndex(of: UInt8(ascii: ".")),
+              !bytes[bytes.index(after: secondDot)...].contains(UInt8(ascii: ".")),
+              firstDot != bytes.startIndex, bytes.index(after: firstDot) != secondDot
+        else {
             throw .format("not three dot-separated parts of a compact JWS")
         }
-        guard let headerData = Base64URL.decode(parts[0]), let header = try? JSONDecoder().decode(Header.self, from: headerData) else {
-            throw .format("the header is not base64url JSON")
+        let headerPart = jws[..<firstDot]
+        let payloadPart = jws[jws.index(after: firstDot)..<secondDot]
+        let signaturePart = jws[jws.index(after: secondDot)...]
+        let now = configuration.now()
+
+        // The protected header carries `alg` and the certificates' DER bytes and nothing else a
+        // check reads: a header seen before, byte for byte, names a chain validated before.
+        let headerKey = String(headerPart)
+        let cached = cache.entry(for: headerKey, now: now)
+        var x5c: [String] = []
+        if cached == nil {
+            guard let headerData = Base64URL.decode(headerPart), let header = try? JSONDecoder().decode(Header.self, from: headerData) else {
+                throw .format("the header is not base64url JSON")
+            }
+            guard header.alg == "ES256" else { throw .algorithm(header.alg ?? "") }
+            guard let chain = header.x5c, !chain.isEmpty else { throw .chain("the header carries no x5c certificate chain") }
+            guard chain.count == 3 else { throw .chain("x5c has \(chain.count) certificates, not the 3 of leaf, intermediate and root") }
+            x5c = chain
         }
-        guard header.alg == "ES256" else { throw .algorithm(header.alg ?? "") }
-        guard let x5c = header.x5c, !x5c.isEmpty else { throw .chain("the header carries no x5c certificate chain") }
-        guard x5c.count == 3 else { throw .chain("x5c has \(x5c.count) certificates, not the 3 of leaf, intermediate and root") }
-        guard let payloadData = Base64URL.decode(parts[1]) else { throw .format("the payload is not base64url") }
+        guard let payloadData = Base64URL.decode(payloadPart) else { throw .format("the payload is not base64url") }
         // Decoded once, before the signature is checked, for its signedDate; nothing of it is
         // trusted or returned unless the signature verifies.
         let payload: Payload
@@ -119,22 +138,25 @@ public struct AppStoreSignedDataVerifier: Sendable {
         }
         let signedDate = Date(timeIntervalSince1970: Double(payload.signedDate) / 1000)
 
-        let chain = try await validatedChain(x5c, at: signedDate)
+        let chain: AppStoreChainCache.Entry
+        if let cached {
+            chain = cached
+        } else {
+            chain = try await validatedChain(x5c, at: signedDate, now: now)
+            cache.store(chain, for: headerKey, now: now)
+        }
         guard chain.validFrom <= signedDate, signedDate <= chain.validUntil else {
             throw .expired("signed at \(Self.iso(signedDate)), outside \(Self.iso(chain.validFrom)) to \(Self.iso(chain.validUntil))")
         }
-        guard let signature = Base64URL.decode(parts[2]), let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature) else {
+        guard let signature = Base64URL.decode(signaturePart), let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature) else {
             throw .signature
         }
-        let signingInput = jws.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count)
-        guard chain.leafKey.isValidSignature(ecdsa, for: Data(signingInput)) else { throw .signature }
+        guard chain.leafKey.isValidSignature(ecdsa, for: Data(bytes[..<secondDot])) else { throw .signature }
         return payload
     }
 
-    /// The leaf's key and the chain's validity span, from the cache or validated now at `signedDate`.
-    private func validatedChain(_ x5c: [String], at signedDate: Date) async throws(AppStoreRefusal) -> AppStoreChainCache.Entry {
-        let now = configuration.now()
-        if let cached = cache.entry(for: x5c, now: now) { return cached }
+    /// The leaf's key and the chain's validity span, validated now at `signedDate`.
+    private func validatedChain(_ x5c: [String], at signedDate: Date, now: Date) async throws(AppStoreRefusal) -> AppStoreChainCache.Entry {
         var certificates: [Certificate] = []
         for (index, base64) in x5c.enumerated() {
             guard let der = Data(base64Encoded: base64), let certificate = try? Certificate(derEncoded: Array(der)) else {
@@ -168,11 +190,9 @@ public struct AppStoreSignedDataVerifier: Sendable {
         }
         let validFrom = max(leaf.notValidBefore, intermediate.notValidBefore, root.notValidBefore)
         let validUntil = min(leaf.notValidAfter, intermediate.notValidAfter, root.notValidAfter)
-        let entry = AppStoreChainCache.Entry(
+        return AppStoreChainCache.Entry(
             leafKey: leafKey, validFrom: validFrom, validUntil: validUntil,
             cachedUntil: min(validUntil, now.addingTimeInterval(configuration.chainCacheLifetime)))
-        cache.store(entry, for: x5c, now: now)
-        return entry
     }
 
     private func checkApp(bundleId: String, appAppleId: Int64?) throws(AppStoreRefusal) {
@@ -221,10 +241,35 @@ extension AppStoreRenewalInfo: AppStoreSignedPayload {}
 
 /// base64url without padding, as JWS uses it.
 enum Base64URL {
+    /// The 6-bit value of each base64url character; 0xFF for anything else.
+    private static let values: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (value, character) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8.enumerated() {
+            table[Int(character)] = UInt8(value)
+        }
+        return table
+    }()
+
+    /// The bytes of base64url `text` (padding allowed, nothing else), decoded on its UTF-8 bytes:
+    /// Foundation's string replacing cost more than a signature check per proof.
     static func decode(_ text: Substring) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        return Data(base64Encoded: base64)
+        var utf8 = text.utf8[...]
+        while utf8.last == UInt8(ascii: "=") { utf8 = utf8.dropLast() }
+        guard utf8.count % 4 != 1 else { return nil }
+        var output = Data(capacity: utf8.count * 3 / 4)
+        var accumulator: UInt32 = 0
+        var bits = 0
+        for character in utf8 {
+            let value = values[Int(character)]
+            guard value != 0xFF else { return nil }
+            accumulator = (accumulator << 6) | UInt32(value)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+            }
+        }
+        return output
     }
 
     static func encode(_ data: Data) -> String {

@@ -2,9 +2,9 @@
 ///
 /// An enum rather than a struct around a private one (the usual shape for errors that can grow),
 /// on purpose: every place that turns a refusal into an answer (`/verifyReceipt`'s
-/// status, the content route's HTTP error) switches over it exhaustively, so the App Store's
-/// reasons (issue 33: chain, OID, bundle, expired) cannot be added without each of them saying
-/// how it answers.
+/// status, the content route's HTTP error) switches over it exhaustively, so a new kind of
+/// refusal cannot be added without saying how it answers; the App Store's reasons (format, chain,
+/// OID, expired, signature, bundle, environment) come as one case, ``appStore(_:)``.
 public enum ReceiptRefusal: Error, Sendable, Equatable, CustomStringConvertible {
     /// Not a compact JWS whose header and claims Kiosk can read.
     case malformed

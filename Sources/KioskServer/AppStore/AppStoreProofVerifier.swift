@@ -24,8 +24,9 @@ struct AppStoreProofVerifier: PurchaseProofVerifier, Sendable {
 
     /// The purchase a verified transaction proves, in Kiosk's terms.
     func purchase(of transaction: AppStoreTransaction) async throws -> VerifiedPurchase {
-        let products = try await catalog.current.products
-        let product = products.values.first { $0.appStoreProductId == transaction.productId } ?? products[transaction.productId]
+        let published = try await catalog.current
+        let product = published.productsByAppStoreID[transaction.productId].flatMap { published.products[$0] }
+            ?? published.products[transaction.productId]
         let signed = Date(timeIntervalSince1970: Double(transaction.signedDate) / 1000)
         let claims = ReceiptClaims(
             transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId,
