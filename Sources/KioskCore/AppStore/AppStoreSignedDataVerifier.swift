@@ -256,20 +256,24 @@ enum Base64URL {
         var utf8 = text.utf8[...]
         while utf8.last == UInt8(ascii: "=") { utf8 = utf8.dropLast() }
         guard utf8.count % 4 != 1 else { return nil }
-        var output = Data(capacity: utf8.count * 3 / 4)
-        var accumulator: UInt32 = 0
-        var bits = 0
-        for character in utf8 {
-            let value = values[Int(character)]
-            guard value != 0xFF else { return nil }
-            accumulator = (accumulator << 6) | UInt32(value)
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+        var output: [UInt8] = []
+        output.reserveCapacity(utf8.count * 3 / 4)
+        let valid = values.withUnsafeBufferPointer { table in
+            var accumulator: UInt32 = 0
+            var bits = 0
+            for character in utf8 {
+                let value = table[Int(character)]
+                guard value != 0xFF else { return false }
+                accumulator = (accumulator << 6) | UInt32(value)
+                bits += 6
+                if bits >= 8 {
+                    bits -= 8
+                    output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+                }
             }
+            return true
         }
-        return output
+        return valid ? Data(output) : nil
     }
 
     static func encode(_ data: Data) -> String {
