@@ -43,7 +43,7 @@ public struct KioskServer: Sendable {
         self.limits = RateLimitGate(limits: configuration.rateLimits, limiter: RateLimiter(database: database, logger: logger))
         self.store = Store(
             database: database, keys: keys, catalog: self.catalog, environment: configuration.environment,
-            metrics: metrics, logger: logger)
+            metrics: metrics, logger: logger, appStore: configuration.appStore.map(AppStoreSignedDataVerifier.init(configuration:)))
     }
 
     /// Closes the database's connections; call it once the applications have stopped.
@@ -75,6 +75,7 @@ public struct KioskServer: Sendable {
         router.addRoutes(CatalogRoutes(catalog: catalog).collection())
         router.addRoutes(AccountRoutes(store: store, limits: limits).collection())
         router.addRoutes(ReceiptRoutes(store: store, keys: keys).collection())
+        router.addRoutes(AppStoreRoutes(store: store).collection())
         router.addRoutes(ContentRoutes(catalog: catalog, store: store, delivery: configuration.contentDelivery).collection())
         router.addRoutes(AdminRoutes(store: store, adminToken: adminToken).collection(), atPath: "v1/admin")
         return router

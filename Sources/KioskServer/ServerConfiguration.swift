@@ -30,6 +30,9 @@ public struct ServerConfiguration: Sendable {
     public var database: DatabaseLocation?
     /// How many accounts and purchases one client address or account may ask for (429 beyond).
     public var rateLimits = RateLimits()
+    /// The iOS app whose App Store signed transactions are proof of purchase
+    /// (`Authorization: AppStore <JWS>`); nil takes none.
+    public var appStore: AppStoreSignedDataVerifier.Configuration?
 
     /// Where the store's database is.
     public var databaseLocation: DatabaseLocation {

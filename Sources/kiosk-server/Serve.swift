@@ -84,6 +84,49 @@ extension KioskServerTool {
         @Option(help: ArgumentHelp("A proxy (its IP address) whose X-Forwarded-For names the client, for the rate limits; repeat for several ($KIOSK_TRUSTED_PROXIES, comma-separated).", valueName: "address"))
         var trustedProxy: [String] = Self.environment("KIOSK_TRUSTED_PROXIES").map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } } ?? []
 
+        @Option(help: ArgumentHelp("Take App Store signed transactions of this iOS app as proof of purchase (Authorization: AppStore <JWS>), and its Server Notifications at /v1/appstore/notifications ($KIOSK_APP_STORE_BUNDLE_ID).", valueName: "bundle-id"))
+        var appStoreBundleId = Self.environment("KIOSK_APP_STORE_BUNDLE_ID")
+
+        @Option(help: ArgumentHelp("The app's Apple ID, which production notifications must name ($KIOSK_APP_STORE_APP_ID).", valueName: "n"))
+        var appStoreAppId = Self.environment("KIOSK_APP_STORE_APP_ID").flatMap(Int64.init)
+
+        @Option(help: ArgumentHelp("A root certificate (DER) App Store chains must end in, instead of Apple Root CA - G3; repeat for several.", valueName: "cert.der"))
+        var appStoreRoot: [String] = []
+
+        @Option(help: ArgumentHelp("Which App Store environment's proofs to take: sandbox or production; default the store's --environment ($KIOSK_APP_STORE_ENVIRONMENT).", valueName: "environment"))
+        var appStoreEnvironment = Self.environment("KIOSK_APP_STORE_ENVIRONMENT").flatMap(StoreEnvironment.init(rawValue:))
+
+        /// The App Store app the flags name, with its roots read; nil without --app-store-bundle-id.
+        func appStore() throws -> AppStoreSignedDataVerifier.Configuration? {
+            guard let bundleId = appStoreBundleId else {
+                guard appStoreRoot.isEmpty, appStoreAppId == nil, appStoreEnvironment == nil else {
+                    throw ValidationError("--app-store-root, --app-store-app-id and --app-store-environment need --app-store-bundle-id, the app whose proofs to take")
+                }
+                return nil
+            }
+            let roots: [AppStoreRoot]
+            if appStoreRoot.isEmpty {
+                roots = [try AppStoreRoot.appleRootCAG3]
+            } else {
+                roots = try appStoreRoot.map { path in
+                    guard let bytes = FileManager.default.contents(atPath: path) else {
+                        throw ValidationError("--app-store-root \(path): cannot be read; give a DER certificate file such as Apple's AppleRootCA-G3.cer")
+                    }
+                    do {
+                        return try AppStoreRoot(derEncoded: bytes, source: "--app-store-root \(path)")
+                    } catch {
+                        throw ValidationError("\(error)")
+                    }
+                }
+            }
+            let environment = appStoreEnvironment ?? self.environment
+            if environment == .production, appStoreAppId == nil {
+                throw ValidationError("--app-store-environment production needs --app-store-app-id, the app's Apple ID (App Store Connect, App Information)")
+            }
+            return AppStoreSignedDataVerifier.Configuration(
+                bundleId: bundleId, appAppleId: appStoreAppId, environment: AppStoreEnvironment(environment), roots: roots)
+        }
+
         /// The rate limits the flags name.
         func rateLimits() throws -> RateLimits {
             var limits = RateLimits()
@@ -125,6 +168,7 @@ extension KioskServerTool {
             }
             guard requestTimeout > 0 else { throw ValidationError("--request-timeout must be at least 1 second") }
             _ = try rateLimits()
+            _ = try appStore()
             guard ["stream", "x-accel", "signed-redirect"].contains(contentDelivery) else {
                 throw ValidationError("--content-delivery must be stream, x-accel or signed-redirect, not \(contentDelivery)")
             }
@@ -170,6 +214,7 @@ extension KioskServerTool {
                 configuration.publishedDirectory = published.map { URL(fileURLWithPath: $0) }
                 configuration.contentDelivery = try delivery()
                 configuration.rateLimits = try rateLimits()
+                configuration.appStore = try appStore()
                 let logger = Logger(label: "kiosk.server")
                 // The catalog is read and checked before anything else is opened or bound: a bad
                 // one is the one thing a failed start says. Packing waits until the port is bound.

@@ -14,7 +14,7 @@ extension Kiosk {
 
                 Example: kiosk admin sales --server http://127.0.0.1:8080 --data .kiosk-server
                 """,
-            subcommands: [Accounts.self, AccountDetail.self, TransactionList.self, Pending.self, Sales.self, DownloadStats.self, Approve.self, Decline.self, Revoke.self, Refund.self]
+            subcommands: [Accounts.self, AccountDetail.self, TransactionList.self, Pending.self, Sales.self, DownloadStats.self, AppStoreNotifications.self, Approve.self, Decline.self, Revoke.self, Refund.self]
         )
 
         struct Options: ParsableArguments {
@@ -237,6 +237,20 @@ extension Kiosk {
                 try await reportingErrors {
                     try options.show(rows: try await options.get([AdminDownloadRow].self, "/v1/admin/downloads" + filters.query())) {
                         "\($0.day)  \($0.productId)  requests \($0.requests)  bytes \($0.bytes)"
+                    }
+                }
+            }
+        }
+
+        struct AppStoreNotifications: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "appstore", abstract: "App Store Server Notifications received, newest first, with what each did.",
+                discussion: "Example: kiosk admin appstore")
+            @OptionGroup var options: Options
+            func run() async throws {
+                try await reportingErrors {
+                    try options.show(rows: try await options.get([AdminAppStoreNotificationRow].self, "/v1/admin/appstore/notifications")) {
+                        "\($0.receivedAt.formatted(.iso8601))  \($0.notificationType)\($0.subtype.map { "/" + $0 } ?? "")  \($0.transactionId ?? "-")  \($0.productId ?? "-")  \($0.outcome)"
                     }
                 }
             }

@@ -194,6 +194,12 @@ final class ClientDatabase: Sendable {
                 table.add(column: "leaseDeadline", .integer)
             }
         }
+        migrator.registerMigration("v7-proof-kind") { db in
+            try db.alter(table: DownloadRecord.databaseTableName) { table in
+                // The scheme the download's proof goes under: Kiosk's receipt (nil) or an App Store transaction.
+                table.add(column: "proofKind", .text)
+            }
+        }
         return migrator
     }
 }

@@ -134,3 +134,37 @@ public struct AdminDownloadRow: Codable, Sendable, Equatable {
         self.bytes = bytes
     }
 }
+
+/// `GET /v1/admin/appstore/notifications`: one App Store Server Notification as the store recorded
+/// it (once per `notificationUUID`), with what it did.
+public struct AdminAppStoreNotificationRow: Codable, Sendable, Equatable {
+    public var notificationUUID: String
+    /// REFUND, REVOKE, DID_RENEW…
+    public var notificationType: String
+    public var subtype: String?
+    public var transactionId: String?
+    public var originalTransactionId: String?
+    /// Kiosk's product, when the transaction names one the catalog maps.
+    public var productId: String?
+    public var environment: String
+    public var signedDate: Date
+    public var receivedAt: Date
+    /// What the store did: "withdrew transaction …", "extended … until …", or why nothing.
+    public var outcome: String
+
+    public init(
+        notificationUUID: String, notificationType: String, subtype: String?, transactionId: String?, originalTransactionId: String?,
+        productId: String?, environment: String, signedDate: Date, receivedAt: Date, outcome: String
+    ) {
+        self.notificationUUID = notificationUUID
+        self.notificationType = notificationType
+        self.subtype = subtype
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.productId = productId
+        self.environment = environment
+        self.signedDate = signedDate
+        self.receivedAt = receivedAt
+        self.outcome = outcome
+    }
+}

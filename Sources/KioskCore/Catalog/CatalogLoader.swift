@@ -26,6 +26,7 @@ public struct CatalogLoader: Sendable {
 
         var entries: [CatalogEntry] = []
         var fileOfID: [String: String] = [:]
+        var productOfAppStoreID: [String: String] = [:]
         for file in files {
             for entry in try loadFile(file) {
                 if let first = fileOfID[entry.product.id] {
@@ -34,6 +35,15 @@ public struct CatalogLoader: Sendable {
                         message: "is already used by a product in \(first); product IDs must be unique")
                 }
                 fileOfID[entry.product.id] = entry.file
+                // An App Store transaction must name one product only.
+                if let appStoreId = entry.product.appStoreProductId {
+                    if let other = productOfAppStoreID[appStoreId] {
+                        throw CatalogError(
+                            .duplicateID, file: entry.file, productID: entry.product.id, field: "appStoreProductId",
+                            message: "\"\(appStoreId)\" is already the App Store ID of \(other); each App Store product maps to one Kiosk product")
+                    }
+                    productOfAppStoreID[appStoreId] = entry.product.id
+                }
                 entries.append(entry)
             }
         }
@@ -156,6 +166,7 @@ public struct CatalogLoader: Sendable {
             }
             product.publicationDate = date
         }
+        product.appStoreProductId = try reader.optionalString("appStoreProductId")
         let content = try contentSource(reader)
         try reader.rejectUnknownFields()
         try checkKind(product, content: content, reader: reader)
@@ -298,7 +309,7 @@ private struct FieldReader {
 
     static let knownFields: [String: Set<String>] = [
         "": ["id", "kind", "title", "summary", "price", "currency", "creditPrice", "credits", "series",
-             "issueNumber", "publicationDate", "periodMonths", "content"],
+             "issueNumber", "publicationDate", "periodMonths", "content", "appStoreProductId"],
         "content.": ["path", "format"],
     ]
 

@@ -19,6 +19,9 @@ public struct Product: Codable, Sendable, Equatable, Identifiable {
     public var periodMonths: Int?
     /// What the client downloads once the product is owned.
     public var content: ContentDescriptor?
+    /// The product's ID in the App Store, when an iOS app sells it through In-App Purchase
+    /// (its signed transactions name this ID, not Kiosk's).
+    public var appStoreProductId: String?
 
     public init(
         id: String, kind: ProductKind, title: String, summary: String, price: Price,

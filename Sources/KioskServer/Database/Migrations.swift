@@ -160,6 +160,41 @@ enum Migrations {
             """#,
             #"CREATE INDEX "storeTransaction_changes" ON "storeTransaction" ("accountId", "changeSequence")"#,
         ] },
+        // App Store proofs (issue 33): the transactions the store has seen, which REFUND and
+        // REVOKE withdraw and DID_RENEW extends, and each notification once by its UUID.
+        // Named 8: other branches add 6 and 7; names, not numbers, say what has run.
+        Migration(name: "8-app-store") { type in [
+            """
+            CREATE TABLE "appStoreTransaction" (
+                "transactionId" TEXT PRIMARY KEY,
+                "originalTransactionId" TEXT NOT NULL,
+                "productId" TEXT NOT NULL,
+                "kind" TEXT NOT NULL,
+                "purchaseDate" \(type.timestamp),
+                "expiresDate" \(type.timestamp),
+                "environment" TEXT NOT NULL,
+                "revokedAt" \(type.timestamp),
+                "revocationReason" TEXT,
+                "seenAt" \(type.timestamp) NOT NULL
+            )
+            """,
+            #"CREATE INDEX "appStoreTransaction_by_original" ON "appStoreTransaction" ("originalTransactionId")"#,
+            """
+            CREATE TABLE "appStoreNotification" (
+                "notificationUUID" TEXT PRIMARY KEY,
+                "notificationType" TEXT NOT NULL,
+                "subtype" TEXT,
+                "transactionId" TEXT,
+                "originalTransactionId" TEXT,
+                "productId" TEXT,
+                "environment" TEXT NOT NULL,
+                "signedDate" \(type.timestamp) NOT NULL,
+                "receivedAt" \(type.timestamp) NOT NULL,
+                "outcome" TEXT NOT NULL
+            )
+            """,
+            #"CREATE INDEX "appStoreNotification_by_received" ON "appStoreNotification" ("receivedAt")"#,
+        ] },
         // Sales by UTC day, product and currency, kept as the store writes each ledger entry (in the
         // same transaction), so the console's overview reads a few hundred rows rather than every
         // ledger entry of its window. Backfilled from the ledger.

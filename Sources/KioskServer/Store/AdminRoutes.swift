@@ -21,6 +21,7 @@ struct AdminRoutes: Sendable {
         routes.get("pending", use: pending)
         routes.get("sales", use: sales)
         routes.get("downloads", use: downloads)
+        routes.get("appstore/notifications", use: appStoreNotifications)
         routes.post("transactions/:id/approve", use: approve)
         routes.post("transactions/:id/decline", use: decline)
         routes.post("transactions/:id/revoke", use: revoke)
@@ -57,6 +58,11 @@ struct AdminRoutes: Sendable {
     /// `GET /v1/admin/downloads`: ``AdminDownloadRow`` per product and day.
     @Sendable func downloads(_ request: Request, context: KioskRequestContext) async throws -> Response {
         try JSONBody.response(try await store.downloadStats(try Self.filter(request, states: false)))
+    }
+
+    /// `GET /v1/admin/appstore/notifications`: ``AdminAppStoreNotificationRow`` per notification, newest first.
+    @Sendable func appStoreNotifications(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.appStoreNotifications())
     }
 
     /// `POST /v1/admin/transactions/{id}/approve`: the Ask to Buy is charged and signed.

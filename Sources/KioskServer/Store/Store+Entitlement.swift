@@ -8,7 +8,18 @@ extension Store {
         case granted
         /// The receipt's own transaction was revoked (refunded) or is not known to this store.
         case revoked
+        /// Withdrawn for the reason given (an App Store refund or revocation).
+        case withdrawn(String)
         case notOwned
+    }
+
+    /// Whether a verified proof entitles `product`, by the record its kind of proof stands in:
+    /// Kiosk's own transactions, or the App Store transactions this store has seen.
+    func entitlement(_ verified: VerifiedPurchase, for product: Product) async throws -> Entitlement {
+        if verified.kind == .appStore {
+            return try await appStoreEntitlement(verified, for: product)
+        }
+        return try await entitlement(verified.claims, for: product)
     }
 
     /// Checks that the receipt's transaction stands and that its account owns `product`, directly or

@@ -14,6 +14,8 @@ public struct Store: Sendable {
     let keys: SigningKeys
     /// Checks every proof of purchase presented, one verifier per kind of proof.
     public let proofs: PurchaseProofVerifiers
+    /// App Store signed data (transactions and notifications), when the store takes it.
+    let appStore: AppStoreProofVerifier?
     /// Payments of one account that read its holdings decide one at a time in this process (see ``AccountTurns``).
     let turns = AccountTurns()
     /// Wakes the account change feed's long polls waiting in this process (see ``transactions(accountId:after:wait:limit:)``).
@@ -27,12 +29,15 @@ public struct Store: Sendable {
 
     public init(
         database: ServerDatabase, keys: SigningKeys, catalog: CatalogService, environment: StoreEnvironment,
-        metrics: ServerMetrics, logger: Logger
+        metrics: ServerMetrics, logger: Logger, appStore: AppStoreSignedDataVerifier? = nil
     ) {
         self.metrics = metrics
         self.database = database
         self.keys = keys
-        self.proofs = PurchaseProofVerifiers([KioskReceiptVerifier(keys: keys)])
+        let appStoreProofs = appStore.map { AppStoreProofVerifier(signedData: $0, catalog: catalog) }
+        self.appStore = appStoreProofs
+        // One verifier per kind of proof; the routes that take proofs never name one.
+        self.proofs = PurchaseProofVerifiers([KioskReceiptVerifier(keys: keys)] + (appStoreProofs.map { [$0] } ?? []))
         self.catalog = catalog
         self.environment = environment
         self.logger = logger

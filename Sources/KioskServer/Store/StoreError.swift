@@ -57,6 +57,11 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
             message: ofAccount ? "this account has no transaction \(id)" : "no transaction \(id)")
     }
 
+    static var appStoreNotConfigured: StoreError {
+        StoreError(.unknownProduct, code: "appstore_not_configured",
+            message: "this store takes no App Store proofs; start kiosk serve with --app-store-bundle-id")
+    }
+
     static func unknownProduct(_ id: String) -> StoreError {
         StoreError(.unknownProduct, code: "unknown_product", message: "no product \"\(id)\" in the catalog; run kiosk sync")
     }
