@@ -26,6 +26,12 @@ public struct ServerConfiguration: Sendable {
     public var database: DatabaseLocation?
     /// How many accounts and purchases one client address or account may ask for (429 beyond).
     public var rateLimits = RateLimits()
+    /// Seconds of store time per real second (sandbox only): renewals, grace and expiry follow it.
+    public var sandboxTimeScale: Double = 1
+    /// How often each instance looks for renewals due; nil runs no renewal worker.
+    public var renewalInterval: Duration? = .seconds(1)
+    /// How notifications are delivered to the publisher's endpoints; nil runs no delivery worker.
+    public var notificationDelivery: NotificationDeliveryConfiguration? = NotificationDeliveryConfiguration()
 
     /// Where the store's database is.
     public var databaseLocation: DatabaseLocation {

@@ -33,6 +33,12 @@ extension KioskServer {
         }
         services.append(Self.stopsTheGroup(CatalogReloadService(catalog: catalog, listening: listening, onServing: onServing)))
         services.append(Self.stopsTheGroup(CleanupService(limiter: limits.limiter, catalog: catalog)))
+        if let interval = configuration.renewalInterval {
+            services.append(Self.stopsTheGroup(RenewalService(store: store, interval: interval, logger: logger)))
+        }
+        if let delivery = configuration.notificationDelivery {
+            services.append(Self.stopsTheGroup(NotificationService(store: store, configuration: delivery, logger: logger)))
+        }
         return ServiceGroup(configuration: .init(
             services: services, gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [], logger: logger))
     }

@@ -27,13 +27,13 @@ extension SQLDatabase {
         let row = try await raw(#"""
             INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId",
                 "purchaseDate", "expiresDate", "status", "paymentMethod", "idempotencyKey", "amountCents", "currency",
-                "creditsGranted", "creditsSpent", "signedTransaction", "message", "finishedAt", "createdAt", "revokedAt", "revocationReason", "requestedMethod")
+                "creditsGranted", "creditsSpent", "signedTransaction", "message", "finishedAt", "createdAt", "revokedAt", "revocationReason", "requestedMethod", "appAccountToken")
             VALUES (\#(bind: record.id), \#(bind: record.accountId), \#(bind: record.productId), \#(bind: record.kind.rawValue),
                 \#(bind: record.quantity), \#(bind: record.originalTransactionId), \#(bind: record.purchaseDate), \#(bind: record.expiresDate),
                 \#(bind: record.status.rawValue), \#(bind: record.paymentMethod), \#(bind: record.idempotencyKey), \#(bind: record.amountCents),
                 \#(bind: record.currency), \#(bind: record.creditsGranted), \#(bind: record.creditsSpent), \#(bind: record.signedTransaction),
                 \#(bind: record.message), \#(bind: record.finishedAt), \#(bind: record.createdAt), \#(bind: record.revokedAt),
-                \#(bind: record.revocationReason), \#(bind: record.requestedMethod))
+                \#(bind: record.revocationReason), \#(bind: record.requestedMethod), \#(bind: record.appAccountToken))
             RETURNING "sequence"
             """#).first()
         var inserted = record
@@ -134,20 +134,29 @@ struct RecordPurchase: StoreStatement {
             INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId",
                 "purchaseDate", "expiresDate", "status", "paymentMethod", "idempotencyKey", "amountCents", "currency",
                 "creditsGranted", "creditsSpent", "signedTransaction", "message", "finishedAt", "createdAt", "revokedAt", "revocationReason",
-                "requestedMethod")
-            SELECT $4, $1, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24
+                "requestedMethod", "appAccountToken")
+            SELECT $4, $1, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $31
             FROM "advanced"
             RETURNING "sequence"
         ), "charged" AS (
             INSERT INTO "ledgerEntry" ("transactionId", "kind", "accountId", "amountCents", "currency", "reason", "createdAt")
             SELECT $4, $26, $1, $27, $28, $29, $30
             FROM "recorded" WHERE $25
+        ), "announced" AS (
+            INSERT INTO "notification" ("id", "accountId", "type", "subtype", "transactionId", "originalTransactionId", "renewalInfo", "createdAt")
+            SELECT $32, $1, 'ONE_TIME_CHARGE', NULL, $4, $8, NULL, $21
+            FROM "recorded" WHERE $33
+            RETURNING "sequence"
+        ), "fanned" AS (
+            INSERT INTO "delivery" ("notificationSequence", "webhookId", "accountId", "state", "attempts", "nextAttemptAt")
+            SELECT "announced"."sequence", "webhook"."id", $1, 'pending', 0, $21 FROM "announced", "webhook"
         )
         SELECT "recorded"."sequence", "advanced"."credits" FROM "recorded", "advanced"
         """#
     static let parameterTypes: [PostgresDataType] = AdvanceAccount.parameterTypes + [
         .text, .text, .text, .int8, .text, .timestamptz, .timestamptz, .text, .text, .text, .int8, .text,
         .int8, .int8, .text, .text, .timestamptz, .timestamptz, .timestamptz, .text, .text, .bool, .text, .int8, .text, .text, .timestamptz,
+        .text, .text, .bool,
     ]
 
     let record: TransactionRecord
@@ -163,7 +172,8 @@ struct RecordPurchase: StoreStatement {
             .integer(Int64(record.creditsGranted)), .integer(Int64(record.creditsSpent)), .text(record.signedTransaction),
             .text(record.message), .date(record.finishedAt), .date(record.createdAt), .date(record.revokedAt), .text(record.revocationReason),
             .text(record.requestedMethod), .flag(charge != nil), .text(charge?.kind.rawValue), .integer(Int64(charge?.amountCents ?? 0)), .text(charge?.currency),
-            .text(charge?.reason), .date(charge?.createdAt),
+            .text(charge?.reason), .date(charge?.createdAt), .text(record.appAccountToken),
+            .text(UUID().uuidString.lowercased()), .flag(record.announcesCharge),
         ]
     }
 }
