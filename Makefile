@@ -22,7 +22,11 @@ deps:
 	@$(MAKE) --no-print-directory install PACKAGES="$(DEV_PACKAGES)"
 
 test-tools:
-	@$(MAKE) --no-print-directory install PACKAGES="$(TEST_TOOLS)"
+	@$(MAKE) --no-print-directory install PACKAGES="$(TEST_TOOLS) python3-venv"
+	@# joserfc, the independent JOSE library the notification tests verify signatures with: the
+	@# system's when it has one, else a venv of its own (scripts/verify_notifications.py).
+	@python3 -c 'import joserfc' 2>/dev/null || [ -x .build/pyjose/bin/python3 ] || \
+		{ python3 -m venv .build/pyjose && .build/pyjose/bin/pip install -q joserfc; }
 
 install:
 	@missing=""; \
