@@ -1,6 +1,7 @@
 import Foundation
 import KioskCore
 import KioskServer
+import Logging
 import KioskTestSupport
 import KioskTransfer
 import Testing
@@ -235,6 +236,33 @@ struct SubscriptionLifeTests {
             #expect(try await other.advance(to: try #require(bought.claims.expires)) == 1)
             #expect(try await other.subscription(id).state == .active)
             #expect(try await other.periods().count == 2)
+        }
+    }
+
+    @Test("an instance that dies between claiming a renewal and committing it leaves nothing: no period, no charge; once its claim lapses another instance renews it once", arguments: TestEngine.all)
+    func crashMidRenewal(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine, graceDays: nil) { store in
+            let first = try await store.buy()
+            let original = first.claims.originalTransactionId
+            // The period ends; nothing renews it yet (the renewal pass is run below, by hand).
+            let now = try await store.subscriptions().now
+            try await store.sandbox(advance: try #require(first.claims.expires).addingTimeInterval(60).timeIntervalSince(now))
+            struct Killed: Error {}
+            let server = store.server
+            let dying = Store(database: server.database, keys: server.keys, catalog: server.catalog, environment: .sandbox,
+                              metrics: server.metrics, logger: Logger(label: "dying"), clock: server.store.clock,
+                              renewalLease: 1.5, beforeRenewalCommit: { _ in throw Killed() })
+            await #expect(throws: Killed.self) { try await dying.renewDue() }
+            #expect(try await store.periods().count == 1)
+            #expect(try await store.charges() == [249])
+            // Its claim holds for its lease: the live instance finds nothing to take yet.
+            #expect(try await store.runRenewals() == 0)
+            try await Task.sleep(for: .seconds(2))
+            #expect(try await store.runRenewals() == 1)
+            #expect(try await store.runRenewals() == 0)
+            let periods = try await store.periods()
+            #expect(periods.count == 2 && Set(periods.map(\.originalTransactionId)) == [original])
+            #expect(try await store.charges() == [249, 249])
         }
     }
 

@@ -117,7 +117,7 @@ extension Store {
     /// Claims the deliveries due now, each the oldest undelivered of its account and endpoint, and
     /// sends them; returns how many were delivered (2xx).
     @discardableResult
-    func deliverDue(_ configuration: NotificationDeliveryConfiguration) async throws -> Int {
+    public func deliverDue(_ configuration: NotificationDeliveryConfiguration) async throws -> Int {
         var total = 0
         while true {
             let claimed = try await claimDeliveries(configuration)

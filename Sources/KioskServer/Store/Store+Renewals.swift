@@ -12,17 +12,14 @@ import SQLKit
 /// (compare-and-set on its `version`), the new transaction, its charge, the account's revision,
 /// the grace window and the notification. A renewal's idempotency key names its period, so the
 /// unique key refuses a second renewal of one period whatever happens. An instance killed
-/// between the claim and the commit leaves nothing written; its lease lapses and another (or
-/// the same, restarted) takes the row again.
+/// between the claim and the commit leaves nothing written; its lease (``renewalLease``, 30 s)
+/// lapses and another (or the same, restarted) takes the row again.
 extension Store {
-    /// How long a claim on a due subscription holds before another instance may take it.
-    static let renewalLease: TimeInterval = 30
-
     /// Claims the subscriptions due now and takes each one step (several rounds, until none is
     /// due or claimable).
     /// - Returns: how many steps were committed.
     @discardableResult
-    func renewDue(limit: Int = 200) async throws -> Int {
+    public func renewDue(limit: Int = 200) async throws -> Int {
         var total = 0
         while true {
             let claimed = try await claimDue(limit: limit)
@@ -42,7 +39,7 @@ extension Store {
     func claimDue(limit: Int) async throws -> [SubscriptionRecord] {
         let now = clock.now()
         let wall = Date.storeNow
-        let lease = wall.addingTimeInterval(Self.renewalLease)
+        let lease = wall.addingTimeInterval(renewalLease)
         let skipLocked = database.engine == .postgres ? "FOR UPDATE SKIP LOCKED" : ""
         let instance = self.instance
         return try await database.statement { db in
@@ -81,6 +78,7 @@ extension Store {
         }
         let decided = step
         let instance = self.instance
+        try await beforeRenewalCommit?(claimed.originalTransactionId)
         do {
             return try await database.write { db in
                 let s = decided.subscription

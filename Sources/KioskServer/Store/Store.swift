@@ -26,12 +26,20 @@ public struct Store: Sendable {
     public let clock: StoreClock
     /// This instance's name in the claims it takes on due renewals and deliveries.
     let instance = "instance-" + Store.randomHex(bytes: 6)
+    /// How long a claim on a due subscription holds before another instance may take it.
+    let renewalLease: TimeInterval
+    /// Called with the subscription's ID after a renewal step is decided and signed, just before
+    /// its commit: the tests' crash point (an error thrown here leaves the claim and nothing else).
+    let beforeRenewalCommit: (@Sendable (String) async throws -> Void)?
 
     public init(
         database: ServerDatabase, keys: SigningKeys, catalog: CatalogService, environment: StoreEnvironment,
-        metrics: ServerMetrics, logger: Logger, clock: StoreClock = .wallClock
+        metrics: ServerMetrics, logger: Logger, clock: StoreClock = .wallClock,
+        renewalLease: TimeInterval = 30, beforeRenewalCommit: (@Sendable (String) async throws -> Void)? = nil
     ) {
         self.clock = clock
+        self.renewalLease = renewalLease
+        self.beforeRenewalCommit = beforeRenewalCommit
         self.metrics = metrics
         self.database = database
         self.keys = keys
