@@ -16,7 +16,7 @@ struct NotificationService: Service {
                 return
             }
             do {
-                try await store.deliverDue(configuration)
+                try await store.deliverDue(configuration, stopping: { Task.isShuttingDownGracefully })
             } catch {
                 logger.warning("notification delivery pass failed; trying again at the next", metadata: ["error": "\(ServerDatabase.describe(error))"])
             }

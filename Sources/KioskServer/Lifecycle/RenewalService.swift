@@ -17,7 +17,9 @@ struct RenewalService: Service {
                 return
             }
             do {
-                let steps = try await store.renewDue()
+                // A backlog is worked through in rounds; a shutdown stops it between two rounds
+                // (what a round claimed and did not commit lapses with its lease).
+                let steps = try await store.renewDue(stopping: { Task.isShuttingDownGracefully })
                 if steps > 0 { logger.debug("renewal steps committed", metadata: ["steps": "\(steps)"]) }
             } catch {
                 // The next pass tries again: nothing of a step that failed was written.

@@ -117,9 +117,9 @@ extension Store {
     /// Claims the deliveries due now, each the oldest undelivered of its account and endpoint, and
     /// sends them; returns how many were delivered (2xx).
     @discardableResult
-    public func deliverDue(_ configuration: NotificationDeliveryConfiguration) async throws -> Int {
+    public func deliverDue(_ configuration: NotificationDeliveryConfiguration, stopping: @Sendable () -> Bool = { false }) async throws -> Int {
         var total = 0
-        while true {
+        while !stopping() {
             let claimed = try await claimDeliveries(configuration)
             if claimed.isEmpty { return total }
             let delivered = try await withThrowingTaskGroup(of: Bool.self) { group in
@@ -132,6 +132,7 @@ extension Store {
             // Only successes unblock the next of an account; after failures, wait for their time.
             if delivered == 0 { return total }
         }
+        return total
     }
 
     private func claimDeliveries(_ configuration: NotificationDeliveryConfiguration) async throws -> [DueDelivery] {

@@ -16,12 +16,12 @@ import SQLKit
 /// lapses and another (or the same, restarted) takes the row again.
 extension Store {
     /// Claims the subscriptions due now and takes each one step (several rounds, until none is
-    /// due or claimable).
+    /// due or claimable, or `stopping` says the server is shutting down).
     /// - Returns: how many steps were committed.
     @discardableResult
-    public func renewDue(limit: Int = 200) async throws -> Int {
+    public func renewDue(limit: Int = 200, stopping: @Sendable () -> Bool = { false }) async throws -> Int {
         var total = 0
-        while true {
+        while !stopping() {
             let claimed = try await claimDue(limit: limit)
             if claimed.isEmpty { return total }
             let done = try await withThrowingTaskGroup(of: Bool.self) { group in
@@ -33,6 +33,7 @@ extension Store {
             total += done
             if done == 0 { return total }
         }
+        return total
     }
 
     /// Marks up to `limit` due, unclaimed subscriptions as this instance's for ``renewalLease``.
