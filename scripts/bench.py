@@ -90,7 +90,10 @@ def generate():
         "price": "1.00", "currency": "USD", "content": {"path": "big.zip", "format": "zip"}}, {
         "id": PACK, "kind": "consumable", "title": "5 credits", "price": "4.99", "currency": "USD", "credits": 5}, {
         "id": SUBSCRIPTION, "kind": "subscription", "title": "A monthly subscription", "price": "2.49", "currency": "USD",
-        "series": "com.kiosk.bench.series", "periodMonths": 1}]}))
+        "series": "com.kiosk.bench.series", "periodMonths": 1}, {
+        # A subscription's series needs an issue; the big archive serves as its content.
+        "id": "com.kiosk.bench.series.issue-01", "kind": "nonConsumable", "title": "An issue", "price": "1.00", "currency": "USD",
+        "series": "com.kiosk.bench.series", "issueNumber": 1, "publicationDate": "2026-01-01", "content": {"path": "big.zip", "format": "zip"}}]}))
     large = BENCH / "catalog100k"
     (large / "Catalog").mkdir(parents=True, exist_ok=True)
     (large / "Content").mkdir(parents=True, exist_ok=True)
