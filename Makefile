@@ -30,6 +30,10 @@ test-tools:
 	@$(VENV)/bin/python -c 'import playwright' 2>/dev/null || { \
 		echo "installing $(PLAYWRIGHT) into $(VENV)"; \
 		python3 -m venv $(VENV) && $(VENV)/bin/pip install -q '$(PLAYWRIGHT)'; }
+	@# joserfc, the independent JOSE library the notification tests verify signatures with: the
+	@# system's when it has one, else a venv of its own (scripts/verify_notifications.py).
+	@python3 -c 'import joserfc' 2>/dev/null || [ -x .build/pyjose/bin/python3 ] || \
+		{ python3 -m venv .build/pyjose && .build/pyjose/bin/pip install -q joserfc; }
 
 install:
 	@missing=""; \

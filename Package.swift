@@ -90,6 +90,8 @@ let package = Package(
                 "CLinux",
                 "KioskCore",
                 "KioskArchive",
+                // Its libcurl client POSTs notifications to the publisher's endpoints.
+                "KioskTransfer",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -3,7 +3,8 @@
 
 Each comparison is interleaved (A B C A B C ...) BENCH_PAIRS times (default 5); the report gives
 medians and ratios, and .bench/results.json keeps them. Data lives in .bench/ (ignored by git).
-BENCH_ONLY=purchases runs only the purchase comparison (against pgbench, on both engines);
+BENCH_ONLY=purchases runs only the purchase comparison (against pgbench, on both engines), with
+renewals of 10,000 due subscriptions and notifications delivered per second on the same stores;
 BENCH_ONLY=catalog only the 100,000-product catalog (sync, starts, 304s against nginx);
 BENCH_ONLY=serving only curl fetching the 1 GiB from nginx and from kiosk serve;
 BENCH_ONLY=overlap only the download-and-install of 5,000 files with and without unpacking while downloading;
@@ -90,7 +91,12 @@ def generate():
     (store / "Catalog/bench.json").write_text(json.dumps({"products": [{
         "id": "com.kiosk.bench.big", "kind": "nonConsumable", "title": "1 GiB of random bytes",
         "price": "1.00", "currency": "USD", "content": {"path": "big.zip", "format": "zip"}}, {
-        "id": PACK, "kind": "consumable", "title": "5 credits", "price": "4.99", "currency": "USD", "credits": 5}]}))
+        "id": PACK, "kind": "consumable", "title": "5 credits", "price": "4.99", "currency": "USD", "credits": 5}, {
+        "id": SUBSCRIPTION, "kind": "subscription", "title": "A monthly subscription", "price": "2.49", "currency": "USD",
+        "series": "com.kiosk.bench.series", "periodMonths": 1}, {
+        # A subscription's series needs an issue; the big archive serves as its content.
+        "id": "com.kiosk.bench.series.issue-01", "kind": "nonConsumable", "title": "An issue", "price": "1.00", "currency": "USD",
+        "series": "com.kiosk.bench.series", "issueNumber": 1, "publicationDate": "2026-01-01", "content": {"path": "big.zip", "format": "zip"}}]}))
     large = BENCH / "catalog100k"
     (large / "Catalog").mkdir(parents=True, exist_ok=True)
     (large / "Content").mkdir(parents=True, exist_ok=True)
@@ -332,6 +338,15 @@ def bench_purchases():
                                   "history_rate_change": long["per_s"] / fresh["per_s"] - 1}
             finally:
                 server.stop()
+            # 7. Renewals and notifications on the same store, beside its purchases figure.
+            def serve(more, data=data, extra=extra):
+                return Server([KIOSK, "serve", "--catalog", str(BENCH / "store/Catalog"), "--content", str(BENCH / "store/Content"),
+                               "--data", str(data), "--port", "0", *extra, "--rate-limit-accounts-per-address", "off",
+                               "--rate-limit-purchases-per-address", "off", "--rate-limit-purchases-per-account", "off", *more], kiosk_ready)
+            life = bench_renewals(engine, serve, data)
+            life["renewals_to_purchases"] = life["renewals_per_s"] / report[engine]["200 accounts"]["per_s"]
+            life["notifications_to_purchases"] = life["notifications_per_s"] / report[engine]["200 accounts"]["per_s"]
+            report[engine]["subscription life"] = life
         results["comparisons"]["6. purchases, 32 clients"] = report
         print("\n6. purchases, 32 clients (POST /v1/payments, a new charge each)")
         print(f"  pgbench -N: {report['pgbench -N tps (32 clients)']:.0f} tps  p99 {report['pgbench -N p99 ms']:.1f} ms")
@@ -342,8 +357,102 @@ def bench_purchases():
                     windows = f"  (windows: {', '.join(f'{w:.0f}' for w in value['windows_per_s'])})" if "windows_per_s" in value else ""
                     print(f"  {engine:<8} {label:<46} {value['per_s']:8.0f} /s  p99 {value['p99_ms']:6.1f} ms  non-2xx {value['non_2xx']}{windows}")
             print(f"  {engine:<8} ×{row['ratio_to_pgbench']:.2f} of pgbench; one account's rate after its history: {row['history_rate_change']:+.0%}")
+            life = row["subscription life"]
+            print(f"  {engine:<8} renewals, 10,000 due, one pass           {life['renewals_per_s']:8.0f} /s  (×{life['renewals_to_purchases']:.2f} of purchases/s; {life['renewal_steps']} renewed)")
+            print(f"  {engine:<8} notifications delivered to a local receiver {life['notifications_per_s']:8.0f} /s  (×{life['notifications_to_purchases']:.2f} of purchases/s; {life['notifications']} delivered)")
     finally:
         postgres.stop()
+
+
+SUBSCRIPTION = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
+# Store seconds per real second while renewals are measured: a monthly period ends a minute after the restart.
+SCALE = 31 * 86_400 // 60
+
+
+class Receiver:
+    """A publisher's endpoint in this process: counts the notifications POSTed to it (answers 200)."""
+    def __init__(self):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        receiver = self
+        self.count = 0
+        self.lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with receiver.lock:
+                    receiver.count += 1
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+
+
+def admin_call(url, data, method, path, body=None):
+    import urllib.request
+    token = (data / "admin-token").read_text().strip()
+    request = urllib.request.Request(url + path, data=json.dumps(body or {}).encode(), method=method,
+                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=600) as answer:
+        return json.loads(answer.read())
+
+
+def bench_renewals(engine, serve, data, count=10_000):
+    """Renewals per second for `count` due subscriptions, and notifications delivered per second to a
+    local receiver, on the store the purchases were measured on. Three starts of the same store: one
+    sells the subscriptions (no workers), one with the clock 44,640 times faster renews them all in one
+    timed pass (POST /v1/admin/renewals/run; no worker), one delivers the 2 × count notifications
+    (SUBSCRIBED, DID_RENEW) and is timed until the receiver has them all."""
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+    receiver = Receiver()
+    try:
+        server = serve(["--renewal-interval", "0", "--notification-interval", "0"])
+        try:
+            admin_call(server.url, data, "POST", "/v1/admin/webhooks", {"url": receiver.url})
+            def subscribe(_):
+                with urllib.request.urlopen(urllib.request.Request(server.url + "/v1/accounts", data=b"{}", method="POST")) as answer:
+                    token = json.loads(answer.read())["token"]
+                body = json.dumps({"productId": SUBSCRIPTION, "quantity": 1, "paymentMethod": "approve", "idempotencyKey": os.urandom(8).hex()}).encode()
+                request = urllib.request.Request(server.url + "/v1/payments", data=body, method="POST",
+                                                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+                with urllib.request.urlopen(request) as answer:
+                    answer.read()
+            with ThreadPoolExecutor(32) as pool:
+                list(pool.map(subscribe, range(count)))
+        finally:
+            server.stop()
+        server = serve(["--renewal-interval", "0", "--notification-interval", "0", "--sandbox-time-scale", str(SCALE)])
+        try:
+            time.sleep(31 * 86_400 / SCALE + 3)
+            started = time.monotonic()
+            steps = admin_call(server.url, data, "POST", "/v1/admin/renewals/run")["steps"]
+            renewals = steps / (time.monotonic() - started)
+        finally:
+            server.stop()
+        server = serve(["--renewal-interval", "0", "--notification-interval", "0.1"])
+        try:
+            started = time.monotonic()
+            while receiver.count < 2 * count and time.monotonic() - started < 600:
+                time.sleep(0.05)
+            delivered = receiver.count / (time.monotonic() - started)
+        finally:
+            server.stop()
+        return {"renewals_per_s": renewals, "renewal_steps": steps, "notifications_per_s": delivered, "notifications": receiver.count}
+    finally:
+        receiver.stop()
 
 
 TREE = "com.kiosk.bench.tree"

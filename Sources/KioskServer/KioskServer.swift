@@ -39,11 +39,19 @@ public struct KioskServer: Sendable {
             await database.close()
             throw error
         }
+        let clock: StoreClock
+        do {
+            clock = try await StoreClock.load(scale: configuration.sandboxTimeScale, environment: configuration.environment, database: database)
+        } catch {
+            await database.close()
+            throw error
+        }
         self.database = database
         self.limits = RateLimitGate(limits: configuration.rateLimits, limiter: RateLimiter(database: database, logger: logger))
         self.store = Store(
             database: database, keys: keys, catalog: self.catalog, environment: configuration.environment,
-            metrics: metrics, logger: logger, appStore: configuration.appStore.map(AppStoreSignedDataVerifier.init(configuration:)))
+            metrics: metrics, logger: logger, appStore: configuration.appStore.map(AppStoreSignedDataVerifier.init(configuration:)),
+            clock: clock)
     }
 
     /// Closes the database's connections; call it once the applications have stopped.

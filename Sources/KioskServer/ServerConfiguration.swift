@@ -33,6 +33,12 @@ public struct ServerConfiguration: Sendable {
     /// The iOS app whose App Store signed transactions are proof of purchase
     /// (`Authorization: AppStore <JWS>`); nil takes none.
     public var appStore: AppStoreSignedDataVerifier.Configuration?
+    /// Seconds of store time per real second (sandbox only): renewals, grace and expiry follow it.
+    public var sandboxTimeScale: Double = 1
+    /// How often each instance looks for renewals due; nil runs no renewal worker.
+    public var renewalInterval: Duration? = .seconds(1)
+    /// How notifications are delivered to the publisher's endpoints; nil runs no delivery worker.
+    public var notificationDelivery: NotificationDeliveryConfiguration? = NotificationDeliveryConfiguration()
 
     /// Where the store's database is.
     public var databaseLocation: DatabaseLocation {

@@ -149,6 +149,28 @@ extension KioskServerTool {
             return limits
         }
 
+        @Option(help: ArgumentHelp("Sandbox only: seconds of store time per real second, so renewals, grace and expiry come sooner (8640: a day in 10 s, a month in 5 min) ($KIOSK_SANDBOX_TIME_SCALE).", valueName: "N"))
+        var sandboxTimeScale = Self.environment("KIOSK_SANDBOX_TIME_SCALE").flatMap(Double.init) ?? 1
+
+        @Option(help: ArgumentHelp("Seconds between a notification's failed delivery attempts, comma-separated, the last repeating; default 5,30,120,600,3600,21600 ($KIOSK_NOTIFICATION_RETRY).", valueName: "seconds"))
+        var notificationRetry = Self.environment("KIOSK_NOTIFICATION_RETRY")
+
+        @Option(help: ArgumentHelp("Seconds between two passes of the renewal worker; 0 runs none on this instance ($KIOSK_RENEWAL_INTERVAL).", valueName: "seconds"))
+        var renewalInterval = Self.environment("KIOSK_RENEWAL_INTERVAL").flatMap(Double.init) ?? 1
+
+        @Option(help: ArgumentHelp("Seconds between two passes of the notification delivery worker; 0 runs none on this instance ($KIOSK_NOTIFICATION_INTERVAL).", valueName: "seconds"))
+        var notificationInterval = Self.environment("KIOSK_NOTIFICATION_INTERVAL").flatMap(Double.init) ?? 0.5
+
+        /// The delays `--notification-retry` names, or nil for the default.
+        func retryDelays() throws -> [TimeInterval]? {
+            guard let notificationRetry else { return nil }
+            let delays = notificationRetry.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
+            guard !delays.isEmpty, delays.allSatisfy({ ($0 ?? -1) > 0 }) else {
+                throw ValidationError("--notification-retry must be seconds greater than zero, comma-separated, like 5,30,120; not \(notificationRetry)")
+            }
+            return delays.compactMap { $0 }
+        }
+
         static func environment(_ name: String) -> String? {
             ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
         }
@@ -169,6 +191,16 @@ extension KioskServerTool {
             guard requestTimeout > 0 else { throw ValidationError("--request-timeout must be at least 1 second") }
             _ = try rateLimits()
             _ = try appStore()
+            _ = try retryDelays()
+            guard renewalInterval >= 0, notificationInterval >= 0 else {
+                throw ValidationError("--renewal-interval and --notification-interval must be 0 (off) or more seconds")
+            }
+            guard sandboxTimeScale > 0, sandboxTimeScale.isFinite else {
+                throw ValidationError("--sandbox-time-scale must be a number greater than zero, not \(sandboxTimeScale)")
+            }
+            if environment == .production, sandboxTimeScale != 1 {
+                throw ValidationError("--sandbox-time-scale is for the sandbox; a production store keeps real time")
+            }
             guard ["stream", "x-accel", "signed-redirect"].contains(contentDelivery) else {
                 throw ValidationError("--content-delivery must be stream, x-accel or signed-redirect, not \(contentDelivery)")
             }
@@ -215,6 +247,14 @@ extension KioskServerTool {
                 configuration.contentDelivery = try delivery()
                 configuration.rateLimits = try rateLimits()
                 configuration.appStore = try appStore()
+                configuration.sandboxTimeScale = sandboxTimeScale
+                if let delays = try retryDelays() { configuration.notificationDelivery?.retryDelays = delays }
+                configuration.renewalInterval = renewalInterval > 0 ? .milliseconds(Int64(renewalInterval * 1000)) : nil
+                if notificationInterval > 0 {
+                    configuration.notificationDelivery?.interval = .milliseconds(Int64(notificationInterval * 1000))
+                } else {
+                    configuration.notificationDelivery = nil
+                }
                 let logger = Logger(label: "kiosk.server")
                 // The catalog is read and checked before anything else is opened or bound: a bad
                 // one is the one thing a failed start says. Packing waits until the port is bound.

@@ -14,7 +14,8 @@ extension Kiosk {
 
                 Example: kiosk admin sales --server http://127.0.0.1:8080 --data .kiosk-server
                 """,
-            subcommands: [Accounts.self, AccountDetail.self, TransactionList.self, Pending.self, Sales.self, DownloadStats.self, AppStoreNotifications.self, Approve.self, Decline.self, Revoke.self, Refund.self]
+            subcommands: [Accounts.self, AccountDetail.self, TransactionList.self, Pending.self, Sales.self, DownloadStats.self, AppStoreNotifications.self, Approve.self, Decline.self, Revoke.self, Refund.self,
+                          Sandbox.self, Renewals.self, Webhooks.self, Notifications.self]
         )
 
         struct Options: ParsableArguments {

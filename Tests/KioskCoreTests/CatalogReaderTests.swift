@@ -12,7 +12,8 @@ struct CatalogReaderTests {
             id: "com.example.mag.issue-7", kind: .nonConsumable, title: "Issue \"7\" / Été 😀", summary: "Line one\nline two\ttab \\ \u{1}",
             price: Price(amount: "4.99", currency: "EUR"), creditPrice: 3, credits: 0, series: "com.example.mag", issueNumber: 7,
             publicationDate: "2026-11-01", periodMonths: 1,
-            content: ContentDescriptor(format: .tarGz, size: 8_394_974, sha256: String(repeating: "ab", count: 32), version: "v2"))
+            content: ContentDescriptor(format: .tarGz, size: 8_394_974, sha256: String(repeating: "ab", count: 32), version: "v2"),
+            gracePeriodDays: 16)
         product.appStoreProductId = "ios.example.mag.issue_7"
         return product
     }()

@@ -160,6 +160,7 @@ public struct CatalogLoader: Sendable {
         product.series = try reader.optionalString("series")
         product.issueNumber = try reader.positiveInt("issueNumber")
         product.periodMonths = try reader.positiveInt("periodMonths")
+        product.gracePeriodDays = try reader.positiveInt("gracePeriodDays", atMost: 60)
         if let date = try reader.optionalString("publicationDate") {
             guard Self.isCalendarDate(date) else {
                 throw reader.error(.badDate, "publicationDate", "\"\(date)\" is not a date like 2026-09-01")
@@ -214,7 +215,7 @@ public struct CatalogLoader: Sendable {
             guard product.credits != nil else {
                 throw reader.error(.missingField, "credits", "a consumable must say how many credits it adds")
             }
-            for (field, value) in [("content", content as Any?), ("series", product.series), ("creditPrice", product.creditPrice)] where value != nil {
+            for (field, value) in [("content", content as Any?), ("series", product.series), ("creditPrice", product.creditPrice), ("gracePeriodDays", product.gracePeriodDays)] where value != nil {
                 throw reader.error(.kindMismatch, field, "is not allowed on a consumable")
             }
         case .nonConsumable:
@@ -229,7 +230,7 @@ public struct CatalogLoader: Sendable {
                     throw reader.error(.missingField, "publicationDate", "an issue of a series needs its publication date")
                 }
             }
-            for (field, value) in [("credits", product.credits as Any?), ("periodMonths", product.periodMonths)] where value != nil {
+            for (field, value) in [("credits", product.credits as Any?), ("periodMonths", product.periodMonths), ("gracePeriodDays", product.gracePeriodDays)] where value != nil {
                 throw reader.error(.kindMismatch, field, "is not allowed on a non-consumable")
             }
         case .subscription:
@@ -309,7 +310,7 @@ private struct FieldReader {
 
     static let knownFields: [String: Set<String>] = [
         "": ["id", "kind", "title", "summary", "price", "currency", "creditPrice", "credits", "series",
-             "issueNumber", "publicationDate", "periodMonths", "content", "appStoreProductId"],
+             "issueNumber", "publicationDate", "periodMonths", "gracePeriodDays", "content", "appStoreProductId"],
         "content.": ["path", "format"],
     ]
 

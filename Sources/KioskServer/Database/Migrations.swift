@@ -160,6 +160,99 @@ enum Migrations {
             """#,
             #"CREATE INDEX "storeTransaction_changes" ON "storeTransaction" ("accountId", "changeSequence")"#,
         ] },
+        // A subscription's life after its first period (``Store`` renewals, docs/subscriptions.md):
+        // one row per subscription (its original transaction) with its state and the time of the
+        // next thing to do, which the renewal worker claims; the grace periods that entitled
+        // content; each account's sandbox settings and clock; the store's own clock, which the
+        // sandbox may speed up; and the outbox of notifications with one delivery per endpoint.
+        Migration(name: "7-subscription-life") { type in [
+            #"ALTER TABLE "storeTransaction" ADD COLUMN "appAccountToken" TEXT"#,
+            """
+            CREATE TABLE "subscription" (
+                "originalTransactionId" TEXT PRIMARY KEY,
+                "accountId" TEXT NOT NULL REFERENCES "account"("id"),
+                "productId" TEXT NOT NULL,
+                "state" TEXT NOT NULL,
+                "autoRenew" BOOLEAN NOT NULL,
+                "expiresDate" \(type.timestamp) NOT NULL,
+                "dueAt" \(type.timestamp),
+                "retryAt" \(type.timestamp),
+                "graceEndsAt" \(type.timestamp),
+                "failedAttempts" BIGINT NOT NULL DEFAULT 0,
+                "expirationReason" TEXT,
+                "appAccountToken" TEXT,
+                "claimedBy" TEXT,
+                "claimedUntil" \(type.timestamp),
+                "version" BIGINT NOT NULL DEFAULT 0,
+                "updatedAt" \(type.timestamp) NOT NULL
+            )
+            """,
+            #"CREATE INDEX "subscription_due" ON "subscription" ("dueAt")"#,
+            #"CREATE INDEX "subscription_by_account" ON "subscription" ("accountId")"#,
+            """
+            CREATE TABLE "subscriptionGrace" (
+                "id" \(type.serial),
+                "originalTransactionId" TEXT NOT NULL,
+                "accountId" TEXT NOT NULL,
+                "startsAt" \(type.timestamp) NOT NULL,
+                "endsAt" \(type.timestamp) NOT NULL
+            )
+            """,
+            #"CREATE INDEX "subscriptionGrace_by_account" ON "subscriptionGrace" ("accountId")"#,
+            """
+            CREATE TABLE "sandboxAccount" (
+                "accountId" TEXT PRIMARY KEY REFERENCES "account"("id"),
+                "clockOffset" DOUBLE PRECISION NOT NULL DEFAULT 0,
+                "renewals" TEXT NOT NULL DEFAULT 'succeed'
+            )
+            """,
+            """
+            CREATE TABLE "storeClock" (
+                "id" BIGINT PRIMARY KEY,
+                "realAnchor" DOUBLE PRECISION NOT NULL,
+                "storeAnchor" DOUBLE PRECISION NOT NULL,
+                "scale" DOUBLE PRECISION NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE "notification" (
+                "sequence" \(type.serial),
+                "id" TEXT NOT NULL UNIQUE,
+                "accountId" TEXT NOT NULL,
+                "type" TEXT NOT NULL,
+                "subtype" TEXT,
+                "transactionId" TEXT,
+                "originalTransactionId" TEXT,
+                "renewalInfo" TEXT,
+                "createdAt" \(type.timestamp) NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE "webhook" (
+                "id" \(type.serial),
+                "url" TEXT NOT NULL UNIQUE,
+                "createdAt" \(type.timestamp) NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE "delivery" (
+                "notificationSequence" BIGINT NOT NULL,
+                "webhookId" BIGINT NOT NULL,
+                "accountId" TEXT NOT NULL,
+                "state" TEXT NOT NULL,
+                "attempts" BIGINT NOT NULL DEFAULT 0,
+                "nextAttemptAt" \(type.timestamp) NOT NULL,
+                "lastStatus" BIGINT,
+                "lastError" TEXT,
+                "deliveredAt" \(type.timestamp),
+                "claimedBy" TEXT,
+                "claimedUntil" \(type.timestamp),
+                PRIMARY KEY ("notificationSequence", "webhookId")
+            )
+            """,
+            #"CREATE INDEX "delivery_due" ON "delivery" ("state", "nextAttemptAt")"#,
+            #"CREATE INDEX "delivery_order" ON "delivery" ("webhookId", "accountId", "state", "notificationSequence")"#,
+        ] },
         // App Store proofs (issue 33): the transactions the store has seen, which REFUND and
         // REVOKE withdraw and DID_RENEW extends, and each notification once by its UUID.
         // Named 8: other branches add 6 and 7; names, not numbers, say what has run.

@@ -41,6 +41,12 @@ extension KioskServer {
         }
         services.append(Self.stopsTheGroup(CatalogReloadService(catalog: catalog, listening: listening, onServing: onServing)))
         services.append(Self.stopsTheGroup(CleanupService(limiter: limits.limiter, catalog: catalog)))
+        if let interval = configuration.renewalInterval {
+            services.append(Self.stopsTheGroup(RenewalService(store: store, interval: interval, logger: logger)))
+        }
+        if let delivery = configuration.notificationDelivery {
+            services.append(Self.stopsTheGroup(NotificationService(store: store, configuration: delivery, logger: logger)))
+        }
         // Last, so it hears of a shutdown first: waiting long polls answer before the HTTP service waits for them.
         services.append(Self.stopsTheGroup(ChangeFeedService(database: database, changes: store.changes, listens: false, logger: logger)))
         return ServiceGroup(configuration: .init(

@@ -26,9 +26,62 @@ struct AdminRoutes: Sendable {
         routes.post("transactions/:id/decline", use: decline)
         routes.post("transactions/:id/revoke", use: revoke)
         routes.post("transactions/:id/refund", use: refund)
+        routes.post("accounts/:id/sandbox", use: sandbox)
+        routes.post("renewals/run", use: runRenewals)
+        routes.get("webhooks", use: webhooks)
+        routes.post("webhooks", use: addWebhook)
+        routes.delete("webhooks", use: removeWebhook)
+        routes.get("notifications", use: notifications)
+        routes.post("notifications/test", use: testNotification)
+        routes.post("notifications/:id/resend", use: resendNotification)
         return routes
     }
 
+    /// `POST /v1/admin/accounts/{id}/sandbox`, body ``SandboxAccountSettings``: ``SandboxAccountState``.
+    @Sendable func sandbox(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let settings = try await JSONBody.decode(SandboxAccountSettings.self, from: request)
+        return try JSONBody.response(try await store.setSandbox(accountId: context.parameters.require("id"), settings))
+    }
+
+    /// `POST /v1/admin/renewals/run`: one renewal pass now, as the worker makes every second; `{"steps": N}`.
+    @Sendable func runRenewals(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(["steps": try await store.renewDue()])
+    }
+
+    /// `GET /v1/admin/webhooks`: ``AdminWebhookRow`` per endpoint.
+    @Sendable func webhooks(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.webhooks())
+    }
+
+    /// `POST /v1/admin/webhooks`, body ``AdminWebhookRequest``.
+    @Sendable func addWebhook(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let body = try await JSONBody.decode(AdminWebhookRequest.self, from: request)
+        return try JSONBody.response(try await store.addWebhook(body.url), status: .created)
+    }
+
+    /// `DELETE /v1/admin/webhooks`, body ``AdminWebhookRequest``.
+    @Sendable func removeWebhook(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let body = try await JSONBody.decode(AdminWebhookRequest.self, from: request)
+        return try JSONBody.response(try await store.removeWebhook(body.url))
+    }
+
+    /// `GET /v1/admin/notifications[?failed=true]`: ``AdminNotificationRow`` per notification and endpoint.
+    @Sendable func notifications(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let failed = request.uri.queryParameters.get("failed").map { $0 == "true" || $0 == "1" } ?? false
+        return try JSONBody.response(try await store.notifications(failed: failed))
+    }
+
+    /// `POST /v1/admin/notifications/test`: a `TEST` notification to every endpoint; `{"notificationUUID": "…"}`.
+    @Sendable func testNotification(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(["notificationUUID": try await store.testNotification()])
+    }
+
+    /// `POST /v1/admin/notifications/{uuid}/resend`: ``AdminNotificationRow`` per endpoint.
+    @Sendable func resendNotification(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.resendNotification(context.parameters.require("id")))
+    }
+
+    /// `GET /v1/admin/accounts`: ``AdminAccountRow`` per account.
     /// `GET /v1/admin/accounts?since=&product=&state=`: ``AdminAccountRow`` per account created since,
     /// holding a transaction of that product in that state.
     @Sendable func accounts(_ request: Request, context: KioskRequestContext) async throws -> Response {

@@ -49,6 +49,18 @@ extension Store {
                     return .granted
                 }
             }
+            // A billing grace period entitles what was published during it, as a paid period
+            // does, by the same rule: the window from the unpaid period's end to grace's end
+            // (or to the recovery or expiry that closed it).
+            let graces = try await db.raw(#"""
+                SELECT g."startsAt", g."endsAt", s."productId" FROM "subscriptionGrace" g
+                JOIN "subscription" s ON s."originalTransactionId" = g."originalTransactionId"
+                WHERE g."accountId" = \#(bind: claims.accountId)
+                """#).all()
+            for grace in graces where products[try grace.decode(column: "productId", as: String.self)]?.series == series {
+                let window = SubscriptionCoverage(purchased: try grace.decode(column: "startsAt", as: Date.self), expires: try grace.decode(column: "endsAt", as: Date.self))
+                if window.covers(published, seriesIssueDates: issueDates) { return .granted }
+            }
             return .notOwned
         }
     }
