@@ -115,6 +115,26 @@ struct SubscriptionLifeTests {
 
     static let day: TimeInterval = 86_400
 
+    @Test("a renewal is a change of the account: it comes after the device's feed cursor and wakes a waiting long poll", arguments: TestEngine.all)
+    func renewalInChangeFeed(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine, graceDays: nil) { store in
+            let first = try await store.buy()
+            let expires = try #require(first.claims.expires)
+            let seen = try await store.http.send("GET", "/v1/transactions", token: store.account.token).decode(TransactionPage.self)
+            let cursor = try #require(seen.cursor)
+            async let waiting = store.http.send("GET", "/v1/transactions?after=\(cursor)&wait=20", token: store.account.token)
+            try await Task.sleep(for: .milliseconds(300))
+            let clock = ContinuousClock()
+            let began = clock.now
+            #expect(try await store.advance(to: expires) == 1)
+            let page = try await waiting.decode(TransactionPage.self)
+            #expect(clock.now - began < .seconds(3))
+            let renewed = try Self.claims(try #require(page.transactions.first?.signedTransaction))
+            #expect(page.transactions.count == 1 && renewed.originalTransactionId == first.claims.originalTransactionId
+                    && page.transactions.first?.transactionId != first.transaction.transactionId, "\(page.transactions)")
+        }
+    }
+
     @Test("a monthly subscription renews 3 times (3 charges, one original transaction, expiry advancing), then fails into grace and recovers", arguments: TestEngine.all)
     func renewsFailsRecovers(engine: TestEngine) async throws {
         try await Self.withStore(engine: engine, graceDays: 6) { store in

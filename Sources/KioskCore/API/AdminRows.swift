@@ -166,6 +166,9 @@ public struct AdminAppStoreNotificationRow: Codable, Sendable, Equatable {
         self.signedDate = signedDate
         self.receivedAt = receivedAt
         self.outcome = outcome
+    }
+}
+
 /// `GET /v1/admin/webhooks`: an endpoint of the publisher that every notification is POSTed to.
 public struct AdminWebhookRow: Codable, Sendable, Equatable {
     public var id: Int64
