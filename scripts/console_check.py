@@ -116,7 +116,7 @@ def main():
         check("revoked: asked for by the reader" in page.get_by_role("row").filter(has_text=args.refund).inner_text(),
               "the customer's page shows the refund and its reason")
 
-        for name in ["products", "health"]:
+        for name in ["products", "notifications", "health"]:
             page.goto(f"{console}/{name}")
             check(page.get_by_role("heading", name=name.capitalize()).is_visible(), f"the {name} page shows")
             shot(name)

@@ -65,6 +65,8 @@ struct ConsoleRoutes: Sendable {
         router.post("transactions/withdraw", use: withdraw)
         router.get("ask-to-buy", use: askToBuy)
         router.post("ask-to-buy/answer", use: answer)
+        router.get("notifications", use: notifications)
+        router.post("notifications/resend", use: resend)
         router.get("health", use: health)
         return router
     }
@@ -118,6 +120,7 @@ struct ConsoleRoutes: Sendable {
         filter.since = since
         let sales = try await store.sales(filter)
         let subscribers = try await store.activeSubscribers()
+        let lifecycle = try await store.subscriptionFigures(since: since)
         let overview = SalesOverview(rows: sales, kinds: await productKinds(), since: since, days: days)
         let currency = overview.mainCurrency
         let revenueBars = overview.days.map { day in
@@ -130,6 +133,8 @@ struct ConsoleRoutes: Sendable {
             <li>Units sold<b>\(overview.units)</b></li>
             <li>Refunds<b>\(overview.refunds)</b></li>
             <li>Active subscribers<b>\(subscribers)</b></li>
+            <li>Renewals<b>\(lifecycle.renewals)</b></li>
+            <li>Expired (churn)<b>\(lifecycle.expired)</b></li>
             </ul>
             """
         let kindRows = overview.byKind.sorted { $0.key < $1.key }.map { kind, totals in
@@ -326,6 +331,62 @@ struct ConsoleRoutes: Sendable {
         }
         let done = "\(transaction) \(form["answer"] == "approve" ? "approved" : "declined")"
         return Response(status: .seeOther, headers: [.location: "/ask-to-buy?done=\(Self.query(done))"])
+    }
+
+    // MARK: Notifications
+
+    /// Deliveries to the publisher's endpoints, by endpoint: state, attempts, last answer; a
+    /// failed one can be sent again (`kiosk admin notifications [--failed]`, `resend`).
+    @Sendable func notifications(_ request: Request, context: ConsoleContext) async throws -> Response {
+        let csrf = context.session?.csrf ?? ""
+        let failedOnly = request.uri.queryParameters.get("failed") == "true"
+        let rows = try await store.notifications(failed: failedOnly)
+        var byEndpoint: [String: (delivered: Int, pending: Int, failed: Int)] = [:]
+        for row in rows {
+            var entry = byEndpoint[row.url] ?? (0, 0, 0)
+            switch row.state {
+            case "delivered": entry.delivered += 1
+            case "failed": entry.failed += 1
+            default: entry.pending += 1
+            }
+            byEndpoint[row.url] = entry
+        }
+        let endpointRows = byEndpoint.sorted { $0.key < $1.key }.map { url, counts in
+            [ConsoleHTML.escape(url), "\(counts.delivered)", "\(counts.pending)", "\(counts.failed)"]
+        }
+        let deliveryRows = rows.map { row -> [String] in
+            let id = ConsoleHTML.escape(row.notificationId)
+            let resend = row.state == "failed"
+                ? """
+                  <form method="post" action="/notifications/resend" class="inline">\(ConsoleHTML.hiddenCSRF(csrf))<input type="hidden" name="notification" value="\(id)">
+                  <button type="submit" aria-label="Send \(id) again">Send again</button></form>
+                  """
+                : ""
+            return [
+                "<code>\(id)</code>", ConsoleHTML.escape(row.type + (row.subtype.map { " / " + $0 } ?? "")), ConsoleHTML.escape(row.url),
+                ConsoleHTML.escape(row.state), "\(row.attempts)", row.lastStatus.map(String.init) ?? "", ConsoleHTML.escape(row.lastError ?? ""),
+                ConsoleHTML.time(row.createdAt), resend,
+            ]
+        }
+        var body = """
+            <p><a href="/notifications">All</a> · <a href="/notifications?failed=true">Failed only</a>. The same rows: <code>kiosk admin notifications\(failedOnly ? " --failed" : "") --json</code>.</p>
+            \(ConsoleHTML.table(caption: "By endpoint", headers: ["endpoint", "delivered", "waiting", "failed"], rows: endpointRows))
+            \(ConsoleHTML.table(caption: "Deliveries, newest first", headers: ["notification", "type", "endpoint", "state", "attempts", "last status", "last error", "created", ""], rows: deliveryRows))
+            """
+        if let done = request.uri.queryParameters.get("done") { body = #"<p class="done" role="status">\#(ConsoleHTML.escape(done))</p>"# + body }
+        return Self.html(.ok, ConsoleHTML.page("Notifications", current: "/notifications", csrf: csrf, body: body))
+    }
+
+    @Sendable func resend(_ request: Request, context: ConsoleContext) async throws -> Response {
+        let form = try await postedForm(request, context: context)
+        let id = form["notification"] ?? ""
+        do {
+            _ = try await store.resendNotification(id)
+        } catch let error as StoreError {
+            return Self.html(.conflict, ConsoleHTML.page("Notifications", current: "/notifications", csrf: context.session?.csrf,
+                body: #"<p class="error" role="alert">\#(ConsoleHTML.escape("\(error)"))</p><p><a href="/notifications">Back</a></p>"#))
+        }
+        return Response(status: .seeOther, headers: [.location: "/notifications?done=\(Self.query("\(id) queued to be sent again"))"])
     }
 
     // MARK: Health

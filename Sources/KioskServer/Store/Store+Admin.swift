@@ -54,6 +54,22 @@ extension Store {
         }
     }
 
+    /// Renewals charged since `since` (a subscription period after its first), and subscriptions
+    /// that expired since then (churn): the console's overview.
+    func subscriptionFigures(since: Date) async throws -> (renewals: Int, expired: Int) {
+        try await database.read { db in
+            let renewals: SQLQueryString = #"""
+                SELECT CAST(COUNT(*) AS BIGINT) AS "count" FROM "storeTransaction"
+                WHERE "kind" = 'subscription' AND "id" <> "originalTransactionId" AND "createdAt" >= \#(bind: since)
+                """#
+            let expired: SQLQueryString = #"""
+                SELECT CAST(COUNT(*) AS BIGINT) AS "count" FROM "subscription" WHERE "state" = 'expired' AND "updatedAt" >= \#(bind: since)
+                """#
+            return (try await db.raw(renewals).first(decoding: Counted.self)?.count ?? 0,
+                    try await db.raw(expired).first(decoding: Counted.self)?.count ?? 0)
+        }
+    }
+
     private struct Counted: Decodable {
         var count: Int
     }
