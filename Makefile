@@ -3,8 +3,11 @@ SWIFT ?= swift
 DEV_PACKAGES := libcurl4-openssl-dev libarchive-dev libsqlite3-dev pkg-config
 # Real clients the tests resume downloads with; python3 and sqlite3 run the fault suite; GNU time
 # measures a kiosk command's peak memory; tmux is the real terminal the progress test reads;
-# PostgreSQL and nginx are started by the tests themselves (throwaway cluster, temporary config).
-TEST_TOOLS := curl wget aria2 python3 sqlite3 postgresql nginx time tmux
+# PostgreSQL and nginx are started by the tests themselves (throwaway cluster, temporary config);
+# chromium is the browser the console test drives through playwright (PyPI, in .build/venv).
+TEST_TOOLS := curl wget aria2 python3 python3-venv sqlite3 postgresql nginx time tmux chromium
+PLAYWRIGHT := playwright==1.65.2
+VENV := .build/venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 BENCH_TOOLS := curl wget aria2 libarchive-tools nginx wrk unzip time postgresql postgresql-contrib
@@ -23,6 +26,14 @@ deps:
 
 test-tools:
 	@$(MAKE) --no-print-directory install PACKAGES="$(TEST_TOOLS)"
+	@# The console test's browser driver, launched on Debian's chromium (no browser download).
+	@$(VENV)/bin/python -c 'import playwright' 2>/dev/null || { \
+		echo "installing $(PLAYWRIGHT) into $(VENV)"; \
+		python3 -m venv $(VENV) && $(VENV)/bin/pip install -q '$(PLAYWRIGHT)'; }
+	@# joserfc, the independent JOSE library the notification tests verify signatures with: the
+	@# system's when it has one, else a venv of its own (scripts/verify_notifications.py).
+	@python3 -c 'import joserfc' 2>/dev/null || [ -x .build/pyjose/bin/python3 ] || \
+		{ python3 -m venv .build/pyjose && .build/pyjose/bin/pip install -q joserfc; }
 
 install:
 	@missing=""; \

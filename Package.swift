@@ -20,6 +20,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        // App Store signed data: its x5c chains are checked under RFC 5280 (issue 33).
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
@@ -55,6 +58,8 @@ let package = Package(
             dependencies: [
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -85,6 +90,8 @@ let package = Package(
                 "CLinux",
                 "KioskCore",
                 "KioskArchive",
+                // Its libcurl client POSTs notifications to the publisher's endpoints.
+                "KioskTransfer",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -176,6 +183,8 @@ let package = Package(
             dependencies: [
                 "KioskCore", "KioskServer", "KioskTransfer",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -183,7 +192,14 @@ let package = Package(
             path: "Tests/KioskTestSupport",
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "KioskCoreTests", dependencies: ["KioskCore", "KioskTestSupport", .product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "KioskCoreTests",
+            dependencies: [
+                "KioskCore", "KioskTestSupport", .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"), .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: swiftSettings),
         .testTarget(name: "KioskArchiveTests", dependencies: ["KioskArchive", "KioskCore", "CArchive", "KioskTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "KioskTransferTests", dependencies: ["KioskTransfer", "KioskCore", "KioskTestSupport", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: swiftSettings),
         .testTarget(

@@ -33,6 +33,16 @@ extension KioskClient {
         try await delivery.queueNewContent(includingUpdates: includingUpdates)
     }
 
+    /// Queues the download of `productId` with a StoreKit 2 signed transaction (the JWS an iOS app
+    /// gets from `Transaction.jwsRepresentation`) as proof instead of a Kiosk receipt; run it with
+    /// ``runDownloads(only:progress:)`` or ``resume(until:progress:step:)``.
+    /// - Returns: false when that version is installed, queued or running already.
+    /// - Throws: ``ClientError`` when the catalog has no downloadable product of that ID.
+    @discardableResult
+    public func queueDownload(_ productId: String, appStoreTransaction signedTransaction: String) async throws -> Bool {
+        try await delivery.queueAppStoreDownload(productId, signedTransaction: signedTransaction.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
     /// Every download, in product order.
     public func downloads() throws -> [DownloadRecord] {
         try database.downloads()

@@ -74,6 +74,18 @@ extension KioskClient {
         return try await payments.authorizedAPI().account()
     }
 
+    /// The account's subscriptions with their state (active until, auto-renew, grace, billing
+    /// retry, expired and why), as the store knows them; nil when this device has no account yet.
+    public func subscriptions() async throws -> SubscriptionList? {
+        guard try database.account() != nil else { return nil }
+        return try await payments.authorizedAPI().subscriptions()
+    }
+
+    /// Turns a subscription's auto-renew off (it ends at its period's end) or back on.
+    public func setAutoRenew(_ originalTransactionId: String, on: Bool) async throws -> SubscriptionInfo {
+        try await payments.authorizedAPI().setAutoRenew(originalTransactionId, on: on)
+    }
+
     /// This device's account ID, if it has one yet.
     public func accountID() throws -> String? {
         try database.account()?.id

@@ -42,6 +42,8 @@ struct UnknownCommand {
 
     init?<Root: ParsableCommand>(_ root: Root.Type, arguments: [String], alsoCommands: [String]) {
         let configuration = root.configuration
+        // `kiosk help byu` is the same mistake as `kiosk byu`.
+        let arguments = arguments.first == "help" && arguments.count > 1 ? Array(arguments.dropFirst()) : arguments
         guard let word = arguments.first, !word.hasPrefix("-"), !configuration.subcommands.isEmpty,
               configuration.defaultSubcommand == nil else { return nil }
         let known = configuration.subcommands.map { $0._commandName } + alsoCommands + ["help"]

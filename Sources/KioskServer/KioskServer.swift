@@ -39,11 +39,19 @@ public struct KioskServer: Sendable {
             await database.close()
             throw error
         }
+        let clock: StoreClock
+        do {
+            clock = try await StoreClock.load(scale: configuration.sandboxTimeScale, environment: configuration.environment, database: database)
+        } catch {
+            await database.close()
+            throw error
+        }
         self.database = database
         self.limits = RateLimitGate(limits: configuration.rateLimits, limiter: RateLimiter(database: database, logger: logger))
         self.store = Store(
             database: database, keys: keys, catalog: self.catalog, environment: configuration.environment,
-            metrics: metrics, logger: logger)
+            metrics: metrics, logger: logger, appStore: configuration.appStore.map(AppStoreSignedDataVerifier.init(configuration:)),
+            clock: clock)
     }
 
     /// Closes the database's connections; call it once the applications have stopped.
@@ -75,6 +83,7 @@ public struct KioskServer: Sendable {
         router.addRoutes(CatalogRoutes(catalog: catalog).collection())
         router.addRoutes(AccountRoutes(store: store, limits: limits).collection())
         router.addRoutes(ReceiptRoutes(store: store, keys: keys).collection())
+        router.addRoutes(AppStoreRoutes(store: store).collection())
         router.addRoutes(ContentRoutes(catalog: catalog, store: store, delivery: configuration.contentDelivery).collection())
         router.addRoutes(AdminRoutes(store: store, adminToken: adminToken).collection(), atPath: "v1/admin")
         return router
@@ -97,6 +106,17 @@ public struct KioskServer: Sendable {
             },
             logger: logger
         )
+    }
+
+    /// The publisher's console, alone on its own address (`--console-port`).
+    public func makeConsoleApplication(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+        let routes = ConsoleRoutes(store: store, catalog: catalog, keys: keys, database: database, metrics: metrics,
+                                   adminToken: adminToken, sessions: ConsoleSessions())
+        return Application(
+            router: routes.router(),
+            configuration: .init(address: .hostname(configuration.consoleHost, port: configuration.consolePort ?? 0), serverName: "kiosk-console"),
+            onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
+            logger: logger)
     }
 
     /// `/metrics` alone, on the admin address (`--metrics-port`), so it need not be public.

@@ -17,6 +17,10 @@ public struct ServerConfiguration: Sendable {
     /// Where `/metrics` is served instead of the main address; nil serves it on the main one.
     public var metricsHost = "127.0.0.1"
     public var metricsPort: Int?
+    /// Where the publisher's console is served (``ConsoleRoutes``); nil serves no console. Never
+    /// on the store's own address.
+    public var consoleHost = "127.0.0.1"
+    public var consolePort: Int?
     /// A folder made by `kiosk publish`, served as it is instead of packing the catalog and
     /// content folders.
     public var publishedDirectory: URL?
@@ -26,6 +30,15 @@ public struct ServerConfiguration: Sendable {
     public var database: DatabaseLocation?
     /// How many accounts and purchases one client address or account may ask for (429 beyond).
     public var rateLimits = RateLimits()
+    /// The iOS app whose App Store signed transactions are proof of purchase
+    /// (`Authorization: AppStore <JWS>`); nil takes none.
+    public var appStore: AppStoreSignedDataVerifier.Configuration?
+    /// Seconds of store time per real second (sandbox only): renewals, grace and expiry follow it.
+    public var sandboxTimeScale: Double = 1
+    /// How often each instance looks for renewals due; nil runs no renewal worker.
+    public var renewalInterval: Duration? = .seconds(1)
+    /// How notifications are delivered to the publisher's endpoints; nil runs no delivery worker.
+    public var notificationDelivery: NotificationDeliveryConfiguration? = NotificationDeliveryConfiguration()
 
     /// Where the store's database is.
     public var databaseLocation: DatabaseLocation {

@@ -43,6 +43,12 @@ extension KioskServerTool {
         @Option(help: "The address of --metrics-port ($KIOSK_METRICS_HOST).")
         var metricsHost = Self.environment("KIOSK_METRICS_HOST") ?? "127.0.0.1"
 
+        @Option(help: ArgumentHelp("Serve the publisher's console (a web page; the admin token logs in) on this port of --console-host ($KIOSK_CONSOLE_PORT).", valueName: "port"))
+        var consolePort = Self.environment("KIOSK_CONSOLE_PORT").flatMap(Int.init)
+
+        @Option(help: "The address of --console-port ($KIOSK_CONSOLE_HOST); keep it private, like --metrics-host.")
+        var consoleHost = Self.environment("KIOSK_CONSOLE_HOST") ?? "127.0.0.1"
+
         @Option(help: "Seconds a connection may take to send a whole request before it is closed ($KIOSK_REQUEST_TIMEOUT).")
         var requestTimeout = Self.environment("KIOSK_REQUEST_TIMEOUT").flatMap(Int.init) ?? 30
 
@@ -78,6 +84,49 @@ extension KioskServerTool {
         @Option(help: ArgumentHelp("A proxy (its IP address) whose X-Forwarded-For names the client, for the rate limits; repeat for several ($KIOSK_TRUSTED_PROXIES, comma-separated).", valueName: "address"))
         var trustedProxy: [String] = Self.environment("KIOSK_TRUSTED_PROXIES").map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } } ?? []
 
+        @Option(help: ArgumentHelp("Take App Store signed transactions of this iOS app as proof of purchase (Authorization: AppStore <JWS>), and its Server Notifications at /v1/appstore/notifications ($KIOSK_APP_STORE_BUNDLE_ID).", valueName: "bundle-id"))
+        var appStoreBundleId = Self.environment("KIOSK_APP_STORE_BUNDLE_ID")
+
+        @Option(help: ArgumentHelp("The app's Apple ID, which production notifications must name ($KIOSK_APP_STORE_APP_ID).", valueName: "n"))
+        var appStoreAppId = Self.environment("KIOSK_APP_STORE_APP_ID").flatMap(Int64.init)
+
+        @Option(help: ArgumentHelp("A root certificate (DER) App Store chains must end in, instead of Apple Root CA - G3; repeat for several.", valueName: "cert.der"))
+        var appStoreRoot: [String] = []
+
+        @Option(help: ArgumentHelp("Which App Store environment's proofs to take: sandbox or production; default the store's --environment ($KIOSK_APP_STORE_ENVIRONMENT).", valueName: "environment"))
+        var appStoreEnvironment = Self.environment("KIOSK_APP_STORE_ENVIRONMENT").flatMap(StoreEnvironment.init(rawValue:))
+
+        /// The App Store app the flags name, with its roots read; nil without --app-store-bundle-id.
+        func appStore() throws -> AppStoreSignedDataVerifier.Configuration? {
+            guard let bundleId = appStoreBundleId else {
+                guard appStoreRoot.isEmpty, appStoreAppId == nil, appStoreEnvironment == nil else {
+                    throw ValidationError("--app-store-root, --app-store-app-id and --app-store-environment need --app-store-bundle-id, the app whose proofs to take")
+                }
+                return nil
+            }
+            let roots: [AppStoreRoot]
+            if appStoreRoot.isEmpty {
+                roots = [try AppStoreRoot.appleRootCAG3]
+            } else {
+                roots = try appStoreRoot.map { path in
+                    guard let bytes = FileManager.default.contents(atPath: path) else {
+                        throw ValidationError("--app-store-root \(path): cannot be read; give a DER certificate file such as Apple's AppleRootCA-G3.cer")
+                    }
+                    do {
+                        return try AppStoreRoot(derEncoded: bytes, source: "--app-store-root \(path)")
+                    } catch {
+                        throw ValidationError("\(error)")
+                    }
+                }
+            }
+            let environment = appStoreEnvironment ?? self.environment
+            if environment == .production, appStoreAppId == nil {
+                throw ValidationError("--app-store-environment production needs --app-store-app-id, the app's Apple ID (App Store Connect, App Information)")
+            }
+            return AppStoreSignedDataVerifier.Configuration(
+                bundleId: bundleId, appAppleId: appStoreAppId, environment: AppStoreEnvironment(environment), roots: roots)
+        }
+
         /// The rate limits the flags name.
         func rateLimits() throws -> RateLimits {
             var limits = RateLimits()
@@ -100,6 +149,28 @@ extension KioskServerTool {
             return limits
         }
 
+        @Option(help: ArgumentHelp("Sandbox only: seconds of store time per real second, so renewals, grace and expiry come sooner (8640: a day in 10 s, a month in 5 min) ($KIOSK_SANDBOX_TIME_SCALE).", valueName: "N"))
+        var sandboxTimeScale = Self.environment("KIOSK_SANDBOX_TIME_SCALE").flatMap(Double.init) ?? 1
+
+        @Option(help: ArgumentHelp("Seconds between a notification's failed delivery attempts, comma-separated, the last repeating; default 5,30,120,600,3600,21600 ($KIOSK_NOTIFICATION_RETRY).", valueName: "seconds"))
+        var notificationRetry = Self.environment("KIOSK_NOTIFICATION_RETRY")
+
+        @Option(help: ArgumentHelp("Seconds between two passes of the renewal worker; 0 runs none on this instance ($KIOSK_RENEWAL_INTERVAL).", valueName: "seconds"))
+        var renewalInterval = Self.environment("KIOSK_RENEWAL_INTERVAL").flatMap(Double.init) ?? 1
+
+        @Option(help: ArgumentHelp("Seconds between two passes of the notification delivery worker; 0 runs none on this instance ($KIOSK_NOTIFICATION_INTERVAL).", valueName: "seconds"))
+        var notificationInterval = Self.environment("KIOSK_NOTIFICATION_INTERVAL").flatMap(Double.init) ?? 0.5
+
+        /// The delays `--notification-retry` names, or nil for the default.
+        func retryDelays() throws -> [TimeInterval]? {
+            guard let notificationRetry else { return nil }
+            let delays = notificationRetry.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
+            guard !delays.isEmpty, delays.allSatisfy({ ($0 ?? -1) > 0 }) else {
+                throw ValidationError("--notification-retry must be seconds greater than zero, comma-separated, like 5,30,120; not \(notificationRetry)")
+            }
+            return delays.compactMap { $0 }
+        }
+
         static func environment(_ name: String) -> String? {
             ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
         }
@@ -111,8 +182,25 @@ extension KioskServerTool {
             if let metricsPort, !(0...65535).contains(metricsPort) {
                 throw ValidationError("--metrics-port must be between 0 and 65535, not \(metricsPort)")
             }
+            if let consolePort, !(0...65535).contains(consolePort) {
+                throw ValidationError("--console-port must be between 0 and 65535, not \(consolePort)")
+            }
+            if let consolePort, consolePort != 0, consolePort == port, consoleHost == host {
+                throw ValidationError("--console-port must not be the store's --port: the console is never served on the public address")
+            }
             guard requestTimeout > 0 else { throw ValidationError("--request-timeout must be at least 1 second") }
             _ = try rateLimits()
+            _ = try appStore()
+            _ = try retryDelays()
+            guard renewalInterval >= 0, notificationInterval >= 0 else {
+                throw ValidationError("--renewal-interval and --notification-interval must be 0 (off) or more seconds")
+            }
+            guard sandboxTimeScale > 0, sandboxTimeScale.isFinite else {
+                throw ValidationError("--sandbox-time-scale must be a number greater than zero, not \(sandboxTimeScale)")
+            }
+            if environment == .production, sandboxTimeScale != 1 {
+                throw ValidationError("--sandbox-time-scale is for the sandbox; a production store keeps real time")
+            }
             guard ["stream", "x-accel", "signed-redirect"].contains(contentDelivery) else {
                 throw ValidationError("--content-delivery must be stream, x-accel or signed-redirect, not \(contentDelivery)")
             }
@@ -152,23 +240,37 @@ extension KioskServerTool {
                 configuration.requestHeaderTimeout = requestTimeout
                 configuration.metricsHost = metricsHost
                 configuration.metricsPort = metricsPort
+                configuration.consoleHost = consoleHost
+                configuration.consolePort = consolePort
                 configuration.database = try store.location()
                 configuration.publishedDirectory = published.map { URL(fileURLWithPath: $0) }
                 configuration.contentDelivery = try delivery()
                 configuration.rateLimits = try rateLimits()
+                configuration.appStore = try appStore()
+                configuration.sandboxTimeScale = sandboxTimeScale
+                if let delays = try retryDelays() { configuration.notificationDelivery?.retryDelays = delays }
+                configuration.renewalInterval = renewalInterval > 0 ? .milliseconds(Int64(renewalInterval * 1000)) : nil
+                if notificationInterval > 0 {
+                    configuration.notificationDelivery?.interval = .milliseconds(Int64(notificationInterval * 1000))
+                } else {
+                    configuration.notificationDelivery = nil
+                }
                 let logger = Logger(label: "kiosk.server")
                 // The catalog is read and checked before anything else is opened or bound: a bad
                 // one is the one thing a failed start says. Packing waits until the port is bound.
                 let catalogService = CatalogService(configuration: configuration, logger: logger)
                 try await catalogService.check()
                 let server = try await KioskServer(configuration: configuration, catalog: catalogService, logger: logger)
-                let (host, metricsHost) = (host, metricsHost)
+                let (host, metricsHost, consoleHost) = (host, metricsHost, consoleHost)
                 let services = server.makeServiceGroup(
                     onServing: { port in
                         FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
                     },
                     onMetricsListening: { port in
                         BufferedLog.standardError.write("kiosk: metrics on http://\(metricsHost):\(port)/metrics\n")
+                    },
+                    onConsoleListening: { port in
+                        BufferedLog.standardError.write("kiosk: console on http://\(consoleHost):\(port)/\n")
                     })
                 do {
                     try await services.run()
@@ -183,7 +285,11 @@ extension KioskServerTool {
         /// A start that failed on an address, said with the flags that choose it.
         static func explained(_ error: any Error) -> any Error {
             guard let error = error as? ListenError else { return error }
-            let flags = error.listener == .store ? ("--host", "--port") : ("--metrics-host", "--metrics-port")
+            let flags = switch error.listener {
+            case .store: ("--host", "--port")
+            case .metrics: ("--metrics-host", "--metrics-port")
+            case .console: ("--console-host", "--console-port")
+            }
             let action = error.isAddressInUse
                 ? "stop the other server or choose another \(flags.1)"
                 : "check \(flags.0) and \(flags.1)"

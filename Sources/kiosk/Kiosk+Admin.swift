@@ -14,7 +14,8 @@ extension Kiosk {
 
                 Example: kiosk admin sales --server http://127.0.0.1:8080 --data .kiosk-server
                 """,
-            subcommands: [Accounts.self, AccountDetail.self, TransactionList.self, Pending.self, Sales.self, DownloadStats.self, Approve.self, Decline.self, Revoke.self, Refund.self]
+            subcommands: [Accounts.self, AccountDetail.self, TransactionList.self, Pending.self, Sales.self, DownloadStats.self, AppStoreNotifications.self, Approve.self, Decline.self, Revoke.self, Refund.self,
+                          Sandbox.self, Renewals.self, Webhooks.self, Notifications.self]
         )
 
         struct Options: ParsableArguments {
@@ -201,12 +202,31 @@ extension Kiosk {
                 discussion: "--since keeps charges and refunds made since; --state keeps those of transactions now in that state.\n\nExample: kiosk admin sales --since 2026-11-01 --json")
             @OptionGroup var options: Options
             @OptionGroup var filters: Filters
+            @Flag(help: "Print the rows as CSV (day, product, currency, sales, refunds, net), as the console's overview charts them.")
+            var csv = false
+            func validate() throws {
+                if csv && options.json { throw ValidationError("--csv and --json cannot both be given") }
+            }
             func run() async throws {
                 try await reportingErrors {
-                    try options.show(rows: try await options.get([AdminSalesRow].self, "/v1/admin/sales" + filters.query())) {
+                    let rows = try await options.get([AdminSalesRow].self, "/v1/admin/sales" + filters.query())
+                    if csv {
+                        Swift.print("day,productId,currency,sales,refunds,net")
+                        for row in rows {
+                            Swift.print([row.day, Self.csvField(row.productId), row.currency, "\(row.sales)", "\(row.refunds)", Admin.money(row.netCents)].joined(separator: ","))
+                        }
+                        return
+                    }
+                    try options.show(rows: rows) {
                         "\($0.day)  \($0.productId)  sales \($0.sales)  refunds \($0.refunds)  net \(Admin.money($0.netCents)) \($0.currency)"
                     }
                 }
+            }
+
+            /// RFC 4180: a field with a comma, a quote or a line break is quoted, its quotes doubled.
+            static func csvField(_ text: String) -> String {
+                guard text.contains(where: { $0 == "," || $0 == "\"" || $0.isNewline }) else { return text }
+                return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
             }
         }
 
@@ -218,6 +238,20 @@ extension Kiosk {
                 try await reportingErrors {
                     try options.show(rows: try await options.get([AdminDownloadRow].self, "/v1/admin/downloads" + filters.query())) {
                         "\($0.day)  \($0.productId)  requests \($0.requests)  bytes \($0.bytes)"
+                    }
+                }
+            }
+        }
+
+        struct AppStoreNotifications: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "appstore", abstract: "App Store Server Notifications received, newest first, with what each did.",
+                discussion: "Example: kiosk admin appstore")
+            @OptionGroup var options: Options
+            func run() async throws {
+                try await reportingErrors {
+                    try options.show(rows: try await options.get([AdminAppStoreNotificationRow].self, "/v1/admin/appstore/notifications")) {
+                        "\($0.receivedAt.formatted(.iso8601))  \($0.notificationType)\($0.subtype.map { "/" + $0 } ?? "")  \($0.transactionId ?? "-")  \($0.productId ?? "-")  \($0.outcome)"
                     }
                 }
             }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import KioskCommandLine
 import KioskClient
+import Synchronization
 
 extension Kiosk {
     struct Agent: AsyncParsableCommand {
@@ -30,7 +31,10 @@ extension Kiosk {
         var once = false
 
         func validate() throws {
-            guard syncInterval > 0 else { throw ValidationError("--sync-interval must be more than 0 seconds") }
+            // At least a second: the catalog is cheap to ask for (a 304), not free; at most a week.
+            guard syncInterval >= 1, syncInterval <= 7 * 86_400 else {
+                throw ValidationError("--sync-interval must be between 1 and 604800 seconds (a week)")
+            }
         }
 
         func run() async throws {
@@ -51,10 +55,22 @@ extension Kiosk {
                 let once = once
                 // The whole command runs under `cancellingOnInterrupt` (Kiosk.main): SIGTERM or
                 // Ctrl-C cancels this task, and the agent's loop ends at its next await.
+                let unreachable = Mutex(false)
                 do {
-                    try await client.run(syncInterval: interval, once: once) { step in Self.report(step, runner: runner) }
+                    try await client.run(syncInterval: interval, once: once) { step in
+                        if case .offline(let wait) = step, wait == .zero {
+                            unreachable.withLock { $0 = true }
+                        } else {
+                            Self.report(step, runner: runner)
+                        }
+                    }
                 } catch is CancellationError {}
                 if !once { print("agent stopped; waiting downloads keep their bytes") }
+                // For cron: a round that could not reach the store says so and exits 3 (partly done).
+                if once, unreachable.withLock({ $0 }) {
+                    standardError("the store at \(try client.server()) cannot be reached; nothing was tried, the next run tries again")
+                    throw ExitCode(3)
+                }
             }
         }
 
@@ -64,12 +80,19 @@ extension Kiosk {
                 for id in report.added { print("new in the catalog: \(id)") }
                 for id in report.changed { print("updated in the catalog: \(id)") }
             case .replayed(let report):
-                for id in report.revoked { print("\(id): the store revoked this purchase; its content was removed from the library") }
+                for id in report.revoked {
+                    if report.revokedCredits.contains(id) {
+                        print("\(id): the store revoked this purchase; its credits were taken off the balance")
+                    } else {
+                        print("\(id): the store revoked this purchase; its content was removed from the library")
+                    }
+                }
                 for id in report.declined { print("\(id): the Ask to Buy request was declined; nothing was charged") }
                 let approved = report.deferredResolved - report.declined.count
                 if approved > 0 { print("\(approved) Ask to Buy request(s) approved") }
                 for id in Set(report.refused).subtracting(report.declined).sorted() { print("\(id): the store refused this purchase; nothing was charged") }
-                if report.sent + report.finished > 0 { print("completed unfinished work: \(report.sent) sent, \(report.finished) finished") }
+                if report.sent > 0 { print("\(report.sent) purchase(s) saved while offline sent to the store") }
+                if report.finished > 0 { print("\(report.finished) delivered purchase(s) finished with the store") }
             case .queued(let products):
                 for id in products { print("queued \(id)") }
             case .ran(let round):

@@ -5,6 +5,9 @@ import KioskClient
 
 extension Kiosk {
     struct Fetch: AsyncParsableCommand {
+        /// The longest --max-time taken: 30 days (a Duration cannot hold any number of seconds).
+        static let longestMaxTime: Double = 30 * 86_400
+
         static let configuration = CommandConfiguration(
             abstract: "Download any URL with Kiosk's resumable downloader.",
             discussion: """
@@ -67,7 +70,9 @@ extension Kiosk {
                 throw ValidationError("-C takes only - (kiosk fetch always continues from FILE.partial at its own length), not \"\(continueAt)\"")
             }
             if let retry, !(0...100).contains(retry) { throw ValidationError("--retry must be between 0 and 100") }
-            if let maxTime, !(maxTime > 0) { throw ValidationError("--max-time must be a number of seconds above 0") }
+            if let maxTime, !(maxTime > 0 && maxTime <= Self.longestMaxTime) {
+                throw ValidationError("--max-time must be a number of seconds above 0 and at most \(Int(Self.longestMaxTime)) (30 days)")
+            }
             if remoteName, output != nil { throw ValidationError("-O and -o name the file both; give one of them") }
             for header in headers where !header.contains(":") {
                 throw ValidationError("--header \"\(header)\" must look like 'Name: value'")

@@ -21,6 +21,12 @@ extension Kiosk {
         @Argument(help: "The product ID (kiosk library lists what is installed).")
         var productId: String
 
+        func validate() throws {
+            if productId.trimmingCharacters(in: .whitespaces).isEmpty {
+                throw ValidationError("give a product ID (kiosk library lists what is installed)")
+            }
+        }
+
         func run() async throws {
             try await reportingErrors {
                 print(try LibraryPath.find(productId, in: try options.client()))

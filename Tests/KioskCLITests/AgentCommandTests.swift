@@ -170,6 +170,40 @@ struct AgentCommandTests {
         withExtendedLifetime(directoryB) {}
     }
 
+    @Test("a refund while the agent downloads the book stops the transfer within 3 s, and the book is never installed")
+    func refundMidDownload() async throws {
+        let setup = try await Setup()
+        let agent = try Self.startAgent(home: setup.home, in: setup.directory, bytesPerSecond: 1_000_000)
+        try await setup.waitForPartial(atLeast: 1 << 20)
+        let transaction = try await Self.transactionID(of: Self.atlas, home: setup.home)
+        let refunded = try await KioskCommand.run(["admin", "refund", transaction, "--server", setup.server.url, "--data", setup.store.data.path])
+        #expect(refunded.status == 0, "\(refunded.stderr)")
+        let stopped = try await Self.eventually(within: 3) { try await Self.downloadRow(setup.home, Self.atlas) == nil }
+        #expect(stopped != nil, "the transfer went on after the refund: \(Self.output(setup.directory))")
+        // Long enough for the rest of the archive to have arrived at that speed, had it gone on.
+        try await Task.sleep(for: .seconds(Double(setup.archiveSize) / 1_000_000 + 1))
+        #expect(!Self.installed(setup.home, Self.atlas), "\(Self.output(setup.directory))")
+        #expect(!Self.output(setup.directory).contains("installed \(Self.atlas)"), "\(Self.output(setup.directory))")
+        #expect(Self.output(setup.directory).contains("\(Self.atlas): the store revoked this purchase"))
+        _ = try await Self.stop(agent)
+        _ = await setup.server.stop()
+    }
+
+    @Test("kiosk agent --once against a store that is down says so and exits 3; a sync interval under a second or beyond a week is refused")
+    func onceUnreachable() async throws {
+        let directory = try TemporaryDirectory()
+        let home = directory.path("home").path
+        let once = try await KioskCommand.run(["agent", "--once", "--server", "http://127.0.0.1:1"], environment: ["KIOSK_HOME": home])
+        #expect(once.status == 3, "\(once)")
+        #expect(once.stderr == "kiosk: the store at http://127.0.0.1:1 cannot be reached; nothing was tried, the next run tries again\n", "\(once.stderr)")
+        for interval in ["0.001", "1e308", "inf"] {
+            let refused = try await KioskCommand.run(["agent", "--sync-interval", interval], environment: ["KIOSK_HOME": home])
+            #expect(refused.status == 2 && refused.stderr.hasPrefix("kiosk: --sync-interval must be between 1 and 604800 seconds (a week)"), "\(interval): \(refused)")
+        }
+        let fetch = try await KioskCommand.run(["fetch", "http://127.0.0.1:1/x", "--max-time", "1e308", "-o", directory.path("x").path])
+        #expect(fetch.status == 2 && fetch.stderr.hasPrefix("kiosk: --max-time must be a number of seconds above 0 and at most 2592000 (30 days)"), "\(fetch)")
+    }
+
     @Test("an Ask to Buy approved by the operator is installed by the agent, with no command run")
     func approvalInstalled() async throws {
         let directory = try TemporaryDirectory()

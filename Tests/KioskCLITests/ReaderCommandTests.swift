@@ -392,6 +392,8 @@ struct ReaderCommandTests {
         #expect(typo.stderr == "kiosk: 'byu' is not a kiosk command; did you mean 'buy'? (kiosk --help lists them)\n")
         let serve = try await KioskCommand.run(["serv"])
         #expect(serve.stderr == "kiosk: 'serv' is not a kiosk command; did you mean 'serve'? (kiosk --help lists them)\n")
+        let helpTypo = try await KioskCommand.run(["help", "byu"])
+        #expect(helpTypo.status == 2 && helpTypo.stderr == typo.stderr, "\(helpTypo)")
         let nothing = try await KioskCommand.run(["frobnicate"])
         #expect(nothing.status == 2)
         #expect(nothing.stderr == "kiosk: 'frobnicate' is not a kiosk command; kiosk --help lists them\n")

@@ -128,6 +128,24 @@ struct CatalogLoaderTests {
         #expect(error.description.contains("Catalog/credits.json"))
     }
 
+    @Test("an App Store product ID is read, and one named by two products is refused")
+    func appStoreProductId() throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.editCatalog("books.json") { products in
+            products[0]["appStoreProductId"] = "ios.reader.book"
+        }
+        let loader = CatalogLoader(catalogDirectory: store.catalog, contentDirectory: store.content)
+        #expect(try loader.load().contains { $0.product.appStoreProductId == "ios.reader.book" })
+        try store.editCatalog("books.json") { products in
+            products[1]["appStoreProductId"] = "ios.reader.book"
+        }
+        let error = try #require(throws: CatalogError.self) { try loader.load() }
+        #expect(error.rule == .duplicateID)
+        #expect(error.field == "appStoreProductId")
+        #expect(error.description.contains("ios.reader.book"))
+    }
+
     @Test("a file that is not JSON is refused by name")
     func malformedFile() throws {
         let directory = try TemporaryDirectory()

@@ -7,11 +7,16 @@ import Testing
 @Suite("Catalog document reader")
 struct CatalogReaderTests {
     /// A product with every field set, so that a field added to `Product` and not to the reader shows.
-    static let everyField = Product(
-        id: "com.example.mag.issue-7", kind: .nonConsumable, title: "Issue \"7\" / Été 😀", summary: "Line one\nline two\ttab \\ \u{1}",
-        price: Price(amount: "4.99", currency: "EUR"), creditPrice: 3, credits: 0, series: "com.example.mag", issueNumber: 7,
-        publicationDate: "2026-11-01", periodMonths: 1,
-        content: ContentDescriptor(format: .tarGz, size: 8_394_974, sha256: String(repeating: "ab", count: 32), version: "v2"))
+    static let everyField = {
+        var product = Product(
+            id: "com.example.mag.issue-7", kind: .nonConsumable, title: "Issue \"7\" / Été 😀", summary: "Line one\nline two\ttab \\ \u{1}",
+            price: Price(amount: "4.99", currency: "EUR"), creditPrice: 3, credits: 0, series: "com.example.mag", issueNumber: 7,
+            publicationDate: "2026-11-01", periodMonths: 1,
+            content: ContentDescriptor(format: .tarGz, size: 8_394_974, sha256: String(repeating: "ab", count: 32), version: "v2"),
+            gracePeriodDays: 16)
+        product.appStoreProductId = "ios.example.mag.issue_7"
+        return product
+    }()
 
     @Test("every field of Product is read (the sample leaves none nil)")
     func everyFieldIsRead() throws {

@@ -14,7 +14,8 @@ public enum AgentStep: Sendable {
     /// A round of downloads ended.
     case ran(DownloadRunReport)
     /// The store cannot be reached (told once per outage); the next try is in `retryIn`, then
-    /// more rarely up to 5 s apart (nothing is counted against the downloads).
+    /// more rarely up to 5 s apart (nothing is counted against the downloads). A single round
+    /// (`once`) that could not reach it ends with this step and a `retryIn` of zero.
     case offline(retryIn: Duration)
     /// The account changed on the store (a purchase, an approval, a refund…): a round starts now.
     case accountChanged
@@ -87,7 +88,7 @@ struct BackgroundAgent: Sendable {
                 }
                 queued += try client.downloadQueue.queueUpdates()
                 if !queued.isEmpty { step(.queued(queued)) }
-                let round = try await client.runDownloads()
+                let round = try await runDownloads(replayingChanges: wakeup)
                 if round.bytesReceived > 0 || !(round.installed + round.waiting + round.failed + round.cancelled + round.installedElsewhere).isEmpty { step(.ran(round)) }
                 if !round.interrupted.isEmpty || Task.isCancelled { return }
                 // Every due download met an unreachable store: wait for its return, not for the backoff.
@@ -95,7 +96,10 @@ struct BackgroundAgent: Sendable {
                     offline = await !client.storeIsReachable()
                 }
             }
-            if once { return }
+            if once {
+                if offline { step(.offline(retryIn: .zero)) }
+                return
+            }
             if offline {
                 // Said once per outage, not at every probe.
                 if offlineWait == .seconds(1) { step(.offline(retryIn: offlineWait)) }
@@ -107,6 +111,28 @@ struct BackgroundAgent: Sendable {
             let due = try nextDue(syncAt: nextSync)
             step(.sleeping(until: Date().addingTimeInterval(Self.seconds(due - .now))))
             if await wakeup.wait(until: due) { step(.accountChanged) }
+        }
+    }
+
+    /// Runs the due downloads; a change of the account meanwhile (a refund above all) is replayed
+    /// at once rather than after the round, so a revoked purchase's transfer stops at its next
+    /// progress write (its download is forgotten) instead of installing first.
+    private func runDownloads(replayingChanges wakeup: Wakeup) async throws -> DownloadRunReport {
+        try await withThrowingTaskGroup(of: DownloadRunReport?.self) { group in
+            group.addTask { try await client.runDownloads() }
+            group.addTask {
+                while !Task.isCancelled {
+                    guard await wakeup.wait(upTo: .seconds(3600)) else { continue }
+                    let replayed = await client.replay()
+                    if !replayed.isEmpty { step(.replayed(replayed)) }
+                }
+                return nil
+            }
+            defer { group.cancelAll() }
+            while let finished = try await group.next() {
+                if let round = finished { return round }
+            }
+            return DownloadRunReport()
         }
     }
 

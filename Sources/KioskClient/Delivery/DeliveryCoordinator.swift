@@ -402,6 +402,14 @@ struct DeliveryCoordinator: Sendable {
         return report
     }
 
+    /// Queues `productId` with an App Store signed transaction as its proof (``PurchaseProofKind/appStore``):
+    /// the store checks it as it checks a receipt, and the download resumes and retries as any other.
+    /// - Returns: false when that version is installed, queued or running already.
+    func queueAppStoreDownload(_ productId: String, signedTransaction: String) async throws -> Bool {
+        guard let content = try await deliverableProduct(productId)?.content else { throw ClientError.unknownProduct(productId) }
+        return try database.enqueueDownload(productId: productId, content: content, receipt: signedTransaction, transactionId: nil, proofKind: .appStore)
+    }
+
     /// A product to buy: from the cached catalog, syncing once when the cache does not have it.
     private func catalogProduct(_ id: String) async throws -> Product {
         guard let product = try await deliverableProduct(id) else { throw ClientError.unknownProduct(id) }

@@ -191,7 +191,8 @@ struct DownloadQueue {
         for entry in try library() where entry.updateAvailable {
             guard let download = try database.download(entry.item.productId),
                   let content = try database.cachedProduct(entry.item.productId)?.content else { continue }
-            if try database.enqueueDownload(productId: download.productId, content: content, receipt: download.receipt, transactionId: download.transactionId) {
+            let kind = download.proofKind.map(PurchaseProofKind.init(rawValue:)) ?? .kioskReceipt
+            if try database.enqueueDownload(productId: download.productId, content: content, receipt: download.receipt, transactionId: download.transactionId, proofKind: kind) {
                 queued.append(download.productId)
             }
         }
@@ -307,7 +308,7 @@ struct DownloadQueue {
         } else {
             request = DownloadRequest(
                 key: record.productId, url: "\(server)/v1/content/\(id)?version=\(record.sha256)",
-                headers: [("Authorization", "Receipt \(record.receipt)")],
+                headers: [("Authorization", "\(record.proofKind ?? PurchaseProofKind.kioskReceipt.rawValue) \(record.receipt)")],
                 partialFile: try partialFile(record.productId), etag: record.partialETag)
         }
         request.lowSpeedTime = configuration.stallSeconds

@@ -48,6 +48,9 @@ public struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Senda
     /// The boot the lease's deadline counts from, and the deadline in `CLOCK_MONOTONIC` nanoseconds.
     var leaseBoot: String?
     var leaseDeadline: Int64?
+    /// The `Authorization` scheme `receipt` is presented under (``PurchaseProofKind``): nil for
+    /// Kiosk's own receipt, `AppStore` for a StoreKit 2 signed transaction.
+    public var proofKind: String? = nil
     /// What the last install cost when it was not the whole archive:
     /// "update 1.2 MB of 212 MB (3 files changed)".
     public var transferNote: String?

@@ -73,6 +73,18 @@ struct StoreAPI: Sendable {
         try await call("POST", "/v1/transactions/\(transactionId)/finish", body: Optional<String>.none)
     }
 
+    func subscriptions() async throws -> SubscriptionList {
+        try await call("GET", "/v1/subscriptions")
+    }
+
+    /// Auto-renew on (`resume`) or off (`cancel`) for the subscription with this original transaction ID.
+    func setAutoRenew(_ originalTransactionId: String, on: Bool) async throws -> SubscriptionInfo {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-_")
+        let id = originalTransactionId.addingPercentEncoding(withAllowedCharacters: allowed) ?? originalTransactionId
+        return try await call("POST", "/v1/subscriptions/\(id)/\(on ? "resume" : "cancel")", body: Optional<String>.none)
+    }
+
     func jwks() async throws -> Data {
         try await send("GET", "/.well-known/jwks.json", body: nil).body
     }

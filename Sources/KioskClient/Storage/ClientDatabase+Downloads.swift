@@ -40,7 +40,9 @@ extension ClientDatabase {
     /// by the reader; anything else (new, waiting, failed, cancelled, an older version) is queued.
     /// - Returns: true when the download was queued.
     @discardableResult
-    func enqueueDownload(productId: String, content: ContentDescriptor, receipt: String, transactionId: String?) throws -> Bool {
+    /// - Parameter proofKind: the scheme `receipt` is presented under.
+    func enqueueDownload(productId: String, content: ContentDescriptor, receipt: String, transactionId: String?, proofKind: PurchaseProofKind = .kioskReceipt) throws -> Bool {
+        let kind = proofKind == .kioskReceipt ? nil : proofKind.rawValue
         guard ProductID.isValid(productId) else { throw ClientError.unsafeProductID(productId, source: "a download") }
         let now = Date()
         let record = try write { db -> DownloadRecord? in
@@ -55,6 +57,7 @@ extension ClientDatabase {
                 existing.version = content.version
                 existing.format = content.format
                 existing.receipt = receipt
+                existing.proofKind = kind
                 existing.transactionId = transactionId
                 existing.attempts = 0
                 existing.mismatches = 0
@@ -73,7 +76,7 @@ extension ClientDatabase {
                 productId: productId, state: .queued, sha256: content.sha256, size: content.size,
                 version: content.version, format: content.format, receipt: receipt, bytesDone: 0,
                 partialETag: nil, attempts: 0, nextAttemptAt: nil, lastError: nil, mismatches: 0,
-                createdAt: now, updatedAt: now, owner: nil, leaseUntil: nil, transactionId: transactionId)
+                createdAt: now, updatedAt: now, owner: nil, leaseUntil: nil, transactionId: transactionId, proofKind: kind)
             try record.insert(db)
             return record
         }
@@ -161,6 +164,7 @@ extension ClientDatabase {
         let record = try write { db -> DownloadRecord? in
             _ = try DownloadRecord.filter(key: productId).updateAll(db, [
                 Column("receipt").set(to: receipt), DownloadRecord.Columns.transactionId.set(to: transactionId),
+                Column("proofKind").set(to: nil),
             ])
             return try DownloadRecord.fetchOne(db, key: productId)
         }

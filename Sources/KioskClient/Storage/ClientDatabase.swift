@@ -194,7 +194,14 @@ final class ClientDatabase: Sendable {
                 table.add(column: "leaseDeadline", .integer)
             }
         }
-        migrator.registerMigration("v7-transfer-note") { db in
+        migrator.registerMigration("v7-proof-kind") { db in
+            try db.alter(table: DownloadRecord.databaseTableName) { table in
+                // The scheme the download's proof goes under: Kiosk's receipt (nil) or an App Store transaction.
+                table.add(column: "proofKind", .text)
+            }
+        }
+        // What an update by entries cost, for kiosk downloads ("update 1.2 MB of 212 MB (3 files changed)").
+        migrator.registerMigration("v8-transfer-note") { db in
             try db.alter(table: DownloadRecord.databaseTableName) { table in
                 table.add(column: "transferNote", .text)
             }

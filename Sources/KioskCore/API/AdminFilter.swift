@@ -39,7 +39,7 @@ public struct ListFilter: Sendable, Equatable {
     public static func date(_ text: String, now: Date = Date()) throws(ListFilterError) -> Date {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         if let unit = trimmed.last, let amount = Int(trimmed.dropLast()), amount >= 0 {
-            let seconds: [Character: Double] = ["m": 60, "h": 3600, "d": 86400]
+            let seconds: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400]
             if let scale = seconds[unit] { return now.addingTimeInterval(-Double(amount) * scale) }
         }
         let day = DateFormatter()

@@ -134,3 +134,96 @@ public struct AdminDownloadRow: Codable, Sendable, Equatable {
         self.bytes = bytes
     }
 }
+
+/// `GET /v1/admin/appstore/notifications`: one App Store Server Notification as the store recorded
+/// it (once per `notificationUUID`), with what it did.
+public struct AdminAppStoreNotificationRow: Codable, Sendable, Equatable {
+    public var notificationUUID: String
+    /// REFUND, REVOKE, DID_RENEW…
+    public var notificationType: String
+    public var subtype: String?
+    public var transactionId: String?
+    public var originalTransactionId: String?
+    /// Kiosk's product, when the transaction names one the catalog maps.
+    public var productId: String?
+    public var environment: String
+    public var signedDate: Date
+    public var receivedAt: Date
+    /// What the store did: "withdrew transaction …", "extended … until …", or why nothing.
+    public var outcome: String
+
+    public init(
+        notificationUUID: String, notificationType: String, subtype: String?, transactionId: String?, originalTransactionId: String?,
+        productId: String?, environment: String, signedDate: Date, receivedAt: Date, outcome: String
+    ) {
+        self.notificationUUID = notificationUUID
+        self.notificationType = notificationType
+        self.subtype = subtype
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.productId = productId
+        self.environment = environment
+        self.signedDate = signedDate
+        self.receivedAt = receivedAt
+        self.outcome = outcome
+    }
+}
+
+/// `GET /v1/admin/webhooks`: an endpoint of the publisher that every notification is POSTed to.
+public struct AdminWebhookRow: Codable, Sendable, Equatable {
+    public var id: Int64
+    public var url: String
+    public var createdAt: Date
+
+    public init(id: Int64, url: String, createdAt: Date) {
+        self.id = id
+        self.url = url
+        self.createdAt = createdAt
+    }
+}
+
+/// `POST /v1/admin/webhooks` and `DELETE /v1/admin/webhooks`: the endpoint's URL.
+public struct AdminWebhookRequest: Codable, Sendable, Equatable {
+    public var url: String
+
+    public init(url: String) { self.url = url }
+}
+
+/// `GET /v1/admin/notifications[?failed=true]`: one notification's delivery to one endpoint.
+public struct AdminNotificationRow: Codable, Sendable, Equatable {
+    /// The `notificationUUID`.
+    public var notificationId: String
+    public var type: String
+    public var subtype: String?
+    public var accountId: String
+    public var transactionId: String?
+    public var url: String
+    /// `pending` (being retried), `delivered` or `failed` (retries gave up; `resend` starts again).
+    public var state: String
+    public var attempts: Int
+    /// The endpoint's last answer, or nil when it gave none.
+    public var lastStatus: Int?
+    public var lastError: String?
+    public var createdAt: Date
+    public var nextAttemptAt: Date?
+    public var deliveredAt: Date?
+
+    public init(
+        notificationId: String, type: String, subtype: String?, accountId: String, transactionId: String?, url: String, state: String,
+        attempts: Int, lastStatus: Int?, lastError: String?, createdAt: Date, nextAttemptAt: Date?, deliveredAt: Date?
+    ) {
+        self.notificationId = notificationId
+        self.type = type
+        self.subtype = subtype
+        self.accountId = accountId
+        self.transactionId = transactionId
+        self.url = url
+        self.state = state
+        self.attempts = attempts
+        self.lastStatus = lastStatus
+        self.lastError = lastError
+        self.createdAt = createdAt
+        self.nextAttemptAt = nextAttemptAt
+        self.deliveredAt = deliveredAt
+    }
+}

@@ -61,9 +61,9 @@ public struct CatalogReadError: Error, Sendable, Equatable, CustomStringConverti
 extension JSONCursor {
     /// One product object; the field names and types are those `Product`'s `Codable` uses.
     mutating func product(at place: @autoclosure () -> String) throws -> Product {
-        var id, kind, title, summary, series, publicationDate: String?
+        var id, kind, title, summary, series, publicationDate, appStoreProductId: String?
         var price: Price?
-        var creditPrice, credits, issueNumber, periodMonths: Int?
+        var creditPrice, credits, issueNumber, periodMonths, gracePeriodDays: Int?
         var content: ContentDescriptor?
         try object(at: place()) { key, reader in
             switch key {
@@ -78,7 +78,9 @@ extension JSONCursor {
             case "issueNumber": issueNumber = try reader.optional { try $0.integer(at: "\(place()).issueNumber") }
             case "publicationDate": publicationDate = try reader.optional { try $0.string(at: "\(place()).publicationDate") }
             case "periodMonths": periodMonths = try reader.optional { try $0.integer(at: "\(place()).periodMonths") }
+            case "gracePeriodDays": gracePeriodDays = try reader.optional { try $0.integer(at: "\(place()).gracePeriodDays") }
             case "content": content = try reader.optional { try $0.content(at: "\(place()).content") }
+            case "appStoreProductId": appStoreProductId = try reader.optional { try $0.string(at: "\(place()).appStoreProductId") }
             default: try reader.skipValue()
             }
         }
@@ -91,9 +93,12 @@ extension JSONCursor {
         guard let title else { throw CatalogReadError(place: at(), problem: "has no \"title\"") }
         guard let summary else { throw CatalogReadError(place: at(), problem: "has no \"summary\"") }
         guard let price else { throw CatalogReadError(place: at(), problem: "has no \"price\"") }
-        return Product(
+        var product = Product(
             id: id, kind: productKind, title: title, summary: summary, price: price, creditPrice: creditPrice, credits: credits,
-            series: series, issueNumber: issueNumber, publicationDate: publicationDate, periodMonths: periodMonths, content: content)
+            series: series, issueNumber: issueNumber, publicationDate: publicationDate, periodMonths: periodMonths, content: content,
+            gracePeriodDays: gracePeriodDays)
+        product.appStoreProductId = appStoreProductId
+        return product
     }
 
     mutating func price(at place: @autoclosure () -> String) throws -> Price {

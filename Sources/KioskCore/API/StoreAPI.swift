@@ -61,12 +61,16 @@ public struct PaymentRequest: Codable, Sendable {
     public var paymentMethod: PaymentMethod
     /// The same key always gives the same transaction and never a second charge.
     public var idempotencyKey: String
+    /// The app's own UUID for the reader (StoreKit's `appAccountToken`): it appears in the receipt
+    /// and in every notification about the purchase.
+    public var appAccountToken: String?
 
-    public init(productId: String, quantity: Int, paymentMethod: PaymentMethod, idempotencyKey: String) {
+    public init(productId: String, quantity: Int, paymentMethod: PaymentMethod, idempotencyKey: String, appAccountToken: String? = nil) {
         self.productId = productId
         self.quantity = quantity
         self.paymentMethod = paymentMethod
         self.idempotencyKey = idempotencyKey
+        self.appAccountToken = appAccountToken
     }
 }
 

@@ -26,6 +26,7 @@ public struct CatalogLoader: Sendable {
 
         var entries: [CatalogEntry] = []
         var fileOfID: [String: String] = [:]
+        var productOfAppStoreID: [String: String] = [:]
         for file in files {
             for entry in try loadFile(file) {
                 if let first = fileOfID[entry.product.id] {
@@ -34,6 +35,15 @@ public struct CatalogLoader: Sendable {
                         message: "is already used by a product in \(first); product IDs must be unique")
                 }
                 fileOfID[entry.product.id] = entry.file
+                // An App Store transaction must name one product only.
+                if let appStoreId = entry.product.appStoreProductId {
+                    if let other = productOfAppStoreID[appStoreId] {
+                        throw CatalogError(
+                            .duplicateID, file: entry.file, productID: entry.product.id, field: "appStoreProductId",
+                            message: "\"\(appStoreId)\" is already the App Store ID of \(other); each App Store product maps to one Kiosk product")
+                    }
+                    productOfAppStoreID[appStoreId] = entry.product.id
+                }
                 entries.append(entry)
             }
         }
@@ -150,12 +160,14 @@ public struct CatalogLoader: Sendable {
         product.series = try reader.optionalString("series")
         product.issueNumber = try reader.positiveInt("issueNumber")
         product.periodMonths = try reader.positiveInt("periodMonths")
+        product.gracePeriodDays = try reader.positiveInt("gracePeriodDays", atMost: 60)
         if let date = try reader.optionalString("publicationDate") {
             guard Self.isCalendarDate(date) else {
                 throw reader.error(.badDate, "publicationDate", "\"\(date)\" is not a date like 2026-09-01")
             }
             product.publicationDate = date
         }
+        product.appStoreProductId = try reader.optionalString("appStoreProductId")
         let content = try contentSource(reader)
         try reader.rejectUnknownFields()
         try checkKind(product, content: content, reader: reader)
@@ -203,7 +215,7 @@ public struct CatalogLoader: Sendable {
             guard product.credits != nil else {
                 throw reader.error(.missingField, "credits", "a consumable must say how many credits it adds")
             }
-            for (field, value) in [("content", content as Any?), ("series", product.series), ("creditPrice", product.creditPrice)] where value != nil {
+            for (field, value) in [("content", content as Any?), ("series", product.series), ("creditPrice", product.creditPrice), ("gracePeriodDays", product.gracePeriodDays)] where value != nil {
                 throw reader.error(.kindMismatch, field, "is not allowed on a consumable")
             }
         case .nonConsumable:
@@ -218,7 +230,7 @@ public struct CatalogLoader: Sendable {
                     throw reader.error(.missingField, "publicationDate", "an issue of a series needs its publication date")
                 }
             }
-            for (field, value) in [("credits", product.credits as Any?), ("periodMonths", product.periodMonths)] where value != nil {
+            for (field, value) in [("credits", product.credits as Any?), ("periodMonths", product.periodMonths), ("gracePeriodDays", product.gracePeriodDays)] where value != nil {
                 throw reader.error(.kindMismatch, field, "is not allowed on a non-consumable")
             }
         case .subscription:
@@ -298,7 +310,7 @@ private struct FieldReader {
 
     static let knownFields: [String: Set<String>] = [
         "": ["id", "kind", "title", "summary", "price", "currency", "creditPrice", "credits", "series",
-             "issueNumber", "publicationDate", "periodMonths", "content"],
+             "issueNumber", "publicationDate", "periodMonths", "gracePeriodDays", "content", "appStoreProductId"],
         "content.": ["path", "format"],
     ]
 

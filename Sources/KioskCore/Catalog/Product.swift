@@ -17,13 +17,20 @@ public struct Product: Codable, Sendable, Equatable, Identifiable {
     public var publicationDate: String?
     /// The length of a subscription period in months.
     public var periodMonths: Int?
+    /// Days a subscription keeps its access while a failed renewal is retried (App Store's
+    /// billing grace period); nil or 0 is none.
+    public var gracePeriodDays: Int?
     /// What the client downloads once the product is owned.
     public var content: ContentDescriptor?
+    /// The product's ID in the App Store, when an iOS app sells it through In-App Purchase
+    /// (its signed transactions name this ID, not Kiosk's).
+    public var appStoreProductId: String?
 
     public init(
         id: String, kind: ProductKind, title: String, summary: String, price: Price,
         creditPrice: Int? = nil, credits: Int? = nil, series: String? = nil, issueNumber: Int? = nil,
-        publicationDate: String? = nil, periodMonths: Int? = nil, content: ContentDescriptor? = nil
+        publicationDate: String? = nil, periodMonths: Int? = nil, content: ContentDescriptor? = nil,
+        gracePeriodDays: Int? = nil
     ) {
         self.id = id
         self.kind = kind
@@ -36,6 +43,7 @@ public struct Product: Codable, Sendable, Equatable, Identifiable {
         self.issueNumber = issueNumber
         self.publicationDate = publicationDate
         self.periodMonths = periodMonths
+        self.gracePeriodDays = gracePeriodDays
         self.content = content
     }
 }

@@ -12,6 +12,10 @@ public struct PurchaseProofKind: RawRepresentable, Hashable, Sendable, CustomStr
     /// A receipt Kiosk signed itself (``KioskReceiptVerifier``).
     public static let kioskReceipt = PurchaseProofKind(rawValue: "Receipt")
 
+    /// A StoreKit 2 signed transaction (`Authorization: AppStore <JWS>`), checked by
+    /// ``AppStoreSignedDataVerifier``.
+    public static let appStore = PurchaseProofKind(rawValue: "AppStore")
+
     public var description: String { rawValue }
 }
 
@@ -22,10 +26,14 @@ public struct VerifiedPurchase: Sendable, Equatable {
     /// The purchase it proves. A verifier of another store's proofs maps that store's
     /// transaction onto these (its product onto the catalog's, its issuer and environment).
     public var claims: ReceiptClaims
+    /// When the proof itself says its transaction was revoked (an App Store transaction re-signed
+    /// after a refund carries its revocationDate); such a proof entitles nothing.
+    public var revoked: Date?
 
-    public init(kind: PurchaseProofKind, claims: ReceiptClaims) {
+    public init(kind: PurchaseProofKind, claims: ReceiptClaims, revoked: Date? = nil) {
         self.kind = kind
         self.claims = claims
+        self.revoked = revoked
     }
 }
 

@@ -18,17 +18,19 @@ public struct ReceiptClaims: JWTPayload, Equatable {
     /// The store that signed the receipt (`iss`); empty when the receipt carries none, which
     /// ``KioskReceiptPolicy`` refuses (every receipt Kiosk has ever signed carries one).
     public var issuer: String
+    /// The app's own account token given with the purchase (StoreKit's `appAccountToken`), if any.
+    public var appAccountToken: String?
 
     enum CodingKeys: String, CodingKey {
         case transactionId, originalTransactionId, productId, kind, quantity, accountId
-        case purchaseDate, expiresDate, environment
+        case purchaseDate, expiresDate, environment, appAccountToken
         case issuer = "iss"
     }
 
     public init(
         transactionId: String, originalTransactionId: String, productId: String, kind: ProductKind,
         quantity: Int, accountId: String, purchaseDate: Date, expiresDate: Date?,
-        environment: StoreEnvironment, issuer: String
+        environment: StoreEnvironment, issuer: String, appAccountToken: String? = nil
     ) {
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
@@ -40,6 +42,7 @@ public struct ReceiptClaims: JWTPayload, Equatable {
         self.expiresDate = expiresDate.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
         self.environment = environment
         self.issuer = issuer
+        self.appAccountToken = appAccountToken
     }
 
     public init(from decoder: any Decoder) throws {
@@ -56,6 +59,7 @@ public struct ReceiptClaims: JWTPayload, Equatable {
         // Decoded, not refused here: a missing `iss` is the policy's refusal to name (wrong issuer),
         // not a malformed receipt.
         issuer = try container.decodeIfPresent(String.self, forKey: .issuer) ?? ""
+        appAccountToken = try container.decodeIfPresent(String.self, forKey: .appAccountToken)
     }
 
     /// A receipt proves a past purchase, so it does not expire; subscription expiry is a business rule.

@@ -2,9 +2,9 @@
 ///
 /// An enum rather than a struct around a private one (the usual shape for errors that can grow),
 /// on purpose: every place that turns a refusal into an answer (`/verifyReceipt`'s
-/// status, the content route's HTTP error) switches over it exhaustively, so the App Store's
-/// reasons (issue 33: chain, OID, bundle, expired) cannot be added without each of them saying
-/// how it answers.
+/// status, the content route's HTTP error) switches over it exhaustively, so a new kind of
+/// refusal cannot be added without saying how it answers; the App Store's reasons (format, chain,
+/// OID, expired, signature, bundle, environment) come as one case, ``appStore(_:)``.
 public enum ReceiptRefusal: Error, Sendable, Equatable, CustomStringConvertible {
     /// Not a compact JWS whose header and claims Kiosk can read.
     case malformed
@@ -26,6 +26,8 @@ public enum ReceiptRefusal: Error, Sendable, Equatable, CustomStringConvertible 
     case otherAccount(transactionId: String, receiptAccount: String, presentedBy: String)
     /// The store's key set cannot be used to check anything.
     case untrustedKeys(String)
+    /// An App Store signed transaction refused by ``AppStoreSignedDataVerifier``, for the reason it names.
+    case appStore(AppStoreRefusal)
 
     public var description: String {
         switch self {
@@ -51,6 +53,8 @@ public enum ReceiptRefusal: Error, Sendable, Equatable, CustomStringConvertible 
             return "the receipt of transaction \(transactionId) belongs to account \(receiptAccount), not \(presentedBy); sign in as that account, or restore this account's purchases"
         case .untrustedKeys(let detail):
             return "the store's public keys cannot be used: \(detail)"
+        case .appStore(let refusal):
+            return refusal.description
         }
     }
 
@@ -59,7 +63,7 @@ public enum ReceiptRefusal: Error, Sendable, Equatable, CustomStringConvertible 
     public var mayBeStaleKeys: Bool {
         switch self {
         case .unknownKey, .wrongEnvironment, .wrongIssuer, .untrustedKeys: return true
-        case .malformed, .algorithmNotAllowed, .notAuthentic, .keyRetired, .otherAccount: return false
+        case .malformed, .algorithmNotAllowed, .notAuthentic, .keyRetired, .otherAccount, .appStore: return false
         }
     }
 }

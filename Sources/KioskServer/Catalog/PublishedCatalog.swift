@@ -6,6 +6,8 @@ import KioskCore
 public struct PublishedCatalog: Sendable {
     public let products: [String: Product]
     public let archives: [String: PackedContent]
+    /// Kiosk's product ID by the App Store product ID its catalog entry names (`appStoreProductId`).
+    public let productsByAppStoreID: [String: String]
     /// The JSON body of `GET /v1/catalog`, and its gzip form.
     public let body: Data
     public let gzippedBody: Data
@@ -38,6 +40,9 @@ public struct PublishedCatalog: Sendable {
         let digest = FileDigest.sha256(of: body)
         self.products = products
         self.archives = archives
+        self.productsByAppStoreID = Dictionary(
+            products.values.compactMap { product in product.appStoreProductId.map { ($0, product.id) } },
+            uniquingKeysWith: { first, _ in first })
         self.body = body
         self.gzippedBody = try gzippedBody ?? Gzip.compress(body)
         // The gzip body is a different representation, so it gets a different strong tag.

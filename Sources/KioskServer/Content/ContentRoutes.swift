@@ -167,15 +167,18 @@ struct ContentRoutes: Sendable {
             throw APIFailure.unauthorized("downloads need Authorization: Receipt <the signed transaction of the purchase>"
                 + (others.isEmpty ? "" : " (or \(others.joined(separator: ", ")))"))
         }
-        let claims: ReceiptClaims
+        let verified: VerifiedPurchase
         do {
-            claims = try await chosen.verifier.verify(chosen.proof, presentedBy: nil).claims
+            verified = try await chosen.verifier.verify(chosen.proof, presentedBy: nil)
         } catch let refusal as ReceiptRefusal {
             throw refusal.apiFailure
         }
-        switch try await store.entitlement(claims, for: product) {
+        let claims = verified.claims
+        switch try await store.entitlement(verified, for: product) {
         case .granted:
             return
+        case .withdrawn(let reason):
+            throw APIFailure(.forbidden, code: "revoked", message: reason)
         case .revoked:
             throw APIFailure(.forbidden, code: "revoked", message: "transaction \(claims.transactionId) was revoked or is unknown; it no longer entitles any content")
         case .notOwned:

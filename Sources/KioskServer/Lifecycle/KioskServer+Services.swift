@@ -16,9 +16,11 @@ extension KioskServer {
     /// - Parameters:
     ///   - onServing: called with the store's port once it serves the catalog.
     ///   - onMetricsListening: called with the metrics port once it accepts connections.
+    ///   - onConsoleListening: called with the console's port once it accepts connections.
     public func makeServiceGroup(
         onServing: @escaping @Sendable (Int) async -> Void = { _ in },
-        onMetricsListening: @escaping @Sendable (Int) async -> Void = { _ in }
+        onMetricsListening: @escaping @Sendable (Int) async -> Void = { _ in },
+        onConsoleListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> ServiceGroup {
         let (listening, bound) = AsyncStream<Int>.makeStream()
         let http = ListeningService(
@@ -31,8 +33,20 @@ extension KioskServer {
                 host: configuration.metricsHost, port: metricsPort, bound: nil)
             services.append(Self.stopsTheGroup(metrics))
         }
+        if let consolePort = configuration.consolePort {
+            let console = ListeningService(
+                application: makeConsoleApplication(onListening: onConsoleListening), listener: .console,
+                host: configuration.consoleHost, port: consolePort, bound: nil)
+            services.append(Self.stopsTheGroup(console))
+        }
         services.append(Self.stopsTheGroup(CatalogReloadService(catalog: catalog, listening: listening, onServing: onServing)))
         services.append(Self.stopsTheGroup(CleanupService(limiter: limits.limiter, catalog: catalog)))
+        if let interval = configuration.renewalInterval {
+            services.append(Self.stopsTheGroup(RenewalService(store: store, interval: interval, logger: logger)))
+        }
+        if let delivery = configuration.notificationDelivery {
+            services.append(Self.stopsTheGroup(NotificationService(store: store, configuration: delivery, logger: logger)))
+        }
         // Last, so it hears of a shutdown first: waiting long polls answer before the HTTP service waits for them.
         services.append(Self.stopsTheGroup(ChangeFeedService(database: database, changes: store.changes, listens: false, logger: logger)))
         return ServiceGroup(configuration: .init(

@@ -34,6 +34,8 @@ public struct ListenError: Error, Sendable, CustomStringConvertible {
         case store
         /// The address of `/metrics` alone (`--metrics-host`, `--metrics-port`).
         case metrics
+        /// The publisher's console (`--console-host`, `--console-port`).
+        case console
     }
 
     public var listener: Listener

@@ -23,6 +23,9 @@ extension ReceiptRefusal {
         case .untrustedKeys:
             // The store's own keys: its fault, not the reader's.
             return APIFailure(.serviceUnavailable, code: "keys_unavailable", message: description, retryAfter: 5)
+        case .appStore(let refusal):
+            // The same kinds of answer as Kiosk's own receipts, with the App Store's reason named.
+            return APIFailure(.unauthorized, code: "appstore_\(refusal.reason)", message: description)
         }
     }
 
@@ -40,6 +43,13 @@ extension ReceiptRefusal {
             return VerifyReceiptStatus.revokedOrUnknown
         case .untrustedKeys:
             return VerifyReceiptStatus.serverUnavailable
+        case .appStore(.format):
+            return VerifyReceiptStatus.malformed
+        case .appStore(.environment(_, let found)):
+            return found == AppStoreEnvironment.sandbox.rawValue
+                ? VerifyReceiptStatus.sandboxReceiptSentToProduction : VerifyReceiptStatus.productionReceiptSentToSandbox
+        case .appStore:
+            return VerifyReceiptStatus.notAuthentic
         }
     }
 }

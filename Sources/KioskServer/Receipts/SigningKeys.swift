@@ -126,6 +126,13 @@ public actor SigningKeys: ReceiptKeySource {
         return try await collection.sign(claims, kid: JWKIdentifier(string: signingKID))
     }
 
+    /// The compact JWS of any payload (a notification, a subscription's renewal info), signed
+    /// with the same newest key as receipts, so the same JWKS verifies it.
+    public func sign<Payload: JWTPayload>(payload: Payload) async throws -> String {
+        try await refreshIfStale()
+        return try await collection.sign(payload, kid: JWKIdentifier(string: signingKID))
+    }
+
     /// The policy for the keys this instance holds, read again when older than ``refreshInterval``.
     public func currentPolicy() async throws -> KioskReceiptPolicy? {
         try await refreshIfStale()

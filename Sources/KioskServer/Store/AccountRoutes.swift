@@ -18,7 +18,25 @@ struct AccountRoutes: Sendable {
         routes.post("v1/redemptions", use: redeem)
         routes.get("v1/transactions", use: transactions)
         routes.post("v1/transactions/:id/finish", use: finish)
+        routes.get("v1/subscriptions", use: subscriptions)
+        routes.post("v1/subscriptions/:id/cancel", use: cancelSubscription)
+        routes.post("v1/subscriptions/:id/resume", use: resumeSubscription)
         return routes
+    }
+
+    /// `GET /v1/subscriptions`: ``SubscriptionList``.
+    @Sendable func subscriptions(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.subscriptions(accountId: context.requireAccount()))
+    }
+
+    /// `POST /v1/subscriptions/{originalTransactionId}/cancel`: auto-renew off; ``SubscriptionInfo``.
+    @Sendable func cancelSubscription(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.setAutoRenew(accountId: context.requireAccount(), originalTransactionId: context.parameters.require("id"), on: false))
+    }
+
+    /// `POST /v1/subscriptions/{originalTransactionId}/resume`: auto-renew on; ``SubscriptionInfo``.
+    @Sendable func resumeSubscription(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.setAutoRenew(accountId: context.requireAccount(), originalTransactionId: context.parameters.require("id"), on: true))
     }
 
     /// `POST /v1/accounts`: a new account and its token.

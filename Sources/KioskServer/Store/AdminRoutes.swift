@@ -21,13 +21,67 @@ struct AdminRoutes: Sendable {
         routes.get("pending", use: pending)
         routes.get("sales", use: sales)
         routes.get("downloads", use: downloads)
+        routes.get("appstore/notifications", use: appStoreNotifications)
         routes.post("transactions/:id/approve", use: approve)
         routes.post("transactions/:id/decline", use: decline)
         routes.post("transactions/:id/revoke", use: revoke)
         routes.post("transactions/:id/refund", use: refund)
+        routes.post("accounts/:id/sandbox", use: sandbox)
+        routes.post("renewals/run", use: runRenewals)
+        routes.get("webhooks", use: webhooks)
+        routes.post("webhooks", use: addWebhook)
+        routes.delete("webhooks", use: removeWebhook)
+        routes.get("notifications", use: notifications)
+        routes.post("notifications/test", use: testNotification)
+        routes.post("notifications/:id/resend", use: resendNotification)
         return routes
     }
 
+    /// `POST /v1/admin/accounts/{id}/sandbox`, body ``SandboxAccountSettings``: ``SandboxAccountState``.
+    @Sendable func sandbox(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let settings = try await JSONBody.decode(SandboxAccountSettings.self, from: request)
+        return try JSONBody.response(try await store.setSandbox(accountId: context.parameters.require("id"), settings))
+    }
+
+    /// `POST /v1/admin/renewals/run`: one renewal pass now, as the worker makes every second; `{"steps": N}`.
+    @Sendable func runRenewals(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(["steps": try await store.renewDue()])
+    }
+
+    /// `GET /v1/admin/webhooks`: ``AdminWebhookRow`` per endpoint.
+    @Sendable func webhooks(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.webhooks())
+    }
+
+    /// `POST /v1/admin/webhooks`, body ``AdminWebhookRequest``.
+    @Sendable func addWebhook(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let body = try await JSONBody.decode(AdminWebhookRequest.self, from: request)
+        return try JSONBody.response(try await store.addWebhook(body.url), status: .created)
+    }
+
+    /// `DELETE /v1/admin/webhooks`, body ``AdminWebhookRequest``.
+    @Sendable func removeWebhook(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let body = try await JSONBody.decode(AdminWebhookRequest.self, from: request)
+        return try JSONBody.response(try await store.removeWebhook(body.url))
+    }
+
+    /// `GET /v1/admin/notifications[?failed=true]`: ``AdminNotificationRow`` per notification and endpoint.
+    @Sendable func notifications(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let failed = request.uri.queryParameters.get("failed").map { $0 == "true" || $0 == "1" } ?? false
+        return try JSONBody.response(try await store.notifications(failed: failed))
+    }
+
+    /// `POST /v1/admin/notifications/test`: a `TEST` notification to every endpoint; `{"notificationUUID": "…"}`.
+    @Sendable func testNotification(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(["notificationUUID": try await store.testNotification()])
+    }
+
+    /// `POST /v1/admin/notifications/{uuid}/resend`: ``AdminNotificationRow`` per endpoint.
+    @Sendable func resendNotification(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.resendNotification(context.parameters.require("id")))
+    }
+
+    /// `GET /v1/admin/accounts`: ``AdminAccountRow`` per account.
     /// `GET /v1/admin/accounts?since=&product=&state=`: ``AdminAccountRow`` per account created since,
     /// holding a transaction of that product in that state.
     @Sendable func accounts(_ request: Request, context: KioskRequestContext) async throws -> Response {
@@ -57,6 +111,11 @@ struct AdminRoutes: Sendable {
     /// `GET /v1/admin/downloads`: ``AdminDownloadRow`` per product and day.
     @Sendable func downloads(_ request: Request, context: KioskRequestContext) async throws -> Response {
         try JSONBody.response(try await store.downloadStats(try Self.filter(request, states: false)))
+    }
+
+    /// `GET /v1/admin/appstore/notifications`: ``AdminAppStoreNotificationRow`` per notification, newest first.
+    @Sendable func appStoreNotifications(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.appStoreNotifications())
     }
 
     /// `POST /v1/admin/transactions/{id}/approve`: the Ask to Buy is charged and signed.

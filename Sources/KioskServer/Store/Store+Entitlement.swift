@@ -8,7 +8,18 @@ extension Store {
         case granted
         /// The receipt's own transaction was revoked (refunded) or is not known to this store.
         case revoked
+        /// Withdrawn for the reason given (an App Store refund or revocation).
+        case withdrawn(String)
         case notOwned
+    }
+
+    /// Whether a verified proof entitles `product`, by the record its kind of proof stands in:
+    /// Kiosk's own transactions, or the App Store transactions this store has seen.
+    func entitlement(_ verified: VerifiedPurchase, for product: Product) async throws -> Entitlement {
+        if verified.kind == .appStore {
+            return try await appStoreEntitlement(verified, for: product)
+        }
+        return try await entitlement(verified.claims, for: product)
     }
 
     /// Checks that the receipt's transaction stands and that its account owns `product`, directly or
@@ -37,6 +48,18 @@ extension Store {
                 if SubscriptionCoverage(purchased: bought, expires: expires).covers(published, seriesIssueDates: issueDates) {
                     return .granted
                 }
+            }
+            // A billing grace period entitles what was published during it, as a paid period
+            // does, by the same rule: the window from the unpaid period's end to grace's end
+            // (or to the recovery or expiry that closed it).
+            let graces = try await db.raw(#"""
+                SELECT g."startsAt", g."endsAt", s."productId" FROM "subscriptionGrace" g
+                JOIN "subscription" s ON s."originalTransactionId" = g."originalTransactionId"
+                WHERE g."accountId" = \#(bind: claims.accountId)
+                """#).all()
+            for grace in graces where products[try grace.decode(column: "productId", as: String.self)]?.series == series {
+                let window = SubscriptionCoverage(purchased: try grace.decode(column: "startsAt", as: Date.self), expires: try grace.decode(column: "endsAt", as: Date.self))
+                if window.covers(published, seriesIssueDates: issueDates) { return .granted }
             }
             return .notOwned
         }

@@ -15,28 +15,52 @@ extension Store {
         guard let jws = Self.compactJWS(from: request.receiptData) else {
             return VerifyReceiptResponse(status: VerifyReceiptStatus.malformed, environment: environment, receipt: nil)
         }
-        let claims: ReceiptClaims
+        let verified: VerifiedPurchase
         do {
-            // Signature, key, environment, issuer and the presenting account: the one policy. (An App
-            // Store JWS, issue 33, will pick its own verifier here by its header's `x5c`.)
-            guard let verifier = proofs.verifier(for: .kioskReceipt) else {
+            // Signature, key, environment, issuer and the presenting account: the proof's own
+            // verifier. An App Store signed transaction is told apart by the chain in its header.
+            let kind: PurchaseProofKind = Self.carriesCertificateChain(jws) ? .appStore : .kioskReceipt
+            guard let verifier = proofs.verifier(for: kind) else {
                 return VerifyReceiptResponse(status: VerifyReceiptStatus.notAuthentic, environment: environment, receipt: nil)
             }
-            claims = try await verifier.verify(jws, presentedBy: accountId).claims
+            verified = try await verifier.verify(jws, presentedBy: accountId)
         } catch let refusal as ReceiptRefusal {
             return VerifyReceiptResponse(status: refusal.verifyReceiptStatus, environment: environment, receipt: nil)
         } catch {
             logger.warning("a receipt could not be checked", metadata: ["error": "\(error)"])
             return VerifyReceiptResponse(status: VerifyReceiptStatus.serverUnavailable, environment: environment, receipt: nil)
         }
-        let record = try? await database.read { try await $0.storeTransaction(claims.transactionId) }
-        guard let record, record.status == .purchased, record.accountId == claims.accountId else {
+        let claims = verified.claims
+        guard (try? await stands(verified)) == true else {
             return VerifyReceiptResponse(status: VerifyReceiptStatus.revokedOrUnknown, environment: environment, receipt: nil)
         }
         if let expires = claims.expires, expires < Date() {
             return VerifyReceiptResponse(status: VerifyReceiptStatus.subscriptionExpired, environment: environment, receipt: claims)
         }
         return VerifyReceiptResponse(status: VerifyReceiptStatus.valid, environment: environment, receipt: claims)
+    }
+
+    /// Whether the proof's transaction still stands in the record its kind of proof is kept in.
+    private func stands(_ verified: VerifiedPurchase) async throws -> Bool {
+        let claims = verified.claims
+        if verified.kind == .appStore {
+            guard verified.revoked == nil else { return false }
+            let periods = try await database.read { try await $0.appStoreTransactions(original: claims.originalTransactionId) }
+            return periods.first { $0.transactionId == claims.transactionId }?.revokedAt == nil
+        }
+        let record = try? await database.read { try await $0.storeTransaction(claims.transactionId) }
+        guard let record, record.status == .purchased, record.accountId == claims.accountId else { return false }
+        return true
+    }
+
+    /// True when a JWS header carries an `x5c` certificate chain, as App Store signed data does
+    /// (Kiosk's own receipts name a `kid` instead).
+    static func carriesCertificateChain(_ jws: String) -> Bool {
+        guard let first = jws.split(separator: ".").first,
+              let header = Data(base64URLEncoded: String(first)),
+              let object = try? JSONSerialization.jsonObject(with: header) as? [String: Any]
+        else { return false }
+        return object["x5c"] != nil
     }
 
     /// The JWS inside `receipt-data`: base64 of the compact JWS, or (leniently) the JWS itself.
@@ -47,5 +71,14 @@ extension Store {
             return nil
         }
         return text
+    }
+}
+
+extension Data {
+    /// base64url, padded or not, as JWS parts are.
+    init?(base64URLEncoded text: String) {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        self.init(base64Encoded: base64)
     }
 }

@@ -14,6 +14,8 @@ public struct Store: Sendable {
     let keys: SigningKeys
     /// Checks every proof of purchase presented, one verifier per kind of proof.
     public let proofs: PurchaseProofVerifiers
+    /// App Store signed data (transactions and notifications), when the store takes it.
+    let appStore: AppStoreProofVerifier?
     /// Payments of one account that read its holdings decide one at a time in this process (see ``AccountTurns``).
     let turns = AccountTurns()
     /// Wakes the account change feed's long polls waiting in this process (see ``transactions(accountId:after:wait:limit:)``).
@@ -24,15 +26,31 @@ public struct Store: Sendable {
     public let environment: StoreEnvironment
     let metrics: ServerMetrics
     let logger: Logger
+    /// The time renewals, grace and expiry read (the sandbox may speed it up).
+    public let clock: StoreClock
+    /// This instance's name in the claims it takes on due renewals and deliveries.
+    let instance = "instance-" + Store.randomHex(bytes: 6)
+    /// How long a claim on a due subscription holds before another instance may take it.
+    let renewalLease: TimeInterval
+    /// Called with the subscription's ID after a renewal step is decided and signed, just before
+    /// its commit: the tests' crash point (an error thrown here leaves the claim and nothing else).
+    let beforeRenewalCommit: (@Sendable (String) async throws -> Void)?
 
     public init(
         database: ServerDatabase, keys: SigningKeys, catalog: CatalogService, environment: StoreEnvironment,
-        metrics: ServerMetrics, logger: Logger
+        metrics: ServerMetrics, logger: Logger, appStore: AppStoreSignedDataVerifier? = nil, clock: StoreClock = .wallClock,
+        renewalLease: TimeInterval = 30, beforeRenewalCommit: (@Sendable (String) async throws -> Void)? = nil
     ) {
+        self.clock = clock
+        self.renewalLease = renewalLease
+        self.beforeRenewalCommit = beforeRenewalCommit
         self.metrics = metrics
         self.database = database
         self.keys = keys
-        self.proofs = PurchaseProofVerifiers([KioskReceiptVerifier(keys: keys)])
+        let appStoreProofs = appStore.map { AppStoreProofVerifier(signedData: $0, catalog: catalog) }
+        self.appStore = appStoreProofs
+        // One verifier per kind of proof; the routes that take proofs never name one.
+        self.proofs = PurchaseProofVerifiers([KioskReceiptVerifier(keys: keys)] + (appStoreProofs.map { [$0] } ?? []))
         self.catalog = catalog
         self.environment = environment
         self.logger = logger
@@ -63,7 +81,7 @@ public struct Store: Sendable {
 
     /// The balance and what the account owns.
     func summary(of accountId: String) async throws -> AccountSummary {
-        let now = Date()
+        let now = try await accountNow(accountId)
         return try await database.read { db in
             guard let account = try await db.account(accountId) else {
                 throw StoreError.unknownAccount(accountId)
@@ -94,6 +112,9 @@ public struct Store: Sendable {
         guard (1...100).contains(request.quantity) else {
             throw StoreError.invalidRequest("quantity must be between 1 and 100, not \(request.quantity)")
         }
+        if let token = request.appAccountToken, UUID(uuidString: token) == nil {
+            throw StoreError.invalidRequest("appAccountToken must be a UUID, not \"\(token.prefix(64))\"")
+        }
         let product = try await product(request.productId)
         guard request.quantity == 1 || product.kind == .consumable else {
             throw StoreError.invalidRequest("only consumables can be bought in a quantity; \(product.id) is a \(product.kind.rawValue)")
@@ -102,9 +123,12 @@ public struct Store: Sendable {
         // for approval (one pending request per product).
         let readsHoldings = product.kind != .consumable || request.paymentMethod == .defer
         let keyed = KeyedRequest(key: request.idempotencyKey, productId: product.id, quantity: request.quantity, method: request.paymentMethod.rawValue)
+        // A subscription's dates are in the account's time, which the sandbox may run ahead.
+        let now: Date = if product.kind == .subscription { try await accountNow(accountId) } else { .storeNow }
         let settled = try await settle(account: accountId, request: keyed, product: product, readsHoldings: readsHoldings) { holdings in
             var record = TransactionRecord.pending(
                 account: accountId, product: product, quantity: request.quantity, method: request.paymentMethod.rawValue, key: request.idempotencyKey)
+            record.appAccountToken = request.appAccountToken
             switch request.paymentMethod {
             case .cancel:
                 record.status = .cancelled
@@ -115,10 +139,10 @@ public struct Store: Sendable {
             case .defer:
                 // One pending request per account and product: asking again answers the same one.
                 if let pending = holdings.pending { return .existing(pending) }
-                if let owned = holdings.decideOwned(&record, product: product) { return owned }
+                if let owned = holdings.decideOwned(&record, product: product, now: now) { return owned }
                 record.message = "waiting for approval (Ask to Buy)"
             case .approve:
-                try holdings.decide(&record, product: product)
+                try holdings.decide(&record, product: product, now: now)
             }
             return .new(record)
         }
@@ -158,10 +182,11 @@ public struct Store: Sendable {
         guard deferred.status == .deferred else { throw Self.notDeferred(deferred) }
         let product = try await product(deferred.productId)
         let keyed = KeyedRequest(key: deferred.idempotencyKey, productId: product.id, quantity: deferred.quantity, method: PaymentMethod.defer.rawValue)
+        let now: Date = if product.kind == .subscription { try await accountNow(deferred.accountId) } else { .storeNow }
         let settled = try await settle(account: deferred.accountId, request: keyed, product: product, replacing: deferred) { holdings in
             var record = deferred
             record.paymentMethod = PaymentMethod.approve.rawValue
-            try holdings.decide(&record, product: product)
+            try holdings.decide(&record, product: product, now: now)
             return .new(record)
         }
         return settled.record.wire
@@ -190,6 +215,8 @@ public struct Store: Sendable {
             }) else {
                 throw StoreError.settledMeanwhile(transactionId)
             }
+            try await db.announce(StoreNotification(type: StoreNotification.Kind.askToBuyDeclined, subtype: nil, accountId: record.accountId,
+                                                    transactionId: record.id, originalTransactionId: record.originalTransactionId, renewalInfo: nil))
             return record
         }
         changes.signal(declined.accountId)
@@ -283,6 +310,9 @@ public struct Store: Sendable {
                     }
                 }
             }
+            try await db.announce(StoreNotification(
+                type: refundDue ? StoreNotification.Kind.refund : StoreNotification.Kind.revoke, subtype: nil, accountId: record.accountId,
+                transactionId: record.id, originalTransactionId: record.originalTransactionId, renewalInfo: nil))
             var credits = account.credits
             if refundDue {
                 try await db.insert(LedgerEntry(id: nil, transactionId: transactionId, kind: .refund, accountId: record.accountId,
@@ -366,6 +396,10 @@ public struct Store: Sendable {
                 let finishedAt = Date.storeNow
                 try await db.update("storeTransaction").set("finishedAt", to: finishedAt).where("id", .equal, transactionId).run()
                 record.finishedAt = finishedAt
+                if record.kind == .consumable, record.status == .purchased {
+                    try await db.announce(StoreNotification(type: StoreNotification.Kind.consumableDelivered, subtype: nil, accountId: accountId,
+                                                            transactionId: record.id, originalTransactionId: record.originalTransactionId, renewalInfo: nil))
+                }
             }
             return record.wire
         }
@@ -480,7 +514,10 @@ public struct Store: Sendable {
     private func commit(_ record: TransactionRecord, over holdings: Holdings) async throws -> Settled {
         let delta = record.creditDelta
         let charge = LedgerEntry.charge(for: record)
-        if database.engine == .postgres {
+        let starts = record.kind == .subscription && record.status == .purchased && record.paymentMethod != "owned"
+        // A new subscription period starts its subscription's row and announces it: plain
+        // statements on either engine (rarer than a pack or a book, and more than one statement).
+        if database.engine == .postgres, !starts {
             let recorded = try await database.statement {
                 try await $0.insert(record, ifAccountAt: holdings.revision, addingCredits: delta, charge: charge)
             }
@@ -493,8 +530,16 @@ public struct Store: Sendable {
             changed.changeSequence = advanced.change
             let recorded = try await db.insert(changed)
             if let charge { try await db.insert(charge) }
+            if starts { try await self.startSubscription(recorded, in: db) }
+            if recorded.announcesCharge { try await db.announce(recorded.chargeNotification) }
             return Settled(record: recorded, credits: advanced.credits)
         }
+    }
+
+    /// Starts the subscription a new period was bought for, in the purchase's transaction.
+    private func startSubscription(_ record: TransactionRecord, in db: any SQLDatabase) async throws {
+        let offset = try await Self.sandbox(record.accountId, in: db).clockOffset
+        try await db.startSubscription(record, clockOffset: offset, environment: keys.identity.environment)
     }
 
     /// Settles a deferred request (Ask to Buy approved) with the decision, under the same
@@ -529,16 +574,19 @@ public struct Store: Sendable {
             }
             try await db.notifyChange(of: record.accountId)
             if let charge = LedgerEntry.charge(for: record) { try await db.insert(charge) }
+            try await self.startSubscription(record, in: db)
+            if record.announcesCharge { try await db.announce(record.chargeNotification) }
             return Settled(record: record, credits: credits)
         }
     }
 
     /// The claims a purchased transaction's receipt carries.
-    private func claims(of record: TransactionRecord) -> ReceiptClaims {
+    func claims(of record: TransactionRecord) -> ReceiptClaims {
         ReceiptClaims(
             transactionId: record.id, originalTransactionId: record.originalTransactionId, productId: record.productId,
             kind: record.kind, quantity: record.quantity, accountId: record.accountId, purchaseDate: record.purchaseDate ?? Date(),
-            expiresDate: record.expiresDate, environment: keys.identity.environment, issuer: keys.identity.issuer)
+            expiresDate: record.expiresDate, environment: keys.identity.environment, issuer: keys.identity.issuer,
+            appAccountToken: record.appAccountToken)
     }
 
     /// The reply to a payment: the transaction and the balance; a declined payment is refused (`payment_declined`).

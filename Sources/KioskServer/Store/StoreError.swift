@@ -57,6 +57,11 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
             message: ofAccount ? "this account has no transaction \(id)" : "no transaction \(id)")
     }
 
+    static var appStoreNotConfigured: StoreError {
+        StoreError(.unknownProduct, code: "appstore_not_configured",
+            message: "this store takes no App Store proofs; start kiosk serve with --app-store-bundle-id")
+    }
+
     static func unknownProduct(_ id: String) -> StoreError {
         StoreError(.unknownProduct, code: "unknown_product", message: "no product \"\(id)\" in the catalog; run kiosk sync")
     }
@@ -127,5 +132,32 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     static func rateLimited(_ what: String, retryAfter: Int) -> StoreError {
         StoreError(.rateLimited, code: "rate_limited",
             message: "\(what) in a short time; nothing was done; try again in \(retryAfter) s", retryAfter: retryAfter)
+    }
+}
+
+extension StoreError {
+    static func unknownSubscription(_ id: String) -> StoreError {
+        StoreError(.unknownTransaction, code: "unknown_subscription",
+            message: "the account has no subscription \(id); kiosk subscriptions lists them by original transaction ID")
+    }
+
+    static func subscriptionExpired(_ id: String) -> StoreError {
+        StoreError(.wrongState, code: "subscription_expired",
+            message: "subscription \(id) has expired and cannot be resumed; buy it again to start a new period")
+    }
+
+    static func sandboxOnly(_ what: String) -> StoreError {
+        StoreError(.wrongState, code: "sandbox_only", message: "\(what) exists only in the sandbox; a production store refuses it")
+    }
+
+    static let subscriptionBusy = StoreError(.unavailable, code: "busy",
+        message: "the subscription changed while this was decided; send the same request again")
+
+    static func unknownWebhook(_ url: String) -> StoreError {
+        StoreError(.invalidRequest, code: "unknown_webhook", message: "no webhook is registered for \(url); kiosk admin webhooks list shows them")
+    }
+
+    static func unknownNotification(_ id: String) -> StoreError {
+        StoreError(.invalidRequest, code: "unknown_notification", message: "no notification \(id); kiosk admin notifications lists them")
     }
 }

@@ -50,6 +50,21 @@ struct TransactionRecord: Codable, Sendable {
     /// write a device must learn of. The transaction list's order and cursor.
     var changeSequence: Int64?
 
+    /// The app's own account token sent with the purchase (a UUID), carried into its receipt and notifications.
+    var appAccountToken: String? = nil
+
+    /// Whether committing it is a one-time charge the publisher is told of (`ONE_TIME_CHARGE`):
+    /// a book, an issue or a credit pack bought (a subscription's start is `SUBSCRIBED`).
+    var announcesCharge: Bool {
+        status == .purchased && paymentMethod != "owned" && kind != .subscription
+    }
+
+    /// The notification of a one-time charge.
+    var chargeNotification: StoreNotification {
+        StoreNotification(type: StoreNotification.Kind.oneTimeCharge, subtype: nil, accountId: accountId, transactionId: id,
+                          originalTransactionId: originalTransactionId, renewalInfo: nil)
+    }
+
     var wire: StoreTransaction {
         StoreTransaction(
             transactionId: id, productId: productId, status: status,

@@ -64,13 +64,13 @@ extension SQLDatabase {
             INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId",
                 "purchaseDate", "expiresDate", "status", "paymentMethod", "idempotencyKey", "amountCents", "currency",
                 "creditsGranted", "creditsSpent", "signedTransaction", "message", "finishedAt", "createdAt", "revokedAt", "revocationReason", "requestedMethod",
-                "changeSequence")
+                "changeSequence", "appAccountToken")
             VALUES (\#(bind: record.id), \#(bind: record.accountId), \#(bind: record.productId), \#(bind: record.kind.rawValue),
                 \#(bind: record.quantity), \#(bind: record.originalTransactionId), \#(bind: record.purchaseDate), \#(bind: record.expiresDate),
                 \#(bind: record.status.rawValue), \#(bind: record.paymentMethod), \#(bind: record.idempotencyKey), \#(bind: record.amountCents),
                 \#(bind: record.currency), \#(bind: record.creditsGranted), \#(bind: record.creditsSpent), \#(bind: record.signedTransaction),
                 \#(bind: record.message), \#(bind: record.finishedAt), \#(bind: record.createdAt), \#(bind: record.revokedAt),
-                \#(bind: record.revocationReason), \#(bind: record.requestedMethod), \#(bind: record.changeSequence ?? 0))
+                \#(bind: record.revocationReason), \#(bind: record.requestedMethod), \#(bind: record.changeSequence ?? 0), \#(bind: record.appAccountToken))
             RETURNING "sequence"
             """#).first()
         var inserted = record
@@ -113,12 +113,21 @@ extension SQLDatabase {
             .returning("id").all().count == 1
     }
 
-    /// Spelled out for the reason `insert(_: TransactionRecord)` is.
+    /// Spelled out for the reason `insert(_: TransactionRecord)` is. The day's sales row
+    /// (`salesDay`) moves with it, in the same transaction.
     func insert(_ entry: LedgerEntry) async throws {
         try await raw(#"""
             INSERT INTO "ledgerEntry" ("transactionId", "kind", "accountId", "amountCents", "currency", "reason", "createdAt")
             VALUES (\#(bind: entry.transactionId), \#(bind: entry.kind.rawValue), \#(bind: entry.accountId), \#(bind: entry.amountCents),
                 \#(bind: entry.currency), \#(bind: entry.reason), \#(bind: entry.createdAt))
+            """#).run()
+        let charge = entry.kind == .charge ? 1 : 0
+        try await raw(#"""
+            INSERT INTO "salesDay" ("day", "productId", "currency", "sales", "refunds", "netCents")
+            SELECT \#(bind: Store.day(entry.createdAt)), "productId", \#(bind: entry.currency), \#(bind: charge), \#(bind: 1 - charge), \#(bind: entry.amountCents)
+            FROM "storeTransaction" WHERE "id" = \#(bind: entry.transactionId)
+            ON CONFLICT ("day", "productId", "currency") DO UPDATE SET "sales" = "salesDay"."sales" + excluded."sales",
+                "refunds" = "salesDay"."refunds" + excluded."refunds", "netCents" = "salesDay"."netCents" + excluded."netCents"
             """#).run()
     }
 
@@ -162,8 +171,8 @@ struct AdvanceAccount: StoreStatement {
 
 /// A new purchase's write on PostgreSQL, one statement of data-modifying CTEs (which SQLite lacks):
 /// ``AdvanceAccount`` (its `$1`–`$3`), and the inserts select from its row, so an account that
-/// moved on makes the statement write nothing; the ledger entry is written only when `$25` (a
-/// charge) is true. A unique index refusing either insert undoes it all.
+/// moved on makes the statement write nothing; the ledger entry (and its day's `salesDay` row, `$34`
+/// the day) is written only when `$25` (a charge) is true. A unique index refusing either insert undoes it all.
 struct RecordPurchase: StoreStatement {
     typealias Row = any SQLRow
     static let sql = #"""
@@ -173,14 +182,28 @@ struct RecordPurchase: StoreStatement {
             INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId",
                 "purchaseDate", "expiresDate", "status", "paymentMethod", "idempotencyKey", "amountCents", "currency",
                 "creditsGranted", "creditsSpent", "signedTransaction", "message", "finishedAt", "createdAt", "revokedAt", "revocationReason",
-                "requestedMethod", "changeSequence")
-            SELECT $4, $1, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, "advanced"."lastChange"
+                "requestedMethod", "changeSequence", "appAccountToken")
+            SELECT $4, $1, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, "advanced"."lastChange", $31
             FROM "advanced"
             RETURNING "sequence", "changeSequence"
         ), "charged" AS (
             INSERT INTO "ledgerEntry" ("transactionId", "kind", "accountId", "amountCents", "currency", "reason", "createdAt")
             SELECT $4, $26, $1, $27, $28, $29, $30
             FROM "recorded" WHERE $25
+        ), "counted" AS (
+            INSERT INTO "salesDay" ("day", "productId", "currency", "sales", "refunds", "netCents")
+            SELECT $34, $5, $28, CASE WHEN $26 = 'charge' THEN 1 ELSE 0 END, CASE WHEN $26 = 'charge' THEN 0 ELSE 1 END, $27
+            FROM "recorded" WHERE $25
+            ON CONFLICT ("day", "productId", "currency") DO UPDATE SET "sales" = "salesDay"."sales" + excluded."sales",
+                "refunds" = "salesDay"."refunds" + excluded."refunds", "netCents" = "salesDay"."netCents" + excluded."netCents"
+        ), "announced" AS (
+            INSERT INTO "notification" ("id", "accountId", "type", "subtype", "transactionId", "originalTransactionId", "renewalInfo", "createdAt")
+            SELECT $32, $1, 'ONE_TIME_CHARGE', NULL, $4, $8, NULL, $21
+            FROM "recorded" WHERE $33
+            RETURNING "sequence"
+        ), "fanned" AS (
+            INSERT INTO "delivery" ("notificationSequence", "webhookId", "accountId", "state", "attempts", "nextAttemptAt")
+            SELECT "announced"."sequence", "webhook"."id", $1, 'pending', 0, $21 FROM "announced", "webhook"
         )
         SELECT "recorded"."sequence", "recorded"."changeSequence", "advanced"."credits", pg_notify('\#(ChangeNotifier.channel)', $1) AS "notified"
         FROM "recorded", "advanced"
@@ -188,6 +211,7 @@ struct RecordPurchase: StoreStatement {
     static let parameterTypes: [PostgresDataType] = AdvanceAccount.parameterTypes + [
         .text, .text, .text, .int8, .text, .timestamptz, .timestamptz, .text, .text, .text, .int8, .text,
         .int8, .int8, .text, .text, .timestamptz, .timestamptz, .timestamptz, .text, .text, .bool, .text, .int8, .text, .text, .timestamptz,
+        .text, .text, .bool, .text,
     ]
 
     let record: TransactionRecord
@@ -203,7 +227,9 @@ struct RecordPurchase: StoreStatement {
             .integer(Int64(record.creditsGranted)), .integer(Int64(record.creditsSpent)), .text(record.signedTransaction),
             .text(record.message), .date(record.finishedAt), .date(record.createdAt), .date(record.revokedAt), .text(record.revocationReason),
             .text(record.requestedMethod), .flag(charge != nil), .text(charge?.kind.rawValue), .integer(Int64(charge?.amountCents ?? 0)), .text(charge?.currency),
-            .text(charge?.reason), .date(charge?.createdAt),
+            .text(charge?.reason), .date(charge?.createdAt), .text(record.appAccountToken),
+            .text(UUID().uuidString.lowercased()), .flag(record.announcesCharge),
+            .text(charge.map { Store.day($0.createdAt) }),
         ]
     }
 }

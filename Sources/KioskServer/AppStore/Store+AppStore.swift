@@ -1,0 +1,210 @@
+import Foundation
+import KioskCore
+import SQLKit
+
+/// An App Store transaction the store has seen: presented for content, or named by a notification.
+/// Its row is what REFUND and REVOKE withdraw and what DID_RENEW extends.
+struct AppStoreTransactionRecord: Codable, Sendable {
+    var transactionId: String
+    var originalTransactionId: String
+    /// Kiosk's product (the App Store's ID when the catalog maps none).
+    var productId: String
+    var kind: ProductKind
+    var purchaseDate: Date?
+    var expiresDate: Date?
+    var environment: String
+    var revokedAt: Date?
+    var revocationReason: String?
+    var seenAt: Date
+}
+
+/// An App Store Server Notification, recorded once by its UUID.
+struct AppStoreNotificationRecord: Codable, Sendable {
+    var notificationUUID: String
+    var notificationType: String
+    var subtype: String?
+    var transactionId: String?
+    var originalTransactionId: String?
+    var productId: String?
+    var environment: String
+    var signedDate: Date
+    var receivedAt: Date
+    var outcome: String
+
+    var row: AdminAppStoreNotificationRow {
+        AdminAppStoreNotificationRow(
+            notificationUUID: notificationUUID, notificationType: notificationType, subtype: subtype, transactionId: transactionId,
+            originalTransactionId: originalTransactionId, productId: productId, environment: environment, signedDate: signedDate,
+            receivedAt: receivedAt, outcome: outcome)
+    }
+}
+
+/// What a notification did to the store (the answer to Apple, and the admin's record).
+public struct AppStoreNotificationOutcome: Codable, Sendable, Equatable {
+    public var notificationUUID: String
+    public var notificationType: String
+    /// False when this UUID was recorded before: Apple resent it, nothing was done again.
+    public var recorded: Bool
+    public var outcome: String
+}
+
+extension Store {
+    /// Whether a verified App Store transaction entitles `product`: the transaction stands (not
+    /// withdrawn by a notification, not revoked in itself), and it is that product, or a
+    /// subscription one of whose periods (its own, or a renewal a notification recorded) covers
+    /// the issue's publication. The transaction is recorded the first time it is seen.
+    func appStoreEntitlement(_ verified: VerifiedPurchase, for product: Product) async throws -> Entitlement {
+        let claims = verified.claims
+        if let revoked = verified.revoked {
+            return .withdrawn("App Store transaction \(claims.transactionId) was revoked on \(Self.day(revoked)); it no longer entitles any content")
+        }
+        let seen = AppStoreTransactionRecord(
+            transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, productId: claims.productId,
+            kind: claims.kind, purchaseDate: claims.purchased, expiresDate: claims.expires, environment: claims.environment.rawValue,
+            revokedAt: nil, revocationReason: nil, seenAt: .storeNow)
+        var periods = try await database.read { try await $0.appStoreTransactions(original: claims.originalTransactionId) }
+        if !periods.contains(where: { $0.transactionId == claims.transactionId }) {
+            try await database.write { try await $0.recordAppStoreTransaction(seen) }
+            periods.append(seen)
+        }
+        if let own = periods.first(where: { $0.transactionId == claims.transactionId }), let revokedAt = own.revokedAt {
+            return .withdrawn("App Store transaction \(claims.transactionId) was withdrawn on \(Self.day(revokedAt)) (\(own.revocationReason ?? "revoked")); it no longer entitles any content")
+        }
+        if claims.productId == product.id, claims.kind != .subscription {
+            return .granted
+        }
+        let products = try await catalog.current.products
+        guard claims.kind == .subscription, let series = product.series, let published = product.publicationDate,
+              products[claims.productId]?.series == series
+        else {
+            return .notOwned
+        }
+        let issueDates = products.values.filter { $0.series == series && $0.kind == .nonConsumable }.compactMap(\.publicationDate)
+        for period in periods where period.revokedAt == nil {
+            guard let bought = period.purchaseDate, let expires = period.expiresDate else { continue }
+            if SubscriptionCoverage(purchased: bought, expires: expires).covers(published, seriesIssueDates: issueDates) {
+                return .granted
+            }
+        }
+        return .notOwned
+    }
+
+    /// `POST /v1/appstore/notifications`: verifies an App Store Server Notification V2 and applies
+    /// it once (by `notificationUUID`): REFUND and REVOKE withdraw the transaction's entitlement,
+    /// DID_RENEW adds the renewed period to a subscription the store has seen; other types are
+    /// recorded only.
+    /// - Throws: ``ReceiptRefusal/appStore(_:)`` for a notification (or its transaction) that is refused;
+    ///   ``StoreError`` when the store takes no App Store proofs.
+    func receiveAppStoreNotification(signedPayload: String) async throws -> AppStoreNotificationOutcome {
+        guard let appStore else { throw StoreError.appStoreNotConfigured }
+        let notification: AppStoreNotification
+        do {
+            notification = try await appStore.signedData.verifyNotification(signedPayload)
+        } catch {
+            throw ReceiptRefusal.appStore(error)
+        }
+        var verified: VerifiedPurchase?
+        if let signed = notification.data?.signedTransactionInfo {
+            verified = try await appStore.verify(signed, presentedBy: nil)
+        }
+        let purchase = verified
+        let received = Date.storeNow
+        let type = notification.notificationType
+        let environment = notification.data?.environment ?? ""
+        return try await database.write { db in
+            let record = AppStoreNotificationRecord(
+                notificationUUID: notification.notificationUUID, notificationType: type, subtype: notification.subtype,
+                transactionId: purchase?.claims.transactionId, originalTransactionId: purchase?.claims.originalTransactionId,
+                productId: purchase?.claims.productId, environment: environment,
+                signedDate: Date(timeIntervalSince1970: Double(notification.signedDate) / 1000), receivedAt: received, outcome: "")
+            if let earlier = try await db.appStoreNotification(notification.notificationUUID) {
+                return AppStoreNotificationOutcome(notificationUUID: earlier.notificationUUID, notificationType: earlier.notificationType, recorded: false, outcome: earlier.outcome)
+            }
+            let outcome = try await Self.apply(type, purchase: purchase, at: received, in: db)
+            var recorded = record
+            recorded.outcome = outcome
+            // Two instances receiving Apple's retry at once: the second insert does nothing, and
+            // its transaction's effects (the same rows, written the same way) change nothing either.
+            try await db.recordAppStoreNotification(recorded)
+            return AppStoreNotificationOutcome(notificationUUID: record.notificationUUID, notificationType: type, recorded: true, outcome: outcome)
+        }
+    }
+
+    /// What a notification of `type` does, inside the transaction that records it.
+    private static func apply(_ type: String, purchase: VerifiedPurchase?, at now: Date, in db: any SQLDatabase) async throws -> String {
+        guard let claims = purchase?.claims else { return "recorded; it names no transaction" }
+        switch type {
+        case "REFUND", "REVOKE":
+            let reason = type == "REFUND" ? "refunded by the App Store" : "revoked by the App Store (Family Sharing)"
+            let existing = try await db.appStoreTransactions(original: claims.originalTransactionId).first { $0.transactionId == claims.transactionId }
+            if existing == nil {
+                try await db.recordAppStoreTransaction(AppStoreTransactionRecord(
+                    transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, productId: claims.productId,
+                    kind: claims.kind, purchaseDate: claims.purchased, expiresDate: claims.expires, environment: claims.environment.rawValue,
+                    revokedAt: nil, revocationReason: nil, seenAt: now))
+            }
+            try await db.raw(#"""
+                UPDATE "appStoreTransaction" SET "revokedAt" = \#(bind: purchase?.revoked ?? now), "revocationReason" = \#(bind: reason)
+                WHERE "transactionId" = \#(bind: claims.transactionId) AND "revokedAt" IS NULL
+                """#).run()
+            return "withdrew transaction \(claims.transactionId) (\(claims.productId)): \(reason)"
+        case "DID_RENEW":
+            let periods = try await db.appStoreTransactions(original: claims.originalTransactionId)
+            guard !periods.isEmpty else {
+                return "ignored: subscription \(claims.originalTransactionId) was never presented to this store"
+            }
+            if !periods.contains(where: { $0.transactionId == claims.transactionId }) {
+                try await db.recordAppStoreTransaction(AppStoreTransactionRecord(
+                    transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, productId: claims.productId,
+                    kind: claims.kind, purchaseDate: claims.purchased, expiresDate: claims.expires, environment: claims.environment.rawValue,
+                    revokedAt: nil, revocationReason: nil, seenAt: now))
+            }
+            return "extended subscription \(claims.originalTransactionId) (\(claims.productId)) until \(claims.expires.map { $0.formatted(.iso8601) } ?? "no expiry")"
+        default:
+            return "recorded"
+        }
+    }
+
+    /// The App Store notifications received, newest first (`kiosk admin appstore`).
+    func appStoreNotifications(limit: Int = 500) async throws -> [AdminAppStoreNotificationRow] {
+        try await database.read { db in
+            try await db.select().column("*").from("appStoreNotification").orderBy("receivedAt", .descending).limit(limit)
+                .all(decoding: AppStoreNotificationRecord.self).map(\.row)
+        }
+    }
+}
+
+extension SQLDatabase {
+    func appStoreTransactions(original: String) async throws -> [AppStoreTransactionRecord] {
+        try await select().column("*").from("appStoreTransaction").where("originalTransactionId", .equal, original)
+            .all(decoding: AppStoreTransactionRecord.self)
+    }
+
+    /// Records a transaction unless it is recorded already (by another request or instance).
+    func recordAppStoreTransaction(_ record: AppStoreTransactionRecord) async throws {
+        try await raw(#"""
+            INSERT INTO "appStoreTransaction" ("transactionId", "originalTransactionId", "productId", "kind", "purchaseDate",
+                "expiresDate", "environment", "revokedAt", "revocationReason", "seenAt")
+            VALUES (\#(bind: record.transactionId), \#(bind: record.originalTransactionId), \#(bind: record.productId),
+                \#(bind: record.kind.rawValue), \#(bind: record.purchaseDate), \#(bind: record.expiresDate), \#(bind: record.environment),
+                \#(bind: record.revokedAt), \#(bind: record.revocationReason), \#(bind: record.seenAt))
+            ON CONFLICT ("transactionId") DO NOTHING
+            """#).run()
+    }
+
+    func appStoreNotification(_ uuid: String) async throws -> AppStoreNotificationRecord? {
+        try await select().column("*").from("appStoreNotification").where("notificationUUID", .equal, uuid)
+            .first(decoding: AppStoreNotificationRecord.self)
+    }
+
+    func recordAppStoreNotification(_ record: AppStoreNotificationRecord) async throws {
+        try await raw(#"""
+            INSERT INTO "appStoreNotification" ("notificationUUID", "notificationType", "subtype", "transactionId",
+                "originalTransactionId", "productId", "environment", "signedDate", "receivedAt", "outcome")
+            VALUES (\#(bind: record.notificationUUID), \#(bind: record.notificationType), \#(bind: record.subtype),
+                \#(bind: record.transactionId), \#(bind: record.originalTransactionId), \#(bind: record.productId),
+                \#(bind: record.environment), \#(bind: record.signedDate), \#(bind: record.receivedAt), \#(bind: record.outcome))
+            ON CONFLICT ("notificationUUID") DO NOTHING
+            """#).run()
+    }
+}

@@ -1,0 +1,463 @@
+import Foundation
+import Hummingbird
+import HTTPTypes
+import KioskCore
+
+/// A request on the console, with the session its cookie names (nil before logging in).
+struct ConsoleContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    var sessionId: String?
+    var session: ConsoleSessions.Session?
+
+    init(source: ApplicationRequestContextSource) {
+        self.coreContext = .init(source: source)
+    }
+}
+
+/// Lets a request through only with an open session; the log-in page is the one way in. A GET
+/// without one is sent to the log-in page, anything else is refused.
+struct ConsoleGate: RouterMiddleware {
+    let sessions: ConsoleSessions
+
+    func handle(_ request: Request, context: ConsoleContext, next: (Request, ConsoleContext) async throws -> Response) async throws -> Response {
+        var context = context
+        if let id = request.cookies[ConsoleSessions.cookie]?.value, let session = await sessions.session(id) {
+            context.sessionId = id
+            context.session = session
+        }
+        if context.session == nil, request.uri.path != "/login" {
+            if request.method == .get || request.method == .head {
+                return Response(status: .seeOther, headers: [.location: "/login"])
+            }
+            return ConsoleRoutes.html(.forbidden, ConsoleHTML.page("Not logged in", current: nil, csrf: nil,
+                body: #"<p class="error">Log in first: this form needs a console session.</p><p><a href="/login">Log in</a></p>"#))
+        }
+        return try await next(request, context)
+    }
+}
+
+/// The publisher's console (`kiosk serve --console-port`): server-rendered pages over the same
+/// store queries as `kiosk admin … --json` (``Store/sales(_:)``, ``Store/pendingRequests(_:)``,
+/// ``Store/adminAccount(_:)``…), and the operator's daily actions as plain forms.
+///
+/// The admin token logs a person in; the session lives in an HttpOnly, SameSite=Strict cookie,
+/// and every form carries the session's CSRF token, checked in ``postedForm(_:context:)``, the one
+/// place forms are read. It is served only on its own address, never on the store's port.
+struct ConsoleRoutes: Sendable {
+    let store: Store
+    let catalog: CatalogService
+    let keys: SigningKeys
+    let database: ServerDatabase
+    let metrics: ServerMetrics
+    let adminToken: String
+    let sessions: ConsoleSessions
+    let startedAt = Date()
+
+    func router() -> Router<ConsoleContext> {
+        let router = Router(context: ConsoleContext.self, options: .autoGenerateHeadEndpoints)
+        router.add(middleware: ConsoleGate(sessions: sessions))
+        router.get("login", use: loginPage)
+        router.post("login", use: login)
+        router.post("logout", use: logout)
+        router.get("/", use: overview)
+        router.get("products", use: products)
+        router.get("customers", use: customers)
+        router.post("transactions/withdraw", use: withdraw)
+        router.get("ask-to-buy", use: askToBuy)
+        router.post("ask-to-buy/answer", use: answer)
+        router.get("notifications", use: notifications)
+        router.post("notifications/resend", use: resend)
+        router.get("health", use: health)
+        return router
+    }
+
+    // MARK: Logging in
+
+    @Sendable func loginPage(_ request: Request, context: ConsoleContext) async throws -> Response {
+        Self.html(.ok, Self.loginForm(error: nil))
+    }
+
+    @Sendable func login(_ request: Request, context: ConsoleContext) async throws -> Response {
+        let form = try await Self.fields(request)
+        guard AdminMiddleware.matches(form["token"] ?? "", adminToken) else {
+            return Self.html(.unauthorized, Self.loginForm(error: "That is not this store's admin token (the file admin-token in the server's data folder)."))
+        }
+        let opened = await sessions.open()
+        return Response(status: .seeOther, headers: [
+            .location: "/",
+            .setCookie: "\(ConsoleSessions.cookie)=\(opened.id); Path=/; HttpOnly; SameSite=Strict",
+        ])
+    }
+
+    @Sendable func logout(_ request: Request, context: ConsoleContext) async throws -> Response {
+        _ = try await postedForm(request, context: context)
+        if let id = context.sessionId { await sessions.close(id) }
+        return Response(status: .seeOther, headers: [
+            .location: "/login",
+            .setCookie: "\(ConsoleSessions.cookie)=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
+        ])
+    }
+
+    static func loginForm(error: String?) -> String {
+        let problem = error.map { #"<p class="error" role="alert">\#(ConsoleHTML.escape($0))</p>"# } ?? ""
+        return ConsoleHTML.page("Log in", current: nil, csrf: nil, body: """
+            \(problem)
+            <form method="post" action="/login">
+            <label for="token">Admin token</label>
+            <input type="password" id="token" name="token" autocomplete="current-password" required>
+            <button type="submit">Log in</button>
+            </form>
+            """)
+    }
+
+    // MARK: Overview
+
+    @Sendable func overview(_ request: Request, context: ConsoleContext) async throws -> Response {
+        let days = request.uri.queryParameters.get("days") == "90" ? 90 : 30
+        let today = Calendar.utc.startOfDay(for: Date())
+        let since = Calendar.utc.date(byAdding: .day, value: -(days - 1), to: today) ?? today
+        var filter = ListFilter()
+        filter.since = since
+        let sales = try await store.sales(filter)
+        let subscribers = try await store.activeSubscribers()
+        let lifecycle = try await store.subscriptionFigures(since: since)
+        let overview = SalesOverview(rows: sales, kinds: await productKinds(), since: since, days: days)
+        let currency = overview.mainCurrency
+        let revenueBars = overview.days.map { day in
+            ConsoleChart.Bar(label: day.day, value: Double(day.netCents[currency] ?? 0), shown: ConsoleHTML.money(day.netCents[currency] ?? 0, currency))
+        }
+        let unitBars = overview.days.map { ConsoleChart.Bar(label: $0.day, value: Double($0.units), shown: "\($0.units) sold") }
+        let figures = """
+            <ul class="figures">
+            <li>Revenue, \(days) days<b>\(overview.totals.map { ConsoleHTML.money($0.value, $0.key) }.sorted().joined(separator: ", ").nonEmpty ?? "0.00 \(currency)")</b></li>
+            <li>Units sold<b>\(overview.units)</b></li>
+            <li>Refunds<b>\(overview.refunds)</b></li>
+            <li>Active subscribers<b>\(subscribers)</b></li>
+            <li>Renewals<b>\(lifecycle.renewals)</b></li>
+            <li>Expired (churn)<b>\(lifecycle.expired)</b></li>
+            </ul>
+            """
+        let kindRows = overview.byKind.sorted { $0.key < $1.key }.map { kind, totals in
+            [ConsoleHTML.escape(kind), "\(totals.units)", ConsoleHTML.escape(totals.net.map { ConsoleHTML.money($0.value, $0.key) }.sorted().joined(separator: ", "))]
+        }
+        let dayRows = overview.days.map { day in
+            [day.day, "\(day.units)", "\(day.refunds)", ConsoleHTML.escape(day.netCents.map { ConsoleHTML.money($0.value, $0.key) }.sorted().joined(separator: ", "))]
+        }
+        let body = """
+            <p>Last <a href="/?days=30"\(days == 30 ? " aria-current=\"true\"" : "")>30 days</a> ·
+            <a href="/?days=90"\(days == 90 ? " aria-current=\"true\"" : "")>90 days</a>, from \(overview.firstDay) (UTC).
+            The same figures: <code>kiosk admin sales --since \(overview.firstDay) --json</code>.</p>
+            \(figures)
+            <h2>Revenue by day (\(ConsoleHTML.escape(currency)))</h2>
+            \(ConsoleChart.bars(revenueBars, title: "Revenue by day", description: "net revenue in \(currency) for each of the last \(days) days; the table below lists every day"))
+            <h2>Units by day</h2>
+            \(ConsoleChart.bars(unitBars, title: "Units by day", description: "units sold on each of the last \(days) days; the table below lists every day"))
+            \(ConsoleHTML.table(caption: "By product kind", headers: ["kind", "units", "net"], rows: kindRows))
+            \(ConsoleHTML.table(caption: "By day", headers: ["day", "units", "refunds", "net"], rows: dayRows))
+            """
+        return Self.html(.ok, ConsoleHTML.page("Overview", current: "/", csrf: context.session?.csrf, body: body))
+    }
+
+    private func productKinds() async -> [String: ProductKind] {
+        guard let published = try? await catalog.current else { return [:] }
+        return published.products.mapValues(\.kind)
+    }
+
+    // MARK: Products
+
+    @Sendable func products(_ request: Request, context: ConsoleContext) async throws -> Response {
+        let published = try await catalog.current
+        let sales = try await store.sales()
+        let downloads = try await store.downloadStats()
+        var sold: [String: (units: Int, refunds: Int, net: [String: Int])] = [:]
+        for row in sales {
+            var entry = sold[row.productId] ?? (0, 0, [:])
+            entry.units += row.sales
+            entry.refunds += row.refunds
+            entry.net[row.currency, default: 0] += row.netCents
+            sold[row.productId] = entry
+        }
+        var served: [String: (requests: Int, bytes: Int64)] = [:]
+        for row in downloads {
+            served[row.productId, default: (0, 0)].requests += row.requests
+            served[row.productId, default: (0, 0)].bytes += row.bytes
+        }
+        let rows = published.products.values.sorted { $0.id < $1.id }.map { product -> [String] in
+            let archive = published.archives[product.id]
+            let sale = sold[product.id]
+            let serve = served[product.id]
+            return [
+                "<code>\(ConsoleHTML.escape(product.id))</code><br>\(ConsoleHTML.escape(product.title))",
+                product.kind.rawValue,
+                "\(sale?.units ?? 0)", "\(sale?.refunds ?? 0)",
+                ConsoleHTML.escape((sale?.net ?? [:]).map { ConsoleHTML.money($0.value, $0.key) }.sorted().joined(separator: ", ")),
+                "\(serve?.requests ?? 0)", Self.bytes(serve?.bytes ?? 0),
+                archive.map { "<code>\(String($0.sha256.prefix(12)))</code>" } ?? "",
+                archive.map { Self.bytes($0.size) } ?? "",
+            ]
+        }
+        let body = """
+            <p>Catalog ETag <code>\(ConsoleHTML.escape(published.etag))</code>. Sales as <code>kiosk admin sales --json</code>, content requests as <code>kiosk admin downloads --json</code>.</p>
+            \(ConsoleHTML.table(caption: "Products", headers: ["product", "kind", "sold", "refunds", "net", "content requests", "bytes served", "version", "size"], rows: rows))
+            """
+        return Self.html(.ok, ConsoleHTML.page("Products", current: "/products", csrf: context.session?.csrf, body: body))
+    }
+
+    // MARK: Customers
+
+    @Sendable func customers(_ request: Request, context: ConsoleContext) async throws -> Response {
+        let query = (request.uri.queryParameters.get("q") ?? "").trimmingCharacters(in: .whitespaces)
+        let done = request.uri.queryParameters.get("done")
+        var body = """
+            <form method="get" action="/customers" role="search">
+            <label for="q">Account or transaction ID</label>
+            <input type="search" id="q" name="q" value="\(ConsoleHTML.escape(query))" required>
+            <button type="submit">Find</button>
+            </form>
+            """
+        if let done { body = #"<p class="done" role="status">\#(ConsoleHTML.escape(done))</p>"# + body }
+        if !query.isEmpty {
+            body += try await customer(query, csrf: context.session?.csrf ?? "")
+        }
+        return Self.html(.ok, ConsoleHTML.page("Customers", current: "/customers", csrf: context.session?.csrf, body: body))
+    }
+
+    private func customer(_ query: String, csrf: String) async throws -> String {
+        let accountId: String
+        do {
+            if let owner = try await store.accountOwning(transactionId: query) {
+                accountId = owner
+            } else {
+                accountId = query
+            }
+        } catch let error as StoreError {
+            return #"<p class="error">\#(ConsoleHTML.escape("\(error)"))</p>"#
+        }
+        let view: AdminAccountView
+        do {
+            view = try await store.adminAccount(accountId)
+        } catch let error as StoreError {
+            return #"<p class="error" role="alert">No account or transaction \#(ConsoleHTML.escape(query)): \#(ConsoleHTML.escape("\(error)"))</p>"#
+        }
+        let rows = view.transactions.map { row -> [String] in
+            var cells = [
+                "<code>\(ConsoleHTML.escape(row.transactionId))</code>", ConsoleHTML.time(row.createdAt), ConsoleHTML.escape(row.productId),
+                row.status.rawValue + (row.revocationReason.map { ": " + ConsoleHTML.escape($0) } ?? ""),
+                ConsoleHTML.money(row.amountCents, row.currency),
+            ]
+            if row.status == .purchased {
+                let id = ConsoleHTML.escape(row.transactionId)
+                cells.append("""
+                    <form method="post" action="/transactions/withdraw">\(ConsoleHTML.hiddenCSRF(csrf))
+                    <input type="hidden" name="transaction" value="\(id)">
+                    <label for="reason-\(id)">Reason</label><input type="text" id="reason-\(id)" name="reason">
+                    <label><input type="checkbox" name="confirm" value="yes" required> I mean it</label>
+                    <button type="submit" name="action" value="refund">Refund</button>
+                    <button type="submit" name="action" value="revoke">Revoke</button>
+                    </form>
+                    """)
+            } else {
+                cells.append("")
+            }
+            return cells
+        }
+        let summary = view.summary
+        return """
+            <h2>Account <code>\(ConsoleHTML.escape(summary.accountId))</code></h2>
+            <ul class="figures"><li>Credits<b>\(summary.credits)</b></li><li>Transactions<b>\(view.transactions.count)</b></li></ul>
+            \(ConsoleHTML.table(caption: "Transactions", headers: ["transaction", "date", "product", "state", "amount", "action"], rows: rows))
+            """
+    }
+
+    /// Refund or revoke, with a reason and a confirmation: the same call as `kiosk admin refund|revoke`.
+    @Sendable func withdraw(_ request: Request, context: ConsoleContext) async throws -> Response {
+        let form = try await postedForm(request, context: context)
+        guard let transaction = form["transaction"], !transaction.isEmpty else {
+            return Self.html(.badRequest, ConsoleHTML.page("Customers", current: "/customers", csrf: context.session?.csrf,
+                body: #"<p class="error">The form named no transaction.</p>"#))
+        }
+        guard form["confirm"] == "yes" else {
+            return Self.html(.badRequest, ConsoleHTML.page("Customers", current: "/customers", csrf: context.session?.csrf,
+                body: #"<p class="error" role="alert">Tick "I mean it" to confirm; nothing was done.</p><p><a href="/customers?q=\#(Self.query(transaction))">Back</a></p>"#))
+        }
+        let refund = form["action"] == "refund"
+        let reason = form["reason"].flatMap { $0.isEmpty ? nil : $0 }
+        do {
+            _ = try await store.revoke(transactionId: transaction, reason: reason, refund: refund)
+        } catch let error as StoreError {
+            return Self.html(.conflict, ConsoleHTML.page("Customers", current: "/customers", csrf: context.session?.csrf,
+                body: #"<p class="error" role="alert">\#(ConsoleHTML.escape("\(error)"))</p><p><a href="/customers?q=\#(Self.query(transaction))">Back</a></p>"#))
+        }
+        let done = "\(transaction) \(refund ? "refunded" : "revoked")"
+        return Response(status: .seeOther, headers: [.location: "/customers?q=\(Self.query(transaction))&done=\(Self.query(done))"])
+    }
+
+    // MARK: Ask to Buy
+
+    @Sendable func askToBuy(_ request: Request, context: ConsoleContext) async throws -> Response {
+        let csrf = context.session?.csrf ?? ""
+        let pending = try await store.pendingRequests()
+        let rows = pending.map { row -> [String] in
+            let id = ConsoleHTML.escape(row.transactionId)
+            return [
+                "<code>\(id)</code>", ConsoleHTML.time(row.createdAt), ConsoleHTML.escape(row.productId),
+                "<code>\(ConsoleHTML.escape(row.accountId))</code>", ConsoleHTML.money(row.amountCents, row.currency),
+                """
+                <form method="post" action="/ask-to-buy/answer" class="inline">\(ConsoleHTML.hiddenCSRF(csrf))<input type="hidden" name="transaction" value="\(id)">
+                <button type="submit" name="answer" value="approve" aria-label="Approve \(id)">Approve</button>
+                <button type="submit" name="answer" value="decline" aria-label="Decline \(id)">Decline</button></form>
+                """,
+            ]
+        }
+        var body = ConsoleHTML.table(caption: "Waiting for an answer (kiosk admin pending)", headers: ["transaction", "asked", "product", "account", "price", "answer"], rows: rows)
+        if let done = request.uri.queryParameters.get("done") { body = #"<p class="done" role="status">\#(ConsoleHTML.escape(done))</p>"# + body }
+        return Self.html(.ok, ConsoleHTML.page("Ask to Buy", current: "/ask-to-buy", csrf: csrf, body: body))
+    }
+
+    @Sendable func answer(_ request: Request, context: ConsoleContext) async throws -> Response {
+        let form = try await postedForm(request, context: context)
+        let transaction = form["transaction"] ?? ""
+        do {
+            switch form["answer"] {
+            case "approve": _ = try await store.approve(transactionId: transaction)
+            case "decline": _ = try await store.decline(transactionId: transaction)
+            default:
+                return Self.html(.badRequest, ConsoleHTML.page("Ask to Buy", current: "/ask-to-buy", csrf: context.session?.csrf,
+                    body: #"<p class="error">The form said neither approve nor decline; nothing was done.</p>"#))
+            }
+        } catch let error as StoreError {
+            return Self.html(.conflict, ConsoleHTML.page("Ask to Buy", current: "/ask-to-buy", csrf: context.session?.csrf,
+                body: #"<p class="error" role="alert">\#(ConsoleHTML.escape("\(error)"))</p><p><a href="/ask-to-buy">Back</a></p>"#))
+        }
+        let done = "\(transaction) \(form["answer"] == "approve" ? "approved" : "declined")"
+        return Response(status: .seeOther, headers: [.location: "/ask-to-buy?done=\(Self.query(done))"])
+    }
+
+    // MARK: Notifications
+
+    /// Deliveries to the publisher's endpoints, by endpoint: state, attempts, last answer; a
+    /// failed one can be sent again (`kiosk admin notifications [--failed]`, `resend`).
+    @Sendable func notifications(_ request: Request, context: ConsoleContext) async throws -> Response {
+        let csrf = context.session?.csrf ?? ""
+        let failedOnly = request.uri.queryParameters.get("failed") == "true"
+        let rows = try await store.notifications(failed: failedOnly)
+        var byEndpoint: [String: (delivered: Int, pending: Int, failed: Int)] = [:]
+        for row in rows {
+            var entry = byEndpoint[row.url] ?? (0, 0, 0)
+            switch row.state {
+            case "delivered": entry.delivered += 1
+            case "failed": entry.failed += 1
+            default: entry.pending += 1
+            }
+            byEndpoint[row.url] = entry
+        }
+        let endpointRows = byEndpoint.sorted { $0.key < $1.key }.map { url, counts in
+            [ConsoleHTML.escape(url), "\(counts.delivered)", "\(counts.pending)", "\(counts.failed)"]
+        }
+        let deliveryRows = rows.map { row -> [String] in
+            let id = ConsoleHTML.escape(row.notificationId)
+            let resend = row.state == "failed"
+                ? """
+                  <form method="post" action="/notifications/resend" class="inline">\(ConsoleHTML.hiddenCSRF(csrf))<input type="hidden" name="notification" value="\(id)">
+                  <button type="submit" aria-label="Send \(id) again">Send again</button></form>
+                  """
+                : ""
+            return [
+                "<code>\(id)</code>", ConsoleHTML.escape(row.type + (row.subtype.map { " / " + $0 } ?? "")), ConsoleHTML.escape(row.url),
+                ConsoleHTML.escape(row.state), "\(row.attempts)", row.lastStatus.map(String.init) ?? "", ConsoleHTML.escape(row.lastError ?? ""),
+                ConsoleHTML.time(row.createdAt), resend,
+            ]
+        }
+        var body = """
+            <p><a href="/notifications">All</a> · <a href="/notifications?failed=true">Failed only</a>. The same rows: <code>kiosk admin notifications\(failedOnly ? " --failed" : "") --json</code>.</p>
+            \(ConsoleHTML.table(caption: "By endpoint", headers: ["endpoint", "delivered", "waiting", "failed"], rows: endpointRows))
+            \(ConsoleHTML.table(caption: "Deliveries, newest first", headers: ["notification", "type", "endpoint", "state", "attempts", "last status", "last error", "created", ""], rows: deliveryRows))
+            """
+        if let done = request.uri.queryParameters.get("done") { body = #"<p class="done" role="status">\#(ConsoleHTML.escape(done))</p>"# + body }
+        return Self.html(.ok, ConsoleHTML.page("Notifications", current: "/notifications", csrf: csrf, body: body))
+    }
+
+    @Sendable func resend(_ request: Request, context: ConsoleContext) async throws -> Response {
+        let form = try await postedForm(request, context: context)
+        let id = form["notification"] ?? ""
+        do {
+            _ = try await store.resendNotification(id)
+        } catch let error as StoreError {
+            return Self.html(.conflict, ConsoleHTML.page("Notifications", current: "/notifications", csrf: context.session?.csrf,
+                body: #"<p class="error" role="alert">\#(ConsoleHTML.escape("\(error)"))</p><p><a href="/notifications">Back</a></p>"#))
+        }
+        return Response(status: .seeOther, headers: [.location: "/notifications?done=\(Self.query("\(id) queued to be sent again"))"])
+    }
+
+    // MARK: Health
+
+    @Sendable func health(_ request: Request, context: ConsoleContext) async throws -> Response {
+        let keyRows = try await SigningKeys.list(in: database).map { key -> [String] in
+            let age = Int(Date().timeIntervalSince(key.createdAt) / 86_400)
+            return ["<code>\(ConsoleHTML.escape(key.kid))</code>", ConsoleHTML.time(key.createdAt), "\(age) days", key.retiredAt.map { "retired " + ConsoleHTML.time($0) } ?? "in use"]
+        }
+        let published = try? await catalog.current
+        let figures = metrics.exposition().split(separator: "\n")
+            .filter { !$0.hasPrefix("#") && !$0.contains("_bucket{") }
+            .map { ConsoleHTML.escape(String($0)) }
+        let body = """
+            <ul class="figures">
+            <li>Database<b>\(database.engine.rawValue)</b></li>
+            <li>This instance<b>PID \(getpid())</b>up since \(ConsoleHTML.time(startedAt))</li>
+            <li>Catalog<b>\(published.map { "\($0.products.count) products" } ?? "loading")</b><code>\(ConsoleHTML.escape(published?.etag ?? ""))</code></li>
+            </ul>
+            \(ConsoleHTML.table(caption: "Receipt signing keys (kiosk keys)", headers: ["key", "created", "age", "state"], rows: keyRows))
+            <h2>Figures from /metrics</h2>
+            <pre>\(figures.joined(separator: "\n"))</pre>
+            """
+        return Self.html(.ok, ConsoleHTML.page("Health", current: "/health", csrf: context.session?.csrf, body: body))
+    }
+
+    // MARK: Plumbing
+
+    /// The fields of a posted form, once its CSRF token is the session's; anything else is a 403.
+    /// Every form's handler reads its form here, so none can forget the check.
+    func postedForm(_ request: Request, context: ConsoleContext) async throws -> [String: String] {
+        let form = try await Self.fields(request)
+        guard let session = context.session, let token = form["csrf"], AdminMiddleware.matches(token, session.csrf) else {
+            throw HTTPError(.forbidden, message: "This form's CSRF token is missing or not this session's: reload the page and send it again.")
+        }
+        return form
+    }
+
+    static func fields(_ request: Request) async throws -> [String: String] {
+        guard request.headers[.contentType]?.hasPrefix("application/x-www-form-urlencoded") == true else {
+            throw HTTPError(.unsupportedMediaType, message: "The console takes forms (application/x-www-form-urlencoded).")
+        }
+        let body = try await request.body.collect(upTo: 64 << 10)
+        var fields: [String: String] = [:]
+        for pair in String(buffer: body).split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let decode = { (text: Substring) in String(text).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "" }
+            if let name = parts.first { fields[decode(name)] = parts.count > 1 ? decode(parts[1]) : "" }
+        }
+        return fields
+    }
+
+    static func html(_ status: HTTPResponse.Status, _ page: String) -> Response {
+        var headers: HTTPFields = [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"]
+        // Nothing from elsewhere, no script, no framing by another site.
+        if let policy = HTTPField.Name("Content-Security-Policy") {
+            headers[policy] = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'"
+        }
+        if let sniffing = HTTPField.Name("X-Content-Type-Options") { headers[sniffing] = "nosniff" }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: page)))
+    }
+
+    static func query(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+    }
+
+    static func bytes(_ count: Int64) -> String {
+        ByteCountFormatter.string(fromByteCount: count, countStyle: .binary)
+    }
+}
+
+extension String {
+    var nonEmpty: String? { isEmpty ? nil : self }
+}

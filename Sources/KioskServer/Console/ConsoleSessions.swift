@@ -1,0 +1,58 @@
+import Foundation
+
+/// The console's logged-in people: a session per login, named by a random id kept in an
+/// HttpOnly, SameSite=Strict cookie, each with its own CSRF token that every form carries.
+///
+/// Kept in this process only: the console is served on one instance's admin address, and a
+/// restart asks the operator to log in again. Idle time is measured on the monotonic clock, so
+/// a wall-clock jump neither ends every session nor keeps one alive.
+actor ConsoleSessions {
+    struct Session: Sendable {
+        let csrf: String
+        var lastSeen: ContinuousClock.Instant
+    }
+
+    static let cookie = "kiosk_console"
+
+    private var sessions: [String: Session] = [:]
+    private let idleLimit: Duration
+    private let limit: Int
+
+    init(idleLimit: Duration = .seconds(8 * 3600), limit: Int = 256) {
+        self.idleLimit = idleLimit
+        self.limit = limit
+    }
+
+    /// A new session; the oldest is dropped when there are `limit` already.
+    func open() -> (id: String, csrf: String) {
+        dropIdle()
+        if sessions.count >= limit, let oldest = sessions.min(by: { $0.value.lastSeen < $1.value.lastSeen })?.key {
+            sessions[oldest] = nil
+        }
+        let id = Store.randomHex(bytes: 32)
+        let csrf = Store.randomHex(bytes: 32)
+        sessions[id] = Session(csrf: csrf, lastSeen: .now)
+        return (id, csrf)
+    }
+
+    /// The session `id` names, if it is open and not idle too long; seeing it keeps it open.
+    func session(_ id: String) -> Session? {
+        guard var session = sessions[id] else { return nil }
+        guard ContinuousClock.now - session.lastSeen < idleLimit else {
+            sessions[id] = nil
+            return nil
+        }
+        session.lastSeen = .now
+        sessions[id] = session
+        return session
+    }
+
+    func close(_ id: String) {
+        sessions[id] = nil
+    }
+
+    private func dropIdle() {
+        let now = ContinuousClock.now
+        sessions = sessions.filter { now - $0.value.lastSeen < idleLimit }
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+import KioskCore
+
+/// The overview's figures, summed from the rows of ``Store/sales(_:)`` (the rows `kiosk admin
+/// sales --json` prints): every day of the window, even one with no sale, so a chart's gaps are
+/// days without sales and not missing days.
+struct SalesOverview {
+    struct Day {
+        var day: String
+        var units = 0
+        var refunds = 0
+        var netCents: [String: Int] = [:]
+    }
+
+    let days: [Day]
+    let totals: [String: Int]
+    let units: Int
+    let refunds: Int
+    let byKind: [String: (units: Int, net: [String: Int])]
+    /// The currency most of the window's sales were in (the revenue chart's).
+    let mainCurrency: String
+    var firstDay: String { days.first?.day ?? "" }
+
+    init(rows: [AdminSalesRow], kinds: [String: ProductKind], since: Date, days count: Int) {
+        var byDay: [String: Day] = [:]
+        var totals: [String: Int] = [:]
+        var unitsByCurrency: [String: Int] = [:]
+        var byKind: [String: (units: Int, net: [String: Int])] = [:]
+        for row in rows {
+            var day = byDay[row.day] ?? Day(day: row.day)
+            day.units += row.sales
+            day.refunds += row.refunds
+            day.netCents[row.currency, default: 0] += row.netCents
+            byDay[row.day] = day
+            totals[row.currency, default: 0] += row.netCents
+            unitsByCurrency[row.currency, default: 0] += row.sales
+            let kind = kinds[row.productId]?.rawValue ?? "withdrawn"
+            var entry = byKind[kind] ?? (0, [:])
+            entry.units += row.sales
+            entry.net[row.currency, default: 0] += row.netCents
+            byKind[kind] = entry
+        }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd"
+        self.days = (0..<count).map { offset in
+            let date = Calendar.utc.date(byAdding: .day, value: offset, to: since) ?? since
+            let name = formatter.string(from: date)
+            return byDay[name] ?? Day(day: name)
+        }
+        self.totals = totals
+        self.units = rows.reduce(0) { $0 + $1.sales }
+        self.refunds = rows.reduce(0) { $0 + $1.refunds }
+        self.byKind = byKind
+        self.mainCurrency = unitsByCurrency.max { ($0.value, $1.key) < ($1.value, $0.key) }?.key ?? "USD"
+    }
+}

@@ -1,0 +1,17 @@
+import Foundation
+
+/// How the delivery worker sends notifications to the publisher's endpoints.
+public struct NotificationDeliveryConfiguration: Sendable {
+    /// How often each instance looks for deliveries due.
+    public var interval: Duration = .milliseconds(500)
+    /// The wait after each failed attempt, by attempt (the last repeats): a 2xx ends it.
+    public var retryDelays: [TimeInterval] = [5, 30, 120, 600, 3_600, 6 * 3_600]
+    /// How long an undelivered notification is retried before it is marked failed (`resend` starts it again).
+    public var giveUpAfter: TimeInterval = 3 * 86_400
+    /// Seconds one POST may take.
+    public var requestTimeout: TimeInterval = 10
+    /// Deliveries one pass claims.
+    public var batch = 200
+
+    public init() {}
+}

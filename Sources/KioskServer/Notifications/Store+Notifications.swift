@@ -1,0 +1,246 @@
+import Foundation
+import JWTKit
+import KioskCore
+import KioskTransfer
+import SQLKit
+
+/// The publisher's endpoints and the delivery of the outbox to them (``NotificationService``).
+///
+/// Each notification has one `delivery` row per endpoint registered when it was written. A
+/// delivery is **claimed** before it is sent (one statement, `FOR UPDATE SKIP LOCKED` on
+/// PostgreSQL, with a lease), so several instances never send one delivery at once; it is sent
+/// only when every earlier notification of the same account to the same endpoint is delivered
+/// (or given up on), so an endpoint hears of an account's changes in order. A 2xx marks it
+/// delivered; anything else schedules the next attempt (``NotificationDeliveryConfiguration``).
+/// Delivery is at least once: an instance killed between the endpoint's 2xx and its own commit
+/// leaves the delivery to be sent again, with the same `notificationUUID`.
+extension Store {
+    // MARK: Endpoints
+
+    func addWebhook(_ url: String) async throws -> AdminWebhookRow {
+        try Self.checkWebhookURL(url)
+        return try await database.write { db in
+            try await db.raw(#"INSERT INTO "webhook" ("url", "createdAt") VALUES (\#(bind: url), \#(bind: Date.storeNow)) ON CONFLICT ("url") DO NOTHING"#).run()
+            guard let row = try await db.select().column("*").from("webhook").where("url", .equal, url).first(decoding: AdminWebhookRow.self) else {
+                throw StoreError.unknownWebhook(url)
+            }
+            return row
+        }
+    }
+
+    func webhooks() async throws -> [AdminWebhookRow] {
+        try await database.read { try await $0.select().column("*").from("webhook").orderBy("id").all(decoding: AdminWebhookRow.self) }
+    }
+
+    /// Removes an endpoint; what was not yet delivered to it is dropped with it.
+    func removeWebhook(_ url: String) async throws -> AdminWebhookRow {
+        try await database.write { db in
+            guard let row = try await db.select().column("*").from("webhook").where("url", .equal, url).first(decoding: AdminWebhookRow.self) else {
+                throw StoreError.unknownWebhook(url)
+            }
+            try await db.delete(from: "delivery").where("webhookId", .equal, row.id).where("state", .notEqual, "delivered").run()
+            try await db.delete(from: "webhook").where("id", .equal, row.id).run()
+            return row
+        }
+    }
+
+    static func checkWebhookURL(_ url: String) throws {
+        try RequestText.check(url, field: "url", maxBytes: 2048)
+        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme), parsed.host != nil else {
+            throw StoreError.invalidRequest("url must be an http:// or https:// URL with a host, not \(url)")
+        }
+    }
+
+    // MARK: The publisher's view
+
+    /// Each notification's delivery to each endpoint, newest first; `failed` keeps those not
+    /// delivered (given up, or failing and still being retried).
+    func notifications(failed: Bool, limit: Int = 500) async throws -> [AdminNotificationRow] {
+        try await database.read { db in
+            try await db.raw(#"""
+                SELECT n."id" AS "notificationId", n."type", n."subtype", n."accountId", n."transactionId", w."url", d."state", d."attempts",
+                    d."lastStatus", d."lastError", n."createdAt", d."nextAttemptAt", d."deliveredAt"
+                FROM "delivery" d JOIN "notification" n ON n."sequence" = d."notificationSequence" JOIN "webhook" w ON w."id" = d."webhookId"
+                \#(unsafeRaw: failed ? #"WHERE d."state" = 'failed' OR (d."state" = 'pending' AND d."attempts" > 0)"# : "")
+                ORDER BY n."sequence" DESC, w."id" LIMIT \#(bind: limit)
+                """#).all(decoding: AdminNotificationRow.self)
+        }
+    }
+
+    /// Sends a notification again to every endpoint (App Store's "resend"): its deliveries are
+    /// pending again, due now.
+    func resendNotification(_ id: String) async throws -> [AdminNotificationRow] {
+        try RequestText.check(id, field: "the notification ID in the path")
+        let changed = try await database.write { db in
+            guard let sequence = try await db.select().column("sequence").from("notification").where("id", .equal, id)
+                .first(decodingColumn: "sequence", as: Int64.self) else {
+                throw StoreError.unknownNotification(id)
+            }
+            try await db.update("delivery").set("state", to: "pending").set("nextAttemptAt", to: Date.storeNow)
+                .set(SQLIdentifier("claimedBy"), to: SQLLiteral.null).set(SQLIdentifier("claimedUntil"), to: SQLLiteral.null)
+                .where("notificationSequence", .equal, sequence).run()
+            return sequence
+        }
+        return try await notifications(failed: false).filter { _ in changed > 0 }.filter { $0.notificationId == id }
+    }
+
+    /// Writes a `TEST` notification to every endpoint (App Store's "Request a Test Notification").
+    /// - Returns: its `notificationUUID`.
+    func testNotification() async throws -> String {
+        try await database.write { db in
+            try await db.announce(StoreNotification(type: StoreNotification.Kind.test, subtype: nil, accountId: "", transactionId: nil,
+                                                    originalTransactionId: nil, renewalInfo: nil))
+            return try await db.select().column("id").from("notification").orderBy("sequence", .descending).limit(1)
+                .first(decodingColumn: "id", as: String.self) ?? ""
+        }
+    }
+
+    // MARK: Delivering
+
+    /// One claimed delivery with what its POST needs.
+    struct DueDelivery: Decodable, Sendable {
+        var notificationSequence: Int64
+        var webhookId: Int64
+        var attempts: Int
+        var id: String
+        var type: String
+        var subtype: String?
+        var accountId: String
+        var transactionId: String?
+        var originalTransactionId: String?
+        var renewalInfo: String?
+        var createdAt: Date
+        var url: String
+        var signedTransaction: String?
+    }
+
+    /// Claims the deliveries due now, each the oldest undelivered of its account and endpoint, and
+    /// sends them; returns how many were delivered (2xx).
+    @discardableResult
+    public func deliverDue(_ configuration: NotificationDeliveryConfiguration, stopping: @Sendable () -> Bool = { false }) async throws -> Int {
+        var total = 0
+        while !stopping() {
+            let claimed = try await claimDeliveries(configuration)
+            if claimed.isEmpty { return total }
+            let delivered = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for delivery in claimed {
+                    group.addTask { try await self.deliver(delivery, configuration) }
+                }
+                return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            }
+            total += delivered
+            // Only successes unblock the next of an account; after failures, wait for their time.
+            if delivered == 0 { return total }
+        }
+        return total
+    }
+
+    private func claimDeliveries(_ configuration: NotificationDeliveryConfiguration) async throws -> [DueDelivery] {
+        let now = Date.storeNow
+        let lease = now.addingTimeInterval(configuration.requestTimeout + 5)
+        let skipLocked = database.engine == .postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""
+        let instance = self.instance
+        let keys = try await database.statement { db in
+            try await db.raw(#"""
+                UPDATE "delivery" SET "claimedBy" = \#(bind: instance), "claimedUntil" = \#(bind: lease)
+                WHERE ("notificationSequence", "webhookId") IN (
+                    SELECT d."notificationSequence", d."webhookId" FROM "delivery" d
+                    WHERE d."state" = 'pending' AND d."nextAttemptAt" <= \#(bind: now)
+                        AND (d."claimedUntil" IS NULL OR d."claimedUntil" < \#(bind: now))
+                        AND NOT EXISTS (SELECT 1 FROM "delivery" e WHERE e."webhookId" = d."webhookId" AND e."accountId" = d."accountId"
+                            AND e."state" = 'pending' AND e."notificationSequence" < d."notificationSequence")
+                    ORDER BY d."notificationSequence" LIMIT \#(bind: configuration.batch) \#(unsafeRaw: skipLocked))
+                RETURNING "notificationSequence", "webhookId"
+                """#).all()
+        }
+        guard !keys.isEmpty else { return [] }
+        let sequences = try keys.map { try $0.decode(column: "notificationSequence", as: Int64.self) }
+        return try await database.read { db in
+            try await db.raw(#"""
+                SELECT d."notificationSequence", d."webhookId", d."attempts", n."id", n."type", n."subtype", n."accountId", n."transactionId",
+                    n."originalTransactionId", n."renewalInfo", n."createdAt", w."url", t."signedTransaction"
+                FROM "delivery" d JOIN "notification" n ON n."sequence" = d."notificationSequence" JOIN "webhook" w ON w."id" = d."webhookId"
+                LEFT JOIN "storeTransaction" t ON t."id" = n."transactionId"
+                WHERE d."claimedBy" = \#(bind: instance) AND d."notificationSequence" IN \#(SQLGroupExpression(sequences.map { SQLBind($0) as any SQLExpression }))
+                """#).all(decoding: DueDelivery.self)
+        }
+    }
+
+    /// The body App Store Server Notifications V2 POSTs: `{"signedPayload": "<JWS>"}`.
+    func signedBody(_ delivery: DueDelivery) async throws -> Data {
+        let environment = keys.identity.environment == .production ? "Production" : "Sandbox"
+        var signedRenewalInfo: String?
+        if let text = delivery.renewalInfo, var info = try? JSONDecoder().decode(RenewalInfo.self, from: Data(text.utf8)) {
+            info.signedDate = RenewalInfo.milliseconds(Date())
+            signedRenewalInfo = try await keys.sign(payload: info)
+        }
+        let payload = NotificationPayload(
+            notificationType: delivery.type, subtype: delivery.subtype, notificationUUID: delivery.id, version: "2.0",
+            signedDate: RenewalInfo.milliseconds(Date()),
+            data: .init(bundleId: keys.identity.issuer, environment: environment, signedTransactionInfo: delivery.signedTransaction,
+                        signedRenewalInfo: signedRenewalInfo, status: nil, accountId: delivery.accountId.isEmpty ? nil : delivery.accountId))
+        let jws = try await keys.sign(payload: payload)
+        return try JSONEncoder().encode(["signedPayload": jws])
+    }
+
+    /// Sends one claimed delivery and records the outcome under the claim.
+    private func deliver(_ delivery: DueDelivery, _ configuration: NotificationDeliveryConfiguration) async throws -> Bool {
+        let body = try await signedBody(delivery)
+        var status: Int?
+        var problem: String?
+        do {
+            let response = try await HTTPClient().send(HTTPRequest(
+                method: "POST", url: delivery.url, headers: [("Content-Type", "application/json")], body: body,
+                timeout: Int(configuration.requestTimeout.rounded(.up)), maxResponseBytes: 64 << 10))
+            status = response.status
+            if !(200..<300).contains(response.status) { problem = "answered \(response.status)" }
+        } catch {
+            problem = "\(error)"
+        }
+        let now = Date.storeNow
+        let attempts = delivery.attempts + 1
+        let delivered = problem == nil
+        let delays = configuration.retryDelays
+        let delay = delays.isEmpty ? 60 : delays[min(attempts - 1, delays.count - 1)]
+        let givesUp = !delivered && now.addingTimeInterval(delay).timeIntervalSince(delivery.createdAt) > configuration.giveUpAfter
+        let state = delivered ? "delivered" : givesUp ? "failed" : "pending"
+        let instance = self.instance
+        let (lastStatus, lastError) = (status, problem)
+        try await database.write { db in
+            try await db.update("delivery").set("state", to: state).set("attempts", to: attempts).set("lastStatus", to: lastStatus)
+                .set("lastError", to: lastError.map { String($0.prefix(500)) }).set("nextAttemptAt", to: now.addingTimeInterval(delivered ? 0 : delay))
+                .set("deliveredAt", to: delivered ? now : nil)
+                .set(SQLIdentifier("claimedBy"), to: SQLLiteral.null).set(SQLIdentifier("claimedUntil"), to: SQLLiteral.null)
+                .where("notificationSequence", .equal, delivery.notificationSequence).where("webhookId", .equal, delivery.webhookId)
+                .where("claimedBy", .equal, instance).run()
+        }
+        if !delivered {
+            logger.info("notification not delivered; retrying later", metadata: [
+                "notification": "\(delivery.id)", "url": "\(delivery.url)", "problem": "\(problem ?? "")", "attempts": "\(attempts)"])
+        }
+        return delivered
+    }
+}
+
+/// The signed payload of a notification, as App Store's `ResponseBodyV2DecodedPayload` names its fields.
+struct NotificationPayload: Codable, Sendable, JWTPayload {
+    var notificationType: String
+    var subtype: String?
+    var notificationUUID: String
+    var version: String
+    var signedDate: Int64
+    var data: Body
+
+    struct Body: Codable, Sendable {
+        /// The store's issuer, where App Store puts the app's bundle ID.
+        var bundleId: String
+        var environment: String
+        var signedTransactionInfo: String?
+        var signedRenewalInfo: String?
+        var status: Int?
+        /// Kiosk's account the notification is about (none for `TEST`).
+        var accountId: String?
+    }
+
+    func verify(using algorithm: some JWTAlgorithm) throws {}
+}

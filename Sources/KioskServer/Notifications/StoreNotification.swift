@@ -1,0 +1,100 @@
+import Foundation
+import JWTKit
+import KioskCore
+import SQLKit
+
+/// A change of state the publisher's backend is told of, shaped like App Store Server
+/// Notifications V2 (docs/notifications.md has the mapping). It is written to the outbox
+/// (`notification`, one `delivery` per registered endpoint) in the same database transaction as
+/// the change it reports, so nothing is announced that was not committed and nothing committed
+/// goes unannounced.
+struct StoreNotification: Sendable {
+    /// App Store's `notificationType`, e.g. `DID_RENEW`.
+    var type: String
+    /// App Store's `subtype`, e.g. `BILLING_RECOVERY`.
+    var subtype: String?
+    var accountId: String
+    /// The transaction the notification is about (its signed receipt goes in `signedTransactionInfo`).
+    var transactionId: String?
+    var originalTransactionId: String?
+    /// For subscriptions: the renewal info as it stood after the change.
+    var renewalInfo: RenewalInfo?
+
+    enum Kind {
+        static let subscribed = "SUBSCRIBED"
+        static let didRenew = "DID_RENEW"
+        static let didFailToRenew = "DID_FAIL_TO_RENEW"
+        static let gracePeriodExpired = "GRACE_PERIOD_EXPIRED"
+        static let expired = "EXPIRED"
+        static let didChangeRenewalStatus = "DID_CHANGE_RENEWAL_STATUS"
+        static let oneTimeCharge = "ONE_TIME_CHARGE"
+        static let refund = "REFUND"
+        static let revoke = "REVOKE"
+        static let test = "TEST"
+        /// Kiosk's own (App Store has no notification for Ask to Buy decisions).
+        static let askToBuyDeclined = "ASK_TO_BUY_DECLINED"
+        /// Kiosk's own: the reader's device reported a consumable delivered (finished).
+        static let consumableDelivered = "CONSUMABLE_DELIVERED"
+    }
+}
+
+/// A subscription's renewal info, as App Store's `JWSRenewalInfoDecodedPayload` names its fields;
+/// dates are milliseconds since 1970.
+struct RenewalInfo: Codable, Sendable, JWTPayload {
+    var originalTransactionId: String
+    var productId: String
+    var autoRenewProductId: String
+    /// 1 on, 0 off.
+    var autoRenewStatus: Int
+    /// 1 voluntary, 2 billing error, 4 product not for sale (App Store's values).
+    var expirationIntent: Int?
+    var isInBillingRetryPeriod: Bool
+    var gracePeriodExpiresDate: Int64?
+    var renewalDate: Int64?
+    var appAccountToken: String?
+    var environment: String
+    /// Set when signed.
+    var signedDate: Int64?
+
+    func verify(using algorithm: some JWTAlgorithm) throws {}
+
+    init(_ subscription: SubscriptionRecord, environment: StoreEnvironment) {
+        originalTransactionId = subscription.originalTransactionId
+        productId = subscription.productId
+        autoRenewProductId = subscription.productId
+        autoRenewStatus = subscription.autoRenew ? 1 : 0
+        expirationIntent = switch subscription.expirationReason {
+        case .voluntary: 1
+        case .billingError: 2
+        case .productRemoved: 4
+        case nil: nil
+        }
+        isInBillingRetryPeriod = subscription.state == .gracePeriod || subscription.state == .billingRetry
+        gracePeriodExpiresDate = subscription.state == .gracePeriod ? subscription.graceEndsAt.map(Self.milliseconds) : nil
+        renewalDate = subscription.state == .expired ? nil : Self.milliseconds(subscription.retryAt ?? subscription.expiresDate)
+        appAccountToken = subscription.appAccountToken
+        self.environment = environment == .production ? "Production" : "Sandbox"
+    }
+
+    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+}
+
+extension SQLDatabase {
+    /// Writes `notification` to the outbox with one pending delivery per registered endpoint.
+    /// Call it inside the write transaction of the change it reports.
+    func announce(_ notification: StoreNotification) async throws {
+        let now = Date.storeNow
+        let renewal = try notification.renewalInfo.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
+        let row = try await raw(#"""
+            INSERT INTO "notification" ("id", "accountId", "type", "subtype", "transactionId", "originalTransactionId", "renewalInfo", "createdAt")
+            VALUES (\#(bind: UUID().uuidString.lowercased()), \#(bind: notification.accountId), \#(bind: notification.type), \#(bind: notification.subtype),
+                \#(bind: notification.transactionId), \#(bind: notification.originalTransactionId), \#(bind: renewal), \#(bind: now))
+            RETURNING "sequence"
+            """#).first()
+        guard let sequence = try row?.decode(column: "sequence", as: Int64.self) else { return }
+        try await raw(#"""
+            INSERT INTO "delivery" ("notificationSequence", "webhookId", "accountId", "state", "attempts", "nextAttemptAt")
+            SELECT \#(bind: sequence), "id", \#(bind: notification.accountId), 'pending', 0, \#(bind: now) FROM "webhook"
+            """#).run()
+    }
+}

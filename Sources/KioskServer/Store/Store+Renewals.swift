@@ -1,0 +1,244 @@
+import Foundation
+import KioskCore
+import SQLKit
+
+/// Renewals: what the renewal worker (``RenewalService``) does on every instance.
+///
+/// A due subscription is first **claimed**: one statement marks up to `limit` due rows with this
+/// instance's name and a lease (`FOR UPDATE SKIP LOCKED` on PostgreSQL, so two instances claim
+/// different rows and never wait on each other; SQLite has one writer). Each claimed row is then
+/// decided (renew, fail, leave grace, expire), its receipt signed outside any transaction, and
+/// committed in **one** transaction with everything the step changes: the subscription's row
+/// (compare-and-set on its `version`), the new transaction, its charge, the account's revision,
+/// the grace window and the notification. A renewal's idempotency key names its period, so the
+/// unique key refuses a second renewal of one period whatever happens. An instance killed
+/// between the claim and the commit leaves nothing written; its lease (``renewalLease``, 30 s)
+/// lapses and another (or the same, restarted) takes the row again.
+extension Store {
+    /// Claims the subscriptions due now and takes each one step (several rounds, until none is
+    /// due or claimable, or `stopping` says the server is shutting down).
+    /// - Returns: how many steps were committed.
+    @discardableResult
+    public func renewDue(limit: Int = 200, stopping: @Sendable () -> Bool = { false }) async throws -> Int {
+        var total = 0
+        while !stopping() {
+            let claimed = try await claimDue(limit: limit)
+            if claimed.isEmpty { return total }
+            let done = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for subscription in claimed {
+                    group.addTask { try await self.step(subscription) }
+                }
+                return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            }
+            total += done
+            if done == 0 { return total }
+        }
+        return total
+    }
+
+    /// Marks up to `limit` due, unclaimed subscriptions as this instance's for ``renewalLease``.
+    func claimDue(limit: Int) async throws -> [SubscriptionRecord] {
+        let now = clock.now()
+        let wall = Date.storeNow
+        let lease = wall.addingTimeInterval(renewalLease)
+        let skipLocked = database.engine == .postgres ? "FOR UPDATE SKIP LOCKED" : ""
+        let instance = self.instance
+        return try await database.statement { db in
+            try await db.raw(#"""
+                UPDATE "subscription" SET "claimedBy" = \#(bind: instance), "claimedUntil" = \#(bind: lease)
+                WHERE "originalTransactionId" IN (
+                    SELECT "originalTransactionId" FROM "subscription"
+                    WHERE "dueAt" <= \#(bind: now) AND ("claimedUntil" IS NULL OR "claimedUntil" < \#(bind: wall))
+                    ORDER BY "dueAt" LIMIT \#(bind: limit) \#(unsafeRaw: skipLocked))
+                RETURNING *
+                """#).all(decoding: SubscriptionRecord.self)
+        }
+    }
+
+    /// What one step of a subscription's life comes to.
+    struct RenewalStep: Sendable {
+        var subscription: SubscriptionRecord
+        /// The new period, when it renewed.
+        var renewal: TransactionRecord?
+        var notification: StoreNotification?
+        /// A grace window opened (`startsAt`, `endsAt`), or the open one closed at `closesGraceAt`.
+        var opensGrace: (startsAt: Date, endsAt: Date)?
+        var closesGraceAt: Date?
+    }
+
+    /// Decides and commits one step of a claimed subscription.
+    /// - Returns: whether it committed (false when another instance got there first).
+    func step(_ claimed: SubscriptionRecord) async throws -> Bool {
+        let sandbox = try await database.read { try await Self.sandbox(claimed.accountId, in: $0) }
+        let product = try await catalog.current.products[claimed.productId]
+        guard var step = decide(claimed, product: product, sandbox: sandbox) else { return false }
+        if var renewal = step.renewal {
+            renewal.signedTransaction = try await keys.sign(claims(of: renewal))
+            step.renewal = renewal
+            step.notification?.transactionId = renewal.id
+        }
+        let decided = step
+        let instance = self.instance
+        try await beforeRenewalCommit?(claimed.originalTransactionId)
+        do {
+            let committed = try await database.write { db in
+                let s = decided.subscription
+                let moved = try await db.update("subscription")
+                    .set("state", to: s.state.rawValue).set("autoRenew", to: s.autoRenew).set("expiresDate", to: s.expiresDate)
+                    .set("dueAt", to: s.dueAt).set("retryAt", to: s.retryAt).set("graceEndsAt", to: s.graceEndsAt)
+                    .set("failedAttempts", to: s.failedAttempts).set("expirationReason", to: s.expirationReason?.rawValue)
+                    .set(SQLIdentifier("claimedBy"), to: SQLLiteral.null).set(SQLIdentifier("claimedUntil"), to: SQLLiteral.null)
+                    .set("version", to: s.version).set("updatedAt", to: s.updatedAt)
+                    .where("originalTransactionId", .equal, s.originalTransactionId).where("version", .equal, claimed.version)
+                    .where("claimedBy", .equal, instance)
+                    .returning("originalTransactionId").all()
+                guard moved.count == 1 else { throw LostClaim() }
+                if var renewal = decided.renewal {
+                    try await db.raw(#"UPDATE "account" SET "revision" = "revision" + 1 WHERE "id" = \#(bind: renewal.accountId)"#).run()
+                    // A new period is a change the account's devices learn of through the feed
+                    // (and on PostgreSQL, every instance's waiting polls through NOTIFY).
+                    renewal.changeSequence = try await db.nextChange(of: renewal.accountId)
+                    _ = try await db.insert(renewal)
+                    if let charge = LedgerEntry.charge(for: renewal) { try await db.insert(charge) }
+                }
+                if let grace = decided.opensGrace {
+                    try await db.raw(#"""
+                        INSERT INTO "subscriptionGrace" ("originalTransactionId", "accountId", "startsAt", "endsAt")
+                        VALUES (\#(bind: s.originalTransactionId), \#(bind: s.accountId), \#(bind: grace.startsAt), \#(bind: grace.endsAt))
+                        """#).run()
+                }
+                if let closes = decided.closesGraceAt {
+                    try await db.raw(#"""
+                        UPDATE "subscriptionGrace" SET "endsAt" = \#(bind: closes)
+                        WHERE "originalTransactionId" = \#(bind: s.originalTransactionId) AND "endsAt" > \#(bind: closes)
+                        """#).run()
+                }
+                if var notification = decided.notification {
+                    if notification.transactionId == nil {
+                        notification.transactionId = try await Self.latestPeriod(s.originalTransactionId, in: db)
+                    }
+                    try await db.announce(notification)
+                }
+                return true
+            }
+            if committed, let renewal = decided.renewal { changes.signal(renewal.accountId) }
+            return committed
+        } catch is LostClaim {
+            return false
+        } catch where database.isUniqueViolation(error) {
+            // The period was renewed already (its key is taken): the claim was stale.
+            logger.warning("a renewal found its period renewed already", metadata: ["subscription": "\(claimed.originalTransactionId)"])
+            return false
+        }
+    }
+
+    private struct LostClaim: Error {}
+
+    /// The next step of a due subscription, in the account's time; nil when nothing is due.
+    func decide(_ current: SubscriptionRecord, product: Product?, sandbox: SandboxAccount) -> RenewalStep? {
+        let now = clock.now(offset: sandbox.clockOffset)
+        var s = current
+        s.version += 1
+        s.updatedAt = .storeNow
+        let environment = keys.identity.environment
+        func due(_ date: Date?) -> Date? { date.map { $0.addingTimeInterval(-sandbox.clockOffset) } }
+        func notify(_ type: String, _ subtype: String?) -> StoreNotification {
+            StoreNotification(type: type, subtype: subtype, accountId: s.accountId, transactionId: nil,
+                              originalTransactionId: s.originalTransactionId, renewalInfo: RenewalInfo(s, environment: environment))
+        }
+        func expire(_ reason: SubscriptionExpirationReason, at end: Date) -> RenewalStep {
+            let closes = s.state == .gracePeriod ? min(end, s.graceEndsAt ?? end) : nil
+            s.state = .expired
+            s.expirationReason = reason
+            s.dueAt = nil
+            s.retryAt = nil
+            s.graceEndsAt = nil
+            let subtype = switch reason {
+            case .voluntary: "VOLUNTARY"
+            case .billingError: "BILLING_RETRY"
+            case .productRemoved: "PRODUCT_NOT_FOR_SALE"
+            }
+            return RenewalStep(subscription: s, notification: notify(StoreNotification.Kind.expired, subtype), closesGraceAt: closes)
+        }
+        guard current.state != .expired else { return nil }
+        // The instant this step happens at: the scheduled one, so that a clock moved far ahead
+        // catches up period by period exactly as if the worker had been there each time.
+        let at: Date
+        switch current.state {
+        case .active: at = current.expiresDate
+        case .gracePeriod:
+            let graceEnd = current.graceEndsAt ?? now
+            at = min(graceEnd, current.retryAt ?? graceEnd)
+        case .billingRetry: at = current.retryAt ?? now
+        case .expired: return nil
+        }
+        if !current.autoRenew {
+            // Off while paid up: it ends at the period's end. Off while failing: nothing more is tried.
+            if current.state == .active {
+                guard at <= now else { return nil }
+                return expire(.voluntary, at: at)
+            }
+            return expire(.voluntary, at: min(at, now))
+        }
+        guard at <= now else { return nil }
+        guard let product, product.kind == .subscription else { return expire(.productRemoved, at: at) }
+        if current.state == .gracePeriod, let graceEnd = current.graceEndsAt, graceEnd <= at, (current.retryAt ?? .distantFuture) > graceEnd {
+            // Grace is over; retries go on without access.
+            s.state = .billingRetry
+            s.graceEndsAt = nil
+            s.dueAt = due(s.retryAt)
+            return RenewalStep(subscription: s, notification: notify(StoreNotification.Kind.gracePeriodExpired, nil))
+        }
+        let recovering = current.state != .active
+        if sandbox.renewals == .succeed {
+            let start = recovering ? at : current.expiresDate
+            guard let expires = Calendar.utc.date(byAdding: .month, value: product.periodMonths ?? 1, to: start), let cents = try? Self.cents(product.price) else {
+                return nil
+            }
+            let id = Self.newTransactionID()
+            let renewal = TransactionRecord(
+                sequence: nil, id: id, accountId: s.accountId, productId: s.productId, kind: .subscription, quantity: 1,
+                originalTransactionId: s.originalTransactionId, purchaseDate: start, expiresDate: expires, status: .purchased,
+                paymentMethod: "renewal", idempotencyKey: "renewal:\(s.originalTransactionId):\(RenewalInfo.milliseconds(start))",
+                amountCents: cents, currency: product.price.currency, creditsGranted: 0, creditsSpent: 0, signedTransaction: nil,
+                message: nil, finishedAt: nil, createdAt: .storeNow, revokedAt: nil, revocationReason: nil, requestedMethod: "renewal",
+                appAccountToken: s.appAccountToken)
+            let closes = current.state == .gracePeriod ? at : nil
+            s.state = .active
+            s.expiresDate = expires
+            s.dueAt = due(expires)
+            s.retryAt = nil
+            s.graceEndsAt = nil
+            s.failedAttempts = 0
+            s.expirationReason = nil
+            return RenewalStep(subscription: s, renewal: renewal,
+                               notification: notify(StoreNotification.Kind.didRenew, recovering ? "BILLING_RECOVERY" : nil), closesGraceAt: closes)
+        }
+        // The charge failed.
+        s.failedAttempts = current.failedAttempts + 1
+        guard let retry = RenewalSchedule.retry(after: s.failedAttempts, periodEnd: current.expiresDate) else {
+            return expire(.billingError, at: at)
+        }
+        s.retryAt = retry
+        if current.state == .active {
+            if let graceEnd = RenewalSchedule.graceEnd(days: product.gracePeriodDays, periodEnd: current.expiresDate) {
+                s.state = .gracePeriod
+                s.graceEndsAt = graceEnd
+                s.dueAt = due(min(retry, graceEnd))
+                var step = RenewalStep(subscription: s, notification: notify(StoreNotification.Kind.didFailToRenew, "GRACE_PERIOD"))
+                step.opensGrace = (current.expiresDate, graceEnd)
+                return step
+            }
+            s.state = .billingRetry
+            s.dueAt = due(retry)
+            return RenewalStep(subscription: s, notification: notify(StoreNotification.Kind.didFailToRenew, nil))
+        }
+        // A later retry failed too: App Store says nothing until the state changes.
+        if s.state == .gracePeriod, let graceEnd = s.graceEndsAt {
+            s.dueAt = due(min(retry, graceEnd))
+        } else {
+            s.dueAt = due(retry)
+        }
+        return RenewalStep(subscription: s)
+    }
+}

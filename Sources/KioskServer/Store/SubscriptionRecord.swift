@@ -1,0 +1,75 @@
+import Foundation
+import KioskCore
+
+/// A subscription's row (`subscription`, see ``Migrations``): the chain of periods that share one
+/// original transaction, where it is in its life, and the next time something is due for it.
+struct SubscriptionRecord: Codable, Sendable {
+    var originalTransactionId: String
+    var accountId: String
+    var productId: String
+    var state: SubscriptionState
+    var autoRenew: Bool
+    /// The end of the latest paid period, in the account's time.
+    var expiresDate: Date
+    /// When the renewal worker next has something to do, in the store's time (the account's time
+    /// less its offset, so that one index serves every account); nil once expired.
+    var dueAt: Date?
+    /// The next charge attempt while failing to renew, in the account's time.
+    var retryAt: Date?
+    /// The end of the grace period while in it, in the account's time.
+    var graceEndsAt: Date?
+    var failedAttempts: Int
+    var expirationReason: SubscriptionExpirationReason?
+    var appAccountToken: String?
+    /// The instance that claimed it for renewal, until `claimedUntil` (wall clock).
+    var claimedBy: String?
+    var claimedUntil: Date?
+    /// Moved by every write: the compare-and-set each change of state commits under.
+    var version: Int64
+    var updatedAt: Date
+
+    func info(now: Date) -> SubscriptionInfo {
+        SubscriptionInfo(
+            originalTransactionId: originalTransactionId, productId: productId, state: state, autoRenew: autoRenew,
+            expiresDate: expiresDate, gracePeriodExpiresDate: state == .gracePeriod ? graceEndsAt : nil,
+            nextRetryDate: state == .gracePeriod || state == .billingRetry ? retryAt : nil, failedAttempts: failedAttempts,
+            expirationReason: expirationReason,
+            entitled: state == .active && expiresDate > now || state == .gracePeriod && (graceEndsAt ?? .distantPast) > now,
+            appAccountToken: appAccountToken)
+    }
+}
+
+/// One account's sandbox settings (`sandboxAccount`); an account without a row has the defaults.
+struct SandboxAccount: Codable, Sendable {
+    var accountId: String
+    /// Seconds the account's clock runs ahead of the store's.
+    var clockOffset: Double
+    var renewals: SandboxAccountSettings.RenewalOutcome
+
+    static func defaults(_ accountId: String) -> SandboxAccount {
+        SandboxAccount(accountId: accountId, clockOffset: 0, renewals: .succeed)
+    }
+}
+
+/// When a failing subscription is charged again and when the store gives up, counted from the
+/// end of the period that could not be renewed (docs/subscriptions.md): attempts at the period's
+/// end and 1, 3, 7 and 14 days after it; the fifth failure expires it (`billingError`). Grace,
+/// when the product has `gracePeriodDays`, runs from the period's end for that many days (never
+/// past the last attempt).
+enum RenewalSchedule {
+    /// Days after the period's end of the retries that follow the first failed attempt.
+    static let retryDays = [1, 3, 7, 14]
+
+    /// The time of the retry after `failedAttempts` failures, or nil when the store gives up.
+    static func retry(after failedAttempts: Int, periodEnd: Date) -> Date? {
+        guard failedAttempts >= 1, failedAttempts <= retryDays.count else { return nil }
+        return periodEnd.addingTimeInterval(Double(retryDays[failedAttempts - 1]) * 86_400)
+    }
+
+    /// The end of grace for a period that ended at `periodEnd`, or nil without grace.
+    static func graceEnd(days: Int?, periodEnd: Date) -> Date? {
+        guard let days, days > 0 else { return nil }
+        let last = Double(retryDays.last ?? 0)
+        return periodEnd.addingTimeInterval(min(Double(days), last) * 86_400)
+    }
+}

@@ -1,0 +1,86 @@
+import ArgumentParser
+import Foundation
+import KioskCommandLine
+import KioskCore
+
+extension Kiosk {
+    struct Subscriptions: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the account's subscriptions: active until, auto-renew, grace, billing retry, expired and why.",
+            discussion: "Example: kiosk subscriptions --json"
+        )
+
+        @OptionGroup var options: ClientOptions
+
+        @Flag(help: "Print the store's answer as JSON: {subscriptions: [...], now}.")
+        var json = false
+
+        func run() async throws {
+            try await reportingErrors {
+                let client = try await options.connect()
+                let list = try await client.subscriptions() ?? SubscriptionList(subscriptions: [], now: Date())
+                if json {
+                    Swift.print(String(decoding: try JSONEncoder.kiosk.encode(list), as: UTF8.self))
+                    return
+                }
+                if list.subscriptions.isEmpty { Swift.print("no subscriptions"); return }
+                for subscription in list.subscriptions {
+                    Swift.print(Self.line(subscription))
+                }
+            }
+        }
+
+        /// `sub_… com.kiosk…monthly  active until 2026-12-24, auto-renew on`.
+        static func line(_ s: SubscriptionInfo) -> String {
+            let day = { (date: Date) in SubscriptionCoverage.day(date) }
+            let state = switch s.state {
+            case .active: "active until \(day(s.expiresDate)), auto-renew \(s.autoRenew ? "on" : "off (ends then)")"
+            case .gracePeriod: "in grace until \(s.gracePeriodExpiresDate.map(day) ?? "?"): the renewal failed, next try \(s.nextRetryDate.map(day) ?? "?")"
+            case .billingRetry: "in billing retry (no access): the renewal failed, next try \(s.nextRetryDate.map(day) ?? "?")"
+            case .expired: "expired \(day(s.expiresDate)) (\(Self.reason(s.expirationReason)))"
+            }
+            return "\(s.originalTransactionId)  \(s.productId)  \(state)"
+        }
+
+        static func reason(_ reason: SubscriptionExpirationReason?) -> String {
+            switch reason {
+            case .voluntary: "auto-renew was off"
+            case .billingError: "every charge attempt failed"
+            case .productRemoved: "the product left the catalog"
+            case nil: "unknown"
+            }
+        }
+    }
+
+    struct Subscription: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Turn a subscription's auto-renew off (cancel) or back on (resume).",
+            discussion: "Example: kiosk subscription cancel txn_0a1b…  (the ID kiosk subscriptions lists)",
+            subcommands: [Cancel.self, Resume.self]
+        )
+
+        struct Cancel: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Auto-renew off: the subscription ends at its period's end.")
+            @OptionGroup var options: ClientOptions
+            @Argument(help: "The subscription's ID (its original transaction ID).") var id: String
+            func run() async throws {
+                try await reportingErrors {
+                    let info = try await options.connect().setAutoRenew(id, on: false)
+                    Swift.print(Subscriptions.line(info))
+                }
+            }
+        }
+
+        struct Resume: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Auto-renew on again: the subscription renews at its period's end.")
+            @OptionGroup var options: ClientOptions
+            @Argument(help: "The subscription's ID (its original transaction ID).") var id: String
+            func run() async throws {
+                try await reportingErrors {
+                    let info = try await options.connect().setAutoRenew(id, on: true)
+                    Swift.print(Subscriptions.line(info))
+                }
+            }
+        }
+    }
+}

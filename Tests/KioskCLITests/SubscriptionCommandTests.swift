@@ -1,0 +1,108 @@
+import Foundation
+import KioskCore
+import KioskTestSupport
+import Testing
+
+/// `kiosk subscriptions`, `kiosk subscription cancel|resume`, and the operator's sandbox clock,
+/// renewals and webhooks, against a real `kiosk serve` whose renewal worker runs on its own.
+@Suite("kiosk subscriptions and the renewal worker, end to end")
+struct SubscriptionCommandTests {
+    static let monthly = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
+
+    struct Setup {
+        let directory: TemporaryDirectory
+        let store: SampleStore
+        let server: ServerProcess
+        let home: String
+
+        init(serve: [String] = []) async throws {
+            directory = try TemporaryDirectory()
+            store = try SampleStore(in: directory)
+            server = try await ServerProcess.start(store, extraArguments: serve, log: directory.path("server.log"))
+            home = directory.path("home").path
+            let sync = try await KioskCommand.run(["sync", "--server", server.url], environment: ["KIOSK_HOME": home])
+            #expect(sync.status == 0, "\(sync.stderr)")
+        }
+
+        func kiosk(_ arguments: [String]) async throws -> KioskCommand.Result {
+            try await KioskCommand.run(arguments, environment: ["KIOSK_HOME": home])
+        }
+
+        func admin(_ arguments: [String]) async throws -> KioskCommand.Result {
+            try await KioskCommand.run(["admin"] + arguments + ["--server", server.url, "--data", store.data.path])
+        }
+
+        func subscriptions() async throws -> SubscriptionList {
+            let result = try await kiosk(["subscriptions", "--json"])
+            #expect(result.status == 0, "\(result.stderr)")
+            return try JSONDecoder.kiosk.decode(SubscriptionList.self, from: Data(result.stdout.utf8))
+        }
+
+        /// Waits until the store's renewal worker has renewed the subscription: its expiry is past `date`.
+        func renewed(after date: Date, seconds: Double = 20) async throws -> SubscriptionInfo? {
+            let deadline = Date().addingTimeInterval(seconds)
+            while Date() < deadline {
+                if let info = try await subscriptions().subscriptions.first, info.expiresDate > date.addingTimeInterval(86_400) { return info }
+                try await Task.sleep(for: .milliseconds(300))
+            }
+            return nil
+        }
+    }
+
+    @Test("the operator moves the account's clock past the period: the server's own worker renews it; cancel and resume print the state; webhooks and notifications are listed")
+    func workerRenewsAndCommandsShowState() async throws {
+        let setup = try await Setup()
+        // Registered first: an endpoint hears of the changes made after it was added.
+        let hook = try await setup.admin(["webhooks", "add", "http://127.0.0.1:9/hook"])
+        #expect(hook.status == 0 && hook.stdout.contains("added"), "\(hook.stderr)")
+        #expect(try await setup.admin(["webhooks"]).stdout.contains("http://127.0.0.1:9/hook"))
+        let bought = try await setup.kiosk(["buy", Self.monthly, "--no-download"])
+        #expect(bought.status == 0, "\(bought.stderr)")
+        let listed = try await setup.kiosk(["subscriptions"])
+        #expect(listed.stdout.contains("active until") && listed.stdout.contains("auto-renew on"), "\(listed.stdout)")
+        let first = try #require(try await setup.subscriptions().subscriptions.first)
+
+
+        let account = try #require(try await setup.kiosk(["account"]).stdout.split(separator: "\n").first.map { String($0.dropFirst("account: ".count)) })
+        let moved = try await setup.admin(["sandbox", account, "--advance", "32d"])
+        #expect(moved.status == 0 && moved.stdout.contains("32 days ahead"), "\(moved.stdout) \(moved.stderr)")
+        let renewed = try await setup.renewed(after: first.expiresDate)
+        #expect(renewed?.state == .active)
+
+        let cancel = try await setup.kiosk(["subscription", "cancel", first.originalTransactionId])
+        #expect(cancel.status == 0 && cancel.stdout.contains("auto-renew off"), "\(cancel.stdout) \(cancel.stderr)")
+        let resume = try await setup.kiosk(["subscription", "resume", first.originalTransactionId])
+        #expect(resume.status == 0 && resume.stdout.contains("auto-renew on"), "\(resume.stdout) \(resume.stderr)")
+        let unknown = try await setup.kiosk(["subscription", "cancel", "txn_nothing"])
+        #expect(unknown.status != 0 && unknown.stderr.contains("no subscription txn_nothing"), "\(unknown.stderr)")
+
+        // Nothing listens on port 9: every notification is failing and listed as such.
+        let failed = try await setup.admin(["notifications", "--failed"])
+        #expect(failed.status == 0, "\(failed.stderr)")
+        for type in ["SUBSCRIBED", "DID_RENEW", "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_DISABLED"] {
+            #expect(try await setup.admin(["notifications"]).stdout.contains(type), "\(type)")
+        }
+        #expect(try await setup.admin(["notifications", "test"]).stdout.contains("test notification"))
+        #expect(try await setup.admin(["webhooks", "remove", "http://127.0.0.1:9/hook"]).stdout.contains("removed"))
+        #expect(try await setup.admin(["webhooks"]).stdout == "none\n")
+        _ = await setup.server.stop()
+    }
+
+    @Test("with --sandbox-time-scale a month passes in seconds: the worker renews on its own; a production store refuses the flag")
+    func acceleratedClock() async throws {
+        // 31 days in 4 seconds.
+        let setup = try await Setup(serve: ["--sandbox-time-scale", "669600"])
+        let bought = try await setup.kiosk(["buy", Self.monthly, "--no-download"])
+        #expect(bought.status == 0, "\(bought.stderr)")
+        let first = try #require(try await setup.subscriptions().subscriptions.first)
+        let renewed = try await setup.renewed(after: first.expiresDate, seconds: 30)
+        #expect(renewed != nil, "renewed by the worker within 30 s")
+        _ = await setup.server.stop()
+
+        let refused = try await KioskCommand.run(["serve", "--environment", "production", "--sandbox-time-scale", "10", "--port", "0",
+                                                  "--catalog", setup.store.catalog.path, "--content", setup.store.content.path,
+                                                  "--data", setup.directory.path("production").path])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("--sandbox-time-scale"), "\(refused.stderr)")
+    }
+}

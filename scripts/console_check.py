@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Drives the publisher's console in a real browser (Debian's chromium, through playwright) the way
+an operator would, and checks what it shows against `kiosk admin … --json`.
+
+    console_check.py --console URL --token TOKEN --sales SALES.json --approve TXN --refund TXN
+                     --screenshots DIR
+
+Takes a screenshot of every page it visits into DIR (the overview also at 360 px wide), prints one
+line per check, and exits 1 naming every check that failed. ConsoleBrowserTests runs it.
+"""
+import argparse
+import json
+import sys
+
+from playwright.sync_api import sync_playwright
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--console", required=True)
+    parser.add_argument("--token", required=True)
+    parser.add_argument("--sales", required=True, help="kiosk admin sales --since FIRST-DAY --json, saved")
+    parser.add_argument("--approve", required=True, help="a pending Ask to Buy to approve")
+    parser.add_argument("--refund", required=True, help="a purchased transaction to refund")
+    parser.add_argument("--screenshots", required=True)
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    args = parser.parse_args()
+    console = args.console.rstrip("/")
+    failures = []
+
+    def check(condition, what):
+        print(("ok    " if condition else "FAIL  ") + what, flush=True)
+        if not condition:
+            failures.append(what)
+
+    sales = json.load(open(args.sales))
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=args.chromium, args=["--no-sandbox"])
+        context = browser.new_context(java_script_enabled=False)
+        page = context.new_page()
+        outside = []
+        page.on("request", lambda request: outside.append(request.url) if not request.url.startswith(console) else None)
+
+        def shot(name):
+            page.screenshot(path=f"{args.screenshots}/{name}.png", full_page=True)
+
+        # Logging in: a wrong token is refused, the right one opens the overview.
+        page.goto(console + "/")
+        check(page.url == console + "/login", f"without a session the console sends to /login (at {page.url})")
+        page.get_by_label("Admin token").fill("not-the-token")
+        response = None
+        with page.expect_navigation() as navigation:
+            page.get_by_role("button", name="Log in").click()
+        response = navigation.value
+        check(response.status == 401 and page.get_by_role("alert").is_visible(), "a wrong token is refused with 401 and says so")
+        page.get_by_label("Admin token").fill(args.token)
+        page.get_by_role("button", name="Log in").click()
+        check(page.url.rstrip("/") == console and page.get_by_role("heading", name="Overview").is_visible(), "the right token opens the overview")
+        cookies = context.cookies()
+        session = [cookie for cookie in cookies if cookie["name"] == "kiosk_console"]
+        check(len(session) == 1 and session[0]["httpOnly"] and session[0]["sameSite"] == "Strict",
+              f"the session cookie is HttpOnly and SameSite=Strict ({session})")
+        shot("overview")
+
+        # The overview's figures are the rows of kiosk admin sales --json.
+        units = sum(row["sales"] for row in sales)
+        refunds = sum(row["refunds"] for row in sales)
+        figures = {item.inner_text().split("\n")[0]: item.locator("b").inner_text() for item in page.locator(".figures li").all()}
+        check(figures.get("Units sold") == str(units), f"units sold {figures.get('Units sold')} = {units} from kiosk admin sales --json")
+        check(figures.get("Refunds") == str(refunds), f"refunds {figures.get('Refunds')} = {refunds}")
+        by_currency = {}
+        for row in sales:
+            by_currency[row["currency"]] = by_currency.get(row["currency"], 0) + row["netCents"]
+        expected = ", ".join(sorted(f"{'-' if cents < 0 else ''}{abs(cents) // 100}.{abs(cents) % 100:02d} {currency}" for currency, cents in by_currency.items()))
+        revenue = next((value for name, value in figures.items() if name.startswith("Revenue")), None)
+        check(revenue == expected, f"revenue {revenue} = {expected}")
+        days = {}
+        for row in sales:
+            days[row["day"]] = days.get(row["day"], 0) + row["sales"]
+        table = page.get_by_role("table", name="By day")
+        shown = {cells[0]: int(cells[1]) for cells in (row.locator("td").all_inner_texts() for row in table.locator("tbody tr").all())}
+        check(all(shown.get(day) == count for day, count in days.items()), f"every day's units match ({days})")
+        charts = page.locator("svg[role=img]")
+        check(charts.count() == 2 and all(chart.get_attribute("aria-label") for chart in charts.all()), "two charts, each with a text alternative")
+        bars = [title.text_content() or "" for title in page.locator("svg rect title").all()]
+        check(any(text.endswith(f"{count} sold") for text in bars for count in days.values() if count), "the units chart draws the days sold")
+
+        # Usable at 360 px wide: nothing wider than the screen.
+        page.set_viewport_size({"width": 360, "height": 740})
+        width = page.evaluate("document.documentElement.scrollWidth")
+        check(width <= 360, f"the overview fits 360 px (scroll width {width})")
+        shot("overview-360")
+        page.set_viewport_size({"width": 1280, "height": 800})
+
+        # Ask to Buy: approve through the form.
+        page.goto(console + "/ask-to-buy")
+        shot("ask-to-buy")
+        page.get_by_role("button", name=f"Approve {args.approve}").click()
+        check(page.get_by_role("status").inner_text() == f"{args.approve} approved", "an Ask to Buy is approved through its form")
+        check(page.get_by_role("button", name=f"Approve {args.approve}").count() == 0, "the approved request leaves the list")
+
+        # Customers: find the purchase, refund it with a reason and the confirmation.
+        page.goto(console + "/customers")
+        page.get_by_label("Account or transaction ID").fill(args.refund)
+        page.get_by_role("button", name="Find").click()
+        shot("customer")
+        row = page.get_by_role("row").filter(has_text=args.refund)
+        row.get_by_label("Reason").fill("asked for by the reader")
+        row.get_by_role("button", name="Refund").click()
+        check(page.url.startswith(console + "/customers"), "a refund without the confirmation stays on the page (the box is required)")
+        row = page.get_by_role("row").filter(has_text=args.refund)
+        row.get_by_label("Reason").fill("asked for by the reader")
+        row.get_by_label("I mean it").check()
+        row.get_by_role("button", name="Refund").click()
+        check(page.get_by_role("status").inner_text() == f"{args.refund} refunded", "a purchase is refunded through its form")
+        check("revoked: asked for by the reader" in page.get_by_role("row").filter(has_text=args.refund).inner_text(),
+              "the customer's page shows the refund and its reason")
+
+        for name in ["products", "notifications", "health"]:
+            page.goto(f"{console}/{name}")
+            check(page.get_by_role("heading", name=name.capitalize()).is_visible(), f"the {name} page shows")
+            shot(name)
+
+        # Forms need this session's CSRF token; requests without the session are refused.
+        forged = context.request.post(console + "/ask-to-buy/answer", form={"transaction": args.approve, "answer": "decline"})
+        check(forged.status == 403, f"a form without its CSRF token is refused ({forged.status})")
+        stranger = browser.new_context()
+        anonymous = stranger.request.post(console + "/transactions/withdraw",
+                                          form={"transaction": args.refund, "action": "revoke", "confirm": "yes"})
+        check(anonymous.status == 403, f"a form without the session cookie is refused ({anonymous.status})")
+        looked = stranger.request.get(console + "/customers?q=" + args.refund, max_redirects=0)
+        check(looked.status == 303 and looked.headers.get("location") == "/login", "a page without the session cookie sends to /login")
+        stranger.close()
+
+        page.goto(console + "/")
+        page.get_by_role("button", name="Log out").click()
+        page.goto(console + "/health")
+        check(page.url == console + "/login", "after logging out the session is gone")
+        check(not outside, f"the browser fetched nothing from elsewhere ({outside[:3]})")
+        browser.close()
+
+    if failures:
+        print(f"{len(failures)} console check(s) failed; screenshots in {args.screenshots}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
