@@ -271,6 +271,9 @@ extension KioskServerTool {
                     },
                     onConsoleListening: { port in
                         BufferedLog.standardError.write("kiosk: console on http://\(consoleHost):\(port)/\n")
+                        if !["127.0.0.1", "::1", "localhost"].contains(consoleHost) {
+                            BufferedLog.standardError.write("kiosk: warning: the console is reachable from other machines over plain HTTP (--console-host \(consoleHost)); put it behind TLS or keep it on 127.0.0.1\n")
+                        }
                     })
                 do {
                     try await services.run()

@@ -25,6 +25,18 @@ struct ConsoleGate: RouterMiddleware {
             context.sessionId = id
             context.session = session
         }
+        do {
+            return try await admitted(request, context: context, next: next)
+        } catch let error as HTTPError {
+            // A refused form, an unknown page, a body too large: a console page saying so, with
+            // the console's own headers, not a JSON error.
+            let message = error.body ?? (error.status == .notFound ? "There is no such console page." : error.status.reasonPhrase)
+            return ConsoleRoutes.html(error.status, ConsoleHTML.page(error.status.reasonPhrase, current: nil, csrf: context.session?.csrf,
+                body: #"<p class="error" role="alert">\#(ConsoleHTML.escape(message))</p><p><a href="/">The overview</a></p>"#))
+        }
+    }
+
+    private func admitted(_ request: Request, context: ConsoleContext, next: (Request, ConsoleContext) async throws -> Response) async throws -> Response {
         if context.session == nil, request.uri.path != "/login" {
             if request.method == .get || request.method == .head {
                 return Response(status: .seeOther, headers: [.location: "/login"])
@@ -239,21 +251,27 @@ struct ConsoleRoutes: Sendable {
         } catch let error as StoreError {
             return #"<p class="error" role="alert">No account or transaction \#(ConsoleHTML.escape(query)): \#(ConsoleHTML.escape("\(error)"))</p>"#
         }
+        // The ledger says which revocations gave the money back.
+        let refunded = Dictionary(view.charges.filter { $0.kind == "refund" }.map { ($0.transactionId, $0) }) { first, _ in first }
         let rows = view.transactions.map { row -> [String] in
+            let state = refunded[row.transactionId].map { "refunded (\(ConsoleHTML.money($0.amountCents, $0.currency)))" } ?? row.status.rawValue
             var cells = [
                 "<code>\(ConsoleHTML.escape(row.transactionId))</code>", ConsoleHTML.time(row.createdAt), ConsoleHTML.escape(row.productId),
-                row.status.rawValue + (row.revocationReason.map { ": " + ConsoleHTML.escape($0) } ?? ""),
+                state + (row.revocationReason.map { ": " + ConsoleHTML.escape($0) } ?? ""),
                 ConsoleHTML.money(row.amountCents, row.currency),
             ]
-            if row.status == .purchased {
+            // A revoked purchase can still be refunded (its money given back later); a refunded one is done.
+            let refundable = row.status == .purchased || (row.status == .revoked && refunded[row.transactionId] == nil && row.amountCents > 0)
+            if refundable {
                 let id = ConsoleHTML.escape(row.transactionId)
+                let revoke = row.status == .purchased ? #"<button type="submit" name="action" value="revoke">Revoke</button>"# : ""
                 cells.append("""
                     <form method="post" action="/transactions/withdraw">\(ConsoleHTML.hiddenCSRF(csrf))
                     <input type="hidden" name="transaction" value="\(id)">
                     <label for="reason-\(id)">Reason</label><input type="text" id="reason-\(id)" name="reason">
                     <label><input type="checkbox" name="confirm" value="yes" required> I mean it</label>
                     <button type="submit" name="action" value="refund">Refund</button>
-                    <button type="submit" name="action" value="revoke">Revoke</button>
+                    \(revoke)
                     </form>
                     """)
             } else {
@@ -280,7 +298,11 @@ struct ConsoleRoutes: Sendable {
             return Self.html(.badRequest, ConsoleHTML.page("Customers", current: "/customers", csrf: context.session?.csrf,
                 body: #"<p class="error" role="alert">Tick "I mean it" to confirm; nothing was done.</p><p><a href="/customers?q=\#(Self.query(transaction))">Back</a></p>"#))
         }
-        let refund = form["action"] == "refund"
+        guard let action = form["action"], action == "refund" || action == "revoke" else {
+            return Self.html(.badRequest, ConsoleHTML.page("Customers", current: "/customers", csrf: context.session?.csrf,
+                body: #"<p class="error" role="alert">The form said neither refund nor revoke; nothing was done.</p><p><a href="/customers?q=\#(Self.query(transaction))">Back</a></p>"#))
+        }
+        let refund = action == "refund"
         let reason = form["reason"].flatMap { $0.isEmpty ? nil : $0 }
         do {
             _ = try await store.revoke(transactionId: transaction, reason: reason, refund: refund)
