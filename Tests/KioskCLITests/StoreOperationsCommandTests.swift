@@ -50,8 +50,11 @@ struct StoreOperationsCommandTests {
         let published = try await KioskCommand.run(["publish", "--catalog", store.catalog.path, "--content", store.content.path, "--out", out.path])
         #expect(published.status == 0, "\(published.stderr)")
         #expect(published.stdout.hasPrefix("published 10 products (7 archives) to \(out.path)"))
-        let archives = try FileManager.default.contentsOfDirectory(atPath: out.appendingPathComponent("archives").path)
-        #expect(archives.count == 7)
+        let files = try FileManager.default.contentsOfDirectory(atPath: out.appendingPathComponent("archives").path)
+        // Each archive has its manifest beside it (<sha256>.manifest.json, for updates by entries).
+        let archives = files.filter { !$0.hasSuffix(".manifest.json") }
+        #expect(archives.count == 7 && files.count == 14, "\(files)")
+        #expect(archives.allSatisfy { archive in files.contains(String(archive.prefix(64)) + ".manifest.json") }, "\(files)")
         #expect(archives.allSatisfy { $0.prefix(64).allSatisfy(\.isHexDigit) })
         let catalog = try Data(contentsOf: out.appendingPathComponent("catalog.json"))
 
