@@ -1258,7 +1258,8 @@ class Checker:
         for entry in world.fence.iterdir():
             if entry.name not in allowed_top:
                 self.flag("outside", f"{entry} was written outside every home")
-        home_entries = {"kiosk.sqlite", "kiosk.sqlite-wal", "kiosk.sqlite-shm", "account.lock", ".kiosk-reserve", "downloads", "Library"}
+        # manifests/: each installed product's manifest (<product id>.json), the base of its next update by entries.
+        home_entries = {"kiosk.sqlite", "kiosk.sqlite-wal", "kiosk.sqlite-shm", "account.lock", ".kiosk-reserve", "downloads", "Library", "manifests"}
         for parent in [world.fence / "homes"] + ([world.disk] if world.disk else []):
             for entry in parent.iterdir():
                 if entry.name not in world.homes or world.homes[entry.name] != entry:
@@ -1267,6 +1268,10 @@ class Checker:
             for entry in root.iterdir():
                 if entry.name not in home_entries:
                     self.flag("outside", f"home {home}: {entry.name} is not a home's file", home)
+            manifests = root / "manifests"
+            for entry in manifests.iterdir() if manifests.is_dir() else []:
+                if not entry.name.endswith(".json") or entry.is_symlink() or not entry.is_file():
+                    self.flag("outside", f"home {home}: manifests/{entry.name} is not a product's manifest", home)
             library = root / "Library"
             for product in library.iterdir() if library.exists() else []:
                 for path in product.rglob("*"):
