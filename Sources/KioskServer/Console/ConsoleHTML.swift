@@ -1,4 +1,5 @@
 import Foundation
+import KioskCore
 
 /// HTML made by the server: every page is one string built here, every value that came from the
 /// store or a request is escaped on the way in (``escape(_:)``), and nothing is fetched from
@@ -68,7 +69,8 @@ enum ConsoleHTML {
 
     static func time(_ date: Date?) -> String {
         guard let date else { return "" }
-        return ListFormats.minute.string(from: date)
+        // As `kiosk admin` lists show a moment: UTC, to the minute.
+        return ListFilter.shown(date) + " UTC"
     }
 
     /// Small, readable at 360 px wide: tables scroll inside their box, forms stack.
@@ -84,15 +86,4 @@ enum ConsoleHTML {
         form.inline{display:inline}label{display:block;margin:.4rem 0 .1rem}input[type=text],input[type=password],input[type=search]{max-width:100%;width:22rem}
         .error{color:#a4161a;font-weight:bold}.done{color:#2b7a0b;font-weight:bold}button{margin:.3rem 0}
         """
-}
-
-/// Dates as the admin lists show them: UTC, to the minute.
-enum ListFormats {
-    static let minute: DateFormatter = {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyy-MM-dd HH:mm 'UTC'"
-        return formatter
-    }()
 }

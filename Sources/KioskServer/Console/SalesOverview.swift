@@ -40,13 +40,9 @@ struct SalesOverview {
             entry.net[row.currency, default: 0] += row.netCents
             byKind[kind] = entry
         }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyy-MM-dd"
         self.days = (0..<count).map { offset in
             let date = Calendar.utc.date(byAdding: .day, value: offset, to: since) ?? since
-            let name = formatter.string(from: date)
+            let name = ListFilter.day(date)
             return byDay[name] ?? Day(day: name)
         }
         self.totals = totals
