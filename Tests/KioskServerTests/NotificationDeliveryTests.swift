@@ -71,6 +71,23 @@ final class WebhookReceiver: Sendable {
 
 @Suite("Signed notifications to the publisher's endpoints")
 struct NotificationDeliveryTests {
+    @Test("POSTs to one endpoint through a connection cache reuse one connection; without it, each opens its own")
+    func connectionsAreKept() async throws {
+        let receiver = WebhookReceiver()
+        receiver.failing.store(false, ordering: .relaxed)
+        try await receiver.run { url in
+            let request = KioskTransfer.HTTPRequest(method: "POST", url: url, body: Data(#"{"signedPayload":""}"#.utf8))
+            let cache = ConnectionCache(capacity: 4)
+            var opened: [Int] = []
+            for _ in 0..<3 {
+                opened.append(try await HTTPClient(keepingConnectionsIn: cache).send(request).connectionsOpened)
+            }
+            #expect(opened == [1, 0, 0])
+            let alone = try await HTTPClient().send(request).connectionsOpened
+            #expect(alone == 1)
+        }
+    }
+
     static let monthly = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
     static let book = "com.kiosk.books.small-engines"
     static let pack = "com.kiosk.credits.pack-5"

@@ -122,12 +122,9 @@ extension Store {
         while !stopping() {
             let claimed = try await claimDeliveries(configuration)
             if claimed.isEmpty { return total }
-            let delivered = try await withThrowingTaskGroup(of: Bool.self) { group in
-                for delivery in claimed {
-                    group.addTask { try await self.deliver(delivery, configuration) }
-                }
-                return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
-            }
+            let outcomes = try await send(claimed, configuration)
+            try await record(outcomes)
+            let delivered = outcomes.count { $0.delivered }
             total += delivered
             // Only successes unblock the next of an account; after failures, wait for their time.
             if delivered == 0 { return total }
@@ -135,8 +132,21 @@ extension Store {
         return total
     }
 
+    /// POSTs the claimed deliveries at once; their endpoints' connections are kept for the next pass.
+    private func send(_ claimed: [DueDelivery], _ configuration: NotificationDeliveryConfiguration) async throws -> [DeliveryOutcome] {
+        try await withThrowingTaskGroup(of: DeliveryOutcome.self) { group in
+            for delivery in claimed {
+                group.addTask { try await self.post(delivery, configuration) }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+    }
+
     private func claimDeliveries(_ configuration: NotificationDeliveryConfiguration) async throws -> [DueDelivery] {
         let now = Date.storeNow
+        // The pass's POSTs run at once: its claims need to outlast one request timeout, and a little
+        // for the signing and the record. A claim that ran out mid-pass would let another instance
+        // send a delivery a second time.
         let lease = now.addingTimeInterval(configuration.requestTimeout + 5)
         let skipLocked = database.engine == .postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""
         let instance = self.instance
@@ -183,13 +193,26 @@ extension Store {
         return try JSONEncoder().encode(["signedPayload": jws])
     }
 
-    /// Sends one claimed delivery and records the outcome under the claim.
-    private func deliver(_ delivery: DueDelivery, _ configuration: NotificationDeliveryConfiguration) async throws -> Bool {
+    /// What one attempt came to, to be written with the rest of its pass.
+    struct DeliveryOutcome: Sendable {
+        var delivery: DueDelivery
+        var attempts: Int
+        var status: Int?
+        var problem: String?
+        var at: Date
+        var nextAttemptAt: Date
+        var state: String
+        var delivered: Bool { state == "delivered" }
+    }
+
+    /// POSTs one claimed delivery and decides what comes next: delivered on a 2xx; else the next
+    /// attempt by the retry schedule, or failed once it would fall past `giveUpAfter`.
+    private func post(_ delivery: DueDelivery, _ configuration: NotificationDeliveryConfiguration) async throws -> DeliveryOutcome {
         let body = try await signedBody(delivery)
         var status: Int?
         var problem: String?
         do {
-            let response = try await HTTPClient().send(HTTPRequest(
+            let response = try await HTTPClient(keepingConnectionsIn: webhookConnections).send(HTTPRequest(
                 method: "POST", url: delivery.url, headers: [("Content-Type", "application/json")], body: body,
                 timeout: Int(configuration.requestTimeout.rounded(.up)), maxResponseBytes: 64 << 10))
             status = response.status
@@ -199,26 +222,36 @@ extension Store {
         }
         let now = Date.storeNow
         let attempts = delivery.attempts + 1
-        let delivered = problem == nil
         let delays = configuration.retryDelays
         let delay = delays.isEmpty ? 60 : delays[min(attempts - 1, delays.count - 1)]
-        let givesUp = !delivered && now.addingTimeInterval(delay).timeIntervalSince(delivery.createdAt) > configuration.giveUpAfter
-        let state = delivered ? "delivered" : givesUp ? "failed" : "pending"
-        let instance = self.instance
-        let (lastStatus, lastError) = (status, problem)
-        try await database.write { db in
-            try await db.update("delivery").set("state", to: state).set("attempts", to: attempts).set("lastStatus", to: lastStatus)
-                .set("lastError", to: lastError.map { String($0.prefix(500)) }).set("nextAttemptAt", to: now.addingTimeInterval(delivered ? 0 : delay))
-                .set("deliveredAt", to: delivered ? now : nil)
-                .set(SQLIdentifier("claimedBy"), to: SQLLiteral.null).set(SQLIdentifier("claimedUntil"), to: SQLLiteral.null)
-                .where("notificationSequence", .equal, delivery.notificationSequence).where("webhookId", .equal, delivery.webhookId)
-                .where("claimedBy", .equal, instance).run()
-        }
-        if !delivered {
+        let state: String
+        if problem == nil {
+            state = "delivered"
+        } else {
+            state = now.addingTimeInterval(delay).timeIntervalSince(delivery.createdAt) > configuration.giveUpAfter ? "failed" : "pending"
             logger.info("notification not delivered; retrying later", metadata: [
                 "notification": "\(delivery.id)", "url": "\(delivery.url)", "problem": "\(problem ?? "")", "attempts": "\(attempts)"])
         }
-        return delivered
+        return DeliveryOutcome(delivery: delivery, attempts: attempts, status: status, problem: problem.map { String($0.prefix(500)) },
+                               at: now, nextAttemptAt: now.addingTimeInterval(problem == nil ? 0 : delay), state: state)
+    }
+
+    /// Writes a pass's outcomes in one transaction (one commit for the pass, not one per POST),
+    /// each only under this instance's claim: a delivery whose claim ran out and was taken by
+    /// another instance is that instance's to record.
+    private func record(_ outcomes: [DeliveryOutcome]) async throws {
+        let instance = self.instance
+        try await database.write { db in
+            for outcome in outcomes {
+                try await db.update("delivery").set("state", to: outcome.state).set("attempts", to: outcome.attempts)
+                    .set("lastStatus", to: outcome.status).set("lastError", to: outcome.problem).set("nextAttemptAt", to: outcome.nextAttemptAt)
+                    .set("deliveredAt", to: outcome.delivered ? outcome.at : nil)
+                    .set(SQLIdentifier("claimedBy"), to: SQLLiteral.null).set(SQLIdentifier("claimedUntil"), to: SQLLiteral.null)
+                    .where("notificationSequence", .equal, outcome.delivery.notificationSequence)
+                    .where("webhookId", .equal, outcome.delivery.webhookId)
+                    .where("claimedBy", .equal, instance).run()
+            }
+        }
     }
 }
 

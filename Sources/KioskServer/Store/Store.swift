@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import KioskTransfer
 import SQLKit
 import KioskCore
 import Logging
@@ -28,6 +29,8 @@ public struct Store: Sendable {
     let logger: Logger
     /// The time renewals, grace and expiry read (the sandbox may speed it up).
     public let clock: StoreClock
+    /// The publisher's endpoints' open connections, kept between notifications (see ``ConnectionCache``).
+    let webhookConnections = ConnectionCache(capacity: 64)
     /// This instance's name in the claims it takes on due renewals and deliveries.
     let instance = "instance-" + Store.randomHex(bytes: 6)
     /// How long a claim on a due subscription holds before another instance may take it.

@@ -9,7 +9,7 @@ final class CurlEasy {
     let handle: UnsafeMutableRawPointer
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
-    let url: String
+    private(set) var url: String
 
     init(url: String) throws {
         CurlGlobal.initializeOnce()
@@ -19,6 +19,28 @@ final class CurlEasy {
         self.handle = handle
         self.url = url
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        try setDefaults()
+    }
+
+    /// Makes the handle as new for a request to `url`, keeping what `curl_easy_reset` keeps: its
+    /// open connections (and DNS and TLS session caches), which is why a handle is worth reusing.
+    func reuse(for url: String) throws {
+        curl_easy_reset(handle)
+        curl_slist_free_all(headerList)
+        headerList = nil
+        errorBuffer.update(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        self.url = url
+        try setDefaults()
+    }
+
+    /// Forgets the last request's callbacks and their data, which do not outlive it, while idle.
+    func clear() {
+        curl_easy_reset(handle)
+        curl_slist_free_all(headerList)
+        headerList = nil
+    }
+
+    private func setDefaults() throws {
         try set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(errorBuffer))
         try set(CURLOPT_URL, url)
         try set(CURLOPT_NOSIGNAL, 1)

@@ -29,6 +29,8 @@ public struct HTTPResponse: Sendable {
     public var status: Int
     public var headers: [String: String]
     public var body: Data
+    /// The connections opened for this exchange (0 when it reused one kept open).
+    public var connectionsOpened = 0
 
     public init(status: Int, headers: [String: String], body: Data) {
         self.status = status
@@ -39,12 +41,19 @@ public struct HTTPResponse: Sendable {
 
 /// Sends small API requests with libcurl, one easy handle each, on a background thread.
 public struct HTTPClient: Sendable {
-    public init() {}
+    /// Where handles, and with them open connections, wait between requests; nil: a new handle
+    /// (and connection) per request.
+    let connections: ConnectionCache?
+
+    public init(keepingConnectionsIn connections: ConnectionCache? = nil) {
+        self.connections = connections
+    }
 
     /// Sends `request` and returns whatever status the server answered.
     /// - Throws: ``TransferError`` when no complete response arrived.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        try await onThreadOfItsOwn { try Self.perform(request, stop: $0) }
+        let connections = self.connections
+        return try await onThreadOfItsOwn { try Self.perform(request, connections: connections, stop: $0) }
     }
 
     /// Sends `request`; a 2xx answer's body is handed to `consume` a piece at a time as it
@@ -54,7 +63,8 @@ public struct HTTPClient: Sendable {
     /// rethrown as it is.
     /// - Throws: ``TransferError`` when no complete response arrived.
     public func send(_ request: HTTPRequest, consumingSuccessfulBody consume: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void) async throws -> HTTPResponse {
-        try await onThreadOfItsOwn { try Self.perform(request, consume: consume, stop: $0) }
+        let connections = self.connections
+        return try await onThreadOfItsOwn { try Self.perform(request, connections: connections, consume: consume, stop: $0) }
     }
 
     /// A blocking libcurl call must not hold one of libdispatch's or Swift's few pool threads,
@@ -75,8 +85,10 @@ public struct HTTPClient: Sendable {
         }
     }
 
-    static func perform(_ request: HTTPRequest, consume: ((UnsafeRawBufferPointer) throws -> Void)? = nil, stop: ResponseSink.Stop = .init()) throws -> HTTPResponse {
-        let easy = try CurlEasy(url: request.url)
+    static func perform(_ request: HTTPRequest, connections: ConnectionCache? = nil, consume: ((UnsafeRawBufferPointer) throws -> Void)? = nil,
+                        stop: ResponseSink.Stop = .init()) throws -> HTTPResponse {
+        let easy = try connections?.take(for: request.url) ?? CurlEasy(url: request.url)
+        defer { connections?.give(easy) }
         let sink = ResponseSink(limit: request.maxResponseBytes, consume: consume, stop: stop)
         let sinkPointer = Unmanaged.passUnretained(sink).toOpaque()
         try easy.set(CURLOPT_WRITEFUNCTION, callback: ResponseSink.onBody)
@@ -128,7 +140,41 @@ public struct HTTPClient: Sendable {
             }
             throw error
         }
-        return HTTPResponse(status: easy.info(CURLINFO_RESPONSE_CODE), headers: sink.headers, body: sink.body)
+        var response = HTTPResponse(status: easy.info(CURLINFO_RESPONSE_CODE), headers: sink.headers, body: sink.body)
+        response.connectionsOpened = easy.info(CURLINFO_NUM_CONNECTS)
+        return response
+    }
+}
+
+/// Easy handles kept between requests, each with the connections it opened: libcurl keeps a
+/// connection open in the handle that made it, so a server sending many requests to one endpoint
+/// (the publisher's webhooks) reuses connections, and TLS sessions, instead of opening one per
+/// request. A handle serves one request at a time; at most `capacity` wait, the rest are closed.
+public final class ConnectionCache: Sendable {
+    private let idle = Mutex<[IdleHandle]>([])
+    private let capacity: Int
+
+    /// A handle is only ever used by the one thread that took it; the lock hands it over.
+    private struct IdleHandle: @unchecked Sendable {
+        let easy: CurlEasy
+    }
+
+    public init(capacity: Int) {
+        self.capacity = capacity
+    }
+
+    func take(for url: String) throws -> CurlEasy {
+        guard let handle = idle.withLock({ $0.popLast() }) else { return try CurlEasy(url: url) }
+        try handle.easy.reuse(for: url)
+        return handle.easy
+    }
+
+    func give(_ easy: CurlEasy) {
+        easy.clear()
+        let handle = IdleHandle(easy: easy)
+        idle.withLock { handles in
+            if handles.count < capacity { handles.append(handle) }
+        }
     }
 }
 
