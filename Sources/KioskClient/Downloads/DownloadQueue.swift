@@ -309,7 +309,9 @@ struct DownloadQueue {
               let manifestSha256 = content.manifestSha256
         else { return }
         let partial = try partialFile(record.productId)
-        guard let length = try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int64, length > 0 else { return }
+        // Only a regular file is read back; anything else under the name the transfer refuses anyway.
+        guard FileIdentity.ofRegularFile(partial.path) != nil,
+              let length = try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int64, length > 0 else { return }
         let id = record.productId.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? record.productId
         let manifest: ContentManifest
         let manifestBytes: Int64
@@ -333,7 +335,7 @@ struct DownloadQueue {
             "product": "\(record.productId)", "entriesChecked": "\(outcome.entriesChecked)", "manifestBytes": "\(manifestBytes)",
         ])
         guard outcome.keep < length else { return }
-        // A file that cannot be cut is emptied instead: bytes past a bad entry are never resumed from.
+        // A file that cannot be cut goes instead: bytes past a bad entry are never resumed from.
         var keep = outcome.keep
         if !PartialArchiveCheck.truncate(partial, to: keep) {
             unlink(partial.path)

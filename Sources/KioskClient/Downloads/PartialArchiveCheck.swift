@@ -58,11 +58,15 @@ struct PartialArchiveCheck {
     }
 
     /// Cuts `partial` back to `length` bytes and makes that durable before any byte is appended.
+    /// Like the transfer that writes it, it touches only a regular file with no other name: a link
+    /// planted under the partial file's name never gets another file cut.
     /// - Returns: false when the file could not be cut (the caller then starts from zero).
     static func truncate(_ partial: URL, to length: Int64) -> Bool {
         let descriptor = open(partial.path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1 else { return false }
         return ftruncate(descriptor, off_t(length)) == 0 && fsync(descriptor) == 0
     }
 }
