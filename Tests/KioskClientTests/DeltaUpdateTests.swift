@@ -198,4 +198,102 @@ struct DeltaUpdateTests {
             }
         }
     }
+
+    @Test("through a signed redirect: the manifest from Kiosk, the changed entry's range from the edge the store redirects to, the tree the new version's")
+    func throughSignedRedirect() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.addManyFileBook(Self.book, files: 50, kilobytes: 4, format: "zip")
+        let folder = PublishedFolder(directory.path("published"))
+        _ = try folder.publish(catalog: store.catalog, content: store.content, logger: Logger(label: "test"))
+        let secret = "test-secret-\(UUID().uuidString)"
+        // nginx needs no upstream here: the client talks to Kiosk, which redirects the archive to nginx.
+        try await TestNginx.with(upstreams: ["127.0.0.1:9"], published: folder.url, secret: secret) { nginx in
+            var configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+            configuration.publishedDirectory = folder.url
+            configuration.contentDelivery = .signedRedirect(baseURL: nginx.baseURL + "/archives/", secret: secret, lifetime: 60)
+            try await LiveServer.run(configuration) { server, url in
+                let client = try KioskClient(home: KioskHome(root: directory.path("home")), server: url)
+                _ = try await client.sync()
+                _ = try await client.buy(Self.book)
+                let source = store.content.appendingPathComponent("books/three-hundred-pages")
+                let installed = directory.path("home").appendingPathComponent("Library/\(Self.book)")
+                #expect(try FolderSnapshot.files(in: installed) == FolderSnapshot.files(in: source))
+
+                try TestOrigin.incompressible(4 << 10, seed: "page-10-corrected").write(to: source.appendingPathComponent("page-010.bin"))
+                let republished = try folder.publish(catalog: store.catalog, content: store.content, logger: Logger(label: "test"))
+                #expect(await server.catalog.reload())
+                _ = try await client.sync()
+                #expect(try await client.queueNewContent(includingUpdates: true) == [Self.book])
+                let report = try await client.runDownloads()
+                #expect(report.installed == [Self.book])
+                #expect(try FolderSnapshot.files(in: installed) == FolderSnapshot.files(in: source))
+
+                let packed = try #require(republished.archives[Self.book])
+                let manifestData = try Data(contentsOf: try #require(packed.manifestFile))
+                let manifest = try JSONDecoder().decode(ContentManifest.self, from: manifestData)
+                let entry = try #require(manifest.entries.first { $0.path == "page-010.bin" })
+                #expect(report.bytesReceived == (entry.length ?? 0) + Int64(manifestData.count))
+                #expect(try client.downloads().first { $0.productId == Self.book }?.transferNote?.hasSuffix("(1 file changed)") == true)
+                // The entry's bytes came from the edge, as one 206 of the new archive's signed URL.
+                let ranges = nginx.accessLog().filter { $0.contains("/archives/\(packed.file.lastPathComponent)?md5=") && $0.contains("\" 206 ") }
+                #expect(ranges.count == 1, "\(nginx.accessLog())")
+            }
+        }
+    }
+
+    @Test("the version replaced twice on the server between the manifest and the ranges: 412, no spliced tree; the run syncs and installs the newest version by entries")
+    func versionReplacedMidUpdate() async throws {
+        try await Self.withInstalledBook { setup in
+            let context = setup.context
+            try TestOrigin.incompressible(4 << 10, seed: "page-10-corrected").write(to: setup.page(10))
+            try await setup.publishAndQueue()
+            let (firstUpdate, _) = try setup.manifest()
+            let requests = RequestLog()
+            let report = try await ForwardingProxy.run(to: context.url, hook: { target, isRange in
+                requests.append(target, isRange: isRange)
+                // The first range request of the update: the version it fetches is replaced twice,
+                // so the store no longer serves it even as the one a reload just replaced.
+                guard isRange, requests.firstRange() else { return }
+                try? TestOrigin.incompressible(4 << 10, seed: "page-11-corrected").write(to: setup.page(11))
+                _ = await context.server.catalog.reload()
+                try? TestOrigin.incompressible(4 << 10, seed: "page-12-corrected").write(to: setup.page(12))
+                _ = await context.server.catalog.reload()
+            }) { proxy in
+                try await KioskClient(home: KioskHome(root: context.home), server: proxy).runDownloads()
+            }
+            let (newest, newestManifest) = try setup.manifest()
+            #expect(newest.archiveSha256 != firstUpdate.archiveSha256)
+            #expect(requests.ranges().first?.contains("version=\(firstUpdate.archiveSha256)") == true, "\(requests.ranges())")
+            #expect(requests.ranges().contains { $0.contains("version=\(newest.archiveSha256)") }, "\(requests.ranges())")
+
+            #expect(report.installed == [Self.book])
+            #expect(try FolderSnapshot.files(in: setup.installed) == FolderSnapshot.files(in: setup.source))
+            #expect(try setup.record()?.transferNote?.hasSuffix("(3 files changed)") == true)
+            let changed = newest.entries.filter { ["page-010.bin", "page-011.bin", "page-012.bin"].contains($0.path) }.compactMap(\.length).reduce(0, +)
+            #expect(report.bytesReceived >= changed + Int64(newestManifest.count))
+            #expect(report.bytesReceived * 10 < newest.archiveSize, "no whole archive was fetched")
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: context.home.appendingPathComponent("Library").path)
+            #expect(leftovers == [Self.book])
+        }
+    }
+}
+
+/// The requests a ``ForwardingProxy`` passed on, in order.
+final class RequestLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var targets: [(target: String, isRange: Bool)] = []
+
+    func append(_ target: String, isRange: Bool) {
+        lock.withLock { targets.append((target, isRange)) }
+    }
+
+    /// True for the first range request only.
+    func firstRange() -> Bool {
+        lock.withLock { targets.filter(\.isRange).count == 1 }
+    }
+
+    func ranges() -> [String] {
+        lock.withLock { targets.filter(\.isRange).map(\.target) }
+    }
 }

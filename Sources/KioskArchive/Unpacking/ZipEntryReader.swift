@@ -19,19 +19,29 @@ public struct ZipEntryReader: Sendable {
     /// (which must not exist), or throws and leaves nothing at `destination`.
     /// - Throws: ``Mismatch`` when the bytes are not `entry`'s.
     public func unpack(_ source: Data, as entry: ContentManifest.Entry, to destination: URL) throws {
-        // libarchive reads 24 bytes ahead for a data descriptor, which is 16 without zip64: the
-        // padding is never part of the entry, only room for that look.
-        var padded = source
-        padded.append(Data(count: 24))
         do {
-            try padded.withUnsafeBytes { try write($0, as: entry, to: destination) }
+            try read(source, as: entry, to: destination)
         } catch {
             unlink(destination.path)
             throw error
         }
     }
 
-    private func write(_ source: UnsafeRawBufferPointer, as entry: ContentManifest.Entry, to destination: URL) throws {
+    /// Checks that `source` (the entry's archive bytes) unpacks to exactly `entry`, writing nothing.
+    /// - Throws: ``Mismatch`` when the bytes are not `entry`'s.
+    public func check(_ source: Data, as entry: ContentManifest.Entry) throws {
+        try read(source, as: entry, to: nil)
+    }
+
+    private func read(_ source: Data, as entry: ContentManifest.Entry, to destination: URL?) throws {
+        // libarchive reads 24 bytes ahead for a data descriptor, which is 16 without zip64: the
+        // padding is never part of the entry, only room for that look.
+        var padded = source
+        padded.append(Data(count: 24))
+        try padded.withUnsafeBytes { try write($0, as: entry, to: destination) }
+    }
+
+    private func write(_ source: UnsafeRawBufferPointer, as entry: ContentManifest.Entry, to destination: URL?) throws {
         guard let handle = archive_read_new() else { throw Mismatch(path: entry.path, problem: "could not be read (libarchive could not allocate a reader)") }
         defer { archive_read_free(handle) }
         archive_read_support_format_zip_streamable(handle)
@@ -48,9 +58,13 @@ public struct ZipEntryReader: Sendable {
         guard path == entry.path, UInt32(archive_entry_filetype(header)) == kiosk_ae_ifreg else {
             throw Mismatch(path: entry.path, problem: "hold another entry (\"\(name)\")")
         }
-        let descriptor = open(destination.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw UnpackError.disk(entry: entry.path, message: String(cString: strerror(errno))) }
-        defer { close(descriptor) }
+        // Without a destination the bytes are only hashed (a resume checking what it already has).
+        var descriptor: Int32 = -1
+        if let destination {
+            descriptor = open(destination.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+            guard descriptor >= 0 else { throw UnpackError.disk(entry: entry.path, message: String(cString: strerror(errno))) }
+        }
+        defer { if descriptor >= 0 { close(descriptor) } }
         var digest = EntryDigest()
         var size: Int64 = 0
         while true {
@@ -62,7 +76,7 @@ public struct ZipEntryReader: Sendable {
             guard read >= ARCHIVE_WARN else { throw Mismatch(path: entry.path, problem: "do not unpack (\(message()))") }
             let end = Int64(offset) + Int64(count)
             guard end <= entry.size else { throw Mismatch(path: entry.path, problem: "unpack past the \(entry.size) bytes the manifest says") }
-            if let block, count > 0 {
+            if let block, count > 0, descriptor >= 0 {
                 var done = 0
                 while done < count {
                     let wrote = pwrite(descriptor, block + done, count - done, off_t(Int64(offset) + Int64(done)))
@@ -75,7 +89,7 @@ public struct ZipEntryReader: Sendable {
             digest.add(block, count: count, at: Int64(offset))
             size = max(size, end)
         }
-        guard size == entry.size, ftruncate(descriptor, off_t(size)) == 0 else {
+        guard size == entry.size, descriptor < 0 || ftruncate(descriptor, off_t(size)) == 0 else {
             throw Mismatch(path: entry.path, problem: "unpack to \(size) bytes, the manifest says \(entry.size)")
         }
         guard digest.finalize(size: size) == entry.sha256 else {

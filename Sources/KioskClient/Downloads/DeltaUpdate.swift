@@ -70,7 +70,7 @@ struct DeltaUpdate {
     /// - Throws: ``Fallback`` when only a full download can install it (the staging folder is removed);
     ///   `CancellationError` when cancelled.
     func run(_ record: DownloadRecord, claim: DownloadClaim, manifestSha256: String, source: Source) async throws -> Result {
-        let (manifest, manifestBytes) = try await fetchManifest(source, sha256: manifestSha256, record: record)
+        let (manifest, manifestBytes) = try await Self.fetchManifest(from: source.manifestURL, headers: source.headers, sha256: manifestSha256, record: record)
         let staging = try installer.staging(for: claim)
         installer.discard(staging)
         do {
@@ -83,10 +83,13 @@ struct DeltaUpdate {
         }
     }
 
-    private func fetchManifest(_ source: Source, sha256: String, record: DownloadRecord) async throws -> (ContentManifest, Int64) {
+    /// Fetches the manifest of `record`'s version of a zip or epub and checks it is the one the
+    /// catalog names (`sha256`) and that it gives every file entry's bytes. Returns it and its size.
+    /// - Throws: ``Fallback`` when there is no such manifest to use.
+    static func fetchManifest(from url: String, headers: [(name: String, value: String)], sha256: String, record: DownloadRecord) async throws -> (ContentManifest, Int64) {
         let response: HTTPResponse
         do {
-            response = try await HTTPClient().send(HTTPRequest(url: source.manifestURL, headers: source.headers, timeout: 120, maxResponseBytes: Self.maxManifestBytes))
+            response = try await HTTPClient().send(HTTPRequest(url: url, headers: headers, timeout: 120, maxResponseBytes: Self.maxManifestBytes))
         } catch let error as TransferError {
             throw Fallback("the manifest could not be fetched: \(error)")
         }

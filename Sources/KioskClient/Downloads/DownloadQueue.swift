@@ -97,6 +97,7 @@ struct DownloadQueue {
             for var download in claimed {
                 installer.sweepLeftovers(of: download.claim.productId)
                 try takeOverPartial(&download)
+                try await checkPartial(&download, server: server)
                 due.append(download.record)
             }
             let claims = Dictionary(claimed.map { ($0.claim.productId, $0.claim) }) { first, _ in first }
@@ -292,6 +293,60 @@ struct DownloadQueue {
         download.record.bytesDone = 0
         download.record.partialETag = nil
         _ = try database.recordProgress(download.claim, bytesOnDisk: 0, etag: nil)
+    }
+
+    /// A zip or epub resumed from a partial file continues after the entries of it that match
+    /// the version's manifest (``PartialArchiveCheck``), not after whatever length a crash left:
+    /// the file is cut back to the first entry that does not match, and the progress committed
+    /// with it. Without a manifest (tar.gz, an older catalog, a manifest that cannot be fetched
+    /// or read) the resume trusts the length, as before. The manifest's bytes are logged, not
+    /// added to the run's bytes received: those count the archive's bytes, which a resume
+    /// promises never to fetch twice.
+    private func checkPartial(_ download: inout ClientDatabase.ClaimedDownload, server: String) async throws {
+        let record = download.record
+        guard record.format == .zip || record.format == .epub, let etag = record.partialETag,
+              let content = try database.cachedProduct(record.productId)?.content, content.sha256 == record.sha256,
+              let manifestSha256 = content.manifestSha256
+        else { return }
+        let partial = try partialFile(record.productId)
+        // Only a regular file is read back; anything else under the name the transfer refuses anyway.
+        guard FileIdentity.ofRegularFile(partial.path) != nil,
+              let length = try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int64, length > 0 else { return }
+        let id = record.productId.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? record.productId
+        let manifest: ContentManifest
+        let manifestBytes: Int64
+        do {
+            (manifest, manifestBytes) = try await DeltaUpdate.fetchManifest(
+                from: "\(server)/v1/content/\(id)/manifest?version=\(record.sha256)",
+                headers: [("Authorization", "\(record.proofKind ?? PurchaseProofKind.kioskReceipt.rawValue) \(record.receipt)")],
+                sha256: manifestSha256, record: record)
+        } catch let fallback as DeltaUpdate.Fallback {
+            logger.info("resuming by the partial file's length", metadata: ["product": "\(record.productId)", "reason": "\(fallback)"])
+            return
+        }
+        let outcome: PartialArchiveCheck.Outcome
+        do {
+            outcome = try PartialArchiveCheck(manifest: manifest).check(partial)
+        } catch {
+            logger.info("resuming by the partial file's length", metadata: ["product": "\(record.productId)", "reason": "the partial file could not be read back: \(error)"])
+            return
+        }
+        logger.info("checked a resumed download's partial file against its manifest", metadata: [
+            "product": "\(record.productId)", "entriesChecked": "\(outcome.entriesChecked)", "manifestBytes": "\(manifestBytes)",
+        ])
+        guard outcome.keep < length else { return }
+        // A file that cannot be cut goes instead: bytes past a bad entry are never resumed from.
+        var keep = outcome.keep
+        if !PartialArchiveCheck.truncate(partial, to: keep) {
+            unlink(partial.path)
+            keep = 0
+        }
+        logger.notice("a resumed download's partial file did not match its manifest; resuming from the last good entry", metadata: [
+            "product": "\(record.productId)", "entry": "\(outcome.failed ?? "")", "kept": "\(keep)", "of": "\(length)", "entriesChecked": "\(outcome.entriesChecked)",
+        ])
+        download.record.bytesDone = keep
+        download.record.partialETag = keep > 0 ? etag : nil
+        _ = try database.recordProgress(download.claim, bytesOnDisk: keep, etag: etag)
     }
 
     /// The request for a download: to the store, with the receipt as proof and the version the
