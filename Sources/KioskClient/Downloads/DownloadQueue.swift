@@ -318,7 +318,7 @@ struct DownloadQueue {
         do {
             (manifest, manifestBytes) = try await DeltaUpdate.fetchManifest(
                 from: "\(server)/v1/content/\(id)/manifest?version=\(record.sha256)",
-                headers: [("Authorization", "\(record.proofKind ?? PurchaseProofKind.kioskReceipt.rawValue) \(record.receipt)")],
+                headers: [record.authorization],
                 sha256: manifestSha256, record: record)
         } catch let fallback as DeltaUpdate.Fallback {
             logger.info("resuming by the partial file's length", metadata: ["product": "\(record.productId)", "reason": "\(fallback)"])
@@ -363,7 +363,7 @@ struct DownloadQueue {
         } else {
             request = DownloadRequest(
                 key: record.productId, url: "\(server)/v1/content/\(id)?version=\(record.sha256)",
-                headers: [("Authorization", "\(record.proofKind ?? PurchaseProofKind.kioskReceipt.rawValue) \(record.receipt)")],
+                headers: [record.authorization],
                 partialFile: try partialFile(record.productId), etag: record.partialETag)
         }
         request.lowSpeedTime = configuration.stallSeconds
@@ -549,7 +549,7 @@ struct DownloadQueue {
         let source = DeltaUpdate.Source(
             manifestURL: "\(server)/v1/content/\(path)/manifest?version=\(record.sha256)",
             archiveURL: "\(server)/v1/content/\(path)?version=\(record.sha256)",
-            headers: [("Authorization", "Receipt \(record.receipt)")])
+            headers: [record.authorization])
         let result: DeltaUpdate.Result
         do {
             result = try await DeltaUpdate(installer: installer, home: home, logger: logger).run(record, claim: claim, manifestSha256: manifestSha256, source: source)

@@ -51,6 +51,11 @@ public struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Senda
     /// The `Authorization` scheme `receipt` is presented under (``PurchaseProofKind``): nil for
     /// Kiosk's own receipt, `AppStore` for a StoreKit 2 signed transaction.
     public var proofKind: String? = nil
+
+    /// The header that presents the proof: every request for this download's bytes or manifest.
+    var authorization: (name: String, value: String) {
+        ("Authorization", "\(proofKind ?? PurchaseProofKind.kioskReceipt.rawValue) \(receipt)")
+    }
     /// What the last install cost when it was not the whole archive:
     /// "update 1.2 MB of 212 MB (3 files changed)".
     public var transferNote: String?
