@@ -1000,9 +1000,15 @@ class World:
             self.reap(wait_for=self.running[-1])
         self.check_installed(home, id, "during")
         version = self.publish(id)
-        self.launch("update-sync", home, ["sync"])
-        self.reap(wait_for=self.running[-1])
-        at = rng.randint(0, 120)
+        # Another home that has it, if one is idle, updates at the same time, in the background.
+        bystanders = [h for h in holders if h != home and not any(r.home == h for r in self.running)]
+        for other in [home] + bystanders[:1]:
+            self.launch("update-sync", other, ["sync"])
+            self.reap(wait_for=self.running[-1])
+        if bystanders:
+            self.launch("update-resume", bystanders[0], ["resume"])
+        # A byte inside the first range (an entry's local header alone is over 30 bytes).
+        at = rng.randint(0, 90)
         self.proxy.arm_entries(home, id, "cut" if fault == "cut-range" else "hold", at)
         update = self.launch("update-resume", home, ["resume"])
         running = self.running[-1]
