@@ -958,8 +958,13 @@ class World:
         return None
 
     def installed_version(self, home, id):
-        with self.home_db(home) as db:
-            row = db.execute("SELECT sha256 FROM libraryItem WHERE productId = ?", (id,)).fetchone()
+        """The archive SHA-256 of `id` the home's library names, or None (not installed, or the
+        home's database cannot be read now)."""
+        try:
+            with self.home_db(home) as db:
+                row = db.execute("SELECT sha256 FROM libraryItem WHERE productId = ?", (id,)).fetchone()
+        except sqlite3.OperationalError:
+            return None
         return row[0] if row else None
 
     def check_installed(self, home, id, when):
@@ -986,6 +991,8 @@ class World:
             self.update_faults = rng.sample(UPDATE_FAULTS, len(UPDATE_FAULTS))
         fault = self.update_faults.pop()
         id = rng.choice(UPDATES)
+        # Home b's database cannot be read while its disk is full: an update begins on free disks.
+        self.lift_full_disk(force=True)
         holders = [h for h in self.homes if self.installed_version(h, id)]
         home = rng.choice(holders or sorted(self.homes))
         op = {"index": len(self.ops), "kind": "update", "home": home, "argv": ["update", id, fault], "start": time.time(), "end": None, "exit": None}
@@ -993,8 +1000,6 @@ class World:
         # The home alone: its own processes finish first, so that the fault lands on this update.
         for run in [r for r in self.running if r.home == home]:
             self.reap(wait_for=run)
-        if home == "b":
-            self.lift_full_disk(force=True)
         if not holders:
             self.launch("buy-update", home, ["buy", id])
             self.reap(wait_for=self.running[-1])
