@@ -1381,7 +1381,7 @@ class Published:
             if path not in actual:
                 origin = "missing"
             else:
-                origin = next((short[v] for v in reversed(versions) if v != sha and (self.tree(v, content) or {}).get(path) == actual[path]), "no version")
+                origin = "/".join(short[v] for v in versions if v != sha and (self.tree(v, content) or {}).get(path) == actual[path]) or "no version"
             origins[origin] += 1
             if len(examples) < 4:
                 examples.append(f"{path} ({origin})")
