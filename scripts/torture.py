@@ -10,8 +10,12 @@ two processes on one home at once, and races of an operator's action against a c
 another operator's on one transaction) and, between them, random faults (SIGKILL of a client, SIGSTOP of
 a downloading client past its claim's lease while another process takes the download over, SIGKILL
 and restart of the server, cut and stalled connections, lost answers, a catalog reload that changes
-content in flight, a full disk). Then every home is driven to quiescence and the checker compares
-what the server's database and each home's database and folders believe. It prints one table; the
+content in flight, a full disk). At evenly spaced points an update scenario publishes a new version
+of a zip product of many small entries while homes update to it by entries, and aims a fault at
+that update (the client killed mid-range and resumed, the range cut, the server restarted, the
+version replaced again). Then every home is driven to quiescence and the checker compares what the
+server's database and each home's database and folders believe, and every installed tree with
+the published archive of the version its home names, byte for byte. It prints one table; the
 run fails (exit 1) when any count in it is not 0, printing the seed and the operations and faults
 that touched what broke, and keeping the folder for inspection.
 
