@@ -162,11 +162,12 @@ class FaultProxy:
         with self.lock:
             self.armed.append((kind, value))
 
-    def arm_entries(self, home, product, kind, at):
-        """A fault for the next entries range `home` asks of `product`'s archive: "cut" resets it
-        after `at` bytes of its body; "hold" stops forwarding it after `at` bytes until `release`."""
+    def arm_entries(self, home, product, kind, at, skip=0):
+        """A fault for an entries range `home` asks of `product`'s archive, the first after `skip`
+        others: "cut" resets it after `at` bytes of its body; "hold" stops forwarding it after `at`
+        bytes until `release`."""
         with self.lock:
-            self.targeted.append({"home": home, "product": product, "kind": kind, "at": at})
+            self.targeted.append({"home": home, "product": product, "kind": kind, "at": at, "skip": skip})
 
     def disarm_entries(self, home, product):
         """Takes back what arm_entries armed and never landed; returns how many."""
@@ -234,7 +235,10 @@ class FaultProxy:
                 if kind == "entries":
                     with self.lock:
                         aimed = next((t for t in self.targeted if (t["home"], t["product"]) == (home, fetch.product)), None)
-                        if aimed:
+                        if aimed and aimed["skip"] > 0:
+                            aimed["skip"] -= 1
+                            aimed = None
+                        elif aimed:
                             self.targeted.remove(aimed)
                     if aimed:
                         fetch.faulted = True
@@ -683,15 +687,16 @@ class World:
             self.run_now(home, ["account", "link", created["token"]])
         for home in ("b", "c"):
             self.run_now(home, ["sync"])
-        for home in self.homes:
-            self.account_of(home)
         # The update products installed before the history begins (a2 has a's through restore),
-        # so that the history's new versions find them installed.
+        # so that the history's new versions find them installed. (The purchases make b's and c's
+        # accounts, read below while their databases can be.)
         self.note_published()
         for home, ids in (("a", UPDATES), ("b", UPDATES[:1]), ("c", UPDATES[1:])):
             for id in ids:
                 self.run_now(home, ["buy", id])
         self.run_now("a2", ["restore"])
+        for home in self.homes:
+            self.account_of(home)
 
     # Operations ----------------------------------------------------------------------------
 
@@ -1016,9 +1021,11 @@ class World:
             self.reap(wait_for=self.running[-1])
         if bystanders:
             self.launch("update-resume", bystanders[0], ["resume"])
-        # A byte inside the first range (an entry's local header alone is over 30 bytes).
+        # A byte inside one of the first ranges (an entry's local header alone is over 30 bytes;
+        # a version changes at least two entries and adds one, so there are at least two ranges
+        # unless entries lie side by side).
         at = rng.randint(0, 90)
-        self.proxy.arm_entries(home, id, "cut" if fault == "cut-range" else "hold", at)
+        self.proxy.arm_entries(home, id, "cut" if fault == "cut-range" else "hold", at, skip=rng.choice([0, 0, 1]))
         update = self.launch("update-resume", home, ["resume"])
         running = self.running[-1]
         detail = None
@@ -1029,10 +1036,18 @@ class World:
                 time.sleep(0.02)
             if held:
                 where = f"op {update['index']} on {home} held at byte {held.bytes} of the range from {held.range_start} of {id}"
-                if fault == "client-kill":
+                if fault == "client-kill" and rng.random() < 0.5:
                     running.process.send_signal(signal.SIGKILL)
                     self.proxy.release(home, id)
                     detail = f"{where}: client SIGKILLed"
+                elif fault == "client-kill":
+                    # Released first: the kill lands later in the update (another range, the tree's
+                    # check, the swap) or after it.
+                    self.proxy.release(home, id)
+                    delay = rng.uniform(0, 0.4)
+                    time.sleep(delay)
+                    running.process.send_signal(signal.SIGKILL)
+                    detail = f"{where}: released, client SIGKILLed {delay:.2f} s later"
                 elif fault == "server-kill":
                     self.server.kill()
                     self.proxy.release(home, id)
