@@ -45,7 +45,7 @@ LARGE = ["com.kiosk.books.atlas-north", "com.kiosk.books.atlas-south"]
 # faults aimed at the update (see World.update_op).
 UPDATES = ["com.kiosk.books.field-notes", "com.kiosk.books.tide-tables"]
 # What each update scenario does to the update in flight, taken in turn (shuffled each round).
-UPDATE_FAULTS = ["client-kill", "cut-range", "server-kill", "replace"]
+UPDATE_FAULTS = ["client-kill", "cut-range", "server-kill", "replace", "hand-edit"]
 # Seconds a client's download claim lasts without renewal (the client's default is 15): short, so
 # that a suspended owner's claim lapses within the client-stop fault.
 CLAIM_LEASE = 2
@@ -1021,15 +1021,28 @@ class World:
             self.reap(wait_for=self.running[-1])
         if bystanders:
             self.launch("update-resume", bystanders[0], ["resume"])
+        detail = None
+        if fault == "hand-edit":
+            # An installed file changed in place by hand (same size, other bytes): the update must
+            # fetch it again rather than keep it.
+            files = sorted(p for p in (self.homes[home] / "Library" / id).rglob("*") if p.is_file() and not p.is_symlink())
+            if files:
+                edited = rng.choice(files)
+                with open(edited, "r+b") as out:
+                    first = out.read(1)
+                    out.seek(0)
+                    out.write(bytes([first[0] ^ 0x5A]) if first else b"")
+                detail = f"{edited.relative_to(self.homes[home])} on {home} edited by hand before the update"
+                self.faults.append({"index": len(self.ops), "kind": "update-hand-edit", "time": time.time(), "detail": detail, "home": home})
         # A byte inside one of the first ranges (an entry's local header alone is over 30 bytes;
         # a version changes at least two entries and adds one, so there are at least two ranges
         # unless entries lie side by side).
         at = rng.randint(0, 90)
-        self.proxy.arm_entries(home, id, "cut" if fault == "cut-range" else "hold", at, skip=rng.choice([0, 0, 1]))
+        if fault != "hand-edit":
+            self.proxy.arm_entries(home, id, "cut" if fault == "cut-range" else "hold", at, skip=rng.choice([0, 0, 1]))
         update = self.launch("update-resume", home, ["resume"])
         running = self.running[-1]
-        detail = None
-        if fault != "cut-range":
+        if fault not in ("cut-range", "hand-edit"):
             deadline = time.time() + 10
             held = None
             while time.time() < deadline and running.process.poll() is None and not (held := self.proxy.holding(home, id)):
@@ -1069,7 +1082,7 @@ class World:
         self.launch("update-resume", home, ["resume", "--wait", "--max-wait", "20"])
         self.reap(wait_for=self.running[-1])
         self.check_installed(home, id, "during")
-        op["exit"], op["end"] = (detail or ("fault not landed" if left else "cut")), time.time()
+        op["exit"], op["end"] = (detail or ("fault not landed" if left else "range cut")), time.time()
         op["version"] = version
 
     # Faults --------------------------------------------------------------------------------
