@@ -13,7 +13,7 @@ and restart of the server, cut and stalled connections, lost answers, a catalog 
 content in flight, a full disk). At evenly spaced points an update scenario publishes a new version
 of a zip product of many small entries while homes update to it by entries, and aims a fault at
 that update (the client killed mid-range and resumed, the range cut, the server restarted, the
-version replaced again). Then every home is driven to quiescence and the checker compares what the
+version replaced again, an installed file edited by hand). Then every home is driven to quiescence and the checker compares what the
 server's database and each home's database and folders believe, and every installed tree with
 the published archive of the version its home names, byte for byte. It prints one table; the
 run fails (exit 1) when any count in it is not 0, printing the seed and the operations and faults
@@ -994,7 +994,8 @@ class World:
         and one fault is aimed at that update (UPDATE_FAULTS, in turn): the client SIGKILLed in the
         middle of a range then resumed; a range cut after a few bytes; the server SIGKILLed while a
         range is held, and restarted; the version replaced once or twice more while a range is
-        held. Installed trees of the product are checked before and after, byte for byte."""
+        held; an installed file edited by hand before the update. Installed trees of the product
+        are checked before and after, byte for byte."""
         rng = self.rng
         if not self.update_faults:
             self.update_faults = rng.sample(UPDATE_FAULTS, len(UPDATE_FAULTS))
