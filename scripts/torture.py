@@ -605,6 +605,7 @@ class World:
         self.published = Published(self.work / "published")
         self.update_faults = []  # UPDATE_FAULTS still to take in this round
         self.update_serial = 0
+        self.update_landed = Counter()  # UPDATE_FAULTS → scenarios where it landed on an update in flight
         self.tree_failures = []  # (message, home, product) of trees checked during the history
         self.trees_checked = Counter()  # "during" / "final" → trees compared with their published archive
 
@@ -989,7 +990,7 @@ class World:
         if problem:
             self.tree_failures.append((f"home {home}: {id} {problem} ({when} the history)", home, id))
 
-    def update_op(self):
+    def update_op(self, fault=None):
         """A new version of an update product is published while a home updates to it by entries,
         and one fault is aimed at that update (UPDATE_FAULTS, in turn): the client SIGKILLed in the
         middle of a range then resumed; a range cut after a few bytes; the server SIGKILLed while a
@@ -999,7 +1000,7 @@ class World:
         rng = self.rng
         if not self.update_faults:
             self.update_faults = rng.sample(UPDATE_FAULTS, len(UPDATE_FAULTS))
-        fault = self.update_faults.pop()
+        fault = fault or self.update_faults.pop()
         id = rng.choice(UPDATES)
         # Home b's database cannot be read while its disk is full: an update begins on free disks.
         self.lift_full_disk(force=True)
@@ -1083,7 +1084,13 @@ class World:
         self.launch("update-resume", home, ["resume", "--wait", "--max-wait", "20"])
         self.reap(wait_for=self.running[-1])
         self.check_installed(home, id, "during")
-        op["exit"], op["end"] = (detail or ("fault not landed" if left else "range cut")), time.time()
+        landed = detail is not None or (fault == "cut-range" and not left)
+        self.update_landed[fault] += landed
+        if not landed:
+            # Tried again at the next scenario (an update with a single range, say, has no second).
+            self.update_faults.append(fault)
+            detail = f"fault not landed: the update's op {update['index']} ended {self.ops[update['index']]['exit']} before it"
+        op["exit"], op["end"] = (detail or "range cut"), time.time()
         op["version"] = version
 
     # Faults --------------------------------------------------------------------------------
@@ -1245,6 +1252,12 @@ class World:
             time.sleep(rng.uniform(0, 0.4))
             if client_ops % 25 == 0 and client_ops and roll >= self.args.fault_rate:
                 log(f"  {client_ops} operations, {len(self.carried_out())} faults")
+        # Every kind of update fault lands at least once: one more scenario for each that never
+        # did (at most two tries each).
+        for fault in UPDATE_FAULTS if updates else []:
+            for _ in range(2):
+                if not self.update_landed[fault]:
+                    self.update_op(fault)
 
     def quiesce(self):
         """No more faults: lets everything finish, answers every Ask to Buy, then restores and
@@ -1787,6 +1800,8 @@ def report(world, checker, elapsed):
         for op in world.ops:
             if op["kind"] == "race":
                 out.write(f"{op['start']:.2f} op {op['index']} race on {op['home']}: {' '.join(op['argv'])} → {op['exit']}\n")
+            elif op["kind"] == "update":
+                out.write(f"{op['start']:.2f} op {op['index']} update scenario on {op['home']}: {' '.join(op['argv'][1:])} → {op['exit']}\n")
     hung = [op for op in world.ops if op.get("hung")]
     for op in hung:
         checker.flag("hung", f"op {op['index']} (kiosk {' '.join(op['argv'])} on {op['home']}) ran over its time and was killed", op["home"])
@@ -1804,6 +1819,10 @@ def report(world, checker, elapsed):
     updates = checker.update_counts()
     log(f"  updates:     {updates['versions']} new versions of {len(UPDATES)} update products published; {updates['attempted']} updates begun by entries"
         f" ({updates['ranges']} ranges), {updates['installed']} installed by entries, {updates['fallbacks']} fell back to the whole archive")
+    scenarios = [op for op in world.ops if op["kind"] == "update"]
+    missed = sum(1 for op in scenarios if str(op["exit"]).startswith("fault not landed"))
+    log(f"  scenarios:   {len(scenarios)} update scenarios, the fault landed in " + ", ".join(f"{k} {world.update_landed[k]}" for k in UPDATE_FAULTS)
+        + (f"; {missed} missed its update (tried again)" if missed else ""))
     log(f"  trees:       {sum(world.trees_checked.values())} installed trees compared byte for byte with their published archive"
         f" ({world.trees_checked['during']} during the history, {world.trees_checked['final']} at the end)")
     log("")
