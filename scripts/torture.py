@@ -1004,7 +1004,8 @@ class World:
         id = rng.choice(UPDATES)
         # Home b's database cannot be read while its disk is full: an update begins on free disks.
         self.lift_full_disk(force=True)
-        holders = [h for h in self.homes if self.installed_version(h, id)]
+        # Homes that have it installed and still own it (a refund takes it away at the next sync).
+        holders = [h for h in self.homes if self.installed_version(h, id) and id in self.held(self.account_of(h)[0])]
         home = rng.choice(holders or sorted(self.homes))
         op = {"index": len(self.ops), "kind": "update", "home": home, "argv": ["update", id, fault], "start": time.time(), "end": None, "exit": None}
         self.ops.append(op)
