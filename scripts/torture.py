@@ -1016,6 +1016,7 @@ class World:
             self.launch("buy-update", home, ["buy", id])
             self.reap(wait_for=self.running[-1])
         self.check_installed(home, id, "during")
+        before = self.installed_version(home, id)
         version = self.publish(id)
         # Another home that has it, if one is idle, updates at the same time, in the background.
         bystanders = [h for h in holders if h != home and not any(r.home == h for r in self.running)]
@@ -1025,17 +1026,19 @@ class World:
         if bystanders:
             self.launch("update-resume", bystanders[0], ["resume"])
         detail = None
+        edited = None
         if fault == "hand-edit":
             # An installed file changed in place by hand (same size, other bytes): the update must
             # fetch it again rather than keep it.
             files = sorted(p for p in (self.homes[home] / "Library" / id).rglob("*") if p.is_file() and not p.is_symlink())
             if files:
-                edited = rng.choice(files)
-                with open(edited, "r+b") as out:
+                path = rng.choice(files)
+                with open(path, "r+b") as out:
                     first = out.read(1)
                     out.seek(0)
                     out.write(bytes([first[0] ^ 0x5A]) if first else b"")
-                detail = f"{edited.relative_to(self.homes[home])} on {home} edited by hand before the update"
+                edited = (path, first)
+                detail = f"{path.relative_to(self.homes[home])} on {home} edited by hand before the update"
                 self.faults.append({"index": len(self.ops), "kind": "update-hand-edit", "time": time.time(), "detail": detail, "home": home})
         # A byte inside one of the first ranges (an entry's local header alone is over 30 bytes;
         # a version changes at least two entries and adds one, so there are at least two ranges
@@ -1084,6 +1087,12 @@ class World:
             self.reap(wait_for=self.running[-1])
         self.launch("update-resume", home, ["resume", "--wait", "--max-wait", "20"])
         self.reap(wait_for=self.running[-1])
+        if edited and self.installed_version(home, id) == before and (edited[0]).exists():
+            # No update came to find the edit (it was interrupted past its retries): nothing else
+            # reads installed files again, so the edit is undone rather than left for the checker.
+            with open(edited[0], "r+b") as out:
+                out.write(edited[1])
+            detail += "; no update followed, edit undone"
         self.check_installed(home, id, "during")
         landed = detail is not None or (fault == "cut-range" and not left)
         self.update_landed[fault] += landed
