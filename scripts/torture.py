@@ -1238,7 +1238,7 @@ class World:
         rng = self.rng
         client_ops = 0
         # The update scenarios, spread evenly over the history (not counted as operations).
-        updates = self.args.updates if self.args.updates is not None else max(len(UPDATE_FAULTS) + 1, self.args.ops // 8)
+        updates = self.args.updates if self.args.updates is not None else max(len(UPDATE_FAULTS) + 1, self.args.ops // 12)
         done = 0
         while client_ops < self.args.ops:
             self.reap()
@@ -1875,7 +1875,7 @@ def main():
     parser.add_argument("--speed", type=int, default=48, help="each download's speed cap, MiB/s")
     parser.add_argument("--fault-rate", type=float, default=0.25)
     parser.add_argument("--updates", type=int, default=None,
-                        help="update scenarios (a new version published, a fault aimed at an update by entries); default max(5, OPS/8)")
+                        help="update scenarios (a new version published, a fault aimed at an update by entries); default max(6, OPS/12)")
     parser.add_argument("--update-entries", type=int, default=150, help="entries of each update product")
     parser.add_argument("--kiosk", default=os.environ.get("KIOSK", str(ROOT / ".build/release/kiosk")))
     parser.add_argument("--work", default=None, help="where the run's folder is made (default: the system's temporary folder)")
