@@ -45,7 +45,7 @@ LARGE = ["com.kiosk.books.atlas-north", "com.kiosk.books.atlas-south"]
 # faults aimed at the update (see World.update_op).
 UPDATES = ["com.kiosk.books.field-notes", "com.kiosk.books.tide-tables"]
 # What each update scenario does to the update in flight, taken in turn (shuffled each round).
-UPDATE_FAULTS = ["client-kill", "cut-range", "server-kill", "replace", "hand-edit"]
+UPDATE_FAULTS = ["client-kill", "cut-range", "server-kill", "replace", "hand-edit", "takeover"]
 # Seconds a client's download claim lasts without renewal (the client's default is 15): short, so
 # that a suspended owner's claim lapses within the client-stop fault.
 CLAIM_LEASE = 2
@@ -1067,6 +1067,19 @@ class World:
                     time.sleep(delay)
                     running.process.send_signal(signal.SIGKILL)
                     detail = f"{where}: released, client SIGKILLed {delay:.2f} s later"
+                elif fault == "takeover":
+                    # Stopped past its claim's lease while another `kiosk resume` on the home takes
+                    # the update over; then continued, it must find its claim gone and install nothing.
+                    running.process.send_signal(signal.SIGSTOP)
+                    try:
+                        self.proxy.freeze_home(home)
+                        self.proxy.release(home, id)
+                        time.sleep(CLAIM_LEASE + rng.uniform(0.5, 1.0))
+                        taker = self.launch("update-takeover", home, ["resume"])
+                        time.sleep(rng.uniform(0.2, 1.5))
+                    finally:
+                        running.process.send_signal(signal.SIGCONT)
+                    detail = f"{where}: client stopped past its lease, op {taker['index']} took over, then continued"
                 elif fault == "server-kill":
                     self.server.kill()
                     self.proxy.release(home, id)
@@ -1078,7 +1091,8 @@ class World:
                     self.proxy.release(home, id)
                     detail = f"{where}: {len(replaced)} newer version(s) published meanwhile"
                 self.faults.append({"index": len(self.ops), "kind": f"update-{fault}", "time": time.time(), "detail": detail, "home": home})
-        self.reap(wait_for=running)
+        for run in [r for r in self.running if r.home == home]:
+            self.reap(wait_for=run)
         self.proxy.release(home, id)
         left = self.proxy.disarm_entries(home, id)
         # Then resumed (after a replacement, synced first) until it is done.
@@ -1745,7 +1759,7 @@ class Checker:
         stoppers = [(f["time"], f.get("home"), None) for f in world.faults if f["kind"] in ("client-kill", "client-stop", "server-kill", "disk-full")]
         # A server killed in the middle of an update cuts every home's responses; a client killed, its own.
         stoppers += [(f["time"], None if f["kind"] == "update-server-kill" else f.get("home"), None) for f in world.faults
-                     if f["kind"] in ("update-client-kill", "update-server-kill")]
+                     if f["kind"] in ("update-client-kill", "update-server-kill", "update-takeover")]
         stoppers += [(op["start"], op["home"], op["argv"][1]) for op in world.ops if op["kind"] in ("pause", "cancel")]
         stoppers += [(op["end"] or time.time(), op["home"], None) for op in world.ops if op.get("hung")]
 
