@@ -115,6 +115,17 @@ struct DownloadQueue {
                 }
                 startable.append(record)
             }
+            // Updates by entries run one after another before any transfer starts, and this
+            // process may have been stopped in one past its lease: a claim taken over meanwhile
+            // must not start a transfer, which would create (or empty) the partial file its new
+            // owner writes.
+            startable = try startable.filter { record in
+                guard let claim = claims[record.productId], try database.holds(claim) else {
+                    try noteStoppedElsewhere(record, report: &report)
+                    return false
+                }
+                return true
+            }
             let received = ReceivedBytes()
             let requests = try startable.map { try request(for: $0, claim: claims[$0.productId], server: server) }
             let versions = Dictionary(startable.map { ($0.productId, $0.sha256) }) { first, _ in first }
