@@ -483,7 +483,10 @@ struct DownloadQueue {
     private func saveInstalledManifest(_ manifest: ArchiveManifest, to file: URL, checkedAt: Int64?) {
         do {
             try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
-            try JSONEncoder.kiosk.encode(manifest).write(to: file, options: .atomic)
+            // Written in place, not through a temporary file: a process killed while writing
+            // leaves a torn manifest, which an update cannot decode and so treats as none (it
+            // reads every installed file), where a temporary file would stay in manifests/ forever.
+            try JSONEncoder.kiosk.encode(manifest).write(to: file)
             FileClock.setModificationTime(file.path, to: checkedAt)
         } catch {
             logger.info("could not keep the installed manifest; the next update reads the installed files instead", metadata: ["file": "\(file.path)", "error": "\(error)"])
