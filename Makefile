@@ -64,7 +64,7 @@ test: deps test-tools
 		grep -E '✘|: error: |Test Case .* failed' .build/test.log | grep -v '✘ Test run with' | head -60; \
 		exit $$status; \
 	fi
-	@# A short fault history (fixed seed, small content) with the debug build just made.
+	@# A short fault history (fixed seed, small content, 7 update scenarios) with the debug build just made.
 	KIOSK=$$($(SWIFT) build --show-bin-path)/kiosk python3 scripts/torture.py --seed 11 --ops 40 --large 24,40 --issue 16 --speed 32
 	@# The same history with the store on PostgreSQL: the operator-against-customer races there.
 	KIOSK=$$($(SWIFT) build --show-bin-path)/kiosk python3 scripts/torture.py --seed 11 --ops 40 --large 24,40 --issue 16 --speed 32 --engine postgres

@@ -10,8 +10,12 @@ two processes on one home at once, and races of an operator's action against a c
 another operator's on one transaction) and, between them, random faults (SIGKILL of a client, SIGSTOP of
 a downloading client past its claim's lease while another process takes the download over, SIGKILL
 and restart of the server, cut and stalled connections, lost answers, a catalog reload that changes
-content in flight, a full disk). Then every home is driven to quiescence and the checker compares
-what the server's database and each home's database and folders believe. It prints one table; the
+content in flight, a full disk). At evenly spaced points an update scenario publishes a new version
+of a zip product of many small entries while homes update to it by entries, and aims a fault at
+that update (the client killed mid-range and resumed, the range cut, the server restarted, the
+version replaced again, an installed file edited by hand). Then every home is driven to quiescence and the checker compares what the
+server's database and each home's database and folders believe, and every installed tree with
+the published archive of the version its home names, byte for byte. It prints one table; the
 run fails (exit 1) when any count in it is not 0, printing the seed and the operations and faults
 that touched what broke, and keeping the folder for inspection.
 
@@ -23,7 +27,7 @@ tables from either.
     python3 scripts/torture.py --engine postgres         (or: make torture ENGINE=postgres)
 """
 import argparse, asyncio, datetime, glob, hashlib, json, os, pwd, random, shutil, signal, socket, sqlite3
-import struct, subprocess, sys, tempfile, threading, time, urllib.error, urllib.request
+import struct, subprocess, sys, tarfile, tempfile, threading, time, urllib.error, urllib.request, zipfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -36,6 +40,12 @@ SUBSCRIPTION = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
 PACKS = {"com.kiosk.credits.pack-5": 5, "com.kiosk.credits.pack-10": 10}
 # Large books added to the bundled store so that faults land mid-transfer.
 LARGE = ["com.kiosk.books.atlas-north", "com.kiosk.books.atlas-south"]
+# Zip products of many small entries that get new versions published during the history (two entries
+# changed, one removed, one added each time): installed products are updated by entries, under
+# faults aimed at the update (see World.update_op).
+UPDATES = ["com.kiosk.books.field-notes", "com.kiosk.books.tide-tables"]
+# What each update scenario does to the update in flight, taken in turn (shuffled each round).
+UPDATE_FAULTS = ["client-kill", "cut-range", "server-kill", "replace", "hand-edit", "takeover"]
 # Seconds a client's download claim lasts without renewal (the client's default is 15): short, so
 # that a suspended owner's claim lapses within the client-stop fault.
 CLAIM_LEASE = 2
@@ -69,10 +79,14 @@ def free_disk(path):
 
 
 class Fetch:
-    """One content request as the proxy saw it."""
+    """One content request as the proxy saw it: `kind` is "archive" (a download of the whole archive,
+    or its resume with If-Range), "entries" (a byte range of an update by entries: Range without
+    If-Range) or "manifest"; `version` is the archive SHA-256 the client asked for."""
 
-    def __init__(self, home, product, range_start, if_range):
+    def __init__(self, home, product, range_start, if_range, kind="archive", version=None):
         self.home, self.product, self.range_start, self.if_range = home, product, range_start, if_range
+        self.kind, self.version = kind, version
+        self.hold_at, self.held, self.hold_limit = None, False, 0.0
         self.status, self.etag, self.start, self.length = None, None, 0, None
         self.bytes, self.end, self.opened, self.closed = 0, "open", time.time(), None
         self.cut = False
@@ -90,6 +104,7 @@ class FaultProxy:
         self.fetches = []
         self.active = set()
         self.armed = []          # faults waiting for the next matching request: ("cut", bytes) ...
+        self.targeted = []       # faults for the next entries range of one home and product: dicts
         self.fired = []          # (time, kind, detail) of faults the proxy carried out
         self.lock = threading.Lock()
         self.loop = asyncio.new_event_loop()
@@ -147,11 +162,38 @@ class FaultProxy:
         with self.lock:
             self.armed.append((kind, value))
 
+    def arm_entries(self, home, product, kind, at, skip=0):
+        """A fault for an entries range `home` asks of `product`'s archive, the first after `skip`
+        others: "cut" resets it after `at` bytes of its body; "hold" stops forwarding it after `at`
+        bytes until `release`."""
+        with self.lock:
+            self.targeted.append({"home": home, "product": product, "kind": kind, "at": at, "skip": skip})
+
+    def disarm_entries(self, home, product):
+        """Takes back what arm_entries armed and never landed; returns how many."""
+        with self.lock:
+            left = [t for t in self.targeted if (t["home"], t["product"]) == (home, product)]
+            self.targeted = [t for t in self.targeted if t not in left]
+            return len(left)
+
+    def holding(self, home, product):
+        """The held entries response of `home` for `product`, if one is held now."""
+        with self.lock:
+            return next((f for f in self.active if f.held and (f.home, f.product) == (home, product)), None)
+
+    def release(self, home, product):
+        with self.lock:
+            for fetch in self.active:
+                if (fetch.home, fetch.product) == (home, product):
+                    fetch.hold_at, fetch.held = None, False
+
     def disarm(self):
         with self.lock:
             self.armed.clear()
+            self.targeted.clear()
             for fetch in self.active:
                 fetch.stall_until = 0
+                fetch.hold_at, fetch.held = None, False
 
     def _take(self, kinds):
         with self.lock:
@@ -171,7 +213,7 @@ class FaultProxy:
             headers = [line.split(":", 1) for line in lines[1:] if ":" in line]
             fields = {name.strip().lower(): value.strip() for name, value in headers}
             body = await reader.readexactly(int(fields.get("content-length", "0")))
-            path = target.split("?", 1)[0]
+            path, _, query = target.partition("?")
             content = method == "GET" and path.startswith("/v1/content/")
             answer_fault = None
             if method == "POST" and (path in ("/v1/payments", "/v1/redemptions") or path.endswith("/finish")):
@@ -180,11 +222,30 @@ class FaultProxy:
                 range_start = None
                 if fields.get("range", "").startswith("bytes="):
                     range_start = int(fields["range"][6:].split("-", 1)[0] or 0)
-                fetch = Fetch(home, path.rsplit("/", 1)[-1], range_start, fields.get("if-range"))
-                armed = self._take({"cut", "stall"})
+                parts = path[len("/v1/content/"):].split("/")
+                kind = "manifest" if parts[1:] == ["manifest"] else ("entries" if range_start is not None and "if-range" not in fields else "archive")
+                version = next((v[8:] for v in query.split("&") if v.startswith("version=")), None)
+                fetch = Fetch(home, parts[0], range_start, fields.get("if-range"), kind, version)
+                # The history's cuts and stalls land on downloads of whole archives, as before
+                # updates existed; an update's faults are aimed at its entries (arm_entries).
+                armed = self._take({"cut", "stall"}) if kind == "archive" else None
                 if armed:
                     fetch.faulted = True
                     fetch.armed = armed
+                if kind == "entries":
+                    with self.lock:
+                        aimed = next((t for t in self.targeted if (t["home"], t["product"]) == (home, fetch.product)), None)
+                        if aimed and aimed["skip"] > 0:
+                            aimed["skip"] -= 1
+                            aimed = None
+                        elif aimed:
+                            self.targeted.remove(aimed)
+                    if aimed:
+                        fetch.faulted = True
+                        if aimed["kind"] == "cut":
+                            fetch.armed = ("cut", aimed["at"])
+                        else:
+                            fetch.hold_at, fetch.hold_limit = aimed["at"], time.time() + 20
                 with self.lock:
                     self.fetches.append(fetch)
                     self.active.add(fetch)
@@ -226,7 +287,18 @@ class FaultProxy:
                     cut_after = None
                     fetch.stall_at, fetch.stall_seconds = stall_at, seconds
             while remaining is None or remaining > 0:
+                # At most up to the next byte where a fault lands, so that it lands exactly there
+                # (inside a range of a few hundred bytes too).
+                step = 64 << 10
                 if fetch:
+                    for mark in (cut_after, fetch.hold_at):
+                        if mark is not None and mark > fetch.bytes:
+                            step = min(step, mark - fetch.bytes)
+                    if fetch.hold_at is not None and fetch.bytes >= fetch.hold_at:
+                        fetch.held = True
+                        while fetch.held and time.time() < fetch.hold_limit:
+                            await asyncio.sleep(0.02)
+                        fetch.hold_at, fetch.held = None, False
                     if getattr(fetch, "stall_at", None) is not None and fetch.bytes >= fetch.stall_at:
                         fetch.stall_until = time.time() + fetch.stall_seconds
                         self._fired("stall", f"{home} {fetch.product} at {fetch.bytes}")
@@ -235,10 +307,13 @@ class FaultProxy:
                         await asyncio.sleep(0.05)
                     if fetch.cut or (cut_after is not None and fetch.bytes >= cut_after):
                         fetch.end, fetch.faulted = "cut", True
-                        self._fired("cut", f"{home} {fetch.product} at {fetch.bytes}")
+                        if fetch.kind == "entries":
+                            self._fired("update-cut", f"{home} {fetch.product} range from {fetch.range_start} cut after {fetch.bytes} bytes")
+                        else:
+                            self._fired("cut", f"{home} {fetch.product} at {fetch.bytes}")
                         self._reset(writer)
                         return
-                chunk = await upstream_reader.read(min(64 << 10, remaining) if remaining is not None else 64 << 10)
+                chunk = await upstream_reader.read(min(step, remaining) if remaining is not None else step)
                 if not chunk:
                     break
                 writer.write(chunk)
@@ -523,6 +598,16 @@ class World:
         self.sizes = {}
         self.credentials = {}    # home → (account id, account token)
         self.postgres = PostgresCluster(self.work / "postgres", self.logs) if args.engine == "postgres" else None
+        # Updates: every archive version the catalog named for each product, in order, each archive
+        # kept (hard-linked) in published/ for the checker, whatever the server removes later.
+        self.update_rng = random.Random(args.seed * 7919 + 2)
+        self.versions = defaultdict(list)
+        self.published = Published(self.work / "published")
+        self.update_faults = []  # UPDATE_FAULTS still to take in this round
+        self.update_serial = 0
+        self.update_landed = Counter()  # UPDATE_FAULTS → scenarios where it landed on an update in flight
+        self.tree_failures = []  # (message, home, product) of trees checked during the history
+        self.trees_checked = Counter()  # "during" / "final" → trees compared with their published archive
 
     def database_flags(self):
         return ["--database", self.postgres.url] if self.postgres else []
@@ -545,6 +630,15 @@ class World:
             book = dict(books["products"][0], id=id, title=f"Atlas {name}", creditPrice=6, content={"path": f"books/{name}", "format": "zip"})
             books["products"].append(book)
             self.sizes[id] = megabytes
+        # The update products: many small entries in a few folders, half of them text.
+        for id in UPDATES:
+            name = id.rsplit(".", 1)[-1]
+            folder = self.store / "Content/books" / name
+            for n in range(self.args.update_entries):
+                (folder / f"part-{n % 4}").mkdir(parents=True, exist_ok=True)
+                (folder / f"part-{n % 4}" / f"page-{n:03d}.bin").write_bytes(self.entry_bytes())
+            books["products"].append(dict(books["products"][0], id=id, title=f"Field {name}", creditPrice=2,
+                                          content={"path": f"books/{name}", "format": "zip"}))
         (self.store / "Catalog/books.json").write_text(json.dumps(books, indent=2))
         # The subscription's issue is large too, and a tar.gz: both formats cross the faults.
         with open(self.store / "Content/magazines/harbor-monthly/issue-03/plates.bin", "wb") as out:
@@ -594,6 +688,14 @@ class World:
             self.run_now(home, ["account", "link", created["token"]])
         for home in ("b", "c"):
             self.run_now(home, ["sync"])
+        # The update products installed before the history begins (a2 has a's through restore),
+        # so that the history's new versions find them installed. (The purchases make b's and c's
+        # accounts, read below while their databases can be.)
+        self.note_published()
+        for home, ids in (("a", UPDATES), ("b", UPDATES[:1]), ("c", UPDATES[1:])):
+            for id in ids:
+                self.run_now(home, ["buy", id])
+        self.run_now("a2", ["restore"])
         for home in self.homes:
             self.account_of(home)
 
@@ -813,6 +915,208 @@ class World:
         op["exit"] = ", ".join(f"{action} {outcomes.get(action, 'no answer')}" for action in actions)
         op["end"] = time.time()
 
+    # Updates -------------------------------------------------------------------------------
+
+    def entry_bytes(self):
+        """One small entry of an update product: random bytes (stored) or text (deflated)."""
+        rng = self.update_rng
+        if rng.random() < 0.5:
+            return rng.randbytes(rng.randint(200, 4000))
+        return "".join(f"line {n} of entry {rng.randrange(10 ** 6)}\n" for n in range(rng.randint(10, 120))).encode()
+
+    def published_catalog(self):
+        """product → the archive SHA-256 the server's catalog names now, asked past the proxy."""
+        try:
+            with urllib.request.urlopen(self.server.url + "/v1/catalog", timeout=30) as answer:
+                catalog = json.loads(answer.read())
+        except (urllib.error.URLError, OSError, ValueError):
+            return {}
+        return {p["id"]: p["content"]["sha256"] for p in catalog.get("products", []) if (p.get("content") or {}).get("sha256")}
+
+    def note_published(self, catalog=None):
+        """Notes every version the catalog names and keeps its archive for the checker."""
+        for id, sha in (catalog or self.published_catalog()).items():
+            if sha not in self.versions[id]:
+                self.versions[id].append(sha)
+                self.published.keep(sha, self.server_data / "content")
+
+    def publish(self, id):
+        """A new version of update product `id`: two entries changed, one removed, one added
+        (each file replaced by a rename, so a reload never reads one half-written); SIGHUP, then
+        waits until the catalog names it. Returns its archive's SHA-256, or None."""
+        rng = self.update_rng
+        folder = self.store / "Content" / self.catalog[id]["content"]["path"]
+        files = sorted(p for p in folder.rglob("*") if p.is_file())
+        changed = rng.sample(files, 3)
+        self.update_serial += 1
+        added = folder / f"part-{rng.randrange(4)}" / f"added-{self.update_serial:03d}.bin"
+        for path in changed[:2] + [added]:
+            temporary = self.work / "publish.tmp"
+            temporary.write_bytes(self.entry_bytes())
+            os.replace(temporary, path)
+        changed[2].unlink()
+        old = set(self.versions[id])
+        self.server.process.send_signal(signal.SIGHUP)
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            catalog = self.published_catalog()
+            if catalog.get(id) and catalog[id] not in old:
+                self.note_published(catalog)
+                return catalog[id]
+            time.sleep(0.1)
+        log(f"torture: the server did not publish the new version of {id} within 90 s")
+        return None
+
+    def installed_version(self, home, id):
+        """The archive SHA-256 of `id` the home's library names, or None (not installed, or the
+        home's database cannot be read now)."""
+        try:
+            with self.home_db(home) as db:
+                row = db.execute("SELECT sha256 FROM libraryItem WHERE productId = ?", (id,)).fetchone()
+        except sqlite3.OperationalError:
+            return None
+        return row[0] if row else None
+
+    def check_installed(self, home, id, when):
+        """Compares home's installed tree of `id` with the published archive of the version the
+        home names, when no process runs on the home. Failures are flagged by the checker."""
+        if any(r.home == home for r in self.running):
+            return
+        version = self.installed_version(home, id)
+        if version is None:
+            return
+        self.trees_checked[when] += 1
+        problem = self.published.compare(self.homes[home] / "Library" / id, id, version, self.versions[id], self.server_data / "content")
+        if problem:
+            self.tree_failures.append((f"home {home}: {id} {problem} ({when} the history)", home, id))
+
+    def update_op(self, fault=None):
+        """A new version of an update product is published while a home updates to it by entries,
+        and one fault is aimed at that update (UPDATE_FAULTS, in turn): the client SIGKILLed in the
+        middle of a range then resumed; a range cut after a few bytes; the server SIGKILLed while a
+        range is held, and restarted; the version replaced once or twice more while a range is
+        held; an installed file edited by hand before the update. Installed trees of the product
+        are checked before and after, byte for byte."""
+        rng = self.rng
+        if not self.update_faults:
+            self.update_faults = rng.sample(UPDATE_FAULTS, len(UPDATE_FAULTS))
+        fault = fault or self.update_faults.pop()
+        id = rng.choice(UPDATES)
+        # Home b's database cannot be read while its disk is full: an update begins on free disks.
+        self.lift_full_disk(force=True)
+        # Homes that have it installed and still own it (a refund takes it away at the next sync).
+        holders = [h for h in self.homes if self.installed_version(h, id) and id in self.held(self.account_of(h)[0])]
+        home = rng.choice(holders or sorted(self.homes))
+        op = {"index": len(self.ops), "kind": "update", "home": home, "argv": ["update", id, fault], "start": time.time(), "end": None, "exit": None}
+        self.ops.append(op)
+        # The home alone: its own processes finish first, so that the fault lands on this update.
+        for run in [r for r in self.running if r.home == home]:
+            self.reap(wait_for=run)
+        if not holders:
+            self.launch("buy-update", home, ["buy", id])
+            self.reap(wait_for=self.running[-1])
+        self.check_installed(home, id, "during")
+        before = self.installed_version(home, id)
+        version = self.publish(id)
+        # Another home that has it, if one is idle, updates at the same time, in the background.
+        bystanders = [h for h in holders if h != home and not any(r.home == h for r in self.running)]
+        for other in [home] + bystanders[:1]:
+            self.launch("update-sync", other, ["sync"])
+            self.reap(wait_for=self.running[-1])
+        if bystanders:
+            self.launch("update-resume", bystanders[0], ["resume"])
+        detail = None
+        edited = None
+        if fault == "hand-edit":
+            # An installed file changed in place by hand (same size, other bytes): the update must
+            # fetch it again rather than keep it.
+            files = sorted(p for p in (self.homes[home] / "Library" / id).rglob("*") if p.is_file() and not p.is_symlink())
+            if files:
+                path = rng.choice(files)
+                with open(path, "r+b") as out:
+                    first = out.read(1)
+                    out.seek(0)
+                    out.write(bytes([first[0] ^ 0x5A]) if first else b"")
+                edited = (path, first)
+                detail = f"{path.relative_to(self.homes[home])} on {home} edited by hand before the update"
+                self.faults.append({"index": len(self.ops), "kind": "update-hand-edit", "time": time.time(), "detail": detail, "home": home})
+        # A byte inside one of the first ranges (an entry's local header alone is over 30 bytes;
+        # a version changes at least two entries and adds one, so there are at least two ranges
+        # unless entries lie side by side).
+        at = rng.randint(0, 90)
+        if fault != "hand-edit":
+            self.proxy.arm_entries(home, id, "cut" if fault == "cut-range" else "hold", at, skip=rng.choice([0, 0, 1]))
+        update = self.launch("update-resume", home, ["resume"])
+        running = self.running[-1]
+        if fault not in ("cut-range", "hand-edit"):
+            deadline = time.time() + 10
+            held = None
+            while time.time() < deadline and running.process.poll() is None and not (held := self.proxy.holding(home, id)):
+                time.sleep(0.02)
+            if held:
+                where = f"op {update['index']} on {home} held at byte {held.bytes} of the range from {held.range_start} of {id}"
+                if fault == "client-kill" and rng.random() < 0.5:
+                    running.process.send_signal(signal.SIGKILL)
+                    self.proxy.release(home, id)
+                    detail = f"{where}: client SIGKILLed"
+                elif fault == "client-kill":
+                    # Released first: the kill lands later in the update (another range, the tree's
+                    # check, the swap) or after it.
+                    self.proxy.release(home, id)
+                    delay = rng.uniform(0, 0.4)
+                    time.sleep(delay)
+                    running.process.send_signal(signal.SIGKILL)
+                    detail = f"{where}: released, client SIGKILLed {delay:.2f} s later"
+                elif fault == "takeover":
+                    # Stopped past its claim's lease while another `kiosk resume` on the home takes
+                    # the update over; then continued, it must find its claim gone and install nothing.
+                    running.process.send_signal(signal.SIGSTOP)
+                    try:
+                        self.proxy.freeze_home(home)
+                        self.proxy.release(home, id)
+                        time.sleep(CLAIM_LEASE + rng.uniform(0.5, 1.0))
+                        taker = self.launch("update-takeover", home, ["resume"])
+                        time.sleep(rng.uniform(0.2, 1.5))
+                    finally:
+                        running.process.send_signal(signal.SIGCONT)
+                    detail = f"{where}: client stopped past its lease, op {taker['index']} took over, then continued"
+                elif fault == "server-kill":
+                    self.server.kill()
+                    self.proxy.release(home, id)
+                    time.sleep(rng.uniform(0.2, 1.5))
+                    self.server.start()
+                    detail = f"{where}: server SIGKILLed, restarted on port {self.server.port}"
+                else:
+                    replaced = [self.publish(id) for _ in range(rng.choice([1, 2]))]
+                    self.proxy.release(home, id)
+                    detail = f"{where}: {len(replaced)} newer version(s) published meanwhile"
+                self.faults.append({"index": len(self.ops), "kind": f"update-{fault}", "time": time.time(), "detail": detail, "home": home})
+        for run in [r for r in self.running if r.home == home]:
+            self.reap(wait_for=run)
+        self.proxy.release(home, id)
+        left = self.proxy.disarm_entries(home, id)
+        # Then resumed (after a replacement, synced first) until it is done.
+        if fault == "replace":
+            self.launch("update-sync", home, ["sync"])
+            self.reap(wait_for=self.running[-1])
+        self.launch("update-resume", home, ["resume", "--wait", "--max-wait", "20"])
+        self.reap(wait_for=self.running[-1])
+        if edited and self.installed_version(home, id) == before and (edited[0]).exists():
+            # No update came to find the edit (it was interrupted past its retries): nothing else
+            # reads installed files again, so the edit is undone rather than left for the checker.
+            with open(edited[0], "r+b") as out:
+                out.write(edited[1])
+            detail += "; no update followed, edit undone"
+        self.check_installed(home, id, "during")
+        landed = detail is not None or (fault == "cut-range" and not left)
+        self.update_landed[fault] += landed
+        if not landed:
+            # Tried again at the next scenario (an update with a single range, say, has no second).
+            self.update_faults.append(fault)
+            detail = f"fault not landed: the update's op {update['index']} ended {self.ops[update['index']]['exit']} before it"
+        op["exit"], op["end"] = (detail or "range cut"), time.time()
+        op["version"] = version
+
     # Faults --------------------------------------------------------------------------------
 
     def fault(self):
@@ -947,9 +1251,16 @@ class World:
     def history(self):
         rng = self.rng
         client_ops = 0
+        # The update scenarios, spread evenly over the history (not counted as operations).
+        updates = self.args.updates if self.args.updates is not None else max(len(UPDATE_FAULTS) + 1, self.args.ops // 12)
+        done = 0
         while client_ops < self.args.ops:
             self.reap()
             self.lift_full_disk()
+            if done < updates and client_ops >= self.args.ops * (done + 1) / (updates + 1):
+                self.update_op()
+                done += 1
+                continue
             roll = rng.random()
             if roll < self.args.fault_rate:
                 self.fault()
@@ -965,6 +1276,12 @@ class World:
             time.sleep(rng.uniform(0, 0.4))
             if client_ops % 25 == 0 and client_ops and roll >= self.args.fault_rate:
                 log(f"  {client_ops} operations, {len(self.carried_out())} faults")
+        # Every kind of update fault lands at least once: one more scenario for each that never
+        # did (at most two tries each).
+        for fault in UPDATE_FAULTS if updates else []:
+            for _ in range(2):
+                if not self.update_landed[fault]:
+                    self.update_op(fault)
 
     def quiesce(self):
         """No more faults: lets everything finish, answers every Ask to Buy, then restores and
@@ -975,6 +1292,7 @@ class World:
         # A clean restart publishes exactly what Content/ holds (a reload may still be packing).
         self.server.stop()
         self.server.start()
+        self.note_published()
         for _ in range(20):
             status, pending = self.server.admin("GET", "/v1/admin/pending")
             entries = (pending if isinstance(pending, list) else (pending or {}).get("requests", [])) if status == 200 else []
@@ -1040,6 +1358,108 @@ def tree(folder):
     return result
 
 
+class Published:
+    """The archives the server published, by SHA-256, and the trees they unpack to, read with
+    Python's own zipfile and tarfile: what the checker compares installed trees with."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.trees = {}
+
+    def keep(self, sha, content):
+        """Hard-links (or copies) the archive `sha` from the server's content folder, once."""
+        self.folder.mkdir(exist_ok=True)
+        for source in content.glob(f"{sha}.*"):
+            if source.name.endswith(".manifest.json") or (self.folder / source.name).exists():
+                continue
+            try:
+                os.link(source, self.folder / source.name)
+            except OSError:
+                shutil.copyfile(source, self.folder / source.name)
+
+    def archive(self, sha, content):
+        self.keep(sha, content)
+        found = [p for p in self.folder.glob(f"{sha}.*")]
+        return found[0] if found else None
+
+    def tree(self, sha, content):
+        """Relative path → SHA-256 / '<dir>' / '<link>' of the archive `sha` unpacked, as tree()
+        gives for a folder; None when no such archive was published (or its bytes are not `sha`)."""
+        if sha in self.trees:
+            return self.trees[sha]
+        path = self.archive(sha, content)
+        result = None
+        if path is not None:
+            digest = hashlib.sha256()
+            with open(path, "rb") as archive:
+                for block in iter(lambda: archive.read(1 << 20), b""):
+                    digest.update(block)
+            if digest.hexdigest() == sha:
+                result = {}
+                if path.name.endswith(".zip") or path.name.endswith(".epub"):
+                    with zipfile.ZipFile(path) as archive:
+                        for info in archive.infolist():
+                            name = info.filename.strip("/")
+                            if info.is_dir():
+                                result[name] = "<dir>"
+                            elif (info.external_attr >> 16) & 0o170000 == 0o120000:
+                                result[name] = "<link>"
+                            else:
+                                result[name] = hashlib.sha256(archive.read(info)).hexdigest()
+                else:
+                    with tarfile.open(path) as archive:
+                        for member in archive:
+                            name = member.name.removeprefix("./").strip("/")
+                            if not name or name == ".":
+                                continue
+                            if member.isdir():
+                                result[name] = "<dir>"
+                            elif member.issym():
+                                result[name] = "<link>"
+                            elif member.isfile():
+                                result[name] = hashlib.sha256(archive.extractfile(member).read()).hexdigest()
+                # Folders an archive implies without an entry of their own.
+                for name in list(result):
+                    parts = name.split("/")
+                    for depth in range(1, len(parts)):
+                        result.setdefault("/".join(parts[:depth]), "<dir>")
+        self.trees[sha] = result
+        return result
+
+    def compare(self, folder, product, sha, versions, content):
+        """None when the tree in `folder` is, byte for byte, the published archive `sha` of
+        `product` (one of `versions`, the SHA-256s the catalog named for it); otherwise what is
+        wrong: a version never published, or the files that differ and the versions they are from."""
+        short = {v: f"v{i + 1}" for i, v in enumerate(versions)}
+        name = lambda v: f"{short.get(v, '?')} ({v[:12]})"
+        if sha not in versions:
+            return f"is installed as {sha[:12]}, a version the store never published for it (published: {', '.join(map(name, versions)) or 'none seen'})"
+        expected = self.tree(sha, content)
+        if expected is None:
+            return f"is installed as {name(sha)}, whose archive is gone from the server (it cannot be checked)"
+        actual = tree(folder) if folder.is_dir() else {}
+        if actual == expected:
+            return None
+        equal = [v for v in versions if v != sha and self.tree(v, content) == actual]
+        if equal:
+            return f"is installed as {name(sha)} but its tree is exactly {name(equal[0])}"
+        differing = sorted(p for p in set(actual) | set(expected) if actual.get(p) != expected.get(p))
+        # Where each differing path's bytes come from: another published version, or none.
+        origins = Counter()
+        examples = []
+        for path in differing:
+            if path not in actual:
+                origin = "missing"
+            else:
+                origin = "/".join(short[v] for v in versions if v != sha and (self.tree(v, content) or {}).get(path) == actual[path]) or "no version"
+            origins[origin] += 1
+            if len(examples) < 4:
+                examples.append(f"{path} ({origin})")
+        kind = "spliced" if any(o.startswith("v") for o in origins) else "differs"
+        return (f"is installed as {name(sha)} but {kind}: {len(differing)} of {len(expected)} paths differ, "
+                f"{', '.join(f'{n} from {o}' if o.startswith('v') or o == 'no version' else f'{n} {o}' for o, n in sorted(origins.items()))}; e.g. {', '.join(examples)}")
+
+
 def parse_date(value):
     """A date from either database: the server stores seconds since 1970 (REAL), the client text."""
     if value is None or value == "":
@@ -1103,6 +1523,7 @@ class Checker:
         self.check_outside()
         self.check_transfers()
         self.check_races()
+        self.check_trees(accounts)
         self.stats = {"transactions": len(transactions), "charges": sum(1 for e in ledger if e["kind"] == "charge"),
                       "refunds": sum(1 for e in ledger if e["kind"] == "refund")}
 
@@ -1237,6 +1658,39 @@ class Checker:
                 if tree(library / product) != tree(source):
                     self.flag("mismatched", f"home {home}: {product} differs from the content the server publishes", home, product)
 
+    def check_trees(self, accounts):
+        """Every installed tree in every home, byte for byte, against the published archive of the
+        version the home's library names (unpacked with Python's zipfile or tarfile): a tree equal
+        to no published version, or spliced from several, is `spliced`; so is every such tree the
+        history's own checks (before and after each update scenario) found."""
+        world = self.world
+        for message, home, product in world.tree_failures:
+            self.flag("spliced", message, home, product)
+        for home in world.homes:
+            with world.home_db(home) as db:
+                items = [(r["productId"], r["sha256"]) for r in db.execute("SELECT productId, sha256 FROM libraryItem ORDER BY productId")]
+            for product, sha in items:
+                world.trees_checked["final"] += 1
+                problem = world.published.compare(world.homes[home] / "Library" / product, product, sha, world.versions[product], world.server_data / "content")
+                if problem:
+                    self.flag("spliced", f"home {home}: {product} {problem} (after quiescence)", home, product)
+
+    def update_counts(self):
+        """What the updates did, from the proxy's requests and the clients' output: versions a home
+        began to update by entries (fetched the manifest or a range), of those the ones that
+        fetched the whole archive after all, and installs that say they were updates by entries."""
+        world = self.world
+        served = [f for f in world.proxy.fetches if f.status in (200, 206)]
+        by_entries = {(f.home, f.product, f.version) for f in served if f.kind in ("manifest", "entries")}
+        whole = {(f.home, f.product, f.version) for f in served if f.kind == "archive"}
+        installed = 0
+        for log_file in world.logs.glob("*.log"):
+            for line in log_file.read_text(errors="replace").splitlines():
+                if line.startswith("installed ") and " (update " in line:
+                    installed += 1
+        return {"attempted": len(by_entries), "fallbacks": len(by_entries & whole), "installed": installed,
+                "ranges": sum(1 for f in served if f.kind == "entries"), "versions": sum(len(world.versions[id]) - 1 for id in UPDATES)}
+
     def check_leftovers(self):
         world = self.world
         for home, root in world.homes.items():
@@ -1303,6 +1757,9 @@ class Checker:
         # download over from the bytes the owner had committed: what it had in flight and not yet
         # committed is fetched again.
         stoppers = [(f["time"], f.get("home"), None) for f in world.faults if f["kind"] in ("client-kill", "client-stop", "server-kill", "disk-full")]
+        # A server killed in the middle of an update cuts every home's responses; a client killed, its own.
+        stoppers += [(f["time"], None if f["kind"] == "update-server-kill" else f.get("home"), None) for f in world.faults
+                     if f["kind"] in ("update-client-kill", "update-server-kill", "update-takeover")]
         stoppers += [(op["start"], op["home"], op["argv"][1]) for op in world.ops if op["kind"] in ("pause", "cancel")]
         stoppers += [(op["end"] or time.time(), op["home"], None) for op in world.ops if op.get("hung")]
 
@@ -1316,7 +1773,9 @@ class Checker:
         self.unexplained = 0
         previous = {}
         for fetch in fetches:
-            if fetch.status not in (200, 206):
+            # Downloads of whole archives: an update's ranges ask for any bytes of the archive, and
+            # an update that does not fit (a range cut, a newer version) begins a whole download.
+            if fetch.status not in (200, 206) or fetch.kind != "archive":
                 continue
             key = (fetch.home, fetch.product, fetch.etag)
             earlier = previous.get(key)
@@ -1335,7 +1794,7 @@ class Checker:
                     self.flag("restarted", f"home {fetch.home}: {fetch.product} asked from byte {start} though it had fetched {earlier.start}–{earlier_end} of the same version", fetch.home, fetch.product)
         by_download = defaultdict(list)
         for fetch in fetches:
-            if fetch.status in (200, 206):
+            if fetch.status in (200, 206) and fetch.kind != "manifest":
                 by_download[(fetch.home, fetch.product)].append(fetch)
         for (home, product), rows in by_download.items():
             for index, earlier in enumerate(rows):
@@ -1365,6 +1824,8 @@ def report(world, checker, elapsed):
         for op in world.ops:
             if op["kind"] == "race":
                 out.write(f"{op['start']:.2f} op {op['index']} race on {op['home']}: {' '.join(op['argv'])} → {op['exit']}\n")
+            elif op["kind"] == "update":
+                out.write(f"{op['start']:.2f} op {op['index']} update scenario on {op['home']}: {' '.join(op['argv'][1:])} → {op['exit']}\n")
     hung = [op for op in world.ops if op.get("hung")]
     for op in hung:
         checker.flag("hung", f"op {op['index']} (kiosk {' '.join(op['argv'])} on {op['home']}) ran over its time and was killed", op["home"])
@@ -1379,10 +1840,19 @@ def report(world, checker, elapsed):
     log(f"  server:      {checker.stats['transactions']} transactions, {checker.stats['charges']} charges, {checker.stats['refunds']} refunds")
     log(f"  bytes:       {checker.bytes_total / MIB:.1f} MiB fetched = {checker.bytes_complete / MIB:.1f} MiB in complete responses"
         f" + {checker.bytes_cut / MIB:.1f} MiB cut off by faults, pauses and cancels; {checker.refetched / MIB:.1f} MiB of it fetched twice")
+    updates = checker.update_counts()
+    log(f"  updates:     {updates['versions']} new versions of {len(UPDATES)} update products published; {updates['attempted']} updates begun by entries"
+        f" ({updates['ranges']} ranges), {updates['installed']} installed by entries, {updates['fallbacks']} fell back to the whole archive")
+    scenarios = [op for op in world.ops if op["kind"] == "update"]
+    missed = sum(1 for op in scenarios if str(op["exit"]).startswith("fault not landed"))
+    log(f"  scenarios:   {len(scenarios)} update scenarios, the fault landed in " + ", ".join(f"{k} {world.update_landed[k]}" for k in UPDATE_FAULTS)
+        + (f"; {missed} missed its update (tried again)" if missed else ""))
+    log(f"  trees:       {sum(world.trees_checked.values())} installed trees compared byte for byte with their published archive"
+        f" ({world.trees_checked['during']} during the history, {world.trees_checked['final']} at the end)")
     log("")
     log("  invariant    count")
     failed = False
-    for invariant in ["lost", "duplicated", "mismatched", "leftover", "outside", "restarted", "refetched", "hung", "errored"]:
+    for invariant in ["lost", "duplicated", "mismatched", "spliced", "leftover", "outside", "restarted", "refetched", "hung", "errored"]:
         count = len(checker.violations.get(invariant, []))
         failed |= count > 0
         log(f"  {invariant:<12} {count}")
@@ -1418,6 +1888,9 @@ def main():
     parser.add_argument("--issue", type=int, default=48, help="MiB of the subscription's large issue")
     parser.add_argument("--speed", type=int, default=48, help="each download's speed cap, MiB/s")
     parser.add_argument("--fault-rate", type=float, default=0.25)
+    parser.add_argument("--updates", type=int, default=None,
+                        help="update scenarios (a new version published, a fault aimed at an update by entries); default max(6, OPS/12)")
+    parser.add_argument("--update-entries", type=int, default=150, help="entries of each update product")
     parser.add_argument("--kiosk", default=os.environ.get("KIOSK", str(ROOT / ".build/release/kiosk")))
     parser.add_argument("--work", default=None, help="where the run's folder is made (default: the system's temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the run's folder even when it passes")

@@ -116,6 +116,17 @@ struct DownloadQueue {
                 }
                 startable.append(record)
             }
+            // Updates by entries run one after another before any transfer starts, and this
+            // process may have been stopped in one past its lease: a claim taken over meanwhile
+            // must not start a transfer, which would create (or empty) the partial file its new
+            // owner writes.
+            startable = try startable.filter { record in
+                guard let claim = claims[record.productId], try database.holds(claim) else {
+                    try noteStoppedElsewhere(record, report: &report)
+                    return false
+                }
+                return true
+            }
             let received = ReceivedBytes()
             let requests = try startable.map { try request(for: $0, claim: claims[$0.productId], server: server) }
             let versions = Dictionary(startable.map { ($0.productId, $0.sha256) }) { first, _ in first }
@@ -527,7 +538,10 @@ struct DownloadQueue {
     private func saveInstalledManifest(_ manifest: ArchiveManifest, to file: URL, checkedAt: Int64?) {
         do {
             try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
-            try JSONEncoder.kiosk.encode(manifest).write(to: file, options: .atomic)
+            // Written in place, not through a temporary file: a process killed while writing
+            // leaves a torn manifest, which an update cannot decode and so treats as none (it
+            // reads every installed file), where a temporary file would stay in manifests/ forever.
+            try JSONEncoder.kiosk.encode(manifest).write(to: file)
             FileClock.setModificationTime(file.path, to: checkedAt)
         } catch {
             logger.info("could not keep the installed manifest; the next update reads the installed files instead", metadata: ["file": "\(file.path)", "error": "\(error)"])

@@ -65,8 +65,11 @@ final class Transfer {
             close(descriptor)
             throw TransferError(url: request.url, kind: .localWrite, message: "refusing to write \(path): \(problem)")
         }
+        // A process whose claim is gone (another took the download over) writes nothing, and
+        // above all does not empty the file its new owner is writing.
+        if let mayWrite = request.mayWrite, !mayWrite() { stopRequested = true }
         var existing = Int64(lseek(descriptor, 0, SEEK_END))
-        if existing > 0, request.etag == nil {
+        if existing > 0, request.etag == nil, !stopRequested {
             // Bytes of unknown origin: never splice onto them.
             ftruncate(descriptor, 0)
             existing = 0
@@ -80,7 +83,6 @@ final class Transfer {
         digest.advance(to: existing)
         limit = request.expectedSize ?? .max
         try configure()
-        if let mayWrite = request.mayWrite, !mayWrite() { stopRequested = true }
     }
 
     deinit {
