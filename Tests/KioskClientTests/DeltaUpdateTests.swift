@@ -72,6 +72,44 @@ struct DeltaUpdateTests {
         }
     }
 
+    @Test("after an update by entries, every installed file is older than the installed manifest's stamp: the next update reads none of them again")
+    func updatedTreeTrustedNextTime() async throws {
+        try await Self.withInstalledBook { setup in
+            try TestOrigin.incompressible(4 << 10, seed: "page-10-corrected").write(to: setup.page(10))
+            #expect(await setup.context.server.catalog.reload())
+            _ = try await setup.context.client.sync()
+            let first = try await setup.context.client.queueNewContent(includingUpdates: true)
+            let rows = try setup.context.client.downloads().map { "\($0.productId) \($0.state) \($0.sha256.prefix(8))" }
+            #expect(first == [Self.book], "queued \(first); downloads \(rows)")
+            #expect(try await setup.context.client.runDownloads().installed == [Self.book])
+            // Removing the old tree unlinks the files the new one shares with it, which moves their
+            // status change time; the stamp must still be later than that, or every file is hashed again.
+            let manifestFile = setup.context.home.appendingPathComponent("manifests/\(Self.book).json")
+            var info = stat()
+            #expect(stat(manifestFile.path, &info) == 0)
+            let stamp = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+            let names = try FileManager.default.contentsOfDirectory(atPath: setup.installed.path)
+            #expect(names.count == Self.pages)
+            let newer = names.filter { name in
+                var file = stat()
+                guard lstat(setup.installed.appendingPathComponent(name).path, &file) == 0 else { return true }
+                return Int64(file.st_ctim.tv_sec) * 1_000_000_000 + Int64(file.st_ctim.tv_nsec) >= stamp
+            }
+            #expect(newer.isEmpty, "changed after the stamp: \(newer.prefix(3))")
+
+            // An edit after the install is still seen.
+            try Data("edited".utf8).write(to: setup.installed.appendingPathComponent("page-050.bin"))
+            try TestOrigin.incompressible(4 << 10, seed: "page-11-corrected").write(to: setup.page(11))
+            #expect(await setup.context.server.catalog.reload())
+            _ = try await setup.context.client.sync()
+            let queued = try await setup.context.client.queueNewContent(includingUpdates: true)
+            #expect(queued == [Self.book])
+            #expect(try await setup.context.client.runDownloads().installed == [Self.book])
+            #expect(try FolderSnapshot.files(in: setup.installed) == FolderSnapshot.files(in: setup.source))
+            #expect(try setup.record()?.transferNote?.hasSuffix("(2 files changed)") == true)
+        }
+    }
+
     @Test("an installed page edited by hand is fetched again with the update; the tree is the new version's")
     func handEditedFileRefetched() async throws {
         try await Self.withInstalledBook { setup in

@@ -389,7 +389,11 @@ struct DeliveryCoordinator: Sendable {
         queued += try downloads.checkLibrary()
         guard includingUpdates else { return queued }
         try database.unpauseAll()
-        return queued + (try downloads.queueUpdates())
+        // A damaged product with a new version is both requeued and updated: one download, named once.
+        for id in try downloads.queueUpdates() where !queued.contains(id) {
+            queued.append(id)
+        }
+        return queued
     }
 
     // MARK: Catalog

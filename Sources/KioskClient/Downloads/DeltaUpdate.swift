@@ -172,7 +172,7 @@ struct DeltaUpdate {
             if !toFetch.isEmpty {
                 fetched += try await fetch(toFetch, into: staging, source: source, archiveSize: manifest.archiveSize)
             }
-            let checkStarted = FileClock.now(in: home.root)
+            let checkStarted = FileClock.boundary(in: home.root)
             do {
                 try checkable.check(staging, unchangedSinceChecked: unchanged)
                 let digest = try LibraryInstaller.treeDigest(of: staging)
@@ -292,6 +292,21 @@ final class EntryAssembler: @unchecked Sendable {
 /// `clock_gettime` can be later than the stamp of a file written after it. A file created now
 /// carries the stamp any later write will be at least equal to.
 enum FileClock {
+    /// A stamp later than that of every change made before the call, and no later than any made
+    /// after it returns: the file system's clock once it has ticked past its reading now (a
+    /// tick is 1–10 ms). A change in the same tick as a plain ``now(in:)`` could be on either
+    /// side of it; with this boundary, none is. Nil when the clock does not move within 50 ms
+    /// (a file system stamping whole seconds): then nothing is trusted by time.
+    static func boundary(in folder: URL) -> Int64? {
+        guard let first = now(in: folder) else { return nil }
+        for _ in 0..<100 {
+            usleep(500)
+            guard let next = now(in: folder) else { return nil }
+            if next > first { return next }
+        }
+        return nil
+    }
+
     /// The status change time, in nanoseconds, of a file created and removed in `folder`.
     static func now(in folder: URL) -> Int64? {
         let probe = folder.appendingPathComponent(".kiosk-clock-\(UUID().uuidString)").path
@@ -304,6 +319,19 @@ enum FileClock {
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { return nil }
         return Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec)
+    }
+
+    /// Whether no file or folder in `tree` had its status changed in `start ..< end` (each is
+    /// older, or changed at or after `end`). A tree that cannot be read counts as changed.
+    static func noFileChanged(in tree: URL, between start: Int64, and end: Int64) -> Bool {
+        guard let walker = FileManager.default.enumerator(atPath: tree.path) else { return false }
+        var info = stat()
+        while let relative = walker.nextObject() as? String {
+            guard lstat(tree.appendingPathComponent(relative).path, &info) == 0 else { return false }
+            let changed = Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec)
+            if changed >= start && changed < end { return false }
+        }
+        return true
     }
 
     /// Sets `path`'s modification time to `nanoseconds` (0 when unknown: nothing is newer-than-checked).

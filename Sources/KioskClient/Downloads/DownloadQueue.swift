@@ -483,7 +483,7 @@ struct DownloadQueue {
         let checkedAt: Int64?
         do {
             unpacked = try installer.unpacked(ahead, orElse: partial, for: claim)
-            checkedAt = FileClock.now(in: home.root)
+            checkedAt = FileClock.boundary(in: home.root)
             treeDigest = try installer.check(unpacked)
         } catch UnpackError.noSpace(let entry) {
             let available = DiskSpace.available(at: home.library) ?? 0
@@ -527,8 +527,19 @@ struct DownloadQueue {
             installer.discard(unpacked.staging)
             throw error
         }
-        if let replaced { installer.discard(replaced) }
-        saveInstalledManifest(unpacked.manifest, to: manifestFile, checkedAt: checkedAt)
+        var stamp = checkedAt
+        if let replaced {
+            // An update's unchanged files are hard links shared with the old tree: removing it moves
+            // their status change time to now, and the next update would read them all again. The
+            // stamp moves past the removal when nothing else changed a file since the check began.
+            let removalStarted = FileClock.boundary(in: home.root)
+            installer.discard(replaced)
+            if let checkedAt, let removalStarted, let removed = FileClock.boundary(in: home.root),
+               FileClock.noFileChanged(in: try installer.installed(id), between: checkedAt, and: removalStarted) {
+                stamp = removed
+            }
+        }
+        saveInstalledManifest(unpacked.manifest, to: manifestFile, checkedAt: stamp)
         report.installed.append(id)
     }
 
