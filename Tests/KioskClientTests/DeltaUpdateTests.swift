@@ -110,6 +110,26 @@ struct DeltaUpdateTests {
         }
     }
 
+    @Test("an installed folder replaced by a link to a copy outside the home: no file outside is linked into the library; the tree is the new version's")
+    func linkedFolderNotFollowed() async throws {
+        try await Self.withInstalledBook { setup in
+            let outside = try TemporaryDirectory()
+            let copy = outside.url.appendingPathComponent("copy")
+            try FileManager.default.copyItem(at: setup.installed, to: copy)
+            try FileManager.default.removeItem(at: setup.installed)
+            try FileManager.default.createSymbolicLink(at: setup.installed, withDestinationURL: copy)
+            try TestOrigin.incompressible(4 << 10, seed: "page-10-corrected").write(to: setup.page(10))
+            try await setup.publishAndQueue()
+            #expect(try await setup.context.client.runDownloads().installed == [Self.book])
+            #expect(try FolderSnapshot.files(in: setup.installed) == FolderSnapshot.files(in: setup.source))
+            let shared = try FileManager.default.contentsOfDirectory(atPath: copy.path).filter { name in
+                var info = stat()
+                return lstat(copy.appendingPathComponent(name).path, &info) == 0 && info.st_nlink > 1
+            }
+            #expect(shared.isEmpty, "files outside the home linked into the library: \(shared.prefix(3))")
+        }
+    }
+
     @Test("an installed page edited by hand is fetched again with the update; the tree is the new version's")
     func handEditedFileRefetched() async throws {
         try await Self.withInstalledBook { setup in

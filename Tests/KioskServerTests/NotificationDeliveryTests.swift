@@ -19,6 +19,12 @@ final class WebhookReceiver: Sendable {
     }
 
     let failing = Atomic<Bool>(true)
+    /// Bytes of body each answer carries (a backend may answer 200 with a page of its own).
+    let answerBytes: Int
+
+    init(answerBytes: Int = 0) {
+        self.answerBytes = answerBytes
+    }
     private let arrivals = Mutex<[Arrival]>([])
 
     var accepted: [Arrival] { arrivals.withLock { $0.filter(\.accepted) } }
@@ -50,7 +56,9 @@ final class WebhookReceiver: Sendable {
         let router = Router()
         router.post("hook") { [self] request, _ -> Response in
             let bytes = try await request.body.collect(upTo: 1 << 20)
-            return Response(status: record(Data(buffer: bytes)) ? .ok : .internalServerError)
+            let status: HTTPResponse.Status = record(Data(buffer: bytes)) ? .ok : .internalServerError
+            guard answerBytes > 0 else { return Response(status: status) }
+            return Response(status: status, body: ResponseBody(byteBuffer: ByteBuffer(repeating: UInt8(ascii: "x"), count: answerBytes)))
         }
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         var logger = Logger(label: "kiosk.test-receiver")

@@ -131,6 +131,21 @@ struct DeltaUpdate {
             guard made.insert(folder.path).inserted else { return }
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         }
+        // Installed folders found to be folders, not links: a folder replaced by a link to one outside
+        // the home would have its files linked into the library (the link call follows every part
+        // of the path but the last).
+        var realFolders: Set<String> = []
+        func foldersAreReal(_ folders: ArraySlice<String>, under root: URL) -> Bool {
+            var path = root.path
+            for folder in [""] + folders {
+                if !folder.isEmpty { path += "/" + folder }
+                if realFolders.contains(path) { continue }
+                var info = stat()
+                guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { return false }
+                realFolders.insert(path)
+            }
+            return true
+        }
         var toFetch: [ContentManifest.Entry] = []
         var reused = Set<String>()
         var unchanged = Set<String>()
@@ -154,7 +169,7 @@ struct DeltaUpdate {
                 // Without a manifest of the installed version, any file of the right size is tried:
                 // the check below reads it and fetches it after all when it differs.
                 let same = previous == nil ? true : kept[entry.path].map { $0.kind == .file && $0.sha256 == entry.sha256 } == true
-                if same, let changedAt = Self.regularFileChangeTime(old.path, size: entry.size), Self.linkOrCopy(old, to: target) {
+                if same, foldersAreReal(parts.dropLast(), under: installed), let changedAt = Self.regularFileChangeTime(old.path, size: entry.size), Self.linkOrCopy(old, to: target) {
                     reused.insert(entry.path)
                     if let checkedAt, changedAt < checkedAt { unchanged.insert(entry.path) }
                 } else {

@@ -116,11 +116,28 @@ extension Store {
 
     /// Claims the deliveries due now, each the oldest undelivered of its account and endpoint, and
     /// sends them; returns how many were delivered (2xx).
+    ///
+    /// Each endpoint has passes of its own, all endpoints at once: a pass waits for its slowest
+    /// POST, and an endpoint that answers slowly or not at all (10 s each) must not hold up the
+    /// others' notifications.
     @discardableResult
-    public func deliverDue(_ configuration: NotificationDeliveryConfiguration, stopping: @Sendable () -> Bool = { false }) async throws -> Int {
+    public func deliverDue(_ configuration: NotificationDeliveryConfiguration, stopping: @escaping @Sendable () -> Bool = { false }) async throws -> Int {
+        let endpoints = try await database.read { db in
+            try await db.select().column("id").from("webhook").orderBy("id").all(decodingColumn: "id", as: Int64.self)
+        }
+        return try await withThrowingTaskGroup(of: Int.self) { group in
+            for endpoint in endpoints {
+                group.addTask { try await self.deliverDue(to: endpoint, configuration, stopping: stopping) }
+            }
+            return try await group.reduce(0, +)
+        }
+    }
+
+    /// One endpoint's passes, one after another, until nothing of it is due or a pass delivers nothing.
+    private func deliverDue(to endpoint: Int64, _ configuration: NotificationDeliveryConfiguration, stopping: @Sendable () -> Bool) async throws -> Int {
         var total = 0
         while !stopping() {
-            let claimed = try await claimDeliveries(configuration)
+            let claimed = try await claimDeliveries(to: endpoint, configuration)
             if claimed.isEmpty { return total }
             let outcomes = try await send(claimed, configuration)
             try await record(outcomes)
@@ -142,7 +159,7 @@ extension Store {
         }
     }
 
-    private func claimDeliveries(_ configuration: NotificationDeliveryConfiguration) async throws -> [DueDelivery] {
+    private func claimDeliveries(to endpoint: Int64, _ configuration: NotificationDeliveryConfiguration) async throws -> [DueDelivery] {
         let now = Date.storeNow
         // The pass's POSTs run at once: its claims need to outlast one request timeout, and a little
         // for the signing and the record. A claim that ran out mid-pass would let another instance
@@ -155,7 +172,7 @@ extension Store {
                 UPDATE "delivery" SET "claimedBy" = \#(bind: instance), "claimedUntil" = \#(bind: lease)
                 WHERE ("notificationSequence", "webhookId") IN (
                     SELECT d."notificationSequence", d."webhookId" FROM "delivery" d
-                    WHERE d."state" = 'pending' AND d."nextAttemptAt" <= \#(bind: now)
+                    WHERE d."webhookId" = \#(bind: endpoint) AND d."state" = 'pending' AND d."nextAttemptAt" <= \#(bind: now)
                         AND (d."claimedUntil" IS NULL OR d."claimedUntil" < \#(bind: now))
                         AND NOT EXISTS (SELECT 1 FROM "delivery" e WHERE e."webhookId" = d."webhookId" AND e."accountId" = d."accountId"
                             AND e."state" = 'pending' AND e."notificationSequence" < d."notificationSequence")
@@ -171,7 +188,7 @@ extension Store {
                     n."originalTransactionId", n."renewalInfo", n."createdAt", w."url", t."signedTransaction"
                 FROM "delivery" d JOIN "notification" n ON n."sequence" = d."notificationSequence" JOIN "webhook" w ON w."id" = d."webhookId"
                 LEFT JOIN "storeTransaction" t ON t."id" = n."transactionId"
-                WHERE d."claimedBy" = \#(bind: instance) AND d."notificationSequence" IN \#(SQLGroupExpression(sequences.map { SQLBind($0) as any SQLExpression }))
+                WHERE d."claimedBy" = \#(bind: instance) AND d."webhookId" = \#(bind: endpoint) AND d."notificationSequence" IN \#(SQLGroupExpression(sequences.map { SQLBind($0) as any SQLExpression }))
                 """#).all(decoding: DueDelivery.self)
         }
     }
@@ -214,7 +231,7 @@ extension Store {
         do {
             let response = try await HTTPClient(keepingConnectionsIn: webhookConnections).send(HTTPRequest(
                 method: "POST", url: delivery.url, headers: [("Content-Type", "application/json")], body: body,
-                timeout: Int(configuration.requestTimeout.rounded(.up)), maxResponseBytes: 64 << 10))
+                timeout: Int(configuration.requestTimeout.rounded(.up)), wantsBody: false))
             status = response.status
             if !(200..<300).contains(response.status) { problem = "answered \(response.status)" }
         } catch {

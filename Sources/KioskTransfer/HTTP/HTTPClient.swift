@@ -13,14 +13,19 @@ public struct HTTPRequest: Sendable {
     /// The most body bytes accepted, counted after decompression, so a small gzip bomb is cut
     /// off as soon as it unpacks past the limit.
     public var maxResponseBytes: Int
+    /// False when only the status and headers matter (a webhook's answer): the transfer stops at
+    /// the body's first byte, whatever its size, and the response has an empty body.
+    public var wantsBody: Bool
 
-    public init(method: String = "GET", url: String, headers: [(name: String, value: String)] = [], body: Data? = nil, timeout: Int = 60, maxResponseBytes: Int = 4 << 20) {
+    public init(method: String = "GET", url: String, headers: [(name: String, value: String)] = [], body: Data? = nil, timeout: Int = 60,
+                maxResponseBytes: Int = 4 << 20, wantsBody: Bool = true) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
         self.timeout = timeout
         self.maxResponseBytes = maxResponseBytes
+        self.wantsBody = wantsBody
     }
 }
 
@@ -89,7 +94,7 @@ public struct HTTPClient: Sendable {
                         stop: ResponseSink.Stop = .init()) throws -> HTTPResponse {
         let easy = try connections?.take(for: request.url) ?? CurlEasy(url: request.url)
         defer { connections?.give(easy) }
-        let sink = ResponseSink(limit: request.maxResponseBytes, consume: consume, stop: stop)
+        let sink = ResponseSink(limit: request.wantsBody ? request.maxResponseBytes : 0, consume: consume, stop: stop)
         let sinkPointer = Unmanaged.passUnretained(sink).toOpaque()
         try easy.set(CURLOPT_WRITEFUNCTION, callback: ResponseSink.onBody)
         try easy.set(CURLOPT_WRITEDATA, pointer: sinkPointer)
@@ -104,7 +109,7 @@ public struct HTTPClient: Sendable {
         try easy.set(CURLOPT_TIMEOUT, request.timeout)
         // Refused before the body when the server declares a larger size (a HEAD has none: its
         // Content-Length is what a GET would send).
-        if request.method != "HEAD" {
+        if request.method != "HEAD" && request.wantsBody {
             try easy.set(CURLOPT_MAXFILESIZE_LARGE, offset: Int64(request.maxResponseBytes))
         }
         switch request.method {
@@ -133,10 +138,14 @@ public struct HTTPClient: Sendable {
             try easy.perform()
         } catch let error as TransferError {
             if stop.requested { throw CancellationError() }
+            // Stopped at the first byte of a body not wanted: the answer is its status and headers.
+            if !request.wantsBody && sink.overflowed && sink.status > 0 {
+                return HTTPResponse(status: sink.status, headers: sink.headers, body: Data())
+            }
             // The write callback stopped the transfer: say why, not libcurl's "write error".
             if let consumerError = sink.consumerError { throw consumerError }
             if sink.overflowed || error.message.contains("Maximum file size exceeded") {
-                throw TransferError(url: request.url, kind: .tooLarge, message: "the answer is larger than \(request.maxResponseBytes >> 20) MiB")
+                throw TransferError(url: request.url, kind: .tooLarge, message: "the answer is larger than \(request.maxResponseBytes >= 1 << 20 ? "\(request.maxResponseBytes >> 20) MiB" : "\(request.maxResponseBytes >> 10) KiB")")
             }
             throw error
         }
