@@ -191,11 +191,18 @@ struct DeltaUpdateTests {
             let archive = setup.serverContent.appendingPathComponent("\(manifest.archiveSha256).zip")
             try Data(contentsOf: setup.serverContent.appendingPathComponent("\(oldSha256).zip")).write(to: archive)
 
-            _ = try await setup.context.client.runDownloads()
+            // As `kiosk resume`: the version that failed for good is not tried again round after round.
+            let report = try await setup.context.client.resume()
             #expect(try FolderSnapshot.files(in: setup.installed) == before)
-            #expect(try setup.record()?.state != .installed)
+            #expect(try setup.record()?.state == .failed)
+            #expect(report.downloads.failed == [Self.book])
+            #expect(report.downloads.bytesReceived <= 2 * manifest.archiveSize + 64 << 10, "\(report.downloads.bytesReceived) bytes for an archive of \(manifest.archiveSize)")
             let leftovers = try FileManager.default.contentsOfDirectory(atPath: setup.context.home.appendingPathComponent("Library").path)
             #expect(leftovers == [Self.book])
+            // Nor by the next resume.
+            let again = try await setup.context.client.resume()
+            #expect(again.downloads.bytesReceived == 0)
+            #expect(again.failedEarlier == [Self.book])
         }
     }
 

@@ -203,6 +203,9 @@ struct DownloadQueue {
         for entry in try library() where entry.updateAvailable {
             guard let download = try database.download(entry.item.productId),
                   let content = try database.cachedProduct(entry.item.productId)?.content else { continue }
+            // This version failed for good (its checksum twice, say): it is not tried again on its
+            // own, round after round, nor by the next resume; a newer version is, and `kiosk restore` asks again.
+            if download.state == .failed && download.sha256 == content.sha256 { continue }
             let kind = download.proofKind.map(PurchaseProofKind.init(rawValue:)) ?? .kioskReceipt
             if try database.enqueueDownload(productId: download.productId, content: content, receipt: download.receipt, transactionId: download.transactionId, proofKind: kind) {
                 queued.append(download.productId)
