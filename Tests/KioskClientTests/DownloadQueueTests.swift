@@ -44,6 +44,23 @@ struct DownloadQueueTests {
         }
     }
 
+    @Test("a link where the partial download goes: refused, nothing outside written, and the reader told to remove it (not to free space)")
+    func linkInPlaceOfPartial() async throws {
+        try await Self.withStore { context in
+            _ = try await context.client.buy(Self.book, downloadNow: false)
+            let outside = context.directory.url.appendingPathComponent("outside.txt")
+            try Data("mine".utf8).write(to: outside)
+            let downloads = context.home.appendingPathComponent("downloads")
+            try FileManager.default.createDirectory(at: downloads, withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(at: downloads.appendingPathComponent("\(Self.book).partial"), withDestinationURL: outside)
+            let report = try await context.client.runDownloads()
+            #expect(report.installed.isEmpty)
+            let error = try #require(try context.client.downloads().first { $0.productId == Self.book }?.lastError)
+            #expect(error.contains("remove it and the download starts again") && !error.contains("free some space"), "\(error)")
+            #expect(try Data(contentsOf: outside) == Data("mine".utf8))
+        }
+    }
+
     @Test("a bought book is downloaded, verified, unpacked into the library and its transaction finished")
     func buyAndInstall() async throws {
         try await Self.withStore { context in

@@ -411,6 +411,10 @@ struct DownloadQueue {
             switch kind {
             case _ where kind.isTransient:
                 try scheduleRetry(record, claim, retryAfter: nil, error: message, report: &report)
+            case .localWrite where message.hasPrefix("refusing to write"):
+                // Something other than Kiosk's own file sits where the partial download goes: the
+                // reader's to remove; space is not the problem.
+                try scheduleRetry(record, claim, retryAfter: nil, error: "\(message); remove it and the download starts again", report: &report)
             case .localWrite:
                 let needed = max(0, record.size - (try bytesOnDisk(id)))
                 let available = DiskSpace.available(at: home.downloads) ?? 0
