@@ -349,12 +349,13 @@ def bench_purchases():
             life["notifications_to_purchases"] = life["notifications_per_s"] / report[engine]["200 accounts"]["per_s"]
             report[engine]["subscription life"] = life
         results["comparisons"]["6. purchases, 32 clients"] = report
+        (BENCH / "purchases-results.json").write_text(json.dumps(results, indent=2))
         print("\n6. purchases, 32 clients (POST /v1/payments, a new charge each)")
         print(f"  pgbench -N: {report['pgbench -N tps (32 clients)']:.0f} tps  p99 {report['pgbench -N p99 ms']:.1f} ms")
         for engine in ("sqlite", "postgres"):
             row = report[engine]
             for label, value in row.items():
-                if isinstance(value, dict):
+                if isinstance(value, dict) and "per_s" in value:
                     windows = f"  (windows: {', '.join(f'{w:.0f}' for w in value['windows_per_s'])})" if "windows_per_s" in value else ""
                     print(f"  {engine:<8} {label:<46} {value['per_s']:8.0f} /s  p99 {value['p99_ms']:6.1f} ms  non-2xx {value['non_2xx']}{windows}")
             print(f"  {engine:<8} ×{row['ratio_to_pgbench']:.2f} of pgbench; one account's rate after its history: {row['history_rate_change']:+.0%}")
