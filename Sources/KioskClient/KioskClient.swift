@@ -81,11 +81,16 @@ public final class KioskClient: Sendable {
         let http = HTTPClient()
         self.storeServer = store
         self.catalog = CatalogSync(database: database, http: http, server: store, spoolFolder: home.root, maxBytes: configuration.maxCatalogBytes)
-        self.payments = PaymentQueue(database: database, server: store, http: http, home: home, configuration: configuration, logger: logger)
+        let payments = PaymentQueue(database: database, server: store, http: http, home: home, configuration: configuration, logger: logger)
+        self.payments = payments
         self.downloadQueue = DownloadQueue(database: database, home: home, server: store, configuration: configuration, owner: ClaimOwner(), logger: logger, contentURLs: ContentURLs())
         self.delivery = DeliveryCoordinator(
             database: database, catalog: catalog, payments: payments, downloads: downloadQueue,
-            subscriptions: SubscriptionIssues(database: database), logger: logger)
+            subscriptions: SubscriptionIssues(database: database, graceWindows: { [payments] in
+                // Asked only when the device holds a subscription; offline, the receipts' periods alone.
+                guard let list = try? await payments.authorizedAPI().subscriptions() else { return nil }
+                return Dictionary(list.subscriptions.map { ($0.productId, $0.graceWindows ?? []) }) { $0 + $1 }
+            }), logger: logger)
     }
 
     deinit {

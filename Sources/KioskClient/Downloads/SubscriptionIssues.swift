@@ -7,6 +7,9 @@ import KioskCore
 /// when it checks the receipt.
 struct SubscriptionIssues {
     let database: ClientDatabase
+    /// The store's grace windows of the account's subscriptions, by subscription product (nil when
+    /// the store cannot be asked now: then only the receipts' periods are queued).
+    let graceWindows: @Sendable () async -> [String: [GraceWindow]]?
 
     /// Queues every covered issue that has no download yet; returns their IDs.
     /// - Parameter requeueStopped: also queue covered issues whose download was cancelled or
@@ -37,16 +40,36 @@ struct SubscriptionIssues {
             issuesOf[series, default: []].append(product)
         }
         var added: [String] = []
+        // Issues of a subscribed series published after a period began that no period covers: a
+        // billing grace window may (below).
+        var uncovered: [(issue: Product, receipt: String, claims: ReceiptClaims, dates: [String])] = []
         for (receipt, claims, expires, series) in covering {
             let issues = issuesOf[series] ?? []
-            let coverage = SubscriptionCoverage(purchased: claims.purchased, expires: expires)
+            let period = SubscriptionCoverage(purchased: claims.purchased, expires: expires)
             let dates = issues.compactMap(\.publicationDate)
             for issue in issues where !queued.contains(issue.id) && !added.contains(issue.id) {
-                guard let published = issue.publicationDate, coverage.covers(published, seriesIssueDates: dates),
-                      let content = issue.content else { continue }
-                if try database.enqueueDownload(productId: issue.id, content: content, receipt: receipt, transactionId: claims.transactionId) {
-                    added.append(issue.id)
+                guard let published = issue.publicationDate, let content = issue.content else { continue }
+                if period.covers(published, seriesIssueDates: dates) {
+                    if try database.enqueueDownload(productId: issue.id, content: content, receipt: receipt, transactionId: claims.transactionId) {
+                        added.append(issue.id)
+                    }
+                } else if published >= SubscriptionCoverage.day(claims.purchased) {
+                    uncovered.append((issue, receipt, claims, dates))
                 }
+            }
+        }
+        uncovered.removeAll { added.contains($0.issue.id) }
+        // A billing grace window entitles what was published in it, as a paid period does; the
+        // store keeps the windows, no receipt carries them, so the store is asked (only when an
+        // issue is left to cover). Any standing receipt of the series is the proof: the store
+        // checks the account's windows.
+        guard !uncovered.isEmpty, let windows = await graceWindows() else { return added }
+        for (issue, receipt, claims, dates) in uncovered where !added.contains(issue.id) {
+            let graces = (windows[claims.productId] ?? []).map { SubscriptionCoverage(purchased: $0.startsAt, expires: $0.endsAt) }
+            guard let published = issue.publicationDate, let content = issue.content,
+                  graces.contains(where: { $0.covers(published, seriesIssueDates: dates) }) else { continue }
+            if try database.enqueueDownload(productId: issue.id, content: content, receipt: receipt, transactionId: claims.transactionId) {
+                added.append(issue.id)
             }
         }
         return added

@@ -43,11 +43,14 @@ public struct SubscriptionInfo: Codable, Sendable, Equatable {
     public var entitled: Bool
     /// The app's own account token given at purchase, if any.
     public var appAccountToken: String?
+    /// Every billing grace window the subscription has had, the open one included: what was
+    /// published in one stays entitled, as in a paid period. Absent from stores before them.
+    public var graceWindows: [GraceWindow]?
 
     public init(
         originalTransactionId: String, productId: String, state: SubscriptionState, autoRenew: Bool, expiresDate: Date,
         gracePeriodExpiresDate: Date? = nil, nextRetryDate: Date? = nil, failedAttempts: Int = 0,
-        expirationReason: SubscriptionExpirationReason? = nil, entitled: Bool, appAccountToken: String? = nil
+        expirationReason: SubscriptionExpirationReason? = nil, entitled: Bool, appAccountToken: String? = nil, graceWindows: [GraceWindow]? = nil
     ) {
         self.originalTransactionId = originalTransactionId
         self.productId = productId
@@ -60,6 +63,19 @@ public struct SubscriptionInfo: Codable, Sendable, Equatable {
         self.expirationReason = expirationReason
         self.entitled = entitled
         self.appAccountToken = appAccountToken
+        self.graceWindows = graceWindows
+    }
+}
+
+/// A billing grace window: access went on from the unpaid period's end (`startsAt`) to `endsAt`
+/// (grace's end, or the recovery or expiry that closed it).
+public struct GraceWindow: Codable, Sendable, Equatable {
+    public var startsAt: Date
+    public var endsAt: Date
+
+    public init(startsAt: Date, endsAt: Date) {
+        self.startsAt = startsAt
+        self.endsAt = endsAt
     }
 }
 

@@ -21,11 +21,19 @@ extension Store {
     /// Every subscription of the account with its state, newest first.
     func subscriptions(accountId: String) async throws -> SubscriptionList {
         let now = try await accountNow(accountId)
-        let records = try await database.read { db in
-            try await db.select().column("*").from("subscription").where("accountId", .equal, accountId)
+        let (records, graces) = try await database.read { db in
+            let records = try await db.select().column("*").from("subscription").where("accountId", .equal, accountId)
                 .orderBy("updatedAt", .descending).all(decoding: SubscriptionRecord.self)
+            let graces = try await db.select().columns("originalTransactionId", "startsAt", "endsAt").from("subscriptionGrace")
+                .where("accountId", .equal, accountId).orderBy("startsAt").all(decoding: GraceRow.self)
+            return (records, graces)
         }
-        return SubscriptionList(subscriptions: records.map { $0.info(now: now) }, now: now)
+        let windows = Dictionary(grouping: graces, by: \.originalTransactionId)
+        return SubscriptionList(subscriptions: records.map { record in
+            var info = record.info(now: now)
+            info.graceWindows = (windows[record.originalTransactionId] ?? []).map { GraceWindow(startsAt: $0.startsAt, endsAt: $0.endsAt) }
+            return info
+        }, now: now)
     }
 
     /// Turns auto-renew off (`cancel`) or back on (`resume`). Off, the subscription ends at its
@@ -145,4 +153,11 @@ extension SQLDatabase {
             transactionId: record.id, originalTransactionId: record.originalTransactionId,
             renewalInfo: RenewalInfo(subscription, environment: environment)))
     }
+}
+
+/// One row of `subscriptionGrace`.
+private struct GraceRow: Decodable {
+    var originalTransactionId: String
+    var startsAt: Date
+    var endsAt: Date
 }
