@@ -220,6 +220,33 @@ struct DeltaUpdateTests {
         }
     }
 
+    /// Changes page 10 of the book, publishes it into `folder`, reloads the server and runs the
+    /// client's update: the tree is the new version's and the bytes received are the changed
+    /// entry's and the manifest's. Returns the new archive as published.
+    static func updateChangedPage(store: SampleStore, folder: PublishedFolder, server: KioskServer, client: KioskClient, installed: URL) async throws -> PackedContent {
+        let source = store.content.appendingPathComponent("books/three-hundred-pages")
+        try TestOrigin.incompressible(4 << 10, seed: "page-10-corrected").write(to: source.appendingPathComponent("page-010.bin"))
+        let republished = try folder.publish(catalog: store.catalog, content: store.content, logger: Logger(label: "test"))
+        // nginx tags the catalog file by its mtime (whole seconds) and size, which the new
+        // document shares with the old one when written within the same second.
+        for name in ["catalog.json", "catalog.json.gz"] {
+            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: 5)], ofItemAtPath: folder.url.appendingPathComponent(name).path)
+        }
+        #expect(await server.catalog.reload())
+        _ = try await client.sync()
+        #expect(try await client.queueNewContent(includingUpdates: true) == [Self.book])
+        let report = try await client.runDownloads()
+        #expect(report.installed == [Self.book])
+        #expect(try FolderSnapshot.files(in: installed) == FolderSnapshot.files(in: source))
+
+        let packed = try #require(republished.archives[Self.book])
+        let manifestData = try Data(contentsOf: try #require(packed.manifestFile))
+        let manifest = try JSONDecoder().decode(ContentManifest.self, from: manifestData)
+        let entry = try #require(manifest.entries.first { $0.path == "page-010.bin" })
+        #expect(report.bytesReceived == (entry.length ?? 0) + Int64(manifestData.count))
+        return packed
+    }
+
     @Test("through nginx x-accel: the manifest from Kiosk, the changed entry's range from nginx as a 206, the tree the new version's")
     func throughXAccel() async throws {
         let directory = try TemporaryDirectory()
@@ -239,25 +266,7 @@ struct DeltaUpdateTests {
                 let installed = directory.path("home").appendingPathComponent("Library/\(Self.book)")
                 #expect(try FolderSnapshot.files(in: installed) == FolderSnapshot.files(in: source))
 
-                try TestOrigin.incompressible(4 << 10, seed: "page-10-corrected").write(to: source.appendingPathComponent("page-010.bin"))
-                let republished = try folder.publish(catalog: store.catalog, content: store.content, logger: Logger(label: "test"))
-                // nginx tags the catalog file by its mtime (whole seconds) and size, which the new
-                // document shares with the old one when written within the same second.
-                for name in ["catalog.json", "catalog.json.gz"] {
-                    try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: 5)], ofItemAtPath: folder.url.appendingPathComponent(name).path)
-                }
-                #expect(await server.catalog.reload())
-                _ = try await client.sync()
-                #expect(try await client.queueNewContent(includingUpdates: true) == [Self.book])
-                let report = try await client.runDownloads()
-                #expect(report.installed == [Self.book])
-                #expect(try FolderSnapshot.files(in: installed) == FolderSnapshot.files(in: source))
-
-                let packed = try #require(republished.archives[Self.book])
-                let manifestData = try Data(contentsOf: try #require(packed.manifestFile))
-                let manifest = try JSONDecoder().decode(ContentManifest.self, from: manifestData)
-                let entry = try #require(manifest.entries.first { $0.path == "page-010.bin" })
-                #expect(report.bytesReceived == (entry.length ?? 0) + Int64(manifestData.count))
+                let packed = try await Self.updateChangedPage(store: store, folder: folder, server: server, client: client, installed: installed)
                 let ranges = nginx.accessLog().filter { $0.contains("/v1/content/\(Self.book)?version=\(packed.sha256)") && $0.contains("\" 206 ") }
                 #expect(ranges.count == 1, "\(nginx.accessLog())")
             }
@@ -285,20 +294,7 @@ struct DeltaUpdateTests {
                 let installed = directory.path("home").appendingPathComponent("Library/\(Self.book)")
                 #expect(try FolderSnapshot.files(in: installed) == FolderSnapshot.files(in: source))
 
-                try TestOrigin.incompressible(4 << 10, seed: "page-10-corrected").write(to: source.appendingPathComponent("page-010.bin"))
-                let republished = try folder.publish(catalog: store.catalog, content: store.content, logger: Logger(label: "test"))
-                #expect(await server.catalog.reload())
-                _ = try await client.sync()
-                #expect(try await client.queueNewContent(includingUpdates: true) == [Self.book])
-                let report = try await client.runDownloads()
-                #expect(report.installed == [Self.book])
-                #expect(try FolderSnapshot.files(in: installed) == FolderSnapshot.files(in: source))
-
-                let packed = try #require(republished.archives[Self.book])
-                let manifestData = try Data(contentsOf: try #require(packed.manifestFile))
-                let manifest = try JSONDecoder().decode(ContentManifest.self, from: manifestData)
-                let entry = try #require(manifest.entries.first { $0.path == "page-010.bin" })
-                #expect(report.bytesReceived == (entry.length ?? 0) + Int64(manifestData.count))
+                let packed = try await Self.updateChangedPage(store: store, folder: folder, server: server, client: client, installed: installed)
                 #expect(try client.downloads().first { $0.productId == Self.book }?.transferNote?.hasSuffix("(1 file changed)") == true)
                 // The entry's bytes came from the edge, as one 206 of the new archive's signed URL.
                 let ranges = nginx.accessLog().filter { $0.contains("/archives/\(packed.file.lastPathComponent)?md5=") && $0.contains("\" 206 ") }

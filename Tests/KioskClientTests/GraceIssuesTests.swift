@@ -9,8 +9,8 @@ import Testing
 /// receipt carries the window: the client asks the store for its subscriptions' windows.
 @Suite("Issues published during a billing grace period")
 struct GraceIssuesTests {
-    static let monthly = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
-    static let series = "com.kiosk.magazines.harbor-monthly"
+    static let monthly = SampleStore.harborMonthly
+    static let series = SampleStore.harborSeries
 
     @Test("a renewal fails into grace: the issue published during grace is queued and installed; one published after grace's end is not")
     func graceIssueQueued() async throws {
@@ -18,22 +18,9 @@ struct GraceIssuesTests {
         let store = try SampleStore(in: directory)
         // Bought today: the period ends a month on; grace runs 6 days past that.
         let end = try #require(Calendar(identifier: .gregorian).date(byAdding: .month, value: 1, to: Date()))
-        let issues = [("grace-issue", SubscriptionCoverage.day(end.addingTimeInterval(3 * 86_400))),
+        let issues: [(suffix: String, day: String)] = [("grace-issue", SubscriptionCoverage.day(end.addingTimeInterval(3 * 86_400))),
                       ("late-issue", SubscriptionCoverage.day(end.addingTimeInterval(25 * 86_400)))]
-        try store.editCatalog("magazines.json") { products in
-            for index in products.indices where products[index]["id"] as? String == Self.monthly {
-                products[index]["gracePeriodDays"] = 6
-            }
-            guard let template = products.first(where: { ($0["id"] as? String)?.hasSuffix("issue-03") == true }) else { return }
-            for (number, (suffix, day)) in issues.enumerated() {
-                var issue = template
-                issue["id"] = "\(Self.series).\(suffix)"
-                issue["title"] = "Harbor Monthly \(suffix)"
-                issue["issueNumber"] = 100 + number
-                issue["publicationDate"] = day
-                products.append(issue)
-            }
-        }
+        try store.editHarborMonthly(graceDays: 6, issues: issues)
         let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
         try await LiveServer.run(configuration) { server, url in
             let client = try KioskClient(home: KioskHome(root: directory.path("home")), server: url)

@@ -84,20 +84,7 @@ struct SubscriptionLifeTests {
     static func withStore(engine: TestEngine, graceDays: Int?, issues: [(String, String)] = [], _ body: @Sendable (Fixture) async throws -> Void) async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
-        try store.editCatalog("magazines.json") { products in
-            for index in products.indices where products[index]["id"] as? String == monthly {
-                if let graceDays { products[index]["gracePeriodDays"] = graceDays }
-            }
-            guard let template = products.first(where: { ($0["id"] as? String)?.hasSuffix("issue-03") == true }) else { return }
-            for (number, (suffix, day)) in issues.enumerated() {
-                var issue = template
-                issue["id"] = "\(series).\(suffix)"
-                issue["title"] = "Harbor Monthly \(suffix)"
-                issue["issueNumber"] = 100 + number
-                issue["publicationDate"] = day
-                products.append(issue)
-            }
-        }
+        try store.editHarborMonthly(graceDays: graceDays, issues: issues.map { (suffix: $0.0, day: $0.1) })
         var configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
         configuration.database = try await engine.freshDatabase()
         try await LiveServer.run(configuration) { server, url in

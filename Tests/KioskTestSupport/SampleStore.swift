@@ -30,6 +30,28 @@ public struct SampleStore: Sendable {
 }
 
 extension SampleStore {
+    public static let harborMonthly = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
+    public static let harborSeries = "com.kiosk.magazines.harbor-monthly"
+
+    /// Gives Harbor Monthly's monthly subscription `graceDays` of billing grace (nil: none) and adds
+    /// issues of the series, copies of issue 03, published on the given days (id suffix → yyyy-MM-dd).
+    public func editHarborMonthly(graceDays: Int?, issues: [(suffix: String, day: String)]) throws {
+        try editCatalog("magazines.json") { products in
+            for index in products.indices where products[index]["id"] as? String == Self.harborMonthly {
+                if let graceDays { products[index]["gracePeriodDays"] = graceDays }
+            }
+            guard let template = products.first(where: { ($0["id"] as? String)?.hasSuffix("issue-03") == true }) else { return }
+            for (number, (suffix, day)) in issues.enumerated() {
+                var issue = template
+                issue["id"] = "\(Self.harborSeries).\(suffix)"
+                issue["title"] = "Harbor Monthly \(suffix)"
+                issue["issueNumber"] = 100 + number
+                issue["publicationDate"] = day
+                products.append(issue)
+            }
+        }
+    }
+
     /// Adds a book `id` whose content is `megabytes` MiB of bytes that do not compress, packed as zip.
     /// Adds a book of `files` incompressible files of `kilobytes` each, packed as tar.gz: an
     /// archive whose first files can be unpacked long before its last byte arrives.
