@@ -20,6 +20,11 @@ struct StoreNotification: Sendable {
     /// For subscriptions: the renewal info as it stood after the change.
     var renewalInfo: RenewalInfo?
 
+    /// `renewalInfo` as the outbox stores it (JSON text), nil when there is none.
+    func renewalInfoJSON() throws -> String? {
+        try renewalInfo.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
+    }
+
     enum Kind {
         static let subscribed = "SUBSCRIBED"
         static let didRenew = "DID_RENEW"
@@ -84,7 +89,7 @@ extension SQLDatabase {
     /// Call it inside the write transaction of the change it reports.
     func announce(_ notification: StoreNotification) async throws {
         let now = Date.storeNow
-        let renewal = try notification.renewalInfo.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
+        let renewal = try notification.renewalInfoJSON()
         let row = try await raw(#"""
             INSERT INTO "notification" ("id", "accountId", "type", "subtype", "transactionId", "originalTransactionId", "renewalInfo", "createdAt")
             VALUES (\#(bind: UUID().uuidString.lowercased()), \#(bind: notification.accountId), \#(bind: notification.type), \#(bind: notification.subtype),

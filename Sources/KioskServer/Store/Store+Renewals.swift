@@ -24,9 +24,11 @@ extension Store {
         while !stopping() {
             let claimed = try await claimDue(limit: limit)
             if claimed.isEmpty { return total }
+            let sandboxes = try await sandboxes(of: Set(claimed.map(\.accountId)))
             let done = try await withThrowingTaskGroup(of: Bool.self) { group in
                 for subscription in claimed {
-                    group.addTask { try await self.step(subscription) }
+                    let sandbox = sandboxes[subscription.accountId] ?? .defaults(subscription.accountId)
+                    group.addTask { try await self.step(subscription, sandbox: sandbox) }
                 }
                 return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
             }
@@ -55,6 +57,15 @@ extension Store {
         }
     }
 
+    /// The sandbox settings of the accounts named, read once for a round of steps (an account
+    /// without a row of its own has the defaults).
+    func sandboxes(of accountIds: Set<String>) async throws -> [String: SandboxAccount] {
+        let rows = try await database.read { db in
+            try await db.select().column("*").from("sandboxAccount").where("accountId", .in, Array(accountIds)).all(decoding: SandboxAccount.self)
+        }
+        return Dictionary(rows.map { ($0.accountId, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
     /// What one step of a subscription's life comes to.
     struct RenewalStep: Sendable {
         var subscription: SubscriptionRecord
@@ -68,8 +79,7 @@ extension Store {
 
     /// Decides and commits one step of a claimed subscription.
     /// - Returns: whether it committed (false when another instance got there first).
-    func step(_ claimed: SubscriptionRecord) async throws -> Bool {
-        let sandbox = try await database.read { try await Self.sandbox(claimed.accountId, in: $0) }
+    func step(_ claimed: SubscriptionRecord, sandbox: SandboxAccount) async throws -> Bool {
         let product = try await catalog.current.products[claimed.productId]
         guard var step = decide(claimed, product: product, sandbox: sandbox) else { return false }
         if var renewal = step.renewal {
@@ -81,7 +91,30 @@ extension Store {
         let instance = self.instance
         try await beforeRenewalCommit?(claimed.originalTransactionId)
         do {
-            let committed = try await database.write { db in
+            let committed = if database.engine == .postgres {
+                try await database.statement { db in
+                    let statement = RecordRenewalStep(step: decided, claimedVersion: claimed.version, instance: instance,
+                                                      renewalInfo: try decided.notification?.renewalInfoJSON())
+                    return try await db.rows(statement).count == 1
+                }
+            } else {
+                try await commitOneByOne(decided, claimed: claimed)
+            }
+            if committed, let renewal = decided.renewal { changes.signal(renewal.accountId) }
+            return committed
+        } catch where database.isUniqueViolation(error) {
+            // The period was renewed already (its key is taken): the claim was stale.
+            logger.warning("a renewal found its period renewed already", metadata: ["subscription": "\(claimed.originalTransactionId)"])
+            return false
+        }
+    }
+
+    /// SQLite: a step's writes (``RecordRenewalStep`` says what each is) one by one, in one transaction.
+    /// - Returns: false when the claim was lost (the subscription moved on, or another instance has it).
+    private func commitOneByOne(_ decided: RenewalStep, claimed: SubscriptionRecord) async throws -> Bool {
+        let instance = self.instance
+        do {
+            return try await database.write { db in
                 let s = decided.subscription
                 let moved = try await db.update("subscription")
                     .set("state", to: s.state.rawValue).set("autoRenew", to: s.autoRenew).set("expiresDate", to: s.expiresDate)
@@ -121,13 +154,7 @@ extension Store {
                 }
                 return true
             }
-            if committed, let renewal = decided.renewal { changes.signal(renewal.accountId) }
-            return committed
         } catch is LostClaim {
-            return false
-        } catch where database.isUniqueViolation(error) {
-            // The period was renewed already (its key is taken): the claim was stale.
-            logger.warning("a renewal found its period renewed already", metadata: ["subscription": "\(claimed.originalTransactionId)"])
             return false
         }
     }
