@@ -98,7 +98,7 @@ struct RenewalRowsTests {
         for entry in try await db.ledger({ $0.where("accountId", .equal, accountId) }) {
             lines.append("ledger \(period(entry.transactionId)) \(entry.kind.rawValue) \(entry.amountCents) \(entry.currency) \(entry.reason ?? "-")")
         }
-        let sales = try await db.raw(#"SELECT CAST(SUM("sales") AS BIGINT) AS "sales", CAST(SUM("refunds") AS BIGINT) AS "refunds", CAST(SUM("netCents") AS BIGINT) AS "net" FROM "salesDay""#).first()
+        let sales = try await db.raw(#"SELECT CAST(SUM("sales") AS BIGINT) AS "sales", CAST(SUM("refunds") AS BIGINT) AS "refunds", CAST(SUM("netCents") AS BIGINT) AS "net" FROM "salesDaySlot""#).first()
         lines.append("sales \(try sales?.decode(column: "sales", as: Int.self) ?? -1) refunds \(try sales?.decode(column: "refunds", as: Int.self) ?? -1)"
             + " net \(try sales?.decode(column: "net", as: Int.self) ?? -1)")
         let subscription = try #require(try await db.select().column("*").from("subscription").where("accountId", .equal, accountId)

@@ -308,6 +308,23 @@ enum Migrations {
             // The console's count of live subscriptions reads only the subscriptions' rows.
             #"CREATE INDEX "storeTransaction_subscriptions" ON "storeTransaction" ("expiresDate") WHERE "kind" = 'subscription'"#,
         ] },
+        // A day's sales of one product were one row that every charge updated: on PostgreSQL each
+        // purchase and renewal waited for the one before it to commit (its row lock), which held
+        // purchases to ~800 a second. Now each (day, product, currency) has up to
+        // ``SalesSlot/count`` rows, a charge adds to its account's, and readers sum them.
+        Migration(name: "10-sales-day-slots") { _ in [
+            #"""
+            CREATE TABLE "salesDaySlot" (
+                "day" TEXT NOT NULL, "productId" TEXT NOT NULL, "currency" TEXT NOT NULL, "slot" BIGINT NOT NULL,
+                "sales" BIGINT NOT NULL, "refunds" BIGINT NOT NULL, "netCents" BIGINT NOT NULL,
+                PRIMARY KEY ("day", "productId", "currency", "slot"))
+            """#,
+            #"""
+            INSERT INTO "salesDaySlot" ("day", "productId", "currency", "slot", "sales", "refunds", "netCents")
+            SELECT "day", "productId", "currency", 0, "sales", "refunds", "netCents" FROM "salesDay"
+            """#,
+            #"DROP TABLE "salesDay""#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

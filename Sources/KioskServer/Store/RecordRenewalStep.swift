@@ -15,7 +15,7 @@ import SQLKit
 /// the statement writes nothing and returns no row. The new period (`$15` true) moves the account
 /// (revision and change number, its row locked until the commit, as every writer of an account
 /// does) and is inserted with that change number; its charge (`$37`) writes the ledger and the
-/// day's sales. A grace window opens (`$44`, `$45`) or the open one closes at `$46`. The
+/// day's sales (the account's ``SalesSlot``, `$53`). A grace window opens (`$44`, `$45`) or the open one closes at `$46`. The
 /// notification (`$48` its type, none when null) names the new period or else the subscription's
 /// latest one, with a pending delivery per registered endpoint. A unique index refusing the period
 /// (its idempotency key names it) undoes the whole statement. The row returned carries
@@ -47,11 +47,10 @@ struct RecordRenewalStep: StoreStatement {
             SELECT $16, $38, $14, $39, $40, $41, $42
             FROM "recorded" WHERE $37
         ), "counted" AS (
-            INSERT INTO "salesDay" ("day", "productId", "currency", "sales", "refunds", "netCents")
-            SELECT $43, $17, $40, 1, 0, $39
+            INSERT INTO "salesDaySlot" ("day", "productId", "currency", "slot", "sales", "refunds", "netCents")
+            SELECT $43, $17, $40, $53, 1, 0, $39
             FROM "recorded" WHERE $37
-            ON CONFLICT ("day", "productId", "currency") DO UPDATE SET "sales" = "salesDay"."sales" + excluded."sales",
-                "refunds" = "salesDay"."refunds" + excluded."refunds", "netCents" = "salesDay"."netCents" + excluded."netCents"
+            \#(SalesSlot.addOnConflict)
         ), "opened" AS (
             INSERT INTO "subscriptionGrace" ("originalTransactionId", "accountId", "startsAt", "endsAt")
             SELECT $1, $14, $44, $45 FROM "moved" WHERE $44 IS NOT NULL
@@ -87,6 +86,8 @@ struct RecordRenewalStep: StoreStatement {
         .timestamptz, .timestamptz, .timestamptz,
         // the notification ($47–$52)
         .text, .text, .text, .text, .text, .timestamptz,
+        // the account's sales row ($53)
+        .int8,
     ]
 
     let step: Store.RenewalStep
@@ -118,7 +119,7 @@ struct RecordRenewalStep: StoreStatement {
             .text(charge?.reason), .date(charge?.createdAt), .text(charge.map { Store.day($0.createdAt) }),
             .date(step.opensGrace?.startsAt), .date(step.opensGrace?.endsAt), .date(step.closesGraceAt),
             .text(notificationId), .text(notification?.type), .text(notification?.subtype), .text(notification?.transactionId),
-            .text(renewalInfo), .date(now),
+            .text(renewalInfo), .date(now), .integer(SalesSlot.of(s.accountId)),
         ]
     }
 }

@@ -111,16 +111,21 @@ extension Store {
     ///
     /// `filter` keeps the ledger entries written since a moment, of one product, of transactions in
     /// one state. Whole days (no `since`, or a `since` at midnight UTC) without a state are read
-    /// from `salesDay`, the rows the store keeps as it writes each ledger entry: the console's
+    /// from `salesDaySlot`, the rows the store keeps as it writes each ledger entry: the console's
     /// overview reads a row per day and product, not every entry. Anything finer is summed from
     /// the ledger (``salesFromLedger(_:)``); the two agree (SalesByDayTests).
     func sales(_ filter: ListFilter = ListFilter()) async throws -> [AdminSalesRow] {
         let wholeDays = filter.since.map { Calendar.utc.startOfDay(for: $0) == $0 } ?? true
         guard wholeDays, filter.state == nil else { return try await salesFromLedger(filter) }
         return try await database.read { db in
-            var select = db.select().column("*").from("salesDay")
+            // A day's rows are its slots' (``SalesSlot``) summed; CAST, as PostgreSQL's SUM of a
+            // BIGINT is a NUMERIC.
+            var select = db.select().column("day").column("productId").column("currency")
+                .column(SQLRaw(#"CAST(SUM("sales") AS BIGINT) AS "sales""#)).column(SQLRaw(#"CAST(SUM("refunds") AS BIGINT) AS "refunds""#))
+                .column(SQLRaw(#"CAST(SUM("netCents") AS BIGINT) AS "netCents""#)).from("salesDaySlot")
             if let since = filter.since { select = select.where("day", .greaterThanOrEqual, Self.day(since)) }
             if let product = filter.productId { select = select.where("productId", .equal, product) }
+            select = select.groupBy("day").groupBy("productId").groupBy("currency")
             // Ordered here, as the ledger's sums are: the engines' text collations differ.
             return try await select.all(decoding: AdminSalesRow.self)
                 .sorted { ($0.day, $0.productId, $0.currency) < ($1.day, $1.productId, $1.currency) }
