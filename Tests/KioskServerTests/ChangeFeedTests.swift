@@ -58,23 +58,43 @@ struct ChangeFeedTests {
         }
     }
 
-    @Test("a refund made through instance A wakes a long poll waiting on instance B")
+    @Test("a refund, a pack and a subscription bought through instance A each wake a long poll waiting on instance B")
     func crossInstanceWake() async throws {
         try await ScaleOutTests.withTwoInstances { a, b in
             let (serverA, httpA) = a
             let (_, httpB) = b
             let account = try await httpA.createAccount()
             let book = try await httpA.pay(Self.book, token: account.token).decode(PaymentResponse.self).transaction
-            let start = try await Self.page(httpB, account.token, after: nil)
+            var cursor = try await Self.page(httpB, account.token, after: nil).cursor
             let clock = ContinuousClock()
-            async let held = Self.page(httpB, account.token, after: start.cursor, wait: 20)
-            try await Task.sleep(for: .milliseconds(700))
-            let refundedAt = clock.now
-            let refunded = try await httpA.send("POST", "/v1/admin/transactions/\(book.transactionId)/refund", authorization: "Bearer \(serverA.adminToken)", json: "{}")
-            #expect(refunded.status == 200)
-            let answer = try await held
-            #expect(answer.transactions.map(\.status) == [.revoked])
-            #expect(clock.now - refundedAt < .seconds(2))
+            // Each change is written by a different path (a refund's statements, a pack's one
+            // statement, a subscription's start); each must reach B's waiting poll at once.
+            let changes: [(String, TransactionStatus, @Sendable () async throws -> Void)] = [
+                ("refund", .revoked, {
+                    let refunded = try await httpA.send("POST", "/v1/admin/transactions/\(book.transactionId)/refund",
+                                                        authorization: "Bearer \(serverA.adminToken)", json: "{}")
+                    #expect(refunded.status == 200)
+                }),
+                ("pack", .purchased, {
+                    let bought = try await httpA.pay(StoreTests.pack5, token: account.token)
+                    #expect(bought.status == 200)
+                }),
+                ("subscription", .purchased, {
+                    let bought = try await httpA.pay(SubscriptionLifeTests.monthly, token: account.token)
+                    #expect(bought.status == 200)
+                }),
+            ]
+            for (name, status, change) in changes {
+                let after = cursor
+                async let held = Self.page(httpB, account.token, after: after, wait: 20)
+                try await Task.sleep(for: .milliseconds(700))
+                let changedAt = clock.now
+                try await change()
+                let answer = try await held
+                #expect(answer.transactions.map(\.status) == [status], "\(name)")
+                #expect(clock.now - changedAt < .seconds(2), "\(name) woke the poll on the other instance after \(clock.now - changedAt)")
+                cursor = answer.cursor
+            }
         }
     }
 }

@@ -4,9 +4,9 @@ import Synchronization
 /// Wakes the long polls of the account change feed (`GET /v1/transactions?after=&wait=`) waiting
 /// in this process when their account changes.
 ///
-/// The store signals an account after a write of one of its transactions has committed; on
-/// PostgreSQL the ``ChangeListener`` also signals what other instances committed (their
-/// `NOTIFY`, sent with their commit). A waiter is registered *before* the poll reads the feed,
+/// The store tells it of an account after a write of one of its transactions has committed
+/// (``committed(_:)``); on PostgreSQL the ``ChangeFeedService`` also signals what other instances
+/// committed (their `NOTIFY`, sent after their commit by ``ChangeBroadcast``). A waiter is registered *before* the poll reads the feed,
 /// so a change committed between that read and the wait still wakes it. A waiting poll costs one
 /// small object and one suspended task: no thread, no database connection.
 public final class ChangeNotifier: Sendable {
@@ -16,8 +16,19 @@ public final class ChangeNotifier: Sendable {
     private let waiters = Mutex<[String: [ObjectIdentifier: Waiter]]>([:])
     /// Set once the server stops: every poll answers at once from then on.
     private let closed = Atomic<Bool>(false)
+    /// PostgreSQL: tells the other instances of what this one committed.
+    private let broadcast: ChangeBroadcast?
 
-    public init() {}
+    init(broadcast: ChangeBroadcast?) {
+        self.broadcast = broadcast
+    }
+
+    /// A write of the account's transactions has committed: wakes its polls waiting here and, on
+    /// PostgreSQL, tells every other instance (``ChangeBroadcast``).
+    func committed(_ accountId: String) {
+        signal(accountId)
+        broadcast?.send(accountId)
+    }
 
     /// Wakes every poll of `accountId` waiting in this process.
     func signal(_ accountId: String) {

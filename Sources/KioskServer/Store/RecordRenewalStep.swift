@@ -18,8 +18,7 @@ import SQLKit
 /// day's sales (the account's ``SalesSlot``, `$53`). A grace window opens (`$44`, `$45`) or the open one closes at `$46`. The
 /// notification (`$48` its type, none when null) names the new period or else the subscription's
 /// latest one, with a pending delivery per registered endpoint. A unique index refusing the period
-/// (its idempotency key names it) undoes the whole statement. The row returned carries
-/// `pg_notify`, sent only on commit, which wakes every instance's waiting change-feed polls.
+/// (its idempotency key names it) undoes the whole statement.
 struct RecordRenewalStep: StoreStatement {
     typealias Row = any SQLRow
     static let sql = #"""
@@ -69,9 +68,7 @@ struct RecordRenewalStep: StoreStatement {
             INSERT INTO "delivery" ("notificationSequence", "webhookId", "accountId", "state", "attempts", "nextAttemptAt")
             SELECT "announced"."sequence", "webhook"."id", $14, 'pending', 0, $52 FROM "announced", "webhook"
         )
-        SELECT "moved"."originalTransactionId",
-            CASE WHEN "advanced"."lastChange" IS NOT NULL THEN pg_notify('\#(ChangeNotifier.channel)', $14) END AS "notified"
-        FROM "moved" LEFT JOIN "advanced" ON true
+        SELECT "moved"."originalTransactionId" FROM "moved"
         """#
     static let parameterTypes: [PostgresDataType] = [
         // the compare-and-set and the subscription's new state ($1–$15)

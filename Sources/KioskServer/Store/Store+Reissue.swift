@@ -35,7 +35,7 @@ extension Store {
                     WHERE "id" = \#(bind: id) AND "signedTransaction" = \#(bind: old) RETURNING "id"
                     """#).all().count == 1
             }
-            if changed { changes.signal(accountId) }
+            if changed { changes.committed(accountId) }
             current[index].signedTransaction = fresh
             logger.info("re-signed a receipt whose key was retired", metadata: ["transaction": "\(id)"])
         }

@@ -100,7 +100,7 @@ extension Store {
             } else {
                 try await commitOneByOne(decided, claimed: claimed)
             }
-            if committed, let renewal = decided.renewal { changes.signal(renewal.accountId) }
+            if committed, let renewal = decided.renewal { changes.committed(renewal.accountId) }
             return committed
         } catch where database.isUniqueViolation(error) {
             // The period was renewed already (its key is taken): the claim was stale.
@@ -128,8 +128,7 @@ extension Store {
                 guard moved.count == 1 else { throw LostClaim() }
                 if var renewal = decided.renewal {
                     try await db.raw(#"UPDATE "account" SET "revision" = "revision" + 1 WHERE "id" = \#(bind: renewal.accountId)"#).run()
-                    // A new period is a change the account's devices learn of through the feed
-                    // (and on PostgreSQL, every instance's waiting polls through NOTIFY).
+                    // A new period is a change the account's devices learn of through the feed.
                     renewal.changeSequence = try await db.nextChange(of: renewal.accountId)
                     _ = try await db.insert(renewal)
                     if let charge = LedgerEntry.charge(for: renewal) { try await db.insert(charge) }

@@ -20,7 +20,7 @@ public struct Store: Sendable {
     /// Payments of one account that read its holdings decide one at a time in this process (see ``AccountTurns``).
     let turns = AccountTurns()
     /// Wakes the account change feed's long polls waiting in this process (see ``transactions(accountId:after:wait:limit:)``).
-    public let changes = ChangeNotifier()
+    public let changes: ChangeNotifier
     /// Bearer tokens this process has already looked up (see ``AccountTokens``).
     let tokens = AccountTokens()
     let catalog: CatalogService
@@ -50,6 +50,7 @@ public struct Store: Sendable {
         self.metrics = metrics
         self.database = database
         self.keys = keys
+        changes = ChangeNotifier(broadcast: database.engine == .postgres ? ChangeBroadcast(database: database, logger: logger) : nil)
         let appStoreProofs = appStore.map { AppStoreProofVerifier(signedData: $0, catalog: catalog) }
         self.appStore = appStoreProofs
         // One verifier per kind of proof; the routes that take proofs never name one.
@@ -222,7 +223,7 @@ public struct Store: Sendable {
                                                     transactionId: record.id, originalTransactionId: record.originalTransactionId, renewalInfo: nil))
             return record
         }
-        changes.signal(declined.accountId)
+        changes.committed(declined.accountId)
         return declined.wire
     }
 
@@ -333,7 +334,7 @@ public struct Store: Sendable {
                                    creditsWithdrawn: withdrawn, creditsReturned: returned, credits: credits, alsoRevoked: alsoRevoked)
         }
         if let accountId = try? await database.read({ try await $0.storeTransaction(transactionId)?.accountId }) {
-            changes.signal(accountId)
+            changes.committed(accountId)
         }
         return revocation
     }
@@ -453,10 +454,10 @@ public struct Store: Sendable {
     ) async throws -> Settled {
         if !readsHoldings, deferred == nil,
            let settled = try await attempt(on: .unread, request: request, replacing: nil, decide) {
-            changes.signal(accountId)
+            changes.committed(accountId)
             return settled
         }
-        defer { changes.signal(accountId) }
+        defer { changes.committed(accountId) }
         return try await turns.run(accountId) {
             for _ in 0..<64 {
                 let holdings = try await database.read { try await Holdings.read(accountId: accountId, product: product, key: request.key, in: $0) }
@@ -575,7 +576,6 @@ public struct Store: Sendable {
             }) else {
                 throw StoreError.settledMeanwhile(deferred.id)
             }
-            try await db.notifyChange(of: record.accountId)
             if let charge = LedgerEntry.charge(for: record) { try await db.insert(charge) }
             try await self.startSubscription(record, in: db)
             if record.announcesCharge { try await db.announce(record.chargeNotification) }

@@ -26,8 +26,8 @@ extension SQLDatabase {
 
     /// Gives the transaction the account's next change number, so its devices learn of what was
     /// just written. Takes the account row first (on PostgreSQL, its lock until the commit), as
-    /// every writer of an account does, so the account's change numbers follow its commits. On
-    /// PostgreSQL it also queues a notification, which is sent only if the transaction commits.
+    /// every writer of an account does, so the account's change numbers follow its commits. The
+    /// caller tells ``ChangeNotifier/committed(_:)`` once the write has committed.
     /// - Returns: the change number.
     @discardableResult
     func recordChange(of transactionId: String, accountId: String) async throws -> Int64 {
@@ -36,22 +36,11 @@ extension SQLDatabase {
         return change
     }
 
-    /// Takes the account's next change number (and its row's lock), and on PostgreSQL queues the
-    /// notification of the change (see ``recordChange(of:accountId:)``).
+    /// Takes the account's next change number (and its row's lock; see ``recordChange(of:accountId:)``).
     func nextChange(of accountId: String) async throws -> Int64 {
-        let change = try await raw(#"""
+        try await raw(#"""
             UPDATE "account" SET "lastChange" = "lastChange" + 1 WHERE "id" = \#(bind: accountId) RETURNING "lastChange"
             """#).first(decodingColumn: "lastChange", as: Int64.self) ?? 0
-        try await notifyChange(of: accountId)
-        return change
-    }
-
-    /// PostgreSQL only: tells every instance listening (``ChangeListener``) that the account
-    /// changed, when (and only if) the current transaction commits. Nothing on SQLite, whose
-    /// writers are all in this process.
-    func notifyChange(of accountId: String) async throws {
-        guard dialect.name == "postgresql" else { return }
-        try await raw("SELECT pg_notify(\(bind: ChangeNotifier.channel), \(bind: accountId))").run()
     }
 
     /// Inserts a transaction and returns it with the sequence the database gave it.
@@ -204,7 +193,7 @@ struct RecordPurchase: StoreStatement {
             INSERT INTO "delivery" ("notificationSequence", "webhookId", "accountId", "state", "attempts", "nextAttemptAt")
             SELECT "announced"."sequence", "webhook"."id", $1, 'pending', 0, $21 FROM "announced", "webhook"
         )
-        SELECT "recorded"."sequence", "recorded"."changeSequence", "advanced"."credits", pg_notify('\#(ChangeNotifier.channel)', $1) AS "notified"
+        SELECT "recorded"."sequence", "recorded"."changeSequence", "advanced"."credits"
         FROM "recorded", "advanced"
         """#
     static let parameterTypes: [PostgresDataType] = AdvanceAccount.parameterTypes + [
