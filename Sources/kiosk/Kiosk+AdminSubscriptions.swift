@@ -57,7 +57,7 @@ extension Kiosk.Admin {
         }
     }
 
-    /// `kiosk admin webhooks add|list|remove URL`.
+    /// `kiosk admin webhooks add URL`, `list`, `remove NUMBER|URL`.
     struct Webhooks: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "The publisher's endpoints every notification is POSTed to (signed, like App Store Server Notifications V2).",
@@ -90,9 +90,17 @@ extension Kiosk.Admin {
         struct Remove: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Remove an endpoint; what it was not yet sent is dropped.")
             @OptionGroup var options: Kiosk.Admin.Options
-            @Argument(help: "The endpoint's URL, as listed.") var url: String
+            @Argument(help: "The endpoint's number or URL, as `kiosk admin webhooks list` shows them.") var endpoint: String
             func run() async throws {
                 try await reportingErrors {
+                    var url = endpoint
+                    if let number = Int64(endpoint) {
+                        let rows = try await options.get([AdminWebhookRow].self, "/v1/admin/webhooks")
+                        guard let row = rows.first(where: { $0.id == number }) else {
+                            throw ValidationError("no endpoint is number \(number); kiosk admin webhooks list shows them")
+                        }
+                        url = row.url
+                    }
                     let body = String(decoding: try JSONEncoder().encode(AdminWebhookRequest(url: url)), as: UTF8.self)
                     let row = try options.decode(AdminWebhookRow.self, from: try await options.call("DELETE", "/v1/admin/webhooks", body: body), path: "/v1/admin/webhooks")
                     try options.show(row) { "removed \(row.url)" }

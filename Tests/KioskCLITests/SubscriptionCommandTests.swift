@@ -83,6 +83,14 @@ struct SubscriptionCommandTests {
             #expect(try await setup.admin(["notifications"]).stdout.contains(type), "\(type)")
         }
         #expect(try await setup.admin(["notifications", "test"]).stdout.contains("test notification"))
+        // Removed by the number the list shows, or by the URL.
+        #expect(try await setup.admin(["webhooks", "add", "http://127.0.0.1:9/other"]).status == 0)
+        let other = try #require(try await setup.admin(["webhooks"]).stdout.split(separator: "\n").first { $0.hasSuffix("/other") })
+        let number = String(other.prefix { $0 != " " })
+        let byNumber = try await setup.admin(["webhooks", "remove", number])
+        #expect(byNumber.status == 0 && byNumber.stdout == "removed http://127.0.0.1:9/other\n", "\(byNumber.stdout) \(byNumber.stderr)")
+        let unknownNumber = try await setup.admin(["webhooks", "remove", "9999"])
+        #expect(unknownNumber.status != 0 && unknownNumber.stderr.contains("no endpoint is number 9999"), "\(unknownNumber.stderr)")
         #expect(try await setup.admin(["webhooks", "remove", "http://127.0.0.1:9/hook"]).stdout.contains("removed"))
         #expect(try await setup.admin(["webhooks"]).stdout == "none\n")
         _ = await setup.server.stop()
