@@ -33,10 +33,7 @@ struct RecordRenewalStep: StoreStatement {
             FROM "moved" WHERE "account"."id" = $14 AND $15
             RETURNING "account"."lastChange"
         ), "recorded" AS (
-            INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId",
-                "purchaseDate", "expiresDate", "status", "paymentMethod", "idempotencyKey", "amountCents", "currency",
-                "creditsGranted", "creditsSpent", "signedTransaction", "message", "finishedAt", "createdAt", "revokedAt", "revocationReason",
-                "requestedMethod", "changeSequence", "appAccountToken")
+            INSERT INTO "storeTransaction" (\#(TransactionRecord.insertedColumns))
             SELECT $16, $14, $17, $18, $19, $1, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35,
                 "advanced"."lastChange", $36
             FROM "advanced"

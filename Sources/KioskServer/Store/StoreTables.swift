@@ -50,10 +50,7 @@ extension SQLDatabase {
     /// (`StoreTablesTests` checks that every field is written.)
     func insert(_ record: TransactionRecord) async throws -> TransactionRecord {
         let row = try await raw(#"""
-            INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId",
-                "purchaseDate", "expiresDate", "status", "paymentMethod", "idempotencyKey", "amountCents", "currency",
-                "creditsGranted", "creditsSpent", "signedTransaction", "message", "finishedAt", "createdAt", "revokedAt", "revocationReason", "requestedMethod",
-                "changeSequence", "appAccountToken")
+            INSERT INTO "storeTransaction" (\#(unsafeRaw: TransactionRecord.insertedColumns))
             VALUES (\#(bind: record.id), \#(bind: record.accountId), \#(bind: record.productId), \#(bind: record.kind.rawValue),
                 \#(bind: record.quantity), \#(bind: record.originalTransactionId), \#(bind: record.purchaseDate), \#(bind: record.expiresDate),
                 \#(bind: record.status.rawValue), \#(bind: record.paymentMethod), \#(bind: record.idempotencyKey), \#(bind: record.amountCents),
@@ -125,6 +122,16 @@ extension SQLDatabase {
     }
 }
 
+extension TransactionRecord {
+    /// The columns every insert of a transaction row names, in the order it gives their values
+    /// (``SQLDatabase/insert(_:)-(TransactionRecord)``, ``RecordPurchase``, ``RecordRenewalStep``).
+    static let insertedColumns = #"""
+        "id", "accountId", "productId", "kind", "quantity", "originalTransactionId", "purchaseDate", "expiresDate", "status",
+        "paymentMethod", "idempotencyKey", "amountCents", "currency", "creditsGranted", "creditsSpent", "signedTransaction", "message",
+        "finishedAt", "createdAt", "revokedAt", "revocationReason", "requestedMethod", "changeSequence", "appAccountToken"
+        """#
+}
+
 extension Date {
     /// Now, to the millisecond: what both engines store exactly, so a date read back compares
     /// equal to the one written.
@@ -168,10 +175,7 @@ struct RecordPurchase: StoreStatement {
         WITH "advanced" AS (
             \#(AdvanceAccount.sql)
         ), "recorded" AS (
-            INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId",
-                "purchaseDate", "expiresDate", "status", "paymentMethod", "idempotencyKey", "amountCents", "currency",
-                "creditsGranted", "creditsSpent", "signedTransaction", "message", "finishedAt", "createdAt", "revokedAt", "revocationReason",
-                "requestedMethod", "changeSequence", "appAccountToken")
+            INSERT INTO "storeTransaction" (\#(TransactionRecord.insertedColumns))
             SELECT $4, $1, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, "advanced"."lastChange", $31
             FROM "advanced"
             RETURNING "sequence", "changeSequence"
