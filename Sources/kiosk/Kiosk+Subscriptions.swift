@@ -47,6 +47,7 @@ extension Kiosk {
             case .voluntary: "auto-renew was off"
             case .billingError: "every charge attempt failed"
             case .productRemoved: "the product left the catalog"
+            case .revoked: "its period was refunded or revoked"
             case nil: "unknown"
             }
         }

@@ -246,6 +246,31 @@ struct SubscriptionLifeTests {
         }
     }
 
+    @Test("a refund of the current period ends the subscription (revoked) and nothing more is charged; a refund of an older period leaves it renewing", arguments: TestEngine.all)
+    func refundOfCurrentPeriodEndsIt(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine, graceDays: nil) { store in
+            let first = try await store.buy()
+            let original = first.claims.originalTransactionId
+            let expires = try #require(first.claims.expires)
+            #expect(try await store.advance(to: expires) == 1)
+            let renewal = try #require(try await store.periods().last)
+            func refund(_ id: String) async throws {
+                let reply = try await store.http.send("POST", "/v1/admin/transactions/\(id)/refund", token: store.admin, json: "{}")
+                #expect(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")
+            }
+            try await refund(first.claims.transactionId)
+            var info = try await store.subscription(original)
+            #expect(info.state == .active && info.autoRenew && info.entitled)
+            try await refund(renewal.transactionId)
+            info = try await store.subscription(original)
+            #expect(info.state == .expired && info.expirationReason == .revoked && !info.entitled)
+            // Past the refunded period's end: no renewal, no charge.
+            #expect(try await store.advance(to: try #require(renewal.expires)) == 0)
+            #expect(try await store.charges().sorted() == [-249, -249, 249, 249])
+            #expect(try await store.subscription(original).state == .expired)
+        }
+    }
+
     @Test("an instance that dies between claiming a renewal and committing it leaves nothing: no period, no charge; once its claim lapses another instance renews it once", arguments: TestEngine.all)
     func crashMidRenewal(engine: TestEngine) async throws {
         try await Self.withStore(engine: engine, graceDays: nil) { store in

@@ -22,6 +22,8 @@ public enum SubscriptionExpirationReason: String, Codable, Sendable, CaseIterabl
     case billingError
     /// The product left the catalog.
     case productRemoved
+    /// The store refunded or revoked the period that was current: nothing more is charged.
+    case revoked
 }
 
 /// One subscription of an account: the chain of periods that share an original transaction.

@@ -51,7 +51,7 @@ struct RenewalInfo: Codable, Sendable, JWTPayload {
     var autoRenewProductId: String
     /// 1 on, 0 off.
     var autoRenewStatus: Int
-    /// 1 voluntary, 2 billing error, 4 product not for sale (App Store's values).
+    /// 1 voluntary, 2 billing error, 4 product not for sale, 5 other (a refunded or revoked period) (App Store's values).
     var expirationIntent: Int?
     var isInBillingRetryPeriod: Bool
     var gracePeriodExpiresDate: Int64?
@@ -72,6 +72,7 @@ struct RenewalInfo: Codable, Sendable, JWTPayload {
         case .voluntary: 1
         case .billingError: 2
         case .productRemoved: 4
+        case .revoked: 5
         case nil: nil
         }
         isInBillingRetryPeriod = subscription.state == .gracePeriod || subscription.state == .billingRetry

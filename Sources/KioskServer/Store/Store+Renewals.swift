@@ -179,10 +179,11 @@ extension Store {
             s.dueAt = nil
             s.retryAt = nil
             s.graceEndsAt = nil
-            let subtype = switch reason {
+            let subtype: String? = switch reason {
             case .voluntary: "VOLUNTARY"
             case .billingError: "BILLING_RETRY"
             case .productRemoved: "PRODUCT_NOT_FOR_SALE"
+            case .revoked: nil
             }
             return RenewalStep(subscription: s, notification: notify(StoreNotification.Kind.expired, subtype), closesGraceAt: closes)
         }

@@ -299,6 +299,7 @@ public struct Store: Sendable {
                 }
                 record.changeSequence = try await db.recordChange(of: record.id, accountId: record.accountId)
                 let revoked = record
+                if revoked.kind == .subscription { try await Self.endSubscription(refunded: revoked, in: db) }
                 let derived = try await db.transactions {
                     $0.where("accountId", .equal, revoked.accountId).where("productId", .equal, revoked.productId)
                         .where("status", .equal, TransactionStatus.purchased.rawValue).where("paymentMethod", .equal, "owned")
@@ -342,6 +343,30 @@ public struct Store: Sendable {
     /// Writes a revocation's three columns, only while the transaction is still purchased: the
     /// condition keeps the write from ever undoing another, whatever was read before it.
     /// - Returns: whether it was still purchased.
+    /// A refunded or revoked period that is its subscription's current one ends the subscription,
+    /// as App Store's revoked status does: expired (`revoked`), nothing due, no further charge, an
+    /// open grace window closed now. A compare-and-set on the period's expiry: a renewal that
+    /// committed first made another period current, and that one is left alone (as is an older
+    /// period's refund). The renewal worker's own compare-and-set (the row's `version`) then finds
+    /// the row moved and writes nothing.
+    private static func endSubscription(refunded period: TransactionRecord, in db: any SQLDatabase) async throws {
+        guard let expires = period.expiresDate else { return }
+        let now = Date.storeNow
+        let ended = try await db.update("subscription")
+            .set("state", to: SubscriptionState.expired.rawValue).set("expirationReason", to: SubscriptionExpirationReason.revoked.rawValue)
+            .set(SQLIdentifier("dueAt"), to: SQLLiteral.null).set(SQLIdentifier("retryAt"), to: SQLLiteral.null)
+            .set(SQLIdentifier("graceEndsAt"), to: SQLLiteral.null).set(SQLIdentifier("claimedBy"), to: SQLLiteral.null)
+            .set(SQLIdentifier("claimedUntil"), to: SQLLiteral.null).set(SQLIdentifier("version"), to: SQLRaw(#""version" + 1"#))
+            .set("updatedAt", to: now)
+            .where("originalTransactionId", .equal, period.originalTransactionId).where("expiresDate", .equal, expires)
+            .where("state", .notEqual, SubscriptionState.expired.rawValue)
+            .returning("originalTransactionId").all()
+        guard !ended.isEmpty else { return }
+        try await db.raw(#"""
+            UPDATE "subscriptionGrace" SET "endsAt" = \#(bind: now) WHERE "originalTransactionId" = \#(bind: period.originalTransactionId) AND "endsAt" > \#(bind: now)
+            """#).run()
+    }
+
     private static func markRevoked(_ record: TransactionRecord, in db: any SQLDatabase) async throws -> Bool {
         try await db.changeTransaction(record.id, from: .purchased) {
             $0.set("status", to: TransactionStatus.revoked.rawValue).set("revokedAt", to: record.revokedAt).set("revocationReason", to: record.revocationReason)
