@@ -14,7 +14,7 @@ struct RenewalRowsTests {
     typealias Life = SubscriptionLifeTests
     static let day = Life.day
 
-    @Test("renew, fail into grace, fail again, recover, fail into grace, grace expires, retry gives up: the same rows on SQLite and PostgreSQL")
+    @Test("renew, fail into grace, fail again, recover, fail into grace, grace expires, retry gives up, a period refunded: the same rows on SQLite and PostgreSQL")
     func sameRowsOnBothEngines() async throws {
         let sqlite = try await Self.rowsOfALife(on: .sqlite)
         let postgres = try await Self.rowsOfALife(on: .postgres)
@@ -23,11 +23,12 @@ struct RenewalRowsTests {
             "notification SUBSCRIBED INITIAL_BUY period 0", "notification DID_RENEW - period 1",
             "notification DID_FAIL_TO_RENEW GRACE_PERIOD period 1", "notification DID_RENEW BILLING_RECOVERY period 2",
             "notification DID_FAIL_TO_RENEW GRACE_PERIOD period 2", "notification GRACE_PERIOD_EXPIRED - period 2",
-            "notification EXPIRED BILLING_RETRY period 2",
+            "notification EXPIRED BILLING_RETRY period 2", "notification REFUND - period 1",
         ])
-        #expect(sqlite.filter { $0.hasPrefix("ledger ") }.count == 3)
+        #expect(sqlite.last { $0.hasPrefix("  about") }?.contains("renewal ORIGINAL 1 2 false") == true, "\(sqlite)")
+        #expect(sqlite.filter { $0.hasPrefix("ledger ") }.count == 4)
         #expect(sqlite.filter { $0.hasPrefix("grace ") }.count == 2)
-        #expect(sqlite.contains("deliveries 14 pending 14"))
+        #expect(sqlite.contains("deliveries 16 pending 16"))
         for (line, (one, other)) in zip(sqlite, postgres).enumerated() where one != other {
             Issue.record("row \(line) differs:\n  sqlite   \(one)\n  postgres \(other)")
         }
@@ -70,6 +71,10 @@ struct RenewalRowsTests {
             try await fixture.sandbox(renewals: .fail)
             let third = try #require(try await fixture.periods().last?.expires)
             #expect(try await fixture.advance(to: third.addingTimeInterval(20 * day)) == 6)      // grace, its end, retries, expiry
+            // A refund of a period after it all: its notification carries the renewal info as it stands.
+            let renewed = try #require(try await fixture.periods().dropFirst().first)
+            let refund = try await http.send("POST", "/v1/admin/transactions/\(renewed.transactionId)/refund", token: fixture.admin, json: "{}")
+            #expect(refund.status == 200)
             return fixture.account.accountId
         }
         let database = try await ServerDatabase.open(location, logger: Logger(label: "test"))
@@ -92,7 +97,7 @@ struct RenewalRowsTests {
             lines.append("transaction \(period(t.id)) \(t.kind.rawValue) \(t.productId) ×\(t.quantity) \(t.status.rawValue) \(t.paymentMethod)/\(t.requestedMethod ?? "-")"
                 + " \(t.amountCents) \(t.currency) credits \(t.creditsGranted)/\(t.creditsSpent) from \(at(t.purchaseDate)) to \(at(t.expiresDate))"
                 + " original \(t.originalTransactionId == original) change \(t.changeSequence ?? -1) token \(t.appAccountToken == token)"
-                + " signed \(t.signedTransaction != nil) message \(t.message ?? "-") finished \(at(t.finishedAt)) revoked \(at(t.revokedAt)) \(t.revocationReason ?? "-")"
+                + " signed \(t.signedTransaction != nil) message \(t.message ?? "-") finished \(at(t.finishedAt)) revoked \(t.revokedAt != nil) \(t.revocationReason ?? "-")"
                 + (t.id == transactions[0].id ? "" : " key \(key.hasPrefix("renewal:ORIGINAL:"))"))
         }
         for entry in try await db.ledger({ $0.where("accountId", .equal, accountId) }) {

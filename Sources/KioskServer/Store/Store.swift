@@ -315,9 +315,15 @@ public struct Store: Sendable {
                     }
                 }
             }
+            // A subscription's period carries its renewal info as it stands after this, as App Store's does.
+            let subscription = record.kind == .subscription
+                ? try await db.select().column("*").from("subscription").where("originalTransactionId", .equal, record.originalTransactionId)
+                    .first(decoding: SubscriptionRecord.self)
+                : nil
             try await db.announce(StoreNotification(
                 type: refundDue ? StoreNotification.Kind.refund : StoreNotification.Kind.revoke, subtype: nil, accountId: record.accountId,
-                transactionId: record.id, originalTransactionId: record.originalTransactionId, renewalInfo: nil))
+                transactionId: record.id, originalTransactionId: record.originalTransactionId,
+                renewalInfo: subscription.map { RenewalInfo($0, environment: keys.identity.environment) }))
             var credits = account.credits
             if refundDue {
                 try await db.insert(LedgerEntry(id: nil, transactionId: transactionId, kind: .refund, accountId: record.accountId,
