@@ -1,6 +1,7 @@
 import Foundation
 import KioskCore
-import KioskServer
+@testable import KioskServer
+import SQLKit
 import KioskTestSupport
 import Testing
 
@@ -95,6 +96,39 @@ struct ChangeFeedTests {
                 #expect(clock.now - changedAt < .seconds(2), "\(name) woke the poll on the other instance after \(clock.now - changedAt)")
                 cursor = answer.cursor
             }
+        }
+    }
+
+    @Test("PostgreSQL drops the other instance's LISTEN connection: a purchase committed before it listens again still reaches its polls within seconds")
+    func wakeAfterListenLost() async throws {
+        try await ScaleOutTests.withTwoInstances { a, b in
+            let (_, httpA) = a
+            let (serverB, httpB) = b
+            let account = try await httpA.createAccount()
+            let start = try await Self.page(httpB, account.token, after: nil).cursor
+            let clock = ContinuousClock()
+            // A device on B, asking again at once after each answer, as the agent does.
+            let poller = Task { () -> ContinuousClock.Instant? in
+                var cursor = start
+                while !Task.isCancelled {
+                    let page = try await Self.page(httpB, account.token, after: cursor, wait: 20)
+                    if !page.transactions.isEmpty { return clock.now }
+                    cursor = page.cursor
+                }
+                return nil
+            }
+            try await Task.sleep(for: .milliseconds(500))
+            // A failover or an operator's pg_terminate_backend: every LISTEN connection is gone.
+            try await serverB.database.read { db in
+                try await db.raw("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()").run()
+            }
+            // Committed while B has no LISTEN in place (it tries again after a second).
+            try await Task.sleep(for: .milliseconds(300))
+            let boughtAt = clock.now
+            #expect(try await httpA.pay(Self.book, token: account.token).status == 200)
+            let wokeAt = try await poller.value
+            let waited = try #require(wokeAt) - boughtAt
+            #expect(waited < .seconds(3), "B's poll saw the purchase after \(waited)")
         }
     }
 }

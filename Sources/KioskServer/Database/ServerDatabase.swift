@@ -184,6 +184,12 @@ public final class ServerDatabase: Sendable {
     }
 
     /// One line for a database error: PostgreSQL's own message rather than a dump of the error value.
+    /// Whether `error` came from the database itself (a lost connection, a statement it refused),
+    /// not from the store's own rules.
+    static func isDatabaseFailure(_ error: any Error) -> Bool {
+        error is PSQLError || error is InlineSQLiteError
+    }
+
     static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError {
             if let message = error.serverInfo?[.message] { return message }

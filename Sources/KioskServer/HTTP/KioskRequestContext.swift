@@ -98,11 +98,27 @@ struct RequestLogMiddleware: RouterMiddleware {
             }
             return response
         } catch {
-            line.status = (error as? any HTTPResponseError)?.status.code ?? 500
             line.route = context.endpointPath ?? route
+            let answer = Self.answer(for: error, route: line.route, logger: logger)
+            line.status = (answer as? any HTTPResponseError)?.status.code ?? 500
             line.write(logger, metrics: metrics, bytes: 0)
-            throw error
+            throw answer
         }
+    }
+
+    /// What a request that threw answers. The store's own refusals answer as they are. Anything
+    /// else failed underneath (the database went away mid-request, a disk error): the operator
+    /// gets its cause in the log, and the client a JSON answer it can act on instead of an empty
+    /// 500 — a database failure is a 503 to send again (every payment carries its idempotency
+    /// key, so sending it again never charges twice).
+    static func answer(for error: any Error, route: String, logger: Logger) -> any Error {
+        if error is any HTTPResponseError || error is CancellationError { return error }
+        logger.error("a request failed", metadata: ["route": "\(route)", "error": "\(ServerDatabase.describe(error))"])
+        if ServerDatabase.isDatabaseFailure(error) {
+            return APIFailure(.serviceUnavailable, code: "unavailable",
+                              message: "the store's database did not answer; send the request again", retryAfter: 1)
+        }
+        return APIFailure(.internalServerError, code: "internal", message: "the store failed to answer this request; its log says why")
     }
 
     private func clientAddress(_ request: Request, _ context: KioskRequestContext) -> String? {

@@ -1,14 +1,16 @@
 import Logging
+import Synchronization
 import ServiceLifecycle
 
 /// Keeps the account change feed's long polls awake to every change of the store.
 ///
 /// On PostgreSQL it holds one connection that `LISTEN`s for the notifications every instance
-/// sends when it commits a change of an account's transactions (``ServerDatabase/listen(on:logger:listening:received:)``)
-/// and signals them to this process's waiting polls, so a refund made through instance A wakes
-/// the devices waiting on B. A lost connection is opened again after a second, and every waiting
-/// poll is then woken: what was committed meanwhile was not heard, and a poll that finds nothing
-/// new simply answers empty. On SQLite (one process) it has nothing to listen to.
+/// sends after it commits a change of an account's transactions (``ChangeBroadcast``,
+/// ``ServerDatabase/listen(on:logger:listening:received:)``) and signals them to this process's
+/// waiting polls, so a refund made through instance A wakes the devices waiting on B. A lost
+/// connection is opened again after a second; every waiting poll is woken when it is lost and again
+/// once the new `LISTEN` is in place: what was committed in between was not heard, and a poll that
+/// finds nothing new simply answers empty. On SQLite (one process) it has nothing to listen to.
 ///
 /// On graceful shutdown it wakes every waiting poll, so the server stops at once instead of after
 /// the longest wait. The application runs the one that listens; `kiosk serve`'s group adds one
@@ -33,20 +35,30 @@ struct ChangeFeedService: Service {
     private func listen() async {
         guard listens, database.engine == .postgres else { return }
         let changes = changes
-        var first = true
+        // Warned once per outage, not once per attempt while PostgreSQL stays away.
+        let warned = Atomic<Bool>(false)
+        var reconnecting = false
         while !Task.isCancelled, !Task.isShuttingDownGracefully {
+            let again = reconnecting
             do {
                 try await cancelWhenGracefulShutdown {
-                    try await database.listen(on: ChangeNotifier.channel, logger: logger, listening: {}) { accountId in
+                    try await database.listen(on: ChangeNotifier.channel, logger: logger, listening: {
+                        warned.store(false, ordering: .relaxed)
+                        // What was committed while no LISTEN was in place was not heard: the polls
+                        // that came in meanwhile read the feed again now.
+                        if again { changes.wakeAll() }
+                    }) { accountId in
                         changes.signal(accountId)
                     }
                 }
                 return
             } catch {
                 if Task.isCancelled || Task.isShuttingDownGracefully { return }
-                if first { logger.warning("the change feed lost its PostgreSQL connection; listening again", metadata: ["error": "\(ServerDatabase.describe(error))"]) }
-                first = false
+                if !warned.exchange(true, ordering: .relaxed) {
+                    logger.warning("the change feed lost its PostgreSQL connection; listening again", metadata: ["error": "\(ServerDatabase.describe(error))"])
+                }
                 changes.wakeAll()
+                reconnecting = true
                 try? await Task.sleep(for: .seconds(1))
             }
         }

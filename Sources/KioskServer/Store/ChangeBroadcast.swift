@@ -12,8 +12,9 @@ import Synchronization
 /// Accounts changed while one send is under way go together in the next, one statement for all.
 ///
 /// A wake-up is a hint, never the truth: the feed is read from the database. A process that stops
-/// between a commit and its send leaves the other instances' polls of that account to answer at
-/// the end of their wait (at most 30 s), when the device asks again and finds the change.
+/// between a commit and its send, or a send that fails three times, leaves the other instances'
+/// polls of those accounts to answer at the end of their wait (at most 30 s), when the device asks
+/// again and finds the change.
 final class ChangeBroadcast: Sendable {
     private let database: ServerDatabase
     private let logger: Logger
@@ -46,15 +47,28 @@ final class ChangeBroadcast: Sendable {
                 return batch
             }
             guard !batch.isEmpty else { return }
+            await send(batch)
+        }
+    }
+
+    /// Sends one batch, on a fresh connection up to three times (a connection PostgreSQL dropped
+    /// fails the first): a wake-up that is never sent leaves a quiet account's polls waiting their whole wait.
+    private func send(_ batch: [String]) async {
+        for attempt in 1...3 {
             do {
                 try await database.statement { db in
                     try await db.raw(#"""
                         SELECT pg_notify(\#(bind: ChangeNotifier.channel), "account") FROM unnest(CAST(\#(bind: batch) AS TEXT[])) AS "account"
                         """#).run()
                 }
+                return
             } catch {
-                logger.warning("could not tell the other instances of changed accounts; their waiting polls answer at the end of their wait",
-                               metadata: ["accounts": "\(batch.count)", "error": "\(ServerDatabase.describe(error))"])
+                guard attempt < 3 else {
+                    logger.warning("could not tell the other instances of changed accounts; their waiting polls answer at the end of their wait",
+                                   metadata: ["accounts": "\(batch.count)", "error": "\(ServerDatabase.describe(error))"])
+                    return
+                }
+                try? await Task.sleep(for: .milliseconds(200 * attempt))
             }
         }
     }
