@@ -145,11 +145,18 @@ public final class ServerDatabase: Sendable {
         let connection = try await PostgresConnection.connect(
             on: MultiThreadedEventLoopGroup.singleton.any(), configuration: listenConfiguration, id: 0, logger: logger).get()
         do {
-            try await connection.listen(on: channel) { notifications in
-                listening()
-                for try await notification in notifications {
-                    received(notification.payload)
+            // Cancelled (the server is stopping), the connection is closed outright rather than
+            // left to end its LISTEN politely: one that PostgreSQL dropped half-way may never
+            // answer, and a stop must not wait on it.
+            try await withTaskCancellationHandler {
+                try await connection.listen(on: channel) { notifications in
+                    listening()
+                    for try await notification in notifications {
+                        received(notification.payload)
+                    }
                 }
+            } onCancel: {
+                _ = connection.close() as EventLoopFuture<Void>
             }
         } catch {
             try? await connection.close()
