@@ -201,6 +201,7 @@ public final class ServerDatabase: Sendable {
         if let error = error as? PSQLError {
             if let message = error.serverInfo?[.message] { return message }
             if error.code == .connectionError { return "PostgreSQL cannot be reached there" }
+            if error.code == .sslUnsupported { return "this PostgreSQL server does not offer TLS (turn ssl on there, or use tlsmode=disable)" }
             if let underlying = error.underlying { return "\(underlying)" }
             return "\(error.code)"
         }
