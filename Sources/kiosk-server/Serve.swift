@@ -275,6 +275,8 @@ extension KioskServerTool {
                             BufferedLog.standardError.write("kiosk: warning: the console is reachable from other machines over plain HTTP (--console-host \(consoleHost)); put it behind TLS or keep it on 127.0.0.1\n")
                         }
                     })
+                let deadline = StopDeadline(after: KioskServer.stopGrace + .seconds(10))
+                defer { withExtendedLifetime(deadline) {} }
                 do {
                     try await services.run()
                 } catch {
@@ -308,3 +310,31 @@ extension KioskServerTool {
 }
 
 extension StoreEnvironment: ExpressibleByArgument {}
+
+/// Ends the process when a stop (SIGTERM or SIGINT) has not finished `after` the signal: what still
+/// runs then waits on something that will not answer (a database connection PostgreSQL dropped
+/// half-way, seen under load with connections killed), and a server that ignores SIGTERM is worse
+/// than one that exits and says why. A normal stop finishes long before.
+final class StopDeadline {
+    private let sources: [any DispatchSourceSignal]
+
+    init(after grace: Duration) {
+        let seconds = Double(grace.components.seconds)
+        sources = [SIGTERM, SIGINT].map { signal in
+            let source = DispatchSource.makeSignalSource(signal: signal, queue: .global())
+            source.setEventHandler {
+                DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
+                    BufferedLog.standardError.write("kiosk: the stop still waited on requests \(Int(seconds)) s after the signal (a database connection that stopped answering?); exiting\n")
+                    BufferedLog.standardError.flush()
+                    exit(EXIT_FAILURE)
+                }
+            }
+            source.resume()
+            return source
+        }
+    }
+
+    deinit {
+        for source in sources { source.cancel() }
+    }
+}

@@ -10,7 +10,7 @@ extension KioskServer {
     ///
     /// SIGTERM and SIGINT shut the group down gracefully: the applications stop accepting,
     /// finish the requests in flight and return; nothing is cancelled, so a normal stop logs no
-    /// error. A service that fails (a port that cannot be bound, a bad catalog) shuts the others
+    /// error. Requests still running after ``stopGrace`` are cancelled. A service that fails (a port that cannot be bound, a bad catalog) shuts the others
     /// down the same way, and ``ServiceGroup/run()`` throws its error: a ``ListenError``, a
     /// ``KioskCore/CatalogError``…
     /// - Parameters:
@@ -49,9 +49,18 @@ extension KioskServer {
         }
         // Last, so it hears of a shutdown first: waiting long polls answer before the HTTP service waits for them.
         services.append(Self.stopsTheGroup(ChangeFeedService(database: database, changes: store.changes, listens: false, logger: logger)))
-        return ServiceGroup(configuration: .init(
-            services: services, gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [], logger: logger))
+        var group = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [], logger: logger)
+        // A stop waits for the requests in flight, but not for ever: with PostgreSQL connections
+        // killed under load, a request could wait on a connection that never answers, and the
+        // server ignored SIGTERM (three runs in three). After the grace the services are
+        // cancelled; a download cut then is resumed by its client. (No cancellation deadline
+        // here: ServiceLifecycle's ends in a fatal error. `kiosk serve` has its own.)
+        group.maximumGracefulShutdownDuration = Self.stopGrace
+        return ServiceGroup(configuration: group)
     }
+
+    /// How long a stop waits for the requests in flight before it cancels them.
+    public static let stopGrace: Duration = .seconds(30)
 
     /// However a service ends, the others are shut down gracefully, never cancelled: a cancelled
     /// Hummingbird server logs `Waiting on child channel: CancellationError()` and
