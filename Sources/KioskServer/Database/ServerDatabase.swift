@@ -202,7 +202,8 @@ public final class ServerDatabase: Sendable {
             if let message = error.serverInfo?[.message] { return message }
             if error.code == .connectionError { return "PostgreSQL cannot be reached there" }
             if error.code == .sslUnsupported { return "this PostgreSQL server does not offer TLS (turn ssl on there, or use tlsmode=disable)" }
-            if let underlying = error.underlying { return "\(underlying)" }
+            // A PostgreSQL error may wrap another (its own description names no cause).
+            if let underlying = error.underlying { return describe(underlying) }
             return "\(error.code)"
         }
         if let error = error as? InlineSQLiteError { return error.message }
