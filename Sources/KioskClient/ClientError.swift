@@ -3,7 +3,13 @@ import KioskCore
 /// What went wrong on the client, naming the thing at fault and what to do.
 public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     case noServer
+    /// Nothing answered: the connection was refused or the host not found, so no request left.
     case serverUnreachable(url: String, detail: String)
+    /// The connection broke or timed out after the request may have left: the store may have
+    /// acted on it, and the same request (with its idempotency key) is sent again later.
+    case answerLost(url: String, detail: String)
+    /// A saved purchase belongs to another store than the one this device now talks to.
+    case otherStore(productId: String, madeFor: String, current: String)
     /// The server answered with an error body `{code, message}`.
     case serverError(url: String, status: Int, code: String, message: String)
     case badResponse(url: String, detail: String)
@@ -24,6 +30,11 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
             return "no server is known yet; pass --server URL or set KIOSK_SERVER"
         case .serverUnreachable(let url, let detail):
             return "cannot reach \(url) (\(detail)); check the server is running and try again"
+        case .answerLost(let url, let detail):
+            return "no answer from \(url) (\(detail)); check the server is running and try again"
+        case .otherStore(let productId, let madeFor, let current):
+            return "\(productId): this purchase was saved for the store at \(madeFor), so it is not sent to \(current) and nothing was charged there; "
+                + "it is sent once this device talks to that store again (--server \(madeFor)), or `kiosk cancel --purchase \(productId)` drops it if that store never received it"
         case .serverError(let url, let status, _, let message):
             return "\(url) answered \(status): \(message)"
         case .badResponse(let url, let detail):
@@ -45,9 +56,17 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// True for a saved purchase that belongs to another store.
+    public var isOtherStore: Bool {
+        if case .otherStore = self { return true }
+        return false
+    }
+
     /// True when the server could not be reached at all: the request may be sent again later.
     public var isUnreachable: Bool {
-        if case .serverUnreachable = self { return true }
-        return false
+        switch self {
+        case .serverUnreachable, .answerLost: return true
+        default: return false
+        }
     }
 }

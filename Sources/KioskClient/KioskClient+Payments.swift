@@ -131,6 +131,16 @@ extension KioskClient {
         return link
     }
 
+    /// Cancels the purchase of `productId` saved on this device and never sent to a store.
+    /// - Throws: ``ClientError/invalidRequest(_:)`` when there is none, or when it was sent and its
+    ///   answer is still awaited (it may have been charged).
+    public func cancelUnsentPurchase(_ productId: String) throws -> PaymentRecord {
+        guard let record = try database.unsentPurchases(productId: productId).first, let id = record.id else {
+            throw ClientError.invalidRequest("no purchase of \(productId) waits to be sent on this device; kiosk transactions lists them")
+        }
+        return try database.cancelUnsent(id)
+    }
+
     /// Turns purchases on this device on or off (a device restriction, like parental controls).
     public func setPaymentsEnabled(_ enabled: Bool) throws {
         try database.setSetting(Setting.Key.paymentsEnabled, to: enabled ? "on" : "off")

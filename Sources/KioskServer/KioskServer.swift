@@ -100,7 +100,7 @@ public struct KioskServer: Sendable {
             // being answered is never cut by it.
             server: .http1WithSendfile(configuration: .init(idleTimeout: .seconds(Int64(configuration.requestHeaderTimeout))), metrics: metrics, ends: sendfileEnds),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "kiosk"),
-            services: [ChangeFeedService(database: database, changes: store.changes, listens: true, logger: logger)],
+            services: [ChangeFeedService(database: database, changes: store.changes, catalog: catalog, listens: true, logger: logger)],
             onServerRunning: { channel in
                 await onListening(channel.localAddress?.port ?? 0)
             },

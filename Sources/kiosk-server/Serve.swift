@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Synchronization
 import KioskCommandLine
 import KioskCore
 import KioskServer
@@ -262,18 +263,26 @@ extension KioskServerTool {
                 try await catalogService.check()
                 let server = try await KioskServer(configuration: configuration, catalog: catalogService, logger: logger)
                 let (host, metricsHost, consoleHost) = (host, metricsHost, consoleHost)
+                // Nothing says "listening" until every listener is bound: a console port that is
+                // busy stops the start with its error alone.
+                let ready = StartAnnouncement(expecting: 1 + (metricsPort == nil ? 0 : 1) + (consolePort == nil ? 0 : 1))
+                let environment = environment
                 let services = server.makeServiceGroup(
                     onServing: { port in
-                        FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
+                        ready.say(first: true, [
+                            (FileHandle.standardOutput, "listening on http://\(host):\(port)\n"),
+                            (FileHandle.standardError, Self.environmentLine(environment)),
+                        ])
                     },
                     onMetricsListening: { port in
-                        BufferedLog.standardError.write("kiosk: metrics on http://\(metricsHost):\(port)/metrics\n")
+                        ready.say([(FileHandle.standardError, "kiosk: metrics on http://\(metricsHost):\(port)/metrics\n")])
                     },
                     onConsoleListening: { port in
-                        BufferedLog.standardError.write("kiosk: console on http://\(consoleHost):\(port)/\n")
+                        var lines = [(FileHandle.standardError, "kiosk: console on http://\(consoleHost):\(port)/\n")]
                         if !["127.0.0.1", "::1", "localhost"].contains(consoleHost) {
-                            BufferedLog.standardError.write("kiosk: warning: the console is reachable from other machines over plain HTTP (--console-host \(consoleHost)); put it behind TLS or keep it on 127.0.0.1\n")
+                            lines.append((FileHandle.standardError, "kiosk: warning: the console is reachable from other machines over plain HTTP (--console-host \(consoleHost)); put it behind TLS or keep it on 127.0.0.1\n"))
                         }
+                        ready.say(lines)
                     })
                 let deadline = StopDeadline(after: KioskServer.stopGrace + .seconds(10))
                 defer { withExtendedLifetime(deadline) {} }
@@ -284,6 +293,16 @@ extension KioskServerTool {
                     throw Self.explained(error)
                 }
                 await server.shutdown()
+            }
+        }
+
+        /// What the environment means for a reader's purchases, said once at start.
+        static func environmentLine(_ environment: StoreEnvironment) -> String {
+            switch environment {
+            case .sandbox:
+                "kiosk: a sandbox store: purchases are pretend (payment methods approve, decline, cancel, defer) and no money moves; --environment production sells for real\n"
+            case .production:
+                "kiosk: a production store: the sandbox's pretend payments and clock are refused; purchases are granted only for a real proof of payment (App Store transactions)\n"
             }
         }
 
@@ -310,6 +329,36 @@ extension KioskServerTool {
 }
 
 extension StoreEnvironment: ExpressibleByArgument {}
+
+/// The lines a start prints once its listeners are bound, held until every one of them is: a
+/// start that fails on its last listener has said nothing about the others. The store's own line
+/// (`listening on …`, what scripts wait for) comes first.
+final class StartAnnouncement: Sendable {
+    private struct State {
+        var remaining: Int
+        var lines: [(FileHandle, String)] = []
+    }
+    private let state: Mutex<State>
+
+    init(expecting listeners: Int) {
+        state = Mutex(State(remaining: listeners))
+    }
+
+    func say(first: Bool = false, _ lines: [(FileHandle, String)]) {
+        let ready = state.withLock { state -> [(FileHandle, String)]? in
+            state.lines = first ? lines + state.lines : state.lines + lines
+            state.remaining -= 1
+            return state.remaining == 0 ? state.lines : nil
+        }
+        for (handle, line) in ready ?? [] {
+            if handle === FileHandle.standardOutput {
+                handle.write(Data(line.utf8))
+            } else {
+                BufferedLog.standardError.write(line)
+            }
+        }
+    }
+}
 
 /// Ends the process when a stop (SIGTERM or SIGINT) has not finished `after` the signal: what still
 /// runs then waits on something that will not answer (a database connection PostgreSQL dropped

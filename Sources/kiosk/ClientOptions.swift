@@ -78,6 +78,12 @@ struct ClientOptions: ParsableArguments {
         if !report.failed.isEmpty {
             standardError("\(report.failed.count) unfinished transaction(s) failed again and will be retried; see kiosk transactions")
         }
+        if !report.arrived.isEmpty {
+            let products = report.arrived.map(\.productId).joined(separator: ", ")
+            standardError("\(report.arrived.count) purchase(s) made on another device or renewed by the store were saved here: \(products) (kiosk resume downloads what they cover)")
+        }
+        for problem in report.notTakenIn { standardError(problem) }
+        for held in report.heldForOtherStore { standardError(held) }
     }
 }
 

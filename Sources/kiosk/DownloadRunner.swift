@@ -22,6 +22,9 @@ struct DownloadRunner {
     var announcesPurchases = false
     /// The purchases already announced, so the report does not say it twice.
     let announced = Announced()
+    /// The progress line: taken off the terminal before any outcome line is printed, so an outcome
+    /// never runs into it.
+    let display = ProgressDisplay(interactive: isatty(STDERR_FILENO) == 1 && ProcessInfo.processInfo.environment["TERM"] != "dumb")
 
     final class Announced: Sendable {
         private let ids = Mutex<Set<Int64>>([])
@@ -33,7 +36,7 @@ struct DownloadRunner {
     /// SIGTERM cancels the command (see `Kiosk.main`), which stops the transfers at once with
     /// their bytes kept.
     func showingProgress<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        let display = ProgressDisplay(interactive: isatty(STDERR_FILENO) == 1 && ProcessInfo.processInfo.environment["TERM"] != "dumb")
+        let display = display
         let events = client.events
         let (announces, announced) = (announcesPurchases, announced)
         let watcher = Task {
@@ -68,6 +71,7 @@ struct DownloadRunner {
     /// Prints what was installed, waits, failed or stopped (the exit status is the engine's
     /// ``WorkOutcome``, not decided here).
     func report(_ report: DownloadRunReport) {
+        display.clear()
         let library = (try? client.library()) ?? []
         let downloads = (try? client.downloads()) ?? []
         for id in report.installed {
@@ -115,6 +119,13 @@ struct DownloadRunner {
             let record = downloads.first { $0.productId == id }
             standardError("\(id): \(record?.lastError ?? "the download failed")")
         }
+    }
+
+    /// Prints one outcome line on stdout, off the progress line.
+    func say(_ line: String) {
+        display.clear()
+        print(line)
+        fflush(nil)
     }
 
     static func time(_ date: Date) -> String {

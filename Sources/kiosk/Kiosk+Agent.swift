@@ -93,6 +93,8 @@ extension Kiosk {
                 for id in Set(report.refused).subtracting(report.declined).sorted() { print("\(id): the store refused this purchase; nothing was charged") }
                 if report.sent > 0 { print("\(report.sent) purchase(s) saved while offline sent to the store") }
                 if report.finished > 0 { print("\(report.finished) delivered purchase(s) finished with the store") }
+                for record in report.arrived { print("\(record.productId): bought on another device or renewed by the store; receipt saved (transaction \(record.transactionId ?? "-"))") }
+                for problem in report.notTakenIn + report.heldForOtherStore { print(problem) }
             case .queued(let products):
                 for id in products { print("queued \(id)") }
             case .ran(let round):

@@ -105,7 +105,7 @@ extension Kiosk {
                         guard !json else { return }
                         switch step {
                         case .queued(let products):
-                            for id in products { print("queued \(id)") }
+                            for id in products { runner.say("queued \(id)") }
                         case .ran(let round):
                             runner.report(round)
                         case .waiting:
@@ -156,8 +156,14 @@ extension Kiosk {
 
     struct Cancel: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Cancel a download and delete its partial bytes.",
-            discussion: "Example: kiosk cancel com.kiosk.books.river-of-maps"
+            abstract: "Cancel a download and delete its partial bytes, or a purchase never sent.",
+            discussion: """
+                With --purchase it cancels a purchase saved on this device that was never sent to its \
+                store (nothing was charged); one that was sent and is waiting for its answer is not \
+                cancelled, since it may have been charged.
+
+                Example: kiosk cancel com.kiosk.books.river-of-maps; kiosk cancel --purchase com.kiosk.books.river-of-maps
+                """
         )
 
         @OptionGroup var options: ClientOptions
@@ -165,8 +171,16 @@ extension Kiosk {
         @Argument(help: "The product ID.")
         var product: String
 
+        @Flag(help: "Cancel the product's saved purchase that was never sent, instead of its download.")
+        var purchase = false
+
         func run() async throws {
             try await reportingErrors {
+                if purchase {
+                    let record = try options.client().cancelUnsentPurchase(product)
+                    print("\(record.productId): the purchase saved on this device was cancelled; it was never sent, so nothing was charged")
+                    return
+                }
                 let record = try options.client().cancelDownload(product)
                 print("\(record.productId): cancelled")
             }

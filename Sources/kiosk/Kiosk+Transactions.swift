@@ -147,10 +147,19 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                let client = try await options.connect()
+                // Replay first, as every command does; what it took in from the account is part of
+                // what this restore brought back, so it is listed here rather than on its own line.
+                let client = try options.client()
+                _ = try client.server()
+                var replayed = await client.replay()
+                let arrived = replayed.arrived
+                replayed.arrived = []
+                ClientOptions.tell(replayed)
                 let runner = DownloadRunner(client: client)
                 let downloadNow = !noDownload
-                let result = try await runner.showingProgress { try await client.restore(downloadNow: downloadNow) }
+                var result = try await runner.showingProgress { try await client.restore(downloadNow: downloadNow) }
+                let current = try await client.transactions().map(\.record)
+                result.restored = arrived.map { record in current.first { $0.id == record.id } ?? record } + result.restored
                 if json {
                     let rows = result.restored.map { TransactionView(record: $0, receiptProblem: nil) }.map { Transactions.Row($0, price: nil) }
                     Swift.print(String(decoding: try JSONEncoder.kiosk.encode(rows), as: UTF8.self))

@@ -53,6 +53,7 @@ extension PaymentState {
 /// What a transaction cost, as the cached catalog prices it: `4.99 USD`, `9.98 USD` for two,
 /// `3 credits` when paid with credits; nil when the catalog no longer has the product.
 func shownPrice(_ record: PaymentRecord, _ product: Product?) -> String? {
+    if record.paymentMethod == PaymentRecord.notCharged { return "nothing charged (already owned)" }
     guard let product else { return nil }
     if record.paymentMethod == "credits" {
         return product.creditPrice.map { "\($0 * record.quantity) credits" }

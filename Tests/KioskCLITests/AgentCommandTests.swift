@@ -12,6 +12,7 @@ struct AgentCommandTests {
     static let book = "com.kiosk.books.small-engines"
     static let subscription = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
     static let currentIssue = "com.kiosk.magazines.harbor-monthly.issue-03"
+    static let otherBook = "com.kiosk.books.river-of-maps"
 
     /// Accelerated timings: a sync every second, retries from one second.
     static let fast = ["KIOSK_RETRY_BASE_SECONDS": "1", "KIOSK_RETRY_CAP_SECONDS": "2"]
@@ -170,6 +171,41 @@ struct AgentCommandTests {
         withExtendedLifetime(directoryB) {}
     }
 
+    @Test("a book bought on another device of the account is installed by the agent within 3 s, with no command run", arguments: TestEngine.all)
+    func otherDevicePurchaseArrives(engine: TestEngine) async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        var extra: [String] = []
+        if case .postgres(let url)? = try await engine.freshDatabase() { extra = ["--database", url] }
+        let a = try await ServerProcess.start(store, extraArguments: extra, log: directory.path("a.log"))
+        // On PostgreSQL the other device buys through another instance than the one the agent waits on.
+        let directoryB = try TemporaryDirectory()
+        let storeB = extra.isEmpty ? store : try SampleStore(in: directoryB)
+        let b = extra.isEmpty ? a : try await ServerProcess.start(storeB, extraArguments: extra, log: directory.path("b.log"))
+        let home = directory.path("home").path
+        let phone = directory.path("phone").path
+        #expect(try await KioskCommand.run(["buy", Self.book, "--server", a.url], environment: ["KIOSK_HOME": home]).status == 0)
+        let shown = try await KioskCommand.run(["account", "--show-token"], environment: ["KIOSK_HOME": home]).stdout
+        let token = try #require(shown.split(separator: "\n").first { $0.hasPrefix("token: ") }.map { String($0.dropFirst("token: ".count).prefix(while: \.isHexDigit)) })
+        let linked = try await KioskCommand.run(["account", "link", token, "--server", b.url], environment: ["KIOSK_HOME": phone])
+        #expect(linked.status == 0, "\(linked)")
+        let agent = try Self.startAgent(home: home, in: directory, extra: ["--sync-interval", "600"])
+        try await Task.sleep(for: .seconds(2))
+        let bought = try await KioskCommand.run(["buy", Self.otherBook, "--no-download"], environment: ["KIOSK_HOME": phone])
+        #expect(bought.status == 0, "\(bought)")
+        let took = try await Self.eventually(within: 10) { Self.installed(home, Self.otherBook) }
+        #expect(took != nil && (took ?? 99) < 3, "the other device's purchase reached the agent after \(String(describing: took)) s: \(Self.output(directory))")
+        #expect(Self.output(directory).contains("\(Self.otherBook): bought on another device"), "\(Self.output(directory))")
+        // One charge: the device that did not buy it never sent a purchase.
+        let listed = try await KioskCommand.run(["transactions", "--json"], environment: ["KIOSK_HOME": home]).stdout
+        let rows = try JSONSerialization.jsonObject(with: Data(listed.utf8)) as? [[String: Any]] ?? []
+        #expect(rows.filter { $0["productId"] as? String == Self.otherBook }.count == 1, "\(listed)")
+        _ = try await Self.stop(agent)
+        _ = await a.stop()
+        if !extra.isEmpty { _ = await b.stop() }
+        withExtendedLifetime(directoryB) {}
+    }
+
     @Test("a refund while the agent downloads the book stops the transfer within 3 s, and the book is never installed")
     func refundMidDownload() async throws {
         let setup = try await Setup()
@@ -279,6 +315,46 @@ struct AgentCommandTests {
         #expect(took != nil, "\(Self.output(directory))")
         _ = try await Self.stop(agent)
         _ = await server.stop()
+    }
+
+    @Test("a catalog reload wakes the waiting agent: a new issue of its subscription is installed within 2 s, with a sync interval of 10 minutes", arguments: TestEngine.all)
+    func reloadWakesAgent(engine: TestEngine) async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        var extra: [String] = []
+        if case .postgres(let url)? = try await engine.freshDatabase() { extra = ["--database", url] }
+        let a = try await ServerProcess.start(store, extraArguments: extra, log: directory.path("a.log"))
+        // On PostgreSQL the agent waits on B (same files, its own data folder) and A is the one
+        // told to reload: B hears of it from A and reloads too.
+        let b = extra.isEmpty ? a : try await ServerProcess.start(store, extraArguments: extra + ["--data", directory.path("b-data").path], log: directory.path("b.log"))
+        let home = directory.path("home").path
+        let subscribed = try await KioskCommand.run(["buy", Self.subscription, "--server", b.url], environment: ["KIOSK_HOME": home])
+        #expect(subscribed.status == 0, "\(subscribed)")
+        let agent = try Self.startAgent(home: home, in: directory, extra: ["--sync-interval", "600"])
+        try await Task.sleep(for: .seconds(2))
+        let issue4 = "com.kiosk.magazines.harbor-monthly.issue-04"
+        let folder = store.content.appendingPathComponent("magazines/harbor-monthly/issue-04")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try Data("# Harbor Monthly, issue 4\n".utf8).write(to: folder.appendingPathComponent("index.md"))
+        try store.editCatalog("magazines.json") { products in
+            var issue = products[2]
+            issue["id"] = issue4
+            issue["issueNumber"] = 4
+            issue["publicationDate"] = SubscriptionCoverage.day(Date())
+            issue["content"] = ["path": "magazines/harbor-monthly/issue-04", "format": "tar.gz"]
+            products.append(issue)
+        }
+        a.signal(SIGHUP)
+        // From the moment the instance the agent waits on serves the new catalog.
+        let served = try await Self.eventually(within: 20) {
+            String(decoding: try await StoreHTTP(baseURL: b.url).send("GET", "/v1/catalog").body, as: UTF8.self).contains(issue4)
+        }
+        #expect(served != nil, "B never served the reloaded catalog: \(b.log)")
+        let took = try await Self.eventually(within: 10) { Self.installed(home, issue4) }
+        #expect(took != nil && (took ?? 99) <= 2, "installed \(String(describing: took)) s after the reload: \(Self.output(directory))")
+        _ = try await Self.stop(agent)
+        _ = await a.stop()
+        if !extra.isEmpty { _ = await b.stop() }
     }
 
     @Test("kiosk resume --wait waiting for a store that is down stops on SIGINT within a second")

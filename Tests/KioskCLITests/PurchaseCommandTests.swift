@@ -146,6 +146,50 @@ struct PurchaseCommandTests {
         let sync = try await KioskCommand.run(["sync", "--json"], environment: env)
         #expect(sync.stdout == #"{"added":[],"changed":[],"queued":[],"removed":[],"unchanged":true}"# + "\n")
     }
+
+    @Test("a purchase saved while its store was down is never sent to another store; the reader can cancel it; the same store at a new address takes it")
+    func unsentPurchaseBelongsToItsStore() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let a = try await ServerProcess.start(store, log: directory.path("a.log"))
+        let home = ["KIOSK_HOME": directory.path("home").path]
+        // A first purchase: the home has an account on A and knows A's keys.
+        #expect(try await KioskCommand.run(["buy", Self.pack5, "--server", a.url], environment: home).status == 0)
+        _ = await a.stop()
+        let saved = try await KioskCommand.run(["buy", Self.book], environment: home)
+        #expect(saved.stdout.contains("saved"), "\(saved)")
+
+        // Another store (its own data, its own keys) is given: the purchase is not sent there.
+        let otherDirectory = try TemporaryDirectory()
+        let other = try await ServerProcess.start(try SampleStore(in: otherDirectory), log: directory.path("b.log"))
+        let elsewhere = try await KioskCommand.run(["sync", "--server", other.url], environment: home)
+        #expect(elsewhere.stderr.contains("\(Self.book): this purchase was saved for the store at \(a.url), so it is not sent to \(other.url)"), "\(elsewhere)")
+        #expect(elsewhere.stderr.split(separator: "\n").filter { $0.contains(Self.book) }.count == 1, "\(elsewhere.stderr)")
+        let adminToken = try String(contentsOf: otherDirectory.path("server-data/admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let charged = try await StoreHTTP(baseURL: other.url).send("GET", "/v1/admin/transactions", token: adminToken)
+        #expect(charged.status == 200 && !String(decoding: charged.body, as: UTF8.self).contains(Self.book), "the other store recorded it: \(String(decoding: charged.body, as: UTF8.self))")
+        let resumed = try await KioskCommand.run(["resume"], environment: home)
+        #expect(!resumed.stdout.contains("cannot be reached"), "a purchase for another store is not waited for here: \(resumed)")
+        _ = await other.stop()
+
+        // The same store at another address (its data, so its keys) takes it: one charge.
+        let moved = try await ServerProcess.start(store, log: directory.path("moved.log"))
+        let synced = try await KioskCommand.run(["sync", "--server", moved.url], environment: home)
+        #expect(!synced.stderr.contains("not sent"), "\(synced.stderr)")
+        let sent = try await KioskCommand.run(["transactions", "--json"], environment: home)
+        let rows = try JSONSerialization.jsonObject(with: Data(sent.stdout.utf8)) as? [[String: Any]] ?? []
+        #expect(rows.first { $0["productId"] as? String == Self.book }?["state"] as? String != "purchasing", "\(sent.stdout)")
+        _ = await moved.stop()
+
+        // A purchase never sent can be cancelled; nothing is sent later.
+        let again = try await KioskCommand.run(["buy", "com.kiosk.books.river-of-maps"], environment: home)
+        #expect(again.stdout.contains("saved"), "\(again)")
+        let cancelled = try await KioskCommand.run(["cancel", "--purchase", "com.kiosk.books.river-of-maps"], environment: home)
+        #expect(cancelled.status == 0 && cancelled.stdout.contains("nothing was charged"), "\(cancelled)")
+        let none = try await KioskCommand.run(["cancel", "--purchase", "com.kiosk.books.river-of-maps"], environment: home)
+        #expect(none.status != 0 && none.stderr.contains("no purchase of com.kiosk.books.river-of-maps waits to be sent"), "\(none)")
+        withExtendedLifetime(otherDirectory) {}
+    }
 }
 
 @Suite("kiosk serve environments")
@@ -167,4 +211,5 @@ struct ServeEnvironmentTests {
         #expect(try await StoreHTTP(baseURL: production.url).verifyReceipt(receipt).status == 21007)
         await production.stop()
     }
+
 }

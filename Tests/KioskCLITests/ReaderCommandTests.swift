@@ -369,6 +369,39 @@ struct ReaderCommandTests {
         #expect(balance.stderr == "kiosk: \(Self.pack5): the store revoked this purchase of credits; no library content changed (kiosk balance shows what is left)\n")
     }
 
+    @Test("a purchase saved offline on a second device, of a book the account bought meanwhile, is shown as not charged, in the list and as JSON")
+    func freeRebuyShownFree() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        var server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let port = try #require(URLComponents(string: server.url)?.port)
+        let first = ["KIOSK_HOME": directory.path("first").path]
+        let second = ["KIOSK_HOME": directory.path("second").path]
+        #expect(try await KioskCommand.run(["buy", Self.pack5, "--server", server.url], environment: first).status == 0)
+        let shown = try await KioskCommand.run(["account", "--show-token"], environment: first).stdout
+        let token = try #require(shown.split(separator: "\n").first { $0.hasPrefix("token: ") }.map { String($0.dropFirst("token: ".count).prefix(while: \.isHexDigit)) })
+        #expect(try await KioskCommand.run(["account", "link", token, "--server", server.url], environment: second).status == 0)
+        #expect(try await KioskCommand.run(["sync"], environment: second).status == 0)
+        _ = await server.stop()
+        let offline = try await KioskCommand.run(["buy", Self.book], environment: second)
+        #expect(offline.stdout.contains("saved"), "\(offline)")
+        server = try await ServerProcess.start(store, extraArguments: ["--port", String(port)], log: directory.path("server-back.log"))
+        #expect(try await KioskCommand.run(["buy", Self.book], environment: first).status == 0)
+        // The second device's saved purchase reaches the store now: it owns the book already.
+        #expect(try await KioskCommand.run(["sync"], environment: second).status == 0)
+        let listed = try await KioskCommand.run(["transactions"], environment: second)
+        let line = try #require(listed.stdout.split(separator: "\n").first { $0.contains(Self.book) }, "\(listed)")
+        #expect(line.hasSuffix("nothing charged (already owned)") && !line.contains("USD"), "\(line)")
+        let json = try await KioskCommand.run(["transactions", "--json"], environment: second)
+        let rows = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]] ?? []
+        let row = try #require(rows.first { $0["productId"] as? String == Self.book })
+        #expect(row["price"] as? String == "nothing charged (already owned)", "\(row)")
+        // What the first device paid is still shown as paid.
+        let paid = try await KioskCommand.run(["transactions"], environment: first)
+        #expect(paid.stdout.split(separator: "\n").first { $0.contains(Self.book) }?.contains("USD") == true, "\(paid.stdout)")
+        _ = await server.stop()
+    }
+
     // MARK: 8. --version, did you mean
 
     @Test("kiosk --version names the version, commit, Swift, libcurl and libarchive; a mistyped command gets a did-you-mean")

@@ -50,19 +50,21 @@ struct ServeLifecycleTests {
         #expect(lines.first?.contains("Catalog/magazines.json: product \"com.kiosk.magazines.harbor-monthly.issue-02\": field \"publicationDate\"") == true, "\(result.stderr)")
     }
 
-    @Test("a busy --metrics-port: one line naming that address and flag, exit status 1, nothing logged at error level")
-    func busyMetricsPort() async throws {
+    @Test("a busy --metrics-port or --console-port: one line naming that address and flag, nothing says listening, exit status 1, nothing logged at error level",
+          arguments: ["--metrics-port", "--console-port"])
+    func busyListenerPort(flag: String) async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
         let running = try await ServerProcess.start(store, log: directory.path("first.log"))
         let port = try #require(running.url.split(separator: ":").last.map(String.init))
         let result = try await KioskCommand.run([
             "serve", "--catalog", store.catalog.path, "--content", store.content.path, "--data", directory.path("second").path,
-            "--port", "0", "--metrics-port", port,
+            "--port", "0", flag, port,
         ])
         #expect(result.status == 1)
-        #expect(result.stdout.isEmpty)
-        #expect(result.stderr.hasSuffix("kiosk: cannot listen on 127.0.0.1:\(port): the address is already in use; stop the other server or choose another --metrics-port\n"), "\(result.stderr)")
+        #expect(result.stdout.isEmpty, "\(result.stdout)")
+        #expect(!result.stderr.contains("kiosk: metrics on") && !result.stderr.contains("kiosk: console on"), "\(result.stderr)")
+        #expect(result.stderr.hasSuffix("kiosk: cannot listen on 127.0.0.1:\(port): the address is already in use; stop the other server or choose another \(flag)\n"), "\(result.stderr)")
         #expect(Self.alarming(result.stderr).isEmpty, "\(result.stderr)")
         _ = await running.stop()
     }

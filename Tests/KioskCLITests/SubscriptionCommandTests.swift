@@ -96,6 +96,48 @@ struct SubscriptionCommandTests {
         _ = await setup.server.stop()
     }
 
+    @Test("a renewal made by the store reaches the device at its next sync: the receipt is saved, the new end shown, an issue of the renewed period queued")
+    func renewalReachesDevice() async throws {
+        let setup = try await Setup()
+        let bought = try await setup.kiosk(["buy", Self.monthly, "--no-download"])
+        #expect(bought.status == 0, "\(bought.stderr)")
+        let first = try #require(try await setup.subscriptions().subscriptions.first)
+        // An issue dated inside the period after the first one: only the renewal covers it.
+        let renewedIssue = "com.kiosk.magazines.harbor-monthly.issue-09"
+        let folder = setup.store.content.appendingPathComponent("magazines/harbor-monthly/issue-09")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try Data("# Harbor Monthly, issue 9\n".utf8).write(to: folder.appendingPathComponent("index.md"))
+        try setup.store.editCatalog("magazines.json") { products in
+            var issue = products[2]
+            issue["id"] = renewedIssue
+            issue["issueNumber"] = 9
+            issue["publicationDate"] = SubscriptionCoverage.day(first.expiresDate.addingTimeInterval(2 * 86_400))
+            issue["content"] = ["path": "magazines/harbor-monthly/issue-09", "format": "tar.gz"]
+            products.append(issue)
+        }
+        setup.server.signal(SIGHUP)
+        let account = try #require(try await setup.kiosk(["account"]).stdout.split(separator: "\n").first.map { String($0.dropFirst("account: ".count)) })
+        #expect(try await setup.admin(["sandbox", account, "--advance", "32d"]).status == 0)
+        // The renewal pass runs now (no device command in between, which would take it in itself).
+        let adminToken = try String(contentsOf: setup.store.data.appendingPathComponent("admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let pass = try await StoreHTTP(baseURL: setup.server.url).send("POST", "/v1/admin/renewals/run", token: adminToken)
+        #expect(pass.status == 200, "\(String(decoding: pass.body, as: UTF8.self))")
+        let synced = try await setup.kiosk(["sync"])
+        #expect(synced.status == 0, "\(synced)")
+        #expect(synced.stderr.contains(Self.monthly), "the sync did not say the renewal arrived: \(synced.stderr)")
+        let listed = try await setup.kiosk(["transactions", "--json"])
+        let rows = try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]] ?? []
+        #expect(rows.filter { $0["productId"] as? String == Self.monthly }.count == 2, "\(listed.stdout)")
+        let renewed = try #require(try await setup.subscriptions().subscriptions.first)
+        #expect(renewed.expiresDate > first.expiresDate.addingTimeInterval(86_400), "not renewed: \(renewed)")
+        let products = try await setup.kiosk(["products"])
+        #expect(products.stdout.contains("subscribed until \(ListFilter.shown(renewed.expiresDate))"), "\(products.stdout)")
+        let resumed = try await setup.kiosk(["resume"])
+        #expect(resumed.status == 0, "\(resumed)")
+        #expect(FileManager.default.fileExists(atPath: setup.home + "/Library/\(renewedIssue)"), "\(resumed.stdout) \(resumed.stderr)")
+        _ = await setup.server.stop()
+    }
+
     @Test("with --sandbox-time-scale a month passes in seconds: the worker renews on its own; a production store refuses the flag")
     func acceleratedClock() async throws {
         // 31 days in 4 seconds.

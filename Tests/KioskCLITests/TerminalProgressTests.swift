@@ -93,4 +93,22 @@ struct TerminalProgressTests {
         try await terminal.waitForScreen { $0.contains { $0.hasPrefix("exit status ") } }
         _ = await server.stop()
     }
+
+    @Test("kiosk resume on a terminal: the progress line is taken off before each outcome line, so none runs into it")
+    func resumeOutcomeOnItsOwnLine() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let home = directory.path("home").path
+        let environment = ["KIOSK_HOME": home]
+        let queued = try await KioskCommand.run(["buy", Self.atlas, "--no-download", "--server", server.url], environment: environment)
+        #expect(queued.status == 0, "\(queued)")
+        let command = "KIOSK_HOME='\(home)' KIOSK_MAX_RECEIVE_SPEED=400000 '\(KioskCommand.executable.path)' resume; echo \"exit status $?\"; sleep 600"
+        let terminal = try TerminalSession(command)
+        let screen = try await terminal.waitForScreen(timeout: .seconds(60)) { $0.contains { $0.hasPrefix("exit status ") } }
+        #expect(screen.contains { $0.hasPrefix("installed \(Self.atlas) in ") }, "the screen after kiosk resume: \(screen)")
+        #expect(!screen.contains { $0.contains("%)") }, "a progress line was left on the screen: \(screen)")
+        #expect(screen.last == "exit status 0", "\(screen)")
+        _ = await server.stop()
+    }
 }

@@ -78,7 +78,7 @@ struct RetryAgreementTests {
         try await LoopbackServer.run(answering.router, label: "rule-check") { port in
             let client = try KioskClient(home: KioskHome(root: directory.path("home")), server: "http://127.0.0.1:\(port)")
             _ = try client.database.saveAccount(id: "account-1", token: "token-1", replacing: false)
-            let record = try client.database.beginPurchase(productId: Self.book, kind: .nonConsumable, quantity: 1, method: "approve")
+            let record = try client.database.beginPurchase(productId: Self.book, kind: .nonConsumable, quantity: 1, method: "approve", storeURL: "http://127.0.0.1:\(port)", storeKeys: nil)
             _ = try? await client.payments.send(record)
             let id = try #require(record.id)
             let stored = try #require(try client.database.payment(id))

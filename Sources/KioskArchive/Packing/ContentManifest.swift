@@ -74,6 +74,23 @@ public struct ContentManifest: Sendable, Equatable, Codable {
     /// Reads `archive` (of `sha256`) entry by entry, hashing each file, and for a zip finds each
     /// entry's bytes through its central directory.
     /// - Throws: ``UnpackError`` for an archive libarchive cannot read or with an unsafe path.
+    /// Refuses an archive that libarchive reads as another format than `declared` (a tar.gz said
+    /// to be a zip): the device unpacks what the catalog says it is.
+    static func check(_ reader: ArchiveHandle, isA declared: ArchiveFormat) throws {
+        let family = archive_format(reader.handle) & ARCHIVE_FORMAT_BASE_MASK
+        let gzip = archive_filter_code(reader.handle, 0) == ARCHIVE_FILTER_GZIP
+        let actual: String = switch family {
+        case ARCHIVE_FORMAT_ZIP: "a zip archive"
+        case ARCHIVE_FORMAT_TAR: gzip ? "a tar.gz archive" : "a tar archive that is not gzip-compressed"
+        default: "an archive of another kind"
+        }
+        let matches = switch declared {
+        case .zip, .epub: family == ARCHIVE_FORMAT_ZIP
+        case .tarGz: family == ARCHIVE_FORMAT_TAR && gzip
+        }
+        guard matches else { throw UnpackError.unsupportedFormat("it is \(actual), not \(declared.rawValue)") }
+    }
+
     public static func build(archive: URL, format: ArchiveFormat, sha256: String) throws -> ContentManifest {
         let size = (try FileManager.default.attributesOfItem(atPath: archive.path)[.size] as? Int64) ?? 0
         let reader = try ArchiveHandle.reader(path: archive.path)
@@ -86,6 +103,7 @@ public struct ContentManifest: Sendable, Equatable, Codable {
             guard status >= ARCHIVE_WARN, let entry = entryPointer else {
                 throw UnpackError.corrupt(entry: nil, message: reader.message)
             }
+            if entries.isEmpty, hardlinked.isEmpty { try Self.check(reader, isA: format) }
             let name = ArchiveExtractor.entryName(entry)
             if ArchiveExtractor.isDestinationItself(name) { continue }
             let path = try ArchiveExtractor.checkedRelativePath(name).joined(separator: "/")

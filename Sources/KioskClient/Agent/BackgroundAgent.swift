@@ -45,23 +45,26 @@ struct BackgroundAgent: Sendable {
 
     func run(once: Bool) async throws {
         let wakeup = Wakeup()
+        let catalogChanged = Flag()
         try await withThrowingTaskGroup(of: Void.self) { group in
             if !once {
-                group.addTask { await watchFeed(wake: wakeup) }
+                group.addTask { await watchFeed(wake: wakeup, catalogChanged: catalogChanged) }
             }
             defer { group.cancelAll() }
-            try await loop(once: once, wakeup: wakeup)
+            try await loop(once: once, wakeup: wakeup, catalogChanged: catalogChanged)
         }
     }
 
     // MARK: The loop
 
-    private func loop(once: Bool, wakeup: Wakeup) async throws {
+    private func loop(once: Bool, wakeup: Wakeup, catalogChanged: Flag) async throws {
         var nextSync = ContinuousClock.now
         var offlineWait: Duration = .seconds(1)
         var checkLibrary = true
         while !Task.isCancelled {
             var offline = false
+            // The feed said the store serves another catalog (a reload, a publish): sync now.
+            if catalogChanged.take() { nextSync = .now }
             if ContinuousClock.now >= nextSync {
                 do {
                     let report = try await client.sync()
@@ -154,8 +157,11 @@ struct BackgroundAgent: Sendable {
     /// Long-polls the account's change feed and wakes the loop when it answers anything; the
     /// cursor is kept in the home's settings. An account not yet created is looked for again at
     /// the loop's pace; an unreachable store is tried again after a backoff.
-    private func watchFeed(wake: Wakeup) async {
+    private func watchFeed(wake: Wakeup, catalogChanged: Flag) async {
         var failures = 0
+        // The served catalog the loop was last told of: asked about instead of the cached one
+        // until a sync catches up, so a poll does not answer at once again and again meanwhile.
+        var announced: String?
         while !Task.isCancelled {
             do {
                 guard let api = try await client.payments.existingAccountAPI() else {
@@ -163,11 +169,23 @@ struct BackgroundAgent: Sendable {
                     continue
                 }
                 let cursor = try client.database.setting(Setting.Key.feedCursor)
-                let page = try await abandoningOnCancel { try await api.transactions(after: cursor, wait: Self.feedWait) }
+                let cached = try client.database.setting(Setting.Key.catalogETag)
+                let held = announced ?? cached
+                let page = try await abandoningOnCancel { try await api.transactions(after: cursor, wait: Self.feedWait, catalog: held) }
                 if failures > 0 { wake.signal() }
                 failures = 0
                 if let next = page.cursor, next != cursor {
                     try client.database.setSetting(Setting.Key.feedCursor, to: next)
+                }
+                if let served = page.catalog {
+                    let synced = try client.database.setting(Setting.Key.catalogETag)
+                    if synced.map({ TransactionPage.sameCatalog($0, served) }) == true {
+                        announced = nil
+                    } else if held.map({ TransactionPage.sameCatalog($0, served) }) != true {
+                        announced = served
+                        catalogChanged.raise()
+                        wake.signal()
+                    }
                 }
                 if !page.transactions.isEmpty { wake.signal() }
             } catch is CancellationError {
@@ -184,6 +202,14 @@ struct BackgroundAgent: Sendable {
     static func seconds(_ duration: Duration) -> TimeInterval {
         TimeInterval(duration.components.seconds) + TimeInterval(duration.components.attoseconds) / 1e18
     }
+}
+
+/// A flag one task raises and another takes down.
+final class Flag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func raise() { value.store(true, ordering: .relaxed) }
+    /// Whether it was raised since the last take.
+    func take() -> Bool { value.exchange(false, ordering: .relaxed) }
 }
 
 /// The loop's wake-up: set by the change feed's watcher, waited for with a deadline. A signal

@@ -186,7 +186,10 @@ struct DeliveryCoordinator: Sendable {
 
     /// Moves every unfinished purchase on, each on its own: one that fails keeps its error and
     /// its next attempt and never stops the others. Revocations the store made are applied first.
-    /// An unreachable store is not an error: the work waits.
+    /// Then every transaction of the account this device does not hold — bought on another
+    /// device, renewed or granted by the store — has its receipt saved and is delivered (queued),
+    /// through the same path a purchase made here takes. An unreachable store is not an error:
+    /// the work waits.
     func replay(now: Date = Date()) async -> ReplayReport {
         var report = ReplayReport()
         let unfinished: [PaymentRecord]
@@ -197,17 +200,17 @@ struct DeliveryCoordinator: Sendable {
             return report
         }
         // Only what changed on the store since the last replay applied it (the change feed's
-        // `after=` cursor): a revocation, an Ask to Buy answer. The cursor moves on only once
-        // every answer read here is stored, so an answer that could not be is read again.
-        var answers: [String: StoreTransaction] = [:]
+        // `after=` cursor). The cursor moves on only once every change read here is stored, so a
+        // change that could not be is read again.
+        var changes: [StoreTransaction] = []
         var appliedCursor: String?
         do {
-            if let changes = try await payments.storeChangesSinceReplay() {
-                answers = Dictionary(changes.transactions.map { ($0.transactionId, $0) }, uniquingKeysWith: { $1 })
-                let revoked = try applyRevocations(changes.transactions)
+            if let read = try await payments.storeChangesSinceReplay() {
+                changes = read.transactions
+                let revoked = try applyRevocations(changes)
                 report.revoked = revoked.map(\.productId)
                 report.revokedCredits = revoked.filter { $0.kind == .consumable }.map(\.productId)
-                appliedCursor = changes.cursor
+                appliedCursor = read.cursor
             }
         } catch let error as ClientError where error.isUnreachable {
             report.offline = true
@@ -215,13 +218,11 @@ struct DeliveryCoordinator: Sendable {
         } catch {
             logger.warning("could not read the account's transactions", metadata: ["error": "\(error)"])
         }
+        let answers = Dictionary(changes.map { ($0.transactionId, $0) }, uniquingKeysWith: { $1 })
         let answered = Set(unfinished.filter { $0.state == .deferred }.compactMap { record in
             record.transactionId.flatMap { answers[$0] }.flatMap { $0.status == .deferred ? nil : $0.transactionId }
         })
         var stored = Set<String>()
-        defer {
-            if let appliedCursor, answered.isSubset(of: stored) { try? payments.replayApplied(upTo: appliedCursor) }
-        }
         for record in unfinished where (record.nextAttemptAt ?? .distantPast) <= now {
             guard let id = record.id, let current = try? database.payment(id), current.state == record.state else { continue }
             do {
@@ -260,12 +261,58 @@ struct DeliveryCoordinator: Sendable {
                 return report
             } catch is CancellationError {
                 return report
+            } catch let error as ClientError where error.isOtherStore {
+                // Not a failure: it waits, untouched, for its own store (or the reader's cancel).
+                report.heldForOtherStore.append("\(error)")
             } catch {
                 payments.recordFailure(current, error, now: now)
                 report.failed.append(current.productId)
             }
         }
+        // Last, so a purchase of this device whose answer was lost is matched to its own row
+        // (sent again above) rather than taken in as a second one.
+        do {
+            let taken = try await takeIn(changes)
+            report.arrived = taken.delivered
+            report.notTakenIn = taken.refused
+        } catch let error as ClientError where error.isUnreachable {
+            report.offline = true
+            return report
+        } catch is CancellationError {
+            return report
+        } catch {
+            logger.warning("could not take in the account's new transactions", metadata: ["error": "\(error)"])
+            return report
+        }
+        if let appliedCursor, answered.isSubset(of: stored) { try? payments.replayApplied(upTo: appliedCursor) }
         return report
+    }
+
+    /// Saves the receipt of every transaction in `transactions` this device does not hold (a
+    /// purchase made elsewhere, a renewal, a grant) and delivers each as `.queue`. A delivery that
+    /// fails keeps its error and is tried again by replay, as any purchase's; a receipt that does
+    /// not verify is left out with one line in `refused`.
+    private func takeIn(_ transactions: [StoreTransaction]) async throws -> (delivered: [PaymentRecord], refused: [String], withdrawn: [String]) {
+        guard transactions.contains(where: { $0.status == .purchased }) else { return ([], [], []) }
+        let saved = try await payments.saveRestored(transactions)
+        var delivered: [PaymentRecord] = []
+        var withdrawn: [String] = []
+        for record in saved.restored {
+            do {
+                delivered.append(try await deliver(record, .queue).0)
+            } catch let error as ClientError where error.isUnreachable {
+                throw error
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                if let id = record.id { try database.recordPaymentFailure(id, message: "\(error)", retryAt: Date()) }
+                delivered.append(try record.id.flatMap(database.payment) ?? record)
+                if record.kind == .nonConsumable, try database.cachedProduct(record.productId) == nil {
+                    withdrawn.append(record.productId)
+                }
+            }
+        }
+        return (delivered, saved.refused, withdrawn)
     }
 
     /// Marks what the store revoked and takes its content out of the library.
@@ -283,23 +330,8 @@ struct DeliveryCoordinator: Sendable {
     func restore(mode: DeliveryMode) async throws -> RestoreResult {
         let all = try await payments.storeTransactions(creatingAccount: true) ?? []
         _ = try applyRevocations(all)
-        let saved = try await payments.saveRestored(all)
-        var result = RestoreResult(refused: saved.refused)
-        for record in saved.restored {
-            do {
-                result.restored.append(try await deliver(record, .queue).0)
-            } catch let error as ClientError where error.isUnreachable {
-                throw error
-            } catch is CancellationError {
-                throw CancellationError()
-            } catch {
-                if let id = record.id { try database.recordPaymentFailure(id, message: "\(error)", retryAt: Date()) }
-                result.restored.append(try record.id.flatMap(database.payment) ?? record)
-                if record.kind == .nonConsumable, try database.cachedProduct(record.productId) == nil {
-                    result.withdrawn.append(record.productId)
-                }
-            }
-        }
+        let taken = try await takeIn(all)
+        var result = RestoreResult(restored: taken.delivered, refused: taken.refused, withdrawn: taken.withdrawn)
         try await requeueOwnedContent()
         _ = try downloads.checkLibrary()
         if mode == .now {
@@ -357,7 +389,7 @@ struct DeliveryCoordinator: Sendable {
             }
             // Saved purchases the store has not answered are waited for too: the store is tried
             // again on the engine's backoff, as a download would be.
-            let unsent = try database.unfinishedPayments().filter { $0.state == .purchasing }
+            let unsent = try unsentForThisStore()
             offlineRounds = unsent.isEmpty ? 0 : offlineRounds + 1
             let purchaseDue = unsent.isEmpty ? nil : Date().addingTimeInterval(payments.configuration.backoff.delay(afterAttempts: offlineRounds, retryAfter: nil))
             let next = [try database.nextDownloadAttempt(), purchaseDue].compactMap { $0 }.min()
@@ -371,7 +403,7 @@ struct DeliveryCoordinator: Sendable {
             }
             result.replay.absorb(await replay())
         }
-        result.unsent = try database.unfinishedPayments().filter { $0.state == .purchasing }.map(\.productId)
+        result.unsent = try unsentForThisStore().map(\.productId)
         let remaining = try database.downloads()
         let stillWaiting = remaining.contains { $0.state == .waiting }
         result.failedEarlier = remaining.filter { $0.state == .failed && !result.downloads.failed.contains($0.productId) }.map(\.productId)
@@ -379,6 +411,13 @@ struct DeliveryCoordinator: Sendable {
         if result.outcome == .complete, stillWaiting || result.interruptedWhileWaiting || !result.unsent.isEmpty { result.outcome = .pending }
         if !result.replay.refused.isEmpty { result.outcome = .failed }
         return result
+    }
+
+    /// Saved purchases waiting to be sent to the store this device talks to (one saved for another
+    /// store waits for that store, not for this one's return).
+    private func unsentForThisStore() throws -> [PaymentRecord] {
+        let current = try? payments.server.base()
+        return try database.unfinishedPayments().filter { $0.state == .purchasing && ($0.storeURL == nil || $0.storeURL == current) }
     }
 
     /// Queues the issues subscriptions cover and what is missing from the library, and (with

@@ -52,6 +52,13 @@ public struct ReplayReport: Sendable, Equatable {
     public var failed: [String] = []
     /// The server could not be reached; the rest waits for the next command.
     public var offline = false
+    /// Transactions of the account this device did not hold (bought on another device, renewed or
+    /// granted by the store), now saved with their receipts and delivered or queued.
+    public var arrived: [PaymentRecord] = []
+    /// One line per transaction of the account that could not be taken in (its receipt did not verify).
+    public var notTakenIn: [String] = []
+    /// One line per saved purchase left unsent because it belongs to another store than this one.
+    public var heldForOtherStore: [String] = []
 
     public init(sent: Int = 0, finished: Int = 0, deferredResolved: Int = 0, revoked: [String] = [], failed: [String] = [], offline: Bool = false) {
         self.sent = sent
@@ -73,14 +80,23 @@ public struct ReplayReport: Sendable, Equatable {
         revokedCredits += later.revokedCredits
         failed = later.failed
         offline = later.offline
+        arrived += later.arrived
+        notTakenIn += later.notTakenIn
+        heldForOtherStore = later.heldForOtherStore
     }
 
     /// True when replay moved anything on or found anything wrong.
-    public var isEmpty: Bool { sent + finished + deferredResolved == 0 && revoked.isEmpty && refused.isEmpty && failed.isEmpty }
+    public var isEmpty: Bool { sent + finished + deferredResolved == 0 && revoked.isEmpty && refused.isEmpty && failed.isEmpty && arrived.isEmpty && notTakenIn.isEmpty && heldForOtherStore.isEmpty }
 }
 
 /// What a restore did.
 public struct RestoreResult: Sendable {
+    public init(restored: [PaymentRecord] = [], refused: [String] = [], withdrawn: [String] = []) {
+        self.restored = restored
+        self.refused = refused
+        self.withdrawn = withdrawn
+    }
+
     /// The transactions brought back, as stored now.
     public var restored: [PaymentRecord] = []
     /// What downloading their content did, when it was downloaded as part of the restore.

@@ -51,7 +51,34 @@ struct PaymentQueue: Sendable {
         guard quantity == 1 || product.kind == .consumable else {
             throw ClientError.invalidRequest("only credit packs can be bought in a quantity; \(product.id) is a \(product.kind.rawValue)")
         }
-        return try database.beginPurchase(productId: product.id, kind: product.kind, quantity: quantity, method: method)
+        return try database.beginPurchase(productId: product.id, kind: product.kind, quantity: quantity, method: method,
+                                          storeURL: try server.base(), storeKeys: try cachedKeyIDs())
+    }
+
+    /// The `kid`s of the store keys this home last fetched, comma-separated; nil before any were.
+    private func cachedKeyIDs() throws -> String? {
+        guard let json = try database.setting(Setting.Key.jwks) else { return nil }
+        let kids = Self.keyIDs(Data(json.utf8))
+        return kids.isEmpty ? nil : kids.sorted().joined(separator: ",")
+    }
+
+    /// The `kid`s of a JWKS document.
+    static func keyIDs(_ jwks: Data) -> Set<String> {
+        let object = try? JSONSerialization.jsonObject(with: jwks) as? [String: Any]
+        let keys = object?["keys"] as? [[String: Any]] ?? []
+        return Set(keys.compactMap { $0["kid"] as? String })
+    }
+
+    /// Refuses to send a saved purchase to another store than the one it was made for. A store at
+    /// another address is the same store when it signs with a key the purchase's store had.
+    private func checkSameStore(_ record: PaymentRecord, api: StoreAPI) async throws {
+        let current = try server.base()
+        guard let madeFor = record.storeURL, madeFor != current else { return }
+        if let known = record.storeKeys.map({ Set($0.split(separator: ",").map(String.init)) }), !known.isEmpty,
+           !Self.keyIDs(try await api.jwks()).isDisjoint(with: known) {
+            return
+        }
+        throw ClientError.otherStore(productId: record.productId, madeFor: madeFor, current: current)
     }
 
     /// Sends a `purchasing` row with its idempotency key and stores whatever the store decided.
@@ -63,8 +90,14 @@ struct PaymentQueue: Sendable {
     func send(_ record: PaymentRecord, whileTheReaderWaits: Bool = false) async throws -> SentPurchase {
         guard let id = record.id else { throw IllegalTransition(subject: record.subject, current: nil, target: "sent") }
         let response: PaymentResponse
+        var firstSend = false
         do {
+            try await checkSameStore(record, api: storeAPI())
             let api = try await authorizedAPI()
+            let sending = try database.markSending(id)
+            // Cancelled meanwhile by the reader (it had never been sent): nothing to send.
+            guard sending.send else { return SentPurchase(record: try database.payment(id) ?? record) }
+            firstSend = sending.first
             let key = record.idempotencyKey ?? ""
             if record.paymentMethod == "credits" {
                 response = try await api.redeem(RedemptionRequest(productId: record.productId, idempotencyKey: key))
@@ -73,6 +106,8 @@ struct PaymentQueue: Sendable {
                 response = try await api.pay(PaymentRequest(productId: record.productId, quantity: record.quantity, paymentMethod: method, idempotencyKey: key))
             }
         } catch let error as ClientError where error.isUnreachable {
+            // A connection that was never made carried no request: still unsent.
+            if case .serverUnreachable = error, firstSend { try? database.unmarkSending(id) }
             return SentPurchase(record: record, savedOffline: true)
         } catch let ClientError.notAStore(url, status, what) {
             // A web page charged nothing: the purchase must not wait to be sent to the right store later.
@@ -91,7 +126,11 @@ struct PaymentQueue: Sendable {
             throw ClientError.serverError(url: try server.base(), status: status, code: code, message: message)
         }
         configuration.crashPoint?(.afterCharge)
-        let stored = try await store(response.transaction, for: record)
+        var stored = try await store(response.transaction, for: record)
+        if response.owned == true, stored.state == .purchased, let storedId = stored.id {
+            // A re-buy of what the account owns: the store charged nothing, and the row says so.
+            stored = try database.recordNotCharged(storedId)
+        }
         if stored.state == .purchased {
             configuration.crashPoint?(.afterReceipt)
         }

@@ -40,8 +40,11 @@ public struct PaymentRecord: Codable, FetchableRecord, MutablePersistableRecord,
     public var productId: String
     public var kind: ProductKind
     public var quantity: Int
-    /// `approve`, `decline`, `cancel`, `defer`, `credits` (a redemption) or `restore`.
+    /// `approve`, `decline`, `cancel`, `defer`, `credits` (a redemption), `restore`, or
+    /// ``notCharged`` (a re-buy of what the account owned: the store charged nothing).
     public var paymentMethod: String
+    /// The payment method of a purchase the store answered as already owned.
+    public static let notCharged = "owned"
     public var state: PaymentState
     public var transactionId: String?
     public var originalTransactionId: String?
@@ -57,6 +60,14 @@ public struct PaymentRecord: Codable, FetchableRecord, MutablePersistableRecord,
     public var nextAttemptAt: Date?
     public var revokedAt: Date?
     public var revocationReason: String?
+    /// The store this purchase was made for (a purchase made here; nil for restored rows and rows
+    /// older than this column): it is sent to no other.
+    public var storeURL: String?
+    /// The `kid`s of that store's keys as this home knew them at the purchase, comma-separated: the
+    /// store's identity, which follows it to a new address.
+    public var storeKeys: String?
+    /// When the purchase was first handed to the network; nil means the store never saw it.
+    public var sentAt: Date?
 
     public enum Columns {
         static let id = Column("id")

@@ -34,9 +34,12 @@ struct StoreAPI: Sendable {
 
     /// The account's change feed after `cursor`, held by the server up to `wait` seconds while
     /// nothing is after it (a long poll; the request's own timeout is longer).
-    func transactions(after cursor: String?, wait: Int) async throws -> TransactionPage {
+    /// - Parameter catalog: the ETag of the catalog this device holds: the poll answers at once
+    ///   when the store serves another, and is woken when it changes.
+    func transactions(after cursor: String?, wait: Int, catalog: String? = nil) async throws -> TransactionPage {
         var query = "?wait=\(wait)"
         if let cursor { query += "&after=\(cursor.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? cursor)" }
+        if let catalog { query += "&catalog=\(catalog.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? catalog)" }
         return try await call("GET", "/v1/transactions" + query, timeout: wait + 30)
     }
 
@@ -120,8 +123,10 @@ struct StoreAPI: Sendable {
                 response = try await http.send(HTTPRequest(method: method, url: url, headers: headers, body: body, timeout: timeout))
             } catch let error as TransferError where error.kind == .tooLarge {
                 throw ClientError.badResponse(url: url, detail: "\(error.message); refused")
-            } catch let error as TransferError {
+            } catch let error as TransferError where error.kind == .unreachable {
                 throw ClientError.serverUnreachable(url: url, detail: error.message)
+            } catch let error as TransferError {
+                throw ClientError.answerLost(url: url, detail: error.message)
             }
             // A store that is rate limiting (429) or busy (503) says when to come back: a short wait
             // is waited here and the same request sent again (a payment keeps its idempotency key,

@@ -60,12 +60,14 @@ extension ClientDatabase {
     // MARK: Transitions
 
     /// A new purchase, saved as `purchasing` with a fresh idempotency key before it is sent.
-    func beginPurchase(productId: String, kind: ProductKind, quantity: Int, method: String) throws -> PaymentRecord {
+    func beginPurchase(productId: String, kind: ProductKind, quantity: Int, method: String, storeURL: String, storeKeys: String?) throws -> PaymentRecord {
         let now = Date()
-        let pending = PaymentRecord(
+        var pending = PaymentRecord(
             id: nil, idempotencyKey: UUID().uuidString.lowercased(), productId: productId, kind: kind,
             quantity: quantity, paymentMethod: method, state: .purchasing, transactionId: nil,
             originalTransactionId: nil, receipt: nil, lastError: nil, createdAt: now, updatedAt: now)
+        pending.storeURL = storeURL
+        pending.storeKeys = storeKeys
         let record = try write { try pending.inserted($0) }
         events.publish(.transaction(record))
         return record
@@ -84,6 +86,66 @@ extension ClientDatabase {
             try PaymentRecord
                 .filter(PaymentRecord.Columns.transactionId == transactionId && PaymentRecord.Columns.id != id && Column("idempotencyKey") == nil)
                 .deleteAll(db)
+        }
+    }
+
+    /// Notes, before the request leaves, that a purchase is being sent: from then on the store may
+    /// have it, and cancelling it here no longer proves nothing was charged.
+    /// - Returns: false when the row is no longer `purchasing` (cancelled meanwhile): do not send;
+    ///   and whether this is the first time it is sent.
+    func markSending(_ id: Int64) throws -> (send: Bool, first: Bool) {
+        try write { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT sentAt FROM payment WHERE id = ? AND state = ?", arguments: [id, PaymentState.purchasing.rawValue]) else {
+                return (false, false)
+            }
+            let first = (row["sentAt"] as Date?) == nil
+            if first { try db.execute(sql: "UPDATE payment SET sentAt = ? WHERE id = ?", arguments: [Date(), id]) }
+            return (true, first)
+        }
+    }
+
+    /// The first send of a purchase never reached the store (the connection was refused): it is
+    /// as unsent as before.
+    func unmarkSending(_ id: Int64) throws {
+        try write { db in
+            try db.execute(sql: "UPDATE payment SET sentAt = NULL WHERE id = ? AND state = ?", arguments: [id, PaymentState.purchasing.rawValue])
+        }
+    }
+
+    /// The unsent purchases of a product: `purchasing` rows.
+    func unsentPurchases(productId: String) throws -> [PaymentRecord] {
+        try read { db in
+            try PaymentRecord.filter(PaymentRecord.Columns.productId == productId && PaymentRecord.Columns.state == PaymentState.purchasing.rawValue).fetchAll(db)
+        }
+    }
+
+    /// `purchasing → cancelled` by the reader, for a purchase the store has not answered.
+    /// - Returns: the cancelled row.
+    /// Only a purchase never handed to the network: one that left may have been charged, and its
+    /// answer is still to be read (the check and the move are one transaction, so a send that
+    /// starts meanwhile either finds it cancelled or makes this refuse).
+    func cancelUnsent(_ id: Int64) throws -> PaymentRecord {
+        try movePayment(id, from: [.purchasing], to: .cancelled, [
+            PaymentRecord.Columns.lastError.set(to: "cancelled on this device before it was sent; nothing was charged"),
+            PaymentRecord.Columns.nextAttemptAt.set(to: nil),
+        ]) { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT productId, storeURL, sentAt FROM payment WHERE id = ?", arguments: [id]),
+                  let sent = row["sentAt"] as Date? else { return }
+            let product: String = row["productId"]
+            let store = (row["storeURL"] as String?) ?? "its store"
+            throw ClientError.invalidRequest(
+                "\(product): this purchase was sent to \(store) at \(ISO8601DateFormatter().string(from: sent)) and its answer never arrived, so it may have been charged and is not cancelled; "
+                + "kiosk resume against that store reads its answer")
+        }
+    }
+
+    /// Notes that the store charged nothing for this purchase (the account already owned the
+    /// product): its payment method becomes `owned`, which is what lists show as paid.
+    func recordNotCharged(_ id: Int64) throws -> PaymentRecord {
+        try write { db in
+            try db.execute(sql: "UPDATE payment SET paymentMethod = ? WHERE id = ?", arguments: [PaymentRecord.notCharged, id])
+            guard let record = try PaymentRecord.fetchOne(db, key: id) else { throw IllegalTransition(subject: "payment \(id)", current: nil, target: "not charged") }
+            return record
         }
     }
 

@@ -206,6 +206,16 @@ final class ClientDatabase: Sendable {
                 table.add(column: "transferNote", .text)
             }
         }
+        // The store a purchase was made for (its URL, and the kids of its keys as this home knew
+        // them then), and whether it was ever handed to the network: an unsent purchase is sent
+        // only to its own store, and one never sent can be cancelled knowing nothing was charged.
+        migrator.registerMigration("v9-purchase-store") { db in
+            try db.alter(table: PaymentRecord.databaseTableName) { table in
+                table.add(column: "storeURL", .text)
+                table.add(column: "storeKeys", .text)
+                table.add(column: "sentAt", .datetime)
+            }
+        }
         return migrator
     }
 }

@@ -194,11 +194,22 @@ public struct TransactionPage: Codable, Sendable {
     /// Pass as `after` to get the next page.
     public var cursor: String?
     public var hasMore: Bool
+    /// The ETag of the catalog the store serves now: a device whose cached catalog has another
+    /// syncs. A long poll sent with `catalog=` answers at once when the catalog is not that one,
+    /// and is woken when it changes.
+    public var catalog: String?
 
-    public init(transactions: [StoreTransaction], cursor: String?, hasMore: Bool) {
+    public init(transactions: [StoreTransaction], cursor: String?, hasMore: Bool, catalog: String? = nil) {
         self.transactions = transactions
         self.cursor = cursor
         self.hasMore = hasMore
+        self.catalog = catalog
+    }
+
+    /// Whether two catalog ETags name the same catalog (the plain and the gzip form of one do).
+    public static func sameCatalog(_ a: String, _ b: String) -> Bool {
+        func plain(_ tag: String) -> String { tag.hasSuffix("-gzip\"") ? String(tag.dropLast(6)) + "\"" : tag }
+        return plain(a) == plain(b)
     }
 }
 

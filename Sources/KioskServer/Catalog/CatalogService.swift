@@ -117,6 +117,14 @@ public actor CatalogService {
         return await task.value
     }
 
+    /// Loads the catalog again, as ``reload()``.
+    /// - Returns: true when the catalog served now is another than before (its ETag changed).
+    public func reloadReportingChange() async -> Bool {
+        let before = published?.etag
+        guard await reload() else { return false }
+        return published?.etag != before
+    }
+
     private func reloadNow() async -> Bool {
         do {
             let (next, origin) = try await build()

@@ -22,7 +22,13 @@ public struct PublishedCatalog: Sendable {
         for entry in entries {
             var product = entry.product
             if let source = entry.content {
-                let packed = try contentStore.prepare(productID: product.id, source: source)
+                let packed: PackedContent
+                do {
+                    packed = try contentStore.prepare(productID: product.id, source: source)
+                } catch let error as UndeliverableContent {
+                    throw CatalogError(.badContent, file: entry.file, productID: product.id, field: "content.format",
+                                       message: "\(error); fix the file or give its real format, so that nothing undeliverable is sold")
+                }
                 product.content = ContentDescriptor(
                     format: source.format, size: packed.size, sha256: packed.sha256,
                     version: String(packed.sha256.prefix(12)), manifestSha256: packed.manifestSha256)

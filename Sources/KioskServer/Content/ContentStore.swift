@@ -55,7 +55,9 @@ public struct ContentStore: Sendable {
            size == record.size
         {
             let packed = PackedContent(file: archive(record.sha256, source.format), size: record.size, sha256: record.sha256)
-            if record.manifestless == true { return packed }
+            // A ready-made file always has its manifest (it was checked to open as its format); one
+            // recorded without, by an older Kiosk, is checked again below.
+            if record.manifestless == true, source.isFolder { return packed }
             if let manifestSha256 = record.manifestSha256,
                let manifest = try? Data(contentsOf: manifestFile(record.sha256)),
                FileDigest.sha256(of: manifest) == manifestSha256 {
@@ -93,6 +95,9 @@ public struct ContentStore: Sendable {
         do {
             manifestSha256 = try writeManifest(of: final, format: source.format, sha256: packed.sha256)
         } catch {
+            // A ready-made file that does not open as its format cannot be delivered: refused
+            // before it is sold. (A folder Kiosk packed itself always opens.)
+            guard source.isFolder else { throw UndeliverableContent(file: source.location, format: source.format, error: error) }
             // Without a manifest the product is still served; its updates download the whole archive.
             logger.warning("no manifest for this archive; its updates will download it whole", metadata: ["product": "\(productID)", "error": "\(error)"])
             manifestSha256 = nil
@@ -190,6 +195,26 @@ public struct ContentStore: Sendable {
         /// The archive could not be read for a manifest (a ready-made file libarchive refuses).
         var manifestless: Bool?
     }
+}
+
+/// A ready-made content file that does not open as the format the catalog gives it: a PDF said to
+/// be a zip, a tar.gz said to be a zip, a truncated archive.
+public struct UndeliverableContent: Error, CustomStringConvertible {
+    public var file: URL
+    public var format: ArchiveFormat
+    public var detail: String
+
+    init(file: URL, format: ArchiveFormat, error: any Error) {
+        self.file = file
+        self.format = format
+        switch error as? UnpackError {
+        case .unsupportedFormat(let detail)?: self.detail = detail
+        case .corrupt(_, let message)?: self.detail = message
+        default: self.detail = "\(error)"
+        }
+    }
+
+    public var description: String { "\(file.lastPathComponent) does not open as \(format.rawValue) (\(detail))" }
 }
 
 /// The content store could not write a file.

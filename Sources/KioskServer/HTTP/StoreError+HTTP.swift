@@ -10,6 +10,7 @@ extension StoreError: HTTPResponseError {
         case .invalidRequest: .badRequest
         case .unknownAccount, .unknownTransaction, .unknownProduct: .notFound
         case .wrongState: .conflict
+        case .forbidden: .forbidden
         case .notPaid: HTTPResponse.Status(code: 402, reasonPhrase: "Payment Required")
         case .keyReused: HTTPResponse.Status(code: 422, reasonPhrase: "Unprocessable Content")
         case .unavailable: .serviceUnavailable

@@ -15,6 +15,8 @@ struct CatalogReloadService: Service {
     let listening: AsyncStream<Int>
     /// Told the port once the first catalog is served.
     let onServing: @Sendable (Int) async -> Void
+    /// Told of a reload that changed the catalog: the devices' waiting polls, here and on every instance.
+    let changes: ChangeNotifier
 
     func run() async throws {
         // Trapped first: until then a SIGHUP would end the process (its default action).
@@ -30,7 +32,7 @@ struct CatalogReloadService: Service {
         guard !Task.isShuttingDownGracefully else { return }
         await onServing(port)
         for await _ in hangUps.cancelOnGracefulShutdown() {
-            await catalog.reload()
+            if await catalog.reloadReportingChange() { changes.catalogChanged(tellOthers: true) }
         }
     }
 }

@@ -19,6 +19,9 @@ import ServiceLifecycle
 struct ChangeFeedService: Service {
     let database: ServerDatabase
     let changes: ChangeNotifier
+    /// Reloaded when another instance says its catalog changed (a `kiosk publish` into a shared
+    /// folder needs one SIGHUP, not one per instance); nil for the service that does not listen.
+    var catalog: CatalogService? = nil
     let listens: Bool
     let logger: Logger
 
@@ -29,6 +32,15 @@ struct ChangeFeedService: Service {
             try? await gracefulShutdown()
         } onGracefulShutdown: {
             changes.close()
+        }
+    }
+
+    /// Another instance's catalog changed: this one reloads its own, and wakes its polls when that
+    /// changed what it serves (never telling the others again: they heard the same notice).
+    private static func reload(_ catalog: CatalogService?, _ changes: ChangeNotifier) {
+        guard let catalog else { return }
+        Task {
+            if await catalog.reloadReportingChange() { changes.catalogChanged(tellOthers: false) }
         }
     }
 
@@ -47,8 +59,12 @@ struct ChangeFeedService: Service {
                         // What was committed while no LISTEN was in place was not heard: the polls
                         // that came in meanwhile read the feed again now.
                         if again { changes.wakeAll() }
-                    }) { accountId in
-                        changes.signal(accountId)
+                    }) { payload in
+                        if payload == ChangeNotifier.catalogNotice {
+                            Self.reload(catalog, changes)
+                        } else {
+                            changes.signal(payload)
+                        }
                     }
                 }
                 return

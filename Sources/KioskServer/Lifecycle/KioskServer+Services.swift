@@ -39,7 +39,7 @@ extension KioskServer {
                 host: configuration.consoleHost, port: consolePort, bound: nil)
             services.append(Self.stopsTheGroup(console))
         }
-        services.append(Self.stopsTheGroup(CatalogReloadService(catalog: catalog, listening: listening, onServing: onServing)))
+        services.append(Self.stopsTheGroup(CatalogReloadService(catalog: catalog, listening: listening, onServing: onServing, changes: store.changes)))
         services.append(Self.stopsTheGroup(CleanupService(limiter: limits.limiter, catalog: catalog)))
         if let interval = configuration.renewalInterval {
             services.append(Self.stopsTheGroup(RenewalService(store: store, interval: interval, logger: logger)))

@@ -66,8 +66,10 @@ struct AccountRoutes: Sendable {
         return try JSONBody.response(try await store.redeem(redemption, accountId: account))
     }
 
-    /// `GET /v1/transactions?after=CURSOR[&wait=SECONDS]`: a page of the account's change feed;
-    /// with `wait`, held until something is after the cursor or that many seconds pass (at most 30).
+    /// `GET /v1/transactions?after=CURSOR[&wait=SECONDS][&catalog=ETAG]`: a page of the account's
+    /// change feed and the served catalog's ETag; with `wait`, held until something is after the
+    /// cursor, the catalog is not `catalog` (it changed, on any instance), or that many seconds pass
+    /// (at most 30).
     @Sendable func transactions(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let account = try context.requireAccount()
         let after = request.uri.queryParameters.get("after")
@@ -78,7 +80,8 @@ struct AccountRoutes: Sendable {
             }
             wait = .seconds(min(seconds, Self.longestWait))
         }
-        return try JSONBody.response(try await store.transactions(accountId: account, after: after, wait: wait))
+        let catalog = request.uri.queryParameters.get("catalog").map { String($0) }
+        return try JSONBody.response(try await store.transactions(accountId: account, after: after, wait: wait, catalog: catalog))
     }
 
     /// The longest a change feed request is held, in seconds: under the usual 60 s proxy and client timeouts.

@@ -45,7 +45,8 @@ struct AdminRoutes: Sendable {
 
     /// `POST /v1/admin/renewals/run`: one renewal pass now, as the worker makes every second; `{"steps": N}`.
     @Sendable func runRenewals(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(["steps": try await store.renewDue()])
+        guard store.environment == .sandbox else { throw StoreError.sandboxOnly("a renewal pass on demand") }
+        return try JSONBody.response(["steps": try await store.renewDue()])
     }
 
     /// `GET /v1/admin/webhooks`: ``AdminWebhookRow`` per endpoint.

@@ -30,6 +30,16 @@ public final class ChangeNotifier: Sendable {
         broadcast?.send(accountId)
     }
 
+    /// The payload of the notice that the catalog changed: no account ID looks like it.
+    static let catalogNotice = "catalog"
+
+    /// The catalog served here changed: every waiting poll answers (with the new catalog's ETag)
+    /// and, when `tellOthers`, every other instance hears of it and reloads its own.
+    func catalogChanged(tellOthers: Bool) {
+        wakeAll()
+        if tellOthers { broadcast?.send(Self.catalogNotice) }
+    }
+
     /// Wakes every poll of `accountId` waiting in this process.
     func signal(_ accountId: String) {
         let woken = waiters.withLock { $0.removeValue(forKey: accountId) } ?? [:]

@@ -111,6 +111,9 @@ public struct Store: Sendable {
 
     /// Charges (or defers, declines, cancels) a payment, at most once per idempotency key.
     func pay(_ request: PaymentRequest, accountId: String) async throws -> PaymentResponse {
+        // Every method of this route is the sandbox's pretend payment: a production store grants
+        // only for a real proof of payment (the App Store bridge).
+        guard environment == .sandbox else { throw StoreError.pretendPayment(request.paymentMethod.rawValue) }
         try Self.checkKey(request.idempotencyKey)
         try RequestText.check(request.productId, field: "productId")
         guard (1...100).contains(request.quantity) else {
@@ -386,7 +389,7 @@ public struct Store: Sendable {
     ///
     /// With `wait`, a request with nothing after its cursor is held until the account changes (in
     /// any instance: see ``ChangeNotifier``) or `wait` passes, then answered with what is there.
-    func transactions(accountId: String, after cursor: String?, wait: Duration? = nil, limit: Int = 100) async throws -> TransactionPage {
+    func transactions(accountId: String, after cursor: String?, wait: Duration? = nil, catalog known: String? = nil, limit: Int = 100) async throws -> TransactionPage {
         let after: Int64
         if let cursor, !cursor.isEmpty {
             guard let value = Int64(cursor), value >= 0 else { throw StoreError.invalidRequest("after must be a cursor from an earlier page") }
@@ -398,8 +401,11 @@ public struct Store: Sendable {
         // Registered before the read, so a change committed between the read and the wait still wakes it.
         let waiter = wait.map { _ in changes.register(accountId) }
         var found = try await database.read { try await $0.changedTransactions(accountId: accountId, after: after, limit: limit + 1) }
+        let served = try? await catalog.current.etag
+        // A device whose catalog is not the one served now is told at once, not after the wait.
+        let catalogIsNew = known.map { known in served.map { !TransactionPage.sameCatalog(known, $0) } ?? false } ?? false
         if let waiter, let wait {
-            if found.isEmpty {
+            if found.isEmpty, !catalogIsNew {
                 await waiter.wait(upTo: wait, in: changes)
                 found = try await database.read { try await $0.changedTransactions(accountId: accountId, after: after, limit: limit + 1) }
             } else {
@@ -410,7 +416,7 @@ public struct Store: Sendable {
         let page = records.prefix(limit)
         return TransactionPage(
             transactions: page.map(\.wire), cursor: page.last?.changeSequence.map(String.init) ?? cursor,
-            hasMore: records.count > limit)
+            hasMore: records.count > limit, catalog: try? await catalog.current.etag)
     }
 
     /// Records that the client delivered a purchased transaction.

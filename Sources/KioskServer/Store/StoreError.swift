@@ -15,6 +15,8 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case unknownProduct
         /// A transaction is not in the state the operation needs (deferred, purchased…).
         case wrongState
+        /// The request is understood and refused in this store's environment.
+        case forbidden
         /// The purchase cannot be paid: declined, or not enough credits.
         case notPaid
         /// An idempotency key sent again with a different request.
@@ -148,6 +150,11 @@ extension StoreError {
 
     static func sandboxOnly(_ what: String) -> StoreError {
         StoreError(.wrongState, code: "sandbox_only", message: "\(what) exists only in the sandbox; a production store refuses it")
+    }
+
+    static func pretendPayment(_ method: String) -> StoreError {
+        StoreError(.forbidden, code: "sandbox_only",
+            message: "payment method '\(method)' is the sandbox's pretend payment; this store runs in the production environment and grants only for a real proof of payment (an App Store transaction)")
     }
 
     static let subscriptionBusy = StoreError(.unavailable, code: "busy",

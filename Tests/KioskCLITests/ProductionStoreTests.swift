@@ -1,0 +1,59 @@
+import Foundation
+import KioskCore
+import KioskTestSupport
+import Testing
+
+/// A production store grants only for payment: the sandbox's pretend methods and clock are refused.
+@Suite("a production store refuses the sandbox's pretend payments")
+struct ProductionStoreTests {
+    static let book = "com.kiosk.books.small-engines"
+
+    @Test("every sandbox payment method is a 403 naming the environment, nothing is granted or charged; the sandbox clock and renewal pass are refused; the start says which environment", arguments: TestEngine.all)
+    func refusesPretendPayments(engine: TestEngine) async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        var extra = ["--environment", "production"]
+        if case .postgres(let url)? = try await engine.freshDatabase() { extra += ["--database", url] }
+        let server = try await ServerProcess.start(store, extraArguments: extra, log: directory.path("server.log"))
+        let http = StoreHTTP(baseURL: server.url)
+        let account = try await http.createAccount()
+        let adminToken = try String(contentsOf: store.data.appendingPathComponent("admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        for method in PaymentMethod.allCases {
+            let reply = try await http.pay(Self.book, token: account.token, method: method)
+            let body = String(decoding: reply.body, as: UTF8.self)
+            #expect(reply.status == 403, "\(method): \(reply.status) \(body)")
+            #expect(body.contains("production") && body.contains("'\(method.rawValue)'"), "\(body)")
+        }
+        #expect(try await http.charges(accountId: account.accountId, adminToken: adminToken).isEmpty)
+        let owned = try await http.send("GET", "/v1/account", token: account.token)
+        #expect(try owned.decode(AccountSummary.self).owned.isEmpty)
+
+        // The reader's side: one line that names the environment; nothing waits to be sent again.
+        let home = directory.path("home").path
+        let bought = try await KioskCommand.run(["buy", Self.book, "--server", server.url], environment: ["KIOSK_HOME": home])
+        #expect(bought.status != 0 && bought.stderr.contains("production environment"), "\(bought)")
+        #expect(bought.stderr.split(separator: "\n").count == 1, "\(bought.stderr)")
+        let listed = try await KioskCommand.run(["transactions", "--json"], environment: ["KIOSK_HOME": home])
+        let rows = try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]] ?? []
+        #expect(rows.map { $0["state"] as? String } == ["failed"], "\(listed.stdout)")
+
+        let clock = try await http.send("POST", "/v1/admin/accounts/\(account.accountId)/sandbox", token: adminToken, json: #"{"advanceSeconds": 86400}"#)
+        #expect(clock.status == 409 && String(decoding: clock.body, as: UTF8.self).contains("sandbox"), "\(clock.status)")
+        let renewals = try await http.send("POST", "/v1/admin/renewals/run", token: adminToken)
+        #expect(renewals.status == 409 && String(decoding: renewals.body, as: UTF8.self).contains("sandbox"), "\(renewals.status)")
+        _ = await server.stop()
+        #expect(server.log.contains("a production store"), "\(server.log)")
+    }
+
+    @Test("a sandbox store says so when it starts, and still sells with approve")
+    func sandboxSaysSo() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let http = StoreHTTP(baseURL: server.url)
+        let account = try await http.createAccount()
+        #expect(try await http.pay(Self.book, token: account.token).status == 200)
+        _ = await server.stop()
+        #expect(server.log.contains("a sandbox store: purchases are pretend"), "\(server.log)")
+    }
+}
