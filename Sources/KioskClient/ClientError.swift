@@ -16,6 +16,8 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Something answered that is not a Kiosk store (a web page, say); `what` says what it sent.
     case notAStore(url: String, status: Int, what: String)
     case unknownProduct(String)
+    /// The store no longer sells it (its owners keep it).
+    case offSale(String)
     case paymentsDisabled
     case invalidRequest(String)
     case receiptRejected(transactionId: String, reason: String)
@@ -43,6 +45,8 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
             return "\(url) answered \(status) with \(what), not a Kiosk store's JSON; check the server URL (--server, or kiosk config get server) names a Kiosk store"
         case .unknownProduct(let id):
             return "no product \"\(id)\" in the local catalog; run `kiosk sync` and check the ID with `kiosk products`"
+        case .offSale(let id):
+            return "\(id) is no longer for sale, so nothing was charged; if this account owns it, kiosk restore brings it back"
         case .paymentsDisabled:
             return "payments are turned off on this device; turn them on with `kiosk config payments on`"
         case .invalidRequest(let detail):

@@ -41,13 +41,21 @@ extension KioskServerTool {
         @Option(help: ArgumentHelp("The origin folder to write.", valueName: "dir"))
         var out: String
 
+        @Option(name: .customLong("remove-withdrawn"), help: ArgumentHelp(
+            "A product gone from the catalog files whose owners may no longer download it (repeatable); kiosk admin products owners ID says how many they are.",
+            valueName: "id"))
+        var removeWithdrawn: [String] = []
+
         func run() async throws {
             LogSetup.bootstrap()
             try await reportingErrors {
                 let folder = PublishedFolder(URL(fileURLWithPath: out))
                 let published = try folder.publish(
-                    catalog: URL(fileURLWithPath: catalog), content: URL(fileURLWithPath: content), logger: Logger(label: "kiosk.publish"))
+                    catalog: URL(fileURLWithPath: catalog), content: URL(fileURLWithPath: content), removing: removeWithdrawn, logger: Logger(label: "kiosk.publish"))
+                let offSale = published.products.values.filter { $0.forSale == false }.count
                 print("published \(published.products.count) products (\(published.archives.count) archives) to \(folder.url.path); catalog ETag \(published.etag)")
+                if offSale > 0 { print("\(offSale) of them off sale, delivered only to their owners") }
+                for id in removeWithdrawn { print("removed \(id): its owners can no longer download it") }
             }
         }
     }

@@ -15,7 +15,7 @@ extension Kiosk {
                 Example: kiosk admin sales --server http://127.0.0.1:8080 --data .kiosk-server
                 """,
             subcommands: [Accounts.self, AccountDetail.self, TransactionList.self, Pending.self, Sales.self, DownloadStats.self, AppStoreNotifications.self, Approve.self, Decline.self, Revoke.self, Refund.self,
-                          Sandbox.self, Renewals.self, Webhooks.self, Notifications.self]
+                          Sandbox.self, Renewals.self, Webhooks.self, Notifications.self, Products.self]
         )
 
         struct Options: ParsableArguments {
@@ -174,10 +174,10 @@ extension Kiosk {
                     try options.show(view) {
                         var lines = ["account \(account): \(view.summary.credits) credits, owns \(view.summary.owned.joined(separator: ", "))"]
                         for row in view.transactions {
-                            lines.append("  \(row.transactionId)  \(ListFilter.shown(row.createdAt))  \(row.status.rawValue)  \(row.productId)  \(row.paymentMethod)  \(Admin.money(row.amountCents)) \(row.currency)")
+                            lines.append("  \(row.transactionId)  \(ListFilter.shown(row.createdAt))  \(row.status.rawValue)  \(row.productId)  \(row.paymentMethod)  \(row.creditsSpent.map { "\($0) credits" } ?? Price.shown(cents: row.amountCents, row.currency))")
                         }
                         for row in view.charges {
-                            lines.append("  ledger \(row.kind)  \(row.transactionId)  \(Admin.money(row.amountCents))  \(row.reason ?? "")")
+                            lines.append("  ledger \(row.kind)  \(row.transactionId)  \(Price.shown(cents: row.amountCents, row.currency))  \(row.reason ?? "")")
                         }
                         return lines.joined(separator: "\n")
                     }
@@ -218,7 +218,7 @@ extension Kiosk {
                         return
                     }
                     try options.show(rows: rows) {
-                        "\($0.day)  \($0.productId)  sales \($0.sales)  refunds \($0.refunds)  net \(Admin.money($0.netCents)) \($0.currency)"
+                        "\($0.day)  \($0.productId)  sales \($0.sales)  refunds \($0.refunds)  net \(Price.shown(cents: $0.netCents, $0.currency))"
                     }
                 }
             }
@@ -311,7 +311,7 @@ extension Kiosk {
         /// What a refund or a revocation did, in one line: "refunded txn_…: 8.99 USD paid back,
         /// 10 credits withdrawn, balance now 3 (reason)".
         static func revocationLine(_ decision: String, _ answer: AdminRevocation) -> String {
-            var effects = [answer.refundedCents > 0 ? "\(money(answer.refundedCents)) \(answer.currency) paid back"
+            var effects = [answer.refundedCents > 0 ? "\(Price.shown(cents: answer.refundedCents, answer.currency)) paid back"
                 : answer.creditsReturned > 0 ? "\(answer.creditsReturned) credits given back" : "nothing paid back"]
             if answer.creditsWithdrawn > 0 { effects.append("\(answer.creditsWithdrawn) credits withdrawn") }
             if !answer.alsoRevoked.isEmpty { effects.append("\(answer.alsoRevoked.count) free re-buy\(answer.alsoRevoked.count == 1 ? "" : "s") revoked with it") }
@@ -323,7 +323,8 @@ extension Kiosk {
         /// A transaction in a list: "txn_…  2026-11-24 13:05  purchased  com.kiosk.books.x  approve  4.99 USD  acct_…".
         static func line(_ row: AdminTransactionRow) -> String {
             let quantity = row.quantity > 1 ? " × \(row.quantity)" : ""
-            var line = "\(row.transactionId)  \(ListFilter.shown(row.createdAt))  \(row.status.rawValue)  \(row.productId)\(quantity)  \(row.paymentMethod)  \(money(row.amountCents)) \(row.currency)  \(row.accountId)"
+            let paid = row.creditsSpent.map { "\($0) credits" } ?? Price.shown(cents: row.amountCents, row.currency) + (row.priceOnApproval == true ? " on approval" : "")
+            var line = "\(row.transactionId)  \(ListFilter.shown(row.createdAt))  \(row.status.rawValue)  \(row.productId)\(quantity)  \(row.paymentMethod)  \(paid)  \(row.accountId)"
             if let revoked = row.revokedAt { line += "  revoked \(ListFilter.shown(revoked))\(row.revocationReason.map { ": \($0)" } ?? "")" }
             return line
         }

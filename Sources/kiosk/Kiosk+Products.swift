@@ -61,7 +61,10 @@ extension Kiosk {
                 }
                 emit("\(count) products, catalog synced \(Self.age(since: syncedAt)) ago\n")
                 try client.forEachCachedProduct { product in
-                    emit(Self.line(for: product) + (holdings.mark(product.id).map { "  [\($0)]" } ?? "") + "\n")
+                    let mark = holdings.mark(product.id)
+                    // Off sale is no longer offered: listed only for those who own it.
+                    guard product.forSale != false || mark != nil else { return }
+                    emit(Self.line(for: product) + (mark.map { "  [\($0)]" } ?? "") + "\n")
                 }
                 flush()
             }
@@ -79,6 +82,7 @@ extension Kiosk {
             if let content = product.content {
                 detail.append("\(content.format.rawValue) \(ProgressDisplay.size(content.size))")
             }
+            if product.forSale == false { detail.append("off sale") }
             return "  \(product.id)  \(product.title)  (\(detail.joined(separator: ", ")))"
         }
 

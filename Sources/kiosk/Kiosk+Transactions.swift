@@ -153,13 +153,16 @@ extension Kiosk {
                 _ = try client.server()
                 var replayed = await client.replay()
                 let arrived = replayed.arrived
+                // Restore reads every transaction again and says itself what it cannot take in.
                 replayed.arrived = []
+                replayed.notTakenIn = []
                 ClientOptions.tell(replayed)
                 let runner = DownloadRunner(client: client)
                 let downloadNow = !noDownload
                 var result = try await runner.showingProgress { try await client.restore(downloadNow: downloadNow) }
                 let current = try await client.transactions().map(\.record)
                 result.restored = arrived.map { record in current.first { $0.id == record.id } ?? record } + result.restored
+                result.withdrawn += replayed.withdrawn
                 if json {
                     let rows = result.restored.map { TransactionView(record: $0, receiptProblem: nil) }.map { Transactions.Row($0, price: nil) }
                     Swift.print(String(decoding: try JSONEncoder.kiosk.encode(rows), as: UTF8.self))

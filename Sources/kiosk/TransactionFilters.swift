@@ -59,6 +59,5 @@ func shownPrice(_ record: PaymentRecord, _ product: Product?) -> String? {
         return product.creditPrice.map { "\($0 * record.quantity) credits" }
     }
     guard let cents = Price.cents(product.price.amount) else { return product.price.description }
-    let total = cents * record.quantity
-    return "\(total / 100).\(String(format: "%02d", total % 100)) \(product.price.currency)"
+    return Price.shown(cents: cents * record.quantity, product.price.currency)
 }

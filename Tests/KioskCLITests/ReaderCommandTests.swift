@@ -340,7 +340,7 @@ struct ReaderCommandTests {
         _ = await setup.server.stop()
     }
 
-    @Test("restore of a product the catalog withdrew says so instead of restored; a refunded credit pack does not speak of content")
+    @Test("restore of a product the operator removed for good says so instead of restored; a refunded credit pack does not speak of content")
     func withdrawnAndRefunded() async throws {
         let setup = try await Setup()
         #expect(try await setup.kiosk("buy", Self.book).status == 0)
@@ -349,9 +349,15 @@ struct ReaderCommandTests {
         let transaction = try #require((pack["transaction"] as? [String: Any])?["transactionId"] as? String)
         let token = try await RetiredKeyCommandTests.token(setup)
 
-        // The book leaves the catalog.
+        // The book leaves the catalog files, and the operator removes it on purpose (a withdrawn
+        // book stays deliverable to its owners until then).
         try setup.store.editCatalog("books.json") { products in products.removeAll { $0["id"] as? String == Self.book } }
         setup.server.signal(SIGHUP)
+        for _ in 0..<50 where !(try await Self.admin(setup, "products", "owners", Self.book).stdout.contains("owned by 1")) {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let removed = try await Self.admin(setup, "products", "remove", Self.book, "--force")
+        #expect(removed.status == 0 && removed.stdout.contains("1 account(s) owned it"), "\(removed)")
         for _ in 0..<50 where !(try await setup.kiosk("sync").stdout.contains("1 removed")) {
             try await Task.sleep(for: .milliseconds(100))
         }

@@ -50,6 +50,62 @@ struct ServeLifecycleTests {
         #expect(lines.first?.contains("Catalog/magazines.json: product \"com.kiosk.magazines.harbor-monthly.issue-02\": field \"publicationDate\"") == true, "\(result.stderr)")
     }
 
+    @Test("content that does not open as its declared format is refused at start, at reload (the last good catalog keeps serving) and by kiosk publish, naming file, product and field")
+    func undeliverableContentRefused() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let book = "com.kiosk.books.small-engines"
+        // A PDF, said to be a zip; and a tar.gz, also said to be a zip.
+        let pdf = store.content.appendingPathComponent("books/small-engines.pdf")
+        try Data("%PDF-1.4\n1 0 obj << >> endobj\ntrailer << >>\n%%EOF\n".utf8).write(to: pdf)
+        let tarball = store.content.appendingPathComponent("books/small-engines.tar.gz")
+        let packed = Process()
+        packed.executableURL = URL(fileURLWithPath: "/usr/bin/tar")
+        packed.arguments = ["-czf", tarball.path, "-C", store.content.appendingPathComponent("books").path, "small-engines"]
+        try packed.run()
+        packed.waitUntilExit()
+        for (file, says) in [("small-engines.pdf", "libarchive: Unrecognized archive format"), ("small-engines.tar.gz", "it is a tar.gz archive, not zip")] {
+            try store.editCatalog("books.json") { products in
+                for index in products.indices where products[index]["id"] as? String == book {
+                    products[index]["content"] = ["path": "books/\(file)", "format": "zip"]
+                }
+            }
+            let started = try await KioskCommand.run([
+                "serve", "--catalog", store.catalog.path, "--content", store.content.path, "--data", directory.path("data-\(file)").path, "--port", "0",
+            ])
+            #expect(started.status == 1 && started.stdout.isEmpty, "\(file): \(started)")
+            let line = started.stderr.split(separator: "\n").last.map(String.init) ?? ""
+            #expect(line.hasPrefix("kiosk: ") && line.contains("books.json: product \"\(book)\": field \"content.format\": \(file) does not open as zip")
+                    && line.contains(says), "\(file): \(started.stderr)")
+            let published = try await KioskCommand.run(["publish", "--catalog", store.catalog.path, "--content", store.content.path, "--out", directory.path("out-\(file)").path])
+            #expect(published.status != 0 && published.stderr.contains("field \"content.format\""), "\(file): \(published)")
+        }
+
+        // At a reload: refused, and the last good catalog (the folder, zipped) keeps serving.
+        try store.editCatalog("books.json") { products in
+            for index in products.indices where products[index]["id"] as? String == book {
+                products[index]["content"] = ["path": "books/small-engines", "format": "zip"]
+            }
+        }
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let before = try await StoreHTTP(baseURL: server.url).send("GET", "/v1/catalog")
+        try store.editCatalog("books.json") { products in
+            for index in products.indices where products[index]["id"] as? String == book {
+                products[index]["content"] = ["path": "books/small-engines.pdf", "format": "zip"]
+            }
+        }
+        server.signal(SIGHUP)
+        var refused = false
+        for _ in 0..<100 where !refused {
+            try await Task.sleep(for: .milliseconds(100))
+            refused = server.log.contains("catalog reload refused")
+        }
+        #expect(refused && server.log.contains("small-engines.pdf does not open as zip"), "\(server.log)")
+        let after = try await StoreHTTP(baseURL: server.url).send("GET", "/v1/catalog")
+        #expect(after.status == 200 && after.body == before.body)
+        _ = await server.stop()
+    }
+
     @Test("a busy --metrics-port or --console-port: one line naming that address and flag, nothing says listening, exit status 1, nothing logged at error level",
           arguments: ["--metrics-port", "--console-port"])
     func busyListenerPort(flag: String) async throws {

@@ -72,7 +72,7 @@ struct DeltaUpdateTests {
         }
     }
 
-    @Test("after an update by entries, every installed file is older than the installed manifest's stamp: the next update reads none of them again")
+    @Test("after an update by entries, every installed file's status is recorded as it is: the next update reads none of them again")
     func updatedTreeTrustedNextTime() async throws {
         try await Self.withInstalledBook { setup in
             try TestOrigin.incompressible(4 << 10, seed: "page-10-corrected").write(to: setup.page(10))
@@ -83,19 +83,17 @@ struct DeltaUpdateTests {
             #expect(first == [Self.book], "queued \(first); downloads \(rows)")
             #expect(try await setup.context.client.runDownloads().installed == [Self.book])
             // Removing the old tree unlinks the files the new one shares with it, which moves their
-            // status change time; the stamp must still be later than that, or every file is hashed again.
-            let manifestFile = setup.context.home.appendingPathComponent("manifests/\(Self.book).json")
-            var info = stat()
-            #expect(stat(manifestFile.path, &info) == 0)
-            let stamp = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+            // status change time; the recorded status must be taken after that, or every file is hashed again.
+            let statusFile = setup.context.home.appendingPathComponent("manifests/\(Self.book).status.json")
+            let recorded = try JSONDecoder().decode([String: String].self, from: Data(contentsOf: statusFile))
             let names = try FileManager.default.contentsOfDirectory(atPath: setup.installed.path)
             #expect(names.count == Self.pages)
-            let newer = names.filter { name in
+            let untrusted = names.filter { name in
                 var file = stat()
                 guard lstat(setup.installed.appendingPathComponent(name).path, &file) == 0 else { return true }
-                return Int64(file.st_ctim.tv_sec) * 1_000_000_000 + Int64(file.st_ctim.tv_nsec) >= stamp
+                return recorded[name] != "\(file.st_ino):\(Int64(file.st_ctim.tv_sec) * 1_000_000_000 + Int64(file.st_ctim.tv_nsec))"
             }
-            #expect(newer.isEmpty, "changed after the stamp: \(newer.prefix(3))")
+            #expect(untrusted.isEmpty, "not recorded as they are: \(untrusted.prefix(3))")
 
             // An edit after the install is still seen.
             try Data("edited".utf8).write(to: setup.installed.appendingPathComponent("page-050.bin"))
@@ -144,6 +142,24 @@ struct DeltaUpdateTests {
             let (manifest, manifestBytes) = try setup.manifest()
             let fetched = manifest.entries.filter { $0.path == "page-010.bin" || $0.path == "page-005.bin" }.compactMap(\.length).reduce(0, +)
             #expect(report.bytesReceived == fetched + Int64(manifestBytes.count))
+            #expect(try setup.record()?.transferNote?.hasSuffix("(2 files changed)") == true)
+        }
+    }
+
+    @Test("a clock stepped back: a same-size hand edit, stamped earlier than the install, is still fetched again with the update")
+    func clockSteppedBackEditRefetched() async throws {
+        try await Self.withInstalledBook { setup in
+            // The install happened an hour "later" than the clock now says (it was stepped back
+            // since): every edit from now on carries an older change time than the install's check.
+            let future = Date().addingTimeInterval(3600)
+            for name in ["\(Self.book).json", "\(Self.book).status.json"] {
+                try FileManager.default.setAttributes([.modificationDate: future], ofItemAtPath: setup.context.home.appendingPathComponent("manifests/\(name)").path)
+            }
+            try TestOrigin.incompressible(4 << 10, seed: "scribbled").write(to: setup.installed.appendingPathComponent("page-005.bin"))
+            try TestOrigin.incompressible(4 << 10, seed: "page-10-corrected").write(to: setup.page(10))
+            try await setup.publishAndQueue()
+            #expect(try await setup.context.client.runDownloads().installed == [Self.book])
+            #expect(try FolderSnapshot.files(in: setup.installed) == FolderSnapshot.files(in: setup.source), "the hand edit was installed as the published version")
             #expect(try setup.record()?.transferNote?.hasSuffix("(2 files changed)") == true)
         }
     }

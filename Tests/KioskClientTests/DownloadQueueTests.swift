@@ -5,6 +5,7 @@ import KioskClient
 import KioskCore
 import KioskServer
 import KioskTestSupport
+import Logging
 import Testing
 
 @Suite("Downloads against a live store")
@@ -140,15 +141,28 @@ struct DownloadQueueTests {
     @Test("a hostile archive from the server is refused by name; nothing is written outside staging")
     func hostileArchive() async throws {
         let hostile = "com.kiosk.books.trojan"
-        try await Self.withStore(prepare: { store in
-            try HostileContent.write(to: store.content.appendingPathComponent("books/trojan.tar.gz"))
-            try store.editCatalog("books.json") { products in
-                var product = products[0]
-                product["id"] = hostile
-                product["content"] = ["path": "books/trojan.tar.gz", "format": "tar.gz"]
-                products.append(product)
-            }
-        }) { context in
+        // The store refuses such an archive in its catalog, so it comes from an origin folder
+        // tampered with after `kiosk publish`: a catalog naming the hostile archive's bytes.
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let origin = PublishedFolder(directory.path("published"))
+        let published = try origin.publish(catalog: store.catalog, content: store.content, logger: Logger(label: "test"))
+        let trojan = directory.path("trojan.tar.gz")
+        try HostileContent.write(to: trojan)
+        let sha256 = try FileDigest.sha256(of: trojan)
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: trojan.path)[.size] as? Int64)
+        try FileManager.default.copyItem(at: trojan, to: origin.archives.appendingPathComponent("\(sha256).tar.gz"))
+        var product = try #require(published.products[Self.book])
+        product.id = hostile
+        product.content = ContentDescriptor(format: .tarGz, size: size, sha256: sha256, version: String(sha256.prefix(12)))
+        let document = CatalogDocument(products: Array(published.products.values) + [product])
+        try JSONEncoder.kiosk.encode(document).write(to: origin.catalogFile)
+        var configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+        configuration.publishedDirectory = origin.url
+        try await LiveServer.run(configuration) { server, url in
+            let client = try KioskClient(home: KioskHome(root: directory.path("home")), server: url)
+            _ = try await client.sync()
+            let context = Context(server: server, client: client, url: url, store: store, directory: directory)
             let bought = try await context.client.buy(hostile)
             let report = try #require(bought.downloads)
             #expect(bought.record.state == .delivering)

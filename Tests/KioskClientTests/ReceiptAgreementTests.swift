@@ -94,16 +94,24 @@ struct ReceiptAgreementTests {
     func agree(_ testCase: Case) async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
-        let configuration = ServerConfiguration(
-            catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data, environment: testCase.storeEnvironment)
-        try await LiveServer.run(configuration) { server, url in
-            let client = try KioskClient(home: KioskHome(root: directory.path("home")), server: url)
+        let home = KioskHome(root: directory.path("home"))
+        // Bought in the sandbox (a production store sells only for a real proof of payment), then
+        // presented to the store of the case's environment, over the same database and keys.
+        let sandbox = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+        let (genuine, claims, account, token) = try await LiveServer.run(sandbox) { server, url in
+            let client = try KioskClient(home: home, server: url)
             _ = try await client.sync()
             let bought = try await client.buy(Self.book, downloadNow: false)
             let genuine = try #require(bought.record.receipt)
-            let account = try #require(try client.accountID())
-            let token = try #require(try client.accountToken())
             let claims = try await KioskReceiptPolicy(keySet: try await server.keys.jwks()).check(genuine)
+            return (genuine, claims, try #require(try client.accountID()), try #require(try client.accountToken()))
+        }
+        let configuration = ServerConfiguration(
+            catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data, environment: testCase.storeEnvironment)
+        try await LiveServer.run(configuration) { server, url in
+            let client = try KioskClient(home: home, server: url)
+            // The keys (and the environment they name) of the store the receipt is presented to.
+            try client.database.setSetting(Setting.Key.jwks, to: String(decoding: try JSONEncoder().encode(try await server.keys.jwks()), as: UTF8.self))
             let (receipt, expected) = try await Self.receipt(for: testCase, genuine: genuine, claims: claims, account: account, server: server, client: client)
 
             let api = try client.payments.storeAPI()

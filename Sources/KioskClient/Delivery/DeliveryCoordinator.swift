@@ -42,6 +42,7 @@ struct DeliveryCoordinator: Sendable {
             if let owned = try database.owningPayment(productId: productId) {
                 return try await alreadyOwned(owned, mode: mode)
             }
+            guard product.forSale != false else { throw ClientError.offSale(productId) }
             return try await purchase(product, quantity: 1, method: method, mode: mode)
         }
         guard try payments.paymentsEnabled() else { throw ClientError.paymentsDisabled }
@@ -53,6 +54,7 @@ struct DeliveryCoordinator: Sendable {
         if product.kind == .nonConsumable, let owned = try database.owningPayment(productId: productId) {
             return try await alreadyOwned(owned, mode: mode)
         }
+        guard product.forSale != false else { throw ClientError.offSale(productId) }
         return try await purchase(product, quantity: quantity, method: method, mode: mode)
     }
 
@@ -275,6 +277,7 @@ struct DeliveryCoordinator: Sendable {
             let taken = try await takeIn(changes)
             report.arrived = taken.delivered
             report.notTakenIn = taken.refused
+            report.withdrawn = taken.withdrawn
         } catch let error as ClientError where error.isUnreachable {
             report.offline = true
             return report
@@ -442,6 +445,9 @@ struct DeliveryCoordinator: Sendable {
     func refreshCatalog() async throws -> SyncReport {
         let report = try await catalog.sync()
         try downloads.retarget(report.changed)
+        // The store's keys are its identity: a purchase saved while it is down names them, so it
+        // is sent to this store wherever it moves, and to no other (``PaymentQueue/begin``).
+        await payments.learnStoreKeys()
         return report
     }
 

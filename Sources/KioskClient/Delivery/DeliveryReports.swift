@@ -57,6 +57,9 @@ public struct ReplayReport: Sendable, Equatable {
     public var arrived: [PaymentRecord] = []
     /// One line per transaction of the account that could not be taken in (its receipt did not verify).
     public var notTakenIn: [String] = []
+    /// Of `arrived`, the products the store's catalog no longer lists (removed by the operator):
+    /// their receipts are kept, but there is no content to download.
+    public var withdrawn: [String] = []
     /// One line per saved purchase left unsent because it belongs to another store than this one.
     public var heldForOtherStore: [String] = []
 
@@ -82,6 +85,7 @@ public struct ReplayReport: Sendable, Equatable {
         offline = later.offline
         arrived += later.arrived
         notTakenIn += later.notTakenIn
+        withdrawn += later.withdrawn
         heldForOtherStore = later.heldForOtherStore
     }
 

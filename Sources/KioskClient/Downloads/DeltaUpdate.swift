@@ -118,10 +118,11 @@ struct DeltaUpdate {
         let installed = try installer.installed(record.productId)
         let manifestFile = try home.installedManifest(record.productId)
         let previous = (try? Data(contentsOf: manifestFile)).flatMap { try? JSONDecoder().decode(ArchiveManifest.self, from: $0) }
-        // The installed manifest's modification time is when the installed tree's check began
-        // (see `DownloadQueue.install`): a file whose status has not changed since was read and
-        // hashed by that check, and nothing has written to it or replaced it since.
-        let checkedAt = previous == nil ? nil : Self.modificationTime(manifestFile.path)
+        // Each installed file's status (inode and change time) when the installed tree was checked
+        // (see `DownloadQueue.install`): a file whose status is exactly that still holds the bytes
+        // the check read. Equal, not older: a clock stepped back stamps an edit with an older time,
+        // never with the very one recorded.
+        let trusted = previous == nil ? [:] : InstalledStatus.load(try home.installedStatus(record.productId))
         let kept = Dictionary((previous?.entries ?? []).map { ($0.path, $0) }) { first, _ in first }
 
         var seen = Set<String>()
@@ -169,9 +170,9 @@ struct DeltaUpdate {
                 // Without a manifest of the installed version, any file of the right size is tried:
                 // the check below reads it and fetches it after all when it differs.
                 let same = previous == nil ? true : kept[entry.path].map { $0.kind == .file && $0.sha256 == entry.sha256 } == true
-                if same, foldersAreReal(parts.dropLast(), under: installed), let changedAt = Self.regularFileChangeTime(old.path, size: entry.size), Self.linkOrCopy(old, to: target) {
+                if same, foldersAreReal(parts.dropLast(), under: installed), let status = InstalledStatus.current(old.path, size: entry.size), Self.linkOrCopy(old, to: target) {
                     reused.insert(entry.path)
-                    if let checkedAt, changedAt < checkedAt { unchanged.insert(entry.path) }
+                    if let known = trusted[entry.path], known == status { unchanged.insert(entry.path) }
                 } else {
                     toFetch.append(entry)
                 }
@@ -237,21 +238,6 @@ struct DeltaUpdate {
         }
     }
 
-    /// The status change time (ctime, in nanoseconds) of a regular file of `size` bytes, or nil.
-    /// Unlike the modification time, no one can set it back: any write, rename or mode change
-    /// moves it to now.
-    private static func regularFileChangeTime(_ path: String, size: Int64) -> Int64? {
-        var info = stat()
-        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == size else { return nil }
-        return Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec)
-    }
-
-    /// A file's modification time in nanoseconds, or nil.
-    private static func modificationTime(_ path: String) -> Int64? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        return Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
-    }
 
     /// A hard link costs no bytes and no time; the tree check reads it back all the same.
     private static func linkOrCopy(_ source: URL, to destination: URL) -> Bool {
@@ -301,6 +287,55 @@ final class EntryAssembler: @unchecked Sendable {
     }
 }
 
+/// An installed file's status, `inode:ctime-in-ns`: what an update compares to trust a kept file
+/// without reading it.
+///
+/// The status change time cannot be set by anyone (any write, rename, link or mode change moves
+/// it to the clock's now), so a file whose inode and change time are exactly those recorded after
+/// the tree was checked was not touched since. Compared for equality only: a comparison of times
+/// (older than the check) is inverted by a clock stepped back, which stamps a later edit with an
+/// older time.
+enum InstalledStatus {
+    /// The status of a regular file of `size` bytes, or nil (not there, not a regular file, other size).
+    static func current(_ path: String, size: Int64) -> String? {
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == size else { return nil }
+        return status(info)
+    }
+
+    /// Every regular file under `tree` whose status last changed before `stamp` (the file clock's
+    /// boundary taken before the tree's check read it), by relative path; none without a stamp.
+    static func record(tree: URL, before stamp: Int64?) -> [String: String] {
+        guard let stamp, let walker = FileManager.default.enumerator(atPath: tree.path) else { return [:] }
+        var statuses: [String: String] = [:]
+        var info = stat()
+        while let relative = walker.nextObject() as? String {
+            guard lstat(tree.appendingPathComponent(relative).path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+            let changed = Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec)
+            if changed < stamp { statuses[relative] = status(info) }
+        }
+        return statuses
+    }
+
+    /// Keeps `statuses` for the next update; a hint (a lost file means kept files are read again).
+    static func save(_ statuses: [String: String], to file: URL, logger: Logger) {
+        do {
+            try JSONEncoder.kiosk.encode(statuses).write(to: file)
+        } catch {
+            logger.info("could not keep the installed files' status; the next update reads them instead", metadata: ["file": "\(file.path)", "error": "\(error)"])
+        }
+    }
+
+    /// What ``save(_:to:logger:)`` kept; empty when missing or torn.
+    static func load(_ file: URL) -> [String: String] {
+        (try? Data(contentsOf: file)).flatMap { try? JSONDecoder().decode([String: String].self, from: $0) } ?? [:]
+    }
+
+    private static func status(_ info: stat) -> String {
+        "\(info.st_ino):\(Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))"
+    }
+}
+
 /// The file system's own clock, for comparing with files' status change times.
 ///
 /// The kernel stamps files with a coarse clock (a tick behind the precise one), so a precise
@@ -347,13 +382,5 @@ enum FileClock {
             if changed >= start && changed < end { return false }
         }
         return true
-    }
-
-    /// Sets `path`'s modification time to `nanoseconds` (0 when unknown: nothing is newer-than-checked).
-    static func setModificationTime(_ path: String, to nanoseconds: Int64?) {
-        let value = nanoseconds ?? 0
-        let time = timespec(tv_sec: Int(value / 1_000_000_000), tv_nsec: Int(value % 1_000_000_000))
-        var times = [time, time]
-        _ = utimensat(AT_FDCWD, path, &times, 0)
     }
 }

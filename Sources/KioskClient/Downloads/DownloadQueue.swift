@@ -516,10 +516,12 @@ struct DownloadQueue {
         let item = LibraryItem(productId: id, version: record.version, sha256: record.sha256, path: LibraryItem.relativePath(id), installedAt: Date(), treeDigest: treeDigest)
         var replaced: URL?
         let manifestFile = try home.installedManifest(id)
+        let statusFile = try home.installedStatus(id)
         do {
             _ = try database.markInstalled(item, claim: claim, note: note) {
                 // The old version's manifest goes first: a crash after the swap leaves no manifest
                 // (an update then reads the installed files), never one of another version.
+                unlink(statusFile.path)
                 unlink(manifestFile.path)
                 replaced = try installer.swapIntoLibrary(unpacked.staging, as: id)
                 unlink(partial.path)
@@ -546,21 +548,21 @@ struct DownloadQueue {
                 stamp = removed
             }
         }
-        saveInstalledManifest(unpacked.manifest, to: manifestFile, checkedAt: stamp)
+        saveInstalledManifest(unpacked.manifest, to: manifestFile)
+        // Taken now, while the stamp is a few milliseconds old: a file whose status changed before
+        // it was read by the check (or only lost the old tree's link since).
+        InstalledStatus.save(InstalledStatus.record(tree: try installer.installed(id), before: stamp), to: statusFile, logger: logger)
         report.installed.append(id)
     }
 
     /// A hint for the next update, not a proof (the tree is checked anyway): failing to keep it is logged.
-    /// Its modification time is set to when the tree's check began: an installed file whose
-    /// status has not changed since then still holds the bytes the check read.
-    private func saveInstalledManifest(_ manifest: ArchiveManifest, to file: URL, checkedAt: Int64?) {
+    private func saveInstalledManifest(_ manifest: ArchiveManifest, to file: URL) {
         do {
             try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
             // Written in place, not through a temporary file: a process killed while writing
             // leaves a torn manifest, which an update cannot decode and so treats as none (it
             // reads every installed file), where a temporary file would stay in manifests/ forever.
             try JSONEncoder.kiosk.encode(manifest).write(to: file)
-            FileClock.setModificationTime(file.path, to: checkedAt)
         } catch {
             logger.info("could not keep the installed manifest; the next update reads the installed files instead", metadata: ["file": "\(file.path)", "error": "\(error)"])
         }

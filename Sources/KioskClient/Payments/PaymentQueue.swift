@@ -55,6 +55,13 @@ struct PaymentQueue: Sendable {
                                           storeURL: try server.base(), storeKeys: try cachedKeyIDs())
     }
 
+    /// Fetches and keeps the store's keys when this home has none yet (a failure is left for later).
+    func learnStoreKeys() async {
+        guard (try? database.setting(Setting.Key.jwks)) == .some(nil), let api = try? storeAPI(),
+              let keys = try? await api.jwks(), !Self.keyIDs(keys).isEmpty else { return }
+        try? database.setSetting(Setting.Key.jwks, to: String(decoding: keys, as: UTF8.self))
+    }
+
     /// The `kid`s of the store keys this home last fetched, comma-separated; nil before any were.
     private func cachedKeyIDs() throws -> String? {
         guard let json = try database.setting(Setting.Key.jwks) else { return nil }

@@ -37,6 +37,11 @@ public struct KioskHome: Sendable, Equatable {
         guard ProductID.isValid(productId) else { throw ClientError.unsafeProductID(productId, source: "the library") }
         return root.appendingPathComponent("manifests", isDirectory: true).appendingPathComponent("\(productId).json")
     }
+    /// Beside the installed manifest: each installed file's status as it was when its bytes were
+    /// last known to be the published ones (``InstalledStatus``).
+    func installedStatus(_ productId: String) throws -> URL {
+        try installedManifest(productId).deletingPathExtension().appendingPathExtension("status.json")
+    }
     public var library: URL { root.appendingPathComponent("Library", isDirectory: true) }
 
     /// Creates the folders that do not exist yet.

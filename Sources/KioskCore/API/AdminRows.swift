@@ -43,12 +43,18 @@ public struct AdminTransactionRow: Codable, Sendable, Equatable {
     public var finished: Bool
     public var revokedAt: Date?
     public var revocationReason: String?
+    /// Credits it was paid with (a redemption): no money moved, `amountCents` is 0.
+    public var creditsSpent: Int?
+    /// Of a pending Ask to Buy: nothing is charged yet, and `amountCents` is what approving it
+    /// would charge at the catalog's price now.
+    public var priceOnApproval: Bool?
 
     public init(
         transactionId: String, accountId: String, productId: String, kind: ProductKind, quantity: Int, status: TransactionStatus,
         paymentMethod: String, amountCents: Int, currency: String, createdAt: Date, finished: Bool,
-        revokedAt: Date? = nil, revocationReason: String? = nil
+        revokedAt: Date? = nil, revocationReason: String? = nil, creditsSpent: Int? = nil
     ) {
+        self.creditsSpent = creditsSpent
         self.transactionId = transactionId
         self.accountId = accountId
         self.productId = productId
@@ -179,6 +185,21 @@ public struct AdminWebhookRow: Codable, Sendable, Equatable {
         self.id = id
         self.url = url
         self.createdAt = createdAt
+    }
+}
+
+/// `GET /v1/admin/products/{id}/owners` and `DELETE /v1/admin/products/{id}`: how many accounts
+/// own a product (bought it, or hold a subscription period that covers the issue).
+public struct AdminProductOwners: Codable, Sendable, Equatable {
+    public var productId: String
+    public var owners: Int
+    /// True in the answer of a removal.
+    public var removed: Bool?
+
+    public init(productId: String, owners: Int, removed: Bool? = nil) {
+        self.productId = productId
+        self.owners = owners
+        self.removed = removed
     }
 }
 

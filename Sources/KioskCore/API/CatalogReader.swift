@@ -65,6 +65,7 @@ extension JSONCursor {
         var price: Price?
         var creditPrice, credits, issueNumber, periodMonths, gracePeriodDays: Int?
         var content: ContentDescriptor?
+        var forSale: Bool?
         try object(at: place()) { key, reader in
             switch key {
             case "id": id = try reader.string(at: "\(place()).id")
@@ -81,6 +82,7 @@ extension JSONCursor {
             case "gracePeriodDays": gracePeriodDays = try reader.optional { try $0.integer(at: "\(place()).gracePeriodDays") }
             case "content": content = try reader.optional { try $0.content(at: "\(place()).content") }
             case "appStoreProductId": appStoreProductId = try reader.optional { try $0.string(at: "\(place()).appStoreProductId") }
+            case "forSale": forSale = try reader.optional { try $0.boolean(at: "\(place()).forSale") }
             default: try reader.skipValue()
             }
         }
@@ -98,6 +100,7 @@ extension JSONCursor {
             series: series, issueNumber: issueNumber, publicationDate: publicationDate, periodMonths: periodMonths, content: content,
             gracePeriodDays: gracePeriodDays)
         product.appStoreProductId = appStoreProductId
+        product.forSale = forSale
         return product
     }
 

@@ -159,6 +159,16 @@ struct JSONCursor {
         return value
     }
 
+    /// `true` or `false`.
+    mutating func boolean(at place: @autoclosure () -> String) throws -> Bool {
+        skipWhitespace()
+        switch peek() {
+        case UInt8(ascii: "t"): try literal("true"); return true
+        case UInt8(ascii: "f"): try literal("false"); return false
+        default: throw failure(place(), "is not true or false (at byte \(position))")
+        }
+    }
+
     /// Reads past any value, checking it is well formed.
     mutating func skipValue() throws {
         skipWhitespace()

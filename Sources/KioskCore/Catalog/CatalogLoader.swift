@@ -152,6 +152,9 @@ public struct CatalogLoader: Sendable {
         guard currency.utf8.count == 3, currency.utf8.allSatisfy({ (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) else {
             throw reader.error(.badPrice, "currency", "\"\(currency)\" is not an ISO 4217 code like USD")
         }
+        guard !Price.wholeUnitCurrencies.contains(currency) || cents % 100 == 0 else {
+            throw reader.error(.badPrice, "price", "\"\(amount)\" has a fraction, and \(currency) has no minor unit; give a whole amount")
+        }
         var product = Product(
             id: id, kind: kind, title: title, summary: summary,
             price: Price(amount: amount, currency: currency))
@@ -168,6 +171,8 @@ public struct CatalogLoader: Sendable {
             product.publicationDate = date
         }
         product.appStoreProductId = try reader.optionalString("appStoreProductId")
+        // Only `false` is written out: on sale is the default, and the catalog's ETag stays.
+        product.forSale = try reader.optionalBool("forSale") == false ? false : nil
         let content = try contentSource(reader)
         try reader.rejectUnknownFields()
         try checkKind(product, content: content, reader: reader)
@@ -310,7 +315,7 @@ private struct FieldReader {
 
     static let knownFields: [String: Set<String>] = [
         "": ["id", "kind", "title", "summary", "price", "currency", "creditPrice", "credits", "series",
-             "issueNumber", "publicationDate", "periodMonths", "gracePeriodDays", "content", "appStoreProductId"],
+             "issueNumber", "publicationDate", "periodMonths", "gracePeriodDays", "content", "appStoreProductId", "forSale"],
         "content.": ["path", "format"],
     ]
 
@@ -323,6 +328,15 @@ private struct FieldReader {
             throw error(.missingField, field, "is required")
         }
         return value
+    }
+
+    func optionalBool(_ field: String) throws -> Bool? {
+        guard let raw = object[field], !(raw is NSNull) else { return nil }
+        // A boolean's NSNumber has the type code "c"; a number (0, 1) is not a boolean here.
+        guard let number = raw as? NSNumber, String(cString: number.objCType) == "c" else {
+            throw error(.wrongType, field, "must be true or false")
+        }
+        return number.boolValue
     }
 
     func optionalString(_ field: String) throws -> String? {

@@ -25,6 +25,10 @@ public struct Product: Codable, Sendable, Equatable, Identifiable {
     /// The product's ID in the App Store, when an iOS app sells it through In-App Purchase
     /// (its signed transactions name this ID, not Kiosk's).
     public var appStoreProductId: String?
+    /// False for a product taken off sale (`"forSale": false` in the catalog, or gone from the
+    /// catalog files): it is no longer offered or sold, and stays deliverable to its owners.
+    /// Nil (left out of the JSON) is on sale.
+    public var forSale: Bool?
 
     public init(
         id: String, kind: ProductKind, title: String, summary: String, price: Price,
@@ -64,6 +68,20 @@ public struct Price: Codable, Sendable, Equatable, CustomStringConvertible {
     /// or cost: with at most 100 units a purchase, no sum of them can overflow.
     public static let maxCents = 1_000_000
     public static let maxCredits = 1_000_000
+
+    /// The currencies (ISO 4217) whose amounts have no minor unit: a yen is not divided.
+    public static let wholeUnitCurrencies: Set<String> = [
+        "BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI", "VND", "VUV", "XAF", "XOF", "XPF",
+    ]
+
+    /// Hundredths of `currency` (what Kiosk stores: ``cents(_:)``) as a person reads the amount:
+    /// `4.99 USD`, `-7.99 EUR`, `500 JPY` (a currency without a minor unit shows none).
+    public static func shown(cents: Int, _ currency: String) -> String {
+        let sign = cents < 0 ? "-" : ""
+        let value = abs(cents)
+        if wholeUnitCurrencies.contains(currency) { return "\(sign)\(value / 100) \(currency)" }
+        return "\(sign)\(value / 100).\(String(format: "%02d", value % 100)) \(currency)"
+    }
 
     /// "4.99" → 499; nil when the text is not a decimal amount or too long to be a price.
     public static func cents(_ amount: String) -> Int? {

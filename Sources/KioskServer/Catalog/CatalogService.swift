@@ -39,6 +39,8 @@ public actor CatalogService {
     private var lastReload: Task<Bool, Never>?
     /// The first catalog, read and checked by ``check()`` and waiting for ``load()`` to pack it.
     private var checked: Checked?
+    /// The products the catalog files list, as last built (the others served are withdrawn ones).
+    private var fileProducts: Set<String> = []
 
     /// A catalog read and checked, with its archives not necessarily packed yet.
     enum Checked: Sendable {
@@ -182,8 +184,31 @@ public actor CatalogService {
         }
     }
 
-    /// Packs what `read` left to pack.
+    /// Packs what `read` left to pack, then carries the withdrawn products into it (a published
+    /// folder has them already: `kiosk publish` carried them).
     private func pack(_ read: Checked) async throws -> (PublishedCatalog, Origin) {
+        let (built, origin) = try await packFiles(read)
+        guard case .folders(_, let contentStore, _) = source else { return (built, origin) }
+        fileProducts = Set(built.products.keys)
+        let withdrawn = WithdrawnProducts(contentStore: contentStore)
+        return (try await onOwnThread { try withdrawn.carryForward(into: built) }, origin)
+    }
+
+    /// Removes a withdrawn product on purpose (its owners can no longer download it) and reloads.
+    /// - Throws: ``StoreError`` when it is not a withdrawn product, or the store serves a
+    ///   published folder (`kiosk publish --remove-withdrawn` removes it there).
+    public func removeWithdrawn(_ id: String) async throws {
+        guard case .folders(_, let contentStore, _) = source else {
+            throw StoreError.notWithdrawn(id, reason: "this store serves a folder kiosk publish made: remove it there with kiosk publish --remove-withdrawn \(id), then SIGHUP every instance")
+        }
+        try WithdrawnProducts(contentStore: contentStore).remove(id, stillInFiles: fileProducts.contains(id))
+        guard await reload() else {
+            throw StoreError.notWithdrawn(id, reason: "it was removed from the list, but the catalog could not be reloaded (see the log); the next reload drops it")
+        }
+    }
+
+    /// Packs what `read` left to pack.
+    private func packFiles(_ read: Checked) async throws -> (PublishedCatalog, Origin) {
         switch (read, source) {
         case (.ready(let catalog, let origin), _):
             return (catalog, origin)

@@ -31,15 +31,20 @@ public struct PublishedFolder: Sendable {
     /// - Throws: ``PublishedFolderError`` when this folder overlaps the catalog or the content
     ///   folder (nothing is written), ``KioskCore/CatalogError`` for a bad catalog (nothing is
     ///   published), or a packing error.
+    /// - Parameter removing: withdrawn products the operator takes away from their owners on purpose.
     @discardableResult
-    public func publish(catalog: URL, content: URL, logger: Logger) throws -> PublishedCatalog {
+    public func publish(catalog: URL, content: URL, removing: [String] = [], logger: Logger) throws -> PublishedCatalog {
         try refuseOverlap(with: catalog, named: "catalog")
         try refuseOverlap(with: content, named: "content")
         try FileManager.default.createDirectory(at: archives, withIntermediateDirectories: true)
         // The state folder also holds the catalog while it is written, even when nothing is packed.
         try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
         let entries = try CatalogLoader(catalogDirectory: catalog, contentDirectory: content).load()
-        let published = try PublishedCatalog(entries: entries, contentStore: ContentStore(archives: archives, state: state, logger: logger))
+        let store = ContentStore(archives: archives, state: state, logger: logger)
+        let withdrawn = WithdrawnProducts(contentStore: store)
+        let fromFiles = Set(entries.map(\.product.id))
+        for id in removing { try withdrawn.remove(id, stillInFiles: fromFiles.contains(id)) }
+        let published = try withdrawn.carryForward(into: PublishedCatalog(entries: entries, contentStore: store))
         // The gzip twin first, for nginx's gzip_static (deploy/nginx.conf answers GET /v1/catalog
         // from these files); each file is renamed into place whole, so every response is one
         // whole document, old or new.

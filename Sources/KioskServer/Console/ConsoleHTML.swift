@@ -61,10 +61,9 @@ enum ConsoleHTML {
         return "<div class=\"scroll\"><table><caption>\(escape(caption))</caption><thead><tr>\(head)</tr></thead><tbody>\n\(body)\n</tbody></table></div>"
     }
 
+    /// An amount in its currency's own minor units (`4.99 USD`, `500 JPY`).
     static func money(_ cents: Int, _ currency: String) -> String {
-        let sign = cents < 0 ? "-" : ""
-        let value = abs(cents)
-        return "\(sign)\(value / 100).\(String(format: "%02d", value % 100)) \(currency)"
+        Price.shown(cents: cents, currency)
     }
 
     static func time(_ date: Date?) -> String {

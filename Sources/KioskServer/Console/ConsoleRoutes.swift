@@ -134,14 +134,20 @@ struct ConsoleRoutes: Sendable {
         let subscribers = try await store.activeSubscribers()
         let lifecycle = try await store.subscriptionFigures(since: since)
         let overview = SalesOverview(rows: sales, kinds: await productKinds(), since: since, days: days)
-        let currency = overview.mainCurrency
-        let revenueBars = overview.days.map { day in
-            ConsoleChart.Bar(label: day.day, value: Double(day.netCents[currency] ?? 0), shown: ConsoleHTML.money(day.netCents[currency] ?? 0, currency))
-        }
+        // One revenue chart per currency: amounts in different currencies are never added up.
+        let revenueCharts = overview.currencies.map { currency in
+            let bars = overview.days.map { day in
+                ConsoleChart.Bar(label: day.day, value: Double(day.netCents[currency] ?? 0), shown: ConsoleHTML.money(day.netCents[currency] ?? 0, currency))
+            }
+            return """
+                <h2>Revenue by day (\(ConsoleHTML.escape(currency)))</h2>
+                \(ConsoleChart.bars(bars, title: "Revenue by day in \(currency)", description: "net revenue in \(currency) for each of the last \(days) days; the table below lists every day"))
+                """
+        }.joined(separator: "\n")
         let unitBars = overview.days.map { ConsoleChart.Bar(label: $0.day, value: Double($0.units), shown: "\($0.units) sold") }
         let figures = """
             <ul class="figures">
-            <li>Revenue, \(days) days<b>\(overview.totals.map { ConsoleHTML.money($0.value, $0.key) }.sorted().joined(separator: ", ").nonEmpty ?? "0.00 \(currency)")</b></li>
+            <li>Revenue, \(days) days<b>\(overview.totals.map { ConsoleHTML.money($0.value, $0.key) }.sorted().joined(separator: ", ").nonEmpty ?? "none")</b></li>
             <li>Units sold<b>\(overview.units)</b></li>
             <li>Refunds<b>\(overview.refunds)</b></li>
             <li>Active subscribers<b>\(subscribers)</b></li>
@@ -160,8 +166,7 @@ struct ConsoleRoutes: Sendable {
             <a href="/?days=90"\(days == 90 ? " aria-current=\"true\"" : "")>90 days</a>, from \(overview.firstDay) (UTC).
             The same figures: <code>kiosk admin sales --since \(overview.firstDay) --json</code>.</p>
             \(figures)
-            <h2>Revenue by day (\(ConsoleHTML.escape(currency)))</h2>
-            \(ConsoleChart.bars(revenueBars, title: "Revenue by day", description: "net revenue in \(currency) for each of the last \(days) days; the table below lists every day"))
+            \(revenueCharts)
             <h2>Units by day</h2>
             \(ConsoleChart.bars(unitBars, title: "Units by day", description: "units sold on each of the last \(days) days; the table below lists every day"))
             \(ConsoleHTML.table(caption: "By product kind", headers: ["kind", "units", "net"], rows: kindRows))
@@ -200,7 +205,8 @@ struct ConsoleRoutes: Sendable {
             let serve = served[product.id]
             return [
                 "<code>\(ConsoleHTML.escape(product.id))</code><br>\(ConsoleHTML.escape(product.title))",
-                product.kind.rawValue,
+                // Off sale: not offered or sold, still delivered to its owners.
+                product.forSale == false ? "\(product.kind.rawValue)<br><strong>off sale</strong>" : product.kind.rawValue,
                 "\(sale?.units ?? 0)", "\(sale?.refunds ?? 0)",
                 ConsoleHTML.escape((sale?.net ?? [:]).map { ConsoleHTML.money($0.value, $0.key) }.sorted().joined(separator: ", ")),
                 "\(serve?.requests ?? 0)", Self.bytes(serve?.bytes ?? 0),
@@ -258,10 +264,12 @@ struct ConsoleRoutes: Sendable {
             var cells = [
                 "<code>\(ConsoleHTML.escape(row.transactionId))</code>", ConsoleHTML.time(row.createdAt), ConsoleHTML.escape(row.productId),
                 state + (row.revocationReason.map { ": " + ConsoleHTML.escape($0) } ?? ""),
-                ConsoleHTML.money(row.amountCents, row.currency),
+                // Paid with credits: no money moved, and a refund gives the credits back.
+                row.creditsSpent.map { "\($0) credits" } ?? ConsoleHTML.money(row.amountCents, row.currency),
             ]
             // A revoked purchase can still be refunded (its money given back later); a refunded one is done.
             let refundable = row.status == .purchased || (row.status == .revoked && refunded[row.transactionId] == nil && row.amountCents > 0)
+            let refundLabel = row.creditsSpent.map { "Give \($0) credits back" } ?? (row.amountCents > 0 ? "Refund \(ConsoleHTML.money(row.amountCents, row.currency))" : "Refund")
             if refundable {
                 let id = ConsoleHTML.escape(row.transactionId)
                 let revoke = row.status == .purchased ? #"<button type="submit" name="action" value="revoke">Revoke</button>"# : ""
@@ -270,7 +278,7 @@ struct ConsoleRoutes: Sendable {
                     <input type="hidden" name="transaction" value="\(id)">
                     <label for="reason-\(id)">Reason</label><input type="text" id="reason-\(id)" name="reason">
                     <label><input type="checkbox" name="confirm" value="yes" required> I mean it</label>
-                    <button type="submit" name="action" value="refund">Refund</button>
+                    <button type="submit" name="action" value="refund">\(refundLabel)</button>
                     \(revoke)
                     </form>
                     """)
@@ -323,7 +331,8 @@ struct ConsoleRoutes: Sendable {
             let id = ConsoleHTML.escape(row.transactionId)
             return [
                 "<code>\(id)</code>", ConsoleHTML.time(row.createdAt), ConsoleHTML.escape(row.productId),
-                "<code>\(ConsoleHTML.escape(row.accountId))</code>", ConsoleHTML.money(row.amountCents, row.currency),
+                "<code>\(ConsoleHTML.escape(row.accountId))</code>",
+                ConsoleHTML.money(row.amountCents, row.currency) + (row.priceOnApproval == true ? " on approval" : ""),
                 """
                 <form method="post" action="/ask-to-buy/answer" class="inline">\(ConsoleHTML.hiddenCSRF(csrf))<input type="hidden" name="transaction" value="\(id)">
                 <button type="submit" name="answer" value="approve" aria-label="Approve \(id)">Approve</button>
@@ -419,9 +428,7 @@ struct ConsoleRoutes: Sendable {
             return ["<code>\(ConsoleHTML.escape(key.kid))</code>", ConsoleHTML.time(key.createdAt), "\(age) days", key.retiredAt.map { "retired " + ConsoleHTML.time($0) } ?? "in use"]
         }
         let published = try? await catalog.current
-        let figures = metrics.exposition().split(separator: "\n")
-            .filter { !$0.hasPrefix("#") && !$0.contains("_bucket{") }
-            .map { ConsoleHTML.escape(String($0)) }
+        let figures = Self.metricRows(metrics.exposition())
         let body = """
             <ul class="figures">
             <li>Database<b>\(database.engine.rawValue)</b></li>
@@ -429,10 +436,24 @@ struct ConsoleRoutes: Sendable {
             <li>Catalog<b>\(published.map { "\($0.products.count) products" } ?? "loading")</b><code>\(ConsoleHTML.escape(published?.etag ?? ""))</code></li>
             </ul>
             \(ConsoleHTML.table(caption: "Receipt signing keys (kiosk keys)", headers: ["key", "created", "age", "state"], rows: keyRows))
-            <h2>Figures from /metrics</h2>
-            <pre>\(figures.joined(separator: "\n"))</pre>
+            \(ConsoleHTML.table(caption: "Figures from /metrics", headers: ["figure", "for", "value"], rows: figures))
             """
         return Self.html(.ok, ConsoleHTML.page("Health", current: "/health", csrf: context.session?.csrf, body: body))
+    }
+
+    /// The Prometheus exposition as rows a person reads: the figure, what it is for (its labels),
+    /// its value; histograms as their count and sum, not their buckets.
+    static func metricRows(_ exposition: String) -> [[String]] {
+        exposition.split(separator: "\n").compactMap { line -> [String]? in
+            guard !line.hasPrefix("#"), !line.contains("_bucket{"), let space = line.lastIndex(of: " ") else { return nil }
+            let series = line[..<space]
+            let value = String(line[line.index(after: space)...])
+            let name = series.split(separator: "{", maxSplits: 1).first.map(String.init) ?? String(series)
+            let labels = series.contains("{") ? String(series.drop { $0 != "{" }.dropFirst().dropLast())
+                .replacingOccurrences(of: "\",", with: ", ").replacingOccurrences(of: "=\"", with: " ").replacingOccurrences(of: "\"", with: "") : ""
+            let shown = Double(value).map { $0 == $0.rounded() && abs($0) < 1e15 ? String(Int64($0)) : String(format: "%.3f", $0) } ?? value
+            return ["<code>\(ConsoleHTML.escape(name))</code>", ConsoleHTML.escape(labels), ConsoleHTML.escape(shown)]
+        }
     }
 
     // MARK: Plumbing

@@ -17,8 +17,9 @@ struct SalesOverview {
     let units: Int
     let refunds: Int
     let byKind: [String: (units: Int, net: [String: Int])]
-    /// The currency most of the window's sales were in (the revenue chart's).
-    let mainCurrency: String
+    /// Every currency the window's sales were in, the one with most units first: one revenue
+    /// chart each (never one currency's chart standing for all).
+    let currencies: [String]
     var firstDay: String { days.first?.day ?? "" }
 
     init(rows: [AdminSalesRow], kinds: [String: ProductKind], since: Date, days count: Int) {
@@ -49,6 +50,6 @@ struct SalesOverview {
         self.units = rows.reduce(0) { $0 + $1.sales }
         self.refunds = rows.reduce(0) { $0 + $1.refunds }
         self.byKind = byKind
-        self.mainCurrency = unitsByCurrency.max { ($0.value, $1.key) < ($1.value, $0.key) }?.key ?? "USD"
+        self.currencies = unitsByCurrency.keys.sorted { (unitsByCurrency[$0] ?? 0, $1) > (unitsByCurrency[$1] ?? 0, $0) }
     }
 }

@@ -208,8 +208,9 @@ public struct UndeliverableContent: Error, CustomStringConvertible {
         self.file = file
         self.format = format
         switch error as? UnpackError {
-        case .unsupportedFormat(let detail)?: self.detail = detail
-        case .corrupt(_, let message)?: self.detail = message
+        case .unsupportedFormat(let detail)? where detail.hasPrefix("it is "): self.detail = detail
+        case .unsupportedFormat(let detail)?: self.detail = "libarchive: \(detail)"
+        case .corrupt(_, let message)?: self.detail = "libarchive: \(message)"
         default: self.detail = "\(error)"
         }
     }

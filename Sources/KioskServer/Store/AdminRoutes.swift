@@ -28,6 +28,8 @@ struct AdminRoutes: Sendable {
         routes.post("transactions/:id/refund", use: refund)
         routes.post("accounts/:id/sandbox", use: sandbox)
         routes.post("renewals/run", use: runRenewals)
+        routes.get("products/:id/owners", use: productOwners)
+        routes.delete("products/:id", use: removeProduct)
         routes.get("webhooks", use: webhooks)
         routes.post("webhooks", use: addWebhook)
         routes.delete("webhooks", use: removeWebhook)
@@ -41,6 +43,27 @@ struct AdminRoutes: Sendable {
     @Sendable func sandbox(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let settings = try await JSONBody.decode(SandboxAccountSettings.self, from: request)
         return try JSONBody.response(try await store.setSandbox(accountId: context.parameters.require("id"), settings))
+    }
+
+    /// `GET /v1/admin/products/{id}/owners`: `{"productId", "owners"}`, the accounts that own it.
+    @Sendable func productOwners(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let id = try Self.productID(context)
+        return try JSONBody.response(AdminProductOwners(productId: id, owners: try await store.owners(of: id)))
+    }
+
+    /// `DELETE /v1/admin/products/{id}[?force=true]`: removes a withdrawn product on purpose;
+    /// refused while accounts own it unless forced. `{"productId", "owners", "removed": true}`.
+    @Sendable func removeProduct(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let id = try Self.productID(context)
+        let force = request.uri.queryParameters.get("force").map { $0 == "true" || $0 == "1" } ?? false
+        let owners = try await store.removeWithdrawn(id, force: force)
+        return try JSONBody.response(AdminProductOwners(productId: id, owners: owners, removed: true))
+    }
+
+    /// The `{id}` of a product route, percent-decoded (`kiosk admin` encodes every dot).
+    static func productID(_ context: KioskRequestContext) throws -> String {
+        let raw = try context.parameters.require("id")
+        return raw.removingPercentEncoding ?? raw
     }
 
     /// `POST /v1/admin/renewals/run`: one renewal pass now, as the worker makes every second; `{"steps": N}`.

@@ -42,6 +42,44 @@ extension Store {
         }
     }
 
+    /// How many accounts own `productId`: bought it (not revoked), or, for an issue, held a period
+    /// of a subscription to its series that covers its publication date.
+    func owners(of productId: String) async throws -> Int {
+        let products = (try? await catalog.current.products) ?? [:]
+        let product = products[productId]
+        let series = product?.series
+        let subscriptions = products.values.filter { $0.kind == .subscription && series != nil && $0.series == series }.map(\.id)
+        let issueDates = products.values.filter { $0.kind == .nonConsumable && series != nil && $0.series == series }.compactMap(\.publicationDate)
+        let purchased = TransactionStatus.purchased.rawValue
+        return try await database.read { db in
+            let bought: SQLQueryString = #"""
+                SELECT DISTINCT "accountId" FROM "storeTransaction" WHERE "productId" = \#(bind: productId) AND "status" = \#(bind: purchased)
+                """#
+            var accounts = Set(try await db.raw(bought).all().map { try $0.decode(column: "accountId", as: String.self) })
+            if let published = product?.publicationDate, !subscriptions.isEmpty {
+                // The one coverage rule, as the content route applies it to a subscriber's receipt.
+                let periods = try await db.transactions { $0.where("productId", .in, subscriptions).where("status", .equal, purchased) }
+                for period in periods {
+                    guard let start = period.purchaseDate, let end = period.expiresDate,
+                          SubscriptionCoverage(purchased: start, expires: end).covers(published, seriesIssueDates: issueDates) else { continue }
+                    accounts.insert(period.accountId)
+                }
+            }
+            return accounts.count
+        }
+    }
+
+    /// Removes a withdrawn product on purpose: its owners' devices can no longer download it.
+    /// - Throws: ``StoreError/hasOwners(_:owners:)`` while accounts own it and `force` is false.
+    /// - Returns: how many accounts owned it.
+    func removeWithdrawn(_ productId: String, force: Bool) async throws -> Int {
+        let owners = try await owners(of: productId)
+        guard owners == 0 || force else { throw StoreError.hasOwners(productId, owners: owners) }
+        try await catalog.removeWithdrawn(productId)
+        logger.notice("withdrawn product removed", metadata: ["product": "\(productId)", "owners": "\(owners)"])
+        return owners
+    }
+
     /// Accounts holding a subscription period that is live at `now` (not revoked). The kind is
     /// written out, not bound, so both engines use the partial index on subscriptions' expiry.
     func activeSubscribers(at now: Date = Date()) async throws -> Int {
@@ -104,7 +142,16 @@ extension Store {
     func pendingRequests(_ filter: ListFilter = ListFilter()) async throws -> [AdminTransactionRow] {
         var filter = filter
         filter.state = TransactionStatus.deferred.rawValue
-        return try await adminTransactions(filter)
+        // Nothing is charged until the answer: shown at what approving would charge now.
+        let products = (try? await catalog.current.products) ?? [:]
+        return try await adminTransactions(filter).map { row in
+            guard let product = products[row.productId], let cents = Price.cents(product.price.amount) else { return row }
+            var priced = row
+            priced.amountCents = cents * row.quantity
+            priced.currency = product.price.currency
+            priced.priceOnApproval = true
+            return priced
+        }
     }
 
     /// Sales by day (UTC) and product: charges, refunds and what they came to.
@@ -201,6 +248,7 @@ extension AdminTransactionRow {
             transactionId: record.id, accountId: record.accountId, productId: record.productId, kind: record.kind,
             quantity: record.quantity, status: record.status, paymentMethod: record.paymentMethod, amountCents: record.amountCents,
             currency: record.currency, createdAt: record.createdAt, finished: record.finishedAt != nil,
-            revokedAt: record.revokedAt, revocationReason: record.revocationReason)
+            revokedAt: record.revokedAt, revocationReason: record.revocationReason,
+            creditsSpent: record.creditsSpent > 0 ? record.creditsSpent : nil)
     }
 }

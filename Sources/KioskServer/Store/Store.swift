@@ -123,6 +123,7 @@ public struct Store: Sendable {
             throw StoreError.invalidRequest("appAccountToken must be a UUID, not \"\(token.prefix(64))\"")
         }
         let product = try await product(request.productId)
+        guard product.forSale != false else { throw StoreError.offSale(product.id) }
         guard request.quantity == 1 || product.kind == .consumable else {
             throw StoreError.invalidRequest("only consumables can be bought in a quantity; \(product.id) is a \(product.kind.rawValue)")
         }
@@ -164,6 +165,7 @@ public struct Store: Sendable {
         try Self.checkKey(request.idempotencyKey)
         try RequestText.check(request.productId, field: "productId")
         let product = try await product(request.productId)
+        guard product.forSale != false else { throw StoreError.offSale(product.id) }
         guard product.creditPrice != nil else {
             throw StoreError.notRedeemable(product.id)
         }

@@ -157,6 +157,19 @@ extension StoreError {
             message: "payment method '\(method)' is the sandbox's pretend payment; this store runs in the production environment and grants only for a real proof of payment (an App Store transaction)")
     }
 
+    static func offSale(_ id: String) -> StoreError {
+        StoreError(.wrongState, code: "off_sale", message: "\(id) is no longer for sale; readers who own it keep downloading it (kiosk restore)")
+    }
+
+    static func notWithdrawn(_ id: String, reason: String) -> StoreError {
+        StoreError(.wrongState, code: "not_withdrawn", message: "\(id) cannot be removed: \(reason)")
+    }
+
+    static func hasOwners(_ id: String, owners: Int) -> StoreError {
+        StoreError(.wrongState, code: "has_owners",
+            message: "\(id) is owned by \(owners) account(s), whose devices could no longer download it; remove it anyway with --force")
+    }
+
     static let subscriptionBusy = StoreError(.unavailable, code: "busy",
         message: "the subscription changed while this was decided; send the same request again")
 
