@@ -46,6 +46,13 @@ LARGE = ["com.kiosk.books.atlas-north", "com.kiosk.books.atlas-south"]
 UPDATES = ["com.kiosk.books.field-notes", "com.kiosk.books.tide-tables"]
 # What each update scenario does to the update in flight, taken in turn (shuffled each round).
 UPDATE_FAULTS = ["client-kill", "cut-range", "server-kill", "replace", "hand-edit", "takeover"]
+# The sandbox's clock during the history: a 30-day month in a minute, so subscriptions renew
+# several times while the history runs (the store's own worker charges them).
+TIME_SCALE = 43200
+# Home a2 takes no command that would deliver for it: `kiosk agent` alone brings it what the
+# account gets elsewhere (a's purchases, renewals, approvals) and takes away what is revoked.
+AGENT_HOME = "a2"
+
 # Seconds a client's download claim lasts without renewal (the client's default is 15): short, so
 # that a suspended owner's claim lapses within the client-stop fault.
 CLAIM_LEASE = 2
@@ -527,9 +534,12 @@ class Server:
         out = self.world.logs / "server.out"
         err = open(self.world.logs / "server.log", "a")
         out.write_text("")
+        # Accelerated during the history (renewals); real time once it is over, so none is due
+        # while the homes settle.
+        scale = [] if self.world.quiet else ["--sandbox-time-scale", str(TIME_SCALE)]
         self.process = subprocess.Popen(
             [self.world.kiosk, "serve", "--catalog", str(self.world.store / "Catalog"), "--content", str(self.world.store / "Content"),
-             "--data", str(self.world.server_data), "--port", str(self.port)] + self.world.database_flags(),
+             "--data", str(self.world.server_data), "--port", str(self.port)] + self.world.database_flags() + scale,
             stdout=open(out, "w"), stderr=err, env={**os.environ, "KIOSK_LOG_LEVEL": "warning"})
         deadline = time.time() + 300
         while time.time() < deadline:
@@ -606,6 +616,11 @@ class World:
         self.update_faults = []  # UPDATE_FAULTS still to take in this round
         self.update_serial = 0
         self.update_landed = Counter()  # UPDATE_FAULTS → scenarios where it landed on an update in flight
+        self.quiet = False       # the history is over: the sandbox clock runs at real speed
+        self.agent = None        # the `kiosk agent` process of AGENT_HOME
+        self.agent_starts = 0
+        self.agent_settled = None  # seconds the agent took, after the history, to hold everything
+        self.withdrawn = set()   # products taken out of the catalog files now
         self.tree_failures = []  # (message, home, product) of trees checked during the history
         self.trees_checked = Counter()  # "during" / "final" → trees compared with their published archive
 
@@ -698,6 +713,12 @@ class World:
         self.run_now("a2", ["restore"])
         for home in self.homes:
             self.account_of(home)
+        self.start_agent()
+
+    def start_agent(self):
+        out = open(self.logs / f"agent-{self.agent_starts}.log", "w")
+        self.agent = subprocess.Popen([self.kiosk, "agent", "--sync-interval", "600"], env=self.env(AGENT_HOME), stdout=out, stderr=subprocess.STDOUT)
+        self.agent_starts += 1
 
     # Operations ----------------------------------------------------------------------------
 
@@ -739,6 +760,9 @@ class World:
             ["buy-book", "buy-large", "buy-issue", "buy-subscription", "buy-credits", "buy-defer", "buy-refused",
              "redeem", "restore", "resume", "resume-wait", "pause", "cancel", "sync", "twin"],
             weights=[10, 12, 6, 3, 10, 6, 3, 8, 6, 9, 5, 5, 3, 2, 6])[0]
+        if home == AGENT_HOME and kind in ("restore", "pause", "cancel", "resume", "resume-wait", "twin", "sync"):
+            # What the agent must do alone is not done for it.
+            home = "a"
         if kind == "buy-book":
             argv = ["buy", rng.choice(BOOKS)] + (["--no-download"] if rng.random() < 0.25 else [])
         elif kind == "buy-large":
@@ -1121,8 +1145,8 @@ class World:
 
     def fault(self):
         rng = self.rng
-        kinds = ["client-kill", "client-stop", "server-kill", "cut", "stall", "drop-answer", "reload"] + (["disk-full"] if self.disk else [])
-        weights = [26, 8, 8, 20, 10, 12, 8] + ([10] if self.disk else [])
+        kinds = ["client-kill", "client-stop", "server-kill", "cut", "stall", "drop-answer", "reload", "agent-kill", "withdraw"] + (["disk-full"] if self.disk else [])
+        weights = [26, 8, 8, 20, 10, 12, 8, 5, 5] + ([10] if self.disk else [])
         kind = rng.choices(kinds, weights=weights)[0]
         detail = ""
         home = "b" if kind == "disk-full" else None
@@ -1171,6 +1195,28 @@ class World:
             (folder / "edition.md").write_text(f"edition {len(self.faults)} of seed {self.args.seed}\n")
             self.server.process.send_signal(signal.SIGHUP)
             detail = f"{id} has new content"
+        elif kind == "agent-kill":
+            self.agent.send_signal(signal.SIGKILL)
+            self.agent.wait()
+            time.sleep(rng.uniform(0, 1.5))
+            self.start_agent()
+            detail = f"home {AGENT_HOME}'s agent killed and started again"
+            home = AGENT_HOME
+        elif kind == "withdraw":
+            # A book taken out of the catalog files (its owners keep it), or one put back.
+            books = json.loads((self.store / "Catalog/books.json").read_text())
+            if self.withdrawn and (rng.random() < 0.4 or len(self.withdrawn) == len(BOOKS)):
+                id = rng.choice(sorted(self.withdrawn))
+                books["products"].append(self.catalog[id])
+                self.withdrawn.remove(id)
+                detail = f"{id} back on sale"
+            else:
+                id = rng.choice(sorted(set(BOOKS) - self.withdrawn))
+                books["products"] = [p for p in books["products"] if p["id"] != id]
+                self.withdrawn.add(id)
+                detail = f"{id} taken out of the catalog files"
+            (self.store / "Catalog/books.json").write_text(json.dumps(books, indent=2))
+            self.server.process.send_signal(signal.SIGHUP)
         elif kind == "disk-full":
             filler = self.disk / "filler"
             with open(filler, "ab") as out:
@@ -1289,7 +1335,9 @@ class World:
         self.proxy.disarm()
         self.lift_full_disk(force=True)
         self.reap(wait_for="all", timeout=300)
-        # A clean restart publishes exactly what Content/ holds (a reload may still be packing).
+        # A clean restart publishes exactly what Content/ holds (a reload may still be packing),
+        # with the sandbox clock at real speed: no renewal falls due while the homes settle.
+        self.quiet = True
         self.server.stop()
         self.server.start()
         self.note_published()
@@ -1302,6 +1350,8 @@ class World:
                 self.server.admin("POST", f"/v1/admin/transactions/{entry['transactionId']}/{self.rng.choice(['approve', 'decline'])}")
         self.quiescence = {}
         for home in self.homes:
+            if home == AGENT_HOME:
+                continue
             rounds = 0
             for rounds in range(1, 6):
                 self.run_now(home, ["sync"])
@@ -1310,6 +1360,39 @@ class World:
                 if result.returncode == 0:
                     break
             self.quiescence[home] = rounds
+        self.settle_agent()
+
+    def settle_agent(self, limit=180):
+        """The agent's home runs no command: its agent alone must come to hold every transaction
+        of its account that it should, with the content installed. Waits until it does (or the
+        limit passes: the checker then says what is missing), then stops the agent."""
+        started = time.time()
+        account = self.account_of(AGENT_HOME)[0]
+        while time.time() - started < limit:
+            if self.agent.poll() is not None:
+                self.start_agent()
+            with self.server_db() as db:
+                transactions = [dict(r) for r in db.execute(f"""SELECT * FROM "storeTransaction" WHERE "accountId" = '{account}'""")]
+            owned = Checker(self).owned(transactions).get(account, set())
+            expected = {t["id"] for t in transactions if Checker.taken_in(t)}
+            try:
+                with self.home_db(AGENT_HOME) as db:
+                    held = {r["transactionId"] for r in db.execute("SELECT transactionId FROM payment WHERE state IN ('finished', 'revoked')")}
+                    unfinished = db.execute("SELECT COUNT(*) FROM payment WHERE state IN ('purchasing', 'purchased', 'delivering', 'restored')").fetchone()[0]
+                    installed = {r["productId"] for r in db.execute("SELECT productId FROM libraryItem")}
+                    downloads = db.execute("SELECT COUNT(*) FROM download WHERE state != 'installed'").fetchone()[0]
+            except sqlite3.Error:
+                held, unfinished, installed, downloads = set(), 1, set(), 1
+            if expected <= held and not unfinished and owned == installed and not downloads:
+                self.agent_settled = time.time() - started
+                break
+            time.sleep(0.5)
+        self.agent.send_signal(signal.SIGTERM)
+        try:
+            self.agent.wait(20)
+        except subprocess.TimeoutExpired:
+            self.agent.kill()
+        self.quiescence[AGENT_HOME] = 0
 
     def server_db(self):
         """The store's database, read-only. Queries quote every identifier (the schema's names are
@@ -1328,6 +1411,8 @@ class World:
     def cleanup(self, keep):
         for run in self.running:
             run.process.kill()
+        if self.agent and self.agent.poll() is None:
+            self.agent.kill()
         self.server.stop()
         if self.postgres:
             self.postgres.stop()
@@ -1505,6 +1590,14 @@ class Checker:
                 owned[t["accountId"]].update(id for id, d in issue_dates.items() if current <= d <= expires)
         return owned
 
+    @staticmethod
+    def taken_in(t):
+        """Whether every device of the account must come to hold transaction `t` (its receipt
+        saved, delivered, finished): a book, an issue or a subscription period that stands, bought
+        on any device, renewed by the store or approved. Credits are spent on the store, and a free
+        re-buy stands on the purchase it points at."""
+        return t["status"] == "purchased" and t["kind"] != "consumable" and t["paymentMethod"] != "owned"
+
     def run(self):
         world = self.world
         with world.server_db() as db:
@@ -1517,6 +1610,7 @@ class Checker:
             with world.home_db(home) as db:
                 payments[home] = [dict(r) for r in db.execute("SELECT * FROM payment ORDER BY id")]
         self.check_payments(transactions, ledger, payments, accounts)
+        self.check_taken_in(transactions, payments, accounts)
         self.check_credits(transactions, balances, payments, accounts, {e["transactionId"] for e in ledger if e["kind"] == "refund"})
         self.check_library(transactions, accounts)
         self.check_leftovers()
@@ -1570,6 +1664,9 @@ class Checker:
             made = keys.get((t["accountId"], t["idempotencyKey"]), [])
             if t["status"] not in ("purchased", "revoked") or t["paymentMethod"] == "owned" and not made:
                 continue
+            if t["paymentMethod"] == "renewal":
+                # Made by the store's worker, on no home: check_taken_in follows it to every device.
+                continue
             if not made:
                 self.flag("lost", f"transaction {t['id']} ({t['productId']}, {t['status']}) is on the server but on no home", product=t["productId"])
                 continue
@@ -1598,6 +1695,25 @@ class Checker:
                     server = by_id.get(row["transactionId"])
                     if server is None or server["status"] not in ("purchased", "revoked") or (row["state"] == "finished") != (server["status"] == "purchased"):
                         self.flag("mismatched", f"home {home}: {row['productId']} is {row['state']} as {row['transactionId']}, the server says {server and server['status']}", home, row["productId"])
+
+    def check_taken_in(self, transactions, payments, accounts):
+        """Every device of an account holds every transaction of it that stands (check `taken_in`),
+        finished, whichever device bought it and whether or not the store made it (a renewal): the
+        agent's home without running a command, the others after their restore and resume."""
+        for home, rows in payments.items():
+            held = {r["transactionId"]: r for r in rows if r["transactionId"]}
+            for t in transactions:
+                if t["accountId"] != accounts.get(home) or not self.taken_in(t):
+                    continue
+                row = held.get(t["id"])
+                if row is None:
+                    # One device's row for a book may be another purchase of it that it holds (a
+                    # restore keeps the first it met); a subscription period is always its own.
+                    if t["kind"] == "nonConsumable" and any(r["productId"] == t["productId"] and r["state"] == "finished" for r in rows):
+                        continue
+                    self.flag("lost", f"home {home} never took in {t['id']} ({t['productId']}, {t['paymentMethod']})", home, t["productId"])
+                elif row["state"] != "finished":
+                    self.flag("lost", f"home {home} holds {t['id']} ({t['productId']}) as {row['state']} ({row['lastError']})", home, t["productId"])
 
     def check_races(self):
         """Each race's two answers: a success or a 409 (the loser's answer) each, and of an approval
@@ -1847,6 +1963,8 @@ def report(world, checker, elapsed):
     missed = sum(1 for op in scenarios if str(op["exit"]).startswith("fault not landed"))
     log(f"  scenarios:   {len(scenarios)} update scenarios, the fault landed in " + ", ".join(f"{k} {world.update_landed[k]}" for k in UPDATE_FAULTS)
         + (f"; {missed} missed its update (tried again)" if missed else ""))
+    settled = f"held everything {world.agent_settled:.1f} s after the history" if world.agent_settled is not None else "did NOT come to hold everything"
+    log(f"  agent:       home {AGENT_HOME} ran only kiosk agent ({world.agent_starts} starts); it {settled}; {len(world.withdrawn)} book(s) left withdrawn")
     log(f"  trees:       {sum(world.trees_checked.values())} installed trees compared byte for byte with their published archive"
         f" ({world.trees_checked['during']} during the history, {world.trees_checked['final']} at the end)")
     log("")

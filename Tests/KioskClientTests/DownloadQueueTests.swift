@@ -106,12 +106,14 @@ struct DownloadQueueTests {
         }
     }
 
-    @Test("a product gone from the store: 404, failed with the reason")
+    @Test("a product the operator removed from the store for good: 404, failed with the reason")
     func notFound() async throws {
         try await Self.withStore { context in
             _ = try await context.client.buy(Self.book, downloadNow: false)
             try context.store.editCatalog("books.json") { $0.removeAll { ($0["id"] as? String) == Self.book } }
             #expect(await context.server.catalog.reload())
+            // Gone from the files it stays deliverable to its owners; removed on purpose, it is gone.
+            try await context.server.catalog.removeWithdrawn(Self.book)
             let report = try await context.client.runDownloads()
             #expect(report.failed == [Self.book])
             #expect(try await context.download(Self.book)?.lastError?.contains("404") == true)

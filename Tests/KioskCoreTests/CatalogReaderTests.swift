@@ -15,6 +15,7 @@ struct CatalogReaderTests {
             content: ContentDescriptor(format: .tarGz, size: 8_394_974, sha256: String(repeating: "ab", count: 32), version: "v2"),
             gracePeriodDays: 16)
         product.appStoreProductId = "ios.example.mag.issue_7"
+        product.forSale = false
         return product
     }()
 

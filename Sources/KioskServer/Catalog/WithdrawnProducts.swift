@@ -40,7 +40,8 @@ struct WithdrawnProducts: Sendable {
         let before = registry
         var products = catalog.products
         var archives = catalog.archives
-        for (id, last) in registry.products where products[id] == nil && !registry.removed.contains(id) {
+        // Credits are spent, never owned: a pack gone from the files is simply gone.
+        for (id, last) in registry.products where products[id] == nil && !registry.removed.contains(id) && last.kind != .consumable {
             var withdrawn = last
             withdrawn.forSale = false
             if let content = last.content {
@@ -54,7 +55,7 @@ struct WithdrawnProducts: Sendable {
             }
             products[id] = withdrawn
         }
-        for (id, product) in catalog.products {
+        for (id, product) in catalog.products where product.kind != .consumable {
             registry.products[id] = product
             registry.removed.remove(id)
         }

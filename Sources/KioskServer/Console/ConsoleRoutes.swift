@@ -135,7 +135,7 @@ struct ConsoleRoutes: Sendable {
         let lifecycle = try await store.subscriptionFigures(since: since)
         let overview = SalesOverview(rows: sales, kinds: await productKinds(), since: since, days: days)
         // One revenue chart per currency: amounts in different currencies are never added up.
-        let revenueCharts = overview.currencies.map { currency in
+        let revenueCharts = overview.currencies.map { currency -> String in
             let bars = overview.days.map { day in
                 ConsoleChart.Bar(label: day.day, value: Double(day.netCents[currency] ?? 0), shown: ConsoleHTML.money(day.netCents[currency] ?? 0, currency))
             }
