@@ -1618,7 +1618,8 @@ class Checker:
         self.check_transfers()
         self.check_races()
         self.check_trees(accounts)
-        self.stats = {"transactions": len(transactions), "charges": sum(1 for e in ledger if e["kind"] == "charge"),
+        self.stats = {"transactions": len(transactions), "renewals": sum(1 for t in transactions if t["paymentMethod"] == "renewal"),
+                      "charges": sum(1 for e in ledger if e["kind"] == "charge"),
                       "refunds": sum(1 for e in ledger if e["kind"] == "refund")}
 
     def check_payments(self, transactions, ledger, payments, accounts):
@@ -1829,7 +1830,7 @@ class Checker:
             if entry.name not in allowed_top:
                 self.flag("outside", f"{entry} was written outside every home")
         # manifests/: each installed product's manifest (<product id>.json), the base of its next update by entries.
-        home_entries = {"kiosk.sqlite", "kiosk.sqlite-wal", "kiosk.sqlite-shm", "account.lock", ".kiosk-reserve", "downloads", "Library", "manifests"}
+        home_entries = {"kiosk.sqlite", "kiosk.sqlite-wal", "kiosk.sqlite-shm", "account.lock", "agent.lock", ".kiosk-reserve", "downloads", "Library", "manifests"}
         for parent in [world.fence / "homes"] + ([world.disk] if world.disk else []):
             for entry in parent.iterdir():
                 if entry.name not in world.homes or world.homes[entry.name] != entry:
@@ -1953,7 +1954,7 @@ def report(world, checker, elapsed):
     if races:
         outcomes = Counter(f"{op['argv'][0]} ({', '.join(f'{a} {v}' if isinstance(v, int) else f'{a} launched' for a, v in op['race'].items())})" for op in races)
         log("  races:       " + ", ".join(f"{k} ×{v}" for k, v in sorted(outcomes.items())))
-    log(f"  server:      {checker.stats['transactions']} transactions, {checker.stats['charges']} charges, {checker.stats['refunds']} refunds")
+    log(f"  server:      {checker.stats['transactions']} transactions ({checker.stats['renewals']} renewals by the store's worker), {checker.stats['charges']} charges, {checker.stats['refunds']} refunds")
     log(f"  bytes:       {checker.bytes_total / MIB:.1f} MiB fetched = {checker.bytes_complete / MIB:.1f} MiB in complete responses"
         f" + {checker.bytes_cut / MIB:.1f} MiB cut off by faults, pauses and cancels; {checker.refetched / MIB:.1f} MiB of it fetched twice")
     updates = checker.update_counts()
