@@ -760,8 +760,8 @@ class World:
             ["buy-book", "buy-large", "buy-issue", "buy-subscription", "buy-credits", "buy-defer", "buy-refused",
              "redeem", "restore", "resume", "resume-wait", "pause", "cancel", "sync", "twin"],
             weights=[10, 12, 6, 3, 10, 6, 3, 8, 6, 9, 5, 5, 3, 2, 6])[0]
-        if home == AGENT_HOME and kind in ("restore", "pause", "cancel", "resume", "resume-wait", "twin", "sync"):
-            # What the agent must do alone is not done for it.
+        if home == AGENT_HOME:
+            # The agent's device runs no command: what a buys there reaches it through its agent.
             home = "a"
         if kind == "buy-book":
             argv = ["buy", rng.choice(BOOKS)] + (["--no-download"] if rng.random() < 0.25 else [])
@@ -869,7 +869,7 @@ class World:
         operator). A 409 is the loser's legitimate answer; the outcome is the ops list's exit."""
         rng = self.rng
         variant = rng.choices(["refund-finish", "refund-resume", "revoke-finish", "approve-decline"], weights=[3, 2, 2, 3])[0]
-        home = rng.choice(["a", "a2", "b", "c"])
+        home = rng.choice(["a", "b", "c"])  # not the agent's home: it runs no command
         account, token = self.account_of(home)
         op = {"index": len(self.ops), "kind": "race", "home": home, "argv": [variant], "start": time.time(), "end": None, "exit": None}
         self.ops.append(op)
@@ -1029,8 +1029,10 @@ class World:
         # Home b's database cannot be read while its disk is full: an update begins on free disks.
         self.lift_full_disk(force=True)
         # Homes that have it installed and still own it (a refund takes it away at the next sync).
-        holders = [h for h in self.homes if self.installed_version(h, id) and id in self.held(self.account_of(h)[0])]
-        home = rng.choice(holders or sorted(self.homes))
+        # Not the agent's home: its agent updates by itself, whenever the catalog changes, and the
+        # home runs no command (its trees are checked at the end).
+        holders = [h for h in self.homes if h != AGENT_HOME and self.installed_version(h, id) and id in self.held(self.account_of(h)[0])]
+        home = rng.choice(holders or sorted(h for h in self.homes if h != AGENT_HOME))
         op = {"index": len(self.ops), "kind": "update", "home": home, "argv": ["update", id, fault], "start": time.time(), "end": None, "exit": None}
         self.ops.append(op)
         # The home alone: its own processes finish first, so that the fault lands on this update.

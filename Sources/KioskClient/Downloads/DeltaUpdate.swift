@@ -149,7 +149,8 @@ struct DeltaUpdate {
         }
         var toFetch: [ContentManifest.Entry] = []
         var reused = Set<String>()
-        var unchanged = Set<String>()
+        // Kept files trusted unread, with their status once linked into staging.
+        var unchanged: [String: InstalledStatus.Status] = [:]
         for entry in manifest.entries {
             let parts = try ArchiveExtractor.checkedRelativePath(entry.path)
             guard parts.joined(separator: "/") == entry.path, seen.insert(entry.path).inserted else {
@@ -170,9 +171,15 @@ struct DeltaUpdate {
                 // Without a manifest of the installed version, any file of the right size is tried:
                 // the check below reads it and fetches it after all when it differs.
                 let same = previous == nil ? true : kept[entry.path].map { $0.kind == .file && $0.sha256 == entry.sha256 } == true
-                if same, foldersAreReal(parts.dropLast(), under: installed), let status = InstalledStatus.current(old.path, size: entry.size), Self.linkOrCopy(old, to: target) {
+                if same, foldersAreReal(parts.dropLast(), under: installed), let before = InstalledStatus.Status(old.path, size: entry.size), Self.linkOrCopy(old, to: target) {
                     reused.insert(entry.path)
-                    if let known = trusted[entry.path], known == status { unchanged.insert(entry.path) }
+                    // Unread only when its status is the one recorded after the installed tree's check
+                    // and nothing wrote to it between that look and the link (a write moves the
+                    // modification time; a link moves only the change time).
+                    if trusted[entry.path] == before.recorded, let linked = InstalledStatus.Status(target.path, size: entry.size),
+                       linked.inode == before.inode, linked.modified == before.modified {
+                        unchanged[entry.path] = linked
+                    }
                 } else {
                     toFetch.append(entry)
                 }
@@ -190,7 +197,12 @@ struct DeltaUpdate {
             }
             let checkStarted = FileClock.boundary(in: home.root)
             do {
-                try checkable.check(staging, unchangedSinceChecked: unchanged)
+                // A kept file written to since it was linked (a hand edit of the installed file
+                // while this update ran: they share the inode) is read after all.
+                let stillUnchanged = Set(unchanged.filter { path, linked in
+                    InstalledStatus.Status(staging.appendingPathComponent(path).path, size: linked.size) == linked
+                }.keys)
+                try checkable.check(staging, unchangedSinceChecked: stillUnchanged)
                 let digest = try LibraryInstaller.treeDigest(of: staging)
                 return Result(unpacked: LibraryInstaller.Unpacked(staging: staging, manifest: checkable), treeDigest: digest, checkedAt: checkStarted,
                               bytesFetched: fetched, filesChanged: changed, archiveSize: manifest.archiveSize)
@@ -201,7 +213,7 @@ struct DeltaUpdate {
                 logger.info("an installed file differs from what was installed; fetching it", metadata: ["product": "\(record.productId)", "path": "\(mismatch.path)"])
                 unlink(staging.appendingPathComponent(mismatch.path).path)
                 reused.remove(mismatch.path)
-                unchanged.remove(mismatch.path)
+                unchanged[mismatch.path] = nil
                 toFetch = [entry]
                 changed += 1
             }
@@ -296,11 +308,25 @@ final class EntryAssembler: @unchecked Sendable {
 /// (older than the check) is inverted by a clock stepped back, which stamps a later edit with an
 /// older time.
 enum InstalledStatus {
-    /// The status of a regular file of `size` bytes, or nil (not there, not a regular file, other size).
-    static func current(_ path: String, size: Int64) -> String? {
-        var info = stat()
-        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == size else { return nil }
-        return status(info)
+    /// What `lstat` says of a regular file.
+    struct Status: Equatable {
+        var inode: UInt64
+        var changed: Int64
+        var modified: Int64
+        var size: Int64
+
+        /// The status of a regular file of `size` bytes, or nil (not there, not a regular file, other size).
+        init?(_ path: String, size: Int64) {
+            var info = stat()
+            guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == size else { return nil }
+            inode = UInt64(info.st_ino)
+            changed = Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec)
+            modified = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+            self.size = size
+        }
+
+        /// As the status file keeps it: `inode:ctime`.
+        var recorded: String { "\(inode):\(changed)" }
     }
 
     /// Every regular file under `tree` whose status last changed before `stamp` (the file clock's
