@@ -135,7 +135,9 @@ extension KioskClient {
     /// - Throws: ``ClientError/invalidRequest(_:)`` when there is none, or when it was sent and its
     ///   answer is still awaited (it may have been charged).
     public func cancelUnsentPurchase(_ productId: String) throws -> PaymentRecord {
-        guard let record = try database.unsentPurchases(productId: productId).first, let id = record.id else {
+        let waiting = try database.unsentPurchases(productId: productId)
+        // The one never sent, if any: one that was sent may have been charged.
+        guard let record = waiting.first(where: { $0.sentAt == nil }) ?? waiting.first, let id = record.id else {
             throw ClientError.invalidRequest("no purchase of \(productId) waits to be sent on this device; kiosk transactions lists them")
         }
         return try database.cancelUnsent(id)

@@ -72,6 +72,8 @@ public final class KioskClient: Sendable {
             } else {
                 let remember: @Sendable () -> Void = { [database] in
                     try? database.setSetting(Setting.Key.server, to: given)
+                    // The keys cached so far are another store's: they must not name this one.
+                    try? database.removeSetting(Setting.Key.jwks)
                 }
                 store = StoreServer(url: given, remember: remember)
             }

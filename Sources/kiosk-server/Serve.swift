@@ -176,7 +176,29 @@ extension KioskServerTool {
             ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
         }
 
+        /// The variables read as a number or a closed set, and what each must be: one that is set
+        /// but cannot be read is refused, never replaced by the default (a mistyped
+        /// KIOSK_ENVIRONMENT=Production must not start a sandbox store that takes pretend payments).
+        static let typedVariables: [(name: String, expected: String, valid: @Sendable (String) -> Bool)] = [
+            ("KIOSK_ENVIRONMENT", "sandbox or production", { StoreEnvironment(rawValue: $0) != nil }),
+            ("KIOSK_APP_STORE_ENVIRONMENT", "sandbox or production", { StoreEnvironment(rawValue: $0) != nil }),
+            ("KIOSK_PORT", "a whole number", { Int($0) != nil }),
+            ("KIOSK_METRICS_PORT", "a whole number", { Int($0) != nil }),
+            ("KIOSK_CONSOLE_PORT", "a whole number", { Int($0) != nil }),
+            ("KIOSK_REQUEST_TIMEOUT", "a whole number of seconds", { Int($0) != nil }),
+            ("KIOSK_SIGNED_URL_LIFETIME", "a whole number of seconds", { Int($0) != nil }),
+            ("KIOSK_APP_STORE_APP_ID", "a whole number", { Int($0) != nil }),
+            ("KIOSK_SANDBOX_TIME_SCALE", "a number", { Double($0) != nil }),
+            ("KIOSK_RENEWAL_INTERVAL", "a number of seconds", { Double($0) != nil }),
+            ("KIOSK_NOTIFICATION_INTERVAL", "a number of seconds", { Double($0) != nil }),
+        ]
+
         func validate() throws {
+            for variable in Self.typedVariables {
+                if let value = Self.environment(variable.name), !variable.valid(value) {
+                    throw ValidationError("$\(variable.name) is \"\(value.prefix(64))\", which is not \(variable.expected); fix or unset it")
+                }
+            }
             guard (0...65535).contains(port) else {
                 throw ValidationError("--port must be between 0 and 65535, not \(port)")
             }

@@ -74,7 +74,7 @@ extension Kiosk {
         static let flushAt = 64 << 10
 
         static func line(for product: Product) -> String {
-            var detail: [String] = [product.kind.rawValue, product.price.description]
+            var detail: [String] = [product.kind.rawValue, Price.cents(product.price.amount).map { Price.shown(cents: $0, product.price.currency) } ?? product.price.description]
             if let credits = product.credits { detail.append("\(credits) credits") }
             if let creditPrice = product.creditPrice { detail.append("or \(creditPrice) credits") }
             if let date = product.publicationDate { detail.append("published \(date)") }

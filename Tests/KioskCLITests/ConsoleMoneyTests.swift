@@ -18,8 +18,8 @@ struct ConsoleMoneyTests {
         return String(decoding: response.body, as: UTF8.self)
     }
 
-    @Test("three currencies, three revenue charts; JPY without decimals; a redemption shown and refunded as credits; Ask to Buy at its price on approval; health as a table")
-    func moneyAsPeopleReadIt() async throws {
+    @Test("three currencies, three revenue charts; JPY without decimals; a redemption shown and refunded as credits; Ask to Buy at its price on approval; health as a table", arguments: TestEngine.all)
+    func moneyAsPeopleReadIt(engine: TestEngine) async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
         try store.editCatalog("books.json") { products in
@@ -29,7 +29,9 @@ struct ConsoleMoneyTests {
             (euro["id"], euro["price"], euro["currency"]) = (Self.euro, "5.50", "EUR")
             products += [yen, euro]
         }
-        let server = try await ServerProcess.start(store, extraArguments: ["--console-port", "0"], log: directory.path("server.log"))
+        var extra = ["--console-port", "0"]
+        if case .postgres(let url)? = try await engine.freshDatabase() { extra += ["--database", url] }
+        let server = try await ServerProcess.start(store, extraArguments: extra, log: directory.path("server.log"))
         let console = try #require(try await ConsoleBrowserTests.consoleURL(server), "\(server.log)")
         let home = ["KIOSK_HOME": directory.path("home").path]
         for product in [Self.yen, Self.euro, "com.kiosk.books.small-engines", "com.kiosk.credits.pack-5"] {

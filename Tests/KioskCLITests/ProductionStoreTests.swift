@@ -45,6 +45,35 @@ struct ProductionStoreTests {
         #expect(server.log.contains("a production store"), "\(server.log)")
     }
 
+    @Test("a mistyped KIOSK_ENVIRONMENT (or a port that is no number) is refused, never replaced by the sandbox default")
+    func mistypedEnvironmentRefused() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let arguments = ["serve", "--catalog", store.catalog.path, "--content", store.content.path, "--data", store.data.path, "--port", "0"]
+        for (name, value) in [("KIOSK_ENVIRONMENT", "Production"), ("KIOSK_ENVIRONMENT", "prod"), ("KIOSK_PORT", "abc")] {
+            let refused = try await KioskCommand.run(arguments, environment: [name: value])
+            #expect(refused.status != 0 && refused.stderr.contains("$\(name) is \"\(value)\""), "\(name)=\(value): \(refused)")
+            #expect(!refused.stdout.contains("listening"), "\(refused.stdout)")
+        }
+    }
+
+    @Test("a production store over a database a sandbox ran renews nothing and ignores the sandbox clock")
+    func productionRenewsNothing() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let sandbox = try await ServerProcess.start(store, extraArguments: ["--renewal-interval", "0"], log: directory.path("sandbox.log"))
+        let home = ["KIOSK_HOME": directory.path("home").path]
+        #expect(try await KioskCommand.run(["buy", "com.kiosk.magazines.harbor-monthly.subscription.monthly", "--no-download", "--server", sandbox.url], environment: home).status == 0)
+        let account = try #require(try await KioskCommand.run(["account"], environment: home).stdout.split(separator: "\n").first.map { String($0.dropFirst("account: ".count)) })
+        #expect(try await KioskCommand.run(["admin", "sandbox", account, "--advance", "40d", "--server", sandbox.url, "--data", store.data.path]).status == 0)
+        _ = await sandbox.stop()
+        let production = try await ServerProcess.start(store, extraArguments: ["--environment", "production", "--renewal-interval", "0.2"], log: directory.path("production.log"))
+        try await Task.sleep(for: .seconds(3))
+        let view = try await KioskCommand.run(["admin", "account", account, "--json", "--server", production.url, "--data", store.data.path])
+        #expect(view.status == 0 && !view.stdout.contains("\"renewal\""), "\(view)")
+        _ = await production.stop()
+    }
+
     @Test("a sandbox store says so when it starts, and still sells with approve")
     func sandboxSaysSo() async throws {
         let directory = try TemporaryDirectory()

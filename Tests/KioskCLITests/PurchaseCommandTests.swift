@@ -181,6 +181,16 @@ struct PurchaseCommandTests {
         #expect(rows.first { $0["productId"] as? String == Self.book }?["state"] as? String != "purchasing", "\(sent.stdout)")
         _ = await moved.stop()
 
+        // A store given now that never answered is known by its URL alone: a purchase saved for it
+        // is not sent to the store this home knows.
+        let typo = try await KioskCommand.run(["buy", "com.kiosk.books.lighthouse-keeper", "--server", "http://127.0.0.1:1"], environment: home)
+        #expect(typo.stdout.contains("saved"), "\(typo)")
+        let back = try await ServerProcess.start(store, log: directory.path("back.log"))
+        let notThere = try await KioskCommand.run(["sync", "--server", back.url], environment: home)
+        #expect(notThere.stderr.contains("com.kiosk.books.lighthouse-keeper: this purchase was saved for the store at http://127.0.0.1:1"), "\(notThere)")
+        #expect(try await KioskCommand.run(["cancel", "--purchase", "com.kiosk.books.lighthouse-keeper"], environment: home).status == 0)
+        _ = await back.stop()
+
         // A purchase never sent can be cancelled; nothing is sent later.
         let again = try await KioskCommand.run(["buy", "com.kiosk.books.river-of-maps"], environment: home)
         #expect(again.stdout.contains("saved"), "\(again)")

@@ -375,11 +375,13 @@ struct ReaderCommandTests {
         #expect(balance.stderr == "kiosk: \(Self.pack5): the store revoked this purchase of credits; no library content changed (kiosk balance shows what is left)\n")
     }
 
-    @Test("a purchase saved offline on a second device, of a book the account bought meanwhile, is shown as not charged, in the list and as JSON")
-    func freeRebuyShownFree() async throws {
+    @Test("a purchase saved offline on a second device, of a book the account bought meanwhile, is shown as not charged, in the list and as JSON", arguments: TestEngine.all)
+    func freeRebuyShownFree(engine: TestEngine) async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
-        var server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        var extra: [String] = []
+        if case .postgres(let url)? = try await engine.freshDatabase() { extra = ["--database", url] }
+        var server = try await ServerProcess.start(store, extraArguments: extra, log: directory.path("server.log"))
         let port = try #require(URLComponents(string: server.url)?.port)
         let first = ["KIOSK_HOME": directory.path("first").path]
         let second = ["KIOSK_HOME": directory.path("second").path]
@@ -391,7 +393,7 @@ struct ReaderCommandTests {
         _ = await server.stop()
         let offline = try await KioskCommand.run(["buy", Self.book], environment: second)
         #expect(offline.stdout.contains("saved"), "\(offline)")
-        server = try await ServerProcess.start(store, extraArguments: ["--port", String(port)], log: directory.path("server-back.log"))
+        server = try await ServerProcess.start(store, extraArguments: extra + ["--port", String(port)], log: directory.path("server-back.log"))
         #expect(try await KioskCommand.run(["buy", Self.book], environment: first).status == 0)
         // The second device's saved purchase reaches the store now: it owns the book already.
         #expect(try await KioskCommand.run(["sync"], environment: second).status == 0)

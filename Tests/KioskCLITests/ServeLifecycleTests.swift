@@ -1,4 +1,5 @@
 import Foundation
+import KioskCore
 import KioskTestSupport
 import Testing
 
@@ -81,6 +82,23 @@ struct ServeLifecycleTests {
             #expect(published.status != 0 && published.stderr.contains("field \"content.format\""), "\(file): \(published)")
         }
 
+        // A zip cut inside its central directory: libarchive streams it, zip tools refuse it.
+        let whole = directory.path("whole.zip")
+        let zipped = Process()
+        zipped.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        zipped.arguments = ["-c", "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1], 'w'); z.writestr('a.md', 'x' * 4000); z.writestr('b.md', 'y' * 4000); z.close()", whole.path]
+        try zipped.run()
+        zipped.waitUntilExit()
+        let bytes = try Data(contentsOf: whole)
+        try bytes.prefix(bytes.count - 30).write(to: store.content.appendingPathComponent("books/cut.zip"))
+        try store.editCatalog("books.json") { products in
+            for index in products.indices where products[index]["id"] as? String == book {
+                products[index]["content"] = ["path": "books/cut.zip", "format": "zip"]
+            }
+        }
+        let cut = try await KioskCommand.run(["serve", "--catalog", store.catalog.path, "--content", store.content.path, "--data", directory.path("data-cut").path, "--port", "0"])
+        #expect(cut.status == 1 && cut.stderr.contains("cut.zip does not open as zip (it is a zip whose central directory cannot be read"), "\(cut)")
+
         // At a reload: refused, and the last good catalog (the folder, zipped) keeps serving.
         try store.editCatalog("books.json") { products in
             for index in products.indices where products[index]["id"] as? String == book {
@@ -103,6 +121,27 @@ struct ServeLifecycleTests {
         #expect(refused && server.log.contains("small-engines.pdf does not open as zip"), "\(server.log)")
         let after = try await StoreHTTP(baseURL: server.url).send("GET", "/v1/catalog")
         #expect(after.status == 200 && after.body == before.body)
+        // A good ready-made zip said to be a tar.gz: refused at the reload, and at the next one too
+        // (the archive the first attempt left behind is no pass).
+        try bytes.write(to: store.content.appendingPathComponent("books/whole.zip"))
+        for (format, reloads) in [("zip", 1), ("tar.gz", 2)] {
+            try store.editCatalog("books.json") { products in
+                for index in products.indices where products[index]["id"] as? String == book {
+                    products[index]["content"] = ["path": "books/whole.zip", "format": format]
+                }
+            }
+            for _ in 0..<reloads {
+                let seen = server.log.components(separatedBy: "catalog reload").count
+                server.signal(SIGHUP)
+                for _ in 0..<100 where server.log.components(separatedBy: "catalog reload").count == seen {
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+            }
+        }
+        #expect(server.log.components(separatedBy: "whole.zip does not open as tar.gz").count == 3, "refused at both reloads: \(server.log)")
+        let flipped = try await StoreHTTP(baseURL: server.url).send("GET", "/v1/catalog")
+        let served = try JSONDecoder.kiosk.decode(CatalogDocument.self, from: flipped.body).products.first { $0.id == book }
+        #expect(served?.content?.format == .zip, "the zip is served as a tar.gz")
         _ = await server.stop()
     }
 

@@ -96,9 +96,11 @@ struct SubscriptionCommandTests {
         _ = await setup.server.stop()
     }
 
-    @Test("a renewal made by the store reaches the device at its next sync: the receipt is saved, the new end shown, an issue of the renewed period queued")
-    func renewalReachesDevice() async throws {
-        let setup = try await Setup()
+    @Test("a renewal made by the store reaches the device at its next sync: the receipt is saved, the new end shown, an issue of the renewed period queued", arguments: TestEngine.all)
+    func renewalReachesDevice(engine: TestEngine) async throws {
+        var serve: [String] = []
+        if case .postgres(let url)? = try await engine.freshDatabase() { serve = ["--database", url] }
+        let setup = try await Setup(serve: serve)
         let bought = try await setup.kiosk(["buy", Self.monthly, "--no-download"])
         #expect(bought.status == 0, "\(bought.stderr)")
         let first = try #require(try await setup.subscriptions().subscriptions.first)

@@ -86,6 +86,39 @@ struct WithdrawnProductTests {
         _ = await server.stop()
     }
 
+    @Test("off sale: a payment sent again with its key answers the transaction it got (a lost answer is not turned into a refusal); an Ask to Buy waiting for approval cannot be approved any more", arguments: TestEngine.all)
+    func offSaleKeepsWhatWasPaid(engine: TestEngine) async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        var extra: [String] = []
+        if case .postgres(let url)? = try await engine.freshDatabase() { extra = ["--database", url] }
+        let server = try await ServerProcess.start(store, extraArguments: extra, log: directory.path("server.log"))
+        let http = StoreHTTP(baseURL: server.url)
+        let account = try await http.createAccount()
+        let first = try await http.pay(Self.other, token: account.token, key: "paid-once")
+        #expect(first.status == 200)
+        let asked = try await http.pay(Self.book, token: account.token, method: .defer, key: "asked-once")
+        let request = try asked.decode(PaymentResponse.self).transaction.transactionId
+        try store.editCatalog("books.json") { products in
+            for index in products.indices where [Self.other, Self.book].contains(products[index]["id"] as? String) { products[index]["forSale"] = false }
+        }
+        server.signal(SIGHUP)
+        var offSale = false
+        for _ in 0..<100 where !offSale {
+            try await Task.sleep(for: .milliseconds(100))
+            offSale = try await http.pay(Self.other, token: account.token, key: "new-\(UUID())").status == 409
+        }
+        #expect(offSale, "\(server.log)")
+        let again = try await http.pay(Self.other, token: account.token, key: "paid-once")
+        #expect(again.status == 200, "\(again.status) \(String(decoding: again.body, as: UTF8.self))")
+        #expect(try again.decode(PaymentResponse.self).transaction.transactionId == first.decode(PaymentResponse.self).transaction.transactionId)
+        let adminToken = try String(contentsOf: store.data.appendingPathComponent("admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let approved = try await http.send("POST", "/v1/admin/transactions/\(request)/approve", token: adminToken)
+        #expect(approved.status == 409 && String(decoding: approved.body, as: UTF8.self).contains("off_sale"), "\(approved.status)")
+        #expect(try await http.charges(accountId: account.accountId, adminToken: adminToken).count == 1)
+        _ = await server.stop()
+    }
+
     @Test("kiosk publish carries a product gone from the files into the published catalog, off sale, until --remove-withdrawn")
     func publishCarriesWithdrawn() async throws {
         let directory = try TemporaryDirectory()

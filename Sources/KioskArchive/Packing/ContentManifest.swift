@@ -91,7 +91,9 @@ public struct ContentManifest: Sendable, Equatable, Codable {
         guard matches else { throw UnpackError.unsupportedFormat("it is \(actual), not \(declared.rawValue)") }
     }
 
-    public static func build(archive: URL, format: ArchiveFormat, sha256: String) throws -> ContentManifest {
+    /// - Parameter wholeZip: a zip must also have a central directory that reads (a publisher's
+    ///   ready-made file: libarchive streams a zip cut inside its directory, other tools refuse it).
+    public static func build(archive: URL, format: ArchiveFormat, sha256: String, wholeZip: Bool = false) throws -> ContentManifest {
         let size = (try FileManager.default.attributesOfItem(atPath: archive.path)[.size] as? Int64) ?? 0
         let reader = try ArchiveHandle.reader(path: archive.path)
         var entries: [Entry] = []
@@ -141,6 +143,13 @@ public struct ContentManifest: Sendable, Equatable, Codable {
             }
             hardlinked[path] = made
             entries.append(made)
+        }
+        if wholeZip, format == .zip || format == .epub {
+            do {
+                _ = try ZipDirectory.ranges(of: archive)
+            } catch {
+                throw UnpackError.unsupportedFormat("it is a zip whose central directory cannot be read (\(error)); zip tools refuse it")
+            }
         }
         if format == .zip || format == .epub, let ranges = try? ZipDirectory.ranges(of: archive) {
             for index in entries.indices where entries[index].kind == .file {

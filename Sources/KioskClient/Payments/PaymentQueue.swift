@@ -62,9 +62,11 @@ struct PaymentQueue: Sendable {
         try? database.setSetting(Setting.Key.jwks, to: String(decoding: keys, as: UTF8.self))
     }
 
-    /// The `kid`s of the store keys this home last fetched, comma-separated; nil before any were.
+    /// The `kid`s of the store keys this home last fetched, comma-separated, when they are the keys
+    /// of the store this purchase is made for (the one this home talks to and that has answered);
+    /// nil otherwise: a store given now that never answered is known by its URL alone.
     private func cachedKeyIDs() throws -> String? {
-        guard let json = try database.setting(Setting.Key.jwks) else { return nil }
+        guard try database.setting(Setting.Key.server) == server.base(), let json = try database.setting(Setting.Key.jwks) else { return nil }
         let kids = Self.keyIDs(Data(json.utf8))
         return kids.isEmpty ? nil : kids.sorted().joined(separator: ",")
     }

@@ -70,10 +70,10 @@ struct WithdrawnProducts: Sendable {
     func remove(_ id: String, stillInFiles: Bool) throws {
         var registry = try load()
         guard registry.products[id] != nil, !registry.removed.contains(id) else {
-            throw StoreError.notWithdrawn(id, reason: "the store never published it, or it was removed already")
+            throw StoreError.notWithdrawn(id, reason: "it is no product this store published and then took out of its catalog files (or it was removed already; credit packs are never kept)")
         }
         guard !stillInFiles else {
-            throw StoreError.notWithdrawn(id, reason: "it is still in the catalog files; take it out of them (or mark it \"forSale\": false) and reload first")
+            throw StoreError.notWithdrawn(id, reason: "it is still in the catalog files (one marked \"forSale\": false there stays deliverable to its owners); take it out of them and reload first")
         }
         registry.removed.insert(id)
         try save(registry)

@@ -93,7 +93,7 @@ public struct ContentStore: Sendable {
         }
         let manifestSha256: String?
         do {
-            manifestSha256 = try writeManifest(of: final, format: source.format, sha256: packed.sha256)
+            manifestSha256 = try writeManifest(of: final, format: source.format, sha256: packed.sha256, readyMade: !source.isFolder)
         } catch {
             // A ready-made file that does not open as its format cannot be delivered: refused
             // before it is sold. (A folder Kiosk packed itself always opens.)
@@ -122,9 +122,9 @@ public struct ContentStore: Sendable {
 
     /// Writes the ``ContentManifest`` of `archive` beside it (once: one archive gives one
     /// manifest) and returns its SHA-256.
-    private func writeManifest(of archive: URL, format: ArchiveFormat, sha256: String) throws -> String {
+    private func writeManifest(of archive: URL, format: ArchiveFormat, sha256: String, readyMade: Bool) throws -> String {
         let file = manifestFile(sha256)
-        let bytes = try ContentManifest.build(archive: archive, format: format, sha256: sha256).encoded()
+        let bytes = try ContentManifest.build(archive: archive, format: format, sha256: sha256, wholeZip: readyMade).encoded()
         if (try? Data(contentsOf: file)) != bytes {
             let temporary = scratch.appendingPathComponent("\(UUID().uuidString).json")
             try bytes.write(to: temporary)
@@ -184,7 +184,8 @@ public struct ContentStore: Sendable {
         let attributes = try FileManager.default.attributesOfItem(atPath: source.location.path)
         let size = attributes[.size] as? Int64 ?? -1
         let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
-        return "file\t\(source.location.path)\t\(size)\t\(modified)"
+        // The declared format too: the same file said to be another format is checked again.
+        return "file\t\(source.location.path)\t\(size)\t\(modified)\t\(source.format.rawValue)"
     }
 
     private struct Record: Codable {

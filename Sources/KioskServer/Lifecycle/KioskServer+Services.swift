@@ -41,7 +41,9 @@ extension KioskServer {
         }
         services.append(Self.stopsTheGroup(CatalogReloadService(catalog: catalog, listening: listening, onServing: onServing, changes: store.changes)))
         services.append(Self.stopsTheGroup(CleanupService(limiter: limits.limiter, catalog: catalog)))
-        if let interval = configuration.renewalInterval {
+        // The renewal worker charges the sandbox's pretend renewals; a production store's
+        // subscriptions renew where they were paid for (the App Store), never here.
+        if let interval = configuration.renewalInterval, configuration.environment == .sandbox {
             services.append(Self.stopsTheGroup(RenewalService(store: store, interval: interval, logger: logger)))
         }
         if let delivery = configuration.notificationDelivery {

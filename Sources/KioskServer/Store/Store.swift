@@ -122,15 +122,22 @@ public struct Store: Sendable {
         if let token = request.appAccountToken, UUID(uuidString: token) == nil {
             throw StoreError.invalidRequest("appAccountToken must be a UUID, not \"\(token.prefix(64))\"")
         }
-        let product = try await product(request.productId)
-        guard product.forSale != false else { throw StoreError.offSale(product.id) }
+        let keyed = KeyedRequest(key: request.idempotencyKey, productId: request.productId, quantity: request.quantity, method: request.paymentMethod.rawValue)
+        let product: Product
+        do {
+            product = try await sellable(request.productId)
+        } catch let refusal as StoreError {
+            // Sent again with its key, a payment answers what it got the first time, whatever the
+            // catalog says now (a device whose answer was lost must not record a charge as refused).
+            if let replayed = try await replayed(keyed, accountId: accountId) { return replayed }
+            throw refusal
+        }
         guard request.quantity == 1 || product.kind == .consumable else {
             throw StoreError.invalidRequest("only consumables can be bought in a quantity; \(product.id) is a \(product.kind.rawValue)")
         }
         // A consumable's outcome depends on nothing the account holds, unless it asks to wait
         // for approval (one pending request per product).
         let readsHoldings = product.kind != .consumable || request.paymentMethod == .defer
-        let keyed = KeyedRequest(key: request.idempotencyKey, productId: product.id, quantity: request.quantity, method: request.paymentMethod.rawValue)
         // A subscription's dates are in the account's time, which the sandbox may run ahead.
         let now: Date = if product.kind == .subscription { try await accountNow(accountId) } else { .storeNow }
         let settled = try await settle(account: accountId, request: keyed, product: product, readsHoldings: readsHoldings) { holdings in
@@ -164,12 +171,17 @@ public struct Store: Sendable {
     func redeem(_ request: RedemptionRequest, accountId: String) async throws -> PaymentResponse {
         try Self.checkKey(request.idempotencyKey)
         try RequestText.check(request.productId, field: "productId")
-        let product = try await product(request.productId)
-        guard product.forSale != false else { throw StoreError.offSale(product.id) }
+        let keyed = KeyedRequest(key: request.idempotencyKey, productId: request.productId, quantity: 1, method: "credits")
+        let product: Product
+        do {
+            product = try await sellable(request.productId)
+        } catch let refusal as StoreError {
+            if let replayed = try await replayed(keyed, accountId: accountId) { return replayed }
+            throw refusal
+        }
         guard product.creditPrice != nil else {
             throw StoreError.notRedeemable(product.id)
         }
-        let keyed = KeyedRequest(key: request.idempotencyKey, productId: product.id, quantity: 1, method: "credits")
         let settled = try await settle(account: accountId, request: keyed, product: product) { holdings in
             var record = TransactionRecord.pending(account: accountId, product: product, quantity: 1, method: "credits", key: request.idempotencyKey)
             try holdings.decide(&record, product: product)
@@ -189,7 +201,8 @@ public struct Store: Sendable {
         try Self.checkTransactionId(transactionId)
         let deferred = try await transaction(transactionId)
         guard deferred.status == .deferred else { throw Self.notDeferred(deferred) }
-        let product = try await product(deferred.productId)
+        // Taken off sale while the request waited: nothing is sold any more (decline it).
+        let product = try await sellable(deferred.productId)
         let keyed = KeyedRequest(key: deferred.idempotencyKey, productId: product.id, quantity: deferred.quantity, method: PaymentMethod.defer.rawValue)
         let now: Date = if product.kind == .subscription { try await accountNow(deferred.accountId) } else { .storeNow }
         let settled = try await settle(account: deferred.accountId, request: keyed, product: product, replacing: deferred) { holdings in
@@ -688,6 +701,24 @@ public struct Store: Sendable {
     func product(_ id: String) async throws -> Product {
         guard let product = try await catalog.current.products[id] else { throw StoreError.unknownProduct(id) }
         return product
+    }
+
+    /// A product that can be sold now: in the catalog and not off sale.
+    func sellable(_ id: String) async throws -> Product {
+        let product = try await product(id)
+        guard product.forSale != false else { throw StoreError.offSale(id) }
+        return product
+    }
+
+    /// The answer a payment or redemption got the first time, when `request`'s key was used
+    /// before by the account (the same request, or a 422 naming what differs); nil when it was not.
+    private func replayed(_ request: KeyedRequest, accountId: String) async throws -> PaymentResponse? {
+        let key = request.key
+        guard let existing = try await database.read({ db in
+            try await db.transactions { $0.where("accountId", .equal, accountId).where("idempotencyKey", .equal, key) }.first
+        }) else { return nil }
+        try request.check(replayOf: existing)
+        return try await response(for: Settled(record: existing, credits: nil))
     }
 
     // MARK: Helpers
