@@ -191,7 +191,8 @@ public actor CatalogService {
         guard case .folders(_, let contentStore, _) = source else { return (built, origin) }
         fileProducts = Set(built.products.keys)
         let withdrawn = WithdrawnProducts(contentStore: contentStore)
-        return (try await onOwnThread { try withdrawn.carryForward(into: built) }, origin)
+        let logger = logger
+        return (try await onOwnThread { try withdrawn.carryForward(into: built, logger: logger) }, origin)
     }
 
     /// Removes a withdrawn product on purpose (its owners can no longer download it) and reloads.

@@ -44,7 +44,7 @@ public struct PublishedFolder: Sendable {
         let withdrawn = WithdrawnProducts(contentStore: store)
         let fromFiles = Set(entries.map(\.product.id))
         for id in removing { try withdrawn.remove(id, stillInFiles: fromFiles.contains(id)) }
-        let published = try withdrawn.carryForward(into: PublishedCatalog(entries: entries, contentStore: store))
+        let published = try withdrawn.carryForward(into: PublishedCatalog(entries: entries, contentStore: store), logger: logger)
         // The gzip twin first, for nginx's gzip_static (deploy/nginx.conf answers GET /v1/catalog
         // from these files); each file is renamed into place whole, so every response is one
         // whole document, old or new.

@@ -1,6 +1,7 @@
 import Foundation
 import KioskArchive
 import KioskCore
+import Logging
 
 /// Owned is forever: a product that leaves the catalog files stays deliverable to the readers who
 /// own it (restore, a new device, a repair, an update) until the operator removes it on purpose.
@@ -35,7 +36,17 @@ struct WithdrawnProducts: Sendable {
 
     /// `catalog` (built from the files) plus every product published before and missing from it
     /// now, off sale, with its archive when that is still there; remembers `catalog`'s products.
-    func carryForward(into catalog: PublishedCatalog) throws -> PublishedCatalog {
+    func carryForward(into catalog: PublishedCatalog, logger: Logger) throws -> PublishedCatalog {
+        // Gone, while the store packed products that are no longer in the files: those are not
+        // carried to their owners, and saying so is all that can be done here.
+        if !FileManager.default.fileExists(atPath: file.path),
+           let packed = try? FileManager.default.contentsOfDirectory(atPath: contentStore.records.path) {
+            let missing = packed.filter { $0.hasSuffix(".json") }.map { String($0.dropLast(5)) }.filter { catalog.products[$0] == nil }.sorted()
+            if !missing.isEmpty {
+                logger.warning("the list of published products is missing: products packed before and gone from the catalog files are not delivered to their owners; restore the file from a backup, or put them back in the files",
+                               metadata: ["file": "\(file.path)", "products": "\(missing.prefix(10).joined(separator: ", "))"])
+            }
+        }
         var registry = try load()
         let before = registry
         var products = catalog.products
