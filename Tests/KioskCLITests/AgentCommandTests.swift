@@ -14,6 +14,35 @@ struct AgentCommandTests {
     static let currentIssue = "com.kiosk.magazines.harbor-monthly.issue-03"
     static let otherBook = "com.kiosk.books.river-of-maps"
 
+    /// The store on `engine`: one instance on SQLite; on PostgreSQL a second one (with its own data
+    /// and files) over the same database, for what must cross from one instance to the other.
+    struct Instances {
+        let directory: TemporaryDirectory
+        let a: ServerProcess
+        let b: ServerProcess
+        /// B's store folders (A's on SQLite), for `kiosk admin --data`.
+        let storeB: SampleStore
+        private let directoryB: TemporaryDirectory
+        private let pair: Bool
+
+        init(_ engine: TestEngine) async throws {
+            directory = try TemporaryDirectory()
+            directoryB = try TemporaryDirectory()
+            let store = try SampleStore(in: directory)
+            var extra: [String] = []
+            if case .postgres(let url)? = try await engine.freshDatabase() { extra = ["--database", url] }
+            pair = !extra.isEmpty
+            a = try await ServerProcess.start(store, extraArguments: extra, log: directory.path("a.log"))
+            storeB = pair ? try SampleStore(in: directoryB) : store
+            b = pair ? try await ServerProcess.start(storeB, extraArguments: extra, log: directory.path("b.log")) : a
+        }
+
+        func stop() async {
+            _ = await a.stop()
+            if pair { _ = await b.stop() }
+        }
+    }
+
     /// Accelerated timings: a sync every second, retries from one second.
     static let fast = ["KIOSK_RETRY_BASE_SECONDS": "1", "KIOSK_RETRY_CAP_SECONDS": "2"]
 
@@ -145,15 +174,9 @@ struct AgentCommandTests {
 
     @Test("a refund on the store removes the book from the library within 3 s, with the agent alone running", arguments: TestEngine.all)
     func refundRemovesBook(engine: TestEngine) async throws {
-        let directory = try TemporaryDirectory()
-        let store = try SampleStore(in: directory)
-        var extra: [String] = []
-        if case .postgres(let url)? = try await engine.freshDatabase() { extra = ["--database", url] }
-        let a = try await ServerProcess.start(store, extraArguments: extra, log: directory.path("a.log"))
-        // On PostgreSQL the refund goes through another instance (its own data folder) than the one the agent waits on.
-        let directoryB = try TemporaryDirectory()
-        let storeB = extra.isEmpty ? store : try SampleStore(in: directoryB)
-        let b = extra.isEmpty ? a : try await ServerProcess.start(storeB, extraArguments: extra, log: directory.path("b.log"))
+        // On PostgreSQL the refund goes through another instance than the one the agent waits on.
+        let stores = try await Instances(engine)
+        let (directory, a, b, storeB) = (stores.directory, stores.a, stores.b, stores.storeB)
         let home = directory.path("home").path
         #expect(try await KioskCommand.run(["buy", Self.book, "--server", a.url], environment: ["KIOSK_HOME": home]).status == 0)
         #expect(Self.installed(home, Self.book))
@@ -166,22 +189,14 @@ struct AgentCommandTests {
         #expect(took != nil, "still installed 3 s after the refund: \(Self.output(directory))")
         #expect(Self.output(directory).contains("\(Self.book): the store revoked this purchase"))
         _ = try await Self.stop(agent)
-        _ = await a.stop()
-        if !extra.isEmpty { _ = await b.stop() }
-        withExtendedLifetime(directoryB) {}
+        await stores.stop()
     }
 
     @Test("a book bought on another device of the account is installed by the agent within 3 s, with no command run", arguments: TestEngine.all)
     func otherDevicePurchaseArrives(engine: TestEngine) async throws {
-        let directory = try TemporaryDirectory()
-        let store = try SampleStore(in: directory)
-        var extra: [String] = []
-        if case .postgres(let url)? = try await engine.freshDatabase() { extra = ["--database", url] }
-        let a = try await ServerProcess.start(store, extraArguments: extra, log: directory.path("a.log"))
         // On PostgreSQL the other device buys through another instance than the one the agent waits on.
-        let directoryB = try TemporaryDirectory()
-        let storeB = extra.isEmpty ? store : try SampleStore(in: directoryB)
-        let b = extra.isEmpty ? a : try await ServerProcess.start(storeB, extraArguments: extra, log: directory.path("b.log"))
+        let stores = try await Instances(engine)
+        let (directory, a, b) = (stores.directory, stores.a, stores.b)
         let home = directory.path("home").path
         let phone = directory.path("phone").path
         #expect(try await KioskCommand.run(["buy", Self.book, "--server", a.url], environment: ["KIOSK_HOME": home]).status == 0)
@@ -201,9 +216,7 @@ struct AgentCommandTests {
         let rows = try JSONSerialization.jsonObject(with: Data(listed.utf8)) as? [[String: Any]] ?? []
         #expect(rows.filter { $0["productId"] as? String == Self.otherBook }.count == 1, "\(listed)")
         _ = try await Self.stop(agent)
-        _ = await a.stop()
-        if !extra.isEmpty { _ = await b.stop() }
-        withExtendedLifetime(directoryB) {}
+        await stores.stop()
     }
 
     @Test("a refund while the agent downloads the book stops the transfer within 3 s, and the book is never installed")

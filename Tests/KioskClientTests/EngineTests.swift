@@ -128,6 +128,9 @@ struct EngineTests {
             #expect(saved.savedOffline)
             let database = try DatabaseQueue(path: context.homeURL.appendingPathComponent("kiosk.sqlite").path)
             try await database.write { db in
+                // Saved for this store while it could not be reached (a purchase saved for another
+                // URL is never sent here: PurchaseCommandTests.unsentPurchaseBelongsToItsStore).
+                try db.execute(sql: "UPDATE payment SET storeURL = ? WHERE state = 'purchasing'", arguments: [context.url])
                 try db.execute(sql: """
                     INSERT INTO payment (productId, kind, quantity, paymentMethod, state, transactionId, receipt, createdAt, updatedAt)
                     VALUES ('com.kiosk.books.withdrawn', 'nonConsumable', 1, 'approve', 'purchased', 'txn_poison', 'a.b.c', ?, ?)

@@ -42,7 +42,7 @@ struct AdminRoutes: Sendable {
     /// `POST /v1/admin/accounts/{id}/sandbox`, body ``SandboxAccountSettings``: ``SandboxAccountState``.
     @Sendable func sandbox(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let settings = try await JSONBody.decode(SandboxAccountSettings.self, from: request)
-        return try JSONBody.response(try await store.setSandbox(accountId: Self.pathID(context), settings))
+        return try JSONBody.response(try await store.setSandbox(accountId: context.parameters.require("id"), settings))
     }
 
     /// `GET /v1/admin/products/{id}/owners`: `{"productId", "owners"}`, the accounts that own it.
@@ -60,8 +60,9 @@ struct AdminRoutes: Sendable {
         return try JSONBody.response(AdminProductOwners(productId: id, owners: owners, removed: true))
     }
 
-    /// The `{id}` of a route, percent-decoded (`kiosk admin` encodes every dot, so that no ID is
-    /// read as a dot segment of the path) and checked as every identifier a caller sends is.
+    /// The `{id}` of a product route, percent-decoded (`kiosk admin` encodes every dot of a product
+    /// ID, so that none is read as a dot segment of the path) and checked as every identifier a
+    /// caller sends is. (Transaction and account IDs have no dots: their routes take them as sent.)
     static func pathID(_ context: KioskRequestContext) throws -> String {
         let raw = try context.parameters.require("id")
         let id = raw.removingPercentEncoding ?? raw
@@ -105,7 +106,7 @@ struct AdminRoutes: Sendable {
 
     /// `POST /v1/admin/notifications/{uuid}/resend`: ``AdminNotificationRow`` per endpoint.
     @Sendable func resendNotification(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.resendNotification(Self.pathID(context)))
+        try JSONBody.response(try await store.resendNotification(context.parameters.require("id")))
     }
 
     /// `GET /v1/admin/accounts`: ``AdminAccountRow`` per account.
@@ -122,7 +123,7 @@ struct AdminRoutes: Sendable {
 
     /// `GET /v1/admin/accounts/{id}`: ``AdminAccountView``.
     @Sendable func account(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.adminAccount(Self.pathID(context)))
+        try JSONBody.response(try await store.adminAccount(context.parameters.require("id")))
     }
 
     /// `GET /v1/admin/pending`: Ask to Buy requests waiting, as ``AdminTransactionRow``.
@@ -147,24 +148,24 @@ struct AdminRoutes: Sendable {
 
     /// `POST /v1/admin/transactions/{id}/approve`: the Ask to Buy is charged and signed.
     @Sendable func approve(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.approve(transactionId: Self.pathID(context)))
+        try JSONBody.response(try await store.approve(transactionId: context.parameters.require("id")))
     }
 
     /// `POST /v1/admin/transactions/{id}/decline`: nothing is charged.
     @Sendable func decline(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.decline(transactionId: Self.pathID(context)))
+        try JSONBody.response(try await store.decline(transactionId: context.parameters.require("id")))
     }
 
     /// `POST /v1/admin/transactions/{id}/revoke`, body `{"reason": "…"}` or none.
     @Sendable func revoke(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let reason = try await Self.reason(request)
-        return try JSONBody.response(try await store.revoke(transactionId: Self.pathID(context), reason: reason))
+        return try JSONBody.response(try await store.revoke(transactionId: context.parameters.require("id"), reason: reason))
     }
 
     /// `POST /v1/admin/transactions/{id}/refund`, body `{"reason": "…"}` or none.
     @Sendable func refund(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let reason = try await Self.reason(request)
-        return try JSONBody.response(try await store.revoke(transactionId: Self.pathID(context), reason: reason, refund: true))
+        return try JSONBody.response(try await store.revoke(transactionId: context.parameters.require("id"), reason: reason, refund: true))
     }
 
     /// The list filter of a request's query (`since`, `product`, `state`); a value that cannot be

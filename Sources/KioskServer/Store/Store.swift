@@ -124,13 +124,9 @@ public struct Store: Sendable {
         }
         let keyed = KeyedRequest(key: request.idempotencyKey, productId: request.productId, quantity: request.quantity, method: request.paymentMethod.rawValue)
         let product: Product
-        do {
-            product = try await sellable(request.productId)
-        } catch let refusal as StoreError {
-            // Sent again with its key, a payment answers what it got the first time, whatever the
-            // catalog says now (a device whose answer was lost must not record a charge as refused).
-            if let replayed = try await replayed(keyed, accountId: accountId) { return replayed }
-            throw refusal
+        switch try await sale(of: keyed, accountId: accountId) {
+        case .answered(let earlier): return earlier
+        case .sell(let sellable): product = sellable
         }
         guard request.quantity == 1 || product.kind == .consumable else {
             throw StoreError.invalidRequest("only consumables can be bought in a quantity; \(product.id) is a \(product.kind.rawValue)")
@@ -173,11 +169,9 @@ public struct Store: Sendable {
         try RequestText.check(request.productId, field: "productId")
         let keyed = KeyedRequest(key: request.idempotencyKey, productId: request.productId, quantity: 1, method: "credits")
         let product: Product
-        do {
-            product = try await sellable(request.productId)
-        } catch let refusal as StoreError {
-            if let replayed = try await replayed(keyed, accountId: accountId) { return replayed }
-            throw refusal
+        switch try await sale(of: keyed, accountId: accountId) {
+        case .answered(let earlier): return earlier
+        case .sell(let sellable): product = sellable
         }
         guard product.creditPrice != nil else {
             throw StoreError.notRedeemable(product.id)
@@ -708,6 +702,23 @@ public struct Store: Sendable {
         let product = try await product(id)
         guard product.forSale != false else { throw StoreError.offSale(id) }
         return product
+    }
+
+    /// What a payment or redemption comes to before anything is decided: the product to sell, or,
+    /// when it cannot be sold any more (off sale, gone), the answer the same key got the first
+    /// time: a device whose answer was lost must not record a charge as refused.
+    private enum Sale {
+        case sell(Product)
+        case answered(PaymentResponse)
+    }
+
+    private func sale(of request: KeyedRequest, accountId: String) async throws -> Sale {
+        do {
+            return .sell(try await sellable(request.productId))
+        } catch let refusal as StoreError {
+            guard let earlier = try await replayed(request, accountId: accountId) else { throw refusal }
+            return .answered(earlier)
+        }
     }
 
     /// The answer a payment or redemption got the first time, when `request`'s key was used
