@@ -209,7 +209,7 @@ struct DeliveryCoordinator: Sendable {
         do {
             if let read = try await payments.storeChangesSinceReplay() {
                 changes = read.transactions
-                let revoked = try applyRevocations(changes)
+                let revoked = try await applyRevocations(changes)
                 report.revoked = revoked.map(\.productId)
                 report.revokedCredits = revoked.filter { $0.kind == .consumable }.map(\.productId)
                 appliedCursor = read.cursor
@@ -320,10 +320,11 @@ struct DeliveryCoordinator: Sendable {
 
     /// Marks what the store revoked and takes its content out of the library.
     /// - Returns: the purchases newly revoked.
-    private func applyRevocations(_ transactions: [StoreTransaction]) throws -> [PaymentRecord] {
+    private func applyRevocations(_ transactions: [StoreTransaction]) async throws -> [PaymentRecord] {
         let revoked = try payments.applyRevocations(transactions)
         for record in revoked {
-            try downloads.removeContent(grantedBy: record)
+            // An issue a standing subscription period still covers keeps its download and bytes.
+            try await downloads.removeContent(grantedBy: record, coveredBy: { try await subscriptions.coveringReceipt(for: $0) })
         }
         return revoked
     }
@@ -332,7 +333,7 @@ struct DeliveryCoordinator: Sendable {
     /// `mode` `.now`, downloads) what they entitle, and finishes them.
     func restore(mode: DeliveryMode) async throws -> RestoreResult {
         let all = try await payments.storeTransactions(creatingAccount: true) ?? []
-        _ = try applyRevocations(all)
+        _ = try await applyRevocations(all)
         let taken = try await takeIn(all)
         var result = RestoreResult(restored: taken.delivered, refused: taken.refused, withdrawn: taken.withdrawn)
         try await requeueOwnedContent()

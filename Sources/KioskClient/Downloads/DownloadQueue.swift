@@ -242,10 +242,16 @@ struct DownloadQueue {
 
     /// Takes the content a revoked purchase granted out of the library, unless another standing
     /// purchase of the same product still grants it (then the download is re-presented with that one).
-    func removeContent(grantedBy revoked: PaymentRecord) throws {
+    /// - Parameter coveredBy: another proof that still entitles a product (a subscription period
+    ///   covering the issue): its download is kept, bytes and all, under that proof.
+    func removeContent(grantedBy revoked: PaymentRecord, coveredBy: (String) async throws -> (receipt: String, transactionId: String)?) async throws {
         for download in try database.downloads() where download.transactionId == revoked.transactionId || download.receipt == revoked.receipt {
             if let other = try database.owningPayment(productId: download.productId), let receipt = other.receipt {
                 try database.represent(download.productId, receipt: receipt, transactionId: other.transactionId)
+                continue
+            }
+            if let covering = try await coveredBy(download.productId) {
+                try database.represent(download.productId, receipt: covering.receipt, transactionId: covering.transactionId)
                 continue
             }
             let partial = try partialFile(download.productId)

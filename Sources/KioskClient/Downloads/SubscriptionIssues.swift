@@ -75,4 +75,26 @@ struct SubscriptionIssues {
         return added
     }
 
+
+    /// A standing subscription period of this device that covers issue `productId` (by the one
+    /// coverage rule), as the receipt and transaction its download can be presented with; nil when
+    /// none does. (Grace windows are not asked for: a revocation keeps what a paid period covers.)
+    func coveringReceipt(for productId: String) async throws -> (receipt: String, transactionId: String)? {
+        guard let issue = try database.cachedProduct(productId), let series = issue.series, let published = issue.publicationDate else { return nil }
+        let periods = try database.payments().filter { $0.kind == .subscription && PaymentState.owning.contains($0.state) && $0.receipt != nil }
+        guard !periods.isEmpty else { return nil }
+        var dates: [String] = []
+        try database.forEachCachedProduct { product in
+            if product.series == series, product.kind == .nonConsumable, let date = product.publicationDate { dates.append(date) }
+        }
+        let accountId = try database.account()?.id
+        for period in periods {
+            guard let receipt = period.receipt,
+                  let claims = try? await ReceiptCheck(database: database).verify(receipt, accountId: accountId, fetchKeys: nil),
+                  let expires = claims.expires, try database.cachedProduct(claims.productId)?.series == series,
+                  SubscriptionCoverage(purchased: claims.purchased, expires: expires).covers(published, seriesIssueDates: dates) else { continue }
+            return (receipt, claims.transactionId)
+        }
+        return nil
+    }
 }
