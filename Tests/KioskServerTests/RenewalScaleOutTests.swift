@@ -41,7 +41,7 @@ struct RenewalScaleOutTests {
                         try await group.waitForAll()
                     }
                     // Every period ended an hour ago.
-                    let ended = Date.storeNow.addingTimeInterval(-3600)
+                    let ended = StoreClock.wallClock.wallNow().addingTimeInterval(-3600)
                     try await a.database.write { db in
                         try await db.update("subscription").set("expiresDate", to: ended).set("dueAt", to: ended).run()
                     }

@@ -33,7 +33,7 @@ struct StoreTablesTests {
     func everyFieldWritten(engine: TestEngine) async throws {
         let directory = try TemporaryDirectory()
         let database = try await Self.openStore(engine, in: directory)
-        let account = AccountRecord(id: "acct_tables", tokenHash: "hash", credits: 0, createdAt: .storeNow, revision: 0)
+        let account = AccountRecord(id: "acct_tables", tokenHash: "hash", credits: 0, createdAt: StoreClock.wallClock.wallNow(), revision: 0)
         let now = Self.now
         let record = Self.everyField(id: "txn_tables", account: account.id, status: .revoked)
         let entry = LedgerEntry(id: nil, transactionId: record.id, kind: .refund, accountId: account.id, amountCents: -1234,
@@ -68,7 +68,7 @@ struct StoreTablesTests {
     func oneStatementPurchase() async throws {
         let location = try #require(try await TestEngine.postgres.freshDatabase())
         let database = try await ServerDatabase.open(location, logger: Logger(label: "test"))
-        let account = AccountRecord(id: "acct_one", tokenHash: "hash", credits: 7, createdAt: .storeNow, revision: 3)
+        let account = AccountRecord(id: "acct_one", tokenHash: "hash", credits: 7, createdAt: StoreClock.wallClock.wallNow(), revision: 3)
         try await database.write { try await $0.insert(into: "account").model(account).run() }
         let now = Self.now
         let record = Self.everyField(id: "txn_one", account: account.id, status: .purchased)
@@ -127,7 +127,7 @@ struct StoreTablesTests {
     func advanceAccount(engine: TestEngine) async throws {
         let directory = try TemporaryDirectory()
         let database = try await Self.openStore(engine, in: directory)
-        let account = AccountRecord(id: "acct_cas", tokenHash: "hash", credits: 10, createdAt: .storeNow, revision: 4)
+        let account = AccountRecord(id: "acct_cas", tokenHash: "hash", credits: 10, createdAt: StoreClock.wallClock.wallNow(), revision: 4)
         try await database.write { try await $0.insert(into: "account").model(account).run() }
         @Sendable func advance(from revision: Int64?, adding delta: Int) async throws -> Int? {
             try await database.write { try await $0.advance(account: account.id, from: revision, adding: delta)?.credits }
@@ -165,12 +165,12 @@ struct StoreTablesTests {
     func holdingsLookup(engine: TestEngine) async throws {
         let directory = try TemporaryDirectory()
         let database = try await Self.openStore(engine, in: directory)
-        let account = AccountRecord(id: "acct_look", tokenHash: "hash", credits: 4, createdAt: .storeNow, revision: 9)
+        let account = AccountRecord(id: "acct_look", tokenHash: "hash", credits: 4, createdAt: StoreClock.wallClock.wallNow(), revision: 9)
         // Subscription periods: two purchased rows of one product are allowed (not of a book).
         @Sendable func record(_ id: String, status: TransactionStatus, expires: Date? = nil) -> TransactionRecord {
             var record = TransactionRecord.pending(
                 account: account.id, product: Product(id: "com.kiosk.books.look", kind: .subscription, title: "Look", summary: "", price: Price(amount: "1.00", currency: "USD")),
-                quantity: 1, method: "approve", key: "key-\(id)")
+                quantity: 1, method: "approve", key: "key-\(id)", at: account.createdAt)
             record.id = id
             record.status = status
             record.expiresDate = expires

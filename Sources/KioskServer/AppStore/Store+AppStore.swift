@@ -61,7 +61,7 @@ extension Store {
         let seen = AppStoreTransactionRecord(
             transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, productId: claims.productId,
             kind: claims.kind, purchaseDate: claims.purchased, expiresDate: claims.expires, environment: claims.environment.rawValue,
-            revokedAt: nil, revocationReason: nil, seenAt: .storeNow)
+            revokedAt: nil, revocationReason: nil, seenAt: clock.wallNow())
         var periods = try await database.read { try await $0.appStoreTransactions(original: claims.originalTransactionId) }
         if !periods.contains(where: { $0.transactionId == claims.transactionId }) {
             try await database.write { try await $0.recordAppStoreTransaction(seen) }
@@ -108,7 +108,7 @@ extension Store {
             verified = try await appStore.verify(signed, presentedBy: nil)
         }
         let purchase = verified
-        let received = Date.storeNow
+        let received = clock.wallNow()
         let type = notification.notificationType
         let environment = notification.data?.environment ?? ""
         return try await database.write { db in

@@ -20,7 +20,7 @@ extension Store {
     func addWebhook(_ url: String) async throws -> AdminWebhookRow {
         try Self.checkWebhookURL(url)
         return try await database.write { db in
-            try await db.raw(#"INSERT INTO "webhook" ("url", "createdAt") VALUES (\#(bind: url), \#(bind: Date.storeNow)) ON CONFLICT ("url") DO NOTHING"#).run()
+            try await db.raw(#"INSERT INTO "webhook" ("url", "createdAt") VALUES (\#(bind: url), \#(bind: clock.wallNow())) ON CONFLICT ("url") DO NOTHING"#).run()
             guard let row = try await db.select().column("*").from("webhook").where("url", .equal, url).first(decoding: AdminWebhookRow.self) else {
                 throw StoreError.unknownWebhook(url)
             }
@@ -76,7 +76,7 @@ extension Store {
                 .first(decodingColumn: "sequence", as: Int64.self) else {
                 throw StoreError.unknownNotification(id)
             }
-            try await db.update("delivery").set("state", to: "pending").set("nextAttemptAt", to: Date.storeNow)
+            try await db.update("delivery").set("state", to: "pending").set("nextAttemptAt", to: clock.wallNow())
                 .set(SQLIdentifier("claimedBy"), to: SQLLiteral.null).set(SQLIdentifier("claimedUntil"), to: SQLLiteral.null)
                 .where("notificationSequence", .equal, sequence).run()
             return sequence
@@ -89,7 +89,7 @@ extension Store {
     func testNotification() async throws -> String {
         try await database.write { db in
             try await db.announce(StoreNotification(type: StoreNotification.Kind.test, subtype: nil, accountId: "", transactionId: nil,
-                                                    originalTransactionId: nil, renewalInfo: nil))
+                                                    originalTransactionId: nil, renewalInfo: nil), at: clock.wallNow())
             return try await db.select().column("id").from("notification").orderBy("sequence", .descending).limit(1)
                 .first(decodingColumn: "id", as: String.self) ?? ""
         }
@@ -160,7 +160,7 @@ extension Store {
     }
 
     private func claimDeliveries(to endpoint: Int64, _ configuration: NotificationDeliveryConfiguration) async throws -> [DueDelivery] {
-        let now = Date.storeNow
+        let now = clock.wallNow()
         // The pass's POSTs run at once: its claims need to outlast one request timeout, and a little
         // for the signing and the record. A claim that ran out mid-pass would let another instance
         // send a delivery a second time.
@@ -237,7 +237,7 @@ extension Store {
         } catch {
             problem = "\(error)"
         }
-        let now = Date.storeNow
+        let now = clock.wallNow()
         let attempts = delivery.attempts + 1
         let delays = configuration.retryDelays
         let delay = delays.isEmpty ? 60 : delays[min(attempts - 1, delays.count - 1)]

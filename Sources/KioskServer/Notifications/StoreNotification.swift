@@ -88,8 +88,7 @@ struct RenewalInfo: Codable, Sendable, JWTPayload {
 extension SQLDatabase {
     /// Writes `notification` to the outbox with one pending delivery per registered endpoint.
     /// Call it inside the write transaction of the change it reports.
-    func announce(_ notification: StoreNotification) async throws {
-        let now = Date.storeNow
+    func announce(_ notification: StoreNotification, at now: Date) async throws {
         let renewal = try notification.renewalInfoJSON()
         let row = try await raw(#"""
             INSERT INTO "notification" ("id", "accountId", "type", "subtype", "transactionId", "originalTransactionId", "renewalInfo", "createdAt")

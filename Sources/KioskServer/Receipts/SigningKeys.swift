@@ -21,7 +21,8 @@ public actor SigningKeys: ReceiptKeySource {
     public nonisolated let identity: StoreIdentity
     private var collection = JWTKeyCollection()
     private var loadedKIDs: [String] = []
-    private var loadedAt = Date.distantPast
+    /// When the keys were last read, on the monotonic clock (a stepped wall clock must not stall or hurry reloads).
+    private var loadedAt: ContinuousClock.Instant?
     /// The `kid` new receipts are signed with.
     public private(set) var signingKID = ""
     /// The body of `/.well-known/jwks.json`.
@@ -68,7 +69,7 @@ public actor SigningKeys: ReceiptKeySource {
     /// - Returns: how many live (purchased, not revoked) transactions carry a receipt signed by it.
     /// - Throws: ``ServerSetupError`` for an unknown key, or for the last key standing.
     @discardableResult
-    public static func retire(_ kid: String, in database: ServerDatabase) async throws -> Int {
+    public static func retire(_ kid: String, in database: ServerDatabase, clock: StoreClock = .wallClock) async throws -> Int {
         try await database.write { db in
             let standing = try await db.raw(#"SELECT "kid" FROM "signingKey" WHERE "retiredAt" IS NULL"#).all().map { try $0.decode(column: "kid", as: String.self) }
             guard standing.contains(kid) else {
@@ -77,7 +78,7 @@ public actor SigningKeys: ReceiptKeySource {
             guard standing.count > 1 else {
                 throw ServerSetupError(path: kid, problem: "is the only signing key", action: "run kiosk keys rotate first, then retire it")
             }
-            try await db.raw(#"UPDATE "signingKey" SET "retiredAt" = \#(bind: Date.storeNow) WHERE "kid" = \#(bind: kid)"#).run()
+            try await db.raw(#"UPDATE "signingKey" SET "retiredAt" = \#(bind: clock.wallNow()) WHERE "kid" = \#(bind: kid)"#).run()
         }
         return try await livePurchases(signedBy: kid, in: database)
     }
@@ -143,15 +144,15 @@ public actor SigningKeys: ReceiptKeySource {
     /// moment ago), at most once a second: forged receipts with made-up kids must not turn into
     /// a database read each. The store's identity is its own, so nothing else is worth a read.
     public func freshPolicy(after refusal: ReceiptRefusal, receipt: String) async throws -> KioskReceiptPolicy? {
-        guard case .unknownKey(let kid?) = refusal, !loadedKIDs.contains(kid), Date().timeIntervalSince(lastMissReload) > 1 else {
+        guard case .unknownKey(let kid?) = refusal, !loadedKIDs.contains(kid), lastMissReload.map({ ContinuousClock.now - $0 > .seconds(1) }) ?? true else {
             return nil
         }
-        lastMissReload = Date()
+        lastMissReload = ContinuousClock.now
         try await reload()
         return try await policy()
     }
 
-    private var lastMissReload = Date.distantPast
+    private var lastMissReload: ContinuousClock.Instant?
 
     /// `receipt` signed again with the signing key when the key that signed it is retired (or
     /// otherwise not one this store trusts now); nil when it still verifies as it is.
@@ -187,7 +188,7 @@ public actor SigningKeys: ReceiptKeySource {
     }
 
     private func refreshIfStale() async throws {
-        if Date().timeIntervalSince(loadedAt) > Self.refreshInterval { try await reload() }
+        if loadedAt.map({ ContinuousClock.now - $0 > .seconds(Self.refreshInterval) }) ?? true { try await reload() }
     }
 
     /// Reads the keys again now (after a rotation by this process, say).
@@ -195,7 +196,7 @@ public actor SigningKeys: ReceiptKeySource {
         let all = try await database.read { db in
             try await db.raw(#"SELECT "kid", "privateKey", "retiredAt" FROM "signingKey" ORDER BY "createdAt", "kid""#).all(decoding: KeyRow.self)
         }
-        loadedAt = Date()
+        loadedAt = ContinuousClock.now
         let rows = all.filter { $0.retiredAt == nil }
         let kids = rows.map(\.kid)
         guard kids != loadedKIDs else { return }
@@ -221,10 +222,10 @@ public actor SigningKeys: ReceiptKeySource {
         self.loadedKIDs = kids
     }
 
-    private static func insert(_ key: StoredKey, into database: ServerDatabase) async throws {
+    private static func insert(_ key: StoredKey, into database: ServerDatabase, clock: StoreClock = .wallClock) async throws {
         try await database.write { db in
             try await db.raw(#"""
-                INSERT INTO "signingKey" ("kid", "privateKey", "createdAt") VALUES (\#(bind: key.kid), \#(bind: key.d), \#(bind: Date.storeNow))
+                INSERT INTO "signingKey" ("kid", "privateKey", "createdAt") VALUES (\#(bind: key.kid), \#(bind: key.d), \#(bind: clock.wallNow()))
                 ON CONFLICT ("kid") DO NOTHING
                 """#).run()
         }

@@ -91,7 +91,7 @@ struct Holdings {
 
     /// Settles an approved payment or redemption: what it costs, grants and signs.
     /// - Throws: ``StoreError`` `insufficient_credits`, or `amount_too_large` when a sum would overflow.
-    func decide(_ record: inout TransactionRecord, product: Product, now: Date = .storeNow) throws {
+    func decide(_ record: inout TransactionRecord, product: Product, now: Date) throws {
         record.status = .purchased
         record.purchaseDate = now
         record.message = nil
@@ -124,7 +124,7 @@ struct Holdings {
     /// payment becomes a free transaction that points at the original: nothing is charged.
     /// - Returns: the decision, or nil when the product is not owned.
     @discardableResult
-    func decideOwned(_ record: inout TransactionRecord, product: Product, now: Date = .storeNow) -> Store.Decision? {
+    func decideOwned(_ record: inout TransactionRecord, product: Product, now: Date) -> Store.Decision? {
         switch product.kind {
         case .nonConsumable:
             guard let first = firstPurchase else { return nil }
@@ -151,14 +151,14 @@ struct Holdings {
 
 extension TransactionRecord {
     /// A transaction not yet decided, with its own ID as its original.
-    static func pending(account: String, product: Product, quantity: Int, method: String, key: String) -> TransactionRecord {
+    static func pending(account: String, product: Product, quantity: Int, method: String, key: String, at now: Date) -> TransactionRecord {
         let id = Store.newTransactionID()
         return TransactionRecord(
             sequence: nil, id: id, accountId: account, productId: product.id, kind: product.kind,
             quantity: quantity, originalTransactionId: id, purchaseDate: nil, expiresDate: nil, status: .deferred,
             paymentMethod: method, idempotencyKey: key, amountCents: 0, currency: product.price.currency,
             creditsGranted: 0, creditsSpent: 0, signedTransaction: nil, message: nil, finishedAt: nil,
-            createdAt: .storeNow, revokedAt: nil, revocationReason: nil, requestedMethod: method)
+            createdAt: now, revokedAt: nil, revocationReason: nil, requestedMethod: method)
     }
 
     /// How the account's credit balance changes when this commits.

@@ -92,12 +92,13 @@ struct RecordRenewalStep: StoreStatement {
     /// The notification's `renewalInfo`, as JSON.
     let renewalInfo: String?
     let notificationId = UUID().uuidString.lowercased()
-    let now = Date.storeNow
+    /// When the step is written (the rows' `updatedAt` and `createdAt`), on the wall clock.
+    let now: Date
 
     var parameters: [StatementParameter] {
         let s = step.subscription
         let renewal = step.renewal
-        let charge = renewal.flatMap(LedgerEntry.charge(for:))
+        let charge = renewal.flatMap { LedgerEntry.charge(for: $0, at: now) }
         let notification = step.notification
         return [
             .text(s.originalTransactionId), .integer(claimedVersion), .text(instance), .text(s.state.rawValue), .flag(s.autoRenew),

@@ -82,8 +82,9 @@ extension Store {
 
     /// Accounts holding a subscription period that is live at `now` (not revoked). The kind is
     /// written out, not bound, so both engines use the partial index on subscriptions' expiry.
-    func activeSubscribers(at now: Date = Date()) async throws -> Int {
-        try await database.read { db in
+    func activeSubscribers() async throws -> Int {
+        let now = clock.now()
+        return try await database.read { db in
             let query: SQLQueryString = #"""
                 SELECT CAST(COUNT(DISTINCT "accountId") AS BIGINT) AS "count" FROM "storeTransaction"
                 WHERE "kind" = 'subscription' AND "expiresDate" > \#(bind: now) AND "status" = \#(bind: TransactionStatus.purchased.rawValue)
@@ -226,8 +227,8 @@ extension Store {
     }
 
     /// Counts one answered content request (200 or 206) and the bytes it was to send.
-    func recordDownload(productId: String, bytes: Int64, at date: Date = Date()) async {
-        let day = Self.day(date)
+    func recordDownload(productId: String, bytes: Int64) async {
+        let day = Self.day(clock.wallNow())
         do {
             try await database.write { db in
                 try await db.raw(#"""

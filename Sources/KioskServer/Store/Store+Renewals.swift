@@ -41,7 +41,7 @@ extension Store {
     /// Marks up to `limit` due, unclaimed subscriptions as this instance's for ``renewalLease``.
     func claimDue(limit: Int) async throws -> [SubscriptionRecord] {
         let now = clock.now()
-        let wall = Date.storeNow
+        let wall = clock.wallNow()
         let lease = wall.addingTimeInterval(renewalLease)
         let skipLocked = database.engine == .postgres ? "FOR UPDATE SKIP LOCKED" : ""
         let instance = self.instance
@@ -94,7 +94,7 @@ extension Store {
             let committed = if database.engine == .postgres {
                 try await database.statement { db in
                     let statement = RecordRenewalStep(step: decided, claimedVersion: claimed.version, instance: instance,
-                                                      renewalInfo: try decided.notification?.renewalInfoJSON())
+                                                      renewalInfo: try decided.notification?.renewalInfoJSON(), now: clock.wallNow())
                     return try await db.rows(statement).count == 1
                 }
             } else {
@@ -131,7 +131,7 @@ extension Store {
                     // A new period is a change the account's devices learn of through the feed.
                     renewal.changeSequence = try await db.nextChange(of: renewal.accountId)
                     _ = try await db.insert(renewal)
-                    if let charge = LedgerEntry.charge(for: renewal) { try await db.insert(charge) }
+                    if let charge = LedgerEntry.charge(for: renewal, at: clock.wallNow()) { try await db.insert(charge) }
                 }
                 if let grace = decided.opensGrace {
                     try await db.raw(#"""
@@ -149,7 +149,7 @@ extension Store {
                     if notification.transactionId == nil {
                         notification.transactionId = try await Self.latestPeriod(s.originalTransactionId, in: db)
                     }
-                    try await db.announce(notification)
+                    try await db.announce(notification, at: clock.wallNow())
                 }
                 return true
             }
@@ -165,7 +165,7 @@ extension Store {
         let now = clock.now(offset: sandbox.clockOffset)
         var s = current
         s.version += 1
-        s.updatedAt = .storeNow
+        s.updatedAt = clock.wallNow()
         let environment = keys.identity.environment
         func due(_ date: Date?) -> Date? { date.map { $0.addingTimeInterval(-sandbox.clockOffset) } }
         func notify(_ type: String, _ subtype: String?) -> StoreNotification {
@@ -228,7 +228,7 @@ extension Store {
                 originalTransactionId: s.originalTransactionId, purchaseDate: start, expiresDate: expires, status: .purchased,
                 paymentMethod: "renewal", idempotencyKey: "renewal:\(s.originalTransactionId):\(RenewalInfo.milliseconds(start))",
                 amountCents: cents, currency: product.price.currency, creditsGranted: 0, creditsSpent: 0, signedTransaction: nil,
-                message: nil, finishedAt: nil, createdAt: .storeNow, revokedAt: nil, revocationReason: nil, requestedMethod: "renewal",
+                message: nil, finishedAt: nil, createdAt: clock.wallNow(), revokedAt: nil, revocationReason: nil, requestedMethod: "renewal",
                 appAccountToken: s.appAccountToken)
             let closes = current.state == .gracePeriod ? at : nil
             s.state = .active

@@ -62,7 +62,7 @@ extension Store {
             var changed = record
             changed.autoRenew = on
             changed.version += 1
-            changed.updatedAt = .storeNow
+            changed.updatedAt = clock.wallNow()
             // Failing to renew with auto-renew off: nothing more will be tried, so it ends now.
             if !on, record.state != .active {
                 changed.dueAt = clock.now()
@@ -76,7 +76,7 @@ extension Store {
             try await db.announce(StoreNotification(
                 type: StoreNotification.Kind.didChangeRenewalStatus, subtype: on ? "AUTO_RENEW_ENABLED" : "AUTO_RENEW_DISABLED",
                 accountId: accountId, transactionId: try await Self.latestPeriod(originalTransactionId, in: db),
-                originalTransactionId: originalTransactionId, renewalInfo: RenewalInfo(written, environment: environment)))
+                originalTransactionId: originalTransactionId, renewalInfo: RenewalInfo(written, environment: environment)), at: clock.wallNow())
             return written.info(now: now)
         }
     }
@@ -130,11 +130,10 @@ extension Store {
 extension SQLDatabase {
     /// Starts (or starts again) the subscription a new period was bought for, in the purchase's
     /// write transaction, and announces it (`SUBSCRIBED`).
-    func startSubscription(_ record: TransactionRecord, clockOffset: Double, environment: StoreEnvironment) async throws {
+    func startSubscription(_ record: TransactionRecord, clockOffset: Double, environment: StoreEnvironment, at now: Date) async throws {
         guard record.kind == .subscription, record.status == .purchased, record.paymentMethod != "owned", let expires = record.expiresDate else { return }
         let existing = try await select().column("originalTransactionId").from("subscription")
             .where("originalTransactionId", .equal, record.originalTransactionId).first()
-        let now = Date.storeNow
         let subscription = SubscriptionRecord(
             originalTransactionId: record.originalTransactionId, accountId: record.accountId, productId: record.productId, state: .active,
             autoRenew: true, expiresDate: expires, dueAt: expires.addingTimeInterval(-clockOffset), retryAt: nil, graceEndsAt: nil,
@@ -153,7 +152,7 @@ extension SQLDatabase {
         try await announce(StoreNotification(
             type: StoreNotification.Kind.subscribed, subtype: existing == nil ? "INITIAL_BUY" : "RESUBSCRIBE", accountId: record.accountId,
             transactionId: record.id, originalTransactionId: record.originalTransactionId,
-            renewalInfo: RenewalInfo(subscription, environment: environment)))
+            renewalInfo: RenewalInfo(subscription, environment: environment)), at: now)
     }
 }
 

@@ -34,7 +34,8 @@ extension Store {
         guard (try? await stands(verified)) == true else {
             return VerifyReceiptResponse(status: VerifyReceiptStatus.revokedOrUnknown, environment: environment, receipt: nil)
         }
-        if let expires = claims.expires, expires < Date() {
+        // A period's end is in the account's time (the sandbox may run it ahead), never the wall's.
+        if let expires = claims.expires, expires < ((try? await accountNow(claims.accountId)) ?? clock.now()) {
             return VerifyReceiptResponse(status: VerifyReceiptStatus.subscriptionExpired, environment: environment, receipt: claims)
         }
         return VerifyReceiptResponse(status: VerifyReceiptStatus.valid, environment: environment, receipt: claims)

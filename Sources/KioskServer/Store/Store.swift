@@ -67,7 +67,7 @@ public struct Store: Sendable {
         let token = Self.randomHex(bytes: 32)
         let account = AccountRecord(
             id: "acct_" + Self.randomHex(bytes: 8), tokenHash: FileDigest.sha256(of: Data(token.utf8)),
-            credits: 0, createdAt: .storeNow, revision: 0)
+            credits: 0, createdAt: clock.wallNow(), revision: 0)
         try await database.write { try await $0.insert(into: "account").model(account).run() }
         return AccountCreated(accountId: account.id, token: token)
     }
@@ -135,10 +135,10 @@ public struct Store: Sendable {
         // for approval (one pending request per product).
         let readsHoldings = product.kind != .consumable || request.paymentMethod == .defer
         // A subscription's dates are in the account's time, which the sandbox may run ahead.
-        let now: Date = if product.kind == .subscription { try await accountNow(accountId) } else { .storeNow }
+        let now: Date = if product.kind == .subscription { try await accountNow(accountId) } else { clock.wallNow() }
         let settled = try await settle(account: accountId, request: keyed, product: product, readsHoldings: readsHoldings) { holdings in
             var record = TransactionRecord.pending(
-                account: accountId, product: product, quantity: request.quantity, method: request.paymentMethod.rawValue, key: request.idempotencyKey)
+                account: accountId, product: product, quantity: request.quantity, method: request.paymentMethod.rawValue, key: request.idempotencyKey, at: clock.wallNow())
             record.appAccountToken = request.appAccountToken
             switch request.paymentMethod {
             case .cancel:
@@ -177,8 +177,9 @@ public struct Store: Sendable {
             throw StoreError.notRedeemable(product.id)
         }
         let settled = try await settle(account: accountId, request: keyed, product: product) { holdings in
-            var record = TransactionRecord.pending(account: accountId, product: product, quantity: 1, method: "credits", key: request.idempotencyKey)
-            try holdings.decide(&record, product: product)
+            let now = clock.wallNow()
+            var record = TransactionRecord.pending(account: accountId, product: product, quantity: 1, method: "credits", key: request.idempotencyKey, at: now)
+            try holdings.decide(&record, product: product, now: now)
             return .new(record)
         }
         metrics.payment(outcome: settled.record.paymentMethod == "owned" ? "owned" : "redeemed")
@@ -198,7 +199,7 @@ public struct Store: Sendable {
         // Taken off sale while the request waited: nothing is sold any more (decline it).
         let product = try await sellable(deferred.productId)
         let keyed = KeyedRequest(key: deferred.idempotencyKey, productId: product.id, quantity: deferred.quantity, method: PaymentMethod.defer.rawValue)
-        let now: Date = if product.kind == .subscription { try await accountNow(deferred.accountId) } else { .storeNow }
+        let now: Date = if product.kind == .subscription { try await accountNow(deferred.accountId) } else { clock.wallNow() }
         let settled = try await settle(account: deferred.accountId, request: keyed, product: product, replacing: deferred) { holdings in
             var record = deferred
             record.paymentMethod = PaymentMethod.approve.rawValue
@@ -232,7 +233,7 @@ public struct Store: Sendable {
                 throw StoreError.settledMeanwhile(transactionId)
             }
             try await db.announce(StoreNotification(type: StoreNotification.Kind.askToBuyDeclined, subtype: nil, accountId: record.accountId,
-                                                    transactionId: record.id, originalTransactionId: record.originalTransactionId, renewalInfo: nil))
+                                                    transactionId: record.id, originalTransactionId: record.originalTransactionId, renewalInfo: nil), at: clock.wallNow())
             return record
         }
         changes.committed(declined.accountId)
@@ -304,14 +305,14 @@ public struct Store: Sendable {
             var alsoRevoked: [String] = []
             if record.status == .purchased {
                 record.status = .revoked
-                record.revokedAt = .storeNow
+                record.revokedAt = clock.wallNow()
                 record.revocationReason = reason
                 guard try await Self.markRevoked(record, in: db) else {
                     throw StoreError.revokedMeanwhile(transactionId)
                 }
                 record.changeSequence = try await db.recordChange(of: record.id, accountId: record.accountId)
                 let revoked = record
-                if revoked.kind == .subscription { try await Self.endSubscription(refunded: revoked, in: db) }
+                if revoked.kind == .subscription { try await Self.endSubscription(refunded: revoked, at: clock.wallNow(), in: db) }
                 let derived = try await db.transactions {
                     $0.where("accountId", .equal, revoked.accountId).where("productId", .equal, revoked.productId)
                         .where("status", .equal, TransactionStatus.purchased.rawValue).where("paymentMethod", .equal, "owned")
@@ -335,12 +336,12 @@ public struct Store: Sendable {
             try await db.announce(StoreNotification(
                 type: refundDue ? StoreNotification.Kind.refund : StoreNotification.Kind.revoke, subtype: nil, accountId: record.accountId,
                 transactionId: record.id, originalTransactionId: record.originalTransactionId,
-                renewalInfo: subscription.map { RenewalInfo($0, environment: keys.identity.environment) }))
+                renewalInfo: subscription.map { RenewalInfo($0, environment: keys.identity.environment) }), at: clock.wallNow())
             var credits = account.credits
             if refundDue {
                 try await db.insert(LedgerEntry(id: nil, transactionId: transactionId, kind: .refund, accountId: record.accountId,
                                                 amountCents: -(charged?.amountCents ?? 0), currency: charged?.currency ?? record.currency,
-                                                reason: reason, createdAt: .storeNow))
+                                                reason: reason, createdAt: clock.wallNow()))
                 if returned != withdrawn {
                     let left = try await db.raw(#"""
                         UPDATE "account" SET "credits" = "credits" + \#(bind: returned - withdrawn), "revision" = "revision" + 1
@@ -367,9 +368,8 @@ public struct Store: Sendable {
     /// committed first made another period current, and that one is left alone (as is an older
     /// period's refund). The renewal worker's own compare-and-set (the row's `version`) then finds
     /// the row moved and writes nothing.
-    private static func endSubscription(refunded period: TransactionRecord, in db: any SQLDatabase) async throws {
+    private static func endSubscription(refunded period: TransactionRecord, at now: Date, in db: any SQLDatabase) async throws {
         guard let expires = period.expiresDate else { return }
-        let now = Date.storeNow
         let ended = try await db.update("subscription")
             .set("state", to: SubscriptionState.expired.rawValue).set("expirationReason", to: SubscriptionExpirationReason.revoked.rawValue)
             .set(SQLIdentifier("dueAt"), to: SQLLiteral.null).set(SQLIdentifier("retryAt"), to: SQLLiteral.null)
@@ -443,12 +443,12 @@ public struct Store: Sendable {
                 throw StoreError.notFinishable(transactionId, status: record.status)
             }
             if record.finishedAt == nil {
-                let finishedAt = Date.storeNow
+                let finishedAt = clock.wallNow()
                 try await db.update("storeTransaction").set("finishedAt", to: finishedAt).where("id", .equal, transactionId).run()
                 record.finishedAt = finishedAt
                 if record.kind == .consumable, record.status == .purchased {
                     try await db.announce(StoreNotification(type: StoreNotification.Kind.consumableDelivered, subtype: nil, accountId: accountId,
-                                                            transactionId: record.id, originalTransactionId: record.originalTransactionId, renewalInfo: nil))
+                                                            transactionId: record.id, originalTransactionId: record.originalTransactionId, renewalInfo: nil), at: clock.wallNow())
                 }
             }
             return record.wire
@@ -563,7 +563,7 @@ public struct Store: Sendable {
     /// transaction, in this process.
     private func commit(_ record: TransactionRecord, over holdings: Holdings) async throws -> Settled {
         let delta = record.creditDelta
-        let charge = LedgerEntry.charge(for: record)
+        let charge = LedgerEntry.charge(for: record, at: clock.wallNow())
         let starts = record.kind == .subscription && record.status == .purchased && record.paymentMethod != "owned"
         // A new subscription period starts its subscription's row and announces it: plain
         // statements on either engine (rarer than a pack or a book, and more than one statement).
@@ -581,7 +581,7 @@ public struct Store: Sendable {
             let recorded = try await db.insert(changed)
             if let charge { try await db.insert(charge) }
             if starts { try await self.startSubscription(recorded, in: db) }
-            if recorded.announcesCharge { try await db.announce(recorded.chargeNotification) }
+            if recorded.announcesCharge { try await db.announce(recorded.chargeNotification, at: clock.wallNow()) }
             return Settled(record: recorded, credits: advanced.credits)
         }
     }
@@ -589,7 +589,7 @@ public struct Store: Sendable {
     /// Starts the subscription a new period was bought for, in the purchase's transaction.
     private func startSubscription(_ record: TransactionRecord, in db: any SQLDatabase) async throws {
         let offset = try await Self.sandbox(record.accountId, in: db).clockOffset
-        try await db.startSubscription(record, clockOffset: offset, environment: keys.identity.environment)
+        try await db.startSubscription(record, clockOffset: offset, environment: keys.identity.environment, at: clock.wallNow())
     }
 
     /// Settles a deferred request (Ask to Buy approved) with the decision, under the same
@@ -622,9 +622,9 @@ public struct Store: Sendable {
             }) else {
                 throw StoreError.settledMeanwhile(deferred.id)
             }
-            if let charge = LedgerEntry.charge(for: record) { try await db.insert(charge) }
+            if let charge = LedgerEntry.charge(for: record, at: clock.wallNow()) { try await db.insert(charge) }
             try await self.startSubscription(record, in: db)
-            if record.announcesCharge { try await db.announce(record.chargeNotification) }
+            if record.announcesCharge { try await db.announce(record.chargeNotification, at: clock.wallNow()) }
             return Settled(record: record, credits: credits)
         }
     }
@@ -633,7 +633,7 @@ public struct Store: Sendable {
     func claims(of record: TransactionRecord) -> ReceiptClaims {
         ReceiptClaims(
             transactionId: record.id, originalTransactionId: record.originalTransactionId, productId: record.productId,
-            kind: record.kind, quantity: record.quantity, accountId: record.accountId, purchaseDate: record.purchaseDate ?? Date(),
+            kind: record.kind, quantity: record.quantity, accountId: record.accountId, purchaseDate: record.purchaseDate ?? record.createdAt,
             expiresDate: record.expiresDate, environment: keys.identity.environment, issuer: keys.identity.issuer,
             appAccountToken: record.appAccountToken)
     }

@@ -36,6 +36,12 @@ public struct StoreClock: Sendable {
         return Date(timeIntervalSince1970: (seconds * 1000).rounded() / 1000)
     }
 
+    /// The wall clock now, to the millisecond (what both engines keep exactly, so a date read
+    /// back compares equal to the one written): when a row was written, leases, delivery retries.
+    public func wallNow() -> Date {
+        Date(timeIntervalSince1970: (wall().timeIntervalSince1970 * 1000).rounded() / 1000)
+    }
+
     /// An account's time: the store's plus the account's sandbox offset.
     func now(offset: Double) -> Date {
         Date(timeIntervalSince1970: ((now().timeIntervalSince1970 + offset) * 1000).rounded() / 1000)

@@ -87,9 +87,9 @@ public struct LedgerEntry: Codable, Sendable {
     public var createdAt: Date
 
     /// The charge a settled transaction makes, or nil when it takes no money (owned, credits, free).
-    static func charge(for record: TransactionRecord) -> LedgerEntry? {
+    static func charge(for record: TransactionRecord, at now: Date) -> LedgerEntry? {
         guard record.status == .purchased, record.amountCents > 0 else { return nil }
         return LedgerEntry(id: nil, transactionId: record.id, kind: .charge, accountId: record.accountId, amountCents: record.amountCents,
-                           currency: record.currency, reason: nil, createdAt: .storeNow)
+                           currency: record.currency, reason: nil, createdAt: now)
     }
 }

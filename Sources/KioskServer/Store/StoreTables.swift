@@ -132,14 +132,6 @@ extension TransactionRecord {
         """#
 }
 
-extension Date {
-    /// Now, to the millisecond: what both engines store exactly, so a date read back compares
-    /// equal to the one written.
-    static var storeNow: Date {
-        Date(timeIntervalSince1970: (Date().timeIntervalSince1970 * 1000).rounded() / 1000)
-    }
-}
-
 /// The compare-and-set a payment commits under: the account moves to its next revision, its
 /// balance by `$3`, only while it is still at revision `$2`, the snapshot the payment was decided
 /// on. A decision that depends on nothing the account holds (a consumable's charge, `$2` null)
