@@ -85,7 +85,7 @@ public struct KioskServer: Sendable {
         router.addRoutes(ReceiptRoutes(store: store, keys: keys).collection())
         router.addRoutes(AppStoreRoutes(store: store).collection())
         router.addRoutes(ContentRoutes(catalog: catalog, store: store, delivery: configuration.contentDelivery).collection())
-        router.addRoutes(AdminRoutes(store: store, adminToken: adminToken).collection(), atPath: "v1/admin")
+        for admin in AdminRoutes.collections(store: store, adminToken: adminToken) { router.addRoutes(admin, atPath: "v1/admin") }
         return router
     }
 

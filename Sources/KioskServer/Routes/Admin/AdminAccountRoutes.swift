@@ -1,0 +1,35 @@
+import Foundation
+import Hummingbird
+import KioskCore
+
+/// The operator's routes for accounts and their sandbox settings, under `/v1/admin`, behind ``AdminMiddleware``.
+struct AdminAccountRoutes: Sendable {
+    let store: Store
+
+    func collection(adminToken: String) -> RouteCollection<KioskRequestContext> {
+        let routes = RouteCollection(context: KioskRequestContext.self)
+        routes.add(middleware: AdminMiddleware(token: adminToken))
+        routes.get("accounts", use: accounts)
+        routes.get("accounts/:id", use: account)
+        routes.post("accounts/:id/sandbox", use: sandbox)
+        return routes
+    }
+
+    /// `GET /v1/admin/accounts`: ``AdminAccountRow`` per account.
+    /// `GET /v1/admin/accounts?since=&product=&state=`: ``AdminAccountRow`` per account created since,
+    /// holding a transaction of that product in that state.
+    @Sendable func accounts(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.accounts(try AdminRoutes.filter(request)))
+    }
+
+    /// `GET /v1/admin/accounts/{id}`: ``AdminAccountView``.
+    @Sendable func account(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.adminAccount(context.parameters.require("id")))
+    }
+
+    /// `POST /v1/admin/accounts/{id}/sandbox`, body ``SandboxAccountSettings``: ``SandboxAccountState``.
+    @Sendable func sandbox(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let settings = try await JSONBody.decode(SandboxAccountSettings.self, from: request)
+        return try JSONBody.response(try await store.setSandbox(accountId: context.parameters.require("id"), settings))
+    }
+}

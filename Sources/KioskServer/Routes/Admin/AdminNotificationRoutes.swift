@@ -1,0 +1,53 @@
+import Foundation
+import Hummingbird
+import KioskCore
+
+/// The operator's routes for the publisher's endpoints and the notifications sent to them, under `/v1/admin`, behind ``AdminMiddleware``.
+struct AdminNotificationRoutes: Sendable {
+    let store: Store
+
+    func collection(adminToken: String) -> RouteCollection<KioskRequestContext> {
+        let routes = RouteCollection(context: KioskRequestContext.self)
+        routes.add(middleware: AdminMiddleware(token: adminToken))
+        routes.get("webhooks", use: webhooks)
+        routes.post("webhooks", use: addWebhook)
+        routes.delete("webhooks", use: removeWebhook)
+        routes.get("notifications", use: notifications)
+        routes.post("notifications/test", use: testNotification)
+        routes.post("notifications/:id/resend", use: resendNotification)
+        return routes
+    }
+
+    /// `GET /v1/admin/webhooks`: ``AdminWebhookRow`` per endpoint.
+    @Sendable func webhooks(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.webhooks())
+    }
+
+    /// `POST /v1/admin/webhooks`, body ``AdminWebhookRequest``.
+    @Sendable func addWebhook(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let body = try await JSONBody.decode(AdminWebhookRequest.self, from: request)
+        return try JSONBody.response(try await store.addWebhook(body.url), status: .created)
+    }
+
+    /// `DELETE /v1/admin/webhooks`, body ``AdminWebhookRequest``.
+    @Sendable func removeWebhook(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let body = try await JSONBody.decode(AdminWebhookRequest.self, from: request)
+        return try JSONBody.response(try await store.removeWebhook(body.url))
+    }
+
+    /// `GET /v1/admin/notifications[?failed=true]`: ``AdminNotificationRow`` per notification and endpoint.
+    @Sendable func notifications(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let failed = request.uri.queryParameters.get("failed").map { $0 == "true" || $0 == "1" } ?? false
+        return try JSONBody.response(try await store.notifications(failed: failed))
+    }
+
+    /// `POST /v1/admin/notifications/test`: a `TEST` notification to every endpoint; `{"notificationUUID": "…"}`.
+    @Sendable func testNotification(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(["notificationUUID": try await store.testNotification()])
+    }
+
+    /// `POST /v1/admin/notifications/{uuid}/resend`: ``AdminNotificationRow`` per endpoint.
+    @Sendable func resendNotification(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.resendNotification(context.parameters.require("id")))
+    }
+}

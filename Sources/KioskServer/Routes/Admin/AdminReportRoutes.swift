@@ -1,0 +1,32 @@
+import Foundation
+import Hummingbird
+import KioskCore
+
+/// The operator's routes for reports: sales, downloads and the App Store's notifications received, under `/v1/admin`, behind ``AdminMiddleware``.
+struct AdminReportRoutes: Sendable {
+    let store: Store
+
+    func collection(adminToken: String) -> RouteCollection<KioskRequestContext> {
+        let routes = RouteCollection(context: KioskRequestContext.self)
+        routes.add(middleware: AdminMiddleware(token: adminToken))
+        routes.get("sales", use: sales)
+        routes.get("downloads", use: downloads)
+        routes.get("appstore/notifications", use: appStoreNotifications)
+        return routes
+    }
+
+    /// `GET /v1/admin/sales`: ``AdminSalesRow`` per day, product and currency.
+    @Sendable func sales(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.sales(try AdminRoutes.filter(request)))
+    }
+
+    /// `GET /v1/admin/downloads`: ``AdminDownloadRow`` per product and day.
+    @Sendable func downloads(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.downloadStats(try AdminRoutes.filter(request, states: false)))
+    }
+
+    /// `GET /v1/admin/appstore/notifications`: ``AdminAppStoreNotificationRow`` per notification, newest first.
+    @Sendable func appStoreNotifications(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.appStoreNotifications())
+    }
+}

@@ -1,0 +1,21 @@
+import Foundation
+import Hummingbird
+import KioskCore
+
+/// The operator's routes for subscriptions: a renewal pass on demand (sandbox), under `/v1/admin`, behind ``AdminMiddleware``.
+struct AdminSubscriptionRoutes: Sendable {
+    let store: Store
+
+    func collection(adminToken: String) -> RouteCollection<KioskRequestContext> {
+        let routes = RouteCollection(context: KioskRequestContext.self)
+        routes.add(middleware: AdminMiddleware(token: adminToken))
+        routes.post("renewals/run", use: runRenewals)
+        return routes
+    }
+
+    /// `POST /v1/admin/renewals/run`: one renewal pass now, as the worker makes every second; `{"steps": N}`.
+    @Sendable func runRenewals(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        guard store.environment == .sandbox else { throw StoreError.sandboxOnly("a renewal pass on demand") }
+        return try JSONBody.response(["steps": try await store.renewDue()])
+    }
+}
