@@ -13,6 +13,7 @@ let package = Package(
         .executable(name: "kiosk-server", targets: ["kiosk-server"]),
         .library(name: "KioskClient", targets: ["KioskClient"]),
         .library(name: "KioskServer", targets: ["KioskServer"]),
+        .library(name: "KioskStore", targets: ["KioskStore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
@@ -84,19 +85,16 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The store's state and its SQL: accounts, payments, subscriptions, notifications, the App
+        // Store bridge, reports, signing keys and rate limits, each an owner whose SQL stays inside.
         .target(
-            name: "KioskServer",
+            name: "KioskStore",
             dependencies: [
-                "CLinux",
                 "KioskCore",
-                "KioskArchive",
                 // Its libcurl client POSTs notifications to the publisher's endpoints.
                 "KioskTransfer",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "SQLiteKit", package: "sqlite-kit"),
@@ -105,6 +103,25 @@ let package = Package(
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "PostgresKit", package: "postgres-kit"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "KioskServer",
+            dependencies: [
+                "CLinux",
+                "KioskCore",
+                "KioskArchive",
+                "KioskStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
@@ -167,6 +184,7 @@ let package = Package(
             name: "kiosk-server",
             dependencies: [
                 "KioskServer",
+                "KioskStore",
                 "KioskCore",
                 "KioskArchive",
                 "KioskCommandLine",
@@ -181,7 +199,7 @@ let package = Package(
         .target(
             name: "KioskTestSupport",
             dependencies: [
-                "KioskCore", "KioskServer", "KioskTransfer",
+                "KioskCore", "KioskServer", "KioskStore", "KioskTransfer",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -205,7 +223,7 @@ let package = Package(
         .testTarget(
             name: "KioskServerTests",
             dependencies: [
-                "KioskServer", "KioskCore", "KioskTransfer", "KioskTestSupport",
+                "KioskServer", "KioskStore", "KioskCore", "KioskTransfer", "KioskTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"), .product(name: "Logging", package: "swift-log"),
@@ -216,7 +234,7 @@ let package = Package(
         .testTarget(
             name: "KioskClientTests",
             dependencies: [
-                "KioskClient", "KioskServer", "KioskArchive", "KioskCore", "KioskTransfer", "CArchive", "KioskTestSupport",
+                "KioskClient", "KioskServer", "KioskStore", "KioskArchive", "KioskCore", "KioskTransfer", "CArchive", "KioskTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "JWTKit", package: "jwt-kit"), .product(name: "Logging", package: "swift-log"), .product(name: "SQLKit", package: "sql-kit"),
             ], swiftSettings: swiftSettings),
         .testTarget(name: "KioskCLITests", dependencies: ["KioskCore", "KioskTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import KioskCore
+import KioskStore
 import Logging
 import NIOCore
 
@@ -9,8 +10,7 @@ public struct KioskServer: Sendable {
     public let configuration: ServerConfiguration
     public let catalog: CatalogService
     public let store: Store
-    public let keys: SigningKeys
-    public let database: ServerDatabase
+    public var keys: SigningKeys { store.keys }
     /// What admin calls must carry; also written to `<data>/admin-token`.
     public let adminToken: String
     public let metrics = ServerMetrics()
@@ -32,31 +32,17 @@ public struct KioskServer: Sendable {
         self.logger = logger
         self.catalog = catalog ?? CatalogService(configuration: configuration, logger: logger)
         self.adminToken = try AdminToken.loadOrCreate(in: data)
-        let database = try await ServerDatabase.open(configuration.databaseLocation, logger: logger)
-        do {
-            self.keys = try await SigningKeys(database: database, identity: .kiosk(configuration.environment), legacyKeyFile: data.appendingPathComponent("signing-key.json"), logger: logger)
-        } catch {
-            await database.close()
-            throw error
-        }
-        let clock: StoreClock
-        do {
-            clock = try await StoreClock.load(scale: configuration.sandboxTimeScale, environment: configuration.environment, database: database)
-        } catch {
-            await database.close()
-            throw error
-        }
-        self.database = database
-        self.limits = RateLimitGate(limits: configuration.rateLimits, limiter: RateLimiter(database: database, logger: logger))
-        self.store = Store(
-            database: database, keys: keys, catalog: self.catalog, environment: configuration.environment,
-            metrics: metrics, logger: logger, appStore: configuration.appStore.map(AppStoreSignedDataVerifier.init(configuration:)),
-            clock: clock)
+        self.store = try await Store.open(
+            configuration.databaseLocation, environment: configuration.environment,
+            legacyKeyFile: data.appendingPathComponent("signing-key.json"), timeScale: configuration.sandboxTimeScale,
+            catalog: self.catalog, metrics: metrics, appStore: configuration.appStore.map(AppStoreSignedDataVerifier.init(configuration:)),
+            logger: logger)
+        self.limits = RateLimitGate(limits: configuration.rateLimits, limiter: store.rateLimiter)
     }
 
     /// Closes the database's connections; call it once the applications have stopped.
     public func shutdown() async {
-        await database.close()
+        await store.close()
     }
 
     /// Loads the catalog and packs what needs packing.
@@ -100,7 +86,7 @@ public struct KioskServer: Sendable {
             // being answered is never cut by it.
             server: .http1WithSendfile(configuration: .init(idleTimeout: .seconds(Int64(configuration.requestHeaderTimeout))), metrics: metrics, ends: sendfileEnds),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "kiosk"),
-            services: [ChangeFeedService(database: database, changes: store.changes, catalog: catalog, listens: true, logger: logger)],
+            services: [ChangeFeedService(store: store, catalog: catalog, listens: true, logger: logger)],
             onServerRunning: { channel in
                 await onListening(channel.localAddress?.port ?? 0)
             },
@@ -110,7 +96,7 @@ public struct KioskServer: Sendable {
 
     /// The publisher's console, alone on its own address (`--console-port`).
     public func makeConsoleApplication(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
-        let routes = ConsoleRoutes(store: store, catalog: catalog, keys: keys, database: database, metrics: metrics,
+        let routes = ConsoleRoutes(store: store, catalog: catalog, keys: keys, metrics: metrics,
                                    adminToken: adminToken, sessions: ConsoleSessions())
         return Application(
             router: routes.router(),

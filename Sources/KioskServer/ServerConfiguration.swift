@@ -1,5 +1,6 @@
 import Foundation
 import KioskCore
+import KioskStore
 
 /// Where the server finds its products and keeps its state, and where it listens.
 public struct ServerConfiguration: Sendable {

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import KioskCommandLine
 import KioskServer
+import KioskStore
 import Logging
 
 /// Where the store's database is: the `--database` flag shared by `serve` and `keys`.
@@ -73,7 +74,7 @@ extension KioskServerTool {
             @Option(help: ArgumentHelp("The server's data folder, whose SQLite database is the default ($KIOSK_DATA).", valueName: "dir"))
             var data = ProcessInfo.processInfo.environment["KIOSK_DATA"].flatMap { $0.isEmpty ? nil : $0 } ?? ".kiosk-server"
 
-            func open() async throws -> ServerDatabase {
+            func open() async throws -> KeyRegistry {
                 LogSetup.bootstrap()
                 let location = try store.location() ?? .sqlite(path: URL(fileURLWithPath: data).appendingPathComponent("kiosk-server.sqlite").path)
                 // The keys of a store that exists: a mistyped --data must not make a new store
@@ -81,7 +82,7 @@ extension KioskServerTool {
                 if case .sqlite(let path) = location, !FileManager.default.fileExists(atPath: path) {
                     throw ValidationError("no store at \(path); pass the --data folder of a store that has run (or its --database)")
                 }
-                return try await ServerDatabase.open(location, logger: Logger(label: "kiosk.keys"))
+                return try await KeyRegistry.open(location, logger: Logger(label: "kiosk.keys"))
             }
         }
 
@@ -91,15 +92,15 @@ extension KioskServerTool {
 
             func run() async throws {
                 try await reportingErrors {
-                    let database = try await target.open()
+                    let registry = try await target.open()
                     let keys: [SigningKeys.KeyInfo]
                     do {
-                        keys = try await SigningKeys.list(in: database)
+                        keys = try await registry.list()
                     } catch {
-                        await database.close()
+                        await registry.close()
                         throw error
                     }
-                    await database.close()
+                    await registry.close()
                     let signing = keys.last { $0.retiredAt == nil }?.kid
                     for key in keys {
                         let state = key.retiredAt != nil ? "retired" : (key.kid == signing ? "signing" : "verifying")
@@ -117,15 +118,15 @@ extension KioskServerTool {
 
             func run() async throws {
                 try await reportingErrors {
-                    let database = try await target.open()
+                    let registry = try await target.open()
                     do {
-                        let kid = try await SigningKeys.rotate(database)
+                        let kid = try await registry.rotate()
                         print("signing with \(kid) from now on")
                     } catch {
-                        await database.close()
+                        await registry.close()
                         throw error
                     }
-                    await database.close()
+                    await registry.close()
                 }
             }
         }
@@ -144,15 +145,15 @@ extension KioskServerTool {
 
             func run() async throws {
                 try await reportingErrors {
-                    let database = try await target.open()
+                    let registry = try await target.open()
                     do {
-                        let live = try await SigningKeys.retire(kid, in: database)
+                        let live = try await registry.retire(kid)
                         print("retired \(kid); \(live) live \(live == 1 ? "purchase carries a receipt" : "purchases carry receipts") signed by it, re-signed with the current key on their next restore")
                     } catch {
-                        await database.close()
+                        await registry.close()
                         throw error
                     }
-                    await database.close()
+                    await registry.close()
                 }
             }
         }

@@ -4,6 +4,7 @@ import Synchronization
 import KioskCommandLine
 import KioskCore
 import KioskServer
+import KioskStore
 import Logging
 
 extension KioskServerTool {

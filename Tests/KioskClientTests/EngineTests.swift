@@ -3,6 +3,7 @@ import GRDB
 @testable import KioskClient
 import KioskCore
 @testable import KioskServer
+@testable import KioskStore
 import SQLKit
 import KioskTestSupport
 import Testing
@@ -266,7 +267,7 @@ struct EngineTests {
         let receipt = try await context.server.keys.sign(claims)
         // Through the server's own connection: a second SQLite library opening the same file in
         // this process would break SQLite's POSIX locks (closing a descriptor drops them all).
-        try await context.server.database.write { db in
+        try await context.server.store.database.write { db in
             try await db.raw("""
                 INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId", "purchaseDate", "expiresDate",
                     "status", "paymentMethod", "idempotencyKey", "amountCents", "currency", "creditsGranted", "creditsSpent", "signedTransaction", "createdAt")

@@ -3,6 +3,7 @@ import GRDB
 import KioskClient
 import KioskCore
 import KioskServer
+@testable import KioskStore
 import KioskTestSupport
 import Testing
 
@@ -320,9 +321,9 @@ struct PaymentQueueTests {
         try await Self.withClient { server, client, _, directory in
             _ = try await client.buy(Self.book, downloadNow: false)
             let kid = await server.keys.signingKID
-            _ = try await SigningKeys.rotate(server.database)
+            _ = try await SigningKeys.rotate(server.store.database)
             try await server.keys.reload()
-            try await SigningKeys.retire(kid, in: server.database)
+            try await SigningKeys.retire(kid, in: server.store.database)
             try await server.keys.reload()
             // The keys this device last fetched list the one that signed it as retired.
             let keySet = String(decoding: try JSONEncoder().encode(try await server.keys.jwks()), as: UTF8.self)

@@ -3,6 +3,7 @@ import JWTKit
 @testable import KioskClient
 import KioskCore
 @testable import KioskServer
+@testable import KioskStore
 import KioskTestSupport
 import Testing
 
@@ -69,9 +70,9 @@ struct ReceiptAgreementTests {
             return (try await keys.sign(claims, kid: JWKIdentifier(string: "ed25519-stranger")), .unknownKey("ed25519-stranger"))
         case .retiredKey:
             let oldKID = await server.keys.signingKID
-            _ = try await SigningKeys.rotate(server.database)
+            _ = try await SigningKeys.rotate(server.store.database)
             try await server.keys.reload()
-            try await SigningKeys.retire(oldKID, in: server.database)
+            try await SigningKeys.retire(oldKID, in: server.store.database)
             try await server.keys.reload()
             // A device that has read the store's keys since (restore does so first); one whose cache
             // predates the retirement still accepts the receipt offline, and the store refuses it.

@@ -1,6 +1,7 @@
 import Foundation
 import KioskCore
 import KioskServer
+@testable import KioskStore
 import KioskTestSupport
 import KioskTransfer
 import Testing

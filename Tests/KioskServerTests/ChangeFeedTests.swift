@@ -1,6 +1,7 @@
 import Foundation
 import KioskCore
 @testable import KioskServer
+@testable import KioskStore
 import SQLKit
 import KioskTestSupport
 import Testing
@@ -119,7 +120,7 @@ struct ChangeFeedTests {
             }
             try await Task.sleep(for: .milliseconds(500))
             // A failover or an operator's pg_terminate_backend: every LISTEN connection is gone.
-            try await serverB.database.read { db in
+            try await serverB.store.database.read { db in
                 try await db.raw("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()").run()
             }
             // Committed while B has no LISTEN in place (it tries again after a second).

@@ -1,6 +1,7 @@
 import Foundation
 import KioskCore
 @testable import KioskServer
+@testable import KioskStore
 import KioskTestSupport
 import Logging
 import SQLKit
@@ -44,7 +45,7 @@ struct GroupCommitTests {
     func packsOfOneAccountShareCommits(engine: TestEngine) async throws {
         try await StoreRulesTests.withStore(engine: engine) { server, http, account, _ in
             // PostgreSQL has no group commit of Kiosk's: there the charges meet on the account's row.
-            let groupCommit = server.database.groupCommit
+            let groupCommit = server.store.database.groupCommit
             #expect((groupCommit == nil) == (engine == .postgres))
             let before = groupCommit?.commits.load(ordering: .relaxed) ?? 0
             let replies = try await withThrowingTaskGroup(of: PaymentResponse.self) { group in

@@ -1,6 +1,7 @@
 import Foundation
 import KioskCore
 @testable import KioskServer
+@testable import KioskStore
 import KioskTestSupport
 import SQLKit
 import Testing
@@ -27,13 +28,13 @@ struct RenewalScaleOutTests {
         try await receiver.run { hook in
             try await LiveServer.run(configuration("a")) { a, _ in
                 try await LiveServer.run(configuration("b")) { b, _ in
-                    _ = try await a.store.addWebhook(hook)
+                    _ = try await a.store.notifications.addWebhook(hook)
                     try await withThrowingTaskGroup(of: Void.self) { group in
                         for slice in 0..<8 {
                             group.addTask {
                                 for _ in stride(from: slice, to: count, by: 8) {
-                                    let account = try await a.store.createAccount()
-                                    _ = try await a.store.pay(PaymentRequest(productId: Self.monthly, quantity: 1, paymentMethod: .approve,
+                                    let account = try await a.store.accounts.createAccount()
+                                    _ = try await a.store.payments.pay(PaymentRequest(productId: Self.monthly, quantity: 1, paymentMethod: .approve,
                                                                              idempotencyKey: UUID().uuidString), accountId: account.accountId)
                                 }
                             }
@@ -42,15 +43,15 @@ struct RenewalScaleOutTests {
                     }
                     // Every period ended an hour ago.
                     let ended = StoreClock.wallClock.wallNow().addingTimeInterval(-3600)
-                    try await a.database.write { db in
+                    try await a.store.database.write { db in
                         try await db.update("subscription").set("expiresDate", to: ended).set("dueAt", to: ended).run()
                     }
-                    async let byA = a.store.renewDue(limit: 50)
-                    async let byB = b.store.renewDue(limit: 50)
+                    async let byA = a.store.subscriptions.renewDue(limit: 50)
+                    async let byB = b.store.subscriptions.renewDue(limit: 50)
                     let (stepsA, stepsB) = try await (byA, byB)
                     #expect(stepsA + stepsB == count)
                     #expect(stepsA > 0 && stepsB > 0, "both instances took a share: \(stepsA) and \(stepsB)")
-                    let renewals = try await a.database.read { db in
+                    let renewals = try await a.store.database.read { db in
                         try await db.select().column("originalTransactionId").from("storeTransaction").where("paymentMethod", .equal, "renewal")
                             .all(decodingColumn: "originalTransactionId", as: String.self)
                     }
@@ -59,8 +60,8 @@ struct RenewalScaleOutTests {
 
                     var delivered = 0
                     for _ in 0..<20 where delivered < 2 * count {
-                        async let byA = a.store.deliverDue(NotificationDeliveryConfiguration())
-                        async let byB = b.store.deliverDue(NotificationDeliveryConfiguration())
+                        async let byA = a.store.notifications.deliverDue(NotificationDeliveryConfiguration())
+                        async let byB = b.store.notifications.deliverDue(NotificationDeliveryConfiguration())
                         let (dA, dB) = try await (byA, byB)
                         delivered += dA + dB
                     }

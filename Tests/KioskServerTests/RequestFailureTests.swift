@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 @testable import KioskServer
+@testable import KioskStore
 import Logging
 import Synchronization
 import Testing

@@ -1,6 +1,7 @@
 import Foundation
 import KioskCore
 import KioskServer
+@testable import KioskStore
 import KioskTestSupport
 import KioskTransfer
 import Testing
@@ -19,10 +20,10 @@ struct RetiredKeyTests {
             let oldReceipt = try #require(first.transaction.signedTransaction)
             let oldKID = await server.keys.signingKID
 
-            let newKID = try await SigningKeys.rotate(server.database)
+            let newKID = try await SigningKeys.rotate(server.store.database)
             try await server.keys.reload()
             _ = try await http.pay(Self.other, token: account.token).decode(PaymentResponse.self)
-            #expect(try await SigningKeys.retire(oldKID, in: server.database) == 1)
+            #expect(try await SigningKeys.retire(oldKID, in: server.store.database) == 1)
             try await server.keys.reload()
 
             let page = try await http.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self)
@@ -42,7 +43,7 @@ struct RetiredKeyTests {
             #expect(again.transactions.first { $0.transactionId == first.transaction.transactionId }?.signedTransaction == reissued)
             let replayed = try await http.pay(Self.book, token: account.token, key: key).decode(PaymentResponse.self)
             #expect(replayed.transaction.signedTransaction == reissued)
-            #expect(try await SigningKeys.livePurchases(signedBy: oldKID, in: server.database) == 0)
+            #expect(try await SigningKeys.livePurchases(signedBy: oldKID, in: server.store.database) == 0)
 
             // Content: the old receipt is refused, naming its key and what to do; the new one is served.
             let refused = try await http.send("GET", "/v1/content/\(Self.book)", authorization: "Receipt \(oldReceipt)")

@@ -1,6 +1,7 @@
 import Foundation
 import KioskCore
 @testable import KioskServer
+@testable import KioskStore
 import KioskTestSupport
 import Logging
 import SQLKit

@@ -1,6 +1,7 @@
 import Foundation
 import KioskCore
 import KioskServer
+@testable import KioskStore
 import KioskTestSupport
 import KioskTransfer
 import Logging
@@ -158,7 +159,7 @@ struct ScaleOutTests {
             let before = try #require(try await a.1.pay(Self.book, token: account.token).decode(PaymentResponse.self).transaction.signedTransaction)
             let oldKID = await a.0.keys.signingKID
 
-            let newKID = try await SigningKeys.rotate(a.0.database)
+            let newKID = try await SigningKeys.rotate(a.0.store.database)
             try await a.0.keys.reload()
             #expect(newKID != oldKID)
             let after = try #require(try await a.1.pay("com.kiosk.credits.pack-5", token: account.token).decode(PaymentResponse.self).transaction.signedTransaction)
@@ -171,13 +172,13 @@ struct ScaleOutTests {
             let jwks = try await b.1.send("GET", "/.well-known/jwks.json").decode(JWKSDocument.self)
             #expect(Set(jwks.keys.map(\.kid)) == [oldKID, newKID])
             // The JWKS a client fetches on meeting a new kid lists a key rotated a moment ago elsewhere.
-            let third = try await SigningKeys.rotate(a.0.database)
+            let third = try await SigningKeys.rotate(a.0.store.database)
             let fresh = try await b.1.send("GET", "/.well-known/jwks.json").decode(JWKSDocument.self)
             #expect(Set(fresh.keys.map(\.kid)) == [oldKID, newKID, third])
 
             // Retiring the old key takes it out of the JWKS; its receipts stop verifying.
-            try await SigningKeys.retire(third, in: b.0.database)
-            try await SigningKeys.retire(oldKID, in: b.0.database)
+            try await SigningKeys.retire(third, in: b.0.store.database)
+            try await SigningKeys.retire(oldKID, in: b.0.store.database)
             try await a.0.keys.reload()
             #expect(try await a.1.verifyReceipt(before).status != 0)
             #expect(try await a.1.verifyReceipt(after).status == 0)

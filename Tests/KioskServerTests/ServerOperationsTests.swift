@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import KioskCore
 import KioskServer
+@testable import KioskStore
 import KioskTestSupport
 import KioskTransfer
 import Logging

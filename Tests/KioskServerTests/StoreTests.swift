@@ -3,6 +3,7 @@ import Foundation
 import JWTKit
 import KioskCore
 import KioskServer
+@testable import KioskStore
 import KioskTestSupport
 import KioskTransfer
 import Testing

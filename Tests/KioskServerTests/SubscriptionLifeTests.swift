@@ -1,6 +1,7 @@
 import Foundation
 import KioskCore
 import KioskServer
+@testable import KioskStore
 import Logging
 import KioskTestSupport
 import KioskTransfer
@@ -281,10 +282,10 @@ struct SubscriptionLifeTests {
             try await store.sandbox(advance: try #require(first.claims.expires).addingTimeInterval(60).timeIntervalSince(now))
             struct Killed: Error {}
             let server = store.server
-            let dying = Store(database: server.database, keys: server.keys, catalog: server.catalog, environment: .sandbox,
+            let dying = Store(database: server.store.database, keys: server.keys, catalog: server.catalog, environment: .sandbox,
                               metrics: server.metrics, logger: Logger(label: "dying"), clock: server.store.clock,
                               renewalLease: 1.5, beforeRenewalCommit: { _ in throw Killed() })
-            await #expect(throws: Killed.self) { try await dying.renewDue() }
+            await #expect(throws: Killed.self) { try await dying.subscriptions.renewDue() }
             #expect(try await store.periods().count == 1)
             #expect(try await store.charges() == [249])
             // Its claim holds for its lease: the live instance finds nothing to take yet.

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import KioskCore
 @testable import KioskServer
+@testable import KioskStore
 import KioskTestSupport
 import SQLKit
 import Testing
@@ -57,15 +58,15 @@ struct WebhookEndpointTests {
                 try await LiveServer.run(server) { server, _ in
                     let silentURL = "http://127.0.0.1:\(silent.port)/hook"
                     for url in [silentURL, healthyURL, chattyURL] {
-                        _ = try await server.store.addWebhook(url)
+                        _ = try await server.store.notifications.addWebhook(url)
                     }
                     for _ in 0..<accounts {
-                        let account = try await server.store.createAccount()
-                        _ = try await server.store.pay(PaymentRequest(productId: Self.pack, quantity: 1, paymentMethod: .approve,
+                        let account = try await server.store.accounts.createAccount()
+                        _ = try await server.store.payments.pay(PaymentRequest(productId: Self.pack, quantity: 1, paymentMethod: .approve,
                                                                       idempotencyKey: UUID().uuidString), accountId: account.accountId)
                     }
                     let started = ContinuousClock.now
-                    let passing = Task { try await server.store.deliverDue(pass) }
+                    let passing = Task { try await server.store.notifications.deliverDue(pass) }
                     // Well before the silent endpoint's first timeout, the others have every notification.
                     let arrived = try await NotificationDeliveryTests.eventually(3) {
                         Set(healthy.accepted.map(\.notificationUUID)).count >= accounts && Set(chatty.accepted.map(\.notificationUUID)).count >= accounts
@@ -73,7 +74,7 @@ struct WebhookEndpointTests {
                     #expect(arrived, "healthy \(healthy.accepted.count), chatty \(chatty.accepted.count) of \(accounts) after \(ContinuousClock.now - started)")
                     #expect(ContinuousClock.now - started < .seconds(4))
                     _ = try await passing.value
-                    let rows = try await server.store.notifications(failed: false)
+                    let rows = try await server.store.notifications.list(failed: false)
                     for url in [healthyURL, chattyURL] {
                         #expect(rows.filter { $0.url == url }.allSatisfy { $0.state == "delivered" && $0.attempts == 1 }, "\(url)")
                     }

@@ -1,5 +1,6 @@
 import Foundation
 import KioskServer
+import KioskStore
 
 /// The engines the store's suite runs on: each test that takes one runs once per engine.
 public enum TestEngine: String, Sendable, CaseIterable, CustomStringConvertible {

@@ -1,6 +1,7 @@
 import Foundation
 import KioskArchive
 import KioskCore
+import KioskStore
 import Logging
 
 /// Holds the catalog being served and replaces it on reload, keeping the last good one on error.
@@ -236,5 +237,12 @@ func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async 
         let thread = Thread { continuation.resume(with: Result { try body() }) }
         thread.name = "kiosk-packing"
         thread.start()
+    }
+}
+
+extension CatalogService: StoreCatalog {
+    public func storeProducts() async throws -> CatalogProducts {
+        let published = try current
+        return CatalogProducts(products: published.products, productsByAppStoreID: published.productsByAppStoreID, etag: published.etag)
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import KioskArchive
 import KioskCore
+import KioskStore
 import Logging
 
 /// Owned is forever: a product that leaves the catalog files stays deliverable to the readers who

@@ -1,4 +1,5 @@
 import Foundation
+import KioskStore
 
 /// The console's logged-in people: a session per login, named by a random id kept in an
 /// HttpOnly, SameSite=Strict cookie, each with its own CSRF token that every form carries.

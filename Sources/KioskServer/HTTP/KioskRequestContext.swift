@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import KioskCore
+import KioskStore
 import Logging
 import NIOCore
 import Synchronization
@@ -35,7 +36,7 @@ struct AccountMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: KioskRequestContext, next: (Request, KioskRequestContext) async throws -> Response) async throws -> Response {
         var context = context
         if let token = JSONBody.bearerToken(request), !token.isEmpty {
-            context.accountId = try await store.accountId(forToken: token)
+            context.accountId = try await store.accounts.accountId(forToken: token)
         }
         return try await next(request, context)
     }
@@ -113,8 +114,8 @@ struct RequestLogMiddleware: RouterMiddleware {
     /// key, so sending it again never charges twice).
     static func answer(for error: any Error, route: String, logger: Logger) -> any Error {
         if error is any HTTPResponseError || error is CancellationError { return error }
-        logger.error("a request failed", metadata: ["route": "\(route)", "error": "\(ServerDatabase.describe(error))"])
-        if ServerDatabase.isDatabaseFailure(error) {
+        logger.error("a request failed", metadata: ["route": "\(route)", "error": "\(Store.describe(error))"])
+        if Store.isDatabaseFailure(error) {
             return APIFailure(.serviceUnavailable, code: "unavailable",
                               message: "the store's database did not answer; send the request again", retryAfter: 1)
         }

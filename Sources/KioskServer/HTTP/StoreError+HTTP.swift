@@ -1,3 +1,4 @@
+import KioskStore
 import HTTPTypes
 import Hummingbird
 

@@ -1,3 +1,4 @@
+import KioskStore
 import Logging
 import ServiceLifecycle
 import UnixSignals

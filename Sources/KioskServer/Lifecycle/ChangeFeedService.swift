@@ -1,3 +1,4 @@
+import KioskStore
 import Logging
 import Synchronization
 import ServiceLifecycle
@@ -17,8 +18,8 @@ import ServiceLifecycle
 /// that does not listen after the HTTP service, so it is told of the shutdown first (a group
 /// stops its services last to first), before the HTTP service waits for its requests in flight.
 struct ChangeFeedService: Service {
-    let database: ServerDatabase
-    let changes: ChangeNotifier
+    let store: Store
+    var changes: ChangeNotifier { store.changes }
     /// Reloaded when another instance says its catalog changed (a `kiosk publish` into a shared
     /// folder needs one SIGHUP, not one per instance); nil for the service that does not listen.
     var catalog: CatalogService? = nil
@@ -45,7 +46,7 @@ struct ChangeFeedService: Service {
     }
 
     private func listen() async {
-        guard listens, database.engine == .postgres else { return }
+        guard listens, store.accounts.hearsOtherInstances else { return }
         let changes = changes
         // Warned once per outage, not once per attempt while PostgreSQL stays away.
         let warned = Atomic<Bool>(false)
@@ -54,7 +55,7 @@ struct ChangeFeedService: Service {
             let again = reconnecting
             do {
                 try await cancelWhenGracefulShutdown {
-                    try await database.listen(on: ChangeNotifier.channel, logger: logger, listening: {
+                    try await store.accounts.listenForChanges(logger: logger, listening: {
                         warned.store(false, ordering: .relaxed)
                         // What was committed while no LISTEN was in place was not heard: the polls
                         // that came in meanwhile read the feed again now.
@@ -71,7 +72,7 @@ struct ChangeFeedService: Service {
             } catch {
                 if Task.isCancelled || Task.isShuttingDownGracefully { return }
                 if !warned.exchange(true, ordering: .relaxed) {
-                    logger.warning("the change feed lost its PostgreSQL connection; listening again", metadata: ["error": "\(ServerDatabase.describe(error))"])
+                    logger.warning("the change feed lost its PostgreSQL connection; listening again", metadata: ["error": "\(Store.describe(error))"])
                 }
                 changes.wakeAll()
                 reconnecting = true

@@ -1,4 +1,5 @@
 import Foundation
+import KioskStore
 import Logging
 import ServiceLifecycle
 
@@ -50,7 +51,7 @@ extension KioskServer {
             services.append(Self.stopsTheGroup(NotificationService(store: store, configuration: delivery, logger: logger)))
         }
         // Last, so it hears of a shutdown first: waiting long polls answer before the HTTP service waits for them.
-        services.append(Self.stopsTheGroup(ChangeFeedService(database: database, changes: store.changes, listens: false, logger: logger)))
+        services.append(Self.stopsTheGroup(ChangeFeedService(store: store, listens: false, logger: logger)))
         var group = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [], logger: logger)
         // A stop waits for the requests in flight, but not for ever: with PostgreSQL connections
         // killed under load, a request could wait on a connection that never answers, and the

@@ -1,3 +1,4 @@
+import KioskStore
 import Logging
 import ServiceLifecycle
 
@@ -16,9 +17,9 @@ struct NotificationService: Service {
                 return
             }
             do {
-                try await store.deliverDue(configuration, stopping: { Task.isShuttingDownGracefully })
+                try await store.notifications.deliverDue(configuration, stopping: { Task.isShuttingDownGracefully })
             } catch {
-                logger.warning("notification delivery pass failed; trying again at the next", metadata: ["error": "\(ServerDatabase.describe(error))"])
+                logger.warning("notification delivery pass failed; trying again at the next", metadata: ["error": "\(Store.describe(error))"])
             }
         }
     }

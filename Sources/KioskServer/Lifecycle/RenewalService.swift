@@ -1,3 +1,4 @@
+import KioskStore
 import Logging
 import ServiceLifecycle
 
@@ -19,11 +20,11 @@ struct RenewalService: Service {
             do {
                 // A backlog is worked through in rounds; a shutdown stops it between two rounds
                 // (what a round claimed and did not commit lapses with its lease).
-                let steps = try await store.renewDue(stopping: { Task.isShuttingDownGracefully })
+                let steps = try await store.subscriptions.renewDue(stopping: { Task.isShuttingDownGracefully })
                 if steps > 0 { logger.debug("renewal steps committed", metadata: ["steps": "\(steps)"]) }
             } catch {
                 // The next pass tries again: nothing of a step that failed was written.
-                logger.warning("renewal pass failed; trying again at the next", metadata: ["error": "\(ServerDatabase.describe(error))"])
+                logger.warning("renewal pass failed; trying again at the next", metadata: ["error": "\(Store.describe(error))"])
             }
         }
     }

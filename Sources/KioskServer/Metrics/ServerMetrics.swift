@@ -1,5 +1,6 @@
 import CoreMetrics
 import Foundation
+import KioskStore
 import Prometheus
 
 /// The server's metrics, kept in its own Prometheus registry and served at `/metrics`.
@@ -7,7 +8,7 @@ import Prometheus
 /// The metrics are swift-metrics types made with an explicit factory rather than the global
 /// `MetricsSystem`, which can be bootstrapped only once per process: several servers (in tests)
 /// then keep separate counts.
-public struct ServerMetrics: Sendable {
+public struct ServerMetrics: StoreMetrics {
     let registry = PrometheusCollectorRegistry()
     private let factory: PrometheusMetricsFactory
     let bytesServed: CoreMetrics.Counter
@@ -45,7 +46,7 @@ public struct ServerMetrics: Sendable {
     }
 
     /// Counts a payment or redemption by its outcome (purchased, deferred, declined, cancelled…).
-    func payment(outcome: String) {
+    public func payment(outcome: String) {
         CoreMetrics.Counter(label: "kiosk_payments_total", dimensions: [("outcome", outcome)], factory: factory).increment()
     }
 

@@ -1,5 +1,6 @@
 import HTTPTypes
 import KioskCore
+import KioskStore
 
 extension ReceiptRefusal {
     /// The answer to a download with this proof: 401 with the refusal's own words, so a reader
@@ -26,30 +27,6 @@ extension ReceiptRefusal {
         case .appStore(let refusal):
             // The same kinds of answer as Kiosk's own receipts, with the App Store's reason named.
             return APIFailure(.unauthorized, code: "appstore_\(refusal.reason)", message: description)
-        }
-    }
-
-    /// The `/verifyReceipt` status, as the App Store's endpoint numbers them.
-    var verifyReceiptStatus: Int {
-        switch self {
-        case .malformed:
-            return VerifyReceiptStatus.malformed
-        case .algorithmNotAllowed, .notAuthentic, .unknownKey, .keyRetired, .wrongIssuer:
-            return VerifyReceiptStatus.notAuthentic
-        case .wrongEnvironment(let receipt, _):
-            return receipt == .sandbox ? VerifyReceiptStatus.sandboxReceiptSentToProduction : VerifyReceiptStatus.productionReceiptSentToSandbox
-        case .otherAccount:
-            // Another account's receipt is not confirmed to exist at all.
-            return VerifyReceiptStatus.revokedOrUnknown
-        case .untrustedKeys:
-            return VerifyReceiptStatus.serverUnavailable
-        case .appStore(.format):
-            return VerifyReceiptStatus.malformed
-        case .appStore(.environment(_, let found)):
-            return found == AppStoreEnvironment.sandbox.rawValue
-                ? VerifyReceiptStatus.sandboxReceiptSentToProduction : VerifyReceiptStatus.productionReceiptSentToSandbox
-        case .appStore:
-            return VerifyReceiptStatus.notAuthentic
         }
     }
 }

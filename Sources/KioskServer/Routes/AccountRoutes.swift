@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import KioskCore
+import KioskStore
 
 /// The customer's routes: accounts, payments, redemptions and the account's transactions.
 ///
@@ -26,28 +27,28 @@ struct AccountRoutes: Sendable {
 
     /// `GET /v1/subscriptions`: ``SubscriptionList``.
     @Sendable func subscriptions(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.subscriptions(accountId: context.requireAccount()))
+        try JSONBody.response(try await store.subscriptions.list(accountId: context.requireAccount()))
     }
 
     /// `POST /v1/subscriptions/{originalTransactionId}/cancel`: auto-renew off; ``SubscriptionInfo``.
     @Sendable func cancelSubscription(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.setAutoRenew(accountId: context.requireAccount(), originalTransactionId: context.parameters.require("id"), on: false))
+        try JSONBody.response(try await store.subscriptions.setAutoRenew(accountId: context.requireAccount(), originalTransactionId: context.parameters.require("id"), on: false))
     }
 
     /// `POST /v1/subscriptions/{originalTransactionId}/resume`: auto-renew on; ``SubscriptionInfo``.
     @Sendable func resumeSubscription(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.setAutoRenew(accountId: context.requireAccount(), originalTransactionId: context.parameters.require("id"), on: true))
+        try JSONBody.response(try await store.subscriptions.setAutoRenew(accountId: context.requireAccount(), originalTransactionId: context.parameters.require("id"), on: true))
     }
 
     /// `POST /v1/accounts`: a new account and its token.
     @Sendable func createAccount(_ request: Request, context: KioskRequestContext) async throws -> Response {
         try await limits.admitAccountCreation(request, context: context)
-        return try JSONBody.response(try await store.createAccount(), status: .created)
+        return try JSONBody.response(try await store.accounts.createAccount(), status: .created)
     }
 
     /// `GET /v1/account`: the balance and what the account owns.
     @Sendable func account(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.summary(of: context.requireAccount()))
+        try JSONBody.response(try await store.accounts.summary(of: context.requireAccount()))
     }
 
     /// `POST /v1/payments`.
@@ -55,7 +56,7 @@ struct AccountRoutes: Sendable {
         let account = try context.requireAccount()
         try await limits.admitPurchase(request, context: context, accountId: account)
         let payment = try await JSONBody.decode(PaymentRequest.self, from: request)
-        return try JSONBody.response(try await store.pay(payment, accountId: account))
+        return try JSONBody.response(try await store.payments.pay(payment, accountId: account))
     }
 
     /// `POST /v1/redemptions`: credits spent on a product with a credit price.
@@ -63,7 +64,7 @@ struct AccountRoutes: Sendable {
         let account = try context.requireAccount()
         try await limits.admitPurchase(request, context: context, accountId: account)
         let redemption = try await JSONBody.decode(RedemptionRequest.self, from: request)
-        return try JSONBody.response(try await store.redeem(redemption, accountId: account))
+        return try JSONBody.response(try await store.payments.redeem(redemption, accountId: account))
     }
 
     /// `GET /v1/transactions?after=CURSOR[&wait=SECONDS][&catalog=ETAG]`: a page of the account's
@@ -81,7 +82,7 @@ struct AccountRoutes: Sendable {
             wait = .seconds(min(seconds, Self.longestWait))
         }
         let catalog = request.uri.queryParameters.get("catalog").map { String($0) }
-        return try JSONBody.response(try await store.transactions(accountId: account, after: after, wait: wait, catalog: catalog))
+        return try JSONBody.response(try await store.accounts.transactions(accountId: account, after: after, wait: wait, catalog: catalog))
     }
 
     /// The longest a change feed request is held, in seconds: under the usual 60 s proxy and client timeouts.
@@ -91,6 +92,6 @@ struct AccountRoutes: Sendable {
     @Sendable func finish(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let account = try context.requireAccount()
         let id = try context.parameters.require("id")
-        return try JSONBody.response(try await store.finish(transactionId: id, accountId: account))
+        return try JSONBody.response(try await store.payments.finish(transactionId: id, accountId: account))
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import KioskCore
+import KioskStore
 
 /// `POST /v1/appstore/notifications`: where the App Store sends its Server Notifications V2
 /// (`{"signedPayload": "<JWS>"}`), configured as the app's production or sandbox server URL.
@@ -27,7 +28,7 @@ struct AppStoreRoutes: Sendable {
             throw APIFailure(.badRequest, code: "bad_request", message: "the body must be {\"signedPayload\": \"<JWS>\"}, as App Store Server Notifications V2 send it")
         }
         do {
-            return try JSONBody.response(try await store.receiveAppStoreNotification(signedPayload: decoded.signedPayload))
+            return try JSONBody.response(try await store.appStore.receiveAppStoreNotification(signedPayload: decoded.signedPayload))
         } catch let refusal as ReceiptRefusal {
             throw refusal.apiFailure
         }

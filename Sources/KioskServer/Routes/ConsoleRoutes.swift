@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HTTPTypes
 import KioskCore
+import KioskStore
 
 /// A request on the console, with the session its cookie names (nil before logging in).
 struct ConsoleContext: RequestContext {
@@ -59,7 +60,6 @@ struct ConsoleRoutes: Sendable {
     let store: Store
     let catalog: CatalogService
     let keys: SigningKeys
-    let database: ServerDatabase
     let metrics: ServerMetrics
     let adminToken: String
     let sessions: ConsoleSessions
@@ -130,9 +130,9 @@ struct ConsoleRoutes: Sendable {
         let since = Calendar.utc.date(byAdding: .day, value: -(days - 1), to: today) ?? today
         var filter = ListFilter()
         filter.since = since
-        let sales = try await store.sales(filter)
-        let subscribers = try await store.activeSubscribers()
-        let lifecycle = try await store.subscriptionFigures(since: since)
+        let sales = try await store.reports.sales(filter)
+        let subscribers = try await store.reports.activeSubscribers()
+        let lifecycle = try await store.reports.subscriptionFigures(since: since)
         let overview = SalesOverview(rows: sales, kinds: await productKinds(), since: since, days: days)
         // One revenue chart per currency: amounts in different currencies are never added up.
         let revenueCharts = overview.currencies.map { currency -> String in
@@ -184,8 +184,8 @@ struct ConsoleRoutes: Sendable {
 
     @Sendable func products(_ request: Request, context: ConsoleContext) async throws -> Response {
         let published = try await catalog.current
-        let sales = try await store.sales()
-        let downloads = try await store.downloadStats()
+        let sales = try await store.reports.sales()
+        let downloads = try await store.reports.downloadStats()
         var sold: [String: (units: Int, refunds: Int, net: [String: Int])] = [:]
         for row in sales {
             var entry = sold[row.productId] ?? (0, 0, [:])
@@ -243,7 +243,7 @@ struct ConsoleRoutes: Sendable {
     private func customer(_ query: String, csrf: String) async throws -> String {
         let accountId: String
         do {
-            if let owner = try await store.accountOwning(transactionId: query) {
+            if let owner = try await store.reports.accountOwning(transactionId: query) {
                 accountId = owner
             } else {
                 accountId = query
@@ -253,7 +253,7 @@ struct ConsoleRoutes: Sendable {
         }
         let view: AdminAccountView
         do {
-            view = try await store.adminAccount(accountId)
+            view = try await store.reports.adminAccount(accountId)
         } catch let error as StoreError {
             return #"<p class="error" role="alert">No account or transaction \#(ConsoleHTML.escape(query)): \#(ConsoleHTML.escape("\(error)"))</p>"#
         }
@@ -313,7 +313,7 @@ struct ConsoleRoutes: Sendable {
         let refund = action == "refund"
         let reason = form["reason"].flatMap { $0.isEmpty ? nil : $0 }
         do {
-            _ = try await store.revoke(transactionId: transaction, reason: reason, refund: refund)
+            _ = try await store.payments.revoke(transactionId: transaction, reason: reason, refund: refund)
         } catch let error as StoreError {
             return Self.html(.conflict, ConsoleHTML.page("Customers", current: "/customers", csrf: context.session?.csrf,
                 body: #"<p class="error" role="alert">\#(ConsoleHTML.escape("\(error)"))</p><p><a href="/customers?q=\#(Self.query(transaction))">Back</a></p>"#))
@@ -326,7 +326,7 @@ struct ConsoleRoutes: Sendable {
 
     @Sendable func askToBuy(_ request: Request, context: ConsoleContext) async throws -> Response {
         let csrf = context.session?.csrf ?? ""
-        let pending = try await store.pendingRequests()
+        let pending = try await store.reports.pendingRequests()
         let rows = pending.map { row -> [String] in
             let id = ConsoleHTML.escape(row.transactionId)
             return [
@@ -350,8 +350,8 @@ struct ConsoleRoutes: Sendable {
         let transaction = form["transaction"] ?? ""
         do {
             switch form["answer"] {
-            case "approve": _ = try await store.approve(transactionId: transaction)
-            case "decline": _ = try await store.decline(transactionId: transaction)
+            case "approve": _ = try await store.payments.approve(transactionId: transaction)
+            case "decline": _ = try await store.payments.decline(transactionId: transaction)
             default:
                 return Self.html(.badRequest, ConsoleHTML.page("Ask to Buy", current: "/ask-to-buy", csrf: context.session?.csrf,
                     body: #"<p class="error">The form said neither approve nor decline; nothing was done.</p>"#))
@@ -371,7 +371,7 @@ struct ConsoleRoutes: Sendable {
     @Sendable func notifications(_ request: Request, context: ConsoleContext) async throws -> Response {
         let csrf = context.session?.csrf ?? ""
         let failedOnly = request.uri.queryParameters.get("failed") == "true"
-        let rows = try await store.notifications(failed: failedOnly)
+        let rows = try await store.notifications.list(failed: failedOnly)
         var byEndpoint: [String: (delivered: Int, pending: Int, failed: Int)] = [:]
         for row in rows {
             var entry = byEndpoint[row.url] ?? (0, 0, 0)
@@ -412,7 +412,7 @@ struct ConsoleRoutes: Sendable {
         let form = try await postedForm(request, context: context)
         let id = form["notification"] ?? ""
         do {
-            _ = try await store.resendNotification(id)
+            _ = try await store.notifications.resendNotification(id)
         } catch let error as StoreError {
             return Self.html(.conflict, ConsoleHTML.page("Notifications", current: "/notifications", csrf: context.session?.csrf,
                 body: #"<p class="error" role="alert">\#(ConsoleHTML.escape("\(error)"))</p><p><a href="/notifications">Back</a></p>"#))
@@ -423,7 +423,7 @@ struct ConsoleRoutes: Sendable {
     // MARK: Health
 
     @Sendable func health(_ request: Request, context: ConsoleContext) async throws -> Response {
-        let keyRows = try await SigningKeys.list(in: database).map { key -> [String] in
+        let keyRows = try await keys.list().map { key -> [String] in
             let age = Int(Date().timeIntervalSince(key.createdAt) / 86_400)
             return ["<code>\(ConsoleHTML.escape(key.kid))</code>", ConsoleHTML.time(key.createdAt), "\(age) days", key.retiredAt.map { "retired " + ConsoleHTML.time($0) } ?? "in use"]
         }
@@ -431,7 +431,7 @@ struct ConsoleRoutes: Sendable {
         let figures = Self.metricRows(metrics.exposition())
         let body = """
             <ul class="figures">
-            <li>Database<b>\(database.engine.rawValue)</b></li>
+            <li>Database<b>\(store.reports.engineName)</b></li>
             <li>This instance<b>PID \(getpid())</b>up since \(ConsoleHTML.time(startedAt))</li>
             <li>Catalog<b>\(published.map { "\($0.products.count) products" } ?? "loading")</b><code>\(ConsoleHTML.escape(published?.etag ?? ""))</code></li>
             </ul>

@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import KioskArchive
 import KioskCore
+import KioskStore
 import Logging
 
 /// `GET` and `HEAD /v1/content/{productId}`: the archive, for a receipt that entitles it, with ranges.
@@ -82,7 +83,7 @@ struct ContentRoutes: Sendable {
             return try await stream(archive, format: content.format, productId: productId, request: request)
         case .xAccel(let prefix):
             // nginx serves the file, ranges and If-Range included; this answer has no body.
-            await store.recordDownload(productId: productId, bytes: Self.requestedBytes(request, size: archive.size))
+            await store.reports.recordDownload(productId: productId, bytes: Self.requestedBytes(request, size: archive.size))
             var headers = HTTPFields()
             // A valid token: the initialiser's nil (for a malformed name) cannot happen here.
             if let accel = HTTPField.Name("X-Accel-Redirect") { headers[accel] = prefix + archive.file.lastPathComponent }
@@ -90,7 +91,7 @@ struct ContentRoutes: Sendable {
             headers[.cacheControl] = "private, no-transform"
             return Response(status: .ok, headers: headers)
         case .signedRedirect(let base, let secret, let lifetime):
-            await store.recordDownload(productId: productId, bytes: Self.requestedBytes(request, size: archive.size))
+            await store.reports.recordDownload(productId: productId, bytes: Self.requestedBytes(request, size: archive.size))
             var headers = HTTPFields()
             headers[.location] = Self.signedURL(base: base, file: archive.file.lastPathComponent, secret: secret, expires: Int(Date().timeIntervalSince1970) + lifetime)
             headers[.cacheControl] = "no-store"
@@ -152,7 +153,7 @@ struct ContentRoutes: Sendable {
         guard let sendfile = HTTPField.Name.kioskSendfile else {
             throw APIFailure(.internalServerError, code: "internal", message: "the server cannot name a file to send")
         }
-        await store.recordDownload(productId: productId, bytes: Int64(bytes.count))
+        await store.reports.recordDownload(productId: productId, bytes: Int64(bytes.count))
         headers[sendfile] = "\(bytes.lowerBound)-\(bytes.upperBound) \(archive.file.path)"
         return Response(status: status, headers: headers)
     }
@@ -174,7 +175,7 @@ struct ContentRoutes: Sendable {
             throw refusal.apiFailure
         }
         let claims = verified.claims
-        switch try await store.entitlement(verified, for: product) {
+        switch try await store.receipts.entitlement(verified, for: product) {
         case .granted:
             return
         case .withdrawn(let reason):

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import KioskCore
+import KioskStore
 
 /// The operator's routes for accounts and their sandbox settings, under `/v1/admin`, behind ``AdminMiddleware``.
 struct AdminAccountRoutes: Sendable {
@@ -19,17 +20,17 @@ struct AdminAccountRoutes: Sendable {
     /// `GET /v1/admin/accounts?since=&product=&state=`: ``AdminAccountRow`` per account created since,
     /// holding a transaction of that product in that state.
     @Sendable func accounts(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.accounts(try AdminRoutes.filter(request)))
+        try JSONBody.response(try await store.reports.accounts(try AdminRoutes.filter(request)))
     }
 
     /// `GET /v1/admin/accounts/{id}`: ``AdminAccountView``.
     @Sendable func account(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.adminAccount(context.parameters.require("id")))
+        try JSONBody.response(try await store.reports.adminAccount(context.parameters.require("id")))
     }
 
     /// `POST /v1/admin/accounts/{id}/sandbox`, body ``SandboxAccountSettings``: ``SandboxAccountState``.
     @Sendable func sandbox(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let settings = try await JSONBody.decode(SandboxAccountSettings.self, from: request)
-        return try JSONBody.response(try await store.setSandbox(accountId: context.parameters.require("id"), settings))
+        return try JSONBody.response(try await store.subscriptions.setSandbox(accountId: context.parameters.require("id"), settings))
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import KioskCore
+import KioskStore
 
 /// The operator's routes for products taken off sale: who owns one, and removing it, under `/v1/admin`, behind ``AdminMiddleware``.
 struct AdminProductRoutes: Sendable {
@@ -17,7 +18,7 @@ struct AdminProductRoutes: Sendable {
     /// `GET /v1/admin/products/{id}/owners`: `{"productId", "owners"}`, the accounts that own it.
     @Sendable func productOwners(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let id = try AdminRoutes.pathID(context)
-        return try JSONBody.response(AdminProductOwners(productId: id, owners: try await store.owners(of: id)))
+        return try JSONBody.response(AdminProductOwners(productId: id, owners: try await store.reports.owners(of: id)))
     }
 
     /// `DELETE /v1/admin/products/{id}[?force=true]`: removes a withdrawn product on purpose;
@@ -25,7 +26,7 @@ struct AdminProductRoutes: Sendable {
     @Sendable func removeProduct(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let id = try AdminRoutes.pathID(context)
         let force = request.uri.queryParameters.get("force").map { $0 == "true" || $0 == "1" } ?? false
-        let owners = try await store.removeWithdrawn(id, force: force)
+        let owners = try await store.reports.removeWithdrawn(id, force: force)
         return try JSONBody.response(AdminProductOwners(productId: id, owners: owners, removed: true))
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import KioskCore
+import KioskStore
 
 /// The operator's routes for reports: sales, downloads and the App Store's notifications received, under `/v1/admin`, behind ``AdminMiddleware``.
 struct AdminReportRoutes: Sendable {
@@ -17,16 +18,16 @@ struct AdminReportRoutes: Sendable {
 
     /// `GET /v1/admin/sales`: ``AdminSalesRow`` per day, product and currency.
     @Sendable func sales(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.sales(try AdminRoutes.filter(request)))
+        try JSONBody.response(try await store.reports.sales(try AdminRoutes.filter(request)))
     }
 
     /// `GET /v1/admin/downloads`: ``AdminDownloadRow`` per product and day.
     @Sendable func downloads(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.downloadStats(try AdminRoutes.filter(request, states: false)))
+        try JSONBody.response(try await store.reports.downloadStats(try AdminRoutes.filter(request, states: false)))
     }
 
     /// `GET /v1/admin/appstore/notifications`: ``AdminAppStoreNotificationRow`` per notification, newest first.
     @Sendable func appStoreNotifications(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.appStoreNotifications())
+        try JSONBody.response(try await store.appStore.appStoreNotifications())
     }
 }

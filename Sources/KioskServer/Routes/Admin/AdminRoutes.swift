@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import KioskCore
+import KioskStore
 
 /// The store operator's routes, under `/v1/admin`: one collection per concept (accounts,
 /// transactions, reports, products, subscriptions, notifications), each behind

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import KioskCore
+import KioskStore
 
 /// The operator's routes for subscriptions: a renewal pass on demand (sandbox), under `/v1/admin`, behind ``AdminMiddleware``.
 struct AdminSubscriptionRoutes: Sendable {
@@ -16,6 +17,6 @@ struct AdminSubscriptionRoutes: Sendable {
     /// `POST /v1/admin/renewals/run`: one renewal pass now, as the worker makes every second; `{"steps": N}`.
     @Sendable func runRenewals(_ request: Request, context: KioskRequestContext) async throws -> Response {
         guard store.environment == .sandbox else { throw StoreError.sandboxOnly("a renewal pass on demand") }
-        return try JSONBody.response(["steps": try await store.renewDue()])
+        return try JSONBody.response(["steps": try await store.subscriptions.renewDue()])
     }
 }

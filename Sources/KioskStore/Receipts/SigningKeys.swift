@@ -32,7 +32,7 @@ public actor SigningKeys: ReceiptKeySource {
     /// earlier Kiosk (`signing-key.json` in the data folder) becomes that first key, so the
     /// receipts it signed keep verifying.
     /// - Throws: ``ServerSetupError`` when the legacy key file exists but cannot be read.
-    public init(database: ServerDatabase, identity: StoreIdentity, legacyKeyFile: URL?, logger: Logger) async throws {
+    init(database: ServerDatabase, identity: StoreIdentity, legacyKeyFile: URL?, logger: Logger) async throws {
         self.database = database
         self.logger = logger
         self.identity = identity
@@ -54,7 +54,7 @@ public actor SigningKeys: ReceiptKeySource {
 
     /// Adds a new key that signs from now on; the older ones keep verifying.
     /// - Returns: the new key's `kid`.
-    public static func rotate(_ database: ServerDatabase) async throws -> String {
+    static func rotate(_ database: ServerDatabase) async throws -> String {
         let key = Curve25519.Signing.PrivateKey()
         let kid = "ed25519-" + FileDigest.sha256(of: key.publicKey.rawRepresentation).prefix(16)
         try await insert(StoredKey(kid: kid, d: base64URL(key.rawRepresentation)), into: database)
@@ -69,7 +69,7 @@ public actor SigningKeys: ReceiptKeySource {
     /// - Returns: how many live (purchased, not revoked) transactions carry a receipt signed by it.
     /// - Throws: ``ServerSetupError`` for an unknown key, or for the last key standing.
     @discardableResult
-    public static func retire(_ kid: String, in database: ServerDatabase, clock: StoreClock = .wallClock) async throws -> Int {
+    static func retire(_ kid: String, in database: ServerDatabase, clock: StoreClock = .wallClock) async throws -> Int {
         try await database.write { db in
             let standing = try await db.raw(#"SELECT "kid" FROM "signingKey" WHERE "retiredAt" IS NULL"#).all().map { try $0.decode(column: "kid", as: String.self) }
             guard standing.contains(kid) else {
@@ -85,7 +85,7 @@ public actor SigningKeys: ReceiptKeySource {
 
     /// How many purchased transactions carry a receipt signed by `kid`. The kid lives only in each
     /// receipt's header, so the receipts are read a page at a time (an operator's command, rare).
-    public static func livePurchases(signedBy kid: String, in database: ServerDatabase) async throws -> Int {
+    static func livePurchases(signedBy kid: String, in database: ServerDatabase) async throws -> Int {
         var count = 0
         var cursor: Int64 = 0
         while true {
@@ -109,10 +109,15 @@ public actor SigningKeys: ReceiptKeySource {
     }
 
     /// Every key, oldest first, with when it was made and retired.
-    public static func list(in database: ServerDatabase) async throws -> [KeyInfo] {
+    static func list(in database: ServerDatabase) async throws -> [KeyInfo] {
         try await database.read { db in
             try await db.raw(#"SELECT "kid", "createdAt", "retiredAt" FROM "signingKey" ORDER BY "createdAt", "kid""#).all(decoding: KeyInfo.self)
         }
+    }
+
+    /// Every key, oldest first, with when it was made and retired (the console's list).
+    public func list() async throws -> [KeyInfo] {
+        try await Self.list(in: database)
     }
 
     public struct KeyInfo: Codable, Sendable {

@@ -124,7 +124,7 @@ struct Holdings {
     /// payment becomes a free transaction that points at the original: nothing is charged.
     /// - Returns: the decision, or nil when the product is not owned.
     @discardableResult
-    func decideOwned(_ record: inout TransactionRecord, product: Product, now: Date) -> Store.Decision? {
+    func decideOwned(_ record: inout TransactionRecord, product: Product, now: Date) -> Payments.Decision? {
         switch product.kind {
         case .nonConsumable:
             guard let first = firstPurchase else { return nil }

@@ -14,11 +14,11 @@ import Synchronization
 /// and ``read(_:)``; the engines differ only here, in the column types of ``Migrations``, and in
 /// a new purchase's write, which PostgreSQL takes as one statement (see `Store.commit(_:over:)`).
 /// A purchase's statements are ``StoreStatement``s, kept prepared on each connection.
-public final class ServerDatabase: Sendable {
-    public enum Engine: String, Sendable { case sqlite, postgres }
+final class ServerDatabase: Sendable {
+    enum Engine: String, Sendable { case sqlite, postgres }
 
-    public let location: DatabaseLocation
-    public let engine: Engine
+    let location: DatabaseLocation
+    let engine: Engine
     private let pool: any ConnectionLeasing
     /// SQLite has one writer per file: this process's write transactions go through one group
     /// commit (many per fsync) on one connection of its own rather than queueing in
@@ -33,7 +33,7 @@ public final class ServerDatabase: Sendable {
 
     /// Opens the database and brings its schema up to date (see ``Migrations``).
     /// - Throws: ``ServerSetupError`` when the database cannot be reached or read.
-    public static func open(_ location: DatabaseLocation, logger: Logger) async throws -> ServerDatabase {
+    static func open(_ location: DatabaseLocation, logger: Logger) async throws -> ServerDatabase {
         let database = try await ServerDatabase(location: location, logger: logger)
         do {
             try await Migrations.run(on: database, logger: logger)
@@ -176,7 +176,7 @@ public final class ServerDatabase: Sendable {
     }
 
     /// Closes every connection. The database must not be used afterwards.
-    public func close() async {
+    func close() async {
         guard !closed.exchange(true, ordering: .relaxed) else { return }
         groupCommit?.close()
         await pool.shutdown()

@@ -5,112 +5,18 @@ import SQLKit
 import KioskCore
 import Logging
 
-/// The sandbox store: accounts, payments, redemptions, Ask to Buy, refunds, and what each account owns.
+/// Payments: charges, redemptions, Ask to Buy's approvals and declines, finishing, revoking and
+/// refunding, each decided against what the account holds (``Holdings``) and committed under the
+/// account's compare-and-set (see ``settle``).
 ///
 /// Every change is one database transaction, on SQLite or PostgreSQL alike. A payment is decided against a snapshot of what the
-/// account holds and committed only if the account has not changed since (see ``settle``).
-public struct Store: Sendable {
-    let database: ServerDatabase
-    /// Signs receipts and holds the keys Kiosk's own receipts are checked against.
-    let keys: SigningKeys
-    /// Checks every proof of purchase presented, one verifier per kind of proof.
-    public let proofs: PurchaseProofVerifiers
-    /// App Store signed data (transactions and notifications), when the store takes it.
-    let appStore: AppStoreProofVerifier?
-    /// Payments of one account that read its holdings decide one at a time in this process (see ``AccountTurns``).
-    let turns = AccountTurns()
-    /// Wakes the account change feed's long polls waiting in this process (see ``transactions(accountId:after:wait:limit:)``).
-    public let changes: ChangeNotifier
-    /// Bearer tokens this process has already looked up (see ``AccountTokens``).
-    let tokens = AccountTokens()
-    let catalog: CatalogService
-    public let environment: StoreEnvironment
-    let metrics: ServerMetrics
-    let logger: Logger
-    /// The time renewals, grace and expiry read (the sandbox may speed it up).
-    public let clock: StoreClock
-    /// The publisher's endpoints' open connections, kept between notifications (see ``ConnectionCache``).
-    let webhookConnections = ConnectionCache(capacity: 64)
-    /// This instance's name in the claims it takes on due renewals and deliveries.
-    let instance = "instance-" + Store.randomHex(bytes: 6)
-    /// How long a claim on a due subscription holds before another instance may take it.
-    let renewalLease: TimeInterval
-    /// Called with the subscription's ID after a renewal step is decided and signed, just before
-    /// its commit: the tests' crash point (an error thrown here leaves the claim and nothing else).
-    let beforeRenewalCommit: (@Sendable (String) async throws -> Void)?
-
-    public init(
-        database: ServerDatabase, keys: SigningKeys, catalog: CatalogService, environment: StoreEnvironment,
-        metrics: ServerMetrics, logger: Logger, appStore: AppStoreSignedDataVerifier? = nil, clock: StoreClock = .wallClock,
-        renewalLease: TimeInterval = 30, beforeRenewalCommit: (@Sendable (String) async throws -> Void)? = nil
-    ) {
-        self.clock = clock
-        self.renewalLease = renewalLease
-        self.beforeRenewalCommit = beforeRenewalCommit
-        self.metrics = metrics
-        self.database = database
-        self.keys = keys
-        changes = ChangeNotifier(broadcast: database.engine == .postgres ? ChangeBroadcast(database: database, logger: logger) : nil)
-        let appStoreProofs = appStore.map { AppStoreProofVerifier(signedData: $0, catalog: catalog) }
-        self.appStore = appStoreProofs
-        // One verifier per kind of proof; the routes that take proofs never name one.
-        self.proofs = PurchaseProofVerifiers([KioskReceiptVerifier(keys: keys)] + (appStoreProofs.map { [$0] } ?? []))
-        self.catalog = catalog
-        self.environment = environment
-        self.logger = logger
-    }
-
-    // MARK: Accounts
-
-    /// Creates an account with a fresh secret token; only the token's hash is stored.
-    public func createAccount() async throws -> AccountCreated {
-        let token = Self.randomHex(bytes: 32)
-        let account = AccountRecord(
-            id: "acct_" + Self.randomHex(bytes: 8), tokenHash: FileDigest.sha256(of: Data(token.utf8)),
-            credits: 0, createdAt: clock.wallNow(), revision: 0)
-        try await database.write { try await $0.insert(into: "account").model(account).run() }
-        return AccountCreated(accountId: account.id, token: token)
-    }
-
-    /// The ID of the account a bearer token acts for, or nil when the store does not know the token.
-    func accountId(forToken token: String) async throws -> String? {
-        let hash = FileDigest.sha256(of: Data(token.utf8))
-        if let known = tokens[hash] { return known }
-        let found = try await database.read {
-            try await $0.select().column("id").from("account").where("tokenHash", .equal, hash).first(decodingColumn: "id", as: String.self)
-        }
-        if let found { tokens[hash] = found }
-        return found
-    }
-
-    /// The balance and what the account owns.
-    func summary(of accountId: String) async throws -> AccountSummary {
-        let now = try await accountNow(accountId)
-        return try await database.read { db in
-            guard let account = try await db.account(accountId) else {
-                throw StoreError.unknownAccount(accountId)
-            }
-            let purchased = try await db.transactions {
-                $0.where("accountId", .equal, accountId).where("status", .equal, TransactionStatus.purchased.rawValue)
-            }
-            let owned = Array(Set(purchased.filter { $0.kind == .nonConsumable }.map(\.productId))).sorted()
-            var latestExpiry: [String: Date] = [:]
-            for record in purchased where record.kind == .subscription {
-                if let expires = record.expiresDate, expires > latestExpiry[record.productId] ?? .distantPast {
-                    latestExpiry[record.productId] = expires
-                }
-            }
-            let subscriptions = latestExpiry.keys.sorted().map { id in
-                SubscriptionStatus(productId: id, expiresDate: latestExpiry[id] ?? now, active: (latestExpiry[id] ?? now) > now)
-            }
-            return AccountSummary(accountId: account.id, credits: account.credits, owned: owned, subscriptions: subscriptions)
-        }
-    }
-
+/// account holds and committed only if the account has not changed since.
+public struct Payments: StoreOwner {
+    let base: StoreBase
     // MARK: Payments
 
     /// Charges (or defers, declines, cancels) a payment, at most once per idempotency key.
-    func pay(_ request: PaymentRequest, accountId: String) async throws -> PaymentResponse {
+    public func pay(_ request: PaymentRequest, accountId: String) async throws -> PaymentResponse {
         // Every method of this route is the sandbox's pretend payment: a production store grants
         // only for a real proof of payment (the App Store bridge).
         guard environment == .sandbox else { throw StoreError.pretendPayment(request.paymentMethod.rawValue) }
@@ -164,7 +70,7 @@ public struct Store: Sendable {
     }
 
     /// Spends credits on a product that has a credit price, giving a signed transaction of its own.
-    func redeem(_ request: RedemptionRequest, accountId: String) async throws -> PaymentResponse {
+    public func redeem(_ request: RedemptionRequest, accountId: String) async throws -> PaymentResponse {
         try Self.checkKey(request.idempotencyKey)
         try RequestText.check(request.productId, field: "productId")
         let keyed = KeyedRequest(key: request.idempotencyKey, productId: request.productId, quantity: 1, method: "credits")
@@ -192,7 +98,7 @@ public struct Store: Sendable {
     /// Exactly one decision settles a request: the commit takes the request's row and settles it
     /// only while it is still deferred (see ``commit(_:replacing:over:)``), so an approval that
     /// loses to a decline (or to another approval) is refused (`not_deferred`) and charges nothing.
-    func approve(transactionId: String) async throws -> StoreTransaction {
+    public func approve(transactionId: String) async throws -> StoreTransaction {
         try Self.checkTransactionId(transactionId)
         let deferred = try await transaction(transactionId)
         guard deferred.status == .deferred else { throw Self.notDeferred(deferred) }
@@ -211,7 +117,7 @@ public struct Store: Sendable {
 
     /// Declines a deferred transaction: nothing is charged. The request's row is taken first, so
     /// a decline and an approval of one request at once settle it once: the later one is refused.
-    func decline(transactionId: String) async throws -> StoreTransaction {
+    public func decline(transactionId: String) async throws -> StoreTransaction {
         try Self.checkTransactionId(transactionId)
         let declined = try await database.write { db in
             guard let found = try await db.storeTransaction(transactionId) else {
@@ -267,7 +173,7 @@ public struct Store: Sendable {
     /// answer says what this call did, and a call that did nothing must not claim the work.
     /// - Throws: ``StoreError`` `unknown_transaction`; `not_purchased`, `already_revoked`,
     ///   `already_refunded` or `credits_spent`, with nothing written.
-    func revoke(transactionId: String, reason: String?, refund: Bool = false) async throws -> AdminRevocation {
+    public func revoke(transactionId: String, reason: String?, refund: Bool = false) async throws -> AdminRevocation {
         try Self.checkTransactionId(transactionId)
         if let reason { try RequestText.check(reason, field: "reason", maxBytes: RequestText.maxReasonBytes, allowEmpty: true) }
         let reason = reason.flatMap { $0.isEmpty ? nil : $0 } ?? (refund ? "refunded by the store" : "revoked by the store")
@@ -319,7 +225,7 @@ public struct Store: Sendable {
                         .where("originalTransactionId", .equal, revoked.originalTransactionId)
                 }
                 // A subscription's free re-buys mirror the period they stood on (dates compared to the millisecond).
-                for var rebuy in derived where revoked.kind != .subscription || Self.sameInstant(rebuy.expiresDate, revoked.expiresDate) {
+                for var rebuy in derived where revoked.kind != .subscription || Store.sameInstant(rebuy.expiresDate, revoked.expiresDate) {
                     rebuy.revokedAt = revoked.revokedAt
                     rebuy.revocationReason = reason
                     if try await Self.markRevoked(rebuy, in: db) {
@@ -391,49 +297,12 @@ public struct Store: Sendable {
         }
     }
 
-    /// The account's change feed: its transactions written after `cursor` (a change number), in
-    /// the order they were written, each once with its latest state. A transaction written again
-    /// (approved, declined, revoked, refunded, its receipt signed again) comes again. The full walk
-    /// from no cursor sees every transaction of the account once.
-    ///
-    /// With `wait`, a request with nothing after its cursor is held until the account changes (in
-    /// any instance: see ``ChangeNotifier``) or `wait` passes, then answered with what is there.
-    func transactions(accountId: String, after cursor: String?, wait: Duration? = nil, catalog known: String? = nil, limit: Int = 100) async throws -> TransactionPage {
-        let after: Int64
-        if let cursor, !cursor.isEmpty {
-            guard let value = Int64(cursor), value >= 0 else { throw StoreError.invalidRequest("after must be a cursor from an earlier page") }
-            after = value
-        } else {
-            // The full walk also sees a row no write numbered (one written by hand, at 0).
-            after = -1
-        }
-        // Registered before the read, so a change committed between the read and the wait still wakes it.
-        let waiter = wait.map { _ in changes.register(accountId) }
-        var found = try await database.read { try await $0.changedTransactions(accountId: accountId, after: after, limit: limit + 1) }
-        let served = try? await catalog.current.etag
-        // A device whose catalog is not the one served now is told at once, not after the wait.
-        let catalogIsNew = known.map { known in served.map { !TransactionPage.sameCatalog(known, $0) } ?? false } ?? false
-        if let waiter, let wait {
-            if found.isEmpty, !catalogIsNew {
-                await waiter.wait(upTo: wait, in: changes)
-                found = try await database.read { try await $0.changedTransactions(accountId: accountId, after: after, limit: limit + 1) }
-            } else {
-                changes.unregister(waiter)
-            }
-        }
-        let records = try await withCurrentReceipts(found)
-        let page = records.prefix(limit)
-        return TransactionPage(
-            transactions: page.map(\.wire), cursor: page.last?.changeSequence.map(String.init) ?? cursor,
-            hasMore: records.count > limit, catalog: try? await catalog.current.etag)
-    }
-
     /// Records that the client delivered a purchased transaction.
     ///
     /// It writes the one column it owns, `finishedAt`, under the row's lock: written back whole,
     /// a finish racing the operator's refund put the transaction back to `purchased`, refund and all.
     /// A finish of a revoked transaction is accepted (the client may learn of the revocation later).
-    func finish(transactionId: String, accountId: String) async throws -> StoreTransaction {
+    public func finish(transactionId: String, accountId: String) async throws -> StoreTransaction {
         try Self.checkTransactionId(transactionId)
         return try await database.write { db in
             guard var record = try await db.lockedTransaction(transactionId), record.accountId == accountId else {
@@ -453,11 +322,6 @@ public struct Store: Sendable {
             }
             return record.wire
         }
-    }
-
-    /// The ledger of an account: charges and refunds, oldest first; it sums to what was really paid.
-    func charges(accountId: String) async throws -> [LedgerEntry] {
-        try await database.read { db in try await db.ledger { $0.where("accountId", .equal, accountId) } }
     }
 
     // MARK: Deciding and committing
@@ -629,19 +493,10 @@ public struct Store: Sendable {
         }
     }
 
-    /// The claims a purchased transaction's receipt carries.
-    func claims(of record: TransactionRecord) -> ReceiptClaims {
-        ReceiptClaims(
-            transactionId: record.id, originalTransactionId: record.originalTransactionId, productId: record.productId,
-            kind: record.kind, quantity: record.quantity, accountId: record.accountId, purchaseDate: record.purchaseDate ?? record.createdAt,
-            expiresDate: record.expiresDate, environment: keys.identity.environment, issuer: keys.identity.issuer,
-            appAccountToken: record.appAccountToken)
-    }
-
     /// The reply to a payment: the transaction and the balance; a declined payment is refused (`payment_declined`).
     private func response(for settled: Settled) async throws -> PaymentResponse {
         // A replayed key answers with the stored receipt, whose key may have been retired since.
-        let record = if settled.credits == nil { try await withCurrentReceipts([settled.record])[0] } else { settled.record }
+        let record = if settled.credits == nil { try await receipts.withCurrentReceipts([settled.record])[0] } else { settled.record }
         if record.status == .declined {
             throw StoreError.paymentDeclined(record.message)
         }
@@ -685,25 +540,6 @@ public struct Store: Sendable {
         }
     }
 
-    func transaction(_ id: String) async throws -> TransactionRecord {
-        guard let record = try await database.read({ try await $0.storeTransaction(id) }) else {
-            throw StoreError.unknownTransaction(id)
-        }
-        return record
-    }
-
-    func product(_ id: String) async throws -> Product {
-        guard let product = try await catalog.current.products[id] else { throw StoreError.unknownProduct(id) }
-        return product
-    }
-
-    /// A product that can be sold now: in the catalog and not off sale.
-    func sellable(_ id: String) async throws -> Product {
-        let product = try await product(id)
-        guard product.forSale != false else { throw StoreError.offSale(id) }
-        return product
-    }
-
     /// What a payment or redemption comes to before anything is decided: the product to sell, or,
     /// when it cannot be sold any more (off sale, gone), the answer the same key got the first
     /// time: a device whose answer was lost must not record a charge as refused.
@@ -736,31 +572,4 @@ public struct Store: Sendable {
 
     /// The account moved on between the snapshot and the commit.
     private struct SettleConflict: Error {}
-
-    /// Two stored dates are the same instant (to the millisecond both engines keep).
-    static func sameInstant(_ a: Date?, _ b: Date?) -> Bool {
-        guard let a, let b else { return a == nil && b == nil }
-        return abs(a.timeIntervalSince(b)) < 0.001
-    }
-
-    /// "4.99" → 499. The catalog loader has already checked the format and bounded the amount.
-    static func cents(_ price: Price) throws -> Int {
-        guard let cents = Price.cents(price.amount) else { throw StoreError.invalidRequest("bad price \(price.amount)") }
-        return cents
-    }
-
-    static func randomHex(bytes: Int) -> String {
-        var generator = SystemRandomNumberGenerator()
-        return FileDigest.hex((0..<bytes).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
-    }
-
-    static func newTransactionID() -> String { "txn_" + randomHex(bytes: 10) }
-}
-
-extension Calendar {
-    static let utc: Calendar = {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC") ?? calendar.timeZone
-        return calendar
-    }()
 }

@@ -4,24 +4,12 @@ import SQLKit
 
 /// A subscription's life as the reader and the operator change it: the list with each one's
 /// state, auto-renew off and on, and the sandbox settings of an account (its renewals' outcome
-/// and its clock). Renewals themselves are ``Store/renewDue(limit:)``.
-extension Store {
-    /// The account's sandbox settings, or the defaults.
-    static func sandbox(_ accountId: String, in db: any SQLDatabase) async throws -> SandboxAccount {
-        try await db.select().column("*").from("sandboxAccount").where("accountId", .equal, accountId)
-            .first(decoding: SandboxAccount.self) ?? .defaults(accountId)
-    }
-
-    /// The account's time: the store's clock plus the account's sandbox offset.
-    func accountNow(_ accountId: String) async throws -> Date {
-        // A production store keeps real time, whatever a sandbox run left in the database.
-        guard environment == .sandbox else { return clock.now(offset: 0) }
-        let offset = try await database.read { try await Self.sandbox(accountId, in: $0) }.clockOffset
-        return clock.now(offset: offset)
-    }
+/// and its clock); and the renewals worker (``renewDue(limit:stopping:)``).
+public struct Subscriptions: StoreOwner {
+    let base: StoreBase
 
     /// Every subscription of the account with its state, newest first.
-    func subscriptions(accountId: String) async throws -> SubscriptionList {
+    public func list(accountId: String) async throws -> SubscriptionList {
         let now = try await accountNow(accountId)
         let (records, graces) = try await database.read { db in
             let records = try await db.select().column("*").from("subscription").where("accountId", .equal, accountId)
@@ -41,7 +29,7 @@ extension Store {
     /// Turns auto-renew off (`cancel`) or back on (`resume`). Off, the subscription ends at its
     /// period's end (or at once, when it is failing to renew); on again before that, it renews.
     /// - Throws: ``StoreError`` `unknown_subscription`; `subscription_expired` to resume one that ended.
-    func setAutoRenew(accountId: String, originalTransactionId: String, on: Bool) async throws -> SubscriptionInfo {
+    public func setAutoRenew(accountId: String, originalTransactionId: String, on: Bool) async throws -> SubscriptionInfo {
         try RequestText.check(originalTransactionId, field: "the subscription ID in the path")
         let environment = keys.identity.environment
         let clock = self.clock
@@ -92,7 +80,7 @@ extension Store {
     /// forward by `advanceSeconds` (its subscriptions' due times move with it, so renewals, grace
     /// and expiry follow at the renewal worker's next pass).
     /// - Throws: ``StoreError`` `sandbox_only` on a production store; `unknown_account`.
-    func setSandbox(accountId: String, _ settings: SandboxAccountSettings) async throws -> SandboxAccountState {
+    public func setSandbox(accountId: String, _ settings: SandboxAccountSettings) async throws -> SandboxAccountState {
         guard environment == .sandbox else { throw StoreError.sandboxOnly("an account's renewal setting and clock") }
         try RequestText.check(accountId, field: "the account ID in the path")
         if let advance = settings.advanceSeconds, !(advance >= 0 && advance < 100 * 365 * 86_400) {

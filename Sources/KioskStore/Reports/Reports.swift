@@ -3,10 +3,15 @@ import SQLKit
 import KioskCore
 
 /// What a publisher sees of the store: accounts, sales, pending requests, downloads.
-extension Store {
+public struct Reports: StoreOwner {
+    let base: StoreBase
+
+    /// The database engine the store runs on (`sqlite` or `postgres`), as the console names it.
+    public var engineName: String { database.engine.rawValue }
+
     /// Accounts, oldest first: created since `filter.since`; with a product or a state, only the
     /// accounts holding a transaction of that product and state. One query.
-    func accounts(_ filter: ListFilter = ListFilter()) async throws -> [AdminAccountRow] {
+    public func accounts(_ filter: ListFilter = ListFilter()) async throws -> [AdminAccountRow] {
         try await database.read { db in
             var conditions: [SQLQueryString] = []
             if let since = filter.since { conditions.append(#"a."createdAt" >= \#(bind: since)"#) }
@@ -28,14 +33,14 @@ extension Store {
     }
 
     /// Every transaction of the store, oldest first, narrowed by `filter` in the same query.
-    func adminTransactions(_ filter: ListFilter) async throws -> [AdminTransactionRow] {
+    public func adminTransactions(_ filter: ListFilter) async throws -> [AdminTransactionRow] {
         try await database.read { db in
             try await db.transactions { Self.narrow($0, filter) }.map(AdminTransactionRow.init)
         }
     }
 
     /// The account a transaction belongs to, for finding a customer by a transaction id.
-    func accountOwning(transactionId: String) async throws -> String? {
+    public func accountOwning(transactionId: String) async throws -> String? {
         try RequestText.check(transactionId, field: "the transaction ID")
         return try await database.read { db in
             try await db.transactions { $0.where("id", .equal, transactionId) }.first?.accountId
@@ -44,8 +49,8 @@ extension Store {
 
     /// How many accounts own `productId`: bought it (not revoked), or, for an issue, held a period
     /// of a subscription to its series that covers its publication date.
-    func owners(of productId: String) async throws -> Int {
-        let products = (try? await catalog.current.products) ?? [:]
+    public func owners(of productId: String) async throws -> Int {
+        let products = (try? await catalog.storeProducts().products) ?? [:]
         let product = products[productId]
         let series = product?.series
         let subscriptions = products.values.filter { $0.kind == .subscription && series != nil && $0.series == series }.map(\.id)
@@ -72,7 +77,7 @@ extension Store {
     /// Removes a withdrawn product on purpose: its owners' devices can no longer download it.
     /// - Throws: ``StoreError/hasOwners(_:owners:)`` while accounts own it and `force` is false.
     /// - Returns: how many accounts owned it.
-    func removeWithdrawn(_ productId: String, force: Bool) async throws -> Int {
+    public func removeWithdrawn(_ productId: String, force: Bool) async throws -> Int {
         let owners = try await owners(of: productId)
         guard owners == 0 || force else { throw StoreError.hasOwners(productId, owners: owners) }
         try await catalog.removeWithdrawn(productId)
@@ -82,7 +87,7 @@ extension Store {
 
     /// Accounts holding a subscription period that is live at `now` (not revoked). The kind is
     /// written out, not bound, so both engines use the partial index on subscriptions' expiry.
-    func activeSubscribers() async throws -> Int {
+    public func activeSubscribers() async throws -> Int {
         let now = clock.now()
         return try await database.read { db in
             let query: SQLQueryString = #"""
@@ -95,7 +100,7 @@ extension Store {
 
     /// Renewals charged since `since` (a subscription period after its first), and subscriptions
     /// that expired since then (churn): the console's overview.
-    func subscriptionFigures(since: Date) async throws -> (renewals: Int, expired: Int) {
+    public func subscriptionFigures(since: Date) async throws -> (renewals: Int, expired: Int) {
         try await database.read { db in
             let renewals: SQLQueryString = #"""
                 SELECT CAST(COUNT(*) AS BIGINT) AS "count" FROM "storeTransaction"
@@ -129,10 +134,10 @@ extension Store {
     }
 
     /// One account as its operator sees it: balance, holdings, every transaction and the ledger.
-    func adminAccount(_ id: String) async throws -> AdminAccountView {
+    public func adminAccount(_ id: String) async throws -> AdminAccountView {
         try RequestText.check(id, field: "the account ID in the path")
-        let summary = try await summary(of: id)
-        let ledger = try await charges(accountId: id).map {
+        let summary = try await accounts.summary(of: id)
+        let ledger = try await accounts.charges(accountId: id).map {
             AdminAccountView.Charge(transactionId: $0.transactionId, kind: $0.kind.rawValue, amountCents: $0.amountCents, currency: $0.currency, reason: $0.reason)
         }
         let transactions = try await database.read { db in try await db.transactions { $0.where("accountId", .equal, id) } }
@@ -140,11 +145,11 @@ extension Store {
     }
 
     /// Ask to Buy requests waiting for an answer, oldest first (a filter's state is ignored: it is `deferred`).
-    func pendingRequests(_ filter: ListFilter = ListFilter()) async throws -> [AdminTransactionRow] {
+    public func pendingRequests(_ filter: ListFilter = ListFilter()) async throws -> [AdminTransactionRow] {
         var filter = filter
         filter.state = TransactionStatus.deferred.rawValue
         // Nothing is charged until the answer: shown at what approving would charge now.
-        let products = (try? await catalog.current.products) ?? [:]
+        let products = (try? await catalog.storeProducts().products) ?? [:]
         return try await adminTransactions(filter).map { row in
             guard let product = products[row.productId], let cents = Price.cents(product.price.amount) else { return row }
             var priced = row
@@ -162,7 +167,7 @@ extension Store {
     /// from `salesDaySlot`, the rows the store keeps as it writes each ledger entry: the console's
     /// overview reads a row per day and product, not every entry. Anything finer is summed from
     /// the ledger (``salesFromLedger(_:)``); the two agree (SalesByDayTests).
-    func sales(_ filter: ListFilter = ListFilter()) async throws -> [AdminSalesRow] {
+    public func sales(_ filter: ListFilter = ListFilter()) async throws -> [AdminSalesRow] {
         let wholeDays = filter.since.map { Calendar.utc.startOfDay(for: $0) == $0 } ?? true
         guard wholeDays, filter.state == nil else { return try await salesFromLedger(filter) }
         return try await database.read { db in
@@ -171,7 +176,7 @@ extension Store {
             var select = db.select().column("day").column("productId").column("currency")
                 .column(SQLRaw(#"CAST(SUM("sales") AS BIGINT) AS "sales""#)).column(SQLRaw(#"CAST(SUM("refunds") AS BIGINT) AS "refunds""#))
                 .column(SQLRaw(#"CAST(SUM("netCents") AS BIGINT) AS "netCents""#)).from("salesDaySlot")
-            if let since = filter.since { select = select.where("day", .greaterThanOrEqual, Self.day(since)) }
+            if let since = filter.since { select = select.where("day", .greaterThanOrEqual, Store.day(since)) }
             if let product = filter.productId { select = select.where("productId", .equal, product) }
             select = select.groupBy("day").groupBy("productId").groupBy("currency")
             // Ordered here, as the ledger's sums are: the engines' text collations differ.
@@ -183,7 +188,7 @@ extension Store {
     /// ``sales(_:)`` summed from the ledger entries themselves, for any filter.
     ///
     /// Summed here rather than in SQL: the two engines spell "the UTC day of a timestamp" differently.
-    func salesFromLedger(_ filter: ListFilter = ListFilter()) async throws -> [AdminSalesRow] {
+    public func salesFromLedger(_ filter: ListFilter = ListFilter()) async throws -> [AdminSalesRow] {
         let entries = try await database.read { db in
             var conditions: [SQLQueryString] = []
             if let since = filter.since { conditions.append(#"l."createdAt" >= \#(bind: since)"#) }
@@ -197,7 +202,7 @@ extension Store {
         }
         var rows: [String: AdminSalesRow] = [:]
         for entry in entries {
-            let day = Self.day(entry.createdAt)
+            let day = Store.day(entry.createdAt)
             let key = "\(day)\t\(entry.productId)\t\(entry.currency)"
             var row = rows[key] ?? AdminSalesRow(day: day, productId: entry.productId, currency: entry.currency, sales: 0, refunds: 0, netCents: 0)
             if entry.kind == .charge { row.sales += 1 } else { row.refunds += 1 }
@@ -217,7 +222,7 @@ extension Store {
 
     /// Content requests answered, by product and day; `filter` keeps the days from its `since`'s
     /// UTC day on, and one product (a state does not apply).
-    func downloadStats(_ filter: ListFilter = ListFilter()) async throws -> [AdminDownloadRow] {
+    public func downloadStats(_ filter: ListFilter = ListFilter()) async throws -> [AdminDownloadRow] {
         try await database.read { db in
             var select = db.select().column("*").from("downloadStat")
             if let since = filter.since { select = select.where("day", .greaterThanOrEqual, ListFilter.day(since)) }
@@ -227,8 +232,8 @@ extension Store {
     }
 
     /// Counts one answered content request (200 or 206) and the bytes it was to send.
-    func recordDownload(productId: String, bytes: Int64) async {
-        let day = Self.day(clock.wallNow())
+    public func recordDownload(productId: String, bytes: Int64) async {
+        let day = Store.day(clock.wallNow())
         do {
             try await database.write { db in
                 try await db.raw(#"""

@@ -12,9 +12,9 @@ import Synchronization
 /// atomic statement (the row lock orders instances racing on one bucket), timed by the database's
 /// clock so that instances whose clocks differ agree. On SQLite (one store, one instance) they
 /// live in this process.
-final class RateLimiter: Sendable {
+public final class RateLimiter: Sendable {
     /// What a bucket answered.
-    enum Outcome: Equatable {
+    public enum Outcome: Equatable, Sendable {
         case allowed
         /// Refused: a token is back after this many seconds (at least 1).
         case limited(retryAfter: Int)
@@ -42,7 +42,7 @@ final class RateLimiter: Sendable {
     }
 
     /// Takes a token from the bucket `key` (made full on first use) under `limit`.
-    func take(_ key: String, _ limit: RateLimit) async throws -> Outcome {
+    public func take(_ key: String, _ limit: RateLimit) async throws -> Outcome {
         switch database.engine {
         case .postgres: return try await takeShared(key, limit)
         case .sqlite: return takeLocal(key, limit, now: .now)
@@ -91,7 +91,7 @@ final class RateLimiter: Sendable {
     /// a minute: a missing bucket is a full one. On PostgreSQL, rows idle for a day are deleted (by
     /// then every bucket a `N/day` or faster limit allows has refilled); on SQLite, the buckets of
     /// this process that are full again.
-    func forgetIdleBuckets(now: ContinuousClock.Instant = .now) async {
+    public func forgetIdleBuckets(now: ContinuousClock.Instant = .now) async {
         guard database.engine == .postgres else {
             local.withLock { buckets in buckets = buckets.filter { !$0.value.isFull(at: now) } }
             return

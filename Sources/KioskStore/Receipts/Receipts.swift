@@ -1,7 +1,11 @@
 import Foundation
 import SQLKit
 
-extension Store {
+/// Receipts: what a proof of purchase entitles (Kiosk's own or the App Store's), the legacy
+/// `verifyReceipt` answer, and receipts signed again under a current key.
+public struct Receipts: StoreOwner {
+    let base: StoreBase
+
     /// `records` with every receipt signed by a retired key signed again with a current one, and
     /// the new receipt saved in place of the old (so each is re-signed once, not on every listing).
     ///

@@ -2,9 +2,9 @@ import Foundation
 import SQLKit
 import KioskCore
 
-extension Store {
+extension Receipts {
     /// Whether a receipt's account may download a product.
-    enum Entitlement: Equatable {
+    public enum Entitlement: Equatable, Sendable {
         case granted
         /// The receipt's own transaction was revoked (refunded) or is not known to this store.
         case revoked
@@ -15,9 +15,9 @@ extension Store {
 
     /// Whether a verified proof entitles `product`, by the record its kind of proof stands in:
     /// Kiosk's own transactions, or the App Store transactions this store has seen.
-    func entitlement(_ verified: VerifiedPurchase, for product: Product) async throws -> Entitlement {
+    public func entitlement(_ verified: VerifiedPurchase, for product: Product) async throws -> Entitlement {
         if verified.kind == .appStore {
-            return try await appStoreEntitlement(verified, for: product)
+            return try await AppStoreBridge(base: base).appStoreEntitlement(verified, for: product)
         }
         return try await entitlement(verified.claims, for: product)
     }
@@ -27,8 +27,8 @@ extension Store {
     ///
     /// Which issues a subscription period entitles is ``SubscriptionCoverage``'s rule, the same
     /// one the client applies when it queues them.
-    func entitlement(_ claims: ReceiptClaims, for product: Product) async throws -> Entitlement {
-        let products = try await catalog.current.products
+    public func entitlement(_ claims: ReceiptClaims, for product: Product) async throws -> Entitlement {
+        let products = try await catalog.storeProducts().products
         return try await database.read { db in
             guard let presented = try await db.storeTransaction(claims.transactionId),
                   presented.accountId == claims.accountId, presented.status == .purchased
@@ -63,10 +63,5 @@ extension Store {
             }
             return .notOwned
         }
-    }
-
-    /// `yyyy-MM-dd` in UTC, as the catalog's publication dates and the sales figures count days.
-    static func day(_ date: Date) -> String {
-        SubscriptionCoverage.day(date)
     }
 }

@@ -14,10 +14,12 @@ import SQLKit
 /// delivered; anything else schedules the next attempt (``NotificationDeliveryConfiguration``).
 /// Delivery is at least once: an instance killed between the endpoint's 2xx and its own commit
 /// leaves the delivery to be sent again, with the same `notificationUUID`.
-extension Store {
+public struct Notifications: StoreOwner {
+    let base: StoreBase
+
     // MARK: Endpoints
 
-    func addWebhook(_ url: String) async throws -> AdminWebhookRow {
+    public func addWebhook(_ url: String) async throws -> AdminWebhookRow {
         try Self.checkWebhookURL(url)
         return try await database.write { db in
             try await db.raw(#"INSERT INTO "webhook" ("url", "createdAt") VALUES (\#(bind: url), \#(bind: clock.wallNow())) ON CONFLICT ("url") DO NOTHING"#).run()
@@ -28,12 +30,12 @@ extension Store {
         }
     }
 
-    func webhooks() async throws -> [AdminWebhookRow] {
+    public func webhooks() async throws -> [AdminWebhookRow] {
         try await database.read { try await $0.select().column("*").from("webhook").orderBy("id").all(decoding: AdminWebhookRow.self) }
     }
 
     /// Removes an endpoint; what was not yet delivered to it is dropped with it.
-    func removeWebhook(_ url: String) async throws -> AdminWebhookRow {
+    public func removeWebhook(_ url: String) async throws -> AdminWebhookRow {
         try await database.write { db in
             guard let row = try await db.select().column("*").from("webhook").where("url", .equal, url).first(decoding: AdminWebhookRow.self) else {
                 throw StoreError.unknownWebhook(url)
@@ -55,7 +57,7 @@ extension Store {
 
     /// Each notification's delivery to each endpoint, newest first; `failed` keeps those not
     /// delivered (given up, or failing and still being retried).
-    func notifications(failed: Bool, limit: Int = 500) async throws -> [AdminNotificationRow] {
+    public func list(failed: Bool, limit: Int = 500) async throws -> [AdminNotificationRow] {
         try await database.read { db in
             try await db.raw(#"""
                 SELECT n."id" AS "notificationId", n."type", n."subtype", n."accountId", n."transactionId", w."url", d."state", d."attempts",
@@ -69,7 +71,7 @@ extension Store {
 
     /// Sends a notification again to every endpoint (App Store's "resend"): its deliveries are
     /// pending again, due now.
-    func resendNotification(_ id: String) async throws -> [AdminNotificationRow] {
+    public func resendNotification(_ id: String) async throws -> [AdminNotificationRow] {
         try RequestText.check(id, field: "the notification ID in the path")
         let changed = try await database.write { db in
             guard let sequence = try await db.select().column("sequence").from("notification").where("id", .equal, id)
@@ -81,12 +83,12 @@ extension Store {
                 .where("notificationSequence", .equal, sequence).run()
             return sequence
         }
-        return try await notifications(failed: false).filter { _ in changed > 0 }.filter { $0.notificationId == id }
+        return try await list(failed: false).filter { _ in changed > 0 }.filter { $0.notificationId == id }
     }
 
     /// Writes a `TEST` notification to every endpoint (App Store's "Request a Test Notification").
     /// - Returns: its `notificationUUID`.
-    func testNotification() async throws -> String {
+    public func testNotification() async throws -> String {
         try await database.write { db in
             try await db.announce(StoreNotification(type: StoreNotification.Kind.test, subtype: nil, accountId: "", transactionId: nil,
                                                     originalTransactionId: nil, renewalInfo: nil), at: clock.wallNow())

@@ -48,15 +48,19 @@ public struct AppStoreNotificationOutcome: Codable, Sendable, Equatable {
     public var outcome: String
 }
 
-extension Store {
+/// The App Store bridge: App Store transactions presented for content and the App Store's server
+/// notifications, recorded and applied in Kiosk's terms.
+public struct AppStoreBridge: StoreOwner {
+    let base: StoreBase
+
     /// Whether a verified App Store transaction entitles `product`: the transaction stands (not
     /// withdrawn by a notification, not revoked in itself), and it is that product, or a
     /// subscription one of whose periods (its own, or a renewal a notification recorded) covers
     /// the issue's publication. The transaction is recorded the first time it is seen.
-    func appStoreEntitlement(_ verified: VerifiedPurchase, for product: Product) async throws -> Entitlement {
+    func appStoreEntitlement(_ verified: VerifiedPurchase, for product: Product) async throws -> Receipts.Entitlement {
         let claims = verified.claims
         if let revoked = verified.revoked {
-            return .withdrawn("App Store transaction \(claims.transactionId) was revoked on \(Self.day(revoked)); it no longer entitles any content")
+            return .withdrawn("App Store transaction \(claims.transactionId) was revoked on \(Store.day(revoked)); it no longer entitles any content")
         }
         let seen = AppStoreTransactionRecord(
             transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, productId: claims.productId,
@@ -68,12 +72,12 @@ extension Store {
             periods.append(seen)
         }
         if let own = periods.first(where: { $0.transactionId == claims.transactionId }), let revokedAt = own.revokedAt {
-            return .withdrawn("App Store transaction \(claims.transactionId) was withdrawn on \(Self.day(revokedAt)) (\(own.revocationReason ?? "revoked")); it no longer entitles any content")
+            return .withdrawn("App Store transaction \(claims.transactionId) was withdrawn on \(Store.day(revokedAt)) (\(own.revocationReason ?? "revoked")); it no longer entitles any content")
         }
         if claims.productId == product.id, claims.kind != .subscription {
             return .granted
         }
-        let products = try await catalog.current.products
+        let products = try await catalog.storeProducts().products
         guard claims.kind == .subscription, let series = product.series, let published = product.publicationDate,
               products[claims.productId]?.series == series
         else {
@@ -95,7 +99,7 @@ extension Store {
     /// recorded only.
     /// - Throws: ``ReceiptRefusal/appStore(_:)`` for a notification (or its transaction) that is refused;
     ///   ``StoreError`` when the store takes no App Store proofs.
-    func receiveAppStoreNotification(signedPayload: String) async throws -> AppStoreNotificationOutcome {
+    public func receiveAppStoreNotification(signedPayload: String) async throws -> AppStoreNotificationOutcome {
         guard let appStore else { throw StoreError.appStoreNotConfigured }
         let notification: AppStoreNotification
         do {
@@ -166,7 +170,7 @@ extension Store {
     }
 
     /// The App Store notifications received, newest first (`kiosk admin appstore`).
-    func appStoreNotifications(limit: Int = 500) async throws -> [AdminAppStoreNotificationRow] {
+    public func appStoreNotifications(limit: Int = 500) async throws -> [AdminAppStoreNotificationRow] {
         try await database.read { db in
             try await db.select().column("*").from("appStoreNotification").orderBy("receivedAt", .descending).limit(limit)
                 .all(decoding: AppStoreNotificationRecord.self).map(\.row)
@@ -181,7 +185,7 @@ extension SQLDatabase {
     }
 
     /// Records a transaction unless it is recorded already (by another request or instance).
-    func recordAppStoreTransaction(_ record: AppStoreTransactionRecord) async throws {
+    fileprivate func recordAppStoreTransaction(_ record: AppStoreTransactionRecord) async throws {
         try await raw(#"""
             INSERT INTO "appStoreTransaction" ("transactionId", "originalTransactionId", "productId", "kind", "purchaseDate",
                 "expiresDate", "environment", "revokedAt", "revocationReason", "seenAt")
@@ -192,12 +196,12 @@ extension SQLDatabase {
             """#).run()
     }
 
-    func appStoreNotification(_ uuid: String) async throws -> AppStoreNotificationRecord? {
+    fileprivate func appStoreNotification(_ uuid: String) async throws -> AppStoreNotificationRecord? {
         try await select().column("*").from("appStoreNotification").where("notificationUUID", .equal, uuid)
             .first(decoding: AppStoreNotificationRecord.self)
     }
 
-    func recordAppStoreNotification(_ record: AppStoreNotificationRecord) async throws {
+    fileprivate func recordAppStoreNotification(_ record: AppStoreNotificationRecord) async throws {
         try await raw(#"""
             INSERT INTO "appStoreNotification" ("notificationUUID", "notificationType", "subtype", "transactionId",
                 "originalTransactionId", "productId", "environment", "signedDate", "receivedAt", "outcome")

@@ -59,7 +59,7 @@ public struct RateLimits: Sendable, Equatable {
     /// The answer is a bucket's name, not an address: IPv4 as written canonically, IPv6 by its /64
     /// (what one subscriber is handed, so walking through it buys nothing), an IPv4-mapped IPv6
     /// address as its IPv4; a port is dropped, and an entry that is no IP address is skipped.
-    func clientAddress(peer: String?, forwardedFor: String?) -> String? {
+    public func clientAddress(peer: String?, forwardedFor: String?) -> String? {
         guard let peer = peer.flatMap(Self.bucket) else { return nil }
         let trusted = Set(trustedProxies.compactMap { Self.canonical($0) })
         guard let forwardedFor, trusted.contains(Self.canonical(peer) ?? peer) else { return peer }

@@ -84,7 +84,7 @@ struct RecordRenewalStep: StoreStatement {
         .int8,
     ]
 
-    let step: Store.RenewalStep
+    let step: Subscriptions.RenewalStep
     /// The version the step was decided on.
     let claimedVersion: Int64
     /// The instance whose claim the step commits under.

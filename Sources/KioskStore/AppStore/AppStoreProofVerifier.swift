@@ -6,7 +6,7 @@ import KioskCore
 /// `appStoreProductId`), so that the content route and `/verifyReceipt` treat it as any proof.
 struct AppStoreProofVerifier: PurchaseProofVerifier, Sendable {
     let signedData: AppStoreSignedDataVerifier
-    let catalog: CatalogService
+    let catalog: any StoreCatalog
 
     var kind: PurchaseProofKind { .appStore }
 
@@ -24,7 +24,7 @@ struct AppStoreProofVerifier: PurchaseProofVerifier, Sendable {
 
     /// The purchase a verified transaction proves, in Kiosk's terms.
     func purchase(of transaction: AppStoreTransaction) async throws -> VerifiedPurchase {
-        let published = try await catalog.current
+        let published = try await catalog.storeProducts()
         let product = published.productsByAppStoreID[transaction.productId].flatMap { published.products[$0] }
             ?? published.products[transaction.productId]
         let signed = Date(timeIntervalSince1970: Double(transaction.signedDate) / 1000)

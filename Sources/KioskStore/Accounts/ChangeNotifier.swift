@@ -31,29 +31,29 @@ public final class ChangeNotifier: Sendable {
     }
 
     /// The payload of the notice that the catalog changed: no account ID looks like it.
-    static let catalogNotice = "catalog"
+    public static let catalogNotice = "catalog"
 
     /// The catalog served here changed: every waiting poll answers (with the new catalog's ETag)
     /// and, when `tellOthers`, every other instance hears of it and reloads its own.
-    func catalogChanged(tellOthers: Bool) {
+    public func catalogChanged(tellOthers: Bool) {
         wakeAll()
         if tellOthers { broadcast?.send(Self.catalogNotice) }
     }
 
     /// Wakes every poll of `accountId` waiting in this process.
-    func signal(_ accountId: String) {
+    public func signal(_ accountId: String) {
         let woken = waiters.withLock { $0.removeValue(forKey: accountId) } ?? [:]
         for waiter in woken.values { waiter.wake() }
     }
 
     /// The server is stopping: wakes every waiting poll, and those that come later do not wait.
-    func close() {
+    public func close() {
         closed.store(true, ordering: .relaxed)
         wakeAll()
     }
 
     /// Wakes every waiting poll; each answers what it finds.
-    func wakeAll() {
+    public func wakeAll() {
         let woken = waiters.withLock { all in
             defer { all = [:] }
             return all.values.flatMap(\.values)

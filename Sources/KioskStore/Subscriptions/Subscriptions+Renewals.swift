@@ -14,7 +14,7 @@ import SQLKit
 /// unique key refuses a second renewal of one period whatever happens. An instance killed
 /// between the claim and the commit leaves nothing written; its lease (``renewalLease``, 30 s)
 /// lapses and another (or the same, restarted) takes the row again.
-extension Store {
+extension Subscriptions {
     /// Claims the subscriptions due now and takes each one step (several rounds, until none is
     /// due or claimable, or `stopping` says the server is shutting down).
     /// - Returns: how many steps were committed.
@@ -80,7 +80,7 @@ extension Store {
     /// Decides and commits one step of a claimed subscription.
     /// - Returns: whether it committed (false when another instance got there first).
     func step(_ claimed: SubscriptionRecord, sandbox: SandboxAccount) async throws -> Bool {
-        let product = try await catalog.current.products[claimed.productId]
+        let product = try await catalog.storeProducts().products[claimed.productId]
         guard var step = decide(claimed, product: product, sandbox: sandbox) else { return false }
         if var renewal = step.renewal {
             renewal.signedTransaction = try await keys.sign(claims(of: renewal))
@@ -219,10 +219,10 @@ extension Store {
         let recovering = current.state != .active
         if sandbox.renewals == .succeed {
             let start = recovering ? at : current.expiresDate
-            guard let expires = Calendar.utc.date(byAdding: .month, value: product.periodMonths ?? 1, to: start), let cents = try? Self.cents(product.price) else {
+            guard let expires = Calendar.utc.date(byAdding: .month, value: product.periodMonths ?? 1, to: start), let cents = try? Store.cents(product.price) else {
                 return nil
             }
-            let id = Self.newTransactionID()
+            let id = Store.newTransactionID()
             let renewal = TransactionRecord(
                 sequence: nil, id: id, accountId: s.accountId, productId: s.productId, kind: .subscription, quantity: 1,
                 originalTransactionId: s.originalTransactionId, purchaseDate: start, expiresDate: expires, status: .purchased,

@@ -8,17 +8,17 @@ import Foundation
 /// unique index and a NUL is refused in any text; both came back as a 500, which clients retry
 /// forever. Control characters (NUL, line breaks, tabs, DEL, C1) are refused too: these texts are
 /// shown in one-line answers, logs and the operator's listings.
-enum RequestText {
+public enum RequestText {
     /// The most bytes of a key or an ID: far below PostgreSQL's index entry limit, above any ID this store makes.
-    static let maxIdentifierBytes = 255
+    public static let maxIdentifierBytes = 255
     /// The most bytes of a revocation reason, which the reader's devices show.
-    static let maxReasonBytes = 500
+    public static let maxReasonBytes = 500
 
     /// - Parameters:
     ///   - field: how the caller names the text (`idempotencyKey`, `the transaction ID in the path`).
     ///   - allowEmpty: whether an empty text is accepted (a reason may be empty: the store writes its own).
     /// - Throws: ``StoreError`` `bad_request` naming `field` and what to send instead.
-    static func check(_ value: String, field: String, maxBytes: Int = maxIdentifierBytes, allowEmpty: Bool = false) throws {
+    public static func check(_ value: String, field: String, maxBytes: Int = maxIdentifierBytes, allowEmpty: Bool = false) throws {
         guard allowEmpty || !value.isEmpty else {
             throw StoreError.invalidRequest("\(field) is empty; send 1 to \(maxBytes) bytes of printable UTF-8")
         }

@@ -7,7 +7,7 @@ import KioskCore
 /// `HTTP/StoreError+HTTP.swift`. A struct over an internal enum, so that a new refusal breaks no
 /// caller's `switch` (as hummingbird's `PersistError`).
 public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
-    enum Reason: Sendable, Equatable {
+    public enum Reason: Sendable, Equatable {
         /// A text or a number the caller sent is unusable (too long, empty, out of range).
         case invalidRequest
         case unknownAccount
@@ -27,7 +27,7 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case rateLimited
     }
 
-    let reason: Reason
+    public let reason: Reason
     /// The wire's stable code, e.g. `unknown_transaction`.
     public let code: String
     public let message: String
@@ -45,139 +45,139 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
 
     // MARK: The refusals
 
-    static func invalidRequest(_ message: String) -> StoreError {
+    public static func invalidRequest(_ message: String) -> StoreError {
         StoreError(.invalidRequest, code: "bad_request", message: message)
     }
 
-    static func unknownAccount(_ id: String) -> StoreError {
+    public static func unknownAccount(_ id: String) -> StoreError {
         StoreError(.unknownAccount, code: "unknown_account", message: "no account \(id)")
     }
 
     /// - Parameter ofAccount: the caller is a customer, who may only name their own transactions.
-    static func unknownTransaction(_ id: String, ofAccount: Bool = false) -> StoreError {
+    public static func unknownTransaction(_ id: String, ofAccount: Bool = false) -> StoreError {
         StoreError(.unknownTransaction, code: "unknown_transaction",
             message: ofAccount ? "this account has no transaction \(id)" : "no transaction \(id)")
     }
 
-    static var appStoreNotConfigured: StoreError {
+    public static var appStoreNotConfigured: StoreError {
         StoreError(.unknownProduct, code: "appstore_not_configured",
             message: "this store takes no App Store proofs; start kiosk serve with --app-store-bundle-id")
     }
 
-    static func unknownProduct(_ id: String) -> StoreError {
+    public static func unknownProduct(_ id: String) -> StoreError {
         StoreError(.unknownProduct, code: "unknown_product", message: "no product \"\(id)\" in the catalog; run kiosk sync")
     }
 
-    static func notRedeemable(_ productId: String) -> StoreError {
+    public static func notRedeemable(_ productId: String) -> StoreError {
         StoreError(.wrongState, code: "not_redeemable", message: "\(productId) has no credit price; buy it instead")
     }
 
     /// An approval or a decline that lost to another decision committed meanwhile.
-    static func settledMeanwhile(_ id: String) -> StoreError {
+    public static func settledMeanwhile(_ id: String) -> StoreError {
         StoreError(.wrongState, code: "not_deferred", message: "transaction \(id) is no longer deferred; it was settled meanwhile")
     }
 
     /// An approval or a decline of a request already settled, naming the state it is in.
-    static func notDeferred(_ id: String, status: TransactionStatus) -> StoreError {
+    public static func notDeferred(_ id: String, status: TransactionStatus) -> StoreError {
         StoreError(.wrongState, code: "not_deferred", message: "transaction \(id) is \(status.rawValue), not deferred; it was already settled")
     }
 
-    static func notRevocable(_ id: String, status: TransactionStatus) -> StoreError {
+    public static func notRevocable(_ id: String, status: TransactionStatus) -> StoreError {
         StoreError(.wrongState, code: "not_purchased", message: "transaction \(id) is \(status.rawValue); only a purchase can be revoked or refunded")
     }
 
-    static func notFinishable(_ id: String, status: TransactionStatus) -> StoreError {
+    public static func notFinishable(_ id: String, status: TransactionStatus) -> StoreError {
         StoreError(.wrongState, code: "not_purchased", message: "transaction \(id) is \(status.rawValue); only a purchased transaction can be finished")
     }
 
-    static func alreadyRevoked(_ id: String) -> StoreError {
+    public static func alreadyRevoked(_ id: String) -> StoreError {
         StoreError(.wrongState, code: "already_revoked", message: "transaction \(id) is already revoked; nothing was changed")
     }
 
-    static func revokedMeanwhile(_ id: String) -> StoreError {
+    public static func revokedMeanwhile(_ id: String) -> StoreError {
         StoreError(.wrongState, code: "already_revoked", message: "transaction \(id) was revoked meanwhile; nothing was changed")
     }
 
-    static func alreadyRefunded(_ id: String) -> StoreError {
+    public static func alreadyRefunded(_ id: String) -> StoreError {
         StoreError(.wrongState, code: "already_refunded",
             message: "transaction \(id) is already revoked and has nothing left to pay back; nothing was changed")
     }
 
-    static func creditsSpent(_ id: String, granted: Int, balance: Int) -> StoreError {
+    public static func creditsSpent(_ id: String, granted: Int, balance: Int) -> StoreError {
         StoreError(.wrongState, code: "credits_spent",
             message: "transaction \(id) is not refunded: it granted \(granted) credits and the balance is \(balance); revoke it without a refund, or refund it once the balance holds \(granted) credits again")
     }
 
-    static let amountTooLarge = StoreError(.wrongState, code: "amount_too_large", message: "the amount or balance would be too large; buy fewer at once")
+    public static let amountTooLarge = StoreError(.wrongState, code: "amount_too_large", message: "the amount or balance would be too large; buy fewer at once")
 
-    static func insufficientCredits(_ productId: String, price: Int, balance: Int) -> StoreError {
+    public static func insufficientCredits(_ productId: String, price: Int, balance: Int) -> StoreError {
         StoreError(.notPaid, code: "insufficient_credits",
             message: "\(productId) costs \(price) credits and the balance is \(balance); buy a credit pack first")
     }
 
-    static func paymentDeclined(_ message: String?) -> StoreError {
+    public static func paymentDeclined(_ message: String?) -> StoreError {
         StoreError(.notPaid, code: "payment_declined", message: message ?? "the payment was declined")
     }
 
     /// - Parameter differences: each field that differs from the first request, e.g. `quantity (2, first 1)`.
-    static func idempotencyKeyReused(_ key: String, differences: [String]) -> StoreError {
+    public static func idempotencyKeyReused(_ key: String, differences: [String]) -> StoreError {
         StoreError(.keyReused, code: "idempotency_key_reused",
             message: "idempotency key \(key) was first sent for another request; this one differs in \(differences.joined(separator: ", ")); send a new purchase with a fresh key")
     }
 
-    static let accountBusy = StoreError(.unavailable, code: "busy",
+    public static let accountBusy = StoreError(.unavailable, code: "busy",
         message: "the account is busy with other payments; send the same request again (same idempotency key)")
 
-    static let starting = StoreError(.unavailable, code: "starting", message: "the store is starting; try again in a few seconds")
+    public static let starting = StoreError(.unavailable, code: "starting", message: "the store is starting; try again in a few seconds")
 
     /// - Parameter what: who asked too often, e.g. `too many purchases came from 10.0.0.1`.
-    static func rateLimited(_ what: String, retryAfter: Int) -> StoreError {
+    public static func rateLimited(_ what: String, retryAfter: Int) -> StoreError {
         StoreError(.rateLimited, code: "rate_limited",
             message: "\(what) in a short time; nothing was done; try again in \(retryAfter) s", retryAfter: retryAfter)
     }
 }
 
 extension StoreError {
-    static func unknownSubscription(_ id: String) -> StoreError {
+    public static func unknownSubscription(_ id: String) -> StoreError {
         StoreError(.unknownTransaction, code: "unknown_subscription",
             message: "the account has no subscription \(id); kiosk subscriptions lists them by original transaction ID")
     }
 
-    static func subscriptionExpired(_ id: String) -> StoreError {
+    public static func subscriptionExpired(_ id: String) -> StoreError {
         StoreError(.wrongState, code: "subscription_expired",
             message: "subscription \(id) has expired and cannot be resumed; buy it again to start a new period")
     }
 
-    static func sandboxOnly(_ what: String) -> StoreError {
+    public static func sandboxOnly(_ what: String) -> StoreError {
         StoreError(.wrongState, code: "sandbox_only", message: "\(what) exists only in the sandbox; a production store refuses it")
     }
 
-    static func pretendPayment(_ method: String) -> StoreError {
+    public static func pretendPayment(_ method: String) -> StoreError {
         StoreError(.forbidden, code: "sandbox_only",
             message: "payment method '\(method)' is the sandbox's pretend payment; this store runs in the production environment and grants only for a real proof of payment (an App Store transaction)")
     }
 
-    static func offSale(_ id: String) -> StoreError {
+    public static func offSale(_ id: String) -> StoreError {
         StoreError(.wrongState, code: "off_sale", message: "\(id) is no longer for sale; readers who own it keep downloading it (kiosk restore)")
     }
 
-    static func notWithdrawn(_ id: String, reason: String) -> StoreError {
+    public static func notWithdrawn(_ id: String, reason: String) -> StoreError {
         StoreError(.wrongState, code: "not_withdrawn", message: "\(id) cannot be removed: \(reason)")
     }
 
-    static func hasOwners(_ id: String, owners: Int) -> StoreError {
+    public static func hasOwners(_ id: String, owners: Int) -> StoreError {
         StoreError(.wrongState, code: "has_owners",
             message: "\(id) is owned by \(owners) account(s), whose devices could no longer download it; remove it anyway with --force")
     }
 
-    static let subscriptionBusy = StoreError(.unavailable, code: "busy",
+    public static let subscriptionBusy = StoreError(.unavailable, code: "busy",
         message: "the subscription changed while this was decided; send the same request again")
 
-    static func unknownWebhook(_ url: String) -> StoreError {
+    public static func unknownWebhook(_ url: String) -> StoreError {
         StoreError(.invalidRequest, code: "unknown_webhook", message: "no webhook is registered for \(url); kiosk admin webhooks list shows them")
     }
 
-    static func unknownNotification(_ id: String) -> StoreError {
+    public static func unknownNotification(_ id: String) -> StoreError {
         StoreError(.invalidRequest, code: "unknown_notification", message: "no notification \(id); kiosk admin notifications lists them")
     }
 }

@@ -1,14 +1,14 @@
 import Foundation
 import KioskCore
 
-extension Store {
+extension Receipts {
     /// `POST /verifyReceipt`: checks a receipt the way the App Store's endpoint does.
     ///
     /// - Parameters:
     ///   - body: the raw request body, `{"receipt-data": "<base64 of the JWS, or the JWS itself>"}`.
     ///   - presentedBy: the account presenting the receipt, when the request carried a token;
     ///     another account's receipt is answered as unknown (21010).
-    func verifyReceipt(body: Data, presentedBy accountId: String?) async -> VerifyReceiptResponse {
+    public func verifyReceipt(body: Data, presentedBy accountId: String?) async -> VerifyReceiptResponse {
         guard let request = try? JSONDecoder().decode(VerifyReceiptRequest.self, from: body), !request.receiptData.isEmpty else {
             return VerifyReceiptResponse(status: VerifyReceiptStatus.badRequest, environment: environment, receipt: nil)
         }
@@ -81,5 +81,31 @@ extension Data {
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
         self.init(base64Encoded: base64)
+    }
+}
+
+extension ReceiptRefusal {
+    /// The `/verifyReceipt` status, as the App Store's endpoint numbers them.
+    var verifyReceiptStatus: Int {
+        switch self {
+        case .malformed:
+            return VerifyReceiptStatus.malformed
+        case .algorithmNotAllowed, .notAuthentic, .unknownKey, .keyRetired, .wrongIssuer:
+            return VerifyReceiptStatus.notAuthentic
+        case .wrongEnvironment(let receipt, _):
+            return receipt == .sandbox ? VerifyReceiptStatus.sandboxReceiptSentToProduction : VerifyReceiptStatus.productionReceiptSentToSandbox
+        case .otherAccount:
+            // Another account's receipt is not confirmed to exist at all.
+            return VerifyReceiptStatus.revokedOrUnknown
+        case .untrustedKeys:
+            return VerifyReceiptStatus.serverUnavailable
+        case .appStore(.format):
+            return VerifyReceiptStatus.malformed
+        case .appStore(.environment(_, let found)):
+            return found == AppStoreEnvironment.sandbox.rawValue
+                ? VerifyReceiptStatus.sandboxReceiptSentToProduction : VerifyReceiptStatus.productionReceiptSentToSandbox
+        case .appStore:
+            return VerifyReceiptStatus.notAuthentic
+        }
     }
 }

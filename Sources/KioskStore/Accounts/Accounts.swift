@@ -1,0 +1,111 @@
+import Crypto
+import Foundation
+import KioskTransfer
+import SQLKit
+import KioskCore
+import Logging
+
+/// The accounts: their creation, their bearer tokens, what each holds, and each account's change
+/// feed (its transactions in the order they were written, and the notices that wake its polls).
+public struct Accounts: StoreOwner {
+    let base: StoreBase
+
+    /// Creates an account with a fresh secret token; only the token's hash is stored.
+    public func createAccount() async throws -> AccountCreated {
+        let token = Store.randomHex(bytes: 32)
+        let account = AccountRecord(
+            id: "acct_" + Store.randomHex(bytes: 8), tokenHash: FileDigest.sha256(of: Data(token.utf8)),
+            credits: 0, createdAt: clock.wallNow(), revision: 0)
+        try await database.write { try await $0.insert(into: "account").model(account).run() }
+        return AccountCreated(accountId: account.id, token: token)
+    }
+
+    /// The ID of the account a bearer token acts for, or nil when the store does not know the token.
+    public func accountId(forToken token: String) async throws -> String? {
+        let hash = FileDigest.sha256(of: Data(token.utf8))
+        if let known = tokens[hash] { return known }
+        let found = try await database.read {
+            try await $0.select().column("id").from("account").where("tokenHash", .equal, hash).first(decodingColumn: "id", as: String.self)
+        }
+        if let found { tokens[hash] = found }
+        return found
+    }
+
+    /// The balance and what the account owns.
+    public func summary(of accountId: String) async throws -> AccountSummary {
+        let now = try await accountNow(accountId)
+        return try await database.read { db in
+            guard let account = try await db.account(accountId) else {
+                throw StoreError.unknownAccount(accountId)
+            }
+            let purchased = try await db.transactions {
+                $0.where("accountId", .equal, accountId).where("status", .equal, TransactionStatus.purchased.rawValue)
+            }
+            let owned = Array(Set(purchased.filter { $0.kind == .nonConsumable }.map(\.productId))).sorted()
+            var latestExpiry: [String: Date] = [:]
+            for record in purchased where record.kind == .subscription {
+                if let expires = record.expiresDate, expires > latestExpiry[record.productId] ?? .distantPast {
+                    latestExpiry[record.productId] = expires
+                }
+            }
+            let subscriptions = latestExpiry.keys.sorted().map { id in
+                SubscriptionStatus(productId: id, expiresDate: latestExpiry[id] ?? now, active: (latestExpiry[id] ?? now) > now)
+            }
+            return AccountSummary(accountId: account.id, credits: account.credits, owned: owned, subscriptions: subscriptions)
+        }
+    }
+
+    /// The account's change feed: its transactions written after `cursor` (a change number), in
+    /// the order they were written, each once with its latest state. A transaction written again
+    /// (approved, declined, revoked, refunded, its receipt signed again) comes again. The full walk
+    /// from no cursor sees every transaction of the account once.
+    ///
+    /// With `wait`, a request with nothing after its cursor is held until the account changes (in
+    /// any instance: see ``ChangeNotifier``) or `wait` passes, then answered with what is there.
+    public func transactions(accountId: String, after cursor: String?, wait: Duration? = nil, catalog known: String? = nil, limit: Int = 100) async throws -> TransactionPage {
+        let after: Int64
+        if let cursor, !cursor.isEmpty {
+            guard let value = Int64(cursor), value >= 0 else { throw StoreError.invalidRequest("after must be a cursor from an earlier page") }
+            after = value
+        } else {
+            // The full walk also sees a row no write numbered (one written by hand, at 0).
+            after = -1
+        }
+        // Registered before the read, so a change committed between the read and the wait still wakes it.
+        let waiter = wait.map { _ in changes.register(accountId) }
+        var found = try await database.read { try await $0.changedTransactions(accountId: accountId, after: after, limit: limit + 1) }
+        let served = try? await catalog.storeProducts().etag
+        // A device whose catalog is not the one served now is told at once, not after the wait.
+        let catalogIsNew = known.map { known in served.map { !TransactionPage.sameCatalog(known, $0) } ?? false } ?? false
+        if let waiter, let wait {
+            if found.isEmpty, !catalogIsNew {
+                await waiter.wait(upTo: wait, in: changes)
+                found = try await database.read { try await $0.changedTransactions(accountId: accountId, after: after, limit: limit + 1) }
+            } else {
+                changes.unregister(waiter)
+            }
+        }
+        let records = try await receipts.withCurrentReceipts(found)
+        let page = records.prefix(limit)
+        return TransactionPage(
+            transactions: page.map(\.wire), cursor: page.last?.changeSequence.map(String.init) ?? cursor,
+            hasMore: records.count > limit, catalog: try? await catalog.storeProducts().etag)
+    }
+
+
+    /// The ledger of an account: charges and refunds, oldest first; it sums to what was really paid.
+    public func charges(accountId: String) async throws -> [LedgerEntry] {
+        try await database.read { db in try await db.ledger { $0.where("accountId", .equal, accountId) } }
+    }
+
+    /// Whether other instances share this store and tell one another of their changes
+    /// (PostgreSQL's LISTEN and NOTIFY); an SQLite store has one instance.
+    public var hearsOtherInstances: Bool { database.engine == .postgres }
+
+    /// Listens for the changes other instances announce, until cancelled or the connection drops
+    /// (then it throws): `listening` once the LISTEN is in place, `received` with each payload
+    /// (an account ID, or ``ChangeNotifier/catalogNotice``). Returns at once on SQLite.
+    public func listenForChanges(logger: Logger, listening: @Sendable () -> Void, received: @Sendable (String) -> Void) async throws {
+        try await database.listen(on: ChangeNotifier.channel, logger: logger, listening: listening, received: received)
+    }
+}
