@@ -84,22 +84,3 @@ struct RenewalInfo: Codable, Sendable, JWTPayload {
 
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
 }
-
-extension SQLDatabase {
-    /// Writes `notification` to the outbox with one pending delivery per registered endpoint.
-    /// Call it inside the write transaction of the change it reports.
-    func announce(_ notification: StoreNotification, at now: Date) async throws {
-        let renewal = try notification.renewalInfoJSON()
-        let row = try await raw(#"""
-            INSERT INTO "notification" ("id", "accountId", "type", "subtype", "transactionId", "originalTransactionId", "renewalInfo", "createdAt")
-            VALUES (\#(bind: UUID().uuidString.lowercased()), \#(bind: notification.accountId), \#(bind: notification.type), \#(bind: notification.subtype),
-                \#(bind: notification.transactionId), \#(bind: notification.originalTransactionId), \#(bind: renewal), \#(bind: now))
-            RETURNING "sequence"
-            """#).first()
-        guard let sequence = try row?.decode(column: "sequence", as: Int64.self) else { return }
-        try await raw(#"""
-            INSERT INTO "delivery" ("notificationSequence", "webhookId", "accountId", "state", "attempts", "nextAttemptAt")
-            SELECT \#(bind: sequence), "id", \#(bind: notification.accountId), 'pending', 0, \#(bind: now) FROM "webhook"
-            """#).run()
-    }
-}

@@ -20,7 +20,7 @@ struct Holdings {
 
     /// Nothing read, for a decision that depends on nothing the account holds (a consumable's
     /// charge): its write checks the one bound such a decision needs, the balance's, itself
-    /// (``AdvanceAccount``). The balance counts as 0, so a decision's own overflow checks see
+    /// (``PlannedRows/advance(account:from:adding:)``). The balance counts as 0, so a decision's own overflow checks see
     /// only its own amounts.
     static let unread = Holdings(revision: nil, credits: 0, sameKey: nil, firstPurchase: nil, latestPeriod: nil, pending: nil)
 

@@ -350,7 +350,7 @@ public struct Payments: StoreOwner {
     ///
     /// A decision that `readsHoldings` false (a consumable's charge: its price and credits are the
     /// product's) is first taken on ``Holdings/unread`` and written at whatever revision the
-    /// account is at, with the balance's bound checked by the write itself (``AdvanceAccount``):
+    /// account is at, with the balance's bound checked by the write itself (``PlannedRows/advance(account:from:adding:)``):
     /// one statement instead of a look-up and a write, like `pgbench`'s own
     /// `UPDATE … SET abalance = abalance + delta`. Such a write conflicts with no other, so it
     /// does not wait for the account's turn: two packs bought at once on one account share
@@ -420,11 +420,11 @@ public struct Payments: StoreOwner {
     /// compare-and-set that makes the decision valid, the transaction, and for a charge its ledger
     /// entry, all or nothing. The balance in the answer is the one the compare-and-set wrote.
     ///
-    /// On PostgreSQL the three are one statement (data-modifying CTEs), so one round trip with no
-    /// BEGIN or COMMIT of its own: as five statements they were five round trips, each parsed and
-    /// planned again by a backend, and the backends took half the machine. SQLite cannot put an
-    /// INSERT inside a WITH, and gains nothing from it: its writes share the group commit's
-    /// transaction, in this process.
+    /// One plan (``RecordPurchase``), rendered for each engine: on PostgreSQL one statement
+    /// (data-modifying CTEs), so one round trip with no BEGIN or COMMIT of its own: as five
+    /// statements they were five round trips, each parsed and planned again by a backend, and the
+    /// backends took half the machine. SQLite cannot put an INSERT inside a WITH, and gains nothing
+    /// from it: it runs the plan's steps one by one in the group commit's transaction, in this process.
     private func commit(_ record: TransactionRecord, over holdings: Holdings) async throws -> Settled {
         let delta = record.creditDelta
         let charge = LedgerEntry.charge(for: record, at: clock.wallNow())
@@ -438,15 +438,16 @@ public struct Payments: StoreOwner {
             guard let (committed, credits) = recorded else { throw SettleConflict() }
             return Settled(record: committed, credits: credits)
         }
+        // The same plan, a step at a time, in the write transaction.
         return try await database.write { db in
-            guard let advanced = try await db.advance(account: record.accountId, from: holdings.revision, adding: delta) else { throw SettleConflict() }
-            var changed = record
-            changed.changeSequence = advanced.change
-            let recorded = try await db.insert(changed)
-            if let charge { try await db.insert(charge) }
+            let plan = RecordPurchase.plan(record, revision: holdings.revision, delta: delta, charge: charge,
+                                           slot: SalesSlot.of(record.accountId, in: db), announcedAt: clock.wallNow())
+            guard let written = try await db.run(plan) else { throw SettleConflict() }
+            var recorded = record
+            recorded.sequence = try written.integer("recorded", "sequence")
+            recorded.changeSequence = try written.integer("recorded", "changeSequence")
             if starts { try await self.startSubscription(recorded, in: db) }
-            if recorded.announcesCharge { try await db.announce(recorded.chargeNotification, at: clock.wallNow()) }
-            return Settled(record: recorded, credits: advanced.credits)
+            return Settled(record: recorded, credits: Int(try written.integer("advanced", "credits")))
         }
     }
 

@@ -43,36 +43,27 @@ extension SQLDatabase {
             """#).first(decodingColumn: "lastChange", as: Int64.self) ?? 0
     }
 
-    /// Inserts a transaction and returns it with the sequence the database gave it.
-    ///
-    /// Spelled out rather than `insert(into:).model(record)`: SQLKit's model encoder and its quoting
-    /// of 21 identifiers came to a tenth of a purchase's CPU, spent inside SQLite's serial writer.
+    /// Inserts a transaction and returns it with the sequence the database gave it (the row as
+    /// ``PlannedRows/transaction(_:change:after:when:)`` writes it, as every writer of one does).
     /// (`StoreTablesTests` checks that every field is written.)
     func insert(_ record: TransactionRecord) async throws -> TransactionRecord {
-        let row = try await raw(#"""
-            INSERT INTO "storeTransaction" (\#(unsafeRaw: TransactionRecord.insertedColumns))
-            VALUES (\#(bind: record.id), \#(bind: record.accountId), \#(bind: record.productId), \#(bind: record.kind.rawValue),
-                \#(bind: record.quantity), \#(bind: record.originalTransactionId), \#(bind: record.purchaseDate), \#(bind: record.expiresDate),
-                \#(bind: record.status.rawValue), \#(bind: record.paymentMethod), \#(bind: record.idempotencyKey), \#(bind: record.amountCents),
-                \#(bind: record.currency), \#(bind: record.creditsGranted), \#(bind: record.creditsSpent), \#(bind: record.signedTransaction),
-                \#(bind: record.message), \#(bind: record.finishedAt), \#(bind: record.createdAt), \#(bind: record.revokedAt),
-                \#(bind: record.revocationReason), \#(bind: record.requestedMethod), \#(bind: record.changeSequence ?? 0), \#(bind: record.appAccountToken))
-            RETURNING "sequence"
-            """#).first()
+        let step = PlannedRows.transaction(record, change: [.bind(.integer(record.changeSequence ?? 0))])
+        let rows = try await run(WritePlan(steps: [step], result: [("recorded", "sequence")]))
         var inserted = record
-        inserted.sequence = try row?.decode(column: "sequence", as: Int64.self)
+        inserted.sequence = try rows?.integer("recorded", "sequence")
         return inserted
     }
 
-    /// The compare-and-set a payment commits under (``AdvanceAccount``); it also takes the account's next change number.
+    /// The compare-and-set a payment commits under (``PlannedRows/advance(account:from:adding:)``);
+    /// it also takes the account's next change number.
     /// - Returns: the account's new balance and the change number, or nil when it did not move.
     func advance(account id: String, from revision: Int64?, adding delta: Int) async throws -> (credits: Int, change: Int64)? {
-        guard let row = try await rows(AdvanceAccount(accountId: id, revision: revision, delta: delta)).first else { return nil }
-        return (try row.decode(column: "credits", as: Int.self), try row.decode(column: "lastChange", as: Int64.self))
+        let plan = WritePlan(steps: [PlannedRows.advance(account: id, from: revision, adding: delta)], result: [("advanced", "credits")])
+        guard let rows = try await run(plan) else { return nil }
+        return (Int(try rows.integer("advanced", "credits")), try rows.integer("advanced", "lastChange"))
     }
 
-    /// PostgreSQL only: ``advance(account:from:adding:)``, ``insert(_:)-(TransactionRecord)`` and,
-    /// when given, the charge's ledger entry, as one statement (``RecordPurchase``).
+    /// PostgreSQL only: a new purchase's whole write (``RecordPurchase``) as one statement.
     /// - Returns: the transaction with its sequence and the account's new balance, or nil when the
     ///   account did not move.
     func insert(_ record: TransactionRecord, ifAccountAt revision: Int64?, addingCredits delta: Int, charge: LedgerEntry?) async throws -> (TransactionRecord, credits: Int)? {
@@ -99,22 +90,11 @@ extension SQLDatabase {
             .returning("id").all().count == 1
     }
 
-    /// Spelled out for the reason `insert(_: TransactionRecord)` is. The day's sales row
-    /// (`salesDaySlot`, the entry's account's slot) moves with it, in the same transaction.
+    /// Inserts a ledger entry; the day's sales row (`salesDaySlot`, the entry's account's slot)
+    /// moves with it, in the same transaction (``PlannedRows/ledger(_:productId:slot:after:when:)``).
     func insert(_ entry: LedgerEntry) async throws {
-        try await raw(#"""
-            INSERT INTO "ledgerEntry" ("transactionId", "kind", "accountId", "amountCents", "currency", "reason", "createdAt")
-            VALUES (\#(bind: entry.transactionId), \#(bind: entry.kind.rawValue), \#(bind: entry.accountId), \#(bind: entry.amountCents),
-                \#(bind: entry.currency), \#(bind: entry.reason), \#(bind: entry.createdAt))
-            """#).run()
-        let charge = entry.kind == .charge ? 1 : 0
-        try await raw(#"""
-            INSERT INTO "salesDaySlot" ("day", "productId", "currency", "slot", "sales", "refunds", "netCents")
-            SELECT \#(bind: Store.day(entry.createdAt)), "productId", \#(bind: entry.currency), \#(bind: SalesSlot.of(entry.accountId, in: self)),
-                \#(bind: charge), \#(bind: 1 - charge), \#(bind: entry.amountCents)
-            FROM "storeTransaction" WHERE "id" = \#(bind: entry.transactionId)
-            \#(unsafeRaw: SalesSlot.addOnConflict)
-            """#).run()
+        let product: [PlanSQL] = [.text(#"(SELECT "productId" FROM "storeTransaction" WHERE "id" = "#), .bind(.text(entry.transactionId)), .text(")")]
+        try await run(WritePlan(steps: PlannedRows.ledger(entry, productId: product, slot: SalesSlot.of(entry.accountId, in: self)), result: []))
     }
 
     func ledger(_ filter: (SQLSelectBuilder) -> SQLSelectBuilder) async throws -> [LedgerEntry] {
@@ -122,99 +102,36 @@ extension SQLDatabase {
     }
 }
 
-extension TransactionRecord {
-    /// The columns every insert of a transaction row names, in the order it gives their values
-    /// (``SQLDatabase/insert(_:)-(TransactionRecord)``, ``RecordPurchase``, ``RecordRenewalStep``).
-    static let insertedColumns = #"""
-        "id", "accountId", "productId", "kind", "quantity", "originalTransactionId", "purchaseDate", "expiresDate", "status",
-        "paymentMethod", "idempotencyKey", "amountCents", "currency", "creditsGranted", "creditsSpent", "signedTransaction", "message",
-        "finishedAt", "createdAt", "revokedAt", "revocationReason", "requestedMethod", "changeSequence", "appAccountToken"
-        """#
-}
-
-/// The compare-and-set a payment commits under: the account moves to its next revision, its
-/// balance by `$3`, only while it is still at revision `$2`, the snapshot the payment was decided
-/// on. A decision that depends on nothing the account holds (a consumable's charge, `$2` null)
-/// moves it from whatever revision it is at, as long as the balance stays between 0 and the
-/// largest integer: the one thing such a decision needs of the account, checked here, where no
-/// other payment can come between the check and the write (the row is locked, or on SQLite the
-/// writer is this connection). The CASE keeps the bound's arithmetic from overflowing on either engine.
-struct AdvanceAccount: StoreStatement {
+/// A new purchase's write, one plan: the account's compare-and-set (``PlannedRows/advance(account:from:adding:)``),
+/// the transaction with the change number it took, its charge's ledger entry and day's sales row,
+/// and its notification with a delivery per endpoint. On PostgreSQL it is one statement of
+/// data-modifying CTEs, prepared once per connection: an account that moved on makes it write
+/// nothing, and a unique index refusing an insert undoes it all. SQLite (and a purchase that
+/// also starts a subscription) runs the same plan a step at a time in its write transaction.
+struct RecordPurchase: PlannedStatement {
     typealias Row = any SQLRow
-    static let sql = #"""
-        UPDATE "account" SET "revision" = "revision" + 1, "credits" = "credits" + $3, "lastChange" = "lastChange" + 1
-        WHERE "id" = $1 AND CASE WHEN $2 IS NOT NULL THEN "revision" = $2
-            WHEN $3 >= 0 THEN "credits" <= 9223372036854775807 - $3 ELSE "credits" >= -$3 END
-        RETURNING "id", "credits", "lastChange"
-        """#
-    static let parameterTypes: [PostgresDataType] = [.text, .int8, .int8]
-
-    let accountId: String
-    /// The revision the decision was taken at; nil when it depends on nothing the account holds.
-    let revision: Int64?
-    let delta: Int
-
-    var parameters: [StatementParameter] { [.text(accountId), .integer(revision), .integer(Int64(delta))] }
-}
-
-/// A new purchase's write on PostgreSQL, one statement of data-modifying CTEs (which SQLite lacks):
-/// ``AdvanceAccount`` (its `$1`–`$3`), and the inserts select from its row, so an account that
-/// moved on makes the statement write nothing; the ledger entry (and its day's sales row, `$34`
-/// the day and `$35` the slot) is written only when `$25` (a charge) is true. A unique index refusing either insert undoes it all.
-struct RecordPurchase: StoreStatement {
-    typealias Row = any SQLRow
-    static let sql = #"""
-        WITH "advanced" AS (
-            \#(AdvanceAccount.sql)
-        ), "recorded" AS (
-            INSERT INTO "storeTransaction" (\#(TransactionRecord.insertedColumns))
-            SELECT $4, $1, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, "advanced"."lastChange", $31
-            FROM "advanced"
-            RETURNING "sequence", "changeSequence"
-        ), "charged" AS (
-            INSERT INTO "ledgerEntry" ("transactionId", "kind", "accountId", "amountCents", "currency", "reason", "createdAt")
-            SELECT $4, $26, $1, $27, $28, $29, $30
-            FROM "recorded" WHERE $25
-        ), "counted" AS (
-            INSERT INTO "salesDaySlot" ("day", "productId", "currency", "slot", "sales", "refunds", "netCents")
-            SELECT $34, $5, $28, $35, CASE WHEN $26 = 'charge' THEN 1 ELSE 0 END, CASE WHEN $26 = 'charge' THEN 0 ELSE 1 END, $27
-            FROM "recorded" WHERE $25
-            \#(SalesSlot.addOnConflict)
-        ), "announced" AS (
-            INSERT INTO "notification" ("id", "accountId", "type", "subtype", "transactionId", "originalTransactionId", "renewalInfo", "createdAt")
-            SELECT $32, $1, 'ONE_TIME_CHARGE', NULL, $4, $8, NULL, $21
-            FROM "recorded" WHERE $33
-            RETURNING "sequence"
-        ), "fanned" AS (
-            INSERT INTO "delivery" ("notificationSequence", "webhookId", "accountId", "state", "attempts", "nextAttemptAt")
-            SELECT "announced"."sequence", "webhook"."id", $1, 'pending', 0, $21 FROM "announced", "webhook"
-        )
-        SELECT "recorded"."sequence", "recorded"."changeSequence", "advanced"."credits"
-        FROM "recorded", "advanced"
-        """#
-    static let parameterTypes: [PostgresDataType] = AdvanceAccount.parameterTypes + [
-        .text, .text, .text, .int8, .text, .timestamptz, .timestamptz, .text, .text, .text, .int8, .text,
-        .int8, .int8, .text, .text, .timestamptz, .timestamptz, .timestamptz, .text, .text, .bool, .text, .int8, .text, .text, .timestamptz,
-        .text, .text, .bool, .text, .int8,
-    ]
+    static let sql = rendered.sql
+    static let parameterTypes = rendered.parameterTypes
+    static var template: WritePlan { plan(nil, revision: nil, delta: 0, charge: nil, slot: 0, announcedAt: Date(timeIntervalSince1970: 0)) }
 
     let record: TransactionRecord
     let revision: Int64?
     let delta: Int
     let charge: LedgerEntry?
 
-    var parameters: [StatementParameter] {
-        AdvanceAccount(accountId: record.accountId, revision: revision, delta: delta).parameters + [
-            .text(record.id), .text(record.productId), .text(record.kind.rawValue), .integer(Int64(record.quantity)),
-            .text(record.originalTransactionId), .date(record.purchaseDate), .date(record.expiresDate), .text(record.status.rawValue),
-            .text(record.paymentMethod), .text(record.idempotencyKey), .integer(Int64(record.amountCents)), .text(record.currency),
-            .integer(Int64(record.creditsGranted)), .integer(Int64(record.creditsSpent)), .text(record.signedTransaction),
-            .text(record.message), .date(record.finishedAt), .date(record.createdAt), .date(record.revokedAt), .text(record.revocationReason),
-            .text(record.requestedMethod), .flag(charge != nil), .text(charge?.kind.rawValue), .integer(Int64(charge?.amountCents ?? 0)), .text(charge?.currency),
-            .text(charge?.reason), .date(charge?.createdAt), .text(record.appAccountToken),
-            .text(UUID().uuidString.lowercased()), .flag(record.announcesCharge),
-            .text(charge.map { Store.day($0.createdAt) }), .integer(SalesSlot.of(record.accountId)),
-        ]
+    var plan: WritePlan {
+        Self.plan(record, revision: revision, delta: delta, charge: charge, slot: SalesSlot.of(record.accountId), announcedAt: record.createdAt)
+    }
+
+    /// The plan of a purchase of `record` (nil: the template), decided at the account's `revision`.
+    /// - Parameter slot: the account's ``SalesSlot`` on the engine that runs it.
+    static func plan(_ record: TransactionRecord?, revision: Int64?, delta: Int, charge: LedgerEntry?, slot: Int64, announcedAt: Date) -> WritePlan {
+        var steps = [PlannedRows.advance(account: record?.accountId ?? "", from: revision, adding: delta)]
+        steps.append(PlannedRows.transaction(record, change: [.earlier("advanced", "lastChange")]))
+        steps += PlannedRows.ledger(charge, productId: [.bind(.text(record?.productId))], slot: slot, after: ["recorded"], when: [[.bind(.flag(charge != nil))]])
+        steps += PlannedRows.notification(record?.chargeNotification, transactionId: [.bind(.text(record?.id))], renewalInfo: nil, at: announcedAt,
+                                          after: ["recorded"], when: [[.bind(.flag(record?.announcesCharge ?? false))]])
+        return WritePlan(steps: steps, result: [("recorded", "sequence"), ("recorded", "changeSequence"), ("advanced", "credits")])
     }
 }
 

@@ -109,48 +109,16 @@ extension Subscriptions {
         }
     }
 
-    /// SQLite: a step's writes (``RecordRenewalStep`` says what each is) one by one, in one transaction.
+    /// SQLite: the step's plan (``RecordRenewalStep``) a statement at a time, in one transaction.
     /// - Returns: false when the claim was lost (the subscription moved on, or another instance has it).
     private func commitOneByOne(_ decided: RenewalStep, claimed: SubscriptionRecord) async throws -> Bool {
         let instance = self.instance
         do {
             return try await database.write { db in
-                let s = decided.subscription
-                let moved = try await db.update("subscription")
-                    .set("state", to: s.state.rawValue).set("autoRenew", to: s.autoRenew).set("expiresDate", to: s.expiresDate)
-                    .set("dueAt", to: s.dueAt).set("retryAt", to: s.retryAt).set("graceEndsAt", to: s.graceEndsAt)
-                    .set("failedAttempts", to: s.failedAttempts).set("expirationReason", to: s.expirationReason?.rawValue)
-                    .set(SQLIdentifier("claimedBy"), to: SQLLiteral.null).set(SQLIdentifier("claimedUntil"), to: SQLLiteral.null)
-                    .set("version", to: s.version).set("updatedAt", to: s.updatedAt)
-                    .where("originalTransactionId", .equal, s.originalTransactionId).where("version", .equal, claimed.version)
-                    .where("claimedBy", .equal, instance)
-                    .returning("originalTransactionId").all()
-                guard moved.count == 1 else { throw LostClaim() }
-                if var renewal = decided.renewal {
-                    try await db.raw(#"UPDATE "account" SET "revision" = "revision" + 1 WHERE "id" = \#(bind: renewal.accountId)"#).run()
-                    // A new period is a change the account's devices learn of through the feed.
-                    renewal.changeSequence = try await db.nextChange(of: renewal.accountId)
-                    _ = try await db.insert(renewal)
-                    if let charge = LedgerEntry.charge(for: renewal, at: clock.wallNow()) { try await db.insert(charge) }
-                }
-                if let grace = decided.opensGrace {
-                    try await db.raw(#"""
-                        INSERT INTO "subscriptionGrace" ("originalTransactionId", "accountId", "startsAt", "endsAt")
-                        VALUES (\#(bind: s.originalTransactionId), \#(bind: s.accountId), \#(bind: grace.startsAt), \#(bind: grace.endsAt))
-                        """#).run()
-                }
-                if let closes = decided.closesGraceAt {
-                    try await db.raw(#"""
-                        UPDATE "subscriptionGrace" SET "endsAt" = \#(bind: closes)
-                        WHERE "originalTransactionId" = \#(bind: s.originalTransactionId) AND "endsAt" > \#(bind: closes)
-                        """#).run()
-                }
-                if var notification = decided.notification {
-                    if notification.transactionId == nil {
-                        notification.transactionId = try await Self.latestPeriod(s.originalTransactionId, in: db)
-                    }
-                    try await db.announce(notification, at: clock.wallNow())
-                }
+                let plan = RecordRenewalStep.plan(
+                    decided, claimedVersion: claimed.version, instance: instance, renewalInfo: try decided.notification?.renewalInfoJSON(),
+                    now: clock.wallNow(), slot: SalesSlot.of(decided.subscription.accountId, in: db))
+                guard try await db.run(plan) != nil else { throw LostClaim() }
                 return true
             }
         } catch is LostClaim {

@@ -71,9 +71,14 @@ public struct Subscriptions: StoreOwner {
 
     /// The ID of the latest purchased period of a subscription.
     static func latestPeriod(_ originalTransactionId: String, in db: any SQLDatabase) async throws -> String? {
-        try await db.select().column("id").from("storeTransaction").where("originalTransactionId", .equal, originalTransactionId)
-            .where("status", .equal, TransactionStatus.purchased.rawValue).where("paymentMethod", .notEqual, "owned")
-            .orderBy("sequence", .descending).limit(1).first(decodingColumn: "id", as: String.self)
+        try await db.raw(SQLQueryString([.text("SELECT ")] + latestPeriodQuery(originalTransactionId) + [.text(#" AS "id""#)]))
+            .first(decodingColumn: "id", as: String.self)
+    }
+
+    /// The subscription's latest period that stands (not a free re-buy), as a scalar subquery.
+    static func latestPeriodQuery(_ originalTransactionId: String?) -> [PlanSQL] {
+        [.text(#"(SELECT "id" FROM "storeTransaction" WHERE "originalTransactionId" = "#), .bind(.text(originalTransactionId)),
+         .text(#" AND "status" = 'purchased' AND "paymentMethod" <> 'owned' ORDER BY "sequence" DESC LIMIT 1)"#)]
     }
 
     /// Changes one account's sandbox settings: how its renewals turn out, and its clock, moved
