@@ -1,7 +1,7 @@
 import Foundation
 import KioskCore
 
-/// The overview's figures, summed from the rows of ``Store/sales(_:)`` (the rows `kiosk admin
+/// The overview's figures, summed from the rows of ``Reports/sales(_:)`` (the rows `kiosk admin
 /// sales --json` prints): every day of the window, even one with no sale, so a chart's gaps are
 /// days without sales and not missing days.
 struct SalesOverview {

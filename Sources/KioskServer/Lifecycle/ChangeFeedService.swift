@@ -7,7 +7,7 @@ import ServiceLifecycle
 ///
 /// On PostgreSQL it holds one connection that `LISTEN`s for the notifications every instance
 /// sends after it commits a change of an account's transactions (``ChangeBroadcast``,
-/// ``ServerDatabase/listen(on:logger:listening:received:)``) and signals them to this process's
+/// ``Accounts/listenForChanges(logger:listening:received:)``) and signals them to this process's
 /// waiting polls, so a refund made through instance A wakes the devices waiting on B. A lost
 /// connection is opened again after a second; every waiting poll is woken when it is lost and again
 /// once the new `LISTEN` is in place: what was committed in between was not heard, and a poll that

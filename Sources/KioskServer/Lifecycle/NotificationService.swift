@@ -3,7 +3,7 @@ import Logging
 import ServiceLifecycle
 
 /// The notification delivery worker: every `configuration.interval`, sends the outbox's due
-/// deliveries (``Store/deliverDue(_:)``). Runs on every instance; claims make each send once.
+/// deliveries (``Notifications/deliverDue(_:stopping:)``). Runs on every instance; claims make each send once.
 struct NotificationService: Service {
     let store: Store
     let configuration: NotificationDeliveryConfiguration

@@ -3,7 +3,7 @@ import Logging
 import ServiceLifecycle
 
 /// The renewal worker: every `interval`, takes the subscriptions that are due one step each
-/// (``Store/renewDue(limit:)``). Runs on every instance; the database's claims make each step
+/// (``Subscriptions/renewDue(limit:stopping:)``). Runs on every instance; the database's claims make each step
 /// happen once.
 struct RenewalService: Service {
     let store: Store

@@ -50,8 +50,8 @@ struct ConsoleGate: RouterMiddleware {
 }
 
 /// The publisher's console (`kiosk serve --console-port`): server-rendered pages over the same
-/// store queries as `kiosk admin … --json` (``Store/sales(_:)``, ``Store/pendingRequests(_:)``,
-/// ``Store/adminAccount(_:)``…), and the operator's daily actions as plain forms.
+/// store queries as `kiosk admin … --json` (``Reports/sales(_:)``, ``Reports/pendingRequests(_:)``,
+/// ``Reports/adminAccount(_:)``…), and the operator's daily actions as plain forms.
 ///
 /// The admin token logs a person in; the session lives in an HttpOnly, SameSite=Strict cookie,
 /// and every form carries the session's CSRF token, checked in ``postedForm(_:context:)``, the one

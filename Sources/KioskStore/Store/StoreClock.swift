@@ -5,7 +5,7 @@ import SQLKit
 /// The store's time, which renewals, grace, retries and expiry read: the wall clock, or in the
 /// sandbox a clock that runs `scale` times faster (8,640 makes a day pass in 10 seconds and a
 /// monthly period in about 5 minutes, as Apple's sandbox does), plus each account's own offset
-/// (``Store/setSandbox(accountId:_:)`` moves one account's clock forward).
+/// (``Subscriptions/setSandbox(accountId:_:)`` moves one account's clock forward).
 ///
 /// The scaled clock is anchored in the database (`storeClock`), so every instance reads the same
 /// time and a restart does not send it back: a start with another scale re-anchors it at the
