@@ -1,6 +1,4 @@
-import Crypto
 import Foundation
-import KioskTransfer
 import SQLKit
 import KioskCore
 import Logging

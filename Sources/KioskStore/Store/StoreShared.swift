@@ -1,9 +1,6 @@
-import Crypto
 import Foundation
-import KioskTransfer
 import SQLKit
 import KioskCore
-import Logging
 
 extension StoreOwner {
     /// The account's sandbox settings, or the defaults.
