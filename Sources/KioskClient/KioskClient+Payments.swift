@@ -155,7 +155,6 @@ extension KioskClient {
     /// Every stored transaction, newest first, each receipt verified offline against the cached keys.
     public func transactions() async throws -> [TransactionView] {
         let records = try database.payments()
-        let accountId = try database.account()?.id
         let check = ReceiptCheck(database: database)
         var views: [TransactionView] = []
         for record in records {
@@ -163,12 +162,7 @@ extension KioskClient {
             var verified: ReceiptClaims?
             if let receipt = record.receipt {
                 do {
-                    let claims = try await check.verify(receipt, accountId: accountId, fetchKeys: nil)
-                    if claims.transactionId != record.transactionId || claims.productId != record.productId {
-                        problem = "the receipt is for another transaction"
-                    } else {
-                        verified = claims
-                    }
+                    verified = try await check.verifiedReceipt(receipt, of: ReceiptSubject(transactionId: record.transactionId, productId: record.productId), fetchKeys: nil)
                 } catch {
                     problem = "\(error)"
                 }

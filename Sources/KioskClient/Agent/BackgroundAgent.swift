@@ -141,15 +141,8 @@ struct BackgroundAgent: Sendable {
 
     /// The earliest of the next sync, the next waiting download's retry and the next purchase's replay.
     private func nextDue(syncAt nextSync: ContinuousClock.Instant) throws -> ContinuousClock.Instant {
-        var due = nextSync
-        let now = Date()
-        let dates = [try client.database.nextDownloadAttempt()]
-            + (try client.database.unfinishedPayments().map { $0.nextAttemptAt ?? now })
-        for date in dates.compactMap({ $0 }) {
-            let instant = ContinuousClock.now + .milliseconds(Int64(max(0, date.timeIntervalSinceNow) * 1000))
-            if instant < due { due = instant }
-        }
-        return due
+        guard let date = try client.delivery.nextDue() else { return nextSync }
+        return min(nextSync, ContinuousClock.now + .milliseconds(Int64(max(0, date.timeIntervalSinceNow) * 1000)))
     }
 
     // MARK: The change feed

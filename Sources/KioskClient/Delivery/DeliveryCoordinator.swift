@@ -225,7 +225,7 @@ struct DeliveryCoordinator: Sendable {
             record.transactionId.flatMap { answers[$0] }.flatMap { $0.status == .deferred ? nil : $0.transactionId }
         })
         var stored = Set<String>()
-        for record in unfinished where (record.nextAttemptAt ?? .distantPast) <= now {
+        for record in unfinished where payments.isDue(record, at: now) {
             guard let id = record.id, let current = try? database.payment(id), current.state == record.state else { continue }
             do {
                 switch current.state {
@@ -393,10 +393,8 @@ struct DeliveryCoordinator: Sendable {
             }
             // Saved purchases the store has not answered are waited for too: the store is tried
             // again on the engine's backoff, as a download would be.
-            let unsent = try unsentForThisStore()
-            offlineRounds = unsent.isEmpty ? 0 : offlineRounds + 1
-            let purchaseDue = unsent.isEmpty ? nil : Date().addingTimeInterval(payments.configuration.backoff.delay(afterAttempts: offlineRounds, retryAfter: nil))
-            let next = [try database.nextDownloadAttempt(), purchaseDue].compactMap { $0 }.min()
+            offlineRounds = try unsentForThisStore().isEmpty ? 0 : offlineRounds + 1
+            let next = try nextDue(unsentRounds: offlineRounds)
             guard let deadline, let next, next < deadline else { break }
             step(.waiting(until: next))
             do {
@@ -415,6 +413,13 @@ struct DeliveryCoordinator: Sendable {
         if result.outcome == .complete, stillWaiting || result.interruptedWhileWaiting || !result.unsent.isEmpty { result.outcome = .pending }
         if !result.replay.refused.isEmpty { result.outcome = .failed }
         return result
+    }
+
+    /// When the next waiting work is due: a waiting download's retry or an unfinished purchase's
+    /// (``PaymentQueue/nextDue(now:unsentRounds:)``); nil when nothing waits on a clock. The
+    /// agent's sleep and `resume --wait`'s both end here.
+    func nextDue(now: Date = Date(), unsentRounds: Int = 0) throws -> Date? {
+        [try database.nextDownloadAttempt(), try payments.nextDue(now: now, unsentRounds: unsentRounds)].compactMap { $0 }.min()
     }
 
     /// Saved purchases waiting to be sent to the store this device talks to (one saved for another

@@ -21,11 +21,10 @@ struct SubscriptionIssues {
         // Without a subscription there is nothing to queue: skip reading the catalog.
         guard !subscriptions.isEmpty else { return [] }
         let queued = Set(try database.downloads().filter { !requeueStopped || ($0.state != .cancelled && $0.state != .failed) }.map(\.productId))
-        let accountId = try database.account()?.id
         var covering: [(receipt: String, claims: ReceiptClaims, expires: Date, series: String)] = []
         for subscription in subscriptions.reversed() {
             guard let receipt = subscription.receipt,
-                  let claims = try? await ReceiptCheck(database: database).verify(receipt, accountId: accountId, fetchKeys: nil),
+                  let claims = try? await ReceiptCheck(database: database).verifiedReceipt(receipt, of: ReceiptSubject(transactionId: subscription.transactionId), fetchKeys: nil),
                   let expires = claims.expires,
                   let series = try database.cachedProduct(claims.productId)?.series
             else { continue }
@@ -87,10 +86,9 @@ struct SubscriptionIssues {
         try database.forEachCachedProduct { product in
             if product.series == series, product.kind == .nonConsumable, let date = product.publicationDate { dates.append(date) }
         }
-        let accountId = try database.account()?.id
         for period in periods {
             guard let receipt = period.receipt,
-                  let claims = try? await ReceiptCheck(database: database).verify(receipt, accountId: accountId, fetchKeys: nil),
+                  let claims = try? await ReceiptCheck(database: database).verifiedReceipt(receipt, of: ReceiptSubject(transactionId: period.transactionId), fetchKeys: nil),
                   let expires = claims.expires, try database.cachedProduct(claims.productId)?.series == series,
                   SubscriptionCoverage(purchased: claims.purchased, expires: expires).covers(published, seriesIssueDates: dates) else { continue }
             return (receipt, claims.transactionId)

@@ -190,12 +190,9 @@ struct PaymentQueue: Sendable {
         guard let receipt = transaction.signedTransaction else {
             throw ClientError.receiptRejected(transactionId: transaction.transactionId, reason: "the server sent no signed transaction")
         }
-        let accountId = try database.account()?.id
         let api = try storeAPI()
-        let claims = try await receipts.verify(receipt, accountId: accountId, fetchKeys: { try await api.jwks() })
-        guard claims.transactionId == transaction.transactionId, claims.productId == record.productId else {
-            throw ClientError.receiptRejected(transactionId: transaction.transactionId, reason: "it is for another transaction or product")
-        }
+        let claims = try await receipts.verifiedReceipt(receipt, of: ReceiptSubject(transactionId: transaction.transactionId, productId: record.productId),
+                                                        fetchKeys: { try await api.jwks() })
         return try settled(id) {
             try database.recordReceipt(id, transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, receipt: receipt)
         }
@@ -220,10 +217,46 @@ struct PaymentQueue: Sendable {
         return try settled(id) { try database.markFinished(id) }
     }
 
+    // MARK: When to try again (the one retry schedule of purchases)
+
+    /// Whether an unfinished purchase is due to be moved on at `now`: never tried, or its backoff
+    /// has run out.
+    func isDue(_ record: PaymentRecord, at now: Date) -> Bool {
+        (record.nextAttemptAt ?? .distantPast) <= now
+    }
+
+    /// When the engine's backoff next lets a purchase be tried, after `attempts` failed tries.
+    func retryDate(afterAttempts attempts: Int, from now: Date) -> Date {
+        now.addingTimeInterval(configuration.backoff.delay(afterAttempts: attempts, retryAfter: nil))
+    }
+
+    /// When the unfinished purchases are next due, nil when none waits on a clock:
+    /// - one whose try failed, when its backoff runs out;
+    /// - one saved but not yet sent to this store: now, or after `unsentRounds` rounds in a row
+    ///   that could not send it, when the backoff after that many runs out;
+    /// - one received and not yet delivered: now.
+    ///
+    /// An Ask to Buy waiting for its answer is due on no clock (the answer comes with the
+    /// account's changes, which wake the agent and which every replay reads), and neither is a
+    /// purchase saved for another store (it waits for that store).
+    func nextDue(now: Date = Date(), unsentRounds: Int = 0) throws -> Date? {
+        let current = try? server.base()
+        return try database.unfinishedPayments().compactMap { record -> Date? in
+            switch record.state {
+            case .deferred: return nil
+            case .purchasing:
+                guard record.storeURL == nil || record.storeURL == current else { return nil }
+                if let next = record.nextAttemptAt { return next }
+                return unsentRounds > 0 ? retryDate(afterAttempts: unsentRounds, from: now) : now
+            default: return record.nextAttemptAt ?? now
+            }
+        }.min()
+    }
+
     /// Keeps why moving a purchase on failed, and when to try again (the engine's backoff).
     func recordFailure(_ record: PaymentRecord, _ error: any Error, now: Date = Date()) {
         guard let id = record.id else { return }
-        let retryAt = now.addingTimeInterval(configuration.backoff.delay(afterAttempts: record.attempts + 1, retryAfter: nil))
+        let retryAt = retryDate(afterAttempts: record.attempts + 1, from: now)
         try? database.recordPaymentFailure(id, message: "\(error)", retryAt: retryAt)
         logger.warning("unfinished transaction failed again", metadata: ["transaction": "\(record.subject)", "error": "\(error)"])
     }
@@ -273,31 +306,33 @@ struct PaymentQueue: Sendable {
     /// (its key was retired) takes the one the store hands out now, if that one verifies.
     func saveRestored(_ transactions: [StoreTransaction]) async throws -> RestoredReceipts {
         let api = try await authorizedAPI()
-        let accountId = try database.account()?.id
         let known = try database.knownTransactionIds()
         var report = RestoredReceipts()
         var keysFetched = false
         for transaction in transactions where transaction.status == .purchased {
             guard let receipt = transaction.signedTransaction else { continue }
             if known.contains(transaction.transactionId) {
-                try await refreshReceipt(transaction.transactionId, to: receipt, accountId: accountId, api: api, keysFetched: &keysFetched)
+                try await refreshReceipt(transaction.transactionId, to: receipt, api: api, keysFetched: &keysFetched)
                 continue
             }
             let claims: ReceiptClaims
             do {
-                claims = try await receipts.verify(receipt, accountId: accountId, fetchKeys: { try await api.jwks() })
+                claims = try await receipts.verifiedReceipt(receipt, of: ReceiptSubject(transactionId: transaction.transactionId), fetchKeys: { try await api.jwks() })
             } catch let error as ClientError where error.isUnreachable {
                 throw error
+            } catch let error as ClientError {
+                guard case .unsafeProductID = error else {
+                    report.refused.append("transaction \(transaction.transactionId) (\(transaction.productId)) was not restored: \(error)")
+                    continue
+                }
+                logger.warning("a restored transaction was refused", metadata: ["error": "\(error)"])
+                continue
             } catch {
                 // Reported by the caller (one line each), not logged a second time here.
                 report.refused.append("transaction \(transaction.transactionId) (\(transaction.productId)) was not restored: \(error)")
                 continue
             }
             guard claims.kind != .consumable else { continue }
-            guard ProductID.isValid(claims.productId) else {
-                logger.warning("a restored transaction was refused", metadata: ["error": "\(ClientError.unsafeProductID(claims.productId, source: "transaction \(claims.transactionId)"))"])
-                continue
-            }
             if claims.kind == .nonConsumable, try database.owningPayment(productId: claims.productId) != nil { continue }
             if let record = try database.recordRestored(claims, receipt: receipt) {
                 report.restored.append(record)
@@ -308,16 +343,16 @@ struct PaymentQueue: Sendable {
 
     /// Takes the store's receipt for a transaction this device has when the one it holds no longer
     /// verifies and the store's does (the store re-signed it after retiring a key).
-    private func refreshReceipt(_ transactionId: String, to receipt: String, accountId: String?, api: StoreAPI, keysFetched: inout Bool) async throws {
+    private func refreshReceipt(_ transactionId: String, to receipt: String, api: StoreAPI, keysFetched: inout Bool) async throws {
         guard let held = try database.payment(transactionId: transactionId)?.receipt, held != receipt else { return }
         if !keysFetched {
             // The keys this device cached may still list the retired one: read them afresh, once.
             try database.setSetting(Setting.Key.jwks, to: String(decoding: try await api.jwks(), as: UTF8.self))
             keysFetched = true
         }
-        guard (try? await receipts.verify(held, accountId: accountId, fetchKeys: nil)) == nil,
-              let claims = try? await receipts.verify(receipt, accountId: accountId, fetchKeys: nil),
-              claims.transactionId == transactionId else { return }
+        let subject = ReceiptSubject(transactionId: transactionId)
+        guard (try? await receipts.verifiedReceipt(held, of: subject, fetchKeys: nil)) == nil,
+              (try? await receipts.verifiedReceipt(receipt, of: subject, fetchKeys: nil)) != nil else { return }
         _ = try database.replaceReceipt(transactionId: transactionId, with: receipt)
     }
 

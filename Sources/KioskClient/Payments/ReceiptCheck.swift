@@ -6,19 +6,44 @@ import KioskCore
 /// applies), against the store's keys cached so checks also work offline.
 ///
 /// The client never grants itself anything on the word of its own database: every receipt is
-/// verified before it is stored, and again whenever it is shown.
+/// verified before it is stored, and again whenever it is shown. This is the one check: what it
+/// returns, no caller checks again.
 struct ReceiptCheck {
     let database: ClientDatabase
 
-    /// The verified claims of `receipt`, which must be for `accountId`, signed by a key the store
-    /// lists, for the store's environment and issuer (learnt with its keys).
+    /// The verified claims of `receipt`: signed by a key the store lists, for the store's
+    /// environment and issuer (learnt with its keys), for this device's account, for the
+    /// transaction and product `subject` names (when it names them), and for a product ID that
+    /// keeps ``ProductID``'s rule (it becomes a folder name).
     /// - Parameter fetchKeys: fetches the key set from the server when the cached one does not
     ///   know the key or the store (once per call); nil to check offline.
-    /// - Throws: ``ReceiptRefusal``, or what `fetchKeys` throws.
-    func verify(_ receipt: String, accountId: String?, fetchKeys: (() async throws -> Data)?) async throws -> ReceiptClaims {
-        try await KioskReceiptVerifier(keys: CachedKeys(database: database, fetchKeys: fetchKeys))
-            .claims(of: receipt, presentedBy: accountId)
+    /// - Throws: ``ReceiptRefusal``; ``ClientError/receiptRejected(transactionId:reason:)`` for a
+    ///   receipt of another transaction or product; ``ClientError/unsafeProductID(_:source:)``; or
+    ///   what `fetchKeys` throws.
+    func verifiedReceipt(_ receipt: String, of subject: ReceiptSubject = .any, fetchKeys: (() async throws -> Data)?) async throws -> ReceiptClaims {
+        let claims = try await KioskReceiptVerifier(keys: CachedKeys(database: database, fetchKeys: fetchKeys))
+            .claims(of: receipt, presentedBy: try database.account()?.id)
+        if let transactionId = subject.transactionId, claims.transactionId != transactionId {
+            throw ClientError.receiptRejected(transactionId: transactionId, reason: "it is the receipt of transaction \(claims.transactionId)")
+        }
+        if let productId = subject.productId, claims.productId != productId {
+            throw ClientError.receiptRejected(transactionId: claims.transactionId, reason: "it is for \(claims.productId), not \(productId)")
+        }
+        guard ProductID.isValid(claims.productId) else {
+            throw ClientError.unsafeProductID(claims.productId, source: "transaction \(claims.transactionId)")
+        }
+        return claims
     }
+}
+
+/// What a receipt must be the proof of, besides this device's account: the transaction it is
+/// held or received for and its product, when the caller knows them.
+struct ReceiptSubject: Sendable {
+    var transactionId: String?
+    var productId: String?
+
+    /// A receipt of any transaction of this device's account.
+    static let any = ReceiptSubject()
 }
 
 /// The key set this device last fetched from `/.well-known/jwks.json`, fetched again on demand.
