@@ -1,4 +1,3 @@
-import CLinux
 import Foundation
 import KioskArchive
 import KioskCore
@@ -104,7 +103,7 @@ struct LibraryInstaller {
             try rename(staging, to: destination)
             return nil
         }
-        if kiosk_exchange(staging.path, destination.path) == 0 { return staging }
+        if Platform.exchange(staging.path, destination.path) { return staging }
         guard errno == EINVAL || errno == ENOSYS else { throw Self.moveError(staging) }
         let old = try old(productId)
         try rename(destination, to: old)

@@ -1,4 +1,4 @@
-import CLinux
+import KioskCore
 import Foundation
 
 /// File work on partial downloads that Foundation does not offer.
@@ -15,7 +15,7 @@ enum PartialFile {
         defer { close(output) }
         var copied: Int64 = 0
         while copied < length {
-            let step = kiosk_copy_range(input, output, copied, length - copied)
+            let step = Platform.copyRange(from: input, to: output, offset: copied, length: length - copied)
             if step > 0 {
                 copied += step
                 continue
