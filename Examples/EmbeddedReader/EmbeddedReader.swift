@@ -42,7 +42,7 @@ struct EmbeddedReader {
             // still be printing them. One already owned changes nothing and has none.
             if bought.alreadyOwned { watcher.cancel() } else { await watcher.value }
             print("bought \(productId): \(bought.outcome)\(bought.alreadyOwned ? " (already owned: nothing charged)" : "")")
-            for entry in try client.library() {
+            for entry in try client.libraryEntries() {
                 print("library: \(entry.item.productId) \(entry.item.version) at \(entry.item.path)")
             }
             exit(bought.outcome == .complete ? 0 : 1)

@@ -38,19 +38,19 @@ extension KioskClient {
     /// fails keeps its error and backoff. An unreachable server is not an error: the work waits.
     @discardableResult
     public func replay() async -> ReplayReport {
-        await delivery.replay()
+        await flows.replay()
     }
 
     /// Buys a product and, unless told otherwise, downloads and installs its content before
-    /// returning; see ``DeliveryCoordinator`` for the order of commits.
+    /// returning; see ``Flows`` for the order of commits.
     /// - Parameter downloadNow: false finishes the purchase at once and leaves the download queued.
     public func buy(_ productId: String, quantity: Int = 1, method: PaymentMethod = .approve, downloadNow: Bool = true) async throws -> PurchaseResult {
-        try await delivery.buy(productId, quantity: quantity, method: method.rawValue, mode: downloadNow ? .now : .finishNow)
+        try await flows.buy(productId, quantity: quantity, method: method.rawValue, mode: downloadNow ? .now : .finishNow)
     }
 
     /// Spends credits on a book or an issue.
     public func redeem(_ productId: String, downloadNow: Bool = true) async throws -> PurchaseResult {
-        try await delivery.buy(productId, quantity: 1, method: "credits", mode: downloadNow ? .now : .finishNow)
+        try await flows.buy(productId, quantity: 1, method: "credits", mode: downloadNow ? .now : .finishNow)
     }
 
     /// Brings back every book, issue and subscription period of the account, then downloads what
@@ -58,32 +58,32 @@ extension KioskClient {
     /// named in `refused`; the others are restored all the same.
     /// - Parameter downloadNow: false only queues the content.
     public func restore(downloadNow: Bool = true) async throws -> RestoreResult {
-        try await delivery.restore(mode: downloadNow ? .now : .queue)
+        try await flows.restore(mode: downloadNow ? .now : .queue)
     }
 
     /// The account's balance and what it owns, as the server knows it (creating the account on
     /// first use).
     public func accountSummary() async throws -> AccountSummary {
-        try await payments.authorizedAPI().account()
+        try await purchases.authorizedAPI().account()
     }
 
     /// The account's balance and what it owns, as the server knows it; nil when this device has
     /// no account yet. Looking creates nothing on the server.
     public func existingAccountSummary() async throws -> AccountSummary? {
         guard try database.account() != nil else { return nil }
-        return try await payments.authorizedAPI().account()
+        return try await purchases.authorizedAPI().account()
     }
 
     /// The account's subscriptions with their state (active until, auto-renew, grace, billing
     /// retry, expired and why), as the store knows them; nil when this device has no account yet.
     public func subscriptions() async throws -> SubscriptionList? {
         guard try database.account() != nil else { return nil }
-        return try await payments.authorizedAPI().subscriptions()
+        return try await purchases.authorizedAPI().subscriptions()
     }
 
     /// Turns a subscription's auto-renew off (it ends at its period's end) or back on.
     public func setAutoRenew(_ originalTransactionId: String, on: Bool) async throws -> SubscriptionInfo {
-        try await payments.authorizedAPI().setAutoRenew(originalTransactionId, on: on)
+        try await purchases.authorizedAPI().setAutoRenew(originalTransactionId, on: on)
     }
 
     /// This device's account ID, if it has one yet.
@@ -108,7 +108,7 @@ extension KioskClient {
         if try database.unfinishedPayments().contains(where: { $0.state == .purchasing }) {
             throw ClientError.invalidRequest("a purchase of this device's account is still unanswered; send it first (kiosk resume) once the server is reachable, then link")
         }
-        var api = try payments.storeAPI()
+        var api = try purchases.storeAPI()
         api.token = token
         let summary = try await api.account()
         var link = AccountLink(summary: summary)

@@ -14,7 +14,7 @@ extension KioskClient {
     /// A download another process is running is waited for, not fetched twice. Cancelling the
     /// calling Task stops the transfers at once; they keep their bytes.
     public func runDownloads(only products: Set<String>? = nil, progress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }) async throws -> DownloadRunReport {
-        try await delivery.runDownloads(only: products, progress: progress)
+        try await flows.runDownloads(only: products, progress: progress)
     }
 
     /// Queues what is owed and runs the downloads; with a `deadline`, sleeps until the next
@@ -22,7 +22,7 @@ extension KioskClient {
     /// Task stops it at once (transfers keep their bytes).
     /// - Parameter step: told of each round as it ends and each wait as it begins.
     public func resume(until deadline: Date? = nil, progress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }, step: (ResumeStep) -> Void = { _ in }) async throws -> ResumeReport {
-        try await delivery.resume(until: deadline, progress: progress, step: step)
+        try await flows.resume(until: deadline, progress: progress, step: step)
     }
 
     /// Queues the issues subscriptions cover and what is missing from the library, and (with
@@ -30,7 +30,7 @@ extension KioskClient {
     /// installed products. Returns the product IDs newly queued.
     @discardableResult
     public func queueNewContent(includingUpdates: Bool) async throws -> [String] {
-        try await delivery.queueNewContent(includingUpdates: includingUpdates)
+        try await flows.queueNewContent(includingUpdates: includingUpdates)
     }
 
     /// Queues the download of `productId` with a StoreKit 2 signed transaction (the JWS an iOS app
@@ -40,7 +40,7 @@ extension KioskClient {
     /// - Throws: ``ClientError`` when the catalog has no downloadable product of that ID.
     @discardableResult
     public func queueDownload(_ productId: String, appStoreTransaction signedTransaction: String) async throws -> Bool {
-        try await delivery.queueAppStoreDownload(productId, signedTransaction: signedTransaction.trimmingCharacters(in: .whitespacesAndNewlines))
+        try await flows.queueAppStoreDownload(productId, signedTransaction: signedTransaction.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     /// Every download, in product order.
@@ -60,11 +60,11 @@ extension KioskClient {
 
     /// Cancels a download and deletes its partial bytes; a process running it stops at its next progress write (two a second).
     public func cancelDownload(_ productId: String) throws -> DownloadRecord {
-        try downloadQueue.cancel(productId)
+        try library.cancel(productId)
     }
 
     /// Installed products; `updateAvailable` when the cached catalog has another content version.
-    public func library() throws -> [LibraryEntry] {
-        try downloadQueue.library()
+    public func libraryEntries() throws -> [LibraryEntry] {
+        try library.entries()
     }
 }

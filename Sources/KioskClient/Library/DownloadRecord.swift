@@ -86,7 +86,7 @@ public struct LibraryItem: Codable, FetchableRecord, PersistableRecord, Sendable
     public var version: String
     public var sha256: String
     /// The product's folder. Stored relative to the home (`Library/ID`; Kiosk before issue 30
-    /// stored it absolute); ``KioskClient/library()`` hands it out resolved against the home.
+    /// stored it absolute); ``KioskClient/libraryEntries()`` hands it out resolved against the home.
     public var path: String
     public var installedAt: Date
     /// A digest of the installed files' names and sizes; a folder that no longer matches is reinstalled.

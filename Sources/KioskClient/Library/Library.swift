@@ -4,7 +4,7 @@ import KioskCore
 import KioskTransfer
 import Logging
 
-/// What one run of the download queue did.
+/// What one run of the library's downloads did.
 public struct DownloadRunReport: Sendable, Equatable {
     public var installed: [String] = []
     public var waiting: [String] = []
@@ -44,10 +44,12 @@ public struct DownloadRunReport: Sendable, Equatable {
     }
 }
 
-/// The download queue: claims due downloads for this process, runs them, checks the bytes,
-/// unpacks and installs them, and schedules whatever failed for later. Every state change goes
-/// through ``ClientDatabase``; a download another live process has claimed is never touched.
-struct DownloadQueue {
+/// The library, the client's other owner: download rows, partial files, staging and `Library/`.
+/// It claims due downloads for this process, runs them, checks the bytes, unpacks and installs
+/// them, and schedules whatever failed for later; a download another live process has claimed is
+/// never touched. It never reads or writes a purchase: what it needs of one (a receipt to present)
+/// the flows hand it.
+struct Library {
     let database: ClientDatabase
     let home: KioskHome
     let server: StoreServer
@@ -187,7 +189,7 @@ struct DownloadQueue {
     /// Installed products; `updateAvailable` when the cached catalog has another content version.
     /// Each `path` is the product's folder in this home (`Library/ID`), whatever an older Kiosk
     /// stored: a home copied or moved elsewhere lists its own folders, never the old home's.
-    func library() throws -> [LibraryEntry] {
+    func entries() throws -> [LibraryEntry] {
         try database.libraryItems().map { stored in
             var item = stored
             item.path = try installer.installed(item.productId).path
@@ -200,7 +202,7 @@ struct DownloadQueue {
     /// Queues the catalog's newer version of every installed product that has one. Returns their IDs.
     func queueUpdates() throws -> [String] {
         var queued: [String] = []
-        for entry in try library() where entry.updateAvailable {
+        for entry in try entries() where entry.updateAvailable {
             guard let download = try database.download(entry.item.productId),
                   let content = try database.cachedProduct(entry.item.productId)?.content else { continue }
             // This version failed for good (its checksum twice, say): it is not tried again on its
@@ -240,27 +242,52 @@ struct DownloadQueue {
         return requeued
     }
 
-    /// Takes the content a revoked purchase granted out of the library, unless another standing
-    /// purchase of the same product still grants it (then the download is re-presented with that one).
-    /// - Parameter coveredBy: another proof that still entitles a product (a subscription period
-    ///   covering the issue): its download is kept, bytes and all, under that proof.
-    func removeContent(grantedBy revoked: PaymentRecord, coveredBy: (String) async throws -> (receipt: String, transactionId: String)?) async throws {
-        for download in try database.downloads() where download.transactionId == revoked.transactionId || download.receipt == revoked.receipt {
-            if let other = try database.owningPayment(productId: download.productId), let receipt = other.receipt {
-                try database.represent(download.productId, receipt: receipt, transactionId: other.transactionId)
-                continue
-            }
-            if let covering = try await coveredBy(download.productId) {
-                try database.represent(download.productId, receipt: covering.receipt, transactionId: covering.transactionId)
-                continue
-            }
-            let partial = try partialFile(download.productId)
-            let removed = try database.forgetContent(download.productId) {
-                unlink(partial.path)
-                return try installer.removeFromLibrary(download.productId, by: owner)
-            }
-            if let removed { installer.discard(removed) }
+    /// A product's download as stored now.
+    func download(_ productId: String) throws -> DownloadRecord? {
+        try database.download(productId)
+    }
+
+    /// Every download of this home.
+    func downloads() throws -> [DownloadRecord] {
+        try database.downloads()
+    }
+
+    /// Queues `content` for `productId` under the receipt that proves it was bought; true when a
+    /// download was queued (none was, or the one there was for other content).
+    @discardableResult
+    func enqueue(_ productId: String, content: ContentDescriptor, receipt: String, transactionId: String?, proofKind: PurchaseProofKind = .kioskReceipt) throws -> Bool {
+        try database.enqueueDownload(productId: productId, content: content, receipt: receipt, transactionId: transactionId, proofKind: proofKind)
+    }
+
+    /// Puts every paused download back in the queue.
+    func unpauseAll() throws {
+        try database.unpauseAll()
+    }
+
+    /// When the next waiting download is due, nil when none waits.
+    func nextAttempt() throws -> Date? {
+        try database.nextDownloadAttempt()
+    }
+
+    /// The downloads (queued, running or installed) a purchase's receipt or transaction granted.
+    func downloads(grantedBy purchase: PaymentRecord) throws -> [DownloadRecord] {
+        try database.downloads().filter { $0.transactionId == purchase.transactionId || $0.receipt == purchase.receipt }
+    }
+
+    /// Keeps a product's download (bytes and all) under another proof that still entitles it.
+    func represent(_ productId: String, receipt: String, transactionId: String?) throws {
+        try database.represent(productId, receipt: receipt, transactionId: transactionId)
+    }
+
+    /// Takes a product's content out of the library: its download row, partial bytes and
+    /// installed folder, in that order of commit (a process running it stops at its next progress write).
+    func removeContent(_ productId: String) throws {
+        let partial = try partialFile(productId)
+        let removed = try database.forgetContent(productId) {
+            unlink(partial.path)
+            return try installer.removeFromLibrary(productId, by: owner)
         }
+        if let removed { installer.discard(removed) }
     }
 
     /// Cancels a download and deletes its partial bytes; a process running it stops at its next

@@ -119,7 +119,7 @@ struct DeltaUpdate {
         let manifestFile = try home.installedManifest(record.productId)
         let previous = (try? Data(contentsOf: manifestFile)).flatMap { try? JSONDecoder().decode(ArchiveManifest.self, from: $0) }
         // Each installed file's status (inode and change time) when the installed tree was checked
-        // (see `DownloadQueue.install`): a file whose status is exactly that still holds the bytes
+        // (see `Library.install`): a file whose status is exactly that still holds the bytes
         // the check read. Equal, not older: a clock stepped back stamps an edit with an older time,
         // never with the very one recorded.
         let trusted = previous == nil ? [:] : InstalledStatus.load(try home.installedStatus(record.productId))

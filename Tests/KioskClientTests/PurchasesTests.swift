@@ -6,8 +6,8 @@ import KioskServer
 import KioskTestSupport
 import Testing
 
-@Suite("The payment queue against a live store")
-struct PaymentQueueTests {
+@Suite("Purchases against a live store")
+struct PurchasesTests {
     static let book = "com.kiosk.books.river-of-maps"
     static let issue = "com.kiosk.magazines.harbor-monthly.issue-01"
     static let pack5 = "com.kiosk.credits.pack-5"

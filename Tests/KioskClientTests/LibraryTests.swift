@@ -9,7 +9,7 @@ import Logging
 import Testing
 
 @Suite("Downloads against a live store")
-struct DownloadQueueTests {
+struct LibraryTests {
     static let book = "com.kiosk.books.lighthouse-keeper"
     static let otherBook = "com.kiosk.books.small-engines"
     static let subscription = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
@@ -72,7 +72,7 @@ struct DownloadQueueTests {
             let original = context.store.content.appendingPathComponent("books/lighthouse-keeper")
             #expect(try FolderSnapshot.files(in: installed) == FolderSnapshot.files(in: original))
             #expect(try await context.client.transactions().first?.record.state == .finished)
-            #expect(try context.client.library().map(\.item.productId) == [Self.book])
+            #expect(try context.client.libraryEntries().map(\.item.productId) == [Self.book])
             #expect(!FileManager.default.fileExists(atPath: context.home.appendingPathComponent("downloads/\(Self.book).partial").path))
             let leftovers = try FileManager.default.contentsOfDirectory(atPath: context.home.appendingPathComponent("Library").path)
             #expect(leftovers == [Self.book])
@@ -290,7 +290,7 @@ struct DownloadQueueTests {
             let installed = try #require(try await context.download(Self.book))
             #expect(installed.sha256 != queued.sha256)
             #expect(installed.mismatches == 0)
-            #expect(try context.client.library().first?.updateAvailable == false)
+            #expect(try context.client.libraryEntries().first?.updateAvailable == false)
             let text = try String(contentsOf: context.home.appendingPathComponent("Library/\(Self.book)/errata.md"), encoding: .utf8)
             #expect(text.contains("edition 2"))
         }
@@ -321,19 +321,19 @@ struct DownloadQueueTests {
     func updateInstalled() async throws {
         try await Self.withStore { context in
             _ = try await context.client.buy(Self.book)
-            let before = try #require(try context.client.library().first)
+            let before = try #require(try context.client.libraryEntries().first)
             #expect(!before.updateAvailable)
 
             let errata = context.store.content.appendingPathComponent("books/lighthouse-keeper/errata.md")
             try Data("# Errata\n\nPage 3: the lamp was lit at six, not seven.\n".utf8).write(to: errata)
             #expect(await context.server.catalog.reload())
             _ = try await context.client.sync()
-            #expect(try context.client.library().first?.updateAvailable == true)
+            #expect(try context.client.libraryEntries().first?.updateAvailable == true)
 
             #expect(try await context.client.queueNewContent(includingUpdates: true) == [Self.book])
             let report = try await context.client.runDownloads()
             #expect(report.installed == [Self.book])
-            let after = try #require(try context.client.library().first)
+            let after = try #require(try context.client.libraryEntries().first)
             #expect(after.item.version != before.item.version)
             #expect(!after.updateAvailable)
             #expect(FileManager.default.fileExists(atPath: context.home.appendingPathComponent("Library/\(Self.book)/errata.md").path))
@@ -362,7 +362,7 @@ enum SubscriptionDates {
     }
 }
 
-extension DownloadQueueTests {
+extension LibraryTests {
     // MARK: Unpacking while downloading
 
     static let manyFiles = "com.kiosk.books.many-pages"

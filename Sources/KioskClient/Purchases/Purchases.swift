@@ -25,13 +25,15 @@ struct RestoredReceipts: Sendable {
     var refused: [String] = []
 }
 
-/// The payment queue: owns this device's purchases and the conversation with the store about them.
+/// Purchases, one of the client's two owners: this device's purchase rows, the conversation
+/// with the store about them, their receipts (one check, ``ReceiptCheck``) and when each is next
+/// tried (``nextDue(now:unsentRounds:)``, the one retry schedule).
 ///
 /// Every purchase is saved before it is sent, and its receipt is verified and saved before
 /// anything else happens; the store is told a purchase was delivered only once it was. It never
-/// downloads anything itself: delivering a purchase is ``DeliveryCoordinator``'s job, which calls
+/// downloads anything itself: delivering a purchase is ``Flows``'s job, which calls
 /// these methods in order.
-struct PaymentQueue: Sendable {
+struct Purchases: Sendable {
     let database: ClientDatabase
     let server: StoreServer
     let http: HTTPClient
@@ -215,6 +217,40 @@ struct PaymentQueue: Sendable {
             return record
         }
         return try settled(id) { try database.markFinished(id) }
+    }
+
+    // MARK: Reading
+
+    /// The purchase that makes this device own `productId` (a book, an issue, a subscription
+    /// period; never credits), if any.
+    func owning(_ productId: String) throws -> PaymentRecord? {
+        try database.owningPayment(productId: productId)
+    }
+
+    /// A purchase as stored now.
+    func record(_ id: Int64) throws -> PaymentRecord? {
+        try database.payment(id)
+    }
+
+    /// Every purchase of this device, newest first.
+    func all() throws -> [PaymentRecord] {
+        try database.payments()
+    }
+
+    /// The purchases not yet finished (to send, to deliver, or waiting for an answer), oldest first.
+    func unfinished() throws -> [PaymentRecord] {
+        try database.unfinishedPayments()
+    }
+
+    /// This device's Ask to Buy of `productId` still waiting for its answer, if any.
+    func pendingRequest(_ productId: String) throws -> PaymentRecord? {
+        try database.pendingRequest(productId: productId)
+    }
+
+    /// Keeps why delivering a purchase failed; it is due again at `retryAt`.
+    func keepDeliveryError(_ record: PaymentRecord, _ error: any Error, retryAt: Date) throws {
+        guard let id = record.id else { return }
+        try database.recordPaymentFailure(id, message: "\(error)", retryAt: retryAt)
     }
 
     // MARK: When to try again (the one retry schedule of purchases)
