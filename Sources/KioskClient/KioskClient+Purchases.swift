@@ -162,7 +162,7 @@ extension KioskClient {
             var verified: ReceiptClaims?
             if let receipt = record.receipt {
                 do {
-                    verified = try await check.verifiedReceipt(receipt, of: ReceiptSubject(transactionId: record.transactionId, productId: record.productId), fetchKeys: nil)
+                    verified = try await check.verifiedReceipt(receipt, of: ReceiptSubject(transactionId: record.transactionId, productId: record.productId), keysFrom: nil)
                 } catch {
                     problem = "\(error)"
                 }

@@ -115,7 +115,7 @@ struct ReceiptAgreementTests {
             let (receipt, expected) = try await Self.receipt(for: testCase, genuine: genuine, claims: claims, account: account, server: server, client: client)
 
             let api = try client.purchases.storeAPI()
-            let onClient = try await Answer { try await ReceiptCheck(database: client.database).verifiedReceipt(receipt, fetchKeys: { try await api.jwks() }) }
+            let onClient = try await Answer { try await ReceiptCheck(database: client.database).verifiedReceipt(receipt, keysFrom: api) }
             let onServer = try await Answer {
                 let chosen = try #require(server.store.proofs.verifier(forAuthorization: "Receipt \(receipt)"))
                 return try await chosen.verifier.verify(chosen.proof, presentedBy: account).claims

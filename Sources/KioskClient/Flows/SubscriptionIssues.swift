@@ -24,7 +24,7 @@ struct SubscriptionIssues {
         var covering: [(receipt: String, claims: ReceiptClaims, expires: Date, series: String)] = []
         for subscription in subscriptions.reversed() {
             guard let receipt = subscription.receipt,
-                  let claims = try? await ReceiptCheck(database: database).verifiedReceipt(receipt, of: ReceiptSubject(transactionId: subscription.transactionId), fetchKeys: nil),
+                  let claims = try? await ReceiptCheck(database: database).verifiedReceipt(receipt, of: ReceiptSubject(transactionId: subscription.transactionId), keysFrom: nil),
                   let expires = claims.expires,
                   let series = try database.cachedProduct(claims.productId)?.series
             else { continue }
@@ -88,7 +88,7 @@ struct SubscriptionIssues {
         }
         for period in periods {
             guard let receipt = period.receipt,
-                  let claims = try? await ReceiptCheck(database: database).verifiedReceipt(receipt, of: ReceiptSubject(transactionId: period.transactionId), fetchKeys: nil),
+                  let claims = try? await ReceiptCheck(database: database).verifiedReceipt(receipt, of: ReceiptSubject(transactionId: period.transactionId), keysFrom: nil),
                   let expires = claims.expires, try database.cachedProduct(claims.productId)?.series == series,
                   SubscriptionCoverage(purchased: claims.purchased, expires: expires).covers(published, seriesIssueDates: dates) else { continue }
             return (receipt, claims.transactionId)

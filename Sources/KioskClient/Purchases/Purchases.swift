@@ -194,7 +194,7 @@ struct Purchases: Sendable {
         }
         let api = try storeAPI()
         let claims = try await receipts.verifiedReceipt(receipt, of: ReceiptSubject(transactionId: transaction.transactionId, productId: record.productId),
-                                                        fetchKeys: { try await api.jwks() })
+                                                        keysFrom: api)
         return try settled(id) {
             try database.recordReceipt(id, transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, receipt: receipt)
         }
@@ -353,7 +353,7 @@ struct Purchases: Sendable {
             }
             let claims: ReceiptClaims
             do {
-                claims = try await receipts.verifiedReceipt(receipt, of: ReceiptSubject(transactionId: transaction.transactionId), fetchKeys: { try await api.jwks() })
+                claims = try await receipts.verifiedReceipt(receipt, of: ReceiptSubject(transactionId: transaction.transactionId), keysFrom: api)
             } catch let error as ClientError where error.isUnreachable {
                 throw error
             } catch let error as ClientError {
@@ -387,8 +387,8 @@ struct Purchases: Sendable {
             keysFetched = true
         }
         let subject = ReceiptSubject(transactionId: transactionId)
-        guard (try? await receipts.verifiedReceipt(held, of: subject, fetchKeys: nil)) == nil,
-              (try? await receipts.verifiedReceipt(receipt, of: subject, fetchKeys: nil)) != nil else { return }
+        guard (try? await receipts.verifiedReceipt(held, of: subject, keysFrom: nil)) == nil,
+              (try? await receipts.verifiedReceipt(receipt, of: subject, keysFrom: nil)) != nil else { return }
         _ = try database.replaceReceipt(transactionId: transactionId, with: receipt)
     }
 

@@ -15,13 +15,13 @@ struct ReceiptCheck {
     /// environment and issuer (learnt with its keys), for this device's account, for the
     /// transaction and product `subject` names (when it names them), and for a product ID that
     /// keeps ``ProductID``'s rule (it becomes a folder name).
-    /// - Parameter fetchKeys: fetches the key set from the server when the cached one does not
-    ///   know the key or the store (once per call); nil to check offline.
+    /// - Parameter store: the store to fetch the key set from when the cached one does not know
+    ///   the key or the store (once per call); nil to check offline, against the cached keys alone.
     /// - Throws: ``ReceiptRefusal``; ``ClientError/receiptRejected(transactionId:reason:)`` for a
     ///   receipt of another transaction or product; ``ClientError/unsafeProductID(_:source:)``; or
-    ///   what `fetchKeys` throws.
-    func verifiedReceipt(_ receipt: String, of subject: ReceiptSubject = .any, fetchKeys: (() async throws -> Data)?) async throws -> ReceiptClaims {
-        let claims = try await KioskReceiptVerifier(keys: CachedKeys(database: database, fetchKeys: fetchKeys))
+    ///   what fetching the keys throws.
+    func verifiedReceipt(_ receipt: String, of subject: ReceiptSubject = .any, keysFrom store: StoreAPI?) async throws -> ReceiptClaims {
+        let claims = try await KioskReceiptVerifier(keys: CachedKeys(database: database, store: store))
             .claims(of: receipt, presentedBy: try database.account()?.id)
         if let transactionId = subject.transactionId, claims.transactionId != transactionId {
             throw ClientError.receiptRejected(transactionId: transactionId, reason: "it is the receipt of transaction \(claims.transactionId)")
@@ -49,7 +49,7 @@ struct ReceiptSubject: Sendable {
 /// The key set this device last fetched from `/.well-known/jwks.json`, fetched again on demand.
 private struct CachedKeys: ReceiptKeySource {
     let database: ClientDatabase
-    let fetchKeys: (() async throws -> Data)?
+    let store: StoreAPI?
 
     func currentPolicy() async throws -> KioskReceiptPolicy? {
         guard let cached = try database.setting(Setting.Key.jwks) else { return nil }
@@ -59,8 +59,8 @@ private struct CachedKeys: ReceiptKeySource {
 
     func freshPolicy(after refusal: ReceiptRefusal, receipt: String) async throws -> KioskReceiptPolicy? {
         // The server may have a key, or an identity, this device has not seen yet.
-        guard let fetchKeys else { return nil }
-        let fresh = try await fetchKeys()
+        guard let store else { return nil }
+        let fresh = try await store.jwks()
         try database.setSetting(Setting.Key.jwks, to: String(decoding: fresh, as: UTF8.self))
         return try await KioskReceiptPolicy(keySetJSON: fresh)
     }
