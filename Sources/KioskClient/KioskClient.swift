@@ -88,11 +88,7 @@ public final class KioskClient: Sendable {
         self.library = Library(database: database, home: home, server: store, configuration: configuration, owner: ClaimOwner(), logger: logger, contentURLs: ContentURLs())
         self.flows = Flows(
             catalog: catalog, purchases: purchases, library: library,
-            subscriptions: SubscriptionIssues(database: database, graceWindows: { [purchases] in
-                // Asked only when the device holds a subscription; offline, the receipts' periods alone.
-                guard let list = try? await purchases.authorizedAPI().subscriptions() else { return nil }
-                return Dictionary(list.subscriptions.map { ($0.productId, $0.graceWindows ?? []) }) { $0 + $1 }
-            }), logger: logger)
+            subscriptions: SubscriptionIssues(database: database, purchases: purchases), logger: logger)
     }
 
     deinit {

@@ -7,9 +7,9 @@ import KioskCore
 /// when it checks the receipt.
 struct SubscriptionIssues {
     let database: ClientDatabase
-    /// The store's grace windows of the account's subscriptions, by subscription product (nil when
-    /// the store cannot be asked now: then only the receipts' periods are queued).
-    let graceWindows: @Sendable () async -> [String: [GraceWindow]]?
+    /// Asked for the store's grace windows (``Purchases/graceWindows()``), only when an issue is
+    /// left that no paid period covers.
+    let purchases: Purchases
 
     /// Queues every covered issue that has no download yet; returns their IDs.
     /// - Parameter requeueStopped: also queue covered issues whose download was cancelled or
@@ -62,7 +62,7 @@ struct SubscriptionIssues {
         // store keeps the windows, no receipt carries them, so the store is asked (only when an
         // issue is left to cover). Any standing receipt of the series is the proof: the store
         // checks the account's windows.
-        guard !uncovered.isEmpty, let windows = await graceWindows() else { return added }
+        guard !uncovered.isEmpty, let windows = await purchases.graceWindows() else { return added }
         for (issue, receipt, claims, dates) in uncovered where !added.contains(issue.id) {
             let graces = (windows[claims.productId] ?? []).map { SubscriptionCoverage(purchased: $0.startsAt, expires: $0.endsAt) }
             guard let published = issue.publicationDate, let content = issue.content,

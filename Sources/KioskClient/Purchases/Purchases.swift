@@ -247,6 +247,13 @@ struct Purchases: Sendable {
         try database.pendingRequest(productId: productId)
     }
 
+    /// The store's billing grace windows of the account's subscriptions, by subscription product;
+    /// nil when the store cannot be asked now (then only the receipts' periods count).
+    func graceWindows() async -> [String: [GraceWindow]]? {
+        guard let list = try? await authorizedAPI().subscriptions() else { return nil }
+        return Dictionary(list.subscriptions.map { ($0.productId, $0.graceWindows ?? []) }) { $0 + $1 }
+    }
+
     /// Keeps why delivering a purchase failed; it is due again at `retryAt`.
     func keepDeliveryError(_ record: PaymentRecord, _ error: any Error, retryAt: Date) throws {
         guard let id = record.id else { return }
