@@ -78,7 +78,7 @@ extension ClientDatabase {
     /// A `restore` that ran while this purchase's answer was lost may have saved the same
     /// transaction as a keyless `restored` row: the row that made the purchase takes its place.
     func recordReceipt(_ id: Int64, transactionId: String, originalTransactionId: String, receipt: String) throws -> PaymentRecord {
-        try movePayment(id, from: [.purchasing, .deferred], to: .purchased, [
+        try movePayment(id, .receiptSaved, [
             PaymentRecord.Columns.transactionId.set(to: transactionId),
             Column("originalTransactionId").set(to: originalTransactionId),
             Column("receipt").set(to: receipt),
@@ -125,7 +125,7 @@ extension ClientDatabase {
     /// answer is still to be read (the check and the move are one transaction, so a send that
     /// starts meanwhile either finds it cancelled or makes this refuse).
     func cancelUnsent(_ id: Int64) throws -> PaymentRecord {
-        try movePayment(id, from: [.purchasing], to: .cancelled, [
+        try movePayment(id, .cancelledUnsent, [
             PaymentRecord.Columns.lastError.set(to: "cancelled on this device before it was sent; nothing was charged"),
             PaymentRecord.Columns.nextAttemptAt.set(to: nil),
         ]) { db in
@@ -151,7 +151,7 @@ extension ClientDatabase {
 
     /// `purchasing → deferred`: Ask to Buy.
     func recordDeferred(_ id: Int64, transactionId: String, message: String?) throws -> PaymentRecord {
-        try movePayment(id, from: [.purchasing], to: .deferred, [
+        try movePayment(id, .askedToBuy, [
             PaymentRecord.Columns.transactionId.set(to: transactionId),
             PaymentRecord.Columns.lastError.set(to: message),
             PaymentRecord.Columns.attempts.set(to: 0),
@@ -180,10 +180,9 @@ extension ClientDatabase {
 
     /// `purchasing | deferred → failed | cancelled`: refused by the store or backed out; nothing charged.
     func recordRefusal(_ id: Int64, as state: PaymentState, transactionId: String?, reason: String?) throws -> PaymentRecord {
-        precondition(state == .failed || state == .cancelled)
         var assignments = [PaymentRecord.Columns.lastError.set(to: reason), PaymentRecord.Columns.nextAttemptAt.set(to: nil)]
         if let transactionId { assignments.append(PaymentRecord.Columns.transactionId.set(to: transactionId)) }
-        return try movePayment(id, from: [.purchasing, .deferred], to: state, assignments)
+        return try movePayment(id, state == .cancelled ? .cancelled : .declined, assignments)
     }
 
     /// A transaction the store knows and this device does not, saved as `restored`.
@@ -206,12 +205,12 @@ extension ClientDatabase {
 
     /// `purchased | restored → delivering`: its content is queued and the purchase waits for it.
     func markDelivering(_ id: Int64) throws -> PaymentRecord {
-        try movePayment(id, from: [.purchased, .restored], to: .delivering, Self.clearedError)
+        try movePayment(id, .delivering, Self.clearedError)
     }
 
     /// `purchased | restored | delivering → finished`: delivered and reported to the server.
     func markFinished(_ id: Int64) throws -> PaymentRecord {
-        try movePayment(id, from: [.purchased, .restored, .delivering], to: .finished, Self.clearedError)
+        try movePayment(id, .finished, Self.clearedError)
     }
 
     /// `purchased | restored | delivering | finished → revoked`, with the store's date and reason.
@@ -220,9 +219,9 @@ extension ClientDatabase {
         let record = try write { db -> PaymentRecord? in
             let changed = try PaymentRecord
                 .filter(PaymentRecord.Columns.transactionId == transactionId)
-                .filter(PaymentState.owning.map(\.rawValue).contains(PaymentRecord.Columns.state))
+                .filter(PaymentTransition.revoked.from.map(\.rawValue).contains(PaymentRecord.Columns.state))
                 .updateAll(db, [
-                    PaymentRecord.Columns.state.set(to: PaymentState.revoked.rawValue),
+                    PaymentRecord.Columns.state.set(to: PaymentTransition.revoked.to.rawValue),
                     Column("revokedAt").set(to: date),
                     Column("revocationReason").set(to: reason),
                     PaymentRecord.Columns.nextAttemptAt.set(to: nil),
@@ -271,10 +270,11 @@ extension ClientDatabase {
         [PaymentRecord.Columns.lastError.set(to: nil), PaymentRecord.Columns.attempts.set(to: 0), PaymentRecord.Columns.nextAttemptAt.set(to: nil)]
     }
 
-    /// Moves one row from one of `allowed` to `target` in one transaction, or throws naming both states.
-    /// `prepare` runs first, in the same transaction.
-    private func movePayment(_ id: Int64, from allowed: Set<PaymentState>, to target: PaymentState, _ assignments: [ColumnAssignment],
+    /// Makes one of the table's moves (``PaymentTransition``) in one transaction, or throws naming
+    /// both states. `prepare` runs first, in the same transaction.
+    private func movePayment(_ id: Int64, _ move: PaymentTransition, _ assignments: [ColumnAssignment],
                              prepare: (Database) throws -> Void = { _ in }) throws -> PaymentRecord {
+        let (allowed, target) = (move.from, move.to)
         let record = try write { db -> PaymentRecord in
             try prepare(db)
             let changed = try PaymentRecord
