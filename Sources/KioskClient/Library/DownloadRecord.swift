@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+internal import GRDB
 import KioskCore
 
 /// Where a product's content download stands.
@@ -14,8 +14,8 @@ public enum DownloadState: String, Codable, Sendable, CaseIterable {
 }
 
 /// One product's content download.
-public struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Sendable, Equatable {
-    public static let databaseTableName = "download"
+public struct DownloadRecord: Codable, Sendable, Equatable, StoredRow {
+    static let databaseTableName = "download"
     public var productId: String
     public var state: DownloadState
     /// What the catalog says the bytes must be.
@@ -60,7 +60,7 @@ public struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Senda
     /// "update 1.2 MB of 212 MB (3 files changed)".
     public var transferNote: String?
 
-    public enum Columns {
+    enum Columns {
         static let productId = Column("productId")
         static let state = Column("state")
         static let nextAttemptAt = Column("nextAttemptAt")
@@ -80,8 +80,8 @@ public struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Senda
 }
 
 /// An installed product in `Library/<product id>/`.
-public struct LibraryItem: Codable, FetchableRecord, PersistableRecord, Sendable, Equatable {
-    public static let databaseTableName = "libraryItem"
+public struct LibraryItem: Codable, Sendable, Equatable, StoredRow {
+    static let databaseTableName = "libraryItem"
     public var productId: String
     public var version: String
     public var sha256: String

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+internal import GRDB
 import KioskCore
 
 /// The transitions of a download, and the claims that keep two processes off the same one.
@@ -12,21 +12,21 @@ extension ClientDatabase {
     // MARK: Reads
 
     func downloads() throws -> [DownloadRecord] {
-        try read { try DownloadRecord.order(DownloadRecord.Columns.productId).fetchAll($0) }
+        try read { try DownloadRow.order(DownloadRecord.Columns.productId).fetchAll($0).map(\.value) }
     }
 
     func download(_ productId: String) throws -> DownloadRecord? {
-        try read { try DownloadRecord.fetchOne($0, key: productId) }
+        try read { try DownloadRow.fetchOne($0, key: productId)?.value }
     }
 
     func libraryItems() throws -> [LibraryItem] {
-        try read { try LibraryItem.order(Column("productId")).fetchAll($0) }
+        try read { try LibraryItemRow.order(Column("productId")).fetchAll($0).map(\.value) }
     }
 
     /// When the earliest waiting download is due.
     func nextDownloadAttempt() throws -> Date? {
         try read { db in
-            try Date.fetchOne(db, DownloadRecord
+            try Date.fetchOne(db, DownloadRow
                 .filter(DownloadRecord.Columns.state == DownloadState.waiting.rawValue)
                 .select(min(DownloadRecord.Columns.nextAttemptAt)))
         }
@@ -46,7 +46,7 @@ extension ClientDatabase {
         guard ProductID.isValid(productId) else { throw ClientError.unsafeProductID(productId, source: "a download") }
         let now = Date()
         let record = try write { db -> DownloadRecord? in
-            if var existing = try DownloadRecord.fetchOne(db, key: productId) {
+            if var existing = try DownloadRow.fetchOne(db, key: productId)?.value {
                 let sameVersion = existing.sha256 == content.sha256
                 // A running owner finishes what it has; a newer version is queued after it installs.
                 if DownloadState.claimed.contains(existing.state) { return nil }
@@ -69,7 +69,7 @@ extension ClientDatabase {
                 existing.leaseDeadline = nil
                 if !sameVersion { existing.partialETag = nil; existing.bytesDone = 0 }
                 existing.updatedAt = now
-                try existing.update(db)
+                try DownloadRow(existing).update(db)
                 return existing
             }
             let record = DownloadRecord(
@@ -77,7 +77,8 @@ extension ClientDatabase {
                 version: content.version, format: content.format, receipt: receipt, bytesDone: 0,
                 partialETag: nil, attempts: 0, nextAttemptAt: nil, lastError: nil, mismatches: 0,
                 createdAt: now, updatedAt: now, owner: nil, leaseUntil: nil, transactionId: transactionId, proofKind: kind)
-            try record.insert(db)
+            var row = DownloadRow(record)
+            try row.insert(db)
             return record
         }
         if let record { events.publish(.download(record)) }
@@ -101,7 +102,7 @@ extension ClientDatabase {
     @discardableResult
     func retargetDownload(_ productId: String, to content: ContentDescriptor) throws -> Bool {
         let record = try write { db -> DownloadRecord? in
-            guard var record = try DownloadRecord.fetchOne(db, key: productId), record.sha256 != content.sha256,
+            guard var record = try DownloadRow.fetchOne(db, key: productId)?.value, record.sha256 != content.sha256,
                   [.queued, .waiting, .failed, .paused].contains(record.state) else { return nil }
             if record.state != .paused { record.state = .queued }
             record.sha256 = content.sha256
@@ -115,7 +116,7 @@ extension ClientDatabase {
             record.nextAttemptAt = nil
             record.lastError = nil
             record.updatedAt = Date()
-            try record.update(db)
+            try DownloadRow(record).update(db)
             return record
         }
         if let record { events.publish(.download(record)) }
@@ -125,8 +126,8 @@ extension ClientDatabase {
     /// `paused → queued` for every paused download: `kiosk resume`.
     func unpauseAll() throws {
         let resumed = try write { db -> [DownloadRecord] in
-            let paused = try DownloadRecord.filter(DownloadRecord.Columns.state == DownloadState.paused.rawValue).fetchAll(db)
-            try DownloadRecord.filter(DownloadRecord.Columns.state == DownloadState.paused.rawValue)
+            let paused = try DownloadRow.filter(DownloadRecord.Columns.state == DownloadState.paused.rawValue).fetchAll(db).map(\.value)
+            try DownloadRow.filter(DownloadRecord.Columns.state == DownloadState.paused.rawValue)
                 .updateAll(db, DownloadRecord.Columns.state.set(to: DownloadState.queued.rawValue), DownloadRecord.Columns.updatedAt.set(to: Date()))
             return paused.map { var record = $0; record.state = .queued; return record }
         }
@@ -150,9 +151,9 @@ extension ClientDatabase {
     /// between; it returns a folder to delete after the commit.
     func forgetContent(_ productId: String, remove: () throws -> URL?) throws -> URL? {
         let (forgotten, removed) = try write { db -> (DownloadRecord?, URL?) in
-            let record = try DownloadRecord.fetchOne(db, key: productId)
-            _ = try DownloadRecord.deleteOne(db, key: productId)
-            _ = try LibraryItem.deleteOne(db, key: productId)
+            let record = try DownloadRow.fetchOne(db, key: productId)?.value
+            _ = try DownloadRow.deleteOne(db, key: productId)
+            _ = try LibraryItemRow.deleteOne(db, key: productId)
             return (record, try remove())
         }
         if let forgotten { events.publish(.downloadRemoved(forgotten)) }
@@ -162,11 +163,11 @@ extension ClientDatabase {
     /// Points a download at another standing transaction of the same product (the one it used was revoked).
     func represent(_ productId: String, receipt: String, transactionId: String?) throws {
         let record = try write { db -> DownloadRecord? in
-            _ = try DownloadRecord.filter(key: productId).updateAll(db, [
+            _ = try DownloadRow.filter(key: productId).updateAll(db, [
                 Column("receipt").set(to: receipt), DownloadRecord.Columns.transactionId.set(to: transactionId),
                 Column("proofKind").set(to: nil),
             ])
-            return try DownloadRecord.fetchOne(db, key: productId)
+            return try DownloadRow.fetchOne(db, key: productId)?.value
         }
         if let record { events.publish(.download(record)) }
     }
@@ -187,11 +188,11 @@ extension ClientDatabase {
     /// restart), and claimed ones whose lease has lapsed on the monotonic clock or whose owner is gone.
     func claimDueDownloads(for owner: ClaimOwner, only: Set<String>?, lease: TimeInterval, now: Date = Date(), clock: LeaseClock = .system) throws -> [ClaimedDownload] {
         let claimed = try write { db -> [ClaimedDownload] in
-            let candidates = try DownloadRecord
+            let candidates = try DownloadRow
                 .filter([DownloadState.queued, .waiting].map(\.rawValue).contains(DownloadRecord.Columns.state)
                     || DownloadState.claimed.map(\.rawValue).contains(DownloadRecord.Columns.state))
                 .order(DownloadRecord.Columns.productId)
-                .fetchAll(db)
+                .fetchAll(db).map(\.value)
             var claimed: [ClaimedDownload] = []
             for var record in candidates where only?.contains(record.productId) ?? true {
                 var liveOwner = false
@@ -206,7 +207,7 @@ extension ClientDatabase {
                 // wins, and the generation it writes fences off every holder before it.
                 let generation = record.claimGeneration + 1
                 let deadline = clock.now().adding(seconds: lease)
-                let changed = try DownloadRecord
+                let changed = try DownloadRow
                     .filter(key: record.productId)
                     .filter(DownloadRecord.Columns.state == record.state.rawValue)
                     .filter(DownloadRecord.Columns.claimGeneration == record.claimGeneration)
@@ -237,9 +238,9 @@ extension ClientDatabase {
     /// Products among `only` (or any) that another live process is working on now.
     func downloadsClaimedByOthers(than owner: ClaimOwner, only: Set<String>?, clock: LeaseClock = .system) throws -> [DownloadRecord] {
         try read { db in
-            try DownloadRecord
+            try DownloadRow
                 .filter(DownloadState.claimed.map(\.rawValue).contains(DownloadRecord.Columns.state))
-                .fetchAll(db)
+                .fetchAll(db).map(\.value)
                 .filter { record in
                     (only?.contains(record.productId) ?? true) && record.owner != owner.id
                         && !clock.hasLapsed(owner: record.owner, boot: record.leaseBoot, deadline: record.leaseDeadline)
@@ -251,7 +252,7 @@ extension ClientDatabase {
     func renewClaims(of owner: ClaimOwner, lease: TimeInterval, clock: LeaseClock = .system) throws {
         let deadline = clock.now().adding(seconds: lease)
         try write(mayUseReserve: false) { db in
-            _ = try DownloadRecord
+            _ = try DownloadRow
                 .filter(DownloadRecord.Columns.owner == owner.id)
                 .filter(DownloadState.claimed.map(\.rawValue).contains(DownloadRecord.Columns.state))
                 .updateAll(db, [
@@ -268,8 +269,8 @@ extension ClientDatabase {
     }
 
     /// The row of `claim`'s download, if the claim still holds it (in any claimed state).
-    private static func claimed(_ claim: DownloadClaim, _ db: Database) -> QueryInterfaceRequest<DownloadRecord> {
-        DownloadRecord
+    private static func claimed(_ claim: DownloadClaim, _ db: Database) -> QueryInterfaceRequest<DownloadRow> {
+        DownloadRow
             .filter(key: claim.productId)
             .filter(DownloadRecord.Columns.owner == claim.owner.id && DownloadRecord.Columns.claimGeneration == claim.generation)
             .filter(DownloadState.claimed.map(\.rawValue).contains(DownloadRecord.Columns.state))
@@ -365,12 +366,12 @@ extension ClientDatabase {
             all += Self.releasingClaim
         }
         let record = try write { db -> DownloadRecord in
-            var request = DownloadRecord.filter(key: productId).filter(allowed.map(\.rawValue).contains(DownloadRecord.Columns.state))
+            var request = DownloadRow.filter(key: productId).filter(allowed.map(\.rawValue).contains(DownloadRecord.Columns.state))
             if let claim {
                 request = request.filter(DownloadRecord.Columns.owner == claim.owner.id && DownloadRecord.Columns.claimGeneration == claim.generation)
             }
             let changed = try request.updateAll(db, all)
-            let current = try DownloadRecord.fetchOne(db, key: productId)
+            let current = try DownloadRow.fetchOne(db, key: productId)?.value
             guard changed == 1, let current else {
                 var state = current?.state.rawValue
                 if let claim, let current, current.owner != claim.owner.id || current.claimGeneration != claim.generation, DownloadState.claimed.contains(current.state) {
@@ -404,12 +405,13 @@ extension ClientDatabase {
                     DownloadRecord.Columns.lastError.set(to: nil), Column("partialETag").set(to: nil),
                     DownloadRecord.Columns.updatedAt.set(to: Date()), DownloadRecord.Columns.transferNote.set(to: note),
                 ])
-            let current = try DownloadRecord.fetchOne(db, key: item.productId)
+            let current = try DownloadRow.fetchOne(db, key: item.productId)?.value
             guard changed == 1, let current else {
                 throw IllegalTransition(subject: "the download of \(item.productId)", current: current?.state.rawValue, target: DownloadState.installed.rawValue)
             }
             try swap()
-            try item.save(db)
+            var row = LibraryItemRow(item)
+            try row.save(db)
             return current
         }
         events.publish(.download(record))
@@ -420,7 +422,7 @@ extension ClientDatabase {
     /// (then the file is someone else's to keep).
     func discardCancelledPartial(_ productId: String, _ remove: () -> Void) throws {
         try write { db in
-            if try DownloadRecord.fetchOne(db, key: productId)?.state == .cancelled { remove() }
+            if try DownloadRow.fetchOne(db, key: productId)?.value.state == .cancelled { remove() }
         }
     }
 }

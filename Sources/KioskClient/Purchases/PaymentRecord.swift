@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+internal import GRDB
 import KioskCore
 
 /// Where a purchase stands on this device.
@@ -32,8 +32,8 @@ public enum PaymentState: String, Codable, Sendable, CaseIterable {
 }
 
 /// One purchase, redemption or restored transaction on this device.
-public struct PaymentRecord: Codable, FetchableRecord, MutablePersistableRecord, Sendable, Equatable {
-    public static let databaseTableName = "payment"
+public struct PaymentRecord: Codable, Sendable, Equatable, StoredRow {
+    static let databaseTableName = "payment"
     public var id: Int64?
     /// Sent with every attempt, so the server never charges twice; nil for restored transactions.
     public var idempotencyKey: String?
@@ -69,7 +69,7 @@ public struct PaymentRecord: Codable, FetchableRecord, MutablePersistableRecord,
     /// When the purchase was first handed to the network; nil means the store never saw it.
     public var sentAt: Date?
 
-    public enum Columns {
+    enum Columns {
         static let id = Column("id")
         static let state = Column("state")
         static let transactionId = Column("transactionId")
@@ -81,8 +81,8 @@ public struct PaymentRecord: Codable, FetchableRecord, MutablePersistableRecord,
         static let updatedAt = Column("updatedAt")
     }
 
-    public mutating func didInsert(_ inserted: InsertionSuccess) {
-        id = inserted.rowID
+    mutating func didInsert(rowID: Int64) {
+        id = rowID
     }
 
     var subject: String { "transaction \(transactionId ?? "#\(id ?? 0)") (\(productId))" }

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+internal import GRDB
 import KioskCore
 
 /// The transitions of a purchase. Each is one SQLite transaction that checks the current state.
@@ -7,49 +7,49 @@ extension ClientDatabase {
     // MARK: Reads
 
     func payments() throws -> [PaymentRecord] {
-        try read { try PaymentRecord.order(PaymentRecord.Columns.id.desc).fetchAll($0) }
+        try read { try PaymentRow.order(PaymentRecord.Columns.id.desc).fetchAll($0).map(\.value) }
     }
 
     func payment(_ id: Int64) throws -> PaymentRecord? {
-        try read { try PaymentRecord.fetchOne($0, key: id) }
+        try read { try PaymentRow.fetchOne($0, key: id)?.value }
     }
 
     /// The row of a transaction the store named, if this device has it.
     func payment(transactionId: String) throws -> PaymentRecord? {
-        try read { try PaymentRecord.filter(PaymentRecord.Columns.transactionId == transactionId).fetchOne($0) }
+        try read { try PaymentRow.filter(PaymentRecord.Columns.transactionId == transactionId).fetchOne($0)?.value }
     }
 
     /// Rows replay must move on, oldest first.
     func unfinishedPayments() throws -> [PaymentRecord] {
         try read { db in
-            try PaymentRecord
+            try PaymentRow
                 .filter([PaymentState.purchasing, .purchased, .restored, .deferred, .delivering].map(\.rawValue).contains(PaymentRecord.Columns.state))
                 .order(PaymentRecord.Columns.id)
-                .fetchAll(db)
+                .fetchAll(db).map(\.value)
         }
     }
 
     /// This device's standing purchase of a book, issue or subscription, if it has one.
     func owningPayment(productId: String) throws -> PaymentRecord? {
         try read { db in
-            try PaymentRecord
+            try PaymentRow
                 .filter(PaymentRecord.Columns.productId == productId)
                 .filter(PaymentRecord.Columns.kind != ProductKind.consumable.rawValue)
                 .filter(PaymentState.owning.map(\.rawValue).contains(PaymentRecord.Columns.state))
                 .filter(PaymentRecord.Columns.transactionId != nil)
                 .order(PaymentRecord.Columns.id)
-                .fetchOne(db)
+                .fetchOne(db)?.value
         }
     }
 
     /// This device's Ask to Buy request for a product still waiting for an answer, if any.
     func pendingRequest(productId: String) throws -> PaymentRecord? {
         try read { db in
-            try PaymentRecord
+            try PaymentRow
                 .filter(PaymentRecord.Columns.productId == productId)
                 .filter(PaymentRecord.Columns.state == PaymentState.deferred.rawValue)
                 .order(PaymentRecord.Columns.id)
-                .fetchOne(db)
+                .fetchOne(db)?.value
         }
     }
 
@@ -68,7 +68,7 @@ extension ClientDatabase {
             originalTransactionId: nil, receipt: nil, lastError: nil, createdAt: now, updatedAt: now)
         pending.storeURL = storeURL
         pending.storeKeys = storeKeys
-        let record = try write { try pending.inserted($0) }
+        let record = try write { try PaymentRow(pending).inserted($0).value }
         events.publish(.transaction(record))
         return record
     }
@@ -83,7 +83,7 @@ extension ClientDatabase {
             Column("originalTransactionId").set(to: originalTransactionId),
             Column("receipt").set(to: receipt),
         ] + Self.clearedError) { db in
-            try PaymentRecord
+            try PaymentRow
                 .filter(PaymentRecord.Columns.transactionId == transactionId && PaymentRecord.Columns.id != id && Column("idempotencyKey") == nil)
                 .deleteAll(db)
         }
@@ -115,7 +115,7 @@ extension ClientDatabase {
     /// The unsent purchases of a product: `purchasing` rows.
     func unsentPurchases(productId: String) throws -> [PaymentRecord] {
         try read { db in
-            try PaymentRecord.filter(PaymentRecord.Columns.productId == productId && PaymentRecord.Columns.state == PaymentState.purchasing.rawValue).fetchAll(db)
+            try PaymentRow.filter(PaymentRecord.Columns.productId == productId && PaymentRecord.Columns.state == PaymentState.purchasing.rawValue).fetchAll(db).map(\.value)
         }
     }
 
@@ -144,7 +144,7 @@ extension ClientDatabase {
     func recordNotCharged(_ id: Int64) throws -> PaymentRecord {
         try write { db in
             try db.execute(sql: "UPDATE payment SET paymentMethod = ? WHERE id = ?", arguments: [PaymentRecord.notCharged, id])
-            guard let record = try PaymentRecord.fetchOne(db, key: id) else { throw IllegalTransition(subject: "payment \(id)", current: nil, target: "not charged") }
+            guard let record = try PaymentRow.fetchOne(db, key: id)?.value else { throw IllegalTransition(subject: "payment \(id)", current: nil, target: "not charged") }
             return record
         }
     }
@@ -165,13 +165,13 @@ extension ClientDatabase {
     /// - Throws: ``IllegalTransition`` when the row is no longer `purchasing`.
     func dropDuplicateRequest(_ id: Int64, standing transactionId: String) throws -> PaymentRecord {
         try write { db -> PaymentRecord in
-            let deleted = try PaymentRecord
+            let deleted = try PaymentRow
                 .filter(key: id)
                 .filter(PaymentRecord.Columns.state == PaymentState.purchasing.rawValue)
                 .deleteAll(db)
-            let standing = try PaymentRecord.filter(PaymentRecord.Columns.transactionId == transactionId).fetchOne(db)
+            let standing = try PaymentRow.filter(PaymentRecord.Columns.transactionId == transactionId).fetchOne(db)?.value
             guard deleted == 1, let standing else {
-                let current = try PaymentRecord.fetchOne(db, key: id)
+                let current = try PaymentRow.fetchOne(db, key: id)?.value
                 throw IllegalTransition(subject: current?.subject ?? "transaction #\(id)", current: current?.state.rawValue, target: "dropped as a duplicate request")
             }
             return standing
@@ -196,8 +196,8 @@ extension ClientDatabase {
             createdAt: now, updatedAt: now)
         let record = try write { db -> PaymentRecord? in
             // transactionId is UNIQUE: of two processes restoring at once, one row wins.
-            guard try PaymentRecord.filter(PaymentRecord.Columns.transactionId == claims.transactionId).fetchCount(db) == 0 else { return nil }
-            return try found.inserted(db)
+            guard try PaymentRow.filter(PaymentRecord.Columns.transactionId == claims.transactionId).fetchCount(db) == 0 else { return nil }
+            return try PaymentRow(found).inserted(db).value
         }
         if let record { events.publish(.transaction(record)) }
         return record
@@ -217,7 +217,7 @@ extension ClientDatabase {
     /// - Returns: nil when this device has no such transaction or already knows it is revoked.
     func markRevoked(transactionId: String, at date: Date, reason: String) throws -> PaymentRecord? {
         let record = try write { db -> PaymentRecord? in
-            let changed = try PaymentRecord
+            let changed = try PaymentRow
                 .filter(PaymentRecord.Columns.transactionId == transactionId)
                 .filter(PaymentTransition.revoked.from.map(\.rawValue).contains(PaymentRecord.Columns.state))
                 .updateAll(db, [
@@ -228,7 +228,7 @@ extension ClientDatabase {
                     PaymentRecord.Columns.updatedAt.set(to: Date()),
                 ])
             guard changed == 1 else { return nil }
-            return try PaymentRecord.filter(PaymentRecord.Columns.transactionId == transactionId).fetchOne(db)
+            return try PaymentRow.filter(PaymentRecord.Columns.transactionId == transactionId).fetchOne(db)?.value
         }
         if let record { events.publish(.transaction(record)) }
         return record
@@ -240,11 +240,11 @@ extension ClientDatabase {
     /// - Returns: whether this device held that transaction.
     func replaceReceipt(transactionId: String, with receipt: String) throws -> Bool {
         let record = try write { db -> PaymentRecord? in
-            let changed = try PaymentRecord.filter(PaymentRecord.Columns.transactionId == transactionId)
+            let changed = try PaymentRow.filter(PaymentRecord.Columns.transactionId == transactionId)
                 .updateAll(db, [Column("receipt").set(to: receipt), PaymentRecord.Columns.updatedAt.set(to: Date())])
             guard changed > 0 else { return nil }
-            try DownloadRecord.filter(Column("transactionId") == transactionId).updateAll(db, [Column("receipt").set(to: receipt)])
-            return try PaymentRecord.filter(PaymentRecord.Columns.transactionId == transactionId).fetchOne(db)
+            try DownloadRow.filter(Column("transactionId") == transactionId).updateAll(db, [Column("receipt").set(to: receipt)])
+            return try PaymentRow.filter(PaymentRecord.Columns.transactionId == transactionId).fetchOne(db)?.value
         }
         if let record { events.publish(.transaction(record)) }
         return record != nil
@@ -253,13 +253,13 @@ extension ClientDatabase {
     /// Keeps why an attempt failed and when to try again, without changing the state.
     func recordPaymentFailure(_ id: Int64, message: String, retryAt: Date) throws {
         let record = try write { db -> PaymentRecord? in
-            try PaymentRecord.filter(key: id).updateAll(db, [
+            try PaymentRow.filter(key: id).updateAll(db, [
                 PaymentRecord.Columns.lastError.set(to: message),
                 PaymentRecord.Columns.attempts += 1,
                 PaymentRecord.Columns.nextAttemptAt.set(to: retryAt),
                 PaymentRecord.Columns.updatedAt.set(to: Date()),
             ])
-            return try PaymentRecord.fetchOne(db, key: id)
+            return try PaymentRow.fetchOne(db, key: id)?.value
         }
         if let record { events.publish(.transaction(record)) }
     }
@@ -277,11 +277,11 @@ extension ClientDatabase {
         let (allowed, target) = (move.from, move.to)
         let record = try write { db -> PaymentRecord in
             try prepare(db)
-            let changed = try PaymentRecord
+            let changed = try PaymentRow
                 .filter(key: id)
                 .filter(allowed.map(\.rawValue).contains(PaymentRecord.Columns.state))
                 .updateAll(db, [PaymentRecord.Columns.state.set(to: target.rawValue), PaymentRecord.Columns.updatedAt.set(to: Date())] + assignments)
-            let current = try PaymentRecord.fetchOne(db, key: id)
+            let current = try PaymentRow.fetchOne(db, key: id)?.value
             guard changed == 1, let current else {
                 throw IllegalTransition(subject: current?.subject ?? "transaction #\(id)", current: current?.state.rawValue, target: target.rawValue)
             }

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+internal import GRDB
 import KioskCore
 
 /// Verifies receipts with the store's receipt policy (``KioskReceiptPolicy``, the same the server

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+internal import GRDB
 import KioskCore
 
 /// The one owner of `kiosk.sqlite`: every read the engine needs and every state transition.
