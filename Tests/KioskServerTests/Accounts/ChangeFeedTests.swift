@@ -8,10 +8,7 @@ import Testing
 /// `GET /v1/transactions` is the account's change feed: what changed after a cursor, and a long poll
 /// that a change wakes through whichever instance wrote it.
 @Suite("The account change feed")
-struct ChangeFeedTests {
-    static let book = StoreTests.book
-    static let pack5 = StoreTests.pack5
-
+struct ChangeFeedTests: StoreSuite, TwoInstanceSuite {
     static func page(_ http: StoreHTTP, _ token: String, after cursor: String?, wait: Int? = nil) async throws -> TransactionPage {
         var query: [String] = []
         if let cursor { query.append("after=\(cursor)") }
@@ -23,7 +20,7 @@ struct ChangeFeedTests {
 
     @Test("a refund of an older purchase comes after the cursor, once, with its new state; the full walk sees each transaction once", arguments: TestEngine.all)
     func refundAfterCursor(engine: TestEngine) async throws {
-        try await StoreTests.withStore(engine: engine) { server, http, account in
+        try await Self.withStore(engine: engine) { server, http, account in
             let book = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self).transaction
             _ = try await http.pay(Self.pack5, token: account.token)
             let first = try await Self.page(http, account.token, after: nil)
@@ -42,7 +39,7 @@ struct ChangeFeedTests {
 
     @Test("a long poll with nothing new is held until the account changes, then answers the change", arguments: TestEngine.all)
     func longPollWakes(engine: TestEngine) async throws {
-        try await StoreTests.withStore(engine: engine) { _, http, account in
+        try await Self.withStore(engine: engine) { _, http, account in
             let start = try await Self.page(http, account.token, after: nil)
             let clock = ContinuousClock()
             let began = clock.now
@@ -61,7 +58,7 @@ struct ChangeFeedTests {
 
     @Test("a refund, a pack and a subscription bought through instance A each wake a long poll waiting on instance B")
     func crossInstanceWake() async throws {
-        try await ScaleOutTests.withTwoInstances { a, b in
+        try await Self.withTwoInstances { a, b in
             let (serverA, httpA) = a
             let (_, httpB) = b
             let account = try await httpA.createAccount()
@@ -77,11 +74,11 @@ struct ChangeFeedTests {
                     #expect(refunded.status == 200)
                 }),
                 ("pack", .purchased, {
-                    let bought = try await httpA.pay(StoreTests.pack5, token: account.token)
+                    let bought = try await httpA.pay(Self.pack5, token: account.token)
                     #expect(bought.status == 200)
                 }),
                 ("subscription", .purchased, {
-                    let bought = try await httpA.pay(SubscriptionLifeTests.monthly, token: account.token)
+                    let bought = try await httpA.pay(Self.subscription, token: account.token)
                     #expect(bought.status == 200)
                 }),
             ]
@@ -101,7 +98,7 @@ struct ChangeFeedTests {
 
     @Test("PostgreSQL drops the other instance's LISTEN connection: a purchase committed before it listens again still reaches its polls within seconds")
     func wakeAfterListenLost() async throws {
-        try await ScaleOutTests.withTwoInstances { a, b in
+        try await Self.withTwoInstances { a, b in
             let (_, httpA) = a
             let (serverB, httpB) = b
             let account = try await httpA.createAccount()
@@ -129,6 +126,24 @@ struct ChangeFeedTests {
             let wokeAt = try await poller.value
             let waited = try #require(wokeAt) - boughtAt
             #expect(waited < .seconds(3), "B's poll saw the purchase after \(waited)")
+        }
+    }
+
+    @Test("the transaction list pages with a cursor and finish is recorded", arguments: TestEngine.all)
+    func transactionsAndFinish(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { _, http, account in
+            for _ in 0..<3 { _ = try await http.pay(Self.pack5, token: account.token) }
+            let all = try await http.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self)
+            #expect(all.transactions.count == 3)
+            #expect(all.transactions.allSatisfy { !$0.finished })
+            let after = try await http.send("GET", "/v1/transactions?after=\(all.cursor ?? "")", token: account.token).decode(TransactionPage.self)
+            #expect(after.transactions.isEmpty)
+
+            let id = all.transactions[0].transactionId
+            let finished = try await http.send("POST", "/v1/transactions/\(id)/finish", token: account.token).decode(StoreTransaction.self)
+            #expect(finished.finished)
+            let other = try await http.createAccount()
+            #expect(try await http.send("POST", "/v1/transactions/\(id)/finish", token: other.token).status == 404)
         }
     }
 }

@@ -9,8 +9,8 @@ import Testing
 /// The sales rows kept as the store writes (`salesDaySlot`, what the console's overview reads) are
 /// the sums of the ledger itself, under purchases made at once from many accounts and refunds.
 @Suite("Sales by day kept as the store writes")
-struct SalesByDayTests {
-    static let products = [StoreTests.book, StoreTests.pack5, StoreTests.issue, "com.kiosk.books.night-sky-atlas"]
+struct SalesByDayTests: StoreSuite {
+    static let products = [Self.book, Self.pack5, Self.issue, "com.kiosk.books.night-sky-atlas"]
 
     static func sales(_ http: StoreHTTP, _ server: KioskServer, _ query: String) async throws -> [AdminSalesRow] {
         let reply = try await http.send("GET", "/v1/admin/sales" + query, authorization: "Bearer \(server.adminToken)")
@@ -20,15 +20,15 @@ struct SalesByDayTests {
 
     @Test("whole-day rows (salesDaySlot, summed over their slots) equal the ledger's sums after concurrent purchases from many accounts, a refund and a credits refund", arguments: TestEngine.all)
     func rowsAgree(engine: TestEngine) async throws {
-        try await StoreTests.withStore(engine: engine) { server, http, first in
+        try await Self.withStore(engine: engine) { server, http, first in
             var accounts = [first]
             for _ in 0..<7 { accounts.append(try await http.createAccount()) }
             let bought = try await withThrowingTaskGroup(of: [PaymentResponse].self) { group in
                 for (index, account) in accounts.enumerated() {
                     group.addTask {
                         var responses: [PaymentResponse] = []
-                        for product in Self.products.shuffled() where !(index % 2 == 1 && product == StoreTests.issue) {
-                            let reply = try await http.pay(product, token: account.token, quantity: product == StoreTests.pack5 ? 2 : 1)
+                        for product in Self.products.shuffled() where !(index % 2 == 1 && product == Self.issue) {
+                            let reply = try await http.pay(product, token: account.token, quantity: product == Self.pack5 ? 2 : 1)
                             #expect(reply.status == 200, "\(reply.status)")
                             responses.append(try reply.decode(PaymentResponse.self))
                         }
@@ -37,8 +37,8 @@ struct SalesByDayTests {
                 }
                 return try await group.reduce(into: []) { $0 += $1 }
             }
-            let book = try #require(bought.first { $0.transaction.productId == StoreTests.book })
-            let pack = try #require(bought.first { $0.transaction.productId == StoreTests.pack5 })
+            let book = try #require(bought.first { $0.transaction.productId == Self.book })
+            let pack = try #require(bought.first { $0.transaction.productId == Self.pack5 })
             for refunded in [book, pack] {
                 let reply = try await http.send("POST", "/v1/admin/transactions/\(refunded.transaction.transactionId)/refund",
                                                 authorization: "Bearer \(server.adminToken)", json: "{}")
@@ -53,9 +53,9 @@ struct SalesByDayTests {
             #expect(kept == summed)
             #expect(kept.reduce(0) { $0 + $1.sales } == bought.count)
             #expect(kept.reduce(0) { $0 + $1.refunds } == 2)
-            #expect(kept.first { $0.productId == StoreTests.book }?.sales == accounts.count)
-            let oneProduct = try await Self.sales(http, server, "?product=\(StoreTests.pack5)")
-            #expect(oneProduct == summed.filter { $0.productId == StoreTests.pack5 } && !oneProduct.isEmpty)
+            #expect(kept.first { $0.productId == Self.book }?.sales == accounts.count)
+            let oneProduct = try await Self.sales(http, server, "?product=\(Self.pack5)")
+            #expect(oneProduct == summed.filter { $0.productId == Self.pack5 } && !oneProduct.isEmpty)
             let today = try await Self.sales(http, server, "?since=\(ISO8601DateFormatter.string(from: Date(), timeZone: .gmt, formatOptions: [.withFullDate]))")
             #expect(today == kept)
         }

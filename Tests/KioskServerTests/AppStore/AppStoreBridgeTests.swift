@@ -6,7 +6,7 @@ import KioskTransfer
 import Testing
 
 @Suite("App Store bridge (server)")
-struct AppStoreBridgeTests {
+struct AppStoreBridgeTests: StoreSuite {
     static let bundleId = "com.example.reader"
     static let book = "com.kiosk.books.river-of-maps"
     static let appStoreBook = "ios.reader.river_of_maps"
@@ -79,7 +79,7 @@ struct AppStoreBridgeTests {
             let status = try await http.verifyReceipt(production).status
             #expect(status == VerifyReceiptStatus.productionReceiptSentToSandbox)
         }
-        try await StoreTests.withStore { _, http, _ in
+        try await Self.withStore { _, http, _ in
             let reply = try await http.send("GET", "/v1/content/\(Self.book)", authorization: "AppStore \(try chain.transaction(productId: Self.appStoreBook))")
             #expect(reply.status == 401)
         }

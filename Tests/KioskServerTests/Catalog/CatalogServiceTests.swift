@@ -10,7 +10,7 @@ import NIOCore
 import Testing
 
 @Suite("The catalog service over real sockets")
-struct CatalogServiceTests {
+struct CatalogServiceTests: LargeBookSuite {
     /// A server over a private copy of the sample store, on port 0.
     struct Fixture {
         let directory: TemporaryDirectory
@@ -230,5 +230,31 @@ struct CatalogServiceTests {
         try store.editCatalog("books.json") { products in products[1]["price"] = "free" }
         let error = try await #require(throws: CatalogError.self) { try await Fixture.makeServer(store) }
         #expect(error.description == "Catalog/books.json: product \"com.kiosk.books.river-of-maps\": field \"price\": \"free\" is not a decimal amount like 4.99")
+    }
+
+    @Test("while a slow reload packs, the catalog and payments keep answering from the last good catalog")
+    func requestsDuringSlowReload() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+        try await LiveServer.run(configuration) { server, url in
+            let http = StoreHTTP(baseURL: url)
+            let account = try await http.createAccount()
+            try store.addLargeBook(Self.large, megabytes: 48)
+            let reload = Task { await server.catalog.reload() }
+            try await Task.sleep(for: .milliseconds(200))
+            var slowest = Duration.zero
+            for _ in 0..<5 {
+                let started = ContinuousClock.now
+                #expect(try await http.send("GET", "/v1/catalog").status == 200)
+                #expect(try await http.pay("com.kiosk.credits.pack-5", token: account.token).status == 200)
+                slowest = max(slowest, ContinuousClock.now - started)
+            }
+            let catalogBefore = try await http.send("GET", "/v1/catalog").decode(CatalogDocument.self)
+            #expect(!catalogBefore.products.contains { $0.id == Self.large }, "the reload had already finished; the test proves nothing")
+            #expect(slowest < .milliseconds(500), "a request waited \(slowest) for the reload")
+            #expect(await reload.value)
+            #expect(try await http.send("GET", "/v1/catalog").decode(CatalogDocument.self).products.contains { $0.id == Self.large })
+        }
     }
 }

@@ -8,7 +8,7 @@ import Testing
 
 /// SQLite's group commit: many write transactions per commit, each still all or nothing.
 @Suite("Group commit")
-struct GroupCommitTests {
+struct GroupCommitTests: StoreSuite {
     @Test("64 concurrent writes share a few commits; the ones that throw leave nothing, the others are all there")
     func sharedCommits() async throws {
         let directory = try TemporaryDirectory()
@@ -42,14 +42,14 @@ struct GroupCommitTests {
 
     @Test("16 credit packs bought at once on one account, each sent twice: 16 charges, a balance of exactly 80, and on SQLite they share commits instead of taking turns", arguments: TestEngine.all)
     func packsOfOneAccountShareCommits(engine: TestEngine) async throws {
-        try await StoreRulesTests.withStore(engine: engine) { server, http, account, _ in
+        try await Self.withStore(engine: engine) { server, http, account in
             // PostgreSQL has no group commit of Kiosk's: there the charges meet on the account's row.
             let groupCommit = server.database.groupCommit
             #expect((groupCommit == nil) == (engine == .postgres))
             let before = groupCommit?.commits.load(ordering: .relaxed) ?? 0
             let replies = try await withThrowingTaskGroup(of: PaymentResponse.self) { group in
                 for index in 0..<32 {
-                    group.addTask { try await http.pay(StoreRulesTests.pack5, token: account.token, key: "pack-\(index / 2)").decode(PaymentResponse.self) }
+                    group.addTask { try await http.pay(Self.pack5, token: account.token, key: "pack-\(index / 2)").decode(PaymentResponse.self) }
                 }
                 return try await group.reduce(into: []) { $0.append($1) }
             }

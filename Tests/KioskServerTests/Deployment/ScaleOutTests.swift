@@ -8,7 +8,7 @@ import Testing
 
 /// Two `kiosk serve` instances over one PostgreSQL database are one store.
 @Suite("Two instances over one PostgreSQL database")
-struct ScaleOutTests {
+struct ScaleOutTests: TwoInstanceSuite {
     static let book = "com.kiosk.books.small-engines"
     static let pack5 = "com.kiosk.credits.pack-5"
 
@@ -23,24 +23,6 @@ struct ScaleOutTests {
                 group.addTask { try await send(http, index) }
             }
             return try await group.reduce(into: []) { $0.append($1) }
-        }
-    }
-
-    /// Instances A and B on their own data folders (their own packed content) and one database.
-    static func withTwoInstances(_ body: @Sendable (_ a: (KioskServer, StoreHTTP), _ b: (KioskServer, StoreHTTP)) async throws -> Void) async throws {
-        let directory = try TemporaryDirectory()
-        let store = try SampleStore(in: directory)
-        let database = try await TestPostgres.shared.freshDatabase()
-        @Sendable func configuration(_ name: String) -> ServerConfiguration {
-            var configuration = ServerConfiguration(
-                catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: directory.url.appendingPathComponent(name))
-            configuration.database = database
-            return configuration
-        }
-        try await LiveServer.run(configuration("a")) { a, urlA in
-            try await LiveServer.run(configuration("b")) { b, urlB in
-                try await body((a, StoreHTTP(baseURL: urlA)), (b, StoreHTTP(baseURL: urlB)))
-            }
         }
     }
 
@@ -184,53 +166,6 @@ struct ScaleOutTests {
         }
     }
 
-    @Test("instances serving one published folder give the same catalog and ETag without packing; a folder missing an archive stops the server, naming the file")
-    func publishedFolder() async throws {
-        let directory = try TemporaryDirectory()
-        let store = try SampleStore(in: directory)
-        let folder = PublishedFolder(directory.path("published"))
-        let published = try folder.publish(catalog: store.catalog, content: store.content, logger: Logger(label: "test"))
-        // Publishing again packs nothing new and gives the same document.
-        let again = try folder.publish(catalog: store.catalog, content: store.content, logger: Logger(label: "test"))
-        #expect(again.etag == published.etag)
-
-        func serve(_ name: String) -> ServerConfiguration {
-            var configuration = ServerConfiguration(
-                catalogDirectory: directory.path("no-catalog"), contentDirectory: directory.path("no-content"), dataDirectory: directory.path(name))
-            configuration.publishedDirectory = folder.url
-            return configuration
-        }
-        let etags = try await [serve("a"), serve("b")].asyncMap { configuration in
-            try await LiveServer.run(configuration) { server, url in
-                #expect(!FileManager.default.fileExists(atPath: directory.path(configuration.dataDirectory.lastPathComponent + "/content").path), "an instance packed")
-                let reply = try await HTTPClient().send(HTTPRequest(url: url + "/v1/catalog"))
-                #expect(reply.status == 200)
-                return reply.headers["etag"] ?? ""
-            }
-        }
-        #expect(etags == [published.gzipETag, published.gzipETag])
-
-        let archive = try #require(published.archives.values.first).file
-        try FileManager.default.removeItem(at: archive)
-        let error = await #expect(throws: PublishedFolderError.self) {
-            try await LiveServer.run(serve("c")) { _, _ in }
-        }
-        #expect(error?.description.hasPrefix("\(archive.path): is missing") == true)
-    }
-
-    @Test("a catalog with nothing to pack (credit packs only) publishes")
-    func publishWithoutContent() throws {
-        let directory = try TemporaryDirectory()
-        let catalog = directory.path("Catalog")
-        try FileManager.default.createDirectory(at: catalog, withIntermediateDirectories: true)
-        try Data(#"{"products": [{"id": "com.example.credits.five", "kind": "consumable", "title": "5 credits", "price": "4.99", "currency": "USD", "credits": 5}]}"#.utf8)
-            .write(to: catalog.appendingPathComponent("credits.json"))
-        let folder = PublishedFolder(directory.path("published"))
-        let published = try folder.publish(catalog: catalog, content: directory.path("Content"), logger: Logger(label: "test"))
-        #expect(published.products.keys.sorted() == ["com.example.credits.five"])
-        #expect(try Data(contentsOf: folder.catalogFile) == published.body)
-    }
-
     static func kid(of jws: String) throws -> String {
         var header = String(jws.split(separator: ".")[0]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while header.count % 4 != 0 { header += "=" }
@@ -243,4 +178,3 @@ struct ScaleOutTests {
         var keys: [Key]
     }
 }
-

@@ -7,13 +7,13 @@ import Testing
 
 /// A retired signing key does not take the purchases it signed with it.
 @Suite("Receipts signed with a retired key")
-struct RetiredKeyTests {
+struct RetiredKeyTests: StoreSuite {
     static let book = "com.kiosk.books.small-engines"
     static let other = "com.kiosk.books.river-of-maps"
 
     @Test("after a key is retired, the transaction list and a replayed payment hand out its purchases signed with the current key; the old receipt is refused for content with a 401 naming the key", arguments: TestEngine.all)
     func retiredKeyReissues(engine: TestEngine) async throws {
-        try await StoreTests.withStore(engine: engine) { server, http, account in
+        try await Self.withStore(engine: engine) { server, http, account in
             let key = UUID().uuidString
             let first = try await http.pay(Self.book, token: account.token, key: key).decode(PaymentResponse.self)
             let oldReceipt = try #require(first.transaction.signedTransaction)

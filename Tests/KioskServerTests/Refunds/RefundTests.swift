@@ -6,91 +6,13 @@ import KioskTransfer
 import Logging
 import Testing
 
-/// The store keeps its word under concurrency, reloads and restarts.
-@Suite("The store under concurrency, reloads and refunds")
-struct StoreRulesTests {
-    static let book = "com.kiosk.books.small-engines"
-    static let issue = "com.kiosk.magazines.harbor-monthly.issue-02"
-    static let pack5 = "com.kiosk.credits.pack-5"
-    static let pack10 = "com.kiosk.credits.pack-10"
-
-    static func withStore<T: Sendable>(engine: TestEngine = .sqlite, prepare: @Sendable (SampleStore) throws -> Void = { _ in }, _ body: @Sendable (KioskServer, StoreHTTP, AccountCreated, SampleStore) async throws -> T) async throws -> T {
-        let directory = try TemporaryDirectory()
-        let store = try SampleStore(in: directory)
-        try prepare(store)
-        var configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
-        configuration.database = try await engine.freshDatabase()
-        return try await LiveServer.run(configuration) { server, url in
-            let http = StoreHTTP(baseURL: url)
-            return try await body(server, http, try await http.createAccount(), store)
-        }
-    }
-
-    static func concurrently(_ count: Int, _ body: @escaping @Sendable (Int) async throws -> StoreHTTP.Reply) async throws -> [StoreHTTP.Reply] {
-        try await withThrowingTaskGroup(of: StoreHTTP.Reply.self) { group in
-            for index in 0..<count { group.addTask { try await body(index) } }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
-    }
-
-    @Test("16 buys of one book at once with different keys: one charge, the others free re-buys of the first", arguments: TestEngine.all)
-    func concurrentBuys(engine: TestEngine) async throws {
-        try await Self.withStore(engine: engine) { server, http, account, _ in
-            let replies = try await Self.concurrently(16) { _ in try await http.pay(Self.book, token: account.token) }
-            #expect(replies.allSatisfy { $0.status == 200 })
-            let payments = try replies.map { try $0.decode(PaymentResponse.self) }
-            #expect(payments.filter { $0.owned != true }.count == 1)
-            #expect(Set(payments.map { $0.transaction.transactionId }).count == 16)
-            #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken) == [499])
-            let originals = try await payments.asyncMap { payment -> String in
-                let receipt = try #require(payment.transaction.signedTransaction)
-                return try await KioskReceiptPolicy(keySet: try await server.keys.jwks()).check(receipt).originalTransactionId
-            }
-            #expect(Set(originals).count == 1)
-        }
-    }
-
-    @Test("16 redemptions of one issue at once: credits spent once, exactly", arguments: TestEngine.all)
-    func concurrentRedemptions(engine: TestEngine) async throws {
-        try await Self.withStore(engine: engine) { _, http, account, _ in
-            #expect(try await http.pay(Self.pack10, token: account.token).status == 200)
-            let replies = try await Self.concurrently(16) { _ in
-                try await http.send("POST", "/v1/redemptions", token: account.token, json: #"{"productId": "\#(Self.issue)", "idempotencyKey": "\#(UUID().uuidString)"}"#)
-            }
-            #expect(replies.allSatisfy { $0.status == 200 })
-            let summary = try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self)
-            #expect(summary.credits == 8)
-        }
-    }
-
-    @Test("several Ask to Buy requests for one product: one stays pending, the others answer with it", arguments: TestEngine.all)
-    func onePendingRequest(engine: TestEngine) async throws {
-        try await Self.withStore(engine: engine) { server, http, account, _ in
-            let replies = try await Self.concurrently(8) { _ in try await http.pay(Self.book, token: account.token, method: .defer) }
-            #expect(replies.allSatisfy { $0.status == 200 })
-            let ids = Set(try replies.map { try $0.decode(PaymentResponse.self).transaction.transactionId })
-            #expect(ids.count == 1)
-            let pending = try await http.send("GET", "/v1/admin/pending", token: server.adminToken)
-            #expect(try JSONSerialization.jsonObject(with: pending.body) as? [[String: Any]] != nil)
-            #expect((try JSONSerialization.jsonObject(with: pending.body) as? [[String: Any]])?.count == 1)
-        }
-    }
-
-    @Test("re-buying an owned book is answered owned: true with the original transaction", arguments: TestEngine.all)
-    func ownedAnswer(engine: TestEngine) async throws {
-        try await Self.withStore(engine: engine) { server, http, account, _ in
-            let first = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
-            #expect(first.owned == false)
-            let again = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
-            #expect(again.owned == true)
-            let receipt = try #require(again.transaction.signedTransaction)
-            #expect(try await KioskReceiptPolicy(keySet: try await server.keys.jwks()).check(receipt).originalTransactionId == first.transaction.transactionId)
-        }
-    }
-
+/// A refund or revocation by the operator: it revokes the transaction and what stood on it, pays
+/// back once (money, or credits for what credits bought), and records the reason in the ledger.
+@Suite("Refunds and revocations")
+struct RefundTests: StoreSuite, SubscriptionSuite {
     @Test("a refund revokes, records a negative charge with its reason, and the ledger sums to what was paid; a second is a 409", arguments: TestEngine.all)
     func refundLedger(engine: TestEngine) async throws {
-        try await Self.withStore(engine: engine) { server, http, account, _ in
+        try await Self.withStore(engine: engine) { server, http, account in
             let book = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
             _ = try await http.pay(Self.pack5, token: account.token)
             let refund = try await http.send("POST", "/v1/admin/transactions/\(book.transaction.transactionId)/refund", token: server.adminToken, json: #"{"reason": "damaged file"}"#)
@@ -113,7 +35,7 @@ struct StoreRulesTests {
 
     @Test("refunding a book revokes the free re-buys that stood on it: their receipts stop entitling, and the next buy is charged again", arguments: TestEngine.all)
     func refundTakesFreeRebuys(engine: TestEngine) async throws {
-        try await Self.withStore(engine: engine) { server, http, account, _ in
+        try await Self.withStore(engine: engine) { server, http, account in
             let paid = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
             let free = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
             #expect(free.owned == true)
@@ -132,83 +54,83 @@ struct StoreRulesTests {
         }
     }
 
-    @Test("a refund racing 16 buys of the same book: no free re-buy is left standing on the refunded purchase", arguments: TestEngine.all)
-    func refundRacingBuys(engine: TestEngine) async throws {
-        try await Self.withStore(engine: engine) { server, http, account, _ in
-            let paid = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
-            let refundId = paid.transaction.transactionId
-            let replies = try await Self.concurrently(17) { index in
-                if index == 8 {
-                    return try await http.send("POST", "/v1/admin/transactions/\(refundId)/refund", token: server.adminToken)
-                }
-                return try await http.pay(Self.book, token: account.token)
-            }
-            #expect(replies.allSatisfy { $0.status == 200 })
-            let page = try await http.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self)
-            let verifier = try await KioskReceiptPolicy(keySet: try await server.keys.jwks())
-            let status = Dictionary(uniqueKeysWithValues: page.transactions.map { ($0.transactionId, $0.status) })
-            for transaction in page.transactions where transaction.status == .purchased {
-                let receipt = try #require(transaction.signedTransaction)
-                let original = try await verifier.check(receipt).originalTransactionId
-                #expect(status[original] == .purchased, "\(transaction.transactionId) stands on \(original), which is \(String(describing: status[original]))")
-            }
+    @Test("a credit pack whose credits were spent is not refunded (409, nothing changes); one whose credits are all there is, and the answer says what it withdrew", arguments: TestEngine.all)
+    func refundOfSpentCredits(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account in
+            let pack = try await http.pay(Self.pack10, token: account.token).decode(PaymentResponse.self).transaction.transactionId
+            let redeemed = try await http.send("POST", "/v1/redemptions", token: account.token, json: #"{"productId": "\#(Self.issue)", "idempotencyKey": "spend-1"}"#)
+            #expect(try redeemed.decode(PaymentResponse.self).credits == 8)
+
+            let refused = try await Self.admin(http, server.adminToken, "refund", pack)
+            #expect(refused.status == 409)
+            let refusal = try refused.decode(APIError.self)
+            #expect(refusal.code == "credits_spent")
+            #expect(refusal.message.contains(pack) && refusal.message.contains("10 credits") && refusal.message.contains("balance is 8"), "\(refusal.message)")
+            let kept = try await Self.outcome(of: pack, account: account, http: http, adminToken: server.adminToken)
+            #expect(kept.transaction.status == .purchased)
+            #expect(kept.ledger == [899])
+            #expect(kept.credits == 8)
+
+            // Once the balance covers the pack again, its refund withdraws all of its credits.
+            _ = try await http.pay(Self.pack5, token: account.token)
+            let refunded = try await Self.admin(http, server.adminToken, "refund", pack)
+            #expect(refunded.status == 200, "\(Self.message(refunded))")
+            #expect(try refunded.decode(StoreTransaction.self).status == .revoked)
+            let answer = try #require(try JSONSerialization.jsonObject(with: refunded.body) as? [String: Any])
+            #expect(answer["refundedCents"] as? Int == 899 && answer["currency"] as? String == "USD", "\(answer)")
+            #expect(answer["creditsWithdrawn"] as? Int == 10 && answer["credits"] as? Int == 3, "\(answer)")
+            let end = try await Self.outcome(of: pack, account: account, http: http, adminToken: server.adminToken)
+            #expect(end.ledger == [899, 499, -899])
+            #expect(end.credits == 3)
+            // The redeemed issue stays the reader's: it was paid for with credits that are still paid for.
+            #expect(try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).owned == [Self.issue])
         }
     }
 
-    @Test("every admin list answers: accounts, one account, pending, sales by product and day, downloads", arguments: TestEngine.all)
-    func adminLists(engine: TestEngine) async throws {
-        try await Self.withStore(engine: engine) { server, http, account, _ in
-            let bought = try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self)
-            let receipt = try #require(bought.transaction.signedTransaction)
-            let download = try await HTTPClient().send(HTTPRequest(url: http.baseURL + "/v1/content/\(Self.book)", headers: [("Authorization", "Receipt \(receipt)")], maxResponseBytes: 64 << 20))
-            #expect(download.status == 200)
-            _ = try await http.pay(Self.issue, token: account.token, method: .defer)
-            func list(_ path: String) async throws -> [[String: Any]] {
-                let reply = try await http.send("GET", path, token: server.adminToken)
-                #expect(reply.status == 200, "\(path)")
-                return try JSONSerialization.jsonObject(with: reply.body) as? [[String: Any]] ?? []
-            }
-            let accounts = try await list("/v1/admin/accounts")
-            #expect(accounts.first { $0["accountId"] as? String == account.accountId }?["paidCents"] as? Int == 499)
-            #expect(try await list("/v1/admin/pending").first?["productId"] as? String == Self.issue)
-            let sales = try await list("/v1/admin/sales")
-            #expect(sales.count == 1 && sales.first?["productId"] as? String == Self.book && sales.first?["netCents"] as? Int == 499)
-            #expect((sales.first?["day"] as? String)?.count == 10)
-            let downloads = try await list("/v1/admin/downloads")
-            #expect(downloads.first?["productId"] as? String == Self.book && downloads.first?["requests"] as? Int == 1)
-            #expect(try await http.send("GET", "/v1/admin/accounts", token: "wrong").status == 401)
-            #expect(try await http.send("GET", "/v1/admin/accounts").status == 401)
+    @Test("an issue bought with credits is refunded in credits: its price goes back to the balance, once; a second refund is a 409", arguments: TestEngine.all)
+    func refundInCredits(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account in
+            _ = try await http.pay(Self.pack10, token: account.token)
+            let redeemed = try await http.send("POST", "/v1/redemptions", token: account.token, json: #"{"productId": "\#(Self.issue)", "idempotencyKey": "spend-1"}"#)
+            let issue = try redeemed.decode(PaymentResponse.self)
+            #expect(issue.credits == 8)
+
+            let refunded = try await Self.admin(http, server.adminToken, "refund", issue.transaction.transactionId)
+            #expect(refunded.status == 200, "\(Self.message(refunded))")
+            let answer = try refunded.decode(AdminRevocation.self)
+            #expect(answer.transaction.status == .revoked)
+            #expect(answer.refundedCents == 0 && answer.creditsReturned == 2 && answer.creditsWithdrawn == 0 && answer.credits == 10, "\(answer)")
+            #expect(try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).credits == 10)
+
+            let again = try await Self.admin(http, server.adminToken, "refund", issue.transaction.transactionId)
+            #expect(again.status == 409)
+            #expect(try again.decode(APIError.self).code == "already_refunded")
+            #expect(try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).credits == 10)
         }
     }
 
-    @Test("the largest catalog price bought in the largest quantity is charged exactly; a larger price is refused at load", arguments: TestEngine.all)
-    func largestPrice(engine: TestEngine) async throws {
-        try await Self.withStore(engine: engine, prepare: { store in
-            try store.editCatalog("credits.json") { products in
-                products[0]["price"] = "10000.00"
-                products[0]["credits"] = 1_000_000
+    @Test("a refund of the current period ends the subscription (revoked) and nothing more is charged; a refund of an older period leaves it renewing", arguments: TestEngine.all)
+    func refundOfCurrentPeriodEndsIt(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine, graceDays: nil) { store in
+            let first = try await store.buy()
+            let original = first.claims.originalTransactionId
+            let expires = try #require(first.claims.expires)
+            #expect(try await store.advance(to: expires) == 1)
+            let renewal = try #require(try await store.periods().last)
+            func refund(_ id: String) async throws {
+                let reply = try await store.http.send("POST", "/v1/admin/transactions/\(id)/refund", token: store.admin, json: "{}")
+                #expect(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")
             }
-        }) { server, http, account, _ in
-            let reply = try await http.pay(Self.pack5, token: account.token, quantity: 100)
-            #expect(reply.status == 200)
-            #expect(try reply.decode(PaymentResponse.self).credits == 100_000_000)
-            #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken) == [100_000_000])
+            try await refund(first.claims.transactionId)
+            var info = try await store.subscription(original)
+            #expect(info.state == .active && info.autoRenew && info.entitled)
+            try await refund(renewal.transactionId)
+            info = try await store.subscription(original)
+            #expect(info.state == .expired && info.expirationReason == .revoked && !info.entitled)
+            // Past the refunded period's end: no renewal, no charge.
+            #expect(try await store.advance(to: try #require(renewal.expires)) == 0)
+            #expect(try await store.charges().sorted() == [-249, -249, 249, 249])
+            #expect(try await store.subscription(original).state == .expired)
         }
-        let directory = try TemporaryDirectory()
-        let store = try SampleStore(in: directory)
-        try store.editCatalog("credits.json") { $0[0]["price"] = "99999999999999999.99" }
-        let loader = CatalogLoader(catalogDirectory: store.catalog, contentDirectory: store.content)
-        let error = #expect(throws: CatalogError.self) { try loader.load() }
-        #expect(error?.description.contains("more than the largest price") == true)
-        try store.editCatalog("credits.json") { $0[0]["price"] = "4.99"; $0[0]["credits"] = 9_223_372_036_854_775_807 }
-        #expect(throws: CatalogError.self) { try loader.load() }
-    }
-}
-
-extension Array {
-    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
-        var result: [T] = []
-        for element in self { result.append(try await transform(element)) }
-        return result
     }
 }

@@ -10,10 +10,7 @@ import Testing
 /// and its writes one by one on SQLite. The same life, lived on both engines, must leave the same
 /// rows in every table a step writes.
 @Suite("Renewal steps write the same rows on both engines")
-struct RenewalRowsTests {
-    typealias Life = SubscriptionLifeTests
-    static let day = Life.day
-
+struct RenewalRowsTests: SubscriptionSuite {
     @Test("renew, fail into grace, fail again, recover, fail into grace, grace expires, retry gives up, a period refunded: the same rows on SQLite and PostgreSQL")
     func sameRowsOnBothEngines() async throws {
         let sqlite = try await Self.rowsOfALife(on: .sqlite)
@@ -50,17 +47,17 @@ struct RenewalRowsTests {
         let token = UUID().uuidString.lowercased()
         let accountId = try await LiveServer.run(configuration) { server, url in
             let http = StoreHTTP(baseURL: url)
-            let fixture = Life.Fixture(server: server, http: http, account: try await http.createAccount())
+            let fixture = Fixture(server: server, http: http, account: try await http.createAccount())
             for hook in ["http://127.0.0.1:9/one", "http://127.0.0.1:9/two"] {
                 let reply = try await http.send("POST", "/v1/admin/webhooks", token: fixture.admin, json: #"{"url": "\#(hook)"}"#)
                 #expect(reply.status == 200 || reply.status == 201, "\(String(decoding: reply.body, as: UTF8.self))")
             }
             let bought = try await http.send("POST", "/v1/payments", token: fixture.account.token, json: """
-                {"productId": "\(Life.monthly)", "quantity": 1, "paymentMethod": "approve", "idempotencyKey": "\(UUID().uuidString)", "appAccountToken": "\(token)"}
+                {"productId": "\(Self.monthly)", "quantity": 1, "paymentMethod": "approve", "idempotencyKey": "\(UUID().uuidString)", "appAccountToken": "\(token)"}
                 """)
             #expect(bought.status == 200)
             let receipt = try #require(try bought.decode(PaymentResponse.self).transaction.signedTransaction)
-            let first = try #require(try Life.claims(receipt).expires)
+            let first = try #require(try Self.claims(receipt).expires)
             #expect(try await fixture.advance(to: first) == 1)                                   // renewed
             let second = first.addingTimeInterval(31 * day)
             try await fixture.sandbox(renewals: .fail)

@@ -10,98 +10,7 @@ import Testing
 /// grace, recovery, expiry, and the content each state entitles. Renewal passes are run through
 /// the admin call, so each step happens when the test says.
 @Suite("A subscription's life: renewals, billing retry, grace and expiry")
-struct SubscriptionLifeTests {
-    static let monthly = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
-    static let series = "com.kiosk.magazines.harbor-monthly"
-
-    /// One store with the monthly subscription given `graceDays`, plus issues of the series
-    /// published on the given days (id suffix → yyyy-MM-dd).
-    struct Fixture: Sendable {
-        let server: KioskServer
-        let http: StoreHTTP
-        let account: AccountCreated
-
-        var admin: String { server.adminToken }
-
-        func subscriptions() async throws -> SubscriptionList {
-            try await http.send("GET", "/v1/subscriptions", token: account.token).decode(SubscriptionList.self)
-        }
-
-        func subscription(_ id: String) async throws -> SubscriptionInfo {
-            let found = try await subscriptions().subscriptions.first { $0.originalTransactionId == id }
-            return try #require(found)
-        }
-
-        @discardableResult
-        func sandbox(renewals: SandboxAccountSettings.RenewalOutcome? = nil, advance: TimeInterval? = nil) async throws -> SandboxAccountState {
-            let body = String(decoding: try JSONEncoder.kiosk.encode(SandboxAccountSettings(renewals: renewals, advanceSeconds: advance)), as: UTF8.self)
-            let reply = try await http.send("POST", "/v1/admin/accounts/\(account.accountId)/sandbox", token: admin, json: body)
-            #expect(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")
-            return try reply.decode(SandboxAccountState.self)
-        }
-
-        /// Moves the account's clock to `seconds` after `date` and runs a renewal pass.
-        @discardableResult
-        func advance(to date: Date, plus seconds: TimeInterval = 60) async throws -> Int {
-            let now = try await subscriptions().now
-            let needed = date.addingTimeInterval(seconds).timeIntervalSince(now)
-            if needed > 0 { try await sandbox(advance: needed) }
-            return try await runRenewals()
-        }
-
-        func runRenewals() async throws -> Int {
-            let reply = try await http.send("POST", "/v1/admin/renewals/run", token: admin)
-            #expect(reply.status == 200)
-            return try reply.decode([String: Int].self)["steps"] ?? -1
-        }
-
-        func buy() async throws -> (transaction: StoreTransaction, claims: ReceiptClaims) {
-            let reply = try await http.pay(SubscriptionLifeTests.monthly, token: account.token)
-            #expect(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")
-            let transaction = try reply.decode(PaymentResponse.self).transaction
-            return (transaction, try SubscriptionLifeTests.claims(try #require(transaction.signedTransaction)))
-        }
-
-        func charges() async throws -> [Int] {
-            try await http.charges(accountId: account.accountId, adminToken: admin)
-        }
-
-        /// Every purchased period of the subscription, oldest first, as their receipts say.
-        func periods() async throws -> [ReceiptClaims] {
-            let page = try await http.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self)
-            return try page.transactions.filter { $0.productId == SubscriptionLifeTests.monthly && $0.status == .purchased }
-                .map { try SubscriptionLifeTests.claims(try #require($0.signedTransaction)) }
-        }
-
-        /// Whether the content route serves `productId` for the receipt.
-        func entitled(_ productId: String, receipt: String) async throws -> Bool {
-            let response = try await HTTPClient().send(HTTPRequest(method: "HEAD", url: http.baseURL + "/v1/content/\(productId)",
-                                                                   headers: [("Authorization", "Receipt \(receipt)")]))
-            return response.status == 200
-        }
-    }
-
-    static func withStore(engine: TestEngine, graceDays: Int?, issues: [(String, String)] = [], _ body: @Sendable (Fixture) async throws -> Void) async throws {
-        let directory = try TemporaryDirectory()
-        let store = try SampleStore(in: directory)
-        try store.editHarborMonthly(graceDays: graceDays, issues: issues.map { (suffix: $0.0, day: $0.1) })
-        var configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
-        configuration.database = try await engine.freshDatabase()
-        try await LiveServer.run(configuration) { server, url in
-            let http = StoreHTTP(baseURL: url)
-            try await body(Fixture(server: server, http: http, account: try await http.createAccount()))
-        }
-    }
-
-    static func claims(_ jws: String) throws -> ReceiptClaims {
-        let parts = jws.split(separator: ".")
-        var payload = String(parts[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while payload.count % 4 != 0 { payload += "=" }
-        return try JSONDecoder().decode(ReceiptClaims.self, from: try #require(Data(base64Encoded: payload)))
-    }
-
-    static let day: TimeInterval = 86_400
-
+struct SubscriptionRenewalTests: SubscriptionSuite, StoreSuite {
     @Test("a renewal is a change of the account: it comes after the device's feed cursor and wakes a waiting long poll", arguments: TestEngine.all)
     func renewalInChangeFeed(engine: TestEngine) async throws {
         try await Self.withStore(engine: engine, graceDays: nil) { store in
@@ -246,31 +155,6 @@ struct SubscriptionLifeTests {
         }
     }
 
-    @Test("a refund of the current period ends the subscription (revoked) and nothing more is charged; a refund of an older period leaves it renewing", arguments: TestEngine.all)
-    func refundOfCurrentPeriodEndsIt(engine: TestEngine) async throws {
-        try await Self.withStore(engine: engine, graceDays: nil) { store in
-            let first = try await store.buy()
-            let original = first.claims.originalTransactionId
-            let expires = try #require(first.claims.expires)
-            #expect(try await store.advance(to: expires) == 1)
-            let renewal = try #require(try await store.periods().last)
-            func refund(_ id: String) async throws {
-                let reply = try await store.http.send("POST", "/v1/admin/transactions/\(id)/refund", token: store.admin, json: "{}")
-                #expect(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")
-            }
-            try await refund(first.claims.transactionId)
-            var info = try await store.subscription(original)
-            #expect(info.state == .active && info.autoRenew && info.entitled)
-            try await refund(renewal.transactionId)
-            info = try await store.subscription(original)
-            #expect(info.state == .expired && info.expirationReason == .revoked && !info.entitled)
-            // Past the refunded period's end: no renewal, no charge.
-            #expect(try await store.advance(to: try #require(renewal.expires)) == 0)
-            #expect(try await store.charges().sorted() == [-249, -249, 249, 249])
-            #expect(try await store.subscription(original).state == .expired)
-        }
-    }
-
     @Test("an instance that dies between claiming a renewal and committing it leaves nothing: no period, no charge; once its claim lapses another instance renews it once", arguments: TestEngine.all)
     func crashMidRenewal(engine: TestEngine) async throws {
         try await Self.withStore(engine: engine, graceDays: nil) { store in
@@ -312,5 +196,18 @@ struct SubscriptionLifeTests {
         }
         configuration.sandboxTimeScale = 100
         await #expect(throws: ServerSetupError.self) { _ = try await KioskServer(configuration: configuration) }
+    }
+
+    @Test("a subscription expires one period after purchase and shows as active", arguments: TestEngine.all)
+    func expiresOnePeriodAfterPurchase(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account in
+            let claims = try await Self.verified(try await http.pay(Self.subscription, token: account.token), by: server)
+            let expires = try #require(claims.expires)
+            let days = expires.timeIntervalSince(claims.purchased) / 86_400
+            #expect((28...31).contains(days))
+            let summary = try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self)
+            #expect(summary.subscriptions.map(\.productId) == [Self.subscription])
+            #expect(summary.subscriptions.first?.active == true)
+        }
     }
 }
