@@ -93,7 +93,7 @@ struct AppStoreDownloadCommandTests {
         kill(slow.processIdentifier, SIGKILL)
         try await offCooperativePool { slow.waitUntilExit() }
         let kept = size()
-        let archiveSize = try await DownloadCommandTests.Setup.catalogSize(home: home)
+        let archiveSize = try await AtlasHome.catalogSize(home: home)
         #expect(kept >= 2 << 20 && kept < archiveSize)
 
         // Resumed from the bytes kept, with the same App Store proof.
@@ -101,7 +101,7 @@ struct AppStoreDownloadCommandTests {
         #expect(resumed.status == 0, "\(resumed.stdout) \(resumed.stderr)")
         #expect(resumed.stdout.contains("installed \(Self.atlas)"))
         // Only the bytes missing were sent again.
-        #expect(kept + DownloadCommandTests.Setup.received(resumed.stdout) == archiveSize, "\(resumed.stdout)")
+        #expect(kept + AtlasHome.received(resumed.stdout) == archiveSize, "\(resumed.stdout)")
         let installed = URL(fileURLWithPath: home).appendingPathComponent("Library/\(Self.atlas)/plates.bin")
         #expect(try Data(contentsOf: installed) == TestOrigin.incompressible(atlasBytes))
 

@@ -93,78 +93,6 @@ struct CatalogCommandTests {
         #expect(await server.stop() == 0)
     }
 
-    @Test("a busy port is one line naming host and port, said before any packing")
-    func busyPort() async throws {
-        let directory = try TemporaryDirectory()
-        let store = try SampleStore(in: directory)
-        let running = try await ServerProcess.start(store, log: directory.path("first.log"))
-        let port = try #require(running.url.split(separator: ":").last.map(String.init))
-        let second = directory.path("second-data")
-        let started = ContinuousClock.now
-        let result = try await KioskCommand.run([
-            "serve", "--catalog", store.catalog.path, "--content", store.content.path, "--data", second.path, "--port", port,
-        ])
-        // No packing is proved by the missing content folder below; the bound only catches a hang.
-        // Before binding the server opens its database and keys (several fsyncs): on a fresh clone
-        // right after the build, with the build's writes still going to disk, that took 6.5 s once.
-        #expect(ContinuousClock.now - started < .seconds(15))
-        #expect(result.status == 1)
-        #expect(result.stderr.hasSuffix("kiosk: cannot listen on 127.0.0.1:\(port): the address is already in use; stop the other server or choose another --port\n"), "\(result.stderr)")
-        #expect(!FileManager.default.fileExists(atPath: second.appendingPathComponent("content").path), "it packed before binding")
-        _ = await running.stop()
-    }
-
-    @Test("serve refuses a bad catalog, naming the file, the product and the field")
-    func serveRefusesBadCatalog() async throws {
-        let directory = try TemporaryDirectory()
-        let store = try SampleStore(in: directory)
-        try store.editCatalog("magazines.json") { products in products[1]["publicationDate"] = "2026-13-01" }
-        await #expect(throws: ServerProcess.ServerDidNotStart.self) {
-            try await ServerProcess.start(store, log: directory.path("server.log"))
-        }
-        let log = try String(contentsOf: directory.path("server.log"), encoding: .utf8)
-        #expect(log.contains("Catalog/magazines.json: product \"com.kiosk.magazines.harbor-monthly.issue-02\": field \"publicationDate\""))
-    }
-}
-
-@Suite("kiosk admin, as a publisher runs a store")
-struct AdminCommandTests {
-    @Test("admin lists accounts, sales, pending and downloads (with --json), and approves, refunds and revokes")
-    func adminCommands() async throws {
-        let directory = try TemporaryDirectory()
-        let store = try SampleStore(in: directory)
-        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
-        let home = ["KIOSK_HOME": directory.path("home").path]
-        #expect(try await KioskCommand.run(["sync", "--server", server.url], environment: home).status == 0)
-        #expect(try await KioskCommand.run(["buy", "com.kiosk.books.small-engines"], environment: home).status == 0)
-        let deferred = try await KioskCommand.run(["buy", "com.kiosk.books.river-of-maps", "--payment", "defer"], environment: home)
-        let pendingID = deferred.stdout.split(separator: " ").dropFirst().first.map { String($0.dropLast()) } ?? ""
-        let admin = ["--server", server.url, "--data", store.data.path]
-        func kiosk(_ arguments: [String]) async throws -> KioskCommand.Result {
-            let result = try await KioskCommand.run(["admin"] + arguments + admin)
-            #expect(result.status == 0, "\(arguments): \(result.stderr)")
-            return result
-        }
-        #expect(try await kiosk(["accounts"]).stdout.contains("paid 4.99"))
-        #expect(try await kiosk(["pending"]).stdout.contains(pendingID))
-        #expect(try await kiosk(["sales", "--json"]).stdout.contains("\"netCents\":499"))
-        #expect(try await kiosk(["downloads"]).stdout.contains("com.kiosk.books.small-engines"))
-        #expect(try await kiosk(["approve", pendingID]).stdout == "transaction \(pendingID): purchased\n")
-        let delivered = try await KioskCommand.run(["resume"], environment: home)
-        #expect(delivered.stdout.contains("installed com.kiosk.books.river-of-maps"), "\(delivered.stdout)")
-        let refunded = try await kiosk(["refund", pendingID, "--reason", "changed mind"])
-        #expect(refunded.stdout == "refunded \(pendingID): 7.99 USD paid back, balance now 0 (changed mind)\n")
-        let accounts = try await kiosk(["accounts", "--json"]).stdout
-        let rows = try JSONSerialization.jsonObject(with: Data(accounts.utf8)) as? [[String: Any]] ?? []
-        #expect(rows.first?["paidCents"] as? Int == 499, "charged 4.99 + 7.99, refunded 7.99")
-        let bad = try await KioskCommand.run(["admin", "accounts", "--server", server.url, "--token", "wrong"])
-        #expect(bad.status == 1 && bad.stderr.contains("answered 401"))
-        // The reader's next contact learns of the refund and removes the book.
-        let resumed = try await KioskCommand.run(["resume"], environment: home)
-        #expect(resumed.stderr.contains("com.kiosk.books.river-of-maps: the store revoked this purchase"), "\(resumed.stderr)")
-        _ = await server.stop()
-    }
-
     @Test("a sync of 60 products prints the counts and a hint rather than 60 lines; --json lists every one")
     func largeSyncSummary() async throws {
         let directory = try TemporaryDirectory()
@@ -209,34 +137,5 @@ struct AdminCommandTests {
             let growth = (peaks[30_000] ?? 0) - (peaks[3] ?? 0)
             #expect(growth < 6 << 20, "listing 30,000 products peaked \(growth >> 20) MiB above listing 3")
         }
-    }
-}
-
-@Suite("kiosk serve's request log and metrics address")
-struct ServeOperationsCommandTests {
-    @Test("one log line per request with status, duration, bytes, route and account, never the token; /metrics only on the admin address")
-    func logAndMetrics() async throws {
-        let directory = try TemporaryDirectory()
-        let store = try SampleStore(in: directory)
-        let server = try await ServerProcess.start(store, extraArguments: ["--metrics-port", "0"], log: directory.path("server.log"))
-        let http = StoreHTTP(baseURL: server.url)
-        let account = try await http.createAccount()
-        #expect(try await http.pay("com.kiosk.credits.pack-5", token: account.token).status == 200)
-        #expect(try await http.send("GET", "/metrics").status == 404)
-        // Request lines are buffered like nginx's `access_log … flush=1s`: written within a second.
-        for _ in 0..<30 where !server.log.contains("POST /v1/payments 200") {
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        let log = server.log
-        let line = try #require(log.split(separator: "\n").first { $0.contains("POST /v1/payments 200") })
-        #expect(line.contains("account=\(account.accountId)") && line.contains("status=200") && line.contains("route=/v1/payments"))
-        #expect(line.contains("duration_ms=") && line.contains("bytes="))
-        #expect(!log.contains(account.token))
-        let announced = try #require(log.split(separator: "\n").first { $0.contains("metrics on http://") })
-        let metricsURL = String(announced.split(separator: " ").last ?? "")
-        let metrics = try await StoreHTTP(baseURL: String(metricsURL.dropLast("/metrics".count))).send("GET", "/metrics")
-        #expect(metrics.status == 200)
-        #expect(String(decoding: metrics.body, as: UTF8.self).contains("kiosk_payments_total"))
-        _ = await server.stop()
     }
 }

@@ -5,8 +5,8 @@ import Testing
 /// A KIOSK_HOME on a small tmpfs: a disk that really fills.
 @Suite("Full and read-only disks", .enabled(if: SmallDisk.canMount, "mounting a small tmpfs needs root; these tests do not run without it"))
 struct FullDiskTests {
-    typealias Setup = DownloadCommandTests.Setup
-    static let atlas = DownloadCommandTests.atlas
+    typealias Setup = AtlasHome
+    static let atlas = AtlasHome.atlas
 
     @Test("a download larger than the free space is refused before it starts, saying how much is needed and where")
     func tooLargeForTheDisk() async throws {

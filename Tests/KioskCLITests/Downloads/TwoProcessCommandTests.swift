@@ -7,8 +7,8 @@ import Testing
 /// Two `kiosk` processes on one KIOSK_HOME, and interruptions from outside, as people cause them.
 @Suite("Two processes on one home, Ctrl-C and pauses from another terminal")
 struct TwoProcessCommandTests {
-    typealias Setup = DownloadCommandTests.Setup
-    static let atlas = DownloadCommandTests.atlas
+    typealias Setup = AtlasHome
+    static let atlas = AtlasHome.atlas
 
     static func wait(_ process: Process) async throws {
         try await offCooperativePool { process.waitUntilExit() }

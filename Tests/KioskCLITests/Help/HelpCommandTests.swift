@@ -88,4 +88,32 @@ struct HelpCommandTests {
             return Ran(status: process.terminationStatus, stdout: String(decoding: output, as: UTF8.self), stderr: String(decoding: error, as: UTF8.self))
         }
     }
+
+    @Test("kiosk --version names the version, commit, Swift, libcurl and libarchive; a mistyped command gets a did-you-mean")
+    func versionAndTypos() async throws {
+        let version = try await KioskCommand.run(["--version"])
+        #expect(version.status == 0)
+        let lines = version.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 4, "\(version.stdout)")
+        #expect(lines.first?.range(of: #"^kiosk [0-9]+\.[0-9]+\.[0-9]+ \(commit [0-9a-f]{7,}(-dirty)?\)$"#, options: .regularExpression) != nil, "\(version.stdout)")
+        #expect(lines.dropFirst().first?.hasPrefix("Swift 6.") == true)
+        #expect(lines.dropFirst(2).first?.hasPrefix("libcurl/") == true)
+        #expect(lines.dropFirst(3).first?.hasPrefix("libarchive ") == true)
+        let server = try await KioskCommand.run(["--version"], program: KioskCommand.executable.deletingLastPathComponent().appendingPathComponent("kiosk-server"))
+        let serverLines = server.stdout.split(separator: "\n").map(String.init)
+        #expect(server.status == 0 && serverLines.count == 3, "\(server)")
+        #expect(serverLines.first == lines.first?.replacingOccurrences(of: "kiosk ", with: "kiosk-server "), "one version and commit for the pair: \(server.stdout)")
+        #expect(serverLines.dropFirst().first == lines.dropFirst().first && serverLines.last == lines.last)
+
+        let typo = try await KioskCommand.run(["byu", "com.kiosk.books.small-engines"])
+        #expect(typo.status == 2)
+        #expect(typo.stderr == "kiosk: 'byu' is not a kiosk command; did you mean 'buy'? (kiosk --help lists them)\n")
+        let serve = try await KioskCommand.run(["serv"])
+        #expect(serve.stderr == "kiosk: 'serv' is not a kiosk command; did you mean 'serve'? (kiosk --help lists them)\n")
+        let helpTypo = try await KioskCommand.run(["help", "byu"])
+        #expect(helpTypo.status == 2 && helpTypo.stderr == typo.stderr, "\(helpTypo)")
+        let nothing = try await KioskCommand.run(["frobnicate"])
+        #expect(nothing.status == 2)
+        #expect(nothing.stderr == "kiosk: 'frobnicate' is not a kiosk command; kiosk --help lists them\n")
+    }
 }

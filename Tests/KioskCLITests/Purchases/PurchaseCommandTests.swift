@@ -5,43 +5,10 @@ import KioskTestSupport
 import Testing
 
 @Suite("kiosk buy and friends, killed and offline")
-struct PurchaseCommandTests {
+struct PurchaseCommandTests: KioskCommandSuite {
     static let pack5 = "com.kiosk.credits.pack-5"
     static let book = "com.kiosk.books.small-engines"
-
-    /// A running server and a synced KIOSK_HOME.
-    struct Setup {
-        let directory: TemporaryDirectory
-        let store: SampleStore
-        let server: ServerProcess
-        let home: String
-
-        init() async throws {
-            directory = try TemporaryDirectory()
-            store = try SampleStore(in: directory)
-            server = try await ServerProcess.start(store, log: directory.path("server.log"))
-            home = directory.path("home").path
-            let sync = try await KioskCommand.run(["sync", "--server", server.url], environment: ["KIOSK_HOME": home])
-            #expect(sync.status == 0, "\(sync.stderr)")
-        }
-
-        func kiosk(_ arguments: String..., environment: [String: String] = [:]) async throws -> KioskCommand.Result {
-            try await KioskCommand.run(arguments, environment: environment.merging(["KIOSK_HOME": home]) { $1 })
-        }
-
-        func transactions() async throws -> [[String: Any]] {
-            let result = try await kiosk("transactions", "--json")
-            return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]] ?? []
-        }
-
-        func charges() async throws -> [Int] {
-            let adminToken = try String(contentsOf: store.data.appendingPathComponent("admin-token"), encoding: .utf8)
-                .trimmingCharacters(in: .whitespacesAndNewlines)
-            let account = try await kiosk("account").stdout
-            let id = account.split(separator: "\n").first.map { String($0.dropFirst("account: ".count)) } ?? ""
-            return try await StoreHTTP(baseURL: server.url).charges(accountId: id, adminToken: adminToken)
-        }
-    }
+    typealias Setup = SyncedHome
 
     @Test("killed after the server charged, before the receipt was stored: the next run completes it, one charge")
     func killedAfterCharge() async throws {
@@ -122,31 +89,6 @@ struct PurchaseCommandTests {
         #expect(try await StoreHTTP(baseURL: restarted.url).charges(accountId: account, adminToken: adminToken) == [499])
     }
 
-    @Test("account link then restore on a new device, as the help says (no sync): the book is installed, not the credits")
-    func restoreOnSecondDevice() async throws {
-        let setup = try await Setup()
-        _ = try await setup.kiosk("buy", Self.pack5)
-        _ = try await setup.kiosk("buy", Self.book)
-        let token = try await setup.kiosk("account", "--show-token").stdout.split(separator: "\n")
-            .first { $0.hasPrefix("token: ") }
-            .map { String($0.dropFirst("token: ".count).prefix(64)) } ?? ""
-        let second = setup.directory.path("second").path
-        let env = ["KIOSK_HOME": second]
-        #expect(try await KioskCommand.run(["account", "link", token, "--server", setup.server.url], environment: env).status == 0)
-        let restored = try await KioskCommand.run(["restore"], environment: env)
-        #expect(restored.status == 0, "\(restored.stderr)")
-        #expect(restored.stdout.hasPrefix("restored 1 purchases:"))
-        #expect(restored.stdout.contains("installed \(Self.book) in "))
-        #expect(restored.stdout.contains(Self.book))
-        #expect(!restored.stdout.contains(Self.pack5))
-        let again = try await KioskCommand.run(["restore", "--json"], environment: env)
-        #expect(again.stdout == "[]\n")
-        let states = try await KioskCommand.run(["transactions", "--json"], environment: env).stdout
-        #expect(states.contains("\"state\":\"finished\"") && !states.contains("\"state\":\"delivering\""))
-        let sync = try await KioskCommand.run(["sync", "--json"], environment: env)
-        #expect(sync.stdout == #"{"added":[],"changed":[],"queued":[],"removed":[],"unchanged":true}"# + "\n")
-    }
-
     @Test("a purchase saved while its store was down is never sent to another store; the reader can cancel it; the same store at a new address takes it")
     func unsentPurchaseBelongsToItsStore() async throws {
         let directory = try TemporaryDirectory()
@@ -200,26 +142,68 @@ struct PurchaseCommandTests {
         #expect(none.status != 0 && none.stderr.contains("no purchase of com.kiosk.books.river-of-maps waits to be sent"), "\(none)")
         withExtendedLifetime(otherDirectory) {}
     }
-}
 
-@Suite("kiosk serve environments")
-struct ServeEnvironmentTests {
-    @Test("a production server (--environment production) answers 21007 to a sandbox receipt")
-    func productionRefusesSandboxReceipts() async throws {
-        let directory = try TemporaryDirectory()
-        let store = try SampleStore(in: directory)
-        let sandbox = try await ServerProcess.start(store, log: directory.path("sandbox.log"))
-        let home = directory.path("home").path
-        _ = try await KioskCommand.run(["sync", "--server", sandbox.url], environment: ["KIOSK_HOME": home])
-        #expect(try await KioskCommand.run(["buy", "com.kiosk.credits.pack-5"], environment: ["KIOSK_HOME": home]).status == 0)
-        let database = try DatabaseQueue(path: home + "/kiosk.sqlite")
-        let receipt = try await database.read { try String.fetchOne($0, sql: "SELECT receipt FROM payment") } ?? ""
-        #expect(try await StoreHTTP(baseURL: sandbox.url).verifyReceipt(receipt).status == 0)
-        await sandbox.stop()
+    @Test("a second Ask to Buy of the same product says it is already pending (exit 0): nothing new is sent and no row is left behind")
+    func askToBuyTwice() async throws {
+        let setup = try await Setup()
+        let first = try await setup.kiosk("buy", Self.book, "--payment", "defer")
+        #expect(first.status == 0, "\(first.stderr)")
+        let transaction = try #require(first.stdout.split(separator: ":").first.map { String($0.dropFirst("transaction ".count)) })
+        #expect(first.stdout == "transaction \(transaction): \(Self.book) is waiting for approval (Ask to Buy); nothing was charged yet\n")
 
-        let production = try await ServerProcess.start(store, extraArguments: ["--environment", "production"], log: directory.path("production.log"))
-        #expect(try await StoreHTTP(baseURL: production.url).verifyReceipt(receipt).status == 21007)
-        await production.stop()
+        let second = try await setup.kiosk("buy", Self.book, "--payment", "defer")
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(second.stdout == "transaction \(transaction): \(Self.book) is already waiting for approval (Ask to Buy); nothing new was sent\n")
+        #expect(second.stderr == "")
+        #expect(try await setup.transactions().map { $0["state"] as? String } == ["deferred"])
+
+        // Nothing left to be sent later as a new request: replay finds only the one request.
+        let resume = try await setup.kiosk("resume")
+        #expect(resume.status == 0, "\(resume.stderr)")
+        #expect(try await setup.transactions().map { $0["state"] as? String } == ["deferred"])
+        let pending = try await Self.admin(setup, "pending", "--json")
+        let rows = try #require(try JSONSerialization.jsonObject(with: Data(pending.stdout.utf8)) as? [[String: Any]], "\(pending.stdout) \(pending.stderr)")
+        #expect(rows.count == 1)
+
+        // Approved, the one request is delivered.
+        #expect(try await Self.admin(setup, "approve", transaction).status == 0)
+        let after = try await setup.kiosk("resume")
+        #expect(after.status == 0, "\(after.stderr)")
+        #expect(try await setup.transactions().map { $0["state"] as? String } == ["finished"])
     }
 
+    @Test("a purchase saved offline on a second device, of a book the account bought meanwhile, is shown as not charged, in the list and as JSON", arguments: TestEngine.all)
+    func freeRebuyShownFree(engine: TestEngine) async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        var extra: [String] = []
+        if case .postgres(let url)? = try await engine.freshDatabase() { extra = ["--database", url] }
+        var server = try await ServerProcess.start(store, extraArguments: extra, log: directory.path("server.log"))
+        let port = try #require(URLComponents(string: server.url)?.port)
+        let first = ["KIOSK_HOME": directory.path("first").path]
+        let second = ["KIOSK_HOME": directory.path("second").path]
+        #expect(try await KioskCommand.run(["buy", Self.pack5, "--server", server.url], environment: first).status == 0)
+        let shown = try await KioskCommand.run(["account", "--show-token"], environment: first).stdout
+        let token = try #require(shown.split(separator: "\n").first { $0.hasPrefix("token: ") }.map { String($0.dropFirst("token: ".count).prefix(while: \.isHexDigit)) })
+        #expect(try await KioskCommand.run(["account", "link", token, "--server", server.url], environment: second).status == 0)
+        #expect(try await KioskCommand.run(["sync"], environment: second).status == 0)
+        _ = await server.stop()
+        let offline = try await KioskCommand.run(["buy", Self.book], environment: second)
+        #expect(offline.stdout.contains("saved"), "\(offline)")
+        server = try await ServerProcess.start(store, extraArguments: extra + ["--port", String(port)], log: directory.path("server-back.log"))
+        #expect(try await KioskCommand.run(["buy", Self.book], environment: first).status == 0)
+        // The second device's saved purchase reaches the store now: it owns the book already.
+        #expect(try await KioskCommand.run(["sync"], environment: second).status == 0)
+        let listed = try await KioskCommand.run(["transactions"], environment: second)
+        let line = try #require(listed.stdout.split(separator: "\n").first { $0.contains(Self.book) }, "\(listed)")
+        #expect(line.hasSuffix("nothing charged (already owned)") && !line.contains("USD"), "\(line)")
+        let json = try await KioskCommand.run(["transactions", "--json"], environment: second)
+        let rows = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]] ?? []
+        let row = try #require(rows.first { $0["productId"] as? String == Self.book })
+        #expect(row["price"] as? String == "nothing charged (already owned)", "\(row)")
+        // What the first device paid is still shown as paid.
+        let paid = try await KioskCommand.run(["transactions"], environment: first)
+        #expect(paid.stdout.split(separator: "\n").first { $0.contains(Self.book) }?.contains("USD") == true, "\(paid.stdout)")
+        _ = await server.stop()
+    }
 }

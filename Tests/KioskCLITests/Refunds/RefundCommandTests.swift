@@ -5,7 +5,7 @@ import Testing
 
 /// `kiosk admin refund` and `revoke` tell the operator what the decision did to the account.
 @Suite("kiosk admin refund, as an operator reads it")
-struct AdminRefundCommandTests {
+struct RefundCommandTests {
     @Test("refund prints what was paid back and withdrawn and the balance left; a pack whose credits were spent is refused in one line", arguments: TestEngine.all)
     func refundSays(engine: TestEngine) async throws {
         let directory = try TemporaryDirectory()

@@ -3,9 +3,13 @@ import GRDB
 import KioskTestSupport
 import Testing
 
-/// `kiosk keys retire` on a live store, and the devices that restore afterwards.
-@Suite("A retired signing key and kiosk restore")
-struct RetiredKeyCommandTests {
+/// `kiosk restore` on another device: what comes back, what is said of products withdrawn or
+/// refunded, and receipts signed with a key the store has since retired.
+@Suite("kiosk restore: a second device, withdrawn and refunded products, a retired signing key")
+struct RestoreCommandTests: KioskCommandSuite {
+    typealias Setup = SyncedHome
+    static let book = "com.kiosk.books.small-engines"
+    static let pack5 = "com.kiosk.credits.pack-5"
     static let first = "com.kiosk.books.small-engines"
     static let second = "com.kiosk.books.river-of-maps"
     static let third = "com.kiosk.books.lighthouse-keeper"
@@ -15,19 +19,19 @@ struct RetiredKeyCommandTests {
         try await Task.sleep(for: .milliseconds(5_600))
     }
 
-    static func token(_ setup: PurchaseCommandTests.Setup) async throws -> String {
+    static func token(_ setup: SyncedHome) async throws -> String {
         try await setup.kiosk("account", "--show-token").stdout.split(separator: "\n")
             .first { $0.hasPrefix("token: ") }
             .map { String($0.dropFirst("token: ".count).prefix(64)) } ?? ""
     }
 
-    static func device(_ setup: PurchaseCommandTests.Setup, _ name: String, _ arguments: String...) async throws -> KioskCommand.Result {
+    static func device(_ setup: SyncedHome, _ name: String, _ arguments: String...) async throws -> KioskCommand.Result {
         try await KioskCommand.run(arguments, environment: ["KIOSK_HOME": setup.directory.path(name).path])
     }
 
     @Test("buy, rotate, buy, retire the old key: a new device restores both books, the old device takes the re-signed receipt, and one bad receipt is reported alone while the rest are restored")
     func restoreAfterRetire() async throws {
-        let setup = try await PurchaseCommandTests.Setup()
+        let setup = try await SyncedHome()
         let keyFlags = ["--data", setup.store.data.path]
         // Bought with the old key, its download left queued with the old receipt.
         #expect(try await setup.kiosk("buy", Self.first, "--no-download").status == 0)
@@ -75,5 +79,65 @@ struct RetiredKeyCommandTests {
         // (stderr also carries the progress display; the errors are the lines that start "kiosk: ")
         let lines = partial.stderr.split(separator: "\n").filter { $0.hasPrefix("kiosk: ") || $0.contains(" warning ") || $0.contains(" error ") }
         #expect(lines.count == 1 && lines.first?.contains("transaction \(spoiled) (\(Self.third)) was not restored") == true, "\(partial.stderr)")
+    }
+
+    @Test("account link then restore on a new device, as the help says (no sync): the book is installed, not the credits")
+    func restoreOnSecondDevice() async throws {
+        let setup = try await Setup()
+        _ = try await setup.kiosk("buy", Self.pack5)
+        _ = try await setup.kiosk("buy", Self.book)
+        let token = try await setup.kiosk("account", "--show-token").stdout.split(separator: "\n")
+            .first { $0.hasPrefix("token: ") }
+            .map { String($0.dropFirst("token: ".count).prefix(64)) } ?? ""
+        let second = setup.directory.path("second").path
+        let env = ["KIOSK_HOME": second]
+        #expect(try await KioskCommand.run(["account", "link", token, "--server", setup.server.url], environment: env).status == 0)
+        let restored = try await KioskCommand.run(["restore"], environment: env)
+        #expect(restored.status == 0, "\(restored.stderr)")
+        #expect(restored.stdout.hasPrefix("restored 1 purchases:"))
+        #expect(restored.stdout.contains("installed \(Self.book) in "))
+        #expect(restored.stdout.contains(Self.book))
+        #expect(!restored.stdout.contains(Self.pack5))
+        let again = try await KioskCommand.run(["restore", "--json"], environment: env)
+        #expect(again.stdout == "[]\n")
+        let states = try await KioskCommand.run(["transactions", "--json"], environment: env).stdout
+        #expect(states.contains("\"state\":\"finished\"") && !states.contains("\"state\":\"delivering\""))
+        let sync = try await KioskCommand.run(["sync", "--json"], environment: env)
+        #expect(sync.stdout == #"{"added":[],"changed":[],"queued":[],"removed":[],"unchanged":true}"# + "\n")
+    }
+
+    @Test("restore of a product the operator removed for good says so instead of restored; a refunded credit pack does not speak of content")
+    func withdrawnAndRefunded() async throws {
+        let setup = try await Setup()
+        #expect(try await setup.kiosk("buy", Self.book).status == 0)
+        let pack = try Self.json(try await setup.kiosk("buy", Self.pack5, "--json").stdout)
+        #expect(pack["outcome"] as? String == "complete" && pack["credits"] as? Int == 5 && pack["owned"] as? Bool == false)
+        let transaction = try #require((pack["transaction"] as? [String: Any])?["transactionId"] as? String)
+        let token = try await Self.token(setup)
+
+        // The book leaves the catalog files, and the operator removes it on purpose (a withdrawn
+        // book stays deliverable to its owners until then).
+        try setup.store.editCatalog("books.json") { products in products.removeAll { $0["id"] as? String == Self.book } }
+        setup.server.signal(SIGHUP)
+        for _ in 0..<50 where !(try await Self.admin(setup, "products", "owners", Self.book).stdout.contains("owned by 1")) {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let removed = try await Self.admin(setup, "products", "remove", Self.book, "--force")
+        #expect(removed.status == 0 && removed.stdout.contains("1 account(s) owned it"), "\(removed)")
+        for _ in 0..<50 where !(try await setup.kiosk("sync").stdout.contains("1 removed")) {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let second = ["KIOSK_HOME": setup.directory.path("second").path]
+        #expect(try await KioskCommand.run(["account", "link", token, "--server", setup.server.url], environment: second).status == 0)
+        let restored = try await KioskCommand.run(["restore"], environment: second)
+        #expect(restored.stdout.contains(try #require(restored.stdout.split(separator: "\n").first { $0.contains(Self.book) }.map(String.init))))
+        let line = restored.stdout.split(separator: "\n").first { $0.contains(Self.book) }.map(String.init) ?? ""
+        #expect(line.range(of: #"^  com\.kiosk\.books\.small-engines  \(transaction txn_[0-9a-f]+\): withdrawn from the store's catalog; its receipt is kept, but there is no content to download$"#,
+                           options: .regularExpression) != nil, "\(restored.stdout)")
+
+        #expect(try await Self.admin(setup, "refund", transaction, "--reason", "asked").status == 0)
+        let balance = try await setup.kiosk("balance")
+        #expect(balance.stdout == "0 credits\n")
+        #expect(balance.stderr == "kiosk: \(Self.pack5): the store revoked this purchase of credits; no library content changed (kiosk balance shows what is left)\n")
     }
 }

@@ -1,17 +1,20 @@
 import Foundation
+import GRDB
 import KioskTestSupport
 import Testing
 
 /// What `kiosk resume` reports and exits with when the work it carries on is purchases, not only
 /// downloads; and Ctrl-C during a request that hangs.
 @Suite("kiosk resume: saved purchases, refusals and interrupts")
-struct ResumeOutcomeTests {
+struct ResumeOutcomeTests: KioskCommandSuite, BackgroundCommandSuite {
+    typealias Setup = AtlasHome
+    static let atlas = AtlasHome.atlas
     static let book = "com.kiosk.books.small-engines"
     static let otherBook = "com.kiosk.books.river-of-maps"
 
     @Test("purchases saved while the store is down: resume says so and exits 3; once it is back, one the store refuses is named and resume exits 1, the other is delivered")
     func savedPurchases() async throws {
-        let setup = try await PurchaseCommandTests.Setup()
+        let setup = try await SyncedHome()
         #expect(await setup.server.stop() == 0)
 
         let saved = try await setup.kiosk("buy", Self.otherBook)
@@ -74,5 +77,35 @@ struct ResumeOutcomeTests {
         #expect(process.terminationStatus == 130)
         let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(stderr == "kiosk: interrupted; whatever was saved is completed by the next kiosk command\n", "\(stderr)")
+    }
+
+    @Test("resume exits 1 naming a download that failed for good, then and at the next resume")
+    func resumeFailedForGood() async throws {
+        let setup = try await AtlasHome(megabytes: 1)
+        let database = try DatabaseQueue(path: setup.home + "/kiosk.sqlite")
+        // A receipt the store refuses for good: the download can never succeed as it stands.
+        try await database.write { try $0.execute(sql: "UPDATE download SET receipt = 'not-a-receipt'") }
+        let failed = try await KioskCommand.run(["resume"], environment: ["KIOSK_HOME": setup.home])
+        #expect(failed.status == 1, "\(failed.stdout) \(failed.stderr)")
+        let lines = failed.stderr.split(separator: "\n")
+        #expect(lines.count == 1 && lines.first?.hasPrefix("kiosk: \(AtlasHome.atlas): ") == true, "\(failed.stderr)")
+        let again = try await KioskCommand.run(["resume", "--json"], environment: ["KIOSK_HOME": setup.home])
+        #expect(again.status == 1)
+        let reason = try await database.read { try String.fetchOne($0, sql: "SELECT lastError FROM download") } ?? ""
+        #expect(again.stderr == "kiosk: \(AtlasHome.atlas): failed for good earlier (\(reason)); kiosk restore downloads it again, kiosk cancel \(AtlasHome.atlas) drops it\n")
+        let document = try Self.json(again.stdout)
+        #expect(document["outcome"] as? String == "failed" && document["failedEarlier"] as? [String] == [AtlasHome.atlas])
+        _ = await setup.server.stop()
+    }
+
+    @Test("kiosk resume --wait waiting for a store that is down stops on SIGINT within a second")
+    func resumeWaitStops() async throws {
+        let setup = try await Setup()
+        _ = await setup.server.stop()
+        let resume = try setup.startSlow(["resume", "--wait"], log: "resume-wait")
+        try await Task.sleep(for: .seconds(2))
+        let stopped = try await Self.stop(resume, signal: SIGINT)
+        #expect(stopped.seconds < 1, "\(stopped) \(setup.output("resume-wait"))")
+        #expect(try await Self.downloadRow(setup.home, Self.atlas)?["state"] as? String == "waiting")
     }
 }

@@ -224,4 +224,36 @@ struct HostileServerTests {
         #expect(result.stderr.hasPrefix("kiosk: \(path): is damaged"), "\(result.stderr)")
         #expect(result.stderr.contains("kiosk restore"))
     }
+
+    @Test("a web page from something that is not a Kiosk store is one line, never the page; https to a plain HTTP server and ftp:// are one line each")
+    func notAStore() async throws {
+        let directory = try TemporaryDirectory()
+        let home = ["KIOSK_HOME": directory.path("home").path]
+        let page = "<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head>\n<body><h1>Not Found</h1>\n<p>nginx</p></body></html>\n"
+        try await HostileServer.run { server, url in
+            server.catalog = HostileServer.Answer(status: .notFound, headers: [.contentType: "text/html"]) { AnyIterator([Data(page.utf8)].makeIterator()) }
+            let missing = try await KioskCommand.run(["sync", "--server", url], environment: home)
+            #expect(missing.status == 1)
+            #expect(missing.stderr == "kiosk: \(url)/v1/catalog answered 404 with a web page (\"404 Not Found\"), not a Kiosk store's JSON; check the server URL (--server, or kiosk config get server) names a Kiosk store\n")
+
+            server.catalog = HostileServer.Answer(status: .ok, headers: [.contentType: "text/html"]) { AnyIterator([Data(page.utf8)].makeIterator()) }
+            let index = try await KioskCommand.run(["sync", "--server", url], environment: home)
+            #expect(index.status == 1)
+            #expect(index.stderr == "kiosk: \(url)/v1/catalog answered 200 with a web page, not a Kiosk store's JSON; check the server URL (--server, or kiosk config get server) names a Kiosk store\n")
+            #expect(try await KioskCommand.run(["config", "get", "server"], environment: home).stdout.hasPrefix("server = (unset)"))
+
+            let tls = url.replacingOccurrences(of: "http://", with: "https://")
+            let handshake = try await KioskCommand.run(["sync", "--server", tls], environment: home)
+            #expect(handshake.status == 1)
+            #expect(handshake.stderr == "kiosk: cannot reach \(tls)/v1/catalog (the TLS (https) handshake failed; if the server speaks plain HTTP, use http://); check the server is running and try again\n")
+        }
+        let started = ContinuousClock.now
+        let ftp = try await KioskCommand.run(["sync", "--server", "ftp://127.0.0.1/store"], environment: home)
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(ftp.status == 2)
+        #expect(ftp.stderr == "kiosk: --server: ftp:// is not supported; a Kiosk store is reached over http:// or https:// (e.g. --server http://127.0.0.1:8080) (--help shows the usage)\n")
+        let fetch = try await KioskCommand.run(["fetch", "ftp://127.0.0.1/file"], in: directory.url)
+        #expect(fetch.status == 2)
+        #expect(fetch.stderr == "kiosk: ftp:// is not supported; kiosk fetch downloads http:// and https:// URLs (--help shows the usage)\n")
+    }
 }

@@ -48,4 +48,30 @@ struct RequestLogCommandTests {
         #expect(lines.contains { $0.hasPrefix(#"kiosk_http_request_duration_seconds_count{route="/v1/payments",method="POST"} "#) })
         _ = await server.stop()
     }
+
+    @Test("one log line per request with status, duration, bytes, route and account, never the token; /metrics only on the admin address")
+    func logAndMetrics() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let server = try await ServerProcess.start(store, extraArguments: ["--metrics-port", "0"], log: directory.path("server.log"))
+        let http = StoreHTTP(baseURL: server.url)
+        let account = try await http.createAccount()
+        #expect(try await http.pay("com.kiosk.credits.pack-5", token: account.token).status == 200)
+        #expect(try await http.send("GET", "/metrics").status == 404)
+        // Request lines are buffered like nginx's `access_log … flush=1s`: written within a second.
+        for _ in 0..<30 where !server.log.contains("POST /v1/payments 200") {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let log = server.log
+        let line = try #require(log.split(separator: "\n").first { $0.contains("POST /v1/payments 200") })
+        #expect(line.contains("account=\(account.accountId)") && line.contains("status=200") && line.contains("route=/v1/payments"))
+        #expect(line.contains("duration_ms=") && line.contains("bytes="))
+        #expect(!log.contains(account.token))
+        let announced = try #require(log.split(separator: "\n").first { $0.contains("metrics on http://") })
+        let metricsURL = String(announced.split(separator: " ").last ?? "")
+        let metrics = try await StoreHTTP(baseURL: String(metricsURL.dropLast("/metrics".count))).send("GET", "/metrics")
+        #expect(metrics.status == 200)
+        #expect(String(decoding: metrics.body, as: UTF8.self).contains("kiosk_payments_total"))
+        _ = await server.stop()
+    }
 }

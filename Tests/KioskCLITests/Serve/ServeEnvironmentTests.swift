@@ -3,9 +3,10 @@ import KioskCore
 import KioskTestSupport
 import Testing
 
-/// A production store grants only for payment: the sandbox's pretend methods and clock are refused.
-@Suite("a production store refuses the sandbox's pretend payments")
-struct ProductionStoreTests {
+/// `kiosk serve --environment`: a production store grants only for payment (the sandbox's pretend
+/// methods and clock are refused) and refuses sandbox receipts; a sandbox store says what it is.
+@Suite("kiosk serve environments: a production store refuses the sandbox's pretend payments and receipts")
+struct ServeEnvironmentTests {
     static let book = "com.kiosk.books.small-engines"
 
     @Test("every sandbox payment method is a 403 naming the environment, nothing is granted or charged; the sandbox clock and renewal pass are refused; the start says which environment", arguments: TestEngine.all)
@@ -84,5 +85,23 @@ struct ProductionStoreTests {
         #expect(try await http.pay(Self.book, token: account.token).status == 200)
         _ = await server.stop()
         #expect(server.log.contains("a sandbox store: purchases are pretend"), "\(server.log)")
+    }
+
+    @Test("a production server (--environment production) answers 21007 to a sandbox receipt")
+    func productionRefusesSandboxReceipts() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let sandbox = try await ServerProcess.start(store, log: directory.path("sandbox.log"))
+        let home = directory.path("home").path
+        _ = try await KioskCommand.run(["sync", "--server", sandbox.url], environment: ["KIOSK_HOME": home])
+        #expect(try await KioskCommand.run(["buy", "com.kiosk.credits.pack-5"], environment: ["KIOSK_HOME": home]).status == 0)
+        let database = try DatabaseQueue(path: home + "/kiosk.sqlite")
+        let receipt = try await database.read { try String.fetchOne($0, sql: "SELECT receipt FROM payment") } ?? ""
+        #expect(try await StoreHTTP(baseURL: sandbox.url).verifyReceipt(receipt).status == 0)
+        await sandbox.stop()
+
+        let production = try await ServerProcess.start(store, extraArguments: ["--environment", "production"], log: directory.path("production.log"))
+        #expect(try await StoreHTTP(baseURL: production.url).verifyReceipt(receipt).status == 21007)
+        await production.stop()
     }
 }

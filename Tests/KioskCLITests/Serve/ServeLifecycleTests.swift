@@ -176,4 +176,37 @@ struct ServeLifecycleTests {
         #expect(result.stderr.hasSuffix("kiosk: cannot listen on not a host:0: \"not a host\" is not an address or a host name this machine resolves; check --host and --port\n"), "\(result.stderr)")
         #expect(Self.alarming(result.stderr).isEmpty, "\(result.stderr)")
     }
+
+    @Test("a busy port is one line naming host and port, said before any packing")
+    func busyPort() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let running = try await ServerProcess.start(store, log: directory.path("first.log"))
+        let port = try #require(running.url.split(separator: ":").last.map(String.init))
+        let second = directory.path("second-data")
+        let started = ContinuousClock.now
+        let result = try await KioskCommand.run([
+            "serve", "--catalog", store.catalog.path, "--content", store.content.path, "--data", second.path, "--port", port,
+        ])
+        // No packing is proved by the missing content folder below; the bound only catches a hang.
+        // Before binding the server opens its database and keys (several fsyncs): on a fresh clone
+        // right after the build, with the build's writes still going to disk, that took 6.5 s once.
+        #expect(ContinuousClock.now - started < .seconds(15))
+        #expect(result.status == 1)
+        #expect(result.stderr.hasSuffix("kiosk: cannot listen on 127.0.0.1:\(port): the address is already in use; stop the other server or choose another --port\n"), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: second.appendingPathComponent("content").path), "it packed before binding")
+        _ = await running.stop()
+    }
+
+    @Test("serve refuses a bad catalog, naming the file, the product and the field")
+    func serveRefusesBadCatalog() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.editCatalog("magazines.json") { products in products[1]["publicationDate"] = "2026-13-01" }
+        await #expect(throws: ServerProcess.ServerDidNotStart.self) {
+            try await ServerProcess.start(store, log: directory.path("server.log"))
+        }
+        let log = try String(contentsOf: directory.path("server.log"), encoding: .utf8)
+        #expect(log.contains("Catalog/magazines.json: product \"com.kiosk.magazines.harbor-monthly.issue-02\": field \"publicationDate\""))
+    }
 }
