@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import KioskCore
 import KioskTestSupport
 import Testing

@@ -6,7 +6,7 @@ import Testing
 /// Conforming gives it, as `Self.…`, the agent started on a home with fast retries, what a
 /// background command printed, polling until a condition holds, a stop by signal that is timed,
 /// and the home's library, downloads and transactions read back.
-protocol BackgroundCommandSuite {}
+protocol BackgroundCommandSuite: Sendable {}
 
 extension BackgroundCommandSuite {
     /// Accelerated timings: a sync every second, retries from one second.

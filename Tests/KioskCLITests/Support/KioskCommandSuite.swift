@@ -5,7 +5,7 @@ import Testing
 /// A suite that drives the real `kiosk` against a store. Conforming gives it, as `Self.…`, the
 /// store's `kiosk admin` run against a ``SyncedHome``'s server, and a command's JSON output read
 /// back as an object.
-protocol KioskCommandSuite {}
+protocol KioskCommandSuite: Sendable {}
 
 extension KioskCommandSuite {
     static func admin(_ setup: SyncedHome, _ arguments: String...) async throws -> KioskCommand.Result {

@@ -8,7 +8,7 @@ import Testing
 /// A suite that serves an 8 MiB book from a live server. Conforming gives it, as `Self.…`, the
 /// server with its store and a receipt that entitles the book, plain GETs, and the book rewritten
 /// as a new edition.
-protocol LargeBookSuite {}
+protocol LargeBookSuite: Sendable {}
 
 extension LargeBookSuite {
     static var large: String { "com.kiosk.books.large-atlas" }

@@ -8,7 +8,7 @@ import Testing
 /// A suite that lives a subscription's life with the account's clock moved forward. Conforming
 /// gives it, as `Self.…`, a store whose monthly subscription has the grace it is given, the
 /// ``SubscriptionFixture`` to act on it, and the receipts' claims read back.
-protocol SubscriptionSuite {}
+protocol SubscriptionSuite: Sendable {}
 
 extension SubscriptionSuite {
     typealias Fixture = SubscriptionFixture

@@ -8,7 +8,7 @@ import Testing
 /// `Self.…`, the sample store's products, a store on either engine with a fresh account, and the
 /// ways the tests act on the store and read it back: purchases, purchases at once, races of the
 /// admin and the customer, and what an account ends with.
-protocol StoreSuite {}
+protocol StoreSuite: Sendable {}
 
 extension StoreSuite {
     static var book: String { "com.kiosk.books.small-engines" }

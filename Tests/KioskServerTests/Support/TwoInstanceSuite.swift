@@ -4,7 +4,7 @@ import KioskTestSupport
 
 /// A suite that runs two `kiosk serve` instances over one PostgreSQL database. Conforming gives
 /// it `Self.withTwoInstances`.
-protocol TwoInstanceSuite {}
+protocol TwoInstanceSuite: Sendable {}
 
 extension TwoInstanceSuite {
     /// Instances A and B on their own data folders (their own packed content) and one database.
