@@ -3,7 +3,8 @@ import GRDB
 import KioskTestSupport
 import Testing
 
-/// `kiosk config`: the remembered server and the device's settings, each naming the database it is kept in.
+/// `kiosk config`: the remembered server and the device's settings, each naming the database it is
+/// kept in.
 @Suite("kiosk config and the remembered server")
 struct ConfigCommandTests {
     typealias Setup = SyncedHome

@@ -6,7 +6,8 @@ import KioskTransfer
 import Logging
 import Testing
 
-/// A published folder (kiosk publish): packed once, served by any number of instances without packing.
+/// A published folder (kiosk publish): packed once, served by any number of instances without
+/// packing.
 @Suite("The published folder")
 struct PublishedFolderTests {
     @Test("instances serving one published folder give the same catalog and ETag without packing; a folder missing an archive stops the server, naming the file")

@@ -5,7 +5,8 @@ import KioskTestSupport
 import KioskTransfer
 import Testing
 
-/// A ranged download resumed across catalog reloads: If-Range and If-Match name the version, and a resume is never a splice of two.
+/// A ranged download resumed across catalog reloads: If-Range and If-Match name the version, and a
+/// resume is never a splice of two.
 @Suite("Resuming content across reloads: If-Range, If-Match and ETags")
 struct ResumeTests: LargeBookSuite {
     @Test("a reload that changes a book while a ranged download of the old version is in flight: the resume finishes the old version byte-exact, an unknown If-Range restarts, never a splice")

@@ -4,7 +4,8 @@ import KioskServer
 import KioskTestSupport
 import Testing
 
-/// Inputs the store must refuse: over-long, control-character and ill-typed fields and path IDs are a 400 naming the field, never a 500.
+/// Inputs the store must refuse: over-long, control-character and ill-typed fields and path IDs are
+/// a 400 naming the field, never a 500.
 @Suite("Hostile inputs: keys, product IDs, reasons and IDs in paths")
 struct HostileInputTests: StoreSuite {
     @Test("keys are limited by UTF-8 bytes and printable; NULs, control characters and long texts are a 400 naming the field, never a 500", arguments: TestEngine.all)

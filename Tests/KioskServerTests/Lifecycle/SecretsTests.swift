@@ -6,7 +6,8 @@ import KioskTestSupport
 import KioskTransfer
 import Testing
 
-/// The files a store keeps its secrets in: created private, imported from an earlier Kiosk, and refused, naming the file, when they cannot be read.
+/// The files a store keeps its secrets in: created private, imported from an earlier Kiosk, and
+/// refused, naming the file, when they cannot be read.
 @Suite("Secrets: the signing keys and the admin token")
 struct SecretsTests {
     @Test("secrets are created 0600 (the database holds the signing keys); a legacy key file is imported, and an unreadable or corrupt one, or an unreadable admin token, stops the server, naming the file")

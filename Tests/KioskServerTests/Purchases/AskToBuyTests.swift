@@ -4,7 +4,8 @@ import KioskServer
 import KioskTestSupport
 import Testing
 
-/// Ask to Buy: a purchase that waits for the operator's approval or decline, once however often it is asked or decided.
+/// Ask to Buy: a purchase that waits for the operator's approval or decline, once however often it
+/// is asked or decided.
 @Suite("Ask to Buy: deferred purchases, approved or declined once")
 struct AskToBuyTests: StoreSuite {
     @Test("defer waits without a charge; approved, it is charged once and signed", arguments: TestEngine.all)

@@ -4,7 +4,8 @@ import KioskServer
 import KioskTestSupport
 import Testing
 
-/// A purchase's idempotency key: the same key is the same transaction, however often and however raced.
+/// A purchase's idempotency key: the same key is the same transaction, however often and however
+/// raced.
 @Suite("Idempotency keys: one transaction and one charge per key")
 struct IdempotencyTests: StoreSuite {
     @Test("the same idempotency key gives the same transaction and one charge, even when racing", arguments: TestEngine.all)
