@@ -64,6 +64,9 @@ test: deps test-tools
 		grep -E '✘|: error: |Test Case .* failed' .build/test.log | grep -v '✘ Test run with' | head -60; \
 		exit $$status; \
 	fi
+	@# The fault suite's copy of the coverage rule against the cases the product's rule is tested on
+	@# (Tests/Fixtures/coverage-cases.json; the Swift half is CoverageAgreementTests), in a second.
+	cd scripts && python3 -m unittest -q torture.test_coverage
 	@# A short fault history (fixed seed, small content, 7 update scenarios) with the debug build just made.
 	KIOSK=$$($(SWIFT) build --show-bin-path)/kiosk python3 scripts/torture.py --seed 11 --ops 40 --large 24,40 --issue 16 --speed 32
 	@# The same history with the store on PostgreSQL: the operator-against-customer races there.

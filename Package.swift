@@ -57,6 +57,8 @@ let package = Package(
         .target(
             name: "KioskCore",
             dependencies: [
+                // Reached only through KioskCore's Platform (Support/Platform.swift).
+                "CLinux",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -78,7 +80,6 @@ let package = Package(
             name: "KioskTransfer",
             dependencies: [
                 "CCurl",
-                "CLinux",
                 "KioskCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -136,7 +137,6 @@ let package = Package(
         .target(
             name: "KioskClient",
             dependencies: [
-                "CLinux",
                 "KioskCore",
                 "KioskTransfer",
                 "KioskArchive",
@@ -179,6 +179,13 @@ let package = Package(
                              .when(platforms: [.linux], configuration: .release)),
             ],
             plugins: ["BuildInfo"]
+        ),
+        // An app embedding the client engine through its public API alone (docs: KioskClient.docc).
+        .executableTarget(
+            name: "embedded-reader",
+            dependencies: ["KioskClient"],
+            path: "Examples/EmbeddedReader",
+            swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "kiosk-server",

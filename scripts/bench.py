@@ -235,26 +235,20 @@ def purchases(url, tokens, label, seconds=10):
 
 
 class Postgres:
-    """A throwaway cluster for pgbench and kiosk on PostgreSQL: durable settings (fsync on)."""
+    """A throwaway cluster for pgbench and kiosk on PostgreSQL, in .bench/pg: durable settings (fsync
+    on). Started and stopped by PID with scripts/postgres-cluster, the one PostgreSQL launcher (the
+    tests, the fault suite and make cluster use it too); its watchdog stops it if the bench is killed."""
+    LAUNCHER = ROOT / "scripts" / "postgres-cluster"
+
     def __init__(self):
-        bin = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name))[-1]
-        self.bin = bin
         self.folder = BENCH / "pg"
         shutil.rmtree(self.folder, ignore_errors=True)
-        self.folder.mkdir(parents=True)
-        self.as_postgres = ["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []
-        if os.getuid() == 0:
-            shutil.chown(self.folder, "postgres", "postgres")
-        subprocess.run([*self.as_postgres, str(bin / "initdb"), "-D", str(self.folder / "data"), "-U", "kiosk", "--auth=trust"],
-                       check=True, stdout=subprocess.DEVNULL)
-        self.port = free_port()
-        self.process = subprocess.Popen([*self.as_postgres, str(bin / "postgres"), "-D", str(self.folder / "data"), "-p", str(self.port),
-                                         "-k", str(self.folder), "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(100):
-            if subprocess.run([str(bin / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port)]).returncode == 0:
-                break
-            time.sleep(0.1)
+        started = subprocess.run([sys.executable, str(self.LAUNCHER), "start", str(self.folder), "--watch", str(os.getpid()), "--durable",
+                                  "--max-connections", "200"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if started.returncode != 0:
+            raise SystemExit(f"bench: {started.stderr.strip()}")
+        fields = dict(field.split("=", 1) for field in started.stdout.split())
+        self.port, self.bin = int(fields["port"]), Path(fields["bin"])
 
     def psql(self, sql, database="postgres"):
         subprocess.run([str(self.bin / "psql"), "-X", "-q", "-h", "127.0.0.1", "-p", str(self.port), "-U", "kiosk", "-d", database, "-c", sql], check=True)
@@ -280,10 +274,7 @@ class Postgres:
         return float(re.search(r"tps = ([\d.]+)", text).group(1)), latencies[int(len(latencies) * 0.99)] / 1000
 
     def stop(self):
-        pid = int((self.folder / "data/postmaster.pid").read_text().split()[0])
-        os.kill(pid, signal.SIGINT)
-        self.process.wait(timeout=30)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        subprocess.run([sys.executable, str(self.LAUNCHER), "stop", str(self.folder), "--remove"], check=True)
 
 
 # One-account windows of each kind in section 6 (fresh accounts and the long one, alternating).

@@ -2,7 +2,7 @@
 # `make cluster`: the scale-out topology on one machine, end to end, then torn down.
 #
 #   client ──► nginx (deploy/nginx.conf) ──► kiosk serve A ─┐
-#                 │                     └──► kiosk serve B ─┴─► PostgreSQL (initdb in a temp folder)
+#                 │                     └──► kiosk serve B ─┴─► PostgreSQL (scripts/postgres-cluster, a temp folder)
 #                 └── archives from the folder `kiosk publish` made (X-Accel-Redirect)
 #
 # A reader syncs, buys and downloads through nginx; an Ask to Buy made through nginx is approved
@@ -15,12 +15,11 @@ KIOSK=$(realpath "$KIOSK")
 work=$(mktemp -d /tmp/kiosk-cluster-XXXXXX)
 chmod 755 "$work"
 pids=()
-pg_data="$work/pg/data"
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    if [ -f "$pg_data/postmaster.pid" ]; then kill -INT "$(head -n 1 "$pg_data/postmaster.pid")" 2>/dev/null || true; fi
     for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    for _ in $(seq 1 50); do [ -f "$pg_data/postmaster.pid" ] || break; sleep 0.1; done
+    # PostgreSQL by its PID, through the launcher that started it (waits until it has stopped).
+    scripts/postgres-cluster stop "$work/pg" || true
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -35,18 +34,14 @@ OTHER_BOOK=com.kiosk.books.lighthouse-keeper
 # However many products the bundled catalog has today (a count written here rotted once).
 products=$(python3 -c 'import glob, json; print(sum(len(json.load(open(f))["products"]) for f in glob.glob("Catalog/*.json")))')
 
-step "PostgreSQL: initdb into $work/pg and start it on a free port"
-bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
-[ -x "$bin/initdb" ] || fail "PostgreSQL is not installed; run make cluster again (it installs postgresql)"
-as_postgres=()
-mkdir -p "$work/pg"
-if [ "$(id -u)" = 0 ]; then chown postgres: "$work/pg"; as_postgres=(runuser -u postgres --); fi
-"${as_postgres[@]}" "$bin/initdb" -D "$pg_data" -U kiosk --auth=trust -E UTF8 --no-sync >"$work/initdb.log"
-pg_port=$(free_port)
-"${as_postgres[@]}" "$bin/postgres" -D "$pg_data" -p "$pg_port" -k "$work/pg" -c listen_addresses=127.0.0.1 >"$work/postgres.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 100); do "$bin/pg_isready" -q -h 127.0.0.1 -p "$pg_port" && break; sleep 0.1; done
-"$bin/psql" -X -q -h 127.0.0.1 -p "$pg_port" -U kiosk -d postgres -c "CREATE DATABASE kiosk" || fail "cannot create the database"
+step "PostgreSQL: initdb into $work/pg and start it on a free port (scripts/postgres-cluster)"
+# The one PostgreSQL launcher (the tests, the fault suite and the bench use it too): as the postgres
+# user when root, a database named kiosk; its watchdog stops the server if this script is killed.
+# It prints port=… pid=… bin=…, and says what to install when PostgreSQL is missing.
+cluster=$(scripts/postgres-cluster start "$work/pg" --watch $$ --keep --database kiosk) || fail "PostgreSQL did not start (see above)"
+pg_port=$(printf '%s\n' "$cluster" | sed -n 's/.*port=\([0-9]*\).*/\1/p')
+bin=$(printf '%s\n' "$cluster" | sed -n 's/.*bin=\([^ ]*\).*/\1/p')
+[ -n "$pg_port" ] && [ -x "$bin/psql" ] || fail "scripts/postgres-cluster printed no port and bin: $cluster"
 database="postgres://kiosk@127.0.0.1:$pg_port/kiosk?tlsmode=disable"
 echo "database: postgres://kiosk@127.0.0.1:$pg_port/kiosk"
 

@@ -21,7 +21,7 @@ extension KioskClient {
 
     /// Whether the store answers at all right now.
     public func storeIsReachable() async -> Bool {
-        guard let api = try? payments.storeAPI() else { return false }
+        guard let api = try? purchases.storeAPI() else { return false }
         return await api.isReachable()
     }
 }

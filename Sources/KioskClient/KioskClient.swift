@@ -5,8 +5,8 @@ import Logging
 
 /// The client engine: one KIOSK_HOME, one server, long-lived.
 ///
-/// It owns the reader's state through ``ClientDatabase``, runs the payment queue and the download
-/// queue, and publishes what happens on ``events``. Several engines (in one process or in several)
+/// It holds the reader's state in two owners, its purchases and its library, moves work between
+/// them through its flows (buy, replay, restore, resume), and publishes what happens on ``events``. Several engines (in one process or in several)
 /// may share a home: downloads are claimed by one of them at a time, and the account is created
 /// once.
 public final class KioskClient: Sendable {
@@ -45,12 +45,12 @@ public final class KioskClient: Sendable {
     let logger: Logger
     /// The store this engine talks to, fixed when it opens.
     let storeServer: StoreServer
-    // The owners, built once and kept for the engine's life. Neither queue calls the other: the
-    // delivery coordinator takes a purchase from the payment queue to the download queue and back.
+    // The two owners (purchases, and the library with its downloads), built once and kept for the
+    // engine's life. Neither calls the other: the flows take a purchase from one to the other.
     let catalog: CatalogSync
-    let payments: PaymentQueue
-    let downloadQueue: DownloadQueue
-    let delivery: DeliveryCoordinator
+    let purchases: Purchases
+    let library: Library
+    let flows: Flows
 
     /// Opens the state in `home`, creating it on first use.
     /// - Parameter server: the server's base URL (http or https), remembered for next time once it
@@ -83,16 +83,12 @@ public final class KioskClient: Sendable {
         let http = HTTPClient()
         self.storeServer = store
         self.catalog = CatalogSync(database: database, http: http, server: store, spoolFolder: home.root, maxBytes: configuration.maxCatalogBytes)
-        let payments = PaymentQueue(database: database, server: store, http: http, home: home, configuration: configuration, logger: logger)
-        self.payments = payments
-        self.downloadQueue = DownloadQueue(database: database, home: home, server: store, configuration: configuration, owner: ClaimOwner(), logger: logger, contentURLs: ContentURLs())
-        self.delivery = DeliveryCoordinator(
-            database: database, catalog: catalog, payments: payments, downloads: downloadQueue,
-            subscriptions: SubscriptionIssues(database: database, graceWindows: { [payments] in
-                // Asked only when the device holds a subscription; offline, the receipts' periods alone.
-                guard let list = try? await payments.authorizedAPI().subscriptions() else { return nil }
-                return Dictionary(list.subscriptions.map { ($0.productId, $0.graceWindows ?? []) }) { $0 + $1 }
-            }), logger: logger)
+        let purchases = Purchases(database: database, server: store, http: http, home: home, configuration: configuration, logger: logger)
+        self.purchases = purchases
+        self.library = Library(database: database, home: home, server: store, configuration: configuration, owner: ClaimOwner(), logger: logger, contentURLs: ContentURLs())
+        self.flows = Flows(
+            catalog: catalog, purchases: purchases, library: library,
+            subscriptions: SubscriptionIssues(database: database, purchases: purchases), logger: logger)
     }
 
     deinit {
@@ -160,8 +156,8 @@ public final class KioskClient: Sendable {
 
     /// Syncs the catalog cache with the server and queues the issues a subscription covers.
     public func sync() async throws -> SyncReport {
-        var report = try await delivery.refreshCatalog()
-        report.queued = try await delivery.subscriptions.queueCoveredIssues()
+        var report = try await flows.refreshCatalog()
+        report.queued = try await flows.subscriptions.queueCoveredIssues()
         return report
     }
 

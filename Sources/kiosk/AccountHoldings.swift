@@ -32,7 +32,7 @@ struct AccountHoldings {
 
     /// Reads the client's transactions and library.
     static func load(_ client: KioskClient) async throws -> AccountHoldings {
-        AccountHoldings(transactions: try await client.transactions(), library: try client.library())
+        AccountHoldings(transactions: try await client.transactions(), library: try client.libraryEntries())
     }
 
     /// `owned`, `subscribed until 2026-12-24 13:05`, `expired 2026-…`, or nil for what is not held.

@@ -72,7 +72,7 @@ struct DownloadRunner {
     /// ``WorkOutcome``, not decided here).
     func report(_ report: DownloadRunReport) {
         display.clear()
-        let library = (try? client.library()) ?? []
+        let library = (try? client.libraryEntries()) ?? []
         let downloads = (try? client.downloads()) ?? []
         for id in report.installed {
             let path = library.first { $0.item.productId == id }?.item.path ?? "the library"

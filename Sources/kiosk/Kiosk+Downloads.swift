@@ -208,7 +208,7 @@ extension Kiosk {
                     print(try LibraryPath.find(pathOf, in: client))
                     return
                 }
-                let entries = try client.library()
+                let entries = try client.libraryEntries()
                 if json {
                     let rows = entries.map { Row(productId: $0.item.productId, title: $0.title, version: $0.item.version, path: $0.item.path, installedAt: $0.item.installedAt, updateAvailable: $0.updateAvailable) }
                     print(String(decoding: try JSONEncoder.kiosk.encode(rows), as: UTF8.self))

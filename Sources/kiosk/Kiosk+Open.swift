@@ -40,7 +40,7 @@ enum LibraryPath {
     /// The folder of `productId` in the client's home.
     /// - Throws: ``NotInstalled`` naming the product, where its download stands and what to run.
     static func find(_ productId: String, in client: KioskClient) throws -> String {
-        if let entry = try client.library().first(where: { $0.item.productId == productId }) {
+        if let entry = try client.libraryEntries().first(where: { $0.item.productId == productId }) {
             guard FileManager.default.fileExists(atPath: entry.item.path) else {
                 throw NotInstalled(productId: productId, why: "its folder \(entry.item.path) is missing", action: "run kiosk resume to download it again")
             }

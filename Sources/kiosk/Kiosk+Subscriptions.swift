@@ -66,7 +66,7 @@ extension Kiosk {
             @Argument(help: "The subscription's ID (its original transaction ID).") var id: String
             func run() async throws {
                 try await reportingErrors {
-                    let info = try await options.connect().setAutoRenew(id, on: false)
+                    let info = try await options.client().setAutoRenew(id, on: false)
                     Swift.print(Subscriptions.line(info))
                 }
             }
@@ -78,7 +78,7 @@ extension Kiosk {
             @Argument(help: "The subscription's ID (its original transaction ID).") var id: String
             func run() async throws {
                 try await reportingErrors {
-                    let info = try await options.connect().setAutoRenew(id, on: true)
+                    let info = try await options.client().setAutoRenew(id, on: true)
                     Swift.print(Subscriptions.line(info))
                 }
             }

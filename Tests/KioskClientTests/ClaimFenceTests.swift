@@ -9,7 +9,7 @@ import Testing
 /// can change nothing, touch no other claim's files, and install nothing.
 @Suite("Fenced download claims, monotonic leases and checked installs")
 struct ClaimFenceTests {
-    static let book = DownloadQueueTests.book
+    static let book = LibraryTests.book
     static let manyFiles = "com.kiosk.books.many-pages"
 
     /// A monotonic clock the test moves by hand.
@@ -36,7 +36,7 @@ struct ClaimFenceTests {
 
     @Test("a holder stopped past its lease loses the download: its progress, state changes and install are refused, and its swap never runs")
     func staleHolderIsFenced() async throws {
-        try await DownloadQueueTests.withStore { context in
+        try await LibraryTests.withStore { context in
             _ = try await context.client.buy(Self.book, downloadNow: false)
             let database = context.client.database
             let time = ManualClock()
@@ -73,7 +73,7 @@ struct ClaimFenceTests {
 
     @Test("a lease is measured on the monotonic clock: the wall clock a day ahead (or back) ends no live claim; a lease from another boot has lapsed")
     func leaseIgnoresWallClock() async throws {
-        try await DownloadQueueTests.withStore { context in
+        try await LibraryTests.withStore { context in
             _ = try await context.client.buy(Self.book, downloadNow: false)
             let database = context.client.database
             let time = ManualClock()
@@ -96,7 +96,7 @@ struct ClaimFenceTests {
 
     @Test("an unpacked folder is checked against the archive's manifest: a file removed, truncated, changed or added is refused and the folder discarded")
     func installCheckedAgainstManifest() async throws {
-        try await DownloadQueueTests.withStore(prepare: { try $0.addManyFileBook(Self.manyFiles, files: 6, kilobytes: 8) }) { context in
+        try await LibraryTests.withStore(prepare: { try $0.addManyFileBook(Self.manyFiles, files: 6, kilobytes: 8) }) { context in
             let archive = try #require(try await context.server.catalog.current.archives[Self.manyFiles]).file
             let installer = LibraryInstaller(library: context.home.appendingPathComponent("Library"))
             let claim = DownloadClaim(productId: Self.manyFiles, owner: ClaimOwner(), generation: 1)

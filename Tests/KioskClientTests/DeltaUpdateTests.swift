@@ -13,7 +13,7 @@ struct DeltaUpdateTests {
     static let pages = 300
 
     struct Setup: Sendable {
-        let context: DownloadQueueTests.Context
+        let context: LibraryTests.Context
         var source: URL { context.store.content.appendingPathComponent("books/three-hundred-pages") }
         var installed: URL { context.home.appendingPathComponent("Library/\(DeltaUpdateTests.book)") }
         var serverContent: URL { context.store.data.appendingPathComponent("content") }
@@ -41,7 +41,7 @@ struct DeltaUpdateTests {
 
     /// A zip book of 300 incompressible 4 KiB pages, bought and installed whole.
     static func withInstalledBook<T: Sendable>(_ body: @Sendable (Setup) async throws -> T) async throws -> T {
-        try await DownloadQueueTests.withStore(prepare: { try $0.addManyFileBook(book, files: pages, kilobytes: 4, format: "zip") }) { context in
+        try await LibraryTests.withStore(prepare: { try $0.addManyFileBook(book, files: pages, kilobytes: 4, format: "zip") }) { context in
             _ = try await context.client.buy(book)
             let setup = Setup(context: context)
             #expect(try FolderSnapshot.files(in: setup.installed) == FolderSnapshot.files(in: setup.source))
@@ -66,7 +66,7 @@ struct DeltaUpdateTests {
             #expect(report.bytesReceived == fetched + Int64(manifestBytes.count))
             #expect(report.bytesReceived * 20 < manifest.archiveSize)
             #expect(try setup.record()?.transferNote?.hasSuffix("(3 files changed)") == true)
-            #expect(try setup.context.client.library().first?.updateAvailable == false)
+            #expect(try setup.context.client.libraryEntries().first?.updateAvailable == false)
             let leftovers = try FileManager.default.contentsOfDirectory(atPath: setup.context.home.appendingPathComponent("Library").path)
             #expect(leftovers == [Self.book])
         }
@@ -224,7 +224,7 @@ struct DeltaUpdateTests {
 
     @Test("a tar.gz update downloads the whole archive and installs the new tree")
     func tarGzDownloadsWhole() async throws {
-        try await DownloadQueueTests.withStore(prepare: { try $0.addManyFileBook(Self.book, files: 20, kilobytes: 4) }) { context in
+        try await LibraryTests.withStore(prepare: { try $0.addManyFileBook(Self.book, files: 20, kilobytes: 4) }) { context in
             _ = try await context.client.buy(Self.book)
             let setup = Setup(context: context)
             try TestOrigin.incompressible(4 << 10, seed: "page-10-corrected").write(to: setup.page(10))

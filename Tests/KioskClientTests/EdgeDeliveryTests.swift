@@ -99,7 +99,7 @@ struct EdgeDeliveryTests {
                 #expect(requests.last?.bytes == size - kept)
                 // Before it, the partial zip was checked against the version's manifest, from Kiosk.
                 #expect(nginx.accessLog().filter { $0.contains("/v1/content/\(Self.large)/manifest?") && $0.contains("\" 200 ") }.count == 1, "\(nginx.accessLog())")
-                #expect(try client.library().first { $0.item.productId == Self.large } != nil)
+                #expect(try client.libraryEntries().first { $0.item.productId == Self.large } != nil)
 
                 // Without a receipt that entitles it, nginx never sends the file.
                 let anonymous = try await StoreHTTP(baseURL: nginx.baseURL).send("GET", "/v1/content/\(Self.large)")
@@ -133,7 +133,7 @@ struct EdgeDeliveryTests {
                 let statuses = Self.archiveRequests(nginx, published.archive)
                 #expect(statuses.map(\.status) == [200, 410, 206], "\(nginx.accessLog())")
                 #expect(statuses.last?.bytes == size - kept)
-                let installed = try #require(try client.library().first { $0.item.productId == Self.large }?.item)
+                let installed = try #require(try client.libraryEntries().first { $0.item.productId == Self.large }?.item)
                 #expect(FileManager.default.fileExists(atPath: installed.path))
 
                 // A forged or stale signature is refused at the edge without asking Kiosk.

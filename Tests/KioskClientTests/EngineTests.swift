@@ -227,7 +227,7 @@ struct EngineTests {
             #expect(record.revocationReason == "refunded at the reader's request")
             #expect(abs((record.revokedAt ?? .distantPast).timeIntervalSinceNow) < 60)
             #expect(!FileManager.default.fileExists(atPath: folder.path))
-            #expect(try client.library().isEmpty)
+            #expect(try client.libraryEntries().isEmpty)
             #expect(try client.downloads().isEmpty)
             // Seen once: the next contact changes nothing.
             #expect(await client.replay().revoked.isEmpty)

@@ -26,7 +26,7 @@ struct GraceIssuesTests {
             let client = try KioskClient(home: KioskHome(root: directory.path("home")), server: url)
             _ = try await client.sync()
             _ = try await client.buy(Self.monthly)
-            let installedAtPurchase = try client.library().map(\.item.productId)
+            let installedAtPurchase = try client.libraryEntries().map(\.item.productId)
             #expect(!installedAtPurchase.contains("\(Self.series).grace-issue"))
             let accountId = try #require(try client.accountID())
             let expires = try #require(try await client.subscriptions()?.subscriptions.first?.expiresDate)
@@ -46,7 +46,7 @@ struct GraceIssuesTests {
             let report = try await client.resume()
             #expect(report.queued.contains("\(Self.series).grace-issue"), "\(report.queued)")
             #expect(!report.queued.contains("\(Self.series).late-issue"))
-            #expect(try client.library().map(\.item.productId).contains("\(Self.series).grace-issue"))
+            #expect(try client.libraryEntries().map(\.item.productId).contains("\(Self.series).grace-issue"))
         }
     }
 }

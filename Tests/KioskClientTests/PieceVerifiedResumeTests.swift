@@ -13,7 +13,7 @@ struct PieceVerifiedResumeTests {
     static let book = "com.kiosk.books.three-hundred-pages"
 
     struct Setup: Sendable {
-        let context: DownloadQueueTests.Context
+        let context: LibraryTests.Context
         let archive: Data
         let manifest: ContentManifest
         let sha256: String
@@ -38,7 +38,7 @@ struct PieceVerifiedResumeTests {
 
     /// A zip book of 300 incompressible 4 KiB pages, bought but not downloaded.
     static func withBoughtBook<T: Sendable>(_ body: @Sendable (Setup) async throws -> T) async throws -> T {
-        try await DownloadQueueTests.withStore(prepare: { try $0.addManyFileBook(book, files: 300, kilobytes: 4, format: "zip") }) { context in
+        try await LibraryTests.withStore(prepare: { try $0.addManyFileBook(book, files: 300, kilobytes: 4, format: "zip") }) { context in
             _ = try await context.client.buy(book, downloadNow: false)
             let packed = try #require(try await context.server.catalog.current.archives[book])
             let manifestData = try Data(contentsOf: try #require(packed.manifestFile))

@@ -115,8 +115,8 @@ struct ReceiptAgreementTests {
             try client.database.setSetting(Setting.Key.jwks, to: String(decoding: try JSONEncoder().encode(try await server.keys.jwks()), as: UTF8.self))
             let (receipt, expected) = try await Self.receipt(for: testCase, genuine: genuine, claims: claims, account: account, server: server, client: client)
 
-            let api = try client.payments.storeAPI()
-            let onClient = try await Answer { try await ReceiptCheck(database: client.database).verify(receipt, accountId: account, fetchKeys: { try await api.jwks() }) }
+            let api = try client.purchases.storeAPI()
+            let onClient = try await Answer { try await ReceiptCheck(database: client.database).verifiedReceipt(receipt, keysFrom: api) }
             let onServer = try await Answer {
                 let chosen = try #require(server.store.proofs.verifier(forAuthorization: "Receipt \(receipt)"))
                 return try await chosen.verifier.verify(chosen.proof, presentedBy: account).claims

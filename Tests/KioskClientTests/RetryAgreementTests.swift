@@ -79,7 +79,7 @@ struct RetryAgreementTests {
             let client = try KioskClient(home: KioskHome(root: directory.path("home")), server: "http://127.0.0.1:\(port)")
             _ = try client.database.saveAccount(id: "account-1", token: "token-1", replacing: false)
             let record = try client.database.beginPurchase(productId: Self.book, kind: .nonConsumable, quantity: 1, method: "approve", storeURL: "http://127.0.0.1:\(port)", storeKeys: nil)
-            _ = try? await client.payments.send(record)
+            _ = try? await client.purchases.send(record)
             let id = try #require(record.id)
             let stored = try #require(try client.database.payment(id))
             let keptForLater = RetryRule.isTransient(status: status) || status == 401

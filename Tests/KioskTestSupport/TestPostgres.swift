@@ -20,11 +20,13 @@ public enum TestEngine: String, Sendable, CaseIterable, CustomStringConvertible 
 
 /// A throwaway PostgreSQL cluster shared by the tests of one process.
 ///
-/// Started on first use: `initdb` into a temporary folder (as the `postgres` user when the tests
-/// run as root, since PostgreSQL refuses root), `postgres` on a free port of 127.0.0.1 with its
-/// socket in that folder. Each test gets a database of its own. A watchdog shell started with it
-/// stops the server by PID and deletes the folder as soon as the test process is gone, however
-/// it ended. A missing PostgreSQL fails the test with what to install; it is never skipped.
+/// Started on first use by `scripts/postgres-cluster`, the repository's one PostgreSQL launcher
+/// (the fault suite, the bench and `make cluster` use it too): `initdb` into a temporary folder
+/// (as the `postgres` user when the tests run as root, since PostgreSQL refuses root), `postgres`
+/// on a free port of 127.0.0.1 with its socket in that folder. Each test gets a database of its
+/// own. The launcher's watchdog stops the server by PID and deletes the folder as soon as the test
+/// process is gone, however it ended. A missing PostgreSQL fails the test with what to install; it
+/// is never skipped.
 public actor TestPostgres {
     public static let shared = TestPostgres()
 
@@ -51,7 +53,7 @@ public actor TestPostgres {
     /// The running cluster, started on first use.
     public func cluster() async throws -> Cluster {
         if let started { return started }
-        let cluster = try await Self.start()
+        let cluster = try Self.start()
         started = cluster
         return cluster
     }
@@ -64,64 +66,28 @@ public actor TestPostgres {
 
     // MARK: Starting
 
-    static func binFolder() throws -> String {
-        let root = "/usr/lib/postgresql"
-        let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [])
-            .compactMap(Int.init).sorted()
-        guard let newest = versions.last, FileManager.default.isExecutableFile(atPath: "\(root)/\(newest)/bin/initdb") else {
-            throw TestServiceError("PostgreSQL is not installed (no \(root)/*/bin/initdb); run `make test`, which installs it with apt-get install postgresql")
-        }
-        return "\(root)/\(newest)/bin"
-    }
+    /// `scripts/postgres-cluster`, found from this file's own path.
+    static let launcher = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("scripts").appendingPathComponent("postgres-cluster").path
 
-    private static func start() async throws -> Cluster {
-        let bin = try binFolder()
+    /// Starts the cluster with the launcher, watched by this process: `start FOLDER --watch PID`
+    /// prints `port=… pid=… bin=…`. A missing PostgreSQL is the launcher's own message ("PostgreSQL
+    /// is not installed …; run `make test`, which installs it …").
+    private static func start() throws -> Cluster {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("kiosk-pg-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let asRoot = getuid() == 0
-        if asRoot {
-            guard let user = getpwnam("postgres") else {
-                throw TestServiceError("running as root, and there is no postgres user to run PostgreSQL as; install the postgresql package")
-            }
-            chown(folder, user.pointee.pw_uid, user.pointee.pw_gid)
+        let (status, output) = try run("/usr/bin/env", ["python3", launcher, "start", folder, "--watch", String(getpid())])
+        guard status == 0 else {
+            throw TestServiceError(output.trimmingCharacters(in: .whitespacesAndNewlines))
         }
-        let asPostgres = asRoot ? ["runuser", "-u", "postgres", "--"] : []
-        let data = folder + "/data"
-        let (status, output) = try run("/usr/bin/env", asPostgres + [bin + "/initdb", "-D", data, "-U", "kiosk", "--auth=trust", "-E", "UTF8", "--no-sync"])
-        guard status == 0 else { throw TestServiceError("initdb failed: \(output)") }
-
-        for _ in 0..<5 {
-            let port = try freePort()
-            // The watchdog: PostgreSQL runs as its child; when the test process is gone it stops
-            // PostgreSQL (by PID) and removes the folder.
-            // PostgreSQL's own PID is the first line of postmaster.pid (runuser does not pass signals on).
-            let script = """
-                \(asPostgres.joined(separator: " ")) \(bin)/postgres -D \(data) -p \(port) -k \(folder) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200 > \(folder)/server.log 2>&1 &
-                child=$!
-                while kill -0 \(getpid()) 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 0.5; done
-                kill -INT "$(head -n 1 \(data)/postmaster.pid 2>/dev/null)" 2>/dev/null
-                wait $child
-                rm -rf \(folder)
-                """
-            let watchdog = Process()
-            watchdog.executableURL = URL(fileURLWithPath: "/bin/sh")
-            watchdog.arguments = ["-c", script]
-            watchdog.standardOutput = FileHandle.nullDevice
-            watchdog.standardError = FileHandle.nullDevice
-            try watchdog.run()
-            let deadline = Date().addingTimeInterval(30)
-            while Date() < deadline, watchdog.isRunning {
-                if let pid = (try? String(contentsOfFile: data + "/postmaster.pid", encoding: .utf8))?.split(separator: "\n").first.flatMap({ Int32($0) }) {
-                    let cluster = Cluster(port: port, folder: folder, bin: bin, pid: pid)
-                    if (try? psql(cluster, database: "postgres", "SELECT 1")) != nil { return cluster }
-                }
-                try await Task.sleep(for: .milliseconds(100))
-            }
-            // Most likely the port was taken between choosing it and binding it: try another.
-            watchdog.terminate()
+        var fields: [String: String] = [:]
+        for field in output.split(whereSeparator: \.isWhitespace) {
+            let parts = field.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
         }
-        let log = (try? String(contentsOfFile: folder + "/server.log", encoding: .utf8)) ?? ""
-        throw TestServiceError("PostgreSQL did not start: \(log.suffix(500))")
+        guard let port = fields["port"].flatMap({ Int($0) }), let pid = fields["pid"].flatMap({ Int32($0) }), let bin = fields["bin"] else {
+            throw TestServiceError("scripts/postgres-cluster printed no port=… pid=… bin=… line: \(output)")
+        }
+        return Cluster(port: port, folder: folder, bin: bin, pid: pid)
     }
 
     static func freePort() throws -> Int {

@@ -25,7 +25,7 @@ public enum AgentStep: Sendable {
 
 /// The engine on its own: the loop of ``KioskClient/run(syncInterval:once:step:)``.
 ///
-/// It is a loop over the paths the commands take (replay, the delivery coordinator's downloads,
+/// It is a loop over the paths the commands take (replay, the flows' downloads,
 /// the catalog sync), never a second path. Between rounds it sleeps until the earliest of the
 /// next due download retry, the next due purchase replay and the next sync, while a child task
 /// long-polls the account's change feed (`GET /v1/transactions?after=&wait=`) and wakes it when
@@ -84,12 +84,12 @@ struct BackgroundAgent: Sendable {
                 offline = replayed.offline
             }
             if !offline {
-                var queued = try await client.delivery.subscriptions.queueCoveredIssues()
+                var queued = try await client.flows.subscriptions.queueCoveredIssues()
                 if checkLibrary {
-                    queued += try client.downloadQueue.checkLibrary()
+                    queued += try client.library.checkLibrary()
                     checkLibrary = false
                 }
-                queued += try client.downloadQueue.queueUpdates()
+                queued += try client.library.queueUpdates()
                 if !queued.isEmpty { step(.queued(queued)) }
                 let round = try await runDownloads(replayingChanges: wakeup)
                 if round.bytesReceived > 0 || !(round.installed + round.waiting + round.failed + round.cancelled + round.installedElsewhere).isEmpty { step(.ran(round)) }
@@ -141,15 +141,8 @@ struct BackgroundAgent: Sendable {
 
     /// The earliest of the next sync, the next waiting download's retry and the next purchase's replay.
     private func nextDue(syncAt nextSync: ContinuousClock.Instant) throws -> ContinuousClock.Instant {
-        var due = nextSync
-        let now = Date()
-        let dates = [try client.database.nextDownloadAttempt()]
-            + (try client.database.unfinishedPayments().map { $0.nextAttemptAt ?? now })
-        for date in dates.compactMap({ $0 }) {
-            let instant = ContinuousClock.now + .milliseconds(Int64(max(0, date.timeIntervalSinceNow) * 1000))
-            if instant < due { due = instant }
-        }
-        return due
+        guard let date = try client.flows.nextDue() else { return nextSync }
+        return min(nextSync, ContinuousClock.now + .milliseconds(Int64(max(0, date.timeIntervalSinceNow) * 1000)))
     }
 
     // MARK: The change feed
@@ -164,7 +157,7 @@ struct BackgroundAgent: Sendable {
         var announced: String?
         while !Task.isCancelled {
             do {
-                guard let api = try await client.payments.existingAccountAPI() else {
+                guard let api = try await client.purchases.existingAccountAPI() else {
                     try await Task.sleep(for: .seconds(5))
                     continue
                 }

@@ -31,6 +31,11 @@ struct CatalogSync {
     /// The largest catalog accepted, after decompression.
     var maxBytes = 64 << 20
 
+    /// A product of the cached catalog, nil when the last sync did not list it.
+    func cachedProduct(_ id: String) throws -> Product? {
+        try database.cachedProduct(id)
+    }
+
     /// Fetches the catalog (conditionally after the first time) and replaces the cache in one
     /// transaction.
     ///

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+internal import GRDB
 import KioskCore
 
 /// The one owner of `kiosk.sqlite`: every read the engine needs and every state transition.
@@ -94,7 +94,7 @@ final class ClientDatabase: Sendable {
         let descriptor = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { return }
         defer { close(descriptor) }
-        if posix_fallocate(descriptor, 0, off_t(size)) != 0 {
+        if !Platform.reserve(descriptor, size: Int64(size)) {
             unlink(url.path)
         }
     }

@@ -25,7 +25,7 @@ public struct KioskHome: Sendable, Equatable {
     /// Where the bytes of `productId`'s download collect. Paths are built only from valid IDs.
     /// - Throws: ``ClientError/unsafeProductID(_:source:)``.
     func partialFile(_ productId: String) throws -> URL {
-        guard ProductID.isValid(productId) else { throw ClientError.unsafeProductID(productId, source: "the download queue") }
+        guard ProductID.isValid(productId) else { throw ClientError.unsafeProductID(productId, source: "the library") }
         return downloads.appendingPathComponent("\(productId).partial")
     }
     public var downloads: URL { root.appendingPathComponent("downloads", isDirectory: true) }

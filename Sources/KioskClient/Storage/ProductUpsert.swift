@@ -1,6 +1,6 @@
 import Foundation
-import GRDB
-import GRDBSQLite
+internal import GRDB
+internal import GRDBSQLite
 import KioskCore
 
 /// The catalog cache's one write per product during a sync: insert it, or replace the cached row

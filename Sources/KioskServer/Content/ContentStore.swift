@@ -1,4 +1,3 @@
-import CLinux
 import Foundation
 import KioskArchive
 import KioskCore
@@ -167,7 +166,7 @@ public struct ContentStore: Sendable {
 
     /// Asks the kernel to start writing `url` to disk without waiting for it.
     private static func startWriteback(_ url: URL) throws {
-        try withDescriptor(url) { descriptor in kiosk_start_writeback(descriptor, 0, 0) == 0 }
+        try withDescriptor(url) { descriptor in Platform.startWriteback(descriptor, offset: 0, length: 0) }
     }
 
     private static func withDescriptor(_ url: URL, _ body: (Int32) -> Bool) throws {

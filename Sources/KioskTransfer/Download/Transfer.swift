@@ -1,5 +1,4 @@
 import CCurl
-import CLinux
 import Foundation
 import KioskCore
 
@@ -222,7 +221,7 @@ final class Transfer {
     /// has little left to flush (it was most of the gap to curl, which never syncs).
     private func startWritebackIfDue() {
         guard offset - writebackStart >= Self.writebackStep else { return }
-        _ = kiosk_start_writeback(descriptor, writebackStart, offset - writebackStart)
+        Platform.startWriteback(descriptor, offset: writebackStart, length: offset - writebackStart)
         writebackStart = offset
     }
 

@@ -1,0 +1,79 @@
+import Foundation
+import KioskCore
+import KioskTransfer
+import Logging
+
+// Buying: `kiosk buy` and `kiosk redeem`, from the product to the library.
+extension Flows {
+    /// Buys a product and delivers it as `mode` says. A book already owned on this device is not
+    /// sent at all: nothing is charged, and its content is reinstalled if missing.
+    func buy(_ productId: String, quantity: Int, method: String, mode: DeliveryMode) async throws -> PurchaseResult {
+        if method == "credits" {
+            let product = try await catalogProduct(productId)
+            guard product.creditPrice != nil else {
+                throw ClientError.invalidRequest("\(productId) cannot be bought with credits; buy it with `kiosk buy \(productId)`")
+            }
+            if let owned = try purchases.owning(productId) {
+                return try await alreadyOwned(owned, mode: mode)
+            }
+            guard product.forSale != false else { throw ClientError.offSale(productId) }
+            return try await purchase(product, quantity: 1, method: method, mode: mode)
+        }
+        guard try purchases.paymentsEnabled() else { throw ClientError.paymentsDisabled }
+        let product = try await catalogProduct(productId)
+        // Replay (which runs before any command) already asked the store about it: still waiting.
+        if method == PaymentMethod.defer.rawValue, let pending = try purchases.pendingRequest(productId) {
+            return PurchaseResult(record: pending, alreadyPending: true)
+        }
+        if product.kind == .nonConsumable, let owned = try purchases.owning(productId) {
+            return try await alreadyOwned(owned, mode: mode)
+        }
+        guard product.forSale != false else { throw ClientError.offSale(productId) }
+        return try await purchase(product, quantity: quantity, method: method, mode: mode)
+    }
+
+    /// Commits the purchase, sends it, and delivers what the store granted.
+    func purchase(_ product: Product, quantity: Int, method: String, mode: DeliveryMode) async throws -> PurchaseResult {
+        let record = try purchases.begin(product, quantity: quantity, method: method)
+        let sent = try await purchases.send(record, whileTheReaderWaits: true)
+        var result = PurchaseResult(record: sent.record, credits: sent.credits, savedOffline: sent.savedOffline, alreadyOwned: sent.alreadyOwned,
+                                    alreadyPending: sent.alreadyPending)
+        if sent.record.state == .purchased {
+            (result.record, result.downloads) = try await deliver(sent.record, mode)
+        }
+        return try settle(result)
+    }
+
+    /// Nothing to charge: make sure the content is (or will be) in the library.
+    func alreadyOwned(_ owned: PaymentRecord, mode: DeliveryMode) async throws -> PurchaseResult {
+        _ = try library.checkLibrary(only: [owned.productId])
+        if let receipt = owned.receipt, let content = try await deliverableProduct(owned.productId)?.content {
+            try library.enqueue(owned.productId, content: content, receipt: receipt, transactionId: owned.transactionId)
+        }
+        var result = PurchaseResult(record: owned, alreadyOwned: true)
+        if mode == .now {
+            result.downloads = try await runDownloads(only: [owned.productId])
+        }
+        return try settle(result)
+    }
+
+    /// Decides what a purchase came to, so no caller has to re-derive it from the states.
+    func settle(_ result: PurchaseResult) throws -> PurchaseResult {
+        var result = result
+        let record = result.record
+        let contentState = record.kind == .nonConsumable ? try library.download(record.productId)?.state : nil
+        if result.savedOffline {
+            result.outcome = .pending
+        } else if record.state == .failed {
+            result.outcome = .failed
+        } else if let downloads = result.downloads {
+            result.outcome = downloads.outcome
+            if result.outcome == .complete, record.kind == .nonConsumable, contentState != .installed { result.outcome = .pending }
+        } else {
+            result.outcome = .complete
+        }
+        let owning = [PaymentState.purchased, .delivering, .finished, .restored].contains(record.state)
+        result.contentQueued = owning && result.downloads == nil && record.kind == .nonConsumable && record.state == .finished && contentState != .installed
+        return result
+    }
+}

@@ -1,0 +1,162 @@
+import Foundation
+import KioskCore
+import KioskTransfer
+import Logging
+
+// Replay: moving unfinished purchases on and taking in what the account got elsewhere.
+extension Flows {
+    /// Moves every unfinished purchase on, each on its own: one that fails keeps its error and
+    /// its next attempt and never stops the others. Revocations the store made are applied first.
+    /// Then every transaction of the account this device does not hold — bought on another
+    /// device, renewed or granted by the store — has its receipt saved and is delivered (queued),
+    /// through the same path a purchase made here takes. An unreachable store is not an error:
+    /// the work waits.
+    func replay(now: Date = Date()) async -> ReplayReport {
+        var report = ReplayReport()
+        let unfinished: [PaymentRecord]
+        do {
+            unfinished = try purchases.unfinished()
+        } catch {
+            report.failed.append("\(error)")
+            return report
+        }
+        // Only what changed on the store since the last replay applied it (the change feed's
+        // `after=` cursor). The cursor moves on only once every change read here is stored, so a
+        // change that could not be is read again.
+        var changes: [StoreTransaction] = []
+        var appliedCursor: String?
+        do {
+            if let read = try await purchases.storeChangesSinceReplay() {
+                changes = read.transactions
+                let revoked = try await applyRevocations(changes)
+                report.revoked = revoked.map(\.productId)
+                report.revokedCredits = revoked.filter { $0.kind == .consumable }.map(\.productId)
+                appliedCursor = read.cursor
+            }
+        } catch let error as ClientError where error.isUnreachable {
+            report.offline = true
+            return report
+        } catch {
+            logger.warning("could not read the account's transactions", metadata: ["error": "\(error)"])
+        }
+        let answers = Dictionary(changes.map { ($0.transactionId, $0) }, uniquingKeysWith: { $1 })
+        let answered = Set(unfinished.filter { $0.state == .deferred }.compactMap { record in
+            record.transactionId.flatMap { answers[$0] }.flatMap { $0.status == .deferred ? nil : $0.transactionId }
+        })
+        var stored = Set<String>()
+        for record in unfinished where purchases.isDue(record, at: now) {
+            guard let id = record.id, let current = try? purchases.record(id), current.state == record.state else { continue }
+            do {
+                switch current.state {
+                case .purchasing:
+                    let sent = try await purchases.send(current)
+                    if sent.savedOffline { report.offline = true; return report }
+                    if sent.record.state == .purchased { _ = try await deliver(sent.record, .queue) }
+                    if sent.record.state == .failed || sent.record.state == .cancelled {
+                        report.refused.append(current.productId)
+                    } else {
+                        report.sent += 1
+                    }
+                case .purchased, .restored:
+                    let (delivered, _) = try await deliver(current, .queue)
+                    if delivered.state == .finished { report.finished += 1 }
+                case .delivering:
+                    if try deliveryIsOver(current), try await purchases.finish(current).state == .finished {
+                        report.finished += 1
+                    }
+                case .deferred:
+                    guard let transactionId = current.transactionId, let answer = answers[transactionId], answer.status != .deferred else { continue }
+                    let answered = try await purchases.store(answer, for: current)
+                    stored.insert(transactionId)
+                    if answered.state == .purchased { _ = try await deliver(answered, .queue) }
+                    if answered.state == .failed || answered.state == .cancelled {
+                        report.refused.append(current.productId)
+                        report.declined.append(current.productId)
+                    }
+                    report.deferredResolved += 1
+                default:
+                    continue
+                }
+            } catch let error as ClientError where error.isUnreachable {
+                report.offline = true
+                return report
+            } catch is CancellationError {
+                return report
+            } catch let error as ClientError where error.isOtherStore {
+                // Not a failure: it waits, untouched, for its own store (or the reader's cancel).
+                report.heldForOtherStore.append("\(error)")
+            } catch {
+                purchases.recordFailure(current, error, now: now)
+                report.failed.append(current.productId)
+            }
+        }
+        // Last, so a purchase of this device whose answer was lost is matched to its own row
+        // (sent again above) rather than taken in as a second one.
+        do {
+            let taken = try await takeIn(changes)
+            report.arrived = taken.delivered
+            report.notTakenIn = taken.refused
+            report.withdrawn = taken.withdrawn
+        } catch let error as ClientError where error.isUnreachable {
+            report.offline = true
+            return report
+        } catch is CancellationError {
+            return report
+        } catch {
+            logger.warning("could not take in the account's new transactions", metadata: ["error": "\(error)"])
+            return report
+        }
+        if let appliedCursor, answered.isSubset(of: stored) { try? purchases.replayApplied(upTo: appliedCursor) }
+        return report
+    }
+
+    /// Saves the receipt of every transaction in `transactions` this device does not hold (a
+    /// purchase made elsewhere, a renewal, a grant) and delivers each as `.queue`. A delivery that
+    /// fails keeps its error and is tried again by replay, as any purchase's; a receipt that does
+    /// not verify is left out with one line in `refused`.
+    func takeIn(_ transactions: [StoreTransaction]) async throws -> (delivered: [PaymentRecord], refused: [String], withdrawn: [String]) {
+        guard transactions.contains(where: { $0.status == .purchased }) else { return ([], [], []) }
+        let saved = try await purchases.saveRestored(transactions)
+        var delivered: [PaymentRecord] = []
+        var withdrawn: [String] = []
+        for record in saved.restored {
+            do {
+                delivered.append(try await deliver(record, .queue).0)
+            } catch let error as ClientError where error.isUnreachable {
+                throw error
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                try purchases.keepDeliveryError(record, error, retryAt: Date())
+                delivered.append(try record.id.flatMap(purchases.record) ?? record)
+                if record.kind == .nonConsumable, try catalog.cachedProduct(record.productId) == nil {
+                    withdrawn.append(record.productId)
+                }
+            }
+        }
+        return (delivered, saved.refused, withdrawn)
+    }
+
+    /// Marks what the store revoked and takes its content out of the library.
+    /// - Returns: the purchases newly revoked.
+    func applyRevocations(_ transactions: [StoreTransaction]) async throws -> [PaymentRecord] {
+        let revoked = try purchases.applyRevocations(transactions)
+        for record in revoked {
+            for download in try library.downloads(grantedBy: record) {
+                // Another standing purchase of the product, or (for an issue) a standing
+                // subscription period covering it, keeps the download, bytes and all, under its proof.
+                if let other = try purchases.owning(download.productId), let receipt = other.receipt {
+                    try library.represent(download.productId, receipt: receipt, transactionId: other.transactionId)
+                } else if let covering = try await subscriptions.coveringReceipt(for: download.productId) {
+                    try library.represent(download.productId, receipt: covering.receipt, transactionId: covering.transactionId)
+                } else {
+                    try library.removeContent(download.productId)
+                }
+            }
+        }
+        return revoked
+    }
+
+    /// Brings back every book, issue and subscription period of the account, queues (and, with
+    /// `mode` `.now`, downloads) what they entitle, and finishes them.
+}

@@ -1,0 +1,710 @@
+import Foundation
+import KioskArchive
+import KioskCore
+import KioskTransfer
+import Logging
+
+/// What one run of the library's downloads did.
+public struct DownloadRunReport: Sendable, Equatable {
+    public var installed: [String] = []
+    public var waiting: [String] = []
+    public var failed: [String] = []
+    /// Paused or cancelled by another command while this run had them.
+    public var paused: [String] = []
+    public var cancelled: [String] = []
+    /// Stopped because the run itself was cancelled (Ctrl-C, an app's Task); due again at once.
+    public var interrupted: [String] = []
+    /// Installed by another process while this run waited for it.
+    public var installedElsewhere: [String] = []
+    /// The server no longer has the version asked for (412): the catalog must be synced first.
+    public var outdated: [String] = []
+    /// Bytes received over the network in this run, across restarts.
+    public var bytesReceived: Int64 = 0
+
+    public init(installed: [String] = [], waiting: [String] = [], failed: [String] = [], bytesReceived: Int64 = 0) {
+        self.installed = installed
+        self.waiting = waiting
+        self.failed = failed
+        self.bytesReceived = bytesReceived
+    }
+
+    /// Adds a later run over some of the same downloads: their latest outcome replaces this one's.
+    mutating func absorb(_ later: DownloadRunReport) {
+        let rerun = Set(later.installed + later.waiting + later.failed + later.paused + later.cancelled + later.interrupted + later.installedElsewhere)
+        func merged(_ mine: [String], _ theirs: [String]) -> [String] { mine.filter { !rerun.contains($0) } + theirs }
+        installed = merged(installed, later.installed)
+        waiting = merged(waiting, later.waiting)
+        failed = merged(failed, later.failed)
+        paused = merged(paused, later.paused)
+        cancelled = merged(cancelled, later.cancelled)
+        interrupted = merged(interrupted, later.interrupted)
+        installedElsewhere = merged(installedElsewhere, later.installedElsewhere)
+        outdated = later.outdated
+        bytesReceived += later.bytesReceived
+    }
+}
+
+/// The library, the client's other owner: download rows, partial files, staging and `Library/`.
+/// It claims due downloads for this process, runs them, checks the bytes, unpacks and installs
+/// them, and schedules whatever failed for later; a download another live process has claimed is
+/// never touched. It never reads or writes a purchase: what it needs of one (a receipt to present)
+/// the flows hand it.
+struct Library {
+    let database: ClientDatabase
+    let home: KioskHome
+    let server: StoreServer
+    let configuration: KioskClient.Configuration
+    let owner: ClaimOwner
+    let logger: Logger
+    /// Signed URLs the store redirected to, reused by resumes until they stop working.
+    let contentURLs: ContentURLs
+
+    var installer: LibraryInstaller { LibraryInstaller(library: home.library) }
+
+    func partialFile(_ productId: String) throws -> URL {
+        try home.partialFile(productId)
+    }
+
+    /// Runs every due download (or only those of `only`) until none is due.
+    ///
+    /// - Parameter waitForOthers: when another live process holds one of them, wait for it to
+    ///   finish (or die) and carry on, instead of downloading the same bytes twice.
+    /// - Parameter progress: called on the download thread about twice a second per download.
+    func run(only: Set<String>? = nil, waitForOthers: Bool = false, progress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }) async throws -> DownloadRunReport {
+        let server = try self.server.base()
+        let lease = configuration.claimLease
+        let heartbeat = Task { [database, owner] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(lease / 3))
+                try? database.renewClaims(of: owner, lease: lease)
+            }
+        }
+        defer { heartbeat.cancel() }
+
+        var report = DownloadRunReport()
+        // Rounds bound the immediate retries (a restart from zero, a first checksum mismatch).
+        var rounds = 0
+        var othersWaitedFor = Set<String>()
+        while rounds < 4, !Task.isCancelled {
+            let claimed = try database.claimDueDownloads(for: owner, only: only, lease: lease)
+            if claimed.isEmpty {
+                let others = try database.downloadsClaimedByOthers(than: owner, only: only)
+                guard waitForOthers, !others.isEmpty else { break }
+                othersWaitedFor.formUnion(others.map(\.productId))
+                try? await Task.sleep(for: .milliseconds(250))
+                continue
+            }
+            rounds += 1
+            var due: [DownloadRecord] = []
+            for var download in claimed {
+                installer.sweepLeftovers(of: download.claim.productId)
+                try takeOverPartial(&download)
+                try await checkPartial(&download, server: server)
+                due.append(download.record)
+            }
+            let claims = Dictionary(claimed.map { ($0.claim.productId, $0.claim) }) { first, _ in first }
+            let (spaced, short) = try checkSpace(due)
+            for (record, message) in short {
+                try scheduleRetry(record, claims[record.productId], retryAfter: nil, error: message, report: &report)
+            }
+            var startable: [DownloadRecord] = []
+            for record in spaced {
+                guard let claim = claims[record.productId] else { continue }
+                do {
+                    if try await updateByEntries(record, claim: claim, server: server, report: &report) { continue }
+                } catch is IllegalTransition {
+                    try noteStoppedElsewhere(record, report: &report)
+                    continue
+                }
+                startable.append(record)
+            }
+            // Updates by entries run one after another before any transfer starts, and this
+            // process may have been stopped in one past its lease: a claim taken over meanwhile
+            // must not start a transfer, which would create (or empty) the partial file its new
+            // owner writes.
+            startable = try startable.filter { record in
+                guard let claim = claims[record.productId], try database.holds(claim) else {
+                    try noteStoppedElsewhere(record, report: &report)
+                    return false
+                }
+                return true
+            }
+            let received = ReceivedBytes()
+            let requests = try startable.map { try request(for: $0, claim: claims[$0.productId], server: server) }
+            let versions = Dictionary(startable.map { ($0.productId, $0.sha256) }) { first, _ in first }
+            let ahead = unpackAhead(startable, claims: claims)
+            defer { for unpacking in ahead.values { unpacking.abandon() } }
+            let outcomes = await Downloader(concurrency: configuration.concurrency, progressPeriod: configuration.progressPeriod)
+                .run(requests) { [database, contentURLs] update in
+                    received.note(update)
+                    // Bytes of this attempt's answer are on disk: the partial file only grows now.
+                    if update.bytesReceived > 0 { ahead[update.key]?.beginReading() }
+                    if let url = update.redirectedTo, let version = versions[update.key] {
+                        contentURLs.remember(url, for: update.key, version: version)
+                    }
+                    database.events.publish(.progress(update))
+                    progress(update)
+                    // A failed write (a busy or full disk) must not stop the transfer itself.
+                    guard let claim = claims[update.key] else { return false }
+                    return (try? database.recordProgress(claim, bytesOnDisk: update.bytesOnDisk, etag: update.etag)) ?? true
+                }
+            report.bytesReceived += received.total
+            let signed = Set(requests.filter { !$0.url.hasPrefix(server + "/") }.map(\.key))
+            for record in startable {
+                let outcome = outcomes[record.productId] ?? .transport(kind: .failed, message: "the download did not run")
+                guard let claim = claims[record.productId] else { continue }
+                do {
+                    if signed.contains(record.productId), case .httpError(let status, _, let message) = outcome, [401, 403, 410].contains(status) {
+                        // The signed URL expired (or was revoked at the edge): ask the store for a
+                        // fresh one at once and continue from the bytes on disk.
+                        contentURLs.forget(record.productId)
+                        try database.requeueForFreshURL(claim, reason: "the signed content URL stopped working (\(status): \(message)); asking the store for a new one")
+                        continue
+                    }
+                    try await handle(outcome, for: record, claim: claim, ahead: ahead[record.productId], report: &report)
+                } catch is IllegalTransition {
+                    // Paused or cancelled under us: the reader's word wins.
+                    try noteStoppedElsewhere(record, report: &report)
+                }
+            }
+        }
+        for id in othersWaitedFor.sorted() where !report.installed.contains(id) {
+            if try database.download(id)?.state == .installed { report.installedElsewhere.append(id) }
+        }
+        return report
+    }
+
+    // MARK: What is owed
+
+    /// Downloads not yet started or stopped half-way switch to the version the catalog now names,
+    /// rather than finish one the store has replaced.
+    func retarget(_ changed: [String]) throws {
+        for id in changed {
+            if let content = try database.cachedProduct(id)?.content {
+                try database.retargetDownload(id, to: content)
+            }
+        }
+    }
+
+    /// Installed products; `updateAvailable` when the cached catalog has another content version.
+    /// Each `path` is the product's folder in this home (`Library/ID`), whatever an older Kiosk
+    /// stored: a home copied or moved elsewhere lists its own folders, never the old home's.
+    func entries() throws -> [LibraryEntry] {
+        try database.libraryItems().map { stored in
+            var item = stored
+            item.path = try installer.installed(item.productId).path
+            let product = try database.cachedProduct(item.productId)
+            let latest = product?.content?.version
+            return LibraryEntry(item: item, title: product?.title, updateAvailable: latest != nil && latest != item.version)
+        }
+    }
+
+    /// Queues the catalog's newer version of every installed product that has one. Returns their IDs.
+    func queueUpdates() throws -> [String] {
+        var queued: [String] = []
+        for entry in try entries() where entry.updateAvailable {
+            guard let download = try database.download(entry.item.productId),
+                  let content = try database.cachedProduct(entry.item.productId)?.content else { continue }
+            // This version failed for good (its checksum twice, say): it is not tried again on its
+            // own, round after round, nor by the next resume; a newer version is, and `kiosk restore` asks again.
+            if download.state == .failed && download.sha256 == content.sha256 { continue }
+            let kind = download.proofKind.map(PurchaseProofKind.init(rawValue:)) ?? .kioskReceipt
+            if try database.enqueueDownload(productId: download.productId, content: content, receipt: download.receipt, transactionId: download.transactionId, proofKind: kind) {
+                queued.append(download.productId)
+            }
+        }
+        return queued
+    }
+
+    /// Requeues every installed product whose folder is missing or no longer matches what was
+    /// installed (a file deleted, added or truncated), after sweeping what dead processes left
+    /// behind. Returns their IDs.
+    func checkLibrary(only products: Set<String>? = nil) throws -> [String] {
+        var requeued: [String] = []
+        installer.sweepLeftovers()
+        PartialFile.sweepCopies(in: home.downloads)
+        for item in try database.libraryItems() where products?.contains(item.productId) ?? true {
+            guard try database.download(item.productId)?.state == .installed else { continue }
+            let folder = try installer.installed(item.productId)
+            let problem: String?
+            if !FileManager.default.fileExists(atPath: folder.path) {
+                problem = "the library folder is missing; downloading it again"
+            } else if let expected = item.treeDigest, (try? LibraryInstaller.treeDigest(of: folder)) != expected {
+                problem = "the library folder was changed or damaged; downloading it again"
+            } else {
+                problem = nil
+            }
+            if let problem {
+                try database.requeueInstalled(item.productId, reason: problem)
+                requeued.append(item.productId)
+            }
+        }
+        return requeued
+    }
+
+    /// A product's download as stored now.
+    func download(_ productId: String) throws -> DownloadRecord? {
+        try database.download(productId)
+    }
+
+    /// Every download of this home.
+    func downloads() throws -> [DownloadRecord] {
+        try database.downloads()
+    }
+
+    /// Queues `content` for `productId` under the receipt that proves it was bought; true when a
+    /// download was queued (none was, or the one there was for other content).
+    @discardableResult
+    func enqueue(_ productId: String, content: ContentDescriptor, receipt: String, transactionId: String?, proofKind: PurchaseProofKind = .kioskReceipt) throws -> Bool {
+        try database.enqueueDownload(productId: productId, content: content, receipt: receipt, transactionId: transactionId, proofKind: proofKind)
+    }
+
+    /// Puts every paused download back in the queue.
+    func unpauseAll() throws {
+        try database.unpauseAll()
+    }
+
+    /// When the next waiting download is due, nil when none waits.
+    func nextAttempt() throws -> Date? {
+        try database.nextDownloadAttempt()
+    }
+
+    /// The downloads (queued, running or installed) a purchase's receipt or transaction granted.
+    func downloads(grantedBy purchase: PaymentRecord) throws -> [DownloadRecord] {
+        try database.downloads().filter { $0.transactionId == purchase.transactionId || $0.receipt == purchase.receipt }
+    }
+
+    /// Keeps a product's download (bytes and all) under another proof that still entitles it.
+    func represent(_ productId: String, receipt: String, transactionId: String?) throws {
+        try database.represent(productId, receipt: receipt, transactionId: transactionId)
+    }
+
+    /// Takes a product's content out of the library: its download row, partial bytes and
+    /// installed folder, in that order of commit (a process running it stops at its next progress write).
+    func removeContent(_ productId: String) throws {
+        let partial = try partialFile(productId)
+        let removed = try database.forgetContent(productId) {
+            unlink(partial.path)
+            return try installer.removeFromLibrary(productId, by: owner)
+        }
+        if let removed { installer.discard(removed) }
+    }
+
+    /// Cancels a download and deletes its partial bytes; a process running it stops at its next
+    /// progress write (two a second).
+    func cancel(_ productId: String) throws -> DownloadRecord {
+        // The bytes go first: on a full disk they are what frees the room the state change needs.
+        try? FileManager.default.removeItem(at: try partialFile(productId))
+        return try database.cancelDownload(productId)
+    }
+
+    /// Splits claimed downloads into those the disk has room for and those it has not (with the
+    /// message saying how much is needed and where), so none starts that cannot finish.
+    private func checkSpace(_ due: [DownloadRecord]) throws -> (startable: [DownloadRecord], short: [(DownloadRecord, String)]) {
+        guard var available = DiskSpace.available(at: home.downloads) else { return (due, []) }
+        var startable: [DownloadRecord] = []
+        var short: [(DownloadRecord, String)] = []
+        for record in due {
+            let needed = max(0, record.size - (try bytesOnDisk(record.productId)))
+            if needed > available {
+                short.append((record, DiskSpace.shortfall(needed: needed, available: available, at: home.downloads, for: "the download of \(record.productId)")))
+            } else {
+                available -= needed
+                startable.append(record)
+            }
+        }
+        return (startable, short)
+    }
+
+    private func bytesOnDisk(_ productId: String) throws -> Int64 {
+        (try? FileManager.default.attributesOfItem(atPath: try partialFile(productId).path)[.size] as? Int64) ?? 0
+    }
+
+    /// A claim taken over from an owner that still lives (stopped past its lease, say) gets a
+    /// partial file of its own: that owner may hold the old one open and write to it, or empty
+    /// it, the moment it runs again. The bytes committed as progress are copied to a new file
+    /// that replaces the old name; the old owner's writes land in the file nobody names any more.
+    /// Anything that goes wrong starts the download from zero, never from bytes in doubt.
+    private func takeOverPartial(_ download: inout ClientDatabase.ClaimedDownload) throws {
+        guard download.tookOverLiveOwner else { return }
+        let partial = try partialFile(download.claim.productId)
+        guard FileManager.default.fileExists(atPath: partial.path) else { return }
+        let copy = partial.path + "+" + download.claim.token
+        let committed = download.record.partialETag == nil ? 0 : download.record.bytesDone
+        if committed > 0, PartialFile.copyPrefix(of: partial.path, to: copy, length: committed), rename(copy, partial.path) == 0 {
+            logger.info("took over \(download.claim.productId) from a stopped process; kept its \(committed) committed bytes in a file of this claim's own")
+            return
+        }
+        unlink(copy)
+        unlink(partial.path)
+        download.record.bytesDone = 0
+        download.record.partialETag = nil
+        _ = try database.recordProgress(download.claim, bytesOnDisk: 0, etag: nil)
+    }
+
+    /// A zip or epub resumed from a partial file continues after the entries of it that match
+    /// the version's manifest (``PartialArchiveCheck``), not after whatever length a crash left:
+    /// the file is cut back to the first entry that does not match, and the progress committed
+    /// with it. Without a manifest (tar.gz, an older catalog, a manifest that cannot be fetched
+    /// or read) the resume trusts the length, as before. The manifest's bytes are logged, not
+    /// added to the run's bytes received: those count the archive's bytes, which a resume
+    /// promises never to fetch twice.
+    private func checkPartial(_ download: inout ClientDatabase.ClaimedDownload, server: String) async throws {
+        let record = download.record
+        guard record.format == .zip || record.format == .epub, let etag = record.partialETag,
+              let content = try database.cachedProduct(record.productId)?.content, content.sha256 == record.sha256,
+              let manifestSha256 = content.manifestSha256
+        else { return }
+        let partial = try partialFile(record.productId)
+        // Only a regular file is read back; anything else under the name the transfer refuses anyway.
+        guard FileIdentity.ofRegularFile(partial.path) != nil,
+              let length = try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int64, length > 0 else { return }
+        let id = record.productId.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? record.productId
+        let manifest: ContentManifest
+        let manifestBytes: Int64
+        do {
+            (manifest, manifestBytes) = try await DeltaUpdate.fetchManifest(
+                from: "\(server)/v1/content/\(id)/manifest?version=\(record.sha256)",
+                headers: [record.authorization],
+                sha256: manifestSha256, record: record)
+        } catch let fallback as DeltaUpdate.Fallback {
+            logger.info("resuming by the partial file's length", metadata: ["product": "\(record.productId)", "reason": "\(fallback)"])
+            return
+        }
+        let outcome: PartialArchiveCheck.Outcome
+        do {
+            outcome = try PartialArchiveCheck(manifest: manifest).check(partial)
+        } catch {
+            logger.info("resuming by the partial file's length", metadata: ["product": "\(record.productId)", "reason": "the partial file could not be read back: \(error)"])
+            return
+        }
+        logger.info("checked a resumed download's partial file against its manifest", metadata: [
+            "product": "\(record.productId)", "entriesChecked": "\(outcome.entriesChecked)", "manifestBytes": "\(manifestBytes)",
+        ])
+        guard outcome.keep < length else { return }
+        // A file that cannot be cut goes instead: bytes past a bad entry are never resumed from.
+        var keep = outcome.keep
+        if !PartialArchiveCheck.truncate(partial, to: keep) {
+            unlink(partial.path)
+            keep = 0
+        }
+        logger.notice("a resumed download's partial file did not match its manifest; resuming from the last good entry", metadata: [
+            "product": "\(record.productId)", "entry": "\(outcome.failed ?? "")", "kept": "\(keep)", "of": "\(length)", "entriesChecked": "\(outcome.entriesChecked)",
+        ])
+        download.record.bytesDone = keep
+        download.record.partialETag = keep > 0 ? etag : nil
+        _ = try database.recordProgress(download.claim, bytesOnDisk: keep, etag: etag)
+    }
+
+    /// The request for a download: to the store, with the receipt as proof and the version the
+    /// catalog promised (whose SHA-256 is checked) as the only one that may arrive; or straight to
+    /// the signed URL the store sent an earlier attempt to, which is proof enough and names the
+    /// version's archive itself. The receipt never goes to an edge. Either way no more than the
+    /// catalog's size for that version is ever written, and the partial file is written only
+    /// once the claim is known to hold after it was opened.
+    private func request(for record: DownloadRecord, claim: DownloadClaim?, server: String) throws -> DownloadRequest {
+        let id = record.productId.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? record.productId
+        var request: DownloadRequest
+        if let signed = contentURLs.url(for: record.productId, version: record.sha256) {
+            request = DownloadRequest(key: record.productId, url: signed, partialFile: try partialFile(record.productId), etag: record.partialETag)
+        } else {
+            request = DownloadRequest(
+                key: record.productId, url: "\(server)/v1/content/\(id)?version=\(record.sha256)",
+                headers: [record.authorization],
+                partialFile: try partialFile(record.productId), etag: record.partialETag)
+        }
+        request.lowSpeedTime = configuration.stallSeconds
+        request.maxReceiveSpeed = configuration.maxReceiveSpeed
+        request.expectedSize = record.size
+        if let claim {
+            request.mayWrite = { [database] in (try? database.holds(claim)) ?? false }
+        }
+        return request
+    }
+
+    // MARK: Outcomes
+
+    private func handle(_ outcome: DownloadOutcome, for record: DownloadRecord, claim: DownloadClaim, ahead: UnpackAhead?, report: inout DownloadRunReport) async throws {
+        let id = record.productId
+        switch outcome {
+        case .complete(let size, let sha256, _):
+            try verifyAndInstall(record, claim: claim, size: size, sha256: sha256, ahead: ahead, report: &report)
+        case .restart(let reason):
+            try database.restartFromZero(claim, reason: reason)
+        case .httpError(412, _, let message):
+            try scheduleRetry(record, claim, retryAfter: nil, error: "the content changed on the server (\(message))", report: &report)
+            report.outdated.append(id)
+        case .httpError(let status, let retryAfter, let message):
+            if RetryRule.isTransient(status: status) {
+                try scheduleRetry(record, claim, retryAfter: retryAfter, error: "the server answered \(status): \(message)", report: &report)
+            } else {
+                try fail(record, claim, "the server refused the download (\(status)): \(message)", report: &report)
+            }
+        case .transport(let kind, let message):
+            switch kind {
+            case _ where kind.isTransient:
+                try scheduleRetry(record, claim, retryAfter: nil, error: message, report: &report)
+            case .localWrite where message.hasPrefix("refusing to write"):
+                // Something other than Kiosk's own file sits where the partial download goes: the
+                // reader's to remove; space is not the problem.
+                try scheduleRetry(record, claim, retryAfter: nil, error: "\(message); remove it and the download starts again", report: &report)
+            case .localWrite:
+                let needed = max(0, record.size - (try bytesOnDisk(id)))
+                let available = DiskSpace.available(at: home.downloads) ?? 0
+                try scheduleRetry(record, claim, retryAfter: nil, error: "\(message); " + DiskSpace.shortfall(
+                    needed: needed, available: available, at: home.downloads, for: "the rest of the download"), report: &report)
+            case .tooLarge:
+                // More bytes than the catalog declares (an endless or wrong body): what was
+                // written is in doubt, so it goes; a second time, the download fails.
+                try discardMismatch(record, claim, from: .downloading, detail: message, report: &report)
+            default:
+                try fail(record, claim, message, report: &report)
+            }
+        case .stopped:
+            if Task.isCancelled {
+                // Interrupted by the reader (Ctrl-C) or the app: keep the bytes, due again at once.
+                try database.interrupt(claim)
+                report.interrupted.append(id)
+            } else {
+                try noteStoppedElsewhere(record, report: &report)
+            }
+        }
+    }
+
+    /// A download this run held was paused or cancelled by another command (or claimed by another
+    /// process after our claim lapsed).
+    private func noteStoppedElsewhere(_ record: DownloadRecord, report: inout DownloadRunReport) throws {
+        switch try database.download(record.productId)?.state {
+        case .cancelled?:
+            let partial = try partialFile(record.productId)
+            try database.discardCancelledPartial(record.productId) { unlink(partial.path) }
+            report.cancelled.append(record.productId)
+        case .paused?:
+            report.paused.append(record.productId)
+        default:
+            break
+        }
+    }
+
+    /// Tar archives start unpacking into their claims' staging folders as they download, when the
+    /// library has room for them; the rest (zip, or a full disk) unpack after their check as before.
+    private func unpackAhead(_ records: [DownloadRecord], claims: [String: DownloadClaim]) -> [String: UnpackAhead] {
+        var ahead: [String: UnpackAhead] = [:]
+        for record in records where configuration.unpackWhileDownloading && record.format.unpacksAsItArrives {
+            guard let available = DiskSpace.available(at: home.library), available >= record.size,
+                  let claim = claims[record.productId],
+                  let partial = try? partialFile(record.productId),
+                  let unpacking = try? installer.startUnpacking(partial, size: record.size, for: claim)
+            else { continue }
+            ahead[record.productId] = unpacking
+        }
+        return ahead
+    }
+
+    private func verifyAndInstall(_ record: DownloadRecord, claim: DownloadClaim, size: Int64, sha256: String, ahead: UnpackAhead?, report: inout DownloadRunReport) throws {
+        let id = record.productId
+        try database.beginVerifying(claim, size: size)
+        let partial = try partialFile(id)
+        let onDisk = (try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int64) ?? -1
+        guard size == record.size, onDisk == record.size, sha256 == record.sha256 else {
+            let detail = "expected \(record.size) bytes with SHA-256 \(record.sha256.prefix(12))…, got \(size) bytes with \(sha256.prefix(12))…"
+            try discardMismatch(record, claim, from: .verifying, detail: detail, report: &report)
+            return
+        }
+        // Unpacked content takes at least as much room as the archive: check before writing any.
+        if let available = DiskSpace.available(at: home.library), available < record.size {
+            try scheduleRetry(record, claim, retryAfter: nil, error: DiskSpace.shortfall(
+                needed: record.size, available: available, at: home.library, for: "unpacking \(id)"), report: &report, from: .verifying)
+            return
+        }
+        try database.beginUnpacking(claim)
+        let unpacked: LibraryInstaller.Unpacked
+        let treeDigest: String
+        let checkedAt: Int64?
+        do {
+            unpacked = try installer.unpacked(ahead, orElse: partial, for: claim)
+            checkedAt = FileClock.boundary(in: home.root)
+            treeDigest = try installer.check(unpacked)
+        } catch UnpackError.noSpace(let entry) {
+            let available = DiskSpace.available(at: home.library) ?? 0
+            try scheduleRetry(record, claim, retryAfter: nil, error: "the disk filled while unpacking\(entry.map { " \"\($0)\"" } ?? ""); " + DiskSpace.shortfall(
+                needed: record.size, available: available, at: home.library, for: "unpacking \(id)"), report: &report, from: .unpacking)
+            return
+        } catch let error as UnpackError where !error.isHostile {
+            try scheduleRetry(record, claim, retryAfter: nil, error: error.description, report: &report, from: .unpacking)
+            return
+        } catch {
+            try fail(record, claim, "\(error)", report: &report, from: .unpacking, discardingPartial: true)
+            return
+        }
+        try install(record, claim: claim, unpacked: unpacked, treeDigest: treeDigest, checkedAt: checkedAt, note: nil, report: &report)
+    }
+
+    /// Swaps a checked staging folder into the library, names the product installed, and keeps
+    /// the installed version's manifest for the next update.
+    private func install(_ record: DownloadRecord, claim: DownloadClaim, unpacked: LibraryInstaller.Unpacked, treeDigest: String, checkedAt: Int64?, note: String?, report: inout DownloadRunReport) throws {
+        let id = record.productId
+        let partial = try partialFile(id)
+        // Stored relative to the home, so the record stays true when the home is moved.
+        let item = LibraryItem(productId: id, version: record.version, sha256: record.sha256, path: LibraryItem.relativePath(id), installedAt: Date(), treeDigest: treeDigest)
+        var replaced: URL?
+        let manifestFile = try home.installedManifest(id)
+        let statusFile = try home.installedStatus(id)
+        do {
+            _ = try database.markInstalled(item, claim: claim, note: note) {
+                // The old version's manifest goes first: a crash after the swap leaves no manifest
+                // (an update then reads the installed files), never one of another version.
+                unlink(statusFile.path)
+                unlink(manifestFile.path)
+                replaced = try installer.swapIntoLibrary(unpacked.staging, as: id)
+                unlink(partial.path)
+            }
+        } catch let error as UnpackError {
+            // The move into the library failed (nothing was committed): try again later.
+            installer.discard(unpacked.staging)
+            try scheduleRetry(record, claim, retryAfter: nil, error: error.description, report: &report, from: .unpacking)
+            return
+        } catch {
+            // Lost the claim: this claim's folder goes, the library is as it was.
+            installer.discard(unpacked.staging)
+            throw error
+        }
+        var stamp = checkedAt
+        if let replaced {
+            // An update's unchanged files are hard links shared with the old tree: removing it moves
+            // their status change time to now, and the next update would read them all again. The
+            // stamp moves past the removal when nothing else changed a file since the check began.
+            let removalStarted = FileClock.boundary(in: home.root)
+            installer.discard(replaced)
+            if let checkedAt, let removalStarted, let removed = FileClock.boundary(in: home.root),
+               FileClock.noFileChanged(in: try installer.installed(id), between: checkedAt, and: removalStarted) {
+                stamp = removed
+            }
+        }
+        saveInstalledManifest(unpacked.manifest, to: manifestFile)
+        // Taken now, while the stamp is a few milliseconds old: a file whose status changed before
+        // it was read by the check (or only lost the old tree's link since).
+        InstalledStatus.save(InstalledStatus.record(tree: try installer.installed(id), before: stamp), to: statusFile, logger: logger)
+        report.installed.append(id)
+    }
+
+    /// A hint for the next update, not a proof (the tree is checked anyway): failing to keep it is logged.
+    private func saveInstalledManifest(_ manifest: ArchiveManifest, to file: URL) {
+        do {
+            try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            // Written in place, not through a temporary file: a process killed while writing
+            // leaves a torn manifest, which an update cannot decode and so treats as none (it
+            // reads every installed file), where a temporary file would stay in manifests/ forever.
+            try JSONEncoder.kiosk.encode(manifest).write(to: file)
+        } catch {
+            logger.info("could not keep the installed manifest; the next update reads the installed files instead", metadata: ["file": "\(file.path)", "error": "\(error)"])
+        }
+    }
+
+    /// Installs an update of an installed zip product from only the entries that changed
+    /// (``DeltaUpdate``). False when it must be downloaded whole: not an update, not a zip, no
+    /// manifest, a full download already under way, or anything in the update that did not fit.
+    private func updateByEntries(_ record: DownloadRecord, claim: DownloadClaim, server: String, report: inout DownloadRunReport) async throws -> Bool {
+        let id = record.productId
+        guard configuration.updateByEntries, record.format == .zip || record.format == .epub, record.bytesDone == 0,
+              let item = try database.libraryItems().first(where: { $0.productId == id }), item.sha256 != record.sha256,
+              let content = try database.cachedProduct(id)?.content, content.sha256 == record.sha256,
+              let manifestSha256 = content.manifestSha256,
+              FileManager.default.fileExists(atPath: try installer.installed(id).path)
+        else { return false }
+        let path = id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? id
+        let source = DeltaUpdate.Source(
+            manifestURL: "\(server)/v1/content/\(path)/manifest?version=\(record.sha256)",
+            archiveURL: "\(server)/v1/content/\(path)?version=\(record.sha256)",
+            headers: [record.authorization])
+        let result: DeltaUpdate.Result
+        do {
+            result = try await DeltaUpdate(installer: installer, home: home, logger: logger).run(record, claim: claim, manifestSha256: manifestSha256, source: source)
+        } catch let fallback as DeltaUpdate.Fallback {
+            logger.info("downloading the whole archive for this update", metadata: ["product": "\(id)", "reason": "\(fallback)"])
+            return false
+        }
+        report.bytesReceived += result.bytesFetched
+        do {
+            try database.beginVerifying(claim, size: record.size)
+            try database.beginUnpacking(claim)
+            try install(record, claim: claim, unpacked: result.unpacked, treeDigest: result.treeDigest, checkedAt: result.checkedAt, note: result.summary, report: &report)
+        } catch {
+            installer.discard(result.unpacked.staging)
+            throw error
+        }
+        logger.info("updated by entries", metadata: ["product": "\(id)", "cost": "\(result.summary)"])
+        return true
+    }
+
+    /// Bytes that are not the catalog's: the partial file goes and the download starts again
+    /// from zero; the second time in a row, it fails.
+    private func discardMismatch(_ record: DownloadRecord, _ claim: DownloadClaim, from state: DownloadState, detail: String, report: inout DownloadRunReport) throws {
+        let partial = try partialFile(record.productId)
+        if record.mismatches >= 1 {
+            try fail(record, claim, "the content failed its checksum twice (\(detail)); run kiosk sync, then kiosk restore downloads it again", report: &report, from: state, mismatch: true, discardingPartial: true)
+        } else {
+            try database.requeueAfterMismatch(claim, from: state, mismatches: record.mismatches + 1,
+                                              reason: "checksum mismatch (\(detail)); downloading again from zero") { unlink(partial.path) }
+        }
+    }
+
+    private func scheduleRetry(_ record: DownloadRecord, _ claim: DownloadClaim?, retryAfter: TimeInterval?, error: String, report: inout DownloadRunReport, from state: DownloadState = .downloading) throws {
+        guard let claim else { return }
+        let attempts = record.attempts + 1
+        let delay = configuration.backoff.delay(afterAttempts: attempts, retryAfter: retryAfter)
+        try database.scheduleRetry(claim, from: state, attempts: attempts, at: Date().addingTimeInterval(delay), error: error)
+        report.waiting.append(record.productId)
+    }
+
+    private func fail(_ record: DownloadRecord, _ claim: DownloadClaim, _ reason: String, report: inout DownloadRunReport, from state: DownloadState = .downloading, mismatch: Bool = false, discardingPartial: Bool = false) throws {
+        let partial = try partialFile(record.productId)
+        try database.failDownload(claim, from: state, attempts: record.attempts + 1, mismatches: record.mismatches + (mismatch ? 1 : 0), reason: reason,
+                                  discardPartial: discardingPartial ? { unlink(partial.path) } : nil)
+        report.failed.append(record.productId)
+    }
+}
+
+/// Bytes received per download in one run, noted from the download thread.
+final class ReceivedBytes: @unchecked Sendable {
+    private let lock = NSLock()
+    private var byKey: [String: Int64] = [:]
+    private var identity: FileIdentity?
+
+    func note(_ progress: DownloadProgress) {
+        lock.withLock {
+            byKey[progress.key] = max(byKey[progress.key] ?? 0, progress.bytesReceived)
+            identity = progress.partialIdentity ?? identity
+        }
+    }
+
+    /// The partial file the last progress report was about.
+    var partialIdentity: FileIdentity? {
+        lock.withLock { identity }
+    }
+
+    var total: Int64 {
+        lock.withLock { byKey.values.reduce(0, +) }
+    }
+}
+
+/// The URLs the store redirected downloads to (signed, short-lived), per product and version.
+///
+/// Kept in memory only: a URL outlives neither its expiry nor the process, and the store hands
+/// out a new one on every request.
+final class ContentURLs: @unchecked Sendable {
+    private let lock = NSLock()
+    private var byProduct: [String: (version: String, url: String)] = [:]
+
+    func remember(_ url: String, for productId: String, version: String) {
+        lock.withLock { byProduct[productId] = (version, url) }
+    }
+
+    func url(for productId: String, version: String) -> String? {
+        lock.withLock { byProduct[productId].flatMap { $0.version == version ? $0.url : nil } }
+    }
+
+    func forget(_ productId: String) {
+        lock.withLock { _ = byProduct.removeValue(forKey: productId) }
+    }
+}

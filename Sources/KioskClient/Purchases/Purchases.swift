@@ -1,0 +1,452 @@
+import Foundation
+import KioskCore
+import KioskTransfer
+import Logging
+
+/// What sending a purchase to the store came to.
+struct SentPurchase: Sendable {
+    /// The purchase as stored after the store's answer.
+    var record: PaymentRecord
+    /// The account's credit balance after the purchase, when the store said.
+    var credits: Int?
+    /// The store answered that the account already owned it: nothing was charged.
+    var alreadyOwned = false
+    /// The store could not be reached: the purchase stays saved and is sent by a later replay.
+    var savedOffline = false
+    /// The store answered with an Ask to Buy request already waiting for the same product: the
+    /// new row was dropped and `record` is the standing request.
+    var alreadyPending = false
+}
+
+/// What a restore read from the store: the transactions it saved, and one line per transaction it refused.
+struct RestoredReceipts: Sendable {
+    var restored: [PaymentRecord] = []
+    /// Why each refused transaction was left out (its receipt did not verify, say).
+    var refused: [String] = []
+}
+
+/// Purchases, one of the client's two owners: this device's purchase rows, the conversation
+/// with the store about them, their receipts (one check, ``ReceiptCheck``) and when each is next
+/// tried (``nextDue(now:unsentRounds:)``, the one retry schedule).
+///
+/// Every purchase is saved before it is sent, and its receipt is verified and saved before
+/// anything else happens; the store is told a purchase was delivered only once it was. It never
+/// downloads anything itself: delivering a purchase is ``Flows``'s job, which calls
+/// these methods in order.
+struct Purchases: Sendable {
+    let database: ClientDatabase
+    let server: StoreServer
+    let http: HTTPClient
+    /// Where the account lock lives (the home's root).
+    let home: KioskHome
+    let configuration: KioskClient.Configuration
+    let logger: Logger
+
+    var receipts: ReceiptCheck { ReceiptCheck(database: database) }
+
+    // MARK: Buying
+
+    /// Commits a `purchasing` row: from here on the purchase cannot be lost, and it is sent with
+    /// its idempotency key until the store answers.
+    /// - Throws: ``ClientError/invalidRequest(_:)`` for a quantity the product cannot be bought in.
+    func begin(_ product: Product, quantity: Int, method: String) throws -> PaymentRecord {
+        guard quantity == 1 || product.kind == .consumable else {
+            throw ClientError.invalidRequest("only credit packs can be bought in a quantity; \(product.id) is a \(product.kind.rawValue)")
+        }
+        return try database.beginPurchase(productId: product.id, kind: product.kind, quantity: quantity, method: method,
+                                          storeURL: try server.base(), storeKeys: try cachedKeyIDs())
+    }
+
+    /// Fetches and keeps the store's keys when this home has none yet (a failure is left for later).
+    func learnStoreKeys() async {
+        guard (try? database.setting(Setting.Key.jwks)) == .some(nil), let api = try? storeAPI(),
+              let keys = try? await api.jwks(), !Self.keyIDs(keys).isEmpty else { return }
+        try? database.setSetting(Setting.Key.jwks, to: String(decoding: keys, as: UTF8.self))
+    }
+
+    /// The `kid`s of the store keys this home last fetched, comma-separated, when they are the keys
+    /// of the store this purchase is made for (the one this home talks to and that has answered);
+    /// nil otherwise: a store given now that never answered is known by its URL alone.
+    private func cachedKeyIDs() throws -> String? {
+        guard try database.setting(Setting.Key.server) == server.base(), let json = try database.setting(Setting.Key.jwks) else { return nil }
+        let kids = Self.keyIDs(Data(json.utf8))
+        return kids.isEmpty ? nil : kids.sorted().joined(separator: ",")
+    }
+
+    /// The `kid`s of a JWKS document.
+    static func keyIDs(_ jwks: Data) -> Set<String> {
+        let object = try? JSONSerialization.jsonObject(with: jwks) as? [String: Any]
+        let keys = object?["keys"] as? [[String: Any]] ?? []
+        return Set(keys.compactMap { $0["kid"] as? String })
+    }
+
+    /// Refuses to send a saved purchase to another store than the one it was made for. A store at
+    /// another address is the same store when it signs with a key the purchase's store had.
+    private func checkSameStore(_ record: PaymentRecord, api: StoreAPI) async throws {
+        let current = try server.base()
+        guard let madeFor = record.storeURL, madeFor != current else { return }
+        if let known = record.storeKeys.map({ Set($0.split(separator: ",").map(String.init)) }), !known.isEmpty,
+           !Self.keyIDs(try await api.jwks()).isDisjoint(with: known) {
+            return
+        }
+        throw ClientError.otherStore(productId: record.productId, madeFor: madeFor, current: current)
+    }
+
+    /// Sends a `purchasing` row with its idempotency key and stores whatever the store decided.
+    /// - Parameter whileTheReaderWaits: the purchase was just made and the reader sees its answer.
+    ///   A store that will not take it now (429, rate limited, after the short waits ``StoreAPI``
+    ///   makes itself) charged nothing: the purchase fails in the reader's hands rather than stay
+    ///   saved and be sent later behind their back — a reader told "try again" who does would pay
+    ///   twice. A purchase replayed from an earlier run was promised to be sent, so it waits instead.
+    func send(_ record: PaymentRecord, whileTheReaderWaits: Bool = false) async throws -> SentPurchase {
+        guard let id = record.id else { throw IllegalTransition(subject: record.subject, current: nil, target: "sent") }
+        let response: PaymentResponse
+        var firstSend = false
+        do {
+            try await checkSameStore(record, api: storeAPI())
+            let api = try await authorizedAPI()
+            let sending = try database.markSending(id)
+            // Cancelled meanwhile by the reader (it had never been sent): nothing to send.
+            guard sending.send else { return SentPurchase(record: try database.payment(id) ?? record) }
+            firstSend = sending.first
+            let key = record.idempotencyKey ?? ""
+            if record.paymentMethod == "credits" {
+                response = try await api.redeem(RedemptionRequest(productId: record.productId, idempotencyKey: key))
+            } else {
+                let method = PaymentMethod(rawValue: record.paymentMethod) ?? .approve
+                response = try await api.pay(PaymentRequest(productId: record.productId, quantity: record.quantity, paymentMethod: method, idempotencyKey: key))
+            }
+        } catch let error as ClientError where error.isUnreachable {
+            // A connection that was never made carried no request: still unsent.
+            if case .serverUnreachable = error, firstSend { try? database.unmarkSending(id) }
+            return SentPurchase(record: record, savedOffline: true)
+        } catch let ClientError.notAStore(url, status, what) {
+            // A web page charged nothing: the purchase must not wait to be sent to the right store later.
+            let error = ClientError.notAStore(url: url, status: status, what: what)
+            _ = try settled(id) { try database.recordRefusal(id, as: .failed, transactionId: nil, reason: "\(error)") }
+            throw error
+        } catch let ClientError.serverError(url, 429, code, message) where whileTheReaderWaits {
+            _ = try settled(id) { try database.recordRefusal(id, as: .failed, transactionId: nil, reason: message) }
+            throw ClientError.serverError(url: url, status: 429, code: code, message: message)
+        } catch let ClientError.serverError(_, status, code, message) where Self.isRefusal(status) {
+            // The store refused this purchase for good (declined, unknown product, not enough credits).
+            let failed = try settled(id) { try database.recordRefusal(id, as: .failed, transactionId: nil, reason: message) }
+            if code == "payment_declined" || code == "insufficient_credits" {
+                return SentPurchase(record: failed)
+            }
+            throw ClientError.serverError(url: try server.base(), status: status, code: code, message: message)
+        }
+        configuration.crashPoint?(.afterCharge)
+        var stored = try await store(response.transaction, for: record)
+        if response.owned == true, stored.state == .purchased, let storedId = stored.id {
+            // A re-buy of what the account owns: the store charged nothing, and the row says so.
+            stored = try database.recordNotCharged(storedId)
+        }
+        if stored.state == .purchased {
+            configuration.crashPoint?(.afterReceipt)
+        }
+        return SentPurchase(record: stored, credits: response.credits, alreadyOwned: response.owned ?? false,
+                            alreadyPending: stored.id != id && stored.state == .deferred)
+    }
+
+    /// A 4xx that ``RetryRule`` does not call transient is the store's final answer: sending the
+    /// same request again cannot help. A 401 is not: it refuses this device's account token, not
+    /// the purchase, which stays saved (it may have been charged) until the account is sorted out.
+    static func isRefusal(_ status: Int) -> Bool {
+        (400..<500).contains(status) && !RetryRule.isTransient(status: status) && status != 401
+    }
+
+    /// Records the store's answer about a purchase; a receipt is verified and committed with the
+    /// state `purchased`.
+    func store(_ transaction: StoreTransaction, for record: PaymentRecord) async throws -> PaymentRecord {
+        guard let id = record.id else { return record }
+        switch transaction.status {
+        case .purchased:
+            return try await saveReceipt(transaction, for: record)
+        case .revoked where transaction.signedTransaction != nil:
+            // Charged while its answer was lost, then refunded: keep the receipt and show the
+            // refund, rather than call it declined.
+            let saved = try await saveReceipt(transaction, for: record)
+            let reason = transaction.revocationReason ?? "revoked by the store"
+            return try database.markRevoked(transactionId: transaction.transactionId, at: transaction.revocationDate ?? Date(), reason: reason)
+                ?? database.payment(id) ?? saved
+        case .deferred:
+            if record.state == .deferred { return record }
+            // The store keeps one pending request per product and answers a second ask with it.
+            if let standing = try database.payment(transactionId: transaction.transactionId), standing.id != id {
+                return try database.dropDuplicateRequest(id, standing: transaction.transactionId)
+            }
+            return try settled(id) { try database.recordDeferred(id, transactionId: transaction.transactionId, message: transaction.message) }
+        case .cancelled:
+            return try settled(id) { try database.recordRefusal(id, as: .cancelled, transactionId: transaction.transactionId, reason: nil) }
+        case .declined, .revoked:
+            return try settled(id) {
+                try database.recordRefusal(id, as: .failed, transactionId: transaction.transactionId, reason: transaction.message ?? "declined")
+            }
+        }
+    }
+
+    /// Verifies the signed transaction against the store's keys and commits it with the row.
+    private func saveReceipt(_ transaction: StoreTransaction, for record: PaymentRecord) async throws -> PaymentRecord {
+        guard let id = record.id else { return record }
+        guard let receipt = transaction.signedTransaction else {
+            throw ClientError.receiptRejected(transactionId: transaction.transactionId, reason: "the server sent no signed transaction")
+        }
+        let api = try storeAPI()
+        let claims = try await receipts.verifiedReceipt(receipt, of: ReceiptSubject(transactionId: transaction.transactionId, productId: record.productId),
+                                                        keysFrom: api)
+        return try settled(id) {
+            try database.recordReceipt(id, transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, receipt: receipt)
+        }
+    }
+
+    // MARK: Delivery milestones
+
+    /// The purchase waits in `delivering` until its content is installed.
+    func markDelivering(_ record: PaymentRecord) throws -> PaymentRecord {
+        guard let id = record.id else { return record }
+        return try settled(id) { try database.markDelivering(id) }
+    }
+
+    /// Reports delivery to the store; offline, the row stays as it is and a later replay finishes it.
+    func finish(_ record: PaymentRecord) async throws -> PaymentRecord {
+        guard let id = record.id, let transactionId = record.transactionId else { return record }
+        do {
+            _ = try await authorizedAPI().finish(transactionId: transactionId)
+        } catch let error as ClientError where error.isUnreachable {
+            return record
+        }
+        return try settled(id) { try database.markFinished(id) }
+    }
+
+    // MARK: Reading
+
+    /// The purchase that makes this device own `productId` (a book, an issue, a subscription
+    /// period; never credits), if any.
+    func owning(_ productId: String) throws -> PaymentRecord? {
+        try database.owningPayment(productId: productId)
+    }
+
+    /// A purchase as stored now.
+    func record(_ id: Int64) throws -> PaymentRecord? {
+        try database.payment(id)
+    }
+
+    /// Every purchase of this device, newest first.
+    func all() throws -> [PaymentRecord] {
+        try database.payments()
+    }
+
+    /// The purchases not yet finished (to send, to deliver, or waiting for an answer), oldest first.
+    func unfinished() throws -> [PaymentRecord] {
+        try database.unfinishedPayments()
+    }
+
+    /// This device's Ask to Buy of `productId` still waiting for its answer, if any.
+    func pendingRequest(_ productId: String) throws -> PaymentRecord? {
+        try database.pendingRequest(productId: productId)
+    }
+
+    /// The store's billing grace windows of the account's subscriptions, by subscription product;
+    /// nil when the store cannot be asked now (then only the receipts' periods count).
+    func graceWindows() async -> [String: [GraceWindow]]? {
+        guard let list = try? await authorizedAPI().subscriptions() else { return nil }
+        return Dictionary(list.subscriptions.map { ($0.productId, $0.graceWindows ?? []) }) { $0 + $1 }
+    }
+
+    /// Keeps why delivering a purchase failed; it is due again at `retryAt`.
+    func keepDeliveryError(_ record: PaymentRecord, _ error: any Error, retryAt: Date) throws {
+        guard let id = record.id else { return }
+        try database.recordPaymentFailure(id, message: "\(error)", retryAt: retryAt)
+    }
+
+    // MARK: When to try again (the one retry schedule of purchases)
+
+    /// Whether an unfinished purchase is due to be moved on at `now`: never tried, or its backoff
+    /// has run out.
+    func isDue(_ record: PaymentRecord, at now: Date) -> Bool {
+        (record.nextAttemptAt ?? .distantPast) <= now
+    }
+
+    /// When the engine's backoff next lets a purchase be tried, after `attempts` failed tries.
+    func retryDate(afterAttempts attempts: Int, from now: Date) -> Date {
+        now.addingTimeInterval(configuration.backoff.delay(afterAttempts: attempts, retryAfter: nil))
+    }
+
+    /// When the unfinished purchases are next due, nil when none waits on a clock:
+    /// - one whose try failed, when its backoff runs out;
+    /// - one saved but not yet sent to this store: now, or after `unsentRounds` rounds in a row
+    ///   that could not send it, when the backoff after that many runs out;
+    /// - one received and not yet delivered: now.
+    ///
+    /// An Ask to Buy waiting for its answer is due on no clock (the answer comes with the
+    /// account's changes, which wake the agent and which every replay reads), and neither is a
+    /// purchase saved for another store (it waits for that store).
+    func nextDue(now: Date = Date(), unsentRounds: Int = 0) throws -> Date? {
+        let current = try? server.base()
+        return try database.unfinishedPayments().compactMap { record -> Date? in
+            switch record.state {
+            case .deferred: return nil
+            case .purchasing:
+                guard record.storeURL == nil || record.storeURL == current else { return nil }
+                if let next = record.nextAttemptAt { return next }
+                return unsentRounds > 0 ? retryDate(afterAttempts: unsentRounds, from: now) : now
+            default: return record.nextAttemptAt ?? now
+            }
+        }.min()
+    }
+
+    /// Keeps why moving a purchase on failed, and when to try again (the engine's backoff).
+    func recordFailure(_ record: PaymentRecord, _ error: any Error, now: Date = Date()) {
+        guard let id = record.id else { return }
+        let retryAt = retryDate(afterAttempts: record.attempts + 1, from: now)
+        try? database.recordPaymentFailure(id, message: "\(error)", retryAt: retryAt)
+        logger.warning("unfinished transaction failed again", metadata: ["transaction": "\(record.subject)", "error": "\(error)"])
+    }
+
+    // MARK: The store's view
+
+    /// Every transaction of the account as the store has it now; nil when this device has no
+    /// account yet and `creatingAccount` is false (there is nothing to ask about).
+    func storeTransactions(creatingAccount: Bool = false) async throws -> [StoreTransaction]? {
+        guard try creatingAccount || database.account() != nil else { return nil }
+        return try await authorizedAPI().allTransactions()
+    }
+
+    /// The account's transactions that changed since replay last applied the store's view (all of
+    /// them the first time), and the cursor to save once they are applied; nil without an account.
+    func storeChangesSinceReplay() async throws -> (transactions: [StoreTransaction], cursor: String?)? {
+        guard try database.account() != nil else { return nil }
+        let cursor = try database.setting(Setting.Key.replayCursor)
+        return try await authorizedAPI().changes(after: cursor)
+    }
+
+    /// Notes that every change up to `cursor` is applied.
+    func replayApplied(upTo cursor: String) throws {
+        try database.setSetting(Setting.Key.replayCursor, to: cursor)
+    }
+
+    /// Marks the purchases the store revoked; returns the records newly marked, whose content the
+    /// caller takes out of the library.
+    func applyRevocations(_ transactions: [StoreTransaction]) throws -> [PaymentRecord] {
+        var revoked: [PaymentRecord] = []
+        for transaction in transactions where transaction.status == .revoked {
+            let reason = transaction.revocationReason ?? "revoked by the store"
+            if let record = try database.markRevoked(transactionId: transaction.transactionId, at: transaction.revocationDate ?? Date(), reason: reason) {
+                revoked.append(record)
+            }
+        }
+        return revoked
+    }
+
+    /// Saves every book, issue and subscription period of `transactions` that this device does not
+    /// have, as `restored` (to be delivered by the caller). Consumables are never restored. Expired
+    /// subscriptions are restored too: the issues published while they were active still belong
+    /// to the reader.
+    ///
+    /// Each transaction on its own: one whose receipt does not verify is refused and reported, the
+    /// others are restored. A transaction this device already has whose receipt no longer verifies
+    /// (its key was retired) takes the one the store hands out now, if that one verifies.
+    func saveRestored(_ transactions: [StoreTransaction]) async throws -> RestoredReceipts {
+        let api = try await authorizedAPI()
+        let known = try database.knownTransactionIds()
+        var report = RestoredReceipts()
+        var keysFetched = false
+        for transaction in transactions where transaction.status == .purchased {
+            guard let receipt = transaction.signedTransaction else { continue }
+            if known.contains(transaction.transactionId) {
+                try await refreshReceipt(transaction.transactionId, to: receipt, api: api, keysFetched: &keysFetched)
+                continue
+            }
+            let claims: ReceiptClaims
+            do {
+                claims = try await receipts.verifiedReceipt(receipt, of: ReceiptSubject(transactionId: transaction.transactionId), keysFrom: api)
+            } catch let error as ClientError where error.isUnreachable {
+                throw error
+            } catch let error as ClientError {
+                guard case .unsafeProductID = error else {
+                    report.refused.append("transaction \(transaction.transactionId) (\(transaction.productId)) was not restored: \(error)")
+                    continue
+                }
+                logger.warning("a restored transaction was refused", metadata: ["error": "\(error)"])
+                continue
+            } catch {
+                // Reported by the caller (one line each), not logged a second time here.
+                report.refused.append("transaction \(transaction.transactionId) (\(transaction.productId)) was not restored: \(error)")
+                continue
+            }
+            guard claims.kind != .consumable else { continue }
+            if claims.kind == .nonConsumable, try database.owningPayment(productId: claims.productId) != nil { continue }
+            if let record = try database.recordRestored(claims, receipt: receipt) {
+                report.restored.append(record)
+            }
+        }
+        return report
+    }
+
+    /// Takes the store's receipt for a transaction this device has when the one it holds no longer
+    /// verifies and the store's does (the store re-signed it after retiring a key).
+    private func refreshReceipt(_ transactionId: String, to receipt: String, api: StoreAPI, keysFetched: inout Bool) async throws {
+        guard let held = try database.payment(transactionId: transactionId)?.receipt, held != receipt else { return }
+        if !keysFetched {
+            // The keys this device cached may still list the retired one: read them afresh, once.
+            try database.setSetting(Setting.Key.jwks, to: String(decoding: try await api.jwks(), as: UTF8.self))
+            keysFetched = true
+        }
+        let subject = ReceiptSubject(transactionId: transactionId)
+        guard (try? await receipts.verifiedReceipt(held, of: subject, keysFrom: nil)) == nil,
+              (try? await receipts.verifiedReceipt(receipt, of: subject, keysFrom: nil)) != nil else { return }
+        _ = try database.replaceReceipt(transactionId: transactionId, with: receipt)
+    }
+
+    // MARK: Account
+
+    /// The API acting for this home's account, creating the account on first use.
+    ///
+    /// Creation holds a lock on `account.lock` in the home, so of several processes starting
+    /// at once exactly one creates the account and the others use it.
+    func authorizedAPI() async throws -> StoreAPI {
+        var api = try storeAPI()
+        if let account = try database.account() {
+            api.token = account.token
+            return api
+        }
+        let lock = try await FileLock.acquire(home.root.appendingPathComponent("account.lock"))
+        defer { lock.release() }
+        if let account = try database.account() {
+            api.token = account.token
+            return api
+        }
+        let created = try await api.createAccount()
+        api.token = try database.saveAccount(id: created.accountId, token: created.token, replacing: false).token
+        return api
+    }
+
+    /// The API with this home's account token, or nil while the home has no account (none is created).
+    func existingAccountAPI() throws -> StoreAPI? {
+        guard let account = try database.account() else { return nil }
+        var api = try storeAPI()
+        api.token = account.token
+        return api
+    }
+
+    func storeAPI() throws -> StoreAPI {
+        StoreAPI(server: try server.base(), http: http, token: nil, answered: server.answered)
+    }
+
+    func paymentsEnabled() throws -> Bool {
+        try database.setting(Setting.Key.paymentsEnabled) != "off"
+    }
+
+    /// Runs a transition; when another process already moved the row on (both replayed the same
+    /// purchase), carries on with the row as it is now instead of failing.
+    func settled(_ id: Int64, _ transition: () throws -> PaymentRecord) throws -> PaymentRecord {
+        do {
+            return try transition()
+        } catch let error as IllegalTransition {
+            guard let current = try database.payment(id) else { throw error }
+            logger.debug("transition already made elsewhere", metadata: ["detail": "\(error)"])
+            return current
+        }
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+import GRDB
+import KioskCore
+import KioskTestSupport
+import Testing
+
+/// `kiosk serve --environment`: a production store grants only for payment (the sandbox's pretend
+/// methods and clock are refused) and refuses sandbox receipts; a sandbox store says what it is.
+@Suite("kiosk serve environments: a production store refuses the sandbox's pretend payments and receipts")
+struct ServeEnvironmentTests {
+    static let book = "com.kiosk.books.small-engines"
+
+    @Test("every sandbox payment method is a 403 naming the environment, nothing is granted or charged; the sandbox clock and renewal pass are refused; the start says which environment", arguments: TestEngine.all)
+    func refusesPretendPayments(engine: TestEngine) async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        var extra = ["--environment", "production"]
+        if case .postgres(let url)? = try await engine.freshDatabase() { extra += ["--database", url] }
+        let server = try await ServerProcess.start(store, extraArguments: extra, log: directory.path("server.log"))
+        let http = StoreHTTP(baseURL: server.url)
+        let account = try await http.createAccount()
+        let adminToken = try String(contentsOf: store.data.appendingPathComponent("admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        for method in PaymentMethod.allCases {
+            let reply = try await http.pay(Self.book, token: account.token, method: method)
+            let body = String(decoding: reply.body, as: UTF8.self)
+            #expect(reply.status == 403, "\(method): \(reply.status) \(body)")
+            #expect(body.contains("production") && body.contains("'\(method.rawValue)'"), "\(body)")
+        }
+        #expect(try await http.charges(accountId: account.accountId, adminToken: adminToken).isEmpty)
+        let owned = try await http.send("GET", "/v1/account", token: account.token)
+        #expect(try owned.decode(AccountSummary.self).owned.isEmpty)
+
+        // The reader's side: one line that names the environment; nothing waits to be sent again.
+        let home = directory.path("home").path
+        let bought = try await KioskCommand.run(["buy", Self.book, "--server", server.url], environment: ["KIOSK_HOME": home])
+        #expect(bought.status != 0 && bought.stderr.contains("production environment"), "\(bought)")
+        #expect(bought.stderr.split(separator: "\n").count == 1, "\(bought.stderr)")
+        let listed = try await KioskCommand.run(["transactions", "--json"], environment: ["KIOSK_HOME": home])
+        let rows = try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]] ?? []
+        #expect(rows.map { $0["state"] as? String } == ["failed"], "\(listed.stdout)")
+
+        let clock = try await http.send("POST", "/v1/admin/accounts/\(account.accountId)/sandbox", token: adminToken, json: #"{"advanceSeconds": 86400}"#)
+        #expect(clock.status == 409 && String(decoding: clock.body, as: UTF8.self).contains("sandbox"), "\(clock.status)")
+        let renewals = try await http.send("POST", "/v1/admin/renewals/run", token: adminToken)
+        #expect(renewals.status == 409 && String(decoding: renewals.body, as: UTF8.self).contains("sandbox"), "\(renewals.status)")
+        _ = await server.stop()
+        #expect(server.log.contains("a production store"), "\(server.log)")
+    }
+
+    @Test("a mistyped KIOSK_ENVIRONMENT (or a port that is no number) is refused, never replaced by the sandbox default")
+    func mistypedEnvironmentRefused() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let arguments = ["serve", "--catalog", store.catalog.path, "--content", store.content.path, "--data", store.data.path, "--port", "0"]
+        for (name, value) in [("KIOSK_ENVIRONMENT", "Production"), ("KIOSK_ENVIRONMENT", "prod"), ("KIOSK_PORT", "abc")] {
+            let refused = try await KioskCommand.run(arguments, environment: [name: value])
+            #expect(refused.status != 0 && refused.stderr.contains("$\(name) is \"\(value)\""), "\(name)=\(value): \(refused)")
+            #expect(!refused.stdout.contains("listening"), "\(refused.stdout)")
+        }
+    }
+
+    @Test("a production store over a database a sandbox ran renews nothing and ignores the sandbox clock")
+    func productionRenewsNothing() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let sandbox = try await ServerProcess.start(store, extraArguments: ["--renewal-interval", "0"], log: directory.path("sandbox.log"))
+        let home = ["KIOSK_HOME": directory.path("home").path]
+        #expect(try await KioskCommand.run(["buy", "com.kiosk.magazines.harbor-monthly.subscription.monthly", "--no-download", "--server", sandbox.url], environment: home).status == 0)
+        let account = try #require(try await KioskCommand.run(["account"], environment: home).stdout.split(separator: "\n").first.map { String($0.dropFirst("account: ".count)) })
+        #expect(try await KioskCommand.run(["admin", "sandbox", account, "--advance", "40d", "--server", sandbox.url, "--data", store.data.path]).status == 0)
+        _ = await sandbox.stop()
+        let production = try await ServerProcess.start(store, extraArguments: ["--environment", "production", "--renewal-interval", "0.2"], log: directory.path("production.log"))
+        try await Task.sleep(for: .seconds(3))
+        let view = try await KioskCommand.run(["admin", "account", account, "--json", "--server", production.url, "--data", store.data.path])
+        #expect(view.status == 0 && !view.stdout.contains("\"renewal\""), "\(view)")
+        _ = await production.stop()
+    }
+
+    @Test("a sandbox store says so when it starts, and still sells with approve")
+    func sandboxSaysSo() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let http = StoreHTTP(baseURL: server.url)
+        let account = try await http.createAccount()
+        #expect(try await http.pay(Self.book, token: account.token).status == 200)
+        _ = await server.stop()
+        #expect(server.log.contains("a sandbox store: purchases are pretend"), "\(server.log)")
+    }
+
+    @Test("a production server (--environment production) answers 21007 to a sandbox receipt")
+    func productionRefusesSandboxReceipts() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let sandbox = try await ServerProcess.start(store, log: directory.path("sandbox.log"))
+        let home = directory.path("home").path
+        _ = try await KioskCommand.run(["sync", "--server", sandbox.url], environment: ["KIOSK_HOME": home])
+        #expect(try await KioskCommand.run(["buy", "com.kiosk.credits.pack-5"], environment: ["KIOSK_HOME": home]).status == 0)
+        let database = try DatabaseQueue(path: home + "/kiosk.sqlite")
+        let receipt = try await database.read { try String.fetchOne($0, sql: "SELECT receipt FROM payment") } ?? ""
+        #expect(try await StoreHTTP(baseURL: sandbox.url).verifyReceipt(receipt).status == 0)
+        await sandbox.stop()
+
+        let production = try await ServerProcess.start(store, extraArguments: ["--environment", "production"], log: directory.path("production.log"))
+        #expect(try await StoreHTTP(baseURL: production.url).verifyReceipt(receipt).status == 21007)
+        await production.stop()
+    }
+}

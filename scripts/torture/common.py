@@ -1,0 +1,53 @@
+"""What every part of the fault suite shares: the products the history plays with, the fault kinds
+of the update scenarios, the clocks and leases the run sets, and two small helpers."""
+import json, os, urllib.error, urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+MIB = 1 << 20
+
+BOOKS = ["com.kiosk.books.lighthouse-keeper", "com.kiosk.books.river-of-maps", "com.kiosk.books.small-engines"]
+ISSUES = [f"com.kiosk.magazines.harbor-monthly.issue-0{n}" for n in (1, 2, 3)]
+SUBSCRIPTION = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
+PACKS = {"com.kiosk.credits.pack-5": 5, "com.kiosk.credits.pack-10": 10}
+# Large books added to the bundled store so that faults land mid-transfer.
+LARGE = ["com.kiosk.books.atlas-north", "com.kiosk.books.atlas-south"]
+# Zip products of many small entries that get new versions published during the history (two entries
+# changed, one removed, one added each time): installed products are updated by entries, under
+# faults aimed at the update (see updates.update_op).
+UPDATES = ["com.kiosk.books.field-notes", "com.kiosk.books.tide-tables"]
+# What each update scenario does to the update in flight, taken in turn (shuffled each round).
+UPDATE_FAULTS = ["client-kill", "cut-range", "server-kill", "replace", "hand-edit", "takeover"]
+# The sandbox's clock during the history: a 30-day month in a minute, so subscriptions renew
+# several times while the history runs (the store's own worker charges them).
+TIME_SCALE = 43200
+# Home a2 takes no command that would deliver for it: `kiosk agent` alone brings it what the
+# account gets elsewhere (a's purchases, renewals, approvals) and takes away what is revoked.
+AGENT_HOME = "a2"
+
+# Seconds a client's download claim lasts without renewal (the client's default is 15): short, so
+# that a suspended owner's claim lapses within the client-stop fault.
+CLAIM_LEASE = 2
+
+
+def log(line):
+    print(line, flush=True)
+
+
+def http(url, method, token, body=None, timeout=30):
+    """One request with a bearer token: (status, decoded JSON answer or None); a request that got
+    no answer at all gives its error as the status."""
+    request = urllib.request.Request(url, method=method, data=json.dumps(body).encode() if body else None,
+                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return answer.status, json.loads(answer.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, None
+    except (urllib.error.URLError, OSError) as error:
+        return f"no answer ({error})", None
+
+
+def free_disk(path):
+    stat = os.statvfs(path)
+    return stat.f_bavail * stat.f_frsize
