@@ -113,7 +113,6 @@ let package = Package(
         .target(
             name: "KioskServer",
             dependencies: [
-                "CLinux",
                 "KioskCore",
                 "KioskArchive",
                 "KioskStore",
