@@ -20,6 +20,7 @@ extension Flows {
             // The issues it covers now are its content: with `.now` they are downloaded before
             // the purchase returns, as a book's are.
             _ = try await deliverableProduct(record.productId)
+            if let refused = try await purchases.refuseUnverifiedReceipt(of: record) { return (refused, nil) }
             let issues = try await subscriptions.queueCoveredIssues()
             let finished = try await purchases.finish(record)
             guard mode == .now, !issues.isEmpty else { return (finished, nil) }
@@ -29,6 +30,10 @@ extension Flows {
             guard let product = try await deliverableProduct(record.productId) else {
                 throw ClientError.invalidRequest("\(record.productId) is no longer in the store's catalog, so its content cannot be downloaded; the receipt is kept")
             }
+            // A row of this device's database is no proof by itself (an altered or copied row may
+            // carry another account's receipt): nothing is delivered on a receipt that does not
+            // verify now, and the purchase fails with why rather than being tried again for ever.
+            if let refused = try await purchases.refuseUnverifiedReceipt(of: record) { return (refused, nil) }
             guard let content = product.content else { return (try await purchases.finish(record), nil) }
             try library.enqueue(record.productId, content: content, receipt: receipt, transactionId: record.transactionId)
             if mode == .finishNow { return (try await purchases.finish(record), nil) }

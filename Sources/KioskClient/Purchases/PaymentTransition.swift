@@ -15,11 +15,12 @@ struct PaymentTransition: Sendable, Equatable {
     static let cancelledUnsent = PaymentTransition(from: [.purchasing], to: .cancelled, by: "the reader cancelled it before it was ever sent (`kiosk cancel --purchase`)")
     static let delivering = PaymentTransition(from: [.purchased, .restored], to: .delivering, by: "its content is queued; it waits for the install")
     static let finished = PaymentTransition(from: [.purchased, .restored, .delivering], to: .finished, by: "delivered (or nothing to download, or --no-download) and reported to the store")
+    static let receiptRefused = PaymentTransition(from: [.purchased, .restored, .delivering], to: .failed, by: "its receipt no longer verifies on this device (altered, or another account's): nothing is delivered on it")
     static let revoked = PaymentTransition(from: Set(PaymentState.owning), to: .revoked, by: "the store refunded or revoked it; its content leaves the library unless another proof covers it")
 
     /// Every move, in the order docs/states.md lists them. (`restored` rows are inserted in that
     /// state by replay and restore, never moved into it.)
-    static let all: [PaymentTransition] = [receiptSaved, askedToBuy, declined, cancelled, cancelledUnsent, delivering, finished, revoked]
+    static let all: [PaymentTransition] = [receiptSaved, askedToBuy, declined, cancelled, cancelledUnsent, delivering, finished, receiptRefused, revoked]
 
     /// The table docs/states.md carries between its `transitions: PaymentState` markers.
     static var markdownTable: String {

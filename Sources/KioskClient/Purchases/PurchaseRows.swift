@@ -203,6 +203,11 @@ extension ClientDatabase {
         return record
     }
 
+    /// `purchased | restored | delivering → failed`: its receipt no longer verifies on this device.
+    func recordReceiptRefused(_ id: Int64, reason: String) throws -> PaymentRecord {
+        try movePayment(id, .receiptRefused, [PaymentRecord.Columns.lastError.set(to: reason), PaymentRecord.Columns.nextAttemptAt.set(to: nil)])
+    }
+
     /// `purchased | restored → delivering`: its content is queued and the purchase waits for it.
     func markDelivering(_ id: Int64) throws -> PaymentRecord {
         try movePayment(id, .delivering, Self.clearedError)

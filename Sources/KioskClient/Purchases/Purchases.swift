@@ -254,6 +254,24 @@ struct Purchases: Sendable {
         return Dictionary(list.subscriptions.map { ($0.productId, $0.graceWindows ?? []) }) { $0 + $1 }
     }
 
+    /// Checks the receipt a purchase row holds, as when it was saved; when it no longer verifies
+    /// (altered, another account's, another transaction's), the purchase fails with the reason and
+    /// the failed row is returned. Nil when it verifies. An unreachable store (needed only for keys
+    /// this device has not cached) is thrown: the purchase waits.
+    func refuseUnverifiedReceipt(of record: PaymentRecord) async throws -> PaymentRecord? {
+        guard let receipt = record.receipt, let id = record.id else { return nil }
+        do {
+            _ = try await receipts.verifiedReceipt(receipt, of: ReceiptSubject(transactionId: record.transactionId, productId: record.productId),
+                                                   keysFrom: try? storeAPI())
+            return nil
+        } catch let error as ClientError where error.isUnreachable {
+            throw error
+        } catch {
+            logger.warning("a purchase's receipt does not verify; nothing is delivered on it", metadata: ["transaction": "\(record.subject)", "error": "\(error)"])
+            return try database.recordReceiptRefused(id, reason: "its receipt does not verify on this device: \(error); nothing was delivered")
+        }
+    }
+
     /// Keeps why delivering a purchase failed; it is due again at `retryAt`.
     func keepDeliveryError(_ record: PaymentRecord, _ error: any Error, retryAt: Date) throws {
         guard let id = record.id else { return }
