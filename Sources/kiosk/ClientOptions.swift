@@ -71,6 +71,8 @@ struct ClientOptions: ParsableArguments {
         for product in report.revoked {
             if report.revokedCredits.contains(product) {
                 standardError("\(product): the store revoked this purchase of credits; no library content changed (kiosk balance shows what is left)")
+            } else if report.revokedKept.contains(product) {
+                standardError("\(product): the store revoked this purchase; its content stays in the library, covered by another purchase or a subscription")
             } else {
                 standardError("\(product): the store revoked this purchase; its content was removed from the library")
             }

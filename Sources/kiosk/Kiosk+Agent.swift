@@ -83,6 +83,8 @@ extension Kiosk {
                 for id in report.revoked {
                     if report.revokedCredits.contains(id) {
                         print("\(id): the store revoked this purchase; its credits were taken off the balance")
+                    } else if report.revokedKept.contains(id) {
+                        print("\(id): the store revoked this purchase; its content stays in the library, covered by another purchase or a subscription")
                     } else {
                         print("\(id): the store revoked this purchase; its content was removed from the library")
                     }

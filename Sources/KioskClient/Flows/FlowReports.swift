@@ -48,6 +48,9 @@ public struct ReplayReport: Sendable, Equatable {
     public var declined: [String] = []
     /// Of `revoked`, the credit packs: they granted credits, not content, so no library folder changed.
     public var revokedCredits: [String] = []
+    /// Of `revoked`, the products whose content stays in the library: another standing purchase,
+    /// or a subscription period covering the issue, still entitles it.
+    public var revokedKept: [String] = []
     /// Items that failed again: each keeps its error and its next attempt; the others went on.
     public var failed: [String] = []
     /// The server could not be reached; the rest waits for the next command.
@@ -81,6 +84,7 @@ public struct ReplayReport: Sendable, Equatable {
         refused += later.refused
         declined += later.declined
         revokedCredits += later.revokedCredits
+        revokedKept += later.revokedKept
         failed = later.failed
         offline = later.offline
         arrived += later.arrived

@@ -28,8 +28,9 @@ extension Flows {
         do {
             if let read = try await purchases.storeChangesSinceReplay() {
                 changes = read.transactions
-                let revoked = try await applyRevocations(changes)
+                let (revoked, kept) = try await applyRevocations(changes)
                 report.revoked = revoked.map(\.productId)
+                report.revokedKept = kept
                 report.revokedCredits = revoked.filter { $0.kind == .consumable }.map(\.productId)
                 appliedCursor = read.cursor
             }
@@ -138,23 +139,27 @@ extension Flows {
     }
 
     /// Marks what the store revoked and takes its content out of the library.
-    /// - Returns: the purchases newly revoked.
-    func applyRevocations(_ transactions: [StoreTransaction]) async throws -> [PaymentRecord] {
+    /// - Returns: the purchases newly revoked, and the products among them whose content stays,
+    ///   under another proof that still covers it.
+    func applyRevocations(_ transactions: [StoreTransaction]) async throws -> (revoked: [PaymentRecord], kept: [String]) {
         let revoked = try purchases.applyRevocations(transactions)
+        var kept: [String] = []
         for record in revoked {
             for download in try library.downloads(grantedBy: record) {
                 // Another standing purchase of the product, or (for an issue) a standing
                 // subscription period covering it, keeps the download, bytes and all, under its proof.
                 if let other = try purchases.owning(download.productId), let receipt = other.receipt {
                     try library.represent(download.productId, receipt: receipt, transactionId: other.transactionId)
+                    kept.append(download.productId)
                 } else if let covering = try await subscriptions.coveringReceipt(for: download.productId) {
                     try library.represent(download.productId, receipt: covering.receipt, transactionId: covering.transactionId)
+                    kept.append(download.productId)
                 } else {
                     try library.removeContent(download.productId)
                 }
             }
         }
-        return revoked
+        return (revoked, kept)
     }
 
     /// Brings back every book, issue and subscription period of the account, queues (and, with

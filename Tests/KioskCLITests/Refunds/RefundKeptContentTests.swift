@@ -1,0 +1,34 @@
+import Foundation
+import KioskTestSupport
+import Testing
+
+/// What the reader is told when a refund takes nothing away: the refunded issue stays in the
+/// library because a subscription period still covers it. (Found by an attack: the command said
+/// the content was removed while it was, rightly, kept.)
+@Suite("A refund that keeps the content")
+struct RefundKeptContentTests {
+    static let issue = "com.kiosk.magazines.harbor-monthly.issue-03"
+    static let subscription = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
+
+    @Test("an issue refunded while a subscription covers it: the reader is told it stays, and it does")
+    func refundedIssueUnderSubscriptionStays() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        defer { Task { _ = await server.stop() } }
+        let home = directory.path("home").path
+        let environment = ["KIOSK_HOME": home, "KIOSK_SERVER": server.url]
+        #expect(try await KioskCommand.run(["buy", Self.issue], environment: environment).status == 0)
+        #expect(try await KioskCommand.run(["buy", Self.subscription], environment: environment).status == 0)
+        let listed = try await KioskCommand.run(["transactions", "--json"], environment: ["KIOSK_HOME": home]).stdout
+        let rows = try JSONSerialization.jsonObject(with: Data(listed.utf8)) as? [[String: Any]] ?? []
+        let transaction = try #require(rows.first { $0["productId"] as? String == Self.issue }?["transactionId"] as? String)
+        let refunded = try await KioskCommand.run(["admin", "refund", transaction, "--server", server.url, "--data", store.data.path])
+        #expect(refunded.status == 0, "\(refunded.stderr)")
+
+        let synced = try await KioskCommand.run(["sync"], environment: environment)
+        #expect(synced.stderr.contains("\(Self.issue): the store revoked this purchase; its content stays in the library"), "\(synced.stderr)")
+        #expect(!synced.stderr.contains("removed from the library"), "\(synced.stderr)")
+        #expect(FileManager.default.fileExists(atPath: home + "/Library/" + Self.issue))
+    }
+}
