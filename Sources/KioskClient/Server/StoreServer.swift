@@ -55,6 +55,11 @@ struct StoreServer: Sendable {
         guard let components = URLComponents(string: trimmed), let host = components.host, !host.isEmpty else {
             throw ClientError.invalidRequest("\"\(trimmed)\" names no host; a store URL looks like http://127.0.0.1:8080")
         }
+        // The API's paths are appended to the URL as it is: a query or a fragment would end up
+        // in the middle of every request's path.
+        guard components.query == nil, components.fragment == nil else {
+            throw ClientError.invalidRequest("\"\(trimmed)\" has a query or a fragment; give the store's base URL alone, like http://127.0.0.1:8080 (a path prefix such as /kiosk is fine)")
+        }
         return trimmed.hasSuffix("/") ? String(trimmed.dropLast()) : trimmed
     }
 }

@@ -35,6 +35,9 @@ struct ConfigCommandTests {
         let ftp = try await setup.kiosk("config", "set", "server", "ftp://example.com")
         #expect(ftp.status == 2)
         #expect(ftp.stderr == "kiosk: ftp:// is not supported; a Kiosk store is reached over http:// or https:// (e.g. --server http://127.0.0.1:8080) (--help shows the usage)\n")
+        // A query would land in the middle of every request's path (found by an attack: "?x=1/v1/catalog answered 404").
+        let query = try await setup.kiosk("config", "set", "server", setup.server.url + "?x=1")
+        #expect(query.status == 2 && query.stderr.contains("has a query or a fragment; give the store's base URL alone"), "\(query.stderr)")
         #expect(try await setup.kiosk("config", "payments", "off").stdout == "payments off\n")
         #expect(try await setup.kiosk("config").stdout == """
             server = \(setup.server.url)  (in \(database))
