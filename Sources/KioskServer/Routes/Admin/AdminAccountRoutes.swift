@@ -7,13 +7,11 @@ import KioskStore
 struct AdminAccountRoutes: Sendable {
     let store: Store
 
-    func collection(adminToken: String) -> RouteCollection<KioskRequestContext> {
-        let routes = RouteCollection(context: KioskRequestContext.self)
-        routes.add(middleware: AdminMiddleware(token: adminToken))
+    /// Adds the routes to a collection that ``AdminRoutes`` put behind the admin middleware.
+    func add(to routes: RouteCollection<KioskRequestContext>) {
         routes.get("accounts", use: accounts)
         routes.get("accounts/:id", use: account)
         routes.post("accounts/:id/sandbox", use: sandbox)
-        return routes
     }
 
     /// `GET /v1/admin/accounts`: ``AdminAccountRow`` per account.

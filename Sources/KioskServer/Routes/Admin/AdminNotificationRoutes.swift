@@ -7,16 +7,14 @@ import KioskStore
 struct AdminNotificationRoutes: Sendable {
     let store: Store
 
-    func collection(adminToken: String) -> RouteCollection<KioskRequestContext> {
-        let routes = RouteCollection(context: KioskRequestContext.self)
-        routes.add(middleware: AdminMiddleware(token: adminToken))
+    /// Adds the routes to a collection that ``AdminRoutes`` put behind the admin middleware.
+    func add(to routes: RouteCollection<KioskRequestContext>) {
         routes.get("webhooks", use: webhooks)
         routes.post("webhooks", use: addWebhook)
         routes.delete("webhooks", use: removeWebhook)
         routes.get("notifications", use: notifications)
         routes.post("notifications/test", use: testNotification)
         routes.post("notifications/:id/resend", use: resendNotification)
-        return routes
     }
 
     /// `GET /v1/admin/webhooks`: ``AdminWebhookRow`` per endpoint.

@@ -7,12 +7,10 @@ import KioskStore
 struct AdminProductRoutes: Sendable {
     let store: Store
 
-    func collection(adminToken: String) -> RouteCollection<KioskRequestContext> {
-        let routes = RouteCollection(context: KioskRequestContext.self)
-        routes.add(middleware: AdminMiddleware(token: adminToken))
+    /// Adds the routes to a collection that ``AdminRoutes`` put behind the admin middleware.
+    func add(to routes: RouteCollection<KioskRequestContext>) {
         routes.get("products/:id/owners", use: productOwners)
         routes.delete("products/:id", use: removeProduct)
-        return routes
     }
 
     /// `GET /v1/admin/products/{id}/owners`: `{"productId", "owners"}`, the accounts that own it.

@@ -7,13 +7,11 @@ import KioskStore
 struct AdminReportRoutes: Sendable {
     let store: Store
 
-    func collection(adminToken: String) -> RouteCollection<KioskRequestContext> {
-        let routes = RouteCollection(context: KioskRequestContext.self)
-        routes.add(middleware: AdminMiddleware(token: adminToken))
+    /// Adds the routes to a collection that ``AdminRoutes`` put behind the admin middleware.
+    func add(to routes: RouteCollection<KioskRequestContext>) {
         routes.get("sales", use: sales)
         routes.get("downloads", use: downloads)
         routes.get("appstore/notifications", use: appStoreNotifications)
-        return routes
     }
 
     /// `GET /v1/admin/sales`: ``AdminSalesRow`` per day, product and currency.

@@ -12,14 +12,16 @@ import KioskStore
 enum AdminRoutes {
     /// Every admin collection, each relative to `/v1/admin`.
     static func collections(store: Store, adminToken: String) -> [RouteCollection<KioskRequestContext>] {
-        [
-            AdminAccountRoutes(store: store).collection(adminToken: adminToken),
-            AdminTransactionRoutes(store: store).collection(adminToken: adminToken),
-            AdminReportRoutes(store: store).collection(adminToken: adminToken),
-            AdminProductRoutes(store: store).collection(adminToken: adminToken),
-            AdminSubscriptionRoutes(store: store).collection(adminToken: adminToken),
-            AdminNotificationRoutes(store: store).collection(adminToken: adminToken),
+        let concepts: [@Sendable (RouteCollection<KioskRequestContext>) -> Void] = [
+            AdminAccountRoutes(store: store).add, AdminTransactionRoutes(store: store).add, AdminReportRoutes(store: store).add,
+            AdminProductRoutes(store: store).add, AdminSubscriptionRoutes(store: store).add, AdminNotificationRoutes(store: store).add,
         ]
+        return concepts.map { add in
+            let routes = RouteCollection(context: KioskRequestContext.self)
+            routes.add(middleware: AdminMiddleware(token: adminToken))
+            add(routes)
+            return routes
+        }
     }
 
     /// The `{id}` of a product route, percent-decoded (`kiosk admin` encodes every dot of a product

@@ -7,11 +7,9 @@ import KioskStore
 struct AdminSubscriptionRoutes: Sendable {
     let store: Store
 
-    func collection(adminToken: String) -> RouteCollection<KioskRequestContext> {
-        let routes = RouteCollection(context: KioskRequestContext.self)
-        routes.add(middleware: AdminMiddleware(token: adminToken))
+    /// Adds the routes to a collection that ``AdminRoutes`` put behind the admin middleware.
+    func add(to routes: RouteCollection<KioskRequestContext>) {
         routes.post("renewals/run", use: runRenewals)
-        return routes
     }
 
     /// `POST /v1/admin/renewals/run`: one renewal pass now, as the worker makes every second; `{"steps": N}`.

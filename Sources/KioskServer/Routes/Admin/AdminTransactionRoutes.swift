@@ -7,16 +7,14 @@ import KioskStore
 struct AdminTransactionRoutes: Sendable {
     let store: Store
 
-    func collection(adminToken: String) -> RouteCollection<KioskRequestContext> {
-        let routes = RouteCollection(context: KioskRequestContext.self)
-        routes.add(middleware: AdminMiddleware(token: adminToken))
+    /// Adds the routes to a collection that ``AdminRoutes`` put behind the admin middleware.
+    func add(to routes: RouteCollection<KioskRequestContext>) {
         routes.get("transactions", use: transactions)
         routes.get("pending", use: pending)
         routes.post("transactions/:id/approve", use: approve)
         routes.post("transactions/:id/decline", use: decline)
         routes.post("transactions/:id/revoke", use: revoke)
         routes.post("transactions/:id/refund", use: refund)
-        return routes
     }
 
     /// `GET /v1/admin/transactions?since=&product=&state=`: every ``AdminTransactionRow``, oldest first.
