@@ -132,6 +132,11 @@ struct NotificationDeliveryTests {
             #expect(Set(accepted.map(\.notificationUUID)).count == accepted.count)
 
             // In order per account: as the store wrote them.
+            // A delivery is marked delivered just after the endpoint accepted it: wait for that commit.
+            let reader = http
+            _ = try await Self.eventually(10) {
+                try await Self.admin(reader, adminToken, "GET", "/v1/admin/notifications").decode([AdminNotificationRow].self).allSatisfy { $0.state == "delivered" }
+            }
             let rows = try await Self.admin(http, adminToken, "GET", "/v1/admin/notifications").decode([AdminNotificationRow].self)
             #expect(rows.allSatisfy { $0.state == "delivered" })
             for account in accounts {
