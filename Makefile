@@ -4,8 +4,9 @@ DEV_PACKAGES := libcurl4-openssl-dev libarchive-dev libsqlite3-dev pkg-config
 # Real clients the tests resume downloads with; python3 and sqlite3 run the fault suite; GNU time
 # measures a kiosk command's peak memory; tmux is the real terminal the progress test reads;
 # PostgreSQL and nginx are started by the tests themselves (throwaway cluster, temporary config);
-# chromium is the browser the console test drives through playwright (PyPI, in .build/venv).
-TEST_TOOLS := curl wget aria2 python3 python3-venv sqlite3 postgresql nginx time tmux chromium
+# chromium is the browser the console test drives through playwright (PyPI, in .build/venv);
+# gdb prints the stacks of a test run that falls silent (scripts/quiet-watchdog).
+TEST_TOOLS := curl wget aria2 python3 python3-venv sqlite3 postgresql nginx time tmux chromium gdb
 PLAYWRIGHT := playwright==1.65.2
 VENV := .build/venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -57,8 +58,14 @@ test: deps test-tools
 	$(SWIFT) build --build-tests
 	@# A CI page keeps only the log's tail: after a failure the failing tests and what they
 	@# expected are printed again, last.
-	@{ $(SWIFT) test --skip-build --no-parallel 2>&1; echo $$? > .build/test-status; } | tee .build/test.log; \
-	status=$$(cat .build/test-status); \
+	@# A test that hangs fails the run within minutes, naming what was running, instead of
+	@# holding CI to its limit (which lands nothing and leaves no clue). No test is silent for long:
+	@# each prints a line as it starts and ends; the slowest take under a minute. The test bundle
+	@# runs itself (what `swift test` runs), since `swift test` passes its output on in 4 KiB
+	@# blocks: a hang would show up to 4 KiB before the test that hung.
+	@NO_COLOR=1 scripts/quiet-watchdog 180 .build/test.log -- \
+		$$($(SWIFT) build --show-bin-path)/kioskPackageTests.xctest --testing-library swift-testing --no-parallel; \
+	status=$$?; \
 	if [ "$$status" != 0 ]; then \
 		echo "--- failing tests (whole log in .build/test.log) ---"; \
 		grep -E '✘|: error: |Test Case .* failed' .build/test.log | grep -v '✘ Test run with' | head -60; \

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The built `kiosk` executable, run as a person would run it.
 public enum KioskCommand {
@@ -80,6 +81,10 @@ public enum KioskCommand {
         public var description: String { message }
     }
 
+    /// The longest any one `kiosk` command of a test may run before it is killed: the longest
+    /// (a 64 MiB download throttled on purpose) take under a minute here.
+    static let commandLimit: Double = 240
+
     static func runBlocking(_ arguments: [String], environment: [String: String], in folder: URL? = nil, program: URL = executable) throws -> Result {
         let process = Process()
         process.executableURL = program
@@ -91,6 +96,8 @@ public enum KioskCommand {
         process.standardOutput = stdout
         process.standardError = stderr
         try process.run()
+        let deadline = ProcessDeadline(process, seconds: commandLimit)
+        defer { deadline.cancel() }
         // Read both pipes before waiting, so a chatty process cannot block on a full pipe.
         let errorData = ReadToEnd(stderr.fileHandleForReading)
         let outputData = stdout.fileHandleForReading.readDataToEndOfFile()
@@ -144,6 +151,9 @@ public final class ServerProcess: @unchecked Sendable {
         process.standardOutput = stdout
         process.standardError = try FileHandle(forWritingTo: log)
         try process.run()
+        // A server that neither listens nor exits (stuck starting) is killed, so the read below ends.
+        let deadline = ProcessDeadline(process, seconds: 90)
+        defer { deadline.cancel() }
         var line = Data()
         while true {
             let byte = stdout.fileHandleForReading.readData(ofLength: 1)
@@ -164,11 +174,14 @@ public final class ServerProcess: @unchecked Sendable {
         kill(process.processIdentifier, number)
     }
 
-    /// Sends SIGTERM and waits; returns the exit status.
+    /// Sends SIGTERM and waits; returns the exit status. A server still running 30 seconds later
+    /// is killed (status 9, a signal), which fails any test that expects it to stop cleanly.
     @discardableResult
     public func stop() async -> Int32 {
         (try? await offCooperativePool { [self] in
             if process.isRunning {
+                let deadline = ProcessDeadline(process, seconds: 30)
+                defer { deadline.cancel() }
                 signal(SIGTERM)
                 process.waitUntilExit()
             }
@@ -185,6 +198,24 @@ public final class ServerProcess: @unchecked Sendable {
         public var stderr: String
         public var description: String { "kiosk serve did not start: stdout=\(stdout) stderr=\(stderr)" }
     }
+}
+
+/// Kills a child process still running after a time limit. A test waits on its children, and a
+/// child that hangs must fail that test with its output, not stall the whole run (CI's limit
+/// leaves no clue and lands nothing).
+final class ProcessDeadline: Sendable {
+    private let finished = Atomic<Bool>(false)
+
+    init(_ process: Process, seconds: Double) {
+        let pid = process.processIdentifier
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
+            // Until cancel(), the process is our unwaited child, so its PID cannot be reused.
+            if !finished.load(ordering: .acquiring) { kill(pid, SIGKILL) }
+        }
+    }
+
+    /// Call once the process has been waited for (or the wait is over), before it can be reaped.
+    func cancel() { finished.store(true, ordering: .releasing) }
 }
 
 /// Runs blocking work (waiting for a process, reading a pipe) on a thread of its own.
