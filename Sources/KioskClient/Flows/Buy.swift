@@ -6,34 +6,34 @@ import Logging
 // Buying: `kiosk buy` and `kiosk redeem`, from the product to the library.
 extension Flows {
     /// Buys a product and delivers it as `mode` says. A book already owned on this device is not
-    /// sent at all: nothing is charged, and its content is reinstalled if missing.
+    /// sent at all: nothing is charged, and its content is reinstalled if missing. Otherwise the
+    /// purchase is committed on this device first, then sent, and what the store granted is
+    /// delivered.
     func buy(_ productId: String, quantity: Int, method: String, mode: DeliveryMode) async throws -> PurchaseResult {
-        if method == "credits" {
-            let product = try await catalogProduct(productId)
+        let byCredits = method == "credits"
+        // Spending credits charges no payment method; any other purchase needs payments enabled.
+        if !byCredits { guard try purchases.paymentsEnabled() else { throw ClientError.paymentsDisabled } }
+        let product = try await catalogProduct(productId)
+        var quantity = quantity
+        if byCredits {
             guard product.creditPrice != nil else {
                 throw ClientError.invalidRequest("\(productId) cannot be bought with credits; buy it with `kiosk buy \(productId)`")
             }
             if let owned = try purchases.owning(productId) {
                 return try await alreadyOwned(owned, mode: mode)
             }
-            guard product.forSale != false else { throw ClientError.offSale(productId) }
-            return try await purchase(product, quantity: 1, method: method, mode: mode)
-        }
-        guard try purchases.paymentsEnabled() else { throw ClientError.paymentsDisabled }
-        let product = try await catalogProduct(productId)
-        // Replay (which runs before any command) already asked the store about it: still waiting.
-        if method == PaymentMethod.defer.rawValue, let pending = try purchases.pendingRequest(productId) {
-            return PurchaseResult(record: pending, alreadyPending: true)
-        }
-        if product.kind == .nonConsumable, let owned = try purchases.owning(productId) {
-            return try await alreadyOwned(owned, mode: mode)
+            quantity = 1
+        } else {
+            // Replay (which runs before any command) already asked the store about it: still waiting.
+            if method == PaymentMethod.defer.rawValue, let pending = try purchases.pendingRequest(productId) {
+                return PurchaseResult(record: pending, alreadyPending: true)
+            }
+            if product.kind == .nonConsumable, let owned = try purchases.owning(productId) {
+                return try await alreadyOwned(owned, mode: mode)
+            }
         }
         guard product.forSale != false else { throw ClientError.offSale(productId) }
-        return try await purchase(product, quantity: quantity, method: method, mode: mode)
-    }
 
-    /// Commits the purchase, sends it, and delivers what the store granted.
-    func purchase(_ product: Product, quantity: Int, method: String, mode: DeliveryMode) async throws -> PurchaseResult {
         let record = try purchases.begin(product, quantity: quantity, method: method)
         let sent = try await purchases.send(record, whileTheReaderWaits: true)
         var result = PurchaseResult(record: sent.record, credits: sent.credits, savedOffline: sent.savedOffline, alreadyOwned: sent.alreadyOwned,

@@ -161,7 +161,14 @@ struct Library {
                         try database.requeueForFreshURL(claim, reason: "the signed content URL stopped working (\(status): \(message)); asking the store for a new one")
                         continue
                     }
-                    try await handle(outcome, for: record, claim: claim, ahead: ahead[record.productId], report: &report)
+                    if case .complete(let size, let sha256, _) = outcome {
+                        // Checked and unpacked into this claim's staging folder, then swapped in.
+                        if let tree = try checkedTree(record, claim: claim, size: size, sha256: sha256, ahead: ahead[record.productId], report: &report) {
+                            try install(record, claim: claim, tree, note: nil, report: &report)
+                        }
+                    } else {
+                        try handleUnfinished(outcome, for: record, claim: claim, report: &report)
+                    }
                 } catch is IllegalTransition {
                     // Paused or cancelled under us: the reader's word wins.
                     try noteStoppedElsewhere(record, report: &report)
@@ -424,11 +431,13 @@ struct Library {
 
     // MARK: Outcomes
 
-    private func handle(_ outcome: DownloadOutcome, for record: DownloadRecord, claim: DownloadClaim, ahead: UnpackAhead?, report: inout DownloadRunReport) async throws {
+    /// Every outcome but a complete transfer (which ``run(only:waitForOthers:progress:)`` installs):
+    /// what is retried, when, and what fails for good.
+    private func handleUnfinished(_ outcome: DownloadOutcome, for record: DownloadRecord, claim: DownloadClaim, report: inout DownloadRunReport) throws {
         let id = record.productId
         switch outcome {
-        case .complete(let size, let sha256, _):
-            try verifyAndInstall(record, claim: claim, size: size, sha256: sha256, ahead: ahead, report: &report)
+        case .complete:
+            return
         case .restart(let reason):
             try database.restartFromZero(claim, reason: reason)
         case .httpError(412, _, let message):
@@ -501,7 +510,18 @@ struct Library {
         return ahead
     }
 
-    private func verifyAndInstall(_ record: DownloadRecord, claim: DownloadClaim, size: Int64, sha256: String, ahead: UnpackAhead?, report: inout DownloadRunReport) throws {
+    /// A content tree checked and ready in a claim's staging folder, to be swapped into the library.
+    struct CheckedTree {
+        let unpacked: LibraryInstaller.Unpacked
+        let treeDigest: String
+        /// The file clock's reading when the check began (see ``FileClock``).
+        let checkedAt: Int64?
+    }
+
+    /// Checks a complete download against the catalog (size and SHA-256), then unpacks it (or
+    /// takes what unpacked while it arrived) and checks the tree. Nil when it cannot be installed
+    /// now: the download is then rescheduled or failed here, with why.
+    private func checkedTree(_ record: DownloadRecord, claim: DownloadClaim, size: Int64, sha256: String, ahead: UnpackAhead?, report: inout DownloadRunReport) throws -> CheckedTree? {
         let id = record.productId
         try database.beginVerifying(claim, size: size)
         let partial = try partialFile(id)
@@ -509,13 +529,13 @@ struct Library {
         guard size == record.size, onDisk == record.size, sha256 == record.sha256 else {
             let detail = "expected \(record.size) bytes with SHA-256 \(record.sha256.prefix(12))…, got \(size) bytes with \(sha256.prefix(12))…"
             try discardMismatch(record, claim, from: .verifying, detail: detail, report: &report)
-            return
+            return nil
         }
         // Unpacked content takes at least as much room as the archive: check before writing any.
         if let available = DiskSpace.available(at: home.library), available < record.size {
             try scheduleRetry(record, claim, retryAfter: nil, error: DiskSpace.shortfall(
                 needed: record.size, available: available, at: home.library, for: "unpacking \(id)"), report: &report, from: .verifying)
-            return
+            return nil
         }
         try database.beginUnpacking(claim)
         let unpacked: LibraryInstaller.Unpacked
@@ -529,24 +549,25 @@ struct Library {
             let available = DiskSpace.available(at: home.library) ?? 0
             try scheduleRetry(record, claim, retryAfter: nil, error: "the disk filled while unpacking\(entry.map { " \"\($0)\"" } ?? ""); " + DiskSpace.shortfall(
                 needed: record.size, available: available, at: home.library, for: "unpacking \(id)"), report: &report, from: .unpacking)
-            return
+            return nil
         } catch let error as UnpackError where !error.isHostile {
             try scheduleRetry(record, claim, retryAfter: nil, error: error.description, report: &report, from: .unpacking)
-            return
+            return nil
         } catch {
             try fail(record, claim, "\(error)", report: &report, from: .unpacking, discardingPartial: true)
-            return
+            return nil
         }
-        try install(record, claim: claim, unpacked: unpacked, treeDigest: treeDigest, checkedAt: checkedAt, note: nil, report: &report)
+        return CheckedTree(unpacked: unpacked, treeDigest: treeDigest, checkedAt: checkedAt)
     }
 
     /// Swaps a checked staging folder into the library, names the product installed, and keeps
     /// the installed version's manifest for the next update.
-    private func install(_ record: DownloadRecord, claim: DownloadClaim, unpacked: LibraryInstaller.Unpacked, treeDigest: String, checkedAt: Int64?, note: String?, report: inout DownloadRunReport) throws {
+    private func install(_ record: DownloadRecord, claim: DownloadClaim, _ tree: CheckedTree, note: String?, report: inout DownloadRunReport) throws {
         let id = record.productId
+        let unpacked = tree.unpacked
         let partial = try partialFile(id)
         // Stored relative to the home, so the record stays true when the home is moved.
-        let item = LibraryItem(productId: id, version: record.version, sha256: record.sha256, path: LibraryItem.relativePath(id), installedAt: Date(), treeDigest: treeDigest)
+        let item = LibraryItem(productId: id, version: record.version, sha256: record.sha256, path: LibraryItem.relativePath(id), installedAt: Date(), treeDigest: tree.treeDigest)
         var replaced: URL?
         let manifestFile = try home.installedManifest(id)
         let statusFile = try home.installedStatus(id)
@@ -569,14 +590,14 @@ struct Library {
             installer.discard(unpacked.staging)
             throw error
         }
-        var stamp = checkedAt
+        var stamp = tree.checkedAt
         if let replaced {
             // An update's unchanged files are hard links shared with the old tree: removing it moves
             // their status change time to now, and the next update would read them all again. The
             // stamp moves past the removal when nothing else changed a file since the check began.
             let removalStarted = FileClock.boundary(in: home.root)
             installer.discard(replaced)
-            if let checkedAt, let removalStarted, let removed = FileClock.boundary(in: home.root),
+            if let checkedAt = tree.checkedAt, let removalStarted, let removed = FileClock.boundary(in: home.root),
                FileClock.noFileChanged(in: try installer.installed(id), between: checkedAt, and: removalStarted) {
                 stamp = removed
             }
@@ -628,7 +649,8 @@ struct Library {
         do {
             try database.beginVerifying(claim, size: record.size)
             try database.beginUnpacking(claim)
-            try install(record, claim: claim, unpacked: result.unpacked, treeDigest: result.treeDigest, checkedAt: result.checkedAt, note: result.summary, report: &report)
+            try install(record, claim: claim, CheckedTree(unpacked: result.unpacked, treeDigest: result.treeDigest, checkedAt: result.checkedAt),
+                        note: result.summary, report: &report)
         } catch {
             installer.discard(result.unpacked.staging)
             throw error
