@@ -64,9 +64,9 @@ struct SubscriptionIssues {
         // checks the account's windows.
         guard !uncovered.isEmpty, let windows = await purchases.graceWindows() else { return added }
         for (issue, receipt, claims, dates) in uncovered where !added.contains(issue.id) {
-            let graces = (windows[claims.productId] ?? []).map { SubscriptionCoverage(purchased: $0.startsAt, expires: $0.endsAt) }
+            let graces = SeriesCoverage(periods: [], graceWindows: (windows[claims.productId] ?? []).map { SubscriptionCoverage(purchased: $0.startsAt, expires: $0.endsAt) })
             guard let published = issue.publicationDate, let content = issue.content,
-                  graces.contains(where: { $0.covers(published, seriesIssueDates: dates) }) else { continue }
+                  graces.covers(published, seriesIssueDates: dates) else { continue }
             if try database.enqueueDownload(productId: issue.id, content: content, receipt: receipt, transactionId: claims.transactionId) {
                 added.append(issue.id)
             }

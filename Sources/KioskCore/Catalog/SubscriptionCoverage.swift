@@ -33,3 +33,23 @@ public struct SubscriptionCoverage: Sendable, Equatable {
         return String(format: "%04d-%02d-%02d", parts.year ?? 0, parts.month ?? 0, parts.day ?? 0)
     }
 }
+
+/// What an account holds of one series: its paid periods and its billing grace windows (from an
+/// unpaid period's end to grace's end, or to the recovery or expiry that closed it). The store
+/// checks a receipt for an issue by it, counts an issue's owners by it, and the client queues a
+/// subscription's issues by it, so the three cannot disagree.
+public struct SeriesCoverage: Sendable, Equatable {
+    public var periods: [SubscriptionCoverage]
+    public var graceWindows: [SubscriptionCoverage]
+
+    public init(periods: [SubscriptionCoverage], graceWindows: [SubscriptionCoverage] = []) {
+        self.periods = periods
+        self.graceWindows = graceWindows
+    }
+
+    /// Whether the issue published on `publicationDate` is covered: by a paid period, or by a grace
+    /// window, which entitles what was published during it as a paid period does (the same rule).
+    public func covers<Dates: Collection<String>>(_ publicationDate: String, seriesIssueDates: Dates) -> Bool {
+        (periods + graceWindows).contains { $0.covers(publicationDate, seriesIssueDates: seriesIssueDates) }
+    }
+}

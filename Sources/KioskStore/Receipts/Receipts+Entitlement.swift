@@ -43,23 +43,11 @@ extension Receipts {
             }
             guard let series = product.series, let published = product.publicationDate else { return .notOwned }
             let issueDates = products.values.filter { $0.series == series && $0.kind == .nonConsumable }.compactMap(\.publicationDate)
-            for subscription in purchased where subscription.kind == .subscription && products[subscription.productId]?.series == series {
-                guard let bought = subscription.purchaseDate, let expires = subscription.expiresDate else { continue }
-                if SubscriptionCoverage(purchased: bought, expires: expires).covers(published, seriesIssueDates: issueDates) {
-                    return .granted
-                }
-            }
-            // A billing grace period entitles what was published during it, as a paid period
-            // does, by the same rule: the window from the unpaid period's end to grace's end
-            // (or to the recovery or expiry that closed it).
-            let graces = try await db.raw(#"""
-                SELECT g."startsAt", g."endsAt", s."productId" FROM "subscriptionGrace" g
-                JOIN "subscription" s ON s."originalTransactionId" = g."originalTransactionId"
-                WHERE g."accountId" = \#(bind: claims.accountId)
-                """#).all()
-            for grace in graces where products[try grace.decode(column: "productId", as: String.self)]?.series == series {
-                let window = SubscriptionCoverage(purchased: try grace.decode(column: "startsAt", as: Date.self), expires: try grace.decode(column: "endsAt", as: Date.self))
-                if window.covers(published, seriesIssueDates: issueDates) { return .granted }
+            let periods = purchased.filter { $0.kind == .subscription && products[$0.productId]?.series == series }
+                .compactMap { period in period.purchaseDate.flatMap { bought in period.expiresDate.map { SubscriptionCoverage(purchased: bought, expires: $0) } } }
+            let graces = try await db.graceWindows(accountId: claims.accountId).filter { products[$0.productId]?.series == series }.map(\.window)
+            if SeriesCoverage(periods: periods, graceWindows: graces).covers(published, seriesIssueDates: issueDates) {
+                return .granted
             }
             return .notOwned
         }

@@ -48,7 +48,8 @@ public struct Reports: StoreOwner {
     }
 
     /// How many accounts own `productId`: bought it (not revoked), or, for an issue, held a period
-    /// of a subscription to its series that covers its publication date.
+    /// of a subscription to its series, or a billing grace window of one, that covers its
+    /// publication date.
     public func owners(of productId: String) async throws -> Int {
         let products = (try? await catalog.storeProducts().products) ?? [:]
         let product = products[productId]
@@ -62,12 +63,20 @@ public struct Reports: StoreOwner {
                 """#
             var accounts = Set(try await db.raw(bought).all().map { try $0.decode(column: "accountId", as: String.self) })
             if let published = product?.publicationDate, !subscriptions.isEmpty {
-                // The one coverage rule, as the content route applies it to a subscriber's receipt.
+                // The one coverage rule, as the content route applies it to a subscriber's receipt:
+                // each account's paid periods of the series, then its billing grace windows.
                 let periods = try await db.transactions { $0.where("productId", .in, subscriptions).where("status", .equal, purchased) }
+                let graces = try await db.graceWindows(products: subscriptions)
+                var held: [String: SeriesCoverage] = [:]
                 for period in periods {
-                    guard let start = period.purchaseDate, let end = period.expiresDate,
-                          SubscriptionCoverage(purchased: start, expires: end).covers(published, seriesIssueDates: issueDates) else { continue }
-                    accounts.insert(period.accountId)
+                    guard let start = period.purchaseDate, let end = period.expiresDate else { continue }
+                    held[period.accountId, default: SeriesCoverage(periods: [])].periods.append(SubscriptionCoverage(purchased: start, expires: end))
+                }
+                for grace in graces {
+                    held[grace.accountId, default: SeriesCoverage(periods: [])].graceWindows.append(grace.window)
+                }
+                for (account, coverage) in held where coverage.covers(published, seriesIssueDates: issueDates) {
+                    accounts.insert(account)
                 }
             }
             return accounts.count

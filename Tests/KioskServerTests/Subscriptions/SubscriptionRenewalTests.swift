@@ -123,6 +123,12 @@ struct SubscriptionRenewalTests: SubscriptionSuite, StoreSuite {
             #expect(info.state == .expired && info.expirationReason == .billingError)
             #expect(try await store.entitled("\(Self.series).grace-issue", receipt: receipt))
             #expect(try await !store.entitled("\(Self.series).late-issue", receipt: receipt))
+            // The operator's count of an issue's owners is by the same rule, grace included: the
+            // subscriber owns the issue published in grace (withdrawing it needs --force), not the late one.
+            for (issue, owners) in [("grace-issue", 1), ("late-issue", 0)] {
+                let reply = try await store.http.send("GET", "/v1/admin/products/\(Self.series).\(issue)/owners", token: store.admin)
+                #expect(try reply.decode(AdminProductOwners.self).owners == owners, "\(issue)")
+            }
         }
     }
 
