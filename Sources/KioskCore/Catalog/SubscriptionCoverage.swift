@@ -50,6 +50,7 @@ public struct SeriesCoverage: Sendable, Equatable {
     /// Whether the issue published on `publicationDate` is covered: by a paid period, or by a grace
     /// window, which entitles what was published during it as a paid period does (the same rule).
     public func covers<Dates: Collection<String>>(_ publicationDate: String, seriesIssueDates: Dates) -> Bool {
-        (periods + graceWindows).contains { $0.covers(publicationDate, seriesIssueDates: seriesIssueDates) }
+        periods.contains { $0.covers(publicationDate, seriesIssueDates: seriesIssueDates) }
+            || graceWindows.contains { $0.covers(publicationDate, seriesIssueDates: seriesIssueDates) }
     }
 }

@@ -149,7 +149,7 @@ extension SQLQueryString {
         for piece in fragment {
             switch piece {
             case .text(let text): appendInterpolation(unsafeRaw: text)
-            case .bind(let value): appendInterpolation(bind: value.sqlValue)
+            case .bind(let value): appendInterpolation(bind: value)
             case .earlier(let step, let column): appendInterpolation(bind: try earlier(step, column))
             }
         }

@@ -45,8 +45,13 @@ extension Receipts {
             let issueDates = products.values.filter { $0.series == series && $0.kind == .nonConsumable }.compactMap(\.publicationDate)
             let periods = purchased.filter { $0.kind == .subscription && products[$0.productId]?.series == series }
                 .compactMap { period in period.purchaseDate.flatMap { bought in period.expiresDate.map { SubscriptionCoverage(purchased: bought, expires: $0) } } }
-            let graces = try await db.graceWindows(accountId: claims.accountId).filter { products[$0.productId]?.series == series }.map(\.window)
-            if SeriesCoverage(periods: periods, graceWindows: graces).covers(published, seriesIssueDates: issueDates) {
+            var coverage = SeriesCoverage(periods: periods)
+            // The grace windows are read only when no paid period covers the issue (the usual case
+            // needs no second query).
+            if !coverage.covers(published, seriesIssueDates: issueDates) {
+                coverage.graceWindows = try await db.graceWindows(accountId: claims.accountId).filter { products[$0.productId]?.series == series }.map(\.window)
+            }
+            if coverage.covers(published, seriesIssueDates: issueDates) {
                 return .granted
             }
             return .notOwned
