@@ -69,7 +69,7 @@ struct Library {
     ///
     /// - Parameter waitForOthers: when another live process holds one of them, wait for it to
     ///   finish (or die) and carry on, instead of downloading the same bytes twice.
-    /// - Parameter progress: called on the download thread about twice a second per download.
+    /// - Parameter progress: called about twice a second per download, as this run reads the transfers' reports.
     func run(only: Set<String>? = nil, waitForOthers: Bool = false, progress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }) async throws -> DownloadRunReport {
         let server = try self.server.base()
         let lease = configuration.claimLease
@@ -134,20 +134,32 @@ struct Library {
             let versions = Dictionary(startable.map { ($0.productId, $0.sha256) }) { first, _ in first }
             let ahead = unpackAhead(startable, claims: claims)
             defer { for unpacking in ahead.values { unpacking.abandon() } }
-            let outcomes = await Downloader(concurrency: configuration.concurrency, progressPeriod: configuration.progressPeriod)
-                .run(requests) { [database, contentURLs] update in
-                    received.note(update)
-                    // Bytes of this attempt's answer are on disk: the partial file only grows now.
-                    if update.bytesReceived > 0 { ahead[update.key]?.beginReading() }
-                    if let url = update.redirectedTo, let version = versions[update.key] {
-                        contentURLs.remember(url, for: update.key, version: version)
-                    }
-                    database.events.publish(.progress(update))
-                    progress(update)
-                    // A failed write (a busy or full disk) must not stop the transfer itself.
-                    guard let claim = claims[update.key] else { return false }
-                    return (try? database.recordProgress(claim, bytesOnDisk: update.bytesOnDisk, etag: update.etag)) ?? true
+            // The transfers report into a stream read here while they run: the download thread
+            // never waits on this process's database.
+            let (updates, reporting) = AsyncStream.makeStream(of: DownloadProgress.self)
+            let stops = DownloadStops()
+            async let ran = Downloader(concurrency: configuration.concurrency, progressPeriod: configuration.progressPeriod)
+                .run(requests, stops: stops, progress: reporting)
+            for await update in updates {
+                received.note(update)
+                // Bytes of this attempt's answer are on disk: the partial file only grows now.
+                if update.bytesReceived > 0 { ahead[update.key]?.beginReading() }
+                if let url = update.redirectedTo, let version = versions[update.key] {
+                    contentURLs.remember(url, for: update.key, version: version)
                 }
+                database.events.publish(.progress(update))
+                progress(update)
+                // The row no longer ours to write (paused, cancelled, or claimed by another process
+                // after our lease lapsed): that transfer stops. A failed write (a busy or full disk)
+                // does not stop it.
+                guard let claim = claims[update.key],
+                      (try? database.recordProgress(claim, bytesOnDisk: update.bytesOnDisk, etag: update.etag)) ?? true
+                else {
+                    stops.stop(update.key)
+                    continue
+                }
+            }
+            let outcomes = await ran
             report.bytesReceived += received.total
             let signed = Set(requests.filter { !$0.url.hasPrefix(server + "/") }.map(\.key))
             for record in startable {
@@ -687,7 +699,7 @@ struct Library {
     }
 }
 
-/// Bytes received per download in one run, noted from the download thread.
+/// Bytes received per download in one run, as the transfers report them.
 final class ReceivedBytes: @unchecked Sendable {
     private let lock = NSLock()
     private var byKey: [String: Int64] = [:]

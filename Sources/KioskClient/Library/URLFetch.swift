@@ -54,16 +54,19 @@ public struct URLFetch: Sendable {
             let counter = ReceivedBytes()
             let etagFile = self.etagFile
             let recordedETag = request.etag
-            let outcome = await Downloader(concurrency: 1).run([request]) { update in
+            let (updates, reporting) = AsyncStream.makeStream(of: DownloadProgress.self)
+            async let ran = Downloader(concurrency: 1).run([request], progress: reporting)
+            var etagWritten = recordedETag
+            for await update in updates {
                 counter.note(update)
                 progress(update)
                 // Written once per new ETag, atomically: a kill must never leave it empty or torn.
-                if let etag = update.etag, update.bytesOnDisk > 0, etag != recordedETag,
-                   (try? String(contentsOf: etagFile, encoding: .utf8)) != etag {
+                if let etag = update.etag, update.bytesOnDisk > 0, etag != etagWritten {
                     try? Data(etag.utf8).write(to: etagFile, options: .atomic)
+                    etagWritten = etag
                 }
-                return true
-            }["fetch"] ?? .stopped
+            }
+            let outcome = await ran["fetch"] ?? .stopped
             received += counter.total
             written = counter.partialIdentity ?? written
             var retryAfter: TimeInterval?

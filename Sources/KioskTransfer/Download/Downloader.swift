@@ -5,10 +5,12 @@ import Synchronization
 /// Runs downloads on one libcurl multi handle, `concurrency` at a time, on a thread of its own.
 ///
 /// libcurl's multi interface does the socket work; this loop only adds transfers as slots free
-/// up, collects results, and reports progress about twice a second so the caller can persist it
-/// and say stop. A stop (the handler returns false, or the calling Task is cancelled) removes the
-/// transfer from the multi handle at once, even when no byte is arriving: it ends within one
-/// poll interval, with the bytes already received kept in the partial file.
+/// up, collects results, and sends each transfer's progress about twice a second into a stream
+/// the caller reads (to persist it, say) while the transfers go on: the transfer thread never
+/// waits for the caller. A stop (the caller names the download in ``DownloadStops``, or the
+/// calling Task is cancelled) removes the transfer from the multi handle at once, even when no
+/// byte is arriving: it ends within one poll interval, with the bytes already received kept in
+/// the partial file.
 public struct Downloader: Sendable {
     public var concurrency: Int
     /// How often progress is reported.
@@ -23,16 +25,20 @@ public struct Downloader: Sendable {
 
     /// Runs every request to an outcome. Cancelling the calling Task stops every transfer
     /// (outcome ``DownloadOutcome/stopped``) within one poll interval.
-    /// - Parameter progress: called on the download thread; return false to stop that download.
+    /// - Parameter stops: downloads to stop (outcome ``DownloadOutcome/stopped``), named while they run.
+    /// - Parameter progress: where progress goes, as it happens and once more where each transfer
+    ///   ended; finished when every transfer has ended.
     public func run(
-        _ requests: [DownloadRequest],
-        progress: @escaping @Sendable (DownloadProgress) -> Bool = { _ in true }
+        _ requests: [DownloadRequest], stops: DownloadStops = DownloadStops(),
+        progress: AsyncStream<DownloadProgress>.Continuation? = nil
     ) async -> [String: DownloadOutcome] {
         let cancelled = Atomic<Bool>(false)
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let thread = Thread {
-                    continuation.resume(returning: self.loop(requests, cancelled: cancelled, progress: progress))
+                    let outcomes = self.loop(requests, cancelled: cancelled, stops: stops) { progress?.yield($0) }
+                    progress?.finish()
+                    continuation.resume(returning: outcomes)
                 }
                 thread.name = "kiosk-downloads"
                 thread.start()
@@ -42,7 +48,7 @@ public struct Downloader: Sendable {
         }
     }
 
-    private func loop(_ requests: [DownloadRequest], cancelled: borrowing Atomic<Bool>, progress: (DownloadProgress) -> Bool) -> [String: DownloadOutcome] {
+    private func loop(_ requests: [DownloadRequest], cancelled: borrowing Atomic<Bool>, stops: DownloadStops, progress: (DownloadProgress) -> Void) -> [String: DownloadOutcome] {
         CurlGlobal.initializeOnce()
         var outcomes: [String: DownloadOutcome] = [:]
         guard let multi = curl_multi_init() else {
@@ -61,7 +67,7 @@ public struct Downloader: Sendable {
                     curl_multi_remove_handle(multi, handle)
                     outcomes[transfer.request.key] = transfer.stop()
                     // Where it stopped, so what is recorded matches the partial file.
-                    _ = progress(transfer.progress)
+                    progress(transfer.progress)
                 }
                 for request in waiting { outcomes[request.key] = .stopped }
                 return outcomes
@@ -87,16 +93,16 @@ public struct Downloader: Sendable {
                 let code = message.pointee.data.result
                 curl_multi_remove_handle(multi, handle)
                 let outcome = transfer.outcome(code)
-                _ = progress(transfer.progress)
+                progress(transfer.progress)
                 outcomes[transfer.request.key] = outcome
             }
             for (handle, transfer) in active {
-                transfer.reportIfDue(period: period, progress)
-                if transfer.stopRequested {
+                if let due = transfer.progressIfDue(period: period) { progress(due) }
+                if transfer.stopRequested || stops.contains(transfer.request.key) {
                     curl_multi_remove_handle(multi, handle)
                     active.removeValue(forKey: handle)
                     outcomes[transfer.request.key] = transfer.stop()
-                    _ = progress(transfer.progress)
+                    progress(transfer.progress)
                 }
             }
             if running > 0 {
@@ -104,5 +110,21 @@ public struct Downloader: Sendable {
             }
         }
         return outcomes
+    }
+}
+
+/// The downloads a caller wants stopped, named by key while ``Downloader/run(_:stops:progress:)``
+/// runs them; the download thread looks here every poll interval.
+public final class DownloadStops: Sendable {
+    private let keys = Mutex<Set<String>>([])
+
+    public init() {}
+
+    public func stop(_ key: String) {
+        _ = keys.withLock { $0.insert(key) }
+    }
+
+    func contains(_ key: String) -> Bool {
+        keys.withLock { $0.contains(key) }
     }
 }

@@ -234,15 +234,15 @@ final class Transfer {
         digest.reset()
     }
 
-    /// Reports progress every `period` seconds, and as soon as the first bytes are on disk so the
-    /// ETag they belong to is recorded; the handler may ask to stop.
-    func reportIfDue(period: TimeInterval, _ handler: (DownloadProgress) -> Bool) {
+    /// Progress every `period` seconds, and as soon as the first bytes are on disk so the ETag
+    /// they belong to is recorded; nil in between.
+    func progressIfDue(period: TimeInterval) -> DownloadProgress? {
         let now = DispatchTime.now().uptimeNanoseconds
         let first = !reportedFirstBytes && mode == .writing && received > 0
-        guard first || Double(now &- lastReportTime) / 1e9 >= period else { return }
+        guard first || Double(now &- lastReportTime) / 1e9 >= period else { return nil }
         reportedFirstBytes = reportedFirstBytes || first
         lastReportTime = now
-        if !handler(progress) { stopRequested = true }
+        return progress
     }
 
     /// Ends a transfer the caller stopped: what arrived is made durable and kept for a resume.
