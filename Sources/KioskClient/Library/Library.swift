@@ -118,19 +118,25 @@ struct Library {
                 }
                 startable.append(record)
             }
-            // Updates by entries run one after another before any transfer starts, and this
-            // process may have been stopped in one past its lease: a claim taken over meanwhile
-            // must not start a transfer, which would create (or empty) the partial file its new
-            // owner writes.
-            startable = try startable.filter { record in
+            // Each partial file is opened first and the claim checked after: a transfer writes only
+            // through the descriptor opened here (never by name). This process may have been stopped
+            // past its lease (in an update by entries, say); a claim taken over meanwhile is found
+            // gone here, and nothing is written, above all not the emptying of the file its new
+            // owner writes. A claim taken over after this check gives the new owner a file of its
+            // own under the name (``takeOverPartial``): these descriptors reach only the old one.
+            // A file that cannot be opened is left to the transfer, which fails with why.
+            var requests = try startable.map { try request(for: $0, server: server) }
+            for index in requests.indices { requests[index].opened = try? OpenedPartialFile(for: requests[index]) }
+            let held = try startable.map { record in
                 guard let claim = claims[record.productId], try database.holds(claim) else {
                     try noteStoppedElsewhere(record, report: &report)
                     return false
                 }
                 return true
             }
+            startable = zip(startable, held).filter(\.1).map(\.0)
+            requests = zip(requests, held).filter(\.1).map(\.0)
             let received = ReceivedBytes()
-            let requests = try startable.map { try request(for: $0, claim: claims[$0.productId], server: server) }
             let versions = Dictionary(startable.map { ($0.productId, $0.sha256) }) { first, _ in first }
             let ahead = unpackAhead(startable, claims: claims)
             defer { for unpacking in ahead.values { unpacking.abandon() } }
@@ -140,26 +146,31 @@ struct Library {
             let stops = DownloadStops()
             async let ran = Downloader(concurrency: configuration.concurrency, progressPeriod: configuration.progressPeriod)
                 .run(requests, stops: stops, progress: reporting)
-            for await update in updates {
-                received.note(update)
-                // Bytes of this attempt's answer are on disk: the partial file only grows now.
-                if update.bytesReceived > 0 { ahead[update.key]?.beginReading() }
-                if let url = update.redirectedTo, let version = versions[update.key] {
-                    contentURLs.remember(url, for: update.key, version: version)
-                }
-                database.events.publish(.progress(update))
-                progress(update)
-                // The row no longer ours to write (paused, cancelled, or claimed by another process
-                // after our lease lapsed): that transfer stops. A failed write (a busy or full disk)
-                // does not stop it.
-                guard let claim = claims[update.key],
-                      (try? database.recordProgress(claim, bytesOnDisk: update.bytesOnDisk, etag: update.etag)) ?? true
-                else {
-                    stops.stop(update.key)
-                    continue
+            // Read in a task of its own, which this run's cancellation does not end (a cancelled
+            // task's stream reads nothing more): where each stopped transfer ended is recorded.
+            let recording = Task { [database, contentURLs, claims] in
+                for await update in updates {
+                    received.note(update)
+                    // Bytes of this attempt's answer are on disk: the partial file only grows now.
+                    if update.bytesReceived > 0 { ahead[update.key]?.beginReading() }
+                    if let url = update.redirectedTo, let version = versions[update.key] {
+                        contentURLs.remember(url, for: update.key, version: version)
+                    }
+                    database.events.publish(.progress(update))
+                    progress(update)
+                    // The row no longer ours to write (paused, cancelled, or claimed by another process
+                    // after our lease lapsed): that transfer stops. A failed write (a busy or full disk)
+                    // does not stop it.
+                    guard let claim = claims[update.key],
+                          (try? database.recordProgress(claim, bytesOnDisk: update.bytesOnDisk, etag: update.etag)) ?? true
+                    else {
+                        stops.stop(update.key)
+                        continue
+                    }
                 }
             }
             let outcomes = await ran
+            await recording.value
             report.bytesReceived += received.total
             let signed = Set(requests.filter { !$0.url.hasPrefix(server + "/") }.map(\.key))
             for record in startable {
@@ -419,9 +430,9 @@ struct Library {
     /// catalog promised (whose SHA-256 is checked) as the only one that may arrive; or straight to
     /// the signed URL the store sent an earlier attempt to, which is proof enough and names the
     /// version's archive itself. The receipt never goes to an edge. Either way no more than the
-    /// catalog's size for that version is ever written, and the partial file is written only
-    /// once the claim is known to hold after it was opened.
-    private func request(for record: DownloadRecord, claim: DownloadClaim?, server: String) throws -> DownloadRequest {
+    /// catalog's size for that version is ever written. ``run(only:waitForOthers:progress:)``
+    /// opens its partial file and checks the claim before handing it over.
+    private func request(for record: DownloadRecord, server: String) throws -> DownloadRequest {
         let id = record.productId.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? record.productId
         var request: DownloadRequest
         if let signed = contentURLs.url(for: record.productId, version: record.sha256) {
@@ -435,9 +446,6 @@ struct Library {
         request.lowSpeedTime = configuration.stallSeconds
         request.maxReceiveSpeed = configuration.maxReceiveSpeed
         request.expectedSize = record.size
-        if let claim {
-            request.mayWrite = { [database] in (try? database.holds(claim)) ?? false }
-        }
         return request
     }
 

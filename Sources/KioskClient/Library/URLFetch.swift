@@ -56,17 +56,22 @@ public struct URLFetch: Sendable {
             let recordedETag = request.etag
             let (updates, reporting) = AsyncStream.makeStream(of: DownloadProgress.self)
             async let ran = Downloader(concurrency: 1).run([request], progress: reporting)
-            var etagWritten = recordedETag
-            for await update in updates {
-                counter.note(update)
-                progress(update)
-                // Written once per new ETag, atomically: a kill must never leave it empty or torn.
-                if let etag = update.etag, update.bytesOnDisk > 0, etag != etagWritten {
-                    try? Data(etag.utf8).write(to: etagFile, options: .atomic)
-                    etagWritten = etag
+            // Read in a task of its own, which a cancellation (Ctrl-C) does not end: the ETag of the
+            // bytes kept is written even then.
+            let recording = Task {
+                var etagWritten = recordedETag
+                for await update in updates {
+                    counter.note(update)
+                    progress(update)
+                    // Written once per new ETag, atomically: a kill must never leave it empty or torn.
+                    if let etag = update.etag, update.bytesOnDisk > 0, etag != etagWritten {
+                        try? Data(etag.utf8).write(to: etagFile, options: .atomic)
+                        etagWritten = etag
+                    }
                 }
             }
             let outcome = await ran["fetch"] ?? .stopped
+            await recording.value
             received += counter.total
             written = counter.partialIdentity ?? written
             var retryAfter: TimeInterval?

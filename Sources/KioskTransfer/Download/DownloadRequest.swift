@@ -25,10 +25,10 @@ public struct DownloadRequest: Sendable {
     /// The partial file an earlier attempt wrote: a file found under its name that is another
     /// (swapped in between attempts) is refused, never written.
     public var expectedIdentity: FileIdentity?
-    /// Asked once the partial file is open, before anything is written to it: false stops the
-    /// transfer (``DownloadOutcome/stopped``). A claim that may have been lost while the file was
-    /// being opened is checked here, so a stale holder never writes to a file another now owns.
-    public var mayWrite: (@Sendable () -> Bool)?
+    /// The partial file, opened by the caller already: the transfer writes through it rather than
+    /// open the file by name (which it does when this is nil). A caller that must make sure it may
+    /// still write (a claim) opens the file first, checks, and hands it over.
+    public var opened: OpenedPartialFile?
 
     public init(key: String, url: String, headers: [(name: String, value: String)] = [], partialFile: URL, etag: String?) {
         self.key = key

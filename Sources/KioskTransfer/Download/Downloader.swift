@@ -98,7 +98,7 @@ public struct Downloader: Sendable {
             }
             for (handle, transfer) in active {
                 if let due = transfer.progressIfDue(period: period) { progress(due) }
-                if transfer.stopRequested || stops.contains(transfer.request.key) {
+                if stops.contains(transfer.request.key) {
                     curl_multi_remove_handle(multi, handle)
                     active.removeValue(forKey: handle)
                     outcomes[transfer.request.key] = transfer.stop()

@@ -7,7 +7,9 @@ import KioskCore
 final class Transfer {
     let request: DownloadRequest
     let easy: CurlEasy
-    private let descriptor: Int32
+    /// The partial file, written through its descriptor only, never by name.
+    private let file: OpenedPartialFile
+    private var descriptor: Int32 { file.descriptor }
     private let digest: StreamingDigest
     /// Bytes in the partial file; the next byte is written here.
     private(set) var offset: Int64
@@ -24,7 +26,6 @@ final class Transfer {
     private var responseHeaders: [String: String] = [:]
     private var errorBody = Data()
     private var writeErrno: Int32 = 0
-    var stopRequested = false
     private var lastReportTime = DispatchTime.now().uptimeNanoseconds
     private var reportedFirstBytes = false
     private var redirectedTo: String?
@@ -33,42 +34,16 @@ final class Transfer {
     private var limit = Int64.max
     let identity: FileIdentity
 
-    /// Opens (or creates) the partial file and sets up the request.
+    /// Sets up the request on its partial file: the one the caller opened already
+    /// (``DownloadRequest/opened``), or opened here.
     init(_ request: DownloadRequest) throws {
         self.request = request
-        let path = request.partialFile.path
-        try FileManager.default.createDirectory(at: request.partialFile.deletingLastPathComponent(), withIntermediateDirectories: true)
-        // Never through a link: one swapped in for the partial file would send the bytes (and
-        // the truncation of a restart) to whatever it points at.
-        descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            if errno == ELOOP {
-                throw TransferError(url: request.url, kind: .localWrite, message: "refusing to write \(path): it is a symbolic link; Kiosk writes only regular files it made")
-            }
-            throw TransferError(url: request.url, kind: .localWrite, message: "cannot open \(path): \(String(cString: strerror(errno)))")
-        }
-        var info = stat()
-        fstat(descriptor, &info)
-        identity = FileIdentity(info)
-        let problem: String?
-        if info.st_mode & S_IFMT != S_IFREG {
-            problem = "it is not a regular file"
-        } else if info.st_nlink > 1 {
-            problem = "it has another name (a hard link) as well; Kiosk writes only files it made"
-        } else if let expected = request.expectedIdentity, expected != identity {
-            problem = "it was replaced by another file since the last attempt"
-        } else {
-            problem = nil
-        }
-        if let problem {
-            close(descriptor)
-            throw TransferError(url: request.url, kind: .localWrite, message: "refusing to write \(path): \(problem)")
-        }
-        // A process whose claim is gone (another took the download over) writes nothing, and
-        // above all does not empty the file its new owner is writing.
-        if let mayWrite = request.mayWrite, !mayWrite() { stopRequested = true }
+        let file = try request.opened ?? OpenedPartialFile(for: request)
+        self.file = file
+        identity = file.identity
+        let descriptor = file.descriptor
         var existing = Int64(lseek(descriptor, 0, SEEK_END))
-        if existing > 0, request.etag == nil, !stopRequested {
+        if existing > 0, request.etag == nil {
             // Bytes of unknown origin: never splice onto them.
             ftruncate(descriptor, 0)
             existing = 0
@@ -86,7 +61,6 @@ final class Transfer {
 
     deinit {
         digest.close()
-        close(descriptor)
     }
 
     private func configure() throws {
@@ -181,8 +155,6 @@ final class Transfer {
     }
 
     private func body(_ bytes: UnsafeRawBufferPointer) -> Int {
-        // A stopped transfer writes nothing more, even before the loop takes it off the handle.
-        if stopRequested { return 0 }
         switch mode {
         case .writing:
             guard offset + Int64(bytes.count) <= limit else {
@@ -263,7 +235,6 @@ final class Transfer {
 
     /// What the finished transfer amounts to, given libcurl's result code.
     func outcome(_ code: CURLcode) -> DownloadOutcome {
-        if stopRequested { return .stopped }
         if mode == .wrongRange {
             restartFromZero()
             return .restart(reason: status == 416
