@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import KioskCommandLine
 import KioskClient
+import KioskCore
 import KioskTransfer
 
 /// Shows a command's downloads as they run and says how they ended: progress goes to stderr (a
@@ -99,14 +100,14 @@ struct DownloadRunner {
             }
         }
         for id in report.interrupted {
-            let kept = downloads.first { $0.productId == id }.map { ProgressDisplay.size($0.bytesDone) } ?? "its bytes"
+            let kept = downloads.first { $0.productId == id }.map { ByteCount.text($0.bytesDone) } ?? "its bytes"
             switch context {
             case .command: print("\(id): interrupted; \(kept) kept, kiosk resume continues from there")
             case .resume: print("\(id): interrupted; \(kept) kept, the same command continues from there")
             }
         }
         for id in report.paused {
-            let kept = downloads.first { $0.productId == id }.map { ProgressDisplay.size($0.bytesDone) } ?? "its bytes"
+            let kept = downloads.first { $0.productId == id }.map { ByteCount.text($0.bytesDone) } ?? "its bytes"
             switch context {
             case .command: print("\(id): paused by another command; \(kept) kept (kiosk resume)")
             case .resume: print("\(id): paused by another command; \(kept) kept until it is resumed")
@@ -199,13 +200,13 @@ final class ProgressDisplay: @unchecked Sendable {
             lastLine = now
             let elapsed = max(0.001, now.timeIntervalSince(started))
             let rate = Double(progress.bytesReceived) / elapsed
-            var line = "\(progress.key): \(Self.size(progress.bytesOnDisk))"
+            var line = "\(progress.key): \(ByteCount.text(progress.bytesOnDisk))"
             if let total = progress.totalBytes, total > 0 {
                 let percent = Int(Double(progress.bytesOnDisk) * 100 / Double(total))
-                line += " of \(Self.size(total)) (\(percent)%)"
+                line += " of \(ByteCount.text(total)) (\(percent)%)"
                 if rate > 0 { line += ", \(Int(Double(total - progress.bytesOnDisk) / rate)) s left" }
             }
-            line += ", \(Self.size(Int64(rate)))/s"
+            line += ", \(ByteCount.text(Int64(rate)))/s"
             if interactive {
                 BufferedLog.standardError.write("\r\u{1B}[K\(line)")
                 shown = true
@@ -229,17 +230,5 @@ final class ProgressDisplay: @unchecked Sendable {
                 shown = false
             }
         }
-    }
-
-    /// "0 B", "512 B", "1.5 KiB", "8.0 MiB": binary units, and no "Zero KB".
-    static func size(_ bytes: Int64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(bytes)
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(bytes) B" : "\(String(format: "%.1f", value)) \(units[unit])"
     }
 }

@@ -31,7 +31,7 @@ extension Kiosk {
                 }
                 if downloads.isEmpty { print("no downloads") }
                 for record in downloads {
-                    var line = "\(record.productId)  \(record.state.rawValue)  \(ProgressDisplay.size(record.bytesDone))/\(ProgressDisplay.size(record.size))"
+                    var line = "\(record.productId)  \(record.state.rawValue)  \(ByteCount.text(record.bytesDone))/\(ByteCount.text(record.size))"
                     if record.attempts > 0 { line += "  attempts \(record.attempts)" }
                     if let next = record.nextAttemptAt, record.state == .waiting { line += "  next \(DownloadRunner.time(next))" }
                     if let error = record.lastError, record.state != .installed { line += "  (\(error))" }
@@ -149,7 +149,7 @@ extension Kiosk {
         func run() async throws {
             try await reportingErrors {
                 let record = try options.client().pauseDownload(product)
-                print("\(record.productId): paused at \(ProgressDisplay.size(record.bytesDone))")
+                print("\(record.productId): paused at \(ByteCount.text(record.bytesDone))")
             }
         }
     }

@@ -80,7 +80,7 @@ extension Kiosk {
             if let date = product.publicationDate { detail.append("published \(date)") }
             if let months = product.periodMonths { detail.append("\(months)-month period") }
             if let content = product.content {
-                detail.append("\(content.format.rawValue) \(ProgressDisplay.size(content.size))")
+                detail.append("\(content.format.rawValue) \(ByteCount.text(content.size))")
             }
             if product.forSale == false { detail.append("off sale") }
             return "  \(product.id)  \(product.title)  (\(detail.joined(separator: ", ")))"

@@ -41,21 +41,9 @@ struct DeltaUpdate {
         let filesChanged: Int
         let archiveSize: Int64
 
-        /// "update 1.2 MB of 212 MB (3 files changed)".
+        /// "update 1.2 MiB of 202.2 MiB (3 files changed)".
         var summary: String {
-            "update \(Self.size(bytesFetched)) of \(Self.size(archiveSize)) (\(filesChanged) file\(filesChanged == 1 ? "" : "s") changed)"
-        }
-
-        /// Decimal units with one decimal place: "1.2 MB".
-        static func size(_ bytes: Int64) -> String {
-            let units = ["B", "kB", "MB", "GB", "TB"]
-            var value = Double(bytes)
-            var unit = 0
-            while value >= 1000, unit < units.count - 1 {
-                value /= 1000
-                unit += 1
-            }
-            return unit == 0 ? "\(bytes) B" : String(format: "%.1f", value) + " " + units[unit]
+            "update \(ByteCount.text(bytesFetched)) of \(ByteCount.text(archiveSize)) (\(filesChanged) file\(filesChanged == 1 ? "" : "s") changed)"
         }
     }
 

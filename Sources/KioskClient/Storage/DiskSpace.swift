@@ -1,4 +1,5 @@
 import Foundation
+import KioskCore
 
 /// Free space on the file system of a folder, and the message that says how much is missing.
 enum DiskSpace {
@@ -11,11 +12,6 @@ enum DiskSpace {
 
     /// A person's words for the shortfall: how much is needed, where, and what to do.
     static func shortfall(needed: Int64, available: Int64, at folder: URL, for purpose: String) -> String {
-        "\(purpose) needs \(format(needed)) free in \(folder.path), which has \(format(available)); free some space; the download waits with its bytes"
-    }
-
-    static func format(_ bytes: Int64) -> String {
-        let mebibytes = Double(bytes) / 1_048_576
-        return mebibytes >= 1 ? String(format: "%.1f MiB", mebibytes) : "\(bytes) bytes"
+        "\(purpose) needs \(ByteCount.text(needed)) free in \(folder.path), which has \(ByteCount.text(available)); free some space; the download waits with its bytes"
     }
 }
