@@ -136,7 +136,6 @@ struct Library {
             }
             startable = zip(startable, held).filter(\.1).map(\.0)
             requests = zip(requests, held).filter(\.1).map(\.0)
-            let received = ReceivedBytes()
             let versions = Dictionary(startable.map { ($0.productId, $0.sha256) }) { first, _ in first }
             let ahead = unpackAhead(startable, claims: claims)
             defer { for unpacking in ahead.values { unpacking.abandon() } }
@@ -149,6 +148,7 @@ struct Library {
             // Read in a task of its own, which this run's cancellation does not end (a cancelled
             // task's stream reads nothing more): where each stopped transfer ended is recorded.
             let recording = Task { [database, contentURLs, claims] in
+                var received = ReceivedBytes()
                 for await update in updates {
                     received.note(update)
                     // Bytes of this attempt's answer are on disk: the partial file only grows now.
@@ -168,10 +168,10 @@ struct Library {
                         continue
                     }
                 }
+                return received
             }
             let outcomes = await ran
-            await recording.value
-            report.bytesReceived += received.total
+            report.bytesReceived += await recording.value.total
             let signed = Set(requests.filter { !$0.url.hasPrefix(server + "/") }.map(\.key))
             for record in startable {
                 let outcome = outcomes[record.productId] ?? .transport(kind: .failed, message: "the download did not run")
@@ -708,26 +708,17 @@ struct Library {
 }
 
 /// Bytes received per download in one run, as the transfers report them.
-final class ReceivedBytes: @unchecked Sendable {
-    private let lock = NSLock()
+struct ReceivedBytes {
     private var byKey: [String: Int64] = [:]
-    private var identity: FileIdentity?
-
-    func note(_ progress: DownloadProgress) {
-        lock.withLock {
-            byKey[progress.key] = max(byKey[progress.key] ?? 0, progress.bytesReceived)
-            identity = progress.partialIdentity ?? identity
-        }
-    }
-
     /// The partial file the last progress report was about.
-    var partialIdentity: FileIdentity? {
-        lock.withLock { identity }
+    private(set) var partialIdentity: FileIdentity?
+
+    mutating func note(_ progress: DownloadProgress) {
+        byKey[progress.key] = max(byKey[progress.key] ?? 0, progress.bytesReceived)
+        partialIdentity = progress.partialIdentity ?? partialIdentity
     }
 
-    var total: Int64 {
-        lock.withLock { byKey.values.reduce(0, +) }
-    }
+    var total: Int64 { byKey.values.reduce(0, +) }
 }
 
 /// The URLs the store redirected downloads to (signed, short-lived), per product and version.

@@ -51,7 +51,6 @@ public struct URLFetch: Sendable {
             request.lowSpeedTime = stallSeconds
             request.maxReceiveSpeed = maxReceiveSpeed
             request.expectedIdentity = written
-            let counter = ReceivedBytes()
             let etagFile = self.etagFile
             let recordedETag = request.etag
             let (updates, reporting) = AsyncStream.makeStream(of: DownloadProgress.self)
@@ -59,6 +58,7 @@ public struct URLFetch: Sendable {
             // Read in a task of its own, which a cancellation (Ctrl-C) does not end: the ETag of the
             // bytes kept is written even then.
             let recording = Task {
+                var counter = ReceivedBytes()
                 var etagWritten = recordedETag
                 for await update in updates {
                     counter.note(update)
@@ -69,9 +69,10 @@ public struct URLFetch: Sendable {
                         etagWritten = etag
                     }
                 }
+                return counter
             }
             let outcome = await ran["fetch"] ?? .stopped
-            await recording.value
+            let counter = await recording.value
             received += counter.total
             written = counter.partialIdentity ?? written
             var retryAfter: TimeInterval?
