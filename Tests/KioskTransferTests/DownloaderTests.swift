@@ -31,6 +31,39 @@ struct DownloaderTests {
         }
     }
 
+    @Test("a partial file the caller opened is written through its descriptor, even once another file holds the name; one the caller found missing is created only if still missing, never emptied when another process made it meanwhile")
+    func writesThroughTheOpenedFile() async throws {
+        try await TestOrigin.run(content: Self.content) { origin, url in
+            let directory = try TemporaryDirectory()
+            var request = Self.request(url, directory, etag: nil)
+            // Looking for a file that is not there makes none (a stopped process leaves nothing).
+            #expect(try OpenedPartialFile.open(for: request, .existing) == nil)
+            #expect(!FileManager.default.fileExists(atPath: request.partialFile.path))
+
+            // Missing when the claim was checked, then made by another process: refused, untouched.
+            let theirs = Data(repeating: 7, count: 1000)
+            try theirs.write(to: request.partialFile)
+            request.partialIsNew = true
+            guard case .transport(.localWrite, let message) = await Self.download(request) else {
+                Issue.record("a file another process made was written")
+                return
+            }
+            #expect(message.contains("another process made it"), "\(message)")
+            #expect(try Data(contentsOf: request.partialFile) == theirs)
+
+            // Opened first, then replaced under its name (a takeover's copy): the bytes go to the
+            // opened file, and the one now under the name is left alone.
+            request.partialIsNew = false
+            request.opened = try OpenedPartialFile.open(for: request, .existing)
+            let moved = directory.path("moved.partial")
+            try FileManager.default.moveItem(at: request.partialFile, to: moved)
+            try theirs.write(to: request.partialFile)
+            #expect(await Self.download(request) == .complete(size: Int64(Self.size), sha256: Self.digest, etag: origin.etag))
+            #expect(try Data(contentsOf: moved) == Self.content)
+            #expect(try Data(contentsOf: request.partialFile) == theirs)
+        }
+    }
+
     @Test("a connection reset at several offsets resumes byte-exact, wasting nothing", arguments: [1, 700_000, 2_000_000, (3 << 20) - 1])
     func resetThenResume(offset: Int) async throws {
         try await TestOrigin.run(content: Self.content) { origin, url in

@@ -118,15 +118,24 @@ struct Library {
                 }
                 startable.append(record)
             }
-            // Each partial file is opened first and the claim checked after: a transfer writes only
-            // through the descriptor opened here (never by name). This process may have been stopped
-            // past its lease (in an update by entries, say); a claim taken over meanwhile is found
-            // gone here, and nothing is written, above all not the emptying of the file its new
-            // owner writes. A claim taken over after this check gives the new owner a file of its
-            // own under the name (``takeOverPartial``): these descriptors reach only the old one.
+            // Each partial file there is opened first and the claim checked after: a transfer writes
+            // only through the descriptor opened here (never by name). This process may have been
+            // stopped past its lease (in an update by entries, say); a claim taken over meanwhile is
+            // found gone here, and nothing is written, above all not the emptying of the file its
+            // new owner writes. A claim taken over after this check gives the new owner a file of
+            // its own under the name (``takeOverPartial``): these descriptors reach only the old one.
+            // Where there is no file, none is made here (a stopped process must not leave one
+            // behind): its transfer creates it, and refuses one that another process made since.
             // A file that cannot be opened is left to the transfer, which fails with why.
             var requests = try startable.map { try request(for: $0, server: server) }
-            for index in requests.indices { requests[index].opened = try? OpenedPartialFile(for: requests[index]) }
+            for index in requests.indices {
+                do {
+                    requests[index].opened = try OpenedPartialFile.open(for: requests[index], .existing)
+                    requests[index].partialIsNew = requests[index].opened == nil
+                } catch {
+                    continue
+                }
+            }
             let held = try startable.map { record in
                 guard let claim = claims[record.productId], try database.holds(claim) else {
                     try noteStoppedElsewhere(record, report: &report)

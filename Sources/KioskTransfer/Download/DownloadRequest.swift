@@ -29,6 +29,9 @@ public struct DownloadRequest: Sendable {
     /// open the file by name (which it does when this is nil). A caller that must make sure it may
     /// still write (a claim) opens the file first, checks, and hands it over.
     public var opened: OpenedPartialFile?
+    /// There was no partial file when the caller checked it may write one: the transfer creates it
+    /// and refuses one that appeared since (another process's, which took the download over).
+    public var partialIsNew = false
 
     public init(key: String, url: String, headers: [(name: String, value: String)] = [], partialFile: URL, etag: String?) {
         self.key = key

@@ -12,15 +12,44 @@ public final class OpenedPartialFile: Sendable {
     let descriptor: Int32
     public let identity: FileIdentity
 
-    /// Opens (or creates) `request`'s partial file.
+    /// How the file is opened.
+    public enum Opening: Sendable {
+        /// Whatever is there, or a new empty file.
+        case existingOrNew
+        /// Only a file that is there: none is created.
+        case existing
+        /// Only a new file: one found there was made by someone else since the caller looked.
+        case new
+    }
+
+    private init(descriptor: Int32, identity: FileIdentity) {
+        self.descriptor = descriptor
+        self.identity = identity
+    }
+
+    deinit {
+        close(descriptor)
+    }
+
+    /// Opens `request`'s partial file as `opening` says; nil only for ``Opening/existing`` when
+    /// there is none.
     /// - Throws: ``TransferError`` (``TransferError/Kind/localWrite``) naming the file and why.
-    public init(for request: DownloadRequest) throws {
+    public static func open(for request: DownloadRequest, _ opening: Opening = .existingOrNew) throws -> OpenedPartialFile? {
         let path = request.partialFile.path
         try FileManager.default.createDirectory(at: request.partialFile.deletingLastPathComponent(), withIntermediateDirectories: true)
+        let create: Int32 = switch opening {
+        case .existingOrNew: O_CREAT
+        case .existing: 0
+        case .new: O_CREAT | O_EXCL
+        }
         // Never through a link: one swapped in for the partial file would send the bytes (and
         // the truncation of a restart) to whatever it points at.
-        let descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        let descriptor = Foundation.open(path, O_RDWR | create | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
+            if errno == ENOENT, opening == .existing { return nil }
+            if errno == EEXIST {
+                throw TransferError(url: request.url, kind: .localWrite, message: "refusing to write \(path): another process made it since this one checked its claim")
+            }
             if errno == ELOOP {
                 throw TransferError(url: request.url, kind: .localWrite, message: "refusing to write \(path): it is a symbolic link; Kiosk writes only regular files it made")
             }
@@ -43,11 +72,6 @@ public final class OpenedPartialFile: Sendable {
             close(descriptor)
             throw TransferError(url: request.url, kind: .localWrite, message: "refusing to write \(path): \(problem)")
         }
-        self.descriptor = descriptor
-        self.identity = identity
-    }
-
-    deinit {
-        close(descriptor)
+        return OpenedPartialFile(descriptor: descriptor, identity: identity)
     }
 }

@@ -35,10 +35,12 @@ final class Transfer {
     let identity: FileIdentity
 
     /// Sets up the request on its partial file: the one the caller opened already
-    /// (``DownloadRequest/opened``), or opened here.
+    /// (``DownloadRequest/opened``), or opened (or created) here.
     init(_ request: DownloadRequest) throws {
         self.request = request
-        let file = try request.opened ?? OpenedPartialFile(for: request)
+        guard let file = try request.opened ?? OpenedPartialFile.open(for: request, request.partialIsNew ? .new : .existingOrNew) else {
+            throw TransferError(url: request.url, kind: .localWrite, message: "cannot open \(request.partialFile.path)")
+        }
         self.file = file
         identity = file.identity
         let descriptor = file.descriptor
