@@ -127,6 +127,11 @@ public struct BufferedLogHandler: LogHandler {
 
     public func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?,
              source: String, file: String, function: String, line: UInt) {
+        // Most lines carry only their own metadata: no merge (a dictionary copy) for them.
+        guard !metadata.isEmpty else {
+            output.write(level: level, label: label, message: message, metadata: explicit ?? [:])
+            return
+        }
         var merged = metadata
         if let explicit { merged.merge(explicit) { _, new in new } }
         output.write(level: level, label: label, message: message, metadata: merged)

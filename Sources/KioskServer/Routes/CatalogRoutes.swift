@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import KioskCore
 import NIOCore
 
 /// The catalog's route: `GET /v1/catalog`, the product list with a strong ETag, 304 on a match,
@@ -44,7 +45,7 @@ struct CatalogRoutes: Sendable {
     /// True when an Accept-Encoding value accepts `coding` with a non-zero quality.
     static func accepts(_ coding: String, in fieldValue: String) -> Bool {
         for item in fieldValue.split(separator: ",") {
-            let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            let parts = item.split(separator: ";").map { $0.trimmingOptionalWhitespace().lowercased() }
             guard let name = parts.first, name == coding || name == "*" else { continue }
             let quality = parts.dropFirst().first { $0.hasPrefix("q=") }.flatMap { Double($0.dropFirst(2)) } ?? 1
             return quality > 0
