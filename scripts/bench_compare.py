@@ -2,7 +2,7 @@
 """make bench-compare BEFORE=<git rev>: did a change make Kiosk slower? Before and after in one run.
 
 Builds the release binaries of BEFORE (default: HEAD~1) in .bench/before (a detached git worktree),
-then runs each section a change can move (BENCH_COMPARE, default "serving overlap purchases
+then runs each section a change can move (BENCH_COMPARE, default "fetch serving overlap purchases
 catalog"; the sections of `make bench`, see scripts/bench.py) ROUNDS times (default 2) with each
 binary in turn, A B A B, so both meet the same hour of a shared machine. It prints every figure
 both recorded — Kiosk's and its peers' — with the median of the rounds and after ÷ before: a peer's
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / ".bench"
 AFTER = os.environ.get("KIOSK", str(ROOT / ".build/release/kiosk"))
 BEFORE_REV = os.environ.get("BEFORE") or "HEAD~1"
-SECTIONS = os.environ.get("BENCH_COMPARE", "serving overlap purchases catalog").split()
+SECTIONS = os.environ.get("BENCH_COMPARE", "fetch serving overlap purchases catalog").split()
 ROUNDS = int(os.environ.get("ROUNDS", "2"))
 # Lists of single runs, and figures that only describe the data, are not compared.
 SKIPPED = {"walls", "products", "body_bytes", "bytes_transferred_over_size"}
