@@ -325,6 +325,16 @@ enum Migrations {
             """#,
             #"DROP TABLE "salesDay""#,
         ] },
+        // The latest period's look-up (``Holdings/Lookup``) asks only for rows with an expiry, so
+        // its index holds only those: a credit pack or a book no longer adds an entry to it, one
+        // random-place leaf page fewer written per purchase (issue 44).
+        Migration(name: "11-period-index-partial") { _ in [
+            #"DROP INDEX "storeTransaction_latest_period""#,
+            #"""
+            CREATE INDEX "storeTransaction_latest_period" ON "storeTransaction" ("accountId", "productId", "status", "expiresDate")
+            WHERE "expiresDate" IS NOT NULL
+            """#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

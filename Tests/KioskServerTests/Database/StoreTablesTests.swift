@@ -195,6 +195,18 @@ struct StoreTablesTests {
         #expect(try await lookUp(key: "key-txn_later", first: true, latest: false) == ["txn_later", "txn_first", nil, "txn_asked"])
         #expect(try await lookUp(key: "key-none", first: false, latest: true) == [nil, nil, "txn_later", "txn_asked"])
         #expect(try await lookUp(key: "key-none", first: false, latest: false) == [nil, nil, nil, "txn_asked"])
+        if engine == .sqlite {
+            // The latest period's look-up walks its own index, which holds only rows with an
+            // expiry (migration 11): not the account's whole history.
+            let plan = try await database.read { db in
+                try await db.raw("EXPLAIN QUERY PLAN \(unsafeRaw: Holdings.Lookup.sql)").all().map { try $0.decode(column: "detail", as: String.self) }
+            }
+            #expect(plan.contains { $0.contains("storeTransaction_latest_period") }, "\(plan)")
+            let index = try await database.read { db in
+                try await db.raw(#"SELECT "sql" FROM "sqlite_master" WHERE "name" = 'storeTransaction_latest_period'"#).all().map { try $0.decode(column: "sql", as: String.self) }
+            }
+            #expect(index.first?.contains(#"WHERE "expiresDate" IS NOT NULL"#) == true, "\(index)")
+        }
         if engine == .postgres {
             // Kept on the connection: prepared once, then only executed, with the one generic
             // plan from the first execution on (without plan_cache_mode, the first five are
