@@ -29,16 +29,21 @@ final class GroupCommit: Sendable {
     static let maxBatch = 128
 
     private let writer: InlineSQLite
+    private let checkpointer: WALCheckpointer?
     private let state = Mutex<(queue: [Job], draining: Bool)>(([], false))
     /// Commits made so far (each one fsync), for the tests that show bodies share them.
     let commits = Atomic<Int>(0)
 
-    init(writer: InlineSQLite) {
+    /// - Parameter checkpointer: copies the WAL into the database file after commits; without one,
+    ///   the writer's automatic checkpoint does, inside its commits.
+    init(writer: InlineSQLite, checkpointer: WALCheckpointer? = nil) {
         self.writer = writer
+        self.checkpointer = checkpointer
     }
 
-    /// Closes the writer's connection; no write may follow.
-    func close() {
+    /// Closes the writer's connection and the checkpointer's; no write may follow.
+    func close() async {
+        await checkpointer?.stop()
         writer.close()
     }
 
@@ -104,6 +109,7 @@ final class GroupCommit: Sendable {
                 }
                 try await writer.commit()
                 commits.add(1, ordering: .relaxed)
+                checkpointer?.committed()
             } catch {
                 await writer.rollback()
                 throw error

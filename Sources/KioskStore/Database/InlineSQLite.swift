@@ -75,6 +75,13 @@ final class InlineSQLite: SQLDatabase {
         try await onThreadPool("COMMIT")
     }
 
+    /// Copies the WAL's committed pages into the database file as far as no reader still needs
+    /// them, without waiting for any lock (``WALCheckpointer``); on the thread pool, since it writes
+    /// and syncs the file.
+    func checkpoint() async throws {
+        try await onThreadPool("PRAGMA wal_checkpoint(PASSIVE)")
+    }
+
     func rollback() async {
         try? await onThreadPool("ROLLBACK")
     }

@@ -68,6 +68,7 @@ final class ServerDatabase: Sendable {
             let threads = NIOThreadPool(numberOfThreads: 4)
             threads.start()
             let writer: InlineSQLite
+            let checkpoints: InlineSQLite
             do {
                 writer = try await InlineSQLite.open(path: path, threadPool: threads, logger: logger)
                 // The group commit puts each write in a savepoint, and SQLite keeps the pages a
@@ -78,6 +79,8 @@ final class ServerDatabase: Sendable {
                 // Purchases on SQLite, 3 alternating pairs (a build running meanwhile): 1,126–1,439
                 // a second before, 1,439–1,546 after (docs/benchmarks.md).
                 try writer.run("PRAGMA temp_store = MEMORY")
+                try writer.run("PRAGMA wal_autocheckpoint = \(WALCheckpointer.writerBackstopPages)")
+                checkpoints = try await InlineSQLite.open(path: path, threadPool: threads, logger: logger)
             } catch {
                 try? await threads.shutdownGracefully()
                 throw Self.cannotOpen(location, error)
@@ -86,7 +89,7 @@ final class ServerDatabase: Sendable {
             listenConfiguration = nil
             engine = .sqlite
             pool = SQLiteReaders(path: path, threadPool: threads, logger: logger)
-            groupCommit = GroupCommit(writer: writer)
+            groupCommit = GroupCommit(writer: writer, checkpointer: WALCheckpointer(connection: checkpoints, logger: logger))
         case .postgres(let url):
             var configuration: SQLPostgresConfiguration
             do {
@@ -186,7 +189,7 @@ final class ServerDatabase: Sendable {
     /// Closes every connection. The database must not be used afterwards.
     func close() async {
         guard !closed.exchange(true, ordering: .relaxed) else { return }
-        groupCommit?.close()
+        await groupCommit?.close()
         await pool.shutdown()
         try? await threadPool?.shutdownGracefully()
     }

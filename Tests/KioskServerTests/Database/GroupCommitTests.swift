@@ -41,6 +41,34 @@ struct GroupCommitTests: StoreSuite {
         await database.close()
     }
 
+    @Test("what the writer commits reaches the database file by the background checkpoint, without the writer's own (which waits for 20,000 pages)")
+    func backgroundCheckpoint() async throws {
+        let directory = try TemporaryDirectory()
+        let file = directory.path("store.sqlite").path
+        let database = try await ServerDatabase.open(.sqlite(path: file), logger: Logger(label: "test"))
+        func fileSize() throws -> Int {
+            try #require(try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int)
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        let before = try fileSize()
+        // About 2 MB of rows: some 500 pages, far below the writer's own checkpoint.
+        for batch in 0..<20 {
+            try await database.write { db in
+                for index in 0..<50 {
+                    let product = "p\(batch)-\(index)-" + String(repeating: "x", count: 2000)
+                    try await db.raw(#"INSERT INTO "downloadStat" ("productId", "day", "requests", "bytes") VALUES (\#(bind: product), 'd', 1, 1)"#).run()
+                }
+            }
+        }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try fileSize() < before + 1_000_000, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let after = try fileSize()
+        #expect(after >= before + 1_000_000, "the database file stayed at \(after) bytes (\(before) before)")
+        await database.close()
+    }
+
     @Test("16 credit packs bought at once on one account, each sent twice: 16 charges, a balance of exactly 80, and on SQLite they share commits instead of taking turns", arguments: TestEngine.all)
     func packsOfOneAccountShareCommits(engine: TestEngine) async throws {
         try await Self.withStore(engine: engine) { server, http, account in
