@@ -335,6 +335,11 @@ enum Migrations {
             WHERE "expiresDate" IS NOT NULL
             """#,
         ] },
+        // How many tokens the last take of a shared bucket took: an instance takes a few ahead
+        // of its requests from a bucket with a large burst (``RateLimiter``).
+        Migration(name: "12-rate-limit-leases") { _ in [
+            #"ALTER TABLE "rateLimitBucket" ADD COLUMN "taken" BIGINT NOT NULL DEFAULT 0"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

@@ -4,6 +4,7 @@ import KioskServer
 @testable import KioskStore
 import KioskTestSupport
 import KioskTransfer
+import Logging
 import Testing
 
 /// Account creation and purchases are limited per client address and per account (token buckets).
@@ -113,6 +114,36 @@ struct RateLimitTests {
             #expect(try await Self.createAccount(url, forwardedFor: "more-junk").status == 429)
             #expect(try await Self.createAccount(url, forwardedFor: "2001:db9::1").status == 201)
         }
+    }
+
+    @Test("on PostgreSQL a large bucket lends each instance 1 % at a time: two instances taking at once never grant more than it holds, and grant nearly all of it")
+    func leasedTokens() async throws {
+        let location = try await TestPostgres.shared.freshDatabase()
+        let first = try await ServerDatabase.open(location, logger: Logger(label: "test"))
+        let second = try await ServerDatabase.open(location, logger: Logger(label: "test"))
+        let limiters = [RateLimiter(database: first, logger: Logger(label: "test")), RateLimiter(database: second, logger: Logger(label: "test"))]
+        let limit = RateLimit(burst: 1_000, perSecond: 0.001)
+        #expect(RateLimiter.leaseSize(limit) == 10)
+        let granted = try await withThrowingTaskGroup(of: Int.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    var granted = 0
+                    for _ in 0..<150 where try await limiters[worker % 2].take("purchases:address:198.51.100.7", limit) == .allowed {
+                        granted += 1
+                    }
+                    return granted
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        // 1,200 asked of a bucket of 1,000: at most the 1,000, less at most the leases left unspent.
+        #expect(granted <= 1_000 && granted >= 1_000 - 2 * 10, "\(granted) granted")
+        let rows = try await first.read { db in
+            try await db.raw(#"SELECT "tokens" FROM "rateLimitBucket" WHERE "key" = 'purchases:address:198.51.100.7'"#).all().map { try $0.decode(column: "tokens", as: Double.self) }
+        }
+        #expect(rows.count == 1 && rows[0] < 1, "\(rows)")
+        await first.close()
+        await second.close()
     }
 
     @Test("two instances over one PostgreSQL database share the buckets: the limit is the store's, not each instance's")
