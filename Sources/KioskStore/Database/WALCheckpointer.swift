@@ -52,4 +52,10 @@ final class WALCheckpointer: Sendable {
         commits.finish()
         await task.value
     }
+
+    /// A checkpointer dropped without ``stop()`` (its database was not closed) still ends its task
+    /// and closes its connection.
+    deinit {
+        commits.finish()
+    }
 }
