@@ -3,6 +3,7 @@ import KioskArchive
 import KioskCore
 import KioskStore
 import Logging
+import Synchronization
 
 /// Holds the catalog being served and replaces it on reload, keeping the last good one on error.
 ///
@@ -29,7 +30,18 @@ public actor CatalogService {
 
     private let source: Source
     private let logger: Logger
-    private var published: PublishedCatalog?
+    private var published: PublishedCatalog? {
+        didSet { servedTags.withLock { $0 = published.map { ServedTags(plain: $0.etag, gzip: $0.gzipETag) } } }
+    }
+    /// The served catalog's entity tags, read without a hop onto this actor by the event loop's
+    /// answer to a conditional GET (``CatalogNotModifiedResponder``).
+    nonisolated let servedTags = Mutex<ServedTags?>(nil)
+
+    /// The ETags of the catalog being served: of its JSON, and of its gzip encoding.
+    struct ServedTags: Sendable {
+        let plain: String
+        let gzip: String
+    }
     /// Where the catalog being served came from.
     public private(set) var origin: Origin?
     /// Per product, the archive a reload replaced and when: it still serves resumes in flight for

@@ -1,5 +1,6 @@
 import Foundation
 import KioskCore
+import KioskStore
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -132,14 +133,20 @@ struct SendfileHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
     let base: HTTP1Channel
     let metrics: ServerMetrics
     let ends: SendfileEnds
+    /// For the catalog's 304s answered on the event loop (``CatalogNotModifiedResponder``).
+    let catalog: CatalogService
+    let rateLimits: RateLimits
     var responder: Responder { base.responder }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        let (metrics, ends) = (self.metrics, self.ends)
+        let (metrics, ends, catalog, rateLimits) = (self.metrics, self.ends, self.catalog, self.rateLimits)
         return base.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let encoder = try pipeline.handler(type: HTTPResponseEncoder.self)
             try pipeline.addHandler(FileRegionSender(metrics: metrics, ends: ends, logger: logger), position: .after(encoder))
+            let state = try pipeline.handler(type: HTTPConnectionStateHandler.self)
+            try pipeline.addHandler(CatalogNotModifiedResponder(catalog: catalog, metrics: metrics, logger: logger, rateLimits: rateLimits),
+                                    position: .after(state))
             return value
         }
     }
@@ -151,9 +158,11 @@ struct SendfileHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
 
 extension HTTPServerBuilder {
     /// HTTP/1 whose responses can name a file to send with `sendfile` (see ``FileRegionSender``).
-    static func http1WithSendfile(configuration: HTTP1Channel.Configuration, metrics: ServerMetrics, ends: SendfileEnds) -> HTTPServerBuilder {
+    static func http1WithSendfile(configuration: HTTP1Channel.Configuration, metrics: ServerMetrics, ends: SendfileEnds,
+                                  catalog: CatalogService, rateLimits: RateLimits) -> HTTPServerBuilder {
         .init { responder in
-            SendfileHTTP1Channel(base: HTTP1Channel(responder: responder, configuration: configuration), metrics: metrics, ends: ends)
+            SendfileHTTP1Channel(base: HTTP1Channel(responder: responder, configuration: configuration), metrics: metrics, ends: ends,
+                                 catalog: catalog, rateLimits: rateLimits)
         }
     }
 }

@@ -1,0 +1,123 @@
+import Foundation
+import HTTPTypes
+import KioskCore
+import KioskStore
+import Logging
+import NIOCore
+import NIOHTTPTypes
+
+/// Answers `GET /v1/catalog` with a current `If-None-Match` (304) on the connection's event loop,
+/// as nginx answers a conditional GET for a file, before the request reaches Hummingbird.
+///
+/// A catalog 304 is what every device's sync asks most, and through Hummingbird it cost two thread
+/// switches (into Swift concurrency's pool and back) and the router and middleware for a handful
+/// of header bytes. `wrk -t2 -c32`, 3 alternating rounds (2026-11-27): 34,400–35,800 a second
+/// through Hummingbird, 43,500–44,300 here (nginx 134,000 for the same file that hour).
+///
+/// It answers exactly what ``CatalogRoutes`` answers (the same headers, the same log line and
+/// metrics) and only when that is certain: a GET or HEAD of exactly `/v1/catalog` without
+/// `Connection: close` (Hummingbird closes the connection after such a request) or
+/// `Authorization` (the log line names the account, which only the middleware can resolve), whose
+/// `If-None-Match` names the catalog served now; and only when no earlier request of the
+/// connection is still being answered, so pipelined responses stay in order. Anything else goes
+/// up the pipeline untouched. It sits last before Hummingbird's own handler, after its connection
+/// state handler, which so sees every request and response and keeps its idle timeout and
+/// graceful shutdown right.
+final class CatalogNotModifiedResponder: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    static let route = "/v1/catalog"
+
+    private let catalog: CatalogService
+    private let metrics: ServerMetrics
+    private let logger: Logger
+    private let rateLimits: RateLimits
+    /// Requests passed up whose response has not ended yet.
+    private var inFlight = 0
+    /// The request being answered here: its remaining parts are dropped, and its 304 written at its end.
+    private var answering: (head: HTTPResponse, line: RequestLine)?
+    private var dateSecond = -1
+    private var dateText = ""
+
+    init(catalog: CatalogService, metrics: ServerMetrics, logger: Logger, rateLimits: RateLimits) {
+        self.catalog = catalog
+        self.metrics = metrics
+        self.logger = logger
+        self.rateLimits = rateLimits
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let request):
+            if answering == nil, inFlight == 0, let answer = notModified(request, context: context) {
+                answering = answer
+                return
+            }
+            inFlight += 1
+        case .body:
+            if answering != nil { return }
+        case .end:
+            if let answer = answering {
+                answering = nil
+                context.write(wrapOutboundOut(.head(answer.head)), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+                answer.line.write(logger, metrics: metrics, bytes: 0)
+                metrics.request(route: Self.route, method: answer.line.method, status: 304)
+                return
+            }
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data), inFlight > 0 {
+            inFlight -= 1
+        }
+        context.write(data, promise: promise)
+    }
+
+    /// The 304 for `request` and its log line, or nil when the request is not certainly one.
+    private func notModified(_ request: HTTPRequest, context: ChannelHandlerContext) -> (head: HTTPResponse, line: RequestLine)? {
+        let fields = request.headerFields
+        guard request.method == .get || request.method == .head, request.path == Self.route,
+              fields[.authorization] == nil,
+              !fields[values: .connection].contains(where: { $0.lowercased().contains("close") }),
+              let tags = catalog.servedTags.withLock({ $0 })
+        else { return nil }
+        let ifNoneMatch = fields[values: .ifNoneMatch].joined(separator: ",")
+        guard !ifNoneMatch.isEmpty, EntityTag.ifNoneMatch(ifNoneMatch, matchesAnyOf: [tags.plain, tags.gzip]) else { return nil }
+        let gzip = CatalogRoutes.accepts("gzip", in: fields[values: .acceptEncoding].joined(separator: ","))
+        var headers = HTTPFields()
+        headers.reserveCapacity(5)
+        headers[.eTag] = gzip ? tags.gzip : tags.plain
+        headers[.vary] = "Accept-Encoding"
+        headers[.cacheControl] = "no-cache"
+        headers[.date] = date()
+        headers[.server] = "kiosk"
+        let forwardedFor = HTTPField.Name("X-Forwarded-For").map { fields[values: $0].joined(separator: ",") } ?? ""
+        let client = rateLimits.clientAddress(peer: context.channel.remoteAddress?.ipAddress, forwardedFor: forwardedFor.isEmpty ? nil : forwardedFor)
+        let line = RequestLine(
+            method: request.method.rawValue, route: Self.route, status: 304, started: .now, account: nil,
+            client: client, agent: fields[.userAgent])
+        return (HTTPResponse(status: .notModified, headerFields: headers), line)
+    }
+
+    /// The `Date` field's text (RFC 9110 §5.6.7), made once a second.
+    private func date() -> String {
+        let now = time(nil)
+        guard Int(now) != dateSecond else { return dateText }
+        dateSecond = Int(now)
+        var seconds = now
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        dateText = "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
+        return dateText
+    }
+}

@@ -1,0 +1,128 @@
+import Foundation
+import KioskCore
+import KioskServer
+import KioskTestSupport
+import Testing
+
+/// The catalog's 304 answered on the event loop (``CatalogNotModifiedResponder``), seen from a
+/// raw connection: the same answer as the route's, in order among pipelined requests.
+@Suite("Catalog 304s on the event loop")
+struct CatalogNotModifiedTests {
+    /// One response read off a raw connection.
+    struct Answer {
+        let status: Int
+        let headers: [String: String]
+        let body: [UInt8]
+    }
+
+    static func withServer(requestTimeout: Int = 30, _ body: @escaping @Sendable (_ port: Int, _ url: String) async throws -> Void) async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        var configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+        configuration.requestHeaderTimeout = requestTimeout
+        try await LiveServer.run(configuration) { _, url in
+            try await body(try #require(Int(url.split(separator: ":").last ?? "")), url)
+        }
+    }
+
+    /// Reads `count` responses from `client`, in the order they come. It never blocks a thread
+    /// (the server answers on the same few).
+    static func answers(_ client: SlowClient, count: Int) async throws -> [Answer] {
+        var bytes: [UInt8] = []
+        var answers: [Answer] = []
+        let deadline = ContinuousClock.now + .seconds(10)
+        while answers.count < count {
+            if let end = bytes.firstRange(of: Array("\r\n\r\n".utf8)) {
+                let lines = String(decoding: bytes[..<end.lowerBound], as: UTF8.self).components(separatedBy: "\r\n")
+                let status = Int(lines[0].split(separator: " ")[1]) ?? 0
+                var headers: [String: String] = [:]
+                for line in lines.dropFirst() {
+                    guard let colon = line.firstIndex(of: ":") else { continue }
+                    headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                }
+                let length = status == 304 ? 0 : Int(headers["content-length"] ?? "0") ?? 0
+                if bytes.count - end.upperBound >= length {
+                    answers.append(Answer(status: status, headers: headers, body: Array(bytes[end.upperBound..<end.upperBound + length])))
+                    bytes.removeFirst(end.upperBound + length)
+                    continue
+                }
+            }
+            guard ContinuousClock.now < deadline else {
+                Issue.record("no whole answer in 10 s; received \(bytes.count) bytes: \(String(decoding: bytes.prefix(300), as: UTF8.self))")
+                throw CocoaError(.fileReadUnknown)
+            }
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            var descriptorSet = pollfd(fd: client.descriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptorSet, 1, 0) > 0 else {
+                try await Task.sleep(for: .milliseconds(5))
+                continue
+            }
+            let count = recv(client.descriptor, &buffer, buffer.count, 0)
+            guard count > 0 else { throw CocoaError(.fileReadUnknown) }
+            bytes += buffer[..<count]
+        }
+        return answers
+    }
+
+    @Test("its 304 carries the route's fields (the ETag of the encoding asked for), for GET and HEAD, and is counted as the route's")
+    func sameAnswer() async throws {
+        try await Self.withServer { port, url in
+            let client = try SlowClient(port: port)
+            client.send("GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            let first = try #require(try await Self.answers(client, count: 1).first)
+            let etag = try #require(first.headers["etag"])
+            client.send("GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: \(etag)\r\n\r\n")
+            let fast = try #require(try await Self.answers(client, count: 1).first)
+            client.send("HEAD /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: \"other\", \(etag)\r\nAccept-Encoding: gzip\r\n\r\n")
+            let head = try #require(try await Self.answers(client, count: 1).first)
+            // With Connection: close the request goes through the router, as before.
+            let routedClient = try SlowClient(port: port)
+            routedClient.send("GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: \(etag)\r\nConnection: close\r\n\r\n")
+            let routed = try #require(try await Self.answers(routedClient, count: 1).first)
+            #expect(fast.status == 304 && routed.status == 304 && head.status == 304)
+            for answer in [fast, routed] {
+                #expect(answer.headers["etag"] == etag)
+            }
+            #expect(head.headers["etag"] == String(etag.dropLast()) + "-gzip\"")
+            let fields = ["vary", "cache-control", "server"]
+            #expect(fields.map { fast.headers[$0] } == fields.map { routed.headers[$0] })
+            #expect(fast.headers["date"] != nil && fast.headers["content-length"] == nil)
+            let metrics = try await StoreHTTP(baseURL: url).send("GET", "/metrics")
+            let text = String(decoding: metrics.body, as: UTF8.self)
+            #expect(text.contains(#"kiosk_http_requests_total{route="/v1/catalog",method="GET",status="304"} 2"#), "\(text)")
+            #expect(text.contains(#"kiosk_http_requests_total{route="/v1/catalog",method="HEAD",status="304"} 1"#), "\(text)")
+        }
+    }
+
+    @Test("pipelined behind a request still being answered, a current If-None-Match waits its turn: the answers come in the order asked")
+    func pipelinedInOrder() async throws {
+        try await Self.withServer { port, _ in
+            let client = try SlowClient(port: port)
+            client.send("GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            let etag = try #require(try await Self.answers(client, count: 1).first?.headers["etag"])
+            for _ in 0..<3 {
+                client.send("GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: \"stale\"\r\n\r\n"
+                    + "GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: \(etag)\r\n\r\n"
+                    + "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                    + "GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: \(etag)\r\n\r\n")
+                let answers = try await Self.answers(client, count: 4)
+                #expect(answers.map(\.status) == [200, 304, 200, 304])
+                #expect(answers[0].body.count > 1000 && String(decoding: answers[2].body, as: UTF8.self) == "ok")
+            }
+        }
+    }
+
+    @Test("a connection busy with 304s answered here is not idle: Hummingbird's idle timeout (1 s here) does not close it")
+    func notIdle() async throws {
+        try await Self.withServer(requestTimeout: 1) { port, _ in
+            let client = try SlowClient(port: port)
+            client.send("GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            let etag = try #require(try await Self.answers(client, count: 1).first?.headers["etag"])
+            for _ in 0..<10 {
+                try await Task.sleep(for: .milliseconds(300))
+                client.send("GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: \(etag)\r\n\r\n")
+                #expect(try await Self.answers(client, count: 1).first?.status == 304)
+            }
+        }
+    }
+}
