@@ -16,8 +16,12 @@ BENCH_TOOLS := curl wget aria2 libarchive-tools nginx wrk unzip time postgresql 
 # Release builds link the Swift runtime and Foundation statically: the programs run on a machine
 # without a Swift toolchain, and a reader's kiosk fetch peaks 3 MiB lower (fewer pages loaded).
 # Both programs: kiosk hands serve, publish and keys to the kiosk-server beside it.
-RELEASE := $(SWIFT) build -c release --static-swift-stdlib
-RELEASE_BIN = $$($(RELEASE) --show-bin-path)
+# The release build is of the two programs alone: built as a whole, SwiftPM also links every
+# product of the dependencies, and a dependency's dynamic library (GRDB-dynamic) cannot link
+# against a static Swift runtime.
+RELEASE_FLAGS := -c release --static-swift-stdlib
+RELEASE := $(SWIFT) build $(RELEASE_FLAGS) --product kiosk && $(SWIFT) build $(RELEASE_FLAGS) --product kiosk-server
+RELEASE_BIN = $$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)
 
 .PHONY: deps test-tools install build test torture demo cluster serve bench bench-compare clean install-completions
 

@@ -32,7 +32,10 @@ def build_before():
     else:
         subprocess.run(["git", "worktree", "add", "-q", "--detach", str(source), revision], cwd=ROOT, check=True)
     build = ["swift", "build", "-c", "release", "--static-swift-stdlib"]
-    subprocess.run(build, cwd=source, check=True)
+    # The two programs alone, as the Makefile builds them (a whole release build also links the
+    # dependencies' dynamic libraries, which cannot link against a static Swift runtime).
+    for product in ("kiosk", "kiosk-server"):
+        subprocess.run(build + ["--product", product], cwd=source, check=True)
     binary = subprocess.run(build + ["--show-bin-path"], cwd=source, check=True, capture_output=True, text=True).stdout.strip()
     return revision, str(Path(binary) / "kiosk")
 
