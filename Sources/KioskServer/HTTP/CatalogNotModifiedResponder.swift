@@ -37,8 +37,8 @@ final class CatalogNotModifiedResponder: ChannelDuplexHandler, RemovableChannelH
     private let rateLimits: RateLimits
     /// Requests passed up whose response has not ended yet.
     private var inFlight = 0
-    /// The request being answered here: its remaining parts are dropped, and its 304 written at its end.
-    private var answering: (head: HTTPResponse, line: RequestLine)?
+    /// A request answered here whose remaining parts (a body) are still to be dropped.
+    private var dropping = false
     private var dateSecond = -1
     private var dateText = ""
 
@@ -52,20 +52,24 @@ final class CatalogNotModifiedResponder: ChannelDuplexHandler, RemovableChannelH
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let request):
-            if answering == nil, inFlight == 0, let answer = notModified(request, context: context) {
-                answering = answer
+            // Answered at its head, as the router answers (a body or an `Expect: 100-continue`
+            // does not hold it back). Not while the connection cannot take more: the request
+            // then goes up, where reading waits for the client to read (a client pipelining
+            // 304s and never reading grew the server's memory without bound).
+            if !dropping, inFlight == 0, context.channel.isWritable, let (head, line) = notModified(request, context: context) {
+                dropping = true
+                context.write(wrapOutboundOut(.head(head)), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+                line.write(logger, metrics: metrics, bytes: 0)
+                metrics.request(route: Self.route, method: line.method, status: 304)
                 return
             }
             inFlight += 1
         case .body:
-            if answering != nil { return }
+            if dropping { return }
         case .end:
-            if let answer = answering {
-                answering = nil
-                context.write(wrapOutboundOut(.head(answer.head)), promise: nil)
-                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-                answer.line.write(logger, metrics: metrics, bytes: 0)
-                metrics.request(route: Self.route, method: answer.line.method, status: 304)
+            if dropping {
+                dropping = false
                 return
             }
         }

@@ -125,4 +125,46 @@ struct CatalogNotModifiedTests {
             }
         }
     }
+
+    @Test("a request with a body is answered at its head, as the router answers it (Expect: 100-continue does not wait), and its body is dropped")
+    func answeredAtHead() async throws {
+        try await Self.withServer { port, _ in
+            let client = try SlowClient(port: port)
+            client.send("GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            let etag = try #require(try await Self.answers(client, count: 1).first?.headers["etag"])
+            client.send("GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: \(etag)\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+            #expect(try await Self.answers(client, count: 1).first?.status == 304)
+            client.send("hello" + "GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: \(etag)\r\n\r\n")
+            #expect(try await Self.answers(client, count: 1).first?.status == 304)
+        }
+    }
+
+    @Test("a client that pipelines 304s and never reads is stopped by the server reading no more, not buffered without end")
+    func backpressure() async throws {
+        try await Self.withServer { port, _ in
+            let client = try SlowClient(port: port)
+            client.send("GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            let etag = try #require(try await Self.answers(client, count: 1).first?.headers["etag"])
+            var small: Int32 = 4096
+            setsockopt(client.descriptor, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+            var timeout = timeval(tv_sec: 2, tv_usec: 0)
+            setsockopt(client.descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            let requests = Array(String(repeating: "GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: \(etag)\r\n\r\n", count: 1000).utf8)
+            let descriptor = client.descriptor
+            // Blocking sends on a thread of their own (never one the server answers on), until a
+            // send waits 2 s (the server reads no more) or 30 MB went in (it buffers without end).
+            let accepted = await withCheckedContinuation { continuation in
+                Thread {
+                    var accepted = 0
+                    while accepted < 30_000_000 {
+                        let sent = requests.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                        guard sent > 0 else { break }
+                        accepted += sent
+                    }
+                    continuation.resume(returning: accepted)
+                }.start()
+            }
+            #expect(accepted < 30_000_000, "the server took \(accepted) bytes of requests whose answers nobody read")
+        }
+    }
 }
