@@ -19,8 +19,9 @@ import NIOHTTPTypes
 /// `Connection: close` (Hummingbird closes the connection after such a request) or
 /// `Authorization` (the log line names the account, which only the middleware can resolve), whose
 /// `If-None-Match` names the catalog served now; and only when no earlier request of the
-/// connection is still being answered, so pipelined responses stay in order. Anything else goes
-/// up the pipeline untouched. It sits last before Hummingbird's own handler, after its connection
+/// connection is still being answered, so pipelined responses stay in order, and the connection
+/// can take more writes, so a client that never reads is held back by the router's reading.
+/// Anything else goes up the pipeline untouched. It sits last before Hummingbird's own handler, after its connection
 /// state handler, which so sees every request and response and keeps its idle timeout and
 /// graceful shutdown right.
 final class CatalogNotModifiedResponder: ChannelDuplexHandler, RemovableChannelHandler {
