@@ -102,8 +102,7 @@ final class CatalogNotModifiedResponder: ChannelDuplexHandler, RemovableChannelH
         headers[.cacheControl] = "no-cache"
         headers[.date] = date()
         headers[.server] = "kiosk"
-        let forwardedFor = HTTPField.Name("X-Forwarded-For").map { fields[values: $0].joined(separator: ",") } ?? ""
-        let client = rateLimits.clientAddress(peer: context.channel.remoteAddress?.ipAddress, forwardedFor: forwardedFor.isEmpty ? nil : forwardedFor)
+        let client = rateLimits.clientAddress(peer: context.channel.remoteAddress?.ipAddress, fields: fields)
         let line = RequestLine(
             method: request.method.rawValue, route: Self.route, status: 304, started: .now, account: nil,
             client: client, agent: fields[.userAgent])

@@ -60,7 +60,7 @@ struct RequestLogMiddleware: RouterMiddleware {
         let route = context.endpointPath ?? "unmatched"
         var line = RequestLine(
             method: request.method.rawValue, route: route, status: 0, started: started, account: context.accountId,
-            client: clientAddress(request, context), agent: request.headers[.userAgent])
+            client: rateLimits.clientAddress(peer: context.peerAddress, fields: request.headers), agent: request.headers[.userAgent])
         do {
             var response = try await next(request, context)
             line.status = response.status.code
@@ -120,11 +120,6 @@ struct RequestLogMiddleware: RouterMiddleware {
                               message: "the store's database did not answer; send the request again", retryAfter: 1)
         }
         return APIFailure(.internalServerError, code: "internal", message: "the store failed to answer this request; its log says why")
-    }
-
-    private func clientAddress(_ request: Request, _ context: KioskRequestContext) -> String? {
-        let forwardedFor = HTTPField.Name("X-Forwarded-For").flatMap { request.headers[values: $0] }.map { $0.joined(separator: ",") }
-        return rateLimits.clientAddress(peer: context.peerAddress, forwardedFor: forwardedFor?.isEmpty == true ? nil : forwardedFor)
     }
 }
 

@@ -11,13 +11,13 @@ struct RateLimitGate: Sendable {
 
     /// Refuses (`rate_limited`) when the client's address created too many accounts lately.
     func admitAccountCreation(_ request: Request, context: KioskRequestContext) async throws {
-        guard let limit = limits.accountsPerAddress, let address = clientAddress(request, context) else { return }
+        guard let limit = limits.accountsPerAddress, let address = limits.clientAddress(peer: context.peerAddress, fields: request.headers) else { return }
         try await take("accounts:address:\(address)", limit, what: "too many accounts were created from \(address)")
     }
 
     /// Refuses (`rate_limited`) when the client's address or the account made too many purchases lately.
     func admitPurchase(_ request: Request, context: KioskRequestContext, accountId: String) async throws {
-        if let limit = limits.purchasesPerAddress, let address = clientAddress(request, context) {
+        if let limit = limits.purchasesPerAddress, let address = limits.clientAddress(peer: context.peerAddress, fields: request.headers) {
             try await take("purchases:address:\(address)", limit, what: "too many purchases came from \(address)")
         }
         if let limit = limits.purchasesPerAccount {
@@ -28,10 +28,5 @@ struct RateLimitGate: Sendable {
     private func take(_ key: String, _ limit: RateLimit, what: String) async throws {
         guard case .limited(let seconds) = try await limiter.take(key, limit) else { return }
         throw StoreError.rateLimited(what, retryAfter: seconds)
-    }
-
-    private func clientAddress(_ request: Request, _ context: KioskRequestContext) -> String? {
-        let forwardedFor = HTTPField.Name("X-Forwarded-For").flatMap { request.headers[values: $0] }.map { $0.joined(separator: ",") }
-        return limits.clientAddress(peer: context.peerAddress, forwardedFor: forwardedFor?.isEmpty == true ? nil : forwardedFor)
     }
 }
