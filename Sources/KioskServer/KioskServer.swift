@@ -36,7 +36,7 @@ public struct KioskServer: Sendable {
             configuration.databaseLocation, environment: configuration.environment,
             legacyKeyFile: data.appendingPathComponent("signing-key.json"), timeScale: configuration.sandboxTimeScale,
             catalog: self.catalog, metrics: metrics, appStore: configuration.appStore.map(AppStoreSignedDataVerifier.init(configuration:)),
-            logger: logger)
+            logger: logger, accountPolicy: configuration.accounts)
         self.limits = RateLimitGate(limits: configuration.rateLimits, limiter: store.rateLimiter)
     }
 
@@ -68,6 +68,7 @@ public struct KioskServer: Sendable {
         }
         router.addRoutes(CatalogRoutes(catalog: catalog).collection())
         router.addRoutes(AccountRoutes(store: store, limits: limits).collection())
+        router.addRoutes(SignInRoutes(store: store, limits: limits).collection())
         router.addRoutes(ReceiptRoutes(store: store, keys: keys).collection())
         router.addRoutes(AppStoreRoutes(store: store).collection())
         router.addRoutes(ContentRoutes(catalog: catalog, store: store, delivery: configuration.contentDelivery).collection())

@@ -83,6 +83,38 @@ extension KioskServerTool {
         @Option(help: ArgumentHelp("Purchases and redemptions of one account, as above; default 120/minute ($KIOSK_RATE_LIMIT_PURCHASES_PER_ACCOUNT).", valueName: "rate"))
         var rateLimitPurchasesPerAccount: String? = Self.environment("KIOSK_RATE_LIMIT_PURCHASES_PER_ACCOUNT")
 
+        @Option(help: ArgumentHelp("Sign-in attempts naming one email, as above; default 10 at once, then one each 90 s ($KIOSK_RATE_LIMIT_SIGN_INS_PER_EMAIL).", valueName: "rate"))
+        var rateLimitSignInsPerEmail: String? = Self.environment("KIOSK_RATE_LIMIT_SIGN_INS_PER_EMAIL")
+
+        @Option(help: ArgumentHelp("Sign-in attempts and device codes from one client address, as above; default 60/hour ($KIOSK_RATE_LIMIT_SIGN_INS_PER_ADDRESS).", valueName: "rate"))
+        var rateLimitSignInsPerAddress: String? = Self.environment("KIOSK_RATE_LIMIT_SIGN_INS_PER_ADDRESS")
+
+        @Option(help: ArgumentHelp("Devices one account may have signed in at once ($KIOSK_MAX_DEVICES).", valueName: "n"))
+        var maxDevices = Self.environment("KIOSK_MAX_DEVICES").flatMap(Int.init) ?? 10
+
+        @Option(help: ArgumentHelp("bcrypt's cost (log2 rounds) for new passwords: 12 takes about 0.25 s a hash here; at least 10 in production ($KIOSK_PASSWORD_COST).", valueName: "n"))
+        var passwordCost = Self.environment("KIOSK_PASSWORD_COST").flatMap(Int.init) ?? 12
+
+        @Option(help: ArgumentHelp("Seconds a device code (kiosk login --code) waits for its approval ($KIOSK_DEVICE_CODE_LIFETIME).", valueName: "seconds"))
+        var deviceCodeLifetime = Self.environment("KIOSK_DEVICE_CODE_LIFETIME").flatMap(Int.init) ?? 600
+
+        /// The accounts' policy the flags name.
+        func accountPolicy() throws -> AccountPolicy {
+            guard (1...1000).contains(maxDevices) else { throw ValidationError("--max-devices must be between 1 and 1000, not \(maxDevices)") }
+            guard (4...20).contains(passwordCost) else { throw ValidationError("--password-cost must be between 4 and 20, not \(passwordCost)") }
+            if environment == .production, passwordCost < 10 {
+                throw ValidationError("--password-cost \(passwordCost) is for tests; a production store hashes passwords at 10 or more (default 12)")
+            }
+            guard (10...3600).contains(deviceCodeLifetime) else {
+                throw ValidationError("--device-code-lifetime must be between 10 and 3600 seconds, not \(deviceCodeLifetime)")
+            }
+            var policy = AccountPolicy()
+            policy.maxDevices = maxDevices
+            policy.passwordCost = UInt8(passwordCost)
+            policy.deviceCodeLifetime = TimeInterval(deviceCodeLifetime)
+            return policy
+        }
+
         @Option(help: ArgumentHelp("A proxy (its IP address) whose X-Forwarded-For names the client, for the rate limits; repeat for several ($KIOSK_TRUSTED_PROXIES, comma-separated).", valueName: "address"))
         var trustedProxy: [String] = Self.environment("KIOSK_TRUSTED_PROXIES").map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } } ?? []
 
@@ -144,6 +176,8 @@ extension KioskServerTool {
             limits.accountsPerAddress = try parse(rateLimitAccountsPerAddress, "--rate-limit-accounts-per-address", default: limits.accountsPerAddress)
             limits.purchasesPerAddress = try parse(rateLimitPurchasesPerAddress, "--rate-limit-purchases-per-address", default: limits.purchasesPerAddress)
             limits.purchasesPerAccount = try parse(rateLimitPurchasesPerAccount, "--rate-limit-purchases-per-account", default: limits.purchasesPerAccount)
+            limits.signInsPerEmail = try parse(rateLimitSignInsPerEmail, "--rate-limit-sign-ins-per-email", default: limits.signInsPerEmail)
+            limits.signInsPerAddress = try parse(rateLimitSignInsPerAddress, "--rate-limit-sign-ins-per-address", default: limits.signInsPerAddress)
             limits.trustedProxies = trustedProxy.filter { !$0.isEmpty }
             for proxy in limits.trustedProxies where RateLimits.canonical(proxy) == nil {
                 throw ValidationError("--trusted-proxy \(proxy) is not an IP address; name the proxy in front of kiosk serve by its address, e.g. 127.0.0.1")
@@ -192,6 +226,9 @@ extension KioskServerTool {
             ("KIOSK_SANDBOX_TIME_SCALE", "a number", { Double($0) != nil }),
             ("KIOSK_RENEWAL_INTERVAL", "a number of seconds", { Double($0) != nil }),
             ("KIOSK_NOTIFICATION_INTERVAL", "a number of seconds", { Double($0) != nil }),
+            ("KIOSK_MAX_DEVICES", "a whole number", { Int($0) != nil }),
+            ("KIOSK_PASSWORD_COST", "a whole number", { Int($0) != nil }),
+            ("KIOSK_DEVICE_CODE_LIFETIME", "a whole number of seconds", { Int($0) != nil }),
         ]
 
         func validate() throws {
@@ -214,6 +251,7 @@ extension KioskServerTool {
             }
             guard requestTimeout > 0 else { throw ValidationError("--request-timeout must be at least 1 second") }
             _ = try rateLimits()
+            _ = try accountPolicy()
             _ = try appStore()
             _ = try retryDelays()
             guard renewalInterval >= 0, notificationInterval >= 0 else {
@@ -270,6 +308,7 @@ extension KioskServerTool {
                 configuration.publishedDirectory = published.map { URL(fileURLWithPath: $0) }
                 configuration.contentDelivery = try delivery()
                 configuration.rateLimits = try rateLimits()
+                configuration.accounts = try accountPolicy()
                 configuration.appStore = try appStore()
                 configuration.sandboxTimeScale = sandboxTimeScale
                 if let delays = try retryDelays() { configuration.notificationDelivery?.retryDelays = delays }

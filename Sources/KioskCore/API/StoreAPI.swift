@@ -5,11 +5,18 @@ import Foundation
 /// `POST /v1/accounts`: a new account and the secret token that acts for it.
 public struct AccountCreated: Codable, Sendable {
     public var accountId: String
+    /// The creating device's own token (see ``DeviceSignIn``).
     public var token: String
+    /// The creating device; nil from a store older than devices.
+    public var deviceId: String?
+    /// The sign-in's email, when the account was made with one.
+    public var email: String?
 
-    public init(accountId: String, token: String) {
+    public init(accountId: String, token: String, deviceId: String? = nil, email: String? = nil) {
         self.accountId = accountId
         self.token = token
+        self.deviceId = deviceId
+        self.email = email
     }
 }
 

@@ -10,8 +10,10 @@ import Synchronization
 /// The context of every request: who is asking, decided once by ``AccountMiddleware``.
 public struct KioskRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
-    /// The ID of the account an `Authorization: Bearer` token acts for; nil without a known token.
-    var accountId: String?
+    /// The device an `Authorization: Bearer` token signs in; nil without a known token.
+    var device: DeviceIdentity?
+    /// The ID of the account the bearer token acts for; nil without a known token.
+    var accountId: String? { device?.accountId }
     /// The IP address of the connection's peer (the client, or the proxy in front of Kiosk).
     let peerAddress: String?
 
@@ -27,6 +29,14 @@ public struct KioskRequestContext: RequestContext {
         }
         return accountId
     }
+
+    /// The device asking, or 401 saying how to sign in.
+    func requireDevice() throws -> DeviceIdentity {
+        guard let device else {
+            throw APIFailure.unauthorized("this call needs Authorization: Bearer <device token> of a device signed in to this store")
+        }
+        return device
+    }
 }
 
 /// Resolves a bearer token to its account once, for every handler and the request log.
@@ -36,7 +46,7 @@ struct AccountMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: KioskRequestContext, next: (Request, KioskRequestContext) async throws -> Response) async throws -> Response {
         var context = context
         if let token = JSONBody.bearerToken(request), !token.isEmpty {
-            context.accountId = try await store.accounts.accountId(forToken: token)
+            context.device = try await store.accounts.device(forToken: token)
         }
         return try await next(request, context)
     }

@@ -16,6 +16,7 @@ extension StoreError: HTTPResponseError {
         case .keyReused: HTTPResponse.Status(code: 422, reasonPhrase: "Unprocessable Content")
         case .unavailable: .serviceUnavailable
         case .rateLimited: HTTPResponse.Status(code: 429, reasonPhrase: "Too Many Requests")
+        case .unauthorized: .unauthorized
         }
     }
 

@@ -59,10 +59,15 @@ struct ChangeFeedService: Service {
                         warned.store(false, ordering: .relaxed)
                         // What was committed while no LISTEN was in place was not heard: the polls
                         // that came in meanwhile read the feed again now.
-                        if again { changes.wakeAll() }
+                        if again {
+                            store.accounts.forgetRememberedTokens()
+                            changes.wakeAll()
+                        }
                     }) { payload in
                         if payload == ChangeNotifier.catalogNotice {
                             Self.reload(catalog, changes)
+                        } else if store.accounts.heardDevicesChanged(payload) {
+                            // A device removed elsewhere: its tokens are forgotten here and its polls woken.
                         } else {
                             changes.signal(payload)
                         }
@@ -74,6 +79,8 @@ struct ChangeFeedService: Service {
                 if !warned.exchange(true, ordering: .relaxed) {
                     logger.warning("the change feed lost its PostgreSQL connection; listening again", metadata: ["error": "\(Store.describe(error))"])
                 }
+                // Removals announced while no LISTEN is in place go unheard: tokens are looked up again.
+                store.accounts.forgetRememberedTokens()
                 changes.wakeAll()
                 reconnecting = true
                 try? await Task.sleep(for: .seconds(1))

@@ -1,4 +1,5 @@
 import Foundation
+import KioskCore
 import KioskStore
 import HTTPTypes
 import Hummingbird
@@ -22,6 +23,31 @@ struct RateLimitGate: Sendable {
         }
         if let limit = limits.purchasesPerAccount {
             try await take("purchases:account:\(accountId)", limit, what: "account \(accountId) made too many purchases")
+        }
+    }
+
+    /// Refuses (`rate_limited`) when the email or the client's address tried to sign in too often
+    /// lately. Asked before the password is checked, whether the email is known or not. The email's
+    /// bucket is named by its hash: the buckets' table holds no one's address.
+    func admitSignIn(_ request: Request, context: KioskRequestContext, email: String) async throws {
+        if let limit = limits.signInsPerAddress, let address = limits.clientAddress(peer: context.peerAddress, fields: request.headers) {
+            try await take("signins:address:\(address)", limit, what: "too many sign-in attempts came from \(address)")
+        }
+        if let limit = limits.signInsPerEmail {
+            let key = FileDigest.sha256(of: Data(email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased().utf8)).prefix(32)
+            try await take("signins:email:\(key)", limit, what: "too many sign-in attempts named this email")
+        }
+    }
+
+    /// Refuses (`rate_limited`) a device code asked for or approved too often: per address for new
+    /// codes, per account for approvals (each a guess at a code).
+    func admitDeviceCode(_ request: Request, context: KioskRequestContext, approvingAccount: String?) async throws {
+        if let accountId = approvingAccount {
+            if let limit = limits.signInsPerEmail {
+                try await take("codes:account:\(accountId)", limit, what: "account \(accountId) tried too many device codes")
+            }
+        } else if let limit = limits.signInsPerAddress, let address = limits.clientAddress(peer: context.peerAddress, fields: request.headers) {
+            try await take("signins:address:\(address)", limit, what: "too many device codes were asked for from \(address)")
         }
     }
 

@@ -40,10 +40,13 @@ struct AccountRoutes: Sendable {
         try JSONBody.response(try await store.subscriptions.setAutoRenew(accountId: context.requireAccount(), originalTransactionId: context.parameters.require("id"), on: true))
     }
 
-    /// `POST /v1/accounts`: a new account and its token.
+    /// `POST /v1/accounts`: a new account and its first device's token; with a body
+    /// ``SignInDetails``, an account that other devices sign in to, else an anonymous one.
     @Sendable func createAccount(_ request: Request, context: KioskRequestContext) async throws -> Response {
         try await limits.admitAccountCreation(request, context: context)
-        return try JSONBody.response(try await store.accounts.createAccount(), status: .created)
+        let body = try await request.body.collect(upTo: 1 << 16)
+        let signIn = body.readableBytes == 0 ? nil : try JSONBody.decode(SignInDetails.self, from: Data(buffer: body))
+        return try JSONBody.response(try await store.accounts.createAccount(signIn: signIn), status: .created)
     }
 
     /// `GET /v1/account`: the balance and what the account owns.
@@ -82,7 +85,12 @@ struct AccountRoutes: Sendable {
             wait = .seconds(min(seconds, Self.longestWait))
         }
         let catalog = request.uri.queryParameters.get("catalog").map { String($0) }
-        return try JSONBody.response(try await store.accounts.transactions(accountId: account, after: after, wait: wait, catalog: catalog))
+        let page = try await store.accounts.transactions(accountId: account, after: after, wait: wait, catalog: catalog)
+        // A device removed while its poll waited is told so when the poll ends (the removal wakes it).
+        if wait != nil, let token = JSONBody.bearerToken(request), try await store.accounts.device(forToken: token) == nil {
+            throw StoreError.signedOut
+        }
+        return try JSONBody.response(page)
     }
 
     /// The longest a change feed request is held, in seconds: under the usual 60 s proxy and client timeouts.

@@ -1,26 +1,62 @@
 import Synchronization
 
-/// Bearer tokens this process has resolved to their accounts, so that a busy client's requests
+/// The device a bearer token signs in: its account and its own ID.
+public struct DeviceIdentity: Sendable, Equatable {
+    public var accountId: String
+    public var deviceId: String
+}
+
+/// Bearer tokens this process has resolved to their devices, so that a busy client's requests
 /// skip the look-up (one statement of the few a purchase costs).
 ///
-/// Safe to remember because the pair never changes: a token is made with its account and is never
-/// rotated, reassigned or deleted, so what one instance learnt no other instance can make stale.
-/// A token the store does not know is not remembered (it may be created later). If tokens ever
-/// become revocable, this cache must learn of revocations or go.
+/// A device can be removed, so what is remembered can go stale. It is forgotten three ways:
+/// - removing a device here forgets its account's tokens at once, and on PostgreSQL every other
+///   instance hears of it (``ChangeNotifier/devicesChanged(_:)``) and forgets them too;
+/// - an instance whose LISTEN connection dropped forgets everything (it may have missed a notice);
+/// - and whatever else happens, an entry is looked up again after ``lifetime`` on the monotonic
+///   clock, so no missed notice keeps a removed device in for longer.
+/// A token the store does not know is not remembered (it may be created later).
 final class AccountTokens: Sendable {
     /// Enough for every active account of a large store; past it the memory is simply started over.
     static let capacity = 100_000
+    /// How long an entry is believed without asking the database again.
+    static let lifetime: Duration = .seconds(30)
 
-    private let known = Mutex<[String: String]>([:])
+    private struct Entry {
+        var device: DeviceIdentity
+        var learnt: ContinuousClock.Instant
+    }
 
-    /// The account ID for a token's SHA-256, if this process has seen it.
-    subscript(tokenHash: String) -> String? {
-        get { known.withLock { $0[tokenHash] } }
-        set {
-            known.withLock { known in
-                if known.count >= Self.capacity { known.removeAll(keepingCapacity: true) }
-                known[tokenHash] = newValue
+    private let known = Mutex<[String: Entry]>([:])
+
+    /// The device for a token's SHA-256, if this process learnt it within ``lifetime``.
+    func device(forHash tokenHash: String) -> DeviceIdentity? {
+        known.withLock { known in
+            guard let entry = known[tokenHash] else { return nil }
+            guard ContinuousClock.now - entry.learnt < Self.lifetime else {
+                known[tokenHash] = nil
+                return nil
             }
+            return entry.device
         }
+    }
+
+    func remember(_ device: DeviceIdentity, forHash tokenHash: String) {
+        known.withLock { known in
+            if known.count >= Self.capacity { known.removeAll(keepingCapacity: true) }
+            known[tokenHash] = Entry(device: device, learnt: .now)
+        }
+    }
+
+    /// Forgets every token of `accountId` (a device of it was removed or signed out).
+    func forget(account accountId: String) {
+        known.withLock { known in
+            known = known.filter { $0.value.device.accountId != accountId }
+        }
+    }
+
+    /// Forgets every token (a notice of removals may have been missed).
+    func forgetAll() {
+        known.withLock { $0.removeAll(keepingCapacity: true) }
     }
 }

@@ -8,25 +8,42 @@ import Logging
 public struct Accounts: StoreOwner {
     let base: StoreBase
 
-    /// Creates an account with a fresh secret token; only the token's hash is stored.
-    public func createAccount() async throws -> AccountCreated {
-        let token = Store.randomHex(bytes: 32)
-        let account = AccountRecord(
-            id: "acct_" + Store.randomHex(bytes: 8), tokenHash: FileDigest.sha256(of: Data(token.utf8)),
-            credits: 0, createdAt: clock.wallNow(), revision: 0)
-        try await database.write { try await $0.insert(into: "account").model(account).run() }
-        return AccountCreated(accountId: account.id, token: token)
+    /// Creates an account with its first device, which gets a fresh secret token (only its hash
+    /// is stored). With `signIn`, the account can be signed in to from other devices; without, it
+    /// is anonymous, as the sandbox's and the quick start's are.
+    public func createAccount(signIn: SignInDetails? = nil) async throws -> AccountCreated {
+        // Checked and hashed before the write: the hash takes a fraction of a second, off the writer.
+        var login: NewSignIn?
+        if let signIn { login = try await newSignIn(signIn) }
+        let now = clock.wallNow()
+        let id = "acct_" + Store.randomHex(bytes: 8)
+        let account = AccountRecord(id: id, tokenHash: "retired:" + id, credits: 0, createdAt: now, revision: 0)
+        let device = NewDevice(accountId: id, name: signIn?.deviceName, now: now)
+        try await database.write { [login] db in
+            if let login, try await db.signIn(email: login.email) != nil { throw StoreError.emailTaken(login.email) }
+            try await db.insert(into: "account").model(account).run()
+            try await db.insert(into: "device").model(device.record).run()
+            if let login { try await db.insert(into: "signIn").model(login.record(accountId: id, now: now)).run() }
+        }
+        return AccountCreated(accountId: id, token: device.token, deviceId: device.record.id, email: login?.email)
+    }
+
+    /// The device a bearer token signs in, or nil when the store knows no such token (never
+    /// issued, signed out, or its device removed).
+    public func device(forToken token: String) async throws -> DeviceIdentity? {
+        let hash = FileDigest.sha256(of: Data(token.utf8))
+        if let known = tokens.device(forHash: hash) { return known }
+        let found = try await database.read { try await $0.device(tokenHash: hash) }
+        guard let found else { return nil }
+        let identity = DeviceIdentity(accountId: found.accountId, deviceId: found.id)
+        tokens.remember(identity, forHash: hash)
+        await noteSeen(found)
+        return identity
     }
 
     /// The ID of the account a bearer token acts for, or nil when the store does not know the token.
     public func accountId(forToken token: String) async throws -> String? {
-        let hash = FileDigest.sha256(of: Data(token.utf8))
-        if let known = tokens[hash] { return known }
-        let found = try await database.read {
-            try await $0.select().column("id").from("account").where("tokenHash", .equal, hash).first(decodingColumn: "id", as: String.self)
-        }
-        if let found { tokens[hash] = found }
-        return found
+        try await device(forToken: token)?.accountId
     }
 
     /// The balance and what the account owns.

@@ -40,6 +40,21 @@ public final class ChangeNotifier: Sendable {
         if tellOthers { broadcast?.send(Self.catalogNotice) }
     }
 
+    /// What starts the notice that a device of an account was removed; the account ID follows.
+    static let devicesNoticePrefix = "devices:"
+
+    /// A device of the account was removed (the caller forgot its tokens first): wakes its polls
+    /// here, which find their device gone, and tells every other instance to do the same.
+    func devicesChanged(_ accountId: String) {
+        signal(accountId)
+        broadcast?.send(Self.devicesNoticePrefix + accountId)
+    }
+
+    /// The account a notice of removed devices names; nil for any other payload.
+    static func accountOfDevicesNotice(_ payload: String) -> String? {
+        payload.hasPrefix(devicesNoticePrefix) ? String(payload.dropFirst(devicesNoticePrefix.count)) : nil
+    }
+
     /// Wakes every poll of `accountId` waiting in this process.
     public func signal(_ accountId: String) {
         let woken = waiters.withLock { $0.removeValue(forKey: accountId) } ?? [:]

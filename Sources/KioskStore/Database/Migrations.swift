@@ -340,6 +340,52 @@ enum Migrations {
         Migration(name: "12-rate-limit-leases") { _ in [
             #"ALTER TABLE "rateLimitBucket" ADD COLUMN "taken" BIGINT NOT NULL DEFAULT 0"#,
         ] },
+        // Accounts people sign in to (issue 46). Each device of an account holds its own token, so
+        // one can be signed out alone; an account may have a sign-in (an email and a bcrypt hash of
+        // its password). Today's single account token becomes the token of the device holding it,
+        // and `account.tokenHash` is retired: it keeps a unique placeholder, since SQLite cannot
+        // drop a UNIQUE column, and no look-up reads it any more.
+        Migration(name: "13-sign-ins-and-devices") { type in [
+            """
+            CREATE TABLE "device" (
+                "id" TEXT PRIMARY KEY,
+                "accountId" TEXT NOT NULL REFERENCES "account"("id"),
+                "tokenHash" TEXT NOT NULL UNIQUE,
+                "name" TEXT NOT NULL,
+                "createdAt" \(type.timestamp) NOT NULL,
+                "lastSeenAt" \(type.timestamp) NOT NULL
+            )
+            """,
+            #"CREATE INDEX "device_by_account" ON "device" ("accountId")"#,
+            #"""
+            INSERT INTO "device" ("id", "accountId", "tokenHash", "name", "createdAt", "lastSeenAt")
+            SELECT 'dev_' || substr("id", 6), "id", "tokenHash", 'first device', "createdAt", "createdAt" FROM "account"
+            """#,
+            #"UPDATE "account" SET "tokenHash" = 'retired:' || "id""#,
+            """
+            CREATE TABLE "signIn" (
+                "accountId" TEXT PRIMARY KEY REFERENCES "account"("id"),
+                "email" TEXT NOT NULL UNIQUE,
+                "passwordHash" TEXT NOT NULL,
+                "createdAt" \(type.timestamp) NOT NULL,
+                "passwordChangedAt" \(type.timestamp) NOT NULL
+            )
+            """,
+            // A device without a keyboard signing in with a code (RFC 8628): the device keeps the
+            // secret `deviceCode`, the person types the short `userCode` on a signed-in device. Only
+            // their hashes are kept. `approvedBy` is set once; the token is taken once.
+            """
+            CREATE TABLE "deviceCode" (
+                "deviceCodeHash" TEXT PRIMARY KEY,
+                "userCodeHash" TEXT NOT NULL UNIQUE,
+                "deviceName" TEXT NOT NULL,
+                "createdAt" \(type.timestamp) NOT NULL,
+                "expiresAt" \(type.timestamp) NOT NULL,
+                "approvedBy" TEXT,
+                "taken" BIGINT NOT NULL DEFAULT 0
+            )
+            """,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

@@ -38,6 +38,12 @@ public struct RateLimits: Sendable, Equatable {
     public var purchasesPerAddress: RateLimit? = RateLimit(burst: 600, perSecond: 10)
     /// `POST /v1/payments` and `/v1/redemptions` per account, from wherever it asks.
     public var purchasesPerAccount: RateLimit? = RateLimit(burst: 120, perSecond: 2)
+    /// Sign-in attempts (`POST /v1/sessions`) per email, known or not, from wherever they come:
+    /// a few guesses, then one each 90 s, so no password is guessed online. Device code approvals
+    /// per account count here too.
+    public var signInsPerEmail: RateLimit? = RateLimit(burst: 10, perSecond: 10.0 / 900)
+    /// Sign-in attempts and new device codes per client address, whichever emails they name.
+    public var signInsPerAddress: RateLimit? = RateLimit(burst: 60, perSecond: 60.0 / 3600)
     /// Peers whose `X-Forwarded-For` is believed (the nginx in front, say), as exact IP addresses.
     /// From any other peer the header is ignored: a client could write any address in it.
     public var trustedProxies: [String] = [] {
@@ -55,6 +61,8 @@ public struct RateLimits: Sendable, Equatable {
         limits.accountsPerAddress = nil
         limits.purchasesPerAddress = nil
         limits.purchasesPerAccount = nil
+        limits.signInsPerEmail = nil
+        limits.signInsPerAddress = nil
         return limits
     }
 

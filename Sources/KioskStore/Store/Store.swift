@@ -42,11 +42,11 @@ public struct Store: Sendable {
     init(
         database: ServerDatabase, keys: SigningKeys, catalog: any StoreCatalog, environment: StoreEnvironment,
         metrics: any StoreMetrics = NoStoreMetrics(), logger: Logger, appStore: AppStoreSignedDataVerifier? = nil, clock: StoreClock = .wallClock,
-        renewalLease: TimeInterval = 30, beforeRenewalCommit: (@Sendable (String) async throws -> Void)? = nil
+        accountPolicy: AccountPolicy = AccountPolicy(), renewalLease: TimeInterval = 30, beforeRenewalCommit: (@Sendable (String) async throws -> Void)? = nil
     ) {
         base = StoreBase(
             database: database, keys: keys, catalog: catalog, environment: environment, metrics: metrics, logger: logger,
-            appStore: appStore, clock: clock, renewalLease: renewalLease, beforeRenewalCommit: beforeRenewalCommit)
+            appStore: appStore, clock: clock, accountPolicy: accountPolicy, renewalLease: renewalLease, beforeRenewalCommit: beforeRenewalCommit)
         rateLimiter = RateLimiter(database: database, logger: logger)
     }
 
@@ -57,14 +57,15 @@ public struct Store: Sendable {
     /// - Throws: ``ServerSetupError`` for a setting the store refuses; the database's own errors.
     public static func open(
         _ location: DatabaseLocation, environment: StoreEnvironment, legacyKeyFile: URL?, timeScale: Double,
-        catalog: any StoreCatalog, metrics: any StoreMetrics, appStore: AppStoreSignedDataVerifier?, logger: Logger
+        catalog: any StoreCatalog, metrics: any StoreMetrics, appStore: AppStoreSignedDataVerifier?, logger: Logger,
+        accountPolicy: AccountPolicy = AccountPolicy()
     ) async throws -> Store {
         let database = try await ServerDatabase.open(location, logger: logger)
         do {
             let keys = try await SigningKeys(database: database, identity: .kiosk(environment), legacyKeyFile: legacyKeyFile, logger: logger)
             let clock = try await StoreClock.load(scale: timeScale, environment: environment, database: database)
             return Store(database: database, keys: keys, catalog: catalog, environment: environment, metrics: metrics,
-                         logger: logger, appStore: appStore, clock: clock)
+                         logger: logger, appStore: appStore, clock: clock, accountPolicy: accountPolicy)
         } catch {
             await database.close()
             throw error
@@ -107,6 +108,10 @@ final class StoreBase: Sendable {
     let metrics: any StoreMetrics
     let logger: Logger
     let clock: StoreClock
+    /// How accounts sign in: the device limit, the codes' lifetime, the password hash's cost.
+    let accountPolicy: AccountPolicy
+    /// Checks and hashes passwords (``Passwords``).
+    let passwords: Passwords
     /// The publisher's endpoints' open connections, kept between notifications (see ``ConnectionCache``).
     let webhookConnections = ConnectionCache(capacity: 64)
     /// This instance's name in the claims it takes on due renewals and deliveries.
@@ -119,9 +124,11 @@ final class StoreBase: Sendable {
 
     init(
         database: ServerDatabase, keys: SigningKeys, catalog: any StoreCatalog, environment: StoreEnvironment, metrics: any StoreMetrics,
-        logger: Logger, appStore: AppStoreSignedDataVerifier?, clock: StoreClock, renewalLease: TimeInterval,
+        logger: Logger, appStore: AppStoreSignedDataVerifier?, clock: StoreClock, accountPolicy: AccountPolicy, renewalLease: TimeInterval,
         beforeRenewalCommit: (@Sendable (String) async throws -> Void)?
     ) {
+        self.accountPolicy = accountPolicy
+        passwords = Passwords(cost: accountPolicy.passwordCost)
         self.database = database
         self.keys = keys
         self.catalog = catalog

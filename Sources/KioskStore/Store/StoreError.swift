@@ -25,6 +25,8 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case unavailable
         /// Too many requests of one client or account lately.
         case rateLimited
+        /// The caller is nobody the store knows: a sign-in refused, a device signed out.
+        case unauthorized
     }
 
     public let reason: Reason
@@ -180,4 +182,47 @@ extension StoreError {
     public static func unknownNotification(_ id: String) -> StoreError {
         StoreError(.invalidRequest, code: "unknown_notification", message: "no notification \(id); kiosk admin notifications lists them")
     }
+}
+
+// MARK: Sign-ins and devices (issue 46)
+
+extension StoreError {
+    /// The one answer to a wrong email and a wrong password alike, so that neither tells whether
+    /// an account exists.
+    public static let signInRefused = StoreError(.unauthorized, code: "invalid_credentials",
+        message: "the email or the password is wrong; check both")
+
+    public static let signedOut = StoreError(.unauthorized, code: "signed_out",
+        message: "this device was signed out of its account; sign in again (kiosk login)")
+
+    public static func emailTaken(_ email: String) -> StoreError {
+        StoreError(.wrongState, code: "email_taken", message: "\(email) already signs in to an account; sign in with it (kiosk login --email \(email))")
+    }
+
+    public static func hasSignIn(_ accountId: String) -> StoreError {
+        StoreError(.wrongState, code: "has_sign_in", message: "account \(accountId) already has a sign-in; sign in with it on other devices (kiosk login)")
+    }
+
+    /// - Parameter devices: the names of the account's devices, to choose one to remove.
+    public static func deviceLimit(_ limit: Int, devices: [String]) -> StoreError {
+        StoreError(.wrongState, code: "device_limit",
+            message: "the account has \(limit) devices, the most it may have (\(devices.joined(separator: ", "))); remove one on a signed-in device (kiosk devices remove NAME) or sign in with --replace NAME")
+    }
+
+    public static func unknownDevice(_ idOrName: String) -> StoreError {
+        StoreError(.unknownAccount, code: "unknown_device", message: "the account has no device \"\(idOrName)\"; kiosk devices lists them")
+    }
+
+    public static func ambiguousDevice(_ name: String, ids: [String]) -> StoreError {
+        StoreError(.invalidRequest, code: "ambiguous_device", message: "more than one device is called \"\(name)\" (\(ids.joined(separator: ", "))); name one by its ID")
+    }
+
+    // RFC 8628's answers to a device's poll, under the same codes.
+    public static let authorizationPending = StoreError(.invalidRequest, code: "authorization_pending",
+        message: "the code is not approved yet; enter it on a signed-in device (kiosk devices approve CODE) or the account page")
+    public static let slowDown = StoreError(.invalidRequest, code: "slow_down", message: "polled too soon; wait the interval, 5 seconds more than before")
+    public static let expiredCode = StoreError(.invalidRequest, code: "expired_token",
+        message: "the code expired or was used already; start again (kiosk login --code)")
+    public static let unknownUserCode = StoreError(.unknownAccount, code: "unknown_code",
+        message: "no device is waiting with that code, or it expired; check the code the device shows, or start again on it")
 }

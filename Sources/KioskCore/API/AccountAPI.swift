@@ -1,0 +1,142 @@
+import Foundation
+
+// The wire of accounts people sign in to (issue 46): sign-ins, devices and device codes.
+
+/// `POST /v1/accounts` may carry a sign-in; without a body it makes an anonymous account, as before.
+/// `PUT /v1/account/sign-in` gives an anonymous account (the bearer's) a sign-in.
+public struct SignInDetails: Codable, Sendable {
+    public var email: String
+    public var password: String
+    /// The name the device chose for itself (`kiosk devices` shows it); the store names it when empty.
+    public var deviceName: String?
+
+    public init(email: String, password: String, deviceName: String? = nil) {
+        self.email = email
+        self.password = password
+        self.deviceName = deviceName
+    }
+}
+
+/// `POST /v1/sessions`: signs a device in with an email and a password.
+public struct SignInRequest: Codable, Sendable {
+    public var email: String
+    public var password: String
+    public var deviceName: String?
+    /// At the account's device limit: the ID or name of a device to remove in the same step.
+    public var replacing: String?
+
+    public init(email: String, password: String, deviceName: String? = nil, replacing: String? = nil) {
+        self.email = email
+        self.password = password
+        self.deviceName = deviceName
+        self.replacing = replacing
+    }
+}
+
+/// A signed-in device's own token: the answer to a sign-in, a new account and a device code's
+/// approval. The token is shown once; the store keeps only its hash.
+public struct DeviceSignIn: Codable, Sendable {
+    public var accountId: String
+    public var deviceId: String
+    public var token: String
+    /// The account's sign-in email, when it has one.
+    public var email: String?
+
+    public init(accountId: String, deviceId: String, token: String, email: String?) {
+        self.accountId = accountId
+        self.deviceId = deviceId
+        self.token = token
+        self.email = email
+    }
+}
+
+/// One device of an account, as `GET /v1/devices` lists it.
+public struct DeviceInfo: Codable, Sendable, Equatable {
+    public var id: String
+    public var name: String
+    public var createdAt: Date
+    /// When the store last saw a request of it (to the hour: it is not written on every request).
+    public var lastSeenAt: Date
+    /// The device that asked.
+    public var current: Bool
+
+    public init(id: String, name: String, createdAt: Date, lastSeenAt: Date, current: Bool) {
+        self.id = id
+        self.name = name
+        self.createdAt = createdAt
+        self.lastSeenAt = lastSeenAt
+        self.current = current
+    }
+}
+
+/// `GET /v1/devices`.
+public struct DeviceList: Codable, Sendable {
+    public var devices: [DeviceInfo]
+    /// How many devices the account may have.
+    public var limit: Int
+    /// The account's sign-in email; nil for an anonymous account.
+    public var email: String?
+
+    public init(devices: [DeviceInfo], limit: Int, email: String?) {
+        self.devices = devices
+        self.limit = limit
+        self.email = email
+    }
+}
+
+/// `POST /v1/device-codes` (RFC 8628's device authorization request, in Kiosk's JSON).
+public struct DeviceCodeRequest: Codable, Sendable {
+    public var deviceName: String?
+
+    public init(deviceName: String?) {
+        self.deviceName = deviceName
+    }
+}
+
+/// The answer to ``DeviceCodeRequest``: the device keeps `deviceCode` secret and polls with it;
+/// the person enters `userCode` on a signed-in device or on the account page at `verificationUri`.
+public struct DeviceCodeGrant: Codable, Sendable {
+    public var deviceCode: String
+    public var userCode: String
+    public var verificationUri: String
+    /// Seconds until both codes expire.
+    public var expiresIn: Int
+    /// Seconds the device waits between polls.
+    public var interval: Int
+
+    public init(deviceCode: String, userCode: String, verificationUri: String, expiresIn: Int, interval: Int) {
+        self.deviceCode = deviceCode
+        self.userCode = userCode
+        self.verificationUri = verificationUri
+        self.expiresIn = expiresIn
+        self.interval = interval
+    }
+}
+
+/// `POST /v1/device-codes/token`: the device's poll. Until the code is approved the answer is
+/// 400 `authorization_pending` (or `slow_down`, `expired_token`); then one ``DeviceSignIn``, once.
+public struct DeviceCodeTokenRequest: Codable, Sendable {
+    public var deviceCode: String
+
+    public init(deviceCode: String) {
+        self.deviceCode = deviceCode
+    }
+}
+
+/// `POST /v1/device-codes/approve`: a signed-in device approves a code for its account.
+public struct DeviceCodeApproval: Codable, Sendable {
+    public var userCode: String
+
+    public init(userCode: String) {
+        self.userCode = userCode
+    }
+}
+
+/// The answer to an approval: which device will be signed in.
+public struct DeviceCodeApproved: Codable, Sendable {
+    public var deviceName: String
+
+    public init(deviceName: String) {
+        self.deviceName = deviceName
+    }
+}

@@ -1,0 +1,104 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KioskCore
+import KioskStore
+
+/// Signing in and the account's devices (issue 46): sign-ins with an email and a password, one
+/// token per device, the devices listed and removed, and device codes (RFC 8628) for a device
+/// without a keyboard. The rules are the store's (``Accounts``); this is their wire.
+struct SignInRoutes: Sendable {
+    let store: Store
+    let limits: RateLimitGate
+
+    func collection() -> RouteCollection<KioskRequestContext> {
+        let routes = RouteCollection(context: KioskRequestContext.self)
+        routes.put("v1/account/sign-in", use: addSignIn)
+        routes.post("v1/sessions", use: signIn)
+        routes.delete("v1/sessions/current", use: signOut)
+        routes.get("v1/devices", use: devices)
+        routes.delete("v1/devices/:id", use: removeDevice)
+        routes.post("v1/device-codes", use: startDeviceCode)
+        routes.post("v1/device-codes/token", use: takeDeviceCode)
+        routes.post("v1/device-codes/approve", use: approveDeviceCode)
+        return routes
+    }
+
+    /// `PUT /v1/account/sign-in` {email, password}: the bearer's anonymous account gains a sign-in
+    /// and keeps its purchases and devices.
+    @Sendable func addSignIn(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        let details = try await JSONBody.decode(SignInDetails.self, from: request)
+        let email = try await store.accounts.addSignIn(to: account, details)
+        return try JSONBody.response(try await store.accounts.devices(of: account, current: context.device?.deviceId).withEmail(email))
+    }
+
+    /// `POST /v1/sessions` {email, password, deviceName?, replacing?}: this device's own token.
+    /// 401 `invalid_credentials` for a wrong email and a wrong password alike; 409 `device_limit`.
+    @Sendable func signIn(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let attempt = try await JSONBody.decode(SignInRequest.self, from: request)
+        try await limits.admitSignIn(request, context: context, email: attempt.email)
+        return try JSONBody.response(try await store.accounts.signIn(attempt), status: .created)
+    }
+
+    /// `DELETE /v1/sessions/current`: the asking device signs itself out (`kiosk logout`).
+    @Sendable func signOut(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try await store.accounts.signOut(try context.requireDevice())
+        return Response(status: .noContent)
+    }
+
+    /// `GET /v1/devices`: ``DeviceList``, the asking device marked `current`.
+    @Sendable func devices(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let device = try context.requireDevice()
+        return try JSONBody.response(try await store.accounts.devices(of: device.accountId, current: device.deviceId))
+    }
+
+    /// `DELETE /v1/devices/{id or name}`: signs that device out at once; answers the removed ``DeviceInfo``.
+    @Sendable func removeDevice(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let device = try context.requireDevice()
+        let named = try context.parameters.require("id")
+        var removed = try await store.accounts.removeDevice(named.removingPercentEncoding ?? named, of: device.accountId)
+        removed.current = removed.id == device.deviceId
+        return try JSONBody.response(removed)
+    }
+
+    /// `POST /v1/device-codes` {deviceName?}: ``DeviceCodeGrant``; needs no sign-in.
+    @Sendable func startDeviceCode(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try await limits.admitDeviceCode(request, context: context, approvingAccount: nil)
+        let asked = try await JSONBody.decode(DeviceCodeRequest.self, from: request)
+        var grant = try await store.accounts.startDeviceCode(name: asked.deviceName)
+        grant.verificationUri = Self.verificationURI(request)
+        return try JSONBody.response(grant)
+    }
+
+    /// `POST /v1/device-codes/token` {deviceCode}: ``DeviceSignIn`` once approved; 400
+    /// `authorization_pending` before, `expired_token` after its time or its one use.
+    @Sendable func takeDeviceCode(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let poll = try await JSONBody.decode(DeviceCodeTokenRequest.self, from: request)
+        return try JSONBody.response(try await store.accounts.takeDeviceCode(poll.deviceCode))
+    }
+
+    /// `POST /v1/device-codes/approve` {userCode}: the asking device's account approves the code.
+    @Sendable func approveDeviceCode(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        try await limits.admitDeviceCode(request, context: context, approvingAccount: account)
+        let approval = try await JSONBody.decode(DeviceCodeApproval.self, from: request)
+        return try JSONBody.response(try await store.accounts.approveDeviceCode(approval.userCode, for: account))
+    }
+
+    /// Where a person approves a code: on a signed-in device with `kiosk devices approve CODE`, or
+    /// the account page at this address (the `Host` the device reached).
+    static func verificationURI(_ request: Request) -> String {
+        let host = request.head.authority ?? "localhost"
+        let scheme = HTTPField.Name("X-Forwarded-Proto").flatMap { request.headers[$0] } == "https" ? "https" : "http"
+        return "\(scheme)://\(host)/account/device"
+    }
+}
+
+extension DeviceList {
+    func withEmail(_ email: String) -> DeviceList {
+        var list = self
+        list.email = email
+        return list
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+import KioskCore
+import SQLKit
+
+/// One device of an account: its own token (kept as a SHA-256), the name it chose, when it was
+/// signed in and last seen.
+struct DeviceRecord: Codable, Sendable {
+    var id: String
+    var accountId: String
+    var tokenHash: String
+    var name: String
+    var createdAt: Date
+    var lastSeenAt: Date
+}
+
+/// A device about to be signed in, and its token, which leaves the store only in the answer.
+struct NewDevice: Sendable {
+    let token: String
+    let record: DeviceRecord
+
+    init(accountId: String, name: String?, now: Date) {
+        token = Store.randomHex(bytes: 32)
+        let id = "dev_" + Store.randomHex(bytes: 8)
+        record = DeviceRecord(id: id, accountId: accountId, tokenHash: FileDigest.sha256(of: Data(token.utf8)),
+                              name: Self.cleanName(name, id: id), createdAt: now, lastSeenAt: now)
+    }
+
+    /// The name as the list shows it: one line of at most 64 characters; the device's ID's tail when empty.
+    static func cleanName(_ name: String?, id: String) -> String {
+        let line = String((name ?? "").unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7f }.map(Character.init))
+            .trimmingCharacters(in: .whitespaces)
+        return line.isEmpty ? "device \(id.suffix(4))" : String(line.prefix(64))
+    }
+}
+
+extension SQLDatabase {
+    func device(tokenHash: String) async throws -> DeviceRecord? {
+        try await select().column("*").from("device").where("tokenHash", .equal, tokenHash).first(decoding: DeviceRecord.self)
+    }
+
+    func devices(of accountId: String) async throws -> [DeviceRecord] {
+        try await select().column("*").from("device").where("accountId", .equal, accountId)
+            .orderBy("createdAt").orderBy("id").all(decoding: DeviceRecord.self)
+    }
+
+    /// The account's row, locked until this write commits (PostgreSQL; SQLite's writer is alone
+    /// already): every change of an account's devices takes it first, so two sign-ins at the
+    /// device limit cannot both count nine and both add a tenth.
+    func lockAccount(_ accountId: String) async throws {
+        guard try await select().column("id").from("account").where("id", .equal, accountId).for(.update).first() != nil else {
+            throw StoreError.unknownAccount(accountId)
+        }
+    }
+}
+
+extension Accounts {
+    /// How many devices an account may have, and how sign-ins are checked.
+    var policy: AccountPolicy { base.accountPolicy }
+
+    /// The account's devices, oldest first; `current` marks the one asking.
+    public func devices(of accountId: String, current: String?) async throws -> DeviceList {
+        let (rows, email) = try await database.read { db in
+            (try await db.devices(of: accountId), try await db.signIn(accountId: accountId)?.email)
+        }
+        return DeviceList(
+            devices: rows.map { DeviceInfo(id: $0.id, name: $0.name, createdAt: $0.createdAt, lastSeenAt: $0.lastSeenAt, current: $0.id == current) },
+            limit: policy.maxDevices, email: email)
+    }
+
+    /// Signs a device out at once: its token is refused from its next request on, on every
+    /// instance, and its waiting long poll ends (``ChangeNotifier/devicesChanged(_:)``).
+    /// - Parameter idOrName: the device's ID, or its name when no other device of the account has it.
+    /// - Returns: the removed device.
+    @discardableResult
+    public func removeDevice(_ idOrName: String, of accountId: String) async throws -> DeviceInfo {
+        let removed = try await database.write { db in
+            try await db.lockAccount(accountId)
+            let device = try Self.pick(idOrName, among: try await db.devices(of: accountId))
+            try await db.delete(from: "device").where("id", .equal, device.id).run()
+            return device
+        }
+        devicesChanged(accountId)
+        return DeviceInfo(id: removed.id, name: removed.name, createdAt: removed.createdAt, lastSeenAt: removed.lastSeenAt, current: false)
+    }
+
+    /// `kiosk logout`: the device signs itself out.
+    public func signOut(_ device: DeviceIdentity) async throws {
+        try await database.write { db in
+            try await db.delete(from: "device").where("id", .equal, device.deviceId).run()
+        }
+        devicesChanged(device.accountId)
+    }
+
+    /// Which device `idOrName` names among `devices`: its ID, else its only one of that name.
+    static func pick(_ idOrName: String, among devices: [DeviceRecord]) throws -> DeviceRecord {
+        if let byId = devices.first(where: { $0.id == idOrName }) { return byId }
+        let named = devices.filter { $0.name == idOrName }
+        guard named.count <= 1 else { throw StoreError.ambiguousDevice(idOrName, ids: named.map(\.id)) }
+        guard let device = named.first else { throw StoreError.unknownDevice(idOrName) }
+        return device
+    }
+
+    /// Adds a device to the account inside the caller's write, at most ``AccountPolicy/maxDevices``:
+    /// the one over it is refused with the names to choose from, unless `replacing` names one to
+    /// remove in the same step.
+    /// - Returns: the new device, and whether one was replaced (the caller tells the instances once committed).
+    func addDevice(to accountId: String, name: String?, replacing: String?, in db: any SQLDatabase) async throws -> (NewDevice, replaced: Bool) {
+        try await db.lockAccount(accountId)
+        var existing = try await db.devices(of: accountId)
+        var replaced = false
+        if let replacing {
+            let gone = try Self.pick(replacing, among: existing)
+            try await db.delete(from: "device").where("id", .equal, gone.id).run()
+            existing.removeAll { $0.id == gone.id }
+            replaced = true
+        }
+        guard existing.count < policy.maxDevices else {
+            throw StoreError.deviceLimit(policy.maxDevices, devices: existing.map(\.name))
+        }
+        let device = NewDevice(accountId: accountId, name: name, now: clock.wallNow())
+        try await db.insert(into: "device").model(device.record).run()
+        return (device, replaced)
+    }
+
+    /// A device of `accountId` was removed: this process forgets its tokens and wakes its polls,
+    /// and on PostgreSQL every other instance does the same.
+    func devicesChanged(_ accountId: String) {
+        tokens.forget(account: accountId)
+        changes.devicesChanged(accountId)
+    }
+
+    /// Another instance removed a device of the account named in `notice` (its LISTEN payload):
+    /// forgets the account's tokens here, then wakes its polls, which find their device gone.
+    /// - Returns: false when `notice` is no such notice.
+    public func heardDevicesChanged(_ notice: String) -> Bool {
+        guard let accountId = ChangeNotifier.accountOfDevicesNotice(notice) else { return false }
+        tokens.forget(account: accountId)
+        changes.signal(accountId)
+        return true
+    }
+
+    /// The LISTEN connection dropped and notices of removed devices may have been missed: every
+    /// remembered token is looked up again.
+    public func forgetRememberedTokens() {
+        tokens.forgetAll()
+    }
+
+    /// Records that the device was seen, at most once an hour (a write per request would cost
+    /// every request a write); a compare-and-set, so two instances seeing it at once write once.
+    func noteSeen(_ device: DeviceRecord) async {
+        let now = clock.wallNow()
+        guard now.timeIntervalSince(device.lastSeenAt) >= 3600 || now < device.lastSeenAt else { return }
+        do {
+            try await database.write { db in
+                try await db.update("device").set("lastSeenAt", to: now).where("id", .equal, device.id)
+                    .where("lastSeenAt", .equal, device.lastSeenAt).run()
+            }
+        } catch {
+            // Only the list's "last seen" is late; the request goes on.
+            logger.warning("could not note when a device was last seen", metadata: ["device": "\(device.id)", "error": "\(Store.describe(error))"])
+        }
+    }
+}
+
+/// How accounts sign in, set when the store opens (`kiosk serve --max-devices --password-cost`).
+public struct AccountPolicy: Sendable {
+    /// bcrypt's cost for new passwords (see ``Passwords``).
+    public var passwordCost: UInt8 = 12
+    /// How many devices one account may have signed in at once.
+    public var maxDevices = 10
+    /// How long a device code (RFC 8628) may wait for its approval.
+    public var deviceCodeLifetime: TimeInterval = 600
+    /// How often a device polls with its code, in seconds.
+    public var deviceCodeInterval = 5
+
+    public init() {}
+}

@@ -1,0 +1,77 @@
+import Foundation
+import KioskCore
+import SQLKit
+
+/// An account's sign-in: the email it is found by and a bcrypt hash of its password (``Passwords``).
+struct SignInRecord: Codable, Sendable {
+    var accountId: String
+    var email: String
+    var passwordHash: String
+    var createdAt: Date
+    var passwordChangedAt: Date
+}
+
+/// A sign-in checked and hashed, before the write that keeps it.
+struct NewSignIn: Sendable {
+    let email: String
+    let passwordHash: String
+
+    func record(accountId: String, now: Date) -> SignInRecord {
+        SignInRecord(accountId: accountId, email: email, passwordHash: passwordHash, createdAt: now, passwordChangedAt: now)
+    }
+}
+
+extension SQLDatabase {
+    func signIn(email: String) async throws -> SignInRecord? {
+        try await select().column("*").from("signIn").where("email", .equal, email).first(decoding: SignInRecord.self)
+    }
+
+    func signIn(accountId: String) async throws -> SignInRecord? {
+        try await select().column("*").from("signIn").where("accountId", .equal, accountId).first(decoding: SignInRecord.self)
+    }
+}
+
+extension Accounts {
+    /// Checks a sign-in's email and password and hashes the password (off the writer).
+    func newSignIn(_ details: SignInDetails) async throws -> NewSignIn {
+        let email = try EmailAddress.normalized(details.email)
+        return NewSignIn(email: email, passwordHash: try await base.passwords.hash(details.password))
+    }
+
+    /// Gives an anonymous account a sign-in; it keeps its purchases and its devices.
+    /// - Throws: `has_sign_in` when it has one; `email_taken` when another account signs in with that email.
+    public func addSignIn(to accountId: String, _ details: SignInDetails) async throws -> String {
+        let login = try await newSignIn(details)
+        let now = clock.wallNow()
+        try await database.write { db in
+            try await db.lockAccount(accountId)
+            if try await db.signIn(accountId: accountId) != nil { throw StoreError.hasSignIn(accountId) }
+            if try await db.signIn(email: login.email) != nil { throw StoreError.emailTaken(login.email) }
+            try await db.insert(into: "signIn").model(login.record(accountId: accountId, now: now)).run()
+        }
+        return login.email
+    }
+
+    /// Signs a device in with an email and a password: it gets a token of its own.
+    ///
+    /// A wrong email and a wrong password are one answer (``StoreError/signInRefused``) in the
+    /// same time: the password is checked against a decoy hash when the email is unknown. The
+    /// caller limits the attempts (per email and per address) before asking.
+    /// - Throws: `invalid_credentials`; `device_limit` with the devices' names.
+    public func signIn(_ request: SignInRequest) async throws -> DeviceSignIn {
+        let email = (try? EmailAddress.normalized(request.email)) ?? request.email
+        let found = try await database.read { try await $0.signIn(email: email) }
+        guard try await base.passwords.verify(request.password, hash: found?.passwordHash), let found else {
+            throw StoreError.signInRefused
+        }
+        let (device, replaced) = try await database.write { db in
+            // The sign-in may have gone (deleted, password changed) since the check: checked again, unchanged.
+            guard let still = try await db.signIn(accountId: found.accountId), still.passwordHash == found.passwordHash else {
+                throw StoreError.signInRefused
+            }
+            return try await addDevice(to: found.accountId, name: request.deviceName, replacing: request.replacing, in: db)
+        }
+        if replaced { devicesChanged(found.accountId) }
+        return DeviceSignIn(accountId: found.accountId, deviceId: device.record.id, token: device.token, email: found.email)
+    }
+}
