@@ -17,21 +17,6 @@ public struct TransactionView: Sendable {
     }
 }
 
-/// What linking this device to an account did.
-public struct AccountLink: Sendable {
-    /// The linked account, as the store knows it.
-    public var summary: AccountSummary
-    /// The account this device had before, when it was another one.
-    public var replaced: String?
-    /// What the replaced account owned: purchases and subscriptions, and credits.
-    public var replacedHoldings = 0
-    public var replacedCredits = 0
-    /// This device was already linked to that account: nothing changed.
-    public var alreadyLinked = false
-
-    public var accountId: String { summary.accountId }
-}
-
 extension KioskClient {
     /// Moves unfinished work on: purchases never answered are sent again with their key, paid ones
     /// delivered, Ask to Buy answers and revocations picked up. Each item on its own; one that
@@ -84,51 +69,6 @@ extension KioskClient {
     /// Turns a subscription's auto-renew off (it ends at its period's end) or back on.
     public func setAutoRenew(_ originalTransactionId: String, on: Bool) async throws -> SubscriptionInfo {
         try await purchases.authorizedAPI().setAutoRenew(originalTransactionId, on: on)
-    }
-
-    /// This device's account ID, if it has one yet.
-    public func accountID() throws -> String? {
-        try database.account()?.id
-    }
-
-    /// This device's account token, to link another device to the same account.
-    public func accountToken() throws -> String? {
-        try database.account()?.token
-    }
-
-    /// Uses an existing account (from another device) on this one.
-    ///
-    /// The account this device had is replaced; when it owns anything (purchases, credits or
-    /// subscriptions, as the store knows them) linking is refused unless `force` is true, since
-    /// this device would no longer reach them.
-    /// - Throws: the server's 401 when the token is not known; ``ClientError/invalidRequest(_:)``
-    ///   while a purchase of the current account is still unanswered, or when the current account
-    ///   owns something and `force` is false.
-    public func linkAccount(token: String, force: Bool = false) async throws -> AccountLink {
-        if try database.unfinishedPayments().contains(where: { $0.state == .purchasing }) {
-            throw ClientError.invalidRequest("a purchase of this device's account is still unanswered; send it first (kiosk resume) once the server is reachable, then link")
-        }
-        var api = try purchases.storeAPI()
-        api.token = token
-        let summary = try await api.account()
-        var link = AccountLink(summary: summary)
-        if let current = try database.account(), current.id != summary.accountId {
-            var currentAPI = api
-            currentAPI.token = current.token
-            let holdings = try await currentAPI.account()
-            link.replaced = current.id
-            link.replacedHoldings = holdings.owned.count + holdings.subscriptions.count
-            link.replacedCredits = holdings.credits
-            if !force, link.replacedHoldings > 0 || holdings.credits > 0 {
-                throw ClientError.invalidRequest(
-                    "this device's account \(current.id) owns \(link.replacedHoldings) purchase(s) and \(holdings.credits) credits, which this device would no longer reach; "
-                    + "keep its token first (kiosk account --show-token), then link with --force")
-            }
-        } else if let current = try database.account(), current.id == summary.accountId {
-            link.alreadyLinked = true
-        }
-        try database.saveAccount(id: summary.accountId, token: token, replacing: true)
-        return link
     }
 
     /// Cancels the purchase of `productId` saved on this device and never sent to a store.

@@ -15,6 +15,45 @@ struct StoreAPI: Sendable {
         try await call("POST", "/v1/accounts", body: Optional<String>.none)
     }
 
+    // MARK: Sign-ins and devices
+
+    func createAccount(signIn: SignInDetails) async throws -> AccountCreated {
+        try await call("POST", "/v1/accounts", body: signIn)
+    }
+
+    func addSignIn(_ details: SignInDetails) async throws -> DeviceList {
+        try await call("PUT", "/v1/account/sign-in", body: details)
+    }
+
+    func signIn(_ request: SignInRequest) async throws -> DeviceSignIn {
+        try await call("POST", "/v1/sessions", body: request)
+    }
+
+    /// Revokes this device's token at the store.
+    func signOut() async throws {
+        _ = try await send("DELETE", "/v1/sessions/current", body: nil)
+    }
+
+    func devices() async throws -> DeviceList {
+        try await call("GET", "/v1/devices")
+    }
+
+    func removeDevice(_ idOrName: String) async throws -> DeviceInfo {
+        try await call("DELETE", "/v1/devices/" + (idOrName.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? idOrName))
+    }
+
+    func startDeviceCode(deviceName: String?) async throws -> DeviceCodeGrant {
+        try await call("POST", "/v1/device-codes", body: DeviceCodeRequest(deviceName: deviceName))
+    }
+
+    func takeDeviceCode(_ deviceCode: String) async throws -> DeviceSignIn {
+        try await call("POST", "/v1/device-codes/token", body: DeviceCodeTokenRequest(deviceCode: deviceCode))
+    }
+
+    func approveDeviceCode(_ userCode: String) async throws -> DeviceCodeApproved {
+        try await call("POST", "/v1/device-codes/approve", body: DeviceCodeApproval(userCode: userCode))
+    }
+
     func account() async throws -> AccountSummary {
         try await call("GET", "/v1/account")
     }

@@ -257,6 +257,26 @@ extension ClientDatabase {
         }
     }
 
+    /// The email this home's account signs in with; nil for an anonymous account (or one linked by token).
+    func accountEmail() throws -> String? {
+        try setting(Setting.Key.accountEmail)
+    }
+
+    /// Forgets the account (its token, email and the cursors of its feed): `kiosk logout`.
+    func forgetAccount() throws {
+        _ = try write { db in
+            try Setting.deleteAll(db, keys: [Setting.Key.accountID, Setting.Key.accountToken, Setting.Key.accountEmail] + Setting.Key.accountCursors)
+        }
+    }
+
+    /// Stores the account and the email it signs in with (nil: none, or none known here).
+    @discardableResult
+    func saveSignedInAccount(id: String, token: String, email: String?) throws -> (id: String, token: String) {
+        let saved = try saveAccount(id: id, token: token, replacing: true)
+        if let email { try setSetting(Setting.Key.accountEmail, to: email) } else { try removeSetting(Setting.Key.accountEmail) }
+        return saved
+    }
+
     /// Stores the account; with `replacing` false an existing account wins and is returned.
     @discardableResult
     func saveAccount(id: String, token: String, replacing: Bool) throws -> (id: String, token: String) {
@@ -357,6 +377,8 @@ struct Setting: Codable, FetchableRecord, PersistableRecord {
         static let catalogSyncedAt = "catalog.syncedAt"
         static let accountID = "account.id"
         static let accountToken = "account.token"
+        /// The email the account signs in with, when this device signed in with one.
+        static let accountEmail = "account.email"
         static let jwks = "store.jwks"
         static let paymentsEnabled = "payments.enabled"
         /// The last change number of the account's change feed this home has seen (``BackgroundAgent``).

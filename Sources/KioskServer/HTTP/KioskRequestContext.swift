@@ -33,7 +33,7 @@ public struct KioskRequestContext: RequestContext {
     /// The device asking, or 401 saying how to sign in.
     func requireDevice() throws -> DeviceIdentity {
         guard let device else {
-            throw APIFailure.unauthorized("this call needs Authorization: Bearer <device token> of a device signed in to this store")
+            throw APIFailure.unauthorized("this call needs Authorization: Bearer <device token> of a device signed in to this store; a device removed from its account signs in again (kiosk login)")
         }
         return device
     }

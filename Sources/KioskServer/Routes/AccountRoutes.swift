@@ -45,8 +45,24 @@ struct AccountRoutes: Sendable {
     @Sendable func createAccount(_ request: Request, context: KioskRequestContext) async throws -> Response {
         try await limits.admitAccountCreation(request, context: context)
         let body = try await request.body.collect(upTo: 1 << 16)
-        let signIn = body.readableBytes == 0 ? nil : try JSONBody.decode(SignInDetails.self, from: Data(buffer: body))
-        return try JSONBody.response(try await store.accounts.createAccount(signIn: signIn), status: .created)
+        let asked = body.readableBytes == 0 ? NewAccount() : try JSONBody.decode(NewAccount.self, from: Data(buffer: body))
+        return try JSONBody.response(try await store.accounts.createAccount(signIn: try asked.signIn(), deviceName: asked.deviceName), status: .created)
+    }
+
+    /// The body of `POST /v1/accounts`: empty or `{}` (as clients before sign-ins send) for an
+    /// anonymous account, or an email and a password for one with a sign-in.
+    struct NewAccount: Decodable {
+        var email: String?
+        var password: String?
+        var deviceName: String?
+
+        func signIn() throws -> SignInDetails? {
+            switch (email, password) {
+            case (nil, nil): return nil
+            case (let email?, let password?): return SignInDetails(email: email, password: password, deviceName: deviceName)
+            default: throw APIFailure.badRequest("an account with a sign-in needs both \"email\" and \"password\"; send neither for an anonymous one")
+            }
+        }
     }
 
     /// `GET /v1/account`: the balance and what the account owns.

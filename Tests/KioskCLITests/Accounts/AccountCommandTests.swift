@@ -35,7 +35,7 @@ struct AccountCommandTests: KioskCommandSuite {
         let own = try #require(try await KioskCommand.run(["account"], environment: second).stdout.split(separator: "\n").first.map { String($0.dropFirst("account: ".count)) })
         let refused = try await KioskCommand.run(["account", "link", token], environment: second)
         #expect(refused.status == 1)
-        #expect(refused.stderr == "kiosk: this device's account \(own) owns 0 purchase(s) and 5 credits, which this device would no longer reach; keep its token first (kiosk account --show-token), then link with --force\n")
+        #expect(refused.stderr == "kiosk: this device's account \(own) owns 0 purchase(s) and 5 credits, which this device would no longer reach; give it a sign-in first (kiosk account create --email EMAIL) or keep its token (kiosk account --show-token), then use --force\n")
         let forced = try await KioskCommand.run(["account", "link", token, "--force"], environment: second)
         #expect(forced.status == 0, "\(forced.stderr)")
         #expect(forced.stdout == "linked to account \(account), replacing account \(own) on this device (which owns 0 purchase(s) and 5 credits); run `kiosk restore` to bring back its purchases\n")

@@ -24,6 +24,7 @@ extension StoreSuite {
     static func withStore<T: Sendable>(
         engine: TestEngine = .sqlite, database: DatabaseLocation? = nil, environment: StoreEnvironment = .sandbox, data: URL? = nil,
         prepare: @Sendable (SampleStore) throws -> Void = { _ in },
+        configure: @Sendable (inout ServerConfiguration) -> Void = { _ in },
         _ body: @Sendable (KioskServer, StoreHTTP, AccountCreated) async throws -> T
     ) async throws -> T {
         let directory = try TemporaryDirectory()
@@ -32,6 +33,9 @@ extension StoreSuite {
         var configuration = ServerConfiguration(
             catalogDirectory: store.catalog, contentDirectory: store.content,
             dataDirectory: data ?? store.data, environment: environment)
+        // bcrypt's least cost: a test's sign-ins take milliseconds, not a quarter second each.
+        configuration.accounts.passwordCost = 4
+        configure(&configuration)
         if let database {
             configuration.database = database
         } else {

@@ -16,6 +16,7 @@ extension TwoInstanceSuite {
             var configuration = ServerConfiguration(
                 catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: directory.url.appendingPathComponent(name))
             configuration.database = database
+            configuration.accounts.passwordCost = 4
             return configuration
         }
         try await LiveServer.run(configuration("a")) { a, urlA in

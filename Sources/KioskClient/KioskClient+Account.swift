@@ -1,0 +1,230 @@
+import Foundation
+import KioskCore
+
+/// What linking this device to an account did (by token, or by signing in).
+public struct AccountLink: Sendable {
+    /// The linked account, as the store knows it.
+    public var summary: AccountSummary
+    /// The account this device had before, when it was another one.
+    public var replaced: String?
+    /// What the replaced account owned: purchases and subscriptions, and credits.
+    public var replacedHoldings = 0
+    public var replacedCredits = 0
+    /// This device was already linked to that account: nothing changed.
+    public var alreadyLinked = false
+    /// The email the account signs in with, when this device signed in with one.
+    public var email: String?
+    /// This device's ID at the store, when it signed in.
+    public var deviceId: String?
+
+    public var accountId: String { summary.accountId }
+}
+
+/// This device's account: which one it acts for, signing in and out, and the account's devices.
+///
+/// A device holds one token of its own (the store keeps only its hash). An anonymous account is
+/// made by the first purchase, as before; `createAccount(email:…)` gives it a sign-in, and any
+/// other device signs in to it with ``signIn(email:password:deviceName:replacing:force:)`` or a
+/// device code (``signInWithCode(deviceName:show:)``), getting a token of its own.
+extension KioskClient {
+    /// This device's account ID, if it has one yet.
+    public func accountID() throws -> String? {
+        try database.account()?.id
+    }
+
+    /// The email this device's account signs in with, as far as this device knows.
+    public func accountEmail() throws -> String? {
+        try database.accountEmail()
+    }
+
+    /// This device's token, to link another device to an anonymous account.
+    public func accountToken() throws -> String? {
+        try database.account()?.token
+    }
+
+    /// Gives this device's account a sign-in, so other devices can sign in to it: an anonymous
+    /// account keeps its purchases; with no account yet, one is made with the sign-in.
+    /// - Throws: the store's `email_taken`, `has_sign_in` or a refused password, as one line.
+    public func createAccount(email: String, password: String, deviceName: String?) async throws -> AccountLink {
+        let details = SignInDetails(email: email, password: password, deviceName: deviceName)
+        if let api = try purchases.existingAccountAPI(), let current = try database.account() {
+            let list = try await api.addSignIn(details)
+            try database.saveSignedInAccount(id: current.id, token: current.token, email: list.email)
+            return AccountLink(summary: try await api.account(), email: list.email, deviceId: list.devices.first(where: \.current)?.id)
+        }
+        var api = try purchases.storeAPI()
+        let created = try await api.createAccount(signIn: details)
+        try database.saveSignedInAccount(id: created.accountId, token: created.token, email: created.email)
+        api.token = created.token
+        return AccountLink(summary: try await api.account(), email: created.email, deviceId: created.deviceId)
+    }
+
+    /// Signs this device in to the account of `email`; it gets a token of its own.
+    ///
+    /// As with ``linkAccount(token:force:)``, an account this device had that owns something is
+    /// not left behind unless `force`; a signed-in account it had is signed out at the store.
+    /// - Parameter replacing: at the account's device limit, the device (ID or name) to remove.
+    public func signIn(email: String, password: String, deviceName: String?, replacing: String? = nil, force: Bool = false) async throws -> AccountLink {
+        try refuseWhilePurchaseUnanswered()
+        var api = try purchases.storeAPI()
+        // What this device would leave is checked before the sign-in makes a device at the store.
+        let leaving = try await currentHoldings(force: force)
+        let signedIn = try await api.signIn(SignInRequest(email: email, password: password, deviceName: deviceName, replacing: replacing))
+        api.token = signedIn.token
+        return try await adopt(signedIn, leaving: leaving, api: api)
+    }
+
+    /// Signs this device in with a code, as a TV does (RFC 8628): `show` is told the code and
+    /// where to approve it (`kiosk devices approve CODE` on a signed-in device), then the store is
+    /// polled at its interval until the code is approved, or it expires.
+    public func signInWithCode(deviceName: String?, force: Bool = false, show: @Sendable (DeviceCodeGrant) -> Void) async throws -> AccountLink {
+        try refuseWhilePurchaseUnanswered()
+        var api = try purchases.storeAPI()
+        let leaving = try await currentHoldings(force: force)
+        let grant = try await api.startDeviceCode(deviceName: deviceName)
+        show(grant)
+        var interval = max(1, grant.interval)
+        let deadline = ContinuousClock.now + .seconds(grant.expiresIn)
+        while true {
+            try await Task.sleep(for: .seconds(interval))
+            do {
+                let signedIn = try await api.takeDeviceCode(grant.deviceCode)
+                api.token = signedIn.token
+                return try await adopt(signedIn, leaving: leaving, api: api)
+            } catch ClientError.serverError(_, _, "authorization_pending", _) where ContinuousClock.now < deadline {
+                continue
+            } catch ClientError.serverError(_, _, "slow_down", _) where ContinuousClock.now < deadline {
+                interval += 5
+            }
+        }
+    }
+
+    /// Signs this device out: its token is revoked at the store, then forgotten here. The library
+    /// stays on the disk; signing in again brings the purchases back.
+    /// - Throws: when the store cannot be reached (the token would stay valid there: nothing is
+    ///   forgotten), or a purchase is still unanswered.
+    public func signOut() async throws -> String? {
+        guard let account = try database.account(), let api = try purchases.existingAccountAPI() else { return nil }
+        try refuseWhilePurchaseUnanswered()
+        do {
+            try await api.signOut()
+        } catch ClientError.serverError(_, 401, _, _) {
+            // Removed from another device already: nothing left to revoke.
+        }
+        try database.forgetAccount()
+        return account.id
+    }
+
+    /// The account's devices, this one marked.
+    public func devices() async throws -> DeviceList {
+        guard let api = try purchases.existingAccountAPI() else {
+            throw ClientError.invalidRequest("this device has no account yet; sign in first (kiosk login --email EMAIL)")
+        }
+        return try await api.devices()
+    }
+
+    /// Removes one of the account's devices (its ID or name); it is signed out at once.
+    public func removeDevice(_ idOrName: String) async throws -> DeviceInfo {
+        guard let api = try purchases.existingAccountAPI() else {
+            throw ClientError.invalidRequest("this device has no account yet; sign in first (kiosk login --email EMAIL)")
+        }
+        let removed = try await api.removeDevice(idOrName)
+        if removed.current { try database.forgetAccount() }
+        return removed
+    }
+
+    /// Approves the code another device shows (`kiosk login --code` there) for this account.
+    public func approveDeviceCode(_ userCode: String) async throws -> DeviceCodeApproved {
+        guard let api = try purchases.existingAccountAPI() else {
+            throw ClientError.invalidRequest("this device has no account to approve a code for; sign in first (kiosk login --email EMAIL)")
+        }
+        return try await api.approveDeviceCode(userCode)
+    }
+
+    /// Uses an existing account (from another device) on this one, by its token: for anonymous
+    /// accounts. An account with a sign-in is better reached by signing in.
+    ///
+    /// The account this device had is replaced; when it owns anything (purchases, credits or
+    /// subscriptions, as the store knows them) linking is refused unless `force` is true, since
+    /// this device would no longer reach them.
+    /// - Throws: the server's 401 when the token is not known; ``ClientError/invalidRequest(_:)``
+    ///   while a purchase of the current account is still unanswered, or when the current account
+    ///   owns something and `force` is false.
+    public func linkAccount(token: String, force: Bool = false) async throws -> AccountLink {
+        try refuseWhilePurchaseUnanswered()
+        var api = try purchases.storeAPI()
+        api.token = token
+        let summary = try await api.account()
+        var link = AccountLink(summary: summary)
+        if let current = try database.account(), current.id == summary.accountId {
+            link.alreadyLinked = true
+        } else if let leaving = try await currentHoldings(force: force) {
+            link.replaced = leaving.accountId
+            link.replacedHoldings = leaving.holdings
+            link.replacedCredits = leaving.credits
+        }
+        try database.saveSignedInAccount(id: summary.accountId, token: token, email: nil)
+        return link
+    }
+
+    // MARK: Switching accounts
+
+    /// The account this device would leave, and what it owns.
+    struct Leaving {
+        var accountId: String
+        var holdings: Int
+        var credits: Int
+        /// The device's token for it, to sign out at the store when it signs in with an email.
+        var token: String
+        var signedIn: Bool
+    }
+
+    private func refuseWhilePurchaseUnanswered() throws {
+        if try database.unfinishedPayments().contains(where: { $0.state == .purchasing }) {
+            throw ClientError.invalidRequest("a purchase of this device's account is still unanswered; send it first (kiosk resume) once the server is reachable, then link or sign in")
+        }
+    }
+
+    /// What the current account owns, or a refusal when it owns something and `force` is false.
+    private func currentHoldings(force: Bool) async throws -> Leaving? {
+        guard let current = try database.account(), var api = try purchases.existingAccountAPI() else { return nil }
+        api.token = current.token
+        let holdings: AccountSummary
+        do {
+            holdings = try await api.account()
+        } catch ClientError.serverError(_, 401, _, _) {
+            // Its device was removed: nothing this device could still reach.
+            return nil
+        }
+        let leaving = Leaving(accountId: current.id, holdings: holdings.owned.count + holdings.subscriptions.count, credits: holdings.credits,
+                              token: current.token, signedIn: try database.accountEmail() != nil)
+        if !force, leaving.holdings > 0 || leaving.credits > 0, !leaving.signedIn {
+            throw ClientError.invalidRequest(
+                "this device's account \(current.id) owns \(leaving.holdings) purchase(s) and \(leaving.credits) credits, which this device would no longer reach; "
+                + "give it a sign-in first (kiosk account create --email EMAIL) or keep its token (kiosk account --show-token), then use --force")
+        }
+        return leaving
+    }
+
+    /// Keeps a new sign-in's token; the device's previous signed-in session is signed out at the store.
+    private func adopt(_ signedIn: DeviceSignIn, leaving: Leaving?, api: StoreAPI) async throws -> AccountLink {
+        try database.saveSignedInAccount(id: signedIn.accountId, token: signedIn.token, email: signedIn.email)
+        var link = AccountLink(summary: try await api.account(), email: signedIn.email, deviceId: signedIn.deviceId)
+        if let leaving {
+            if leaving.signedIn {
+                var old = api
+                old.token = leaving.token
+                // Its token is of no use to this device any more; one that cannot be revoked now stays listed (kiosk devices).
+                try? await old.signOut()
+            }
+            if leaving.accountId == signedIn.accountId {
+                link.alreadyLinked = true
+            } else {
+                link.replaced = leaving.accountId
+                link.replacedHoldings = leaving.holdings
+                link.replacedCredits = leaving.credits
+            }
+        }
+        return link
+    }
+}
