@@ -21,8 +21,9 @@ public enum KioskCommand {
 
     /// Runs `kiosk arguments…` to the end, waiting on a thread of its own.
     /// `program` runs in place of the built `kiosk` (a copy of it elsewhere, say).
-    public static func run(_ arguments: [String], environment: [String: String] = [:], in folder: URL? = nil, program: URL? = nil) async throws -> Result {
-        try await offCooperativePool { try runBlocking(arguments, environment: environment, in: folder, program: program ?? executable) }
+    /// - Parameter input: what the command reads on standard input (none: it reads an empty pipe).
+    public static func run(_ arguments: [String], environment: [String: String] = [:], in folder: URL? = nil, program: URL? = nil, input: String? = nil) async throws -> Result {
+        try await offCooperativePool { try runBlocking(arguments, environment: environment, in: folder, program: program ?? executable, input: input) }
     }
 
     /// Runs `kiosk arguments…` and also returns its peak resident memory in bytes, measured by GNU
@@ -85,7 +86,7 @@ public enum KioskCommand {
     /// (a 64 MiB download throttled on purpose) take under a minute here.
     static let commandLimit: Double = 240
 
-    static func runBlocking(_ arguments: [String], environment: [String: String], in folder: URL? = nil, program: URL = executable) throws -> Result {
+    static func runBlocking(_ arguments: [String], environment: [String: String], in folder: URL? = nil, program: URL = executable, input: String? = nil) throws -> Result {
         let process = Process()
         process.executableURL = program
         if let folder { process.currentDirectoryURL = folder }
@@ -95,7 +96,13 @@ public enum KioskCommand {
         let stderr = Pipe()
         process.standardOutput = stdout
         process.standardError = stderr
+        let stdin = Pipe()
+        if input != nil { process.standardInput = stdin }
         try process.run()
+        if let input {
+            stdin.fileHandleForWriting.write(Data(input.utf8))
+            try? stdin.fileHandleForWriting.close()
+        }
         let deadline = ProcessDeadline(process, seconds: commandLimit)
         defer { deadline.cancel() }
         // Read both pipes before waiting, so a chatty process cannot block on a full pipe.
@@ -147,6 +154,8 @@ public final class ServerProcess: @unchecked Sendable {
             "serve", "--catalog", store.catalog.path, "--content", store.content.path,
             "--data", store.data.path, "--port", "0",
         ] + extraArguments
+        // bcrypt's least cost, unless the test chose one: sign-ins take milliseconds, not a quarter second.
+        process.environment = ProcessInfo.processInfo.environment.merging(["KIOSK_PASSWORD_COST": "4"]) { own, _ in own }
         let stdout = Pipe()
         process.standardOutput = stdout
         process.standardError = try FileHandle(forWritingTo: log)

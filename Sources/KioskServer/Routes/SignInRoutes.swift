@@ -27,10 +27,10 @@ struct SignInRoutes: Sendable {
     /// `PUT /v1/account/sign-in` {email, password}: the bearer's anonymous account gains a sign-in
     /// and keeps its purchases and devices.
     @Sendable func addSignIn(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        let account = try context.requireAccount()
+        let device = try context.requireDevice()
         let details = try await JSONBody.decode(SignInDetails.self, from: request)
-        let email = try await store.accounts.addSignIn(to: account, details)
-        return try JSONBody.response(try await store.accounts.devices(of: account, current: context.device?.deviceId).withEmail(email))
+        let email = try await store.accounts.addSignIn(to: device, details)
+        return try JSONBody.response(try await store.accounts.devices(of: device.accountId, current: device.deviceId).withEmail(email))
     }
 
     /// `POST /v1/sessions` {email, password, deviceName?, replacing?}: this device's own token.

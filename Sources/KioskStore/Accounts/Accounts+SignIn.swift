@@ -38,16 +38,21 @@ extension Accounts {
         return NewSignIn(email: email, passwordHash: try await base.passwords.hash(details.password))
     }
 
-    /// Gives an anonymous account a sign-in; it keeps its purchases and its devices.
+    /// Gives an anonymous account a sign-in; it keeps its purchases and its devices. The asking
+    /// device takes the name `details` gives, if any.
     /// - Throws: `has_sign_in` when it has one; `email_taken` when another account signs in with that email.
-    public func addSignIn(to accountId: String, _ details: SignInDetails) async throws -> String {
+    public func addSignIn(to device: DeviceIdentity, _ details: SignInDetails) async throws -> String {
         let login = try await newSignIn(details)
         let now = clock.wallNow()
+        let accountId = device.accountId
         try await database.write { db in
             try await db.lockAccount(accountId)
             if try await db.signIn(accountId: accountId) != nil { throw StoreError.hasSignIn(accountId) }
             if try await db.signIn(email: login.email) != nil { throw StoreError.emailTaken(login.email) }
             try await db.insert(into: "signIn").model(login.record(accountId: accountId, now: now)).run()
+            if let name = details.deviceName {
+                try await db.update("device").set("name", to: NewDevice.cleanName(name, id: device.deviceId)).where("id", .equal, device.deviceId).run()
+            }
         }
         return login.email
     }
