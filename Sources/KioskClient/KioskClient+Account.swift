@@ -141,6 +141,38 @@ extension KioskClient {
         return try await api.approveDeviceCode(userCode)
     }
 
+    /// Everything the store holds about this device's account, as one document.
+    public func exportAccount() async throws -> AccountExport {
+        guard let api = try purchases.existingAccountAPI() else {
+            throw ClientError.invalidRequest("this device has no account; nothing to export")
+        }
+        return try await api.exportAccount()
+    }
+
+    /// Erases the account's personal data at the store (its ledger stays, unlinked from the
+    /// person) and forgets the account here.
+    /// - Parameter password: the sign-in's password; nil for an anonymous account.
+    public func deleteAccount(password: String?) async throws -> AccountDeleted {
+        guard let api = try purchases.existingAccountAPI() else {
+            throw ClientError.invalidRequest("this device has no account; nothing to delete")
+        }
+        try refuseWhilePurchaseUnanswered()
+        let deleted = try await api.deleteAccount(password: password)
+        try database.forgetAccount()
+        return deleted
+    }
+
+    /// Sets a new password with the one-time code the store's operator gave: every device of the
+    /// account is signed out, and this one signed in.
+    public func resetPassword(email: String, code: String, password: String, deviceName: String?, force: Bool = false) async throws -> AccountLink {
+        try refuseWhilePurchaseUnanswered()
+        var api = try purchases.storeAPI()
+        let leaving = try await currentHoldings(force: force)
+        let signedIn = try await api.resetPassword(PasswordResetRequest(email: email, code: code, password: password, deviceName: deviceName))
+        api.token = signedIn.token
+        return try await adopt(signedIn, leaving: leaving, api: api)
+    }
+
     /// Uses an existing account (from another device) on this one, by its token: for anonymous
     /// accounts. An account with a sign-in is better reached by signing in.
     ///

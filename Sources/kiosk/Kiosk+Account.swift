@@ -11,7 +11,7 @@ extension Kiosk {
         static let configuration = CommandConfiguration(
             abstract: "Show this device's account, give it a sign-in, or link it to an anonymous one.",
             discussion: "Example: kiosk account create --email ann@example.com  (then kiosk login --email ann@example.com on another device)",
-            subcommands: [Show.self, Create.self, Link.self],
+            subcommands: [Show.self, Create.self, Link.self, Export.self, Delete.self, Reset.self],
             defaultSubcommand: Show.self
         )
 
@@ -107,6 +107,75 @@ extension Kiosk {
                     } else {
                         Swift.print("linked to account \(link.accountId); run `kiosk restore` to bring back its purchases")
                     }
+                }
+            }
+        }
+
+        struct Export: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Print everything the store holds about the account as one JSON document.",
+                discussion: "Example: kiosk account export > my-kiosk-account.json"
+            )
+
+            @OptionGroup var options: ClientOptions
+
+            func run() async throws {
+                try await reportingErrors {
+                    try JSONOutput.print(try await options.client().exportAccount())
+                }
+            }
+        }
+
+        struct Delete: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Erase the account's personal data at the store and sign out every device.",
+                discussion: """
+                    Erased: the email, the password's hash, every device and its token. Kept, as bookkeeping \
+                    law asks, filed under the account's ID alone: the ledger and the transactions' IDs. \
+                    Subscriptions stop renewing. An account with a sign-in asks for its password again.
+
+                    Example: kiosk account delete --yes
+                    """
+            )
+
+            @OptionGroup var options: ClientOptions
+            @OptionGroup var password: PasswordOptions
+
+            @Flag(help: "Delete without asking; nothing can be undone.")
+            var yes = false
+
+            func run() async throws {
+                try await reportingErrors {
+                    guard yes else {
+                        throw ValidationError("deleting the account cannot be undone; run it again with --yes to delete it")
+                    }
+                    let client = try options.client()
+                    let secret = try client.accountEmail() == nil ? nil : try password.read(confirming: false)
+                    let deleted = try await client.deleteAccount(password: secret)
+                    Swift.print("deleted account \(deleted.accountId): erased \(deleted.erased.joined(separator: "; ")); kept \(deleted.kept.joined(separator: "; "))")
+                }
+            }
+        }
+
+        struct Reset: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Set a new password with the one-time code the store's operator gave; every device is signed out.",
+                discussion: "Example: kiosk account reset --email ann@example.com --code BCDF-GHJK-LMNP-QRST"
+            )
+
+            @OptionGroup var options: ClientOptions
+            @OptionGroup var password: PasswordOptions
+
+            @Option(help: "The account's email.") var email: String
+            @Option(help: "The operator's reset code.") var code: String
+            @Option(help: "This device's name in kiosk devices (default: the host's name).") var name: String?
+            @Flag(help: "Go on even though this device's anonymous account owns purchases it would no longer reach.") var force = false
+
+            func run() async throws {
+                try await reportingErrors {
+                    let secret = try password.read(confirming: true)
+                    let link = try await options.client().resetPassword(email: email, code: code, password: secret, deviceName: name ?? DeviceName.here, force: force)
+                    Swift.print("new password set for \(link.email ?? email); every other device is signed out, this one is signed in to account \(link.accountId)")
                 }
             }
         }

@@ -15,7 +15,7 @@ extension Kiosk {
                 Example: kiosk admin sales --server http://127.0.0.1:8080 --data .kiosk-server
                 """,
             subcommands: [Accounts.self, AccountDetail.self, TransactionList.self, Pending.self, Sales.self, DownloadStats.self, AppStoreNotifications.self, Approve.self, Decline.self, Revoke.self, Refund.self,
-                          Sandbox.self, Renewals.self, Webhooks.self, Notifications.self, Products.self]
+                          Sandbox.self, Renewals.self, Webhooks.self, Notifications.self, Products.self, Disable.self, Enable.self, ResetCode.self]
         )
 
         struct Options: ParsableArguments {
@@ -137,12 +137,18 @@ extension Kiosk {
         struct Accounts: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "List accounts: created, credits, transactions, paid, last transaction.",
-                discussion: "--since keeps accounts created since; --product and --state keep accounts holding such a transaction.\n\nExample: kiosk admin accounts --since 7d --product com.kiosk.books.river-of-maps")
+                discussion: "--since keeps accounts created since; --product and --state keep accounts holding such a transaction; --email finds the account that signs in with it.\n\nExample: kiosk admin accounts --since 7d --product com.kiosk.books.river-of-maps  |  kiosk admin accounts --email ann@example.com")
             @OptionGroup var options: Options
             @OptionGroup var filters: Filters
+            @Option(help: "Only the account that signs in with this email (without regard to case).")
+            var email: String?
             func run() async throws {
                 try await reportingErrors {
-                    try options.show(rows: try await options.get([AdminAccountRow].self, "/v1/admin/accounts" + filters.query())) {
+                    var query = try filters.query()
+                    if let email {
+                        query += (query.isEmpty ? "?" : "&") + "email=" + (email.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? email)
+                    }
+                    try options.show(rows: try await options.get([AdminAccountRow].self, "/v1/admin/accounts" + query)) {
                         "\($0.accountId)  created \(ListFilter.shown($0.createdAt))  credits \($0.credits)  transactions \($0.transactions)  paid \(Admin.money($0.paidCents))"
                             + ($0.lastTransactionAt.map { "  last \(ListFilter.shown($0))" } ?? "")
                     }
@@ -173,6 +179,16 @@ extension Kiosk {
                     let view = try await options.get(AdminAccountView.self, "/v1/admin/accounts/\(Admin.pathComponent(account))")
                     try options.show(view) {
                         var lines = ["account \(account): \(view.summary.credits) credits, owns \(view.summary.owned.joined(separator: ", "))"]
+                        var state = [view.email.map { "signs in with \($0)" } ?? "anonymous (no sign-in)"]
+                        if view.disabled == true { state.append("disabled") }
+                        if view.deleted == true { state.append("deleted by its holder") }
+                        lines.append("  " + state.joined(separator: ", "))
+                        for device in view.devices ?? [] {
+                            lines.append("  device \(device.name)  \(device.id)  signed in \(ListFilter.shown(device.createdAt))  last seen \(ListFilter.shown(device.lastSeenAt))")
+                        }
+                        for entry in view.audit ?? [] {
+                            lines.append("  audit \(ListFilter.shown(entry.at))  \(entry.action) by \(entry.actor): \(entry.detail)")
+                        }
                         for row in view.transactions {
                             lines.append("  \(row.transactionId)  \(ListFilter.shown(row.createdAt))  \(row.status.rawValue)  \(row.productId)  \(row.paymentMethod)  \(row.creditsSpent.map { "\($0) credits" } ?? Price.shown(cents: row.amountCents, row.currency))")
                         }
@@ -285,6 +301,50 @@ extension Kiosk {
             @Argument(help: "The transaction ID.") var transaction: String
             @Option(help: "Why; shown to the reader's devices.") var reason: String?
             func run() async throws { try await reportingErrors { try await Admin.decide("refund", transaction, reason: reason, options) } }
+        }
+
+        struct Disable: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Disable an account: every device signed out, none signs in until enabled; kept in its audit list.",
+                discussion: "Example: kiosk admin disable acct_3f9a… --reason \"chargeback under review\"")
+            @OptionGroup var options: Options
+            @Argument(help: "The account ID (kiosk admin accounts --email finds it).") var account: String
+            @Option(help: "Why, for the audit list.") var reason: String?
+            func run() async throws { try await reportingErrors { try await Admin.care("disable", account, reason: reason, options) } }
+        }
+
+        struct Enable: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Enable a disabled account: its holder signs in again.", discussion: "Example: kiosk admin enable acct_3f9a…")
+            @OptionGroup var options: Options
+            @Argument(help: "The account ID.") var account: String
+            @Option(help: "Why, for the audit list.") var reason: String?
+            func run() async throws { try await reportingErrors { try await Admin.care("enable", account, reason: reason, options) } }
+        }
+
+        struct ResetCode: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Give a locked-out reader a one-time code that sets a new password (kiosk account reset); it works for 24 hours.",
+                discussion: "Send the code to the reader by a way you trust (not to the account's email alone if that is what was lost). Example: kiosk admin reset-code acct_3f9a…")
+            @OptionGroup var options: Options
+            @Argument(help: "The account ID.") var account: String
+            func run() async throws {
+                try await reportingErrors {
+                    let path = "/v1/admin/accounts/\(pathComponent(account))/reset-code"
+                    let issued = try options.decode(ResetCodeIssued.self, from: try await options.call("POST", path), path: path)
+                    try options.show(issued) {
+                        "reset code for \(issued.email) (\(issued.accountId)): \(issued.code), until \(ListFilter.shown(issued.expiresAt)); the reader runs kiosk account reset --email \(issued.email) --code \(issued.code)"
+                    }
+                }
+            }
+        }
+
+        static func care(_ action: String, _ account: String, reason: String?, _ options: Options) async throws {
+            let body = try reason.map { String(decoding: try JSONEncoder().encode(["reason": $0]), as: UTF8.self) }
+            let path = "/v1/admin/accounts/\(pathComponent(account))/\(action)"
+            let entry = try options.decode(AccountAuditEntry.self, from: try await options.call("POST", path, body: body), path: path)
+            try options.show(entry) {
+                action == "disable" ? "account \(account) disabled: every device signed out, none signs in until kiosk admin enable" : "account \(account) enabled: its holder may sign in again"
+            }
         }
 
         /// An ID as one path segment: `txn_../../x` must name no other transaction (libcurl

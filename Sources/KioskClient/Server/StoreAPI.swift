@@ -50,6 +50,19 @@ struct StoreAPI: Sendable {
         try await call("POST", "/v1/device-codes/token", body: DeviceCodeTokenRequest(deviceCode: deviceCode))
     }
 
+    func exportAccount() async throws -> AccountExport {
+        try await call("GET", "/v1/account/export")
+    }
+
+    func deleteAccount(password: String?) async throws -> AccountDeleted {
+        struct Confirmation: Encodable { var password: String? }
+        return try await call("DELETE", "/v1/account", body: Confirmation(password: password))
+    }
+
+    func resetPassword(_ request: PasswordResetRequest) async throws -> DeviceSignIn {
+        try await call("POST", "/v1/account/password-reset", body: request)
+    }
+
     func approveDeviceCode(_ userCode: String) async throws -> DeviceCodeApproved {
         try await call("POST", "/v1/device-codes/approve", body: DeviceCodeApproval(userCode: userCode))
     }

@@ -140,3 +140,135 @@ public struct DeviceCodeApproved: Codable, Sendable {
         self.deviceName = deviceName
     }
 }
+
+/// One action on an account kept in its audit list: what the operator did (disabled, enabled, a
+/// reset code given) and what the holder did that the operator may be asked about (a password
+/// reset, the deletion).
+public struct AccountAuditEntry: Codable, Sendable, Equatable {
+    public var at: Date
+    /// `disabled`, `enabled`, `reset_code_issued`, `password_reset`, `deleted`.
+    public var action: String
+    /// Who: `operator` or `holder`.
+    public var actor: String
+    public var detail: String
+
+    public init(at: Date, action: String, actor: String, detail: String) {
+        self.at = at
+        self.action = action
+        self.actor = actor
+        self.detail = detail
+    }
+}
+
+/// `GET /v1/account/export`: everything the store holds about the account, in one document.
+public struct AccountExport: Codable, Sendable {
+    public struct Account: Codable, Sendable {
+        public var id: String
+        public var createdAt: Date
+        public var credits: Int
+        public var disabled: Bool
+
+        public init(id: String, createdAt: Date, credits: Int, disabled: Bool) {
+            self.id = id
+            self.createdAt = createdAt
+            self.credits = credits
+            self.disabled = disabled
+        }
+    }
+
+    public struct SignIn: Codable, Sendable {
+        public var email: String
+        public var createdAt: Date
+        public var passwordChangedAt: Date
+        /// The password itself is never kept; a bcrypt hash of it is, and is not exported.
+        public var password: String
+
+        public init(email: String, createdAt: Date, passwordChangedAt: Date) {
+            self.email = email
+            self.createdAt = createdAt
+            self.passwordChangedAt = passwordChangedAt
+            password = "not kept; only a bcrypt hash of it, which is not exported"
+        }
+    }
+
+    public struct LedgerLine: Codable, Sendable {
+        public var transactionId: String
+        public var kind: String
+        public var amountCents: Int
+        public var currency: String
+        public var createdAt: Date
+
+        public init(transactionId: String, kind: String, amountCents: Int, currency: String, createdAt: Date) {
+            self.transactionId = transactionId
+            self.kind = kind
+            self.amountCents = amountCents
+            self.currency = currency
+            self.createdAt = createdAt
+        }
+    }
+
+    public var exportedAt: Date
+    public var account: Account
+    public var signIn: SignIn?
+    public var devices: [DeviceInfo]
+    public var transactions: [StoreTransaction]
+    public var subscriptions: SubscriptionList
+    public var ledger: [LedgerLine]
+    public var audit: [AccountAuditEntry]
+
+    public init(exportedAt: Date, account: Account, signIn: SignIn?, devices: [DeviceInfo], transactions: [StoreTransaction],
+                subscriptions: SubscriptionList, ledger: [LedgerLine], audit: [AccountAuditEntry]) {
+        self.exportedAt = exportedAt
+        self.account = account
+        self.signIn = signIn
+        self.devices = devices
+        self.transactions = transactions
+        self.subscriptions = subscriptions
+        self.ledger = ledger
+        self.audit = audit
+    }
+}
+
+/// `DELETE /v1/account`: what was erased and what the store keeps, unlinked from the person.
+public struct AccountDeleted: Codable, Sendable {
+    public var accountId: String
+    public var erased: [String]
+    public var kept: [String]
+
+    public init(accountId: String, erased: [String], kept: [String]) {
+        self.accountId = accountId
+        self.erased = erased
+        self.kept = kept
+    }
+}
+
+/// `POST /v1/account/password-reset`: a new password with the one-time code the operator gave.
+/// Every device of the account is signed out; this one gets a token (a ``DeviceSignIn``).
+public struct PasswordResetRequest: Codable, Sendable {
+    public var email: String
+    public var code: String
+    public var password: String
+    public var deviceName: String?
+
+    public init(email: String, code: String, password: String, deviceName: String?) {
+        self.email = email
+        self.code = code
+        self.password = password
+        self.deviceName = deviceName
+    }
+}
+
+/// `POST /v1/admin/accounts/{id}/reset-code`: a one-time code for the holder, shown once.
+public struct ResetCodeIssued: Codable, Sendable {
+    public var accountId: String
+    public var email: String
+    public var code: String
+    public var expiresAt: Date
+
+    public init(accountId: String, email: String, code: String, expiresAt: Date) {
+        self.accountId = accountId
+        self.email = email
+        self.code = code
+        self.expiresAt = expiresAt
+    }
+}

@@ -95,6 +95,13 @@ public struct AdminAccountView: Codable, Sendable, Equatable {
     /// The ledger: charges and refunds; it sums to what was really paid.
     public var charges: [Charge]
     public var transactions: [AdminTransactionRow]
+    /// The sign-in's email; nil for an anonymous account (or one deleted by its holder).
+    public var email: String?
+    public var disabled: Bool?
+    public var deleted: Bool?
+    public var devices: [DeviceInfo]?
+    /// Every operator action on the account, and the holder's resets and deletion, oldest first.
+    public var audit: [AccountAuditEntry]?
 
     public init(summary: AccountSummary, charges: [Charge], transactions: [AdminTransactionRow]) {
         self.summary = summary

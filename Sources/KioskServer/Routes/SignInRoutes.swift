@@ -21,7 +21,38 @@ struct SignInRoutes: Sendable {
         routes.post("v1/device-codes", use: startDeviceCode)
         routes.post("v1/device-codes/token", use: takeDeviceCode)
         routes.post("v1/device-codes/approve", use: approveDeviceCode)
+        routes.get("v1/account/export", use: export)
+        routes.delete("v1/account", use: deleteAccount)
+        routes.post("v1/account/password-reset", use: resetPassword)
         return routes
+    }
+
+    /// `GET /v1/account/export`: ``AccountExport``, everything the store holds about the account.
+    @Sendable func export(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let device = try context.requireDevice()
+        var export = try await store.accounts.export(device.accountId)
+        export.devices = export.devices.map { var info = $0; info.current = info.id == device.deviceId; return info }
+        return try JSONBody.response(export)
+    }
+
+    /// `DELETE /v1/account` {password} (an anonymous account sends none): erases the account's
+    /// personal data; ``AccountDeleted`` says what stays.
+    @Sendable func deleteAccount(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        let body = try await request.body.collect(upTo: 1 << 16)
+        let password = body.readableBytes == 0 ? nil : try JSONBody.decode(Confirmation.self, from: Data(buffer: body)).password
+        try await limits.admitSignIn(request, context: context, email: account)
+        return try JSONBody.response(try await store.accounts.delete(account, password: password))
+    }
+
+    struct Confirmation: Decodable { var password: String? }
+
+    /// `POST /v1/account/password-reset` ``PasswordResetRequest``: a new password with the
+    /// operator's one-time code; every device signed out, this one's ``DeviceSignIn``. Limited as sign-ins are.
+    @Sendable func resetPassword(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let reset = try await JSONBody.decode(PasswordResetRequest.self, from: request)
+        try await limits.admitSignIn(request, context: context, email: reset.email)
+        return try JSONBody.response(try await store.accounts.resetPassword(reset), status: .created)
     }
 
     /// `PUT /v1/account/sign-in` {email, password}: the bearer's anonymous account gains a sign-in

@@ -9,6 +9,9 @@ struct SignInRecord: Codable, Sendable {
     var passwordHash: String
     var createdAt: Date
     var passwordChangedAt: Date
+    /// The SHA-256 of a one-time reset code the operator gave, and when it stops working.
+    var resetCodeHash: String?
+    var resetExpiresAt: Date?
 }
 
 /// A sign-in checked and hashed, before the write that keeps it.
@@ -74,6 +77,7 @@ extension Accounts {
             guard let still = try await db.signIn(accountId: found.accountId), still.passwordHash == found.passwordHash else {
                 throw StoreError.signInRefused
             }
+            if try await db.account(found.accountId)?.disabledAt != nil { throw StoreError.accountDisabled }
             return try await addDevice(to: found.accountId, name: request.deviceName, replacing: request.replacing, in: db)
         }
         if replaced { devicesChanged(found.accountId) }

@@ -386,6 +386,26 @@ enum Migrations {
             )
             """,
         ] },
+        // The operator's help and the person's rights (issue 46): an account disabled by the
+        // operator or deleted by its holder; a one-time reset code (its hash) on a sign-in; and the
+        // audit list of what was done to an account.
+        Migration(name: "14-account-care") { type in [
+            #"ALTER TABLE "account" ADD COLUMN "disabledAt" \#(type.timestamp)"#,
+            #"ALTER TABLE "account" ADD COLUMN "deletedAt" \#(type.timestamp)"#,
+            #"ALTER TABLE "signIn" ADD COLUMN "resetCodeHash" TEXT"#,
+            #"ALTER TABLE "signIn" ADD COLUMN "resetExpiresAt" \#(type.timestamp)"#,
+            """
+            CREATE TABLE "accountAudit" (
+                "id" \(type.serial),
+                "accountId" TEXT NOT NULL,
+                "at" \(type.timestamp) NOT NULL,
+                "action" TEXT NOT NULL,
+                "actor" TEXT NOT NULL,
+                "detail" TEXT NOT NULL
+            )
+            """,
+            #"CREATE INDEX "accountAudit_by_account" ON "accountAudit" ("accountId")"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

@@ -149,8 +149,17 @@ public struct Reports: StoreOwner {
         let ledger = try await accounts.charges(accountId: id).map {
             AdminAccountView.Charge(transactionId: $0.transactionId, kind: $0.kind.rawValue, amountCents: $0.amountCents, currency: $0.currency, reason: $0.reason)
         }
-        let transactions = try await database.read { db in try await db.transactions { $0.where("accountId", .equal, id) } }
-        return AdminAccountView(summary: summary, charges: ledger, transactions: transactions.map(AdminTransactionRow.init))
+        let (transactions, account, signIn, devices, audit) = try await database.read { db in
+            (try await db.transactions { $0.where("accountId", .equal, id) }, try await db.account(id), try await db.signIn(accountId: id),
+             try await db.devices(of: id), try await db.auditList(id))
+        }
+        var view = AdminAccountView(summary: summary, charges: ledger, transactions: transactions.map(AdminTransactionRow.init))
+        view.email = signIn?.email
+        view.disabled = account?.disabledAt != nil
+        view.deleted = account?.deletedAt != nil
+        view.devices = devices.map { DeviceInfo(id: $0.id, name: $0.name, createdAt: $0.createdAt, lastSeenAt: $0.lastSeenAt, current: false) }
+        view.audit = audit
+        return view
     }
 
     /// Ask to Buy requests waiting for an answer, oldest first (a filter's state is ignored: it is `deferred`).

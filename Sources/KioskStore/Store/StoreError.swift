@@ -217,6 +217,19 @@ extension StoreError {
         StoreError(.invalidRequest, code: "ambiguous_device", message: "more than one device is called \"\(name)\" (\(ids.joined(separator: ", "))); name one by its ID")
     }
 
+    public static let accountDisabled = StoreError(.forbidden, code: "account_disabled",
+        message: "the store has disabled this account; write to the store's support to have it enabled again")
+
+    public static let passwordNeeded = StoreError(.forbidden, code: "password_needed",
+        message: "deleting an account with a sign-in needs its password again, in the body as {\"password\": …}; nothing was deleted")
+
+    public static let resetRefused = StoreError(.unauthorized, code: "invalid_reset_code",
+        message: "the email or the reset code is wrong, or the code expired or was used; ask the store for a new one")
+
+    public static func noSignIn(_ accountId: String) -> StoreError {
+        StoreError(.wrongState, code: "no_sign_in", message: "account \(accountId) has no sign-in, so no password to reset")
+    }
+
     // RFC 8628's answers to a device's poll, under the same codes.
     public static let authorizationPending = StoreError(.invalidRequest, code: "authorization_pending",
         message: "the code is not approved yet; enter it on a signed-in device (kiosk devices approve CODE) or the account page")

@@ -13,6 +13,10 @@ struct AccountRecord: Codable, Sendable {
     var revision: Int64
     /// The last change number given to one of the account's transactions (see ``TransactionRecord/changeSequence``).
     var lastChange: Int64?
+    /// Set while the operator has the account disabled: no device signs in.
+    var disabledAt: Date?
+    /// Set once its holder deleted it: its personal data is gone, its ledger stays.
+    var deletedAt: Date?
 }
 
 /// One store transaction: a payment, a free re-download of something owned, or a redemption.

@@ -12,13 +12,47 @@ struct AdminAccountRoutes: Sendable {
         routes.get("accounts", use: accounts)
         routes.get("accounts/:id", use: account)
         routes.post("accounts/:id/sandbox", use: sandbox)
+        routes.post("accounts/:id/disable", use: disable)
+        routes.post("accounts/:id/enable", use: enable)
+        routes.post("accounts/:id/reset-code", use: resetCode)
+    }
+
+    /// `POST /v1/admin/accounts/{id}/disable` {reason?}: every device signed out, no sign-in until
+    /// enabled; the ``AccountAuditEntry`` written.
+    @Sendable func disable(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let reason = try await Self.reason(request)
+        return try JSONBody.response(try await store.accounts.disable(context.parameters.require("id"), reason: reason))
+    }
+
+    /// `POST /v1/admin/accounts/{id}/enable` {reason?}.
+    @Sendable func enable(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let reason = try await Self.reason(request)
+        return try JSONBody.response(try await store.accounts.enable(context.parameters.require("id"), reason: reason))
+    }
+
+    /// `POST /v1/admin/accounts/{id}/reset-code`: ``ResetCodeIssued``, the code shown this once.
+    @Sendable func resetCode(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.accounts.issueResetCode(context.parameters.require("id")))
+    }
+
+    struct Reason: Decodable { var reason: String? }
+
+    static func reason(_ request: Request) async throws -> String {
+        let body = try await request.body.collect(upTo: 1 << 16)
+        guard body.readableBytes > 0 else { return "" }
+        return try JSONBody.decode(Reason.self, from: Data(buffer: body)).reason ?? ""
     }
 
     /// `GET /v1/admin/accounts`: ``AdminAccountRow`` per account.
     /// `GET /v1/admin/accounts?since=&product=&state=`: ``AdminAccountRow`` per account created since,
     /// holding a transaction of that product in that state.
+    /// `GET /v1/admin/accounts?email=`: the account that signs in with that email (none or one).
     @Sendable func accounts(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.reports.accounts(try AdminRoutes.filter(request)))
+        if let email = request.uri.queryParameters.get("email") {
+            guard let id = try await store.accounts.account(email: String(email)) else { return try JSONBody.response([AdminAccountRow]()) }
+            return try JSONBody.response(try await store.reports.accounts(try AdminRoutes.filter(request)).filter { $0.accountId == id })
+        }
+        return try JSONBody.response(try await store.reports.accounts(try AdminRoutes.filter(request)))
     }
 
     /// `GET /v1/admin/accounts/{id}`: ``AdminAccountView``.

@@ -1,0 +1,118 @@
+import Foundation
+import KioskCore
+import KioskServer
+import KioskTestSupport
+import Testing
+
+/// The person's rights (export, deletion) and the operator's help (search by email, disable,
+/// enable, reset codes), each in the account's audit list (issue 46).
+@Suite("Account export, deletion and the operator's help")
+struct AccountCareTests: StoreSuite {
+    static let password = SignInTests.password
+
+    static func view(_ http: StoreHTTP, _ server: KioskServer, _ id: String) async throws -> AdminAccountView {
+        try await http.send("GET", "/v1/admin/accounts/\(id)", token: server.adminToken).decode(AdminAccountView.self)
+    }
+
+    @Test("export gives the account, sign-in, devices, transactions, ledger and audit, and no secret", arguments: TestEngine.all)
+    func export(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { _, http, _ in
+            let ann = try await SignInTests.signUp(http, "ann@example.com").decode(AccountCreated.self)
+            #expect(try await http.pay(Self.book, token: ann.token).status == 200)
+            let reply = try await http.send("GET", "/v1/account/export", token: ann.token)
+            #expect(reply.status == 200)
+            let export = try reply.decode(AccountExport.self)
+            #expect(export.account.id == ann.accountId)
+            #expect(export.signIn?.email == "ann@example.com")
+            #expect(export.devices.map(\.name) == ["laptop"] && export.devices.map(\.current) == [true])
+            #expect(export.transactions.map(\.productId) == [Self.book])
+            #expect(export.ledger.count == 1)
+            let text = String(decoding: reply.body, as: UTF8.self)
+            #expect(!text.contains(ann.token) && !text.contains("$2b$"), "the export holds a secret")
+            #expect(try await http.send("GET", "/v1/account/export").status == 401)
+        }
+    }
+
+    @Test("deletion asks for the password, erases the sign-in and devices, stops renewals and keeps the ledger", arguments: TestEngine.all)
+    func delete(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, _ in
+            let ann = try await SignInTests.signUp(http, "ann@example.com").decode(AccountCreated.self)
+            let phone = try await SignInTests.signIn(http, "ann@example.com").decode(DeviceSignIn.self)
+            #expect(try await http.pay(Self.book, token: ann.token).status == 200)
+            #expect(try await http.pay(Self.subscription, token: ann.token).status == 200)
+
+            let noPassword = try await http.send("DELETE", "/v1/account", token: ann.token)
+            #expect(noPassword.status == 403)
+            #expect(try noPassword.decode(APIError.self).code == "password_needed")
+            #expect(try await http.send("DELETE", "/v1/account", token: ann.token, json: SignInTests.json(["password": "not it at all"])).status == 403)
+            let deleted = try await http.send("DELETE", "/v1/account", token: ann.token, json: SignInTests.json(["password": Self.password]))
+            #expect(deleted.status == 200, "\(Self.message(deleted))")
+            #expect(try deleted.decode(AccountDeleted.self).kept.contains { $0.contains("ledger") })
+
+            #expect(try await http.send("GET", "/v1/account", token: ann.token).status == 401)
+            #expect(try await http.send("GET", "/v1/account", token: phone.token).status == 401)
+            #expect(try await SignInTests.signIn(http, "ann@example.com").status == 401)
+            let view = try await Self.view(http, server, ann.accountId)
+            #expect(view.email == nil && view.deleted == true && view.devices == [])
+            #expect(view.charges.count == 2, "the ledger is kept")
+            #expect(view.audit?.map(\.action) == ["deleted"])
+            let subscriptions = try await server.store.subscriptions.list(accountId: ann.accountId).subscriptions
+            #expect(!subscriptions.isEmpty && subscriptions.allSatisfy { !$0.autoRenew })
+            // The email is free again: a new person may use it.
+            #expect(try await SignInTests.signUp(http, "ann@example.com").status == 201)
+        }
+    }
+
+    @Test("the operator finds an account by email, disables it (every device out, no sign-in) and enables it again, each audited", arguments: TestEngine.all)
+    func disableAndEnable(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, _ in
+            let ann = try await SignInTests.signUp(http, "ann@example.com").decode(AccountCreated.self)
+            let found = try await http.send("GET", "/v1/admin/accounts?email=ANN%40example.com", token: server.adminToken).decode([AdminAccountRow].self)
+            #expect(found.map(\.accountId) == [ann.accountId])
+            #expect(try await http.send("GET", "/v1/admin/accounts?email=nobody%40example.com", token: server.adminToken).decode([AdminAccountRow].self).isEmpty)
+            #expect(try await http.send("POST", "/v1/admin/accounts/\(ann.accountId)/disable", token: ann.token).status == 401, "a customer is no operator")
+
+            let disabled = try await http.send("POST", "/v1/admin/accounts/\(ann.accountId)/disable", token: server.adminToken, json: #"{"reason": "chargeback"}"#)
+            #expect(disabled.status == 200, "\(Self.message(disabled))")
+            #expect(try await http.send("GET", "/v1/account", token: ann.token).status == 401)
+            let refused = try await SignInTests.signIn(http, "ann@example.com")
+            #expect(refused.status == 403)
+            #expect(try refused.decode(APIError.self).code == "account_disabled")
+            #expect(try await SignInTests.signIn(http, "ann@example.com", password: "not the password").status == 401, "a wrong password says nothing of the state")
+
+            #expect(try await http.send("POST", "/v1/admin/accounts/\(ann.accountId)/enable", token: server.adminToken).status == 200)
+            #expect(try await SignInTests.signIn(http, "ann@example.com").status == 201)
+            let audit = try await Self.view(http, server, ann.accountId).audit ?? []
+            #expect(audit.map(\.action) == ["disabled", "enabled"])
+            #expect(audit.first?.detail == "chargeback" && audit.allSatisfy { $0.actor == "operator" })
+        }
+    }
+
+    @Test("a reset code sets a new password once, signs every device out, and a wrong or reused code is refused", arguments: TestEngine.all)
+    func resetCode(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, anonymous in
+            let ann = try await SignInTests.signUp(http, "ann@example.com").decode(AccountCreated.self)
+            let issued = try await http.send("POST", "/v1/admin/accounts/\(ann.accountId)/reset-code", token: server.adminToken).decode(ResetCodeIssued.self)
+            #expect(issued.email == "ann@example.com")
+            #expect(try await http.send("POST", "/v1/admin/accounts/\(anonymous.accountId)/reset-code", token: server.adminToken).status == 409)
+
+            func reset(_ code: String, email: String = "ann@example.com") async throws -> StoreHTTP.Reply {
+                try await http.send("POST", "/v1/account/password-reset", json: SignInTests.json(["email": email, "code": code, "password": "a brand new password", "deviceName": "desk"]))
+            }
+            let forged = try await reset("BCDF-GHJK-LMNP-QRST")
+            #expect(forged.status == 401)
+            #expect(try forged.decode(APIError.self).code == "invalid_reset_code")
+            #expect(try await reset(issued.code, email: "other@example.com").status == 401)
+            let done = try await reset(issued.code.lowercased())
+            #expect(done.status == 201, "\(Self.message(done))")
+            let desk = try done.decode(DeviceSignIn.self)
+            #expect(try await http.send("GET", "/v1/account", token: ann.token).status == 401)
+            #expect(try await Self.view(http, server, ann.accountId).devices?.map(\.name) == ["desk"])
+            #expect(try await http.send("GET", "/v1/account", token: desk.token).status == 200)
+            #expect(try await reset(issued.code).status == 401, "a code works once")
+            #expect(try await SignInTests.signIn(http, "ann@example.com").status == 401)
+            #expect(try await SignInTests.signIn(http, "ann@example.com", password: "a brand new password").status == 201)
+            #expect(try await Self.view(http, server, ann.accountId).audit?.map(\.action) == ["reset_code_issued", "password_reset"])
+        }
+    }
+}
