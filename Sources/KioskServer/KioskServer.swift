@@ -18,6 +18,8 @@ public struct KioskServer: Sendable {
     let sendfileEnds = SendfileEnds()
     /// The rate limits of account creation and purchases (one per server value, shared by its routers).
     let limits: RateLimitGate
+    /// The reader's account page (`/account`), its templates parsed once.
+    let accountPage: AccountPage
     let logger: Logger
 
     /// Opens the database, the signing key and the admin token; the catalog is loaded by
@@ -38,6 +40,7 @@ public struct KioskServer: Sendable {
             catalog: self.catalog, metrics: metrics, appStore: configuration.appStore.map(AppStoreSignedDataVerifier.init(configuration:)),
             logger: logger, accountPolicy: configuration.accounts)
         self.limits = RateLimitGate(limits: configuration.rateLimits, limiter: store.rateLimiter)
+        self.accountPage = try AccountPage(store: store, limits: limits)
     }
 
     /// Closes the database's connections; call it once the applications have stopped.
@@ -69,6 +72,7 @@ public struct KioskServer: Sendable {
         router.addRoutes(CatalogRoutes(catalog: catalog).collection())
         router.addRoutes(AccountRoutes(store: store, limits: limits).collection())
         router.addRoutes(SignInRoutes(store: store, limits: limits).collection())
+        router.addRoutes(accountPage.collection())
         router.addRoutes(ReceiptRoutes(store: store, keys: keys).collection())
         router.addRoutes(AppStoreRoutes(store: store).collection())
         router.addRoutes(ContentRoutes(catalog: catalog, store: store, delivery: configuration.contentDelivery).collection())

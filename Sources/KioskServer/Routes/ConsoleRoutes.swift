@@ -469,27 +469,11 @@ struct ConsoleRoutes: Sendable {
     }
 
     static func fields(_ request: Request) async throws -> [String: String] {
-        guard request.headers[.contentType]?.hasPrefix("application/x-www-form-urlencoded") == true else {
-            throw HTTPError(.unsupportedMediaType, message: "The console takes forms (application/x-www-form-urlencoded).")
-        }
-        let body = try await request.body.collect(upTo: 64 << 10)
-        var fields: [String: String] = [:]
-        for pair in String(buffer: body).split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let decode = { (text: Substring) in String(text).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "" }
-            if let name = parts.first { fields[decode(name)] = parts.count > 1 ? decode(parts[1]) : "" }
-        }
-        return fields
+        try await HTMLForm.fields(request)
     }
 
     static func html(_ status: HTTPResponse.Status, _ page: String) -> Response {
-        var headers: HTTPFields = [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"]
-        // Nothing from elsewhere, no script, no framing by another site.
-        if let policy = HTTPField.Name("Content-Security-Policy") {
-            headers[policy] = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'"
-        }
-        if let sniffing = HTTPField.Name("X-Content-Type-Options") { headers[sniffing] = "nosniff" }
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: page)))
+        HTMLForm.page(status, page)
     }
 
     static func query(_ text: String) -> String {

@@ -11,6 +11,8 @@ struct DeviceRecord: Codable, Sendable {
     var name: String
     var createdAt: Date
     var lastSeenAt: Date
+    /// `app`, or `web` for the account page's session in a browser.
+    var kind: String
 }
 
 /// A device about to be signed in, and its token, which leaves the store only in the answer.
@@ -18,11 +20,11 @@ struct NewDevice: Sendable {
     let token: String
     let record: DeviceRecord
 
-    init(accountId: String, name: String?, now: Date) {
+    init(accountId: String, name: String?, now: Date, kind: DeviceKind = .app) {
         token = Store.randomHex(bytes: 32)
         let id = "dev_" + Store.randomHex(bytes: 8)
         record = DeviceRecord(id: id, accountId: accountId, tokenHash: FileDigest.sha256(of: Data(token.utf8)),
-                              name: Self.cleanName(name, id: id), createdAt: now, lastSeenAt: now)
+                              name: Self.cleanName(name, id: id), createdAt: now, lastSeenAt: now, kind: kind.rawValue)
     }
 
     /// The name as the list shows it: one line of at most 64 characters; the device's ID's tail when empty.
@@ -104,10 +106,18 @@ extension Accounts {
     /// the one over it is refused with the names to choose from, unless `replacing` names one to
     /// remove in the same step.
     /// - Returns: the new device, and whether one was replaced (the caller tells the instances once committed).
-    func addDevice(to accountId: String, name: String?, replacing: String?, in db: any SQLDatabase) async throws -> (NewDevice, replaced: Bool) {
+    func addDevice(to accountId: String, name: String?, replacing: String?, kind: DeviceKind = .app, in db: any SQLDatabase) async throws -> (NewDevice, replaced: Bool) {
         try await db.lockAccount(accountId)
         var existing = try await db.devices(of: accountId)
         var replaced = false
+        // The account page keeps one browser signed in: a new sign-in there ends the last one,
+        // so browsers closed without signing out do not fill the device list.
+        if kind == .web {
+            let earlier = existing.filter { $0.kind == DeviceKind.web.rawValue }
+            for device in earlier { try await db.delete(from: "device").where("id", .equal, device.id).run() }
+            existing.removeAll { $0.kind == DeviceKind.web.rawValue }
+            replaced = !earlier.isEmpty
+        }
         if let replacing {
             let gone = try Self.pick(replacing, among: existing)
             try await db.delete(from: "device").where("id", .equal, gone.id).run()
@@ -117,7 +127,7 @@ extension Accounts {
         guard existing.count < policy.maxDevices else {
             throw StoreError.deviceLimit(policy.maxDevices, devices: existing.map(\.name))
         }
-        let device = NewDevice(accountId: accountId, name: name, now: clock.wallNow())
+        let device = NewDevice(accountId: accountId, name: name, now: clock.wallNow(), kind: kind)
         try await db.insert(into: "device").model(device.record).run()
         return (device, replaced)
     }
@@ -160,6 +170,11 @@ extension Accounts {
             logger.warning("could not note when a device was last seen", metadata: ["device": "\(device.id)", "error": "\(Store.describe(error))"])
         }
     }
+}
+
+/// What signs in: a device's own client, or the account page in a browser.
+public enum DeviceKind: String, Sendable {
+    case app, web
 }
 
 /// How accounts sign in, set when the store opens (`kiosk serve --max-devices --password-cost`).

@@ -66,7 +66,7 @@ extension Accounts {
     /// same time: the password is checked against a decoy hash when the email is unknown. The
     /// caller limits the attempts (per email and per address) before asking.
     /// - Throws: `invalid_credentials`; `device_limit` with the devices' names.
-    public func signIn(_ request: SignInRequest) async throws -> DeviceSignIn {
+    public func signIn(_ request: SignInRequest, kind: DeviceKind = .app) async throws -> DeviceSignIn {
         let email = (try? EmailAddress.normalized(request.email)) ?? request.email
         let found = try await database.read { try await $0.signIn(email: email) }
         guard try await base.passwords.verify(request.password, hash: found?.passwordHash), let found else {
@@ -78,7 +78,7 @@ extension Accounts {
                 throw StoreError.signInRefused
             }
             if try await db.account(found.accountId)?.disabledAt != nil { throw StoreError.accountDisabled }
-            return try await addDevice(to: found.accountId, name: request.deviceName, replacing: request.replacing, in: db)
+            return try await addDevice(to: found.accountId, name: request.deviceName, replacing: request.replacing, kind: kind, in: db)
         }
         if replaced { devicesChanged(found.accountId) }
         return DeviceSignIn(accountId: found.accountId, deviceId: device.record.id, token: device.token, email: found.email)

@@ -405,6 +405,8 @@ enum Migrations {
             )
             """,
             #"CREATE INDEX "accountAudit_by_account" ON "accountAudit" ("accountId")"#,
+            // `app` (a device's own client) or `web` (the account page in a browser: one at a time per account).
+            #"ALTER TABLE "device" ADD COLUMN "kind" TEXT NOT NULL DEFAULT 'app'"#,
         ] },
     ]
 

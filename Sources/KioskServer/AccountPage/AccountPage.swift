@@ -1,0 +1,261 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KioskCore
+import KioskStore
+import Mustache
+
+/// The reader's account page, `/account` on the store's own address: sign in, see purchases and
+/// subscriptions (cancel auto-renew), devices (remove one, sign out everywhere), approve a
+/// device code, export, delete. Server-made HTML from ``AccountPageTemplates``, no script.
+///
+/// - The browser is one of the account's devices (kind `web`, one per account): signing in makes
+///   it a token like any device's, kept in an HttpOnly, SameSite=Strict cookie scoped to `/account`;
+///   removing it from any device signs the page out. Nothing else is kept for a session.
+/// - Every form carries a CSRF token. Signed in, it is the SHA-256 of `csrf:` and the cookie's
+///   token (no other site can read the cookie to make it); before, the sign-in form's token is a
+///   random value also set in a cookie of its own, and the two must match (a site cannot make a
+///   reader sign in to its account). Both are compared in constant time.
+/// - Sign-ins here are limited as the API's are, per email and per address.
+struct AccountPage: Sendable {
+    let store: Store
+    let limits: RateLimitGate
+    let templates: MustacheLibrary
+
+    static let cookie = "kiosk_account"
+    static let signInCookie = "kiosk_account_csrf"
+    /// How long the browser keeps the page signed in.
+    static let sessionSeconds = 12 * 3600
+
+    init(store: Store, limits: RateLimitGate) throws {
+        self.store = store
+        self.limits = limits
+        self.templates = try AccountPageTemplates.library()
+    }
+
+    func collection() -> RouteCollection<KioskRequestContext> {
+        let routes = RouteCollection(context: KioskRequestContext.self)
+        routes.get("account", use: guarded(page))
+        routes.get("account/device", use: guarded(devicePage))
+        routes.post("account/sign-in", use: guarded(signIn))
+        routes.post("account/sign-out", use: guarded(signOut))
+        routes.post("account/sign-out-everywhere", use: guarded(signOutEverywhere))
+        routes.post("account/devices/remove", use: guarded(removeDevice))
+        routes.post("account/subscriptions/cancel", use: guarded(cancelSubscription))
+        routes.post("account/device", use: guarded(approveCode))
+        routes.get("account/export", use: guarded(export))
+        routes.post("account/delete", use: guarded(deleteAccount))
+        return routes
+    }
+
+    typealias Handler = @Sendable (Request, KioskRequestContext) async throws -> Response
+
+    /// A refused form or a rate limit answers as a page saying so, not as the API's JSON.
+    private func guarded(_ handler: @escaping Handler) -> Handler {
+        { [self] request, context in
+            do {
+                return try await handler(request, context)
+            } catch let error as HTTPError {
+                return html(error.status, "message", ["title": error.status.reasonPhrase, "error": error.body ?? error.status.reasonPhrase])
+            } catch let error as StoreError {
+                return html(error.status, "message", ["title": error.status.reasonPhrase, "error": error.message])
+            }
+        }
+    }
+
+    // MARK: Pages
+
+    @Sendable func page(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        guard let device = try await signedIn(request) else { return signInPage(next: "/account") }
+        return try await accountPage(device, request: request)
+    }
+
+    /// The verification URI device codes name (RFC 8628): the account page, its code field first.
+    @Sendable func devicePage(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        guard let device = try await signedIn(request) else { return signInPage(next: "/account/device") }
+        return try await accountPage(device, request: request, code: request.uri.queryParameters.get("code").map { String($0) })
+    }
+
+    private func accountPage(_ device: DeviceIdentity, request: Request, notice: String? = nil, error: String? = nil, code: String? = nil,
+                             status: HTTPResponse.Status = .ok) async throws -> Response {
+        let summary = try await store.accounts.summary(of: device.accountId)
+        let devices = try await store.accounts.devices(of: device.accountId, current: device.deviceId)
+        let subscriptions = try await store.subscriptions.list(accountId: device.accountId).subscriptions
+        let csrf = Self.csrf(for: try token(request) ?? "")
+        var values: [String: Any] = [
+            "title": "Your account", "signedIn": true, "csrf": csrf, "code": code ?? "",
+            "email": devices.email ?? "no sign-in", "accountId": device.accountId, "credits": summary.credits,
+            "hasOwned": !summary.owned.isEmpty, "owned": summary.owned,
+            "hasSubscriptions": !subscriptions.isEmpty,
+            "subscriptions": subscriptions.map { info -> [String: Any] in
+                ["id": info.originalTransactionId, "productId": info.productId, "state": info.state.rawValue,
+                 "expires": Self.shown(info.expiresDate), "autoRenew": info.autoRenew]
+            },
+            "deviceCount": devices.devices.count, "deviceLimit": devices.limit,
+            "devices": devices.devices.map { info -> [String: Any] in
+                ["id": info.id, "name": info.name, "created": Self.shown(info.createdAt), "lastSeen": Self.shown(info.lastSeenAt), "current": info.current]
+            },
+        ]
+        if let notice { values["notice"] = notice }
+        if let error { values["error"] = error }
+        return html(status, "account", values)
+    }
+
+    private func signInPage(next: String, email: String = "", error: String? = nil, status: HTTPResponse.Status = .ok) -> Response {
+        let csrf = Store.randomHex(bytes: 16)
+        var values: [String: Any] = ["title": "Sign in", "csrf": csrf, "next": next, "email": email]
+        if let error { values["error"] = error }
+        var response = html(status, "signIn", values)
+        response.headers[values: .setCookie].append("\(Self.signInCookie)=\(csrf); Path=/account; HttpOnly; SameSite=Strict; Max-Age=3600")
+        return response
+    }
+
+    // MARK: Signing in and out
+
+    @Sendable func signIn(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let form = try await HTMLForm.fields(request)
+        let next = form["next"] == "/account/device" ? "/account/device" : "/account"
+        let email = form["email"] ?? ""
+        guard let cookie = request.cookies[Self.signInCookie]?.value, let sent = form["csrf"], AdminMiddleware.matches(sent, cookie) else {
+            return signInPage(next: next, email: email, error: "This form is out of date: sign in again.", status: .forbidden)
+        }
+        do {
+            try await limits.admitSignIn(request, context: context, email: email)
+            let signedIn = try await store.accounts.signIn(SignInRequest(email: email, password: form["password"] ?? "", deviceName: "web browser"), kind: .web)
+            var response = Response(status: .seeOther, headers: [.location: next])
+            response.headers[values: .setCookie].append(sessionCookie(signedIn.token, request: request, seconds: Self.sessionSeconds))
+            response.headers[values: .setCookie].append("\(Self.signInCookie)=; Path=/account; HttpOnly; SameSite=Strict; Max-Age=0")
+            return response
+        } catch let error as StoreError {
+            return signInPage(next: next, email: email, error: error.message, status: error.status)
+        }
+    }
+
+    @Sendable func signOut(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let (device, _) = try await postedForm(request)
+        try await store.accounts.signOut(device)
+        return signedOut(request)
+    }
+
+    @Sendable func signOutEverywhere(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let (device, _) = try await postedForm(request)
+        for other in try await store.accounts.devices(of: device.accountId, current: device.deviceId).devices {
+            _ = try? await store.accounts.removeDevice(other.id, of: device.accountId)
+        }
+        return signedOut(request)
+    }
+
+    private func signedOut(_ request: Request) -> Response {
+        var response = Response(status: .seeOther, headers: [.location: "/account"])
+        response.headers[values: .setCookie].append(sessionCookie("", request: request, seconds: 0))
+        return response
+    }
+
+    // MARK: The account's forms
+
+    @Sendable func removeDevice(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let (device, form) = try await postedForm(request)
+        return try await acting(device, request) {
+            let removed = try await store.accounts.removeDevice(form["device"] ?? "", of: device.accountId)
+            return "\(removed.name) is signed out."
+        }
+    }
+
+    @Sendable func cancelSubscription(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let (device, form) = try await postedForm(request)
+        return try await acting(device, request) {
+            let info = try await store.subscriptions.setAutoRenew(accountId: device.accountId, originalTransactionId: form["subscription"] ?? "", on: false)
+            return "\(info.productId) will not renew; it stays yours until \(Self.shown(info.expiresDate))."
+        }
+    }
+
+    @Sendable func approveCode(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let (device, form) = try await postedForm(request)
+        try await limits.admitDeviceCode(request, context: context, approvingAccount: device.accountId)
+        return try await acting(device, request) {
+            let approved = try await store.accounts.approveDeviceCode(form["code"] ?? "", for: device.accountId)
+            return "Approved: \(approved.deviceName) is signing in to this account."
+        }
+    }
+
+    @Sendable func export(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        guard let device = try await signedIn(request) else { return Response(status: .seeOther, headers: [.location: "/account"]) }
+        var response = try JSONBody.response(try await store.accounts.export(device.accountId))
+        response.headers[.contentDisposition] = #"attachment; filename="kiosk-account.json""#
+        response.headers[.cacheControl] = "no-store"
+        return response
+    }
+
+    @Sendable func deleteAccount(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let (device, form) = try await postedForm(request)
+        guard form["confirm"] == "yes" else {
+            return try await accountPage(device, request: request, error: "Tick the box to say you understand, then delete.", status: .badRequest)
+        }
+        try await limits.admitSignIn(request, context: context, email: device.accountId)
+        do {
+            let deleted = try await store.accounts.delete(device.accountId, password: form["password"])
+            var response = html(.ok, "deleted", ["title": "Account deleted", "accountId": deleted.accountId, "erased": deleted.erased, "kept": deleted.kept])
+            response.headers[values: .setCookie].append(sessionCookie("", request: request, seconds: 0))
+            return response
+        } catch let error as StoreError {
+            return try await accountPage(device, request: request, error: error.message, status: error.status)
+        }
+    }
+
+    /// Runs one of the page's actions; the page comes back with what it did, or why not.
+    private func acting(_ device: DeviceIdentity, _ request: Request, _ action: () async throws -> String) async throws -> Response {
+        do {
+            let notice = try await action()
+            // Removing this browser's own device signs the page out.
+            guard try await signedIn(request) != nil else { return signedOut(request) }
+            return try await accountPage(device, request: request, notice: notice)
+        } catch let error as StoreError {
+            return try await accountPage(device, request: request, error: error.message, status: error.status)
+        }
+    }
+
+    // MARK: Plumbing
+
+    private func token(_ request: Request) throws -> String? {
+        request.cookies[Self.cookie]?.value.nonEmpty
+    }
+
+    /// The device the cookie signs in, if it still may.
+    private func signedIn(_ request: Request) async throws -> DeviceIdentity? {
+        guard let token = try token(request) else { return nil }
+        return try await store.accounts.device(forToken: token)
+    }
+
+    /// The signed-in device and the form's fields, once the form's CSRF token is this session's;
+    /// otherwise a 403 page. Every signed-in form is read here, so none can forget the check.
+    private func postedForm(_ request: Request) async throws -> (DeviceIdentity, [String: String]) {
+        let form = try await HTMLForm.fields(request)
+        guard let token = try token(request), let device = try await store.accounts.device(forToken: token) else {
+            throw HTTPError(.forbidden, message: "This browser is signed out: sign in again at /account.")
+        }
+        guard let sent = form["csrf"], AdminMiddleware.matches(sent, Self.csrf(for: token)) else {
+            throw HTTPError(.forbidden, message: "This form's CSRF token is missing or not this session's: reload the page and send it again.")
+        }
+        return (device, form)
+    }
+
+    static func csrf(for token: String) -> String {
+        FileDigest.sha256(of: Data(("csrf:" + token).utf8))
+    }
+
+    private func sessionCookie(_ token: String, request: Request, seconds: Int) -> String {
+        // Secure when the store is reached over HTTPS (the proxy in front says so).
+        let secure = HTTPField.Name("X-Forwarded-Proto").flatMap { request.headers[$0] } == "https" ? "; Secure" : ""
+        return "\(Self.cookie)=\(token); Path=/account; HttpOnly; SameSite=Strict; Max-Age=\(seconds)\(secure)"
+    }
+
+    private func html(_ status: HTTPResponse.Status, _ template: String, _ values: [String: Any]) -> Response {
+        HTMLForm.page(status, templates.render(values, withTemplate: template) ?? "")
+    }
+
+    static func shown(_ date: Date) -> String {
+        let format = ISO8601DateFormatter()
+        format.formatOptions = [.withFullDate]
+        return format.string(from: date)
+    }
+}
