@@ -23,6 +23,7 @@ def main():
     parser.add_argument("--approve", required=True, help="a pending Ask to Buy to approve")
     parser.add_argument("--refund", required=True, help="a purchased transaction to refund")
     parser.add_argument("--screenshots", required=True)
+    parser.add_argument("--email", help="a reader's sign-in email, to find, disable, enable and give a reset code")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     args = parser.parse_args()
     console = args.console.rstrip("/")
@@ -135,6 +136,22 @@ def main():
         looked = stranger.request.get(console + "/customers?q=" + args.refund, max_redirects=0)
         check(looked.status == 303 and looked.headers.get("location") == "/login", "a page without the session cookie sends to /login")
         stranger.close()
+
+        if args.email:
+            # A reader found by email; disabled, enabled and given a reset code, each in the audit list.
+            page.goto(console + "/customers")
+            page.get_by_label("Email, account or transaction ID").fill(args.email.upper())
+            page.get_by_role("button", name="Find").click()
+            check(page.get_by_text(f"signs in with {args.email}").is_visible(), "the console finds a reader by email, whatever its case")
+            page.get_by_label("Reason, for the audit list").fill("chargeback under review")
+            page.get_by_role("button", name="Disable (sign out every device)").click()
+            check("disabled" in page.get_by_role("status").inner_text(), "disabling says every device is signed out")
+            check(page.get_by_role("cell", name="chargeback under review").is_visible(), "the audit list shows the disabling and its reason")
+            page.get_by_role("button", name="Enable").click()
+            page.get_by_role("button", name="Give a reset code").click()
+            code = page.locator("code.code").inner_text()
+            check(len(code) == 19 and code.count("-") == 3, f"a reset code is shown once ({code})")
+            shot("customer-care")
 
         page.goto(console + "/")
         page.get_by_role("button", name="Log out").click()

@@ -75,6 +75,7 @@ struct ConsoleRoutes: Sendable {
         router.get("products", use: products)
         router.get("customers", use: customers)
         router.post("transactions/withdraw", use: withdraw)
+        router.post("accounts/care", use: care)
         router.get("ask-to-buy", use: askToBuy)
         router.post("ask-to-buy/answer", use: answer)
         router.get("notifications", use: notifications)
@@ -228,7 +229,7 @@ struct ConsoleRoutes: Sendable {
         let done = request.uri.queryParameters.get("done")
         var body = """
             <form method="get" action="/customers" role="search">
-            <label for="q">Account or transaction ID</label>
+            <label for="q">Email, account or transaction ID</label>
             <input type="search" id="q" name="q" value="\(ConsoleHTML.escape(query))" required>
             <button type="submit">Find</button>
             </form>
@@ -243,7 +244,12 @@ struct ConsoleRoutes: Sendable {
     private func customer(_ query: String, csrf: String) async throws -> String {
         let accountId: String
         do {
-            if let owner = try await store.reports.accountOwning(transactionId: query) {
+            if query.contains("@") {
+                guard let found = try await store.accounts.account(email: query) else {
+                    return #"<p class="error" role="alert">No account signs in with \#(ConsoleHTML.escape(query)).</p>"#
+                }
+                accountId = found
+            } else if let owner = try await store.reports.accountOwning(transactionId: query) {
                 accountId = owner
             } else {
                 accountId = query
@@ -288,11 +294,58 @@ struct ConsoleRoutes: Sendable {
             return cells
         }
         let summary = view.summary
+        var state = [view.email.map { "signs in with \(ConsoleHTML.escape($0))" } ?? "anonymous (no sign-in)"]
+        if view.disabled == true { state.append("<strong>disabled</strong>") }
+        if view.deleted == true { state.append("deleted by its holder") }
+        let devices = (view.devices ?? []).map { [ConsoleHTML.escape($0.name), "<code>\(ConsoleHTML.escape($0.id))</code>", ConsoleHTML.time($0.createdAt), ConsoleHTML.time($0.lastSeenAt)] }
+        let audit = (view.audit ?? []).map { [ConsoleHTML.time($0.at), ConsoleHTML.escape($0.action), ConsoleHTML.escape($0.actor), ConsoleHTML.escape($0.detail)] }
         return """
             <h2>Account <code>\(ConsoleHTML.escape(summary.accountId))</code></h2>
-            <ul class="figures"><li>Credits<b>\(summary.credits)</b></li><li>Transactions<b>\(view.transactions.count)</b></li></ul>
+            <p>\(state.joined(separator: " · "))</p>
+            <ul class="figures"><li>Credits<b>\(summary.credits)</b></li><li>Transactions<b>\(view.transactions.count)</b></li><li>Devices<b>\(devices.count)</b></li></ul>
             \(ConsoleHTML.table(caption: "Transactions", headers: ["transaction", "date", "product", "state", "amount", "action"], rows: rows))
+            <form method="post" action="/accounts/care">\(ConsoleHTML.hiddenCSRF(csrf))
+            <input type="hidden" name="account" value="\(ConsoleHTML.escape(summary.accountId))">
+            <label for="care-reason">Reason, for the audit list</label><input type="text" id="care-reason" name="reason">
+            \(view.disabled == true ? #"<button type="submit" name="action" value="enable">Enable</button>"# : #"<button type="submit" name="action" value="disable">Disable (sign out every device)</button>"#)
+            \(view.email == nil ? "" : #"<button type="submit" name="action" value="reset-code">Give a reset code</button>"#)
+            </form>
+            \(ConsoleHTML.table(caption: "Devices", headers: ["name", "device", "signed in", "last seen"], rows: devices))
+            \(ConsoleHTML.table(caption: "Audit", headers: ["when", "action", "by", "detail"], rows: audit))
             """
+    }
+
+    /// Disable, enable or give a reset code, with a reason: the same calls as `kiosk admin
+    /// disable|enable|reset-code`, each kept in the account's audit list. A reset code is shown once, here.
+    @Sendable func care(_ request: Request, context: ConsoleContext) async throws -> Response {
+        let form = try await postedForm(request, context: context)
+        let account = form["account"] ?? ""
+        let back = #"<p><a href="/customers?q=\#(Self.query(account))">Back to the account</a></p>"#
+        let reason = form["reason"] ?? ""
+        do {
+            switch form["action"] {
+            case "disable":
+                _ = try await store.accounts.disable(account, reason: reason)
+            case "enable":
+                _ = try await store.accounts.enable(account, reason: reason)
+            case "reset-code":
+                let issued = try await store.accounts.issueResetCode(account)
+                return Self.html(.ok, ConsoleHTML.page("Reset code", current: "/customers", csrf: context.session?.csrf, body: """
+                    <p role="status">The one-time code for \(ConsoleHTML.escape(issued.email)), until \(ConsoleHTML.time(issued.expiresAt)):</p>
+                    <p><code class="code">\(ConsoleHTML.escape(issued.code))</code></p>
+                    <p>Give it to the reader by a way you trust; they run <code>kiosk account reset --email \(ConsoleHTML.escape(issued.email)) --code \(ConsoleHTML.escape(issued.code))</code>. It is not shown again.</p>
+                    \(back)
+                    """))
+            default:
+                return Self.html(.badRequest, ConsoleHTML.page("Customers", current: "/customers", csrf: context.session?.csrf,
+                    body: #"<p class="error" role="alert">The form said neither disable, enable nor reset-code; nothing was done.</p>"# + back))
+            }
+        } catch let error as StoreError {
+            return Self.html(.conflict, ConsoleHTML.page("Customers", current: "/customers", csrf: context.session?.csrf,
+                body: #"<p class="error" role="alert">\#(ConsoleHTML.escape("\(error)"))</p>"# + back))
+        }
+        let done = "\(account) \(form["action"] == "disable" ? "disabled: every device signed out" : "enabled")"
+        return Response(status: .seeOther, headers: [.location: "/customers?q=\(Self.query(account))&done=\(Self.query(done))"])
     }
 
     /// Refund or revoke, with a reason and a confirmation: the same call as `kiosk admin refund|revoke`.

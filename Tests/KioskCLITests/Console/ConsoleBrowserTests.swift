@@ -1,4 +1,5 @@
 import Foundation
+import KioskCore
 import KioskTestSupport
 import Testing
 
@@ -53,13 +54,16 @@ struct ConsoleBrowserTests {
         #expect(sales.status == 0, "\(sales.stderr)")
         try Data(sales.stdout.utf8).write(to: directory.path("sales.json"))
 
+        // A reader with a sign-in, for the operator to find by email.
+        let reader = try await http.send("POST", "/v1/accounts", json: #"{"email": "reader@example.com", "password": "correct horse battery"}"#).decode(AccountCreated.self)
+
         let screenshots = directory.path("screenshots")
         try FileManager.default.createDirectory(at: screenshots, withIntermediateDirectories: true)
         let token = try String(contentsOf: store.data.appendingPathComponent("admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let checked = try await KioskCommand.run(
             [SampleStore.repository.appendingPathComponent("scripts/console_check.py").path,
              "--console", console, "--token", token, "--sales", directory.path("sales.json").path,
-             "--approve", approve, "--refund", refund, "--screenshots", screenshots.path, "--chromium", Self.chromium],
+             "--approve", approve, "--refund", refund, "--screenshots", screenshots.path, "--chromium", Self.chromium, "--email", "reader@example.com"],
             program: Self.python)
         if checked.status != 0 {
             // Kept where the failure can be looked at: the temporary folder goes with the test.
@@ -78,6 +82,12 @@ struct ConsoleBrowserTests {
         #expect(resumed.status == 0, "\(resumed.stdout)\(resumed.stderr)")
         #expect(!FileManager.default.fileExists(atPath: home + "/Library/\(Self.book)"), "\(resumed.stdout)")
         #expect(FileManager.default.fileExists(atPath: home + "/Library/\(Self.asked)"), "\(resumed.stdout)")
+
+        // The operator's care of the reader, as the store keeps it: signed out, then enabled, a code given.
+        #expect(try await http.send("GET", "/v1/account", token: reader.token).status == 401)
+        let view = try await http.send("GET", "/v1/admin/accounts/\(reader.accountId)", token: token).decode(AdminAccountView.self)
+        #expect(view.audit?.map(\.action) == ["disabled", "enabled", "reset_code_issued"])
+        #expect(view.disabled == false)
 
         // The console is never on the store's public port.
         let publicLogin = try await http.send("GET", "/login")
