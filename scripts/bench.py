@@ -12,7 +12,8 @@ BENCH_ONLY=overlap only the download-and-install of 5,000 files with and without
 BENCH_ONLY=agent only the background agent's idle cost and the server's memory with 1,000 waiting long polls;
 BENCH_ONLY=console only the console's overview over a store of 1,000,000 transactions (CONSOLE_ROWS= fewer);
 BENCH_ONLY=appstore only App Store signed transactions verified a second (one core, chain cached);
-BENCH_ONLY=update only the update of a 200 MB issue with one page changed, by entries and whole.
+BENCH_ONLY=update only the update of a 200 MB issue with one page changed, by entries and whole;
+BENCH_ONLY=accounts only sign-ins (bcrypt at the default cost) and requests made with a device token.
 """
 import base64, json, os, platform, threading, re, shutil, signal, socket, sqlite3, statistics, subprocess, sys, time
 from pathlib import Path
@@ -961,6 +962,72 @@ def bench_appstore(count=200_000):
           f" openssl speed ecdsap256 verifies {bare:,.0f} a second on the same core (×{per_second / bare:.2f})")
 
 
+ACCOUNT_LUA = """
+tokens = {}
+for line in io.lines(os.getenv("TOKENS")) do tokens[#tokens + 1] = line end
+function request()
+  return wrk.format("GET", "/v1/account", {["Authorization"] = "Bearer " .. tokens[math.random(#tokens)]})
+end
+"""
+
+SIGN_IN_LUA = """
+function request()
+  return wrk.format("POST", "/v1/sessions", {["Content-Type"] = "application/json"},
+    '{"email":"bench@example.com","password":"correct horse battery","deviceName":"bench"}')
+end
+"""
+
+
+def wrk_figures(text):
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+    p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", text)
+    errors = int((re.search(r"Non-2xx or 3xx responses: (\d+)", text) or re.match("()", "")).group(1) or 0)
+    return {"per_s": rate, "p99_ms": float(p99.group(1)) * {"us": 0.001, "ms": 1, "s": 1000}[p99.group(2)], "non_2xx": errors}
+
+
+def bench_accounts():
+    """12. Accounts (issue 46): sign-ins a second at bcrypt's default cost, the time of one hash,
+    and GET /v1/account made with a device's token, which the store looks up by its SHA-256 (a
+    binary from before devices looked up the account's one token the same way: bench-compare shows both)."""
+    store = BENCH / "store"
+    data = BENCH / "accounts-data"
+    shutil.rmtree(data, ignore_errors=True)
+    signs_in = serve_knows("--max-devices")
+    extra = ["--rate-limit-accounts-per-address", "off"]
+    if signs_in:
+        extra += ["--max-devices", "1000", "--rate-limit-sign-ins-per-email", "off", "--rate-limit-sign-ins-per-address", "off"]
+    server = Server([KIOSK, "serve", "--catalog", str(store / "Catalog"), "--content", str(store / "Content"), "--data", str(data), "--port", "0", *extra],
+                    kiosk_ready)
+    figures = {}
+    try:
+        tokens = create_accounts(server.url, 100)
+        (BENCH / "account-tokens.txt").write_text("\n".join(tokens) + "\n")
+        (BENCH / "account.lua").write_text(ACCOUNT_LUA)
+        text = subprocess.run(["wrk", "-t2", "-c32", "-d10s", "--latency", "-s", str(BENCH / "account.lua"), server.url],
+                              check=True, capture_output=True, text=True, env={**os.environ, "TOKENS": str(BENCH / "account-tokens.txt")}).stdout
+        figures["GET /v1/account with a device token"] = wrk_figures(text)
+        if signs_in:
+            import urllib.request
+            body = json.dumps({"email": "bench@example.com", "password": "correct horse battery"}).encode()
+            urllib.request.urlopen(urllib.request.Request(server.url + "/v1/accounts", data=body, method="POST")).read()
+            one = []
+            for _ in range(9):
+                started = time.monotonic()
+                urllib.request.urlopen(urllib.request.Request(server.url + "/v1/sessions", data=body, method="POST")).read()
+                one.append(time.monotonic() - started)
+            (BENCH / "sign-in.lua").write_text(SIGN_IN_LUA)
+            text = subprocess.run(["wrk", "-t2", "-c4", "-d10s", "--latency", "-s", str(BENCH / "sign-in.lua"), server.url],
+                                  check=True, capture_output=True, text=True).stdout
+            figures["sign-ins (bcrypt cost 12, 4 connections)"] = wrk_figures(text)
+            figures["one sign-in alone, ms (about one bcrypt hash at cost 12)"] = {"median_ms": statistics.median(one) * 1000}
+    finally:
+        server.stop()
+    results["comparisons"]["12. accounts"] = figures
+    print("\n12. accounts")
+    for name, values in figures.items():
+        print(f"  {name}: " + ", ".join(f"{key} {value:,.1f}" for key, value in values.items()))
+
+
 def kiosk_ready(server):
     line = server.process.stdout.readline()
     assert line.startswith("listening on "), line
@@ -993,6 +1060,10 @@ def main():
         return
     if os.environ.get("BENCH_ONLY") == "appstore":
         bench_appstore()
+        (BENCH / "results.json").write_text(json.dumps(results, indent=2))
+        return
+    if os.environ.get("BENCH_ONLY") == "accounts":
+        bench_accounts()
         (BENCH / "results.json").write_text(json.dumps(results, indent=2))
         return
     if os.environ.get("BENCH_ONLY") == "purchases":
@@ -1165,6 +1236,7 @@ def main():
         bench_agent()
         bench_console()
         bench_appstore()
+        bench_accounts()
     (BENCH / "results.json").write_text(json.dumps(results, indent=2))
     print(f"\nresults written to {BENCH / 'results.json'}")
 

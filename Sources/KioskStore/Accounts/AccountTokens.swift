@@ -27,36 +27,50 @@ final class AccountTokens: Sendable {
         var learnt: ContinuousClock.Instant
     }
 
-    private let known = Mutex<[String: Entry]>([:])
+    private let known = Mutex<(entries: [String: Entry], forgettings: UInt64)>(([:], 0))
+
+    /// A mark to take before reading a token's device from the database: what is read is
+    /// remembered only if nothing was forgotten in between (a removal committed after the read
+    /// must not be undone by the read's late answer).
+    func mark() -> UInt64 {
+        known.withLock { $0.forgettings }
+    }
 
     /// The device for a token's SHA-256, if this process learnt it within ``lifetime``.
     func device(forHash tokenHash: String) -> DeviceIdentity? {
         known.withLock { known in
-            guard let entry = known[tokenHash] else { return nil }
+            guard let entry = known.entries[tokenHash] else { return nil }
             guard ContinuousClock.now - entry.learnt < Self.lifetime else {
-                known[tokenHash] = nil
+                known.entries[tokenHash] = nil
                 return nil
             }
             return entry.device
         }
     }
 
-    func remember(_ device: DeviceIdentity, forHash tokenHash: String) {
+    /// Remembers a token's device read from the database, unless something was forgotten since
+    /// `mark` (see ``mark()``).
+    func remember(_ device: DeviceIdentity, forHash tokenHash: String, readAfter mark: UInt64) {
         known.withLock { known in
-            if known.count >= Self.capacity { known.removeAll(keepingCapacity: true) }
-            known[tokenHash] = Entry(device: device, learnt: .now)
+            guard known.forgettings == mark else { return }
+            if known.entries.count >= Self.capacity { known.entries.removeAll(keepingCapacity: true) }
+            known.entries[tokenHash] = Entry(device: device, learnt: .now)
         }
     }
 
     /// Forgets every token of `accountId` (a device of it was removed or signed out).
     func forget(account accountId: String) {
         known.withLock { known in
-            known = known.filter { $0.value.device.accountId != accountId }
+            known.forgettings &+= 1
+            known.entries = known.entries.filter { $0.value.device.accountId != accountId }
         }
     }
 
     /// Forgets every token (a notice of removals may have been missed).
     func forgetAll() {
-        known.withLock { $0.removeAll(keepingCapacity: true) }
+        known.withLock { known in
+            known.forgettings &+= 1
+            known.entries.removeAll(keepingCapacity: true)
+        }
     }
 }

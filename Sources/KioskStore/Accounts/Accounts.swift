@@ -33,10 +33,11 @@ public struct Accounts: StoreOwner {
     public func device(forToken token: String) async throws -> DeviceIdentity? {
         let hash = FileDigest.sha256(of: Data(token.utf8))
         if let known = tokens.device(forHash: hash) { return known }
+        let mark = tokens.mark()
         let found = try await database.read { try await $0.device(tokenHash: hash) }
         guard let found else { return nil }
         let identity = DeviceIdentity(accountId: found.accountId, deviceId: found.id)
-        tokens.remember(identity, forHash: hash)
+        tokens.remember(identity, forHash: hash, readAfter: mark)
         await noteSeen(found)
         return identity
     }

@@ -269,8 +269,9 @@ struct SignInTests: StoreSuite {
         // The state an earlier Kiosk left: every migration up to 12, one account with its token's hash.
         let before = try await ServerDatabase.open(location, logger: logger)
         try await before.write { db in
-            for table in ["device", "signIn", "deviceCode"] { try await db.raw("DROP TABLE \(ident: table)").run() }
-            try await db.raw(#"DELETE FROM "kioskMigration" WHERE "name" = '13-sign-ins-and-devices'"#).run()
+            for table in ["device", "signIn", "deviceCode", "accountAudit"] { try await db.raw("DROP TABLE \(ident: table)").run() }
+            for column in ["disabledAt", "deletedAt"] { try await db.raw("ALTER TABLE \(ident: "account") DROP COLUMN \(ident: column)").run() }
+            try await db.raw(#"DELETE FROM "kioskMigration" WHERE "name" IN ('13-sign-ins-and-devices', '14-account-care')"#).run()
             try await db.raw(#"""
                 INSERT INTO "account" ("id", "tokenHash", "credits", "createdAt", "revision") VALUES ('acct_0123456789abcdef', \#(bind: FileDigest.sha256(of: Data(token.utf8))), 5, \#(bind: Date()), 0)
                 """#).run()
@@ -333,5 +334,25 @@ struct SignInScaleOutTests: TwoInstanceSuite {
             #expect(try await b.1.send("GET", "/v1/account", token: phone.token).status == 401)
             #expect(try await b.1.send("GET", "/v1/account", token: laptop.token).status == 200)
         }
+    }
+}
+
+/// The process's memory of tokens: what it may remember, and how it forgets.
+@Suite("Remembered tokens")
+struct AccountTokensTests {
+    @Test("a look-up that read a device before a removal does not bring it back once the removal forgot it")
+    func readBeforeRemoval() {
+        let tokens = AccountTokens()
+        let device = DeviceIdentity(accountId: "acct_a", deviceId: "dev_a")
+        let mark = tokens.mark()
+        // The removal commits and forgets the account's tokens while the read is under way.
+        tokens.forget(account: "acct_a")
+        tokens.remember(device, forHash: "hash", readAfter: mark)
+        #expect(tokens.device(forHash: "hash") == nil)
+        // A read started after the removal is remembered as usual.
+        tokens.remember(device, forHash: "hash", readAfter: tokens.mark())
+        #expect(tokens.device(forHash: "hash") == device)
+        tokens.forgetAll()
+        #expect(tokens.device(forHash: "hash") == nil)
     }
 }
