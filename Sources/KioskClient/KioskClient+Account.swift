@@ -69,6 +69,14 @@ extension KioskClient {
         var api = try purchases.storeAPI()
         // What this device would leave is checked before the sign-in makes a device at the store.
         let leaving = try await currentHoldings(force: force)
+        // Signing in again to the account it is signed in to: this device's old session makes way
+        // for the new one (at the device limit it would otherwise count against itself).
+        var replacing = replacing
+        if replacing == nil, let leaving, leaving.signedIn, let known = try database.accountEmail(),
+           known == email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased(), var current = try purchases.existingAccountAPI() {
+            current.token = leaving.token
+            replacing = try? await current.devices().devices.first(where: \.current)?.id
+        }
         let signedIn = try await api.signIn(SignInRequest(email: email, password: password, deviceName: deviceName, replacing: replacing))
         api.token = signedIn.token
         return try await adopt(signedIn, leaving: leaving, api: api)
@@ -103,9 +111,20 @@ extension KioskClient {
     /// stays on the disk; signing in again brings the purchases back.
     /// - Throws: when the store cannot be reached (the token would stay valid there: nothing is
     ///   forgotten), or a purchase is still unanswered.
-    public func signOut() async throws -> String? {
+    /// - Parameter force: sign out an anonymous account that owns something all the same (nothing
+    ///   could reach it again: it has no sign-in).
+    public func signOut(force: Bool = false) async throws -> String? {
         guard let account = try database.account(), let api = try purchases.existingAccountAPI() else { return nil }
         try refuseWhilePurchaseUnanswered()
+        if try database.accountEmail() == nil, !force {
+            let holdings = try await api.account()
+            let owned = holdings.owned.count + holdings.subscriptions.count
+            if owned > 0 || holdings.credits > 0 {
+                throw ClientError.invalidRequest(
+                    "this device's account \(account.id) has no sign-in and owns \(owned) purchase(s) and \(holdings.credits) credits, which nothing could reach after signing out; "
+                    + "give it a sign-in first (kiosk account create --email EMAIL), or sign out with --force")
+            }
+        }
         do {
             try await api.signOut()
         } catch ClientError.serverError(_, 401, _, _) {

@@ -260,7 +260,7 @@ extension Kiosk {
                 } else {
                     link = try await client.signInWithCode(deviceName: name ?? DeviceName.here, force: force) { grant in
                         // Written at once, not buffered: the person reads it while this waits.
-                        FileHandle.standardOutput.write(Data("to sign this device in, enter the code \(grant.userCode) on a signed-in device (kiosk devices approve \(grant.userCode)) or at \(grant.verificationUri); it expires in \(grant.expiresIn / 60) minutes\n".utf8))
+                        FileHandle.standardOutput.write(Data("to sign this device in, enter the code \(grant.userCode) on a signed-in device (kiosk devices approve \(grant.userCode)) or at \(grant.verificationUri); it expires in \(grant.expiresIn >= 120 ? "\(grant.expiresIn / 60) minutes" : "\(grant.expiresIn) seconds")\n".utf8))
                     }
                 }
                 var line = "signed in to account \(link.accountId)\(link.email.map { " (\($0))" } ?? "") as device \(link.deviceId ?? "-")"
@@ -284,10 +284,13 @@ extension Kiosk {
 
         @OptionGroup var options: ClientOptions
 
+        @Flag(help: "Sign out even though the account has no sign-in and owns purchases or credits nothing could reach again.")
+        var force = false
+
         func run() async throws {
             try await reportingErrors {
                 let client = try options.client()
-                if let account = try await client.signOut() {
+                if let account = try await client.signOut(force: force) {
                     Swift.print("signed out of account \(account); its token is revoked at the store")
                 } else {
                     Swift.print("this device is not signed in; nothing to do")
@@ -395,23 +398,45 @@ struct PasswordOptions: ParsableArguments {
     }
 }
 
-/// Reads a line from the terminal with its echo off, restored afterwards.
+/// Reads a password from the terminal, a key at a time with echo and signals off, restored
+/// afterwards whatever happens: Ctrl-C ends the command at once (the terminal's own handling would
+/// have been caught by the command's interrupt handler, leaving the read waiting and echo off),
+/// Backspace and Ctrl-U edit, Ctrl-D on an empty line gives up.
 enum TerminalPassword {
     static func ask(_ prompt: String) throws -> String {
         FileHandle.standardError.write(Data(prompt.utf8))
         var saved = termios()
         guard tcgetattr(STDIN_FILENO, &saved) == 0 else { throw ValidationError("cannot read the terminal's settings to hide the password") }
-        var quiet = saved
-        quiet.c_lflag &= ~tcflag_t(ECHO)
-        tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet)
+        var raw = saved
+        raw.c_lflag &= ~tcflag_t(ECHO | ICANON | ISIG)
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw)
         defer {
             tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved)
             FileHandle.standardError.write(Data("\n".utf8))
         }
-        guard let line = readLine(strippingNewline: true), !line.isEmpty else {
-            throw ValidationError("no password was typed; nothing was changed")
+        var bytes: [UInt8] = []
+        var byte: UInt8 = 0
+        while true {
+            let count = read(STDIN_FILENO, &byte, 1)
+            if count < 0, errno == EINTR { continue }
+            guard count == 1 else { break }
+            switch byte {
+            case 0x0A, 0x0D:
+                return String(decoding: bytes, as: UTF8.self)
+            case 0x03:
+                throw ValidationError("interrupted; nothing was changed")
+            case 0x04 where bytes.isEmpty:
+                throw ValidationError("no password was typed; nothing was changed")
+            case 0x7F, 0x08:
+                // One character back: the bytes of a whole UTF-8 sequence.
+                while let last = bytes.popLast(), last & 0xC0 == 0x80 {}
+            case 0x15:
+                bytes.removeAll()
+            default:
+                bytes.append(byte)
+            }
         }
-        return line
+        throw ValidationError("no password was typed; nothing was changed")
     }
 }
 

@@ -329,6 +329,9 @@ extension Kiosk {
             @Argument(help: "The account ID.") var account: String
             func run() async throws {
                 try await reportingErrors {
+                    if account.contains("@") {
+                        throw ValidationError("give the account's ID (acct_…), not an email; kiosk admin accounts --email \(account) finds it")
+                    }
                     let path = "/v1/admin/accounts/\(pathComponent(account))/reset-code"
                     let issued = try options.decode(ResetCodeIssued.self, from: try await options.call("POST", path), path: path)
                     try options.show(issued) {
@@ -339,6 +342,9 @@ extension Kiosk {
         }
 
         static func care(_ action: String, _ account: String, reason: String?, _ options: Options) async throws {
+            if account.contains("@") {
+                throw ValidationError("give the account's ID (acct_…), not an email; kiosk admin accounts --email \(account) finds it")
+            }
             let body = try reason.map { String(decoding: try JSONEncoder().encode(["reason": $0]), as: UTF8.self) }
             let path = "/v1/admin/accounts/\(pathComponent(account))/\(action)"
             let entry = try options.decode(AccountAuditEntry.self, from: try await options.call("POST", path, body: body), path: path)

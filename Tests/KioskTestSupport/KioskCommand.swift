@@ -154,8 +154,10 @@ public final class ServerProcess: @unchecked Sendable {
             "serve", "--catalog", store.catalog.path, "--content", store.content.path,
             "--data", store.data.path, "--port", "0",
         ] + extraArguments
-        // bcrypt's least cost, unless the test chose one: sign-ins take milliseconds, not a quarter second.
-        process.environment = ProcessInfo.processInfo.environment.merging(["KIOSK_PASSWORD_COST": "4"]) { own, _ in own }
+        // bcrypt's least cost, unless the test chose one: sign-ins take milliseconds, not a quarter
+        // second. A production store takes no less than 10.
+        let cost = extraArguments.contains("production") ? "10" : "4"
+        process.environment = ProcessInfo.processInfo.environment.merging(["KIOSK_PASSWORD_COST": cost]) { own, _ in own }
         let stdout = Pipe()
         process.standardOutput = stdout
         process.standardError = try FileHandle(forWritingTo: log)

@@ -14,8 +14,16 @@ enum JSONBody {
     }
 
     static func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T {
-        let buffer = try await request.body.collect(upTo: 1 << 20)
-        return try decode(type, from: Data(buffer: buffer))
+        try decode(type, from: Data(buffer: try await body(of: request, upTo: 1 << 20)))
+    }
+
+    /// The request's body, at most `limit` bytes; a longer one is a JSON 413 saying the limit.
+    static func body(of request: Request, upTo limit: Int) async throws -> ByteBuffer {
+        do {
+            return try await request.body.collect(upTo: limit)
+        } catch let error as HTTPError where error.status == .contentTooLarge {
+            throw APIFailure(.contentTooLarge, code: "too_large", message: "the body is larger than this call takes (\(limit / 1024) KiB); send less")
+        }
     }
 
     /// Decodes a body already read, with the same one-line 400s naming the field at fault.

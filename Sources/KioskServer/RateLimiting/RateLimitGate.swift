@@ -34,7 +34,8 @@ struct RateLimitGate: Sendable {
             try await take("signins:address:\(address)", limit, what: "too many sign-in attempts came from \(address)")
         }
         if let limit = limits.signInsPerEmail {
-            let key = FileDigest.sha256(of: Data(email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased().utf8)).prefix(32)
+            // Every spelling the store takes for one address (case, spaces, composed or not) is one bucket.
+            let key = FileDigest.sha256(of: Data(EmailAddress.bucketName(email).utf8)).prefix(32)
             try await take("signins:email:\(key)", limit, what: "too many sign-in attempts named this email")
         }
     }

@@ -44,9 +44,12 @@ struct AccountRoutes: Sendable {
     /// ``SignInDetails``, an account that other devices sign in to, else an anonymous one.
     @Sendable func createAccount(_ request: Request, context: KioskRequestContext) async throws -> Response {
         try await limits.admitAccountCreation(request, context: context)
-        let body = try await request.body.collect(upTo: 1 << 16)
+        let body = try await JSONBody.body(of: request, upTo: 1 << 16)
         let asked = body.readableBytes == 0 ? NewAccount() : try JSONBody.decode(NewAccount.self, from: Data(buffer: body))
-        return try JSONBody.response(try await store.accounts.createAccount(signIn: try asked.signIn(), deviceName: asked.deviceName), status: .created)
+        let signIn = try asked.signIn()
+        // With a sign-in, limited as sign-ins are too: it answers whether an email is taken.
+        if let signIn { try await limits.admitSignIn(request, context: context, email: signIn.email) }
+        return try JSONBody.response(try await store.accounts.createAccount(signIn: signIn, deviceName: asked.deviceName), status: .created)
     }
 
     /// The body of `POST /v1/accounts`: empty or `{}` (as clients before sign-ins send) for an

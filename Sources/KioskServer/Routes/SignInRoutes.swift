@@ -39,7 +39,7 @@ struct SignInRoutes: Sendable {
     /// personal data; ``AccountDeleted`` says what stays.
     @Sendable func deleteAccount(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let account = try context.requireAccount()
-        let body = try await request.body.collect(upTo: 1 << 16)
+        let body = try await JSONBody.body(of: request, upTo: 1 << 16)
         let password = body.readableBytes == 0 ? nil : try JSONBody.decode(Confirmation.self, from: Data(buffer: body)).password
         try await limits.admitSignIn(request, context: context, email: account)
         return try JSONBody.response(try await store.accounts.delete(account, password: password))
@@ -60,6 +60,8 @@ struct SignInRoutes: Sendable {
     @Sendable func addSignIn(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let device = try context.requireDevice()
         let details = try await JSONBody.decode(SignInDetails.self, from: request)
+        // Limited as sign-ins are: it answers whether an email is taken, and hashes a password.
+        try await limits.admitSignIn(request, context: context, email: details.email)
         let email = try await store.accounts.addSignIn(to: device, details)
         return try JSONBody.response(try await store.accounts.devices(of: device.accountId, current: device.deviceId).withEmail(email))
     }

@@ -74,9 +74,8 @@ extension Accounts {
     ///   cannot delete the account; an anonymous account's token is all it has.
     public func delete(_ accountId: String, password: String?) async throws -> AccountDeleted {
         if let signIn = try await database.read({ try await $0.signIn(accountId: accountId) }) {
-            guard let password, try await base.passwords.verify(password, hash: signIn.passwordHash) else {
-                throw StoreError.passwordNeeded
-            }
+            guard let password else { throw StoreError.passwordNeeded }
+            guard try await base.passwords.verify(password, hash: signIn.passwordHash) else { throw StoreError.wrongPassword }
         }
         for subscription in try await subscriptions.list(accountId: accountId).subscriptions where subscription.autoRenew {
             _ = try? await subscriptions.setAutoRenew(accountId: accountId, originalTransactionId: subscription.originalTransactionId, on: false)
@@ -112,9 +111,13 @@ extension Accounts {
         let now = clock.wallNow()
         let detail = String(reason.prefix(200))
         let entry = try await database.write { db -> AccountAuditEntry in
-            try await db.lockAccount(accountId)
+            if try await db.lockAccount(accountId).deletedAt != nil { throw StoreError.accountDeleted(accountId) }
             try await db.update("account").set("disabledAt", to: disabled ? now : nil).where("id", .equal, accountId).run()
-            if disabled { try await db.delete(from: "device").where("accountId", .equal, accountId).run() }
+            if disabled {
+                try await db.delete(from: "device").where("accountId", .equal, accountId).run()
+                // A code approved before and not yet taken would sign a device in all the same.
+                try await db.delete(from: "deviceCode").where("approvedBy", .equal, accountId).where("taken", .equal, 0).run()
+            }
             let action = disabled ? "disabled" : "enabled"
             try await db.audit(accountId, action, by: "operator", detail.isEmpty ? (disabled ? "every device signed out" : "may sign in again") : detail, at: now)
             return AccountAuditEntry(at: now, action: action, actor: "operator", detail: detail)
@@ -133,7 +136,7 @@ extension Accounts {
         let now = clock.wallNow()
         let expires = now.addingTimeInterval(Self.resetCodeLifetime)
         let email = try await database.write { db -> String in
-            try await db.lockAccount(accountId)
+            if try await db.lockAccount(accountId).deletedAt != nil { throw StoreError.accountDeleted(accountId) }
             guard let signIn = try await db.signIn(accountId: accountId) else { throw StoreError.noSignIn(accountId) }
             try await db.update("signIn").set("resetCodeHash", to: Self.hash(Self.normalizedUserCode(code))).set("resetExpiresAt", to: expires)
                 .where("accountId", .equal, accountId).run()
@@ -159,8 +162,7 @@ extension Accounts {
                 .returning("accountId").first(decodingColumn: "accountId", as: String.self) else {
                 throw StoreError.resetRefused
             }
-            try await db.lockAccount(accountId)
-            if try await db.account(accountId)?.disabledAt != nil { throw StoreError.accountDisabled }
+            try await db.lockActiveAccount(accountId)
             try await db.delete(from: "device").where("accountId", .equal, accountId).run()
             try await db.audit(accountId, "password_reset", by: "holder", "with the operator's code; every device signed out", at: now)
             let (device, _) = try await addDevice(to: accountId, name: request.deviceName, replacing: nil, in: db)

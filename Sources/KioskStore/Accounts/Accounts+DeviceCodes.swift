@@ -50,7 +50,10 @@ extension Accounts {
         let hash = Self.hash(Self.normalizedUserCode(userCode))
         let now = clock.wallNow()
         let name = try await database.write { db -> String? in
-            try await db.update("deviceCode").set("approvedBy", to: accountId)
+            // Under the account's lock: a deletion or a disabling committed meanwhile is seen here,
+            // and one that comes after clears the approved codes.
+            try await db.lockActiveAccount(accountId)
+            return try await db.update("deviceCode").set("approvedBy", to: accountId)
                 .where("userCodeHash", .equal, hash).where("approvedBy", .is, SQLLiteral.null)
                 .where("taken", .equal, 0).where("expiresAt", .greaterThan, now)
                 .returning("deviceName").first(decodingColumn: "deviceName", as: String.self)

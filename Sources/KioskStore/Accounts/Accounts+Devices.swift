@@ -17,6 +17,14 @@ struct DeviceRecord: Codable, Sendable {
 
 /// A device about to be signed in, and its token, which leaves the store only in the answer.
 struct NewDevice: Sendable {
+    /// A control or format character: not shown as itself, or changing how what follows is shown.
+    static func isHidden(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .format, .lineSeparator, .paragraphSeparator: true
+        default: false
+        }
+    }
+
     let token: String
     let record: DeviceRecord
 
@@ -29,7 +37,9 @@ struct NewDevice: Sendable {
 
     /// The name as the list shows it: one line of at most 64 characters; the device's ID's tail when empty.
     static func cleanName(_ name: String?, id: String) -> String {
-        let line = String((name ?? "").unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7f }.map(Character.init))
+        // No controls (C0 and C1) and no format characters (bidi overrides among them), which
+        // could make a listed name read as another.
+        let line = String(String.UnicodeScalarView((name ?? "").unicodeScalars.filter { !NewDevice.isHidden($0) }))
             .trimmingCharacters(in: .whitespaces)
         return line.isEmpty ? "device \(id.suffix(4))" : String(line.prefix(64))
     }
@@ -48,10 +58,22 @@ extension SQLDatabase {
     /// The account's row, locked until this write commits (PostgreSQL; SQLite's writer is alone
     /// already): every change of an account's devices takes it first, so two sign-ins at the
     /// device limit cannot both count nine and both add a tenth.
-    func lockAccount(_ accountId: String) async throws {
-        guard try await select().column("id").from("account").where("id", .equal, accountId).for(.update).first() != nil else {
+    @discardableResult
+    func lockAccount(_ accountId: String) async throws -> AccountRecord {
+        guard let account = try await select().column("*").from("account").where("id", .equal, accountId).for(.update)
+            .first(decoding: AccountRecord.self) else {
             throw StoreError.unknownAccount(accountId)
         }
+        return account
+    }
+
+    /// ``lockAccount(_:)`` for a write that gives the account a way in (a device, a sign-in, an
+    /// approved code): refused when the operator disabled it or its holder deleted it, decided
+    /// under the lock, so a disable or a deletion committed meanwhile is seen.
+    func lockActiveAccount(_ accountId: String) async throws {
+        let account = try await lockAccount(accountId)
+        if account.deletedAt != nil { throw StoreError.accountDeleted(accountId) }
+        if account.disabledAt != nil { throw StoreError.accountDisabled }
     }
 }
 
@@ -107,7 +129,7 @@ extension Accounts {
     /// remove in the same step.
     /// - Returns: the new device, and whether one was replaced (the caller tells the instances once committed).
     func addDevice(to accountId: String, name: String?, replacing: String?, kind: DeviceKind = .app, in db: any SQLDatabase) async throws -> (NewDevice, replaced: Bool) {
-        try await db.lockAccount(accountId)
+        try await db.lockActiveAccount(accountId)
         var existing = try await db.devices(of: accountId)
         var replaced = false
         // The account page keeps one browser signed in: a new sign-in there ends the last one,

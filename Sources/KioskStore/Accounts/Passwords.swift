@@ -86,12 +86,19 @@ final class Passwords: Sendable {
 
 /// An email address as the store keys sign-ins by it: trimmed, NFC, lowercased (mail providers
 /// treat the whole address without regard to case, and a reader types it either way).
-enum EmailAddress {
+public enum EmailAddress {
+    /// What a limit of sign-in attempts counts an email by: its normalized form, or, for a text
+    /// that is no email address, the same trimmed and lowercased (every spelling the store would
+    /// take for one address falls in one bucket).
+    public static func bucketName(_ email: String) -> String {
+        (try? normalized(email)) ?? email.trimmingCharacters(in: .whitespacesAndNewlines).precomposedStringWithCanonicalMapping.lowercased()
+    }
+
     static func normalized(_ email: String) throws -> String {
         let text = email.trimmingCharacters(in: .whitespacesAndNewlines).precomposedStringWithCanonicalMapping.lowercased()
         guard let at = text.lastIndex(of: "@"), at != text.startIndex, text.index(after: at) != text.endIndex,
               text.utf8.count <= 254,
-              !text.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 || $0.value == 0x7f }) else {
+              !text.unicodeScalars.contains(where: { $0.properties.isWhitespace || NewDevice.isHidden($0) }) else {
             throw StoreError.invalidRequest("\"\(email.prefix(80))\" is not an email address; write it as name@example.com")
         }
         return text

@@ -223,6 +223,13 @@ extension StoreError {
     public static let passwordNeeded = StoreError(.forbidden, code: "password_needed",
         message: "deleting an account with a sign-in needs its password again, in the body as {\"password\": …}; nothing was deleted")
 
+    public static func accountDeleted(_ accountId: String) -> StoreError {
+        StoreError(.forbidden, code: "account_deleted", message: "account \(accountId) was deleted by its holder; nothing can be done with it")
+    }
+
+    public static let wrongPassword = StoreError(.forbidden, code: "wrong_password",
+        message: "that is not the account's password; nothing was deleted")
+
     public static let resetRefused = StoreError(.unauthorized, code: "invalid_reset_code",
         message: "the email or the reset code is wrong, or the code expired or was used; ask the store for a new one")
 

@@ -89,4 +89,46 @@ struct SignInCommandTests: KioskCommandSuite {
         let short = try await KioskCommand.run(["account", "create", "--email", "cy@example.com", "--password-stdin"], environment: Self.device(setup, "third"), input: "short\n")
         #expect(short.stderr.contains("use at least 8"), "\(short.stderr)")
     }
+
+    @Test("Ctrl-C at the password prompt ends the command at once and leaves the terminal echoing; logout keeps an anonymous account's purchases unless --force")
+    func interruptsAndStrandedPurchases() async throws {
+        let setup = try await Setup()
+        let other = Self.device(setup, "other")
+        let terminal = try TerminalSession(
+            "KIOSK_HOME=\(other["KIOSK_HOME"] ?? "") \(KioskCommand.executable.path) login --email bo@example.com --server \(setup.server.url); echo \"exit $?\"; stty -a | tr ' ' '\\n' | grep -x -- '-*echo'; sleep 30")
+        try await terminal.waitForScreen { $0.contains { $0.contains("password:") } }
+        try terminal.send("abc")
+        try terminal.send("C-c")
+        let screen = try await terminal.waitForScreen(timeout: .seconds(10)) { lines in lines.contains { $0 == "echo" || $0 == "-echo" } }
+        #expect(screen.contains { $0.contains("interrupted") }, "\(screen)")
+        #expect(screen.contains("echo") && !screen.contains("-echo"), "the terminal was left without echo: \(screen)")
+
+        #expect(try await setup.kiosk("buy", Self.book).status == 0)
+        let refused = try await setup.kiosk("logout")
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("has no sign-in and owns 1 purchase(s)"), "\(refused.stderr)")
+        #expect(try await setup.kiosk("account").status == 0, "the refused logout kept the account")
+        let forced = try await setup.kiosk("logout", "--force")
+        #expect(forced.status == 0, "\(forced.stderr)")
+    }
+
+    @Test("signing in again on a device already signed in to that account replaces its own session, even at the device limit")
+    func signInAgainAtTheLimit() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let server = try await ServerProcess.start(store, extraArguments: ["--max-devices", "1"], log: directory.path("server.log"))
+        let home = ["KIOSK_HOME": directory.path("home").path, "KIOSK_SERVER": server.url]
+        let created = try await KioskCommand.run(["account", "create", "--email", "ann@example.com", "--password-stdin"], environment: home, input: Self.password + "\n")
+        #expect(created.status == 0, "\(created.stderr)")
+        let again = try await KioskCommand.run(["login", "--email", "Ann@example.com", "--password-stdin"], environment: home, input: Self.password + "\n")
+        #expect(again.status == 0, "\(again.stderr)")
+        let listed = try await KioskCommand.run(["devices"], environment: home)
+        #expect(listed.stdout.hasPrefix("1 of at most 1 devices"), "\(listed.stdout)\(listed.stderr)")
+        // Another device at the limit is told which device to remove.
+        let other = ["KIOSK_HOME": directory.path("other").path, "KIOSK_SERVER": server.url]
+        let refused = try await KioskCommand.run(["login", "--email", "ann@example.com", "--password-stdin"], environment: other, input: Self.password + "\n")
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("device_limit") || refused.stderr.contains("the most it may have"), "\(refused.stderr)")
+        _ = await server.stop()
+    }
 }

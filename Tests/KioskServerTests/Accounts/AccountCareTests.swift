@@ -44,7 +44,12 @@ struct AccountCareTests: StoreSuite {
             let noPassword = try await http.send("DELETE", "/v1/account", token: ann.token)
             #expect(noPassword.status == 403)
             #expect(try noPassword.decode(APIError.self).code == "password_needed")
-            #expect(try await http.send("DELETE", "/v1/account", token: ann.token, json: SignInTests.json(["password": "not it at all"])).status == 403)
+            let wrong = try await http.send("DELETE", "/v1/account", token: ann.token, json: SignInTests.json(["password": "not it at all"]))
+            #expect(wrong.status == 403)
+            #expect(try wrong.decode(APIError.self).code == "wrong_password")
+            // A code approved before the deletion and not yet taken signs nothing in after it.
+            let grant = try await http.send("POST", "/v1/device-codes", json: "{}").decode(DeviceCodeGrant.self)
+            #expect(try await http.send("POST", "/v1/device-codes/approve", token: phone.token, json: SignInTests.json(["userCode": grant.userCode])).status == 200)
             let deleted = try await http.send("DELETE", "/v1/account", token: ann.token, json: SignInTests.json(["password": Self.password]))
             #expect(deleted.status == 200, "\(Self.message(deleted))")
             #expect(try deleted.decode(AccountDeleted.self).kept.contains { $0.contains("ledger") })
@@ -52,8 +57,12 @@ struct AccountCareTests: StoreSuite {
             #expect(try await http.send("GET", "/v1/account", token: ann.token).status == 401)
             #expect(try await http.send("GET", "/v1/account", token: phone.token).status == 401)
             #expect(try await SignInTests.signIn(http, "ann@example.com").status == 401)
+            #expect(try await http.send("POST", "/v1/device-codes/token", json: SignInTests.json(["deviceCode": grant.deviceCode])).status == 400)
             let view = try await Self.view(http, server, ann.accountId)
             #expect(view.email == nil && view.deleted == true && view.devices == [])
+            let enable = try await http.send("POST", "/v1/admin/accounts/\(ann.accountId)/enable", token: server.adminToken)
+            #expect(enable.status == 403)
+            #expect(try enable.decode(APIError.self).code == "account_deleted")
             #expect(view.charges.count == 2, "the ledger is kept")
             #expect(view.audit?.map(\.action) == ["deleted"])
             let subscriptions = try await server.store.subscriptions.list(accountId: ann.accountId).subscriptions
@@ -72,6 +81,9 @@ struct AccountCareTests: StoreSuite {
             #expect(try await http.send("GET", "/v1/admin/accounts?email=nobody%40example.com", token: server.adminToken).decode([AdminAccountRow].self).isEmpty)
             #expect(try await http.send("POST", "/v1/admin/accounts/\(ann.accountId)/disable", token: ann.token).status == 401, "a customer is no operator")
 
+            // A code approved before the disabling would sign a device in all the same: it is cleared.
+            let grant = try await http.send("POST", "/v1/device-codes", json: "{}").decode(DeviceCodeGrant.self)
+            #expect(try await http.send("POST", "/v1/device-codes/approve", token: ann.token, json: SignInTests.json(["userCode": grant.userCode])).status == 200)
             let disabled = try await http.send("POST", "/v1/admin/accounts/\(ann.accountId)/disable", token: server.adminToken, json: #"{"reason": "chargeback"}"#)
             #expect(disabled.status == 200, "\(Self.message(disabled))")
             #expect(try await http.send("GET", "/v1/account", token: ann.token).status == 401)
@@ -79,6 +91,8 @@ struct AccountCareTests: StoreSuite {
             #expect(refused.status == 403)
             #expect(try refused.decode(APIError.self).code == "account_disabled")
             #expect(try await SignInTests.signIn(http, "ann@example.com", password: "not the password").status == 401, "a wrong password says nothing of the state")
+            let taken = try await http.send("POST", "/v1/device-codes/token", json: SignInTests.json(["deviceCode": grant.deviceCode]))
+            #expect(taken.status == 400, "a code approved before the disabling signed a device in: \(Self.message(taken))")
 
             #expect(try await http.send("POST", "/v1/admin/accounts/\(ann.accountId)/enable", token: server.adminToken).status == 200)
             #expect(try await SignInTests.signIn(http, "ann@example.com").status == 201)

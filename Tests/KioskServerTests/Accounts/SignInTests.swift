@@ -145,8 +145,9 @@ struct SignInTests: StoreSuite {
             $0.rateLimits.signInsPerEmail = RateLimit(burst: 3, perSecond: 0.01)
             $0.rateLimits.signInsPerAddress = RateLimit(burst: 10, perSecond: 0.01)
         }) { _, http, _ in
+            // The sign-up is the email's first attempt (it says whether the email is taken).
             _ = try await Self.signUp(http, "ann@example.com")
-            for _ in 0..<3 { #expect(try await Self.signIn(http, "ann@example.com", password: "guess guess").status == 401) }
+            for _ in 0..<2 { #expect(try await Self.signIn(http, "ann@example.com", password: "guess guess").status == 401) }
             let limited = try await Self.signIn(http, "ANN@example.com")
             #expect(limited.status == 429)
             #expect(try limited.decode(APIError.self).code == "rate_limited")
@@ -156,6 +157,38 @@ struct SignInTests: StoreSuite {
             #expect(try await Self.signIn(http, "c@example.com").status == 401)
             #expect(try await Self.signIn(http, "d@example.com").status == 401)
             #expect(try await Self.signIn(http, "e@example.com").status == 429)
+        }
+    }
+
+    @Test("every spelling the store takes for one email is one bucket of attempts; taken-email answers are limited too", arguments: TestEngine.all)
+    func oneBucketPerEmail(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine, configure: {
+            $0.rateLimits.signInsPerEmail = RateLimit(burst: 3, perSecond: 0.01)
+            $0.rateLimits.signInsPerAddress = nil
+            $0.rateLimits.accountsPerAddress = nil
+        }) { _, http, anonymous in
+            #expect(try await Self.signUp(http, "ren\u{E9}e@example.com").status == 201)
+            // The sign-up took one attempt; two wrong guesses, composed é, then the decomposed
+            // spelling of the same address is already at its limit.
+            for _ in 0..<2 { #expect(try await Self.signIn(http, "ren\u{E9}e@example.com", password: "guess guess").status == 401) }
+            #expect(try await Self.signIn(http, "rene\u{301}e@Example.com").status == 429)
+            // Asking whether an email is taken counts as an attempt at it.
+            for _ in 0..<3 {
+                let probe = try await http.send("PUT", "/v1/account/sign-in", token: anonymous.token, json: Self.json(["email": "victim@example.com", "password": Self.password]))
+                #expect(probe.status != 429)
+            }
+            let limited = try await http.send("PUT", "/v1/account/sign-in", token: anonymous.token, json: Self.json(["email": "victim@example.com", "password": Self.password]))
+            #expect(limited.status == 429)
+        }
+    }
+
+    @Test("a device's name loses controls and bidi overrides; an email with them is refused")
+    func hiddenCharacters() async throws {
+        try await Self.withStore { _, http, _ in
+            let created = try await Self.signUp(http, "ann@example.com", device: "evil\u{202E}txt.exe\u{9B}\u{7}")
+            let list = try await Self.devices(http, try created.decode(AccountCreated.self).token)
+            #expect(list.devices.map(\.name) == ["eviltxt.exe"])
+            #expect(try await Self.signUp(http, "bo\u{202E}b@example.com").status == 400)
         }
     }
 
