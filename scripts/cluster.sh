@@ -100,14 +100,25 @@ transaction=$(sed -n 's/^transaction \(txn_[0-9a-f]*\):.*/\1/p' "$work/out")
 "$KIOSK" resume | tee "$work/out"
 expect "installed $OTHER_BOOK" "$work/out" "the approved book was not installed"
 
-step "A second device restores through nginx"
-token=$("$KIOSK" account --show-token | sed -n 's/^token: \([0-9a-f]*\).*/\1/p')
-[ -n "$token" ] || fail "kiosk account --show-token printed no token"
+step "A second device signs in and restores through nginx"
+echo "correct horse battery" | "$KIOSK" account create --email cluster@example.com --password-stdin --name "first device" | tee "$work/out"
+expect "signs in with cluster@example.com" "$work/out" "the account did not gain a sign-in"
+first_home="$KIOSK_HOME"
 export KIOSK_HOME="$work/second-device"
-"$KIOSK" account link "$token" --server "$url"
+echo "correct horse battery" | "$KIOSK" login --email cluster@example.com --password-stdin --name "second device" --server "$url" | tee "$work/out"
+expect "signed in to account" "$work/out" "the second device did not sign in through nginx"
 "$KIOSK" restore | tee "$work/out"
 expect "installed $BOOK" "$work/out" "restore did not install the book"
 expect "installed $OTHER_BOOK" "$work/out" "restore did not install the approved book"
+
+step "Removed on instance B, the second device is refused through nginx at once (both instances)"
+KIOSK_HOME="$first_home" "$KIOSK" devices remove "second device" --server "$url_b" | tee "$work/out"
+expect "it is signed out" "$work/out" "instance B did not remove the second device"
+for attempt in 1 2 3 4; do
+    if "$KIOSK" devices > "$work/out" 2>&1; then fail "the removed device was let in through nginx (attempt $attempt)"; fi
+    expect "401" "$work/out" "the removed device was not refused with 401"
+done
+echo "refused on every attempt through nginx, whichever instance answered"
 
 step "Instance A and B agree: one ledger in PostgreSQL"
 charges=$("$bin/psql" -X -A -t -h 127.0.0.1 -p "$pg_port" -U kiosk -d kiosk -c "SELECT COUNT(*) FROM \"ledgerEntry\" WHERE kind = 'charge'")

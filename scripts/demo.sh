@@ -89,16 +89,28 @@ done
 "$KIOSK" transactions | tee "$work/out"
 if grep -qE "purchasing|delivering|deferred" "$work/out"; then fail "a transaction was left unfinished"; fi
 
-step "A second device: kiosk account link, then kiosk restore (no sync needed)"
-token=$("$KIOSK" account --show-token | sed -n 's/^token: \([0-9a-f]*\).*/\1/p')
+step "A second device: the account gains a sign-in, the device signs in with its own token, then kiosk restore (no sync needed)"
+echo "correct horse battery" | "$KIOSK" account create --email reader@example.com --password-stdin --name "first device" | tee "$work/out"
+expect "signs in with reader@example.com" "$work/out" "the account did not gain a sign-in"
+first_home="$KIOSK_HOME"
 export KIOSK_HOME="$work/second-device"
-"$KIOSK" account link "$token" --server "$url"
+echo "correct horse battery" | "$KIOSK" login --email reader@example.com --password-stdin --name "second device" --server "$url" | tee "$work/out"
+expect "signed in to account" "$work/out" "the second device did not sign in"
+"$KIOSK" devices | tee "$work/out"
+expect "2 of at most 10 devices of reader@example.com" "$work/out" "the account does not list its two devices"
 "$KIOSK" restore | tee "$work/out"
 expect "restored 4 purchases" "$work/out" "the second device did not restore the 4 books and issues"
 expect "installed $BOOK" "$work/out" "restore did not install the book"
 if grep -q "$PACK" "$work/out"; then fail "credits were restored"; fi
 "$KIOSK" library | tee "$work/out"
 expect "$BOOK" "$work/out" "the restored book was not installed on the second device"
+
+step "The first device signs the second out; the second is refused at once"
+KIOSK_HOME="$first_home" "$KIOSK" devices remove "second device" | tee "$work/out"
+expect "it is signed out" "$work/out" "the second device was not removed"
+if "$KIOSK" devices > "$work/out" 2>&1; then fail "the removed device was still let in"; fi
+cat "$work/out"
+expect "401" "$work/out" "the removed device was not refused with 401"
 
 step "Where the books are (kept after the demo)"
 find "$work/reader/Library" -maxdepth 2 -not -name '.*' | sort
