@@ -66,6 +66,16 @@ def main():
         check(len(cookies) == 1 and cookies[0]["httpOnly"] and cookies[0]["sameSite"] == "Strict" and cookies[0]["path"] == "/account",
               f"the session cookie is HttpOnly, SameSite=Strict, on /account ({cookies})")
         shot("account")
+        check(cookies and cookies[0]["expires"] == -1, "the session cookie ends with the browser")
+        check(page.locator("meta[http-equiv]").count() == 0 and page.url.startswith(store),
+              "a device named with HTML (a < joined to the letter before it) shows as text, not markup")
+        check("<meta http-equiv=refresh" in page.get_by_role("table").first.inner_text() or "meta http-equiv" in page.content().replace("&lt;", "<"),
+              "the hostile name is listed, escaped")
+        api = context.request.get(store + "/v1/account", headers={"Authorization": "Bearer " + cookies[0]["value"]})
+        check(api.status == 401, f"the page's session is not an API token ({api.status})")
+        crossed = context.request.post(store + "/account/sign-in", headers={"Origin": "http://127.0.0.1:1"},
+                                       form={"email": args.email, "password": args.password, "csrf": "x", "next": "/account"})
+        check(crossed.status == 403, f"a form from another origin is refused ({crossed.status})")
 
         # A form without the session's CSRF token is refused, whatever the cookie.
         forged = context.request.post(store + "/account/devices/remove", form={"device": args.remove, "csrf": "0" * 64})

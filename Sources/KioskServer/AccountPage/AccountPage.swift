@@ -24,8 +24,6 @@ struct AccountPage: Sendable {
 
     static let cookie = "kiosk_account"
     static let signInCookie = "kiosk_account_csrf"
-    /// How long the browser keeps the page signed in.
-    static let sessionSeconds = 12 * 3600
 
     init(store: Store, limits: RateLimitGate) throws {
         self.store = store
@@ -54,6 +52,7 @@ struct AccountPage: Sendable {
     private func guarded(_ handler: @escaping Handler) -> Handler {
         { [self] request, context in
             do {
+                if request.method == .post { try Self.requireSameOrigin(request) }
                 return try await handler(request, context)
             } catch let error as HTTPError {
                 return html(error.status, "message", ["title": error.status.reasonPhrase, "error": error.body ?? error.status.reasonPhrase])
@@ -72,8 +71,9 @@ struct AccountPage: Sendable {
 
     /// The verification URI device codes name (RFC 8628): the account page, its code field first.
     @Sendable func devicePage(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        guard let device = try await signedIn(request) else { return signInPage(next: "/account/device") }
-        return try await accountPage(device, request: request, code: request.uri.queryParameters.get("code").map { String($0) })
+        let code = request.uri.queryParameters.get("code").map { String($0) }
+        guard let device = try await signedIn(request) else { return signInPage(next: "/account/device", code: code) }
+        return try await accountPage(device, request: request, code: code)
     }
 
     private func accountPage(_ device: DeviceIdentity, request: Request, notice: String? = nil, error: String? = nil, code: String? = nil,
@@ -101,9 +101,9 @@ struct AccountPage: Sendable {
         return html(status, "account", values)
     }
 
-    private func signInPage(next: String, email: String = "", error: String? = nil, status: HTTPResponse.Status = .ok) -> Response {
+    private func signInPage(next: String, code: String? = nil, email: String = "", error: String? = nil, status: HTTPResponse.Status = .ok) -> Response {
         let csrf = Store.randomHex(bytes: 16)
-        var values: [String: Any] = ["title": "Sign in", "csrf": csrf, "next": next, "email": email]
+        var values: [String: Any] = ["title": "Sign in", "csrf": csrf, "next": next, "email": email, "code": code ?? ""]
         if let error { values["error"] = error }
         var response = html(status, "signIn", values)
         response.headers[values: .setCookie].append("\(Self.signInCookie)=\(csrf); Path=/account; HttpOnly; SameSite=Strict; Max-Age=3600")
@@ -114,20 +114,23 @@ struct AccountPage: Sendable {
 
     @Sendable func signIn(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let form = try await HTMLForm.fields(request)
-        let next = form["next"] == "/account/device" ? "/account/device" : "/account"
+        // Only the page's own two addresses: no redirect elsewhere. A device code typed before signing in comes along.
+        let code = form["code"].flatMap { $0.isEmpty ? nil : Accounts.normalizedUserCode($0) }
+        let next = form["next"] == "/account/device" ? "/account/device" + (code.map { "?code=\($0)" } ?? "") : "/account"
         let email = form["email"] ?? ""
         guard let cookie = request.cookies[Self.signInCookie]?.value, let sent = form["csrf"], AdminMiddleware.matches(sent, cookie) else {
-            return signInPage(next: next, email: email, error: "This form is out of date: sign in again.", status: .forbidden)
+            return signInPage(next: form["next"] ?? "/account", code: code, email: email, error: "This form is out of date: sign in again.", status: .forbidden)
         }
         do {
             try await limits.admitSignIn(request, context: context, email: email)
             let signedIn = try await store.accounts.signIn(SignInRequest(email: email, password: form["password"] ?? "", deviceName: "web browser"), kind: .web)
             var response = Response(status: .seeOther, headers: [.location: next])
-            response.headers[values: .setCookie].append(sessionCookie(signedIn.token, request: request, seconds: Self.sessionSeconds))
+            // A session cookie (gone when the browser closes); the server ends it after 12 hours anyway.
+            response.headers[values: .setCookie].append(sessionCookie(signedIn.token, request: request, seconds: nil))
             response.headers[values: .setCookie].append("\(Self.signInCookie)=; Path=/account; HttpOnly; SameSite=Strict; Max-Age=0")
             return response
         } catch let error as StoreError {
-            return signInPage(next: next, email: email, error: error.message, status: error.status)
+            return signInPage(next: form["next"] == "/account/device" ? "/account/device" : "/account", code: code, email: email, error: error.message, status: error.status)
         }
     }
 
@@ -139,9 +142,7 @@ struct AccountPage: Sendable {
 
     @Sendable func signOutEverywhere(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let (device, _) = try await postedForm(request)
-        for other in try await store.accounts.devices(of: device.accountId, current: device.deviceId).devices {
-            _ = try? await store.accounts.removeDevice(other.id, of: device.accountId)
-        }
+        try await store.accounts.signOutEverywhere(device.accountId)
         return signedOut(request)
     }
 
@@ -183,6 +184,7 @@ struct AccountPage: Sendable {
         var response = try JSONBody.response(try await store.accounts.export(device.accountId))
         response.headers[.contentDisposition] = #"attachment; filename="kiosk-account.json""#
         response.headers[.cacheControl] = "no-store"
+        if let sniffing = HTTPField.Name("X-Content-Type-Options") { response.headers[sniffing] = "nosniff" }
         return response
     }
 
@@ -191,9 +193,9 @@ struct AccountPage: Sendable {
         guard form["confirm"] == "yes" else {
             return try await accountPage(device, request: request, error: "Tick the box to say you understand, then delete.", status: .badRequest)
         }
-        try await limits.admitSignIn(request, context: context, email: device.accountId)
+        try await limits.admitAccountPassword(request, context: context, accountId: device.accountId)
         do {
-            let deleted = try await store.accounts.delete(device.accountId, password: form["password"])
+            let deleted = try await store.accounts.delete(device.accountId, password: form["password"] ?? "")
             var response = html(.ok, "deleted", ["title": "Account deleted", "accountId": deleted.accountId, "erased": deleted.erased, "kept": deleted.kept])
             response.headers[values: .setCookie].append(sessionCookie("", request: request, seconds: 0))
             return response
@@ -216,6 +218,22 @@ struct AccountPage: Sendable {
 
     // MARK: Plumbing
 
+    /// A form posted from another origin is refused before anything is read, whatever its cookies
+    /// and CSRF token: a site on another port or a sibling host of the same site can plant cookies
+    /// on this one (the CSRF cookie of the sign-in form among them), so the token alone is not
+    /// proof. Browsers say where a form came from (`Sec-Fetch-Site`, and `Origin` on every POST);
+    /// a client that says neither is no browser another site can drive.
+    static func requireSameOrigin(_ request: Request) throws {
+        if let site = HTTPField.Name("Sec-Fetch-Site").flatMap({ request.headers[$0] }), site != "same-origin", site != "none" {
+            throw HTTPError(.forbidden, message: "This form came from another site (\(site)); send it from the account page itself.")
+        }
+        guard let origin = HTTPField.Name("Origin").flatMap({ request.headers[$0] }) else { return }
+        let host = request.head.authority ?? ""
+        guard origin == "http://\(host)" || origin == "https://\(host)" else {
+            throw HTTPError(.forbidden, message: "This form came from another origin; send it from the account page itself.")
+        }
+    }
+
     private func token(_ request: Request) throws -> String? {
         request.cookies[Self.cookie]?.value.nonEmpty
     }
@@ -223,14 +241,14 @@ struct AccountPage: Sendable {
     /// The device the cookie signs in, if it still may.
     private func signedIn(_ request: Request) async throws -> DeviceIdentity? {
         guard let token = try token(request) else { return nil }
-        return try await store.accounts.device(forToken: token)
+        return try await store.accounts.device(forToken: token).flatMap { $0.kind == .web ? $0 : nil }
     }
 
     /// The signed-in device and the form's fields, once the form's CSRF token is this session's;
     /// otherwise a 403 page. Every signed-in form is read here, so none can forget the check.
     private func postedForm(_ request: Request) async throws -> (DeviceIdentity, [String: String]) {
         let form = try await HTMLForm.fields(request)
-        guard let token = try token(request), let device = try await store.accounts.device(forToken: token) else {
+        guard let token = try token(request), let device = try await store.accounts.device(forToken: token), device.kind == .web else {
             throw HTTPError(.forbidden, message: "This browser is signed out: sign in again at /account.")
         }
         guard let sent = form["csrf"], AdminMiddleware.matches(sent, Self.csrf(for: token)) else {
@@ -243,10 +261,11 @@ struct AccountPage: Sendable {
         FileDigest.sha256(of: Data(("csrf:" + token).utf8))
     }
 
-    private func sessionCookie(_ token: String, request: Request, seconds: Int) -> String {
+    /// - Parameter seconds: nil for a cookie that ends with the browser; 0 to delete it.
+    private func sessionCookie(_ token: String, request: Request, seconds: Int?) -> String {
         // Secure when the store is reached over HTTPS (the proxy in front says so).
         let secure = HTTPField.Name("X-Forwarded-Proto").flatMap { request.headers[$0] } == "https" ? "; Secure" : ""
-        return "\(Self.cookie)=\(token); Path=/account; HttpOnly; SameSite=Strict; Max-Age=\(seconds)\(secure)"
+        return "\(Self.cookie)=\(token); Path=/account; HttpOnly; SameSite=Strict\(seconds.map { "; Max-Age=\($0)" } ?? "")\(secure)"
     }
 
     private func html(_ status: HTTPResponse.Status, _ template: String, _ values: [String: Any]) -> Response {

@@ -3,9 +3,13 @@ import Mustache
 /// The account page's templates (Mustache). Every `{{value}}` is HTML-escaped by the template
 /// engine; none of these uses the unescaped `{{{…}}}` form, so nothing a reader or the catalog
 /// wrote can become markup. No script, nothing fetched from elsewhere: the style is in the page.
+///
+/// Each template begins with the pragma naming Kiosk's content type (``ScalarHTMLContentType``):
+/// swift-mustache's own `HTML` escapes a grapheme cluster at a time, which lets a `<` joined to
+/// the letter before it through (see ``HTMLForm/escape(_:)``).
 enum AccountPageTemplates {
     static let layout = """
-        <!doctype html>
+        {{% CONTENT_TYPE: KIOSK_HTML}}<!doctype html>
         <html lang="en">
         <head>
         <meta charset="utf-8">
@@ -42,11 +46,12 @@ enum AccountPageTemplates {
         """
 
     static let signIn = """
-        {{<layout}}{{$content}}
+        {{% CONTENT_TYPE: KIOSK_HTML}}{{<layout}}{{$content}}
         <section>
         <form method="post" action="/account/sign-in">
         <input type="hidden" name="csrf" value="{{csrf}}">
         <input type="hidden" name="next" value="{{next}}">
+        <input type="hidden" name="code" value="{{code}}">
         <label for="email">Email</label>
         <input type="email" id="email" name="email" value="{{email}}" autocomplete="username" required>
         <label for="password">Password</label>
@@ -59,7 +64,7 @@ enum AccountPageTemplates {
         """
 
     static let account = """
-        {{<layout}}{{$content}}
+        {{% CONTENT_TYPE: KIOSK_HTML}}{{<layout}}{{$content}}
         <section>
         <h2>Account</h2>
         <p>{{email}} · <span class="muted">{{accountId}}</span> · {{credits}} credits</p>
@@ -110,7 +115,7 @@ enum AccountPageTemplates {
         """
 
     static let deleted = """
-        {{<layout}}{{$content}}
+        {{% CONTENT_TYPE: KIOSK_HTML}}{{<layout}}{{$content}}
         <section>
         <p>Account {{accountId}} is deleted. Erased:</p>
         <ul>{{#erased}}<li>{{.}}</li>{{/erased}}</ul>
@@ -121,11 +126,12 @@ enum AccountPageTemplates {
         """
 
     static let message = """
-        {{<layout}}{{$content}}<p><a href="/account">Back to your account</a></p>{{/content}}{{/layout}}
+        {{% CONTENT_TYPE: KIOSK_HTML}}{{<layout}}{{$content}}<p><a href="/account">Back to your account</a></p>{{/content}}{{/layout}}
         """
 
     /// The templates, parsed once.
     static func library() throws -> MustacheLibrary {
+        MustacheContentTypes.register(ScalarHTMLContentType(), named: ScalarHTMLContentType.name)
         var library = MustacheLibrary()
         try library.register(layout, named: "layout")
         try library.register(signIn, named: "signIn")

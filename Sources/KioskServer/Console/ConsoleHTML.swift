@@ -6,19 +6,7 @@ import KioskCore
 /// elsewhere (the style sheet is in the page; there is no script).
 enum ConsoleHTML {
     static func escape(_ text: String) -> String {
-        var out = ""
-        out.reserveCapacity(text.utf8.count)
-        for character in text {
-            switch character {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default: out.append(character)
-            }
-        }
-        return out
+        HTMLForm.escape(text)
     }
 
     /// One page: the navigation, `title` as its heading, and `body`.

@@ -1,16 +1,45 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Mustache
 import NIOCore
 
 /// Server-made pages and the forms they post (the console, the account page).
 enum HTMLForm {
+    /// Text as HTML: `&`, `<`, `>`, `"` and `'` replaced, looked at one Unicode scalar at a time.
+    ///
+    /// Not one `Character` at a time: a character is a whole grapheme cluster, so a `<` after a
+    /// "prepend" letter (U+0D4E) or a `"` before a combining accent is part of a character that is
+    /// not `<` or `"`, and went through unescaped (the attack on issue 46 made a device name a
+    /// `<meta http-equiv=refresh>` that sent the operator's console elsewhere). swift-mustache's own
+    /// HTML escaping has the same flaw, so the account page's templates use this one
+    /// (``AccountPageTemplates``).
+    static func escape(_ text: String) -> String {
+        var out = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": out.append(contentsOf: "&amp;".unicodeScalars)
+            case "<": out.append(contentsOf: "&lt;".unicodeScalars)
+            case ">": out.append(contentsOf: "&gt;".unicodeScalars)
+            case "\"": out.append(contentsOf: "&quot;".unicodeScalars)
+            case "'": out.append(contentsOf: "&#39;".unicodeScalars)
+            default: out.append(scalar)
+            }
+        }
+        return String(out)
+    }
+
     /// The fields of a posted `application/x-www-form-urlencoded` form (at most 64 KiB).
     static func fields(_ request: Request) async throws -> [String: String] {
         guard request.headers[.contentType]?.hasPrefix("application/x-www-form-urlencoded") == true else {
             throw HTTPError(.unsupportedMediaType, message: "This page takes forms (application/x-www-form-urlencoded).")
         }
-        let body = try await request.body.collect(upTo: 64 << 10)
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: 64 << 10)
+        } catch {
+            throw HTTPError(.contentTooLarge, message: "This form sent more than 64 KiB; nothing was done.")
+        }
         var fields: [String: String] = [:]
         for pair in String(buffer: body).split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
@@ -25,9 +54,19 @@ enum HTMLForm {
     static func page(_ status: HTTPResponse.Status, _ html: String) -> Response {
         var headers: HTTPFields = [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"]
         if let policy = HTTPField.Name("Content-Security-Policy") {
-            headers[policy] = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'"
+            headers[policy] = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
         }
         if let sniffing = HTTPField.Name("X-Content-Type-Options") { headers[sniffing] = "nosniff" }
+        if let framing = HTTPField.Name("X-Frame-Options") { headers[framing] = "DENY" }
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: html)))
+    }
+}
+
+/// The account page's templates' content type: HTML escaped by ``HTMLForm/escape(_:)``.
+struct ScalarHTMLContentType: MustacheContentType {
+    static let name = "KIOSK_HTML"
+
+    func escapeText(_ text: String) -> String {
+        HTMLForm.escape(text)
     }
 }

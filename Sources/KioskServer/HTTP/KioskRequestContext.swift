@@ -46,7 +46,8 @@ struct AccountMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: KioskRequestContext, next: (Request, KioskRequestContext) async throws -> Response) async throws -> Response {
         var context = context
         if let token = JSONBody.bearerToken(request), !token.isEmpty {
-            context.device = try await store.accounts.device(forToken: token)
+            // The account page's browser session is the page's alone: a stolen cookie is no API token.
+            context.device = try await store.accounts.device(forToken: token).flatMap { $0.kind == .app ? $0 : nil }
         }
         return try await next(request, context)
     }

@@ -40,6 +40,14 @@ struct RateLimitGate: Sendable {
         }
     }
 
+    /// Refuses (`rate_limited`) when an account's password was checked too often lately by a
+    /// signed-in device (deleting the account asks for it again). A bucket of its own: the
+    /// sign-in routes, which anyone can call with any text as the email, never reach it.
+    func admitAccountPassword(_ request: Request, context: KioskRequestContext, accountId: String) async throws {
+        guard let limit = limits.signInsPerEmail else { return }
+        try await take("password:account:\(accountId)", limit, what: "the password of account \(accountId) was tried too often")
+    }
+
     /// Refuses (`rate_limited`) a device code asked for or approved too often: per address for new
     /// codes, per account for approvals (each a guess at a code).
     func admitDeviceCode(_ request: Request, context: KioskRequestContext, approvingAccount: String?) async throws {

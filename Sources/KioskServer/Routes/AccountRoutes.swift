@@ -106,7 +106,7 @@ struct AccountRoutes: Sendable {
         let catalog = request.uri.queryParameters.get("catalog").map { String($0) }
         let page = try await store.accounts.transactions(accountId: account, after: after, wait: wait, catalog: catalog)
         // A device removed while its poll waited is told so when the poll ends (the removal wakes it).
-        if wait != nil, let token = JSONBody.bearerToken(request), try await store.accounts.device(forToken: token) == nil {
+        if wait != nil, let token = JSONBody.bearerToken(request), try await store.accounts.device(forToken: token)?.kind != .app {
             throw StoreError.signedOut
         }
         return try JSONBody.response(page)

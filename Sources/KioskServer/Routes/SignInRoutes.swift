@@ -41,7 +41,7 @@ struct SignInRoutes: Sendable {
         let account = try context.requireAccount()
         let body = try await JSONBody.body(of: request, upTo: 1 << 16)
         let password = body.readableBytes == 0 ? nil : try JSONBody.decode(Confirmation.self, from: Data(buffer: body)).password
-        try await limits.admitSignIn(request, context: context, email: account)
+        try await limits.admitAccountPassword(request, context: context, accountId: account)
         return try JSONBody.response(try await store.accounts.delete(account, password: password))
     }
 

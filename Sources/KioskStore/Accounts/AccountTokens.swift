@@ -4,6 +4,8 @@ import Synchronization
 public struct DeviceIdentity: Sendable, Equatable {
     public var accountId: String
     public var deviceId: String
+    /// A device's own client (the API's), or the account page in a browser (the page's alone).
+    public var kind: DeviceKind = .app
 }
 
 /// Bearer tokens this process has resolved to their devices, so that a busy client's requests

@@ -85,7 +85,7 @@ extension Accounts {
             try await db.lockAccount(accountId)
             try await db.delete(from: "device").where("accountId", .equal, accountId).run()
             try await db.delete(from: "signIn").where("accountId", .equal, accountId).run()
-            try await db.delete(from: "deviceCode").where("approvedBy", .equal, accountId).where("taken", .equal, 0).run()
+            try await db.clearApprovedCodes(of: accountId)
             try await db.update("storeTransaction").set("appAccountToken", to: SQLLiteral.null).where("accountId", .equal, accountId).run()
             try await db.update("subscription").set("appAccountToken", to: SQLLiteral.null).where("accountId", .equal, accountId).run()
             try await db.update("account").set("deletedAt", to: now).where("id", .equal, accountId).run()
@@ -109,14 +109,14 @@ extension Accounts {
     private func setDisabled(_ accountId: String, _ disabled: Bool, reason: String) async throws -> AccountAuditEntry {
         try RequestText.check(accountId, field: "the account ID in the path")
         let now = clock.wallNow()
-        let detail = String(reason.prefix(200))
+        let detail = String(String.UnicodeScalarView(reason.unicodeScalars.filter { !NewDevice.isHidden($0) }.prefix(200)))
         let entry = try await database.write { db -> AccountAuditEntry in
             if try await db.lockAccount(accountId).deletedAt != nil { throw StoreError.accountDeleted(accountId) }
             try await db.update("account").set("disabledAt", to: disabled ? now : nil).where("id", .equal, accountId).run()
             if disabled {
                 try await db.delete(from: "device").where("accountId", .equal, accountId).run()
                 // A code approved before and not yet taken would sign a device in all the same.
-                try await db.delete(from: "deviceCode").where("approvedBy", .equal, accountId).where("taken", .equal, 0).run()
+                try await db.clearApprovedCodes(of: accountId)
             }
             let action = disabled ? "disabled" : "enabled"
             try await db.audit(accountId, action, by: "operator", detail.isEmpty ? (disabled ? "every device signed out" : "may sign in again") : detail, at: now)
@@ -164,6 +164,7 @@ extension Accounts {
             }
             try await db.lockActiveAccount(accountId)
             try await db.delete(from: "device").where("accountId", .equal, accountId).run()
+            try await db.clearApprovedCodes(of: accountId)
             try await db.audit(accountId, "password_reset", by: "holder", "with the operator's code; every device signed out", at: now)
             let (device, _) = try await addDevice(to: accountId, name: request.deviceName, replacing: nil, in: db)
             return (device, accountId)

@@ -15,6 +15,14 @@ struct DeviceCodeRecord: Codable, Sendable {
     var taken: Int64
 }
 
+extension SQLDatabase {
+    /// Deletes the codes `accountId` approved that no device took yet: a clean-up of the account's
+    /// ways in (sign out everywhere, a reset, a disable, a deletion) must not leave one waiting.
+    func clearApprovedCodes(of accountId: String) async throws {
+        try await delete(from: "deviceCode").where("approvedBy", .equal, accountId).where("taken", .equal, 0).run()
+    }
+}
+
 /// Signing in a device without a keyboard, as TVs do (OAuth 2.0 Device Authorization Grant, RFC
 /// 8628): the device asks for a pair of codes, shows the short one, and polls with the long one;
 /// a signed-in device (or the account page) approves the short one for its account; the device's
@@ -88,7 +96,7 @@ extension Accounts {
     }
 
     /// A user code as typed: capitals, without the hyphen or spaces a person may add or leave out.
-    static func normalizedUserCode(_ code: String) -> String {
+    public static func normalizedUserCode(_ code: String) -> String {
         String(code.uppercased().filter { $0.isLetter })
     }
 

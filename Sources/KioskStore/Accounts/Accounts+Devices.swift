@@ -19,9 +19,10 @@ struct DeviceRecord: Codable, Sendable {
 struct NewDevice: Sendable {
     /// A control or format character: not shown as itself, or changing how what follows is shown.
     static func isHidden(_ scalar: Unicode.Scalar) -> Bool {
+        if scalar.properties.isDefaultIgnorableCodePoint { return true }
         switch scalar.properties.generalCategory {
-        case .control, .format, .lineSeparator, .paragraphSeparator: true
-        default: false
+        case .control, .format, .lineSeparator, .paragraphSeparator: return true
+        default: return false
         }
     }
 
@@ -41,7 +42,8 @@ struct NewDevice: Sendable {
         // could make a listed name read as another.
         let line = String(String.UnicodeScalarView((name ?? "").unicodeScalars.filter { !NewDevice.isHidden($0) }))
             .trimmingCharacters(in: .whitespaces)
-        return line.isEmpty ? "device \(id.suffix(4))" : String(line.prefix(64))
+        // 64 scalars, not 64 characters: a character may carry any number of combining marks.
+        return line.isEmpty ? "device \(id.suffix(4))" : String(String.UnicodeScalarView(line.unicodeScalars.prefix(64)))
     }
 }
 
@@ -105,6 +107,17 @@ extension Accounts {
         }
         devicesChanged(accountId)
         return DeviceInfo(id: removed.id, name: removed.name, createdAt: removed.createdAt, lastSeenAt: removed.lastSeenAt, current: false)
+    }
+
+    /// Every device of the account signed out, and the codes it approved that no device took yet
+    /// (one would sign a device in after the clean-up): the page's "sign out everywhere".
+    public func signOutEverywhere(_ accountId: String) async throws {
+        try await database.write { db in
+            try await db.lockAccount(accountId)
+            try await db.delete(from: "device").where("accountId", .equal, accountId).run()
+            try await db.clearApprovedCodes(of: accountId)
+        }
+        devicesChanged(accountId)
     }
 
     /// `kiosk logout`: the device signs itself out.
@@ -195,7 +208,7 @@ extension Accounts {
 }
 
 /// What signs in: a device's own client, or the account page in a browser.
-public enum DeviceKind: String, Sendable {
+public enum DeviceKind: String, Sendable, Equatable {
     case app, web
 }
 
@@ -209,6 +222,8 @@ public struct AccountPolicy: Sendable {
     public var deviceCodeLifetime: TimeInterval = 600
     /// How often a device polls with its code, in seconds.
     public var deviceCodeInterval = 5
+    /// How long the account page's browser stays signed in, from its sign-in.
+    public static let webSessionLifetime: TimeInterval = 12 * 3600
 
     public init() {}
 }

@@ -42,7 +42,12 @@ public struct Accounts: StoreOwner {
         let mark = tokens.mark()
         let found = try await database.read { try await $0.device(tokenHash: hash) }
         guard let found else { return nil }
-        let identity = DeviceIdentity(accountId: found.accountId, deviceId: found.id)
+        let kind = DeviceKind(rawValue: found.kind) ?? .app
+        // A browser's session ends on the server too, however long its cookie is kept.
+        if kind == .web, clock.wallNow().timeIntervalSince(found.createdAt) > AccountPolicy.webSessionLifetime {
+            return nil
+        }
+        let identity = DeviceIdentity(accountId: found.accountId, deviceId: found.id, kind: kind)
         tokens.remember(identity, forHash: hash, readAfter: mark)
         await noteSeen(found)
         return identity

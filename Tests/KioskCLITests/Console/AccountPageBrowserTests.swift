@@ -30,6 +30,10 @@ struct AccountPageBrowserTests {
         #expect(try await http.pay(SampleStore.harborMonthly, token: ann.token).status == 200)
         let phone = try await http.send("POST", "/v1/sessions", json: #"{"email": "ann@example.com", "password": "\#(Self.password)", "deviceName": "phone"}"#).decode(DeviceSignIn.self)
         let grant = try await http.send("POST", "/v1/device-codes", json: #"{"deviceName": "tv"}"#).decode(DeviceCodeGrant.self)
+        // A device whose name is HTML, with its < joined to the letter before it (the attack's find).
+        let hostile = try JSONSerialization.data(withJSONObject: ["email": "ann@example.com", "password": Self.password,
+                                                                  "deviceName": "\u{0D4E}<meta http-equiv=refresh content=0;url=http://127.0.0.2:1/pwn>"])
+        #expect(try await http.send("POST", "/v1/sessions", json: String(decoding: hostile, as: UTF8.self)).status == 201)
 
         let screenshots = directory.path("screenshots")
         try FileManager.default.createDirectory(at: screenshots, withIntermediateDirectories: true)

@@ -129,4 +129,36 @@ struct AccountCareTests: StoreSuite {
             #expect(try await Self.view(http, server, ann.accountId).audit?.map(\.action) == ["reset_code_issued", "password_reset"])
         }
     }
+
+    @Test("signing out everywhere and a reset clear the codes the account approved and no device took yet", arguments: TestEngine.all)
+    func cleanUpClearsApprovedCodes(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, _ in
+            let ann = try await SignInTests.signUp(http, "ann@example.com").decode(AccountCreated.self)
+            func approvedCode(_ token: String) async throws -> DeviceCodeGrant {
+                let grant = try await http.send("POST", "/v1/device-codes", json: "{}").decode(DeviceCodeGrant.self)
+                #expect(try await http.send("POST", "/v1/device-codes/approve", token: token, json: SignInTests.json(["userCode": grant.userCode])).status == 200)
+                return grant
+            }
+            let first = try await approvedCode(ann.token)
+            try await server.store.accounts.signOutEverywhere(ann.accountId)
+            #expect(try await http.send("GET", "/v1/account", token: ann.token).status == 401)
+            #expect(try await http.send("POST", "/v1/device-codes/token", json: SignInTests.json(["deviceCode": first.deviceCode])).status == 400)
+
+            let back = try await SignInTests.signIn(http, "ann@example.com").decode(DeviceSignIn.self)
+            let second = try await approvedCode(back.token)
+            let issued = try await http.send("POST", "/v1/admin/accounts/\(ann.accountId)/reset-code", token: server.adminToken).decode(ResetCodeIssued.self)
+            #expect(try await http.send("POST", "/v1/account/password-reset", json: SignInTests.json(["email": "ann@example.com", "code": issued.code, "password": "another good password"])).status == 201)
+            #expect(try await http.send("POST", "/v1/device-codes/token", json: SignInTests.json(["deviceCode": second.deviceCode])).status == 400)
+        }
+    }
+
+    @Test("guessing sign-ins with an account ID as the email does not stop its holder deleting it")
+    func deletionHasItsOwnLimit() async throws {
+        try await Self.withStore { _, http, _ in
+            let ann = try await SignInTests.signUp(http, "ann@example.com").decode(AccountCreated.self)
+            for _ in 0..<12 { _ = try await SignInTests.signIn(http, ann.accountId, password: "whatever guess") }
+            let deleted = try await http.send("DELETE", "/v1/account", token: ann.token, json: SignInTests.json(["password": Self.password]))
+            #expect(deleted.status == 200, "\(Self.message(deleted))")
+        }
+    }
 }

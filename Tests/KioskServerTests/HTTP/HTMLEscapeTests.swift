@@ -1,0 +1,47 @@
+import Foundation
+@testable import KioskServer
+import Mustache
+import Testing
+
+/// HTML escaping looks at Unicode scalars, not characters (the attack on issue 46: a `<` joined
+/// to the letter before it, or a `"` to the accent after it, is part of a character that is not
+/// `<` or `"`, and was let through by both the console's escaping and swift-mustache's own).
+@Suite("HTML escaping")
+struct HTMLEscapeTests {
+    static let hostile = [
+        "\u{0D4E}<meta http-equiv=refresh content=0;url=http://127.0.0.2/pwn>",
+        "\"\u{301} autofocus onfocus=x \"\u{301}",
+        "a'\u{301}b&\u{301}c>\u{301}",
+    ]
+
+    static let attributeBreak = "\"\u{301} autofocus"
+
+    @Test("no <, >, \", ' or & is left as itself, however it is combined")
+    func scalars() {
+        for text in Self.hostile {
+            let escaped = HTMLForm.escape(text)
+            #expect(!escaped.unicodeScalars.contains { "<>\"'".unicodeScalars.contains($0) }, "\(escaped)")
+            // Every & that is left begins one of the five entities (compared by scalars: a string's
+            // own search would miss an entity whose ; joins the accent after it).
+            let scalars = Array(escaped.unicodeScalars)
+            let entities = ["&amp;", "&lt;", "&gt;", "&quot;", "&#39;"].map { Array($0.unicodeScalars) }
+            for index in scalars.indices where scalars[index] == "&" {
+                #expect(entities.contains { Array(scalars[index...].prefix($0.count)) == $0 }, "\(escaped)")
+            }
+        }
+    }
+
+    @Test("the account page's templates escape with it; swift-mustache's own HTML escaping would not")
+    func templates() throws {
+        let library = try AccountPageTemplates.library()
+        for text in Self.hostile {
+            let page = library.render(["title": text, "error": text, "signedIn": false], withTemplate: "message") ?? ""
+            #expect(!page.contains("<meta http-equiv"), "\(page)")
+            let brokenOut = page.contains(Self.attributeBreak)
+            #expect(!brokenOut, "\(page)")
+        }
+        // The flaw the content type works around, so that this test says when it is gone upstream.
+        let plain = try MustacheTemplate(string: "{{value}}").render(["value": Self.hostile[0]])
+        #expect(plain.contains("<meta"), "swift-mustache's HTML escaping now escapes by scalar; the workaround may go")
+    }
+}
