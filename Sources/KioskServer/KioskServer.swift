@@ -75,6 +75,7 @@ public struct KioskServer: Sendable {
         router.addRoutes(accountPage.collection())
         router.addRoutes(ReceiptRoutes(store: store, keys: keys).collection())
         router.addRoutes(AppStoreRoutes(store: store).collection())
+        router.addRoutes(StripeRoutes(store: store, signature: configuration.stripe).collection())
         router.addRoutes(ContentRoutes(catalog: catalog, store: store, delivery: configuration.contentDelivery).collection())
         for admin in AdminRoutes.collections(store: store, adminToken: adminToken) { router.addRoutes(admin, atPath: "v1/admin") }
         return router

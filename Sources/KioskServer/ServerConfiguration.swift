@@ -31,6 +31,8 @@ public struct ServerConfiguration: Sendable {
     public var database: DatabaseLocation?
     /// How many accounts and purchases one client address or account may ask for (429 beyond).
     public var rateLimits = RateLimits()
+    /// The web channel: Stripe's webhook secrets and tolerance; nil takes no Stripe events.
+    public var stripe: StripeSignature?
     /// Accounts' sign-ins: the device limit, the password hash's cost, device codes.
     public var accounts = AccountPolicy()
     /// The iOS app whose App Store signed transactions are proof of purchase

@@ -83,6 +83,26 @@ extension KioskServerTool {
         @Option(help: ArgumentHelp("Purchases and redemptions of one account, as above; default 120/minute ($KIOSK_RATE_LIMIT_PURCHASES_PER_ACCOUNT).", valueName: "rate"))
         var rateLimitPurchasesPerAccount: String? = Self.environment("KIOSK_RATE_LIMIT_PURCHASES_PER_ACCOUNT")
 
+        @Option(help: ArgumentHelp("The web channel: a Stripe webhook endpoint's signing secret (whsec_…); repeat while rotating one ($KIOSK_STRIPE_WEBHOOK_SECRETS, comma-separated).", valueName: "secret"))
+        var stripeWebhookSecret: [String] = Self.environment("KIOSK_STRIPE_WEBHOOK_SECRETS").map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } } ?? []
+
+        @Option(help: ArgumentHelp("Seconds a Stripe event's signature may be old (or ahead) before it is refused as a replay ($KIOSK_STRIPE_TOLERANCE).", valueName: "seconds"))
+        var stripeTolerance = Self.environment("KIOSK_STRIPE_TOLERANCE").flatMap(Int.init) ?? 300
+
+        /// The web channel the flags name; nil without a secret.
+        func stripe() throws -> StripeSignature? {
+            let secrets = stripeWebhookSecret.filter { !$0.isEmpty }
+            guard !secrets.isEmpty else { return nil }
+            guard stripeTolerance > 0 else { throw ValidationError("--stripe-tolerance must be at least 1 second, not \(stripeTolerance)") }
+            return StripeSignature(secrets: secrets, tolerance: TimeInterval(stripeTolerance))
+        }
+
+        /// The real channels configured, as the start says them.
+        var channels: [String] {
+            (stripeWebhookSecret.contains { !$0.isEmpty } ? ["the web (Stripe events at /v1/stripe/webhook)"] : [])
+                + (appStoreBundleId != nil ? ["the App Store (\(appStoreBundleId ?? ""))"] : [])
+        }
+
         @Option(help: ArgumentHelp("Sign-in attempts naming one email, as above; default 10 at once, then one each 90 s ($KIOSK_RATE_LIMIT_SIGN_INS_PER_EMAIL).", valueName: "rate"))
         var rateLimitSignInsPerEmail: String? = Self.environment("KIOSK_RATE_LIMIT_SIGN_INS_PER_EMAIL")
 
@@ -227,6 +247,7 @@ extension KioskServerTool {
             ("KIOSK_RENEWAL_INTERVAL", "a number of seconds", { Double($0) != nil }),
             ("KIOSK_NOTIFICATION_INTERVAL", "a number of seconds", { Double($0) != nil }),
             ("KIOSK_MAX_DEVICES", "a whole number", { Int($0) != nil }),
+            ("KIOSK_STRIPE_TOLERANCE", "a whole number of seconds", { Int($0) != nil }),
             ("KIOSK_PASSWORD_COST", "a whole number", { Int($0) != nil }),
             ("KIOSK_DEVICE_CODE_LIFETIME", "a whole number of seconds", { Int($0) != nil }),
         ]
@@ -253,6 +274,7 @@ extension KioskServerTool {
             _ = try rateLimits()
             _ = try accountPolicy()
             _ = try appStore()
+            _ = try stripe()
             _ = try retryDelays()
             guard renewalInterval >= 0, notificationInterval >= 0 else {
                 throw ValidationError("--renewal-interval and --notification-interval must be 0 (off) or more seconds")
@@ -271,6 +293,9 @@ extension KioskServerTool {
                     throw ValidationError("--content-delivery signed-redirect needs --content-url and --secure-link-secret-file")
                 }
                 guard signedURLLifetime > 0 else { throw ValidationError("--signed-url-lifetime must be at least 1 second") }
+            }
+            if environment == .production, channels.isEmpty {
+                throw ValidationError("a production store grants only for real payment and none is configured: give --stripe-webhook-secret (the web) or --app-store-bundle-id (iOS)")
             }
         }
 
@@ -309,6 +334,7 @@ extension KioskServerTool {
                 configuration.contentDelivery = try delivery()
                 configuration.rateLimits = try rateLimits()
                 configuration.accounts = try accountPolicy()
+                configuration.stripe = try stripe()
                 configuration.appStore = try appStore()
                 configuration.sandboxTimeScale = sandboxTimeScale
                 if let delays = try retryDelays() { configuration.notificationDelivery?.retryDelays = delays }
@@ -333,7 +359,7 @@ extension KioskServerTool {
                     onServing: { port in
                         ready.say(first: true, [
                             (FileHandle.standardOutput, "listening on http://\(host):\(port)\n"),
-                            (FileHandle.standardError, Self.environmentLine(environment)),
+                            (FileHandle.standardError, Self.environmentLine(environment, channels: channels)),
                         ])
                     },
                     onMetricsListening: { port in
@@ -359,12 +385,13 @@ extension KioskServerTool {
         }
 
         /// What the environment means for a reader's purchases, said once at start.
-        static func environmentLine(_ environment: StoreEnvironment) -> String {
-            switch environment {
+        static func environmentLine(_ environment: StoreEnvironment, channels: [String]) -> String {
+            let paid = channels.isEmpty ? "" : "; real payments through \(channels.joined(separator: " and "))"
+            return switch environment {
             case .sandbox:
-                "kiosk: a sandbox store: purchases are pretend (payment methods approve, decline, cancel, defer) and no money moves; --environment production sells for real\n"
+                "kiosk: a sandbox store: purchases are pretend (payment methods approve, decline, cancel, defer) and no money moves\(paid); --environment production sells for real\n"
             case .production:
-                "kiosk: a production store: the sandbox's pretend payments and clock are refused; purchases are granted only for a real proof of payment (App Store transactions)\n"
+                "kiosk: a production store: the sandbox's pretend payments and clock are refused; purchases are granted only for a real proof of payment, through \(channels.joined(separator: " and "))\n"
             }
         }
 

@@ -15,7 +15,7 @@ extension Kiosk {
                 Example: kiosk admin sales --server http://127.0.0.1:8080 --data .kiosk-server
                 """,
             subcommands: [Accounts.self, AccountDetail.self, TransactionList.self, Pending.self, Sales.self, DownloadStats.self, AppStoreNotifications.self, Approve.self, Decline.self, Revoke.self, Refund.self,
-                          Sandbox.self, Renewals.self, Webhooks.self, Notifications.self, Products.self, Disable.self, Enable.self, ResetCode.self]
+                          Sandbox.self, Renewals.self, Webhooks.self, Notifications.self, Products.self, Disable.self, Enable.self, ResetCode.self, Events.self]
         )
 
         struct Options: ParsableArguments {
@@ -301,6 +301,22 @@ extension Kiosk {
             @Argument(help: "The transaction ID.") var transaction: String
             @Option(help: "Why; shown to the reader's devices.") var reason: String?
             func run() async throws { try await reportingErrors { try await Admin.decide("refund", transaction, reason: reason, options) } }
+        }
+
+        struct Events: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "The events payment channels sent (Stripe's), newest first, with what came of each.",
+                discussion: "--unmatched keeps those to act on: paid but not granted (an unknown account or product), or paid for what the account had. Example: kiosk admin events --unmatched")
+            @OptionGroup var options: Options
+            @Flag(help: "Only the events the operator must look at.") var unmatched = false
+            func run() async throws {
+                try await reportingErrors {
+                    let rows = try await options.get([AdminChannelEventRow].self, "/v1/admin/channel-events" + (unmatched ? "?unmatched=1" : ""))
+                    try options.show(rows: rows) {
+                        "\(ListFilter.shown($0.receivedAt))  \($0.channel)  \($0.eventId)  \($0.type)  \($0.outcome)  \($0.accountId ?? "-")  \($0.transactionId ?? "-")  \($0.detail)"
+                    }
+                }
+            }
         }
 
         struct Disable: AsyncParsableCommand {

@@ -20,8 +20,10 @@ public struct StoreHTTP: Sendable {
     }
 
     /// - Parameter authorization: the whole `Authorization` header, sent instead of `Bearer <token>`.
-    public func send(_ method: String, _ path: String, token: String? = nil, authorization: String? = nil, json: String? = nil) async throws -> Reply {
-        var headers: [(name: String, value: String)] = []
+    /// - Parameter headers: more header fields, sent as given.
+    public func send(_ method: String, _ path: String, token: String? = nil, authorization: String? = nil, json: String? = nil,
+                     headers extra: [(name: String, value: String)] = []) async throws -> Reply {
+        var headers: [(name: String, value: String)] = extra
         if let header = authorization ?? token.map({ "Bearer \($0)" }) { headers.append(("Authorization", header)) }
         let body = json.map { Data($0.utf8) } ?? (method == "POST" ? Data("{}".utf8) : nil)
         let response = try await HTTPClient().send(HTTPRequest(method: method, url: baseURL + path, headers: headers, body: body))

@@ -255,3 +255,32 @@ public struct AdminNotificationRow: Codable, Sendable, Equatable {
         self.deliveredAt = deliveredAt
     }
 }
+
+/// One event a payment channel sent, as the store kept it (`kiosk admin events`).
+public struct AdminChannelEventRow: Codable, Sendable, Equatable {
+    /// `stripe`.
+    public var channel: String
+    public var eventId: String
+    public var type: String
+    /// The channel's payment the event is about (a payment intent), when it names one.
+    public var payment: String?
+    /// `granted`, `revoked`, `unmatched`, `owned` (paid for what the account had), `pending`, `partial_refund` or `ignored`.
+    public var outcome: String
+    public var detail: String
+    public var accountId: String?
+    public var transactionId: String?
+    public var receivedAt: Date
+
+    public init(channel: String, eventId: String, type: String, payment: String?, outcome: String, detail: String,
+                accountId: String?, transactionId: String?, receivedAt: Date) {
+        self.channel = channel
+        self.eventId = eventId
+        self.type = type
+        self.payment = payment
+        self.outcome = outcome
+        self.detail = detail
+        self.accountId = accountId
+        self.transactionId = transactionId
+        self.receivedAt = receivedAt
+    }
+}

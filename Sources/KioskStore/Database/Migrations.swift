@@ -408,6 +408,28 @@ enum Migrations {
             // `app` (a device's own client) or `web` (the account page in a browser: one at a time per account).
             #"ALTER TABLE "device" ADD COLUMN "kind" TEXT NOT NULL DEFAULT 'app'"#,
         ] },
+        // Every event a payment channel sent (a web shop's Stripe events first, issue 45), once:
+        // its id is the key, so an event sent again is recognised, and one Kiosk could not match
+        // is kept for the operator. `payment` is the channel's payment (a payment intent) the
+        // event is about, which a refund finds its grant by.
+        Migration(name: "15-channel-events") { type in [
+            """
+            CREATE TABLE "channelEvent" (
+                "channel" TEXT NOT NULL,
+                "eventId" TEXT NOT NULL,
+                "type" TEXT NOT NULL,
+                "payment" TEXT,
+                "outcome" TEXT NOT NULL,
+                "detail" TEXT NOT NULL,
+                "accountId" TEXT,
+                "transactionId" TEXT,
+                "receivedAt" \(type.timestamp) NOT NULL,
+                PRIMARY KEY ("channel", "eventId")
+            )
+            """,
+            #"CREATE INDEX "channelEvent_by_payment" ON "channelEvent" ("channel", "payment")"#,
+            #"CREATE INDEX "channelEvent_unmatched" ON "channelEvent" ("outcome", "receivedAt")"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

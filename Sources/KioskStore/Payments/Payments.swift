@@ -356,7 +356,7 @@ public struct Payments: StoreOwner {
     /// first's answer. What only a look-up can answer falls back to it, in turn: an idempotency
     /// key already used (the unique index refuses the insert, undoing the write), a balance that
     /// would overflow, an unknown account.
-    private func settle(
+    func settle(
         account accountId: String, request: KeyedRequest, product: Product, readsHoldings: Bool = true, replacing deferred: TransactionRecord? = nil,
         _ decide: @Sendable (Holdings) throws -> Decision
     ) async throws -> Settled {

@@ -19,6 +19,8 @@ public struct Store: Sendable {
     public var subscriptions: Subscriptions { Subscriptions(base: base) }
     /// The notification outbox, the publisher's webhook endpoints and their delivery.
     public var notifications: Notifications { Notifications(base: base) }
+    /// The web shop's channel: Stripe's signed events, granted and revoked.
+    public var stripe: StripeChannel { StripeChannel(base: base) }
     /// The App Store's transactions and server notifications, in Kiosk's terms.
     public var appStore: AppStoreBridge { AppStoreBridge(base: base) }
     /// Receipts: what a proof of purchase entitles, `verifyReceipt`, receipts signed again.

@@ -14,7 +14,7 @@ struct ServeEnvironmentTests {
     func refusesPretendPayments(engine: TestEngine) async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
-        var extra = ["--environment", "production"]
+        var extra = ["--environment", "production", "--stripe-webhook-secret", "whsec_test"]
         if case .postgres(let url)? = try await engine.freshDatabase() { extra += ["--database", url] }
         let server = try await ServerProcess.start(store, extraArguments: extra, log: directory.path("server.log"))
         let http = StoreHTTP(baseURL: server.url)
@@ -69,7 +69,7 @@ struct ServeEnvironmentTests {
         let account = try #require(try await KioskCommand.run(["account"], environment: home).stdout.split(separator: "\n").first.map { String($0.dropFirst("account: ".count)) })
         #expect(try await KioskCommand.run(["admin", "sandbox", account, "--advance", "40d", "--server", sandbox.url, "--data", store.data.path]).status == 0)
         _ = await sandbox.stop()
-        let production = try await ServerProcess.start(store, extraArguments: ["--environment", "production", "--renewal-interval", "0.2"], log: directory.path("production.log"))
+        let production = try await ServerProcess.start(store, extraArguments: ["--environment", "production", "--stripe-webhook-secret", "whsec_test", "--renewal-interval", "0.2"], log: directory.path("production.log"))
         try await Task.sleep(for: .seconds(3))
         let view = try await KioskCommand.run(["admin", "account", account, "--json", "--server", production.url, "--data", store.data.path])
         #expect(view.status == 0 && !view.stdout.contains("\"renewal\""), "\(view)")
@@ -101,8 +101,26 @@ struct ServeEnvironmentTests {
         #expect(try await StoreHTTP(baseURL: sandbox.url).verifyReceipt(receipt).status == 0)
         await sandbox.stop()
 
-        let production = try await ServerProcess.start(store, extraArguments: ["--environment", "production"], log: directory.path("production.log"))
+        let production = try await ServerProcess.start(store, extraArguments: ["--environment", "production", "--stripe-webhook-secret", "whsec_test"], log: directory.path("production.log"))
         #expect(try await StoreHTTP(baseURL: production.url).verifyReceipt(receipt).status == 21007)
         await production.stop()
+    }
+
+    @Test("a production store with no real payment channel refuses to start; with one, its start line names it; kiosk admin events lists what Stripe sent")
+    func productionNeedsAChannel() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let refused = try await KioskCommand.run(["serve", "--environment", "production", "--port", "0", "--catalog", store.catalog.path,
+                                                  "--content", store.content.path, "--data", store.data.path])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("grants only for real payment") && refused.stderr.contains("--stripe-webhook-secret"), "\(refused.stderr)")
+        let server = try await ServerProcess.start(store, extraArguments: ["--environment", "production", "--stripe-webhook-secret", "whsec_test"],
+                                                   log: directory.path("production.log"))
+        // The line comes on stderr just after "listening" on stdout.
+        for _ in 0..<100 where !server.log.contains("production store") { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(server.log.contains("through the web (Stripe events at /v1/stripe/webhook)"), "\(server.log)")
+        let events = try await KioskCommand.run(["admin", "events", "--unmatched", "--server", server.url, "--data", store.data.path])
+        #expect(events.status == 0 && events.stdout == "none\n", "\(events)")
+        _ = await server.stop()
     }
 }

@@ -12,6 +12,7 @@ struct AdminReportRoutes: Sendable {
         routes.get("sales", use: sales)
         routes.get("downloads", use: downloads)
         routes.get("appstore/notifications", use: appStoreNotifications)
+        routes.get("channel-events", use: channelEvents)
     }
 
     /// `GET /v1/admin/sales`: ``AdminSalesRow`` per day, product and currency.
@@ -27,5 +28,12 @@ struct AdminReportRoutes: Sendable {
     /// `GET /v1/admin/appstore/notifications`: ``AdminAppStoreNotificationRow`` per notification, newest first.
     @Sendable func appStoreNotifications(_ request: Request, context: KioskRequestContext) async throws -> Response {
         try JSONBody.response(try await store.appStore.appStoreNotifications())
+    }
+
+    /// `GET /v1/admin/channel-events[?unmatched=1]`: ``AdminChannelEventRow`` per event a payment
+    /// channel sent, newest first; with `unmatched`, those the operator must look at.
+    @Sendable func channelEvents(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let unmatched = request.uri.queryParameters.get("unmatched").map { $0 == "1" || $0 == "true" } ?? false
+        return try JSONBody.response(try await store.stripe.events(unmatchedOnly: unmatched))
     }
 }

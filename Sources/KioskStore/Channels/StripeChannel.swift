@@ -1,0 +1,188 @@
+import Foundation
+import KioskCore
+import SQLKit
+
+/// The web shop's channel: Stripe's signed events, turned into Kiosk purchases and revocations.
+///
+/// The route checks the event's signature (``StripeSignature``) before anything here reads it.
+/// Stripe sends an event again until it is answered 2xx, and events come in any order, so:
+/// - a grant is keyed by the Checkout Session (the transaction's idempotency key `stripe:<session>`):
+///   the same session granted twice is one purchase;
+/// - every event is kept once by its id (`channelEvent`), with what came of it; one Kiosk cannot
+///   match (an unknown account or product, a product off sale) is answered 200 and kept for the
+///   operator (`kiosk admin events --unmatched`), never dropped;
+/// - a refund or a dispute may arrive before the grant it undoes. Each side writes its event row
+///   first and then looks for the other's: the grant for a refund of its payment, the refund for a
+///   grant of it. Whichever commits second sees the first, so a refund never misses its grant.
+public struct StripeChannel: StoreOwner {
+    let base: StoreBase
+
+    static let channel = "stripe"
+    /// Checkout Session events that mean the money arrived.
+    static let paidTypes: Set<String> = ["checkout.session.completed", "checkout.session.async_payment_succeeded"]
+    /// Events that take the money back.
+    static let withdrawalTypes: Set<String> = ["charge.refunded", "charge.dispute.created"]
+
+    /// Applies one verified event; the answer says what came of it.
+    public func receive(_ event: StripeEvent) async throws -> AdminChannelEventRow {
+        try RequestText.check(event.id, field: "the event's id")
+        if let kept = try await kept(event.id) {
+            // Sent again: answered as it was kept. A step its first delivery may not have finished
+            // (a process stopped between two writes) is taken again: a grant's look for a refund
+            // that came first, a withdrawal's look for its grant.
+            switch kept.outcome {
+            case "granted" where Self.paidTypes.contains(event.type):
+                return try await undoIfWithdrawn(kept)
+            case "unmatched" where Self.withdrawalTypes.contains(event.type):
+                break
+            default:
+                return kept
+            }
+        }
+        let object = event.data.object
+        switch event.type {
+        case let type where Self.paidTypes.contains(type):
+            return try await checkoutPaid(event, session: object)
+        case "charge.refunded":
+            let amount = object.amount ?? 0
+            guard object.refunded == true || (amount > 0 && (object.amountRefunded ?? 0) >= amount) else {
+                return try await keep(event, payment: object.paymentIntent, outcome: "partial_refund",
+                                      detail: "a part of the payment was refunded; nothing was revoked (revoke it by hand if the refund meant to)")
+            }
+            return try await withdraw(event, payment: object.paymentIntent, reason: "refunded on Stripe")
+        case "charge.dispute.created":
+            return try await withdraw(event, payment: object.paymentIntent, reason: "disputed by the card holder on Stripe")
+        default:
+            return try await keep(event, payment: object.paymentIntent, outcome: "ignored", detail: "an event of a type Kiosk does not act on")
+        }
+    }
+
+    /// The events kept, newest first; `unmatched` only those the operator must look at.
+    public func events(unmatchedOnly: Bool, limit: Int = 500) async throws -> [AdminChannelEventRow] {
+        try await database.read { db in
+            var query = db.select().column("*").from("channelEvent")
+            if unmatchedOnly { query = query.where("outcome", .in, ["unmatched", "owned"]) }
+            return try await query.orderBy("receivedAt", .descending).limit(limit).all(decoding: AdminChannelEventRow.self)
+        }
+    }
+
+    // MARK: What each event does
+
+    private func checkoutPaid(_ event: StripeEvent, session: StripeEvent.StripeObject) async throws -> AdminChannelEventRow {
+        let payment = session.paymentIntent ?? session.id
+        guard session.paymentStatus == "paid" else {
+            return try await keep(event, payment: payment, outcome: "pending",
+                                  detail: "the session is not paid yet (\(session.paymentStatus ?? "no payment_status")); its async_payment_succeeded grants it")
+        }
+        guard let sessionId = session.id, let accountId = session.clientReferenceId, let productId = session.metadata?["kiosk_product_id"] else {
+            return try await keep(event, payment: payment, outcome: "unmatched",
+                                  detail: "the session names no account (client_reference_id) or no product (metadata.kiosk_product_id); refund it on Stripe or grant it by hand")
+        }
+        guard let quantity = Int(session.metadata?["kiosk_quantity"] ?? "1"), let amount = session.amountTotal, let currency = session.currency else {
+            return try await keep(event, payment: payment, outcome: "unmatched", account: accountId,
+                                  detail: "the session has no amount_total or currency, or its metadata.kiosk_quantity is not a number")
+        }
+        let record: TransactionRecord
+        do {
+            record = try await payments.grantPaid(productId: productId, quantity: quantity, accountId: accountId, reference: "stripe:\(sessionId)",
+                                                       method: Self.channel, amountCents: amount, currency: currency.uppercased())
+        } catch let refusal as StoreError {
+            return try await keep(event, payment: payment, outcome: "unmatched", account: accountId,
+                                  detail: "paid but not granted: \(refusal.message); refund it on Stripe or grant it by hand")
+        }
+        let owned = record.paymentMethod == "owned"
+        let row = try await keep(event, payment: payment, outcome: owned ? "owned" : "granted", account: accountId, transaction: record.id,
+                                 detail: owned ? "paid for \(productId), which the account already had: refund it on Stripe" : "granted \(productId)")
+        return row.outcome == "granted" ? try await undoIfWithdrawn(row) : row
+    }
+
+    /// A refund or a dispute of a granted payment that came first undoes the grant now.
+    private func undoIfWithdrawn(_ granted: AdminChannelEventRow) async throws -> AdminChannelEventRow {
+        guard let payment = granted.payment, let transaction = granted.transactionId,
+              let withdrawal = try await withdrawals(of: payment).first else { return granted }
+        try await revoke(transaction, reason: withdrawal.reason)
+        try await settle(withdrawal.eventId, outcome: "revoked", transaction: transaction, account: granted.accountId,
+                         detail: "\(withdrawal.reason): \(transaction) revoked when its checkout event came")
+        var row = granted
+        row.outcome = "revoked"
+        row.detail = "granted, then revoked: \(withdrawal.reason) before this event came"
+        try await settle(granted.eventId, outcome: row.outcome, transaction: transaction, account: granted.accountId, detail: row.detail)
+        return row
+    }
+
+    private func withdraw(_ event: StripeEvent, payment: String?, reason: String) async throws -> AdminChannelEventRow {
+        guard let payment else {
+            return try await keep(event, payment: nil, outcome: "unmatched", detail: "\(reason), but the event names no payment intent")
+        }
+        // Written first: a grant of this payment committing meanwhile finds it and revokes itself.
+        var row = try await keep(event, payment: payment, outcome: "unmatched",
+                                 detail: "\(reason); no grant of \(payment) yet: if its checkout event comes, it is revoked at once")
+        let grants = try await database.read { db in
+            try await db.select().column("transactionId").column("accountId").from("channelEvent")
+                .where("channel", .equal, Self.channel).where("payment", .equal, payment).where("outcome", .in, ["granted", "revoked"])
+                .where(SQLColumn("transactionId"), .isNot, SQLLiteral.null)
+                .all().map { (try $0.decode(column: "transactionId", as: String.self), try $0.decode(column: "accountId", as: String?.self)) }
+        }
+        guard let grant = grants.first else { return row }
+        try await revoke(grant.0, reason: reason)
+        row.outcome = "revoked"
+        row.transactionId = grant.0
+        row.accountId = grant.1
+        row.detail = "\(reason): \(grant.0) revoked, its content removed from the account's devices"
+        try await settle(event.id, outcome: row.outcome, transaction: grant.0, account: grant.1, detail: row.detail)
+        return row
+    }
+
+    /// Revokes a grant as an operator's refund does (the money went back on Stripe); one revoked
+    /// already (the refund and the dispute of one payment, or the two sides of the race) is left as it is.
+    private func revoke(_ transactionId: String, reason: String) async throws {
+        do {
+            _ = try await payments.revoke(transactionId: transactionId, reason: reason, refund: true)
+        } catch let error as StoreError where error.code == "already_revoked" || error.code == "already_refunded" {
+            return
+        }
+    }
+
+    /// Refunds and disputes kept for `payment` (the withdrawals a grant must undo).
+    private func withdrawals(of payment: String) async throws -> [(eventId: String, reason: String)] {
+        try await database.read { db in
+            try await db.select().column("eventId").column("type").from("channelEvent")
+                .where("channel", .equal, Self.channel).where("payment", .equal, payment)
+                .where("type", .in, ["charge.refunded", "charge.dispute.created"]).where("outcome", .notEqual, "partial_refund")
+                .all().map { row in
+                    let type = try row.decode(column: "type", as: String.self)
+                    return (try row.decode(column: "eventId", as: String.self), type == "charge.refunded" ? "refunded on Stripe" : "disputed by the card holder on Stripe")
+                }
+        }
+    }
+
+    // MARK: The kept events
+
+    private func kept(_ eventId: String) async throws -> AdminChannelEventRow? {
+        try await database.read { db in
+            try await db.select().column("*").from("channelEvent").where("channel", .equal, Self.channel).where("eventId", .equal, eventId)
+                .first(decoding: AdminChannelEventRow.self)
+        }
+    }
+
+    /// Keeps the event with what came of it, once: an event already kept (the same one handled at
+    /// once by two instances) is answered as it was kept.
+    private func keep(_ event: StripeEvent, payment: String?, outcome: String, account: String? = nil, transaction: String? = nil,
+                      detail: String) async throws -> AdminChannelEventRow {
+        let row = AdminChannelEventRow(channel: Self.channel, eventId: event.id, type: String(event.type.prefix(100)), payment: payment.map { String($0.prefix(200)) },
+                                       outcome: outcome, detail: detail, accountId: account.map { String($0.prefix(100)) }, transactionId: transaction,
+                                       receivedAt: clock.wallNow())
+        try await database.write { db in
+            try await db.insert(into: "channelEvent").model(row).ignoringConflicts().run()
+        }
+        return try await kept(event.id) ?? row
+    }
+
+    private func settle(_ eventId: String, outcome: String, transaction: String?, account: String?, detail: String? = nil) async throws {
+        try await database.write { db in
+            var update = db.update("channelEvent").set("outcome", to: outcome).set("transactionId", to: transaction).set("accountId", to: account)
+            if let detail { update = update.set("detail", to: detail) }
+            try await update.where("channel", .equal, Self.channel).where("eventId", .equal, eventId).run()
+        }
+    }
+}

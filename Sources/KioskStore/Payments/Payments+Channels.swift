@@ -1,0 +1,42 @@
+import Foundation
+import KioskCore
+
+/// Payments a channel took outside Kiosk (a web shop's checkout), granted as purchases.
+extension Payments {
+    /// Grants what a channel says was paid: a purchase of `productId` for `accountId` with the
+    /// amount and currency the channel charged, signed and delivered like any other, at most once
+    /// per `reference` (the channel's payment: its events come again and in any order).
+    ///
+    /// An account that already owns the book or the running subscription gets the free re-buy
+    /// every payment of it gets, and the caller learns that money was taken for nothing
+    /// (`paymentMethod` `owned`): the operator refunds it on the channel.
+    /// - Throws: `unknown_account`, `unknown_product`, `off_sale` (the caller keeps the event for the operator).
+    func grantPaid(productId: String, quantity: Int, accountId: String, reference: String, method: String,
+                   amountCents: Int, currency: String) async throws -> TransactionRecord {
+        if let earlier = try await database.read({ db in
+            try await db.transactions { $0.where("accountId", .equal, accountId).where("idempotencyKey", .equal, reference) }.first
+        }) {
+            return earlier
+        }
+        guard try await database.read({ try await $0.account(accountId) }) != nil else { throw StoreError.unknownAccount(accountId) }
+        let product = try await sellable(productId)
+        guard (1...100).contains(quantity), quantity == 1 || product.kind == .consumable else {
+            throw StoreError.invalidRequest("a quantity of \(quantity) of \(product.id) cannot be granted")
+        }
+        let keyed = KeyedRequest(key: reference, productId: product.id, quantity: quantity, method: method)
+        let now: Date = if product.kind == .subscription { try await accountNow(accountId) } else { clock.wallNow() }
+        let settled = try await settle(account: accountId, request: keyed, product: product) { holdings in
+            var record = TransactionRecord.pending(account: accountId, product: product, quantity: quantity, method: method, key: reference, at: clock.wallNow())
+            try holdings.decide(&record, product: product, now: now)
+            // What the channel charged is what was paid, whatever the catalog's price says now.
+            if record.paymentMethod != "owned" {
+                record.amountCents = amountCents
+                record.currency = currency
+            }
+            return .new(record)
+        }
+        logger.info("channel payment granted", metadata: ["transaction": "\(settled.record.id)", "product": "\(settled.record.productId)", "channel": "\(method)"])
+        metrics.payment(outcome: settled.record.paymentMethod == "owned" ? "owned" : settled.record.status.rawValue)
+        return settled.record
+    }
+}

@@ -1,0 +1,173 @@
+import Foundation
+import KioskCore
+import KioskServer
+import KioskTestSupport
+import Testing
+
+/// The web channel (issue 45): Stripe's signed events, signed here by Stripe's own library
+/// (`scripts/stripe_sign.py`, the `stripe` package `make test-tools` installs), granted and
+/// revoked through the same path as every purchase.
+@Suite("The web channel: Stripe events")
+struct StripeChannelTests: StoreSuite {
+    static let secret = "whsec_kiosk_test_secret"
+    static let rotated = "whsec_kiosk_next_secret"
+    static let python = SampleStore.repository.appendingPathComponent(".build/venv/bin/python")
+
+    static func stripeStore<T: Sendable>(engine: TestEngine, environment: StoreEnvironment = .sandbox,
+                                         _ body: @Sendable (KioskServer, StoreHTTP, AccountCreated) async throws -> T) async throws -> T {
+        try #require(FileManager.default.isExecutableFile(atPath: python.path), "no \(python.path): run make test-tools (it installs stripe into that venv)")
+        return try await withStore(engine: engine, environment: environment, configure: {
+            $0.stripe = StripeSignature(secrets: [Self.secret, Self.rotated])
+        }, body)
+    }
+
+    /// A Checkout Session event paying for `product` on `account`.
+    static func checkout(_ id: String, session: String, account: String, product: String, amount: Int = 1234, currency: String = "eur",
+                         paymentIntent: String, type: String = "checkout.session.completed", status: String = "paid") -> String {
+        json(["id": id, "object": "event", "type": type, "created": Int(Date().timeIntervalSince1970),
+              "data": ["object": ["id": session, "object": "checkout.session", "payment_status": status, "client_reference_id": account,
+                                  "amount_total": amount, "currency": currency, "payment_intent": paymentIntent,
+                                  "metadata": ["kiosk_product_id": product]]]])
+    }
+
+    static func refund(_ id: String, paymentIntent: String, type: String = "charge.refunded", amount: Int = 1234, refunded: Int = 1234) -> String {
+        let object: [String: Any] = type == "charge.refunded"
+            ? ["id": "ch_\(id)", "object": "charge", "payment_intent": paymentIntent, "amount": amount, "amount_refunded": refunded, "refunded": refunded >= amount]
+            : ["id": "dp_\(id)", "object": "dispute", "payment_intent": paymentIntent, "amount": amount]
+        return json(["id": id, "object": "event", "type": type, "data": ["object": object]])
+    }
+
+    static func json(_ object: [String: Any]) -> String {
+        String(decoding: (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data(), as: UTF8.self)
+    }
+
+    /// The header Stripe's library makes for `body` (now, or at `timestamp`).
+    static func signature(_ body: String, secret: String = secret, timestamp: Int? = nil) async throws -> String {
+        let directory = try TemporaryDirectory()
+        let file = directory.path("body.json")
+        try Data(body.utf8).write(to: file)
+        var arguments = [SampleStore.repository.appendingPathComponent("scripts/stripe_sign.py").path, file.path, secret]
+        if let timestamp { arguments.append(String(timestamp)) }
+        let signed = try await KioskCommand.run(arguments, program: python)
+        try #require(signed.status == 0, "stripe_sign.py failed: \(signed.stderr)")
+        return signed.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    static func post(_ http: StoreHTTP, _ body: String, signature: String?) async throws -> StoreHTTP.Reply {
+        var headers: [(name: String, value: String)] = [("Content-Type", "application/json")]
+        if let signature { headers.append(("Stripe-Signature", signature)) }
+        return try await http.send("POST", "/v1/stripe/webhook", json: body, headers: headers)
+    }
+
+    static func deliver(_ http: StoreHTTP, _ body: String) async throws -> AdminChannelEventRow {
+        let reply = try await post(http, body, signature: try await signature(body))
+        #expect(reply.status == 200, "\(Self.message(reply))")
+        return try reply.decode(AdminChannelEventRow.self)
+    }
+
+    static func owned(_ http: StoreHTTP, _ account: AccountCreated) async throws -> [String] {
+        try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).owned
+    }
+
+    @Test("a paid checkout grants the book with what Stripe charged, signed and in the account's feed; sent again it is one purchase", arguments: TestEngine.all)
+    func grant(engine: TestEngine) async throws {
+        try await Self.stripeStore(engine: engine) { server, http, account in
+            let event = Self.checkout("evt_1", session: "cs_1", account: account.accountId, product: Self.book, paymentIntent: "pi_1")
+            let row = try await Self.deliver(http, event)
+            #expect(row.outcome == "granted", "\(row)")
+            #expect(try await Self.owned(http, account) == [Self.book])
+            #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken) == [1234])
+            let page = try await http.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self)
+            #expect(page.transactions.count == 1)
+            #expect(page.transactions.first?.signedTransaction != nil)
+
+            // The same event again, and the same session in its async event: still one purchase.
+            #expect(try await Self.deliver(http, event).transactionId == row.transactionId)
+            let async = Self.checkout("evt_2", session: "cs_1", account: account.accountId, product: Self.book, paymentIntent: "pi_1",
+                                      type: "checkout.session.async_payment_succeeded")
+            #expect(try await Self.deliver(http, async).transactionId == row.transactionId)
+            // Four deliveries of a new event at once: one purchase.
+            let pack = Self.checkout("evt_3", session: "cs_3", account: account.accountId, product: Self.pack5, amount: 499, currency: "usd", paymentIntent: "pi_3")
+            let signed = try await Self.signature(pack)
+            let replies = try await Self.concurrently(4) { _ in try await Self.post(http, pack, signature: signed) }
+            #expect(replies.allSatisfy { $0.status == 200 })
+            #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken) == [1234, 499])
+            #expect(try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).credits == 5)
+        }
+    }
+
+    @Test("a forged, tampered, stale or unsigned event is a 400 with its reason and grants nothing; a rotated secret signs too", arguments: TestEngine.all)
+    func refusals(engine: TestEngine) async throws {
+        try await Self.stripeStore(engine: engine) { server, http, account in
+            let event = Self.checkout("evt_f", session: "cs_f", account: account.accountId, product: Self.book, paymentIntent: "pi_f")
+            let forged = try await Self.post(http, event, signature: try await Self.signature(event, secret: "whsec_someone_else"))
+            #expect(forged.status == 400)
+            #expect(try forged.decode(APIError.self).code == "bad_signature")
+            let tampered = event.replacingOccurrences(of: "1234", with: "1")
+            #expect(try await Self.post(http, tampered, signature: try await Self.signature(event)).status == 400)
+            let stale = try await Self.post(http, event, signature: try await Self.signature(event, timestamp: Int(Date().timeIntervalSince1970) - 400))
+            #expect(stale.status == 400)
+            #expect(try stale.decode(APIError.self).message.contains("tolerance"), "\(Self.message(stale))")
+            #expect(try await Self.post(http, event, signature: nil).status == 400)
+            #expect(try await Self.post(http, event, signature: "t=1,v1=zz").status == 400)
+            #expect(try await Self.owned(http, account).isEmpty)
+            #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken).isEmpty)
+
+            let rotated = try await Self.post(http, event, signature: try await Self.signature(event, secret: Self.rotated))
+            #expect(rotated.status == 200)
+            #expect(try await Self.owned(http, account) == [Self.book])
+            let malformed = "{\"not\": \"an event\"}"
+            #expect(try await Self.post(http, malformed, signature: try await Self.signature(malformed)).status == 400)
+        }
+    }
+
+    @Test("a refund or a dispute revokes the grant, whichever comes first; a partial refund revokes nothing", arguments: TestEngine.all)
+    func refunds(engine: TestEngine) async throws {
+        try await Self.stripeStore(engine: engine) { server, http, account in
+            // Refunded after the grant.
+            _ = try await Self.deliver(http, Self.checkout("evt_a", session: "cs_a", account: account.accountId, product: Self.book, paymentIntent: "pi_a"))
+            let refunded = try await Self.deliver(http, Self.refund("evt_ra", paymentIntent: "pi_a"))
+            #expect(refunded.outcome == "revoked", "\(refunded)")
+            #expect(try await Self.owned(http, account).isEmpty)
+            #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken) == [1234, -1234])
+
+            // Refunded before its checkout event came: the grant is revoked as it lands.
+            let early = try await Self.deliver(http, Self.refund("evt_rb", paymentIntent: "pi_b"))
+            #expect(early.outcome == "unmatched")
+            let late = try await Self.deliver(http, Self.checkout("evt_b", session: "cs_b", account: account.accountId, product: Self.book, paymentIntent: "pi_b"))
+            #expect(late.outcome == "revoked", "\(late)")
+            #expect(try await Self.owned(http, account).isEmpty)
+
+            // A dispute, and a partial refund.
+            _ = try await Self.deliver(http, Self.checkout("evt_c", session: "cs_c", account: account.accountId, product: Self.issue, paymentIntent: "pi_c"))
+            #expect(try await Self.deliver(http, Self.refund("evt_pc", paymentIntent: "pi_c", refunded: 100)).outcome == "partial_refund")
+            #expect(try await Self.owned(http, account) == [Self.issue])
+            #expect(try await Self.deliver(http, Self.refund("evt_dc", paymentIntent: "pi_c", type: "charge.dispute.created")).outcome == "revoked")
+            #expect(try await Self.owned(http, account).isEmpty)
+            // The refund of an already revoked grant, sent again: nothing more.
+            #expect(try await Self.deliver(http, Self.refund("evt_ra", paymentIntent: "pi_a")).outcome == "revoked")
+        }
+    }
+
+    @Test("an event Kiosk cannot match is answered 200 and kept for the operator; a production store grants through the web", arguments: TestEngine.all)
+    func unmatchedAndProduction(engine: TestEngine) async throws {
+        try await Self.stripeStore(engine: engine, environment: .production) { server, http, account in
+            #expect(try await http.pay(Self.book, token: account.token).status == 403, "the sandbox's pretend payment")
+            let unknownAccount = try await Self.deliver(http, Self.checkout("evt_u1", session: "cs_u1", account: "acct_nobody", product: Self.book, paymentIntent: "pi_u1"))
+            #expect(unknownAccount.outcome == "unmatched")
+            let unknownProduct = try await Self.deliver(http, Self.checkout("evt_u2", session: "cs_u2", account: account.accountId, product: "com.kiosk.none", paymentIntent: "pi_u2"))
+            #expect(unknownProduct.outcome == "unmatched")
+            #expect(unknownProduct.detail.contains("refund it on Stripe"))
+            let listed = try await http.send("GET", "/v1/admin/channel-events?unmatched=1", token: server.adminToken).decode([AdminChannelEventRow].self)
+            #expect(Set(listed.map(\.eventId)) == ["evt_u1", "evt_u2"])
+
+            let granted = try await Self.deliver(http, Self.checkout("evt_p", session: "cs_p", account: account.accountId, product: Self.book, paymentIntent: "pi_p"))
+            #expect(granted.outcome == "granted")
+            #expect(try await Self.owned(http, account) == [Self.book])
+            // Paid again for what the account owns: a free re-buy, and the operator is told to refund.
+            let twice = try await Self.deliver(http, Self.checkout("evt_p2", session: "cs_p2", account: account.accountId, product: Self.book, paymentIntent: "pi_p2"))
+            #expect(twice.outcome == "owned")
+            #expect(try await http.send("GET", "/v1/admin/channel-events?unmatched=1", token: server.adminToken).decode([AdminChannelEventRow].self).count == 3)
+        }
+    }
+}
