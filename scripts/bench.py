@@ -13,7 +13,8 @@ BENCH_ONLY=agent only the background agent's idle cost and the server's memory w
 BENCH_ONLY=console only the console's overview over a store of 1,000,000 transactions (CONSOLE_ROWS= fewer);
 BENCH_ONLY=appstore only App Store signed transactions verified a second (one core, chain cached);
 BENCH_ONLY=update only the update of a 200 MB issue with one page changed, by entries and whole;
-BENCH_ONLY=accounts only sign-ins (bcrypt at the default cost) and requests made with a device token.
+BENCH_ONLY=accounts only sign-ins (bcrypt at the default cost) and requests made with a device token;
+BENCH_ONLY=web only the web channel: Stripe events granted a second against purchases, and an event's way to a waiting agent.
 """
 import base64, json, os, platform, threading, re, shutil, signal, socket, sqlite3, statistics, subprocess, sys, time
 from pathlib import Path
@@ -1028,6 +1029,113 @@ def bench_accounts():
         print(f"  {name}: " + ", ".join(f"{key} {value:,.1f}" for key, value in values.items()))
 
 
+EVENTS_LUA = """
+events = {}
+for line in io.lines(os.getenv("EVENTS")) do
+  local tab = string.find(line, "\t")
+  events[#events + 1] = {string.sub(line, 1, tab - 1), string.sub(line, tab + 1)}
+end
+counter = 0
+function setup(thread) thread:set("offset", math.floor(#events / 2) * (threads_made or 0)); threads_made = (threads_made or 0) + 1 end
+function request()
+  counter = counter + 1
+  local event = events[((offset + counter) % #events) + 1]
+  return wrk.format("POST", "/v1/stripe/webhook", {["Stripe-Signature"] = event[1], ["Content-Type"] = "application/json"}, event[2])
+end
+"""
+
+STRIPE_SECRET = "whsec_bench"
+
+
+def stripe_event(event_id, account, product, payment):
+    """A signed checkout.session.completed, as Stripe sends it: the header and the body."""
+    import hashlib, hmac
+    body = json.dumps({"id": event_id, "object": "event", "type": "checkout.session.completed", "data": {"object": {
+        "id": "cs_" + event_id, "object": "checkout.session", "payment_status": "paid", "client_reference_id": account,
+        "amount_total": 499, "currency": "usd", "payment_intent": payment, "metadata": {"kiosk_product_id": product}}}}, separators=(",", ":"))
+    timestamp = int(time.time())
+    signature = hmac.new(STRIPE_SECRET.encode(), f"{timestamp}.{body}".encode(), hashlib.sha256).hexdigest()
+    return f"t={timestamp},v1={signature}", body
+
+
+def bench_web():
+    """13. The web channel (issue 45): Stripe events verified and granted a second on each engine,
+    against purchases a second on the same server (a pack of credits each: one charge, one grant),
+    and the time from a signed event to the book installed on a device whose agent waits."""
+    import urllib.request
+    postgres = Postgres()
+    report = {}
+    try:
+        postgres.psql("CREATE DATABASE kiosk")
+        for engine, extra in (("sqlite", []), ("postgres", ["--database", postgres.url("kiosk")])):
+            data = BENCH / f"server-web-{engine}"
+            shutil.rmtree(data, ignore_errors=True)
+            server = Server([KIOSK, "serve", "--catalog", str(ROOT / "Catalog"), "--content", str(ROOT / "Content"), "--data", str(data), "--port", "0",
+                             "--stripe-webhook-secret", STRIPE_SECRET, *HIGH_RATE_LIMITS], kiosk_ready)
+            try:
+                tokens = create_accounts(server.url, 100)
+                accounts = [json.loads(sh("curl", "-s", "-H", f"Authorization: Bearer {token}", server.url + "/v1/account"))["accountId"] for token in tokens]
+                pack = "com.kiosk.credits.pack-5"
+                (BENCH / "tokens.txt").write_text("\n".join(tokens) + "\n")
+                (BENCH / "payments.lua").write_text(PAYMENTS_LUA)
+                def wrk_payments(label):
+                    env = {**os.environ, "TOKENS": str(BENCH / "tokens.txt"), "PRODUCT": pack, "RUN": f"{label}-{time.time_ns()}"}
+                    return wrk_figures(subprocess.run(["wrk", "-t2", "-c32", "-d10s", "--latency", "-s", str(BENCH / "payments.lua"), server.url],
+                                                      check=True, capture_output=True, text=True, env=env).stdout)
+                def wrk_events(label, count):
+                    lines = []
+                    for index in range(count):
+                        header, body = stripe_event(f"evt_{label}_{index}", accounts[index % len(accounts)], pack, f"pi_{label}_{index}")
+                        lines.append(header + "\t" + body)
+                    (BENCH / "events.txt").write_text("\n".join(lines) + "\n")
+                    (BENCH / "events.lua").write_text(EVENTS_LUA)
+                    return wrk_figures(subprocess.run(["wrk", "-t2", "-c32", "-d10s", "--latency", "-s", str(BENCH / "events.lua"), server.url],
+                                                      check=True, capture_output=True, text=True, env={**os.environ, "EVENTS": str(BENCH / "events.txt")}).stdout)
+                wrk_payments("warm-up")
+                settle_disk(postgres)
+                paid = wrk_payments(engine)
+                settle_disk(postgres)
+                # Enough distinct events that none is sent twice in the window (a resent one is a look-up, not a grant).
+                granted = wrk_events(engine, 60_000)
+                report[engine] = {"purchases": paid, "stripe events granted": granted, "events_to_purchases": granted["per_s"] / paid["per_s"]}
+
+                # An event's way to a device: the agent waits on the change feed; the book is installed when it lands.
+                home = BENCH / f"web-home-{engine}"
+                shutil.rmtree(home, ignore_errors=True)
+                env = {**os.environ, "KIOSK_HOME": str(home), "KIOSK_SERVER": server.url}
+                subprocess.run([KIOSK, "buy", pack, "--no-download"], check=True, env=env, stdout=subprocess.DEVNULL)
+                account = json.loads(subprocess.run([KIOSK, "account", "--json"], check=True, env=env, capture_output=True, text=True).stdout)["accountId"]
+                agent = subprocess.Popen([KIOSK, "agent"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                waits = []
+                try:
+                    time.sleep(3)
+                    for index, book in enumerate(["com.kiosk.books.small-engines", "com.kiosk.books.river-of-maps", "com.kiosk.books.night-sky-atlas"]):
+                        header, body = stripe_event(f"evt_{engine}_agent_{index}", account, book, f"pi_{engine}_agent_{index}")
+                        started = time.monotonic()
+                        urllib.request.urlopen(urllib.request.Request(server.url + "/v1/stripe/webhook", data=body.encode(), method="POST",
+                                                                      headers={"Stripe-Signature": header, "Content-Type": "application/json"})).read()
+                        while not (home / "Library" / book / "manifest.json").exists():
+                            if time.monotonic() - started > 30:
+                                raise SystemExit(f"bench: {book} was not installed 30 s after its event")
+                            time.sleep(0.01)
+                        waits.append(time.monotonic() - started)
+                        time.sleep(1)
+                finally:
+                    agent.send_signal(signal.SIGTERM)
+                    agent.wait(timeout=30)
+                report[engine]["event to installed, s (3 books)"] = waits
+            finally:
+                server.stop()
+    finally:
+        postgres.stop()
+    results["comparisons"]["13. the web channel"] = report
+    print("\n13. the web channel (Stripe events, each a pack of credits; POST /v1/payments the same pack)")
+    for engine, figures in report.items():
+        print(f"  {engine}: events {figures['stripe events granted']['per_s']:,.0f}/s (p99 {figures['stripe events granted']['p99_ms']:.1f} ms), "
+              f"purchases {figures['purchases']['per_s']:,.0f}/s: ×{figures['events_to_purchases']:.2f} (target ≥ 0.8); "
+              f"event to installed: {', '.join(f'{w:.2f}' for w in figures['event to installed, s (3 books)'])} s (target < 2)")
+
+
 def kiosk_ready(server):
     line = server.process.stdout.readline()
     assert line.startswith("listening on "), line
@@ -1061,6 +1169,11 @@ def main():
     if os.environ.get("BENCH_ONLY") == "appstore":
         bench_appstore()
         (BENCH / "results.json").write_text(json.dumps(results, indent=2))
+        return
+    if os.environ.get("BENCH_ONLY") == "web":
+        BENCH.mkdir(exist_ok=True)
+        bench_web()
+        (BENCH / "web-results.json").write_text(json.dumps(results, indent=2))
         return
     if os.environ.get("BENCH_ONLY") == "accounts":
         bench_accounts()
@@ -1237,6 +1350,7 @@ def main():
         bench_console()
         bench_appstore()
         bench_accounts()
+        bench_web()
     (BENCH / "results.json").write_text(json.dumps(results, indent=2))
     print(f"\nresults written to {BENCH / 'results.json'}")
 

@@ -172,10 +172,10 @@ public struct StripeChannel: StoreOwner {
         let row = AdminChannelEventRow(channel: Self.channel, eventId: event.id, type: String(event.type.prefix(100)), payment: payment.map { String($0.prefix(200)) },
                                        outcome: outcome, detail: detail, accountId: account.map { String($0.prefix(100)) }, transactionId: transaction,
                                        receivedAt: clock.wallNow())
-        try await database.write { db in
-            try await db.insert(into: "channelEvent").model(row).ignoringConflicts().run()
+        let inserted = try await database.write { db in
+            try await db.insert(into: "channelEvent").model(row).ignoringConflicts().returning("eventId").first() != nil
         }
-        return try await kept(event.id) ?? row
+        return inserted ? row : try await kept(event.id) ?? row
     }
 
     private func settle(_ eventId: String, outcome: String, transaction: String?, account: String?, detail: String? = nil) async throws {

@@ -13,11 +13,8 @@ extension Payments {
     /// - Throws: `unknown_account`, `unknown_product`, `off_sale` (the caller keeps the event for the operator).
     func grantPaid(productId: String, quantity: Int, accountId: String, reference: String, method: String,
                    amountCents: Int, currency: String) async throws -> TransactionRecord {
-        if let earlier = try await database.read({ db in
-            try await db.transactions { $0.where("accountId", .equal, accountId).where("idempotencyKey", .equal, reference) }.first
-        }) {
-            return earlier
-        }
+        // The same reference granted before is found by the decision itself (``Holdings``' key
+        // look-up, or the unique index behind a consumable's unread write), as a payment's key is.
         guard try await database.read({ try await $0.account(accountId) }) != nil else { throw StoreError.unknownAccount(accountId) }
         let product = try await sellable(productId)
         guard (1...100).contains(quantity), quantity == 1 || product.kind == .consumable else {
@@ -25,7 +22,8 @@ extension Payments {
         }
         let keyed = KeyedRequest(key: reference, productId: product.id, quantity: quantity, method: method)
         let now: Date = if product.kind == .subscription { try await accountNow(accountId) } else { clock.wallNow() }
-        let settled = try await settle(account: accountId, request: keyed, product: product) { holdings in
+        // A consumable's grant depends on nothing the account holds: one write, as a payment's (``settle``).
+        let settled = try await settle(account: accountId, request: keyed, product: product, readsHoldings: product.kind != .consumable) { holdings in
             var record = TransactionRecord.pending(account: accountId, product: product, quantity: quantity, method: method, key: reference, at: clock.wallNow())
             try holdings.decide(&record, product: product, now: now)
             // What the channel charged is what was paid, whatever the catalog's price says now.
