@@ -58,7 +58,9 @@ public struct StripeSignature: Sendable {
         let sent = Date(timeIntervalSince1970: TimeInterval(timestamp))
         let age = now.timeIntervalSince(sent)
         guard abs(age) <= tolerance else {
-            throw Refusal(reason: "the event was signed \(Int(age)) s from now, outside the tolerance of \(Int(tolerance)) s: a replay, or a clock that is off")
+            // Said in whole seconds, clamped: a timestamp far out of range must not trap the conversion.
+            let seconds = Int64(max(-1e12, min(1e12, age)).rounded(age < 0 ? .down : .up))
+            throw Refusal(reason: "the event was signed \(seconds < 0 ? "\(-seconds) s ahead of" : "\(seconds) s before") now, outside the tolerance of \(Int(tolerance)) s: a replay, or a clock that is off")
         }
         return sent
     }

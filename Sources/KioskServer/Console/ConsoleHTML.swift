@@ -50,8 +50,9 @@ enum ConsoleHTML {
     }
 
     /// An amount in its currency's own minor units (`4.99 USD`, `500 JPY`).
+    /// An amount as HTML: escaped, since a currency came from outside (a channel's event).
     static func money(_ cents: Int, _ currency: String) -> String {
-        Price.shown(cents: cents, currency)
+        escape(Price.shown(cents: cents, currency))
     }
 
     static func time(_ date: Date?) -> String {

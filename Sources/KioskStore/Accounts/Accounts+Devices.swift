@@ -19,9 +19,10 @@ struct DeviceRecord: Codable, Sendable {
 struct NewDevice: Sendable {
     /// A control or format character: not shown as itself, or changing how what follows is shown.
     static func isHidden(_ scalar: Unicode.Scalar) -> Bool {
-        if scalar.properties.isDefaultIgnorableCodePoint { return true }
+        // U+2800, the braille pattern blank, draws nothing and is no space.
+        if scalar.properties.isDefaultIgnorableCodePoint || scalar.value == 0x2800 { return true }
         switch scalar.properties.generalCategory {
-        case .control, .format, .lineSeparator, .paragraphSeparator: return true
+        case .control, .format, .lineSeparator, .paragraphSeparator, .privateUse, .surrogate, .unassigned: return true
         default: return false
         }
     }

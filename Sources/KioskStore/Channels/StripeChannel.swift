@@ -25,7 +25,7 @@ public struct StripeChannel: StoreOwner {
 
     /// Applies one verified event; the answer says what came of it.
     public func receive(_ event: StripeEvent) async throws -> AdminChannelEventRow {
-        try RequestText.check(event.id, field: "the event's id")
+        guard Self.isIdentifier(event.id) else { throw StoreError.invalidRequest("the event's id is not a Stripe event id") }
         if let kept = try await kept(event.id) {
             // Sent again: answered as it was kept. A step its first delivery may not have finished
             // (a process stopped between two writes) is taken again: a grant's look for a refund
@@ -70,7 +70,8 @@ public struct StripeChannel: StoreOwner {
 
     private func checkoutPaid(_ event: StripeEvent, session: StripeEvent.StripeObject) async throws -> AdminChannelEventRow {
         let payment = session.paymentIntent ?? session.id
-        guard session.paymentStatus == "paid" else {
+        // A session a coupon made free is complete without a payment: it grants as a paid one does.
+        guard session.paymentStatus == "paid" || session.paymentStatus == "no_payment_required" else {
             return try await keep(event, payment: payment, outcome: "pending",
                                   detail: "the session is not paid yet (\(session.paymentStatus ?? "no payment_status")); its async_payment_succeeded grants it")
         }
@@ -78,9 +79,14 @@ public struct StripeChannel: StoreOwner {
             return try await keep(event, payment: payment, outcome: "unmatched",
                                   detail: "the session names no account (client_reference_id) or no product (metadata.kiosk_product_id); refund it on Stripe or grant it by hand")
         }
-        guard let quantity = Int(session.metadata?["kiosk_quantity"] ?? "1"), let amount = session.amountTotal, let currency = session.currency else {
+        guard let quantity = Int(session.metadata?["kiosk_quantity"] ?? "1"), let amount = session.amountTotal, let currency = session.currency,
+              (0...Price.maxCents * 100).contains(amount), currency.utf8.count == 3, currency.allSatisfy({ $0.isASCII && $0.isLetter }) else {
             return try await keep(event, payment: payment, outcome: "unmatched", account: accountId,
-                                  detail: "the session has no amount_total or currency, or its metadata.kiosk_quantity is not a number")
+                                  detail: "the session's amount_total, currency (three letters) or metadata.kiosk_quantity is missing or out of range")
+        }
+        guard Self.isIdentifier(sessionId), Self.isIdentifier(accountId), Self.isIdentifier(productId), payment.map(Self.isIdentifier) ?? true else {
+            return try await keep(event, payment: nil, outcome: "unmatched",
+                                  detail: "the session's id, client_reference_id, payment_intent or metadata.kiosk_product_id is not an identifier Kiosk keeps")
         }
         let record: TransactionRecord
         do {
@@ -98,11 +104,16 @@ public struct StripeChannel: StoreOwner {
 
     /// A refund or a dispute of a granted payment that came first undoes the grant now.
     private func undoIfWithdrawn(_ granted: AdminChannelEventRow) async throws -> AdminChannelEventRow {
-        guard let payment = granted.payment, let transaction = granted.transactionId,
-              let withdrawal = try await withdrawals(of: payment).first else { return granted }
+        guard let payment = granted.payment, let transaction = granted.transactionId else { return granted }
+        let found = try await withdrawals(of: payment)
+        guard let withdrawal = found.first else { return granted }
         try await revoke(transaction, reason: withdrawal.reason)
-        try await settle(withdrawal.eventId, outcome: "revoked", transaction: transaction, account: granted.accountId,
-                         detail: "\(withdrawal.reason): \(transaction) revoked when its checkout event came")
+        // Every withdrawal of the payment is settled (a dispute and a refund of one charge), so none
+        // stays in the operator's list saying its grant has not come.
+        for each in found {
+            try await settle(each.eventId, outcome: "revoked", transaction: transaction, account: granted.accountId,
+                             detail: "\(each.reason): \(transaction) revoked when its checkout event came")
+        }
         var row = granted
         row.outcome = "revoked"
         row.detail = "granted, then revoked: \(withdrawal.reason) before this event came"
@@ -111,7 +122,7 @@ public struct StripeChannel: StoreOwner {
     }
 
     private func withdraw(_ event: StripeEvent, payment: String?, reason: String) async throws -> AdminChannelEventRow {
-        guard let payment else {
+        guard let payment, Self.isIdentifier(payment) else {
             return try await keep(event, payment: nil, outcome: "unmatched", detail: "\(reason), but the event names no payment intent")
         }
         // Written first: a grant of this payment committing meanwhile finds it and revokes itself.
@@ -156,6 +167,14 @@ public struct StripeChannel: StoreOwner {
         }
     }
 
+    /// A Stripe or Kiosk id as the store keeps it: at most 255 bytes of letters, digits, `_`, `-`
+    /// and `.` (a session id becomes an idempotency key, which PostgreSQL's index bounds).
+    static func isIdentifier(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 255 && text.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || byte == 0x5F || byte == 0x2D || byte == 0x2E
+        }
+    }
+
     // MARK: The kept events
 
     private func kept(_ eventId: String) async throws -> AdminChannelEventRow? {
@@ -169,7 +188,7 @@ public struct StripeChannel: StoreOwner {
     /// once by two instances) is answered as it was kept.
     private func keep(_ event: StripeEvent, payment: String?, outcome: String, account: String? = nil, transaction: String? = nil,
                       detail: String) async throws -> AdminChannelEventRow {
-        let row = AdminChannelEventRow(channel: Self.channel, eventId: event.id, type: String(event.type.prefix(100)), payment: payment.map { String($0.prefix(200)) },
+        let row = AdminChannelEventRow(channel: Self.channel, eventId: event.id, type: String(event.type.prefix(100)), payment: payment.flatMap { Self.isIdentifier($0) ? $0 : nil },
                                        outcome: outcome, detail: detail, accountId: account.map { String($0.prefix(100)) }, transactionId: transaction,
                                        receivedAt: clock.wallNow())
         let inserted = try await database.write { db in

@@ -44,4 +44,9 @@ struct HTMLEscapeTests {
         let plain = try MustacheTemplate(string: "{{value}}").render(["value": Self.hostile[0]])
         #expect(plain.contains("<meta"), "swift-mustache's HTML escaping now escapes by scalar; the workaround may go")
     }
+
+    @Test("an amount's currency is escaped in the console, since a channel's event names it")
+    func money() {
+        #expect(!ConsoleHTML.money(499, "<meta http-equiv=refresh>").contains("<"))
+    }
 }

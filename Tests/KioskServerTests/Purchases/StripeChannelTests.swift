@@ -24,6 +24,11 @@ struct StripeChannelTests: StoreSuite {
     /// A Checkout Session event paying for `product` on `account`.
     static func checkout(_ id: String, session: String, account: String, product: String, amount: Int = 1234, currency: String = "eur",
                          paymentIntent: String, type: String = "checkout.session.completed", status: String = "paid") -> String {
+        checkout(id, session: session, account: account, product: product, amount: amount as Any, currency: currency, paymentIntent: paymentIntent, type: type, status: status)
+    }
+
+    static func checkout(_ id: String, session: String, account: String, product: String, amount: Any, currency: String,
+                         paymentIntent: String, type: String, status: String) -> String {
         json(["id": id, "object": "event", "type": type, "created": Int(Date().timeIntervalSince1970),
               "data": ["object": ["id": session, "object": "checkout.session", "payment_status": status, "client_reference_id": account,
                                   "amount_total": amount, "currency": currency, "payment_intent": paymentIntent,
@@ -168,6 +173,44 @@ struct StripeChannelTests: StoreSuite {
             let twice = try await Self.deliver(http, Self.checkout("evt_p2", session: "cs_p2", account: account.accountId, product: Self.book, paymentIntent: "pi_p2"))
             #expect(twice.outcome == "owned")
             #expect(try await http.send("GET", "/v1/admin/channel-events?unmatched=1", token: server.adminToken).decode([AdminChannelEventRow].self).count == 3)
+        }
+    }
+
+    @Test("a signed event with a hostile currency, an amount out of range or odd ids is kept unmatched; a free session grants; a far-off timestamp is a 400", arguments: TestEngine.all)
+    func hostileSignedEvents(engine: TestEngine) async throws {
+        try await Self.stripeStore(engine: engine) { server, http, account in
+            let hostile = Self.checkout("evt_h1", session: "cs_h1", account: account.accountId, product: Self.pack5, amount: 499 as Any,
+                                        currency: "<meta http-equiv=refresh content=0;url=http://127.0.0.2/>", paymentIntent: "pi_h1",
+                                        type: "checkout.session.completed", status: "paid")
+            #expect(try await Self.deliver(http, hostile).outcome == "unmatched")
+            for (index, amount) in [-500, Int.min, Int.max].enumerated() {
+                let event = Self.checkout("evt_a\(index)", session: "cs_a\(index)", account: account.accountId, product: Self.pack5,
+                                          amount: amount as Any, currency: "usd", paymentIntent: "pi_a\(index)", type: "checkout.session.completed", status: "paid")
+                #expect(try await Self.deliver(http, event).outcome == "unmatched", "amount \(amount)")
+            }
+            let longIntent = String(repeating: "p", count: 300)
+            #expect(try await Self.deliver(http, Self.checkout("evt_l", session: "cs_l", account: account.accountId, product: Self.pack5, paymentIntent: longIntent)).outcome == "unmatched")
+            #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken).isEmpty)
+
+            // A coupon made it free: complete without a payment, granted at 0.
+            let free = Self.checkout("evt_free", session: "cs_free", account: account.accountId, product: Self.book, amount: 0 as Any,
+                                     currency: "eur", paymentIntent: "pi_free", type: "checkout.session.completed", status: "no_payment_required")
+            #expect(try await Self.deliver(http, free).outcome == "granted")
+            #expect(try await Self.owned(http, account) == [Self.book])
+
+            let far = try await Self.post(http, hostile, signature: try await Self.signature(hostile, timestamp: -999_999_999_999))
+            #expect(far.status == 400)
+            #expect(try await http.send("GET", "/healthz").status == 200, "the server is still up")
+        }
+    }
+
+    @Test("a dispute and a refund that both came before the grant are both settled when it lands", arguments: TestEngine.all)
+    func twoWithdrawalsFirst(engine: TestEngine) async throws {
+        try await Self.stripeStore(engine: engine) { server, http, account in
+            _ = try await Self.deliver(http, Self.refund("evt_d", paymentIntent: "pi_x", type: "charge.dispute.created"))
+            _ = try await Self.deliver(http, Self.refund("evt_r", paymentIntent: "pi_x"))
+            #expect(try await Self.deliver(http, Self.checkout("evt_x", session: "cs_x", account: account.accountId, product: Self.book, paymentIntent: "pi_x")).outcome == "revoked")
+            #expect(try await http.send("GET", "/v1/admin/channel-events?unmatched=1", token: server.adminToken).decode([AdminChannelEventRow].self).isEmpty)
         }
     }
 }
