@@ -24,6 +24,7 @@ def main():
     parser.add_argument("--refund", required=True, help="a purchased transaction to refund")
     parser.add_argument("--screenshots", required=True)
     parser.add_argument("--email", help="a reader's sign-in email, to find, disable, enable and give a reset code")
+    parser.add_argument("--unmatched-event", help="the id of a Stripe event the store could not match, which the Payments page lists to act on")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     args = parser.parse_args()
     console = args.console.rstrip("/")
@@ -152,6 +153,12 @@ def main():
             code = page.locator("code.code").inner_text()
             check(len(code) == 19 and code.count("-") == 3, f"a reset code is shown once ({code})")
             shot("customer-care")
+
+        if args.unmatched_event:
+            page.goto(console + "/payments")
+            to_act = page.get_by_role("table", name="To act on")
+            check(to_act.is_visible() and args.unmatched_event in to_act.inner_text(), "the Payments page lists the unmatched Stripe event to act on")
+            shot("payments")
 
         page.goto(console + "/")
         page.get_by_role("button", name="Log out").click()

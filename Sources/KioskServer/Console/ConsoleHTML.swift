@@ -11,7 +11,7 @@ enum ConsoleHTML {
 
     /// One page: the navigation, `title` as its heading, and `body`.
     static func page(_ title: String, current: String?, csrf: String?, body: String) -> String {
-        let links = [("/", "Overview"), ("/products", "Products"), ("/customers", "Customers"), ("/ask-to-buy", "Ask to Buy"), ("/notifications", "Notifications"), ("/health", "Health")]
+        let links = [("/", "Overview"), ("/products", "Products"), ("/customers", "Customers"), ("/ask-to-buy", "Ask to Buy"), ("/notifications", "Notifications"), ("/payments", "Payments"), ("/health", "Health")]
         let navigation = links.map { path, name in
             path == current ? #"<a href="\#(path)" aria-current="page">\#(name)</a>"# : #"<a href="\#(path)">\#(name)</a>"#
         }.joined(separator: " ")

@@ -80,6 +80,7 @@ struct ConsoleRoutes: Sendable {
         router.post("ask-to-buy/answer", use: answer)
         router.get("notifications", use: notifications)
         router.post("notifications/resend", use: resend)
+        router.get("payments", use: payments)
         router.get("health", use: health)
         return router
     }
@@ -474,6 +475,28 @@ struct ConsoleRoutes: Sendable {
     }
 
     // MARK: Health
+
+    /// What the payment channels sent (Stripe's events): first those to act on (paid but not
+    /// granted, or paid for what the account had), then the latest of all; as `kiosk admin events`.
+    @Sendable func payments(_ request: Request, context: ConsoleContext) async throws -> Response {
+        let unmatched = try await store.stripe.events(unmatchedOnly: true, limit: 200)
+        let latest = try await store.stripe.events(unmatchedOnly: false, limit: 100)
+        func rows(_ events: [AdminChannelEventRow]) -> [[String]] {
+            events.map { event in
+                [ConsoleHTML.time(event.receivedAt), ConsoleHTML.escape(event.channel), "<code>\(ConsoleHTML.escape(event.eventId))</code>",
+                 ConsoleHTML.escape(event.type), ConsoleHTML.escape(event.outcome),
+                 event.accountId.map { #"<a href="/customers?q=\#(Self.query($0))">\#(ConsoleHTML.escape($0))</a>"# } ?? "",
+                 ConsoleHTML.escape(event.detail)]
+            }
+        }
+        let headers = ["received", "channel", "event", "type", "outcome", "account", "what came of it"]
+        let body = """
+            <p>Events the payment channels sent, each kept once. Those to act on were paid but not granted (refund them on the channel, or grant by hand), or paid for what the account already had.</p>
+            \(unmatched.isEmpty ? #"<p role="status">Nothing to act on.</p>"# : ConsoleHTML.table(caption: "To act on", headers: headers, rows: rows(unmatched)))
+            \(ConsoleHTML.table(caption: "Latest events", headers: headers, rows: rows(latest)))
+            """
+        return Self.html(.ok, ConsoleHTML.page("Payments", current: "/payments", csrf: context.session?.csrf, body: body))
+    }
 
     @Sendable func health(_ request: Request, context: ConsoleContext) async throws -> Response {
         let keyRows = try await keys.list().map { key -> [String] in

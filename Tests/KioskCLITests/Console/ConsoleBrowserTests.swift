@@ -20,7 +20,7 @@ struct ConsoleBrowserTests {
         try #require(FileManager.default.isExecutableFile(atPath: Self.chromium), "no \(Self.chromium): run make test-tools (apt-get install chromium)")
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
-        var extra = ["--console-port", "0", "--rate-limit-accounts-per-address", "off", "--rate-limit-purchases-per-account", "off", "--rate-limit-purchases-per-address", "off"]
+        var extra = ["--console-port", "0", "--stripe-webhook-secret", "whsec_console", "--rate-limit-accounts-per-address", "off", "--rate-limit-purchases-per-account", "off", "--rate-limit-purchases-per-address", "off"]
         if case .postgres(let url)? = try await engine.freshDatabase() { extra += ["--database", url] }
         let server = try await ServerProcess.start(store, extraArguments: extra, log: directory.path("server.log"))
         let console = try #require(try await Self.consoleURL(server), "the server said no console address: \(server.log)")
@@ -54,6 +54,16 @@ struct ConsoleBrowserTests {
         #expect(sales.status == 0, "\(sales.stderr)")
         try Data(sales.stdout.utf8).write(to: directory.path("sales.json"))
 
+        // A Stripe event the store cannot match (no such product), for the Payments page.
+        let event = #"{"data":{"object":{"amount_total":499,"client_reference_id":"acct_console","currency":"usd","id":"cs_console","metadata":{"kiosk_product_id":"com.kiosk.none"},"payment_intent":"pi_console","payment_status":"paid"}},"id":"evt_console_unmatched","type":"checkout.session.completed"}"#
+        try Data(event.utf8).write(to: directory.path("event.json"))
+        let signed = try await KioskCommand.run([SampleStore.repository.appendingPathComponent("scripts/stripe_sign.py").path, directory.path("event.json").path, "whsec_console"],
+                                                program: Self.python)
+        #expect(signed.status == 0, "\(signed.stderr)")
+        let delivered = try await http.send("POST", "/v1/stripe/webhook", json: event,
+                                            headers: [("Stripe-Signature", signed.stdout.trimmingCharacters(in: .whitespacesAndNewlines))])
+        #expect(delivered.status == 200, "\(String(decoding: delivered.body, as: UTF8.self))")
+
         // A reader with a sign-in, for the operator to find by email.
         let reader = try await http.send("POST", "/v1/accounts", json: #"{"email": "reader@example.com", "password": "correct horse battery"}"#).decode(AccountCreated.self)
 
@@ -63,7 +73,7 @@ struct ConsoleBrowserTests {
         let checked = try await KioskCommand.run(
             [SampleStore.repository.appendingPathComponent("scripts/console_check.py").path,
              "--console", console, "--token", token, "--sales", directory.path("sales.json").path,
-             "--approve", approve, "--refund", refund, "--screenshots", screenshots.path, "--chromium", Self.chromium, "--email", "reader@example.com"],
+             "--approve", approve, "--refund", refund, "--screenshots", screenshots.path, "--chromium", Self.chromium, "--email", "reader@example.com", "--unmatched-event", "evt_console_unmatched"],
             program: Self.python)
         if checked.status != 0 {
             // Kept where the failure can be looked at: the temporary folder goes with the test.
