@@ -66,6 +66,8 @@ let package = Package(
                 // Reached only through KioskCore's Platform (Support/Platform.swift).
                 "CLinux",
                 .product(name: "Crypto", package: "swift-crypto"),
+                // RSA for Google Play's purchase signatures (PKCS#1 v1.5 with SHA-1).
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
