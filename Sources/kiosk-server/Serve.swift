@@ -106,6 +106,9 @@ extension KioskServerTool {
         @Option(help: ArgumentHelp("Sign-in attempts naming one email, as above; default 10 at once, then one each 90 s ($KIOSK_RATE_LIMIT_SIGN_INS_PER_EMAIL).", valueName: "rate"))
         var rateLimitSignInsPerEmail: String? = Self.environment("KIOSK_RATE_LIMIT_SIGN_INS_PER_EMAIL")
 
+        @Option(help: ArgumentHelp("Sign-in attempts naming one email in a day, as above; default 100/day, NIST SP 800-63B's ceiling ($KIOSK_RATE_LIMIT_SIGN_INS_PER_EMAIL_PER_DAY).", valueName: "rate"))
+        var rateLimitSignInsPerEmailPerDay: String? = Self.environment("KIOSK_RATE_LIMIT_SIGN_INS_PER_EMAIL_PER_DAY")
+
         @Option(help: ArgumentHelp("Sign-in attempts and device codes from one client address, as above; default 60/hour ($KIOSK_RATE_LIMIT_SIGN_INS_PER_ADDRESS).", valueName: "rate"))
         var rateLimitSignInsPerAddress: String? = Self.environment("KIOSK_RATE_LIMIT_SIGN_INS_PER_ADDRESS")
 
@@ -198,6 +201,7 @@ extension KioskServerTool {
             limits.purchasesPerAccount = try parse(rateLimitPurchasesPerAccount, "--rate-limit-purchases-per-account", default: limits.purchasesPerAccount)
             limits.signInsPerEmail = try parse(rateLimitSignInsPerEmail, "--rate-limit-sign-ins-per-email", default: limits.signInsPerEmail)
             limits.signInsPerAddress = try parse(rateLimitSignInsPerAddress, "--rate-limit-sign-ins-per-address", default: limits.signInsPerAddress)
+            limits.signInsPerEmailPerDay = try parse(rateLimitSignInsPerEmailPerDay, "--rate-limit-sign-ins-per-email-per-day", default: limits.signInsPerEmailPerDay)
             limits.trustedProxies = trustedProxy.filter { !$0.isEmpty }
             for proxy in limits.trustedProxies where RateLimits.canonical(proxy) == nil {
                 throw ValidationError("--trusted-proxy \(proxy) is not an IP address; name the proxy in front of kiosk serve by its address, e.g. 127.0.0.1")

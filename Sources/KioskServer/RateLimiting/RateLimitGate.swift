@@ -33,10 +33,14 @@ struct RateLimitGate: Sendable {
         if let limit = limits.signInsPerAddress, let address = limits.clientAddress(peer: context.peerAddress, fields: request.headers) {
             try await take("signins:address:\(address)", limit, what: "too many sign-in attempts came from \(address)")
         }
+        // Every spelling the store takes for one address (case, spaces, composed or not) is one bucket.
+        let key = FileDigest.sha256(of: Data(EmailAddress.bucketName(email).utf8)).prefix(32)
+        // A backoff in two steps: ten at once, then one each 90 s; and at most 100 a day.
         if let limit = limits.signInsPerEmail {
-            // Every spelling the store takes for one address (case, spaces, composed or not) is one bucket.
-            let key = FileDigest.sha256(of: Data(EmailAddress.bucketName(email).utf8)).prefix(32)
             try await take("signins:email:\(key)", limit, what: "too many sign-in attempts named this email")
+        }
+        if let limit = limits.signInsPerEmailPerDay {
+            try await take("signins:email-day:\(key)", limit, what: "too many sign-in attempts named this email today")
         }
     }
 

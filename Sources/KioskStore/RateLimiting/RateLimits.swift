@@ -42,6 +42,9 @@ public struct RateLimits: Sendable, Equatable {
     /// a few guesses, then one each 90 s, so no password is guessed online. Device code approvals
     /// per account count here too.
     public var signInsPerEmail: RateLimit? = RateLimit(burst: 10, perSecond: 10.0 / 900)
+    /// The second step of the backoff: at most 100 attempts a day per email, NIST SP 800-63B's
+    /// ceiling on failed attempts, however patiently they are spaced under ``signInsPerEmail``.
+    public var signInsPerEmailPerDay: RateLimit? = RateLimit(burst: 100, perSecond: 100.0 / 86_400)
     /// Sign-in attempts and new device codes per client address, whichever emails they name.
     public var signInsPerAddress: RateLimit? = RateLimit(burst: 60, perSecond: 60.0 / 3600)
     /// Peers whose `X-Forwarded-For` is believed (the nginx in front, say), as exact IP addresses.
@@ -62,6 +65,7 @@ public struct RateLimits: Sendable, Equatable {
         limits.purchasesPerAddress = nil
         limits.purchasesPerAccount = nil
         limits.signInsPerEmail = nil
+        limits.signInsPerEmailPerDay = nil
         limits.signInsPerAddress = nil
         return limits
     }

@@ -160,6 +160,23 @@ struct SignInTests: StoreSuite {
         }
     }
 
+    @Test("the backoff's second step: attempts spaced under the short limit still stop at the day's ceiling", arguments: TestEngine.all)
+    func dailyCeiling(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine, configure: {
+            // The short step refills at once here; the day's ceiling is 4.
+            $0.rateLimits.signInsPerEmail = RateLimit(burst: 100, perSecond: 100)
+            $0.rateLimits.signInsPerEmailPerDay = RateLimit(burst: 4, perSecond: 4.0 / 86_400)
+            $0.rateLimits.signInsPerAddress = nil
+            $0.rateLimits.accountsPerAddress = nil
+        }) { _, http, _ in
+            _ = try await Self.signUp(http, "ann@example.com")
+            for _ in 0..<3 { #expect(try await Self.signIn(http, "ann@example.com", password: "guess guess").status == 401) }
+            let stopped = try await Self.signIn(http, "ann@example.com")
+            #expect(stopped.status == 429)
+            #expect(try stopped.decode(APIError.self).message.contains("today"), "\(Self.message(stopped))")
+        }
+    }
+
     @Test("every spelling the store takes for one email is one bucket of attempts; taken-email answers are limited too", arguments: TestEngine.all)
     func oneBucketPerEmail(engine: TestEngine) async throws {
         try await Self.withStore(engine: engine, configure: {
