@@ -345,10 +345,7 @@ extension Kiosk {
             @Argument(help: "The account ID.") var account: String
             func run() async throws {
                 try await reportingErrors {
-                    if account.contains("@") {
-                        throw ValidationError("give the account's ID (acct_…), not an email; kiosk admin accounts --email \(account) finds it")
-                    }
-                    let path = "/v1/admin/accounts/\(pathComponent(account))/reset-code"
+                    let path = try Admin.accountPath(account, "reset-code")
                     let issued = try options.decode(ResetCodeIssued.self, from: try await options.call("POST", path), path: path)
                     try options.show(issued) {
                         "reset code for \(issued.email) (\(issued.accountId)): \(issued.code), until \(ListFilter.shown(issued.expiresAt)); the reader runs kiosk account reset --email \(issued.email) --code \(issued.code)"
@@ -357,12 +354,18 @@ extension Kiosk {
             }
         }
 
-        static func care(_ action: String, _ account: String, reason: String?, _ options: Options) async throws {
+        /// The admin route of one of an account's care actions; an email in place of the ID is
+        /// refused, saying how to find the ID.
+        static func accountPath(_ account: String, _ action: String) throws -> String {
             if account.contains("@") {
                 throw ValidationError("give the account's ID (acct_…), not an email; kiosk admin accounts --email \(account) finds it")
             }
+            return "/v1/admin/accounts/\(pathComponent(account))/\(action)"
+        }
+
+        static func care(_ action: String, _ account: String, reason: String?, _ options: Options) async throws {
             let body = try reason.map { String(decoding: try JSONEncoder().encode(["reason": $0]), as: UTF8.self) }
-            let path = "/v1/admin/accounts/\(pathComponent(account))/\(action)"
+            let path = try accountPath(account, action)
             let entry = try options.decode(AccountAuditEntry.self, from: try await options.call("POST", path, body: body), path: path)
             try options.show(entry) {
                 action == "disable" ? "account \(account) disabled: every device signed out, none signs in until kiosk admin enable" : "account \(account) enabled: its holder may sign in again"

@@ -81,7 +81,7 @@ struct AccountPage: Sendable {
         let summary = try await store.accounts.summary(of: device.accountId)
         let devices = try await store.accounts.devices(of: device.accountId, current: device.deviceId)
         let subscriptions = try await store.subscriptions.list(accountId: device.accountId).subscriptions
-        let csrf = Self.csrf(for: try token(request) ?? "")
+        let csrf = Self.csrf(for: token(request) ?? "")
         var values: [String: Any] = [
             "title": "Your account", "signedIn": true, "csrf": csrf, "code": code ?? "",
             "email": devices.email ?? "no sign-in", "accountId": device.accountId, "credits": summary.credits,
@@ -234,13 +234,13 @@ struct AccountPage: Sendable {
         }
     }
 
-    private func token(_ request: Request) throws -> String? {
+    private func token(_ request: Request) -> String? {
         request.cookies[Self.cookie]?.value.nonEmpty
     }
 
     /// The device the cookie signs in, if it still may.
     private func signedIn(_ request: Request) async throws -> DeviceIdentity? {
-        guard let token = try token(request) else { return nil }
+        guard let token = token(request) else { return nil }
         return try await store.accounts.device(forToken: token).flatMap { $0.kind == .web ? $0 : nil }
     }
 
@@ -248,7 +248,7 @@ struct AccountPage: Sendable {
     /// otherwise a 403 page. Every signed-in form is read here, so none can forget the check.
     private func postedForm(_ request: Request) async throws -> (DeviceIdentity, [String: String]) {
         let form = try await HTMLForm.fields(request)
-        guard let token = try token(request), let device = try await store.accounts.device(forToken: token), device.kind == .web else {
+        guard let token = token(request), let device = try await store.accounts.device(forToken: token), device.kind == .web else {
             throw HTTPError(.forbidden, message: "This browser is signed out: sign in again at /account.")
         }
         guard let sent = form["csrf"], AdminMiddleware.matches(sent, Self.csrf(for: token)) else {

@@ -62,8 +62,9 @@ struct SignInRoutes: Sendable {
         let details = try await JSONBody.decode(SignInDetails.self, from: request)
         // Limited as sign-ins are: it answers whether an email is taken, and hashes a password.
         try await limits.admitSignIn(request, context: context, email: details.email)
-        let email = try await store.accounts.addSignIn(to: device, details)
-        return try JSONBody.response(try await store.accounts.devices(of: device.accountId, current: device.deviceId).withEmail(email))
+        _ = try await store.accounts.addSignIn(to: device, details)
+        // Read after the sign-in committed: the list names its email.
+        return try JSONBody.response(try await store.accounts.devices(of: device.accountId, current: device.deviceId))
     }
 
     /// `POST /v1/sessions` {email, password, deviceName?, replacing?}: this device's own token.
@@ -125,13 +126,5 @@ struct SignInRoutes: Sendable {
         let host = request.head.authority ?? "localhost"
         let scheme = HTTPField.Name("X-Forwarded-Proto").flatMap { request.headers[$0] } == "https" ? "https" : "http"
         return "\(scheme)://\(host)/account/device"
-    }
-}
-
-extension DeviceList {
-    func withEmail(_ email: String) -> DeviceList {
-        var list = self
-        list.email = email
-        return list
     }
 }

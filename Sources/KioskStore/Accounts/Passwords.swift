@@ -60,9 +60,8 @@ final class Passwords: Sendable {
     func verify(_ password: String, hash: String?) async throws -> Bool {
         // A password that could never have been set is checked all the same, for the same time.
         let input = Self.bcryptInput((try? Self.normalized(password)) ?? password)
-        var against = hash
-        if against == nil { against = try await decoy() }
-        let stored = against ?? ""
+        let stored: String
+        if let hash { stored = hash } else { stored = try await decoy() }
         let matches = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(input, hash: stored) }
         return matches && hash != nil
     }
