@@ -112,3 +112,41 @@ extension KioskClient {
         return views
     }
 }
+
+// MARK: The payment channels
+
+extension KioskClient {
+    /// The store's environment and how it takes money (`GET /v1/store`).
+    public func storeDescription() async throws -> StoreDescription {
+        try await flows.purchases.storeAPI().storeDescription()
+    }
+
+    /// Buys on the publisher's web shop: the URL where the reader pays for `productId`. The grant
+    /// arrives through the change feed once the shop's payment service says it was paid;
+    /// ``waitForCheckout(_:known:timeout:downloadNow:)`` waits for it, or the agent delivers it.
+    /// - Returns: the checkout, and the transactions of the product this device had before it
+    ///   (which the wait tells apart from the new one).
+    public func checkout(_ productId: String, quantity: Int = 1) async throws -> (checkout: Checkout, known: Set<String>) {
+        let known = try flows.knownTransactions(of: productId)
+        return (try await flows.checkout(productId, quantity: quantity), known)
+    }
+
+    /// Waits until the checkout's purchase arrives, then downloads and installs it (unless told
+    /// otherwise); nil when `timeout` passes first.
+    public func waitForCheckout(_ checkout: Checkout, known: Set<String>, timeout: Duration, downloadNow: Bool = true) async throws -> PurchaseResult? {
+        try await flows.waitForCheckout(checkout, known: known, timeout: timeout, mode: downloadNow ? .now : .finishNow)
+    }
+
+    /// Presents a Google Play purchase (its JSON exactly as Play returned it, and its signature):
+    /// the store grants it to this account, and it is downloaded and installed (unless told
+    /// otherwise). Once this returns, the app acknowledges the purchase to Play.
+    public func presentPlayPurchase(json: String, signature: String, downloadNow: Bool = true) async throws -> ChannelPurchaseResult {
+        try await flows.presentPlayPurchase(PlayPurchaseProof(purchase: json, signature: signature), mode: downloadNow ? .now : .finishNow)
+    }
+
+    /// Presents an App Store transaction (StoreKit 2's JWS) bought with this account's
+    /// `appAccountToken` (``AccountSummary/appAccountToken``): the store grants it to this account.
+    public func presentAppStoreTransaction(_ signedTransaction: String, downloadNow: Bool = true) async throws -> ChannelPurchaseResult {
+        try await flows.presentAppStoreTransaction(AppStoreTransactionProof(signedTransaction: signedTransaction), mode: downloadNow ? .now : .finishNow)
+    }
+}

@@ -38,7 +38,7 @@ public struct KioskServer: Sendable {
             configuration.databaseLocation, environment: configuration.environment,
             legacyKeyFile: data.appendingPathComponent("signing-key.json"), timeScale: configuration.sandboxTimeScale,
             catalog: self.catalog, metrics: metrics, appStore: configuration.appStore.map(AppStoreSignedDataVerifier.init(configuration:)),
-            logger: logger, accountPolicy: configuration.accounts)
+            logger: logger, accountPolicy: configuration.accounts, channels: configuration.channels)
         self.limits = RateLimitGate(limits: configuration.rateLimits, limiter: store.rateLimiter)
         self.accountPage = try AccountPage(store: store, limits: limits)
     }
@@ -76,6 +76,8 @@ public struct KioskServer: Sendable {
         router.addRoutes(ReceiptRoutes(store: store, keys: keys).collection())
         router.addRoutes(AppStoreRoutes(store: store).collection())
         router.addRoutes(StripeRoutes(store: store, signature: configuration.stripe).collection())
+        router.addRoutes(ChannelRoutes(store: store, limits: limits, description: configuration.storeDescription,
+                                       playNotifications: configuration.channels.playNotifications).collection())
         router.addRoutes(ContentRoutes(catalog: catalog, store: store, delivery: configuration.contentDelivery).collection())
         for admin in AdminRoutes.collections(store: store, adminToken: adminToken) { router.addRoutes(admin, atPath: "v1/admin") }
         return router

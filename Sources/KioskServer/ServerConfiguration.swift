@@ -33,6 +33,8 @@ public struct ServerConfiguration: Sendable {
     public var rateLimits = RateLimits()
     /// The web channel: Stripe's webhook secrets and tolerance; nil takes no Stripe events.
     public var stripe: StripeSignature?
+    /// Google Play and the web shop's checkout page (``StoreChannels``).
+    public var channels = StoreChannels()
     /// Accounts' sign-ins: the device limit, the password hash's cost, device codes.
     public var accounts = AccountPolicy()
     /// The iOS app whose App Store signed transactions are proof of purchase
@@ -44,6 +46,13 @@ public struct ServerConfiguration: Sendable {
     public var renewalInterval: Duration? = .seconds(1)
     /// How notifications are delivered to the publisher's endpoints; nil runs no delivery worker.
     public var notificationDelivery: NotificationDeliveryConfiguration? = NotificationDeliveryConfiguration()
+
+    /// How a client learns to buy here (`GET /v1/store`).
+    public var storeDescription: StoreDescription {
+        let channels = (environment == .sandbox ? ["sandbox"] : []) + (stripe != nil ? ["web"] : [])
+            + (self.channels.play != nil ? ["play"] : []) + (appStore != nil ? ["appstore"] : [])
+        return StoreDescription(environment: environment.rawValue, channels: channels, webCheckout: self.channels.checkout != nil)
+    }
 
     /// Where the store's database is.
     public var databaseLocation: DatabaseLocation {

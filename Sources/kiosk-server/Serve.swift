@@ -89,6 +89,66 @@ extension KioskServerTool {
         @Option(help: ArgumentHelp("Seconds a Stripe event's signature may be old (or ahead) before it is refused as a replay ($KIOSK_STRIPE_TOLERANCE).", valueName: "seconds"))
         var stripeTolerance = Self.environment("KIOSK_STRIPE_TOLERANCE").flatMap(Int.init) ?? 300
 
+        @Option(help: ArgumentHelp("The web shop's checkout page kiosk buy sends readers to, with {product}, {account}, {intent} and {quantity} filled in ($KIOSK_CHECKOUT_URL).", valueName: "url"))
+        var checkoutURL = Self.environment("KIOSK_CHECKOUT_URL")
+
+        @Option(help: ArgumentHelp("Google Play: the Android app's package name, e.g. com.example.kiosk ($KIOSK_PLAY_PACKAGE_NAME).", valueName: "name"))
+        var playPackageName = Self.environment("KIOSK_PLAY_PACKAGE_NAME")
+
+        @Option(help: ArgumentHelp("Google Play: a file holding the app's base64 licensing key from the Play Console (Monetization setup) ($KIOSK_PLAY_PUBLIC_KEY_FILE).", valueName: "file"))
+        var playPublicKey = Self.environment("KIOSK_PLAY_PUBLIC_KEY_FILE")
+
+        @Option(help: ArgumentHelp("Google Play notifications: a JWKS file of the keys Pub/Sub's push tokens are signed with (Google's oauth2/v3/certs) ($KIOSK_PLAY_NOTIFICATION_JWKS).", valueName: "file"))
+        var playNotificationJwks = Self.environment("KIOSK_PLAY_NOTIFICATION_JWKS")
+
+        @Option(help: ArgumentHelp("Google Play notifications: the audience the push subscription's token names ($KIOSK_PLAY_NOTIFICATION_AUDIENCE).", valueName: "audience"))
+        var playNotificationAudience = Self.environment("KIOSK_PLAY_NOTIFICATION_AUDIENCE")
+
+        @Option(help: ArgumentHelp("Google Play notifications: the push subscription's service account, when its tokens must be that account's ($KIOSK_PLAY_NOTIFICATION_SERVICE_ACCOUNT).", valueName: "email"))
+        var playNotificationServiceAccount = Self.environment("KIOSK_PLAY_NOTIFICATION_SERVICE_ACCOUNT")
+
+        /// Google Play and the web shop's checkout page, as the flags name them.
+        func channelSettings() async throws -> StoreChannels {
+            var channels = StoreChannels()
+            if let checkoutURL {
+                do {
+                    channels.checkout = try CheckoutURLTemplate(checkoutURL)
+                } catch let error as StoreError {
+                    throw ValidationError("--checkout-url: \(error.message)")
+                }
+            }
+            switch (playPackageName, playPublicKey) {
+            case (nil, nil): break
+            case (let name?, let file?):
+                guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                    throw ValidationError("\(file): cannot be read; put the app's base64 licensing key from the Play Console in it")
+                }
+                do {
+                    channels.play = try PlayPurchaseVerifier(publicKey: text, packageName: name)
+                } catch let refusal as PlayPurchaseVerifier.Refusal {
+                    throw ValidationError("\(file): \(refusal.reason)")
+                }
+            default:
+                throw ValidationError("Google Play needs both --play-package-name and --play-public-key")
+            }
+            switch (playNotificationJwks, playNotificationAudience) {
+            case (nil, nil): break
+            case (let file?, let audience?):
+                guard channels.play != nil else { throw ValidationError("--play-notification-jwks needs Google Play configured (--play-package-name, --play-public-key)") }
+                guard let jwks = FileManager.default.contents(atPath: file) else {
+                    throw ValidationError("\(file): cannot be read; save Google's keys (https://www.googleapis.com/oauth2/v3/certs) in it")
+                }
+                do {
+                    channels.playNotifications = try await PlayNotificationVerifier(jwks: jwks, audience: audience, serviceAccount: playNotificationServiceAccount)
+                } catch let refusal as PlayNotificationVerifier.Refusal {
+                    throw ValidationError("\(file): \(refusal.reason)")
+                }
+            default:
+                throw ValidationError("Play notifications need both --play-notification-jwks and --play-notification-audience")
+            }
+            return channels
+        }
+
         /// The web channel the flags name; nil without a secret.
         func stripe() throws -> StripeSignature? {
             let secrets = stripeWebhookSecret.filter { !$0.isEmpty }
@@ -99,7 +159,8 @@ extension KioskServerTool {
 
         /// The real channels configured, as the start says them.
         var channels: [String] {
-            (stripeWebhookSecret.contains { !$0.isEmpty } ? ["the web (Stripe events at /v1/stripe/webhook)"] : [])
+            (stripeWebhookSecret.contains { !$0.isEmpty } ? ["the web (Stripe events at /v1/stripe/webhook\(checkoutURL != nil ? ", checkout pages for kiosk buy" : ""))"] : [])
+                + (playPackageName != nil ? ["Google Play (\(playPackageName ?? "")\(playNotificationJwks != nil ? ", notifications at /v1/play/notifications" : ""))"] : [])
                 + (appStoreBundleId != nil ? ["the App Store (\(appStoreBundleId ?? ""))"] : [])
         }
 
@@ -279,6 +340,18 @@ extension KioskServerTool {
             _ = try accountPolicy()
             _ = try appStore()
             _ = try stripe()
+            if let checkoutURL {
+                guard !stripeWebhookSecret.filter({ !$0.isEmpty }).isEmpty else {
+                    throw ValidationError("--checkout-url needs --stripe-webhook-secret: the web shop's payments come back as its signed events")
+                }
+                do { _ = try CheckoutURLTemplate(checkoutURL) } catch let error as StoreError { throw ValidationError("--checkout-url: \(error.message)") }
+            }
+            if (playPackageName == nil) != (playPublicKey == nil) {
+                throw ValidationError("Google Play needs both --play-package-name and --play-public-key")
+            }
+            if (playNotificationJwks == nil) != (playNotificationAudience == nil) {
+                throw ValidationError("Play notifications need both --play-notification-jwks and --play-notification-audience")
+            }
             _ = try retryDelays()
             guard renewalInterval >= 0, notificationInterval >= 0 else {
                 throw ValidationError("--renewal-interval and --notification-interval must be 0 (off) or more seconds")
@@ -299,7 +372,7 @@ extension KioskServerTool {
                 guard signedURLLifetime > 0 else { throw ValidationError("--signed-url-lifetime must be at least 1 second") }
             }
             if environment == .production, channels.isEmpty {
-                throw ValidationError("a production store grants only for real payment and none is configured: give --stripe-webhook-secret (the web) or --app-store-bundle-id (iOS)")
+                throw ValidationError("a production store grants only for real payment and none is configured: give --stripe-webhook-secret (the web), --play-package-name with --play-public-key (Android) or --app-store-bundle-id (iOS)")
             }
         }
 
@@ -339,6 +412,7 @@ extension KioskServerTool {
                 configuration.rateLimits = try rateLimits()
                 configuration.accounts = try accountPolicy()
                 configuration.stripe = try stripe()
+                configuration.channels = try await channelSettings()
                 configuration.appStore = try appStore()
                 configuration.sandboxTimeScale = sandboxTimeScale
                 if let delays = try retryDelays() { configuration.notificationDelivery?.retryDelays = delays }

@@ -214,10 +214,12 @@ extension Kiosk {
 
         struct Sales: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Sales by day and product: sales, refunds, net.",
-                discussion: "--since keeps charges and refunds made since; --state keeps those of transactions now in that state.\n\nExample: kiosk admin sales --since 2026-11-01 --json")
+                abstract: "Sales by day and product (and channel): sales, refunds, net.",
+                discussion: "--since keeps charges and refunds made since; --state keeps those of transactions now in that state; --by-channel splits each row by where the money was taken (web, play, appstore, credits, sandbox).\n\nExample: kiosk admin sales --since 2026-11-01 --by-channel --json")
             @OptionGroup var options: Options
             @OptionGroup var filters: Filters
+            @Flag(help: "One row per channel: web (the web shop), play, appstore, credits or sandbox.")
+            var byChannel = false
             @Flag(help: "Print the rows as CSV (day, product, currency, sales, refunds, net), as the console's overview charts them.")
             var csv = false
             func validate() throws {
@@ -225,16 +227,19 @@ extension Kiosk {
             }
             func run() async throws {
                 try await reportingErrors {
-                    let rows = try await options.get([AdminSalesRow].self, "/v1/admin/sales" + filters.query())
+                    var query = try filters.query()
+                    if byChannel { query += (query.isEmpty ? "?" : "&") + "by=channel" }
+                    let rows = try await options.get([AdminSalesRow].self, "/v1/admin/sales" + query)
                     if csv {
-                        Swift.print("day,productId,currency,sales,refunds,net")
+                        Swift.print("day,productId,currency,sales,refunds,net" + (byChannel ? ",channel" : ""))
                         for row in rows {
-                            Swift.print([row.day, Self.csvField(row.productId), row.currency, "\(row.sales)", "\(row.refunds)", Admin.money(row.netCents)].joined(separator: ","))
+                            Swift.print(([row.day, Self.csvField(row.productId), row.currency, "\(row.sales)", "\(row.refunds)", Admin.money(row.netCents)]
+                                + (byChannel ? [row.channel ?? ""] : [])).joined(separator: ","))
                         }
                         return
                     }
                     try options.show(rows: rows) {
-                        "\($0.day)  \($0.productId)  sales \($0.sales)  refunds \($0.refunds)  net \(Price.shown(cents: $0.netCents, $0.currency))"
+                        "\($0.day)  \($0.productId)\($0.channel.map { "  \($0)" } ?? "")  sales \($0.sales)  refunds \($0.refunds)  net \(Price.shown(cents: $0.netCents, $0.currency))"
                     }
                 }
             }

@@ -7,15 +7,22 @@ import KioskCore
 extension Kiosk {
     struct Download: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Download a product with an App Store signed transaction as proof of purchase.",
+            abstract: "Download a product with an App Store or Google Play purchase as proof of purchase.",
             discussion: """
-                FILE holds the JWS an iOS app gets from StoreKit 2 (Transaction.jwsRepresentation). The \
-                download resumes after any cut and, when the store cannot be reached, waits to be retried \
-                (kiosk resume, or --wait here), as any download does.
+                --app-store-transaction FILE holds the JWS an iOS app gets from StoreKit 2 \
+                (Transaction.jwsRepresentation). The download resumes after any cut and, when the store \
+                cannot be reached, waits to be retried (kiosk resume, or --wait here), as any download does.
+
+                --play-purchase FILE holds a Google Play purchase's JSON exactly as Play Billing returned it \
+                (Purchase.getOriginalJson()) and --play-signature FILE its signature \
+                (Purchase.getSignature()). The store checks it and grants it to this device's account as a \
+                Kiosk purchase (one a pending purchase waits; another account's is refused); it is then \
+                downloaded as any purchase is, and this account's other devices get it too.
 
                 Exit status: 0 installed, 1 refused or failed for good, 3 still waiting.
 
                 Example: kiosk download com.kiosk.books.river-of-maps --app-store-transaction transaction.jws
+                Example: kiosk download com.kiosk.books.river-of-maps --play-purchase purchase.json --play-signature purchase.sig
                 """
         )
 
@@ -25,7 +32,22 @@ extension Kiosk {
         var product: String
 
         @Option(help: ArgumentHelp("A file holding the App Store signed transaction (JWS) of the purchase.", valueName: "file"))
-        var appStoreTransaction: String
+        var appStoreTransaction: String?
+
+        @Option(help: ArgumentHelp("A file holding the Google Play purchase's JSON, exactly as Play returned it.", valueName: "file"))
+        var playPurchase: String?
+
+        @Option(help: ArgumentHelp("A file holding the Google Play purchase's base64 signature.", valueName: "file"))
+        var playSignature: String?
+
+        func validate() throws {
+            switch (appStoreTransaction, playPurchase, playSignature) {
+            case (_?, nil, nil), (nil, _?, _?): break
+            case (nil, nil, nil): throw ValidationError("give the proof of purchase: --app-store-transaction FILE, or --play-purchase FILE with --play-signature FILE")
+            case (nil, _, _): throw ValidationError("--play-purchase and --play-signature go together")
+            default: throw ValidationError("give one proof of purchase: an App Store transaction or a Play purchase, not both")
+            }
+        }
 
         @Flag(help: "Wait for a waiting download and retry it when due.")
         var wait = false
@@ -35,7 +57,11 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                let jws = try AppStoreFile.read(appStoreTransaction)
+                if let playPurchase, let playSignature {
+                    try await presentPlay(purchaseFile: playPurchase, signatureFile: playSignature)
+                    return
+                }
+                let jws = try AppStoreFile.read(appStoreTransaction ?? "")
                 let client = try options.client()
                 _ = try client.server()
                 let queued = try await client.queueDownload(product, appStoreTransaction: jws)
@@ -58,6 +84,32 @@ extension Kiosk {
                 }
                 try outcome.exit()
             }
+        }
+
+        /// The Play purchase presented to the store, granted to this account and installed.
+        private func presentPlay(purchaseFile: String, signatureFile: String) async throws {
+            // The JSON's bytes are what Play signed: read as they are, not re-encoded.
+            guard let json = FileManager.default.contents(atPath: purchaseFile).flatMap({ String(data: $0, encoding: .utf8) }),
+                  let signature = FileManager.default.contents(atPath: signatureFile).flatMap({ String(data: $0, encoding: .utf8) }) else {
+                throw ValidationError("\(purchaseFile) or \(signatureFile) cannot be read as text; save the purchase's JSON and its signature as Play Billing returned them")
+            }
+            let client = try await options.connect()
+            let runner = DownloadRunner(client: client)
+            let result = try await runner.showingProgress {
+                try await client.presentPlayPurchase(json: json.trimmingCharacters(in: .newlines), signature: signature)
+            }
+            let answer = result.answer
+            guard answer.state == "granted" else {
+                print("\(answer.productId): \(answer.message ?? "the Play purchase is pending")")
+                try WorkOutcome.pending.exit()
+                return
+            }
+            guard let purchase = result.purchase else {
+                print("\(answer.productId): granted (transaction \(answer.transaction?.transactionId ?? "?")); nothing to download")
+                return
+            }
+            if let message = answer.message { print(message) }
+            try PurchaseReport(purchase).print(runner)
         }
     }
 

@@ -15,7 +15,13 @@ extension Kiosk {
 
                 Sandbox payment methods: approve (default), decline, cancel, defer (Ask to Buy).
 
+                A production store that sells through the publisher's web shop (or --web) answers where \
+                to pay: the command prints the checkout URL and, with --wait, waits until the payment \
+                lands, then downloads and installs as usual. Without --wait, kiosk agent (or the next \
+                kiosk restore) delivers it once paid.
+
                 Example: kiosk buy com.kiosk.credits.pack-5 --quantity 2
+                Example: kiosk buy com.kiosk.books.river-of-maps --web --wait
                 """
         )
 
@@ -27,8 +33,17 @@ extension Kiosk {
         @Option(help: "How many to buy (credit packs only).")
         var quantity = 1
 
-        @Option(help: "The sandbox payment method: approve, decline, cancel or defer.")
-        var payment: PaymentMethod = .approve
+        @Option(help: "The sandbox payment method: approve (default), decline, cancel or defer.")
+        var payment: PaymentMethod?
+
+        @Flag(help: "Pay on the publisher's web shop: print the checkout URL (the default in a production store that has one).")
+        var web = false
+
+        @Flag(help: "With a web checkout: wait until the payment lands, then download and install.")
+        var wait = false
+
+        @Option(help: "With --wait: give up after this many seconds (the agent delivers it later).")
+        var timeout = 900
 
         @Flag(help: "Finish right after saving the receipt; download the content later.")
         var noDownload = false
@@ -38,6 +53,8 @@ extension Kiosk {
 
         func validate() throws {
             guard (1...100).contains(quantity) else { throw ValidationError("--quantity must be between 1 and 100") }
+            if web, payment != nil { throw ValidationError("--web pays on the web shop; --payment is the sandbox's pretend payment: give one") }
+            guard timeout > 0 else { throw ValidationError("--timeout must be at least 1 second") }
         }
 
         func run() async throws {
@@ -46,12 +63,51 @@ extension Kiosk {
                 var configured = DownloadRunner(client: client)
                 configured.announcesPurchases = !json
                 let runner = configured
-                let (product, quantity, payment, downloadNow) = (self.product, self.quantity, self.payment, !noDownload)
+                if try await paysOnWeb(client) {
+                    try await buyOnWeb(client, runner: runner)
+                    return
+                }
+                let (product, quantity, payment, downloadNow) = (self.product, self.quantity, self.payment ?? .approve, !noDownload)
                 let result = try await runner.showingProgress {
                     try await client.buy(product, quantity: quantity, method: payment, downloadNow: downloadNow)
                 }
                 try PurchaseReport(result, json: json).print(runner)
             }
+        }
+
+        /// Whether this purchase is paid on the web shop: asked for, or a production store's way
+        /// (a store that cannot be reached, or an older one, is paid as before).
+        private func paysOnWeb(_ client: KioskClient) async throws -> Bool {
+            if web { return true }
+            guard payment == nil, let description = try? await client.storeDescription() else { return false }
+            return description.webCheckout && description.environment == StoreEnvironment.production.rawValue
+        }
+
+        private func buyOnWeb(_ client: KioskClient, runner: DownloadRunner) async throws {
+            let (checkout, known) = try await client.checkout(product, quantity: quantity)
+            if json && !wait {
+                try JSONOutput.print(checkout)
+                return
+            }
+            if !json {
+                print("pay for \(checkout.productId)\(checkout.quantity > 1 ? " × \(checkout.quantity)" : "") at:")
+                print("  \(checkout.url)")
+            }
+            guard wait else {
+                print("once paid, it is delivered by kiosk agent, or by kiosk restore (purchase intent \(checkout.intent))")
+                return
+            }
+            if !json { print("waiting for the payment (up to \(timeout) s)…") }
+            let (timeout, downloadNow) = (self.timeout, !noDownload)
+            let arrived = try await runner.showingProgress {
+                try await client.waitForCheckout(checkout, known: known, timeout: .seconds(timeout), downloadNow: downloadNow)
+            }
+            guard let arrived else {
+                print("no payment of \(checkout.productId) arrived in \(timeout) s; once paid, kiosk agent or kiosk restore delivers it")
+                try WorkOutcome.pending.exit()
+                return
+            }
+            try PurchaseReport(arrived, json: json).print(runner)
         }
     }
 

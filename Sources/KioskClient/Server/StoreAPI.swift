@@ -140,6 +140,22 @@ struct StoreAPI: Sendable {
         return try await call("POST", "/v1/subscriptions/\(id)/\(on ? "resume" : "cancel")", body: Optional<String>.none)
     }
 
+    func storeDescription() async throws -> StoreDescription {
+        try await call("GET", "/v1/store")
+    }
+
+    func startCheckout(_ request: CheckoutRequest) async throws -> Checkout {
+        try await call("POST", "/v1/checkouts", body: request)
+    }
+
+    func presentPlayPurchase(_ proof: PlayPurchaseProof) async throws -> ChannelPurchaseAnswer {
+        try await call("POST", "/v1/play/purchases", body: proof)
+    }
+
+    func presentAppStoreTransaction(_ proof: AppStoreTransactionProof) async throws -> ChannelPurchaseAnswer {
+        try await call("POST", "/v1/appstore/transactions", body: proof)
+    }
+
     func jwks() async throws -> Data {
         try await send("GET", "/.well-known/jwks.json", body: nil).body
     }

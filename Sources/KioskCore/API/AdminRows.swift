@@ -120,14 +120,30 @@ public struct AdminSalesRow: Codable, Sendable, Equatable {
     public var refunds: Int
     /// Charges less refunds, in cents of `currency`.
     public var netCents: Int
+    /// With `?by=channel`: where the money was taken (``AdminSalesRow/channel(ofPaymentMethod:)``).
+    public var channel: String?
 
-    public init(day: String, productId: String, currency: String, sales: Int, refunds: Int, netCents: Int) {
+    public init(day: String, productId: String, currency: String, sales: Int, refunds: Int, netCents: Int, channel: String? = nil) {
         self.day = day
         self.productId = productId
         self.currency = currency
         self.sales = sales
         self.refunds = refunds
         self.netCents = netCents
+        self.channel = channel
+    }
+
+    /// The channel a transaction's payment method belongs to: `web` (the web shop's payment
+    /// service), `play`, `appstore`, `credits`, or `sandbox` (the sandbox's pretend methods and
+    /// the store's own renewals of them).
+    public static func channel(ofPaymentMethod method: String) -> String {
+        switch method {
+        case "stripe": "web"
+        case "play": "play"
+        case "appstore": "appstore"
+        case "credits": "credits"
+        default: "sandbox"
+        }
     }
 }
 

@@ -61,7 +61,7 @@ public struct CatalogReadError: Error, Sendable, Equatable, CustomStringConverti
 extension JSONCursor {
     /// One product object; the field names and types are those `Product`'s `Codable` uses.
     mutating func product(at place: @autoclosure () -> String) throws -> Product {
-        var id, kind, title, summary, series, publicationDate, appStoreProductId: String?
+        var id, kind, title, summary, series, publicationDate, appStoreProductId, playProductId: String?
         var price: Price?
         var creditPrice, credits, issueNumber, periodMonths, gracePeriodDays: Int?
         var content: ContentDescriptor?
@@ -82,6 +82,7 @@ extension JSONCursor {
             case "gracePeriodDays": gracePeriodDays = try reader.optional { try $0.integer(at: "\(place()).gracePeriodDays") }
             case "content": content = try reader.optional { try $0.content(at: "\(place()).content") }
             case "appStoreProductId": appStoreProductId = try reader.optional { try $0.string(at: "\(place()).appStoreProductId") }
+            case "playProductId": playProductId = try reader.optional { try $0.string(at: "\(place()).playProductId") }
             case "forSale": forSale = try reader.optional { try $0.boolean(at: "\(place()).forSale") }
             default: try reader.skipValue()
             }
@@ -100,6 +101,7 @@ extension JSONCursor {
             series: series, issueNumber: issueNumber, publicationDate: publicationDate, periodMonths: periodMonths, content: content,
             gracePeriodDays: gracePeriodDays)
         product.appStoreProductId = appStoreProductId
+        product.playProductId = playProductId
         product.forSale = forSale
         return product
     }

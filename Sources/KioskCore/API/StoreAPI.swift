@@ -28,6 +28,9 @@ public struct AccountSummary: Codable, Sendable, Equatable {
     public var owned: [String]
     /// Subscriptions with their current expiry.
     public var subscriptions: [SubscriptionStatus]
+    /// The UUID the account's iOS app passes to StoreKit's purchase, so that the App Store
+    /// transaction is granted to this account only.
+    public var appAccountToken: String?
 
     public init(accountId: String, credits: Int, owned: [String], subscriptions: [SubscriptionStatus]) {
         self.accountId = accountId

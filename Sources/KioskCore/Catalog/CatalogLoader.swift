@@ -27,6 +27,7 @@ public struct CatalogLoader: Sendable {
         var entries: [CatalogEntry] = []
         var fileOfID: [String: String] = [:]
         var productOfAppStoreID: [String: String] = [:]
+        var productOfPlayID: [String: String] = [:]
         for file in files {
             for entry in try loadFile(file) {
                 if let first = fileOfID[entry.product.id] {
@@ -43,6 +44,15 @@ public struct CatalogLoader: Sendable {
                             message: "\"\(appStoreId)\" is already the App Store ID of \(other); each App Store product maps to one Kiosk product")
                     }
                     productOfAppStoreID[appStoreId] = entry.product.id
+                }
+                // And a Play purchase too.
+                if let playId = entry.product.playProductId {
+                    if let other = productOfPlayID[playId] {
+                        throw CatalogError(
+                            .duplicateID, file: entry.file, productID: entry.product.id, field: "playProductId",
+                            message: "\"\(playId)\" is already the Play ID of \(other); each Play product maps to one Kiosk product")
+                    }
+                    productOfPlayID[playId] = entry.product.id
                 }
                 entries.append(entry)
             }
@@ -171,6 +181,7 @@ public struct CatalogLoader: Sendable {
             product.publicationDate = date
         }
         product.appStoreProductId = try reader.optionalString("appStoreProductId")
+        product.playProductId = try reader.optionalString("playProductId")
         // Only `false` is written out: on sale is the default, and the catalog's ETag stays.
         product.forSale = try reader.optionalBool("forSale") == false ? false : nil
         let content = try contentSource(reader)
@@ -315,7 +326,7 @@ private struct FieldReader {
 
     static let knownFields: [String: Set<String>] = [
         "": ["id", "kind", "title", "summary", "price", "currency", "creditPrice", "credits", "series",
-             "issueNumber", "publicationDate", "periodMonths", "gracePeriodDays", "content", "appStoreProductId", "forSale"],
+             "issueNumber", "publicationDate", "periodMonths", "gracePeriodDays", "content", "appStoreProductId", "playProductId", "forSale"],
         "content.": ["path", "format"],
     ]
 

@@ -25,6 +25,9 @@ public struct Product: Codable, Sendable, Equatable, Identifiable {
     /// The product's ID in the App Store, when an iOS app sells it through In-App Purchase
     /// (its signed transactions name this ID, not Kiosk's).
     public var appStoreProductId: String?
+    /// The product's ID in Google Play, when an Android app sells it through Play Billing (its
+    /// signed purchases name this ID).
+    public var playProductId: String?
     /// False for a product taken off sale (`"forSale": false` in the catalog, or gone from the
     /// catalog files): it is no longer offered or sold, and stays deliverable to its owners.
     /// Nil (left out of the JSON) is on sale.

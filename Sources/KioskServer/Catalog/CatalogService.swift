@@ -255,6 +255,6 @@ func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async 
 extension CatalogService: StoreCatalog {
     public func storeProducts() async throws -> CatalogProducts {
         let published = try current
-        return CatalogProducts(products: published.products, productsByAppStoreID: published.productsByAppStoreID, etag: published.etag)
+        return CatalogProducts(products: published.products, productsByAppStoreID: published.productsByAppStoreID, productsByPlayID: published.productsByPlayID, etag: published.etag)
     }
 }

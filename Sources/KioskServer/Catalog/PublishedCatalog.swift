@@ -8,6 +8,8 @@ public struct PublishedCatalog: Sendable {
     public let archives: [String: PackedContent]
     /// Kiosk's product ID by the App Store product ID its catalog entry names (`appStoreProductId`).
     public let productsByAppStoreID: [String: String]
+    /// Kiosk's product ID by the Play product ID its catalog entry names (`playProductId`).
+    public let productsByPlayID: [String: String]
     /// The JSON body of `GET /v1/catalog`, and its gzip form.
     public let body: Data
     public let gzippedBody: Data
@@ -48,6 +50,9 @@ public struct PublishedCatalog: Sendable {
         self.archives = archives
         self.productsByAppStoreID = Dictionary(
             products.values.compactMap { product in product.appStoreProductId.map { ($0, product.id) } },
+            uniquingKeysWith: { first, _ in first })
+        self.productsByPlayID = Dictionary(
+            products.values.compactMap { product in product.playProductId.map { ($0, product.id) } },
             uniquingKeysWith: { first, _ in first })
         self.body = body
         self.gzippedBody = try gzippedBody ?? Gzip.compress(body)

@@ -61,7 +61,7 @@ public struct Accounts: StoreOwner {
     /// The balance and what the account owns.
     public func summary(of accountId: String) async throws -> AccountSummary {
         let now = try await accountNow(accountId)
-        return try await database.read { db in
+        var summary = try await database.read { db in
             guard let account = try await db.account(accountId) else {
                 throw StoreError.unknownAccount(accountId)
             }
@@ -78,7 +78,36 @@ public struct Accounts: StoreOwner {
             let subscriptions = latestExpiry.keys.sorted().map { id in
                 SubscriptionStatus(productId: id, expiresDate: latestExpiry[id] ?? now, active: (latestExpiry[id] ?? now) > now)
             }
-            return AccountSummary(accountId: account.id, credits: account.credits, owned: owned, subscriptions: subscriptions)
+            var summary = AccountSummary(accountId: account.id, credits: account.credits, owned: owned, subscriptions: subscriptions)
+            summary.appAccountToken = try await db.select().column("appAccountToken").from("account").where("id", .equal, accountId)
+                .first()?.decode(column: "appAccountToken", as: String?.self)
+            return summary
+        }
+        if summary.appAccountToken == nil { summary.appAccountToken = try await appAccountToken(of: accountId) }
+        return summary
+    }
+
+    /// The UUID the account's iOS app passes to StoreKit's purchase (`appAccountToken`), made the
+    /// first time it is asked for: an App Store transaction that carries it is granted to this
+    /// account only (``AppStoreBridge/claim(_:accountId:)``).
+    public func appAccountToken(of accountId: String) async throws -> String {
+        let made = UUID().uuidString.lowercased()
+        return try await database.write { db in
+            // Compare-and-set: two first requests at once keep one token, the first written.
+            try await db.raw(#"UPDATE "account" SET "appAccountToken" = \#(bind: made) WHERE "id" = \#(bind: accountId) AND "appAccountToken" IS NULL"#).run()
+            guard let token = try await db.select().column("appAccountToken").from("account").where("id", .equal, accountId)
+                .first()?.decode(column: "appAccountToken", as: String?.self) else {
+                throw StoreError.unknownAccount(accountId)
+            }
+            return token
+        }
+    }
+
+    /// The account an App Store `appAccountToken` was made for, if any.
+    func account(forAppAccountToken token: String) async throws -> String? {
+        try await database.read { db in
+            try await db.select().column("id").from("account").where("appAccountToken", .equal, token.lowercased())
+                .first()?.decode(column: "id", as: String.self)
         }
     }
 

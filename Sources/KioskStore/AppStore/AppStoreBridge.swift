@@ -94,8 +94,8 @@ public struct AppStoreBridge: StoreOwner {
     }
 
     /// `POST /v1/appstore/notifications`: verifies an App Store Server Notification V2 and applies
-    /// it once (by `notificationUUID`): REFUND and REVOKE withdraw the transaction's entitlement,
-    /// DID_RENEW adds the renewed period to a subscription the store has seen; other types are
+    /// it once (by `notificationUUID`): REFUND and REVOKE withdraw the transaction's entitlement
+    /// (and revoke a Kiosk purchase granted for it), REFUND_REVERSED restores it, DID_RENEW adds the renewed period to a subscription the store has seen; other types are
     /// recorded only.
     /// - Throws: ``ReceiptRefusal/appStore(_:)`` for a notification (or its transaction) that is refused;
     ///   ``StoreError`` when the store takes no App Store proofs.
@@ -115,7 +115,7 @@ public struct AppStoreBridge: StoreOwner {
         let received = clock.wallNow()
         let type = notification.notificationType
         let environment = notification.data?.environment ?? ""
-        return try await database.write { db in
+        let outcome = try await database.write { db in
             let record = AppStoreNotificationRecord(
                 notificationUUID: notification.notificationUUID, notificationType: type, subtype: notification.subtype,
                 transactionId: purchase?.claims.transactionId, originalTransactionId: purchase?.claims.originalTransactionId,
@@ -132,6 +132,20 @@ public struct AppStoreBridge: StoreOwner {
             try await db.recordAppStoreNotification(recorded)
             return AppStoreNotificationOutcome(notificationUUID: record.notificationUUID, notificationType: type, recorded: true, outcome: outcome)
         }
+        // A Kiosk purchase granted for the transaction (an account-bound one) follows it. Taken on
+        // every delivery, since each step is idempotent: a process stopped after the record
+        // committed finishes the step when Apple sends the notification again.
+        if let transactionId = purchase?.claims.transactionId {
+            switch type {
+            case "REFUND", "REVOKE":
+                try await withdrawBoundGrant(transactionId, reason: type == "REFUND" ? "refunded by the App Store" : "revoked by the App Store (Family Sharing)")
+            case "REFUND_REVERSED":
+                _ = try await reinstateBoundGrant(transactionId, notificationUUID: notification.notificationUUID)
+            default:
+                break
+            }
+        }
+        return outcome
     }
 
     /// What a notification of `type` does, inside the transaction that records it.
@@ -152,6 +166,12 @@ public struct AppStoreBridge: StoreOwner {
                 WHERE "transactionId" = \#(bind: claims.transactionId) AND "revokedAt" IS NULL
                 """#).run()
             return "withdrew transaction \(claims.transactionId) (\(claims.productId)): \(reason)"
+        case "REFUND_REVERSED":
+            try await db.raw(#"""
+                UPDATE "appStoreTransaction" SET "revokedAt" = NULL, "revocationReason" = NULL
+                WHERE "transactionId" = \#(bind: claims.transactionId) AND "revokedAt" IS NOT NULL
+                """#).run()
+            return "restored transaction \(claims.transactionId) (\(claims.productId)): its refund was reversed"
         case "DID_RENEW":
             let periods = try await db.appStoreTransactions(original: claims.originalTransactionId)
             guard !periods.isEmpty else {

@@ -75,11 +75,23 @@ public struct StripeChannel: StoreOwner {
             return try await keep(event, payment: payment, outcome: "pending",
                                   detail: "the session is not paid yet (\(session.paymentStatus ?? "no payment_status")); its async_payment_succeeded grants it")
         }
-        guard let sessionId = session.id, let accountId = session.clientReferenceId, let productId = session.metadata?["kiosk_product_id"] else {
+        var named = (account: session.clientReferenceId, product: session.metadata?["kiosk_product_id"], quantity: session.metadata?["kiosk_quantity"])
+        // A session made from a reader's checkout (`kiosk buy`) names its intent, which says the
+        // account and the product, and is paid once.
+        if let intentId = session.metadata?["kiosk_intent"], let sessionId = session.id, Self.isIdentifier(sessionId) {
+            switch try await claimIntent(intentId, session: sessionId, account: named.account, product: named.product) {
+            case .success(let intent):
+                named = (intent.accountId, intent.productId, named.quantity ?? String(intent.quantity))
+            case .failure(let refusal):
+                return try await keep(event, payment: payment, outcome: "unmatched", account: named.account,
+                                      detail: "\(refusal.message); refund it on Stripe or grant it by hand")
+            }
+        }
+        guard let sessionId = session.id, let accountId = named.account, let productId = named.product else {
             return try await keep(event, payment: payment, outcome: "unmatched",
                                   detail: "the session names no account (client_reference_id) or no product (metadata.kiosk_product_id); refund it on Stripe or grant it by hand")
         }
-        guard let quantity = Int(session.metadata?["kiosk_quantity"] ?? "1"), let amount = session.amountTotal, let currency = session.currency,
+        guard let quantity = Int(named.quantity ?? "1"), let amount = session.amountTotal, let currency = session.currency,
               (0...Price.maxCents * 100).contains(amount), currency.utf8.count == 3, currency.allSatisfy({ $0.isASCII && $0.isLetter }) else {
             return try await keep(event, payment: payment, outcome: "unmatched", account: accountId,
                                   detail: "the session's amount_total, currency (three letters) or metadata.kiosk_quantity is missing or out of range")
@@ -107,7 +119,7 @@ public struct StripeChannel: StoreOwner {
         guard let payment = granted.payment, let transaction = granted.transactionId else { return granted }
         let found = try await withdrawals(of: payment)
         guard let withdrawal = found.first else { return granted }
-        try await revoke(transaction, reason: withdrawal.reason)
+        try await revokeChannelGrant(transaction, reason: withdrawal.reason)
         // Every withdrawal of the payment is settled (a dispute and a refund of one charge), so none
         // stays in the operator's list saying its grant has not come.
         for each in found {
@@ -135,23 +147,13 @@ public struct StripeChannel: StoreOwner {
                 .all().map { (try $0.decode(column: "transactionId", as: String.self), try $0.decode(column: "accountId", as: String?.self)) }
         }
         guard let grant = grants.first else { return row }
-        try await revoke(grant.0, reason: reason)
+        try await revokeChannelGrant(grant.0, reason: reason)
         row.outcome = "revoked"
         row.transactionId = grant.0
         row.accountId = grant.1
         row.detail = "\(reason): \(grant.0) revoked, its content removed from the account's devices"
         try await settle(event.id, outcome: row.outcome, transaction: grant.0, account: grant.1, detail: row.detail)
         return row
-    }
-
-    /// Revokes a grant as an operator's refund does (the money went back on Stripe); one revoked
-    /// already (the refund and the dispute of one payment, or the two sides of the race) is left as it is.
-    private func revoke(_ transactionId: String, reason: String) async throws {
-        do {
-            _ = try await payments.revoke(transactionId: transactionId, reason: reason, refund: true)
-        } catch let error as StoreError where error.code == "already_revoked" || error.code == "already_refunded" {
-            return
-        }
     }
 
     /// Refunds and disputes kept for `payment` (the withdrawals a grant must undo).
@@ -178,30 +180,18 @@ public struct StripeChannel: StoreOwner {
     // MARK: The kept events
 
     private func kept(_ eventId: String) async throws -> AdminChannelEventRow? {
-        try await database.read { db in
-            try await db.select().column("*").from("channelEvent").where("channel", .equal, Self.channel).where("eventId", .equal, eventId)
-                .first(decoding: AdminChannelEventRow.self)
-        }
+        try await keptChannelEvent(channel: Self.channel, eventId: eventId)
     }
 
-    /// Keeps the event with what came of it, once: an event already kept (the same one handled at
-    /// once by two instances) is answered as it was kept.
     private func keep(_ event: StripeEvent, payment: String?, outcome: String, account: String? = nil, transaction: String? = nil,
                       detail: String) async throws -> AdminChannelEventRow {
-        let row = AdminChannelEventRow(channel: Self.channel, eventId: event.id, type: String(event.type.prefix(100)), payment: payment.flatMap { Self.isIdentifier($0) ? $0 : nil },
-                                       outcome: outcome, detail: detail, accountId: account.map { String($0.prefix(100)) }, transactionId: transaction,
-                                       receivedAt: clock.wallNow())
-        let inserted = try await database.write { db in
-            try await db.insert(into: "channelEvent").model(row).ignoringConflicts().returning("eventId").first() != nil
-        }
-        return inserted ? row : try await kept(event.id) ?? row
+        try await keepChannelEvent(AdminChannelEventRow(
+            channel: Self.channel, eventId: event.id, type: String(event.type.prefix(100)), payment: payment.flatMap { Self.isIdentifier($0) ? $0 : nil },
+            outcome: outcome, detail: detail, accountId: account.map { String($0.prefix(100)) }, transactionId: transaction,
+            receivedAt: clock.wallNow()))
     }
 
     private func settle(_ eventId: String, outcome: String, transaction: String?, account: String?, detail: String? = nil) async throws {
-        try await database.write { db in
-            var update = db.update("channelEvent").set("outcome", to: outcome).set("transactionId", to: transaction).set("accountId", to: account)
-            if let detail { update = update.set("detail", to: detail) }
-            try await update.where("channel", .equal, Self.channel).where("eventId", .equal, eventId).run()
-        }
+        try await settleChannelEvent(channel: Self.channel, eventId: eventId, outcome: outcome, transaction: transaction, account: account, detail: detail)
     }
 }

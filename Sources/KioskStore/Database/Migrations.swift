@@ -430,6 +430,39 @@ enum Migrations {
             #"CREATE INDEX "channelEvent_by_payment" ON "channelEvent" ("channel", "payment")"#,
             #"CREATE INDEX "channelEvent_unmatched" ON "channelEvent" ("outcome", "receivedAt")"#,
         ] },
+        // A channel's purchases bound to accounts (issue 45). `channelPurchase` is a Play purchase
+        // token or an App Store transaction, owned by the first account that presented it (its
+        // primary key is the lock two accounts race on); `checkoutIntent` is the one-time id a
+        // reader's `kiosk buy` puts in the web shop's checkout URL; each account has the
+        // `appAccountToken` its iOS app passes to StoreKit.
+        Migration(name: "16-channel-purchases") { type in [
+            """
+            CREATE TABLE "channelPurchase" (
+                "channel" TEXT NOT NULL,
+                "purchaseId" TEXT NOT NULL,
+                "accountId" TEXT NOT NULL,
+                "productId" TEXT NOT NULL,
+                "state" TEXT NOT NULL,
+                "orderId" TEXT,
+                "transactionId" TEXT,
+                "createdAt" \(type.timestamp) NOT NULL,
+                PRIMARY KEY ("channel", "purchaseId")
+            )
+            """,
+            #"CREATE INDEX "channelPurchase_by_account" ON "channelPurchase" ("accountId")"#,
+            """
+            CREATE TABLE "checkoutIntent" (
+                "id" TEXT PRIMARY KEY,
+                "accountId" TEXT NOT NULL,
+                "productId" TEXT NOT NULL,
+                "quantity" BIGINT NOT NULL,
+                "createdAt" \(type.timestamp) NOT NULL,
+                "session" TEXT
+            )
+            """,
+            #"ALTER TABLE "account" ADD COLUMN "appAccountToken" TEXT"#,
+            #"CREATE UNIQUE INDEX "account_by_app_account_token" ON "account" ("appAccountToken")"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

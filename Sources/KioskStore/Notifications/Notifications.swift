@@ -114,6 +114,8 @@ public struct Notifications: StoreOwner {
         var createdAt: Date
         var url: String
         var signedTransaction: String?
+        /// The transaction's payment method, which names the channel the money came through.
+        var paymentMethod: String?
     }
 
     /// Claims the deliveries due now, each the oldest undelivered of its account and endpoint, and
@@ -187,7 +189,8 @@ public struct Notifications: StoreOwner {
         return try await database.read { db in
             try await db.raw(#"""
                 SELECT d."notificationSequence", d."webhookId", d."attempts", n."id", n."type", n."subtype", n."accountId", n."transactionId",
-                    n."originalTransactionId", n."renewalInfo", n."createdAt", w."url", t."signedTransaction"
+                    n."originalTransactionId", n."renewalInfo", n."createdAt", w."url", t."signedTransaction",
+                    t."paymentMethod"
                 FROM "delivery" d JOIN "notification" n ON n."sequence" = d."notificationSequence" JOIN "webhook" w ON w."id" = d."webhookId"
                 LEFT JOIN "storeTransaction" t ON t."id" = n."transactionId"
                 WHERE d."claimedBy" = \#(bind: instance) AND d."webhookId" = \#(bind: endpoint) AND d."notificationSequence" IN \#(SQLGroupExpression(sequences.map { SQLBind($0) as any SQLExpression }))
@@ -207,7 +210,8 @@ public struct Notifications: StoreOwner {
             notificationType: delivery.type, subtype: delivery.subtype, notificationUUID: delivery.id, version: "2.0",
             signedDate: RenewalInfo.milliseconds(Date()),
             data: .init(bundleId: keys.identity.issuer, environment: environment, signedTransactionInfo: delivery.signedTransaction,
-                        signedRenewalInfo: signedRenewalInfo, status: nil, accountId: delivery.accountId.isEmpty ? nil : delivery.accountId))
+                        signedRenewalInfo: signedRenewalInfo, status: nil, accountId: delivery.accountId.isEmpty ? nil : delivery.accountId,
+                        channel: delivery.paymentMethod.map(AdminSalesRow.channel(ofPaymentMethod:))))
         let jws = try await keys.sign(payload: payload)
         return try JSONEncoder().encode(["signedPayload": jws])
     }
@@ -292,6 +296,9 @@ struct NotificationPayload: Codable, Sendable, JWTPayload {
         var status: Int?
         /// Kiosk's account the notification is about (none for `TEST`).
         var accountId: String?
+        /// Kiosk's: where the transaction's money was taken (`web`, `play`, `appstore`, `credits`,
+        /// `sandbox`); none for a notification about no transaction.
+        var channel: String?
     }
 
     func verify(using algorithm: some JWTAlgorithm) throws {}

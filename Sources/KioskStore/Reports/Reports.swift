@@ -185,9 +185,9 @@ public struct Reports: StoreOwner {
     /// from `salesDaySlot`, the rows the store keeps as it writes each ledger entry: the console's
     /// overview reads a row per day and product, not every entry. Anything finer is summed from
     /// the ledger (``salesFromLedger(_:)``); the two agree (SalesByDayTests).
-    public func sales(_ filter: ListFilter = ListFilter()) async throws -> [AdminSalesRow] {
+    public func sales(_ filter: ListFilter = ListFilter(), byChannel: Bool = false) async throws -> [AdminSalesRow] {
         let wholeDays = filter.since.map { Calendar.utc.startOfDay(for: $0) == $0 } ?? true
-        guard wholeDays, filter.state == nil else { return try await salesFromLedger(filter) }
+        guard wholeDays, filter.state == nil, !byChannel else { return try await salesFromLedger(filter, byChannel: byChannel) }
         return try await database.read { db in
             // A day's rows are its slots' (``SalesSlot``) summed; CAST, as PostgreSQL's SUM of a
             // BIGINT is a NUMERIC.
@@ -206,14 +206,16 @@ public struct Reports: StoreOwner {
     /// ``sales(_:)`` summed from the ledger entries themselves, for any filter.
     ///
     /// Summed here rather than in SQL: the two engines spell "the UTC day of a timestamp" differently.
-    public func salesFromLedger(_ filter: ListFilter = ListFilter()) async throws -> [AdminSalesRow] {
+    /// With `byChannel`, each row is one channel's (the transaction's payment method's).
+    public func salesFromLedger(_ filter: ListFilter = ListFilter(), byChannel: Bool = false) async throws -> [AdminSalesRow] {
         let entries = try await database.read { db in
             var conditions: [SQLQueryString] = []
             if let since = filter.since { conditions.append(#"l."createdAt" >= \#(bind: since)"#) }
             if let product = filter.productId { conditions.append(#"t."productId" = \#(bind: product)"#) }
             if let state = filter.state { conditions.append(#"t."status" = \#(bind: state)"#) }
             let query: SQLQueryString = """
-                SELECT l."createdAt" AS "createdAt", t."productId" AS "productId", l."currency" AS "currency", l."kind" AS "kind", l."amountCents" AS "amountCents"
+                SELECT l."createdAt" AS "createdAt", t."productId" AS "productId", l."currency" AS "currency", l."kind" AS "kind", l."amountCents" AS "amountCents",
+                    t."paymentMethod" AS "paymentMethod"
                 FROM "ledgerEntry" l JOIN "storeTransaction" t ON t."id" = l."transactionId"
                 """
             return try await db.raw(query + Self.whereClause(conditions) + #" ORDER BY l."id""#).all(decoding: SoldEntry.self)
@@ -221,16 +223,18 @@ public struct Reports: StoreOwner {
         var rows: [String: AdminSalesRow] = [:]
         for entry in entries {
             let day = Store.day(entry.createdAt)
-            let key = "\(day)\t\(entry.productId)\t\(entry.currency)"
-            var row = rows[key] ?? AdminSalesRow(day: day, productId: entry.productId, currency: entry.currency, sales: 0, refunds: 0, netCents: 0)
+            let channel = byChannel ? AdminSalesRow.channel(ofPaymentMethod: entry.paymentMethod) : nil
+            let key = "\(day)\t\(entry.productId)\t\(entry.currency)\t\(channel ?? "")"
+            var row = rows[key] ?? AdminSalesRow(day: day, productId: entry.productId, currency: entry.currency, sales: 0, refunds: 0, netCents: 0, channel: channel)
             if entry.kind == .charge { row.sales += 1 } else { row.refunds += 1 }
             row.netCents += entry.amountCents
             rows[key] = row
         }
-        return rows.values.sorted { ($0.day, $0.productId, $0.currency) < ($1.day, $1.productId, $1.currency) }
+        return rows.values.sorted { ($0.day, $0.productId, $0.currency, $0.channel ?? "") < ($1.day, $1.productId, $1.currency, $1.channel ?? "") }
     }
 
     private struct SoldEntry: Decodable {
+        var paymentMethod: String
         var createdAt: Date
         var productId: String
         var currency: String

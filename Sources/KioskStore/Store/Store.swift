@@ -21,6 +21,8 @@ public struct Store: Sendable {
     public var notifications: Notifications { Notifications(base: base) }
     /// The web shop's channel: Stripe's signed events, granted and revoked.
     public var stripe: StripeChannel { StripeChannel(base: base) }
+    /// Google Play's purchases and notifications.
+    public var play: PlayChannel { PlayChannel(base: base) }
     /// The App Store's transactions and server notifications, in Kiosk's terms.
     public var appStore: AppStoreBridge { AppStoreBridge(base: base) }
     /// Receipts: what a proof of purchase entitles, `verifyReceipt`, receipts signed again.
@@ -44,11 +46,13 @@ public struct Store: Sendable {
     init(
         database: ServerDatabase, keys: SigningKeys, catalog: any StoreCatalog, environment: StoreEnvironment,
         metrics: any StoreMetrics = NoStoreMetrics(), logger: Logger, appStore: AppStoreSignedDataVerifier? = nil, clock: StoreClock = .wallClock,
-        accountPolicy: AccountPolicy = AccountPolicy(), renewalLease: TimeInterval = 30, beforeRenewalCommit: (@Sendable (String) async throws -> Void)? = nil
+        accountPolicy: AccountPolicy = AccountPolicy(), channels: StoreChannels = StoreChannels(), renewalLease: TimeInterval = 30,
+        beforeRenewalCommit: (@Sendable (String) async throws -> Void)? = nil
     ) {
         base = StoreBase(
             database: database, keys: keys, catalog: catalog, environment: environment, metrics: metrics, logger: logger,
-            appStore: appStore, clock: clock, accountPolicy: accountPolicy, renewalLease: renewalLease, beforeRenewalCommit: beforeRenewalCommit)
+            appStore: appStore, clock: clock, accountPolicy: accountPolicy, channels: channels, renewalLease: renewalLease,
+            beforeRenewalCommit: beforeRenewalCommit)
         rateLimiter = RateLimiter(database: database, logger: logger)
     }
 
@@ -60,14 +64,14 @@ public struct Store: Sendable {
     public static func open(
         _ location: DatabaseLocation, environment: StoreEnvironment, legacyKeyFile: URL?, timeScale: Double,
         catalog: any StoreCatalog, metrics: any StoreMetrics, appStore: AppStoreSignedDataVerifier?, logger: Logger,
-        accountPolicy: AccountPolicy = AccountPolicy()
+        accountPolicy: AccountPolicy = AccountPolicy(), channels: StoreChannels = StoreChannels()
     ) async throws -> Store {
         let database = try await ServerDatabase.open(location, logger: logger)
         do {
             let keys = try await SigningKeys(database: database, identity: .kiosk(environment), legacyKeyFile: legacyKeyFile, logger: logger)
             let clock = try await StoreClock.load(scale: timeScale, environment: environment, database: database)
             return Store(database: database, keys: keys, catalog: catalog, environment: environment, metrics: metrics,
-                         logger: logger, appStore: appStore, clock: clock, accountPolicy: accountPolicy)
+                         logger: logger, appStore: appStore, clock: clock, accountPolicy: accountPolicy, channels: channels)
         } catch {
             await database.close()
             throw error
@@ -112,6 +116,8 @@ final class StoreBase: Sendable {
     let clock: StoreClock
     /// How accounts sign in: the device limit, the codes' lifetime, the password hash's cost.
     let accountPolicy: AccountPolicy
+    /// The payment channels besides the App Store: Google Play's key, the web shop's checkout.
+    let channels: StoreChannels
     /// Checks and hashes passwords (``Passwords``).
     let passwords: Passwords
     /// The publisher's endpoints' open connections, kept between notifications (see ``ConnectionCache``).
@@ -126,10 +132,12 @@ final class StoreBase: Sendable {
 
     init(
         database: ServerDatabase, keys: SigningKeys, catalog: any StoreCatalog, environment: StoreEnvironment, metrics: any StoreMetrics,
-        logger: Logger, appStore: AppStoreSignedDataVerifier?, clock: StoreClock, accountPolicy: AccountPolicy, renewalLease: TimeInterval,
+        logger: Logger, appStore: AppStoreSignedDataVerifier?, clock: StoreClock, accountPolicy: AccountPolicy, channels: StoreChannels,
+        renewalLease: TimeInterval,
         beforeRenewalCommit: (@Sendable (String) async throws -> Void)?
     ) {
         self.accountPolicy = accountPolicy
+        self.channels = channels
         passwords = Passwords(cost: accountPolicy.passwordCost)
         self.database = database
         self.keys = keys
@@ -193,12 +201,15 @@ public struct CatalogProducts: Sendable {
     public var products: [String: Product]
     /// Kiosk's product ID by the App Store product ID its catalog entry names.
     public var productsByAppStoreID: [String: String]
+    /// Kiosk's product ID by the Play product ID its catalog entry names.
+    public var productsByPlayID: [String: String]
     /// The catalog's strong entity tag (its document's digest, quoted).
     public var etag: String
 
-    public init(products: [String: Product], productsByAppStoreID: [String: String], etag: String) {
+    public init(products: [String: Product], productsByAppStoreID: [String: String], productsByPlayID: [String: String] = [:], etag: String) {
         self.products = products
         self.productsByAppStoreID = productsByAppStoreID
+        self.productsByPlayID = productsByPlayID
         self.etag = etag
     }
 }

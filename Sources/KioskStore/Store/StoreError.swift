@@ -156,7 +156,27 @@ extension StoreError {
 
     public static func pretendPayment(_ method: String) -> StoreError {
         StoreError(.forbidden, code: "sandbox_only",
-            message: "payment method '\(method)' is the sandbox's pretend payment; this store runs in the production environment and grants only for a real proof of payment (an App Store transaction)")
+            message: "payment method '\(method)' is the sandbox's pretend payment; this store runs in the production environment and grants only for a real proof of payment (the web shop's checkout, a Google Play purchase or an App Store transaction)")
+    }
+
+    /// A channel's purchase (a Play purchase token, an App Store transaction) another account presented first.
+    public static func channelPurchaseOwned(_ what: String) -> StoreError {
+        StoreError(.wrongState, code: "purchase_owned",
+            message: "\(what) was already presented by another account, which it belongs to; it is granted once, to that account")
+    }
+
+    public static func channelNotConfigured(_ channel: String, flags: String) -> StoreError {
+        StoreError(.unknownProduct, code: "\(channel)_not_configured", message: "this store takes no \(channel == "play" ? "Google Play" : channel) purchases; start kiosk serve with \(flags)")
+    }
+
+    /// A channel's proof of payment that does not hold (its signature, its app, its state).
+    public static func proofRefused(_ code: String, _ message: String) -> StoreError {
+        StoreError(.invalidRequest, code: code, message: message)
+    }
+
+    /// A channel's proof whose payment was taken back (refunded, voided) before it was presented.
+    public static func paymentWithdrawn(_ what: String) -> StoreError {
+        StoreError(.notPaid, code: "payment_withdrawn", message: "\(what) was refunded or voided; it grants nothing")
     }
 
     public static func offSale(_ id: String) -> StoreError {

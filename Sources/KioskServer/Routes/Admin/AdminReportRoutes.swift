@@ -17,7 +17,7 @@ struct AdminReportRoutes: Sendable {
 
     /// `GET /v1/admin/sales`: ``AdminSalesRow`` per day, product and currency.
     @Sendable func sales(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.reports.sales(try AdminRoutes.filter(request)))
+        try JSONBody.response(try await store.reports.sales(try AdminRoutes.filter(request), byChannel: request.uri.queryParameters.get("by") == "channel"))
     }
 
     /// `GET /v1/admin/downloads`: ``AdminDownloadRow`` per product and day.

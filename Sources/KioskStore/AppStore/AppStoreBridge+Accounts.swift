@@ -1,0 +1,99 @@
+import Foundation
+import KioskCore
+import SQLKit
+
+/// App Store transactions bound to Kiosk accounts: the iOS app passes the account's
+/// `appAccountToken` to StoreKit's purchase, and presents the signed transaction with the
+/// account's token (`POST /v1/appstore/transactions`). The transaction becomes a Kiosk purchase,
+/// delivered to the account's other devices and restored like any other.
+///
+/// The presenting account must be the one the transaction names: one carrying another account's
+/// `appAccountToken` is refused, and one carrying none belongs to the first account that presents
+/// it (as a Play token does). A refund or a revocation withdraws the grant; REFUND_REVERSED grants
+/// it again.
+extension AppStoreBridge {
+    static let channel = "appstore"
+
+    /// Grants a verified App Store transaction to `accountId`.
+    /// - Throws: `appstore_not_configured`; ``ReceiptRefusal/appStore(_:)`` for a transaction that
+    ///   does not verify; `purchase_owned` for another account's; `payment_withdrawn` for a
+    ///   refunded or revoked one; `unknown_product`; `invalid_request` for a subscription (which
+    ///   stays a proof: `Authorization: AppStore`).
+    public func claim(_ proof: AppStoreTransactionProof, accountId: String) async throws -> ChannelPurchaseAnswer {
+        guard let appStore else { throw StoreError.appStoreNotConfigured }
+        guard proof.signedTransaction.utf8.count <= 65_536 else { throw StoreError.invalidRequest("the signed transaction is too long to be one") }
+        let transaction: AppStoreTransaction
+        do {
+            transaction = try await appStore.signedData.verifyTransaction(proof.signedTransaction)
+        } catch {
+            throw ReceiptRefusal.appStore(error)
+        }
+        let what = "App Store transaction \(transaction.transactionId.prefix(64))"
+        if let token = transaction.appAccountToken {
+            // The app said which account pays: that one only.
+            guard let owner = try await accounts.account(forAppAccountToken: token), owner == accountId else {
+                logger.notice("an App Store transaction carrying another account's appAccountToken was refused", metadata: ["account": "\(accountId)"])
+                throw StoreError(.wrongState, code: "purchase_owned",
+                                 message: "\(what) was bought with another account's appAccountToken; it is granted to that account only")
+            }
+        }
+        if transaction.revocationDate != nil { throw StoreError.paymentWithdrawn(what) }
+        let published = try await catalog.storeProducts()
+        guard let productId = published.productsByAppStoreID[transaction.productId], let product = published.products[productId] else {
+            throw StoreError(.unknownProduct, code: "unknown_product",
+                             message: "no catalog product has appStoreProductId \"\(transaction.productId.prefix(100))\"; add it to the catalog")
+        }
+        guard product.kind != .subscription else {
+            throw StoreError.invalidRequest("\(productId) is a subscription: the App Store renews it, so its transaction is presented as proof (Authorization: AppStore) rather than granted as a Kiosk purchase")
+        }
+        _ = try await bindChannelPurchase(ChannelPurchaseRecord(
+            channel: Self.channel, purchaseId: transaction.transactionId, accountId: accountId, productId: productId, state: "pending",
+            orderId: transaction.originalTransactionId, transactionId: nil, createdAt: clock.wallNow()), describing: what)
+        let quantity = transaction.quantity ?? 1
+        let record = try await payments.grantPaid(
+            productId: productId, quantity: quantity, accountId: accountId, reference: "appstore:\(transaction.transactionId)",
+            method: Self.channel, amountCents: try Store.cents(product.price) * quantity, currency: product.price.currency)
+        let owned = record.paymentMethod == "owned"
+        try await settleChannelPurchase(channel: Self.channel, purchaseId: transaction.transactionId, state: owned ? "owned" : "granted", transactionId: record.id)
+        // Written first, looked for second: a refund notified meanwhile withdraws the grant now.
+        if let withdrawn = try await withdrawal(of: transaction.transactionId) {
+            try await revokeChannelGrant(record.id, reason: withdrawn)
+            try await settleChannelPurchase(channel: Self.channel, purchaseId: transaction.transactionId, state: "revoked", transactionId: record.id)
+            throw StoreError.paymentWithdrawn(what)
+        }
+        guard record.status == .purchased else { throw StoreError.paymentWithdrawn(what) }
+        let answered = try await receipts.withCurrentReceipts([record])[0]
+        return ChannelPurchaseAnswer(state: "granted", productId: productId, transaction: answered.wire, owned: owned ? true : nil,
+                                     message: owned ? "the account already had \(productId): refund the App Store purchase" : nil)
+    }
+
+    /// Why a notification withdrew the transaction, if one did.
+    private func withdrawal(of transactionId: String) async throws -> String? {
+        try await database.read { db in
+            try await db.select().column("revocationReason").from("appStoreTransaction")
+                .where("transactionId", .equal, transactionId).where(SQLColumn("revokedAt"), .isNot, SQLLiteral.null)
+                .first()?.decode(column: "revocationReason", as: String?.self) ?? "withdrawn by the App Store"
+        }
+    }
+
+    /// After a notification withdrew `transactionId` (REFUND, REVOKE): the Kiosk grant bound to it
+    /// is revoked too, its content removed from the account's devices.
+    func withdrawBoundGrant(_ transactionId: String, reason: String) async throws {
+        guard let bound = try await channelPurchase(channel: Self.channel, purchaseId: transactionId), let granted = bound.transactionId,
+              bound.state != "revoked" else { return }
+        try await revokeChannelGrant(granted, reason: reason)
+        try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: "revoked", transactionId: granted)
+    }
+
+    /// After REFUND_REVERSED: a bound grant that was revoked is granted again, as a new purchase
+    /// (keyed by the notification, so Apple's retries grant once).
+    func reinstateBoundGrant(_ transactionId: String, notificationUUID: String) async throws -> String? {
+        guard let bound = try await channelPurchase(channel: Self.channel, purchaseId: transactionId), bound.state == "revoked",
+              let product = try await catalog.storeProducts().products[bound.productId] else { return nil }
+        let record = try await payments.grantPaid(
+            productId: bound.productId, quantity: 1, accountId: bound.accountId, reference: "appstore:reversed:\(notificationUUID)",
+            method: Self.channel, amountCents: try Store.cents(product.price), currency: product.price.currency)
+        try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: "granted", transactionId: record.id)
+        return record.id
+    }
+}

@@ -1,0 +1,142 @@
+import Foundation
+import KioskCore
+import SQLKit
+
+/// The payment channels a store takes besides its own sandbox and the App Store (whose verifier
+/// ``Store`` is given on its own): what the operator configured on `kiosk serve`.
+public struct StoreChannels: Sendable {
+    /// Google Play: the app's licensing key and package (`--play-package-name`, `--play-public-key`).
+    public var play: PlayPurchaseVerifier?
+    /// Google Play's Real-time developer notifications, pushed by Pub/Sub with a signed token.
+    public var playNotifications: PlayNotificationVerifier?
+    /// The web shop's checkout page that `kiosk buy` sends a reader to (`--checkout-url`).
+    public var checkout: CheckoutURLTemplate?
+
+    public init(play: PlayPurchaseVerifier? = nil, playNotifications: PlayNotificationVerifier? = nil, checkout: CheckoutURLTemplate? = nil) {
+        self.play = play
+        self.playNotifications = playNotifications
+        self.checkout = checkout
+    }
+}
+
+/// The publisher's checkout URL with Kiosk's values in its place-holders: `{product}`, `{account}`,
+/// `{intent}` (the one-time purchase intent) and `{quantity}`, each percent-encoded. The web shop
+/// creates its Checkout Session from them, with `client_reference_id` the account and the product
+/// and intent in its metadata (`kiosk_product_id`, `kiosk_intent`).
+public struct CheckoutURLTemplate: Sendable, Equatable {
+    public let template: String
+
+    /// - Throws: ``StoreError`` `invalid_request` for a template that is no http(s) URL or lacks `{intent}`.
+    public init(_ template: String) throws {
+        guard let url = URL(string: template.replacingOccurrences(of: "{", with: "").replacingOccurrences(of: "}", with: "")),
+              ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
+            throw StoreError.invalidRequest("the checkout URL \(template.prefix(200)) is not an http(s) URL")
+        }
+        guard template.contains("{intent}") else {
+            throw StoreError.invalidRequest("the checkout URL must carry {intent}, the purchase intent the web shop passes back in its metadata (kiosk_intent)")
+        }
+        self.template = template
+    }
+
+    func url(product: String, account: String, intent: String, quantity: Int) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        func encoded(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: allowed) ?? "" }
+        return template
+            .replacingOccurrences(of: "{product}", with: encoded(product))
+            .replacingOccurrences(of: "{account}", with: encoded(account))
+            .replacingOccurrences(of: "{intent}", with: encoded(intent))
+            .replacingOccurrences(of: "{quantity}", with: String(quantity))
+    }
+}
+
+/// A channel's purchase bound to the account that presented it first: a Google Play purchase
+/// token, or an App Store transaction. The row's primary key is what two accounts presenting the
+/// same purchase at once race on: one insert wins, the other reads the winner and is refused.
+struct ChannelPurchaseRecord: Codable, Sendable {
+    var channel: String
+    var purchaseId: String
+    var accountId: String
+    var productId: String
+    /// `pending` (Play's pending purchase), `granted`, or `revoked`.
+    var state: String
+    var orderId: String?
+    var transactionId: String?
+    var createdAt: Date
+}
+
+extension StoreOwner {
+    /// Binds a channel's purchase to `accountId` unless another account holds it already.
+    /// - Throws: `purchase_owned` when another account presented it first.
+    func bindChannelPurchase(_ record: ChannelPurchaseRecord, describing what: String) async throws -> ChannelPurchaseRecord {
+        let bound = try await database.write { db in
+            try await db.insert(into: "channelPurchase").model(record).ignoringConflicts().run()
+            return try await db.select().column("*").from("channelPurchase")
+                .where("channel", .equal, record.channel).where("purchaseId", .equal, record.purchaseId)
+                .first(decoding: ChannelPurchaseRecord.self)
+        }
+        guard let bound else { throw StoreError.invalidRequest("\(what) could not be recorded; send it again") }
+        guard bound.accountId == record.accountId else {
+            logger.notice("a channel purchase presented by a second account was refused",
+                          metadata: ["channel": "\(record.channel)", "account": "\(record.accountId)"])
+            throw StoreError.channelPurchaseOwned(what)
+        }
+        return bound
+    }
+
+    /// Records what came of a bound purchase (only the state and its transaction).
+    func settleChannelPurchase(channel: String, purchaseId: String, state: String, transactionId: String?) async throws {
+        try await database.write { db in
+            try await db.update("channelPurchase").set("state", to: state).set("transactionId", to: transactionId)
+                .where("channel", .equal, channel).where("purchaseId", .equal, purchaseId).run()
+        }
+    }
+
+    func channelPurchase(channel: String, purchaseId: String) async throws -> ChannelPurchaseRecord? {
+        try await database.read { db in
+            try await db.select().column("*").from("channelPurchase")
+                .where("channel", .equal, channel).where("purchaseId", .equal, purchaseId)
+                .first(decoding: ChannelPurchaseRecord.self)
+        }
+    }
+}
+
+// MARK: The events channels send
+
+extension StoreOwner {
+    func keptChannelEvent(channel: String, eventId: String) async throws -> AdminChannelEventRow? {
+        try await database.read { db in
+            try await db.select().column("*").from("channelEvent").where("channel", .equal, channel).where("eventId", .equal, eventId)
+                .first(decoding: AdminChannelEventRow.self)
+        }
+    }
+
+    /// Keeps a channel's event with what came of it, once: an event already kept (the same one
+    /// handled at once by two instances) is answered as it was kept.
+    func keepChannelEvent(_ row: AdminChannelEventRow) async throws -> AdminChannelEventRow {
+        let inserted = try await database.write { db in
+            try await db.insert(into: "channelEvent").model(row).ignoringConflicts().returning("eventId").first() != nil
+        }
+        return inserted ? row : try await keptChannelEvent(channel: row.channel, eventId: row.eventId) ?? row
+    }
+
+    /// Records what a kept event finally came to (only these columns).
+    func settleChannelEvent(channel: String, eventId: String, outcome: String, transaction: String?, account: String?, detail: String? = nil) async throws {
+        try await database.write { db in
+            var update = db.update("channelEvent").set("outcome", to: outcome).set("transactionId", to: transaction).set("accountId", to: account)
+            if let detail { update = update.set("detail", to: detail) }
+            try await update.where("channel", .equal, channel).where("eventId", .equal, eventId).run()
+        }
+    }
+
+    /// Revokes a channel's grant as an operator's refund does (the money went back on the
+    /// channel); one revoked already (a refund and a dispute of one payment, or the two sides of
+    /// a race) is left as it is.
+    func revokeChannelGrant(_ transactionId: String, reason: String) async throws {
+        do {
+            _ = try await payments.revoke(transactionId: transactionId, reason: reason, refund: true)
+        } catch let error as StoreError where error.code == "already_revoked" || error.code == "already_refunded" {
+            return
+        }
+    }
+}
