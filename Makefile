@@ -9,6 +9,7 @@ DEV_PACKAGES := libcurl4-openssl-dev libarchive-dev libsqlite3-dev pkg-config
 TEST_TOOLS := curl wget aria2 python3 python3-venv sqlite3 postgresql nginx time tmux chromium gdb
 PLAYWRIGHT := playwright==1.65.2
 STRIPE := stripe==16.1.0
+JOSERFC := joserfc==1.6.5
 VENV := .build/venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -38,6 +39,8 @@ test-tools:
 		python3 -m venv $(VENV) && $(VENV)/bin/pip install -q '$(PLAYWRIGHT)'; }
 	@# stripe, Stripe's own library, signs the web channel's events in the tests (scripts/stripe_sign.py).
 	@$(VENV)/bin/python -c 'import stripe' 2>/dev/null || { echo "installing $(STRIPE) into $(VENV)"; $(VENV)/bin/pip install -q '$(STRIPE)'; }
+	@# joserfc signs Google Play's Pub/Sub push tokens in the tests (scripts/play_push_token.py).
+	@$(VENV)/bin/python -c 'import joserfc' 2>/dev/null || { echo "installing $(JOSERFC) into $(VENV)"; $(VENV)/bin/pip install -q '$(JOSERFC)'; }
 	@# joserfc, the independent JOSE library the notification tests verify signatures with: the
 	@# system's when it has one, else a venv of its own (scripts/verify_notifications.py).
 	@python3 -c 'import joserfc' 2>/dev/null || [ -x .build/pyjose/bin/python3 ] || \
