@@ -69,11 +69,12 @@ extension AppStoreBridge {
 
     /// Why a notification withdrew the transaction, if one did.
     private func withdrawal(of transactionId: String) async throws -> String? {
-        try await database.read { db in
+        let row = try await database.read { db in
             try await db.select().column("revocationReason").from("appStoreTransaction")
-                .where("transactionId", .equal, transactionId).where(SQLColumn("revokedAt"), .isNot, SQLLiteral.null)
-                .first()?.decode(column: "revocationReason", as: String?.self) ?? "withdrawn by the App Store"
+                .where("transactionId", .equal, transactionId).where(SQLColumn("revokedAt"), .isNot, SQLLiteral.null).first()
         }
+        guard let row else { return nil }
+        return try row.decode(column: "revocationReason", as: String?.self) ?? "withdrawn by the App Store"
     }
 
     /// After a notification withdrew `transactionId` (REFUND, REVOKE): the Kiosk grant bound to it
