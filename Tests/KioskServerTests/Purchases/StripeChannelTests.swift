@@ -1,6 +1,7 @@
 import Foundation
 import KioskCore
 import KioskServer
+import KioskStore
 import KioskTestSupport
 import Testing
 
@@ -11,11 +12,10 @@ import Testing
 struct StripeChannelTests: StoreSuite {
     static let secret = "whsec_kiosk_test_secret"
     static let rotated = "whsec_kiosk_next_secret"
-    static let python = SampleStore.repository.appendingPathComponent(".build/venv/bin/python")
 
     static func stripeStore<T: Sendable>(engine: TestEngine, environment: StoreEnvironment = .sandbox,
                                          _ body: @Sendable (KioskServer, StoreHTTP, AccountCreated) async throws -> T) async throws -> T {
-        try #require(FileManager.default.isExecutableFile(atPath: python.path), "no \(python.path): run make test-tools (it installs stripe into that venv)")
+        try StripeSigner.requireLibrary()
         return try await withStore(engine: engine, environment: environment, configure: {
             $0.stripe = StripeSignature(secrets: [Self.secret, Self.rotated])
         }, body)
@@ -48,14 +48,7 @@ struct StripeChannelTests: StoreSuite {
 
     /// The header Stripe's library makes for `body` (now, or at `timestamp`).
     static func signature(_ body: String, secret: String = secret, timestamp: Int? = nil) async throws -> String {
-        let directory = try TemporaryDirectory()
-        let file = directory.path("body.json")
-        try Data(body.utf8).write(to: file)
-        var arguments = [SampleStore.repository.appendingPathComponent("scripts/stripe_sign.py").path, file.path, secret]
-        if let timestamp { arguments.append(String(timestamp)) }
-        let signed = try await KioskCommand.run(arguments, program: python)
-        try #require(signed.status == 0, "stripe_sign.py failed: \(signed.stderr)")
-        return signed.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try await StripeSigner.header(body, secret: secret, timestamp: timestamp)
     }
 
     static func post(_ http: StoreHTTP, _ body: String, signature: String?) async throws -> StoreHTTP.Reply {
@@ -211,6 +204,54 @@ struct StripeChannelTests: StoreSuite {
             _ = try await Self.deliver(http, Self.refund("evt_r", paymentIntent: "pi_x"))
             #expect(try await Self.deliver(http, Self.checkout("evt_x", session: "cs_x", account: account.accountId, product: Self.book, paymentIntent: "pi_x")).outcome == "revoked")
             #expect(try await http.send("GET", "/v1/admin/channel-events?unmatched=1", token: server.adminToken).decode([AdminChannelEventRow].self).isEmpty)
+        }
+    }
+
+    @Test("a reader's checkout: a one-time intent in the shop's URL, granted to its account when its session is paid, once", arguments: TestEngine.all)
+    func checkoutIntents(engine: TestEngine) async throws {
+        let template = try CheckoutURLTemplate("https://shop.example/pay?product={product}&account={account}&intent={intent}&n={quantity}")
+        try StripeSigner.requireLibrary()
+        try await Self.withStore(engine: engine, configure: {
+            $0.stripe = StripeSignature(secrets: [Self.secret])
+            $0.channels.checkout = template
+        }) { server, http, account in
+            let description = try await http.send("GET", "/v1/store").decode(StoreDescription.self)
+            #expect(description.webCheckout && description.channels == ["sandbox", "web"], "\(description)")
+            let reply = try await http.send("POST", "/v1/checkouts", token: account.token, json: #"{"productId": "\#(Self.book)"}"#)
+            #expect(reply.status == 201, "\(Self.message(reply))")
+            let checkout = try reply.decode(Checkout.self)
+            #expect(checkout.url == "https://shop.example/pay?product=\(Self.book)&account=\(account.accountId)&intent=\(checkout.intent)&n=1")
+            #expect(try await http.send("POST", "/v1/checkouts", token: account.token, json: #"{"productId": "com.kiosk.none"}"#).status == 404)
+            #expect(try await http.send("POST", "/v1/checkouts", json: #"{"productId": "\#(Self.book)"}"#).status == 401)
+            #expect(try await http.send("POST", "/v1/checkouts", token: account.token, json: #"{"productId": "\#(Self.book)", "quantity": 2}"#).status == 400)
+
+            // The shop's session names only the intent: the intent says the account and the product.
+            func session(_ id: String, intent: String, account: String? = nil) -> String {
+                var object: [String: Any] = ["id": "cs_\(id)", "object": "checkout.session", "payment_status": "paid", "amount_total": 1234,
+                                             "currency": "eur", "payment_intent": "pi_\(id)", "metadata": ["kiosk_intent": intent]]
+                if let account { object["client_reference_id"] = account }
+                return Self.json(["id": "evt_\(id)", "object": "event", "type": "checkout.session.completed", "data": ["object": object]])
+            }
+            let granted = try await Self.deliver(http, session("i1", intent: checkout.intent))
+            #expect(granted.outcome == "granted" && granted.accountId == account.accountId, "\(granted)")
+            #expect(try await Self.owned(http, account) == [Self.book])
+            // The same session's event again is the same grant; another session paying the intent is kept for a refund.
+            #expect(try await Self.deliver(http, session("i1", intent: checkout.intent)).transactionId == granted.transactionId)
+            let twice = try await Self.deliver(http, session("i2", intent: checkout.intent))
+            #expect(twice.outcome == "unmatched" && twice.detail.contains("already paid by another Checkout Session"), "\(twice)")
+            // An intent of another account, or none this store made.
+            let other = try await http.createAccount()
+            let otherCheckout = try await http.send("POST", "/v1/checkouts", token: other.token, json: #"{"productId": "\#(Self.issue)"}"#).decode(Checkout.self)
+            let mismatched = try await Self.deliver(http, session("i3", intent: otherCheckout.intent, account: account.accountId))
+            #expect(mismatched.outcome == "unmatched" && mismatched.detail.contains("is not the account intent"), "\(mismatched)")
+            #expect(try await Self.deliver(http, session("i4", intent: "ci_made_up")).outcome == "unmatched")
+            #expect(try await Self.owned(http, other).isEmpty)
+            #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken) == [1234])
+        }
+        try await Self.stripeStore(engine: engine) { _, http, account in
+            let refused = try await http.send("POST", "/v1/checkouts", token: account.token, json: #"{"productId": "\#(Self.book)"}"#)
+            #expect(refused.status == 404)
+            #expect(try refused.decode(APIError.self).code == "web_not_configured")
         }
     }
 }
