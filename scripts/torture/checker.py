@@ -40,6 +40,7 @@ class Checker:
 
     def run(self):
         facts = Facts(self.world)
+        self.facts = facts
         for check in CHECKS:
             check(facts, self.flag)
         server = facts.server

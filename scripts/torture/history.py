@@ -3,7 +3,7 @@ Ask to Buy answered, the server restarted at real speed, every home but the agen
 `resume --wait` success, and the agent's home left to its agent until it holds everything."""
 import signal, sqlite3, subprocess, time
 
-from . import faults, operations, stores, updates
+from . import channels, faults, operations, stores, updates
 from .common import AGENT_HOME, UPDATE_FAULTS, log
 from .rules import coverage
 from .rules.taken_in import taken_in
@@ -31,6 +31,9 @@ def history(world):
         elif roll < world.args.fault_rate + 0.12:
             operations.race_op(world)
             client_ops += 1
+        elif roll < world.args.fault_rate + 0.20:
+            channels.channel_op(world)
+            client_ops += 1
         else:
             operations.client_op(world)
             client_ops += 1
@@ -51,6 +54,7 @@ def quiesce(world):
     world.proxy.disarm()
     faults.lift_full_disk(world, force=True)
     world.reap(wait_for="all", timeout=300)
+    channels.settle(world)
     # A clean restart publishes exactly what Content/ holds (a reload may still be packing),
     # with the sandbox clock at real speed: no renewal falls due while the homes settle.
     world.quiet = True

@@ -57,6 +57,12 @@ def report(world, checker, elapsed):
     if races:
         outcomes = Counter(f"{op['argv'][0]} ({', '.join(f'{a} {v}' if isinstance(v, int) else f'{a} launched' for a, v in op['race'].items())})" for op in races)
         log("  races:       " + ", ".join(f"{k} ×{v}" for k, v in sorted(outcomes.items())))
+    paid = [op for op in world.ops if op["kind"] in ("web-buy", "play-buy") and len(op["argv"]) > 1]
+    if paid:
+        deliveries = Counter(f"{op['kind'][:-4]} {op['argv'][1]}" + (f" (withdrawn {op['withdrawn']})" if op.get("withdrawn") else "") for op in paid)
+        granted = Counter(t["paymentMethod"] for t in checker.facts.server.transactions if t["paymentMethod"] in ("stripe", "play"))
+        log("  channels:    " + ", ".join(f"{k} ×{v}" for k, v in sorted(deliveries.items()))
+            + f"; granted {granted['stripe']} through the web, {granted['play']} through Play")
     log(f"  server:      {checker.stats['transactions']} transactions ({checker.stats['renewals']} renewals by the store's worker), {checker.stats['charges']} charges, {checker.stats['refunds']} refunds, {checker.stats['grace windows']} grace windows")
     fetched = byte_counts(world)
     log(f"  bytes:       {fetched['total'] / MIB:.1f} MiB fetched = {fetched['complete'] / MIB:.1f} MiB in complete responses"

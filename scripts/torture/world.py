@@ -5,7 +5,7 @@ import json, os, random, shutil, subprocess, tempfile, time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from . import stores, updates
+from . import channels, stores, updates
 from .common import AGENT_HOME, CLAIM_LEASE, LARGE, MIB, ROOT, UPDATES, http, log
 from .postgres import PostgresCluster
 from .proxy import FaultProxy
@@ -57,6 +57,8 @@ class World:
         self.withdrawn = set()   # products taken out of the catalog files now
         self.tree_failures = []  # (message, home, product) of trees checked during the history
         self.trees_checked = Counter()  # "during" / "final" → trees compared with their published archive
+        self.play_keys = None    # the Play app's key pair (channels.py)
+        self.channel_threads = []  # deliveries a channel keeps sending in the background
 
     def database_flags(self):
         return ["--database", self.postgres.url] if self.postgres else []
@@ -93,6 +95,7 @@ class World:
         with open(self.store / "Content/magazines/harbor-monthly/issue-03/plates.bin", "wb") as out:
             for _ in range(self.args.issue):
                 out.write(content_rng.randbytes(MIB))
+        channels.prepare_store(self)
         self.catalog = {}
         for file in (self.store / "Catalog").glob("*.json"):
             for product in json.loads(file.read_text())["products"]:

@@ -479,8 +479,8 @@ struct ConsoleRoutes: Sendable {
     /// What the payment channels sent (Stripe's events): first those to act on (paid but not
     /// granted, or paid for what the account had), then the latest of all; as `kiosk admin events`.
     @Sendable func payments(_ request: Request, context: ConsoleContext) async throws -> Response {
-        let unmatched = try await store.stripe.events(unmatchedOnly: true, limit: 200)
-        let latest = try await store.stripe.events(unmatchedOnly: false, limit: 100)
+        let unmatched = try await store.reports.channelEvents(unmatchedOnly: true, limit: 200)
+        let latest = try await store.reports.channelEvents(unmatchedOnly: false, limit: 100)
         func rows(_ events: [AdminChannelEventRow]) -> [[String]] {
             events.map { event in
                 [ConsoleHTML.time(event.receivedAt), ConsoleHTML.escape(event.channel), "<code>\(ConsoleHTML.escape(event.eventId))</code>",
@@ -490,9 +490,24 @@ struct ConsoleRoutes: Sendable {
             }
         }
         let headers = ["received", "channel", "event", "type", "outcome", "account", "what came of it"]
+        // The last 30 days' sales by channel and currency, summed over products and days.
+        let since = Calendar.utc.startOfDay(for: Date().addingTimeInterval(-29 * 86_400))
+        var byChannel: [String: AdminSalesRow] = [:]
+        for row in try await store.reports.sales(ListFilter(since: since), byChannel: true) {
+            let key = "\(row.channel ?? "")\t\(row.currency)"
+            var total = byChannel[key] ?? AdminSalesRow(day: "", productId: "", currency: row.currency, sales: 0, refunds: 0, netCents: 0, channel: row.channel)
+            total.sales += row.sales
+            total.refunds += row.refunds
+            total.netCents += row.netCents
+            byChannel[key] = total
+        }
+        let channelRows = byChannel.values.sorted { ($0.channel ?? "", $0.currency) < ($1.channel ?? "", $1.currency) }.map { row in
+            [ConsoleHTML.escape(row.channel ?? ""), ConsoleHTML.escape(row.currency), "\(row.sales)", "\(row.refunds)", ConsoleHTML.escape(Price.shown(cents: row.netCents, row.currency))]
+        }
         let body = """
             <p>Events the payment channels sent, each kept once. Those to act on were paid but not granted (refund them on the channel, or grant by hand), or paid for what the account already had.</p>
             \(unmatched.isEmpty ? #"<p role="status">Nothing to act on.</p>"# : ConsoleHTML.table(caption: "To act on", headers: headers, rows: rows(unmatched)))
+            \(ConsoleHTML.table(caption: "Sales by channel, the last 30 days", headers: ["channel", "currency", "sales", "refunds", "net"], rows: channelRows))
             \(ConsoleHTML.table(caption: "Latest events", headers: headers, rows: rows(latest)))
             """
         return Self.html(.ok, ConsoleHTML.page("Payments", current: "/payments", csrf: context.session?.csrf, body: body))

@@ -52,7 +52,7 @@ extension AppStoreBridge {
         let quantity = transaction.quantity ?? 1
         let record = try await payments.grantPaid(
             productId: productId, quantity: quantity, accountId: accountId, reference: "appstore:\(transaction.transactionId)",
-            method: Self.channel, amountCents: try Store.cents(product.price) * quantity, currency: product.price.currency)
+            method: Self.channel, amountCents: try Store.cents(product.price) * quantity, currency: product.price.currency).record
         let owned = record.paymentMethod == "owned"
         try await settleChannelPurchase(channel: Self.channel, purchaseId: transaction.transactionId, state: owned ? "owned" : "granted", transactionId: record.id)
         // Written first, looked for second: a refund notified meanwhile withdraws the grant now.
@@ -93,7 +93,7 @@ extension AppStoreBridge {
               let product = try await catalog.storeProducts().products[bound.productId] else { return nil }
         let record = try await payments.grantPaid(
             productId: bound.productId, quantity: 1, accountId: bound.accountId, reference: "appstore:reversed:\(notificationUUID)",
-            method: Self.channel, amountCents: try Store.cents(product.price), currency: product.price.currency)
+            method: Self.channel, amountCents: try Store.cents(product.price), currency: product.price.currency).record
         try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: "granted", transactionId: record.id)
         return record.id
     }

@@ -70,7 +70,7 @@ public struct PlayChannel: StoreOwner {
         let quantity = purchase.quantity ?? 1
         let record = try await payments.grantPaid(
             productId: productId, quantity: quantity, accountId: accountId, reference: Self.reference(token), method: Self.channel,
-            amountCents: try Store.cents(product.price) * quantity, currency: product.price.currency)
+            amountCents: try Store.cents(product.price) * quantity, currency: product.price.currency).record
         let owned = record.paymentMethod == "owned"
         if bound.transactionId != record.id {
             try await settleChannelPurchase(channel: Self.channel, purchaseId: token, state: owned ? "owned" : "granted", transactionId: record.id)

@@ -132,11 +132,18 @@ extension StoreOwner {
     /// Revokes a channel's grant as an operator's refund does (the money went back on the
     /// channel); one revoked already (a refund and a dispute of one payment, or the two sides of
     /// a race) is left as it is.
-    func revokeChannelGrant(_ transactionId: String, reason: String) async throws {
+    /// - Returns: nil once it is revoked; why not, when the store cannot take it back by itself
+    ///   (`credits_spent`: a credit pack whose credits were spent meanwhile), for the operator.
+    @discardableResult
+    func revokeChannelGrant(_ transactionId: String, reason: String) async throws -> String? {
         do {
             _ = try await payments.revoke(transactionId: transactionId, reason: reason, refund: true)
         } catch let error as StoreError where error.code == "already_revoked" || error.code == "already_refunded" {
-            return
+            return nil
+        } catch let error as StoreError where error.code == "credits_spent" {
+            logger.warning("a channel's refund could not be taken back in credits", metadata: ["transaction": "\(transactionId)"])
+            return error.message
         }
+        return nil
     }
 }

@@ -57,15 +57,6 @@ public struct StripeChannel: StoreOwner {
         }
     }
 
-    /// The events kept, newest first; `unmatched` only those the operator must look at.
-    public func events(unmatchedOnly: Bool, limit: Int = 500) async throws -> [AdminChannelEventRow] {
-        try await database.read { db in
-            var query = db.select().column("*").from("channelEvent")
-            if unmatchedOnly { query = query.where("outcome", .in, ["unmatched", "owned"]) }
-            return try await query.orderBy("receivedAt", .descending).limit(limit).all(decoding: AdminChannelEventRow.self)
-        }
-    }
-
     // MARK: What each event does
 
     private func checkoutPaid(_ event: StripeEvent, session: StripeEvent.StripeObject) async throws -> AdminChannelEventRow {
@@ -100,17 +91,29 @@ public struct StripeChannel: StoreOwner {
             return try await keep(event, payment: nil, outcome: "unmatched",
                                   detail: "the session's id, client_reference_id, payment_intent or metadata.kiosk_product_id is not an identifier Kiosk keeps")
         }
-        let record: TransactionRecord
+        // The event's row is written in the grant's own transaction, with what the grant came to:
+        // one commit per event, as a purchase has (issue 44's measure, docs/benchmarks.md).
+        let received = clock.wallNow()
+        let paymentId = payment.flatMap { Self.isIdentifier($0) ? $0 : nil }
+        @Sendable func row(for record: TransactionRecord) -> AdminChannelEventRow {
+            let owned = record.paymentMethod == "owned"
+            return AdminChannelEventRow(
+                channel: Self.channel, eventId: event.id, type: String(event.type.prefix(100)), payment: paymentId, outcome: owned ? "owned" : "granted",
+                detail: owned ? "paid for \(productId), which the account already had: refund it on Stripe" : "granted \(productId)",
+                accountId: String(accountId.prefix(100)), transactionId: record.id, receivedAt: received)
+        }
+        let granted: (record: TransactionRecord, wroteAlongside: Bool)
         do {
-            record = try await payments.grantPaid(productId: productId, quantity: quantity, accountId: accountId, reference: "stripe:\(sessionId)",
-                                                       method: Self.channel, amountCents: amount, currency: currency.uppercased())
+            granted = try await payments.grantPaid(
+                productId: productId, quantity: quantity, accountId: accountId, reference: "stripe:\(sessionId)", method: Self.channel,
+                amountCents: amount, currency: currency.uppercased(),
+                alongside: { record, db in try await db.insert(into: "channelEvent").model(row(for: record)).ignoringConflicts().run() })
         } catch let refusal as StoreError {
             return try await keep(event, payment: payment, outcome: "unmatched", account: accountId,
                                   detail: "paid but not granted: \(refusal.message); refund it on Stripe or grant it by hand")
         }
-        let owned = record.paymentMethod == "owned"
-        let row = try await keep(event, payment: payment, outcome: owned ? "owned" : "granted", account: accountId, transaction: record.id,
-                                 detail: owned ? "paid for \(productId), which the account already had: refund it on Stripe" : "granted \(productId)")
+        // A grant an earlier event made (the session's other event): this one is kept on its own.
+        let row = granted.wroteAlongside ? row(for: granted.record) : try await keepChannelEvent(row(for: granted.record))
         return row.outcome == "granted" ? try await undoIfWithdrawn(row) : row
     }
 
@@ -147,7 +150,11 @@ public struct StripeChannel: StoreOwner {
                 .all().map { (try $0.decode(column: "transactionId", as: String.self), try $0.decode(column: "accountId", as: String?.self)) }
         }
         guard let grant = grants.first else { return row }
-        try await revokeChannelGrant(grant.0, reason: reason)
+        if let problem = try await revokeChannelGrant(grant.0, reason: reason) {
+            row.detail = "\(reason), but \(grant.0) was not revoked: \(problem); settle it by hand"
+            try await settle(event.id, outcome: "unmatched", transaction: grant.0, account: grant.1, detail: row.detail)
+            return row
+        }
         row.outcome = "revoked"
         row.transactionId = grant.0
         row.accountId = grant.1

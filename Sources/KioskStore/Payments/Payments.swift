@@ -324,6 +324,9 @@ public struct Payments: StoreOwner {
 
     // MARK: Deciding and committing
 
+    /// More rows a caller writes in a new decision's transaction, given the transaction as recorded.
+    typealias Alongside = @Sendable (TransactionRecord, any SQLDatabase) async throws -> Void
+
     /// What a decision comes to: a new (or settled) transaction, or one that already answers it.
     enum Decision {
         case new(TransactionRecord)
@@ -356,12 +359,15 @@ public struct Payments: StoreOwner {
     /// first's answer. What only a look-up can answer falls back to it, in turn: an idempotency
     /// key already used (the unique index refuses the insert, undoing the write), a balance that
     /// would overflow, an unknown account.
+    ///
+    /// `alongside` writes more rows in the decision's own transaction (a channel's event row, with
+    /// what the decision came to): one commit where there were two.
     func settle(
         account accountId: String, request: KeyedRequest, product: Product, readsHoldings: Bool = true, replacing deferred: TransactionRecord? = nil,
-        _ decide: @Sendable (Holdings) throws -> Decision
+        alongside: Alongside? = nil, _ decide: @Sendable (Holdings) throws -> Decision
     ) async throws -> Settled {
         if !readsHoldings, deferred == nil,
-           let settled = try await attempt(on: .unread, request: request, replacing: nil, decide) {
+           let settled = try await attempt(on: .unread, request: request, replacing: nil, alongside: alongside, decide) {
             changes.committed(accountId)
             return settled
         }
@@ -369,7 +375,7 @@ public struct Payments: StoreOwner {
         return try await turns.run(accountId) {
             for _ in 0..<64 {
                 let holdings = try await database.read { try await Holdings.read(accountId: accountId, product: product, key: request.key, in: $0) }
-                if let settled = try await attempt(on: holdings, request: request, replacing: deferred, decide) {
+                if let settled = try await attempt(on: holdings, request: request, replacing: deferred, alongside: alongside, decide) {
                     return settled
                 }
             }
@@ -380,7 +386,7 @@ public struct Payments: StoreOwner {
     /// Decides once on `holdings` and commits the decision; nil when the account moved meanwhile
     /// or a rule of the schema refused the write, so the caller decides again on a fresh look-up.
     private func attempt(
-        on holdings: Holdings, request: KeyedRequest, replacing deferred: TransactionRecord?,
+        on holdings: Holdings, request: KeyedRequest, replacing deferred: TransactionRecord?, alongside: Alongside?,
         _ decide: @Sendable (Holdings) throws -> Decision
     ) async throws -> Settled? {
         if deferred == nil, let existing = holdings.sameKey {
@@ -399,7 +405,7 @@ public struct Payments: StoreOwner {
             return if let deferred {
                 try await commit(record, replacing: deferred, over: holdings)
             } else {
-                try await commit(record, over: holdings)
+                try await commit(record, over: holdings, alongside: alongside)
             }
         } catch is SettleConflict {
             return nil
@@ -423,13 +429,14 @@ public struct Payments: StoreOwner {
     /// statements they were five round trips, each parsed and planned again by a backend, and the
     /// backends took half the machine. SQLite cannot put an INSERT inside a WITH, and gains nothing
     /// from it: it runs the plan's steps one by one in the group commit's transaction, in this process.
-    private func commit(_ record: TransactionRecord, over holdings: Holdings) async throws -> Settled {
+    private func commit(_ record: TransactionRecord, over holdings: Holdings, alongside: Alongside? = nil) async throws -> Settled {
         let delta = record.creditDelta
         let charge = LedgerEntry.charge(for: record, at: clock.wallNow())
         let starts = record.kind == .subscription && record.status == .purchased && record.paymentMethod != "owned"
         // A new subscription period starts its subscription's row and announces it: plain
         // statements on either engine (rarer than a pack or a book, and more than one statement).
-        if database.engine == .postgres, !starts {
+        // So do rows written alongside.
+        if database.engine == .postgres, !starts, alongside == nil {
             let recorded = try await database.statement {
                 try await $0.insert(record, ifAccountAt: holdings.revision, addingCredits: delta, charge: charge)
             }
@@ -445,6 +452,7 @@ public struct Payments: StoreOwner {
             recorded.sequence = try written.integer("recorded", "sequence")
             recorded.changeSequence = try written.integer("recorded", "changeSequence")
             if starts { try await self.startSubscription(recorded, in: db) }
+            try await alongside?(recorded, db)
             return Settled(record: recorded, credits: Int(try written.integer("advanced", "credits")))
         }
     }

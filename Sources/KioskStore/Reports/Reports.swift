@@ -242,6 +242,17 @@ public struct Reports: StoreOwner {
         var amountCents: Int
     }
 
+    /// The events every payment channel sent (Stripe's, Google Play's), newest first, with what
+    /// came of each; `unmatchedOnly` keeps those the operator must act on (paid but not granted,
+    /// or paid for what the account had).
+    public func channelEvents(unmatchedOnly: Bool, limit: Int = 500) async throws -> [AdminChannelEventRow] {
+        try await database.read { db in
+            var query = db.select().column("*").from("channelEvent")
+            if unmatchedOnly { query = query.where("outcome", .in, ["unmatched", "owned"]) }
+            return try await query.orderBy("receivedAt", .descending).limit(limit).all(decoding: AdminChannelEventRow.self)
+        }
+    }
+
     /// Content requests answered, by product and day; `filter` keeps the days from its `since`'s
     /// UTC day on, and one product (a state does not apply).
     public func downloadStats(_ filter: ListFilter = ListFilter()) async throws -> [AdminDownloadRow] {

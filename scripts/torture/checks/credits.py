@@ -28,5 +28,7 @@ def check(facts, flag):
                     bought += PACKS[row["productId"]] * row["quantity"]
                 elif row["paymentMethod"] == "credits" and row["transactionId"] not in free:
                     spent += facts.world.catalog[row["productId"]].get("creditPrice", 0)
+        # Credits a channel granted (a pack paid on the web shop or in Play) were bought on no home.
+        bought += sum(t["creditsGranted"] for t in standing if t["paymentMethod"] in ("stripe", "play", "appstore"))
         if homes and bought - spent != balance:
             flag("mismatched", f"account {account}: its homes bought {bought} credits and spent {spent}, the server holds {balance}")

@@ -1,9 +1,12 @@
 """Every charged or redeemed transaction is finished, exactly once, on the home that made it (found
 by its idempotency key), and reported finished to the server. Renewals are made by the store's
-worker on no home: taken_in_everywhere.py follows them to every device."""
+worker on no home, and a channel's grants (the web shop's, Google Play's) by the channel: no home
+made them, and taken_in_everywhere.py follows them to every device."""
 from collections import defaultdict
 
 INVARIANTS = ("lost", "duplicated", "mismatched")
+# The payment methods of a channel's grants.
+CHANNEL_METHODS = ("stripe", "play", "appstore")
 
 
 def check(facts, flag):
@@ -16,7 +19,7 @@ def check(facts, flag):
         made = keys.get((t["accountId"], t["idempotencyKey"]), [])
         if t["status"] not in ("purchased", "revoked") or t["paymentMethod"] == "owned" and not made:
             continue
-        if t["paymentMethod"] == "renewal":
+        if t["paymentMethod"] in ("renewal",) + CHANNEL_METHODS:
             continue
         if not made:
             flag("lost", f"transaction {t['id']} ({t['productId']}, {t['status']}) is on the server but on no home", product=t["productId"])

@@ -34,6 +34,6 @@ struct AdminReportRoutes: Sendable {
     /// channel sent, newest first; with `unmatched`, those the operator must look at.
     @Sendable func channelEvents(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let unmatched = request.uri.queryParameters.get("unmatched").map { $0 == "1" || $0 == "true" } ?? false
-        return try JSONBody.response(try await store.stripe.events(unmatchedOnly: unmatched))
+        return try JSONBody.response(try await store.reports.channelEvents(unmatchedOnly: unmatched))
     }
 }
