@@ -1,5 +1,6 @@
 import Foundation
 import KioskCore
+import PostgresNIO
 import SQLKit
 
 /// The payment channels a store takes besides its own sandbox and the App Store (whose verifier
@@ -114,9 +115,7 @@ extension StoreOwner {
     /// Keeps a channel's event with what came of it, once: an event already kept (the same one
     /// handled at once by two instances) is answered as it was kept.
     func keepChannelEvent(_ row: AdminChannelEventRow) async throws -> AdminChannelEventRow {
-        let inserted = try await database.write { db in
-            try await db.insert(into: "channelEvent").model(row).ignoringConflicts().returning("eventId").first() != nil
-        }
+        let inserted = try await database.write { try await $0.insertChannelEvent(row) }
         return inserted ? row : try await keptChannelEvent(channel: row.channel, eventId: row.eventId) ?? row
     }
 
@@ -146,4 +145,45 @@ extension StoreOwner {
         }
         return nil
     }
+}
+
+extension SQLDatabase {
+    /// Inserts a channel's event unless it is kept already; true when this inserted it. A prepared
+    /// statement (``InsertChannelEvent``): it runs with every grant of a channel's payment.
+    func insertChannelEvent(_ row: AdminChannelEventRow) async throws -> Bool {
+        try await !rows(InsertChannelEvent(row: row)).isEmpty
+    }
+}
+
+/// A channel's event, kept once by its id.
+struct InsertChannelEvent: StoreStatement {
+    typealias Row = any SQLRow
+    static let sql = #"""
+        INSERT INTO "channelEvent" ("channel", "eventId", "type", "payment", "outcome", "detail", "accountId", "transactionId", "receivedAt")
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+        ON CONFLICT ("channel", "eventId") DO NOTHING RETURNING "eventId"
+        """#
+    static let parameterTypes: [PostgresDataType] = [.text, .text, .text, .text, .text, .text, .text, .text, .timestamptz]
+
+    let row: AdminChannelEventRow
+
+    var parameters: [StatementParameter] {
+        [.text(row.channel), .text(row.eventId), .text(row.type), .text(row.payment), .text(row.outcome), .text(row.detail),
+         .text(row.accountId), .text(row.transactionId), .date(row.receivedAt)]
+    }
+}
+
+/// The refunds and disputes a channel sent about one payment (those a grant of it must undo).
+struct ChannelWithdrawals: StoreStatement {
+    typealias Row = any SQLRow
+    static let sql = #"""
+        SELECT "eventId", "type" FROM "channelEvent"
+        WHERE "channel" = $1 AND "payment" = $2 AND "type" IN ('charge.refunded', 'charge.dispute.created') AND "outcome" <> 'partial_refund'
+        """#
+    static let parameterTypes: [PostgresDataType] = [.text, .text]
+
+    let channel: String
+    let payment: String
+
+    var parameters: [StatementParameter] { [.text(channel), .text(payment)] }
 }

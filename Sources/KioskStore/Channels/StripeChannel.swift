@@ -26,13 +26,13 @@ public struct StripeChannel: StoreOwner {
     /// Applies one verified event; the answer says what came of it.
     public func receive(_ event: StripeEvent) async throws -> AdminChannelEventRow {
         guard Self.isIdentifier(event.id) else { throw StoreError.invalidRequest("the event's id is not a Stripe event id") }
-        if let kept = try await kept(event.id) {
+        // A paid session's event is not looked up first: its grant is keyed by the session, and its
+        // row is written with the grant, so a resent one finds both there (one read fewer an event).
+        if !Self.paidTypes.contains(event.type), let kept = try await kept(event.id) {
             // Sent again: answered as it was kept. A step its first delivery may not have finished
             // (a process stopped between two writes) is taken again: a grant's look for a refund
             // that came first, a withdrawal's look for its grant.
             switch kept.outcome {
-            case "granted" where Self.paidTypes.contains(event.type):
-                return try await undoIfWithdrawn(kept)
             case "unmatched" where Self.withdrawalTypes.contains(event.type):
                 break
             default:
@@ -102,26 +102,55 @@ public struct StripeChannel: StoreOwner {
                 detail: owned ? "paid for \(productId), which the account already had: refund it on Stripe" : "granted \(productId)",
                 accountId: String(accountId.prefix(100)), transactionId: record.id, receivedAt: received)
         }
-        let granted: (record: TransactionRecord, wroteAlongside: Bool)
+        let granted: (record: TransactionRecord, alongside: (any Sendable)?)
         do {
             granted = try await payments.grantPaid(
                 productId: productId, quantity: quantity, accountId: accountId, reference: "stripe:\(sessionId)", method: Self.channel,
                 amountCents: amount, currency: currency.uppercased(),
-                alongside: { record, db in try await db.insert(into: "channelEvent").model(row(for: record)).ignoringConflicts().run() })
+                alongside: { record, db in
+                    // The row first, then the look for a refund that came first: the refund's own
+                    // look for this row comes after its write, so one of the two sees the other.
+                    let inserted = try await db.insertChannelEvent(row(for: record))
+                    return Written(inserted: inserted, withdrawals: paymentId == nil ? [] : try await Self.withdrawals(of: paymentId ?? "", in: db))
+                })
         } catch let refusal as StoreError {
             return try await keep(event, payment: payment, outcome: "unmatched", account: accountId,
                                   detail: "paid but not granted: \(refusal.message); refund it on Stripe or grant it by hand")
         }
-        // A grant an earlier event made (the session's other event): this one is kept on its own.
-        let row = granted.wroteAlongside ? row(for: granted.record) : try await keepChannelEvent(row(for: granted.record))
-        return row.outcome == "granted" ? try await undoIfWithdrawn(row) : row
+        var row = row(for: granted.record)
+        guard let written = granted.alongside as? Written else {
+            // An earlier grant answered: this event sent again, or the session's other event.
+            row = try await keepChannelEvent(row)
+            return row.outcome == "granted" ? try await undoIfWithdrawn(row) : row
+        }
+        if !written.inserted {
+            // Granted now, though this event was kept before without a grant (resent once its
+            // account or product came to be): its row says so now.
+            try await settle(event.id, outcome: row.outcome, transaction: row.transactionId, account: row.accountId, detail: row.detail)
+        }
+        return row.outcome == "granted" ? try await undo(row, by: written.withdrawals) : row
+    }
+
+    /// What a grant's event row came to, written with the grant.
+    private struct Written: Sendable {
+        var inserted: Bool
+        var withdrawals: [Withdrawal]
+    }
+
+    /// A refund or a dispute kept for a payment.
+    struct Withdrawal: Sendable {
+        var eventId: String
+        var reason: String
     }
 
     /// A refund or a dispute of a granted payment that came first undoes the grant now.
     private func undoIfWithdrawn(_ granted: AdminChannelEventRow) async throws -> AdminChannelEventRow {
-        guard let payment = granted.payment, let transaction = granted.transactionId else { return granted }
-        let found = try await withdrawals(of: payment)
-        guard let withdrawal = found.first else { return granted }
+        guard let payment = granted.payment else { return granted }
+        return try await undo(granted, by: try await database.read { try await Self.withdrawals(of: payment, in: $0) })
+    }
+
+    private func undo(_ granted: AdminChannelEventRow, by found: [Withdrawal]) async throws -> AdminChannelEventRow {
+        guard let transaction = granted.transactionId, let withdrawal = found.first else { return granted }
         try await revokeChannelGrant(transaction, reason: withdrawal.reason)
         // Every withdrawal of the payment is settled (a dispute and a refund of one charge), so none
         // stays in the operator's list saying its grant has not come.
@@ -164,16 +193,12 @@ public struct StripeChannel: StoreOwner {
     }
 
     /// Refunds and disputes kept for `payment` (the withdrawals a grant must undo).
-    private func withdrawals(of payment: String) async throws -> [(eventId: String, reason: String)] {
-        try await database.read { db in
-            try await db.select().column("eventId").column("type").from("channelEvent")
-                .where("channel", .equal, Self.channel).where("payment", .equal, payment)
-                .where("type", .in, ["charge.refunded", "charge.dispute.created"]).where("outcome", .notEqual, "partial_refund")
-                .all().map { row in
-                    let type = try row.decode(column: "type", as: String.self)
-                    return (try row.decode(column: "eventId", as: String.self), type == "charge.refunded" ? "refunded on Stripe" : "disputed by the card holder on Stripe")
-                }
-        }
+    static func withdrawals(of payment: String, in db: any SQLDatabase) async throws -> [Withdrawal] {
+        try await db.rows(ChannelWithdrawals(channel: Self.channel, payment: payment)).map { row in
+                let type = try row.decode(column: "type", as: String.self)
+                return Withdrawal(eventId: try row.decode(column: "eventId", as: String.self),
+                                  reason: type == "charge.refunded" ? "refunded on Stripe" : "disputed by the card holder on Stripe")
+            }
     }
 
     /// A Stripe or Kiosk id as the store keeps it: at most 255 bytes of letters, digits, `_`, `-`

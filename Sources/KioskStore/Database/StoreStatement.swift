@@ -102,7 +102,9 @@ private struct Numbered: SQLExpression {
     let values: [any Encodable & Sendable]
 
     init<Statement: StoreStatement>(_ statement: Statement) {
-        sql = Statement.sql.replacingOccurrences(of: "$", with: "?")
+        // Byte by byte: Foundation's `replacingOccurrences` took 6 % of a Stripe event's CPU here
+        // (perf, 2,000 events a second on SQLite), for a statement's few hundred bytes.
+        sql = String(decoding: Statement.sql.utf8.map { $0 == UInt8(ascii: "$") ? UInt8(ascii: "?") : $0 }, as: UTF8.self)
         values = statement.parameters
     }
 

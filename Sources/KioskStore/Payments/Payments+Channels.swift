@@ -10,11 +10,11 @@ extension Payments {
     /// An account that already owns the book or the running subscription gets the free re-buy
     /// every payment of it gets, and the caller learns that money was taken for nothing
     /// (`paymentMethod` `owned`): the operator refunds it on the channel.
-    /// `alongside` writes the channel's own row in the grant's transaction; the answer says
-    /// whether it ran (false: an earlier grant of the reference answered, and nothing was written).
+    /// `alongside` writes the channel's own row with the grant (``Alongside``); the answer says
+    /// what it said, nil when it did not run (an earlier grant of the reference answered).
     /// - Throws: `unknown_account`, `unknown_product`, `off_sale` (the caller keeps the event for the operator).
     func grantPaid(productId: String, quantity: Int, accountId: String, reference: String, method: String,
-                   amountCents: Int, currency: String, alongside: Alongside? = nil) async throws -> (record: TransactionRecord, wroteAlongside: Bool) {
+                   amountCents: Int, currency: String, alongside: Alongside? = nil) async throws -> (record: TransactionRecord, alongside: (any Sendable)?) {
         // The same reference granted before is found by the decision itself (``Holdings``' key
         // look-up, or the unique index behind a consumable's unread write), as a payment's key is.
         // An unknown account is found by it too (the holdings' look-up, or the write that finds no
@@ -40,7 +40,6 @@ extension Payments {
         }
         logger.info("channel payment granted", metadata: ["transaction": "\(settled.record.id)", "product": "\(settled.record.productId)", "channel": "\(method)"])
         metrics.payment(outcome: settled.record.paymentMethod == "owned" ? "owned" : settled.record.status.rawValue)
-        // A decision committed now says its balance; one an earlier grant answered does not.
-        return (settled.record, alongside != nil && settled.credits != nil)
+        return (settled.record, settled.alongside)
     }
 }

@@ -324,8 +324,13 @@ public struct Payments: StoreOwner {
 
     // MARK: Deciding and committing
 
-    /// More rows a caller writes in a new decision's transaction, given the transaction as recorded.
-    typealias Alongside = @Sendable (TransactionRecord, any SQLDatabase) async throws -> Void
+    /// More rows a caller writes with a new decision, given the transaction as recorded, and what it
+    /// answers (what it wrote, what it read). On SQLite they are written in the decision's own
+    /// transaction, whose writes are serialized with every other. On PostgreSQL right after it
+    /// commits, each statement on its own: there a purchase is one statement
+    /// (``commit(_:over:alongside:)``), which more rows would break into seven round trips. So they
+    /// must be rows a retry of the caller writes again, and it reads only what a committed write may.
+    typealias Alongside = @Sendable (TransactionRecord, any SQLDatabase) async throws -> any Sendable
 
     /// What a decision comes to: a new (or settled) transaction, or one that already answers it.
     enum Decision {
@@ -338,6 +343,8 @@ public struct Payments: StoreOwner {
     struct Settled: Sendable {
         var record: TransactionRecord
         var credits: Int?
+        /// What the caller's ``Alongside`` answered: nil when it did not run (an earlier transaction answered).
+        var alongside: (any Sendable)?
     }
 
     /// Decides a payment against what the account holds and commits it, all or nothing.
@@ -435,13 +442,14 @@ public struct Payments: StoreOwner {
         let starts = record.kind == .subscription && record.status == .purchased && record.paymentMethod != "owned"
         // A new subscription period starts its subscription's row and announces it: plain
         // statements on either engine (rarer than a pack or a book, and more than one statement).
-        // So do rows written alongside.
-        if database.engine == .postgres, !starts, alongside == nil {
+        if database.engine == .postgres, !starts {
             let recorded = try await database.statement {
                 try await $0.insert(record, ifAccountAt: holdings.revision, addingCredits: delta, charge: charge)
             }
             guard let (committed, credits) = recorded else { throw SettleConflict() }
-            return Settled(record: committed, credits: credits)
+            var wrote: (any Sendable)?
+            if let alongside { wrote = try await database.statement { db -> any Sendable in try await alongside(committed, db) } }
+            return Settled(record: committed, credits: credits, alongside: wrote)
         }
         // The same plan, a step at a time, in the write transaction.
         return try await database.write { db in
@@ -452,8 +460,8 @@ public struct Payments: StoreOwner {
             recorded.sequence = try written.integer("recorded", "sequence")
             recorded.changeSequence = try written.integer("recorded", "changeSequence")
             if starts { try await self.startSubscription(recorded, in: db) }
-            try await alongside?(recorded, db)
-            return Settled(record: recorded, credits: Int(try written.integer("advanced", "credits")))
+            let wrote = try await alongside?(recorded, db)
+            return Settled(record: recorded, credits: Int(try written.integer("advanced", "credits")), alongside: wrote)
         }
     }
 

@@ -248,7 +248,8 @@ public struct Reports: StoreOwner {
     public func channelEvents(unmatchedOnly: Bool, limit: Int = 500) async throws -> [AdminChannelEventRow] {
         try await database.read { db in
             var query = db.select().column("*").from("channelEvent")
-            if unmatchedOnly { query = query.where("outcome", .in, ["unmatched", "owned"]) }
+            // Spelt as the partial index's predicate is, so that both engines use it.
+            if unmatchedOnly { query = query.where(SQLRaw(#""outcome" IN ('unmatched', 'owned')"#)) }
             return try await query.orderBy("receivedAt", .descending).limit(limit).all(decoding: AdminChannelEventRow.self)
         }
     }
