@@ -158,6 +158,8 @@ def main():
             page.goto(console + "/payments")
             to_act = page.get_by_role("table", name="To act on")
             check(to_act.is_visible() and args.unmatched_event in to_act.inner_text(), "the Payments page lists the unmatched Stripe event to act on")
+            by_channel = page.get_by_role("table", name="Sales by channel, the last 30 days")
+            check(by_channel.is_visible() and "sandbox" in by_channel.inner_text(), "the Payments page shows the sales by channel (the sandbox's here)")
             shot("payments")
 
         page.goto(console + "/")

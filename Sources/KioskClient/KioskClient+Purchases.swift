@@ -140,8 +140,10 @@ extension KioskClient {
     /// Presents a Google Play purchase (its JSON exactly as Play returned it, and its signature):
     /// the store grants it to this account, and it is downloaded and installed (unless told
     /// otherwise). Once this returns, the app acknowledges the purchase to Play.
-    public func presentPlayPurchase(json: String, signature: String, downloadNow: Bool = true) async throws -> ChannelPurchaseResult {
-        try await flows.presentPlayPurchase(PlayPurchaseProof(purchase: json, signature: signature), mode: downloadNow ? .now : .finishNow)
+    /// - Parameter productId: the Kiosk product the reader means, when known: a purchase of another
+    ///   one is refused before it is sent.
+    public func presentPlayPurchase(json: String, signature: String, for productId: String? = nil, downloadNow: Bool = true) async throws -> ChannelPurchaseResult {
+        try await flows.presentPlayPurchase(PlayPurchaseProof(purchase: json, signature: signature), expected: productId, mode: downloadNow ? .now : .finishNow)
     }
 
     /// Presents an App Store transaction (StoreKit 2's JWS) bought with this account's

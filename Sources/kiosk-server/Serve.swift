@@ -352,6 +352,17 @@ extension KioskServerTool {
             if (playNotificationJwks == nil) != (playNotificationAudience == nil) {
                 throw ValidationError("Play notifications need both --play-notification-jwks and --play-notification-audience")
             }
+            if playPackageName?.isEmpty == true || playNotificationAudience?.isEmpty == true || playNotificationServiceAccount?.isEmpty == true {
+                throw ValidationError("--play-package-name, --play-notification-audience and --play-notification-service-account cannot be empty")
+            }
+            if playNotificationServiceAccount != nil, playNotificationJwks == nil {
+                throw ValidationError("--play-notification-service-account pins the pushes' account: give it with --play-notification-jwks and --play-notification-audience")
+            }
+            // Google signs an ID token for any audience a Google account asks for, so a production
+            // store takes pushes only from its own subscription's service account.
+            if environment == .production, playNotificationJwks != nil, playNotificationServiceAccount == nil {
+                throw ValidationError("a production store takes Play notifications only from the push subscription's service account: give --play-notification-service-account")
+            }
             _ = try retryDelays()
             guard renewalInterval >= 0, notificationInterval >= 0 else {
                 throw ValidationError("--renewal-interval and --notification-interval must be 0 (off) or more seconds")

@@ -318,7 +318,8 @@ extension Kiosk {
                 try await reportingErrors {
                     let rows = try await options.get([AdminChannelEventRow].self, "/v1/admin/channel-events" + (unmatched ? "?unmatched=1" : ""))
                     try options.show(rows: rows) {
-                        "\(ListFilter.shown($0.receivedAt))  \($0.channel)  \($0.eventId)  \($0.type)  \($0.outcome)  \($0.accountId ?? "-")  \($0.transactionId ?? "-")  \($0.detail)"
+                        // What a channel sent is shown escaped: its text is the sender's, not the store's.
+                        TerminalText.escaped("\(ListFilter.shown($0.receivedAt))  \($0.channel)  \($0.eventId)  \($0.type)  \($0.outcome)  \($0.accountId ?? "-")  \($0.transactionId ?? "-")  \($0.detail)")
                     }
                 }
             }

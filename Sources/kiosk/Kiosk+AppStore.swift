@@ -96,7 +96,7 @@ extension Kiosk {
             let client = try await options.connect()
             let runner = DownloadRunner(client: client)
             let result = try await runner.showingProgress {
-                try await client.presentPlayPurchase(json: json.trimmingCharacters(in: .newlines), signature: signature)
+                try await client.presentPlayPurchase(json: json.trimmingCharacters(in: .newlines), signature: signature, for: product)
             }
             let answer = result.answer
             guard answer.state == "granted" else {

@@ -67,6 +67,7 @@ extension Kiosk {
                     try await buyOnWeb(client, runner: runner)
                     return
                 }
+                if wait { throw ValidationError("--wait waits for a payment on the web shop; this purchase is not paid there (give --web to pay there)") }
                 let (product, quantity, payment, downloadNow) = (self.product, self.quantity, self.payment ?? .approve, !noDownload)
                 let result = try await runner.showingProgress {
                     try await client.buy(product, quantity: quantity, method: payment, downloadNow: downloadNow)
@@ -79,8 +80,20 @@ extension Kiosk {
         /// (a store that cannot be reached, or an older one, is paid as before).
         private func paysOnWeb(_ client: KioskClient) async throws -> Bool {
             if web { return true }
-            guard payment == nil, let description = try? await client.storeDescription() else { return false }
-            return description.webCheckout && description.environment == StoreEnvironment.production.rawValue
+            guard payment == nil, let description = try? await client.storeDescription(),
+                  description.environment == StoreEnvironment.production.rawValue else { return false }
+            guard description.webCheckout else {
+                // Nothing is saved or sent: a production store takes no pretend payment.
+                let channels = description.channels.map { ["web": "its web shop", "play": "its Android app", "appstore": "its iOS app"][$0] ?? $0 }
+                throw ValidationError("this store sells only through \(channels.isEmpty ? "its publisher's channels" : channels.joined(separator: " and ")); buy there, then kiosk restore brings the purchase here")
+            }
+            return true
+        }
+
+        /// A line at once, even into a pipe: the reader must see where to pay before the wait ends.
+        private func say(_ line: String, json: Bool) {
+            // With --json, stdout holds one JSON document: the lines go to stderr.
+            FileHandle(fileDescriptor: json ? 2 : 1).write(Data((line + "\n").utf8))
         }
 
         private func buyOnWeb(_ client: KioskClient, runner: DownloadRunner) async throws {
@@ -89,21 +102,20 @@ extension Kiosk {
                 try JSONOutput.print(checkout)
                 return
             }
-            if !json {
-                print("pay for \(checkout.productId)\(checkout.quantity > 1 ? " × \(checkout.quantity)" : "") at:")
-                print("  \(checkout.url)")
-            }
+            // The shop's URL as the store made it (no control characters: it checks the template).
+            say("pay for \(checkout.productId)\(checkout.quantity > 1 ? " × \(checkout.quantity)" : "") at:", json: json)
+            say("  \(TerminalText.escaped(checkout.url))", json: json)
             guard wait else {
-                print("once paid, it is delivered by kiosk agent, or by kiosk restore (purchase intent \(checkout.intent))")
+                say("once paid, it is delivered by kiosk agent, or by kiosk restore (purchase intent \(checkout.intent))", json: json)
                 return
             }
-            if !json { print("waiting for the payment (up to \(timeout) s)…") }
+            say("waiting for the payment (up to \(timeout) s)…", json: json)
             let (timeout, downloadNow) = (self.timeout, !noDownload)
             let arrived = try await runner.showingProgress {
                 try await client.waitForCheckout(checkout, known: known, timeout: .seconds(timeout), downloadNow: downloadNow)
             }
             guard let arrived else {
-                print("no payment of \(checkout.productId) arrived in \(timeout) s; once paid, kiosk agent or kiosk restore delivers it")
+                say("no payment of \(checkout.productId) arrived in \(timeout) s; once paid, kiosk agent or kiosk restore delivers it", json: json)
                 try WorkOutcome.pending.exit()
                 return
             }

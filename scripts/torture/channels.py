@@ -63,7 +63,8 @@ def channel_op(world):
         if withdrawal and rng.random() < 0.5:
             # Refunded (or disputed) before the checkout event arrives.
             op["withdrawn"] = "first"
-            deliver(world, op, lambda: stripe_delivery(world, refund_event(serial, rng.choice(["charge.refunded", "charge.dispute.created"]))), "once")
+            kind = rng.choice(["charge.refunded", "charge.dispute.created"])
+            deliver(world, op, withdrawal_sender(world, lambda cut=False: stripe_delivery(world, refund_event(serial, kind), cut)), "once")
     else:
         json_text = play_purchase(serial, product, quantity=rng.randint(1, 3) if product in PACKS else 1)
         signature = play_sign(world, json_text)
@@ -90,7 +91,18 @@ def channel_op(world):
     deliver(world, op, send, delivery)
     if channel == "web" and withdrawal and op.get("withdrawn") != "first":
         op["withdrawn"] = "after"
-        deliver(world, {"index": op["index"]}, lambda: stripe_delivery(world, refund_event(serial, "charge.refunded")), "once")
+        deliver(world, {"index": op["index"]}, withdrawal_sender(world, lambda cut=False: stripe_delivery(world, refund_event(serial, "charge.refunded"), cut)), "once")
+
+
+def withdrawal_sender(world, send):
+    """`send` for a refund or a dispute, noting when the store took it: a revocation that may end a
+    transfer and drop its bytes, as an operator's refund does (checks/restarted.py, refetched.py)."""
+    def sending(cut=False):
+        status = send(cut)
+        if status == 200:
+            world.channel_withdrawals.append(time.time())
+        return status
+    return sending
 
 
 def deliver(world, op, send, delivery):

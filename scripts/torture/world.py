@@ -59,6 +59,7 @@ class World:
         self.trees_checked = Counter()  # "during" / "final" → trees compared with their published archive
         self.play_keys = None    # the Play app's key pair (channels.py)
         self.channel_threads = []  # deliveries a channel keeps sending in the background
+        self.channel_withdrawals = []  # when the store took a channel's refund or dispute (a revocation)
 
     def database_flags(self):
         return ["--database", self.postgres.url] if self.postgres else []

@@ -18,6 +18,9 @@ extension Flows {
     func checkout(_ productId: String, quantity: Int) async throws -> Checkout {
         guard try purchases.paymentsEnabled() else { throw ClientError.paymentsDisabled }
         let product = try await catalogProduct(productId)
+        if product.kind == .nonConsumable, let owned = try purchases.owning(productId) {
+            throw ClientError.invalidRequest("\(productId) is already owned (transaction \(owned.transactionId ?? "saved here")); nothing to pay: kiosk restore brings its content back")
+        }
         guard product.forSale != false else { throw ClientError.offSale(productId) }
         return try await purchases.authorizedAPI().startCheckout(CheckoutRequest(productId: productId, quantity: quantity))
     }
@@ -53,7 +56,16 @@ extension Flows {
     }
 
     /// Presents a Google Play purchase to the store and takes in what it granted.
-    func presentPlayPurchase(_ proof: PlayPurchaseProof, mode: DeliveryMode) async throws -> ChannelPurchaseResult {
+    /// - Parameter expected: the Kiosk product the reader means; a purchase of another is refused
+    ///   here before it is sent (the catalog maps Play's IDs: `playProductId`).
+    func presentPlayPurchase(_ proof: PlayPurchaseProof, expected: String?, mode: DeliveryMode) async throws -> ChannelPurchaseResult {
+        if let expected {
+            let named = (try? JSONDecoder().decode(PlayProductName.self, from: Data(proof.purchase.utf8)))?.productId
+            let product = try await catalogProduct(expected)
+            guard let named, product.playProductId == named else {
+                throw ClientError.invalidRequest("the Play purchase is for \(named.map { "Play product \(ProductID.printable($0))" } ?? "no product"), which is not \(expected) (its playProductId is \(product.playProductId ?? "none"))")
+            }
+        }
         let answer = try await purchases.authorizedAPI().presentPlayPurchase(proof)
         return try await takeIn(answer, mode: mode)
     }
@@ -78,4 +90,9 @@ extension Flows {
         }
         return ChannelPurchaseResult(answer: answer, purchase: try settle(result))
     }
+}
+
+/// The one field of a Play purchase the client reads before sending it (the store checks the rest).
+private struct PlayProductName: Decodable {
+    var productId: String
 }

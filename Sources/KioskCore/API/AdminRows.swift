@@ -280,7 +280,9 @@ public struct AdminChannelEventRow: Codable, Sendable, Equatable {
     public var type: String
     /// The channel's payment the event is about (a payment intent), when it names one.
     public var payment: String?
-    /// `granted`, `revoked`, `unmatched`, `owned` (paid for what the account had), `pending`, `partial_refund` or `ignored`.
+    /// `granted`, `revoked`, `unmatched`, `owned` (paid for what the account had), `refunded` (an
+    /// `owned` payment given back, or its refund), `refused` (a void before its purchase came),
+    /// `pending`, `partial_refund` or `ignored`.
     public var outcome: String
     public var detail: String
     public var accountId: String?

@@ -70,7 +70,7 @@ struct AccountRoutes: Sendable {
 
     /// `GET /v1/account`: the balance and what the account owns.
     @Sendable func account(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try JSONBody.response(try await store.accounts.summary(of: context.requireAccount()))
+        try JSONBody.response(try await store.accounts.summary(of: context.requireAccount(), makingToken: true))
     }
 
     /// `POST /v1/payments`.

@@ -88,7 +88,7 @@ extension Accounts {
             try await db.clearApprovedCodes(of: accountId)
             try await db.update("storeTransaction").set("appAccountToken", to: SQLLiteral.null).where("accountId", .equal, accountId).run()
             try await db.update("subscription").set("appAccountToken", to: SQLLiteral.null).where("accountId", .equal, accountId).run()
-            try await db.update("account").set("deletedAt", to: now).where("id", .equal, accountId).run()
+            try await db.update("account").set("deletedAt", to: now).set("appAccountToken", to: SQLLiteral.null).where("id", .equal, accountId).run()
             try await db.audit(accountId, "deleted", by: "holder", "personal data erased; the ledger kept", at: now)
         }
         devicesChanged(accountId)

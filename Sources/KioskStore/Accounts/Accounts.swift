@@ -59,7 +59,9 @@ public struct Accounts: StoreOwner {
     }
 
     /// The balance and what the account owns.
-    public func summary(of accountId: String) async throws -> AccountSummary {
+    /// - Parameter makingToken: whether to make the account's ``appAccountToken(of:)`` when it has
+    ///   none (the account's own devices ask; the operator's look makes nothing).
+    public func summary(of accountId: String, makingToken: Bool = false) async throws -> AccountSummary {
         let now = try await accountNow(accountId)
         var summary = try await database.read { db in
             guard let account = try await db.account(accountId) else {
@@ -83,23 +85,24 @@ public struct Accounts: StoreOwner {
                 .first()?.decode(column: "appAccountToken", as: String?.self)
             return summary
         }
-        if summary.appAccountToken == nil { summary.appAccountToken = try await appAccountToken(of: accountId) }
+        if makingToken, summary.appAccountToken == nil { summary.appAccountToken = try await appAccountToken(of: accountId) }
         return summary
     }
 
     /// The UUID the account's iOS app passes to StoreKit's purchase (`appAccountToken`), made the
     /// first time it is asked for: an App Store transaction that carries it is granted to this
     /// account only (``AppStoreBridge/claim(_:accountId:)``).
-    public func appAccountToken(of accountId: String) async throws -> String {
+    /// - Returns: nil for a deleted account.
+    public func appAccountToken(of accountId: String) async throws -> String? {
         let made = UUID().uuidString.lowercased()
         return try await database.write { db in
             // Compare-and-set: two first requests at once keep one token, the first written.
-            try await db.raw(#"UPDATE "account" SET "appAccountToken" = \#(bind: made) WHERE "id" = \#(bind: accountId) AND "appAccountToken" IS NULL"#).run()
-            guard let token = try await db.select().column("appAccountToken").from("account").where("id", .equal, accountId)
-                .first()?.decode(column: "appAccountToken", as: String?.self) else {
+            // A deleted account gets none (its token was erased with it).
+            try await db.raw(#"UPDATE "account" SET "appAccountToken" = \#(bind: made) WHERE "id" = \#(bind: accountId) AND "appAccountToken" IS NULL AND "deletedAt" IS NULL"#).run()
+            guard let row = try await db.select().column("appAccountToken").from("account").where("id", .equal, accountId).first() else {
                 throw StoreError.unknownAccount(accountId)
             }
-            return token
+            return try row.decode(column: "appAccountToken", as: String?.self)
         }
     }
 

@@ -49,7 +49,7 @@ extension AppStoreBridge {
         _ = try await bindChannelPurchase(ChannelPurchaseRecord(
             channel: Self.channel, purchaseId: transaction.transactionId, accountId: accountId, productId: productId, state: "pending",
             orderId: transaction.originalTransactionId, transactionId: nil, createdAt: clock.wallNow()), describing: what)
-        let quantity = transaction.quantity ?? 1
+        let quantity = try Payments.channelQuantity(transaction.quantity ?? 1, of: product)
         let record = try await payments.grantPaid(
             productId: productId, quantity: quantity, accountId: accountId, reference: "appstore:\(transaction.transactionId)",
             method: Self.channel, amountCents: try Store.cents(product.price) * quantity, currency: product.price.currency).record

@@ -64,10 +64,14 @@ public struct PlayChannel: StoreOwner {
             return ChannelPurchaseAnswer(state: "pending", productId: productId,
                                          message: "\(what) is pending at Play; present it again once Play says it is purchased")
         }
-        if bound.state == "pending", try await voided(token) != nil {
+        if bound.state == "pending", let void = try await voided(token) {
+            // Voided before it was presented: refused, and the void leaves the operator's list.
+            try await settleChannelEvent(channel: Self.channel, eventId: void, outcome: "refused", transaction: nil, account: accountId,
+                                         detail: "voided by Google Play before it was presented; the purchase was refused when it came")
             throw StoreError.paymentWithdrawn(what)
         }
-        let quantity = purchase.quantity ?? 1
+        // Checked before it is priced: a signed quantity of 2^62 must be a refusal, not an overflow.
+        let quantity = try Payments.channelQuantity(purchase.quantity ?? 1, of: product)
         let record = try await payments.grantPaid(
             productId: productId, quantity: quantity, accountId: accountId, reference: Self.reference(token), method: Self.channel,
             amountCents: try Store.cents(product.price) * quantity, currency: product.price.currency).record

@@ -29,6 +29,10 @@ public struct CheckoutURLTemplate: Sendable, Equatable {
 
     /// - Throws: ``StoreError`` `invalid_request` for a template that is no http(s) URL or lacks `{intent}`.
     public init(_ template: String) throws {
+        // Printed to readers as it is: no spaces or control characters that could forge a line.
+        guard !template.unicodeScalars.contains(where: { $0.value < 0x21 || ($0.value >= 0x7F && $0.value < 0xA0) }) else {
+            throw StoreError.invalidRequest("the checkout URL may not contain spaces or control characters")
+        }
         guard let url = URL(string: template.replacingOccurrences(of: "{", with: "").replacingOccurrences(of: "}", with: "")),
               ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
             throw StoreError.invalidRequest("the checkout URL \(template.prefix(200)) is not an http(s) URL")
@@ -173,17 +177,23 @@ struct InsertChannelEvent: StoreStatement {
     }
 }
 
-/// The refunds and disputes a channel sent about one payment (those a grant of it must undo).
+/// The refunds and disputes a channel sent about one payment (those a grant of it must undo), and,
+/// as a row of type `account.closed`, whether the account granted is deleted or disabled (a grant
+/// no one can use): one statement, read with the grant.
 struct ChannelWithdrawals: StoreStatement {
     typealias Row = any SQLRow
     static let sql = #"""
         SELECT "eventId", "type" FROM "channelEvent"
         WHERE "channel" = $1 AND "payment" = $2 AND "type" IN ('charge.refunded', 'charge.dispute.created') AND "outcome" <> 'partial_refund'
+        UNION ALL
+        SELECT '' AS "eventId", 'account.closed' AS "type" FROM "account"
+        WHERE "id" = $3 AND ("deletedAt" IS NOT NULL OR "disabledAt" IS NOT NULL)
         """#
-    static let parameterTypes: [PostgresDataType] = [.text, .text]
+    static let parameterTypes: [PostgresDataType] = [.text, .text, .text]
 
     let channel: String
     let payment: String
+    let accountId: String
 
-    var parameters: [StatementParameter] { [.text(channel), .text(payment)] }
+    var parameters: [StatementParameter] { [.text(channel), .text(payment), .text(accountId)] }
 }

@@ -24,7 +24,18 @@ extension StripeChannel {
         guard let template = base.channels.checkout else {
             throw StoreError.channelNotConfigured("web", flags: "--checkout-url (the web shop's checkout page)")
         }
+        try RequestText.check(request.productId, field: "productId")
         let product = try await sellable(request.productId)
+        if product.kind == .nonConsumable {
+            // Paying again for a book the account has would take money for nothing.
+            let owned = try await database.read { db in
+                try await db.select().column("id").from("storeTransaction").where("accountId", .equal, accountId)
+                    .where("productId", .equal, product.id).where("status", .equal, TransactionStatus.purchased.rawValue).first()
+            }
+            if owned != nil {
+                throw StoreError(.wrongState, code: "already_owned", message: "the account owns \(product.id) already; nothing to pay (kiosk restore brings it back)")
+            }
+        }
         let quantity = request.quantity ?? 1
         guard (1...100).contains(quantity), quantity == 1 || product.kind == .consumable else {
             throw StoreError.invalidRequest("a quantity of \(quantity) of \(product.id) cannot be bought")
@@ -54,7 +65,7 @@ extension StripeChannel {
             }
             return .failure(.invalidRequest(exists == nil
                 ? "metadata.kiosk_intent \(intentId) is no intent this store made"
-                : "intent \(intentId) was already paid by another Checkout Session; refund this one on Stripe"))
+                : "intent \(intentId) was already paid by another Checkout Session"))
         }
         if let account, account != intent.accountId {
             return .failure(.invalidRequest("client_reference_id \(account.prefix(100)) is not the account intent \(intentId) was made for"))

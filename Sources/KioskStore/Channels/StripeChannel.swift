@@ -64,7 +64,7 @@ public struct StripeChannel: StoreOwner {
         // A session a coupon made free is complete without a payment: it grants as a paid one does.
         guard session.paymentStatus == "paid" || session.paymentStatus == "no_payment_required" else {
             return try await keep(event, payment: payment, outcome: "pending",
-                                  detail: "the session is not paid yet (\(session.paymentStatus ?? "no payment_status")); its async_payment_succeeded grants it")
+                                  detail: "the session is not paid yet (\(session.paymentStatus.map { String($0.prefix(40)) } ?? "no payment_status")); its async_payment_succeeded grants it")
         }
         var named = (account: session.clientReferenceId, product: session.metadata?["kiosk_product_id"], quantity: session.metadata?["kiosk_quantity"])
         // A session made from a reader's checkout (`kiosk buy`) names its intent, which says the
@@ -72,7 +72,12 @@ public struct StripeChannel: StoreOwner {
         if let intentId = session.metadata?["kiosk_intent"], let sessionId = session.id, Self.isIdentifier(sessionId) {
             switch try await claimIntent(intentId, session: sessionId, account: named.account, product: named.product) {
             case .success(let intent):
-                named = (intent.accountId, intent.productId, named.quantity ?? String(intent.quantity))
+                // The intent says the quantity too: a session asking for another one is not its.
+                if let asked = named.quantity, asked != String(intent.quantity) {
+                    return try await keep(event, payment: payment, outcome: "unmatched", account: intent.accountId,
+                                          detail: "metadata.kiosk_quantity \(asked.prefix(20)) is not the quantity intent \(intentId) was made for (\(intent.quantity)); refund it on Stripe or grant it by hand")
+                }
+                named = (intent.accountId, intent.productId, String(intent.quantity))
             case .failure(let refusal):
                 return try await keep(event, payment: payment, outcome: "unmatched", account: named.account,
                                       detail: "\(refusal.message); refund it on Stripe or grant it by hand")
@@ -82,8 +87,8 @@ public struct StripeChannel: StoreOwner {
             return try await keep(event, payment: payment, outcome: "unmatched",
                                   detail: "the session names no account (client_reference_id) or no product (metadata.kiosk_product_id); refund it on Stripe or grant it by hand")
         }
-        guard let quantity = Int(named.quantity ?? "1"), let amount = session.amountTotal, let currency = session.currency,
-              (0...Price.maxCents * 100).contains(amount), currency.utf8.count == 3, currency.allSatisfy({ $0.isASCII && $0.isLetter }) else {
+        guard let quantity = Int(named.quantity ?? "1"), let charged = session.amountTotal, let currency = session.currency,
+              (0...Price.maxCents * 100).contains(charged), currency.utf8.count == 3, currency.allSatisfy({ $0.isASCII && $0.isLetter }) else {
             return try await keep(event, payment: payment, outcome: "unmatched", account: accountId,
                                   detail: "the session's amount_total, currency (three letters) or metadata.kiosk_quantity is missing or out of range")
         }
@@ -91,6 +96,9 @@ public struct StripeChannel: StoreOwner {
             return try await keep(event, payment: nil, outcome: "unmatched",
                                   detail: "the session's id, client_reference_id, payment_intent or metadata.kiosk_product_id is not an identifier Kiosk keeps")
         }
+        // Stripe's amounts are in the currency's smallest unit; Kiosk keeps hundredths of its unit
+        // (``Price/shown(cents:_:)``): a currency without a minor unit (yen) is a hundred times more.
+        let amount = Price.wholeUnitCurrencies.contains(currency.uppercased()) ? charged * 100 : charged
         // The event's row is written in the grant's own transaction, with what the grant came to:
         // one commit per event, as a purchase has (issue 44's measure, docs/benchmarks.md).
         let received = clock.wallNow()
@@ -111,7 +119,8 @@ public struct StripeChannel: StoreOwner {
                     // The row first, then the look for a refund that came first: the refund's own
                     // look for this row comes after its write, so one of the two sees the other.
                     let inserted = try await db.insertChannelEvent(row(for: record))
-                    return Written(inserted: inserted, withdrawals: paymentId == nil ? [] : try await Self.withdrawals(of: paymentId ?? "", in: db))
+                    let found = try await Self.withdrawals(of: paymentId ?? "", account: record.accountId, in: db)
+                    return Written(inserted: inserted, withdrawals: found.filter { !$0.accountClosed }, accountClosed: found.contains { $0.accountClosed })
                 })
         } catch let refusal as StoreError {
             return try await keep(event, payment: payment, outcome: "unmatched", account: accountId,
@@ -121,36 +130,64 @@ public struct StripeChannel: StoreOwner {
         guard let written = granted.alongside as? Written else {
             // An earlier grant answered: this event sent again, or the session's other event.
             row = try await keepChannelEvent(row)
-            return row.outcome == "granted" ? try await undoIfWithdrawn(row) : row
+            return row.outcome == "granted" || row.outcome == "owned" ? try await undoIfWithdrawn(row) : row
+        }
+        if written.accountClosed, row.outcome == "granted", let transaction = row.transactionId {
+            // Paid for an account deleted or disabled meanwhile: nobody can use the grant. Taken back
+            // here (so the ledger says so) and kept for the operator to refund on Stripe.
+            _ = try await revokeChannelGrant(transaction, reason: "paid for an account that is deleted or disabled")
+            row.outcome = "unmatched"
+            row.detail = "paid for \(productId) on an account that is deleted or disabled: \(transaction) revoked; refund it on Stripe"
+            try await settle(event.id, outcome: row.outcome, transaction: transaction, account: row.accountId, detail: row.detail)
+            return row
         }
         if !written.inserted {
-            // Granted now, though this event was kept before without a grant (resent once its
-            // account or product came to be): its row says so now.
+            // This event was kept before. Granted now, though it was kept without a grant (resent
+            // once its account or product came to be): its row says so now. Kept with a grant, it
+            // stays as it was kept.
+            let kept = try await kept(event.id)
+            guard let kept, kept.outcome == "unmatched" || kept.outcome == "pending" else { return kept ?? row }
             try await settle(event.id, outcome: row.outcome, transaction: row.transactionId, account: row.accountId, detail: row.detail)
         }
-        return row.outcome == "granted" ? try await undo(row, by: written.withdrawals) : row
+        return row.outcome == "granted" || row.outcome == "owned" ? try await undo(row, by: written.withdrawals) : row
     }
 
     /// What a grant's event row came to, written with the grant.
     private struct Written: Sendable {
         var inserted: Bool
         var withdrawals: [Withdrawal]
+        /// The account is deleted or disabled.
+        var accountClosed: Bool
     }
 
-    /// A refund or a dispute kept for a payment.
+    /// A refund or a dispute kept for a payment (or the account found closed: ``ChannelWithdrawals``).
     struct Withdrawal: Sendable {
         var eventId: String
         var reason: String
+        var accountClosed = false
     }
 
     /// A refund or a dispute of a granted payment that came first undoes the grant now.
     private func undoIfWithdrawn(_ granted: AdminChannelEventRow) async throws -> AdminChannelEventRow {
         guard let payment = granted.payment else { return granted }
-        return try await undo(granted, by: try await database.read { try await Self.withdrawals(of: payment, in: $0) })
+        let found = try await database.read { try await Self.withdrawals(of: payment, account: granted.accountId ?? "", in: $0) }
+        return try await undo(granted, by: found.filter { !$0.accountClosed })
     }
 
     private func undo(_ granted: AdminChannelEventRow, by found: [Withdrawal]) async throws -> AdminChannelEventRow {
         guard let transaction = granted.transactionId, let withdrawal = found.first else { return granted }
+        if granted.outcome == "owned" {
+            // Paid for what the account had, and given back: nothing to revoke, nothing to act on.
+            for each in found {
+                try await settle(each.eventId, outcome: "refunded", transaction: transaction, account: granted.accountId,
+                                 detail: "\(each.reason): the payment was for what the account already had; nothing was revoked")
+            }
+            var row = granted
+            row.outcome = "refunded"
+            row.detail = "paid for what the account already had, and \(withdrawal.reason) before this event came: nothing left to do"
+            try await settle(granted.eventId, outcome: row.outcome, transaction: transaction, account: granted.accountId, detail: row.detail)
+            return row
+        }
         try await revokeChannelGrant(transaction, reason: withdrawal.reason)
         // Every withdrawal of the payment is settled (a dispute and a refund of one charge), so none
         // stays in the operator's list saying its grant has not come.
@@ -173,12 +210,24 @@ public struct StripeChannel: StoreOwner {
         var row = try await keep(event, payment: payment, outcome: "unmatched",
                                  detail: "\(reason); no grant of \(payment) yet: if its checkout event comes, it is revoked at once")
         let grants = try await database.read { db in
-            try await db.select().column("transactionId").column("accountId").from("channelEvent")
-                .where("channel", .equal, Self.channel).where("payment", .equal, payment).where("outcome", .in, ["granted", "revoked"])
+            try await db.select().column("eventId").column("outcome").column("transactionId").column("accountId").from("channelEvent")
+                .where("channel", .equal, Self.channel).where("payment", .equal, payment).where("outcome", .in, ["granted", "revoked", "owned", "refunded"])
                 .where(SQLColumn("transactionId"), .isNot, SQLLiteral.null)
-                .all().map { (try $0.decode(column: "transactionId", as: String.self), try $0.decode(column: "accountId", as: String?.self)) }
+                .all(decoding: AdminChannelEventRow.Grant.self).map { ($0.transactionId, $0.accountId, $0.outcome, $0.eventId) }
         }
         guard let grant = grants.first else { return row }
+        if grant.2 == "owned" || grant.2 == "refunded" {
+            // Paid for what the account had (a free re-buy): the money went back, nothing to revoke.
+            // Both rows leave the operator's list.
+            try await settle(grant.3, outcome: "refunded", transaction: grant.0, account: grant.1,
+                             detail: "paid for what the account already had, and \(reason): nothing left to do")
+            row.outcome = "refunded"
+            row.transactionId = grant.0
+            row.accountId = grant.1
+            row.detail = "\(reason): the payment was for what the account already had; nothing was revoked"
+            try await settle(event.id, outcome: row.outcome, transaction: grant.0, account: grant.1, detail: row.detail)
+            return row
+        }
         if let problem = try await revokeChannelGrant(grant.0, reason: reason) {
             row.detail = "\(reason), but \(grant.0) was not revoked: \(problem); settle it by hand"
             try await settle(event.id, outcome: "unmatched", transaction: grant.0, account: grant.1, detail: row.detail)
@@ -193,12 +242,13 @@ public struct StripeChannel: StoreOwner {
     }
 
     /// Refunds and disputes kept for `payment` (the withdrawals a grant must undo).
-    static func withdrawals(of payment: String, in db: any SQLDatabase) async throws -> [Withdrawal] {
-        try await db.rows(ChannelWithdrawals(channel: Self.channel, payment: payment)).map { row in
-                let type = try row.decode(column: "type", as: String.self)
-                return Withdrawal(eventId: try row.decode(column: "eventId", as: String.self),
-                                  reason: type == "charge.refunded" ? "refunded on Stripe" : "disputed by the card holder on Stripe")
-            }
+    static func withdrawals(of payment: String, account: String, in db: any SQLDatabase) async throws -> [Withdrawal] {
+        try await db.rows(ChannelWithdrawals(channel: Self.channel, payment: payment, accountId: account)).map { row in
+            let type = try row.decode(column: "type", as: String.self)
+            return Withdrawal(eventId: try row.decode(column: "eventId", as: String.self),
+                              reason: type == "charge.refunded" ? "refunded on Stripe" : "disputed by the card holder on Stripe",
+                              accountClosed: type == "account.closed")
+        }
     }
 
     /// A Stripe or Kiosk id as the store keeps it: at most 255 bytes of letters, digits, `_`, `-`
@@ -225,5 +275,15 @@ public struct StripeChannel: StoreOwner {
 
     private func settle(_ eventId: String, outcome: String, transaction: String?, account: String?, detail: String? = nil) async throws {
         try await settleChannelEvent(channel: Self.channel, eventId: eventId, outcome: outcome, transaction: transaction, account: account, detail: detail)
+    }
+}
+
+extension AdminChannelEventRow {
+    /// The columns a refund reads of the grant it undoes.
+    struct Grant: Decodable {
+        var eventId: String
+        var outcome: String
+        var transactionId: String
+        var accountId: String?
     }
 }

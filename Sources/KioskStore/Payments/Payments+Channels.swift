@@ -3,6 +3,16 @@ import KioskCore
 
 /// Payments a channel took outside Kiosk (a web shop's checkout), granted as purchases.
 extension Payments {
+    /// A channel's quantity of `product`, once it is one Kiosk grants: 1 to 100, and more than 1
+    /// only of a consumable.
+    /// - Throws: `invalid_request` naming it.
+    static func channelQuantity(_ quantity: Int, of product: Product) throws -> Int {
+        guard (1...100).contains(quantity), quantity == 1 || product.kind == .consumable else {
+            throw StoreError.invalidRequest("a quantity of \(quantity) of \(product.id) cannot be granted")
+        }
+        return quantity
+    }
+
     /// Grants what a channel says was paid: a purchase of `productId` for `accountId` with the
     /// amount and currency the channel charged, signed and delivered like any other, at most once
     /// per `reference` (the channel's payment: its events come again and in any order).
@@ -21,9 +31,7 @@ extension Payments {
         // account to advance and falls back to it): no look-up of its own first (issue 44's
         // measure: one read fewer per event).
         let product = try await sellable(productId)
-        guard (1...100).contains(quantity), quantity == 1 || product.kind == .consumable else {
-            throw StoreError.invalidRequest("a quantity of \(quantity) of \(product.id) cannot be granted")
-        }
+        _ = try Self.channelQuantity(quantity, of: product)
         let keyed = KeyedRequest(key: reference, productId: product.id, quantity: quantity, method: method)
         let now: Date = if product.kind == .subscription { try await accountNow(accountId) } else { clock.wallNow() }
         // A consumable's grant depends on nothing the account holds: one write, as a payment's (``settle``).

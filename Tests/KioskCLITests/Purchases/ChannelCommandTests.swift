@@ -30,6 +30,11 @@ struct ChannelCommandTests {
         #expect(url.host == "shop.example")
         let intent = try #require(url.queryItems?.first { $0.name == "intent" }?.value)
         #expect(first.stdout.contains("delivered by kiosk agent"))
+        // --wait is for a web checkout, and --json keeps stdout one document (the URL goes to stderr).
+        let notWeb = try await KioskCommand.run(["buy", Self.book, "--payment", "approve", "--wait"], environment: home)
+        #expect(notWeb.status != 0 && notWeb.stderr.contains("--wait waits for a payment on the web shop"), "\(notWeb.stderr)")
+        let quiet = try await KioskCommand.run(["buy", "com.kiosk.magazines.harbor-monthly.issue-01", "--wait", "--timeout", "1", "--json"], environment: home)
+        #expect(quiet.status == 3 && quiet.stderr.contains("https://shop.example/pay?") && !quiet.stdout.contains("shop.example"), "\(quiet.stdout)\(quiet.stderr)")
         // The sandbox's pretend payment is refused by name.
         let pretend = try await KioskCommand.run(["buy", Self.book, "--payment", "approve"], environment: home)
         #expect(pretend.status == 1 && pretend.stderr.contains("sandbox"), "\(pretend.stderr)")
@@ -53,6 +58,20 @@ struct ChannelCommandTests {
         let timedOut = try await KioskCommand.run(["buy", "com.kiosk.magazines.harbor-monthly.issue-02", "--wait", "--timeout", "2"], environment: home)
         #expect(timedOut.status == 3, "\(timedOut.stdout)\(timedOut.stderr)")
         #expect(timedOut.stdout.contains("no payment of com.kiosk.magazines.harbor-monthly.issue-02 arrived"), "\(timedOut.stdout)")
+        _ = await server.stop()
+    }
+
+    @Test("a production store without a checkout page: kiosk buy says where the store sells, saving nothing")
+    func productionWithoutCheckout() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let server = try await ServerProcess.start(store, extraArguments: ["--environment", "production", "--stripe-webhook-secret", Self.secret],
+                                                   log: directory.path("server.log"))
+        let home = ["KIOSK_HOME": directory.path("home").path, "KIOSK_SERVER": server.url]
+        let refused = try await KioskCommand.run(["buy", Self.book], environment: home)
+        #expect(refused.status != 0 && refused.stderr.contains("this store sells only through its web shop"), "\(refused.stderr)")
+        let transactions = try await KioskCommand.run(["transactions"], environment: home)
+        #expect(!transactions.stdout.contains(Self.book), "\(transactions.stdout)")
         _ = await server.stop()
     }
 
@@ -108,6 +127,9 @@ struct ChannelCommandTests {
 
         let forged = try await KioskCommand.run(["download", Self.book, "--play-purchase", pendingJSON, "--play-signature", signature], environment: other)
         #expect(forged.status == 1 && forged.stderr.contains("signature"), "\(forged.stderr)")
+        // A purchase of another product than the one asked for is refused before it is sent.
+        let mismatched = try await KioskCommand.run(["download", "com.kiosk.books.river-of-maps", "--play-purchase", json, "--play-signature", signature], environment: other)
+        #expect(mismatched.status == 1 && mismatched.stderr.contains("not com.kiosk.books.river-of-maps"), "\(mismatched.stderr)")
         let missing = try await KioskCommand.run(["download", Self.book, "--play-purchase", json], environment: other)
         #expect(missing.status != 0 && missing.stderr.contains("--play-signature"), "\(missing.stderr)")
         _ = await server.stop()

@@ -189,6 +189,11 @@ struct PlayChannelTests: StoreSuite {
             #expect(answer8 == "400 play_format")
             let answer9 = try await code(Self.purchase(token: "tok/../<script>"))
             #expect(answer9 == "400 play_format")
+            // A signed quantity past what Kiosk grants is a refusal, not an overflow (the server lived).
+            let huge = try await code(Self.purchase(token: "tok-refuse-5", product: Self.playPack, quantity: 4_611_686_018_427_387_904))
+            #expect(huge == "400 bad_request")
+            let tooMany = try await code(Self.purchase(token: "tok-refuse-6", product: Self.playPack, quantity: 101))
+            #expect(tooMany == "400 bad_request")
             // Without an account token: 401, as every purchase.
             #expect(try await http.send("POST", "/v1/play/purchases", json: "{}").status == 401)
             #expect(try await Self.owned(http, account).isEmpty)

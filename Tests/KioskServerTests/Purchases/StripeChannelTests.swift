@@ -254,4 +254,49 @@ struct StripeChannelTests: StoreSuite {
             #expect(try refused.decode(APIError.self).code == "web_not_configured")
         }
     }
+
+    @Test("what the attack found: yen counted in whole yen, an intent's quantity kept, an owned book's checkout refused and its refund settled, a deleted account's payment kept for a refund", arguments: TestEngine.all)
+    func attackFindings(engine: TestEngine) async throws {
+        let template = try CheckoutURLTemplate("https://shop.example/pay?intent={intent}")
+        try StripeSigner.requireLibrary()
+        try await Self.withStore(engine: engine, configure: {
+            $0.stripe = StripeSignature(secrets: [Self.secret])
+            $0.channels.checkout = template
+        }) { server, http, account in
+            // Stripe's 1200 in yen is 1,200 yen: Kiosk keeps hundredths of a unit, so 120000.
+            let yen = Self.checkout("evt_yen", session: "cs_yen", account: account.accountId, product: Self.book, amount: 1200, currency: "jpy", paymentIntent: "pi_yen")
+            #expect(try await Self.deliver(http, yen).outcome == "granted")
+            #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken) == [120_000])
+
+            // The intent's quantity is the quantity.
+            let intent = try await http.send("POST", "/v1/checkouts", token: account.token, json: #"{"productId": "\#(Self.pack10)"}"#).decode(Checkout.self)
+            let greedy = Self.json(["id": "evt_q", "object": "event", "type": "checkout.session.completed", "data": ["object": [
+                "id": "cs_q", "object": "checkout.session", "payment_status": "paid", "amount_total": 899, "currency": "usd", "payment_intent": "pi_q",
+                "metadata": ["kiosk_intent": intent.intent, "kiosk_quantity": "100"]]]])
+            let kept = try await Self.deliver(http, greedy)
+            #expect(kept.outcome == "unmatched" && kept.detail.contains("kiosk_quantity"), "\(kept)")
+            #expect(try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).credits == 0)
+
+            // A checkout of a book the account owns is refused; a payment for it anyway is settled by its refund.
+            let owned = try await http.send("POST", "/v1/checkouts", token: account.token, json: #"{"productId": "\#(Self.book)"}"#)
+            #expect(try owned.status == 409 && owned.decode(APIError.self).code == "already_owned")
+            let again = try await Self.deliver(http, Self.checkout("evt_own", session: "cs_own", account: account.accountId, product: Self.book, paymentIntent: "pi_own"))
+            #expect(again.outcome == "owned")
+            let refunded = try await Self.deliver(http, Self.refund("evt_own_r", paymentIntent: "pi_own"))
+            #expect(refunded.outcome == "refunded", "\(refunded)")
+            #expect(try await Self.owned(http, account) == [Self.book], "the book itself stays")
+            let toActOn = try await http.send("GET", "/v1/admin/channel-events?unmatched=1", token: server.adminToken).decode([AdminChannelEventRow].self)
+            #expect(!toActOn.contains { $0.eventId.hasPrefix("evt_own") }, "\(toActOn.map(\.eventId))")
+            #expect(try await http.send("POST", "/v1/checkouts", token: account.token, json: #"{"productId": ""}"#).status == 400)
+
+            // A deleted account's payment: taken back and kept for a refund; its appAccountToken erased.
+            let leaving = try await http.createAccount()
+            #expect(try await http.send("GET", "/v1/account", token: leaving.token).decode(AccountSummary.self).appAccountToken != nil)
+            #expect(try await http.send("DELETE", "/v1/account", token: leaving.token).status == 200)
+            let late = try await Self.deliver(http, Self.checkout("evt_gone", session: "cs_gone", account: leaving.accountId, product: Self.issue, paymentIntent: "pi_gone"))
+            #expect(late.outcome == "unmatched" && late.detail.contains("deleted or disabled"), "\(late)")
+            let detail = try await http.send("GET", "/v1/admin/accounts/\(leaving.accountId)", token: server.adminToken)
+            #expect(!String(decoding: detail.body, as: UTF8.self).contains("appAccountToken\":\""), "the token is erased")
+        }
+    }
 }
