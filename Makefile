@@ -5,8 +5,9 @@ DEV_PACKAGES := libcurl4-openssl-dev libarchive-dev libsqlite3-dev pkg-config
 # measures a kiosk command's peak memory; tmux is the real terminal the progress test reads;
 # PostgreSQL and nginx are started by the tests themselves (throwaway cluster, temporary config);
 # chromium is the browser the console test drives through playwright (PyPI, in .build/venv);
-# gdb prints the stacks of a test run that falls silent (scripts/quiet-watchdog).
-TEST_TOOLS := curl wget aria2 python3 python3-venv sqlite3 postgresql nginx time tmux chromium gdb
+# gdb prints the stacks of a test run that falls silent (scripts/quiet-watchdog); epubcheck and
+# qpdf are the independent judges of the EPUBs and PDFs a device installs (PublicationTests).
+TEST_TOOLS := curl wget aria2 python3 python3-venv sqlite3 postgresql nginx time tmux chromium gdb epubcheck qpdf
 PLAYWRIGHT := playwright==1.65.2
 STRIPE := stripe==16.1.0
 JOSERFC := joserfc==1.6.5

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import KioskClient
+import KioskCore
 import KioskCommandLine
 
 extension Kiosk {
@@ -35,7 +36,7 @@ extension Kiosk {
     }
 }
 
-/// Where an installed product's folder is, or one line saying why it is not there.
+/// Where an installed product's folder (or a publication's file) is, or one line saying why it is not there.
 enum LibraryPath {
     /// The folder of `productId` in the client's home.
     /// - Throws: ``NotInstalled`` naming the product, where its download stands and what to run.
@@ -43,6 +44,14 @@ enum LibraryPath {
         if let entry = try client.libraryEntries().first(where: { $0.item.productId == productId }) {
             guard FileManager.default.fileExists(atPath: entry.item.path) else {
                 throw NotInstalled(productId: productId, why: "its folder \(entry.item.path) is missing", action: "run kiosk resume to download it again")
+            }
+            // A publication delivered as a file (EPUB, PDF, CBZ) is opened as that file.
+            if let name = try client.downloads().first(where: { $0.productId == productId })?.fileName, PublicationFileName.isSafe(name) {
+                let file = URL(fileURLWithPath: entry.item.path).appendingPathComponent(name).path
+                guard FileManager.default.fileExists(atPath: file) else {
+                    throw NotInstalled(productId: productId, why: "its file \(file) is missing", action: "run kiosk resume to download it again")
+                }
+                return file
             }
             return entry.item.path
         }

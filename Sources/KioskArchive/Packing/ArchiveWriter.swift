@@ -16,7 +16,9 @@ final class ArchiveWriter {
         self.handle = handle
         self.path = path
         switch format {
-        case .zip, .epub:
+        // A publication is never packed by Kiosk (the catalog refuses a folder for one); a zip
+        // container is what its format would be.
+        case .zip, .epub, .cbz, .pdf:
             try check(archive_write_set_format_zip(handle))
             try check(archive_write_set_options(handle, "zip:compression=deflate"))
         case .tarGz:

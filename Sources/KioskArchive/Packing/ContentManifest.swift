@@ -85,8 +85,9 @@ public struct ContentManifest: Sendable, Equatable, Codable {
         default: "an archive of another kind"
         }
         let matches = switch declared {
-        case .zip, .epub: family == ARCHIVE_FORMAT_ZIP
+        case .zip, .epub, .cbz: family == ARCHIVE_FORMAT_ZIP
         case .tarGz: family == ARCHIVE_FORMAT_TAR && gzip
+        case .pdf: false
         }
         guard matches else { throw UnpackError.unsupportedFormat("it is \(actual), not \(declared.rawValue)") }
     }

@@ -29,6 +29,13 @@ public struct ArchiveManifest: Sendable, Equatable, Codable {
 
     public init() {}
 
+    /// The manifest of a publication delivered as one file (issue 47): that file alone.
+    public static func singleFile(_ path: String, size: Int64, sha256: String) -> ArchiveManifest {
+        var manifest = ArchiveManifest()
+        manifest.add(Entry(path: path, kind: .file, size: size, sha256: sha256, target: nil))
+        return manifest
+    }
+
     mutating func add(_ entry: Entry) {
         index[entry.path] = entries.count
         entries.append(entry)

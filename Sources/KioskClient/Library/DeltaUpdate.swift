@@ -96,7 +96,7 @@ struct DeltaUpdate {
         guard manifest.archiveSha256 == record.sha256, manifest.archiveSize == record.size else {
             throw Fallback("the manifest describes another archive")
         }
-        guard manifest.format == .zip || manifest.format == .epub, manifest.hasRanges else {
+        guard manifest.format == .zip, manifest.hasRanges else {
             throw Fallback("a \(manifest.format.rawValue) archive's entries cannot be fetched on their own")
         }
         return (manifest, Int64(response.body.count))

@@ -59,6 +59,9 @@ public struct DownloadRecord: Codable, Sendable, Equatable, StoredRow {
     /// What the last install cost when it was not the whole archive:
     /// "update 1.2 MB of 212 MB (3 files changed)".
     public var transferNote: String?
+    /// A publication delivered as a file (EPUB, PDF, CBZ): its name in `Library/<id>/`, as the
+    /// catalog said it (``ArchiveFormat/deliveredAsFile``); nil for an archive.
+    public var fileName: String?
 
     enum Columns {
         static let productId = Column("productId")

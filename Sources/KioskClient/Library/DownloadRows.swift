@@ -56,6 +56,7 @@ extension ClientDatabase {
                 existing.size = content.size
                 existing.version = content.version
                 existing.format = content.format
+                existing.fileName = content.fileName
                 existing.receipt = receipt
                 existing.proofKind = kind
                 existing.transactionId = transactionId
@@ -76,7 +77,8 @@ extension ClientDatabase {
                 productId: productId, state: .queued, sha256: content.sha256, size: content.size,
                 version: content.version, format: content.format, receipt: receipt, bytesDone: 0,
                 partialETag: nil, attempts: 0, nextAttemptAt: nil, lastError: nil, mismatches: 0,
-                createdAt: now, updatedAt: now, owner: nil, leaseUntil: nil, transactionId: transactionId, proofKind: kind)
+                createdAt: now, updatedAt: now, owner: nil, leaseUntil: nil, transactionId: transactionId, proofKind: kind,
+                fileName: content.fileName)
             var row = DownloadRow(record)
             try row.insert(db)
             return record

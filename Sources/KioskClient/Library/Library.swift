@@ -390,7 +390,7 @@ struct Library {
     /// promises never to fetch twice.
     private func checkPartial(_ download: inout ClientDatabase.ClaimedDownload, server: String) async throws {
         let record = download.record
-        guard record.format == .zip || record.format == .epub, let etag = record.partialETag,
+        guard record.format == .zip, let etag = record.partialETag,
               let content = try database.cachedProduct(record.productId)?.content, content.sha256 == record.sha256,
               let manifestSha256 = content.manifestSha256
         else { return }
@@ -571,7 +571,12 @@ struct Library {
         let treeDigest: String
         let checkedAt: Int64?
         do {
-            unpacked = try installer.unpacked(ahead, orElse: partial, for: claim)
+            if record.format.deliveredAsFile {
+                ahead?.abandon()
+                unpacked = try installer.place(partial, as: record.fileName ?? "", size: record.size, sha256: record.sha256, for: claim)
+            } else {
+                unpacked = try installer.unpacked(ahead, orElse: partial, for: claim)
+            }
             checkedAt = FileClock.boundary(in: home.root)
             treeDigest = try installer.check(unpacked)
         } catch UnpackError.noSpace(let entry) {
@@ -656,7 +661,7 @@ struct Library {
     /// manifest, a full download already under way, or anything in the update that did not fit.
     private func updateByEntries(_ record: DownloadRecord, claim: DownloadClaim, server: String, report: inout DownloadRunReport) async throws -> Bool {
         let id = record.productId
-        guard configuration.updateByEntries, record.format == .zip || record.format == .epub, record.bytesDone == 0,
+        guard configuration.updateByEntries, record.format == .zip, record.bytesDone == 0,
               let item = try database.libraryItems().first(where: { $0.productId == id }), item.sha256 != record.sha256,
               let content = try database.cachedProduct(id)?.content, content.sha256 == record.sha256,
               let manifestSha256 = content.manifestSha256,

@@ -55,6 +55,28 @@ struct LibraryInstaller {
         }
     }
 
+    /// Places a verified publication file (EPUB, PDF, CBZ) into the claim's staging folder as
+    /// `fileName`, byte for byte: it is never unpacked. The manifest says that one file, with its
+    /// size and SHA-256, which ``check(_:)`` reads back from disk as it does an archive's entries.
+    /// - Throws: ``UnpackError``; the staging folder is removed.
+    func place(_ file: URL, as fileName: String, size: Int64, sha256: String, for claim: DownloadClaim) throws -> Unpacked {
+        guard PublicationFileName.isSafe(fileName) else {
+            throw UnpackError.escapesDestination(entry: ProductID.printable(fileName))
+        }
+        let staging = try freshStaging(for: claim)
+        do {
+            let destination = staging.appendingPathComponent(fileName, isDirectory: false)
+            // A hard link first (no copy of a large file), else a copy; the partial stays until install.
+            if link(file.path, destination.path) != 0 {
+                try FileManager.default.copyItem(at: file, to: destination)
+            }
+            return Unpacked(staging: staging, manifest: .singleFile(fileName, size: size, sha256: sha256))
+        } catch {
+            discard(staging)
+            throw error
+        }
+    }
+
     /// Starts unpacking `partial` into the claim's staging folder while it downloads; see ``UnpackAhead``.
     func startUnpacking(_ partial: URL, size: Int64, for claim: DownloadClaim) throws -> UnpackAhead {
         let staging = try freshStaging(for: claim)

@@ -216,6 +216,12 @@ final class ClientDatabase: Sendable {
                 table.add(column: "sentAt", .datetime)
             }
         }
+        // A publication delivered as the file itself (issue 47): its name in the library.
+        migrator.registerMigration("v10-publication-file") { db in
+            try db.alter(table: DownloadRecord.databaseTableName) { table in
+                table.add(column: "fileName", .text)
+            }
+        }
         return migrator
     }
 }

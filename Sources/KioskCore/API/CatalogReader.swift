@@ -122,7 +122,7 @@ extension JSONCursor {
     }
 
     mutating func content(at place: @autoclosure () -> String) throws -> ContentDescriptor {
-        var format, sha256, version, manifestSha256: String?
+        var format, sha256, version, manifestSha256, fileName: String?
         var size: Int?
         try object(at: place()) { key, reader in
             switch key {
@@ -131,6 +131,7 @@ extension JSONCursor {
             case "sha256": sha256 = try reader.string(at: "\(place()).sha256")
             case "version": version = try reader.string(at: "\(place()).version")
             case "manifestSha256": manifestSha256 = try reader.optional { try $0.string(at: "\(place()).manifestSha256") }
+            case "fileName": fileName = try reader.optional { try $0.string(at: "\(place()).fileName") }
             default: try reader.skipValue()
             }
         }
@@ -140,6 +141,13 @@ extension JSONCursor {
         guard let archiveFormat = ArchiveFormat(rawValue: format) else {
             throw CatalogReadError(place: place(), problem: "has format \"\(format)\", which is not one of \(ArchiveFormat.allCases.map(\.rawValue).joined(separator: ", "))")
         }
-        return ContentDescriptor(format: archiveFormat, size: Int64(size), sha256: sha256, version: version, manifestSha256: manifestSha256)
+        // A file publication's name becomes a path in the reader's library: one safe name, always.
+        if archiveFormat.deliveredAsFile {
+            guard let fileName, PublicationFileName.isSafe(fileName) else {
+                throw CatalogReadError(place: place(), problem: "is a \(format) delivered as a file without a safe \"fileName\"")
+            }
+        }
+        return ContentDescriptor(format: archiveFormat, size: Int64(size), sha256: sha256, version: version, manifestSha256: manifestSha256,
+                                 fileName: archiveFormat.deliveredAsFile ? fileName : nil)
     }
 }

@@ -17,7 +17,8 @@ public struct AppStoreRoot: Sendable, Equatable {
         do {
             certificate = try Certificate(derEncoded: Array(bytes))
         } catch {
-            throw AppStoreRootError(message: "\(source) is not a DER-encoded X.509 certificate (\(error)); give the .cer file Apple publishes, or convert a PEM one with openssl x509 -outform der")
+            // The parser's own error names its source file and line, which say nothing to an operator.
+            throw AppStoreRootError(message: "\(source) is not a DER-encoded X.509 certificate; give the .cer file Apple publishes, or convert a PEM one with openssl x509 -outform der")
         }
     }
 
@@ -26,7 +27,7 @@ public struct AppStoreRoot: Sendable, Equatable {
         do {
             certificate = try Certificate(pemEncoded: text)
         } catch {
-            throw AppStoreRootError(message: "\(source) is not a PEM X.509 certificate (\(error))")
+            throw AppStoreRootError(message: "\(source) is not a PEM X.509 certificate")
         }
     }
 

@@ -219,8 +219,11 @@ public struct CatalogLoader: Sendable {
                 throw inner.error(.badContent, "path", "\(walked.path) is a symbolic link; content must be a real folder or file inside the content folder")
             }
         }
-        if isDirectory.boolValue, format == .epub {
-            throw inner.error(.badContent, "format", "epub is served only from a ready-made file, not packed from a folder")
+        if isDirectory.boolValue, format.deliveredAsFile {
+            throw inner.error(.badContent, "format", "\(format.rawValue) is delivered as the publisher's own file, not packed from a folder; give the .\(format.fileExtension) file's path")
+        }
+        if format.deliveredAsFile, !PublicationFileName.isSafe(location.lastPathComponent) {
+            throw inner.error(.badContent, "path", "\(ProductID.printable(location.lastPathComponent)) cannot be a file name in a reader's library (1 to 200 bytes, no control characters, not hidden); rename the file")
         }
         return ContentSource(location: location, isFolder: isDirectory.boolValue, format: format)
     }

@@ -110,12 +110,16 @@ public struct ContentDescriptor: Codable, Sendable, Equatable {
     /// Lowercase hex SHA-256 of the version's manifest (`GET /v1/content/{id}/manifest`), which
     /// lets an update fetch only the entries that changed; absent from older servers.
     public var manifestSha256: String?
+    /// For a publication delivered as a file (EPUB, PDF, CBZ): its name in the library,
+    /// `Library/<id>/<fileName>` (``PublicationFileName``).
+    public var fileName: String?
 
-    public init(format: ArchiveFormat, size: Int64, sha256: String, version: String, manifestSha256: String? = nil) {
+    public init(format: ArchiveFormat, size: Int64, sha256: String, version: String, manifestSha256: String? = nil, fileName: String? = nil) {
         self.format = format
         self.size = size
         self.sha256 = sha256
         self.version = version
         self.manifestSha256 = manifestSha256
+        self.fileName = fileName
     }
 }

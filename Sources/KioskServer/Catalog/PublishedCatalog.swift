@@ -33,7 +33,8 @@ public struct PublishedCatalog: Sendable {
                 }
                 product.content = ContentDescriptor(
                     format: source.format, size: packed.size, sha256: packed.sha256,
-                    version: String(packed.sha256.prefix(12)), manifestSha256: packed.manifestSha256)
+                    version: String(packed.sha256.prefix(12)), manifestSha256: packed.manifestSha256,
+                    fileName: source.format.deliveredAsFile ? source.location.lastPathComponent : nil)
                 archives[product.id] = packed
             }
             products[product.id] = product

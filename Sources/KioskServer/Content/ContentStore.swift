@@ -42,6 +42,14 @@ public struct ContentStore: Sendable {
     /// The archive for `source`, packed or hashed only when the source changed.
     public func prepare(productID: String, source: ContentSource) throws -> PackedContent {
         let fileManager = FileManager.default
+        if source.format.deliveredAsFile {
+            // A publication is sold as the publisher's file: it must open as what it says it is.
+            do {
+                try PublicationCheck.check(source.location, as: source.format)
+            } catch let refusal as PublicationCheck.Refusal {
+                throw UndeliverableContent(file: source.location, format: source.format, detail: refusal.reason)
+            }
+        }
         for folder in [directory, records, scratch] {
             try fileManager.createDirectory(at: folder, withIntermediateDirectories: true)
         }
@@ -56,7 +64,7 @@ public struct ContentStore: Sendable {
             let packed = PackedContent(file: archive(record.sha256, source.format), size: record.size, sha256: record.sha256)
             // A ready-made file always has its manifest (it was checked to open as its format); one
             // recorded without, by an older Kiosk, is checked again below.
-            if record.manifestless == true, source.isFolder { return packed }
+            if record.manifestless == true, source.isFolder || source.format.deliveredAsFile { return packed }
             if let manifestSha256 = record.manifestSha256,
                let manifest = try? Data(contentsOf: manifestFile(record.sha256)),
                FileDigest.sha256(of: manifest) == manifestSha256 {
@@ -90,9 +98,11 @@ public struct ContentStore: Sendable {
             }
             try Self.synchronize(directory)
         }
-        let manifestSha256: String?
+        var manifestSha256: String?
         do {
-            manifestSha256 = try writeManifest(of: final, format: source.format, sha256: packed.sha256, readyMade: !source.isFolder)
+            // A publication is installed as its file, never by entries: no manifest (its updates
+            // download the file whole, until a chunk index serves them).
+            if !source.format.deliveredAsFile { manifestSha256 = try writeManifest(of: final, format: source.format, sha256: packed.sha256, readyMade: !source.isFolder) }
         } catch {
             // A ready-made file that does not open as its format cannot be delivered: refused
             // before it is sold. (A folder Kiosk packed itself always opens.)
@@ -204,6 +214,16 @@ public struct UndeliverableContent: Error, CustomStringConvertible {
     public var format: ArchiveFormat
     public var detail: String
 
+    /// A publication's check refused it (``PublicationCheck``).
+    var isPublication = false
+
+    init(file: URL, format: ArchiveFormat, detail: String) {
+        self.file = file
+        self.format = format
+        self.detail = detail
+        isPublication = true
+    }
+
     init(file: URL, format: ArchiveFormat, error: any Error) {
         self.file = file
         self.format = format
@@ -215,7 +235,9 @@ public struct UndeliverableContent: Error, CustomStringConvertible {
         }
     }
 
-    public var description: String { "\(file.lastPathComponent) does not open as \(format.rawValue) (\(detail))" }
+    public var description: String {
+        isPublication ? "\(file.lastPathComponent) is not a valid \(format.rawValue): \(detail)" : "\(file.lastPathComponent) does not open as \(format.rawValue) (\(detail))"
+    }
 }
 
 /// The content store could not write a file.

@@ -1,0 +1,178 @@
+import CArchive
+import Foundation
+import KioskCore
+
+/// Whether a publisher's file is the publication its declared format says, before it is sold
+/// (issue 47): an EPUB, a PDF or a CBZ is delivered as the file itself, so a reading app must be
+/// able to open what the reader gets.
+/// - EPUB (OCF 3.3): the first entry is `mimetype`, stored uncompressed, reading
+///   `application/epub+zip`; `META-INF/container.xml` names a package document (its first
+///   `rootfile`'s `full-path`) that is in the archive and is a `<package>` document; libarchive
+///   opens the whole archive.
+/// - PDF: the `%PDF-` header and the `%%EOF` marker near the end.
+/// - CBZ: a zip whose files are all images (and, at most, `ComicInfo.xml`), at least one.
+public enum PublicationCheck {
+    /// Why a file is not the publication it says it is, in a sentence.
+    public struct Refusal: Error, Equatable, CustomStringConvertible, Sendable {
+        public let reason: String
+        public var description: String { reason }
+    }
+
+    /// The images a comic may hold, by extension.
+    static let imageExtensions: Set<String> = ["jpg", "jpeg", "png", "gif", "webp", "avif", "jxl"]
+    /// The largest entry this check reads into memory (container.xml, the package document).
+    static let readLimit = 1 << 20
+
+    /// - Throws: ``Refusal`` naming what is wrong.
+    public static func check(_ file: URL, as format: ArchiveFormat) throws {
+        switch format {
+        case .epub: try checkEPUB(file)
+        case .pdf: try checkPDF(file)
+        case .cbz: try checkCBZ(file)
+        case .zip, .tarGz: break
+        }
+    }
+
+    // MARK: EPUB
+
+    static func checkEPUB(_ file: URL) throws {
+        // OCF: the first local file header is `mimetype`, stored (method 0), with no extra field
+        // before its content, so that the type is readable at a fixed offset.
+        let head = try firstBytes(of: file, count: 38 + 20)
+        let expected = Array("application/epub+zip".utf8)
+        guard head.count >= 58, head[0] == 0x50, head[1] == 0x4B, head[2] == 0x03, head[3] == 0x04 else {
+            throw Refusal(reason: "it is not a zip container (an EPUB is a zip whose first entry is mimetype)")
+        }
+        let method = UInt16(head[8]) | UInt16(head[9]) << 8
+        let nameLength = Int(UInt16(head[26]) | UInt16(head[27]) << 8)
+        let extraLength = Int(UInt16(head[28]) | UInt16(head[29]) << 8)
+        guard nameLength == 8, Array(head[30..<38]) == Array("mimetype".utf8) else {
+            throw Refusal(reason: "its first entry is not mimetype (OCF: an EPUB's first entry is mimetype)")
+        }
+        guard method == 0 else { throw Refusal(reason: "its mimetype entry is compressed (OCF: it must be stored)") }
+        guard extraLength == 0 || extraLength < 1024 else { throw Refusal(reason: "its mimetype entry's header is malformed") }
+        let content = try firstBytes(of: file, count: 38 + extraLength + expected.count).dropFirst(38 + extraLength)
+        guard Array(content) == expected else { throw Refusal(reason: "its mimetype entry does not read application/epub+zip") }
+
+        let entries = try zipEntries(file, reading: ["META-INF/container.xml"])
+        guard let container = entries.read["META-INF/container.xml"] else {
+            throw Refusal(reason: "it has no META-INF/container.xml (OCF: it names the package document)")
+        }
+        guard let rootfile = firstAttribute("full-path", ofElement: "rootfile", in: container) else {
+            throw Refusal(reason: "META-INF/container.xml names no rootfile full-path (the package document)")
+        }
+        guard entries.names.contains(rootfile) else {
+            throw Refusal(reason: "META-INF/container.xml names \(ProductID.printable(rootfile)), which is not in the archive")
+        }
+        let package = try zipEntries(file, reading: [rootfile]).read[rootfile] ?? Data()
+        let text = String(decoding: package, as: UTF8.self)
+        guard text.range(of: "<package", options: .caseInsensitive) != nil, text.range(of: "</package>", options: .caseInsensitive) != nil,
+              text.range(of: "<metadata", options: .caseInsensitive) != nil else {
+            throw Refusal(reason: "its package document \(ProductID.printable(rootfile)) is not a <package> document with <metadata>")
+        }
+    }
+
+    /// The value of `attribute` on the first `element` in an XML document (enough for OCF's
+    /// container, which names one package document).
+    static func firstAttribute(_ attribute: String, ofElement element: String, in data: Data) -> String? {
+        let text = String(decoding: data, as: UTF8.self)
+        // The element itself, not one whose name starts with it (`<rootfiles>` holds `<rootfile>`).
+        var from = text.startIndex
+        var found: Range<String.Index>?
+        while let start = text.range(of: "<\(element)", range: from..<text.endIndex) {
+            if start.upperBound < text.endIndex, " \t\r\n/>".contains(text[start.upperBound]) {
+                found = start
+                break
+            }
+            from = start.upperBound
+        }
+        guard let start = found, let end = text[start.upperBound...].firstIndex(of: ">") else { return nil }
+        let tag = text[start.upperBound..<end]
+        for quote in ["\"", "'"] {
+            if let name = tag.range(of: "\(attribute)=\(quote)"), let close = tag[name.upperBound...].firstIndex(of: Character(quote)) {
+                let value = String(tag[name.upperBound..<close])
+                return value.isEmpty ? nil : value
+            }
+        }
+        return nil
+    }
+
+    // MARK: PDF
+
+    static func checkPDF(_ file: URL) throws {
+        let head = try firstBytes(of: file, count: 8)
+        guard head.starts(with: Array("%PDF-".utf8)) else { throw Refusal(reason: "it does not begin with the %PDF- header") }
+        let handle = try FileHandle(forReadingFrom: file)
+        defer { try? handle.close() }
+        let size = try handle.seekToEnd()
+        try handle.seek(toOffset: size > 1024 ? size - 1024 : 0)
+        let tail = try handle.readToEnd() ?? Data()
+        guard tail.range(of: Data("%%EOF".utf8)) != nil else {
+            throw Refusal(reason: "it has no %%EOF marker at its end (a truncated or damaged PDF)")
+        }
+    }
+
+    // MARK: CBZ
+
+    static func checkCBZ(_ file: URL) throws {
+        let names = try zipEntries(file, reading: []).names
+        var images = 0
+        for name in names {
+            let leaf = name.split(separator: "/").last.map(String.init) ?? name
+            if leaf.lowercased() == "comicinfo.xml" { continue }
+            guard let dot = leaf.lastIndex(of: "."), imageExtensions.contains(leaf[leaf.index(after: dot)...].lowercased()) else {
+                throw Refusal(reason: "it holds \(ProductID.printable(name)), which is not an image (a CBZ is a zip of images)")
+            }
+            images += 1
+        }
+        guard images > 0 else { throw Refusal(reason: "it holds no image (a CBZ is a zip of images)") }
+    }
+
+    // MARK: Reading
+
+    static func firstBytes(of file: URL, count: Int) throws -> [UInt8] {
+        guard let handle = FileHandle(forReadingAtPath: file.path) else { throw Refusal(reason: "it cannot be read") }
+        defer { try? handle.close() }
+        return Array((try? handle.read(upToCount: count)) ?? Data())
+    }
+
+    /// The names of the regular files in a zip, and the bytes of those in `reading` (up to
+    /// ``readLimit`` each); libarchive reads the whole archive, so one that does not open whole is refused.
+    static func zipEntries(_ file: URL, reading wanted: Set<String>) throws -> (names: [String], read: [String: Data]) {
+        guard let handle = archive_read_new() else { throw Refusal(reason: "libarchive could not allocate a reader") }
+        defer { archive_read_free(handle) }
+        archive_read_support_format_zip(handle)
+        func message() -> String { archive_error_string(handle).map { String(cString: $0) } ?? "unknown libarchive error" }
+        guard archive_read_open_filename(handle, file.path, 64 * 1024) == ARCHIVE_OK else {
+            throw Refusal(reason: "libarchive does not open it as a zip (\(message()))")
+        }
+        var names: [String] = []
+        var read: [String: Data] = [:]
+        var header: OpaquePointer?
+        while true {
+            let next = archive_read_next_header(handle, &header)
+            if next == ARCHIVE_EOF { break }
+            guard next >= ARCHIVE_WARN, let header else { throw Refusal(reason: "libarchive cannot read it whole (\(message()))") }
+            guard UInt32(archive_entry_filetype(header)) == kiosk_ae_ifreg else { continue }
+            let name = ArchiveExtractor.entryName(header)
+            names.append(name)
+            if wanted.contains(name) {
+                var data = Data()
+                var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+                while data.count <= readLimit {
+                    let count = archive_read_data(handle, &buffer, buffer.count)
+                    if count == 0 { break }
+                    guard count > 0 else { throw Refusal(reason: "libarchive cannot read \(ProductID.printable(name)) (\(message()))") }
+                    data.append(contentsOf: buffer[0..<count])
+                }
+                read[name] = data
+            } else {
+                // Every entry's data is read, so that one that does not inflate is found here.
+                guard archive_read_data_skip(handle) >= ARCHIVE_WARN else {
+                    throw Refusal(reason: "libarchive cannot read \(ProductID.printable(name)) (\(message()))")
+                }
+            }
+        }
+        return (names, read)
+    }
+}
