@@ -11,6 +11,7 @@ TEST_TOOLS := curl wget aria2 python3 python3-venv sqlite3 postgresql nginx time
 PLAYWRIGHT := playwright==1.65.2
 STRIPE := stripe==16.1.0
 JOSERFC := joserfc==1.6.5
+OPDS_PARSER := palace-webpub-manifest-parser==4.1.0
 VENV := .build/venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -40,6 +41,8 @@ test-tools:
 		python3 -m venv $(VENV) && $(VENV)/bin/pip install -q '$(PLAYWRIGHT)'; }
 	@# stripe, Stripe's own library, signs the web channel's events in the tests (scripts/stripe_sign.py).
 	@$(VENV)/bin/python -c 'import stripe' 2>/dev/null || { echo "installing $(STRIPE) into $(VENV)"; $(VENV)/bin/pip install -q '$(STRIPE)'; }
+	@# palace-webpub-manifest-parser judges the OPDS 2.0 documents the store serves (scripts/opds_check.py).
+	@$(VENV)/bin/python -c 'import webpub_manifest_parser' 2>/dev/null || { echo "installing $(OPDS_PARSER) into $(VENV)"; $(VENV)/bin/pip install -q '$(OPDS_PARSER)'; }
 	@# joserfc signs Google Play's Pub/Sub push tokens in the tests (scripts/play_push_token.py).
 	@$(VENV)/bin/python -c 'import joserfc' 2>/dev/null || { echo "installing $(JOSERFC) into $(VENV)"; $(VENV)/bin/pip install -q '$(JOSERFC)'; }
 	@# joserfc, the independent JOSE library the notification tests verify signatures with: the

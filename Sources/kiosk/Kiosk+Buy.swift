@@ -85,7 +85,7 @@ extension Kiosk {
             guard description.webCheckout else {
                 // Nothing is saved or sent: a production store takes no pretend payment.
                 let channels = description.channels.map { ["web": "its web shop", "play": "its Android app", "appstore": "its iOS app"][$0] ?? $0 }
-                throw ValidationError("this store sells only through \(channels.isEmpty ? "its publisher's channels" : channels.joined(separator: " and ")); buy there, then kiosk restore brings the purchase here")
+                throw ValidationError("this store runs in the production environment and sells only through \(channels.isEmpty ? "its publisher's channels" : channels.joined(separator: " and ")); buy there, then kiosk restore brings the purchase here")
             }
             return true
         }

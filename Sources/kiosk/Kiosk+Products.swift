@@ -21,9 +21,19 @@ extension Kiosk {
         @Flag(help: "Print the products as JSON.")
         var json = false
 
+        @Option(help: ArgumentHelp("Everything the catalog says of one product: its contributors, language, identifiers, subjects, description and content.", valueName: "id"))
+        var long: String?
+
         func run() async throws {
             try await reportingErrors {
                 let client = try options.client()
+                if let long {
+                    var found: Product?
+                    try client.forEachCachedProduct { if $0.id == long { found = $0 } }
+                    guard let product = found else { throw ValidationError("\(ProductID.printable(long)) is not in the local catalog; kiosk sync fetches it, kiosk products lists what is") }
+                    if json { try JSONOutput.print(product) } else { print(Self.details(of: product)) }
+                    return
+                }
                 let holdings = try await AccountHoldings.load(client)
                 // A product at a time, however large the catalog: printed as it is read.
                 let (count, syncedAt) = try client.cachedCatalogSummary()
@@ -83,7 +93,35 @@ extension Kiosk {
                 detail.append("\(content.format.rawValue) \(ByteCount.text(content.size))")
             }
             if product.forSale == false { detail.append("off sale") }
-            return "  \(product.id)  \(product.title)  (\(detail.joined(separator: ", ")))"
+            let authors = product.metadata?.authors ?? []
+            let by = authors.isEmpty ? "" : " by " + TerminalText.escaped(authors.prefix(3).joined(separator: ", ")) + (authors.count > 3 ? " and others" : "")
+            return "  \(product.id)  \(TerminalText.escaped(product.title))\(by)  (\(detail.joined(separator: ", ")))"
+        }
+
+        /// One product, field by field (`--long`).
+        static func details(of product: Product) -> String {
+            var lines = [line(for: product).trimmingCharacters(in: .whitespaces)]
+            func add(_ label: String, _ value: String?) {
+                if let value, !value.isEmpty { lines.append("  \(label): \(TerminalText.escaped(value))") }
+            }
+            add("summary", product.summary)
+            let metadata = product.metadata ?? PublicationMetadata()
+            for role in ["author", "editor", "illustrator", "translator", "narrator"] {
+                let names = (metadata.contributors ?? []).filter { $0.role == role }.map(\.name)
+                add(names.count > 1 ? role + "s" : role, names.joined(separator: ", "))
+            }
+            add("publisher", metadata.publisher)
+            add("language", metadata.language)
+            add("identifiers", metadata.identifiers?.joined(separator: ", "))
+            add("subjects", metadata.subjects?.joined(separator: ", "))
+            add("pages", metadata.pageCount.map(String.init))
+            add("series", product.series.map { series in product.issueNumber.map { "\(series), no. \($0)" } ?? series })
+            add("published", product.publicationDate)
+            add("description", metadata.description)
+            if let content = product.content {
+                add("content", "\(content.format.rawValue), \(ByteCount.text(content.size)), SHA-256 \(content.sha256)" + (content.fileName.map { ", as the file \($0)" } ?? ""))
+            }
+            return lines.joined(separator: "\n")
         }
 
         static func age(since date: Date) -> String {

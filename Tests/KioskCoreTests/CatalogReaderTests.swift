@@ -15,7 +15,11 @@ struct CatalogReaderTests {
             content: ContentDescriptor(format: .tarGz, size: 8_394_974, sha256: String(repeating: "ab", count: 32), version: "v2"),
             gracePeriodDays: 16)
         product.appStoreProductId = "ios.example.mag.issue_7"
+        product.playProductId = "android.example.mag.issue_7"
         product.forSale = false
+        product.metadata = PublicationMetadata(
+            contributors: [.init(name: "Ana \"Ré\" Q", role: "author"), .init(name: "Bo", role: "illustrator")], publisher: "Mag Press",
+            language: "fr-CA", identifiers: ["urn:issn:0317-8471"], subjects: ["Boats", "Été"], description: "Long\ntext", pageCount: 96)
         return product
     }()
 
@@ -190,9 +194,14 @@ struct CatalogReaderTests {
             creditPrice: maybe(Int(random.next() % 100)), credits: maybe(Int(random.next() % 1_000)), series: maybe(text()),
             issueNumber: maybe(Int(random.next() % 500)), publicationDate: maybe("2026-0\(random.next() % 9 + 1)-1\(random.next() % 9)"),
             periodMonths: maybe(Int(random.next() % 12) + 1),
-            content: maybe(ContentDescriptor(
-                format: ArchiveFormat.allCases[Int(random.next() % 3)], size: Int64(random.next() % (1 << 40)),
-                sha256: String(repeating: "0123456789abcdef", count: 4), version: "v\(random.next() % 100)")))
+            content: maybe({
+                let format = ArchiveFormat.allCases[Int(random.next() % UInt64(ArchiveFormat.allCases.count))]
+                // A publication delivered as a file names its file (the reader refuses one that does not).
+                return ContentDescriptor(
+                    format: format, size: Int64(random.next() % (1 << 40)),
+                    sha256: String(repeating: "0123456789abcdef", count: 4), version: "v\(random.next() % 100)",
+                    fileName: format.deliveredAsFile ? "Book \(index).\(format.fileExtension)" : nil)
+            }()))
     }
 }
 

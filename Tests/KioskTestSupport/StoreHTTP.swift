@@ -13,6 +13,12 @@ public struct StoreHTTP: Sendable {
     public struct Reply: Sendable {
         public var status: Int
         public var body: Data
+        public var headers: [String: String] = [:]
+
+        /// A header's value, its name in any case.
+        public func header(_ name: String) -> String? {
+            headers.first { $0.key.caseInsensitiveCompare(name) == .orderedSame }?.value
+        }
 
         public func decode<T: Decodable>(_ type: T.Type) throws -> T {
             try JSONDecoder.kiosk.decode(T.self, from: body)
@@ -27,7 +33,7 @@ public struct StoreHTTP: Sendable {
         if let header = authorization ?? token.map({ "Bearer \($0)" }) { headers.append(("Authorization", header)) }
         let body = json.map { Data($0.utf8) } ?? (method == "POST" ? Data("{}".utf8) : nil)
         let response = try await HTTPClient().send(HTTPRequest(method: method, url: baseURL + path, headers: headers, body: body))
-        return Reply(status: response.status, body: response.body)
+        return Reply(status: response.status, body: response.body, headers: response.headers)
     }
 
     public func createAccount() async throws -> AccountCreated {

@@ -176,3 +176,55 @@ public enum PublicationCheck {
         return (names, read)
     }
 }
+
+// MARK: An EPUB's own metadata
+
+extension PublicationCheck {
+    /// What an EPUB's package document says of it in Dublin Core: its creators (authors), language,
+    /// ISBN (an identifier that is one), publisher and subjects; the catalog's fields win over these.
+    /// Nil for a file whose package document cannot be read (the check above refuses those).
+    public static func epubMetadata(of file: URL) -> PublicationMetadata? {
+        guard let container = try? zipEntries(file, reading: ["META-INF/container.xml"]).read["META-INF/container.xml"],
+              let rootfile = firstAttribute("full-path", ofElement: "rootfile", in: container),
+              let package = try? zipEntries(file, reading: [rootfile]).read[rootfile] else { return nil }
+        let text = String(decoding: package, as: UTF8.self)
+        var metadata = PublicationMetadata()
+        let creators = elements("dc:creator", in: text)
+        metadata.contributors = creators.isEmpty ? nil : creators.map { PublicationMetadata.Contributor(name: $0, role: "author") }
+        metadata.language = elements("dc:language", in: text).first.flatMap { PublicationMetadata.isLanguageTag($0) ? $0 : nil }
+        metadata.publisher = elements("dc:publisher", in: text).first
+        let isbns = elements("dc:identifier", in: text).compactMap { identifier in
+            PublicationMetadata.isbn(identifier.lowercased().hasPrefix("urn:isbn:") ? String(identifier.dropFirst(9)) : identifier)
+        }
+        metadata.identifiers = isbns.isEmpty ? nil : Array(isbns.prefix(1))
+        let subjects = elements("dc:subject", in: text)
+        metadata.subjects = subjects.isEmpty ? nil : Array(subjects.prefix(20))
+        let descriptions = elements("dc:description", in: text)
+        metadata.description = descriptions.first
+        return metadata
+    }
+
+    /// The text of every `<name …>text</name>` in a document, entities decoded, trimmed, non-empty.
+    static func elements(_ name: String, in text: String) -> [String] {
+        var found: [String] = []
+        var from = text.startIndex
+        while found.count < 50, let open = text.range(of: "<\(name)", range: from..<text.endIndex) {
+            guard open.upperBound < text.endIndex, " \t\r\n>".contains(text[open.upperBound]),
+                  let close = text[open.upperBound...].firstIndex(of: ">"),
+                  let end = text.range(of: "</\(name)>", range: text.index(after: close)..<text.endIndex) else {
+                from = open.upperBound
+                continue
+            }
+            let value = decodeEntities(String(text[text.index(after: close)..<end.lowerBound])).trimmingCharacters(in: .whitespacesAndNewlines)
+            if !value.isEmpty, value.utf8.count <= 2_000 { found.append(value) }
+            from = end.upperBound
+        }
+        return found
+    }
+
+    static func decodeEntities(_ text: String) -> String {
+        text.replacingOccurrences(of: "&lt;", with: "<").replacingOccurrences(of: "&gt;", with: ">")
+            .replacingOccurrences(of: "&quot;", with: "\"").replacingOccurrences(of: "&apos;", with: "'")
+            .replacingOccurrences(of: "&amp;", with: "&")
+    }
+}

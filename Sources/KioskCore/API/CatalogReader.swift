@@ -66,6 +66,7 @@ extension JSONCursor {
         var creditPrice, credits, issueNumber, periodMonths, gracePeriodDays: Int?
         var content: ContentDescriptor?
         var forSale: Bool?
+        var metadata: PublicationMetadata?
         try object(at: place()) { key, reader in
             switch key {
             case "id": id = try reader.string(at: "\(place()).id")
@@ -84,6 +85,7 @@ extension JSONCursor {
             case "appStoreProductId": appStoreProductId = try reader.optional { try $0.string(at: "\(place()).appStoreProductId") }
             case "playProductId": playProductId = try reader.optional { try $0.string(at: "\(place()).playProductId") }
             case "forSale": forSale = try reader.optional { try $0.boolean(at: "\(place()).forSale") }
+            case "metadata": metadata = try reader.optional { try $0.metadata(at: "\(place()).metadata") }
             default: try reader.skipValue()
             }
         }
@@ -103,7 +105,41 @@ extension JSONCursor {
         product.appStoreProductId = appStoreProductId
         product.playProductId = playProductId
         product.forSale = forSale
+        product.metadata = metadata
         return product
+    }
+
+    /// A product's ``PublicationMetadata``.
+    mutating func metadata(at place: @autoclosure () -> String) throws -> PublicationMetadata {
+        var metadata = PublicationMetadata()
+        try object(at: place()) { key, reader in
+            switch key {
+            case "contributors":
+                var contributors: [PublicationMetadata.Contributor] = []
+                try reader.array(at: "\(place()).contributors") { element in
+                    var name = "", role = "author"
+                    try element.object(at: "\(place()).contributors[]") { field, value in
+                        switch field {
+                        case "name": name = try value.string(at: "\(place()).contributors[].name")
+                        case "role": role = try value.string(at: "\(place()).contributors[].role")
+                        default: try value.skipValue()
+                        }
+                    }
+                    contributors.append(PublicationMetadata.Contributor(name: name, role: role))
+                }
+                metadata.contributors = contributors
+            case "publisher": metadata.publisher = try reader.optional { try $0.string(at: "\(place()).publisher") }
+            case "language": metadata.language = try reader.optional { try $0.string(at: "\(place()).language") }
+            case "description": metadata.description = try reader.optional { try $0.string(at: "\(place()).description") }
+            case "pageCount": metadata.pageCount = try reader.optional { try $0.integer(at: "\(place()).pageCount") }
+            case "identifiers", "subjects":
+                var values: [String] = []
+                try reader.array(at: "\(place()).\(key)") { values.append(try $0.string(at: "\(place()).\(key)[]")) }
+                if key == "identifiers" { metadata.identifiers = values } else { metadata.subjects = values }
+            default: try reader.skipValue()
+            }
+        }
+        return metadata
     }
 
     mutating func price(at place: @autoclosure () -> String) throws -> Price {

@@ -182,12 +182,63 @@ public struct CatalogLoader: Sendable {
         }
         product.appStoreProductId = try reader.optionalString("appStoreProductId")
         product.playProductId = try reader.optionalString("playProductId")
+        let metadata = try Self.metadata(reader)
+        product.metadata = metadata.isEmpty ? nil : metadata
         // Only `false` is written out: on sale is the default, and the catalog's ETag stays.
         product.forSale = try reader.optionalBool("forSale") == false ? false : nil
         let content = try contentSource(reader)
         try reader.rejectUnknownFields()
         try checkKind(product, content: content, reader: reader)
         return CatalogEntry(product: product, content: content, file: reader.file)
+    }
+
+    /// The publication's metadata fields: `author` (a name or a list), `contributors` (objects of a
+    /// `name` and a `role`), `publisher`, `language` (BCP 47), `isbn` (ISBN-13, check digit
+    /// validated), `issn` (check character validated), `subjects`, `description`, `pageCount`.
+    private static func metadata(_ reader: FieldReader) throws -> PublicationMetadata {
+        var metadata = PublicationMetadata()
+        var contributors = (try reader.optionalStrings("author", limit: 20) ?? []).map { PublicationMetadata.Contributor(name: $0, role: "author") }
+        if let raw = reader.object["contributors"], !(raw is NSNull) {
+            guard let list = raw as? [[String: Any]], list.count <= 50 else {
+                throw reader.error(.wrongType, "contributors", "must be a list of at most 50 objects with a \"name\" and a \"role\"")
+            }
+            for entry in list {
+                guard let name = entry["name"] as? String, !name.trimmingCharacters(in: .whitespaces).isEmpty, let role = entry["role"] as? String,
+                      entry.keys.allSatisfy({ $0 == "name" || $0 == "role" }) else {
+                    throw reader.error(.badMetadata, "contributors", "each contributor is an object with a \"name\" and a \"role\", and nothing else")
+                }
+                guard PublicationMetadata.roles.contains(role) else {
+                    throw reader.error(.badMetadata, "contributors", "\"\(role)\" is not a role; use one of \(PublicationMetadata.roles.sorted().joined(separator: ", "))")
+                }
+                contributors.append(PublicationMetadata.Contributor(name: name, role: role))
+            }
+        }
+        metadata.contributors = contributors.isEmpty ? nil : contributors
+        metadata.publisher = try reader.optionalString("publisher")
+        if let language = try reader.optionalString("language") {
+            guard PublicationMetadata.isLanguageTag(language) else {
+                throw reader.error(.badMetadata, "language", "\"\(language)\" is not a BCP 47 language tag like en or fr-CA")
+            }
+            metadata.language = language
+        }
+        var identifiers: [String] = []
+        if let isbn = try reader.optionalString("isbn") {
+            guard let urn = PublicationMetadata.isbn(isbn) else {
+                throw reader.error(.badMetadata, "isbn", "\"\(isbn)\" is not an ISBN-13 whose check digit is right")
+            }
+            identifiers.append(urn)
+        }
+        if let issn = try reader.optionalString("issn") {
+            guard let urn = PublicationMetadata.issn(issn) else {
+                throw reader.error(.badMetadata, "issn", "\"\(issn)\" is not an ISSN (NNNN-NNNC) whose check character is right")
+            }
+            identifiers.append(urn)
+        }
+        metadata.identifiers = identifiers.isEmpty ? nil : identifiers
+        metadata.subjects = try reader.optionalStrings("subjects")
+        metadata.description = try reader.optionalString("description")
+        metadata.pageCount = try reader.positiveInt("pageCount", atMost: 100_000)
+        return metadata
     }
 
     private func contentSource(_ reader: FieldReader) throws -> ContentSource? {
@@ -329,7 +380,8 @@ private struct FieldReader {
 
     static let knownFields: [String: Set<String>] = [
         "": ["id", "kind", "title", "summary", "price", "currency", "creditPrice", "credits", "series",
-             "issueNumber", "publicationDate", "periodMonths", "gracePeriodDays", "content", "appStoreProductId", "playProductId", "forSale"],
+             "issueNumber", "publicationDate", "periodMonths", "gracePeriodDays", "content", "appStoreProductId", "playProductId", "forSale",
+             "author", "contributors", "publisher", "language", "isbn", "issn", "subjects", "description", "pageCount"],
         "content.": ["path", "format"],
     ]
 
@@ -359,6 +411,23 @@ private struct FieldReader {
             throw error(.wrongType, field, "must be a string")
         }
         return value
+    }
+
+    /// A string, or a list of strings (each non-empty, at most `limit` of them).
+    func optionalStrings(_ field: String, limit: Int = 100) throws -> [String]? {
+        guard let raw = object[field], !(raw is NSNull) else { return nil }
+        let values: [String]
+        if let one = raw as? String {
+            values = [one]
+        } else if let many = raw as? [Any], many.allSatisfy({ $0 is String }) {
+            values = many.compactMap { $0 as? String }
+        } else {
+            throw error(.wrongType, field, "must be a string or a list of strings")
+        }
+        guard values.count <= limit, values.allSatisfy({ !$0.trimmingCharacters(in: .whitespaces).isEmpty }) else {
+            throw error(.badMetadata, field, "must hold 1 to \(limit) non-empty strings")
+        }
+        return values
     }
 
     func optionalObject(_ field: String) throws -> [String: Any]? {

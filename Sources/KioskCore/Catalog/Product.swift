@@ -32,6 +32,9 @@ public struct Product: Codable, Sendable, Equatable, Identifiable {
     /// catalog files): it is no longer offered or sold, and stays deliverable to its owners.
     /// Nil (left out of the JSON) is on sale.
     public var forSale: Bool?
+    /// Who made it, its language, ISBN or ISSN, subjects, description and length (issue 47);
+    /// nil when nothing is said (so a catalog without any keeps its ETag).
+    public var metadata: PublicationMetadata?
 
     public init(
         id: String, kind: ProductKind, title: String, summary: String, price: Price,

@@ -36,6 +36,11 @@ public struct PublishedCatalog: Sendable {
                     version: String(packed.sha256.prefix(12)), manifestSha256: packed.manifestSha256,
                     fileName: source.format.deliveredAsFile ? source.location.lastPathComponent : nil)
                 archives[product.id] = packed
+                // An EPUB says who wrote it: what the catalog file leaves out comes from its package document.
+                if source.format == .epub, let own = PublicationCheck.epubMetadata(of: source.location), !own.isEmpty {
+                    let merged = (product.metadata ?? PublicationMetadata()).filled(from: own)
+                    product.metadata = merged.isEmpty ? nil : merged
+                }
             }
             products[product.id] = product
         }

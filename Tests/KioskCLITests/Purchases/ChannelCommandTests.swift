@@ -69,7 +69,7 @@ struct ChannelCommandTests {
                                                    log: directory.path("server.log"))
         let home = ["KIOSK_HOME": directory.path("home").path, "KIOSK_SERVER": server.url]
         let refused = try await KioskCommand.run(["buy", Self.book], environment: home)
-        #expect(refused.status != 0 && refused.stderr.contains("this store sells only through its web shop"), "\(refused.stderr)")
+        #expect(refused.status != 0 && refused.stderr.contains("sells only through its web shop"), "\(refused.stderr)")
         let transactions = try await KioskCommand.run(["transactions"], environment: home)
         #expect(!transactions.stdout.contains(Self.book), "\(transactions.stdout)")
         _ = await server.stop()

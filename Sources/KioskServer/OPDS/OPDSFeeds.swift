@@ -1,0 +1,238 @@
+import Foundation
+import KioskCore
+
+/// The store's catalog as OPDS 2.0 (https://drafts.opds.io/opds-2.0), which reading apps
+/// (Thorium, KOReader, Palace…) browse: a navigation feed, paged publication feeds, a search and
+/// one publication's document, each a Codable value encoded as the spec's JSON, never a string
+/// put together by hand.
+///
+/// Every publication links how it is had: `buy` (or `subscribe`) with its price, and the type
+/// delivered (`indirectAcquisition` for an archive); a free one `open-access`. A cover, when the
+/// catalog has one, is `images`.
+struct OPDSFeeds {
+    static let feedType = "application/opds+json"
+    static let publicationType = "application/opds-publication+json"
+    static let pageSize = 50
+
+    let products: [Product]
+    let storeTitle: String
+    /// The store's own address as the request reached it (`http://host:port`): every link is
+    /// absolute, as a feed's `self` must be.
+    let base: String
+
+    init(products: [String: Product], base: String, storeTitle: String = "Kiosk") {
+        self.base = base
+        // On sale, in a stable order (the newest first, then by title), so pages do not shift between reads.
+        self.products = products.values.filter { $0.forSale != false && $0.kind != .consumable }
+            .sorted { ($0.publicationDate ?? "", $1.title, $1.id) > ($1.publicationDate ?? "", $0.title, $0.id) }
+        self.storeTitle = storeTitle
+    }
+
+    // MARK: Documents
+
+    struct Link: Encodable, Equatable {
+        var rel: String?
+        var href: String
+        var type: String?
+        var title: String?
+        var templated: Bool?
+        var properties: Properties?
+    }
+
+    struct Properties: Encodable, Equatable {
+        var price: Price?
+        var indirectAcquisition: [Acquisition]?
+        var numberOfItems: Int?
+    }
+
+    struct Price: Encodable, Equatable {
+        var currency: String
+        var value: Double
+    }
+
+    struct Acquisition: Encodable, Equatable {
+        var type: String
+    }
+
+    struct FeedMetadata: Encodable {
+        var title: String
+        var numberOfItems: Int?
+        var itemsPerPage: Int?
+        var currentPage: Int?
+    }
+
+    struct Feed: Encodable {
+        var metadata: FeedMetadata
+        var links: [Link]
+        var navigation: [Link]?
+        var publications: [Publication]?
+        var groups: [Group]?
+    }
+
+    struct Group: Encodable {
+        var metadata: FeedMetadata
+        var links: [Link]?
+        var publications: [Publication]?
+        var navigation: [Link]?
+    }
+
+    struct Publication: Encodable {
+        var metadata: Metadata
+        var links: [Link]
+        var images: [Link]?
+    }
+
+    struct Contributor: Encodable {
+        var name: String
+    }
+
+    struct SeriesEntry: Encodable {
+        var name: String
+        var position: Int?
+    }
+
+    struct BelongsTo: Encodable {
+        var series: [SeriesEntry]
+    }
+
+    struct Metadata: Encodable {
+        var type: String
+        var identifier: String
+        var title: String
+        var author: [Contributor]?
+        var editor: [Contributor]?
+        var illustrator: [Contributor]?
+        var translator: [Contributor]?
+        var narrator: [Contributor]?
+        var publisher: [Contributor]?
+        var language: String?
+        var published: String?
+        var subject: [String]?
+        var description: String?
+        var numberOfPages: Int?
+        var belongsTo: BelongsTo?
+
+        enum CodingKeys: String, CodingKey {
+            case type = "@type"
+            case identifier, title, author, editor, illustrator, translator, narrator, publisher, language, published, subject, description,
+                 numberOfPages, belongsTo
+        }
+    }
+
+    // MARK: The feeds
+
+    /// `GET /opds`: where to go from here.
+    func root() -> Feed {
+        var navigation = [
+            Link(rel: "subsection", href: base + "/opds/publications", type: Self.feedType, title: "All publications"),
+            Link(rel: "subsection", href: base + "/opds/new", type: Self.feedType, title: "New books"),
+        ]
+        let series = Set(products.compactMap { $0.kind == .nonConsumable ? $0.series : nil }).sorted()
+        for id in series {
+            let title = products.first { $0.id == id }?.title ?? id
+            navigation.append(Link(rel: "subsection", href: base + "/opds/series/\(Self.escaped(id))", type: Self.feedType, title: title))
+        }
+        for subject in Set(products.flatMap { $0.metadata?.subjects ?? [] }).sorted().prefix(50) {
+            navigation.append(Link(rel: "subsection", href: base + "/opds/subjects/\(Self.escaped(subject))", type: Self.feedType, title: subject))
+        }
+        let newest = Array(products.filter { $0.series == nil }.prefix(10)).map(publication)
+        return Feed(metadata: FeedMetadata(title: storeTitle), links: commonLinks(self: "/opds"), navigation: navigation, publications: nil,
+                    groups: newest.isEmpty ? nil : [Group(metadata: FeedMetadata(title: "New books"), links: [Link(rel: "self", href: base + "/opds/new", type: Self.feedType)],
+                                                          publications: newest)])
+    }
+
+    /// A paged feed of `selected`, page `page` (1 first).
+    func page(_ selected: [Product], title: String, path: String, page: Int) -> Feed {
+        let pages = max(1, (selected.count + Self.pageSize - 1) / Self.pageSize)
+        let current = min(max(1, page), pages)
+        let slice = selected.dropFirst((current - 1) * Self.pageSize).prefix(Self.pageSize)
+        var links = commonLinks(self: path + (current > 1 ? "?page=\(current)" : ""))
+        links.append(Link(rel: "first", href: base + path, type: Self.feedType))
+        links.append(Link(rel: "last", href: base + path + (pages > 1 ? "?page=\(pages)" : ""), type: Self.feedType))
+        if current > 1 { links.append(Link(rel: "previous", href: base + path + (current > 2 ? "?page=\(current - 1)" : ""), type: Self.feedType)) }
+        if current < pages { links.append(Link(rel: "next", href: base + path + "?page=\(current + 1)", type: Self.feedType)) }
+        return Feed(metadata: FeedMetadata(title: title, numberOfItems: selected.count, itemsPerPage: Self.pageSize, currentPage: current),
+                    links: links, navigation: nil, publications: slice.map(publication), groups: nil)
+    }
+
+    /// What `query` finds in titles, authors, subjects and summaries (case and accents ignored).
+    func search(_ query: String) -> [Product] {
+        let wanted = query.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil).trimmingCharacters(in: .whitespaces)
+        guard !wanted.isEmpty else { return [] }
+        return products.filter { product in
+            let text = ([product.title, product.summary, product.id] + (product.metadata?.authors ?? []) + (product.metadata?.subjects ?? []))
+                .joined(separator: " ").folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil)
+            return text.contains(wanted)
+        }
+    }
+
+    func newBooks() -> [Product] { products.filter { $0.series == nil && $0.kind == .nonConsumable } }
+
+    func series(_ id: String) -> [Product] {
+        products.filter { $0.series == id }.sorted { ($0.issueNumber ?? 0, $0.id) > ($1.issueNumber ?? 0, $1.id) }
+    }
+
+    func subject(_ subject: String) -> [Product] { products.filter { $0.metadata?.subjects?.contains(subject) == true } }
+
+    /// The links every feed carries: itself, the start, the search and the shelf.
+    func commonLinks(self path: String) -> [Link] {
+        [
+            Link(rel: "self", href: base + path, type: Self.feedType),
+            Link(rel: "start", href: base + "/opds", type: Self.feedType),
+            Link(rel: "search", href: base + "/opds/search{?query}", type: Self.feedType, templated: true),
+            Link(rel: "http://opds-spec.org/shelf", href: base + "/opds/shelf", type: Self.feedType),
+        ]
+    }
+
+    // MARK: One publication
+
+    func publication(_ product: Product) -> Publication {
+        let metadata = product.metadata ?? PublicationMetadata()
+        func people(_ role: String) -> [Contributor]? {
+            let names = (metadata.contributors ?? []).filter { $0.role == role }.map { Contributor(name: $0.name) }
+            return names.isEmpty ? nil : names
+        }
+        let delivered = product.content.map(Self.mediaType) ?? "application/octet-stream"
+        let cents = KioskCore.Price.cents(product.price.amount) ?? 0
+        let isFree = cents == 0 && product.kind == .nonConsumable
+        let rel = isFree ? "http://opds-spec.org/acquisition/open-access"
+            : product.kind == .subscription ? "http://opds-spec.org/acquisition/subscribe" : "http://opds-spec.org/acquisition/buy"
+        let direct = product.content?.format.deliveredAsFile == true
+        // What the reader gets in the end: the file itself, or (an archive) what Kiosk's client installs.
+        let acquisition = Link(
+            rel: rel, href: base + "/opds/content/\(Self.escaped(product.id))", type: delivered,
+            properties: Properties(
+                price: isFree ? nil : Price(currency: product.price.currency, value: Double(cents) / 100),
+                indirectAcquisition: direct ? nil : [Acquisition(type: delivered)]))
+        let series = product.series.flatMap { id in products.first { $0.id == id }?.title ?? id }
+        return Publication(
+            metadata: Metadata(
+                type: product.series != nil ? "http://schema.org/PublicationIssue" : "http://schema.org/Book",
+                identifier: metadata.identifiers?.first ?? "urn:kiosk:\(product.id)", title: product.title,
+                author: people("author"), editor: people("editor"), illustrator: people("illustrator"), translator: people("translator"),
+                narrator: people("narrator"), publisher: metadata.publisher.map { [Contributor(name: $0)] }, language: metadata.language,
+                published: product.publicationDate, subject: metadata.subjects, description: metadata.description ?? (product.summary.isEmpty ? nil : product.summary),
+                numberOfPages: metadata.pageCount,
+                belongsTo: series.map { BelongsTo(series: [SeriesEntry(name: $0, position: product.issueNumber)]) }),
+            links: [Link(rel: "self", href: base + "/opds/publications/\(Self.escaped(product.id))", type: Self.publicationType), acquisition],
+            // OPDS 2.0 asks every publication for an image: the store's cover route.
+            images: [Link(rel: nil, href: base + "/v1/covers/\(Self.escaped(product.id))", type: "image/svg+xml")])
+    }
+
+    /// The media type a reading app is handed.
+    static func mediaType(_ content: ContentDescriptor) -> String {
+        switch content.format {
+        case .epub: "application/epub+zip"
+        case .pdf: "application/pdf"
+        case .cbz: "application/vnd.comicbook+zip"
+        case .zip: "application/zip"
+        case .tarGz: "application/gzip"
+        }
+    }
+
+    static func escaped(_ component: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return component.addingPercentEncoding(withAllowedCharacters: allowed) ?? component
+    }
+}

@@ -1,0 +1,215 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KioskCore
+import KioskStore
+import NIOCore
+
+/// The catalog for reading apps, as OPDS 2.0 (``OPDSFeeds``): `GET /opds` and the feeds under it,
+/// public, each with a strong ETag (its body's digest) and a 304 for a match. The shelf
+/// (`/opds/shelf`) is the account's: without credentials it answers 401 with the Authentication
+/// for OPDS document (`application/opds-authentication+json`) and a `WWW-Authenticate` challenge.
+struct OPDSRoutes: Sendable {
+    let catalog: CatalogService
+    let store: Store
+
+    static let authenticationType = "application/opds-authentication+json"
+
+    func collection() -> RouteCollection<KioskRequestContext> {
+        let routes = RouteCollection(context: KioskRequestContext.self)
+        routes.get("opds", use: root)
+        routes.get("opds/publications", use: publications)
+        routes.get("opds/publications/:id", use: publication)
+        routes.get("opds/new", use: newBooks)
+        routes.get("opds/series/:id", use: series)
+        routes.get("opds/subjects/:subject", use: subject)
+        routes.get("opds/search", use: search)
+        routes.get("opds/auth", use: authentication)
+        routes.get("opds/shelf", use: shelf)
+        routes.get("v1/covers/:id", use: cover)
+        return routes
+    }
+
+    private func feeds(_ request: Request) async throws -> OPDSFeeds {
+        OPDSFeeds(products: try await catalog.current.products, base: Self.base(of: request))
+    }
+
+    /// The store's address as the client reached it, for absolute links: its Host (a name and a
+    /// port, nothing else), and https when the proxy in front says so.
+    static func base(of request: Request) -> String {
+        let host = request.head.authority ?? "127.0.0.1"
+        let safe = host.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) || ".-:[]".unicodeScalars.contains($0) }
+        let scheme = HTTPField.Name("X-Forwarded-Proto").flatMap { request.headers[$0] } == "https" ? "https" : "http"
+        return "\(scheme)://\(safe ? host : "127.0.0.1")"
+    }
+
+    private func page(_ request: Request) -> Int {
+        request.uri.queryParameters.get("page").flatMap { Int($0) } ?? 1
+    }
+
+    @Sendable func root(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try Self.answer(try await feeds(request).root(), to: request)
+    }
+
+    @Sendable func publications(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let feeds = try await feeds(request)
+        return try Self.answer(feeds.page(feeds.products, title: "All publications", path: "/opds/publications", page: page(request)), to: request)
+    }
+
+    @Sendable func newBooks(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let feeds = try await feeds(request)
+        return try Self.answer(feeds.page(feeds.newBooks(), title: "New books", path: "/opds/new", page: page(request)), to: request)
+    }
+
+    @Sendable func series(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let id = try context.parameters.require("id")
+        let feeds = try await feeds(request)
+        let issues = feeds.series(id)
+        guard !issues.isEmpty else { throw APIFailure(.notFound, code: "unknown_series", message: "no series \"\(ProductID.printable(id))\" in this store's catalog") }
+        let title = feeds.products.first { $0.id == id }?.title ?? id
+        return try Self.answer(feeds.page(issues, title: title, path: "/opds/series/\(OPDSFeeds.escaped(id))", page: page(request)), to: request)
+    }
+
+    @Sendable func subject(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let subject = try context.parameters.require("subject").removingPercentEncoding ?? ""
+        let feeds = try await feeds(request)
+        return try Self.answer(feeds.page(feeds.subject(subject), title: subject, path: "/opds/subjects/\(OPDSFeeds.escaped(subject))", page: page(request)), to: request)
+    }
+
+    @Sendable func search(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let query = String((request.uri.queryParameters.get("query") ?? "").prefix(200))
+        let feeds = try await feeds(request)
+        return try Self.answer(feeds.page(feeds.search(query), title: "Search: \(query)", path: "/opds/search?query=\(OPDSFeeds.escaped(query))",
+                                          page: page(request)), to: request)
+    }
+
+    @Sendable func publication(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let id = try context.parameters.require("id")
+        let feeds = try await feeds(request)
+        guard let product = feeds.products.first(where: { $0.id == id }) else {
+            throw APIFailure(.notFound, code: "unknown_product", message: "no publication \"\(ProductID.printable(id))\" on sale here")
+        }
+        return try Self.answer(feeds.publication(product), to: request, type: OPDSFeeds.publicationType)
+    }
+
+    // MARK: Covers
+
+    /// `GET /v1/covers/{id}`: the publication's cover, public (it sells the book). Until publishers'
+    /// own covers are served (a cover file beside the content, the EPUB's cover image), a drawn
+    /// one: the title on a plain card, as SVG, its text escaped as XML.
+    @Sendable func cover(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let id = try context.parameters.require("id")
+        guard let product = try await catalog.current.products[id] else {
+            throw APIFailure(.notFound, code: "unknown_product", message: "no product \"\(ProductID.printable(id))\"; the catalog lists what is sold")
+        }
+        let title = String(product.title.prefix(60))
+        let authors = (product.metadata?.authors ?? []).prefix(2).joined(separator: ", ")
+        let svg = """
+            <svg xmlns="http://www.w3.org/2000/svg" width="600" height="900" viewBox="0 0 600 900">\
+            <rect width="600" height="900" fill="#1d3557"/><rect x="30" y="30" width="540" height="840" fill="none" stroke="#f1faee" stroke-width="4"/>\
+            <text x="300" y="380" fill="#f1faee" font-family="serif" font-size="40" text-anchor="middle">\(Self.xml(title))</text>\
+            <text x="300" y="460" fill="#a8dadc" font-family="serif" font-size="28" text-anchor="middle">\(Self.xml(authors))</text></svg>
+            """
+        var response = try Self.answer(Data(svg.utf8), to: request, type: "image/svg+xml")
+        response.headers[.cacheControl] = "public, max-age=86400"
+        return response
+    }
+
+    /// Text as XML character data: the five characters that could end it escaped, control characters dropped.
+    static func xml(_ text: String) -> String {
+        var escaped = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": escaped += "&amp;"
+            case "<": escaped += "&lt;"
+            case ">": escaped += "&gt;"
+            case "\"": escaped += "&quot;"
+            case "'": escaped += "&apos;"
+            default: if scalar.value >= 0x20 { escaped.unicodeScalars.append(scalar) }
+            }
+        }
+        return escaped
+    }
+
+    // MARK: Authentication for OPDS
+
+    struct AuthenticationDocument: Encodable {
+        struct Flow: Encodable {
+            var type: String
+            var labels: [String: String]
+        }
+
+        var id: String
+        var title: String
+        var description: String
+        var authentication: [Flow]
+        var links: [OPDSFeeds.Link]
+    }
+
+    static let authenticationDocument = AuthenticationDocument(
+        id: "/opds/auth", title: "Kiosk", description: "Sign in with the email and password of your Kiosk account.",
+        authentication: [AuthenticationDocument.Flow(type: "http://opds-spec.org/auth/basic", labels: ["login": "Email", "password": "Password"])],
+        links: [OPDSFeeds.Link(rel: "start", href: "/opds", type: OPDSFeeds.feedType)])
+
+    @Sendable func authentication(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try Self.answer(Self.authenticationDocument, to: request, type: Self.authenticationType)
+    }
+
+    /// `GET /opds/shelf`: the account's publications. Without a device's Bearer token, a 401
+    /// with the authentication document, as Authentication for OPDS asks.
+    @Sendable func shelf(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        guard let accountId = context.accountId else { return try Self.challenge() }
+        let summary = try await store.accounts.summary(of: accountId)
+        let feeds = try await feeds(request)
+        let owned = Set(summary.owned)
+        let all = try await catalog.current.products
+        let publications = owned.sorted().compactMap { all[$0] }
+        var feed = feeds.page(publications, title: "Your publications", path: "/opds/shelf", page: page(request))
+        feed.links.removeAll { $0.rel == "http://opds-spec.org/shelf" }
+        var response = try Self.answer(feed, to: request)
+        response.headers[.cacheControl] = "private, no-cache"
+        return response
+    }
+
+    /// A 401 with the authentication document and the Basic challenge.
+    static func challenge() throws -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = authenticationType
+        headers[.wwwAuthenticate] = #"Basic realm="Kiosk", charset="UTF-8""#
+        let body = try JSONEncoder.opds.encode(authenticationDocument)
+        return Response(status: .unauthorized, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    // MARK: Answering
+
+    /// `value` as JSON of `type`, with a strong ETag of its bytes; 304 when the client has them.
+    static func answer(_ value: some Encodable, to request: Request, type: String = OPDSFeeds.feedType) throws -> Response {
+        try answer(try JSONEncoder.opds.encode(value), to: request, type: type)
+    }
+
+    /// `body` of `type`, with a strong ETag of its bytes; 304 when the client has them.
+    static func answer(_ body: Data, to request: Request, type: String) throws -> Response {
+        let etag = "\"" + SHA256.hash(data: body).prefix(16).map { String(format: "%02x", $0) }.joined() + "\""
+        var headers = HTTPFields()
+        headers[.eTag] = etag
+        headers[.cacheControl] = "no-cache"
+        let ifNoneMatch = request.headers[values: .ifNoneMatch].joined(separator: ",")
+        if !ifNoneMatch.isEmpty, EntityTag.ifNoneMatch(ifNoneMatch, matchesAnyOf: [etag]) {
+            return Response(status: .notModified, headers: headers)
+        }
+        headers[.contentType] = type
+        headers[.contentLength] = String(body.count)
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}
+
+extension JSONEncoder {
+    /// OPDS documents: sorted keys (so a feed's bytes, and its ETag, depend only on the catalog),
+    /// slashes unescaped.
+    static var opds: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }
+}
