@@ -220,8 +220,10 @@ struct OPDSFeeds {
     }
 
     /// The media type a reading app is handed.
-    static func mediaType(_ content: ContentDescriptor) -> String {
-        switch content.format {
+    static func mediaType(_ content: ContentDescriptor) -> String { mediaType(content.format) }
+
+    static func mediaType(_ format: ArchiveFormat) -> String {
+        switch format {
         case .epub: "application/epub+zip"
         case .pdf: "application/pdf"
         case .cbz: "application/vnd.comicbook+zip"

@@ -22,6 +22,9 @@ struct ContentRoutes: Sendable {
         routes.get("v1/content/:productId", use: content)
         routes.head("v1/content/:productId", use: content)
         routes.get("v1/content/:productId/manifest", use: manifest)
+        // A reading app's acquisition link (OPDS): the account's own publication, by its token.
+        routes.get("opds/content/:productId", use: ownedContent)
+        routes.head("opds/content/:productId", use: ownedContent)
         return routes
     }
 
@@ -78,6 +81,31 @@ struct ContentRoutes: Sendable {
            let older = await catalog.previousArchive(productId, etag: ifRange) {
             archive = older
         }
+        return try await send(archive, content: content, productId: productId, request: request)
+    }
+
+    /// `GET` and `HEAD /opds/content/{productId}`: what an OPDS acquisition link fetches. A free
+    /// product is open access; any other needs the account's device token (Bearer) and a standing
+    /// purchase of it, else a 401 with the Authentication for OPDS document or a 403. The current
+    /// version, with ranges, as the content route sends it.
+    @Sendable func ownedContent(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let productId = try context.parameters.require("productId")
+        let published = try await catalog.current
+        guard let product = published.products[productId], let archive = published.archives[productId], let content = product.content else {
+            throw APIFailure(.notFound, code: "unknown_product", message: "no downloadable product \"\(ProductID.printable(productId))\"")
+        }
+        let free = (Price.cents(product.price.amount) ?? 1) == 0 && product.kind == .nonConsumable
+        if !free {
+            guard let accountId = context.accountId else { return try OPDSRoutes.challenge() }
+            guard try await store.accounts.summary(of: accountId).owned.contains(productId) else {
+                throw APIFailure(.forbidden, code: "not_entitled", message: "this account does not own \(productId); buy it first")
+            }
+        }
+        return try await send(archive, content: content, productId: productId, request: request)
+    }
+
+    /// Sends `archive` as the configured delivery does: from this process, through nginx, or by a signed redirect.
+    private func send(_ archive: PackedContent, content: ContentDescriptor, productId: String, request: Request) async throws -> Response {
         switch delivery {
         case .stream:
             return try await stream(archive, format: content.format, productId: productId, request: request)
@@ -87,7 +115,7 @@ struct ContentRoutes: Sendable {
             var headers = HTTPFields()
             // A valid token: the initialiser's nil (for a malformed name) cannot happen here.
             if let accel = HTTPField.Name("X-Accel-Redirect") { headers[accel] = prefix + archive.file.lastPathComponent }
-            headers[.contentType] = content.format == .tarGz ? "application/gzip" : "application/zip"
+            headers[.contentType] = OPDSFeeds.mediaType(content)
             headers[.cacheControl] = "private, no-transform"
             return Response(status: .ok, headers: headers)
         case .signedRedirect(let base, let secret, let lifetime):
@@ -124,7 +152,7 @@ struct ContentRoutes: Sendable {
         var headers = HTTPFields()
         headers[.acceptRanges] = "bytes"
         headers[.eTag] = etag
-        headers[.contentType] = format == .tarGz ? "application/gzip" : "application/zip"
+        headers[.contentType] = OPDSFeeds.mediaType(format)
         headers[.cacheControl] = "private, no-transform"
 
         // An If-Range that names another version means "the bytes I have are stale": send them all.

@@ -69,6 +69,17 @@ struct OPDSTests {
         let empty = try await http.send("GET", "/opds/shelf", token: other.token)
         #expect(((try JSONSerialization.jsonObject(with: empty.body) as? [String: Any])?["publications"] as? [Any])?.isEmpty == true, "another account's shelf is its own")
 
+        // The acquisition link: the owner's file, with ranges; nobody else's.
+        let path = "/opds/content/\(PublicationTests.epubBook)"
+        let publisher = try Data(contentsOf: store.content.appendingPathComponent("publications/Harbor Tales.epub"))
+        let anonymous = try await http.send("GET", path)
+        #expect(anonymous.status == 401 && anonymous.header("Content-Type") == "application/opds-authentication+json")
+        let fetched = try await http.send("GET", path, token: token)
+        #expect(fetched.status == 200 && fetched.body == publisher && fetched.header("Content-Type") == "application/epub+zip")
+        let part = try await http.send("GET", path, token: token, headers: [("Range", "bytes=10-")])
+        #expect(part.status == 206 && part.body == publisher.dropFirst(10))
+        #expect(try await http.send("GET", path, token: other.token).status == 403)
+
         // kiosk products shows the author; --long everything.
         #expect(try await KioskCommand.run(["sync"], environment: home).status == 0)
         let listed = try await KioskCommand.run(["products"], environment: home)
