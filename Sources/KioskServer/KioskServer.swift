@@ -78,8 +78,8 @@ public struct KioskServer: Sendable {
         router.addRoutes(StripeRoutes(store: store, signature: configuration.stripe).collection())
         router.addRoutes(ChannelRoutes(store: store, limits: limits, description: configuration.storeDescription,
                                        playNotifications: configuration.channels.playNotifications).collection())
-        router.addRoutes(ContentRoutes(catalog: catalog, store: store, delivery: configuration.contentDelivery).collection())
-        router.addRoutes(OPDSRoutes(catalog: catalog, store: store).collection())
+        router.addRoutes(ContentRoutes(catalog: catalog, store: store, delivery: configuration.contentDelivery, limits: limits).collection())
+        router.addRoutes(OPDSRoutes(catalog: catalog, store: store, limits: limits).collection())
         for admin in AdminRoutes.collections(store: store, adminToken: adminToken) { router.addRoutes(admin, atPath: "v1/admin") }
         return router
     }

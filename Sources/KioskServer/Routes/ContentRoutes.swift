@@ -16,6 +16,8 @@ struct ContentRoutes: Sendable {
     let catalog: CatalogService
     let store: Store
     let delivery: ContentDelivery
+    /// A reading app's Basic credentials are limited as sign-ins are.
+    let limits: RateLimitGate
 
     func collection() -> RouteCollection<KioskRequestContext> {
         let routes = RouteCollection(context: KioskRequestContext.self)
@@ -96,7 +98,7 @@ struct ContentRoutes: Sendable {
         }
         let free = (Price.cents(product.price.amount) ?? 1) == 0 && product.kind == .nonConsumable
         if !free {
-            guard let accountId = context.accountId else { return try OPDSRoutes.challenge() }
+            guard let accountId = try await OPDSRoutes.account(request, context: context, store: store, limits: limits) else { return try OPDSRoutes.challenge() }
             guard try await store.accounts.summary(of: accountId).owned.contains(productId) else {
                 throw APIFailure(.forbidden, code: "not_entitled", message: "this account does not own \(productId); buy it first")
             }

@@ -13,6 +13,26 @@ import NIOCore
 struct OPDSRoutes: Sendable {
     let catalog: CatalogService
     let store: Store
+    let limits: RateLimitGate
+
+    /// The account a reading app's request acts for: its device's Bearer token (the middleware's),
+    /// or HTTP Basic with the account's email and password, checked and limited as a sign-in is.
+    /// Nil when it sent neither; a wrong password is a 401.
+    static func account(_ request: Request, context: KioskRequestContext, store: Store, limits: RateLimitGate) async throws -> String? {
+        if let accountId = context.accountId { return accountId }
+        guard let header = request.headers[.authorization], header.lowercased().hasPrefix("basic "),
+              let decoded = Data(base64Encoded: String(header.dropFirst(6)).trimmingCharacters(in: .whitespaces)).flatMap({ String(data: $0, encoding: .utf8) }),
+              let colon = decoded.firstIndex(of: ":") else { return nil }
+        let email = String(decoded[..<colon])
+        let password = String(decoded[decoded.index(after: colon)...])
+        try await limits.admitSignIn(request, context: context, email: email)
+        do {
+            return try await store.accounts.accountId(email: email, password: password)
+        } catch let refusal as StoreError where refusal.code == StoreError.signInRefused.code {
+            // Refused credentials are asked for again, as Basic does: the challenge, not an error.
+            return nil
+        }
+    }
 
     static let authenticationType = "application/opds-authentication+json"
 
@@ -156,10 +176,11 @@ struct OPDSRoutes: Sendable {
         try Self.answer(Self.authenticationDocument, to: request, type: Self.authenticationType)
     }
 
-    /// `GET /opds/shelf`: the account's publications. Without a device's Bearer token, a 401
-    /// with the authentication document, as Authentication for OPDS asks.
+    /// `GET /opds/shelf`: the account's publications. Without credentials (a device's Bearer token,
+    /// or Basic with the account's email and password), a 401 with the authentication document, as
+    /// Authentication for OPDS asks.
     @Sendable func shelf(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        guard let accountId = context.accountId else { return try Self.challenge() }
+        guard let accountId = try await Self.account(request, context: context, store: store, limits: limits) else { return try Self.challenge() }
         let summary = try await store.accounts.summary(of: accountId)
         let feeds = try await feeds(request)
         let owned = Set(summary.owned)

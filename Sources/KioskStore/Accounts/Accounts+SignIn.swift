@@ -89,4 +89,19 @@ extension Accounts {
         if replaced { devicesChanged(found.accountId) }
         return DeviceSignIn(accountId: found.accountId, deviceId: device.record.id, token: device.token, email: found.email)
     }
+
+    /// The account whose email and password these are, without signing a device in: what a
+    /// reading app sends with each OPDS request (HTTP Basic). The same bcrypt check, decoy and all,
+    /// as ``signIn(_:kind:)``; a disabled or deleted account is refused as a wrong password is.
+    /// - Throws: `invalid_credentials`.
+    public func accountId(email: String, password: String) async throws -> String {
+        let normalized = (try? EmailAddress.normalized(email)) ?? email
+        let found = try await database.read { try await $0.signIn(email: normalized) }
+        guard try await base.passwords.verify(password, hash: found?.passwordHash), let found else {
+            throw StoreError.signInRefused
+        }
+        let account = try await database.read { try await $0.account(found.accountId) }
+        guard let account, account.disabledAt == nil, account.deletedAt == nil else { throw StoreError.signInRefused }
+        return found.accountId
+    }
 }

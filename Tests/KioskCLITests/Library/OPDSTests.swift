@@ -80,6 +80,21 @@ struct OPDSTests {
         #expect(part.status == 206 && part.body == publisher.dropFirst(10))
         #expect(try await http.send("GET", path, token: other.token).status == 403)
 
+        // A reading app's Basic credentials: the account's email and password.
+        let reader = try await http.send("POST", "/v1/accounts", json: #"{"email": "reader@example.com", "password": "correct horse battery"}"#)
+            .decode(AccountCreated.self)
+        #expect(try await http.pay(PublicationTests.pdfIssue, token: reader.token).status == 200)
+        let basic = "Basic " + Data("reader@example.com:correct horse battery".utf8).base64EncodedString()
+        let basicShelf = try await http.send("GET", "/opds/shelf", authorization: basic)
+        let basicOwned = (try JSONSerialization.jsonObject(with: basicShelf.body) as? [String: Any])?["publications"] as? [[String: Any]] ?? []
+        #expect(basicShelf.status == 200 && basicOwned.count == 1, "\(basicShelf.status)")
+        let pdfPath = "/opds/content/\(PublicationTests.pdfIssue)"
+        #expect(try await http.send("GET", pdfPath, authorization: basic).body == PublicationTests.pdf())
+        let wrong = "Basic " + Data("reader@example.com:wrong password!".utf8).base64EncodedString()
+        let refusedBasic = try await http.send("GET", pdfPath, authorization: wrong)
+        #expect(refusedBasic.status == 401 && refusedBasic.header("WWW-Authenticate")?.hasPrefix("Basic") == true)
+        #expect(try await http.send("GET", "/opds/shelf", authorization: wrong).status == 401)
+
         // kiosk products shows the author; --long everything.
         #expect(try await KioskCommand.run(["sync"], environment: home).status == 0)
         let listed = try await KioskCommand.run(["products"], environment: home)
