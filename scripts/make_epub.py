@@ -5,8 +5,13 @@ a navigation document and the chapters. Valid for epubcheck.
 
     make_epub.py OUT.epub --title T --author A --identifier urn:isbn:9780000000000 [--language en]
                  [--chapters N] [--chapter-bytes B] [--seed S] [--break mimetype|compressed|container|package]
+                 [--plates N --plate-bytes B] [--revise N]
 
-`--break` makes a damaged one for the store's check to refuse. PublicationTests runs it.
+`--break` makes a damaged one for the store's check to refuse. `--plates` adds N stored,
+incompressible "plates" (a picture book's weight; PNG signature, not real pictures, so epubcheck
+is not run on such a book). `--revise N` makes the next edition: chapter N gains a corrected
+paragraph in its middle, everything else byte for byte the same (what an update by chunks is
+measured on). PublicationTests, ChunkedUpdateTests and `make bench` run it.
 """
 import argparse, random, zipfile
 
@@ -21,6 +26,7 @@ CONTAINER = """<?xml version="1.0" encoding="UTF-8"?>
 
 def package(args, chapters):
     items = "\n".join(f'    <item id="c{n}" href="chapter-{n}.xhtml" media-type="application/xhtml+xml"/>' for n in range(1, chapters + 1))
+    items += "".join(f'\n    <item id="p{n}" href="plates/plate-{n}.png" media-type="image/png"/>' for n in range(1, args.plates + 1))
     spine = "\n".join(f'    <itemref idref="c{n}"/>' for n in range(1, chapters + 1))
     return f"""<?xml version="1.0" encoding="UTF-8"?>
 <package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id" xml:lang="{args.language}">
@@ -64,6 +70,14 @@ def nav(args, chapters):
 
 
 def chapter(args, n, rng):
+    text = chapter_text(args, n, rng)
+    if args.revise == n:
+        middle = text.index("<p>", len(text) // 2)
+        text = text[:middle] + "<p>A corrected paragraph, added in the second edition.</p>\n    " + text[middle:]
+    return text
+
+
+def chapter_text(args, n, rng):
     words = ["harbor", "tide", "lantern", "keel", "gull", "rope", "salt", "fog", "pier", "chart", "north", "stone", "wind", "sail"]
     paragraphs = []
     size = 0
@@ -94,6 +108,9 @@ def main():
     parser.add_argument("--chapters", type=int, default=3)
     parser.add_argument("--chapter-bytes", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=47)
+    parser.add_argument("--plates", type=int, default=0)
+    parser.add_argument("--plate-bytes", type=int, default=1 << 20)
+    parser.add_argument("--revise", type=int, default=0)
     parser.add_argument("--break", dest="damage", choices=["mimetype", "compressed", "container", "package"])
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -116,6 +133,9 @@ def main():
         epub.writestr("OEBPS/nav.xhtml", nav(args, args.chapters), compress_type=zipfile.ZIP_DEFLATED)
         for n in range(1, args.chapters + 1):
             epub.writestr(f"OEBPS/chapter-{n}.xhtml", chapter(args, n, rng), compress_type=zipfile.ZIP_DEFLATED)
+        for n in range(1, args.plates + 1):
+            plate = random.Random(f"plate-{n}-{args.seed}").randbytes(args.plate_bytes)
+            epub.writestr(f"OEBPS/plates/plate-{n}.png", b"\x89PNG\r\n\x1a\n" + plate, compress_type=zipfile.ZIP_STORED)
         if args.damage == "mimetype":
             epub.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip", compress_type=zipfile.ZIP_STORED)
 

@@ -12,6 +12,10 @@ import KioskCore
 /// checks the whole new tree against it before the tree is installed. A tar.gz is one gzip
 /// stream, whose entries cannot be read on their own: its manifest has no ranges and an update
 /// of it downloads the whole archive.
+///
+/// A publication delivered as its file (EPUB, PDF, CBZ) is never unpacked: its manifest lists no
+/// entries but the file's content-defined ``chunks`` instead (``ContentChunks``), from which a
+/// device builds an update out of the chunks it holds and ranges for the rest.
 public struct ContentManifest: Sendable, Equatable, Codable {
     public struct Entry: Sendable, Equatable, Codable {
         /// Relative to the archive's root, `/`-separated, without `.` components.
@@ -44,12 +48,27 @@ public struct ContentManifest: Sendable, Equatable, Codable {
     public var archiveSha256: String
     public var archiveSize: Int64
     public var entries: [Entry]
+    /// How a publication file was cut (``ContentChunks/scheme``); nil for archives.
+    public var chunking: String?
+    /// A publication file's chunks, in order; together they are the whole file.
+    public var chunks: [ContentChunks.Chunk]?
 
-    public init(format: ArchiveFormat, archiveSha256: String, archiveSize: Int64, entries: [Entry]) {
+    public init(format: ArchiveFormat, archiveSha256: String, archiveSize: Int64, entries: [Entry],
+                chunking: String? = nil, chunks: [ContentChunks.Chunk]? = nil) {
         self.format = format
         self.archiveSha256 = archiveSha256
         self.archiveSize = archiveSize
         self.entries = entries
+        self.chunking = chunking
+        self.chunks = chunks
+    }
+
+    /// The manifest of a publication file (of `sha256`): its chunks.
+    public static func chunked(file: URL, format: ArchiveFormat, sha256: String) throws -> ContentManifest {
+        let placed = try ContentChunks.chunks(of: file)
+        let size = placed.last.map { $0.offset + $0.chunk.length } ?? 0
+        return ContentManifest(format: format, archiveSha256: sha256, archiveSize: size, entries: [],
+                               chunking: ContentChunks.scheme, chunks: placed.map(\.chunk))
     }
 
     /// True when every file entry can be fetched on its own.

@@ -59,6 +59,7 @@ struct DeltaUpdate {
     ///   `CancellationError` when cancelled.
     func run(_ record: DownloadRecord, claim: DownloadClaim, manifestSha256: String, source: Source) async throws -> Result {
         let (manifest, manifestBytes) = try await Self.fetchManifest(from: source.manifestURL, headers: source.headers, sha256: manifestSha256, record: record)
+        try Self.requireEntryRanges(manifest)
         let staging = try installer.staging(for: claim)
         installer.discard(staging)
         do {
@@ -71,8 +72,8 @@ struct DeltaUpdate {
         }
     }
 
-    /// Fetches the manifest of `record`'s version of a zip or epub and checks it is the one the
-    /// catalog names (`sha256`) and that it gives every file entry's bytes. Returns it and its size.
+    /// Fetches the manifest of `record`'s version and checks it is the one the catalog names
+    /// (`sha256`) and describes that version. Returns it and its size.
     /// - Throws: ``Fallback`` when there is no such manifest to use.
     static func fetchManifest(from url: String, headers: [(name: String, value: String)], sha256: String, record: DownloadRecord) async throws -> (ContentManifest, Int64) {
         let response: HTTPResponse
@@ -96,10 +97,14 @@ struct DeltaUpdate {
         guard manifest.archiveSha256 == record.sha256, manifest.archiveSize == record.size else {
             throw Fallback("the manifest describes another archive")
         }
+        return (manifest, Int64(response.body.count))
+    }
+
+    /// - Throws: ``Fallback`` unless every file entry of `manifest` can be fetched on its own (a zip's).
+    static func requireEntryRanges(_ manifest: ContentManifest) throws {
         guard manifest.format == .zip, manifest.hasRanges else {
             throw Fallback("a \(manifest.format.rawValue) archive's entries cannot be fetched on their own")
         }
-        return (manifest, Int64(response.body.count))
     }
 
     private func build(_ manifest: ContentManifest, in staging: URL, record: DownloadRecord, source: Source, manifestBytes: Int64) async throws -> Result {

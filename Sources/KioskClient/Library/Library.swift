@@ -112,6 +112,7 @@ struct Library {
                 guard let claim = claims[record.productId] else { continue }
                 do {
                     if try await updateByEntries(record, claim: claim, server: server, report: &report) { continue }
+                    if try await updateByChunks(record, claim: claim, server: server, report: &report) { continue }
                 } catch is IllegalTransition {
                     try noteStoppedElsewhere(record, report: &report)
                     continue
@@ -381,16 +382,17 @@ struct Library {
         _ = try database.recordProgress(download.claim, bytesOnDisk: 0, etag: nil)
     }
 
-    /// A zip or epub resumed from a partial file continues after the entries of it that match
-    /// the version's manifest (``PartialArchiveCheck``), not after whatever length a crash left:
-    /// the file is cut back to the first entry that does not match, and the progress committed
+    /// A zip resumed from a partial file continues after the entries of it that match the
+    /// version's manifest (``PartialArchiveCheck``), a publication file after its chunks that
+    /// match, not after whatever length a crash left: the file is cut back to the first entry
+    /// (or chunk) that does not match, and the progress committed
     /// with it. Without a manifest (tar.gz, an older catalog, a manifest that cannot be fetched
     /// or read) the resume trusts the length, as before. The manifest's bytes are logged, not
     /// added to the run's bytes received: those count the archive's bytes, which a resume
     /// promises never to fetch twice.
     private func checkPartial(_ download: inout ClientDatabase.ClaimedDownload, server: String) async throws {
         let record = download.record
-        guard record.format == .zip, let etag = record.partialETag,
+        guard record.format == .zip || record.format.deliveredAsFile, let etag = record.partialETag,
               let content = try database.cachedProduct(record.productId)?.content, content.sha256 == record.sha256,
               let manifestSha256 = content.manifestSha256
         else { return }
@@ -406,6 +408,11 @@ struct Library {
                 from: "\(server)/v1/content/\(id)/manifest?version=\(record.sha256)",
                 headers: [record.authorization],
                 sha256: manifestSha256, record: record)
+            if record.format.deliveredAsFile {
+                _ = try ChunkedUpdate.usableChunks(manifest, size: record.size)
+            } else {
+                try DeltaUpdate.requireEntryRanges(manifest)
+            }
         } catch let fallback as DeltaUpdate.Fallback {
             logger.info("resuming by the partial file's length", metadata: ["product": "\(record.productId)", "reason": "\(fallback)"])
             return
@@ -691,6 +698,69 @@ struct Library {
         }
         logger.info("updated by entries", metadata: ["product": "\(id)", "cost": "\(result.summary)"])
         return true
+    }
+
+    /// Installs an update of an installed publication file built from the chunks the installed
+    /// file holds and ranges for the rest (``ChunkedUpdate``). False when the ordinary download
+    /// is to finish it: not a file publication, nothing installed, no chunk manifest, or anything
+    /// that did not fit (the partial file then holds a checked prefix, which the download continues).
+    private func updateByChunks(_ record: DownloadRecord, claim: DownloadClaim, server: String, report: inout DownloadRunReport) async throws -> Bool {
+        let id = record.productId
+        guard configuration.updateByEntries, record.format.deliveredAsFile,
+              let item = try database.libraryItems().first(where: { $0.productId == id }), item.sha256 != record.sha256,
+              let content = try database.cachedProduct(id)?.content, content.sha256 == record.sha256,
+              let manifestSha256 = content.manifestSha256,
+              let installedFile = try installedPublicationFile(id)
+        else { return false }
+        let path = id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? id
+        let source = ChunkedUpdate.Source(
+            manifestURL: "\(server)/v1/content/\(path)/manifest?version=\(record.sha256)",
+            fileURL: "\(server)/v1/content/\(path)?version=\(record.sha256)",
+            headers: [record.authorization])
+        // Opened first, the claim checked after: only this descriptor is written (see `run`).
+        guard let partial = try? OpenedPartialFile.open(for: try request(for: record, server: server), .existingOrNew) else { return false }
+        guard try database.holds(claim) else {
+            try noteStoppedElsewhere(record, report: &report)
+            return true
+        }
+        // The server's ETag for this version, so that a full download resumes from what is built.
+        let etag = "\"\(record.sha256)\""
+        let result: ChunkedUpdate.Result
+        do {
+            result = try await ChunkedUpdate(logger: logger).run(record, installed: installedFile, partial: partial, manifestSha256: manifestSha256, source: source) { [database] bytes in
+                (try? database.recordProgress(claim, bytesOnDisk: bytes, etag: etag)) ?? true
+            }
+        } catch let fallback as ChunkedUpdate.Fallback {
+            let kept = partial.size
+            _ = try database.recordProgress(claim, bytesOnDisk: kept, etag: etag)
+            logger.info("downloading the rest of this update whole", metadata: ["product": "\(id)", "kept": "\(kept)", "reason": "\(fallback)"])
+            return false
+        } catch is ChunkedUpdate.Stopped {
+            try noteStoppedElsewhere(record, report: &report)
+            return true
+        } catch is CancellationError {
+            _ = try? database.recordProgress(claim, bytesOnDisk: partial.size, etag: etag)
+            try database.interrupt(claim)
+            report.interrupted.append(id)
+            return true
+        }
+        report.bytesReceived += result.bytesFetched
+        let sha256 = try FileDigest.sha256(of: try partialFile(id))
+        if let tree = try checkedTree(record, claim: claim, size: result.fileSize, sha256: sha256, ahead: nil, report: &report) {
+            try install(record, claim: claim, tree, note: result.summary, report: &report)
+            logger.info("updated by chunks", metadata: ["product": "\(id)", "cost": "\(result.summary)"])
+        }
+        return true
+    }
+
+    /// The one file an installed publication's folder holds, or nil.
+    private func installedPublicationFile(_ productId: String) throws -> URL? {
+        let folder = try installer.installed(productId)
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder.path), names.count == 1 else { return nil }
+        let file = folder.appendingPathComponent(names[0])
+        var info = stat()
+        guard lstat(file.path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+        return file
     }
 
     /// Bytes that are not the catalog's: the partial file goes and the download starts again

@@ -1,5 +1,6 @@
 import Foundation
 import KioskArchive
+import KioskCore
 
 /// Checks the partial file of a resumed zip or epub download entry by entry against its
 /// version's manifest, so the resume continues after the bytes known good instead of after
@@ -36,6 +37,19 @@ struct PartialArchiveCheck {
         let handle = try FileHandle(forReadingFrom: partial)
         defer { try? handle.close() }
         let length = Int64(try handle.seekToEnd())
+        if let chunks = manifest.chunks {
+            // A publication file: its chunks, in order (the bytes after the last whole one kept as by length).
+            var offset: Int64 = 0
+            for (index, chunk) in chunks.enumerated() {
+                guard offset + chunk.length <= length, chunk.length <= ContentChunks.maximumSize else { break }
+                try handle.seek(toOffset: UInt64(offset))
+                guard let bytes = try handle.read(upToCount: Int(chunk.length)), FileDigest.sha256(of: bytes) == chunk.sha256 else {
+                    return Outcome(keep: offset, entriesChecked: index, failed: "the chunk at byte \(offset)")
+                }
+                offset += chunk.length
+            }
+            return Outcome(keep: length, entriesChecked: chunks.count, failed: nil)
+        }
         let entries = manifest.entries
             .filter { $0.kind == .file && $0.offset != nil && $0.length != nil && $0.sha256 != nil }
             .sorted { ($0.offset ?? 0) < ($1.offset ?? 0) }

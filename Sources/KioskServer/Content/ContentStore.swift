@@ -62,9 +62,9 @@ public struct ContentStore: Sendable {
            size == record.size
         {
             let packed = PackedContent(file: archive(record.sha256, source.format), size: record.size, sha256: record.sha256)
-            // A ready-made file always has its manifest (it was checked to open as its format); one
-            // recorded without, by an older Kiosk, is checked again below.
-            if record.manifestless == true, source.isFolder || source.format.deliveredAsFile { return packed }
+            // A ready-made file always has its manifest (it was checked to open as its format; a
+            // publication's is its chunks); one recorded without, by an older Kiosk, is made below.
+            if record.manifestless == true, source.isFolder { return packed }
             if let manifestSha256 = record.manifestSha256,
                let manifest = try? Data(contentsOf: manifestFile(record.sha256)),
                FileDigest.sha256(of: manifest) == manifestSha256 {
@@ -100,9 +100,7 @@ public struct ContentStore: Sendable {
         }
         var manifestSha256: String?
         do {
-            // A publication is installed as its file, never by entries: no manifest (its updates
-            // download the file whole, until a chunk index serves them).
-            if !source.format.deliveredAsFile { manifestSha256 = try writeManifest(of: final, format: source.format, sha256: packed.sha256, readyMade: !source.isFolder) }
+            manifestSha256 = try writeManifest(of: final, format: source.format, sha256: packed.sha256, readyMade: !source.isFolder)
         } catch {
             // A ready-made file that does not open as its format cannot be delivered: refused
             // before it is sold. (A folder Kiosk packed itself always opens.)
@@ -130,10 +128,14 @@ public struct ContentStore: Sendable {
     }
 
     /// Writes the ``ContentManifest`` of `archive` beside it (once: one archive gives one
-    /// manifest) and returns its SHA-256.
+    /// manifest) and returns its SHA-256: its entries, or a publication file's chunks.
     private func writeManifest(of archive: URL, format: ArchiveFormat, sha256: String, readyMade: Bool) throws -> String {
         let file = manifestFile(sha256)
-        let bytes = try ContentManifest.build(archive: archive, format: format, sha256: sha256, wholeZip: readyMade).encoded()
+        // A publication is installed as its file, never by entries: its manifest is its chunks.
+        let manifest = format.deliveredAsFile
+            ? try ContentManifest.chunked(file: archive, format: format, sha256: sha256)
+            : try ContentManifest.build(archive: archive, format: format, sha256: sha256, wholeZip: readyMade)
+        let bytes = try manifest.encoded()
         if (try? Data(contentsOf: file)) != bytes {
             let temporary = scratch.appendingPathComponent("\(UUID().uuidString).json")
             try bytes.write(to: temporary)

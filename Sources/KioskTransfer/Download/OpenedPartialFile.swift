@@ -31,6 +31,48 @@ public final class OpenedPartialFile: Sendable {
         close(descriptor)
     }
 
+    /// Bytes in the file now.
+    public var size: Int64 { Int64(lseek(descriptor, 0, SEEK_END)) }
+
+    /// Reads up to `count` bytes at `offset`; fewer only at the end of the file.
+    public func read(_ count: Int, at offset: Int64) throws -> Data {
+        var data = Data(count: count)
+        let got = data.withUnsafeMutableBytes { buffer in
+            guard let base = buffer.baseAddress else { return 0 }
+            var done = 0
+            while done < count {
+                let read = pread(descriptor, base + done, count - done, off_t(offset) + off_t(done))
+                if read < 0, errno == EINTR { continue }
+                guard read > 0 else { return read < 0 ? -1 : done }
+                done += read
+            }
+            return done
+        }
+        guard got >= 0 else { throw Self.failure("read", errno) }
+        return data.prefix(got)
+    }
+
+    /// Writes all of `bytes` at `offset`.
+    public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
+        guard let base = bytes.baseAddress else { return }
+        var done = 0
+        while done < bytes.count {
+            let written = pwrite(descriptor, base + done, bytes.count - done, off_t(offset) + off_t(done))
+            if written < 0, errno == EINTR { continue }
+            guard written > 0 else { throw Self.failure("write", errno) }
+            done += written
+        }
+    }
+
+    /// Cuts the file to `length` bytes.
+    public func truncate(to length: Int64) throws {
+        guard ftruncate(descriptor, off_t(length)) == 0 else { throw Self.failure("truncate", errno) }
+    }
+
+    private static func failure(_ operation: String, _ code: Int32) -> TransferError {
+        TransferError(url: "", kind: .localWrite, message: "cannot \(operation) the partial file: \(String(cString: strerror(code)))")
+    }
+
     /// Opens `request`'s partial file as `opening` says; nil only for ``Opening/existing`` when
     /// there is none.
     /// - Throws: ``TransferError`` (``TransferError/Kind/localWrite``) naming the file and why.
