@@ -15,7 +15,7 @@ OPDS_PARSER := palace-webpub-manifest-parser==4.1.0
 VENV := .build/venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-BENCH_TOOLS := curl wget aria2 libarchive-tools nginx wrk unzip time postgresql postgresql-contrib
+BENCH_TOOLS := curl wget aria2 libarchive-tools nginx wrk unzip time postgresql postgresql-contrib zsync
 
 # Release builds link the Swift runtime and Foundation statically: the programs run on a machine
 # without a Swift toolchain, and a reader's kiosk fetch peaks 3 MiB lower (fewer pages loaded).

@@ -13,6 +13,7 @@ BENCH_ONLY=agent only the background agent's idle cost and the server's memory w
 BENCH_ONLY=console only the console's overview over a store of 1,000,000 transactions (CONSOLE_ROWS= fewer);
 BENCH_ONLY=appstore only App Store signed transactions verified a second (one core, chain cached);
 BENCH_ONLY=update only the update of a 200 MB issue with one page changed, by entries and whole;
+BENCH_ONLY=epub only the update of a 50 MB EPUB with one chapter revised, by chunks, whole and by zsync;
 BENCH_ONLY=accounts only sign-ins (bcrypt at the default cost) and requests made with a device token;
 BENCH_ONLY=web only the web channel: Stripe events granted a second against purchases, and an event's way to a waiting agent.
 """
@@ -695,6 +696,108 @@ def bench_update():
     bench_ranges(data / "content" / f"{content['sha256']}.zip", data / "content" / f"{content['sha256']}.manifest.json")
 
 
+EPUB = "com.kiosk.bench.epub"
+
+
+def bench_epub_update():
+    """14. A 50 MB EPUB made by Python's zipfile (scripts/make_epub.py: 60 chapters and 48 stored
+    plates of 1 MB) whose 17th chapter gains a corrected paragraph: `kiosk resume` updating the
+    installed file by chunks, downloading the whole file (KIOSK_UPDATE_BY_ENTRIES=0), both from
+    `kiosk serve`, and zsync (zsyncmake's index, from nginx) building the same edition from the
+    same installed one. The edition flips at every round; each home follows it in place."""
+    store = BENCH / "epub-store"
+    (store / "Content").mkdir(parents=True, exist_ok=True)
+    (store / "Catalog").mkdir(parents=True, exist_ok=True)
+    editions = [store / f"edition-{n}.epub" for n in (1, 2)]
+    for index, edition in enumerate(editions):
+        if not edition.exists():
+            print(f"making the 50 MB EPUB, edition {index + 1}")
+            subprocess.run([sys.executable, str(ROOT / "scripts/make_epub.py"), str(edition), "--title", "Tides", "--chapters", "60",
+                            "--chapter-bytes", "40000", "--plates", "48", "--plate-bytes", str(1 << 20), "--revise", "17" if index else "0"], check=True)
+    book = store / "Content/tides.epub"
+    shutil.copyfile(editions[0], book)
+    (store / "Catalog/epub.json").write_text(json.dumps({"products": [{
+        "id": EPUB, "kind": "nonConsumable", "title": "Tides", "price": "1.00", "currency": "USD",
+        "content": {"path": "tides.epub", "format": "epub"}}]}))
+    www = BENCH / "www"
+    www.mkdir(parents=True, exist_ok=True)
+    data = BENCH / "epub-data"
+    shutil.rmtree(data, ignore_errors=True)
+    server = kiosk_serve(store, data)
+    web = nginx()
+    name = "14. update a 50 MB EPUB with one chapter revised (kiosk serve; zsync from nginx)"
+    runs = {"kiosk by chunks": {}, "kiosk whole file": {"KIOSK_UPDATE_BY_ENTRIES": "0"}}
+    homes = {label: BENCH / f"epub-home-{index}" for index, label in enumerate(runs)}
+    samples = {label: [] for label in [*runs, "zsync"]}
+    notes = []
+    zsync_local = BENCH / "zsync-local.epub"
+
+    def current():
+        catalog = json.loads(subprocess.run(["curl", "-s", f"{server.url}/v1/catalog"], check=True, capture_output=True, text=True).stdout)
+        return next(p["content"] for p in catalog["products"] if p["id"] == EPUB)
+
+    try:
+        for home in homes.values():
+            shutil.rmtree(home, ignore_errors=True)
+            env = {**os.environ, "KIOSK_HOME": str(home)}
+            subprocess.run([KIOSK, "sync", "--server", server.url], check=True, env=env, stdout=subprocess.DEVNULL)
+            subprocess.run([KIOSK, "buy", EPUB], check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.copyfile(editions[0], zsync_local)
+        for round in range(PAIRS):
+            old = current()["sha256"]
+            edition = editions[(round + 1) % 2]
+            shutil.copyfile(edition, book)
+            server.process.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 120
+            while (content := current())["sha256"] == old:
+                assert time.monotonic() < deadline, "the server did not publish the new edition"
+                time.sleep(0.5)
+            size = content["size"]
+            for label, extra in runs.items():
+                env = {**os.environ, "KIOSK_HOME": str(homes[label]), **extra}
+                subprocess.run([KIOSK, "sync"], check=True, env=env, stdout=subprocess.DEVNULL)
+                wall, received, out = run_counting([KIOSK, "resume"], env)
+                assert f"installed {EPUB}" in out, out
+                samples[label].append((wall, received))
+                if label == "kiosk by chunks":
+                    note = re.search(r"\((update [^)]*\))\)", out)
+                    notes.append(note.group(1) if note else "?")
+            if shutil.which("zsync"):
+                shutil.copyfile(edition, www / "tides.epub")
+                subprocess.run(["zsyncmake", "-u", "tides.epub", "-o", str(www / "tides.epub.zsync"), str(www / "tides.epub")],
+                               check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                target = BENCH / "zsync-out.epub"
+                target.unlink(missing_ok=True)
+                started = time.monotonic()
+                out = subprocess.run(["zsync", "-i", str(zsync_local), "-o", str(target), f"{web.url}/tides.epub.zsync"],
+                                     check=True, capture_output=True, text=True, cwd=BENCH)
+                wall = time.monotonic() - started
+                fetched = re.search(r"fetched (\d+)", out.stdout + out.stderr)
+                index_bytes = (www / "tides.epub.zsync").stat().st_size
+                samples["zsync"].append((wall, (int(fetched.group(1)) if fetched else 0) + index_bytes))
+                shutil.move(target, zsync_local)
+    finally:
+        server.stop()
+        web.stop()
+        for home in homes.values():
+            shutil.rmtree(home, ignore_errors=True)
+    samples = {label: values for label, values in samples.items() if values}
+    summary = {label: {"wall_median_s": statistics.median(w for w, _ in values), "bytes_median": statistics.median(b for _, b in values),
+                       "walls": [w for w, _ in values]} for label, values in samples.items()}
+    whole = summary["kiosk whole file"]
+    for row in summary.values():
+        row["time_ratio_to_whole"] = row["wall_median_s"] / whole["wall_median_s"]
+        row["bytes_fraction_of_file"] = row["bytes_median"] / size
+    summary["file_bytes"] = size
+    summary["note"] = notes[0] if notes else None
+    results["comparisons"][name] = summary
+    print(f"\n{name}")
+    for label in samples:
+        row = summary[label]
+        print(f"  {label:<18} {row['wall_median_s']:8.3f} s  ×{row['time_ratio_to_whole']:.3f} of whole   {int(row['bytes_median']):>11,} bytes  {100 * row['bytes_fraction_of_file']:6.2f} % of the file")
+    print(f"  kiosk says: {summary['note']}")
+
+
 def bench_ranges(archive, manifest, count=20):
     """11b. Several changed entries at once: `count` entries spread over the archive, fetched from
     nginx as one request with several ranges (multipart/byteranges) against one request per range
@@ -1166,6 +1269,11 @@ def main():
         bench_update()
         (BENCH / "update-results.json").write_text(json.dumps(results, indent=2))
         return
+    if os.environ.get("BENCH_ONLY") == "epub":
+        BENCH.mkdir(exist_ok=True)
+        bench_epub_update()
+        (BENCH / "epub-results.json").write_text(json.dumps(results, indent=2))
+        return
     generate()
     results["machine"] = {"cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version(),
                           "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
@@ -1353,6 +1461,7 @@ def main():
     if only != "catalog":
         bench_overlap()
         bench_update()
+        bench_epub_update()
         bench_purchases()
         bench_agent()
         bench_console()

@@ -16,8 +16,18 @@ LARGE = ["com.kiosk.books.atlas-north", "com.kiosk.books.atlas-south"]
 # changed, one removed, one added each time): installed products are updated by entries, under
 # faults aimed at the update (see updates.update_op).
 UPDATES = ["com.kiosk.books.field-notes", "com.kiosk.books.tide-tables"]
+# Publication files (an EPUB of chapters and stored "plates", made by scripts/make_epub.py) that get
+# new editions during the history (another chapter revised, now and then a new printing): installed
+# as the file itself, updated by content-defined chunks (the store's manifest lists the chunks, the
+# device copies those its installed file holds and fetches the rest by ranges). Half the update
+# scenarios aim at them.
+FILE_UPDATES = ["com.kiosk.books.harbor-plates"]
+# The EPUB's shape: chapters of text (deflated, ~20 KiB each) then plates of random bytes (stored),
+# about 1.4 MiB in ~70 chunks.
+EPUB_SHAPE = {"chapters": 10, "chapter_bytes": 120000, "plates": 20, "plate_bytes": 60000}
 # What each update scenario does to the update in flight, taken in turn (shuffled each round).
-UPDATE_FAULTS = ["client-kill", "cut-range", "server-kill", "replace", "hand-edit", "takeover"]
+# disk-full is aimed at home b's update (its tmpfs) and is left out of a run without one.
+UPDATE_FAULTS = ["client-kill", "cut-range", "server-kill", "replace", "hand-edit", "takeover", "stall", "disk-full"]
 # The sandbox's clock during the history: a 30-day month in a minute, so subscriptions renew
 # several times while the history runs (the store's own worker charges them).
 TIME_SCALE = 43200

@@ -83,16 +83,7 @@ def fault(world):
         (world.store / "Catalog/books.json").write_text(json.dumps(books, indent=2))
         world.server.process.send_signal(signal.SIGHUP)
     elif kind == "disk-full":
-        filler = world.disk / "filler"
-        with open(filler, "ab") as out:
-            # Claim the free space in shrinking pieces until not even a page is left.
-            piece = free_disk(world.disk)
-            while piece >= 4096:
-                try:
-                    os.posix_fallocate(out.fileno(), out.seek(0, os.SEEK_END), piece)
-                except OSError:
-                    piece //= 2
-        world.filler_until = time.time() + rng.uniform(1.0, 4.0)
+        fill_disk(world, rng.uniform(1.0, 4.0))
         detail = f"home b's disk filled for {world.filler_until - time.time():.1f} s"
     # Faults the proxy carries out are counted when they happen (carried_out), not when armed.
     if kind not in ("cut", "stall", "drop-answer"):
@@ -153,6 +144,20 @@ def carried_out(world):
     starts = [op["start"] for op in world.ops]
     proxy = [{"index": sum(1 for t in starts if t <= when), "kind": kind, "time": when, "detail": detail} for when, kind, detail in world.proxy.fired]
     return sorted(world.faults + proxy, key=lambda f: f["time"])
+
+
+def fill_disk(world, seconds):
+    """Fills home b's tmpfs until not even a page is left, for `seconds` (lift_full_disk frees it)."""
+    filler = world.disk / "filler"
+    with open(filler, "ab") as out:
+        # Claim the free space in shrinking pieces until not even a page is left.
+        piece = free_disk(world.disk)
+        while piece >= 4096:
+            try:
+                os.posix_fallocate(out.fileno(), out.seek(0, os.SEEK_END), piece)
+            except OSError:
+                piece //= 2
+    world.filler_until = time.time() + seconds
 
 
 def lift_full_disk(world, force=False):

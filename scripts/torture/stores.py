@@ -148,6 +148,13 @@ def home_settings(world, home):
         return {r["key"]: r["value"] for r in db.execute("SELECT key, value FROM setting WHERE key IN ('account.id', 'account.token')")}
 
 
+def installed_file(world, home, product):
+    """The one file of an installed publication (Library/<id>/<name>), or None."""
+    folder = world.homes[home] / "Library" / product
+    files = [p for p in folder.iterdir() if p.is_file() and not p.is_symlink()] if folder.is_dir() else []
+    return files[0] if len(files) == 1 else None
+
+
 def installed_version(world, home, product):
     """The archive SHA-256 of `product` the home's library names, or None (not installed, or the
     home's database cannot be read now)."""
@@ -195,8 +202,12 @@ def installed_tree(world, home, product):
 
 
 def content_tree(world, product):
-    """The tree of the content the publisher's files hold now for `product`."""
-    return tree(world.store / "Content" / world.catalog[product]["content"]["path"])
+    """The tree of the content the publisher's files hold now for `product`: a folder's, or for a
+    publication file (delivered as the file itself) its one file under its own name."""
+    source = world.store / "Content" / world.catalog[product]["content"]["path"]
+    if source.is_file():
+        return {source.name: hashlib.sha256(source.read_bytes()).hexdigest()}
+    return tree(source)
 
 
 def fence_entries(world):

@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from . import channels, stores, updates
-from .common import AGENT_HOME, CLAIM_LEASE, LARGE, MIB, ROOT, UPDATES, http, log
+from .common import AGENT_HOME, CLAIM_LEASE, FILE_UPDATES, LARGE, MIB, ROOT, UPDATE_FAULTS, UPDATES, http, log
 from .postgres import PostgresCluster
 from .proxy import FaultProxy
 from .published import Published
@@ -50,6 +50,16 @@ class World:
         self.update_faults = []  # UPDATE_FAULTS still to take in this round
         self.update_serial = 0
         self.update_landed = Counter()  # UPDATE_FAULTS → scenarios where it landed on an update in flight
+        self.file_landed = Counter()    # the same, of scenarios aimed at a publication file's update by chunks
+        # The update faults this run can aim (disk-full needs home b's tmpfs).
+        self.update_fault_kinds = [f for f in UPDATE_FAULTS if f != "disk-full" or os.geteuid() == 0]
+        self.editions_used = {}  # publication file → every (seed, revised chapter) published
+        self.editions = {}       # publication file → (seed, revised chapter) of the edition its file holds now
+        # (home, publication file) → [(time, version)] the home's library named then, read whenever a
+        # process of the home ends and at every step of the history: what its installed file was
+        # cut from when it updated by chunks (checks/chunked.py).
+        self.installed_seen = defaultdict(list)
+        self.hand_edits = []     # dicts: home, product, time, until, offset, version (publication files edited by hand)
         self.quiet = False       # the history is over: the sandbox clock runs at real speed
         self.agent = None        # the `kiosk agent` process of AGENT_HOME
         self.agent_starts = 0
@@ -91,6 +101,16 @@ class World:
                 (folder / f"part-{n % 4}" / f"page-{n:03d}.bin").write_bytes(updates.entry_bytes(self))
             books["products"].append(dict(books["products"][0], id=id, title=f"Field {name}", creditPrice=2,
                                           content={"path": f"books/{name}", "format": "zip"}))
+        # The publication files: an EPUB each, sold as the file itself and updated by chunks.
+        for id in FILE_UPDATES:
+            name = id.rsplit(".", 1)[-1]
+            path = self.store / "Content/publications" / f"{name}.epub"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.editions[id] = (self.args.seed % 1000 + 1, 0)
+            updates.write_edition(self, id, path)
+            books["products"].append(dict(books["products"][0], id=id, title=f"Harbor {name}", creditPrice=3,
+                                          content={"path": f"publications/{name}.epub", "format": "epub"}))
+            self.published.files[id] = path.name
         (self.store / "Catalog/books.json").write_text(json.dumps(books, indent=2))
         # The subscription's issue is large too, and a tar.gz: both formats cross the faults.
         with open(self.store / "Content/magazines/harbor-monthly/issue-03/plates.bin", "wb") as out:
@@ -145,7 +165,7 @@ class World:
         # so that the history's new versions find them installed. (The purchases make b's and c's
         # accounts, read below while their databases can be.)
         updates.note_published(self)
-        for home, ids in (("a", UPDATES), ("b", UPDATES[:1]), ("c", UPDATES[1:])):
+        for home, ids in (("a", UPDATES + FILE_UPDATES), ("b", UPDATES[:1] + FILE_UPDATES), ("c", UPDATES[1:] + FILE_UPDATES)):
             for id in ids:
                 self.run_now(home, ["buy", id])
         self.run_now("a2", ["restore"])
@@ -181,6 +201,7 @@ class World:
                     self.running.remove(run)
                     op = self.ops[run.index]
                     op["end"], op["exit"] = time.time(), code
+                    self.note_installed(run.home)
             pending = [r for r in self.running if wait_for == "all" or r is wait_for]
             if not pending:
                 return
@@ -190,6 +211,16 @@ class World:
                     run.process.kill()
                 deadline = time.time() + 30
             time.sleep(0.05)
+
+    def note_installed(self, *homes):
+        """Notes the version of each publication file the homes' libraries name now (none noted when
+        a home's database cannot be read: its disk is full)."""
+        for home in homes or self.homes:
+            for id in FILE_UPDATES:
+                when = time.time()
+                version = stores.installed_version(self, home, id)
+                if version is not None:
+                    self.installed_seen[(home, id)].append((when, version))
 
     def account_of(self, home):
         """(account id, account token) of a home, read from its own settings once: they never change

@@ -138,7 +138,7 @@ public enum PublicationCheck {
 
     /// The names of the regular files in a zip, and the bytes of those in `reading` (up to
     /// ``readLimit`` each); libarchive reads the whole archive, so one that does not open whole is refused.
-    static func zipEntries(_ file: URL, reading wanted: Set<String>) throws -> (names: [String], read: [String: Data]) {
+    static func zipEntries(_ file: URL, reading wanted: Set<String>, limit: Int = readLimit) throws -> (names: [String], read: [String: Data]) {
         guard let handle = archive_read_new() else { throw Refusal(reason: "libarchive could not allocate a reader") }
         defer { archive_read_free(handle) }
         archive_read_support_format_zip(handle)
@@ -159,7 +159,7 @@ public enum PublicationCheck {
             if wanted.contains(name) {
                 var data = Data()
                 var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-                while data.count <= readLimit {
+                while data.count <= limit {
                     let count = archive_read_data(handle, &buffer, buffer.count)
                     if count == 0 { break }
                     guard count > 0 else { throw Refusal(reason: "libarchive cannot read \(ProductID.printable(name)) (\(message()))") }
@@ -202,6 +202,72 @@ extension PublicationCheck {
         let descriptions = elements("dc:description", in: text)
         metadata.description = descriptions.first
         return metadata
+    }
+
+    /// The cover image an EPUB's package document names: the manifest item whose `properties`
+    /// include `cover-image` (EPUB 3), or the one `<meta name="cover" content="…">` names (EPUB 2).
+    /// Nil when there is none, it is missing, or it is larger than ``CoverImage/maxBytes``.
+    public static func epubCover(of file: URL) -> Data? {
+        guard let container = try? zipEntries(file, reading: ["META-INF/container.xml"]).read["META-INF/container.xml"],
+              let rootfile = firstAttribute("full-path", ofElement: "rootfile", in: container),
+              let package = try? zipEntries(file, reading: [rootfile]).read[rootfile] else { return nil }
+        let text = String(decoding: package, as: UTF8.self)
+        let items = tags("item", in: text)
+        let named = tags("meta", in: text).first { attribute("name", in: $0) == "cover" }.flatMap { attribute("content", in: $0) }
+        let item = items.first { (attribute("properties", in: $0) ?? "").split(separator: " ").contains("cover-image") }
+            ?? named.flatMap { id in items.first { attribute("id", in: $0) == id } }
+        guard let href = item.flatMap({ attribute("href", in: $0) }).map(decodeEntities),
+              let path = resolve(href, against: rootfile),
+              let bytes = try? zipEntries(file, reading: [path], limit: CoverImage.maxBytes).read[path],
+              !bytes.isEmpty, bytes.count <= CoverImage.maxBytes else { return nil }
+        return bytes
+    }
+
+    /// A package document's `href` as a path in the zip: relative to the document's folder,
+    /// percent-decoded, with `..` taken back; nil when it leaves the zip or is a URL.
+    static func resolve(_ href: String, against document: String) -> String? {
+        guard !href.contains(":"), !href.hasPrefix("/") else { return nil }
+        var parts = document.split(separator: "/").dropLast().map(String.init)
+        for part in (href.removingPercentEncoding ?? href).split(separator: "/") {
+            switch part {
+            case ".": continue
+            case "..":
+                guard !parts.isEmpty else { return nil }
+                parts.removeLast()
+            default: parts.append(String(part))
+            }
+        }
+        return parts.isEmpty ? nil : parts.joined(separator: "/")
+    }
+
+    /// The inside of every `<name …>` start tag in a document.
+    static func tags(_ name: String, in text: String) -> [Substring] {
+        var found: [Substring] = []
+        var from = text.startIndex
+        while found.count < 10_000, let open = text.range(of: "<\(name)", range: from..<text.endIndex) {
+            from = open.upperBound
+            guard open.upperBound < text.endIndex, " \t\r\n/>".contains(text[open.upperBound]),
+                  let close = text[open.upperBound...].firstIndex(of: ">") else { continue }
+            found.append(text[open.upperBound..<close])
+            from = close
+        }
+        return found
+    }
+
+    /// The value of attribute `name` in a start tag's inside (`name="…"` or `name='…'`, after a space).
+    static func attribute(_ name: String, in tag: Substring) -> String? {
+        var from = tag.startIndex
+        while let match = tag.range(of: "\(name)=", range: from..<tag.endIndex) {
+            from = match.upperBound
+            guard match.lowerBound > tag.startIndex, " \t\r\n".contains(tag[tag.index(before: match.lowerBound)]),
+                  match.upperBound < tag.endIndex else { continue }
+            let quote = tag[match.upperBound]
+            guard quote == "\"" || quote == "'" else { continue }
+            let start = tag.index(after: match.upperBound)
+            guard let end = tag[start...].firstIndex(of: quote) else { return nil }
+            return String(tag[start..<end])
+        }
+        return nil
     }
 
     /// The text of every `<name …>text</name>` in a document, entities decoded, trimmed, non-empty.

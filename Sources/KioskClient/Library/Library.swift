@@ -745,8 +745,7 @@ struct Library {
             return true
         }
         report.bytesReceived += result.bytesFetched
-        let sha256 = try FileDigest.sha256(of: try partialFile(id))
-        if let tree = try checkedTree(record, claim: claim, size: result.fileSize, sha256: sha256, ahead: nil, report: &report) {
+        if let tree = try checkedTree(record, claim: claim, size: result.fileSize, sha256: result.sha256, ahead: nil, report: &report) {
             try install(record, claim: claim, tree, note: result.summary, report: &report)
             logger.info("updated by chunks", metadata: ["product": "\(id)", "cost": "\(result.summary)"])
         }

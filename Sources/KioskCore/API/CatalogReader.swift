@@ -67,6 +67,7 @@ extension JSONCursor {
         var content: ContentDescriptor?
         var forSale: Bool?
         var metadata: PublicationMetadata?
+        var cover: CoverImage?
         try object(at: place()) { key, reader in
             switch key {
             case "id": id = try reader.string(at: "\(place()).id")
@@ -86,6 +87,7 @@ extension JSONCursor {
             case "playProductId": playProductId = try reader.optional { try $0.string(at: "\(place()).playProductId") }
             case "forSale": forSale = try reader.optional { try $0.boolean(at: "\(place()).forSale") }
             case "metadata": metadata = try reader.optional { try $0.metadata(at: "\(place()).metadata") }
+            case "cover": cover = try reader.optional { try $0.cover(at: "\(place()).cover") }
             default: try reader.skipValue()
             }
         }
@@ -106,7 +108,26 @@ extension JSONCursor {
         product.playProductId = playProductId
         product.forSale = forSale
         product.metadata = metadata
+        product.cover = cover
         return product
+    }
+
+    /// A product's ``CoverImage``.
+    mutating func cover(at place: @autoclosure () -> String) throws -> CoverImage {
+        var sha256, type: String?
+        var size: Int?
+        try object(at: place()) { key, reader in
+            switch key {
+            case "sha256": sha256 = try reader.string(at: "\(place()).sha256")
+            case "type": type = try reader.string(at: "\(place()).type")
+            case "size": size = try reader.integer(at: "\(place()).size")
+            default: try reader.skipValue()
+            }
+        }
+        guard let sha256, sha256.count == 64, sha256.allSatisfy(\.isHexDigit), let type, let size else {
+            throw CatalogReadError(place: place(), problem: "needs \"sha256\", \"type\" and \"size\"")
+        }
+        return CoverImage(sha256: sha256, type: type, size: Int64(size))
     }
 
     /// A product's ``PublicationMetadata``.

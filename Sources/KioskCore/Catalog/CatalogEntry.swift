@@ -8,11 +8,14 @@ public struct CatalogEntry: Sendable, Equatable {
     public var content: ContentSource?
     /// The catalog file this entry came from, for error messages.
     public var file: String
+    /// The cover image file under `Content/` the catalog names (`cover`), if any.
+    public var cover: URL?
 
-    public init(product: Product, content: ContentSource?, file: String) {
+    public init(product: Product, content: ContentSource?, file: String, cover: URL? = nil) {
         self.product = product
         self.content = content
         self.file = file
+        self.cover = cover
     }
 }
 

@@ -187,9 +187,10 @@ public struct CatalogLoader: Sendable {
         // Only `false` is written out: on sale is the default, and the catalog's ETag stays.
         product.forSale = try reader.optionalBool("forSale") == false ? false : nil
         let content = try contentSource(reader)
+        let cover = try coverFile(reader)
         try reader.rejectUnknownFields()
         try checkKind(product, content: content, reader: reader)
-        return CatalogEntry(product: product, content: content, file: reader.file)
+        return CatalogEntry(product: product, content: content, file: reader.file, cover: cover)
     }
 
     /// The publication's metadata fields: `author` (a name or a list), `contributors` (objects of a
@@ -241,6 +242,34 @@ public struct CatalogLoader: Sendable {
         return metadata
     }
 
+    /// `cover`: an image file inside the content folder (checked to be an image, and small
+    /// enough, when the catalog is published).
+    private func coverFile(_ reader: FieldReader) throws -> URL? {
+        guard let path = try reader.optionalString("cover") else { return nil }
+        let location = try insideContent(path, reader: reader, field: "cover")
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: location.path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+            throw reader.error(.missingContent, "cover", "\(location.path) is not a file; add the cover image or fix the path")
+        }
+        return location
+    }
+
+    /// `path` under the content folder, refused when it leaves it (`..`, absolute, or through a link).
+    private func insideContent(_ path: String, reader: FieldReader, field: String) throws -> URL {
+        guard !path.hasPrefix("/"), !path.split(separator: "/").contains("..") else {
+            throw reader.error(.badContent, field, "\"\(path)\" must be a relative path inside the content folder")
+        }
+        var walked = contentDirectory
+        for component in path.split(separator: "/") where component != "." {
+            walked = walked.appendingPathComponent(String(component))
+            var info = stat()
+            if lstat(walked.path, &info) == 0, info.st_mode & S_IFMT == S_IFLNK {
+                throw reader.error(.badContent, field, "\(walked.path) is a symbolic link; content must be a real folder or file inside the content folder")
+            }
+        }
+        return contentDirectory.appendingPathComponent(path)
+    }
+
     private func contentSource(_ reader: FieldReader) throws -> ContentSource? {
         guard let object = try reader.optionalObject("content") else { return nil }
         var inner = FieldReader(object: object, file: reader.file, index: reader.index, prefix: "content.")
@@ -252,23 +281,12 @@ public struct CatalogLoader: Sendable {
             let known = ArchiveFormat.allCases.map(\.rawValue).joined(separator: ", ")
             throw inner.error(.badContent, "format", "\"\(formatName)\" is not a supported format; use one of \(known)")
         }
-        guard !path.hasPrefix("/"), !path.split(separator: "/").contains("..") else {
-            throw inner.error(.badContent, "path", "\"\(path)\" must be a relative path inside the content folder")
-        }
-        let location = contentDirectory.appendingPathComponent(path)
+        // Content is what lies in the content folder: a link would pack or serve whatever it points
+        // at (a file of the server's, or bytes that change under an archive's published SHA-256).
+        let location = try insideContent(path, reader: inner, field: "path")
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: location.path, isDirectory: &isDirectory) else {
             throw inner.error(.missingContent, "path", "\(location.path) does not exist; add the content or fix the path")
-        }
-        // Content is what lies in the content folder: a link would pack or serve whatever it points
-        // at (a file of the server's, or bytes that change under an archive's published SHA-256).
-        var walked = contentDirectory
-        for component in path.split(separator: "/") where component != "." {
-            walked = walked.appendingPathComponent(String(component))
-            var info = stat()
-            if lstat(walked.path, &info) == 0, info.st_mode & S_IFMT == S_IFLNK {
-                throw inner.error(.badContent, "path", "\(walked.path) is a symbolic link; content must be a real folder or file inside the content folder")
-            }
         }
         if isDirectory.boolValue, format.deliveredAsFile {
             throw inner.error(.badContent, "format", "\(format.rawValue) is delivered as the publisher's own file, not packed from a folder; give the .\(format.fileExtension) file's path")
@@ -381,7 +399,7 @@ private struct FieldReader {
     static let knownFields: [String: Set<String>] = [
         "": ["id", "kind", "title", "summary", "price", "currency", "creditPrice", "credits", "series",
              "issueNumber", "publicationDate", "periodMonths", "gracePeriodDays", "content", "appStoreProductId", "playProductId", "forSale",
-             "author", "contributors", "publisher", "language", "isbn", "issn", "subjects", "description", "pageCount"],
+             "author", "contributors", "publisher", "language", "isbn", "issn", "subjects", "description", "pageCount", "cover"],
         "content.": ["path", "format"],
     ]
 

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A product as the server publishes it in `GET /v1/catalog` and as the client caches it.
 public struct Product: Codable, Sendable, Equatable, Identifiable {
     public var id: String
@@ -35,6 +37,9 @@ public struct Product: Codable, Sendable, Equatable, Identifiable {
     /// Who made it, its language, ISBN or ISSN, subjects, description and length (issue 47);
     /// nil when nothing is said (so a catalog without any keeps its ETag).
     public var metadata: PublicationMetadata?
+    /// The publisher's cover image, public at `GET /v1/covers/{id}` (issue 47); nil when there is
+    /// none, and the store draws a card instead.
+    public var cover: CoverImage?
 
     public init(
         id: String, kind: ProductKind, title: String, summary: String, price: Price,
@@ -99,6 +104,43 @@ public struct Price: Codable, Sendable, Equatable, CustomStringConvertible {
             fraction = parts[1].count == 1 ? value * 10 : value
         }
         return whole * 100 + fraction
+    }
+}
+
+/// A product's cover as the store serves it: its bytes' SHA-256 (its strong ETag), media type and size.
+public struct CoverImage: Codable, Sendable, Equatable {
+    public var sha256: String
+    /// `image/jpeg`, `image/png`, `image/gif` or `image/webp`.
+    public var type: String
+    public var size: Int64
+
+    public init(sha256: String, type: String, size: Int64) {
+        self.sha256 = sha256
+        self.type = type
+        self.size = size
+    }
+
+    /// The largest cover the store serves: a cover sells the book in a list, it is not a poster.
+    public static let maxBytes = 2 << 20
+
+    /// The media type `bytes` begin as (JPEG, PNG, GIF, WebP), or nil for anything else.
+    public static func mediaType(of bytes: Data) -> String? {
+        let head = [UInt8](bytes.prefix(12))
+        if head.starts(with: [0xFF, 0xD8, 0xFF]) { return "image/jpeg" }
+        if head.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) { return "image/png" }
+        if head.starts(with: Array("GIF87a".utf8)) || head.starts(with: Array("GIF89a".utf8)) { return "image/gif" }
+        if head.count == 12, head.starts(with: Array("RIFF".utf8)), Array(head[8..<12]) == Array("WEBP".utf8) { return "image/webp" }
+        return nil
+    }
+
+    /// The file name extension of a media type ``mediaType(of:)`` gives.
+    public static func fileExtension(of type: String) -> String {
+        switch type {
+        case "image/jpeg": "jpg"
+        case "image/png": "png"
+        case "image/gif": "gif"
+        default: "webp"
+        }
     }
 }
 

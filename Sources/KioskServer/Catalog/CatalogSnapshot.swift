@@ -31,8 +31,9 @@ struct CatalogSnapshot: Sendable {
 
     /// Bumped whenever what the loader accepts or the document's shape changes, so a snapshot an
     /// older Kiosk wrote is never served by a newer one.
-    /// 2: products carry their content's manifestSha256.
-    static let format = 2
+    /// 2: products carry their content's manifestSha256. 3: products carry their cover, and file
+    /// publications a chunk manifest.
+    static let format = 3
 
     struct Key: Codable {
         var format: Int
@@ -42,6 +43,8 @@ struct CatalogSnapshot: Sendable {
         var gzip: String
         /// Where each product's content came from, for the content store to check it is unchanged.
         var sources: [String: Source]
+        /// The cover file each product's catalog entry names, read again to check it is unchanged.
+        var covers: [String: String]?
     }
 
     struct Source: Codable {
@@ -74,8 +77,18 @@ struct CatalogSnapshot: Sendable {
             }
             var products: [String: Product] = [:]
             var archives: [String: PackedContent] = [:]
+            var covers: [String: URL] = [:]
             try CatalogReader.forEachProduct(in: body) { product, _ in
                 products[product.id] = product
+                if let cover = product.cover {
+                    if let source = key.covers?[product.id] {
+                        // A cover file edited in place leaves the catalog's digest as it was.
+                        guard (try? FileDigest.sha256(of: URL(fileURLWithPath: source))) == cover.sha256 else { throw Stale("the cover of \(product.id) changed") }
+                    }
+                    let file = contentStore.coverFile(cover)
+                    guard (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int64) == cover.size else { throw Stale("the cover of \(product.id) is gone") }
+                    covers[product.id] = file
+                }
                 guard let content = product.content else { return }
                 guard let source = key.sources[product.id] else { throw Stale("\(product.id) has no content source") }
                 let packed = try contentStore.prepare(
@@ -84,7 +97,7 @@ struct CatalogSnapshot: Sendable {
                 guard packed.sha256 == content.sha256, packed.size == content.size, packed.manifestSha256 == content.manifestSha256 else { throw Stale("the content of \(product.id) changed") }
                 archives[product.id] = packed
             }
-            return try PublishedCatalog(products: products, archives: archives, body: body, gzippedBody: gzip)
+            return try PublishedCatalog(products: products, archives: archives, body: body, gzippedBody: gzip, covers: covers)
         } catch {
             logger.info("catalog snapshot not used; building from the folders", metadata: ["reason": "\(error)"])
             return nil
@@ -103,7 +116,8 @@ struct CatalogSnapshot: Sendable {
             }
             let key = Key(
                 format: Self.format, catalog: catalogDigest, body: FileDigest.sha256(of: catalog.body),
-                gzip: FileDigest.sha256(of: catalog.gzippedBody), sources: sources)
+                gzip: FileDigest.sha256(of: catalog.gzippedBody), sources: sources,
+                covers: Dictionary(entries.compactMap { entry in entry.cover.map { (entry.product.id, $0.path) } }) { first, _ in first })
             // Each file whole (written beside, renamed in), the key last.
             try catalog.gzippedBody.write(to: gzipFile, options: .atomic)
             try catalog.body.write(to: bodyFile, options: .atomic)

@@ -6,6 +6,8 @@ import KioskCore
 public struct PublishedCatalog: Sendable {
     public let products: [String: Product]
     public let archives: [String: PackedContent]
+    /// Each product's cover image file, by product ID (products without one have a drawn card).
+    public let covers: [String: URL]
     /// Kiosk's product ID by the App Store product ID its catalog entry names (`appStoreProductId`).
     public let productsByAppStoreID: [String: String]
     /// Kiosk's product ID by the Play product ID its catalog entry names (`playProductId`).
@@ -21,6 +23,7 @@ public struct PublishedCatalog: Sendable {
     public init(entries: [CatalogEntry], contentStore: ContentStore) throws {
         var products: [String: Product] = [:]
         var archives: [String: PackedContent] = [:]
+        var covers: [String: URL] = [:]
         for entry in entries {
             var product = entry.product
             if let source = entry.content {
@@ -42,18 +45,50 @@ public struct PublishedCatalog: Sendable {
                     product.metadata = merged.isEmpty ? nil : merged
                 }
             }
+            if let bytes = try Self.coverBytes(of: entry), let stored = try contentStore.storeCover(bytes) {
+                product.cover = stored.cover
+                covers[product.id] = stored.file
+            }
             products[product.id] = product
         }
         let body = try JSONEncoder.kiosk.encode(CatalogDocument(products: Array(products.values)))
-        try self.init(products: products, archives: archives, body: body)
+        try self.init(products: products, archives: archives, body: body, covers: covers)
+    }
+
+    /// The cover the catalog names (refused when it is no image or too large), else the cover
+    /// image an EPUB names (left out, for a drawn card, when it is either).
+    static func coverBytes(of entry: CatalogEntry) throws -> Data? {
+        guard let file = entry.cover else {
+            guard let source = entry.content, source.format == .epub, let bytes = PublicationCheck.epubCover(of: source.location) else { return nil }
+            return CoverImage.mediaType(of: bytes) == nil ? nil : bytes
+        }
+        func refusal(_ message: String) -> CatalogError {
+            CatalogError(.badContent, file: entry.file, productID: entry.product.id, field: "cover", message: message)
+        }
+        let size = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? nil
+        guard let size else { throw refusal("\(file.path) cannot be read; check the path and its permissions") }
+        guard size <= CoverImage.maxBytes else {
+            throw refusal("\(file.path) is \(size) bytes; a cover may be at most \(CoverImage.maxBytes >> 20) MiB, so make it smaller")
+        }
+        let bytes: Data
+        do {
+            bytes = try Data(contentsOf: file)
+        } catch {
+            throw refusal("\(file.path) cannot be read (\(error)); check its permissions")
+        }
+        guard CoverImage.mediaType(of: bytes) != nil else {
+            throw refusal("\(file.path) is not a JPEG, PNG, GIF or WebP image; give the cover as one of those")
+        }
+        return bytes
     }
 
     /// A catalog whose document is already made: `kiosk publish`'s `catalog.json`, served byte for
     /// byte so that every instance gives it the same ETag; with its gzip form when that was kept too.
-    init(products: [String: Product], archives: [String: PackedContent], body: Data, gzippedBody: Data? = nil) throws {
+    init(products: [String: Product], archives: [String: PackedContent], body: Data, gzippedBody: Data? = nil, covers: [String: URL] = [:]) throws {
         let digest = FileDigest.sha256(of: body)
         self.products = products
         self.archives = archives
+        self.covers = covers
         self.productsByAppStoreID = Dictionary(
             products.values.compactMap { product in product.appStoreProductId.map { ($0, product.id) } },
             uniquingKeysWith: { first, _ in first })

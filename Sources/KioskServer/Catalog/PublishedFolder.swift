@@ -121,8 +121,17 @@ public struct PublishedFolder: Sendable {
         }
         var products: [String: Product] = Dictionary(minimumCapacity: read.count)
         var packed: [String: PackedContent] = [:]
+        var covers: [String: URL] = [:]
         for product in read {
             products[product.id] = product
+            if let cover = product.cover {
+                let file = archives.appendingPathComponent(ContentStore.coverName(cover))
+                guard (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int64) == cover.size else {
+                    throw PublishedFolderError(path: file.path, problem: "is missing or not the cover the catalog names for \(product.id)",
+                                               action: "copy the whole published folder again, or run kiosk publish again")
+                }
+                covers[product.id] = file
+            }
             guard let content = product.content else { continue }
             let file = archives.appendingPathComponent("\(content.sha256).\(content.format.fileExtension)")
             let size = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int64) ?? nil
@@ -134,7 +143,7 @@ public struct PublishedFolder: Sendable {
             packed[product.id] = PackedContent(file: file, size: content.size, sha256: content.sha256,
                                                manifestFile: content.manifestSha256 == nil ? nil : manifest, manifestSha256: content.manifestSha256)
         }
-        return try PublishedCatalog(products: products, archives: packed, body: body)
+        return try PublishedCatalog(products: products, archives: packed, body: body, covers: covers)
     }
 }
 

@@ -147,6 +147,34 @@ public struct ContentStore: Sendable {
         return FileDigest.sha256(of: bytes)
     }
 
+    /// Where the cover `cover` is kept: beside the archives, named by its SHA-256, so `kiosk
+    /// publish` carries it to nginx or a CDN with them.
+    public func coverFile(_ cover: CoverImage) -> URL {
+        directory.appendingPathComponent(Self.coverName(cover))
+    }
+
+    public static func coverName(_ cover: CoverImage) -> String {
+        "\(cover.sha256).cover.\(CoverImage.fileExtension(of: cover.type))"
+    }
+
+    /// Keeps a cover image's bytes (once: same bytes, same name) and describes them.
+    /// - Returns: nil for bytes that are no image Kiosk serves (see ``CoverImage/mediaType(of:)``).
+    func storeCover(_ bytes: Data) throws -> (cover: CoverImage, file: URL)? {
+        guard let type = CoverImage.mediaType(of: bytes) else { return nil }
+        let cover = CoverImage(sha256: FileDigest.sha256(of: bytes), type: type, size: Int64(bytes.count))
+        let file = coverFile(cover)
+        if (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int64) != cover.size {
+            try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+            let temporary = scratch.appendingPathComponent("\(UUID().uuidString).cover")
+            try bytes.write(to: temporary)
+            try Self.synchronize(temporary)
+            guard rename(temporary.path, file.path) == 0 else {
+                throw ContentStoreError(path: file.path, message: String(cString: strerror(errno)))
+            }
+        }
+        return (cover, file)
+    }
+
     func archive(_ sha256: String, _ format: ArchiveFormat) -> URL {
         directory.appendingPathComponent("\(sha256).\(format.fileExtension)")
     }
@@ -156,7 +184,8 @@ public struct ContentStore: Sendable {
     func collectGarbage(keeping catalogs: [PublishedCatalog], archives: [PackedContent] = [], now: Date = Date()) {
         let fileManager = FileManager.default
         let packed = catalogs.flatMap { $0.archives.values } + archives
-        let kept = Set(packed.map { $0.file.lastPathComponent } + packed.compactMap { $0.manifestFile?.lastPathComponent })
+        let kept = Set(packed.map { $0.file.lastPathComponent } + packed.compactMap { $0.manifestFile?.lastPathComponent }
+                       + catalogs.flatMap { $0.covers.values.map(\.lastPathComponent) })
         for name in kept {
             // The modification time records when a catalog last named the file.
             _ = utimes(directory.appendingPathComponent(name).path, nil)

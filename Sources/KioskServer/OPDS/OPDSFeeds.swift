@@ -215,8 +215,11 @@ struct OPDSFeeds {
                 numberOfPages: metadata.pageCount,
                 belongsTo: series.map { BelongsTo(series: [SeriesEntry(name: $0, position: product.issueNumber)]) }),
             links: [Link(rel: "self", href: base + "/opds/publications/\(Self.escaped(product.id))", type: Self.publicationType), acquisition],
-            // OPDS 2.0 asks every publication for an image: the store's cover route.
-            images: [Link(rel: nil, href: base + "/v1/covers/\(Self.escaped(product.id))", type: "image/svg+xml")])
+            // OPDS 2.0 asks every publication for an image: the store's cover route (the
+            // publisher's cover, or a drawn card). `?v=` names the version, so a reading app's
+            // cache of an old cover is never served for a new one.
+            images: [Link(rel: nil, href: base + "/v1/covers/\(Self.escaped(product.id))" + (product.cover.map { "?v=\($0.sha256.prefix(12))" } ?? ""),
+                          type: product.cover?.type ?? "image/svg+xml")])
     }
 
     /// The media type a reading app is handed.

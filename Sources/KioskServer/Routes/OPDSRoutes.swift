@@ -115,13 +115,33 @@ struct OPDSRoutes: Sendable {
 
     // MARK: Covers
 
-    /// `GET /v1/covers/{id}`: the publication's cover, public (it sells the book). Until publishers'
-    /// own covers are served (a cover file beside the content, the EPUB's cover image), a drawn
-    /// one: the title on a plain card, as SVG, its text escaped as XML.
+    /// `GET /v1/covers/{id}`: the publication's cover, public (it sells the book): the publisher's
+    /// image (the catalog's `cover` file, or the one its EPUB names), with its SHA-256 as strong
+    /// ETag and its own media type; without one, a drawn card (the title and authors on a plain
+    /// card, as SVG, its text escaped as XML). Cached a day either way.
     @Sendable func cover(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let id = try context.parameters.require("id")
-        guard let product = try await catalog.current.products[id] else {
+        let published = try await catalog.current
+        guard let product = published.products[id] else {
             throw APIFailure(.notFound, code: "unknown_product", message: "no product \"\(ProductID.printable(id))\"; the catalog lists what is sold")
+        }
+        if let cover = product.cover, let file = published.covers[id] {
+            let etag = "\"\(cover.sha256)\""
+            var headers = HTTPFields()
+            headers[.eTag] = etag
+            headers[.cacheControl] = "public, max-age=86400"
+            let ifNoneMatch = request.headers[values: .ifNoneMatch].joined(separator: ",")
+            if !ifNoneMatch.isEmpty, EntityTag.ifNoneMatch(ifNoneMatch, matchesAnyOf: [etag]) {
+                return Response(status: .notModified, headers: headers)
+            }
+            // Named by its SHA-256 and never rewritten; a cover removed under a running store is a 404, not a 500.
+            guard let bytes = try? Data(contentsOf: file), bytes.count == Int(cover.size) else {
+                throw APIFailure(.notFound, code: "no_cover", message: "the cover of \(ProductID.printable(id)) is not on this server's disk; publish the catalog again")
+            }
+            headers[.contentType] = cover.type
+            headers[.contentLength] = String(bytes.count)
+            if let sniffing = HTTPField.Name("X-Content-Type-Options") { headers[sniffing] = "nosniff" }
+            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
         }
         let title = String(product.title.prefix(60))
         let authors = (product.metadata?.authors ?? []).prefix(2).joined(separator: ", ")
