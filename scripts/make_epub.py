@@ -5,15 +5,20 @@ a navigation document and the chapters. Valid for epubcheck.
 
     make_epub.py OUT.epub --title T --author A --identifier urn:isbn:9780000000000 [--language en]
                  [--chapters N] [--chapter-bytes B] [--seed S] [--break mimetype|compressed|container|package]
-                 [--plates N --plate-bytes B] [--revise N]
+                 [--plates N --plate-bytes B] [--revise N] [--cover]
 
 `--break` makes a damaged one for the store's check to refuse. `--plates` adds N stored,
 incompressible "plates" (a picture book's weight; PNG signature, not real pictures, so epubcheck
 is not run on such a book). `--revise N` makes the next edition: chapter N gains a corrected
 paragraph in its middle, everything else byte for byte the same (what an update by chunks is
-measured on). PublicationTests, ChunkedUpdateTests and `make bench` run it.
+measured on). `--cover` adds a cover image (a small PNG, the manifest item marked `cover-image`),
+which the store serves as the book's cover. PublicationTests, ChunkedUpdateTests, CoverTests,
+`make bench` and the sample store's `make sample-publications` run it.
 """
-import argparse, random, zipfile
+import argparse, base64, random, zipfile
+
+# A 1×1 PNG: enough for epubcheck and for a store to serve as a cover.
+COVER_PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
 
 CONTAINER = """<?xml version="1.0" encoding="UTF-8"?>
 <container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">
@@ -27,6 +32,8 @@ CONTAINER = """<?xml version="1.0" encoding="UTF-8"?>
 def package(args, chapters):
     items = "\n".join(f'    <item id="c{n}" href="chapter-{n}.xhtml" media-type="application/xhtml+xml"/>' for n in range(1, chapters + 1))
     items += "".join(f'\n    <item id="p{n}" href="plates/plate-{n}.png" media-type="image/png"/>' for n in range(1, args.plates + 1))
+    if args.cover:
+        items += '\n    <item id="cover" href="images/cover.png" media-type="image/png" properties="cover-image"/>'
     spine = "\n".join(f'    <itemref idref="c{n}"/>' for n in range(1, chapters + 1))
     return f"""<?xml version="1.0" encoding="UTF-8"?>
 <package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id" xml:lang="{args.language}">
@@ -111,6 +118,7 @@ def main():
     parser.add_argument("--plates", type=int, default=0)
     parser.add_argument("--plate-bytes", type=int, default=1 << 20)
     parser.add_argument("--revise", type=int, default=0)
+    parser.add_argument("--cover", action="store_true")
     parser.add_argument("--break", dest="damage", choices=["mimetype", "compressed", "container", "package"])
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -133,6 +141,8 @@ def main():
         epub.writestr("OEBPS/nav.xhtml", nav(args, args.chapters), compress_type=zipfile.ZIP_DEFLATED)
         for n in range(1, args.chapters + 1):
             epub.writestr(f"OEBPS/chapter-{n}.xhtml", chapter(args, n, rng), compress_type=zipfile.ZIP_DEFLATED)
+        if args.cover:
+            epub.writestr("OEBPS/images/cover.png", COVER_PNG, compress_type=zipfile.ZIP_STORED)
         for n in range(1, args.plates + 1):
             plate = random.Random(f"plate-{n}-{args.seed}").randbytes(args.plate_bytes)
             epub.writestr(f"OEBPS/plates/plate-{n}.png", b"\x89PNG\r\n\x1a\n" + plate, compress_type=zipfile.ZIP_STORED)

@@ -39,4 +39,10 @@ static inline long long kiosk_copy_range(int from, int to, long long offset, lon
     return (long long)copy_file_range(from, &in, to, &out, (size_t)length, 0);
 }
 
+/// Copies up to `length` bytes from `from` at `fromOffset` to `to` at `toOffset`, inside the kernel.
+static inline long long kiosk_copy_between(int from, long long fromOffset, int to, long long toOffset, long long length) {
+    __off64_t in = fromOffset, out = toOffset;
+    return (long long)copy_file_range(from, &in, to, &out, (size_t)length, 0);
+}
+
 #endif

@@ -20,14 +20,14 @@ struct CatalogSyncTests {
         try await LiveServer.run(Self.configuration(store)) { _, url in
             let client = try KioskClient(home: home, server: url)
             let first = try await client.sync()
-            #expect(first.added.count == 10)
+            #expect(first.added.count == 13)
             #expect(first.changed.isEmpty && first.removed.isEmpty && !first.notModified)
 
             let second = try await client.sync()
             #expect(second == SyncReport(notModified: true))
         }
         let (products, syncedAt) = try KioskClient(home: home).cachedCatalog()
-        #expect(products.count == 10)
+        #expect(products.count == 13)
         #expect(products.map(\.id) == products.map(\.id).sorted())
         #expect(try #require(syncedAt).timeIntervalSinceNow > -60)
     }

@@ -269,7 +269,7 @@ struct PurchasesTests {
             try client.setPaymentsEnabled(false)
             await #expect(throws: ClientError.paymentsDisabled) { try await client.buy(Self.book) }
             #expect(try await client.transactions().isEmpty)
-            #expect(try client.cachedCatalog().products.count == 10)
+            #expect(try client.cachedCatalog().products.count == 13)
             try client.setPaymentsEnabled(true)
             #expect(try await client.buy(Self.book).record.state == .finished)
         }

@@ -745,7 +745,10 @@ struct Library {
             return true
         }
         report.bytesReceived += result.bytesFetched
-        if let tree = try checkedTree(record, claim: claim, size: result.fileSize, sha256: result.sha256, ahead: nil, report: &report) {
+        // Built to be the catalog's version: the installer's check reads the file back and
+        // compares its SHA-256 with the catalog's before anything is installed (a mismatch is
+        // retried, the partial file checked chunk by chunk and cut back first).
+        if let tree = try checkedTree(record, claim: claim, size: result.fileSize, sha256: record.sha256, ahead: nil, report: &report) {
             try install(record, claim: claim, tree, note: result.summary, report: &report)
             logger.info("updated by chunks", metadata: ["product": "\(id)", "cost": "\(result.summary)"])
         }

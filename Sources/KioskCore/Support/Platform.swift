@@ -33,6 +33,17 @@ public enum Platform {
         #endif
     }
 
+    /// Copies up to `length` bytes from `input` at `inputOffset` to `output` at `outputOffset`
+    /// inside the kernel; as ``copyRange(from:to:offset:length:)`` otherwise.
+    public static func copyRange(from input: Int32, at inputOffset: Int64, to output: Int32, at outputOffset: Int64, length: Int64) -> Int64 {
+        #if os(Linux)
+        return kiosk_copy_between(input, inputOffset, output, outputOffset, length)
+        #else
+        errno = ENOSYS
+        return -1
+        #endif
+    }
+
     /// Starts writing back the dirty pages of `[offset, offset + length)` (length 0: to the end)
     /// without waiting, so the fsync that makes a file durable finds little left to do. A hint:
     /// where there is no such call it does nothing, and the fsync does all the work.

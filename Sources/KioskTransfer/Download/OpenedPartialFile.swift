@@ -1,4 +1,5 @@
 import Foundation
+import KioskCore
 
 /// A download's partial file, opened for writing and checked: a regular file (never through a
 /// link), with no other name, and the very file an earlier attempt wrote when the request names it.
@@ -61,6 +62,33 @@ public final class OpenedPartialFile: Sendable {
             if written < 0, errno == EINTR { continue }
             guard written > 0 else { throw Self.failure("write", errno) }
             done += written
+        }
+    }
+
+    /// Copies `length` bytes of the file open as `source` at `sourceOffset` to `offset`, inside the
+    /// kernel where it can (no bytes through the process), by reads and writes where it cannot.
+    public func copy(from source: Int32, at sourceOffset: Int64, length: Int64, to offset: Int64) throws {
+        var done: Int64 = 0
+        while done < length {
+            let copied = Platform.copyRange(from: source, at: sourceOffset + done, to: descriptor, at: offset + done, length: length - done)
+            if copied > 0 {
+                done += copied
+                continue
+            }
+            if copied < 0, errno == EINTR { continue }
+            guard copied < 0, [EXDEV, ENOSYS, EINVAL, EOPNOTSUPP].contains(errno) else {
+                throw copied == 0 ? Self.failure("copy (the source ended early)", EIO) : Self.failure("copy", errno)
+            }
+            // The kernel cannot copy between these two: through a buffer instead.
+            var buffer = [UInt8](repeating: 0, count: Int(min(length - done, 1 << 20)))
+            while done < length {
+                let wanted = Int(min(length - done, Int64(buffer.count)))
+                let read = buffer.withUnsafeMutableBytes { pread(source, $0.baseAddress, wanted, off_t(sourceOffset + done)) }
+                if read < 0, errno == EINTR { continue }
+                guard read > 0 else { throw Self.failure("copy (the source ended early)", read < 0 ? errno : EIO) }
+                try buffer.withUnsafeBytes { try write(UnsafeRawBufferPointer(rebasing: $0.prefix(read)), at: offset + done) }
+                done += Int64(read)
+            }
         }
     }
 
