@@ -10,6 +10,7 @@ line per check, and exits 1 naming every check that failed. ConsoleBrowserTests 
 """
 import argparse
 import json
+import re
 import sys
 
 from playwright.sync_api import sync_playwright
@@ -125,6 +126,14 @@ def main():
         for name in ["products", "notifications", "health"]:
             page.goto(f"{console}/{name}")
             check(page.get_by_role("heading", name=name.capitalize()).is_visible(), f"the {name} page shows")
+            if name == "products":
+                page.wait_for_load_state("networkidle")
+                covers = page.get_by_role("img", name=re.compile("^cover of "))
+                drawn = covers.evaluate_all("images => images.filter(i => i.complete && i.naturalWidth > 0).length")
+                check(covers.count() > 0 and drawn == covers.count(), f"the products page shows every product's cover ({drawn} of {covers.count()} drawn)")
+                epub = page.get_by_role("row").filter(has_text="com.kiosk.books.salt-and-stars")
+                check("Wren Calloway" in epub.inner_text() and "image/png" in epub.inner_text(),
+                      "the products page shows the EPUB's author and its own cover's type")
             shot(name)
 
         # Forms need this session's CSRF token; requests without the session are refused.

@@ -26,6 +26,7 @@ PACK=com.kiosk.credits.pack-5
 ISSUE1=com.kiosk.magazines.harbor-monthly.issue-01
 ISSUE2=com.kiosk.magazines.harbor-monthly.issue-02
 OTHER_BOOK=com.kiosk.books.lighthouse-keeper
+EPUB=com.kiosk.books.salt-and-stars
 
 step "Starting kiosk serve on a free port over Catalog/ and Content/"
 "$KIOSK" serve --catalog Catalog --content Content --data "$work/server" --port 0 \
@@ -81,9 +82,22 @@ step "kiosk resume: the approved book and the queued issue download"
 expect "installed $OTHER_BOOK" "$work/out" "the approved book was not installed"
 expect "installed $ISSUE1" "$work/out" "the queued issue was not installed"
 
+step "kiosk buy $EPUB: an EPUB, installed as the publisher's file, which any reading app opens"
+"$KIOSK" products --long "$EPUB" | tee "$work/out"
+expect "Wren Calloway" "$work/out" "the EPUB's author (from its package document) is not shown"
+"$KIOSK" buy "$EPUB" | tee "$work/out"
+expect "installed $EPUB" "$work/out" "the EPUB was not installed"
+epub_file=$("$KIOSK" open "$EPUB")
+echo "kiosk open $EPUB: $epub_file"
+[ "$(sha256sum < "$epub_file")" = "$(sha256sum < Content/publications/salt-and-stars.epub)" ] \
+    || fail "the installed EPUB is not the publisher's file byte for byte"
+curl -sf "$url/opds" | python3 -c 'import json, sys; feed = json.load(sys.stdin); print("OPDS 2.0:", feed["metadata"]["title"], "-", len(feed["navigation"]), "feeds")' \
+    || fail "the OPDS catalog a reading app reads did not answer"
+[ "$(curl -s -o /dev/null -w '%{content_type}' "$url/v1/covers/$EPUB")" = "image/png" ] || fail "the EPUB's own cover is not served"
+
 step "kiosk library"
 "$KIOSK" library | tee "$work/out"
-for id in "$BOOK" "$ISSUE1" "$ISSUE2" "$OTHER_BOOK"; do
+for id in "$BOOK" "$ISSUE1" "$ISSUE2" "$OTHER_BOOK" "$EPUB"; do
     expect "$id" "$work/out" "$id is missing from the library"
 done
 "$KIOSK" transactions | tee "$work/out"
@@ -99,7 +113,7 @@ expect "signed in to account" "$work/out" "the second device did not sign in"
 "$KIOSK" devices | tee "$work/out"
 expect "2 of at most 10 devices of reader@example.com" "$work/out" "the account does not list its two devices"
 "$KIOSK" restore | tee "$work/out"
-expect "restored 4 purchases" "$work/out" "the second device did not restore the 4 books and issues"
+expect "restored 5 purchases" "$work/out" "the second device did not restore the 5 books and issues"
 expect "installed $BOOK" "$work/out" "restore did not install the book"
 if grep -q "$PACK" "$work/out"; then fail "credits were restored"; fi
 "$KIOSK" library | tee "$work/out"

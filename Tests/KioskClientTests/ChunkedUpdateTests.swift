@@ -117,6 +117,28 @@ struct ChunkedUpdateTests {
         }
     }
 
+    @Test("a second update uses the chunks the first one kept (the installed file is not cut again); one edited by hand after it is cut again; both install the right edition")
+    func keptChunksReused() async throws {
+        try await Self.withInstalledBook { setup in
+            _ = try await setup.publishEdition(revising: 12)
+            #expect(try await setup.context.client.runDownloads().installed == [Self.book])
+            let kept = setup.context.home.appendingPathComponent("manifests/\(Self.book).chunks.json")
+            #expect(FileManager.default.fileExists(atPath: kept.path), "the first update keeps the installed file's chunks")
+            let third = try await setup.publishEdition(revising: 20)
+            let report = try await setup.context.client.runDownloads()
+            #expect(report.installed == [Self.book] && report.bytesReceived * 20 < Int64(third.count))
+            #expect(try Data(contentsOf: setup.installedFile) == third)
+            // Written to in place since: the kept chunks no longer describe it; the update cuts it again.
+            let handle = try FileHandle(forWritingTo: setup.installedFile)
+            try handle.seek(toOffset: 300_000)
+            try handle.write(contentsOf: Data(repeating: 0x42, count: 30_000))
+            try handle.close()
+            let fourth = try await setup.publishEdition(revising: 33)
+            #expect(try await setup.context.client.runDownloads().installed == [Self.book])
+            #expect(try Data(contentsOf: setup.installedFile) == fourth)
+        }
+    }
+
     @Test("an update interrupted half-way (its partial file ends inside a chunk, one byte before it flipped): resumed from the last good chunk, the installed file the second edition's")
     func interruptedUpdateResumes() async throws {
         try await Self.withInstalledBook { setup in

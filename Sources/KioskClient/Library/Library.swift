@@ -725,9 +725,11 @@ struct Library {
         }
         // The server's ETag for this version, so that a full download resumes from what is built.
         let etag = "\"\(record.sha256)\""
+        let chunksFile = try home.installedChunks(id)
+        let known = InstalledChunks.load(chunksFile, for: installedFile, sha256: item.sha256)
         let result: ChunkedUpdate.Result
         do {
-            result = try await ChunkedUpdate(logger: logger).run(record, installed: installedFile, partial: partial, manifestSha256: manifestSha256, source: source) { [database] bytes in
+            result = try await ChunkedUpdate(logger: logger).run(record, installed: installedFile, known: known, partial: partial, manifestSha256: manifestSha256, source: source) { [database] bytes in
                 (try? database.recordProgress(claim, bytesOnDisk: bytes, etag: etag)) ?? true
             }
         } catch let fallback as ChunkedUpdate.Fallback {
@@ -750,7 +752,10 @@ struct Library {
         // retried, the partial file checked chunk by chunk and cut back first).
         if let tree = try checkedTree(record, claim: claim, size: result.fileSize, sha256: record.sha256, ahead: nil, report: &report) {
             try install(record, claim: claim, tree, note: result.summary, report: &report)
-            logger.info("updated by chunks", metadata: ["product": "\(id)", "cost": "\(result.summary)"])
+            if report.installed.last == id, let fileName = record.fileName {
+                InstalledChunks.save(result.chunks, sha256: record.sha256, for: try installer.installed(id).appendingPathComponent(fileName), to: chunksFile, logger: logger)
+            }
+            logger.info("updated by chunks", metadata: ["product": "\(id)", "cost": "\(result.summary)", "installedChunksKnown": "\(known != nil)"])
         }
         return true
     }

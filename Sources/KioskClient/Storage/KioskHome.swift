@@ -42,6 +42,10 @@ public struct KioskHome: Sendable, Equatable {
     func installedStatus(_ productId: String) throws -> URL {
         try installedManifest(productId).deletingPathExtension().appendingPathExtension("status.json")
     }
+    /// Beside the installed manifest: an installed publication file's chunks (``InstalledChunks``).
+    func installedChunks(_ productId: String) throws -> URL {
+        try installedManifest(productId).deletingPathExtension().appendingPathExtension("chunks.json")
+    }
     public var library: URL { root.appendingPathComponent("Library", isDirectory: true) }
 
     /// Creates the folders that do not exist yet.

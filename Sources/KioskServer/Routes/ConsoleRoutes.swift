@@ -73,6 +73,7 @@ struct ConsoleRoutes: Sendable {
         router.post("logout", use: logout)
         router.get("/", use: overview)
         router.get("products", use: products)
+        router.get("covers/:id", use: cover)
         router.get("customers", use: customers)
         router.post("transactions/withdraw", use: withdraw)
         router.post("accounts/care", use: care)
@@ -184,6 +185,36 @@ struct ConsoleRoutes: Sendable {
 
     // MARK: Products
 
+    /// `GET /covers/{id}`: the cover the store serves to everyone at `/v1/covers/{id}`, here too,
+    /// since the console is on an address of its own (its pages load images only from it).
+    @Sendable func cover(_ request: Request, context: ConsoleContext) async throws -> Response {
+        try OPDSRoutes.coverResponse(try context.parameters.require("id"), published: try await catalog.current, request: request)
+    }
+
+    /// The product's cover as the store serves it to everyone (the publisher's image or the drawn
+    /// card), small; its type and size when it is the publisher's.
+    static func cover(_ product: Product) -> String {
+        let id = product.id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? product.id
+        let image = "<img src=\"/covers/\(ConsoleHTML.escape(id))\" alt=\"cover of \(ConsoleHTML.escape(product.title))\" height=\"64\" loading=\"lazy\">"
+        guard let cover = product.cover else { return image + "<br><small>drawn</small>" }
+        return image + "<br><small>\(ConsoleHTML.escape(cover.type)), \(Self.bytes(cover.size))</small>"
+    }
+
+    /// Who made it, its language, identifiers and subjects, as the catalog (or the EPUB) says.
+    static func publicationDetails(_ product: Product) -> String {
+        guard let metadata = product.metadata else { return "" }
+        var parts: [String] = []
+        if let contributors = metadata.contributors, !contributors.isEmpty {
+            parts.append(contributors.map { $0.role == "author" ? $0.name : "\($0.name) (\($0.role))" }.joined(separator: ", "))
+        }
+        if let publisher = metadata.publisher { parts.append(publisher) }
+        if let language = metadata.language { parts.append(language) }
+        parts += metadata.identifiers ?? []
+        if let subjects = metadata.subjects, !subjects.isEmpty { parts.append(subjects.joined(separator: ", ")) }
+        if let pages = metadata.pageCount { parts.append("\(pages) pages") }
+        return parts.isEmpty ? "" : "<br><small>" + ConsoleHTML.escape(parts.joined(separator: " · ")) + "</small>"
+    }
+
     @Sendable func products(_ request: Request, context: ConsoleContext) async throws -> Response {
         let published = try await catalog.current
         let sales = try await store.reports.sales()
@@ -206,7 +237,8 @@ struct ConsoleRoutes: Sendable {
             let sale = sold[product.id]
             let serve = served[product.id]
             return [
-                "<code>\(ConsoleHTML.escape(product.id))</code><br>\(ConsoleHTML.escape(product.title))",
+                Self.cover(product),
+                "<code>\(ConsoleHTML.escape(product.id))</code><br>\(ConsoleHTML.escape(product.title))" + Self.publicationDetails(product),
                 // Off sale: not offered or sold, still delivered to its owners.
                 product.forSale == false ? "\(product.kind.rawValue)<br><strong>off sale</strong>" : product.kind.rawValue,
                 "\(sale?.units ?? 0)", "\(sale?.refunds ?? 0)",
@@ -218,7 +250,7 @@ struct ConsoleRoutes: Sendable {
         }
         let body = """
             <p>Catalog ETag <code>\(ConsoleHTML.escape(published.etag))</code>. Sales as <code>kiosk admin sales --json</code>, content requests as <code>kiosk admin downloads --json</code>.</p>
-            \(ConsoleHTML.table(caption: "Products", headers: ["product", "kind", "sold", "refunds", "net", "content requests", "bytes served", "version", "size"], rows: rows))
+            \(ConsoleHTML.table(caption: "Products", headers: ["cover", "product", "kind", "sold", "refunds", "net", "content requests", "bytes served", "version", "size"], rows: rows))
             """
         return Self.html(.ok, ConsoleHTML.page("Products", current: "/products", csrf: context.session?.csrf, body: body))
     }

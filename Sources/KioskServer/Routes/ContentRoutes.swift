@@ -99,7 +99,8 @@ struct ContentRoutes: Sendable {
         let free = (Price.cents(product.price.amount) ?? 1) == 0 && product.kind == .nonConsumable
         if !free {
             guard let accountId = try await OPDSRoutes.account(request, context: context, store: store, limits: limits) else { return try OPDSRoutes.challenge() }
-            guard try await store.accounts.summary(of: accountId).owned.contains(productId) else {
+            // Bought outright, or an issue one of its subscriptions covers.
+            guard try await store.receipts.accountOwns(accountId, product) else {
                 throw APIFailure(.forbidden, code: "not_entitled", message: "this account does not own \(productId); buy it first")
             }
         }

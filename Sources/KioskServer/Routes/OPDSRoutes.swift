@@ -25,6 +25,9 @@ struct OPDSRoutes: Sendable {
               let colon = decoded.firstIndex(of: ":") else { return nil }
         let email = String(decoded[..<colon])
         let password = String(decoded[decoded.index(after: colon)...])
+        // The same app sends the same pair with every request: checked once, then remembered a
+        // few minutes, sparing a bcrypt and the sign-in limits each time.
+        if let accountId = try await store.accounts.recentlyVerifiedAccountId(email: email, password: password) { return accountId }
         try await limits.admitSignIn(request, context: context, email: email)
         do {
             return try await store.accounts.accountId(email: email, password: password)
@@ -120,8 +123,11 @@ struct OPDSRoutes: Sendable {
     /// ETag and its own media type; without one, a drawn card (the title and authors on a plain
     /// card, as SVG, its text escaped as XML). Cached a day either way.
     @Sendable func cover(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        let id = try context.parameters.require("id")
-        let published = try await catalog.current
+        try Self.coverResponse(try context.parameters.require("id"), published: try await catalog.current, request: request)
+    }
+
+    /// The answer to a request for product `id`'s cover (see ``cover(_:context:)``).
+    static func coverResponse(_ id: String, published: PublishedCatalog, request: Request) throws -> Response {
         guard let product = published.products[id] else {
             throw APIFailure(.notFound, code: "unknown_product", message: "no product \"\(ProductID.printable(id))\"; the catalog lists what is sold")
         }
@@ -151,7 +157,7 @@ struct OPDSRoutes: Sendable {
             <text x="300" y="380" fill="#f1faee" font-family="serif" font-size="40" text-anchor="middle">\(Self.xml(title))</text>\
             <text x="300" y="460" fill="#a8dadc" font-family="serif" font-size="28" text-anchor="middle">\(Self.xml(authors))</text></svg>
             """
-        var response = try Self.answer(Data(svg.utf8), to: request, type: "image/svg+xml")
+        var response = try answer(Data(svg.utf8), to: request, type: "image/svg+xml")
         response.headers[.cacheControl] = "public, max-age=86400"
         return response
     }
@@ -201,10 +207,10 @@ struct OPDSRoutes: Sendable {
     /// Authentication for OPDS asks.
     @Sendable func shelf(_ request: Request, context: KioskRequestContext) async throws -> Response {
         guard let accountId = try await Self.account(request, context: context, store: store, limits: limits) else { return try Self.challenge() }
-        let summary = try await store.accounts.summary(of: accountId)
         let feeds = try await feeds(request)
-        let owned = Set(summary.owned)
         let all = try await catalog.current.products
+        // Bought outright, or an issue one of its subscriptions covers (as a receipt's entitlement is judged).
+        let owned = try await store.receipts.ownedProducts(accountId, among: all.values.filter { $0.kind == .nonConsumable && $0.content != nil })
         let publications = owned.sorted().compactMap { all[$0] }
         var feed = feeds.page(publications, title: "Your publications", path: "/opds/shelf", page: page(request))
         feed.links.removeAll { $0.rel == "http://opds-spec.org/shelf" }

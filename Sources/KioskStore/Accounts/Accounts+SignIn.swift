@@ -102,6 +102,22 @@ extension Accounts {
         }
         let account = try await database.read { try await $0.account(found.accountId) }
         guard let account, account.disabledAt == nil, account.deletedAt == nil else { throw StoreError.signInRefused }
+        base.verifiedPasswords.remember(base.verifiedPasswords.key(email: normalized, password: password), accountId: found.accountId, passwordHash: found.passwordHash)
         return found.accountId
+    }
+
+    /// The account of `email` and `password` when this process checked that very pair within a
+    /// few minutes and nothing about the sign-in or the account has changed since (no bcrypt; see
+    /// ``VerifiedPasswords``); nil otherwise, and the caller checks them as a sign-in
+    /// (``accountId(email:password:)``, under the sign-in limits).
+    public func recentlyVerifiedAccountId(email: String, password: String) async throws -> String? {
+        let normalized = (try? EmailAddress.normalized(email)) ?? email
+        guard let known = base.verifiedPasswords.lookup(base.verifiedPasswords.key(email: normalized, password: password)) else { return nil }
+        return try await database.read { db in
+            guard let found = try await db.signIn(email: normalized), found.accountId == known.accountId, found.passwordHash == known.passwordHash,
+                  let account = try await db.account(found.accountId), account.disabledAt == nil, account.deletedAt == nil
+            else { return nil }
+            return found.accountId
+        }
     }
 }

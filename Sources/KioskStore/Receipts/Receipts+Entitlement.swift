@@ -35,13 +35,58 @@ extension Receipts {
             else {
                 return .revoked
             }
-            let purchased = try await db.transactions {
-                $0.where("accountId", .equal, claims.accountId).where("status", .equal, TransactionStatus.purchased.rawValue)
+            var holdings = try await Holdings(accountId: claims.accountId, db)
+            return try await holdings.owns(product, products: products, db) ? .granted : .notOwned
+        }
+    }
+
+    /// Whether account `accountId` owns `product` now, by a standing purchase or a subscription
+    /// period (or grace window) that covers the issue: what a signed-in reader may download
+    /// without presenting a receipt (the OPDS shelf and its acquisition links).
+    public func accountOwns(_ accountId: String, _ product: Product) async throws -> Bool {
+        try await ownedProducts(accountId, among: [product]).contains(product.id)
+    }
+
+    /// The products account `accountId` owns now among `candidates`: its standing purchases, and
+    /// the issues its subscriptions cover, in one read.
+    public func ownedProducts(_ accountId: String, among candidates: [Product]) async throws -> Set<String> {
+        let products = try await catalog.storeProducts().products
+        return try await database.read { db in
+            var holdings = try await Holdings(accountId: accountId, db)
+            holdings.graceWindows = try await db.graceWindows(accountId: accountId)
+            // Only what it bought, and issues of the series it subscribed to, can be owned.
+            let bought = Set(holdings.purchased.map(\.productId))
+            let series = Set((bought.compactMap { products[$0] } + (holdings.graceWindows ?? []).compactMap { products[$0.productId] })
+                .filter { $0.kind == .subscription }.compactMap(\.series))
+            var owned = Set<String>()
+            for product in candidates where bought.contains(product.id) || product.series.map(series.contains) == true {
+                guard try await holdings.owns(product, products: products, db) else { continue }
+                owned.insert(product.id)
             }
+            return owned
+        }
+    }
+
+    /// An account's standing transactions, and its grace windows once a question needs them.
+    private struct Holdings {
+        let accountId: String
+        let purchased: [TransactionRecord]
+        var graceWindows: [GraceWindowRow]?
+
+        init(accountId: String, _ db: any SQLDatabase) async throws {
+            self.accountId = accountId
+            purchased = try await db.transactions {
+                $0.where("accountId", .equal, accountId).where("status", .equal, TransactionStatus.purchased.rawValue)
+            }
+        }
+
+        /// Bought outright, or an issue a subscription period (or grace window) of its series covers,
+        /// by ``SubscriptionCoverage``'s rule, the same one the client applies when it queues them.
+        mutating func owns(_ product: Product, products: [String: Product], _ db: any SQLDatabase) async throws -> Bool {
             if purchased.contains(where: { $0.productId == product.id && $0.kind == .nonConsumable }) {
-                return .granted
+                return true
             }
-            guard let series = product.series, let published = product.publicationDate else { return .notOwned }
+            guard let series = product.series, let published = product.publicationDate else { return false }
             let issueDates = products.values.filter { $0.series == series && $0.kind == .nonConsumable }.compactMap(\.publicationDate)
             let periods = purchased.filter { $0.kind == .subscription && products[$0.productId]?.series == series }
                 .compactMap { period in period.purchaseDate.flatMap { bought in period.expiresDate.map { SubscriptionCoverage(purchased: bought, expires: $0) } } }
@@ -49,12 +94,10 @@ extension Receipts {
             // The grace windows are read only when no paid period covers the issue (the usual case
             // needs no second query).
             if !coverage.covers(published, seriesIssueDates: issueDates) {
-                coverage.graceWindows = try await db.graceWindows(accountId: claims.accountId).filter { products[$0.productId]?.series == series }.map(\.window)
+                if graceWindows == nil { graceWindows = try await db.graceWindows(accountId: accountId) }
+                coverage.graceWindows = (graceWindows ?? []).filter { products[$0.productId]?.series == series }.map(\.window)
             }
-            if coverage.covers(published, seriesIssueDates: issueDates) {
-                return .granted
-            }
-            return .notOwned
+            return coverage.covers(published, seriesIssueDates: issueDates)
         }
     }
 }

@@ -120,6 +120,8 @@ final class StoreBase: Sendable {
     let channels: StoreChannels
     /// Checks and hashes passwords (``Passwords``).
     let passwords: Passwords
+    /// Basic credentials this process has checked (see ``VerifiedPasswords``).
+    let verifiedPasswords = VerifiedPasswords()
     /// The publisher's endpoints' open connections, kept between notifications (see ``ConnectionCache``).
     let webhookConnections = ConnectionCache(capacity: 64)
     /// This instance's name in the claims it takes on due renewals and deliveries.

@@ -14,7 +14,7 @@ struct CatalogCommandTests {
 
         let first = try await KioskCommand.run(["sync", "--home", home, "--server", server.url])
         #expect(first.status == 0, "\(first.stderr)")
-        #expect(first.stdout.hasPrefix("catalog synced: 10 added, 0 changed, 0 removed"))
+        #expect(first.stdout.hasPrefix("catalog synced: 13 added, 0 changed, 0 removed"))
 
         // The server is remembered; the second sync is a 304.
         let second = try await KioskCommand.run(["sync"], environment: ["KIOSK_HOME": home])
@@ -22,12 +22,12 @@ struct CatalogCommandTests {
 
         let list = try await KioskCommand.run(["products", "--home", home])
         #expect(list.status == 0)
-        #expect(list.stdout.hasPrefix("10 products, catalog synced "))
+        #expect(list.stdout.hasPrefix("13 products, catalog synced "))
         #expect(list.stdout.contains("com.kiosk.books.small-engines  Small Engines, Big Ideas  (nonConsumable, 4.99 USD"))
 
         let json = try await KioskCommand.run(["products", "--home", home, "--json"])
         let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
-        #expect((object?["products"] as? [Any])?.count == 10)
+        #expect((object?["products"] as? [Any])?.count == 13)
 
         #expect(await server.stop() == 0)
     }

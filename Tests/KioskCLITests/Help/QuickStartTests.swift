@@ -55,9 +55,10 @@ struct QuickStartTests {
         let output = result.output
         let atlas = "com.kiosk.books.night-sky-atlas"
         #expect(result.status == 0, "\(output)")
-        for line in ["catalog synced: 10 added", "installed com.kiosk.books.river-of-maps", "balance: 10 credits",
+        for line in ["catalog synced: 13 added", "installed com.kiosk.books.river-of-maps", "balance: 10 credits",
                      "installed com.kiosk.magazines.harbor-monthly.issue-02", "installed com.kiosk.magazines.harbor-monthly.issue-03",
-                     "\(atlas): interrupted;", "installed \(atlas)", "restored ", "revoked"] {
+                     "\(atlas): interrupted;", "installed \(atlas)", "restored ", "revoked",
+                     "installed com.kiosk.books.salt-and-stars", "/Library/com.kiosk.books.salt-and-stars/salt-and-stars.epub\n", "Wren Calloway"] {
             #expect(output.contains(line), "the quick start no longer prints \"\(line)\":\n\(output)")
         }
         // The atlas resumed from its bytes: the second run fetched less than the whole archive.

@@ -104,6 +104,42 @@ struct OPDSTests {
         _ = await server.stop()
     }
 
+    @Test("Basic credentials are checked once and remembered: twenty requests pass a limit of three sign-ins per email; the shelf lists the issues a subscription covers and serves them; a deleted account is refused at once")
+    func basicRemembered() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try PublicationTests.store(in: directory)
+        let server = try await ServerProcess.start(store, extraArguments: ["--rate-limit-sign-ins-per-email", "3/hour"], log: directory.path("server.log"))
+        let http = StoreHTTP(baseURL: server.url)
+        let reader = try await http.send("POST", "/v1/accounts", json: #"{"email": "reader@example.com", "password": "correct horse battery"}"#)
+            .decode(AccountCreated.self)
+        #expect(try await http.pay("com.kiosk.magazines.harbor-monthly.subscription.monthly", token: reader.token).status == 200)
+        let basic = "Basic " + Data("reader@example.com:correct horse battery".utf8).base64EncodedString()
+        var statuses: [Int] = []
+        var shelf: [[String: Any]] = []
+        for _ in 0..<20 {
+            let answer = try await http.send("GET", "/opds/shelf", authorization: basic)
+            statuses.append(answer.status)
+            shelf = (try JSONSerialization.jsonObject(with: answer.body) as? [String: Any])?["publications"] as? [[String: Any]] ?? []
+        }
+        #expect(statuses.allSatisfy { $0 == 200 }, "\(statuses)")
+        // The subscription's issues are the account's, as a receipt's entitlement judges them.
+        let issues = shelf.compactMap { publication in
+            ((publication["links"] as? [[String: Any]]) ?? []).compactMap { $0["href"] as? String }.first { $0.contains("/opds/publications/") }
+        }.map { String($0.split(separator: "/").last ?? "") }
+        #expect(!issues.isEmpty && issues.allSatisfy { $0.hasPrefix("com.kiosk.magazines.harbor-monthly.issue-") }, "\(issues)")
+        for issue in issues {
+            #expect(try await http.send("GET", "/opds/content/\(issue)", authorization: basic).status == 200, "\(issue)")
+        }
+        #expect(try await http.send("GET", "/opds/content/com.kiosk.books.river-of-maps", authorization: basic).status == 403)
+        // A wrong password is still checked as a sign-in: refused, and counted.
+        let wrong = "Basic " + Data("reader@example.com:wrong password!".utf8).base64EncodedString()
+        #expect(try await http.send("GET", "/opds/shelf", authorization: wrong).status == 401)
+        // The account erased: the remembered pair no longer opens anything.
+        #expect(try await http.send("DELETE", "/v1/account", token: reader.token, json: #"{"password": "correct horse battery"}"#).status == 200)
+        #expect(try await http.send("GET", "/opds/shelf", authorization: basic).status != 200)
+        _ = await server.stop()
+    }
+
     @Test("a wrong ISBN check digit, an ISSN, a language tag or a role is refused at start, naming the product and the field")
     func badMetadataRefused() async throws {
         let directory = try TemporaryDirectory()

@@ -46,7 +46,7 @@ struct ListFilterCommandTests {
         let owned = json?["owned"] as? [[String: Any]] ?? []
         #expect(owned.compactMap { $0["productId"] as? String }.contains(Self.book))
         #expect(owned.first { $0["productId"] as? String == Self.subscription }?["expiresAt"] is String, "\(owned)")
-        #expect((json?["products"] as? [Any])?.count == 10 && json?["syncedAt"] is String)
+        #expect((json?["products"] as? [Any])?.count == 13 && json?["syncedAt"] is String)
 
         let transactions = Self.lines(try await kiosk("transactions").stdout)
         #expect(transactions.count == 4, "\(transactions)")

@@ -12,11 +12,14 @@ struct PublishCommandTests {
         let out = directory.path("published")
         let published = try await KioskCommand.run(["publish", "--catalog", store.catalog.path, "--content", store.content.path, "--out", out.path])
         #expect(published.status == 0, "\(published.stderr)")
-        #expect(published.stdout.hasPrefix("published 10 products (7 archives) to \(out.path)"))
+        #expect(published.stdout.hasPrefix("published 13 products (10 archives) to \(out.path)"))
         let files = try FileManager.default.contentsOfDirectory(atPath: out.appendingPathComponent("archives").path)
-        // Each archive has its manifest beside it (<sha256>.manifest.json, for updates by entries).
-        let archives = files.filter { !$0.hasSuffix(".manifest.json") }
-        #expect(archives.count == 7 && files.count == 14, "\(files)")
+        // Each archive has its manifest beside it (<sha256>.manifest.json, for updates by entries or
+        // chunks), and the EPUB's cover image is there too (<sha256>.cover.png), for nginx or a CDN.
+        let covers = files.filter { $0.contains(".cover.") }
+        let archives = files.filter { !$0.hasSuffix(".manifest.json") && !$0.contains(".cover.") }
+        #expect(archives.count == 10 && covers.count == 1 && files.count == 21, "\(files)")
+        #expect(covers.first?.hasSuffix(".cover.png") == true)
         #expect(archives.allSatisfy { archive in files.contains(String(archive.prefix(64)) + ".manifest.json") }, "\(files)")
         #expect(archives.allSatisfy { $0.prefix(64).allSatisfy(\.isHexDigit) })
         let catalog = try Data(contentsOf: out.appendingPathComponent("catalog.json"))

@@ -46,7 +46,7 @@ struct CatalogServiceTests: LargeBookSuite {
                 #expect(response.status == .ok)
                 #expect(response.headers[.contentType] == "application/json")
                 let document = try Self.catalog(response)
-                #expect(document.products.count == 10)
+                #expect(document.products.count == 13)
                 let book = try #require(document.products.first { $0.id == "com.kiosk.books.river-of-maps" })
                 #expect(book.price == Price(amount: "7.99", currency: "USD"))
                 let content = try #require(book.content)
