@@ -5,19 +5,20 @@ root, C) live in a fenced folder. Every client talks to the server through a fau
 per home) that forwards one request per connection and can reset or freeze a connection mid-body, or
 drop an answer after the server gave it. The driver runs OPS random operations (purchases of every
 kind, redemptions, Ask to Buy answered by the admin, refunds, restores, pauses, cancels, resumes,
-two processes on one home at once, and races of an operator's action against a customer's or
-another operator's on one transaction) and, between them, random faults (SIGKILL of a client,
-SIGSTOP of a downloading client past its claim's lease while another process takes the download
-over, SIGKILL and restart of the server, cut and stalled connections, lost answers, a catalog
-reload that changes content in flight, a full disk). At evenly spaced points an update scenario
-publishes a new version of a zip product of many small entries while homes update to it by
-entries, and aims a fault at that update (the client killed mid-range and resumed, the range cut,
-the server restarted, the version replaced again, an installed file edited by hand). Then every
-home is driven to quiescence and the checker compares what the server's database and each home's
-database and folders believe, and every installed tree with the published archive of the version
-its home names, byte for byte. It prints one table; the run fails (exit 1) when any count in it is
-not 0, printing the seed and the operations and faults that touched what broke, and keeping the
-folder for inspection.
+two processes on one home at once, and races of an operator's action against a customer's or another
+operator's on one transaction) and, between them, random faults (SIGKILL of a client, SIGSTOP of a
+downloading client past its claim's lease while another process takes the download over, SIGKILL and
+restart of the server, cut and stalled connections, lost answers, a catalog reload that changes
+content in flight, a full disk). At evenly spaced points an update scenario publishes a new version
+of a zip product of many small entries while homes update to it by entries, or (half the scenarios)
+a new edition of an EPUB sold as the file itself while homes update to it by content-defined chunks,
+and aims a fault at that update (the client killed mid-range and resumed, the range cut, the server
+restarted, the version replaced again, an installed file edited by hand, a takeover, a stall, a full
+disk). Then every home is driven to quiescence and the checker compares what the server's database
+and each home's database and folders believe, and every installed tree with the published archive of
+the version its home names, byte for byte (a publication file: its one file, equal to the
+version's). It prints one table; the run fails (exit 1) when any count in it is not 0, printing the
+seed and the operations and faults that touched what broke, and keeping the folder for inspection.
 
 The store's database is SQLite in the server's data folder, or (--engine postgres) a throwaway
 PostgreSQL cluster the run starts in its own folder with scripts/postgres-cluster and stops at the
@@ -49,7 +50,8 @@ The package:
     faults.py      the history's faults, and every fault that happened in time order
     updates.py     new versions published, the update scenarios and their aimed faults
     history.py     the seeded history, then quiescence (and the agent's home settling)
-    published.py   the archives the server published and the trees they unpack to
+    published.py   the archives the server published and the trees they unpack to (a
+                   publication file's: the file), and a publication file's chunks
     stores.py      the ONE reader of the stores: the server's database (SQLite or PostgreSQL),
                    each home's database and folders, the publisher's content files
     rules/         the product's rules the suite judges by, one per module: coverage (which

@@ -4,7 +4,7 @@ Ask to Buy answered, the server restarted at real speed, every home but the agen
 import signal, sqlite3, subprocess, time
 
 from . import channels, faults, operations, stores, updates
-from .common import AGENT_HOME, UPDATE_FAULTS, log
+from .common import AGENT_HOME, FILE_UPDATES, log
 from .rules import coverage
 from .rules.taken_in import taken_in
 
@@ -13,11 +13,12 @@ def history(world):
     rng = world.rng
     client_ops = 0
     # The update scenarios, spread evenly over the history (not counted as operations).
-    scenarios = world.args.updates if world.args.updates is not None else max(len(UPDATE_FAULTS) + 1, world.args.ops // 12)
+    scenarios = world.args.updates if world.args.updates is not None else max(len(world.update_fault_kinds) + 1, world.args.ops // 12)
     done = 0
     while client_ops < world.args.ops:
         world.reap()
         faults.lift_full_disk(world)
+        world.note_installed()
         if done < scenarios and client_ops >= world.args.ops * (done + 1) / (scenarios + 1):
             updates.update_op(world)
             done += 1
@@ -40,12 +41,15 @@ def history(world):
         time.sleep(rng.uniform(0, 0.4))
         if client_ops % 25 == 0 and client_ops and roll >= world.args.fault_rate:
             log(f"  {client_ops} operations, {len(faults.carried_out(world))} faults")
-    # Every kind of update fault lands at least once: one more scenario for each that never
-    # did (at most two tries each).
-    for fault in UPDATE_FAULTS if scenarios else []:
+    # Every kind of update fault lands at least once, and once on a publication file's update by
+    # chunks: one more scenario for each that never did (at most two tries each).
+    for fault in world.update_fault_kinds if scenarios else []:
         for _ in range(2):
             if not world.update_landed[fault]:
                 updates.update_op(world, fault)
+        for _ in range(2):
+            if not world.file_landed[fault]:
+                updates.update_op(world, fault, world.rng.choice(FILE_UPDATES))
 
 
 def quiesce(world):
@@ -69,14 +73,18 @@ def quiesce(world):
         for entry in entries:
             world.server.admin("POST", f"/v1/admin/transactions/{entry['transactionId']}/{world.rng.choice(['approve', 'decline'])}")
     world.quiescence = {}
+    world.note_installed()
     for home in world.homes:
         if home == AGENT_HOME:
             continue
         rounds = 0
         for rounds in range(1, 6):
             world.run_now(home, ["sync"])
+            world.note_installed(home)
             world.run_now(home, ["restore"])
+            world.note_installed(home)
             result = world.run_now(home, ["resume", "--wait", "--max-wait", "120"], timeout=900)
+            world.note_installed(home)
             if result.returncode == 0:
                 break
         world.quiescence[home] = rounds
@@ -92,6 +100,7 @@ def settle_agent(world, limit=180):
     while time.time() - started < limit:
         if world.agent.poll() is not None:
             world.start_agent()
+        world.note_installed(AGENT_HOME)
         transactions = stores.account_transactions(world, account)
         owned = coverage.owned_products(transactions, stores.grace_windows(world, account), world.catalog).get(account, set())
         expected = {t["id"] for t in transactions if taken_in(t)}

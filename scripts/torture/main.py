@@ -20,7 +20,7 @@ def arguments(argv=None):
     parser.add_argument("--speed", type=int, default=48, help="each download's speed cap, MiB/s")
     parser.add_argument("--fault-rate", type=float, default=0.25)
     parser.add_argument("--updates", type=int, default=None,
-                        help="update scenarios (a new version published, a fault aimed at an update by entries); default max(6, OPS/12)")
+                        help="update scenarios (a new version published, a fault aimed at an update by entries or by chunks); default max(kinds of update fault + 1, OPS/12)")
     parser.add_argument("--update-entries", type=int, default=150, help="entries of each update product")
     parser.add_argument("--kiosk", default=os.environ.get("KIOSK", str(ROOT / ".build/release/kiosk")))
     parser.add_argument("--work", default=None, help="where the run's folder is made (default: the system's temporary folder)")

@@ -1,12 +1,12 @@
 """What a run prints: the operations and faults it carried out, what the server holds, the bytes the
 proxy counted, what the updates did, and the table of invariants; after a failure, each violation
 with the operations and faults that touched what broke."""
-import time
+import re, time
 from collections import Counter
 
 from . import faults
 from .checks import INVARIANTS
-from .common import AGENT_HOME, MIB, UPDATE_FAULTS, UPDATES, log
+from .common import AGENT_HOME, FILE_UPDATES, MIB, UPDATES, log
 from .proxy import resumed_downloads
 
 
@@ -20,20 +20,31 @@ def byte_counts(world):
             "twice": sum(max(0, earlier.start + earlier.bytes - start) for earlier, _, start in resumed_downloads(fetches))}
 
 
-def update_counts(world):
-    """What the updates did, from the proxy's requests and the clients' output: versions a home
-    began to update by entries (fetched the manifest or a range), of those the ones that
-    fetched the whole archive after all, and installs that say they were updates by entries."""
-    served = [f for f in world.proxy.fetches if f.status in (200, 206)]
+CHUNK_NOTE = re.compile(r"^installed (\S+) in .*\(update .* \(([\d,]+) of ([\d,]+) chunks fetched\)\)$")
+
+
+def update_counts(world, products=UPDATES):
+    """What the updates of `products` did, from the proxy's requests and the clients' output:
+    versions a home began to update by entries or chunks (fetched the manifest or a range), of
+    those the ones that fetched the whole archive after all, and installs that say they were
+    updates by entries (`(update … files changed)`) or by chunks (`(update … chunks fetched)`)."""
+    served = [f for f in world.proxy.fetches if f.status in (200, 206) and f.product in products]
     by_entries = {(f.home, f.product, f.version) for f in served if f.kind in ("manifest", "entries")}
-    whole = {(f.home, f.product, f.version) for f in served if f.kind == "archive"}
+    whole = {(f.home, f.product, f.version or (f.etag or "").strip('"')) for f in served if f.kind == "archive"}
     installed = 0
+    fetched = total = 0
     for log_file in world.logs.glob("*.log"):
         for line in log_file.read_text(errors="replace").splitlines():
-            if line.startswith("installed ") and " (update " in line:
-                installed += 1
+            if not line.startswith("installed ") or " (update " not in line or line.split()[1] not in products:
+                continue
+            installed += 1
+            note = CHUNK_NOTE.match(line)
+            if note:
+                fetched += int(note.group(2).replace(",", ""))
+                total += int(note.group(3).replace(",", ""))
     return {"attempted": len(by_entries), "fallbacks": len(by_entries & whole), "installed": installed,
-            "ranges": sum(1 for f in served if f.kind == "entries"), "versions": sum(len(world.versions[id]) - 1 for id in UPDATES)}
+            "ranges": sum(1 for f in served if f.kind == "entries"), "versions": sum(len(world.versions[id]) - 1 for id in products),
+            "range bytes": sum(f.bytes for f in served if f.kind == "entries"), "chunks fetched": fetched, "chunks": total}
 
 
 def report(world, checker, elapsed):
@@ -49,6 +60,11 @@ def report(world, checker, elapsed):
                 out.write(f"{op['start']:.2f} op {op['index']} race on {op['home']}: {' '.join(op['argv'])} → {op['exit']}\n")
             elif op["kind"] == "update":
                 out.write(f"{op['start']:.2f} op {op['index']} update scenario on {op['home']}: {' '.join(op['argv'][1:])} → {op['exit']}\n")
+    # And every content request the proxy saw, for a failure's inspection.
+    with open(world.logs / "fetches.log", "w") as out:
+        for f in sorted(world.proxy.fetches, key=lambda f: f.opened):
+            out.write(f"{f.opened:.2f}–{(f.closed or 0):.2f} {f.home} {f.product} {f.kind} {(f.version or f.etag or '')[:14]} status {f.status} "
+                      f"from {f.start if f.status == 206 else f.range_start} {f.bytes} of {f.length} bytes {f.end}{' faulted' if f.faulted else ''}\n")
     log("")
     log(f"kiosk torture  seed {world.args.seed}  {world.args.engine}  {sum(ops.values())} operations  {len(timeline)} faults  {elapsed:.0f} s")
     log("  operations:  " + ", ".join(f"{k} {v}" for k, v in sorted(ops.items())))
@@ -70,10 +86,19 @@ def report(world, checker, elapsed):
     updates = update_counts(world)
     log(f"  updates:     {updates['versions']} new versions of {len(UPDATES)} update products published; {updates['attempted']} updates begun by entries"
         f" ({updates['ranges']} ranges), {updates['installed']} installed by entries, {updates['fallbacks']} fell back to the whole archive")
+    files = update_counts(world, FILE_UPDATES)
+    chunked = getattr(world, "chunk_stats", {})
+    log(f"  files:       {files['versions']} new editions of {len(FILE_UPDATES)} EPUB; {files['attempted']} updates begun by chunks"
+        f" ({files['ranges']} ranges, {files['range bytes'] / 1024:.0f} KiB), {files['installed']} installed by chunks"
+        f" ({files['chunks fetched']} of {files['chunks']} chunks fetched), {chunked.get('whole', 0)} whole downloads during an update"
+        f" ({chunked.get('held chunks fetched whole', 0)} held chunks among their {chunked.get('bytes whole', 0) / 1024:.0f} KiB)")
     scenarios = [op for op in world.ops if op["kind"] == "update"]
     missed = sum(1 for op in scenarios if str(op["exit"]).startswith("fault not landed"))
-    log(f"  scenarios:   {len(scenarios)} update scenarios, the fault landed in " + ", ".join(f"{k} {world.update_landed[k]}" for k in UPDATE_FAULTS)
+    log(f"  scenarios:   {len(scenarios)} update scenarios, the fault landed in " + ", ".join(f"{k} {world.update_landed[k]}" for k in world.update_fault_kinds)
         + (f"; {missed} missed its update (tried again)" if missed else ""))
+    on_files = [op for op in scenarios if op.get("product") in FILE_UPDATES]
+    log(f"  on the EPUB: {len(on_files)} of them, {sum(1 for op in on_files if op.get('landed'))} interrupted or faulted mid-update: "
+        + ", ".join(f"{k} {world.file_landed[k]}" for k in world.update_fault_kinds))
     settled = f"held everything {world.agent_settled:.1f} s after the history" if world.agent_settled is not None else "did NOT come to hold everything"
     log(f"  agent:       home {AGENT_HOME} ran only kiosk agent ({world.agent_starts} starts); it {settled}; {len(world.withdrawn)} book(s) left withdrawn")
     log(f"  trees:       {sum(world.trees_checked.values())} installed trees compared byte for byte with their published archive"

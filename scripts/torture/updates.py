@@ -32,13 +32,13 @@ def write_edition(world, id, path):
 
 def new_edition(world, id):
     """The next edition of publication file `id`: another chapter revised (the rest byte for byte
-    the same, so an update fetches a few chunks), or one time in six a new printing (another seed:
+    the same, so an update fetches a few chunks), or one time in eight a new printing (another seed:
     every byte differs, the update fetches every chunk). Never an edition published before."""
     rng = world.update_rng
     seed, revise = world.editions[id]
     used = world.editions_used.setdefault(id, {world.editions[id]})
     while True:
-        if rng.random() < 1 / 6:
+        if rng.random() < 1 / 8:
             seed, revise = seed + 1, rng.randint(0, EPUB_SHAPE["chapters"])
         else:
             revise = rng.choice([n for n in range(0, EPUB_SHAPE["chapters"] + 1) if n != revise])
@@ -193,6 +193,7 @@ def update_op(world, fault=None, product=None):
         while time.time() < deadline and running.process.poll() is None and not (held := world.proxy.holding(home, id)):
             time.sleep(0.02)
         if held:
+            struck = time.time()
             where = f"op {update['index']} on {home} held at byte {held.bytes} of the range from {held.range_start} of {id}"
             if fault == "client-kill" and rng.random() < 0.5:
                 running.process.send_signal(signal.SIGKILL)
@@ -244,7 +245,8 @@ def update_op(world, fault=None, product=None):
                 replaced = [publish(world, id) for _ in range(rng.choice([1, 2]))]
                 world.proxy.release(home, id)
                 detail = f"{where}: {len(replaced)} newer version(s) published meanwhile"
-            world.faults.append({"index": len(world.ops), "kind": f"update-{fault}", "time": time.time(), "detail": detail, "home": home})
+            # When it struck (a takeover: when the owner was stopped), not when the driver is done with it.
+            world.faults.append({"index": len(world.ops), "kind": f"update-{fault}", "time": struck, "detail": detail, "home": home})
     for run in [r for r in world.running if r.home == home]:
         world.reap(wait_for=run)
     world.proxy.release(home, id)

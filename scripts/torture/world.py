@@ -171,6 +171,7 @@ class World:
         self.run_now("a2", ["restore"])
         for home in self.homes:
             self.account_of(home)
+        self.note_installed()
         self.start_agent()
 
     def start_agent(self):

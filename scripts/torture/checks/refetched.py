@@ -17,7 +17,7 @@ def check(facts, flag):
     stoppers = [(f["time"], f.get("home"), None) for f in world.faults if f["kind"] in ("client-kill", "client-stop", "server-kill", "disk-full", "agent-kill")]
     # A server killed in the middle of an update cuts every home's responses; a client killed, its own.
     stoppers += [(f["time"], None if f["kind"] == "update-server-kill" else f.get("home"), None) for f in world.faults
-                 if f["kind"] in ("update-client-kill", "update-server-kill", "update-takeover")]
+                 if f["kind"] in ("update-client-kill", "update-server-kill", "update-takeover", "update-disk-full")]
     stoppers += [(op["start"], op["home"], op["argv"][1]) for op in world.ops if op["kind"] in ("pause", "cancel")]
     stoppers += [(op["end"] or time.time(), op["home"], None) for op in world.ops if op.get("hung")]
     # A revocation stops its purchase's transfer at its next progress write and forgets its bytes
