@@ -10,8 +10,8 @@ a navigation document and the chapters. Valid for epubcheck.
 `--break` makes a damaged one for the store's check to refuse. `--plates` adds N stored,
 incompressible "plates" (a picture book's weight; PNG signature, not real pictures, so epubcheck
 is not run on such a book). `--revise N` makes the next edition: chapter N gains a corrected
-paragraph in its middle, everything else byte for byte the same (what an update by chunks is
-measured on). `--cover` adds a cover image (a small PNG, the manifest item marked `cover-image`),
+paragraph in its middle (`--revise 3,9,27`: each of those), everything else byte for byte the
+same (what an update by chunks is measured on). `--cover` adds a cover image (a small PNG, the manifest item marked `cover-image`),
 which the store serves as the book's cover. PublicationTests, ChunkedUpdateTests, CoverTests,
 `make bench` and the sample store's `make sample-publications` run it.
 """
@@ -78,7 +78,7 @@ def nav(args, chapters):
 
 def chapter(args, n, rng):
     text = chapter_text(args, n, rng)
-    if args.revise == n:
+    if n in args.revise:
         middle = text.index("<p>", len(text) // 2)
         text = text[:middle] + "<p>A corrected paragraph, added in the second edition.</p>\n    " + text[middle:]
     return text
@@ -117,7 +117,7 @@ def main():
     parser.add_argument("--seed", type=int, default=47)
     parser.add_argument("--plates", type=int, default=0)
     parser.add_argument("--plate-bytes", type=int, default=1 << 20)
-    parser.add_argument("--revise", type=int, default=0)
+    parser.add_argument("--revise", type=lambda text: {int(n) for n in text.split(",")}, default=set())
     parser.add_argument("--cover", action="store_true")
     parser.add_argument("--break", dest="damage", choices=["mimetype", "compressed", "container", "package"])
     args = parser.parse_args()

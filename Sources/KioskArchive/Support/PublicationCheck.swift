@@ -22,6 +22,12 @@ public enum PublicationCheck {
     static let imageExtensions: Set<String> = ["jpg", "jpeg", "png", "gif", "webp", "avif", "jxl"]
     /// The largest entry this check reads into memory (container.xml, the package document).
     static let readLimit = 1 << 20
+    /// The most bytes a publication's entries may inflate to, whatever its size: a zip bomb (a
+    /// few kilobytes that inflate to gigabytes) is refused before a reading app meets it.
+    static let inflatedFloor: Int64 = 256 << 20
+    /// … or this many times the file's size, when that is more (stored images do not shrink,
+    /// text rarely more than ten times).
+    static let inflationRatio: Int64 = 32
 
     /// - Throws: ``Refusal`` naming what is wrong.
     public static func check(_ file: URL, as format: ArchiveFormat) throws {
@@ -50,11 +56,11 @@ public enum PublicationCheck {
             throw Refusal(reason: "its first entry is not mimetype (OCF: an EPUB's first entry is mimetype)")
         }
         guard method == 0 else { throw Refusal(reason: "its mimetype entry is compressed (OCF: it must be stored)") }
-        guard extraLength == 0 || extraLength < 1024 else { throw Refusal(reason: "its mimetype entry's header is malformed") }
+        guard extraLength == 0 else { throw Refusal(reason: "its mimetype entry has an extra field in its header (OCF: it must have none)") }
         let content = try firstBytes(of: file, count: 38 + extraLength + expected.count).dropFirst(38 + extraLength)
         guard Array(content) == expected else { throw Refusal(reason: "its mimetype entry does not read application/epub+zip") }
 
-        let entries = try zipEntries(file, reading: ["META-INF/container.xml"])
+        let entries = try zipEntries(file, reading: ["META-INF/container.xml"], checkingAll: true)
         guard let container = entries.read["META-INF/container.xml"] else {
             throw Refusal(reason: "it has no META-INF/container.xml (OCF: it names the package document)")
         }
@@ -115,7 +121,7 @@ public enum PublicationCheck {
     // MARK: CBZ
 
     static func checkCBZ(_ file: URL) throws {
-        let names = try zipEntries(file, reading: []).names
+        let names = try zipEntries(file, reading: [], checkingAll: true).names
         var images = 0
         for name in names {
             let leaf = name.split(separator: "/").last.map(String.init) ?? name
@@ -137,8 +143,13 @@ public enum PublicationCheck {
     }
 
     /// The names of the regular files in a zip, and the bytes of those in `reading` (up to
-    /// ``readLimit`` each); libarchive reads the whole archive, so one that does not open whole is refused.
-    static func zipEntries(_ file: URL, reading wanted: Set<String>, limit: Int = readLimit) throws -> (names: [String], read: [String: Data]) {
+    /// ``readLimit`` each). Every entry is inflated and its CRC checked (libarchive reads the whole
+    /// archive), so one that does not read whole is refused; so are an entry whose name would leave
+    /// a reader's folder, a link or special file, a name given twice, and more inflated bytes than
+    /// ``inflatedFloor`` or ``inflationRatio`` times the file allow.
+    /// - Parameter checkingAll: inflate every entry (the check); otherwise only those in `reading`
+    ///   are, and the rest skipped (reading metadata from a file already checked).
+    static func zipEntries(_ file: URL, reading wanted: Set<String>, limit: Int = readLimit, checkingAll: Bool = false) throws -> (names: [String], read: [String: Data]) {
         guard let handle = archive_read_new() else { throw Refusal(reason: "libarchive could not allocate a reader") }
         defer { archive_read_free(handle) }
         archive_read_support_format_zip(handle)
@@ -146,32 +157,55 @@ public enum PublicationCheck {
         guard archive_read_open_filename(handle, file.path, 64 * 1024) == ARCHIVE_OK else {
             throw Refusal(reason: "libarchive does not open it as a zip (\(message()))")
         }
+        let fileSize = Int64((try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? 0)
+        let inflatedLimit = max(inflatedFloor, fileSize * inflationRatio)
+        var inflated: Int64 = 0
         var names: [String] = []
+        var seen = Set<String>()
         var read: [String: Data] = [:]
         var header: OpaquePointer?
         while true {
             let next = archive_read_next_header(handle, &header)
             if next == ARCHIVE_EOF { break }
             guard next >= ARCHIVE_WARN, let header else { throw Refusal(reason: "libarchive cannot read it whole (\(message()))") }
-            guard UInt32(archive_entry_filetype(header)) == kiosk_ae_ifreg else { continue }
             let name = ArchiveExtractor.entryName(header)
+            guard (try? ArchiveExtractor.checkedRelativePath(name)) != nil else {
+                throw Refusal(reason: "it holds an entry named \(ProductID.printable(name)), which would land outside a reader's folder")
+            }
+            let kind = UInt32(archive_entry_filetype(header))
+            if kind == kiosk_ae_ifdir { continue }
+            guard kind == kiosk_ae_ifreg else {
+                throw Refusal(reason: "it holds \(ProductID.printable(name)), a link or special file (a publication holds files only)")
+            }
+            guard seen.insert(name).inserted else { throw Refusal(reason: "it holds \(ProductID.printable(name)) twice") }
             names.append(name)
-            if wanted.contains(name) {
-                var data = Data()
-                var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-                while data.count <= limit {
-                    let count = archive_read_data(handle, &buffer, buffer.count)
-                    if count == 0 { break }
-                    guard count > 0 else { throw Refusal(reason: "libarchive cannot read \(ProductID.printable(name)) (\(message()))") }
-                    data.append(contentsOf: buffer[0..<count])
-                }
-                read[name] = data
-            } else {
-                // Every entry's data is read, so that one that does not inflate is found here.
+            if !checkingAll, !wanted.contains(name) {
                 guard archive_read_data_skip(handle) >= ARCHIVE_WARN else {
                     throw Refusal(reason: "libarchive cannot read \(ProductID.printable(name)) (\(message()))")
                 }
+                continue
             }
+            // Every entry is inflated to its end, so that libarchive checks its CRC: a damaged
+            // entry (ARCHIVE_WARN, "ZIP bad CRC") is refused, not sold.
+            var data = Data()
+            var block: UnsafeRawPointer?
+            var count = 0
+            var offset: la_int64_t = 0
+            while true {
+                let status = archive_read_data_block(handle, &block, &count, &offset)
+                if status == ARCHIVE_EOF { break }
+                guard status == ARCHIVE_OK else {
+                    throw Refusal(reason: "libarchive cannot read \(ProductID.printable(name)) whole (\(message()))")
+                }
+                inflated += Int64(count)
+                guard inflated <= inflatedLimit else {
+                    throw Refusal(reason: "its entries inflate to more than \(inflatedLimit >> 20) MiB (a zip bomb?)")
+                }
+                if wanted.contains(name), data.count <= limit, let block {
+                    data.append(block.assumingMemoryBound(to: UInt8.self), count: min(count, limit + 1 - data.count))
+                }
+            }
+            if wanted.contains(name) { read[name] = data }
         }
         return (names, read)
     }
@@ -246,8 +280,8 @@ extension PublicationCheck {
         var from = text.startIndex
         while found.count < 10_000, let open = text.range(of: "<\(name)", range: from..<text.endIndex) {
             from = open.upperBound
-            guard open.upperBound < text.endIndex, " \t\r\n/>".contains(text[open.upperBound]),
-                  let close = text[open.upperBound...].firstIndex(of: ">") else { continue }
+            guard open.upperBound < text.endIndex, " \t\r\n/>".contains(text[open.upperBound]) else { continue }
+            guard let close = text[open.upperBound...].firstIndex(of: ">") else { break }
             found.append(text[open.upperBound..<close])
             from = close
         }
@@ -275,17 +309,24 @@ extension PublicationCheck {
         var found: [String] = []
         var from = text.startIndex
         while found.count < 50, let open = text.range(of: "<\(name)", range: from..<text.endIndex) {
-            guard open.upperBound < text.endIndex, " \t\r\n>".contains(text[open.upperBound]),
-                  let close = text[open.upperBound...].firstIndex(of: ">"),
-                  let end = text.range(of: "</\(name)>", range: text.index(after: close)..<text.endIndex) else {
+            guard open.upperBound < text.endIndex, " \t\r\n>".contains(text[open.upperBound]) else {
                 from = open.upperBound
                 continue
             }
-            let value = decodeEntities(String(text[text.index(after: close)..<end.lowerBound])).trimmingCharacters(in: .whitespacesAndNewlines)
+            // No `>` or no closing tag after this one means none after any later one either: stop
+            // (searching again from each later start made a hostile document cost n² time).
+            guard let close = text[open.upperBound...].firstIndex(of: ">"),
+                  let end = text.range(of: "</\(name)>", range: text.index(after: close)..<text.endIndex) else { break }
+            let value = withoutControls(decodeEntities(String(text[text.index(after: close)..<end.lowerBound]))).trimmingCharacters(in: .whitespacesAndNewlines)
             if !value.isEmpty, value.utf8.count <= 2_000 { found.append(value) }
             from = end.upperBound
         }
         return found
+    }
+
+    /// `text` with control characters (C0, DEL, C1) made spaces: metadata reaches terminals and pages.
+    static func withoutControls(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.map { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) ? " " : $0 }))
     }
 
     static func decodeEntities(_ text: String) -> String {

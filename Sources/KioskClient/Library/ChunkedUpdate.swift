@@ -40,6 +40,9 @@ struct ChunkedUpdate {
         var manifestURL: String
         var fileURL: String
         var headers: [(name: String, value: String)]
+        /// The reader's limits for transfers: a stall, and a receive speed.
+        var stallSeconds = 30
+        var maxReceiveSpeed: Int64?
     }
 
     /// What an update cost.
@@ -89,7 +92,13 @@ struct ChunkedUpdate {
                 at += chunk.length
             }
         } else {
-            for chunk in try ContentChunks.chunks(of: installed) where held[chunk.chunk.sha256] == nil {
+            let cut: [ContentChunks.Placed]
+            do {
+                cut = try ContentChunks.chunks(of: installed)
+            } catch {
+                throw Fallback("the installed file cannot be read (\(error))")
+            }
+            for chunk in cut where held[chunk.chunk.sha256] == nil {
                 held[chunk.chunk.sha256] = chunk.offset
             }
         }
@@ -111,7 +120,9 @@ struct ChunkedUpdate {
         writer.runs = runs
         var received: Int64 = 0
         if !ranges.isEmpty {
-            let fetcher = RangeFetcher(url: source.fileURL, headers: source.headers, totalSize: record.size)
+            var fetcher = RangeFetcher(url: source.fileURL, headers: source.headers, totalSize: record.size)
+            fetcher.lowSpeedTime = source.stallSeconds
+            fetcher.maxReceiveSpeed = source.maxReceiveSpeed
             do {
                 received = try await fetcher.fetch(ranges) { run, bytes in try writer.add(bytes, run: run) }
             } catch let failure as RangeFetcher.Failure {
@@ -194,7 +205,8 @@ final class ChunkWriter: @unchecked Sendable {
                 guard FileDigest.sha256(of: buffer) == placed[next].chunk.sha256 else {
                     throw ChunkedUpdate.Fallback("a fetched chunk at byte \(placed[next].offset) does not match the manifest")
                 }
-                try write(buffer)
+                // The last chunk of a range: the claim is checked before the next range is asked for.
+                try write(buffer, endsRange: next + 1 == runs[run].upperBound)
                 buffer.removeAll(keepingCapacity: true)
             }
         }
@@ -222,25 +234,27 @@ final class ChunkWriter: @unchecked Sendable {
             }
             do {
                 try partial.copy(from: old, at: from, length: length, to: placed[next].offset)
-            } catch {
-                throw ChunkedUpdate.Fallback("the installed file could not be copied from (\(error))")
+            } catch let unreadable as OpenedPartialFile.SourceUnreadable {
+                // The installed file changed or went: the rest comes from the store.
+                throw ChunkedUpdate.Fallback("the installed file could not be copied from (\(unreadable))")
             }
             next = last
             try advance(to: placed[last].offset + placed[last].chunk.length)
         }
     }
 
-    private func write(_ bytes: Data) throws {
+    private func write(_ bytes: Data, endsRange: Bool) throws {
         let at = placed[next].offset
         try bytes.withUnsafeBytes { try partial.write($0, at: at) }
-        try advance(to: at + Int64(bytes.count))
+        try advance(to: at + Int64(bytes.count), report: endsRange)
     }
 
     /// The chunk `next` is written, ending at byte `done`.
-    private func advance(to done: Int64) throws {
+    private func advance(to done: Int64, report: Bool = false) throws {
         next += 1
-        // The claim is checked (and the bytes on disk recorded) every 4 MiB.
-        if done - reportedAt >= 4 << 20 {
+        // The claim is checked (and the bytes on disk recorded) at the end of each range and
+        // every 4 MiB of copies.
+        if report || done - reportedAt >= 4 << 20 {
             reportedAt = done
             guard progress(done) else { throw ChunkedUpdate.Stopped() }
         }

@@ -52,6 +52,9 @@ struct DeltaUpdate {
         var manifestURL: String
         var archiveURL: String
         var headers: [(name: String, value: String)]
+        /// The reader's limits for transfers: a stall, and a receive speed.
+        var stallSeconds = 30
+        var maxReceiveSpeed: Int64?
     }
 
     /// Builds and checks the new version of `record`'s product in the claim's staging folder.
@@ -231,7 +234,9 @@ struct DeltaUpdate {
             return (first, group.reduce(0) { $0 + ($1.length ?? 0) })
         }
         let assembler = EntryAssembler(groups: groups, staging: staging)
-        let fetcher = RangeFetcher(url: source.archiveURL, headers: source.headers, totalSize: archiveSize)
+        var fetcher = RangeFetcher(url: source.archiveURL, headers: source.headers, totalSize: archiveSize)
+        fetcher.lowSpeedTime = source.stallSeconds
+        fetcher.maxReceiveSpeed = source.maxReceiveSpeed
         do {
             let received = try await fetcher.fetch(ranges) { index, bytes in try assembler.add(bytes, group: index) }
             try assembler.finish()

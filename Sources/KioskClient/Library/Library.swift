@@ -108,11 +108,11 @@ struct Library {
                 try scheduleRetry(record, claims[record.productId], retryAfter: nil, error: message, report: &report)
             }
             var startable: [DownloadRecord] = []
-            for record in spaced {
+            for var record in spaced {
                 guard let claim = claims[record.productId] else { continue }
                 do {
                     if try await updateByEntries(record, claim: claim, server: server, report: &report) { continue }
-                    if try await updateByChunks(record, claim: claim, server: server, report: &report) { continue }
+                    if try await updateByChunks(&record, claim: claim, server: server, report: &report) { continue }
                 } catch is IllegalTransition {
                     try noteStoppedElsewhere(record, report: &report)
                     continue
@@ -678,7 +678,7 @@ struct Library {
         let source = DeltaUpdate.Source(
             manifestURL: "\(server)/v1/content/\(path)/manifest?version=\(record.sha256)",
             archiveURL: "\(server)/v1/content/\(path)?version=\(record.sha256)",
-            headers: [record.authorization])
+            headers: [record.authorization], stallSeconds: configuration.stallSeconds, maxReceiveSpeed: configuration.maxReceiveSpeed)
         let result: DeltaUpdate.Result
         do {
             result = try await DeltaUpdate(installer: installer, home: home, logger: logger).run(record, claim: claim, manifestSha256: manifestSha256, source: source)
@@ -703,8 +703,11 @@ struct Library {
     /// Installs an update of an installed publication file built from the chunks the installed
     /// file holds and ranges for the rest (``ChunkedUpdate``). False when the ordinary download
     /// is to finish it: not a file publication, nothing installed, no chunk manifest, or anything
-    /// that did not fit (the partial file then holds a checked prefix, which the download continues).
-    private func updateByChunks(_ record: DownloadRecord, claim: DownloadClaim, server: String, report: inout DownloadRunReport) async throws -> Bool {
+    /// that did not fit (the partial file then holds a checked prefix, which the download continues:
+    /// `record` then says its bytes and ETag, which the download's request resumes from).
+    /// True when it is done with the download: installed, stopped elsewhere, interrupted, or
+    /// rescheduled (a disk that filled, say: as a transfer's local write error is).
+    private func updateByChunks(_ record: inout DownloadRecord, claim: DownloadClaim, server: String, report: inout DownloadRunReport) async throws -> Bool {
         let id = record.productId
         guard configuration.updateByEntries, record.format.deliveredAsFile,
               let item = try database.libraryItems().first(where: { $0.productId == id }), item.sha256 != record.sha256,
@@ -716,7 +719,7 @@ struct Library {
         let source = ChunkedUpdate.Source(
             manifestURL: "\(server)/v1/content/\(path)/manifest?version=\(record.sha256)",
             fileURL: "\(server)/v1/content/\(path)?version=\(record.sha256)",
-            headers: [record.authorization])
+            headers: [record.authorization], stallSeconds: configuration.stallSeconds, maxReceiveSpeed: configuration.maxReceiveSpeed)
         // Opened first, the claim checked after: only this descriptor is written (see `run`).
         guard let partial = try? OpenedPartialFile.open(for: try request(for: record, server: server), .existingOrNew) else { return false }
         guard try database.holds(claim) else {
@@ -734,7 +737,11 @@ struct Library {
             }
         } catch let fallback as ChunkedUpdate.Fallback {
             let kept = partial.size
-            _ = try database.recordProgress(claim, bytesOnDisk: kept, etag: etag)
+            // Skippable on a full disk (the next attempt checks the partial file's chunks anyway).
+            _ = try? database.recordProgress(claim, bytesOnDisk: kept, etag: etag)
+            // The download continues from what was built (with If-Range), never from byte 0.
+            record.bytesDone = kept
+            record.partialETag = kept > 0 ? etag : nil
             logger.info("downloading the rest of this update whole", metadata: ["product": "\(id)", "kept": "\(kept)", "reason": "\(fallback)"])
             return false
         } catch is ChunkedUpdate.Stopped {
@@ -744,6 +751,15 @@ struct Library {
             _ = try? database.recordProgress(claim, bytesOnDisk: partial.size, etag: etag)
             try database.interrupt(claim)
             report.interrupted.append(id)
+            return true
+        } catch let error as TransferError where error.kind == .localWrite {
+            // The disk filled (or refused) while the update wrote: what was built stays, and the
+            // download waits to try again, as a transfer's own local write error does.
+            _ = try? database.recordProgress(claim, bytesOnDisk: partial.size, etag: etag)
+            let needed = max(0, record.size - partial.size)
+            let available = DiskSpace.available(at: home.downloads) ?? 0
+            try scheduleRetry(record, claim, retryAfter: nil, error: "\(error); " + DiskSpace.shortfall(
+                needed: needed, available: available, at: home.downloads, for: "the rest of the update"), report: &report)
             return true
         }
         report.bytesReceived += result.bytesFetched

@@ -25,9 +25,10 @@ public enum ArchiveFormat: String, Codable, Sendable, CaseIterable {
 
 /// A publication's file name as the library holds it: one path component a reading app opens.
 public enum PublicationFileName {
-    /// One name, 1 to 200 bytes of UTF-8, no `/`, no control characters, not hidden, not `.` or `..`.
+    /// One name, 1 to 200 bytes of UTF-8, no `/`, no control characters (C0, DEL or C1: a
+    /// terminal acts on them), not hidden, not `.` or `..`.
     public static func isSafe(_ name: String) -> Bool {
         !name.isEmpty && name.utf8.count <= 200 && !name.hasPrefix(".") && !name.contains("/") && !name.contains("\\")
-            && !name.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
+            && !name.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }
     }
 }

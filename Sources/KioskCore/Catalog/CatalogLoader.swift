@@ -248,8 +248,10 @@ public struct CatalogLoader: Sendable {
         guard let path = try reader.optionalString("cover") else { return nil }
         let location = try insideContent(path, reader: reader, field: "cover")
         var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: location.path, isDirectory: &isDirectory), !isDirectory.boolValue else {
-            throw reader.error(.missingContent, "cover", "\(location.path) is not a file; add the cover image or fix the path")
+        var info = stat()
+        guard FileManager.default.fileExists(atPath: location.path, isDirectory: &isDirectory), !isDirectory.boolValue,
+              lstat(location.path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            throw reader.error(.missingContent, "cover", "\(location.path) is not a regular file; add the cover image or fix the path")
         }
         return location
     }
@@ -287,6 +289,11 @@ public struct CatalogLoader: Sendable {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: location.path, isDirectory: &isDirectory) else {
             throw inner.error(.missingContent, "path", "\(location.path) does not exist; add the content or fix the path")
+        }
+        // A pipe or a device would block every start and reload that reads it.
+        var info = stat()
+        guard lstat(location.path, &info) == 0, [S_IFREG, S_IFDIR].contains(info.st_mode & S_IFMT) else {
+            throw inner.error(.badContent, "path", "\(location.path) is not a regular file or folder; content must be one")
         }
         if isDirectory.boolValue, format.deliveredAsFile {
             throw inner.error(.badContent, "format", "\(format.rawValue) is delivered as the publisher's own file, not packed from a folder; give the .\(format.fileExtension) file's path")

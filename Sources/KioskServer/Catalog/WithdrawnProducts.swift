@@ -52,6 +52,7 @@ struct WithdrawnProducts: Sendable {
         let before = registry
         var products = catalog.products
         var archives = catalog.archives
+        var covers = catalog.covers
         // Credits are spent, never owned: a pack gone from the files is simply gone.
         for (id, last) in registry.products where products[id] == nil && !registry.removed.contains(id) && last.kind != .consumable {
             var withdrawn = last
@@ -65,6 +66,15 @@ struct WithdrawnProducts: Sendable {
                                              manifestFile: content.manifestSha256 == nil ? nil : contentStore.manifestFile(content.sha256),
                                              manifestSha256: content.manifestSha256)
             }
+            // Its cover is kept beside the archives by its SHA-256, as long as the archive is.
+            if let cover = last.cover {
+                let file = contentStore.coverFile(cover)
+                if (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int64) == cover.size {
+                    covers[id] = file
+                } else {
+                    withdrawn.cover = nil
+                }
+            }
             products[id] = withdrawn
         }
         for (id, product) in catalog.products where product.kind != .consumable {
@@ -74,7 +84,7 @@ struct WithdrawnProducts: Sendable {
         if registry != before { try save(registry) }
         guard products.count != catalog.products.count else { return catalog }
         let body = try JSONEncoder.kiosk.encode(CatalogDocument(products: Array(products.values)))
-        return try PublishedCatalog(products: products, archives: archives, body: body)
+        return try PublishedCatalog(products: products, archives: archives, body: body, covers: covers)
     }
 
     /// The operator removes a withdrawn product on purpose: the next catalog no longer carries it.

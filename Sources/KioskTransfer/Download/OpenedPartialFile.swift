@@ -12,6 +12,8 @@ import KioskCore
 public final class OpenedPartialFile: Sendable {
     let descriptor: Int32
     public let identity: FileIdentity
+    /// The file's path, for error messages.
+    let path: String
 
     /// How the file is opened.
     public enum Opening: Sendable {
@@ -23,9 +25,10 @@ public final class OpenedPartialFile: Sendable {
         case new
     }
 
-    private init(descriptor: Int32, identity: FileIdentity) {
+    private init(descriptor: Int32, identity: FileIdentity, path: String) {
         self.descriptor = descriptor
         self.identity = identity
+        self.path = path
     }
 
     deinit {
@@ -49,7 +52,7 @@ public final class OpenedPartialFile: Sendable {
             }
             return done
         }
-        guard got >= 0 else { throw Self.failure("read", errno) }
+        guard got >= 0 else { throw failure("read", errno) }
         return data.prefix(got)
     }
 
@@ -60,13 +63,16 @@ public final class OpenedPartialFile: Sendable {
         while done < bytes.count {
             let written = pwrite(descriptor, base + done, bytes.count - done, off_t(offset) + off_t(done))
             if written < 0, errno == EINTR { continue }
-            guard written > 0 else { throw Self.failure("write", errno) }
+            guard written > 0 else { throw failure("write", errno) }
             done += written
         }
     }
 
     /// Copies `length` bytes of the file open as `source` at `sourceOffset` to `offset`, inside the
     /// kernel where it can (no bytes through the process), by reads and writes where it cannot.
+    /// - Throws: ``TransferError`` (``TransferError/Kind/localWrite``) when this file cannot take
+    ///   the bytes (a full disk, a quota, a read-only file system); ``SourceUnreadable`` when
+    ///   `source` cannot give them.
     public func copy(from source: Int32, at sourceOffset: Int64, length: Int64, to offset: Int64) throws {
         var done: Int64 = 0
         while done < length {
@@ -76,8 +82,9 @@ public final class OpenedPartialFile: Sendable {
                 continue
             }
             if copied < 0, errno == EINTR { continue }
+            if copied < 0, [ENOSPC, EDQUOT, EFBIG, EROFS].contains(errno) { throw failure("write", errno) }
             guard copied < 0, [EXDEV, ENOSYS, EINVAL, EOPNOTSUPP].contains(errno) else {
-                throw copied == 0 ? Self.failure("copy (the source ended early)", EIO) : Self.failure("copy", errno)
+                throw SourceUnreadable(reason: copied == 0 ? "it ended early" : String(cString: strerror(errno)))
             }
             // The kernel cannot copy between these two: through a buffer instead.
             var buffer = [UInt8](repeating: 0, count: Int(min(length - done, 1 << 20)))
@@ -85,20 +92,27 @@ public final class OpenedPartialFile: Sendable {
                 let wanted = Int(min(length - done, Int64(buffer.count)))
                 let read = buffer.withUnsafeMutableBytes { pread(source, $0.baseAddress, wanted, off_t(sourceOffset + done)) }
                 if read < 0, errno == EINTR { continue }
-                guard read > 0 else { throw Self.failure("copy (the source ended early)", read < 0 ? errno : EIO) }
+                guard read > 0 else { throw SourceUnreadable(reason: read < 0 ? String(cString: strerror(errno)) : "it ended early") }
                 try buffer.withUnsafeBytes { try write(UnsafeRawBufferPointer(rebasing: $0.prefix(read)), at: offset + done) }
                 done += Int64(read)
             }
         }
     }
 
-    /// Cuts the file to `length` bytes.
-    public func truncate(to length: Int64) throws {
-        guard ftruncate(descriptor, off_t(length)) == 0 else { throw Self.failure("truncate", errno) }
+    /// The file a ``copy(from:at:length:to:)`` copies from could not be read.
+    public struct SourceUnreadable: Error, CustomStringConvertible {
+        public var reason: String
+        public var description: String { "the file copied from cannot be read: \(reason)" }
     }
 
-    private static func failure(_ operation: String, _ code: Int32) -> TransferError {
-        TransferError(url: "", kind: .localWrite, message: "cannot \(operation) the partial file: \(String(cString: strerror(code)))")
+    /// Cuts the file to `length` bytes.
+    public func truncate(to length: Int64) throws {
+        guard ftruncate(descriptor, off_t(length)) == 0 else { throw failure("truncate", errno) }
+    }
+
+    /// A local write error naming the file: "<path>: cannot write: No space left on device".
+    private func failure(_ operation: String, _ code: Int32) -> TransferError {
+        TransferError(url: path, kind: .localWrite, message: "cannot \(operation): \(String(cString: strerror(code)))")
     }
 
     /// Opens `request`'s partial file as `opening` says; nil only for ``Opening/existing`` when
@@ -142,6 +156,6 @@ public final class OpenedPartialFile: Sendable {
             close(descriptor)
             throw TransferError(url: request.url, kind: .localWrite, message: "refusing to write \(path): \(problem)")
         }
-        return OpenedPartialFile(descriptor: descriptor, identity: identity)
+        return OpenedPartialFile(descriptor: descriptor, identity: identity, path: path)
     }
 }

@@ -17,6 +17,8 @@ public struct RangeFetcher: Sendable {
     public var connectTimeout = 10
     public var lowSpeedLimit = 1024
     public var lowSpeedTime = 30
+    /// The most bytes a second to receive (the reader's `KIOSK_MAX_RECEIVE_SPEED`), or nil.
+    public var maxReceiveSpeed: Int64?
 
     public init(url: String, headers: [(name: String, value: String)] = [], totalSize: Int64) {
         self.url = url
@@ -61,6 +63,11 @@ public struct RangeFetcher: Sendable {
         try easy.set(CURLOPT_CONNECTTIMEOUT, connectTimeout)
         try easy.set(CURLOPT_LOW_SPEED_LIMIT, lowSpeedLimit)
         try easy.set(CURLOPT_LOW_SPEED_TIME, lowSpeedTime)
+        if let maxReceiveSpeed {
+            // As a download's transfer does: small buffers, so that libcurl keeps a slow cap honest.
+            try easy.set(CURLOPT_MAX_RECV_SPEED_LARGE, offset: maxReceiveSpeed)
+            try easy.set(CURLOPT_BUFFERSIZE, Int(min(16 << 10, max(1 << 10, maxReceiveSpeed / 64))))
+        }
         try easy.setHeaders(headers + [(name: "Accept-Encoding", value: "identity")])
         var received: Int64 = 0
         for (index, range) in ranges.enumerated() {

@@ -62,7 +62,7 @@ struct CatalogCommandTests {
         #expect(lines.count == 1)
         #expect(lines.first?.contains("\(url)/v1/catalog") == true)
         let list = try await KioskCommand.run(["products", "--home", home])
-        #expect(list.stdout.hasPrefix("10 products"))
+        #expect(list.stdout.hasPrefix("13 products"))
     }
 
     @Test("SIGHUP reloads the catalog; a bad catalog on reload keeps the last good one serving")

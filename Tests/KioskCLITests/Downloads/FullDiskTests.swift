@@ -67,6 +67,79 @@ struct FullDiskTests {
         _ = await setup.server.stop()
     }
 
+    @Test("the disk filled during an update of an EPUB by chunks: the download waits with what it built (exit 3, one line), then resumes from it and installs the new edition byte for byte")
+    func filledDuringChunkedUpdate() async throws {
+        let directory = try TemporaryDirectory()
+        // Room for the home's reserve (ClientDatabase keeps 2 MiB when 16 MiB are free), as a reader's disk has.
+        let disk = try SmallDisk(at: directory.path("small"), megabytes: 40)
+        defer { disk.unmount() }
+        let store = try SampleStore(in: directory)
+        let book = "com.kiosk.books.harbor-plates"
+        let file = store.content.appendingPathComponent("publications/harbor-plates.epub")
+        try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+        func edition(revising chapter: String) throws {
+            let made = try PublicationTests.run("/usr/bin/python3", [SampleStore.repository.appendingPathComponent("scripts/make_epub.py").path, file.path,
+                "--chapters", "40", "--chapter-bytes", "30000", "--plates", "2", "--plate-bytes", "1200000", "--revise", chapter])
+            try #require(made.status == 0, "\(made.output)")
+        }
+        try edition(revising: "0")
+        try store.editCatalog("books.json") { products in
+            var product = products[0]
+            product["id"] = book
+            product["content"] = ["path": "publications/harbor-plates.epub", "format": "epub"]
+            products.append(product)
+        }
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let home = disk.path.appendingPathComponent("home").path
+        let environment = ["KIOSK_HOME": home, "KIOSK_SERVER": server.url]
+        #expect(try await KioskCommand.run(["buy", book], environment: environment).status == 0)
+        // Every other chapter revised: about 400 KB of ranges, enough to outlast libcurl's first
+        // unthrottled burst (it checks a receive cap only after draining a burst of buffers).
+        try edition(revising: (1...40).filter { $0 % 2 == 1 }.map(String.init).joined(separator: ","))
+        let second = try Data(contentsOf: file)
+        server.signal(SIGHUP)
+        var synced = ""
+        for _ in 0..<50 where !synced.contains("1 changed") {
+            try await Task.sleep(for: .milliseconds(100))
+            synced = try await KioskCommand.run(["sync"], environment: environment).stdout
+        }
+        #expect(synced.contains("1 changed"), "\(synced)")
+
+        // Slowed, so the first range is still arriving when the disk fills.
+        let process = Process()
+        process.executableURL = KioskCommand.executable
+        process.arguments = ["resume"]
+        process.environment = ProcessInfo.processInfo.environment.merging(environment.merging(["KIOSK_MAX_RECEIVE_SPEED": "8000"])  { $1 }) { $1 }
+        let out = directory.path("resume.out")
+        FileManager.default.createFile(atPath: out.path, contents: nil)
+        process.standardOutput = try FileHandle(forWritingTo: out)
+        process.standardError = process.standardOutput
+        try process.run()
+        let partial = home + "/downloads/\(book).partial"
+        for _ in 0..<400 where ((try? FileManager.default.attributesOfItem(atPath: partial)[.size] as? Int) ?? 0) < 40_000 {
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        _ = disk.fill()
+        try await offCooperativePool { process.waitUntilExit() }
+        let said = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
+        #expect(process.terminationStatus == 3, "\(said)")
+        #expect(said.contains("No space left on device") && !said.contains("kiosk: :"), "\(said)")
+        let waiting = try await KioskCommand.run(["downloads", "--json"], environment: environment)
+        #expect(waiting.stdout.contains("\"state\":\"waiting\""), "\(waiting.stdout)")
+        let built = (try? FileManager.default.attributesOfItem(atPath: partial)[.size] as? Int) ?? 0
+        #expect(built >= 40_000, "what the update built stays")
+
+        disk.free()
+        let resumed = try await KioskCommand.run(["resume"], environment: environment)
+        #expect(resumed.status == 0, "\(resumed.stdout)\(resumed.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: home + "/Library/\(book)/harbor-plates.epub")) == second)
+        let received = resumed.stdout.split(separator: "\n").compactMap { line -> Int? in
+            line.hasPrefix("received ") ? Int(line.dropFirst("received ".count).prefix { $0.isNumber }) : nil
+        }.reduce(0, +)
+        #expect(received < second.count / 2, "the resume continued from what was built: received \(received) of \(second.count)")
+        _ = await server.stop()
+    }
+
     @Test("the disk full while a catalog arrives: one line saying so, the local catalog kept, no spool left; then the sync lands")
     func fullDuringSync() async throws {
         let directory = try TemporaryDirectory()

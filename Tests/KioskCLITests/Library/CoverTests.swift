@@ -77,6 +77,19 @@ struct CoverTests {
         let newer = try await StoreHTTP(baseURL: again.url).send("GET", "/v1/covers/\(Self.coveredBook)")
         #expect(newer.status == 200 && newer.body == edited)
         #expect(try await StoreHTTP(baseURL: again.url).send("GET", "/v1/covers/\(Self.coveredEpub)").status == 200)
+        // Another product taken out of the files (carried as withdrawn): every cover still served as it was.
+        try store.editCatalog("books.json") { products in products.removeAll { $0["id"] as? String == "com.kiosk.books.river-of-maps" } }
+        again.signal(SIGHUP)
+        var reloaded = false
+        for _ in 0..<50 where !reloaded {
+            try await Task.sleep(for: .milliseconds(100))
+            let catalog = try await StoreHTTP(baseURL: again.url).send("GET", "/v1/catalog").body
+            reloaded = String(decoding: catalog, as: UTF8.self).contains("\"forSale\":false")
+        }
+        #expect(reloaded)
+        let carried = try await StoreHTTP(baseURL: again.url).send("GET", "/v1/covers/\(Self.coveredEpub)")
+        #expect(carried.status == 200 && carried.header("Content-Type") == "image/png", "\(carried.header("Content-Type") ?? "")")
+        #expect(try await StoreHTTP(baseURL: again.url).send("GET", "/v1/covers/\(Self.coveredBook)").body == edited)
         _ = await again.stop()
     }
 
@@ -92,7 +105,7 @@ struct CoverTests {
             ("covers/page.jpg", "is not a JPEG, PNG, GIF or WebP image"),
             ("covers/poster.jpg", "a cover may be at most 2 MiB"),
             ("../outside.jpg", "must be a relative path inside the content folder"),
-            ("covers/missing.jpg", "is not a file"),
+            ("covers/missing.jpg", "is not a regular file"),
         ]
         for (index, (path, says)) in cases.enumerated() {
             try store.editCatalog("books.json") { products in products[0]["cover"] = path }

@@ -140,6 +140,35 @@ struct OPDSTests {
         _ = await server.stop()
     }
 
+    @Test("the shelf lists exactly what the account owns after three purchases, a refund and a revocation; the refunded and revoked files are refused")
+    func shelfAfterRefundAndRevoke() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try PublicationTests.store(in: directory)
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let http = StoreHTTP(baseURL: server.url)
+        let adminToken = try String(contentsOf: store.data.appendingPathComponent("admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let account = try await http.createAccount()
+        var transactions: [String: String] = [:]
+        for id in [PublicationTests.epubBook, PublicationTests.pdfIssue, PublicationTests.comic] {
+            let paid = try await http.pay(id, token: account.token)
+            let object = try JSONSerialization.jsonObject(with: paid.body) as? [String: Any]
+            transactions[id] = try #require((object?["transaction"] as? [String: Any])?["transactionId"] as? String, "\(paid.status)")
+        }
+        func shelf() async throws -> Set<String> {
+            let answer = try await http.send("GET", "/opds/shelf", token: account.token)
+            let publications = (try JSONSerialization.jsonObject(with: answer.body) as? [String: Any])?["publications"] as? [[String: Any]] ?? []
+            return Set(publications.compactMap { ($0["metadata"] as? [String: Any])?["title"] as? String })
+        }
+        #expect(try await shelf() == [PublicationTests.epubBook, PublicationTests.pdfIssue, PublicationTests.comic])
+        #expect(try await http.send("POST", "/v1/admin/transactions/\(try #require(transactions[PublicationTests.pdfIssue]))/refund", token: adminToken).status == 200)
+        #expect(try await http.send("POST", "/v1/admin/transactions/\(try #require(transactions[PublicationTests.comic]))/revoke", token: adminToken).status == 200)
+        #expect(try await shelf() == [PublicationTests.epubBook])
+        #expect(try await http.send("GET", "/opds/content/\(PublicationTests.pdfIssue)", token: account.token).status == 403)
+        #expect(try await http.send("GET", "/opds/content/\(PublicationTests.comic)", token: account.token).status == 403)
+        #expect(try await http.send("GET", "/opds/content/\(PublicationTests.epubBook)", token: account.token).status == 200)
+        _ = await server.stop()
+    }
+
     @Test("a wrong ISBN check digit, an ISSN, a language tag or a role is refused at start, naming the product and the field")
     func badMetadataRefused() async throws {
         let directory = try TemporaryDirectory()

@@ -117,6 +117,54 @@ struct PublicationTests {
         _ = await server.stop()
     }
 
+    @Test("the bundled store's publications pass their judges: epubcheck for each EPUB, qpdf --check for the PDF issue")
+    func bundledSamplesValid() throws {
+        try #require(FileManager.default.fileExists(atPath: Self.epubcheck), "epubcheck is missing: apt-get install epubcheck (make test-tools)")
+        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/qpdf"), "qpdf is missing: apt-get install qpdf (make test-tools)")
+        let folder = SampleStore.repository.appendingPathComponent("Content/publications")
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+        #expect(files.filter { $0.hasSuffix(".epub") }.count == 2 && files.filter { $0.hasSuffix(".pdf") }.count == 1, "\(files)")
+        for file in files where file.hasSuffix(".epub") {
+            let checked = try Self.run("/usr/bin/java", ["-jar", Self.epubcheck, folder.appendingPathComponent(file).path])
+            #expect(checked.status == 0 && checked.output.contains("0 fatals / 0 errors / 0 warnings"), "\(file): \(checked.output)")
+        }
+        for file in files where file.hasSuffix(".pdf") {
+            let checked = try Self.run("/usr/bin/qpdf", ["--check", folder.appendingPathComponent(file).path])
+            #expect(checked.status == 0, "\(file): \(checked.output)")
+        }
+    }
+
+    @Test("hostile EPUBs are refused at start, naming the product and the reason: a damaged entry, an entry leaving the folder, a link, a zip bomb, an extra field in mimetype, a name given twice; a pipe as content too")
+    func hostileRefused() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let folder = store.content.appendingPathComponent("publications")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try Self.epub(directory.path("good.epub"))
+        let made = try Self.run("/usr/bin/python3", [SampleStore.repository.appendingPathComponent("scripts/hostile_epubs.py").path, directory.path("good.epub").path, folder.path])
+        try #require(made.status == 0, "\(made.output)")
+        let cases = [("badcrc.epub", "cannot read OEBPS/chapter-1.xhtml whole"), ("slip.epub", "which would land outside a reader's folder"),
+                     ("link.epub", "a link or special file"), ("bomb.epub", "a zip bomb"),
+                     ("extra.epub", "its mimetype entry has an extra field"), ("twice.epub", "OEBPS/chapter-1.xhtml twice")]
+        for (index, (file, says)) in cases.enumerated() {
+            try store.editCatalog("books.json") { products in
+                products[0]["content"] = ["path": "publications/\(file)", "format": "epub"]
+            }
+            let started = try await KioskCommand.run([
+                "serve", "--catalog", store.catalog.path, "--content", store.content.path, "--data", directory.path("data-\(index)").path, "--port", "0",
+            ])
+            let line = started.stderr.split(separator: "\n").last.map(String.init) ?? ""
+            #expect(started.status == 1 && line.contains("product \"com.kiosk.books.lighthouse-keeper\"") && line.contains(says), "\(file): \(started.stderr)")
+        }
+        // A pipe where a file should be would block every start: refused before it is opened.
+        #expect(mkfifo(folder.appendingPathComponent("pipe.pdf").path, 0o644) == 0)
+        try store.editCatalog("books.json") { products in
+            products[0]["content"] = ["path": "publications/pipe.pdf", "format": "pdf"]
+        }
+        let piped = try await KioskCommand.run(["serve", "--catalog", store.catalog.path, "--content", store.content.path, "--data", directory.path("data-pipe").path, "--port", "0"])
+        #expect(piped.status == 1 && piped.stderr.contains("is not a regular file or folder"), "\(piped.stderr)")
+    }
+
     @Test("a file that is not the publication it says is refused at start, naming the file, the product and the reason")
     func refusedAtStart() async throws {
         let directory = try TemporaryDirectory()

@@ -156,7 +156,7 @@ struct CatalogServiceTests: LargeBookSuite {
         }, check: { before, after in after.body == before.body }),
         Change(name: "the snapshot's key from another format", make: { store in
             let file = store.data.appendingPathComponent("catalog-snapshot/key.json")
-            let key = try String(contentsOf: file, encoding: .utf8).replacingOccurrences(of: #""format":2"#, with: #""format":0"#)
+            let key = try String(contentsOf: file, encoding: .utf8).replacingOccurrences(of: #""format":3"#, with: #""format":0"#)
             try key.write(to: file, atomically: true, encoding: .utf8)
         }, check: { before, after in after.body == before.body }),
     ]
