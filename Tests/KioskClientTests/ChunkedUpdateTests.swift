@@ -35,23 +35,10 @@ struct ChunkedUpdateTests {
         }
     }
 
-    static func run(_ tool: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
-    }
-
     /// Forty chapters and two stored plates, about 2.6 MB: a picture book's shape, small.
     static func makeEpub(_ file: URL, revise: Int = 0) throws {
         let script = SampleStore.repository.appendingPathComponent("scripts/make_epub.py").path
-        let made = try run("/usr/bin/python3", [script, file.path, "--title", "Harbor Tales", "--author", "M. Ferris",
+        let made = try ToolProcess.run("/usr/bin/python3", [script, file.path, "--title", "Harbor Tales", "--author", "M. Ferris",
                                                                  "--chapters", "40", "--chapter-bytes", "30000", "--plates", "2", "--plate-bytes", "1200000",
                                                                  "--revise", String(revise)])
         try #require(made.status == 0, "make_epub.py failed: \(made.output)")

@@ -15,17 +15,7 @@ struct PublicationTests {
     static let epubcheck = "/usr/share/java/epubcheck.jar"
 
     static func run(_ tool: String, _ arguments: [String], in directory: URL? = nil) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        if let directory { process.currentDirectoryURL = directory }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+        try ToolProcess.run(tool, arguments, in: directory)
     }
 
     /// An EPUB made by Python's zipfile, whole or damaged.
