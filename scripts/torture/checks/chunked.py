@@ -31,6 +31,9 @@ INVARIANTS = ("refetched", "restarted")
 # its disk was full): a range delivered whole to it may be fetched again.
 CLIENT_STOPPERS = ("client-kill", "client-stop", "disk-full", "agent-kill", "update-client-kill", "update-takeover", "update-disk-full")
 TAKEOVERS = ("client-stop", "update-takeover")
+# A stall holds a request 2.5–5 s, past the clients' KIOSK_STALL_SECONDS (2): the client gives the
+# range up (its partial chunk unwritten) before the proxy, released, sends the rest to a closed socket.
+STALLS = ("stall", "update-stall")
 
 
 def version_of(fetch):
@@ -126,7 +129,7 @@ def check(facts, flag):
                     flag("restarted", f"home {home}: {product} asked {how} from byte {later.start} of {version[:12]} though an earlier request "
                          f"for it had begun at byte {earlier.start}", home, product)
                 elif (earlier.kind == "entries" and earlier.end == "complete" and later.start < earlier.start + earlier.bytes
-                      and not any(earlier.opened - 0.5 <= t <= later.opened for t in fault_times(world, home, CLIENT_STOPPERS))):
+                      and not any(earlier.opened - 0.5 <= t <= later.opened for t in fault_times(world, home, CLIENT_STOPPERS + STALLS))):
                     flag("restarted" if later.start < earlier.start else "refetched",
                          f"home {home}: {product} fetched bytes {later.start}–{earlier.start + earlier.bytes} of {version[:12]} again "
                          f"({how}) though its range from byte {earlier.start} had delivered them whole and nothing stopped the client", home, product)
