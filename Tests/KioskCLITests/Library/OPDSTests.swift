@@ -122,6 +122,10 @@ struct OPDSTests {
             shelf = (try JSONSerialization.jsonObject(with: answer.body) as? [String: Any])?["publications"] as? [[String: Any]] ?? []
         }
         #expect(statuses.allSatisfy { $0 == 200 }, "\(statuses)")
+        // The shelf is an OPDS 2.0 feed too, judged with the reader's credentials.
+        let judged = try await KioskCommand.run([SampleStore.repository.appendingPathComponent("scripts/opds_check.py").path, "--authorization", basic,
+                                                 server.url + "/opds/shelf"], program: Self.python)
+        #expect(judged.status == 0, "\(judged.stdout)\(judged.stderr)")
         // The subscription's issues are the account's, as a receipt's entitlement judges them.
         let issues = shelf.compactMap { publication in
             ((publication["links"] as? [[String: Any]]) ?? []).compactMap { $0["href"] as? String }.first { $0.contains("/opds/publications/") }
