@@ -160,4 +160,25 @@ struct ClaimFenceTests {
             #expect(!FileManager.default.fileExists(atPath: try client.home.partialFile(Self.book).path))
         }
     }
+
+    @Test("a placed publication file changed on disk before the install's check: refused as changed (not a disk write failure), retried, its folder gone")
+    func placedFileChangedBeforeCheck() throws {
+        let directory = try TemporaryDirectory()
+        let installer = LibraryInstaller(library: directory.path("Library"))
+        let claim = DownloadClaim(productId: Self.book, owner: ClaimOwner(), generation: 1)
+        let file = directory.path("book.epub")
+        let bytes = Data("the publisher's bytes".utf8)
+        try bytes.write(to: file)
+        let placed = try installer.place(file, as: "book.epub", size: Int64(bytes.count), sha256: FileDigest.sha256(of: bytes), for: claim)
+        // A hard link: the edit reaches the placed file too.
+        try Data("someone else's bytes!".utf8).write(to: file)
+        #expect {
+            _ = try installer.check(placed)
+        } throws: { error in
+            guard case UnpackError.changedOnDisk(let entry, _) = error else { return false }
+            return entry == "book.epub" && !(error as? UnpackError)!.isHostile
+                && "\(error)".contains("changed on disk before it could be installed") && !"\(error)".contains("cannot write")
+        }
+        #expect(!FileManager.default.fileExists(atPath: placed.staging.path))
+    }
 }

@@ -92,14 +92,14 @@ struct LibraryInstaller {
     }
 
     /// Checks the unpacked folder against its manifest and gives its tree digest.
-    /// - Throws: ``UnpackError/disk(entry:message:)`` naming the entry that differs; the folder is removed.
+    /// - Throws: ``UnpackError/changedOnDisk(entry:detail:)`` naming the entry that differs; the folder is removed.
     func check(_ unpacked: Unpacked) throws -> String {
         do {
             try unpacked.manifest.check(unpacked.staging)
             return try Self.treeDigest(of: unpacked.staging)
         } catch let mismatch as ArchiveManifest.Mismatch {
             discard(unpacked.staging)
-            throw UnpackError.disk(entry: mismatch.path, message: "the unpacked folder does not match the archive (\(mismatch)); it was discarded and will be unpacked again")
+            throw UnpackError.changedOnDisk(entry: mismatch.path, detail: "\(mismatch)")
         }
     }
 
