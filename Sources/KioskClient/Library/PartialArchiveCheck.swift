@@ -38,17 +38,19 @@ struct PartialArchiveCheck {
         defer { try? handle.close() }
         let length = Int64(try handle.seekToEnd())
         if let chunks = manifest.chunks {
-            // A publication file: its chunks, in order (the bytes after the last whole one kept as by length).
-            var offset: Int64 = 0
-            for (index, chunk) in chunks.enumerated() {
-                guard offset + chunk.length <= length, chunk.length <= ContentChunks.maximumSize else { break }
-                try handle.seek(toOffset: UInt64(offset))
-                guard let bytes = try handle.read(upToCount: Int(chunk.length)), FileDigest.sha256(of: bytes) == chunk.sha256 else {
-                    return Outcome(keep: offset, entriesChecked: index, failed: "the chunk at byte \(offset)")
-                }
-                offset += chunk.length
+            // A publication file: its chunks, in order, as an update by chunks checks them; the
+            // bytes after the last whole chunk are kept as by length.
+            var checked = 0
+            let keep = try ChunkedUpdate.verifiedPrefix(length: length, chunks: chunks, read: { count, at in
+                try handle.seek(toOffset: UInt64(at))
+                return try handle.read(upToCount: count) ?? Data()
+            }, kept: { _ in checked += 1 })
+            let whole = chunks.prefix(checked + 1).reduce(Int64(0)) { $0 + $1.length }
+            // Stopped at a chunk that was all there: it did not match.
+            if checked < chunks.count, whole <= length {
+                return Outcome(keep: keep, entriesChecked: checked, failed: "the chunk at byte \(keep)")
             }
-            return Outcome(keep: length, entriesChecked: chunks.count, failed: nil)
+            return Outcome(keep: length, entriesChecked: checked, failed: nil)
         }
         let entries = manifest.entries
             .filter { $0.kind == .file && $0.offset != nil && $0.length != nil && $0.sha256 != nil }
