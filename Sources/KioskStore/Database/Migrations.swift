@@ -469,6 +469,13 @@ enum Migrations {
             #"DROP INDEX "channelEvent_unmatched""#,
             #"CREATE INDEX "channelEvent_to_act_on" ON "channelEvent" ("receivedAt") WHERE "outcome" IN ('unmatched', 'owned')"#,
         ] },
+        // A delivery pass claims runs of each account's pending deliveries, oldest first
+        // (Notifications.claimDeliveries): it reads the pending ones of an endpoint in the order
+        // they were written, which the per-account index could not give without a sort of them all.
+        Migration(name: "18-delivery-pending-order") { _ in [
+            #"DROP INDEX "delivery_order""#,
+            #"CREATE INDEX "delivery_pending" ON "delivery" ("webhookId", "notificationSequence") WHERE "state" = 'pending'"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

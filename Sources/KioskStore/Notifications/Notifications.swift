@@ -118,8 +118,7 @@ public struct Notifications: StoreOwner {
         var paymentMethod: String?
     }
 
-    /// Claims the deliveries due now, each the oldest undelivered of its account and endpoint, and
-    /// sends them; returns how many were delivered (2xx).
+    /// Claims the deliveries due now and sends them; returns how many were delivered (2xx).
     ///
     /// Each endpoint has passes of its own, all endpoints at once: a pass waits for its slowest
     /// POST, and an endpoint that answers slowly or not at all (10 s each) must not hold up the
@@ -153,39 +152,82 @@ public struct Notifications: StoreOwner {
         return total
     }
 
-    /// POSTs the claimed deliveries at once; their endpoints' connections are kept for the next pass.
+    /// Sends a pass's claims: each account's deliveries one after another over one connection, in
+    /// the order they were written, up to `configuration.connections` accounts at once. An
+    /// account's turn stops at its first failure (the rest wait behind it for its retry) or once
+    /// one request timeout has gone by (the rest are released, unsent, for the next pass), so
+    /// no claim outlives its lease.
+    ///
+    /// **Performance layer.** Replaces a pass of at most 32 deliveries, each the oldest of its
+    /// account, each POSTed on a thread started for it: under `BENCH_ONLY=purchases` (32 clients
+    /// over 200 accounts, a webhook registered) delivery fell behind from the first second, and
+    /// each claim then searched a growing backlog. See ``NotificationDeliveryConfiguration/batch``
+    /// for the figures.
     private func send(_ claimed: [DueDelivery], _ configuration: NotificationDeliveryConfiguration) async throws -> [DeliveryOutcome] {
-        try await withThrowingTaskGroup(of: DeliveryOutcome.self) { group in
-            for delivery in claimed {
-                group.addTask { try await self.post(delivery, configuration) }
+        var turns: [String: [DueDelivery]] = [:]
+        var order: [String] = []
+        for delivery in claimed.sorted(by: { $0.notificationSequence < $1.notificationSequence }) {
+            if turns[delivery.accountId] == nil { order.append(delivery.accountId) }
+            turns[delivery.accountId, default: []].append(delivery)
+        }
+        let deadline = ContinuousClock.now + .seconds(configuration.requestTimeout)
+        return try await withThrowingTaskGroup(of: [DeliveryOutcome].self) { group in
+            var waiting = order.makeIterator()
+            for _ in 0..<max(1, configuration.connections) {
+                guard let account = waiting.next(), let turn = turns[account] else { break }
+                group.addTask { try await self.post(turn, until: deadline, configuration) }
             }
-            return try await group.reduce(into: []) { $0.append($1) }
+            var outcomes: [DeliveryOutcome] = []
+            while let finished = try await group.next() {
+                outcomes += finished
+                if let account = waiting.next(), let turn = turns[account] {
+                    group.addTask { try await self.post(turn, until: deadline, configuration) }
+                }
+            }
+            return outcomes
         }
     }
 
+    /// Claims up to `configuration.batch` due deliveries to `endpoint`, oldest first, and returns
+    /// them with what their POSTs need. Every claim is a run of its account's oldest pending
+    /// deliveries: an account with one waiting (its retry not due yet, or claimed by a pass of
+    /// this or another instance) is left out whole.
+    ///
+    /// A claim is written as the lease's end in `nextAttemptAt` (and `claimedBy`, `claimedUntil`),
+    /// so "waiting" is one range of the `delivery_due` index, whether for a retry or for a pass
+    /// in flight; recording the outcome sets the next attempt. On PostgreSQL two instances may pick
+    /// the same account at once (neither sees the other's claim before it commits, and `SKIP
+    /// LOCKED` hands the second the rows after the first's): each then keeps only the run that
+    /// starts at the account's oldest pending delivery and releases the rest unsent.
     private func claimDeliveries(to endpoint: Int64, _ configuration: NotificationDeliveryConfiguration) async throws -> [DueDelivery] {
         let now = clock.wallNow()
-        // The pass's POSTs run at once: its claims need to outlast one request timeout, and a little
-        // for the signing and the record. A claim that ran out mid-pass would let another instance
-        // send a delivery a second time.
-        let lease = now.addingTimeInterval(configuration.requestTimeout + 5)
-        let skipLocked = database.engine == .postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""
+        // A pass's turns stop starting POSTs after one request timeout; the last may take one more.
+        let lease = now.addingTimeInterval(2 * configuration.requestTimeout + 5)
+        let postgres = database.engine == .postgres
         let instance = self.instance
-        let keys = try await database.statement { db in
+        let claims = try await database.statement { db in
             try await db.raw(#"""
-                UPDATE "delivery" SET "claimedBy" = \#(bind: instance), "claimedUntil" = \#(bind: lease)
-                WHERE ("notificationSequence", "webhookId") IN (
-                    SELECT d."notificationSequence", d."webhookId" FROM "delivery" d
-                    WHERE d."webhookId" = \#(bind: endpoint) AND d."state" = 'pending' AND d."nextAttemptAt" <= \#(bind: now)
-                        AND (d."claimedUntil" IS NULL OR d."claimedUntil" < \#(bind: now))
-                        AND NOT EXISTS (SELECT 1 FROM "delivery" e WHERE e."webhookId" = d."webhookId" AND e."accountId" = d."accountId"
-                            AND e."state" = 'pending' AND e."notificationSequence" < d."notificationSequence")
-                    ORDER BY d."notificationSequence" LIMIT \#(bind: configuration.batch) \#(unsafeRaw: skipLocked))
-                RETURNING "notificationSequence", "webhookId"
+                UPDATE "delivery" SET "claimedBy" = \#(bind: instance), "claimedUntil" = \#(bind: lease), "nextAttemptAt" = \#(bind: lease)
+                WHERE "webhookId" = \#(bind: endpoint) AND "state" = 'pending' AND "nextAttemptAt" <= \#(bind: now)
+                    AND ("claimedUntil" IS NULL OR "claimedUntil" < \#(bind: now))
+                    AND "notificationSequence" IN (
+                        SELECT d."notificationSequence" FROM "delivery" d
+                        WHERE d."webhookId" = \#(bind: endpoint) AND d."state" = 'pending' AND d."nextAttemptAt" <= \#(bind: now)
+                            AND d."accountId" NOT IN (SELECT w."accountId" FROM "delivery" w
+                                WHERE w."state" = 'pending' AND w."nextAttemptAt" > \#(bind: now) AND w."webhookId" = \#(bind: endpoint))
+                        ORDER BY d."notificationSequence" LIMIT \#(bind: configuration.batch) \#(unsafeRaw: postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""))
+                RETURNING "notificationSequence", "accountId"
                 """#).all()
         }
-        guard !keys.isEmpty else { return [] }
-        let sequences = try keys.map { try $0.decode(column: "notificationSequence", as: Int64.self) }
+        guard !claims.isEmpty else { return [] }
+        var sequences: [(sequence: Int64, account: String)] = try claims.map {
+            (try $0.decode(column: "notificationSequence", as: Int64.self), try $0.decode(column: "accountId", as: String.self))
+        }
+        if postgres {
+            sequences = try await keepRunsInOrder(sequences, endpoint: endpoint, now: now)
+            guard !sequences.isEmpty else { return [] }
+        }
+        let claimed = sequences.map(\.sequence)
         return try await database.read { db in
             try await db.raw(#"""
                 SELECT d."notificationSequence", d."webhookId", d."attempts", n."id", n."type", n."subtype", n."accountId", n."transactionId",
@@ -193,9 +235,41 @@ public struct Notifications: StoreOwner {
                     t."paymentMethod"
                 FROM "delivery" d JOIN "notification" n ON n."sequence" = d."notificationSequence" JOIN "webhook" w ON w."id" = d."webhookId"
                 LEFT JOIN "storeTransaction" t ON t."id" = n."transactionId"
-                WHERE d."claimedBy" = \#(bind: instance) AND d."webhookId" = \#(bind: endpoint) AND d."notificationSequence" IN \#(SQLGroupExpression(sequences.map { SQLBind($0) as any SQLExpression }))
+                WHERE d."claimedBy" = \#(bind: instance) AND d."webhookId" = \#(bind: endpoint) AND d."notificationSequence" IN \#(SQLGroupExpression(claimed.map { SQLBind($0) as any SQLExpression }))
                 """#).all(decoding: DueDelivery.self)
         }
+    }
+
+    /// Of this instance's new claims, the ones with no pending delivery of their account before
+    /// them that is not this instance's; releases the others, unsent and due, and returns the rest.
+    private func keepRunsInOrder(_ claims: [(sequence: Int64, account: String)], endpoint: Int64, now: Date) async throws -> [(sequence: Int64, account: String)] {
+        let instance = self.instance
+        let last = claims.map(\.sequence).max() ?? 0
+        let accounts = Set(claims.map(\.account)).sorted()
+        let others = try await database.read { db in
+            try await db.raw(#"""
+                SELECT "accountId", MIN("notificationSequence") AS "first" FROM "delivery"
+                WHERE "webhookId" = \#(bind: endpoint) AND "state" = 'pending' AND "notificationSequence" < \#(bind: last)
+                    AND ("claimedBy" IS NULL OR "claimedBy" <> \#(bind: instance))
+                    AND "accountId" IN \#(SQLGroupExpression(accounts.map { SQLBind($0) as any SQLExpression }))
+                GROUP BY "accountId"
+                """#).all()
+        }
+        var otherFirst: [String: Int64] = [:]
+        for row in others {
+            otherFirst[try row.decode(column: "accountId", as: String.self)] = try row.decode(column: "first", as: Int64.self)
+        }
+        let released = claims.filter { claim in otherFirst[claim.account].map { $0 < claim.sequence } ?? false }.map(\.sequence)
+        guard !released.isEmpty else { return claims }
+        try await database.statement { db in
+            try await db.raw(#"""
+                UPDATE "delivery" SET "claimedBy" = NULL, "claimedUntil" = NULL, "nextAttemptAt" = \#(bind: now)
+                WHERE "webhookId" = \#(bind: endpoint) AND "claimedBy" = \#(bind: instance)
+                    AND "notificationSequence" IN \#(SQLGroupExpression(released.map { SQLBind($0) as any SQLExpression }))
+                """#).run()
+        }
+        let gone = Set(released)
+        return claims.filter { !gone.contains($0.sequence) }
     }
 
     /// The body App Store Server Notifications V2 POSTs: `{"signedPayload": "<JWS>"}`.
@@ -216,7 +290,8 @@ public struct Notifications: StoreOwner {
         return try JSONEncoder().encode(["signedPayload": jws])
     }
 
-    /// What one attempt came to, to be written with the rest of its pass.
+    /// What one claimed delivery came to, to be written with the rest of its pass: an attempt
+    /// (``attempted``), or a claim given back unsent behind a failure or at the pass's deadline.
     struct DeliveryOutcome: Sendable {
         var delivery: DueDelivery
         var attempts: Int
@@ -225,38 +300,53 @@ public struct Notifications: StoreOwner {
         var at: Date
         var nextAttemptAt: Date
         var state: String
+        var attempted = true
         var delivered: Bool { state == "delivered" }
     }
 
-    /// POSTs one claimed delivery and decides what comes next: delivered on a 2xx; else the next
-    /// attempt by the retry schedule, or failed once it would fall past `giveUpAfter`.
-    private func post(_ delivery: DueDelivery, _ configuration: NotificationDeliveryConfiguration) async throws -> DeliveryOutcome {
-        let body = try await signedBody(delivery)
-        var status: Int?
-        var problem: String?
-        do {
-            let response = try await HTTPClient(keepingConnectionsIn: webhookConnections).send(HTTPRequest(
-                method: "POST", url: delivery.url, headers: [("Content-Type", "application/json")], body: body,
-                timeout: Int(configuration.requestTimeout.rounded(.up)), wantsBody: false))
-            status = response.status
-            if !(200..<300).contains(response.status) { problem = "answered \(response.status)" }
-        } catch {
-            problem = "\(error)"
+    /// POSTs one account's claimed deliveries in order (``HTTPClient/sendInTurn(_:until:)``) and
+    /// decides what comes next for each: delivered on a 2xx; else the next attempt by the retry
+    /// schedule, or failed once it would fall past `giveUpAfter`; those after a failure or past
+    /// the deadline are released, unsent.
+    private func post(_ turn: [DueDelivery], until deadline: ContinuousClock.Instant, _ configuration: NotificationDeliveryConfiguration) async throws -> [DeliveryOutcome] {
+        var requests: [KioskTransfer.HTTPRequest] = []
+        for delivery in turn {
+            requests.append(HTTPRequest(method: "POST", url: delivery.url, headers: [("Content-Type", "application/json")], body: try await signedBody(delivery),
+                                        timeout: Int(configuration.requestTimeout.rounded(.up)), wantsBody: false))
         }
+        let answers = try await HTTPClient(keepingConnectionsIn: webhookConnections).sendInTurn(requests, until: deadline)
         let now = clock.wallNow()
-        let attempts = delivery.attempts + 1
-        let delays = configuration.retryDelays
-        let delay = delays.isEmpty ? 60 : delays[min(attempts - 1, delays.count - 1)]
-        let state: String
-        if problem == nil {
-            state = "delivered"
-        } else {
-            state = now.addingTimeInterval(delay).timeIntervalSince(delivery.createdAt) > configuration.giveUpAfter ? "failed" : "pending"
-            logger.info("notification not delivered; retrying later", metadata: [
-                "notification": "\(delivery.id)", "url": "\(delivery.url)", "problem": "\(problem ?? "")", "attempts": "\(attempts)"])
+        var outcomes: [DeliveryOutcome] = []
+        for (index, delivery) in turn.enumerated() {
+            guard index < answers.count else {
+                outcomes.append(DeliveryOutcome(delivery: delivery, attempts: delivery.attempts, status: nil, problem: nil, at: now, nextAttemptAt: now,
+                                                state: "pending", attempted: false))
+                continue
+            }
+            var status: Int?
+            var problem: String?
+            switch answers[index] {
+            case .success(let response):
+                status = response.status
+                if !(200..<300).contains(response.status) { problem = "answered \(response.status)" }
+            case .failure(let error):
+                problem = "\(error)"
+            }
+            let attempts = delivery.attempts + 1
+            let delays = configuration.retryDelays
+            let delay = delays.isEmpty ? 60 : delays[min(attempts - 1, delays.count - 1)]
+            let state: String
+            if problem == nil {
+                state = "delivered"
+            } else {
+                state = now.addingTimeInterval(delay).timeIntervalSince(delivery.createdAt) > configuration.giveUpAfter ? "failed" : "pending"
+                logger.info("notification not delivered; retrying later", metadata: [
+                    "notification": "\(delivery.id)", "url": "\(delivery.url)", "problem": "\(problem ?? "")", "attempts": "\(attempts)"])
+            }
+            outcomes.append(DeliveryOutcome(delivery: delivery, attempts: attempts, status: status, problem: problem.map { String($0.prefix(500)) },
+                                            at: now, nextAttemptAt: now.addingTimeInterval(problem == nil ? 0 : delay), state: state))
         }
-        return DeliveryOutcome(delivery: delivery, attempts: attempts, status: status, problem: problem.map { String($0.prefix(500)) },
-                               at: now, nextAttemptAt: now.addingTimeInterval(problem == nil ? 0 : delay), state: state)
+        return outcomes
     }
 
     /// Writes a pass's outcomes in one transaction (one commit for the pass, not one per POST),
@@ -266,9 +356,13 @@ public struct Notifications: StoreOwner {
         let instance = self.instance
         try await database.write { db in
             for outcome in outcomes {
-                try await db.update("delivery").set("state", to: outcome.state).set("attempts", to: outcome.attempts)
-                    .set("lastStatus", to: outcome.status).set("lastError", to: outcome.problem).set("nextAttemptAt", to: outcome.nextAttemptAt)
-                    .set("deliveredAt", to: outcome.delivered ? outcome.at : nil)
+                let update = db.update("delivery")
+                if outcome.attempted {
+                    update.set("state", to: outcome.state).set("attempts", to: outcome.attempts)
+                        .set("lastStatus", to: outcome.status).set("lastError", to: outcome.problem)
+                        .set("deliveredAt", to: outcome.delivered ? outcome.at : nil)
+                }
+                try await update.set("nextAttemptAt", to: outcome.nextAttemptAt)
                     .set(SQLIdentifier("claimedBy"), to: SQLLiteral.null).set(SQLIdentifier("claimedUntil"), to: SQLLiteral.null)
                     .where("notificationSequence", .equal, outcome.delivery.notificationSequence)
                     .where("webhookId", .equal, outcome.delivery.webhookId)
