@@ -201,17 +201,20 @@ public struct Notifications: StoreOwner {
         let lease = now.addingTimeInterval(2 * configuration.requestTimeout + 5)
         let postgres = database.engine == .postgres
         let instance = self.instance
+        // The pending deliveries in the order written (`delivery_pending`), not all of those due
+        // sorted (`delivery_due`), which SQLite's planner chose without statistics: a scan of the
+        // whole backlog each pass. The rows the subquery picks are rechecked when they are locked
+        // (PostgreSQL's `FOR UPDATE` in READ COMMITTED; SQLite has one writer).
         let claims = try await database.statement { db in
             try await db.raw(#"""
                 UPDATE "delivery" SET "claimedBy" = \#(bind: instance), "claimedUntil" = \#(bind: lease), "nextAttemptAt" = \#(bind: lease)
-                WHERE "webhookId" = \#(bind: endpoint) AND "state" = 'pending' AND "nextAttemptAt" <= \#(bind: now)
-                    AND ("claimedUntil" IS NULL OR "claimedUntil" < \#(bind: now))
-                    AND "notificationSequence" IN (
-                        SELECT d."notificationSequence" FROM "delivery" d
-                        WHERE d."webhookId" = \#(bind: endpoint) AND d."state" = 'pending' AND d."nextAttemptAt" <= \#(bind: now)
-                            AND d."accountId" NOT IN (SELECT w."accountId" FROM "delivery" w
-                                WHERE w."state" = 'pending' AND w."nextAttemptAt" > \#(bind: now) AND w."webhookId" = \#(bind: endpoint))
-                        ORDER BY d."notificationSequence" LIMIT \#(bind: configuration.batch) \#(unsafeRaw: postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""))
+                WHERE ("notificationSequence", "webhookId") IN (
+                    SELECT d."notificationSequence", d."webhookId" FROM "delivery" d \#(unsafeRaw: postgres ? "" : #"INDEXED BY "delivery_pending""#)
+                    WHERE d."webhookId" = \#(bind: endpoint) AND d."state" = 'pending' AND d."nextAttemptAt" <= \#(bind: now)
+                        AND (d."claimedUntil" IS NULL OR d."claimedUntil" < \#(bind: now))
+                        AND d."accountId" NOT IN (SELECT w."accountId" FROM "delivery" w
+                            WHERE w."state" = 'pending' AND w."nextAttemptAt" > \#(bind: now) AND w."webhookId" = \#(bind: endpoint))
+                    ORDER BY d."notificationSequence" LIMIT \#(bind: configuration.batch) \#(unsafeRaw: postgres ? "FOR UPDATE OF d SKIP LOCKED" : ""))
                 RETURNING "notificationSequence", "accountId"
                 """#).all()
         }
