@@ -121,10 +121,3 @@ final class GroupCommit: Sendable {
         for (job, outcome) in zip(batch, outcomes) { job.finish(outcome) }
     }
 }
-
-/// Where a body's result waits for its commit.
-private final class ResultSlot<T: Sendable>: Sendable {
-    private let value = Mutex<T?>(nil)
-    func store(_ result: T) { value.withLock { $0 = result } }
-    func take() -> T? { value.withLock { $0.take() } }
-}

@@ -443,7 +443,8 @@ public struct Payments: StoreOwner {
         // A new subscription period starts its subscription's row and announces it: plain
         // statements on either engine (rarer than a pack or a book, and more than one statement).
         if database.engine == .postgres, !starts {
-            let recorded = try await database.statement {
+            // One account's purchases share commits (``AccountCommits``), as SQLite's group commit shares them all.
+            let recorded = try await accountCommits.statement(of: record.accountId) {
                 try await $0.insert(record, ifAccountAt: holdings.revision, addingCredits: delta, charge: charge)
             }
             guard let (committed, credits) = recorded else { throw SettleConflict() }

@@ -105,6 +105,8 @@ final class StoreBase: Sendable {
     let appStore: AppStoreProofVerifier?
     /// Payments of one account that read its holdings decide one at a time in this process (see ``AccountTurns``).
     let turns = AccountTurns()
+    /// PostgreSQL: one account's purchase statements share commits (see ``AccountCommits``).
+    let accountCommits: AccountCommits
     /// Wakes the account change feed's long polls waiting in this process.
     let changes: ChangeNotifier
     /// Bearer tokens this process has already looked up (see ``AccountTokens``).
@@ -142,6 +144,7 @@ final class StoreBase: Sendable {
         self.channels = channels
         passwords = Passwords(cost: accountPolicy.passwordCost)
         self.database = database
+        accountCommits = AccountCommits(database: database)
         self.keys = keys
         self.catalog = catalog
         self.environment = environment
@@ -174,6 +177,7 @@ extension StoreOwner {
     var clock: StoreClock { base.clock }
     var changes: ChangeNotifier { base.changes }
     var turns: AccountTurns { base.turns }
+    var accountCommits: AccountCommits { base.accountCommits }
     var tokens: AccountTokens { base.tokens }
     var appStore: AppStoreProofVerifier? { base.appStore }
     var proofs: PurchaseProofVerifiers { base.proofs }

@@ -93,6 +93,32 @@ struct GroupCommitTests: StoreSuite {
         }
     }
 
+    @Test("PostgreSQL: 32 credit packs bought at once on one account share commits (AccountCommits); replays of a key in the same batch still answer the first charge")
+    func packsOfOneAccountShareCommitsOnPostgres() async throws {
+        try await Self.withStore(engine: .postgres) { server, http, account in
+            let commits = server.store.base.accountCommits
+            let before = commits.sharedCommits.load(ordering: .relaxed)
+            let replies = try await withThrowingTaskGroup(of: PaymentResponse.self) { group in
+                for index in 0..<32 {
+                    group.addTask { try await http.pay(Self.pack5, token: account.token, key: "pack-\(index)").decode(PaymentResponse.self) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(Set(replies.map(\.transaction.transactionId)).count == 32)
+            #expect(commits.sharedCommits.load(ordering: .relaxed) > before, "no commit carried more than one charge")
+            // A batch with a key sent twice fails on the unique index and runs again one by one.
+            let again = try await withThrowingTaskGroup(of: PaymentResponse.self) { group in
+                for index in 0..<32 {
+                    group.addTask { try await http.pay(Self.pack5, token: account.token, key: "again-\(index / 4)").decode(PaymentResponse.self) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(Set(again.map(\.transaction.transactionId)).count == 8)
+            #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken) == Array(repeating: 499, count: 40))
+            #expect(try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).credits == 200)
+        }
+    }
+
     @Test("inline connections: every SQLite type reads back the same through the writer and a reader, a duplicate key is a unique violation in one line, more statements than its cache holds still answer, and a reopen finds what it committed")
     func writerConnection() async throws {
         let directory = try TemporaryDirectory()
