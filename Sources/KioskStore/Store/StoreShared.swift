@@ -69,8 +69,19 @@ extension Store {
 
     /// `bytes` random bytes in lowercase hex (IDs, tokens, instance names).
     public static func randomHex(bytes: Int) -> String {
+        FileDigest.hex(randomBytes(bytes))
+    }
+
+    /// `count` bytes from the system's generator, eight a call: each call is a `getrandom`
+    /// system call, and a byte a call made a purchase's IDs 26 of them (1 % of the server's time).
+    static func randomBytes(_ count: Int) -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
-        return FileDigest.hex((0..<bytes).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(count + 7)
+        while bytes.count < count {
+            withUnsafeBytes(of: generator.next()) { bytes.append(contentsOf: $0) }
+        }
+        return Array(bytes.prefix(count))
     }
 
     /// A new transaction's ID: `txn_` and 20 hex digits, the first 11 the milliseconds since 1970
@@ -89,8 +100,7 @@ extension Store {
     /// the same reason as ``newTransactionID(now:)``; App Store's are version 4, and a publisher
     /// reads either as an opaque UUID.
     static func newNotificationID(now: Date = Date()) -> String {
-        var generator = SystemRandomNumberGenerator()
-        var bytes = (0..<16).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        var bytes = randomBytes(16)
         let milliseconds = UInt64(max(0, now.timeIntervalSince1970 * 1000))
         for index in 0..<6 { bytes[index] = UInt8(truncatingIfNeeded: milliseconds >> (8 * (5 - index))) }
         bytes[6] = 0x70 | (bytes[6] & 0x0f)
