@@ -11,23 +11,34 @@ import Synchronization
 /// held for the batch's statements (a round trip each) and one flush.
 ///
 /// A statement that writes nothing (the account moved: a compare-and-set that did not hold) is
-/// no error: its caller decides again, as it would have alone. A statement that fails aborts
-/// PostgreSQL's whole transaction, so the batch is rolled back and each of its statements is run
-/// again alone, each answered with its own outcome: all or nothing for each caller, as before.
-/// Accounts do not wait for each other; SQLite needs none of this (``GroupCommit`` shares every
-/// write's commit there).
+/// no error: its caller decides again, as it would have alone. A statement PostgreSQL refuses
+/// (a unique index: a replayed key) aborts its whole transaction, so the batch is rolled back and
+/// each of its statements is run again alone, each answered with its own outcome: all or nothing
+/// for each caller, as before. A failure of the connection or the pool fails the batch's callers
+/// with it, as it would have failed each alone, rather than retrying them one after another.
+///
+/// A batch's statements run in the order of their products, not of their arrival (concurrent
+/// requests have no order of their own): each also adds to the day's sales row of its product in
+/// the account's slot (``SalesSlot``), shared with other accounts, and a batch holds those rows to
+/// its commit. Taken in one order by every batch, they cannot deadlock two batches; other accounts
+/// of the slot buying the same product wait for a batch's commit where they waited for one
+/// statement's. SQLite needs none of this (``GroupCommit`` shares every write's commit there).
 ///
 /// **Performance layer.** Replaces one commit per purchase of an account (a single statement on
 /// a pooled connection). The figure (`BENCH_ONLY=purchases`, one account, 32 clients, 5 windows
-/// of 8 s, 2026-11-27): 847 purchases a second at p99 158 ms before; see docs/benchmarks.md for after.
+/// of 8 s, 2026-11-27): 847–953 purchases a second at p99 133–158 ms before, 1,088 /s at p99 52 ms
+/// after (one window of 8 s; docs/benchmarks.md).
 final class AccountCommits: Sendable {
     private struct Job: Sendable {
+        /// What orders a batch: the product the statement sells.
+        let order: String
         let run: @Sendable (any SQLDatabase) async throws -> Void
         let finish: @Sendable ((any Error)?) -> Void
     }
 
-    /// The most statements one commit carries, so that one account cannot hold a connection long.
-    static let maxBatch = 64
+    /// The most statements one commit carries, so that one account holds a connection, and the
+    /// sales rows it shares, for a few round trips at most.
+    static let maxBatch = 32
 
     private let database: ServerDatabase
     private let queues = Mutex<[String: [Job]]>([:])
@@ -40,10 +51,12 @@ final class AccountCommits: Sendable {
 
     /// Runs `body`, one statement that is a transaction by itself, in the next commit of
     /// `account`'s statements, and returns its result once that commit is durable.
-    func statement<T: Sendable>(of account: String, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+    /// - Parameter order: the product the statement sells; a batch runs its statements in this order.
+    func statement<T: Sendable>(of account: String, order: String, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         let slot = ResultSlot<T>()
         return try await withCheckedThrowingContinuation { continuation in
             let job = Job(
+                order: order,
                 run: { db in slot.store(try await body(db)) },
                 finish: { error in
                     if let error {
@@ -87,19 +100,23 @@ final class AccountCommits: Sendable {
         }
     }
 
-    private func commit(_ batch: [Job]) async {
-        if batch.count == 1 {
-            await alone(batch[0])
+    private func commit(_ arrived: [Job]) async {
+        if arrived.count == 1 {
+            await alone(arrived[0])
             return
         }
+        let batch = arrived.enumerated().sorted { ($0.element.order, $0.offset) < ($1.element.order, $1.offset) }.map(\.element)
         do {
             try await database.write { db in
                 for job in batch { try await job.run(db) }
             }
             sharedCommits.add(1, ordering: .relaxed)
-        } catch {
+        } catch where database.isStatementRefusal(error) {
             // Nothing of the batch was written: each statement again, alone, for its own outcome.
             for job in batch { await alone(job) }
+            return
+        } catch {
+            for job in batch { job.finish(error) }
             return
         }
         for job in batch { job.finish(nil) }

@@ -186,6 +186,12 @@ final class ServerDatabase: Sendable {
         return false
     }
 
+    /// PostgreSQL answered the statement with an error of its own (a rule of the schema, a
+    /// deadlock): the statement, not the connection, failed, and running it again can succeed.
+    func isStatementRefusal(_ error: any Error) -> Bool {
+        (error as? PSQLError)?.serverInfo?[.sqlState] != nil
+    }
+
     /// Closes every connection. The database must not be used afterwards.
     func close() async {
         guard !closed.exchange(true, ordering: .relaxed) else { return }

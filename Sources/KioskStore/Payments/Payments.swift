@@ -444,7 +444,7 @@ public struct Payments: StoreOwner {
         // statements on either engine (rarer than a pack or a book, and more than one statement).
         if database.engine == .postgres, !starts {
             // One account's purchases share commits (``AccountCommits``), as SQLite's group commit shares them all.
-            let recorded = try await accountCommits.statement(of: record.accountId) {
+            let recorded = try await accountCommits.statement(of: record.accountId, order: record.productId) {
                 try await $0.insert(record, ifAccountAt: holdings.revision, addingCredits: delta, charge: charge)
             }
             guard let (committed, credits) = recorded else { throw SettleConflict() }

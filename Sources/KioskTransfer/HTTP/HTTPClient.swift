@@ -81,8 +81,8 @@ public struct HTTPClient: Sendable {
     ///
     /// **Performance layer.** Replaces a ``send(_:)`` per request, each on a thread started for it,
     /// for the notification outbox: at 2,100 purchases a second (`BENCH_ONLY=purchases`, a webhook
-    /// registered) delivery fell behind, 15,425 waiting after 12 s; see ``NotificationDeliveryConfiguration``
-    /// for the figures after.
+    /// registered) delivery fell behind, 15,425 waiting after 12 s; with runs on 32 threads a pass,
+    /// 141–149 wait (``NotificationDeliveryConfiguration/batch`` has the figures).
     public func sendInTurns(_ turns: [[HTTPRequest]], until deadline: ContinuousClock.Instant) async throws -> [[Result<HTTPResponse, any Error>]] {
         let connections = self.connections
         return try await onThreadOfItsOwn { stop in

@@ -132,4 +132,41 @@ struct DeliveryRunsTests {
             }
         }
     }
+
+    @Test("accounts take turns: 20 accounts' one notification each go out among the first passes, not after another account's backlog of 300", arguments: TestEngine.all)
+    func accountsTakeTurns(engine: TestEngine) async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        var configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: directory.url.appendingPathComponent("data"))
+        configuration.database = try await engine.freshDatabase()
+        configuration.notificationDelivery = nil
+        let receiver = WebhookReceiver()
+        receiver.failing.store(false, ordering: .relaxed)
+        let server = configuration
+        try await receiver.run { hook in
+            try await LiveServer.run(server) { live, _ in
+                _ = try await live.store.notifications.addWebhook(hook)
+                let busy = try await live.store.accounts.createAccount()
+                for _ in 0..<300 {
+                    _ = try await live.store.payments.pay(PaymentRequest(productId: Self.pack, quantity: 1, paymentMethod: .approve,
+                                                                         idempotencyKey: UUID().uuidString), accountId: busy.accountId)
+                }
+                var others: Set<String> = []
+                for _ in 0..<20 {
+                    let account = try await live.store.accounts.createAccount()
+                    others.insert(account.accountId)
+                    _ = try await live.store.payments.pay(PaymentRequest(productId: Self.pack, quantity: 1, paymentMethod: .approve,
+                                                                         idempotencyKey: UUID().uuidString), accountId: account.accountId)
+                }
+                var pass = NotificationDeliveryConfiguration()
+                pass.batch = 16
+                pass.connections = 4
+                #expect(try await live.store.notifications.deliverDue(pass) == 320)
+                let arrived = receiver.accepted.map { $0.accountId ?? "" }
+                #expect(arrived.count == 320)
+                let lastOther = arrived.lastIndex { others.contains($0) } ?? arrived.count
+                #expect(lastOther < 40, "the other accounts' last notification arrived \(lastOther + 1)th of \(arrived.count)")
+            }
+        }
+    }
 }
