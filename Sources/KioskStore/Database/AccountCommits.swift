@@ -32,8 +32,9 @@ final class AccountCommits: Sendable {
     private struct Job: Sendable {
         /// What orders a batch: the product the statement sells.
         let order: String
-        let run: @Sendable (any SQLDatabase) async throws -> Void
-        let finish: @Sendable ((any Error)?) -> Void
+        let commit: CommitJob
+        func run(_ db: any SQLDatabase) async throws { try await commit.run(db) }
+        func finish(_ error: (any Error)?) { commit.finish(error) }
     }
 
     /// The most statements one commit carries, so that one account holds a connection, and the
@@ -53,20 +54,8 @@ final class AccountCommits: Sendable {
     /// `account`'s statements, and returns its result once that commit is durable.
     /// - Parameter order: the product the statement sells; a batch runs its statements in this order.
     func statement<T: Sendable>(of account: String, order: String, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        let slot = ResultSlot<T>()
-        return try await withCheckedThrowingContinuation { continuation in
-            let job = Job(
-                order: order,
-                run: { db in slot.store(try await body(db)) },
-                finish: { error in
-                    if let error {
-                        continuation.resume(throwing: error)
-                    } else if let value = slot.take() {
-                        continuation.resume(returning: value)
-                    } else {
-                        continuation.resume(throwing: CancellationError())
-                    }
-                })
+        try await CommitJob.awaiting(body) { commit in
+            let job = Job(order: order, commit: commit)
             let starts = queues.withLock { queues -> Bool in
                 if queues[account] != nil {
                     queues[account]?.append(job)
@@ -130,11 +119,4 @@ final class AccountCommits: Sendable {
             job.finish(error)
         }
     }
-}
-
-/// Where a body's result waits for its commit.
-final class ResultSlot<T: Sendable>: Sendable {
-    private let value = Mutex<T?>(nil)
-    func store(_ result: T) { value.withLock { $0 = result } }
-    func take() -> T? { value.withLock { $0.take() } }
 }

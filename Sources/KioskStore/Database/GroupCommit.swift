@@ -20,10 +20,7 @@ import Synchronization
 /// that account's rate went from 680–960 /s to 1,775–2,448 /s (`GroupCommitTests` shows 16 such
 /// writes in fewer than 16 commits).
 final class GroupCommit: Sendable {
-    struct Job: Sendable {
-        let run: @Sendable (any SQLDatabase) async throws -> Void
-        let finish: @Sendable ((any Error)?) -> Void
-    }
+    typealias Job = CommitJob
 
     /// The most bodies one commit carries, so that one batch cannot hold the writer for long.
     static let maxBatch = 128
@@ -49,20 +46,7 @@ final class GroupCommit: Sendable {
 
     /// Runs `body` in the next commit and returns its result once that commit is durable.
     func write<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        let slot = ResultSlot<T>()
-        return try await withCheckedThrowingContinuation { continuation in
-            submit(Job(
-                run: { db in slot.store(try await body(db)) },
-                finish: { error in
-                    if let error {
-                        continuation.resume(throwing: error)
-                    } else if let value = slot.take() {
-                        continuation.resume(returning: value)
-                    } else {
-                        continuation.resume(throwing: CancellationError())
-                    }
-                }))
-        }
+        try await CommitJob.awaiting(body) { submit($0) }
     }
 
     private func submit(_ job: Job) {

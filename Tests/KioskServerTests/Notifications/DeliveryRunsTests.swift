@@ -13,8 +13,9 @@ import Testing
 struct DeliveryRunsTests {
     static let pack = "com.kiosk.credits.pack-5"
 
-    @Test("300 notifications of one account and 20 of others, delivered by two instances in small passes at once: each once, each account's in order", arguments: TestEngine.all)
-    func twoInstancesKeepOrder(engine: TestEngine) async throws {
+    /// Two instances over one fresh database of `engine`, their delivery workers off, with a
+    /// webhook registered to a receiver that accepts everything.
+    static func twoInstances(_ engine: TestEngine, _ body: @Sendable (_ a: KioskServer, _ b: KioskServer, _ receiver: WebhookReceiver) async throws -> Void) async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
         let database = try await engine.freshDatabase() ?? .sqlite(path: directory.path("shared.sqlite").path)
@@ -30,106 +31,97 @@ struct DeliveryRunsTests {
             try await LiveServer.run(configuration("a")) { a, _ in
                 try await LiveServer.run(configuration("b")) { b, _ in
                     _ = try await a.store.notifications.addWebhook(hook)
-                    let busy = try await a.store.accounts.createAccount()
-                    var others: [String] = []
-                    for _ in 0..<20 { others.append(try await a.store.accounts.createAccount().accountId) }
-                    let buyers = others
-                    try await withThrowingTaskGroup(of: Void.self) { group in
-                        group.addTask {
-                            for _ in 0..<300 {
-                                _ = try await a.store.payments.pay(PaymentRequest(productId: Self.pack, quantity: 1, paymentMethod: .approve,
-                                                                                  idempotencyKey: UUID().uuidString), accountId: busy.accountId)
-                            }
-                        }
-                        group.addTask {
-                            for account in buyers {
-                                _ = try await b.store.payments.pay(PaymentRequest(productId: Self.pack, quantity: 1, paymentMethod: .approve,
-                                                                                  idempotencyKey: UUID().uuidString), accountId: account)
-                            }
-                        }
-                        // Passes start while purchases are still being written.
-                        group.addTask {
-                            var pass = NotificationDeliveryConfiguration()
-                            pass.batch = 7
-                            pass.connections = 3
-                            for _ in 0..<40 {
-                                async let byA = a.store.notifications.deliverDue(pass)
-                                async let byB = b.store.notifications.deliverDue(pass)
-                                _ = try await (byA, byB)
-                                try await Task.sleep(for: .milliseconds(20))
-                            }
-                        }
-                        try await group.waitForAll()
-                    }
-                    var pass = NotificationDeliveryConfiguration()
-                    pass.batch = 16
-                    for _ in 0..<100 where Set(receiver.accepted.map(\.notificationUUID)).count < 320 {
-                        async let byA = a.store.notifications.deliverDue(pass)
-                        async let byB = b.store.notifications.deliverDue(pass)
-                        _ = try await (byA, byB)
-                    }
-                    let accepted = receiver.accepted
-                    #expect(accepted.count == 320)
-                    #expect(Set(accepted.map(\.notificationUUID)).count == accepted.count, "each notification once")
-                    let written = try await a.store.database.read { db in
-                        try await db.select().column("id").column("accountId").from("notification").orderBy("sequence").all()
-                    }
-                    for account in [busy.accountId] + others {
-                        let order = try written.filter { try $0.decode(column: "accountId", as: String.self) == account }
-                            .map { try $0.decode(column: "id", as: String.self) }
-                        let arrived = accepted.filter { $0.accountId == account }.map(\.notificationUUID)
-                        #expect(arrived == order, "account \(account): \(arrived.count) arrived of \(order.count), in the order written")
-                    }
-                    let rows = try await a.store.notifications.list(failed: false, limit: 1_000)
-                    #expect(rows.count == 320)
-                    #expect(rows.allSatisfy { $0.state == "delivered" && $0.attempts == 1 })
+                    try await body(a, b, receiver)
                 }
             }
         }
     }
 
-    @Test("PostgreSQL: an instance that finds an account's first deliveries locked by another's claim in flight sends none of the account's later ones")
-    func skipLockedKeepsOrder() async throws {
-        let directory = try TemporaryDirectory()
-        let store = try SampleStore(in: directory)
-        let database = try await TestPostgres.shared.freshDatabase()
-        @Sendable func configuration(_ name: String) -> ServerConfiguration {
-            var configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: directory.url.appendingPathComponent(name))
-            configuration.database = database
-            configuration.notificationDelivery = nil
-            return configuration
-        }
-        let receiver = WebhookReceiver()
-        receiver.failing.store(false, ordering: .relaxed)
-        try await receiver.run { hook in
-            try await LiveServer.run(configuration("a")) { a, _ in
-                try await LiveServer.run(configuration("b")) { b, _ in
-                    _ = try await a.store.notifications.addWebhook(hook)
-                    let busy = try await a.store.accounts.createAccount()
-                    for _ in 0..<10 {
+    @Test("300 notifications of one account and 20 of others, delivered by two instances in small passes at once: each once, each account's in order", arguments: TestEngine.all)
+    func twoInstancesKeepOrder(engine: TestEngine) async throws {
+        try await Self.twoInstances(engine) { a, b, receiver in
+            let busy = try await a.store.accounts.createAccount()
+            var others: [String] = []
+            for _ in 0..<20 { others.append(try await a.store.accounts.createAccount().accountId) }
+            let buyers = others
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for _ in 0..<300 {
                         _ = try await a.store.payments.pay(PaymentRequest(productId: Self.pack, quantity: 1, paymentMethod: .approve,
                                                                           idempotencyKey: UUID().uuidString), accountId: busy.accountId)
                     }
-                    // What a claim of the first three looks like to another instance before it commits: rows it must skip.
-                    let sentMeanwhile = try await a.store.database.write { db -> Int in
-                        try await db.raw(#"""
-                            SELECT "notificationSequence" FROM "delivery" ORDER BY "notificationSequence" LIMIT 3 FOR UPDATE
-                            """#).run()
-                        var pass = NotificationDeliveryConfiguration()
-                        pass.batch = 10
-                        return try await b.store.notifications.deliverDue(pass)
-                    }
-                    #expect(sentMeanwhile == 0)
-                    #expect(receiver.accepted.isEmpty, "nothing of the account sent while its first deliveries were another's")
-                    for _ in 0..<10 where receiver.accepted.count < 10 {
-                        _ = try await a.store.notifications.deliverDue(NotificationDeliveryConfiguration())
-                    }
-                    let written = try await a.store.database.read { db in
-                        try await db.select().column("id").from("notification").orderBy("sequence").all(decodingColumn: "id", as: String.self)
-                    }
-                    #expect(receiver.accepted.map(\.notificationUUID) == written)
                 }
+                group.addTask {
+                    for account in buyers {
+                        _ = try await b.store.payments.pay(PaymentRequest(productId: Self.pack, quantity: 1, paymentMethod: .approve,
+                                                                          idempotencyKey: UUID().uuidString), accountId: account)
+                    }
+                }
+                // Passes start while purchases are still being written.
+                group.addTask {
+                    var pass = NotificationDeliveryConfiguration()
+                    pass.batch = 7
+                    pass.connections = 3
+                    for _ in 0..<40 {
+                        async let byA = a.store.notifications.deliverDue(pass)
+                        async let byB = b.store.notifications.deliverDue(pass)
+                        _ = try await (byA, byB)
+                        try await Task.sleep(for: .milliseconds(20))
+                    }
+                }
+                try await group.waitForAll()
             }
+            var pass = NotificationDeliveryConfiguration()
+            pass.batch = 16
+            for _ in 0..<100 where Set(receiver.accepted.map(\.notificationUUID)).count < 320 {
+                async let byA = a.store.notifications.deliverDue(pass)
+                async let byB = b.store.notifications.deliverDue(pass)
+                _ = try await (byA, byB)
+            }
+            let accepted = receiver.accepted
+            #expect(accepted.count == 320)
+            #expect(Set(accepted.map(\.notificationUUID)).count == accepted.count, "each notification once")
+            let written = try await a.store.database.read { db in
+                try await db.select().column("id").column("accountId").from("notification").orderBy("sequence").all()
+            }
+            for account in [busy.accountId] + others {
+                let order = try written.filter { try $0.decode(column: "accountId", as: String.self) == account }
+                    .map { try $0.decode(column: "id", as: String.self) }
+                let arrived = accepted.filter { $0.accountId == account }.map(\.notificationUUID)
+                #expect(arrived == order, "account \(account): \(arrived.count) arrived of \(order.count), in the order written")
+            }
+            let rows = try await a.store.notifications.list(failed: false, limit: 1_000)
+            #expect(rows.count == 320)
+            #expect(rows.allSatisfy { $0.state == "delivered" && $0.attempts == 1 })
+        }
+    }
+
+    @Test("PostgreSQL: an instance that finds an account's first deliveries locked by another's claim in flight sends none of the account's later ones")
+    func skipLockedKeepsOrder() async throws {
+        try await Self.twoInstances(.postgres) { a, b, receiver in
+            let busy = try await a.store.accounts.createAccount()
+            for _ in 0..<10 {
+                _ = try await a.store.payments.pay(PaymentRequest(productId: Self.pack, quantity: 1, paymentMethod: .approve,
+                                                                  idempotencyKey: UUID().uuidString), accountId: busy.accountId)
+            }
+            // What a claim of the first three looks like to another instance before it commits: rows it must skip.
+            let sentMeanwhile = try await a.store.database.write { db -> Int in
+                try await db.raw(#"""
+                    SELECT "notificationSequence" FROM "delivery" ORDER BY "notificationSequence" LIMIT 3 FOR UPDATE
+                    """#).run()
+                var pass = NotificationDeliveryConfiguration()
+                pass.batch = 10
+                return try await b.store.notifications.deliverDue(pass)
+            }
+            #expect(sentMeanwhile == 0)
+            #expect(receiver.accepted.isEmpty, "nothing of the account sent while its first deliveries were another's")
+            for _ in 0..<10 where receiver.accepted.count < 10 {
+                _ = try await a.store.notifications.deliverDue(NotificationDeliveryConfiguration())
+            }
+            let written = try await a.store.database.read { db in
+                try await db.select().column("id").from("notification").orderBy("sequence").all(decodingColumn: "id", as: String.self)
+            }
+            #expect(receiver.accepted.map(\.notificationUUID) == written)
         }
     }
 
