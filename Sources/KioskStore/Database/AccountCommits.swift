@@ -26,8 +26,8 @@ import Synchronization
 ///
 /// **Performance layer.** Replaces one commit per purchase of an account (a single statement on
 /// a pooled connection). The figure (`BENCH_ONLY=purchases`, one account, 32 clients, 5 windows
-/// of 8 s, 2026-11-27): 847–953 purchases a second at p99 133–158 ms before, 1,088 /s at p99 52 ms
-/// after (one window of 8 s; docs/benchmarks.md).
+/// of 8 s, 2026-11-27): 847–953 purchases a second at p99 133–158 ms before, 1,245 /s at p99 44 ms
+/// after (`make bench-compare BEFORE=7c48494`, 16:42; docs/benchmarks.md).
 final class AccountCommits: Sendable {
     private struct Job: Sendable {
         /// What orders a batch: the product the statement sells.
