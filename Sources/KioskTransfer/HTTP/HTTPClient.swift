@@ -37,6 +37,9 @@ public struct HTTPResponse: Sendable {
     /// The connections opened for this exchange (0 when it reused one kept open).
     public var connectionsOpened = 0
 
+    /// A 2xx: the request was done.
+    public var isSuccess: Bool { (200..<300).contains(status) }
+
     public init(status: Int, headers: [String: String], body: Data) {
         self.status = status
         self.headers = headers
@@ -95,7 +98,7 @@ public struct HTTPClient: Sendable {
                     if stop.requested { throw CancellationError() }
                     let outcome = Result { try Self.perform(request, connections: connections, stop: stop) }
                     turn.append(outcome)
-                    guard case .success(let response) = outcome, (200..<300).contains(response.status) else { break }
+                    guard case .success(let response) = outcome, response.isSuccess else { break }
                 }
                 outcomes.append(turn)
             }
