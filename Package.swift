@@ -178,14 +178,21 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            // The order file is the linker's, not a resource.
+            exclude: ["startup-order.txt"],
             swiftSettings: swiftSettings,
             // Fewer pages touched at every start of the reader's tool (a fetch of 1 GiB peaked at
-            // 34.6 MiB without these, 31 with): relative relocations packed (DT_RELR, glibc 2.36+;
-            // GNU ld has it, gold does not), so the loader no longer reads 2.3 MiB of them; and no
-            // symbol table exported (the static Swift runtime asks for -export-dynamic), so
-            // libraries' symbol lookups stop walking 21,000 of the program's own symbols.
+            // 34.6 MiB without the first two, 31 with): relative relocations packed (DT_RELR, glibc
+            // 2.36+), so the loader no longer reads 2.3 MiB of them; no symbol table exported (the
+            // static Swift runtime asks for -export-dynamic), so libraries' symbol lookups stop
+            // walking 21,000 of the program's own symbols; and lld lays the functions a fetch runs
+            // (startup-order.txt, written by scripts/startup_order.py) out together at the front of
+            // the code, where GNU ld scattered them over 24 MiB, every one mapping the page-cache
+            // folio around it: 32.3–32.9 MiB → 28.5–28.7 MiB peak (docs/benchmarks.md).
             linkerSettings: [
-                .unsafeFlags(["-use-ld=bfd", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"],
+                .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic",
+                              "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/kiosk/startup-order.txt",
+                              "-Xlinker", "--no-warn-symbol-ordering"],
                              .when(platforms: [.linux], configuration: .release)),
             ],
             plugins: ["BuildInfo"]

@@ -7,10 +7,13 @@ import KioskTransfer
 enum VersionInfo {
     static var text: String {
         """
-        kiosk \(ProgramVersion.number) (commit \(buildCommit))
+        \(program)
         Swift \(ProgramVersion.swift)
         \(CurlVersion.description)
         \(ArchiveVersion.description)
         """
     }
+
+    /// The first line alone, which names no library.
+    static var program: String { "kiosk \(ProgramVersion.number) (commit \(buildCommit))" }
 }

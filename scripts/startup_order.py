@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Writes Sources/kiosk/startup-order.txt: the functions a `kiosk fetch` runs, in the order the
+linker (lld's --symbol-ordering-file) lays them out at the front of the reader's program.
+
+Why: the kernel maps a program's code a page-cache folio (up to 2 MiB here) or a 64 KiB window
+at a time around each first call, so code run at every start but spread over 24 MiB of text made
+a fetch resident in 9.9 MiB of it. Laid out together, the same code is resident in about 5.8 MiB
+(docs/benchmarks.md, "Peak memory of kiosk fetch").
+
+How: valgrind's callgrind runs `kiosk fetch --sha256` of a 1 MB file from a local HTTP server
+and lists every function of the program that ran. A name that the program
+holds more than once (local helpers such as `objectdestroyTm`, one in each object file) is left
+out: ordering by it would pull every object's copy, and with it unrelated code, to the front.
+
+Usage: make the release build, then
+    python3 scripts/startup_order.py [path/to/kiosk]
+and rebuild (the link does not notice the file changed: delete the kiosk binary first). A stale
+list costs memory, never correctness: names that no longer exist are ignored by the linker.
+"""
+import collections
+import hashlib
+import http.server
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUTPUT = ROOT / "Sources/kiosk/startup-order.txt"
+
+
+def main():
+    kiosk = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / ".build/release/kiosk").resolve()
+    if not shutil.which("valgrind"):
+        sys.exit("startup_order.py: valgrind is missing; install it (apt-get install valgrind) and run again")
+    if not kiosk.is_file():
+        sys.exit(f"startup_order.py: no program at {kiosk}; build it first (make build, or swift build -c release --product kiosk)")
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        # valgrind 3.19 cannot read the DWARF 5 the toolchain writes; the symbol table is enough.
+        program = scratch / "kiosk"
+        shutil.copy(kiosk, program)
+        subprocess.run(["strip", "--strip-debug", str(program)], check=True)
+        served = scratch / "www"
+        served.mkdir()
+        body = os.urandom(1 << 20)
+        (served / "file.bin").write_bytes(body)
+        class Quiet(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, *arguments):
+                pass
+        handler = lambda *a, **k: Quiet(*a, directory=str(served), **k)
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{server.server_address[1]}/file.bin"
+        runs = [
+            ["fetch", url, "-o", str(scratch / "out.bin"), "--sha256", hashlib.sha256(body).hexdigest()],
+        ]
+        names = []
+        try:
+            for index, arguments in enumerate(runs):
+                out = scratch / f"callgrind.{index}"
+                subprocess.run(["valgrind", "--tool=callgrind", "--demangle=no", f"--callgrind-out-file={out}", str(program), *arguments],
+                               check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "KIOSK_HOME": str(scratch / "home")})
+                names += [name for name in functions_run(out, program.name) if name not in names]
+        finally:
+            server.shutdown()
+        counts = collections.Counter(line.split()[-1] for line in subprocess.run(
+            ["nm", "--defined-only", str(program)], capture_output=True, text=True, check=True).stdout.splitlines() if line.strip())
+        kept = [name for name in names if counts[name] == 1]
+    OUTPUT.write_text("".join(name + "\n" for name in kept))
+    print(f"{OUTPUT.relative_to(ROOT)}: {len(kept)} functions ({len(names) - len(kept)} left out: held more than once, or not in the symbol table)")
+
+
+def functions_run(path, program_name):
+    """The functions of `program_name` that callgrind's profile at `path` saw run, first seen first."""
+    names, objects, seen = {}, {}, []
+    current_object = None
+    for line in open(path, errors="replace"):
+        match = re.match(r"^(c?ob|c?fn)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
+        if not match:
+            continue
+        kind, ident, name = match.groups()
+        table = objects if kind.endswith("ob") else names
+        if name is not None:
+            table[ident] = name
+        if kind == "ob":
+            current_object = objects.get(ident, "")
+        elif kind == "fn" and current_object.endswith("/" + program_name):
+            # callgrind marks a function's recursive or repeated contexts with 'N.
+            function = re.sub(r"'\d+$", "", names.get(ident, ""))
+            if function and not function.startswith("0x") and function not in seen:
+                seen.append(function)
+    return seen
+
+
+if __name__ == "__main__":
+    main()
