@@ -188,7 +188,9 @@ let package = Package(
             // walking 21,000 of the program's own symbols; and lld lays the functions a fetch runs
             // (startup-order.txt, written by scripts/startup_order.py) out together at the front of
             // the code, where GNU ld scattered them over 24 MiB, every one mapping the page-cache
-            // folio around it: 32.3–32.9 MiB → 28.5–28.7 MiB peak (docs/benchmarks.md).
+            // folio around it: resident code during a fetch 9.9 MiB → 5.6–6.6 MiB, and with the
+            // version lines built only for --version, peak 31.9–32.9 MiB → 27.0–28.7 MiB
+            // (docs/benchmarks.md, "Where the time goes", 2026-11-27 18:15).
             linkerSettings: [
                 .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic",
                               "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/kiosk/startup-order.txt",

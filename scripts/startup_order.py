@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
-"""Writes Sources/kiosk/startup-order.txt: the functions a `kiosk fetch` runs, in the order the
-linker (lld's --symbol-ordering-file) lays them out at the front of the reader's program.
+"""Writes Sources/kiosk/startup-order.txt: the functions a `kiosk fetch` runs, which the linker
+(lld's --symbol-ordering-file) lays out together at the front of the reader's program.
 
 Why: the kernel maps a program's code a page-cache folio (up to 2 MiB here) or a 64 KiB window
 at a time around each first call, so code run at every start but spread over 24 MiB of text made
-a fetch resident in 9.9 MiB of it. Laid out together, the same code is resident in about 5.8 MiB
-(docs/benchmarks.md, "Peak memory of kiosk fetch").
+a fetch resident in 9.9 MiB of it. Laid out together, the same code is resident in 5.6–6.6 MiB
+(docs/benchmarks.md, "Where the time goes", 2026-11-27 18:15).
 
 How: valgrind's callgrind runs `kiosk fetch --sha256` of a 1 MB file from a local HTTP server
 and lists every function of the program that ran. A name that the program
 holds more than once (local helpers such as `objectdestroyTm`, one in each object file) is left
 out: ordering by it would pull every object's copy, and with it unrelated code, to the front.
 
-Usage: make the release build, then
+Usage: make the release build as `make` does (the Swift runtime linked in, so that its functions
+are listed too), then
+    swift build -c release --static-swift-stdlib --product kiosk
     python3 scripts/startup_order.py [path/to/kiosk]
 and rebuild (the link does not notice the file changed: delete the kiosk binary first). A stale
 list costs memory, never correctness: names that no longer exist are ignored by the linker.
@@ -38,7 +40,7 @@ def main():
     if not shutil.which("valgrind"):
         sys.exit("startup_order.py: valgrind is missing; install it (apt-get install valgrind) and run again")
     if not kiosk.is_file():
-        sys.exit(f"startup_order.py: no program at {kiosk}; build it first (make build, or swift build -c release --product kiosk)")
+        sys.exit(f"startup_order.py: no program at {kiosk}; build it first: swift build -c release --static-swift-stdlib --product kiosk")
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         # valgrind 3.19 cannot read the DWARF 5 the toolchain writes; the symbol table is enough.
@@ -68,15 +70,23 @@ def main():
                 names += [name for name in functions_run(out, program.name) if name not in names]
         finally:
             server.shutdown()
+            server.server_close()
         counts = collections.Counter(line.split()[-1] for line in subprocess.run(
             ["nm", "--defined-only", str(program)], capture_output=True, text=True, check=True).stdout.splitlines() if line.strip())
+        if counts["swift_release"] != 1:
+            sys.exit(f"startup_order.py: {kiosk} does not hold the Swift runtime; build it with --static-swift-stdlib, as make does")
         kept = [name for name in names if counts[name] == 1]
-    OUTPUT.write_text("".join(name + "\n" for name in kept))
+    # An empty or short list would quietly undo the layout: a fetch runs about 3,000 functions.
+    if len(kept) < 1000:
+        sys.exit(f"startup_order.py: only {len(kept)} functions found in callgrind's profile; {OUTPUT.name} left as it was")
+    written = OUTPUT.with_suffix(".txt.new")
+    written.write_text("".join(name + "\n" for name in kept))
+    written.replace(OUTPUT)
     print(f"{OUTPUT.relative_to(ROOT)}: {len(kept)} functions ({len(names) - len(kept)} left out: held more than once, or not in the symbol table)")
 
 
 def functions_run(path, program_name):
-    """The functions of `program_name` that callgrind's profile at `path` saw run, first seen first."""
+    """The functions of `program_name` that callgrind's profile at `path` saw run, in the profile's order."""
     names, objects, seen = {}, {}, []
     current_object = None
     for line in open(path, errors="replace"):

@@ -103,6 +103,8 @@ struct HelpCommandTests {
         // still offers the flag.
         let help = try await KioskCommand.run(["--help"])
         #expect(help.status == 0 && help.stdout.contains("--version"), "\(help.stdout)")
+        let spelledWithValue = try await KioskCommand.run(["--version=yes"])
+        #expect(spelledWithValue.status == 0 && spelledWithValue.stdout == version.stdout, "\(spelledWithValue)")
         let server = try await KioskCommand.run(["--version"], program: KioskCommand.executable.deletingLastPathComponent().appendingPathComponent("kiosk-server"))
         let serverLines = server.stdout.split(separator: "\n").map(String.init)
         #expect(server.status == 0 && serverLines.count == 3, "\(server)")
