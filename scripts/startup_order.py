@@ -47,6 +47,12 @@ def main():
         program = scratch / "kiosk"
         shutil.copy(kiosk, program)
         subprocess.run(["strip", "--strip-debug", str(program)], check=True)
+        # The program's own symbols, read first: a name held more than once is left out, and a
+        # program without the Swift runtime linked in would give a list without its functions.
+        counts = collections.Counter(line.split()[-1] for line in subprocess.run(
+            ["nm", "--defined-only", str(program)], capture_output=True, text=True, check=True).stdout.splitlines() if line.strip())
+        if counts["swift_release"] != 1:
+            sys.exit(f"startup_order.py: {kiosk} does not hold the Swift runtime; build it with --static-swift-stdlib, as make does")
         served = scratch / "www"
         served.mkdir()
         body = os.urandom(1 << 20)
@@ -57,24 +63,16 @@ def main():
         handler = lambda *a, **k: Quiet(*a, directory=str(served), **k)
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
-        url = f"http://127.0.0.1:{server.server_address[1]}/file.bin"
-        runs = [
-            ["fetch", url, "-o", str(scratch / "out.bin"), "--sha256", hashlib.sha256(body).hexdigest()],
-        ]
-        names = []
+        profile = scratch / "callgrind.out"
         try:
-            for index, arguments in enumerate(runs):
-                out = scratch / f"callgrind.{index}"
-                subprocess.run(["valgrind", "--tool=callgrind", "--demangle=no", f"--callgrind-out-file={out}", str(program), *arguments],
-                               check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "KIOSK_HOME": str(scratch / "home")})
-                names += [name for name in functions_run(out, program.name) if name not in names]
+            subprocess.run(["valgrind", "--tool=callgrind", "--demangle=no", f"--callgrind-out-file={profile}", str(program),
+                            "fetch", f"http://127.0.0.1:{server.server_address[1]}/file.bin", "-o", str(scratch / "out.bin"),
+                            "--sha256", hashlib.sha256(body).hexdigest()],
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "KIOSK_HOME": str(scratch / "home")})
         finally:
             server.shutdown()
             server.server_close()
-        counts = collections.Counter(line.split()[-1] for line in subprocess.run(
-            ["nm", "--defined-only", str(program)], capture_output=True, text=True, check=True).stdout.splitlines() if line.strip())
-        if counts["swift_release"] != 1:
-            sys.exit(f"startup_order.py: {kiosk} does not hold the Swift runtime; build it with --static-swift-stdlib, as make does")
+        names = functions_run(profile, program.name)
         kept = [name for name in names if counts[name] == 1]
     # An empty or short list would quietly undo the layout: a fetch runs about 3,000 functions.
     if len(kept) < 1000:
@@ -87,8 +85,8 @@ def main():
 
 def functions_run(path, program_name):
     """The functions of `program_name` that callgrind's profile at `path` saw run, in the profile's order."""
-    names, objects, seen = {}, {}, []
-    current_object = None
+    names, objects, seen = {}, {}, {}
+    current_object = ""
     for line in open(path, errors="replace"):
         match = re.match(r"^(c?ob|c?fn)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
         if not match:
@@ -102,9 +100,9 @@ def functions_run(path, program_name):
         elif kind == "fn" and current_object.endswith("/" + program_name):
             # callgrind marks a function's recursive or repeated contexts with 'N.
             function = re.sub(r"'\d+$", "", names.get(ident, ""))
-            if function and not function.startswith("0x") and function not in seen:
-                seen.append(function)
-    return seen
+            if function and not function.startswith("0x"):
+                seen[function] = None
+    return list(seen)
 
 
 if __name__ == "__main__":

@@ -22,11 +22,7 @@ struct Kiosk: AsyncParsableCommand {
 
             Example: kiosk sync --server http://127.0.0.1:8080 && kiosk buy com.kiosk.books.river-of-maps
             """,
-        // The libraries' lines only when they are asked for: libcurl's version line starts
-        // OpenLDAP, which loads the SASL plugins and Berkeley DB, into every command's memory.
-        // (ArgumentParser also takes `--version=…` as the flag; nothing after `--` is an option.)
-        version: CommandLine.arguments.dropFirst().prefix { $0 != "--" }.contains { $0 == "--version" || $0.hasPrefix("--version=") }
-            ? VersionInfo.text : VersionInfo.program,
+        version: VersionInfo.text(for: CommandLine.arguments),
         subcommands: [
             Sync.self, Products.self, Buy.self, Redeem.self, Transactions.self, Balance.self,
             Restore.self, Account.self, Login.self, Logout.self, Devices.self, Subscriptions.self, Play.self, Subscription.self, Config.self, Admin.self, Download.self, Downloads.self, Resume.self, Agent.self, Pause.self, Cancel.self, Library.self, Open.self, Fetch.self, Unpack.self, AppStore.self,
