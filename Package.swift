@@ -55,11 +55,9 @@ let package = Package(
         ),
         // Linux calls the Glibc module does not export (sync_file_range).
         .systemLibrary(name: "CLinux"),
-        .systemLibrary(
-            name: "CArchive",
-            pkgConfig: "libarchive",
-            providers: [.apt(["libarchive-dev"])]
-        ),
+        // libarchive's declarations, and the functions Kiosk calls, which load it on first use
+        // (LazyArchive.c): the program does not link it. Needs libarchive-dev to build.
+        .target(name: "CArchive"),
         .target(
             name: "KioskCore",
             dependencies: [

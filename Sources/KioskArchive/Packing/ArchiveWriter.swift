@@ -11,7 +11,7 @@ final class ArchiveWriter {
     /// Creates a writer for `format`, with options that make the output depend only on the input.
     init(format: ArchiveFormat, path: String) throws {
         guard let handle = archive_write_new() else {
-            throw ArchiveError.library(path: path, message: "libarchive could not allocate a writer")
+            throw ArchiveError.library(path: path, message: ArchiveVersion.unavailable("a writer"))
         }
         self.handle = handle
         self.path = path
@@ -72,7 +72,7 @@ final class ArchiveWriter {
 
     private func makeEntry(name: String, type: UInt32, permissions: UInt32, size: Int64, mtime: Int) throws -> OpaquePointer {
         guard let entry = archive_entry_new() else {
-            throw ArchiveError.library(path: path, message: "libarchive could not allocate an entry")
+            throw ArchiveError.library(path: path, message: ArchiveVersion.unavailable("an entry"))
         }
         archive_entry_set_pathname_utf8(entry, name)
         archive_entry_set_filetype(entry, type)

@@ -6,7 +6,7 @@ public enum Gzip {
     /// Compresses `data` into a gzip stream without a timestamp, so equal input gives equal output.
     public static func compress(_ data: Data) throws -> Data {
         guard let handle = archive_write_new() else {
-            throw ArchiveError.library(path: "<memory>", message: "libarchive could not allocate a writer")
+            throw ArchiveError.library(path: "<memory>", message: ArchiveVersion.unavailable("a writer"))
         }
         defer { archive_write_free(handle) }
         func check(_ code: Int32) throws {
@@ -27,7 +27,7 @@ public enum Gzip {
         try output.withUnsafeMutableBytes { buffer in
             try check(archive_write_open_memory(handle, buffer.baseAddress, capacity, &used))
             guard let entry = archive_entry_new() else {
-                throw ArchiveError.library(path: "<memory>", message: "libarchive could not allocate an entry")
+                throw ArchiveError.library(path: "<memory>", message: ArchiveVersion.unavailable("an entry"))
             }
             defer { archive_entry_free(entry) }
             archive_entry_set_pathname(entry, "body")

@@ -150,7 +150,7 @@ public enum PublicationCheck {
     /// - Parameter checkingAll: inflate every entry (the check); otherwise only those in `reading`
     ///   are, and the rest skipped (reading metadata from a file already checked).
     static func zipEntries(_ file: URL, reading wanted: Set<String>, limit: Int = readLimit, checkingAll: Bool = false) throws -> (names: [String], read: [String: Data]) {
-        guard let handle = archive_read_new() else { throw Refusal(reason: "libarchive could not allocate a reader") }
+        guard let handle = archive_read_new() else { throw Refusal(reason: ArchiveVersion.unavailable("a reader")) }
         defer { archive_read_free(handle) }
         archive_read_support_format_zip(handle)
         func message() -> String { archive_error_string(handle).map { String(cString: $0) } ?? "unknown libarchive error" }

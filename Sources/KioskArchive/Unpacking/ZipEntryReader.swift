@@ -42,7 +42,7 @@ public struct ZipEntryReader: Sendable {
     }
 
     private func write(_ source: UnsafeRawBufferPointer, as entry: ContentManifest.Entry, to destination: URL?) throws {
-        guard let handle = archive_read_new() else { throw Mismatch(path: entry.path, problem: "could not be read (libarchive could not allocate a reader)") }
+        guard let handle = archive_read_new() else { throw Mismatch(path: entry.path, problem: "could not be read (\(ArchiveVersion.unavailable("a reader")))") }
         defer { archive_read_free(handle) }
         archive_read_support_format_zip_streamable(handle)
         func message() -> String { archive_error_string(handle).map { String(cString: $0) } ?? "unknown libarchive error" }

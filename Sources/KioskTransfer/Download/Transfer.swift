@@ -76,14 +76,15 @@ final class Transfer {
         try easy.set(CURLOPT_CONNECTTIMEOUT, request.connectTimeout)
         try easy.set(CURLOPT_LOW_SPEED_LIMIT, request.lowSpeedLimit)
         try easy.set(CURLOPT_LOW_SPEED_TIME, request.lowSpeedTime)
-        // Big receive buffers mean fewer, larger writes and hash updates. A rate cap needs small
+        // Big receive buffers mean fewer, larger writes. 256 KiB replaces 1 MiB: a loopback
+        // socket seldom holds more between two reads, and the rest was peak memory (issue 44). A rate cap needs small
         // ones: libcurl checks the rate only after draining up to 100 buffers from a readable
         // socket, so a buffer of a 64th of a second's bytes keeps even a slow cap honest.
         if let speed = request.maxReceiveSpeed {
             try easy.set(CURLOPT_MAX_RECV_SPEED_LARGE, offset: speed)
             try easy.set(CURLOPT_BUFFERSIZE, Int(min(16 << 10, max(1 << 10, speed / 64))))
         } else {
-            try easy.set(CURLOPT_BUFFERSIZE, 1 << 20)
+            try easy.set(CURLOPT_BUFFERSIZE, 256 << 10)
         }
         var headers = request.headers
         if offset > 0, let etag = request.etag {

@@ -1,6 +1,8 @@
-#ifndef KIOSK_CARCHIVE_SHIM_H
-#define KIOSK_CARCHIVE_SHIM_H
+#ifndef KIOSK_CARCHIVE_H
+#define KIOSK_CARCHIVE_H
 
+// libarchive's own declarations. The program does not link libarchive: LazyArchive.c defines
+// the functions Kiosk calls, and loads the library on the first of them (see there why).
 #include <archive.h>
 #include <archive_entry.h>
 
@@ -13,5 +15,9 @@ static const unsigned int kiosk_ae_ifsock = AE_IFSOCK;
 static const unsigned int kiosk_ae_ifchr = AE_IFCHR;
 static const unsigned int kiosk_ae_ifblk = AE_IFBLK;
 static const unsigned int kiosk_ae_ififo = AE_IFIFO;
+
+/// Why libarchive could not be loaded (the loader's message), or NULL when it is loaded. The
+/// functions that make an archive or an entry return NULL in that case; call this to say why.
+const char *kiosk_archive_load_error(void);
 
 #endif
