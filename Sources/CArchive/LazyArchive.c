@@ -54,13 +54,13 @@ static void load(void) {
     void *library = dlopen(library_name, RTLD_NOW | RTLD_LOCAL);
     if (library == NULL) {
         const char *reason = dlerror();
-        snprintf(load_error, sizeof load_error, "%s (install libarchive13)", reason ? reason : library_name);
+        snprintf(load_error, sizeof load_error, "%s", reason ? reason : library_name);
         return;
     }
     for (int i = 0; i < slot_count; i++) {
         slots[i] = dlsym(library, names[i]);
         if (slots[i] == NULL) {
-            snprintf(load_error, sizeof load_error, "%s has no %s (libarchive 3.6 or later is needed)", library_name, names[i]);
+            snprintf(load_error, sizeof load_error, "%s has no %s: not libarchive 3.6 or later", library_name, names[i]);
             return;
         }
     }

@@ -34,6 +34,7 @@ struct Kiosk: AsyncParsableCommand {
     /// `static func main() async`, whose start (`dispatch_main`) ends the main thread with
     /// `pthread_exit`, and that unwinds the thread's stack through the program's unwind tables:
     /// 0.5 MiB of them made resident in every command, a fifth of a fetch's margin (issue 44).
+    /// So nothing in the client may wait on the main queue or the main actor: nothing drains them.
     static func main() {
         ServerHandoff.handOffIfServerCommand(CommandLine.arguments, environment: ProcessInfo.processInfo.environment)
         let logLevel = ProcessInfo.processInfo.environment["KIOSK_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:))

@@ -16,7 +16,7 @@ static const unsigned int kiosk_ae_ifchr = AE_IFCHR;
 static const unsigned int kiosk_ae_ifblk = AE_IFBLK;
 static const unsigned int kiosk_ae_ififo = AE_IFIFO;
 
-/// Why libarchive could not be loaded (the loader's message), or NULL when it is loaded. The
+/// Why libarchive could not be loaded (the loader's message, naming the file), or NULL when it is loaded. The
 /// functions that make an archive or an entry return NULL in that case; call this to say why.
 const char *kiosk_archive_load_error(void);
 

@@ -255,9 +255,14 @@ final class ArchiveHandle {
         return .disk(entry: entry, message: message)
     }
 
+    /// Why libarchive made no reader or writer: it could not be loaded, or could not allocate.
+    static func cannotMake(_ thing: String) -> UnpackError {
+        ArchiveVersion.loadError == nil ? .disk(entry: nil, message: ArchiveVersion.unavailable(thing)) : .noLibrary(message: ArchiveVersion.unavailable(thing))
+    }
+
     /// A reader for the allow-listed formats: zip, and tar with gzip, xz, zstd or bzip2.
     static func reader(path: String) throws -> ArchiveHandle {
-        guard let handle = archive_read_new() else { throw UnpackError.disk(entry: nil, message: ArchiveVersion.unavailable("a reader")) }
+        guard let handle = archive_read_new() else { throw Self.cannotMake("a reader") }
         let reader = ArchiveHandle(handle: handle, isReader: true)
         archive_read_support_format_zip(handle)
         supportTar(handle)
@@ -269,7 +274,7 @@ final class ArchiveHandle {
 
     /// A reader of tar formats (the ones that can be read front to back) over a growing file.
     static func reader(growing file: GrowingFile) throws -> ArchiveHandle {
-        guard let handle = archive_read_new() else { throw UnpackError.disk(entry: nil, message: ArchiveVersion.unavailable("a reader")) }
+        guard let handle = archive_read_new() else { throw Self.cannotMake("a reader") }
         let reader = ArchiveHandle(handle: handle, isReader: true)
         reader.source = file
         supportTar(handle)
@@ -298,7 +303,7 @@ final class ArchiveHandle {
 
     /// A disk writer with libarchive's secure-extraction guards on and no owner or permission restore.
     static func diskWriter() throws -> ArchiveHandle {
-        guard let handle = archive_write_disk_new() else { throw UnpackError.disk(entry: nil, message: ArchiveVersion.unavailable("a writer")) }
+        guard let handle = archive_write_disk_new() else { throw Self.cannotMake("a writer") }
         let writer = ArchiveHandle(handle: handle, isReader: false)
         // Entries are rewritten to absolute paths inside the destination (after being checked to be
         // relative), so SECURE_NOABSOLUTEPATHS cannot be used; the other two guards stay on.

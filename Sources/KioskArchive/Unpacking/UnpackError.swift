@@ -15,6 +15,9 @@ public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
     case totalTooLarge(limit: Int64)
     case corrupt(entry: String?, message: String)
     case disk(entry: String?, message: String)
+    /// libarchive could not be loaded (``ArchiveVersion/unavailable(_:)`` says why): nothing
+    /// is wrong with the archive or the disk, and the download is kept.
+    case noLibrary(message: String)
     /// What was written and checked is not what the archive (or the catalog) says any more: a
     /// file changed on disk between its writing and the check (a hand edit, a failing disk).
     case changedOnDisk(entry: String, detail: String)
@@ -45,6 +48,8 @@ public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
             return "the archive is damaged\(entry.map { " at entry \"\($0)\"" } ?? "") (\(message)); it will be downloaded again"
         case .disk(let entry, let message):
             return "cannot write \(entry.map { "\"\($0)\"" } ?? "the content") to disk (\(message)); run kiosk resume to try again"
+        case .noLibrary(let message):
+            return "cannot unpack: \(message); the download is kept, and kiosk resume unpacks it"
         case .changedOnDisk(let entry, let detail):
             return "\"\(entry)\" changed on disk before it could be installed (\(detail)); nothing was installed, and kiosk resume checks and fetches it again"
         }
@@ -53,7 +58,7 @@ public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
     /// True when the archive itself is hostile or broken beyond a new download.
     public var isHostile: Bool {
         switch self {
-        case .corrupt, .disk, .noSpace, .destinationNotEmpty, .changedOnDisk: return false
+        case .corrupt, .disk, .noLibrary, .noSpace, .destinationNotEmpty, .changedOnDisk: return false
         default: return true
         }
     }
