@@ -38,6 +38,7 @@ struct Kiosk: AsyncParsableCommand {
     static func main() {
         ServerHandoff.handOffIfServerCommand(CommandLine.arguments, environment: ProcessInfo.processInfo.environment)
         let logLevel = ProcessInfo.processInfo.environment["KIOSK_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:))
+        blockInterrupts()
         // Detached: `main` is the main actor's, whose queue this parked thread never drains.
         Task.detached {
             // Every command, not only those that download: Ctrl-C or SIGTERM cancels what it is
