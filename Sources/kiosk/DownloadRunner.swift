@@ -153,7 +153,9 @@ func blockInterrupts() {
 /// Runs `body` in a task that the first SIGINT or SIGTERM cancels; a second one, a moment later,
 /// ends the process. The same signal arriving twice at once is one request: `timeout` and a
 /// terminal's Ctrl-C send it to the process and to its process group. The signals must be
-/// blocked already (``blockInterrupts()``).
+/// blocked already (``blockInterrupts()``), and they stay blocked when it returns, with nothing
+/// left to read them: `kiosk` ends the process inside `body` (``CommandMain/run``), so a caller
+/// that goes on afterwards must unblock them itself.
 func cancellingOnInterrupt<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
     let task = Task { try await body() }
     let first = Mutex<ContinuousClock.Instant?>(nil)
