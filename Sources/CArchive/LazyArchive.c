@@ -88,6 +88,9 @@ static void *loaded(int slot) {
 
 #define CALL(name) ((__typeof__(&name))loaded(slot_##name))
 #define MAKE(name) __typeof__(&name) real = (__typeof__(&name))optional(slot_##name); return real ? real() : NULL
+// The two shapes most of them have; the compiler still checks each against archive.h.
+#define ON_ARCHIVE(name) int name(struct archive *a) { return CALL(name)(a); }
+#define ENTRY_TEXT(name) const char *name(struct archive_entry *e) { return CALL(name)(e); }
 
 struct archive *archive_read_new(void) { MAKE(archive_read_new); }
 struct archive *archive_write_new(void) { MAKE(archive_write_new); }
@@ -95,20 +98,20 @@ struct archive *archive_write_disk_new(void) { MAKE(archive_write_disk_new); }
 struct archive_entry *archive_entry_new(void) { MAKE(archive_entry_new); }
 const char *archive_version_details(void) { MAKE(archive_version_details); }
 
-int archive_errno(struct archive *a) { return CALL(archive_errno)(a); }
+ON_ARCHIVE(archive_errno)
 const char *archive_error_string(struct archive *a) { return CALL(archive_error_string)(a); }
 int archive_filter_code(struct archive *a, int n) { return CALL(archive_filter_code)(a, n); }
-int archive_format(struct archive *a) { return CALL(archive_format)(a); }
+ON_ARCHIVE(archive_format)
 
-int archive_read_free(struct archive *a) { return CALL(archive_read_free)(a); }
-int archive_read_support_filter_bzip2(struct archive *a) { return CALL(archive_read_support_filter_bzip2)(a); }
-int archive_read_support_filter_gzip(struct archive *a) { return CALL(archive_read_support_filter_gzip)(a); }
-int archive_read_support_filter_xz(struct archive *a) { return CALL(archive_read_support_filter_xz)(a); }
-int archive_read_support_filter_zstd(struct archive *a) { return CALL(archive_read_support_filter_zstd)(a); }
-int archive_read_support_format_gnutar(struct archive *a) { return CALL(archive_read_support_format_gnutar)(a); }
-int archive_read_support_format_tar(struct archive *a) { return CALL(archive_read_support_format_tar)(a); }
-int archive_read_support_format_zip(struct archive *a) { return CALL(archive_read_support_format_zip)(a); }
-int archive_read_support_format_zip_streamable(struct archive *a) { return CALL(archive_read_support_format_zip_streamable)(a); }
+ON_ARCHIVE(archive_read_free)
+ON_ARCHIVE(archive_read_support_filter_bzip2)
+ON_ARCHIVE(archive_read_support_filter_gzip)
+ON_ARCHIVE(archive_read_support_filter_xz)
+ON_ARCHIVE(archive_read_support_filter_zstd)
+ON_ARCHIVE(archive_read_support_format_gnutar)
+ON_ARCHIVE(archive_read_support_format_tar)
+ON_ARCHIVE(archive_read_support_format_zip)
+ON_ARCHIVE(archive_read_support_format_zip_streamable)
 int archive_read_open(struct archive *a, void *data, archive_open_callback *open, archive_read_callback *read, archive_close_callback *close) {
     return CALL(archive_read_open)(a, data, open, read, close);
 }
@@ -118,14 +121,14 @@ int archive_read_next_header(struct archive *a, struct archive_entry **entry) { 
 int archive_read_data_block(struct archive *a, const void **buffer, size_t *size, la_int64_t *offset) {
     return CALL(archive_read_data_block)(a, buffer, size, offset);
 }
-int archive_read_data_skip(struct archive *a) { return CALL(archive_read_data_skip)(a); }
+ON_ARCHIVE(archive_read_data_skip)
 
-int archive_write_free(struct archive *a) { return CALL(archive_write_free)(a); }
-int archive_write_close(struct archive *a) { return CALL(archive_write_close)(a); }
-int archive_write_add_filter_gzip(struct archive *a) { return CALL(archive_write_add_filter_gzip)(a); }
-int archive_write_set_format_pax_restricted(struct archive *a) { return CALL(archive_write_set_format_pax_restricted)(a); }
-int archive_write_set_format_raw(struct archive *a) { return CALL(archive_write_set_format_raw)(a); }
-int archive_write_set_format_zip(struct archive *a) { return CALL(archive_write_set_format_zip)(a); }
+ON_ARCHIVE(archive_write_free)
+ON_ARCHIVE(archive_write_close)
+ON_ARCHIVE(archive_write_add_filter_gzip)
+ON_ARCHIVE(archive_write_set_format_pax_restricted)
+ON_ARCHIVE(archive_write_set_format_raw)
+ON_ARCHIVE(archive_write_set_format_zip)
 int archive_write_set_options(struct archive *a, const char *options) { return CALL(archive_write_set_options)(a, options); }
 int archive_write_set_bytes_in_last_block(struct archive *a, int bytes) { return CALL(archive_write_set_bytes_in_last_block)(a, bytes); }
 int archive_write_open_filename(struct archive *a, const char *path) { return CALL(archive_write_open_filename)(a, path); }
@@ -135,7 +138,7 @@ la_ssize_t archive_write_data(struct archive *a, const void *buffer, size_t size
 la_ssize_t archive_write_data_block(struct archive *a, const void *buffer, size_t size, la_int64_t offset) {
     return CALL(archive_write_data_block)(a, buffer, size, offset);
 }
-int archive_write_finish_entry(struct archive *a) { return CALL(archive_write_finish_entry)(a); }
+ON_ARCHIVE(archive_write_finish_entry)
 int archive_write_disk_set_options(struct archive *a, int flags) { return CALL(archive_write_disk_set_options)(a, flags); }
 
 void archive_entry_free(struct archive_entry *e) { CALL(archive_entry_free)(e); }
@@ -143,12 +146,12 @@ __LA_MODE_T archive_entry_filetype(struct archive_entry *e) { return CALL(archiv
 __LA_MODE_T archive_entry_perm(struct archive_entry *e) { return CALL(archive_entry_perm)(e); }
 la_int64_t archive_entry_size(struct archive_entry *e) { return CALL(archive_entry_size)(e); }
 int archive_entry_size_is_set(struct archive_entry *e) { return CALL(archive_entry_size_is_set)(e); }
-const char *archive_entry_pathname(struct archive_entry *e) { return CALL(archive_entry_pathname)(e); }
-const char *archive_entry_pathname_utf8(struct archive_entry *e) { return CALL(archive_entry_pathname_utf8)(e); }
-const char *archive_entry_hardlink(struct archive_entry *e) { return CALL(archive_entry_hardlink)(e); }
-const char *archive_entry_hardlink_utf8(struct archive_entry *e) { return CALL(archive_entry_hardlink_utf8)(e); }
-const char *archive_entry_symlink(struct archive_entry *e) { return CALL(archive_entry_symlink)(e); }
-const char *archive_entry_symlink_utf8(struct archive_entry *e) { return CALL(archive_entry_symlink_utf8)(e); }
+ENTRY_TEXT(archive_entry_pathname)
+ENTRY_TEXT(archive_entry_pathname_utf8)
+ENTRY_TEXT(archive_entry_hardlink)
+ENTRY_TEXT(archive_entry_hardlink_utf8)
+ENTRY_TEXT(archive_entry_symlink)
+ENTRY_TEXT(archive_entry_symlink_utf8)
 void archive_entry_set_filetype(struct archive_entry *e, unsigned int type) { CALL(archive_entry_set_filetype)(e, type); }
 void archive_entry_set_perm(struct archive_entry *e, __LA_MODE_T perm) { CALL(archive_entry_set_perm)(e, perm); }
 void archive_entry_set_uid(struct archive_entry *e, la_int64_t uid) { CALL(archive_entry_set_uid)(e, uid); }

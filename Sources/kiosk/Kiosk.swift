@@ -33,7 +33,7 @@ struct Kiosk: AsyncParsableCommand {
     /// never returns: ``CommandMain/run(_:logLevel:alsoCommands:)`` ends the process. It replaces
     /// `static func main() async`, whose start (`dispatch_main`) ends the main thread with
     /// `pthread_exit`, and that unwinds the thread's stack through the program's unwind tables:
-    /// 0.5 MiB of them made resident in every command, a fifth of a fetch's margin (issue 44).
+    /// 0.5 MiB of them made resident in every command (issue 44: a fetch within 24 MiB).
     /// So nothing in the client may wait on the main queue or the main actor: nothing drains them.
     static func main() {
         ServerHandoff.handOffIfServerCommand(CommandLine.arguments, environment: ProcessInfo.processInfo.environment)

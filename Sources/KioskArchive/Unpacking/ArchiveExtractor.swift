@@ -257,7 +257,8 @@ final class ArchiveHandle {
 
     /// Why libarchive made no reader or writer: it could not be loaded, or could not allocate.
     static func cannotMake(_ thing: String) -> UnpackError {
-        ArchiveVersion.loadError == nil ? .disk(entry: nil, message: ArchiveVersion.unavailable(thing)) : .noLibrary(message: ArchiveVersion.unavailable(thing))
+        let message = ArchiveVersion.unavailable(thing)
+        return ArchiveVersion.loadError == nil ? .disk(entry: nil, message: message) : .noLibrary(message: message)
     }
 
     /// A reader for the allow-listed formats: zip, and tar with gzip, xz, zstd or bzip2.
