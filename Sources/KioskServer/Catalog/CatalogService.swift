@@ -38,7 +38,7 @@ public actor CatalogService {
     nonisolated let servedTags = Mutex<ServedTags?>(nil)
 
     /// The ETags of the catalog being served: of its JSON, and of its gzip encoding.
-    struct ServedTags: Sendable {
+    struct ServedTags: Sendable, Equatable {
         let plain: String
         let gzip: String
     }

@@ -40,8 +40,7 @@ final class CatalogNotModifiedResponder: ChannelDuplexHandler, RemovableChannelH
     private var inFlight = 0
     /// A request answered here whose remaining parts (a body) are still to be dropped.
     private var dropping = false
-    private var dateSecond = -1
-    private var dateText = ""
+    private var date = HTTPDateText()
 
     init(catalog: CatalogService, metrics: ServerMetrics, logger: Logger, rateLimits: RateLimits) {
         self.catalog = catalog
@@ -97,11 +96,9 @@ final class CatalogNotModifiedResponder: ChannelDuplexHandler, RemovableChannelH
         let gzip = CatalogRoutes.accepts("gzip", in: fields[values: .acceptEncoding].joined(separator: ","))
         var headers = HTTPFields()
         headers.reserveCapacity(5)
-        headers[.eTag] = gzip ? tags.gzip : tags.plain
-        headers[.vary] = "Accept-Encoding"
-        headers[.cacheControl] = "no-cache"
-        headers[.date] = date()
-        headers[.server] = "kiosk"
+        for (name, value) in Self.fields(etag: gzip ? tags.gzip : tags.plain, date: date.now()) {
+            headers.append(HTTPField(name: name, value: value))
+        }
         let client = rateLimits.clientAddress(peer: context.channel.remoteAddress?.ipAddress, fields: fields)
         let line = RequestLine(
             method: request.method.rawValue, route: Self.route, status: 304, started: .now, account: nil,
@@ -109,19 +106,9 @@ final class CatalogNotModifiedResponder: ChannelDuplexHandler, RemovableChannelH
         return (HTTPResponse(status: .notModified, headerFields: headers), line)
     }
 
-    /// The `Date` field's text (RFC 9110 §5.6.7), made once a second.
-    private func date() -> String {
-        let now = time(nil)
-        guard Int(now) != dateSecond else { return dateText }
-        dateSecond = Int(now)
-        var seconds = now
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
-        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        dateText = "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
-        return dateText
+    /// A catalog 304's fields, in the order they are written, whichever handler answers
+    /// (``CatalogNotModifiedFromBytes`` writes the same as bytes).
+    static func fields(etag: String, date: String) -> KeyValuePairs<HTTPField.Name, String> {
+        [.eTag: etag, .vary: "Accept-Encoding", .cacheControl: "no-cache", .date: date, .server: "kiosk"]
     }
 }

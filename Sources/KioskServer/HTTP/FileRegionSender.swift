@@ -145,8 +145,19 @@ struct SendfileHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
             let encoder = try pipeline.handler(type: HTTPResponseEncoder.self)
             try pipeline.addHandler(FileRegionSender(metrics: metrics, ends: ends, logger: logger), position: .after(encoder))
             let state = try pipeline.handler(type: HTTPConnectionStateHandler.self)
-            try pipeline.addHandler(CatalogNotModifiedResponder(catalog: catalog, metrics: metrics, logger: logger, rateLimits: rateLimits),
-                                    position: .after(state))
+            let responder = CatalogNotModifiedResponder(catalog: catalog, metrics: metrics, logger: logger, rateLimits: rateLimits)
+            try pipeline.addHandler(responder, position: .after(state))
+            // The state handler joins when the connection asks something other than a catalog 304
+            // (see CatalogNotModifiedFromBytes), in the place Hummingbird gave it.
+            pipeline.removeHandler(state, promise: nil)
+            let idleTimeout = base.configuration.idleTimeout
+            let fromBytes = CatalogNotModifiedFromBytes(
+                catalog: catalog, metrics: metrics, logger: logger, rateLimits: rateLimits, idleTimeout: idleTimeout,
+                handOver: { pipeline in
+                    try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout.map { .init($0) }, logger: logger),
+                                            position: .before(responder))
+                })
+            try pipeline.addHandler(fromBytes, position: .first)
             return value
         }
     }

@@ -35,6 +35,29 @@ struct ServeLifecycleTests {
         #expect(Self.alarming(server.log).isEmpty, "\(server.log)")
     }
 
+    @Test("SIGTERM stops kiosk serve at once with a connection open whose 304s were answered from their bytes (CatalogNotModifiedFromBytes): it is closed, not waited for")
+    func stopClosesAnsweredFromBytes() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let port = try #require(Int(server.url.split(separator: ":").last ?? ""))
+        let etag = try #require(try await StoreHTTP(baseURL: server.url).send("GET", "/v1/catalog").header("ETag"))
+        let client = try SlowClient(port: port)
+        client.send("GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: \(etag)\r\n\r\n")
+        var answer = [UInt8](repeating: 0, count: 4096)
+        let count = recv(client.descriptor, &answer, answer.count, 0)
+        #expect(String(decoding: answer.prefix(max(count, 0)), as: UTF8.self).hasPrefix("HTTP/1.1 304 "))
+        let signalled = ContinuousClock.now
+        server.signal(SIGTERM)
+        let status = try await offCooperativePool { () -> Int32 in
+            server.process.waitUntilExit()
+            return server.process.terminationStatus
+        }
+        let took = signalled.duration(to: .now)
+        #expect(status == 0 && took < .seconds(5), "status \(status) after \(took): \(server.log)")
+        #expect(client.isClosedByPeer())
+    }
+
     @Test("a bad catalog: kiosk serve says so in exactly one line naming the file, product and field, exit status 1")
     func badCatalogIsOneLine() async throws {
         let directory = try TemporaryDirectory()

@@ -64,6 +64,98 @@ struct CatalogNotModifiedTests {
         return answers
     }
 
+    /// The catalog's current ETag, asked on a connection of its own.
+    static func etag(port: Int) async throws -> String {
+        let client = try SlowClient(port: port)
+        client.send("GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        return try #require(try await answers(client, count: 1).first?.headers["etag"])
+    }
+
+    @Test("a fresh connection's 304s are answered from their bytes, pipelined in one read: the route's fields, counted and logged as the route's")
+    func fromBytes() async throws {
+        try await Self.withServer { port, url in
+            let etag = try await Self.etag(port: port)
+            let routedClient = try SlowClient(port: port)
+            routedClient.send("GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: \(etag)\r\nConnection: close\r\n\r\n")
+            let routed = try #require(try await Self.answers(routedClient, count: 1).first)
+            let client = try SlowClient(port: port)
+            client.send("GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: \(etag)\r\n\r\n"
+                + "HEAD /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: \"other\", \(etag)\r\nAccept-Encoding: gzip\r\n\r\n"
+                + "GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: W/\(etag)\r\nUser-Agent: test\r\n\r\n")
+            let answers = try await Self.answers(client, count: 3)
+            #expect(answers.map(\.status) == [304, 304, 304] && routed.status == 304)
+            #expect(answers.map { $0.headers["etag"] } == [etag, String(etag.dropLast()) + "-gzip\"", etag])
+            #expect(answers.map { Set($0.headers.keys) } == Array(repeating: Set(routed.headers.keys), count: 3))
+            let fields = ["vary", "cache-control", "server"]
+            #expect(fields.map { answers[0].headers[$0] } == fields.map { routed.headers[$0] })
+            let metrics = try await StoreHTTP(baseURL: url).send("GET", "/metrics")
+            let text = String(decoding: metrics.body, as: UTF8.self)
+            #expect(text.contains(#"kiosk_http_requests_total{route="/v1/catalog",method="GET",status="304"} 3"#), "\(text)")
+            #expect(text.contains(#"kiosk_http_requests_total{route="/v1/catalog",method="HEAD",status="304"} 1"#), "\(text)")
+        }
+    }
+
+    /// Requests the byte-level reader must leave to the HTTP stack, or answer exactly as it does.
+    static let unusual = [
+        "GET /v1/catalog HTTP/1.1\r\nHost: h\r\nIf-None-Match: ETAG\r\nContent-Length: 0\r\n\r\n",
+        "GET /v1/catalog HTTP/1.1\r\nHost: h\r\nIf-None-Match: ETAG\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\nhello",
+        "GET /v1/catalog HTTP/1.1\r\nHost: h\r\nIf-None-Match: ETAG\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        "GET /v1/catalog HTTP/1.1\r\nHost: h\r\nIf-None-Match: ETAG\r\nConnection: keep-alive\r\n\r\n",
+        "GET /v1/catalog HTTP/1.1\r\nHost: h\r\nIf-None-Match: \"x\",\r\n ETAG\r\n\r\n",
+        "GET /v1/catalog HTTP/1.1\nHost: h\nIf-None-Match: ETAG\n\n",
+        "GET /v1/catalog HTTP/1.1\r\nHost: h\r\nIf-None-Match : ETAG\r\n\r\n",
+        "GET /v1/catalog HTTP/1.1\r\nHost: h\r\nIf-None-Match: ETAG\r\nUser-Agent: Lesegerät\r\n\r\n",
+        "GET /v1/catalog HTTP/1.1\r\nHost: h\r\nIf-None-Match: ETAG\u{1}\r\n\r\n",
+        "GET /v1/catalog?x=1 HTTP/1.1\r\nHost: h\r\nIf-None-Match: ETAG\r\n\r\n",
+        "GET /v1/catalog HTTP/1.1\r\nHost: h\r\nIf-None-Match: \"stale\"\r\n\r\n",
+        "GET /v1/catalog HTTP/1.1\r\nHost: h\r\nIf-None-Match: ETAG\r\nAuthorization: Bearer forged\r\n\r\n",
+        "GET /v1/catalog HTTP/1.1\r\nHost: h\r\nIf-None-Match: ETAG\r\nX-Forwarded-For: 10.1.2.3\r\n\r\n",
+        "GET /v1/catalog HTTP/1.1\r\nHost: h\r\nIf-None-Match: \"a\"\r\nIf-None-Match: ETAG\r\n\r\n",
+        "GET /v1/catalog HTTP/1.1\r\nHost: h\r\nIf-None-Match: *\r\nAccept-Encoding: gzip;q=0\r\n\r\n",
+        "GET /v1/catalog HTTP/1.0\r\nIf-None-Match: ETAG\r\n\r\n",
+        "get /v1/catalog HTTP/1.1\r\nHost: h\r\nIf-None-Match: ETAG\r\n\r\n",
+        "POST /v1/catalog HTTP/1.1\r\nHost: h\r\nIf-None-Match: ETAG\r\nContent-Length: 0\r\n\r\n",
+    ]
+
+    @Test("a request the byte-level reader does not certainly recognise is answered as the HTTP stack answers it later on a connection",
+          arguments: unusual)
+    func sameAsTheStack(request: String) async throws {
+        try await Self.withServer { port, _ in
+            let etag = try await Self.etag(port: port)
+            let text = request.replacingOccurrences(of: "ETAG", with: etag)
+            let fresh = try SlowClient(port: port)
+            fresh.send(text)
+            let first = try #require(try await Self.answers(fresh, count: 1).first)
+            let later = try SlowClient(port: port)
+            later.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            _ = try await Self.answers(later, count: 1)
+            later.send(text)
+            let second = try #require(try await Self.answers(later, count: 1).first)
+            #expect(first.status == second.status && first.body == second.body, "\(first.status) \(second.status)")
+            var (one, two) = (first.headers, second.headers)
+            one["date"] = nil
+            two["date"] = nil
+            #expect(one == two)
+        }
+    }
+
+    @Test("a fresh connection busy only with 304s answered from bytes is not idle; quiet past the timeout (1 s here) it is closed, as is one that never asks")
+    func idleFromBytes() async throws {
+        try await Self.withServer(requestTimeout: 1) { port, _ in
+            let etag = try await Self.etag(port: port)
+            let silent = try SlowClient(port: port)
+            let client = try SlowClient(port: port)
+            for _ in 0..<8 {
+                try await Task.sleep(for: .milliseconds(300))
+                client.send("GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: \(etag)\r\n\r\n")
+                #expect(try await Self.answers(client, count: 1).first?.status == 304)
+            }
+            #expect(silent.isClosedByPeer())
+            try await Task.sleep(for: .milliseconds(1_500))
+            #expect(client.isClosedByPeer())
+        }
+    }
+
     @Test("its 304 carries the route's fields (the ETag of the encoding asked for), for GET and HEAD, and is counted as the route's")
     func sameAnswer() async throws {
         try await Self.withServer { port, url in
@@ -139,12 +231,16 @@ struct CatalogNotModifiedTests {
         }
     }
 
-    @Test("a client that pipelines 304s and never reads is stopped by the server reading no more, not buffered without end")
-    func backpressure() async throws {
+    @Test("a client that pipelines 304s and never reads is stopped by the server reading no more, not buffered without end (from the first request, answered from bytes, or after another)",
+          arguments: [false, true])
+    func backpressure(afterAnother: Bool) async throws {
         try await Self.withServer { port, _ in
             let client = try SlowClient(port: port)
-            client.send("GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            let etag = try #require(try await Self.answers(client, count: 1).first?.headers["etag"])
+            let etag = try await Self.etag(port: port)
+            if afterAnother {
+                client.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                _ = try await Self.answers(client, count: 1)
+            }
             var small: Int32 = 4096
             setsockopt(client.descriptor, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
             var timeout = timeval(tv_sec: 2, tv_usec: 0)

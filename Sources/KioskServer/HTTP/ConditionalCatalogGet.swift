@@ -1,0 +1,126 @@
+/// A `GET` or `HEAD` of exactly `/v1/catalog` over HTTP/1.1 without a body, recognised from the
+/// request's bytes, with the few fields its 304 and its log line need.
+///
+/// It recognises only what every HTTP/1.1 parser reads the same way, and nothing that changes
+/// how the next request on the connection is framed: the request line byte for byte, then field
+/// lines of a token, a colon and visible ASCII, each ending in CR LF, then an empty line. A body's
+/// fields (`Content-Length`, `Transfer-Encoding`, `Expect`), `Connection`, `Upgrade` and
+/// `Authorization` (whose account only the middleware resolves), a folded line, a bare CR or LF,
+/// a byte outside ASCII, a field over 8 KiB, more than 100 fields or a request not yet whole: any
+/// of them makes it nil, and NIO's parser (llhttp) reads the bytes instead.
+struct ConditionalCatalogGet: Equatable {
+    var isHead: Bool
+    /// Every `If-None-Match` line's value, joined with commas.
+    var ifNoneMatch = ""
+    /// Every `Accept-Encoding` line's value, joined with commas.
+    var acceptEncoding = ""
+    /// Every `X-Forwarded-For` line's value, joined with commas (the rate limits' client address).
+    var forwardedFor = ""
+    var userAgent: String?
+    /// The request's length in bytes, up to and including its empty line.
+    var length = 0
+
+    static let maximumLength = 8 << 10
+    static let maximumFields = 100
+
+}
+
+extension ConditionalCatalogGet {
+    private static let getLine = Array("GET /v1/catalog HTTP/1.1\r\n".utf8)
+    private static let headLine = Array("HEAD /v1/catalog HTTP/1.1\r\n".utf8)
+
+    /// The request at the start of `bytes`, or nil when it is not certainly one (see the type).
+    init?(_ bytes: UnsafeRawBufferPointer) {
+        if bytes.starts(with: Self.getLine) {
+            self.init(isHead: false, length: Self.getLine.count)
+        } else if bytes.starts(with: Self.headLine) {
+            self.init(isHead: true, length: Self.headLine.count)
+        } else {
+            return nil
+        }
+        var fields = 0
+        let end = min(bytes.count, Self.maximumLength)
+        var index = length
+        while true {
+            // The empty line that ends the request.
+            guard index + 1 < end else { return nil }
+            if bytes[index] == 13 {
+                guard bytes[index + 1] == 10 else { return nil }
+                length = index + 2
+                return
+            }
+            fields += 1
+            guard fields <= Self.maximumFields else { return nil }
+            // The name: a token, then a colon (no space before it: RFC 9112 §5.1).
+            let nameStart = index
+            while index < end, Self.isTokenByte(bytes[index]) { index += 1 }
+            guard index < end, index > nameStart, bytes[index] == UInt8(ascii: ":") else { return nil }
+            let name = UnsafeRawBufferPointer(rebasing: bytes[nameStart..<index])
+            index += 1
+            // The value: tabs and visible ASCII, then CR LF.
+            let valueStart = index
+            while index < end, Self.isValueByte(bytes[index]) { index += 1 }
+            guard index + 1 < end, bytes[index] == 13, bytes[index + 1] == 10 else { return nil }
+            let value = UnsafeRawBufferPointer(rebasing: bytes[valueStart..<index])
+            index += 2
+            guard record(name: name, value: value) else { return nil }
+        }
+    }
+
+    /// Keeps what the answer needs from one field; false for a field that rules the request out.
+    private mutating func record(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
+        func named(_ lowercase: StaticString) -> Bool {
+            guard name.count == lowercase.utf8CodeUnitCount else { return false }
+            for offset in 0..<name.count where name[offset] | 0x20 != lowercase.utf8Start[offset] | 0x20 { return false }
+            return true
+        }
+        func append(_ value: UnsafeRawBufferPointer, to text: inout String) {
+            let trimmed = Self.trimmed(value)
+            guard !trimmed.isEmpty else { return }
+            if !text.isEmpty { text += "," }
+            text += String(decoding: trimmed, as: UTF8.self)
+        }
+        switch name.count {
+        case 13 where named("if-none-match"): append(value, to: &ifNoneMatch)
+        case 15 where named("accept-encoding"): append(value, to: &acceptEncoding)
+        case 15 where named("x-forwarded-for"): append(value, to: &forwardedFor)
+        case 10 where named("user-agent"):
+            // HTTPFields joins repeated lines with ", " for the log line; so does this.
+            let text = String(decoding: Self.trimmed(value), as: UTF8.self)
+            userAgent = userAgent.map { "\($0), \(text)" } ?? text
+        case 14 where named("content-length"), 17 where named("transfer-encoding"), 6 where named("expect"),
+             10 where named("connection"), 7 where named("upgrade"), 13 where named("authorization"):
+            return false
+        default:
+            break
+        }
+        return true
+    }
+
+    private static func trimmed(_ value: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        var start = 0
+        var end = value.count
+        while start < end, value[start] == 32 || value[start] == 9 { start += 1 }
+        while end > start, value[end - 1] == 32 || value[end - 1] == 9 { end -= 1 }
+        return UnsafeRawBufferPointer(rebasing: value[start..<end])
+    }
+
+    /// RFC 9110 §5.6.2's `tchar`.
+    private static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+             UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// A tab or visible ASCII (no `obs-text`: a byte over 0x7E goes to llhttp).
+    private static func isValueByte(_ byte: UInt8) -> Bool {
+        byte == 9 || (32...126).contains(byte)
+    }
+}
