@@ -51,12 +51,28 @@ public final class BufferedLog: Sendable {
                 state.second = Int(now)
                 state.stamp = Self.timestamp(now)
             }
-            var line = "\(state.stamp) \(level) \(label) :"
+            // Appended piece by piece where it is kept: interpolating the line into a String
+            // first, and each value through its description, was 10 % of the server's time for a
+            // catalog 304 answered from bytes (2026-11-28; 7 µs of a request's 25 µs with the log
+            // against 18 µs at warning level).
+            state.pending.append(contentsOf: state.stamp.utf8)
+            state.pending.append(UInt8(ascii: " "))
+            state.pending.append(contentsOf: level.rawValue.utf8)
+            state.pending.append(UInt8(ascii: " "))
+            state.pending.append(contentsOf: label.utf8)
+            state.pending.append(contentsOf: " :".utf8)
             for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
-                line += " \(key)=\(value)"
+                state.pending.append(UInt8(ascii: " "))
+                state.pending.append(contentsOf: key.utf8)
+                state.pending.append(UInt8(ascii: "="))
+                switch value {
+                case .string(let text): state.pending.append(contentsOf: text.utf8)
+                default: state.pending.append(contentsOf: value.description.utf8)
+                }
             }
-            line += " \(message)\n"
-            state.pending.append(contentsOf: line.utf8)
+            state.pending.append(UInt8(ascii: " "))
+            state.pending.append(contentsOf: message.description.utf8)
+            state.pending.append(UInt8(ascii: "\n"))
             guard urgent || state.pending.count >= Self.flushBytes else {
                 startFlusher = !state.flusherStarted
                 state.flusherStarted = true
