@@ -27,6 +27,10 @@ import NIOCore
 /// whose `If-None-Match` is not the catalog served now, a connection that cannot take more writes
 /// (a client pipelining and not reading: the stack's reading then holds it back): everything from
 /// that byte on goes to the stack, in order, after the answers already written.
+///
+/// Known and left: the state handler's idle timer starts when it joins, so a request whose
+/// first bytes arrive just before the idle timeout and the rest slowly can hold the connection
+/// up to twice the timeout, once per connection (Hummingbird's handler takes no earlier start).
 final class CatalogNotModifiedFromBytes: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer

@@ -6,7 +6,7 @@
 /// lines of a token, a colon and visible ASCII, each ending in CR LF, then an empty line. A body's
 /// fields (`Content-Length`, `Transfer-Encoding`, `Expect`), `Connection`, `Upgrade` and
 /// `Authorization` (whose account only the middleware resolves), a folded line, a bare CR or LF,
-/// a byte outside ASCII, a field over 8 KiB, more than 100 fields or a request not yet whole: any
+/// a byte outside ASCII, a request over 8 KiB up to its empty line, more than 100 fields or a request not yet whole: any
 /// of them makes it nil, and NIO's parser (llhttp) reads the bytes instead.
 struct ConditionalCatalogGet: Equatable {
     var isHead: Bool
