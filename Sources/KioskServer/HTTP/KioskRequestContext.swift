@@ -94,6 +94,12 @@ struct RequestLogMiddleware: RouterMiddleware {
                 response.headers[endField] = String(number)
                 return response
             }
+            // Hummingbird's generated HEAD route (`createHeadResponse`) drops the body without
+            // writing it, so a HEAD's line, with no body bytes, is written now.
+            if request.method == .head {
+                line.write(logger, metrics: metrics, bytes: 0)
+                return response
+            }
             let counted = response.body.map { buffer in
                 sent.add(buffer.readableBytes)
                 return buffer
