@@ -174,7 +174,10 @@ struct RequestLine: Sendable {
         for scalar in value.unicodeScalars.prefix(200) {
             switch scalar {
             case "\"", "\\": text += "\\\(scalar)"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7f: text += "?"
+            // C0, DEL and C1 controls (U+0085 is a line break to some readers), and the line
+            // and paragraph separators.
+            case _ where scalar.value < 0x20 || (0x7f...0x9f).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029:
+                text += "?"
             default: text.unicodeScalars.append(scalar)
             }
         }
