@@ -1,6 +1,5 @@
 import Foundation
 import HTTPTypes
-import HummingbirdCore
 import KioskStore
 import Logging
 import NIOCore
@@ -21,7 +20,7 @@ import NIOCore
 /// line, the metrics, and what the connection's idle timeout and a graceful shutdown do. While
 /// this handler answers, the connection has no other request in flight and nothing is buffered in
 /// the HTTP stack, so it keeps the idle timeout itself (from its last answer) and closes at once on
-/// a graceful shutdown; Hummingbird's ``HTTPConnectionStateHandler`` joins the pipeline when the
+/// a graceful shutdown; Hummingbird's `HTTPConnectionStateHandler` joins the pipeline when the
 /// connection is handed over (it counts only requests it sees, so it would close a connection busy
 /// with these as idle). A request it does not certainly recognise (``ConditionalCatalogGet``), one
 /// whose `If-None-Match` is not the catalog served now, a connection that cannot take more writes
