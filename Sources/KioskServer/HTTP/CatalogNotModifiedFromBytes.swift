@@ -61,12 +61,12 @@ final class CatalogNotModifiedFromBytes: ChannelInboundHandler, RemovableChannel
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { scheduleIdleCheck(context, at: .now() + (idleTimeout ?? .zero)) }
+        if context.channel.isActive { scheduleIdleCheck(context) }
     }
 
     func channelActive(context: ChannelHandlerContext) {
         lastAnswer = .now()
-        scheduleIdleCheck(context, at: lastAnswer + (idleTimeout ?? .zero))
+        scheduleIdleCheck(context)
         context.fireChannelActive()
     }
 
@@ -85,12 +85,9 @@ final class CatalogNotModifiedFromBytes: ChannelInboundHandler, RemovableChannel
             context.write(wrapOutboundOut(answer), promise: nil)
             answered = true
             lastAnswer = .now()
-            let client = clientAddress(request, context: context)
-            let method = request.isHead ? "HEAD" : "GET"
-            RequestLine(method: method, route: CatalogNotModifiedResponder.route, status: 304, started: .now,
-                        account: nil, client: client, agent: request.userAgent)
-                .write(logger, metrics: metrics, bytes: 0)
-            metrics.request(route: CatalogNotModifiedResponder.route, method: method, status: 304)
+            let line = RequestLine(method: request.isHead ? "HEAD" : "GET", route: CatalogNotModifiedResponder.route, status: 304,
+                                   started: .now, account: nil, client: clientAddress(request, context: context), agent: request.userAgent)
+            CatalogNotModifiedResponder.record(line, logger: logger, metrics: metrics)
         }
         if answered { context.flush() }
         guard buffer.readableBytes > 0 else { return }
@@ -117,8 +114,8 @@ final class CatalogNotModifiedFromBytes: ChannelInboundHandler, RemovableChannel
 
     /// The encoded 304 for `request`, or nil when its `If-None-Match` is not the catalog served now.
     private func notModified(_ request: ConditionalCatalogGet, context: ChannelHandlerContext) -> ByteBuffer? {
-        guard !request.ifNoneMatch.isEmpty, let tags = catalog.servedTags.withLock({ $0 }),
-              EntityTag.ifNoneMatch(request.ifNoneMatch, matchesAnyOf: [tags.plain, tags.gzip])
+        guard let (tags, gzip) = CatalogNotModifiedResponder.current(catalog, ifNoneMatch: request.ifNoneMatch,
+                                                                     acceptEncoding: request.acceptEncoding)
         else { return nil }
         let dateText = date.now()
         if encoded?.tags != tags || encoded?.second != date.second {
@@ -126,7 +123,7 @@ final class CatalogNotModifiedFromBytes: ChannelInboundHandler, RemovableChannel
                        Self.encode(etag: tags.gzip, date: dateText, allocator: context.channel.allocator))
         }
         guard let encoded else { return nil }
-        return CatalogRoutes.accepts("gzip", in: request.acceptEncoding) ? encoded.gzip : encoded.plain
+        return gzip ? encoded.gzip : encoded.plain
     }
 
     /// The 304's bytes, as NIO's encoder writes ``CatalogNotModifiedResponder``'s.
@@ -155,15 +152,14 @@ final class CatalogNotModifiedFromBytes: ChannelInboundHandler, RemovableChannel
 
     /// Closes the connection once it has been idle for the timeout (no request answered and none
     /// begun: this handler holds no partial request).
-    private func scheduleIdleCheck(_ context: ChannelHandlerContext, at deadline: NIODeadline) {
+    private func scheduleIdleCheck(_ context: ChannelHandlerContext) {
         guard let idleTimeout, idleCheck == nil else { return }
-        idleCheck = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(deadline: deadline) { [self] in
+        idleCheck = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(deadline: lastAnswer + idleTimeout) { [self] in
             idleCheck = nil
-            let due = lastAnswer + idleTimeout
-            if NIODeadline.now() >= due {
+            if NIODeadline.now() >= lastAnswer + idleTimeout {
                 context.close(promise: nil)
             } else {
-                scheduleIdleCheck(context, at: due)
+                scheduleIdleCheck(context)
             }
         }
     }

@@ -60,8 +60,7 @@ final class CatalogNotModifiedResponder: ChannelDuplexHandler, RemovableChannelH
                 dropping = true
                 context.write(wrapOutboundOut(.head(head)), promise: nil)
                 context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-                line.write(logger, metrics: metrics, bytes: 0)
-                metrics.request(route: Self.route, method: line.method, status: 304)
+                Self.record(line, logger: logger, metrics: metrics)
                 return
             }
             inFlight += 1
@@ -89,11 +88,9 @@ final class CatalogNotModifiedResponder: ChannelDuplexHandler, RemovableChannelH
         guard request.method == .get || request.method == .head, request.path == Self.route,
               fields[.authorization] == nil,
               !fields[values: .connection].contains(where: { $0.lowercased().contains("close") }),
-              let tags = catalog.servedTags.withLock({ $0 })
+              let (tags, gzip) = Self.current(catalog, ifNoneMatch: fields[values: .ifNoneMatch].joined(separator: ","),
+                                              acceptEncoding: fields[values: .acceptEncoding].joined(separator: ","))
         else { return nil }
-        let ifNoneMatch = fields[values: .ifNoneMatch].joined(separator: ",")
-        guard !ifNoneMatch.isEmpty, EntityTag.ifNoneMatch(ifNoneMatch, matchesAnyOf: [tags.plain, tags.gzip]) else { return nil }
-        let gzip = CatalogRoutes.accepts("gzip", in: fields[values: .acceptEncoding].joined(separator: ","))
         var headers = HTTPFields()
         headers.reserveCapacity(5)
         for (name, value) in Self.fields(etag: gzip ? tags.gzip : tags.plain, date: date.now()) {
@@ -104,6 +101,22 @@ final class CatalogNotModifiedResponder: ChannelDuplexHandler, RemovableChannelH
             method: request.method.rawValue, route: Self.route, status: 304, started: .now, account: nil,
             client: client, agent: fields[.userAgent])
         return (HTTPResponse(status: .notModified, headerFields: headers), line)
+    }
+
+    /// The tags of the catalog served now and whether the answer is the gzip one's, when
+    /// `ifNoneMatch` (every line's value, joined with commas) names that catalog; nil otherwise.
+    static func current(_ catalog: CatalogService, ifNoneMatch: String, acceptEncoding: String)
+        -> (tags: CatalogService.ServedTags, gzip: Bool)? {
+        guard !ifNoneMatch.isEmpty, let tags = catalog.servedTags.withLock({ $0 }),
+              EntityTag.ifNoneMatch(ifNoneMatch, matchesAnyOf: [tags.plain, tags.gzip])
+        else { return nil }
+        return (tags, CatalogRoutes.accepts("gzip", in: acceptEncoding))
+    }
+
+    /// Logs a catalog 304's line and counts it, as the route's.
+    static func record(_ line: RequestLine, logger: Logger, metrics: ServerMetrics) {
+        line.write(logger, metrics: metrics, bytes: 0)
+        metrics.request(route: route, method: line.method, status: 304)
     }
 
     /// A catalog 304's fields, in the order they are written, whichever handler answers

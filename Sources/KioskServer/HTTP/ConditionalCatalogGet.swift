@@ -80,19 +80,19 @@ extension ConditionalCatalogGet {
             if !text.isEmpty { text += "," }
             text += String(decoding: trimmed, as: UTF8.self)
         }
-        switch name.count {
-        case 13 where named("if-none-match"): append(value, to: &ifNoneMatch)
-        case 15 where named("accept-encoding"): append(value, to: &acceptEncoding)
-        case 15 where named("x-forwarded-for"): append(value, to: &forwardedFor)
-        case 10 where named("user-agent"):
+        if named("if-none-match") {
+            append(value, to: &ifNoneMatch)
+        } else if named("accept-encoding") {
+            append(value, to: &acceptEncoding)
+        } else if named("x-forwarded-for") {
+            append(value, to: &forwardedFor)
+        } else if named("user-agent") {
             // HTTPFields joins repeated lines with ", " for the log line; so does this.
             let text = String(decoding: Self.trimmed(value), as: UTF8.self)
             userAgent = userAgent.map { "\($0), \(text)" } ?? text
-        case 14 where named("content-length"), 17 where named("transfer-encoding"), 6 where named("expect"),
-             10 where named("connection"), 7 where named("upgrade"), 13 where named("authorization"):
+        } else if named("content-length") || named("transfer-encoding") || named("expect") || named("connection")
+                    || named("upgrade") || named("authorization") {
             return false
-        default:
-            break
         }
         return true
     }
