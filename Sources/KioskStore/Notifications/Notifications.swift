@@ -421,10 +421,28 @@ public struct Notifications: StoreOwner {
     private func record(_ outcomes: [DeliveryOutcome]) async throws {
         let instance = self.instance
         let now = clock.wallNow()
+        let attempted = outcomes.filter(\.attempted)
+        let unsent = Dictionary(grouping: outcomes.filter { !$0.attempted }, by: \.delivery.webhookId)
+        if database.engine == .postgres {
+            // A pass that sent everything it claimed (the usual one) is one statement, which
+            // commits by itself: no BEGIN and COMMIT round trips either.
+            if unsent.isEmpty {
+                try await database.statement { db in try await Self.recordAttempts(attempted, claimedBy: instance, in: db) }
+                return
+            }
+            try await database.write { db in
+                try await Self.recordAttempts(attempted, claimedBy: instance, in: db)
+                for (endpoint, given) in unsent {
+                    try await Self.release(given.map(\.delivery.notificationSequence), of: endpoint, claimedBy: instance, at: now, in: db)
+                }
+            }
+            return
+        }
         try await database.write { db in
             // Plain statements of fixed text (prepared once per connection), not the query
             // builder's, whose rendering was 3.5 % of the server's time at 2,000 deliveries a second.
-            for outcome in outcomes where outcome.attempted {
+            // SQLite runs them in this process, so one per outcome costs no round trip.
+            for outcome in attempted {
                 let key = outcome.delivery
                 try await db.raw(#"""
                     UPDATE "delivery" SET "state" = \#(bind: outcome.state), "attempts" = \#(bind: outcome.attempts),
@@ -434,11 +452,41 @@ public struct Notifications: StoreOwner {
                     WHERE "notificationSequence" = \#(bind: key.notificationSequence) AND "webhookId" = \#(bind: key.webhookId) AND "claimedBy" = \#(bind: instance)
                     """#).run()
             }
-            let unsent = Dictionary(grouping: outcomes.filter { !$0.attempted }, by: \.delivery.webhookId)
             for (endpoint, given) in unsent {
                 try await Self.release(given.map(\.delivery.notificationSequence), of: endpoint, claimedBy: instance, at: now, in: db)
             }
         }
+    }
+
+    /// PostgreSQL: a pass's attempts recorded in one `UPDATE … FROM unnest(…)`, the outcomes sent as
+    /// arrays, each row still only under this instance's claim.
+    ///
+    /// **Performance layer.** Replaces one `UPDATE` per outcome inside BEGIN … COMMIT: a pass of
+    /// 256 waited for 258 round trips to PostgreSQL, one after another, and draining a backlog left
+    /// the machine 29 % idle at 1,330 deliveries a second (2026-11-28; the figures after are in
+    /// ``NotificationDeliveryConfiguration/batch``).
+    private static func recordAttempts(_ attempted: [DeliveryOutcome], claimedBy instance: String, in db: any SQLDatabase) async throws {
+        guard !attempted.isEmpty else { return }
+        // Arrays carry no NULL here (PostgresNIO encodes arrays of non-optional values), so: a
+        // status of -1 is "no answer" (no HTTP status is negative), and the error and the delivery
+        // time follow from the state (a delivered attempt has no problem; every other has one).
+        try await db.raw(#"""
+            UPDATE "delivery" d SET "state" = o."state", "attempts" = o."attempts",
+                "lastStatus" = NULLIF(o."status", -1),
+                "lastError" = CASE WHEN o."state" = 'delivered' THEN NULL ELSE o."problem" END,
+                "deliveredAt" = CASE WHEN o."state" = 'delivered' THEN o."at" END,
+                "nextAttemptAt" = o."nextAttemptAt", "claimedBy" = NULL, "claimedUntil" = NULL
+            FROM unnest(CAST(\#(bind: attempted.map(\.delivery.notificationSequence)) AS BIGINT[]),
+                        CAST(\#(bind: attempted.map(\.delivery.webhookId)) AS BIGINT[]),
+                        CAST(\#(bind: attempted.map(\.state)) AS TEXT[]),
+                        CAST(\#(bind: attempted.map { Int64($0.attempts) }) AS BIGINT[]),
+                        CAST(\#(bind: attempted.map { Int64($0.status ?? -1) }) AS BIGINT[]),
+                        CAST(\#(bind: attempted.map { $0.problem ?? "" }) AS TEXT[]),
+                        CAST(\#(bind: attempted.map(\.at)) AS TIMESTAMPTZ[]),
+                        CAST(\#(bind: attempted.map(\.nextAttemptAt)) AS TIMESTAMPTZ[]))
+                AS o("sequence", "webhookId", "state", "attempts", "status", "problem", "at", "nextAttemptAt")
+            WHERE d."notificationSequence" = o."sequence" AND d."webhookId" = o."webhookId" AND d."claimedBy" = \#(bind: instance)
+            """#).run()
     }
 }
 

@@ -116,6 +116,15 @@ struct NotificationDeliveryTests {
             }
             // Failing attempts pile up, then the server dies without a word and comes back.
             #expect(try await Self.eventually(10) { receiver.attempts >= 3 })
+            // What the failed attempts left on record, as each engine writes a pass's outcomes.
+            let firstServer = http
+            #expect(try await Self.eventually(10) {
+                try await Self.admin(firstServer, adminToken, "GET", "/v1/admin/notifications").decode([AdminNotificationRow].self).contains { $0.attempts > 0 }
+            })
+            let tried = try await Self.admin(http, adminToken, "GET", "/v1/admin/notifications").decode([AdminNotificationRow].self).filter { $0.attempts > 0 }
+            #expect(!tried.isEmpty)
+            #expect(tried.allSatisfy { $0.state == "pending" && $0.lastStatus == 500 && $0.lastError == "answered 500" && $0.deliveredAt == nil },
+                    "\(tried.map { "\($0.state) \($0.lastStatus ?? -1) \($0.lastError ?? "nil") \($0.deliveredAt.map { "\($0)" } ?? "nil")" })")
             server.signal(SIGKILL)
             _ = await server.stop()
             server = try await ServerProcess.start(store, extraArguments: serveArguments, log: directory.path("server-2.log"))
@@ -138,7 +147,7 @@ struct NotificationDeliveryTests {
                 try await Self.admin(reader, adminToken, "GET", "/v1/admin/notifications").decode([AdminNotificationRow].self).allSatisfy { $0.state == "delivered" }
             }
             let rows = try await Self.admin(http, adminToken, "GET", "/v1/admin/notifications").decode([AdminNotificationRow].self)
-            #expect(rows.allSatisfy { $0.state == "delivered" })
+            #expect(rows.allSatisfy { $0.state == "delivered" && $0.lastStatus == 200 && $0.lastError == nil && $0.deliveredAt != nil })
             for account in accounts {
                 let written = rows.filter { $0.accountId == account.accountId }.map(\.notificationId).reversed()
                 let arrived = accepted.filter { $0.accountId == account.accountId }.map(\.notificationUUID)
