@@ -463,8 +463,12 @@ public struct Notifications: StoreOwner {
     ///
     /// **Performance layer.** Replaces one `UPDATE` per outcome inside BEGIN … COMMIT: a pass of
     /// 256 waited for 258 round trips to PostgreSQL, one after another, and draining a backlog left
-    /// the machine 29 % idle at 1,330 deliveries a second (2026-11-28; the figures after are in
-    /// ``NotificationDeliveryConfiguration/batch``).
+    /// the machine 29 % idle at 1,330 deliveries a second. After (`BENCH_ONLY=purchases`,
+    /// 2026-11-28 03:05–03:15): 2,533 notifications delivered a second on PostgreSQL against 1,260
+    /// in the full run of 01:02 (docs/benchmarks.md).
+    ///
+    /// The columns a pass cannot carry as arrays follow from its state: `outcome(of:_:at:_:)`
+    /// leaves `problem` nil exactly when the state is `delivered`.
     private static func recordAttempts(_ attempted: [DeliveryOutcome], claimedBy instance: String, in db: any SQLDatabase) async throws {
         guard !attempted.isEmpty else { return }
         // Arrays carry no NULL here (PostgresNIO encodes arrays of non-optional values), so: a
