@@ -306,8 +306,9 @@ final class ResponseSink {
         let line = Self.trimmed(raw[...])
         if line.starts(with: Self.httpSlash) {
             headers = [:]
-            // "HTTP/1.1 200 OK", "HTTP/2 304": the digits after the first space.
-            let afterVersion = line.drop { $0 != UInt8(ascii: " ") }.dropFirst()
+            // "HTTP/1.1 200 OK", "HTTP/2 304": the word after the version, however many spaces
+            // come between (libcurl takes "HTTP/1.1  200" as a 200 too).
+            let afterVersion = line.drop { $0 != UInt8(ascii: " ") }.drop { $0 == UInt8(ascii: " ") }
             let code = afterVersion.prefix { $0 != UInt8(ascii: " ") }
             status = Int(String(decoding: code, as: UTF8.self)) ?? 0
             return
