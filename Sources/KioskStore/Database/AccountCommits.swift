@@ -2,13 +2,13 @@ import SQLKit
 import Synchronization
 
 /// PostgreSQL only: one account's purchase statements that arrive while one of its statements is
-/// committing wait and then commit together, in one transaction, one WAL flush for all of them,
-/// in the order they arrived.
+/// committing wait and then commit together, in one statement (``StatementBatch``), one
+/// transaction, one WAL flush for all of them.
 ///
 /// Each purchase updates its account's row, so PostgreSQL runs one account's purchases one after
 /// another, each holding the row's lock through its own commit's flush: one account's rate was the
 /// disk's flush rate and its 32 waiting clients queued behind it. Sharing a commit, the lock is
-/// held for the batch's statements (a round trip each) and one flush.
+/// held for the batch's one round trip and one flush.
 ///
 /// A statement that writes nothing (the account moved: a compare-and-set that did not hold) is
 /// no error: its caller decides again, as it would have alone. A statement PostgreSQL refuses
@@ -27,21 +27,22 @@ import Synchronization
 /// **Performance layer.** Replaces one commit per purchase of an account (a single statement on
 /// a pooled connection). The figure (`BENCH_ONLY=purchases`, one account, 32 clients, 5 windows
 /// of 8 s, 2026-11-27): 847–953 purchases a second at p99 133–158 ms before, 1,245 /s at p99 44 ms
-/// after (`make bench-compare BEFORE=7c48494`, 16:42; docs/benchmarks.md).
+/// after (`make bench-compare BEFORE=7c48494`, 16:42; docs/benchmarks.md). Its statements then
+/// went a round trip each; since they go as one (``StatementBatch``), see the figures there.
 final class AccountCommits: Sendable {
     private struct Job: Sendable {
+        let purchase: RecordPurchase
+        let finish: @Sendable (Result<[Int64]?, any Error>) -> Void
         /// What orders a batch: the product the statement sells.
-        let order: String
-        let commit: CommitJob
-        func run(_ db: any SQLDatabase) async throws { try await commit.run(db) }
-        func finish(_ error: (any Error)?) { commit.finish(error) }
+        var order: String { purchase.record.productId }
     }
 
     /// The most statements one commit carries, so that one account holds a connection, and the
-    /// sales rows it shares, for a few round trips at most.
+    /// sales rows it shares, for a short while at most.
     static let maxBatch = 32
 
     private let database: ServerDatabase
+    private let batch = StatementBatch.recordPurchases
     private let queues = Mutex<[String: [Job]]>([:])
     /// Commits of more than one statement so far, for the tests that show statements share them.
     let sharedCommits = Atomic<Int>(0)
@@ -50,12 +51,13 @@ final class AccountCommits: Sendable {
         self.database = database
     }
 
-    /// Runs `body`, one statement that is a transaction by itself, in the next commit of
-    /// `account`'s statements, and returns its result once that commit is durable.
-    /// - Parameter order: the product the statement sells; a batch runs its statements in this order.
-    func statement<T: Sendable>(of account: String, order: String, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        try await CommitJob.awaiting(body) { commit in
-            let job = Job(order: order, commit: commit)
+    /// Records `purchase` in the next commit of its account's purchases, once that commit is durable.
+    /// - Returns: its plan's result columns (``RecordPurchase/recorded(_:)``), or nil when it wrote
+    ///   nothing (the account had moved on).
+    func record(_ purchase: RecordPurchase) async throws -> [Int64]? {
+        let account = purchase.record.accountId
+        return try await withCheckedThrowingContinuation { continuation in
+            let job = Job(purchase: purchase) { continuation.resume(with: $0) }
             let starts = queues.withLock { queues -> Bool in
                 if queues[account] != nil {
                     queues[account]?.append(job)
@@ -94,29 +96,28 @@ final class AccountCommits: Sendable {
             await alone(arrived[0])
             return
         }
-        let batch = arrived.enumerated().sorted { ($0.element.order, $0.offset) < ($1.element.order, $1.offset) }.map(\.element)
+        let jobs = arrived.enumerated().sorted { ($0.element.order, $0.offset) < ($1.element.order, $1.offset) }.map(\.element)
+        let answers: [[Int64]?]
         do {
-            try await database.write { db in
-                for job in batch { try await job.run(db) }
-            }
+            answers = try await database.statement { [batch] db in try await batch.run(jobs.map(\.purchase.plan), on: db) }
             sharedCommits.add(1, ordering: .relaxed)
         } catch where database.isStatementRefusal(error) {
             // Nothing of the batch was written: each statement again, alone, for its own outcome.
-            for job in batch { await alone(job) }
+            for job in jobs { await alone(job) }
             return
         } catch {
-            for job in batch { job.finish(error) }
+            for job in jobs { job.finish(.failure(error)) }
             return
         }
-        for job in batch { job.finish(nil) }
+        for (job, answer) in zip(jobs, answers) { job.finish(.success(answer)) }
     }
 
     private func alone(_ job: Job) async {
         do {
-            try await database.statement { db in try await job.run(db) }
-            job.finish(nil)
+            let row = try await database.statement { db in try await db.rows(job.purchase).first }
+            job.finish(.success(try row.map { row in try batch.result.map { try row.decode(column: $0.column, as: Int64.self) } }))
         } catch {
-            job.finish(error)
+            job.finish(.failure(error))
         }
     }
 }

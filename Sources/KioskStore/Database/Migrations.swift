@@ -512,6 +512,9 @@ enum Migrations {
                 logger.info("applied a database migration", metadata: ["migration": "\(migration.name)"])
             }
         }
+        if database.engine == .postgres {
+            for batch in StatementBatch.all { try await batch.install(on: database) }
+        }
     }
 
     private static func applied(in database: ServerDatabase) async throws -> [String] {

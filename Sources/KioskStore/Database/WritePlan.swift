@@ -62,6 +62,12 @@ struct PlanStep: Sendable {
 extension WritePlan {
     /// The plan as one PostgreSQL statement: its text with `$1`, `$2`, … and the values in their order.
     var postgres: (sql: String, parameters: [StatementParameter]) {
+        postgres { number, _ in "$\(number)" }
+    }
+
+    /// The plan as one PostgreSQL statement whose `n`th value (from 1) is written as `placeholder(n, value)`.
+    /// - Parameter select: what the statement answers with, in place of the ``result`` columns.
+    func postgres(select answer: [String]? = nil, placeholder: (Int, StatementParameter) -> String) -> (sql: String, parameters: [StatementParameter]) {
         var parameters: [StatementParameter] = []
         func render(_ fragment: [PlanSQL]) -> String {
             fragment.map { piece in
@@ -69,7 +75,7 @@ extension WritePlan {
                 case .text(let text): return text
                 case .bind(let value):
                     parameters.append(value)
-                    return "$\(parameters.count)"
+                    return placeholder(parameters.count, value)
                 case .earlier(let step, let column): return #""\#(step)"."\#(column)""#
                 }
             }.joined()
@@ -101,7 +107,7 @@ extension WritePlan {
         }
         var answering: [String] = []
         for (step, _) in result where !answering.contains(step) { answering.append(step) }
-        let select = "SELECT " + result.map { #""\#($0.step)"."\#($0.column)""# }.joined(separator: ", ")
+        let select = "SELECT " + (answer ?? result.map { #""\#($0.step)"."\#($0.column)""# }).joined(separator: ", ")
             + " FROM " + answering.map { #""\#($0)""# }.joined(separator: ", ")
         return ("WITH " + parts.joined(separator: ", ") + " " + select, parameters)
     }

@@ -444,10 +444,9 @@ public struct Payments: StoreOwner {
         // statements on either engine (rarer than a pack or a book, and more than one statement).
         if database.engine == .postgres, !starts {
             // One account's purchases share commits (``AccountCommits``), as SQLite's group commit shares them all.
-            let recorded = try await accountCommits.statement(of: record.accountId, order: record.productId) {
-                try await $0.insert(record, ifAccountAt: holdings.revision, addingCredits: delta, charge: charge)
-            }
-            guard let (committed, credits) = recorded else { throw SettleConflict() }
+            let purchase = RecordPurchase(record: record, revision: holdings.revision, delta: delta, charge: charge)
+            guard let values = try await accountCommits.record(purchase) else { throw SettleConflict() }
+            let (committed, credits) = purchase.recorded(values)
             var wrote: (any Sendable)?
             if let alongside { wrote = try await database.statement { db -> any Sendable in try await alongside(committed, db) } }
             return Settled(record: committed, credits: credits, alongside: wrote)

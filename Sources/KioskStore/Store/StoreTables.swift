@@ -69,10 +69,7 @@ extension SQLDatabase {
     func insert(_ record: TransactionRecord, ifAccountAt revision: Int64?, addingCredits delta: Int, charge: LedgerEntry?) async throws -> (TransactionRecord, credits: Int)? {
         let statement = RecordPurchase(record: record, revision: revision, delta: delta, charge: charge)
         guard let row = try await rows(statement).first else { return nil }
-        var inserted = record
-        inserted.sequence = try row.decode(column: "sequence", as: Int64.self)
-        inserted.changeSequence = try row.decode(column: "changeSequence", as: Int64.self)
-        return (inserted, try row.decode(column: "credits", as: Int.self))
+        return statement.recorded(try StatementBatch.recordPurchases.result.map { try row.decode(column: $0.column, as: Int64.self) })
     }
 
     /// The transaction, locked until the write transaction that reads it ends: `FOR UPDATE` on
@@ -121,6 +118,15 @@ struct RecordPurchase: PlannedStatement {
 
     var plan: WritePlan {
         Self.plan(record, revision: revision, delta: delta, charge: charge, slot: SalesSlot.of(record.accountId), announcedAt: record.createdAt)
+    }
+
+    /// The transaction as recorded and the account's new balance, from the plan's result columns
+    /// (in their order: the sequence, the change number, the balance).
+    func recorded(_ values: [Int64]) -> (TransactionRecord, credits: Int) {
+        var inserted = record
+        inserted.sequence = values[0]
+        inserted.changeSequence = values[1]
+        return (inserted, Int(values[2]))
     }
 
     /// The plan of a purchase of `record` (nil: the template), decided at the account's `revision`.

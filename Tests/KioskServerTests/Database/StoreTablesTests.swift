@@ -124,6 +124,82 @@ struct StoreTablesTests {
         await database.close()
     }
 
+    @Test("PostgreSQL's batch of purchases (StatementBatch) writes field for field what each would alone, dates to the microsecond; one at a revision the batch moved past writes nothing; a replayed key undoes the whole batch")
+    func batchOfPurchases() async throws {
+        let location = try #require(try await TestEngine.postgres.freshDatabase())
+        let database = try await ServerDatabase.open(location, logger: Logger(label: "test"))
+        let account = AccountRecord(id: "acct_batch", tokenHash: "hash", credits: 7, createdAt: StoreClock.wallClock.wallNow(), revision: 3)
+        try await database.write { try await $0.insert(into: "account").model(account).run() }
+        // Dates with more than microseconds: each engine path keeps the same microsecond.
+        func record(_ id: String, bare: Bool = false) -> TransactionRecord {
+            var record = Self.everyField(id: id, account: account.id, status: .purchased)
+            record.purchaseDate = Self.now.addingTimeInterval(0.123_456_789)
+            record.createdAt = Self.now.addingTimeInterval(-0.987_654_321)
+            if bare {
+                record.signedTransaction = nil
+                record.message = nil
+                record.expiresDate = nil
+                record.finishedAt = nil
+                record.revokedAt = nil
+                record.revocationReason = nil
+            }
+            return record
+        }
+        @Sendable func charge(_ record: TransactionRecord) -> LedgerEntry {
+            LedgerEntry(id: nil, transactionId: record.id, kind: .charge, accountId: account.id, amountCents: 1234,
+                        currency: "EUR", reason: "a charge", createdAt: Self.now.addingTimeInterval(6.000_000_9))
+        }
+        let alone = record("txn_alone")
+        let aloneBare = record("txn_alone_bare", bare: true)
+        let first = record("txn_first"), second = record("txn_second"), stale = record("txn_stale"), bare = record("txn_bare", bare: true)
+        let batch = StatementBatch.recordPurchases
+        let answers = try await database.statement { db in
+            try await batch.run([
+                RecordPurchase(record: first, revision: 3, delta: -1, charge: charge(first)).plan,
+                RecordPurchase(record: second, revision: 4, delta: 2, charge: nil).plan,
+                RecordPurchase(record: stale, revision: 4, delta: 5, charge: charge(stale)).plan,
+                RecordPurchase(record: bare, revision: nil, delta: 1, charge: charge(bare)).plan,
+            ], on: db)
+        }
+        #expect(answers.map { $0?[1] } == [1, 2, nil, 3])
+        #expect(answers.map { $0?[2] } == [6, 8, nil, 9])
+        _ = try #require(try await database.statement { try await $0.insert(alone, ifAccountAt: 6, addingCredits: 0, charge: charge(alone)) })
+        _ = try #require(try await database.statement { try await $0.insert(aloneBare, ifAccountAt: nil, addingCredits: 0, charge: nil) })
+
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        func text(_ id: String, as other: TransactionRecord) async throws -> String {
+            var read = try #require(try await database.read { try await $0.storeTransaction(id) })
+            read.id = other.id
+            read.idempotencyKey = other.idempotencyKey
+            read.sequence = nil
+            read.changeSequence = nil
+            return String(decoding: try encoder.encode(read), as: UTF8.self)
+        }
+        #expect(try await text(first.id, as: alone) == text(alone.id, as: alone))
+        #expect(try await text(second.id, as: alone) == text(alone.id, as: alone))
+        #expect(try await text(bare.id, as: aloneBare) == text(aloneBare.id, as: aloneBare))
+        #expect(try await database.read { try await $0.storeTransaction(stale.id) } == nil)
+        let ledger = try await database.read { try await $0.ledger { $0.where("accountId", .equal, account.id) } }
+        #expect(ledger.map(\.transactionId) == [first.id, bare.id, alone.id])
+        #expect(Set(ledger.map(\.createdAt)).count == 1)
+
+        // A key the account used already: the unique index refuses, and nothing of the batch stays.
+        var replaying = record("txn_replay")
+        replaying.idempotencyKey = first.idempotencyKey
+        let replay = replaying
+        let fresh = record("txn_fresh")
+        await #expect(throws: (any Error).self) {
+            try await database.statement { db in
+                try await batch.run([RecordPurchase(record: fresh, revision: nil, delta: 1, charge: nil).plan,
+                                     RecordPurchase(record: replay, revision: nil, delta: 1, charge: nil).plan], on: db)
+            }
+        }
+        #expect(try await database.read { try await $0.storeTransaction(fresh.id) } == nil)
+        #expect(try await database.read { try await $0.account(account.id) }?.credits == 9)
+        await database.close()
+    }
+
     @Test("the compare-and-set moves an account only from its revision; at no revision, only while the balance stays in 0...Int64.max", arguments: TestEngine.all)
     func advanceAccount(engine: TestEngine) async throws {
         let directory = try TemporaryDirectory()
