@@ -103,6 +103,8 @@ final class AccountCommits: Sendable {
             sharedCommits.add(1, ordering: .relaxed)
         } catch where database.isStatementRefusal(error) {
             // Nothing of the batch was written: each statement again, alone, for its own outcome.
+            // A function dropped since the start (by hand) is put back for the batches after this.
+            if database.sqlState(of: error) == "42883" { try? await batch.install(on: database) }
             for job in jobs { await alone(job) }
             return
         } catch {

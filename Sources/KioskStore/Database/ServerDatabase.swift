@@ -189,7 +189,12 @@ final class ServerDatabase: Sendable {
     /// PostgreSQL answered the statement with an error of its own (a rule of the schema, a
     /// deadlock): the statement, not the connection, failed, and running it again can succeed.
     func isStatementRefusal(_ error: any Error) -> Bool {
-        (error as? PSQLError)?.serverInfo?[.sqlState] != nil
+        sqlState(of: error) != nil
+    }
+
+    /// PostgreSQL's SQLSTATE for an error it answered with (`42883`: no such function).
+    func sqlState(of error: any Error) -> String? {
+        (error as? PSQLError)?.serverInfo?[.sqlState]
     }
 
     /// Closes every connection. The database must not be used afterwards.

@@ -57,12 +57,16 @@ struct StatementBatch: Sendable {
         }
     }
 
-    /// Creates or replaces the function, under the migrations' advisory lock, so that instances
-    /// starting together take turns (PostgreSQL's CREATE OR REPLACE is not safe against itself).
+    /// Creates the function unless it is there already, under the migrations' advisory lock, so
+    /// that instances starting together take turns (PostgreSQL's CREATE OR REPLACE is not safe
+    /// against itself). One that is there is left alone: its name says its text, replacing it would
+    /// make every connection compile it again, and only its owner may replace it.
     func install(on database: ServerDatabase) async throws {
         try await database.write { db in
             try await db.raw("SELECT pg_advisory_xact_lock(7215)").run()
-            try await db.raw("\(unsafeRaw: definition)").run()
+            let present = try await db.raw("SELECT to_regprocedure(\(bind: function + "(jsonb)")) IS NOT NULL AS \"present\"").first()?
+                .decode(column: "present", as: Bool.self) ?? false
+            if !present { try await db.raw("\(unsafeRaw: definition)").run() }
         }
     }
 

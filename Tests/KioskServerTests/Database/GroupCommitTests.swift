@@ -93,7 +93,7 @@ struct GroupCommitTests: StoreSuite {
         }
     }
 
-    @Test("PostgreSQL: 32 credit packs bought at once on one account share commits (AccountCommits); replays of a key in the same batch still answer the first charge")
+    @Test("PostgreSQL: 32 credit packs bought at once on one account share commits (AccountCommits, a batch one statement); replays of a key in the same batch still answer the first charge; a batch function dropped by hand is put back")
     func packsOfOneAccountShareCommitsOnPostgres() async throws {
         try await Self.withStore(engine: .postgres) { server, http, account in
             let commits = server.store.base.accountCommits
@@ -116,6 +116,28 @@ struct GroupCommitTests: StoreSuite {
             #expect(Set(again.map(\.transaction.transactionId)).count == 8)
             #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken) == Array(repeating: 499, count: 40))
             #expect(try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).credits == 200)
+
+            // The batch's function dropped by hand: its batch runs one by one, and puts it back.
+            let database = server.store.base.database
+            let function = StatementBatch.recordPurchases.function
+            @Sendable func installed() async throws -> Bool {
+                try await database.read { db in
+                    try await db.raw("SELECT to_regprocedure(\(bind: function + "(jsonb)")) IS NOT NULL AS \"present\"").first()?.decode(column: "present", as: Bool.self) ?? false
+                }
+            }
+            #expect(try await installed())
+            try await database.statement { try await $0.raw("DROP FUNCTION \(unsafeRaw: function)(jsonb)").run() }
+            #expect(try await !installed())
+            // (One round: the account's purchase limit allows a burst of 120.)
+            let bought = try await withThrowingTaskGroup(of: PaymentResponse.self) { group in
+                for index in 0..<32 {
+                    group.addTask { try await http.pay(Self.pack5, token: account.token, key: "dropped-\(index)").decode(PaymentResponse.self) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(Set(bought.map(\.transaction.transactionId)).count == 32)
+            #expect(try await installed())
+            #expect(try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).credits == 360)
         }
     }
 
