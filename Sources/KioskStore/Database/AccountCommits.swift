@@ -1,3 +1,4 @@
+import Logging
 import SQLKit
 import Synchronization
 
@@ -42,13 +43,15 @@ final class AccountCommits: Sendable {
     static let maxBatch = 32
 
     private let database: ServerDatabase
+    private let logger: Logger
     private let batch = StatementBatch.recordPurchases
     private let queues = Mutex<[String: [Job]]>([:])
     /// Commits of more than one statement so far, for the tests that show statements share them.
     let sharedCommits = Atomic<Int>(0)
 
-    init(database: ServerDatabase) {
+    init(database: ServerDatabase, logger: Logger) {
         self.database = database
+        self.logger = logger
     }
 
     /// Records `purchase` in the next commit of its account's purchases, once that commit is durable.
@@ -103,7 +106,13 @@ final class AccountCommits: Sendable {
             sharedCommits.add(1, ordering: .relaxed)
         } catch where database.isStatementRefusal(error) {
             // Nothing of the batch was written: each statement again, alone, for its own outcome.
-            // A function dropped since the start (by hand) is put back for the batches after this.
+            // A replayed key is expected; anything else (the function dropped or not ours to run)
+            // costs every batch a round trip until mended, so it is said. A function dropped since
+            // the start (by hand) is put back for the batches after this.
+            if !database.isUniqueViolation(error) {
+                logger.warning("a batch of one account's purchases was refused; they were written one by one",
+                               metadata: ["problem": "\(ServerDatabase.describe(error))", "purchases": "\(jobs.count)"])
+            }
             if database.sqlState(of: error) == "42883" { try? await batch.install(on: database) }
             for job in jobs { await alone(job) }
             return

@@ -144,7 +144,7 @@ final class StoreBase: Sendable {
         self.channels = channels
         passwords = Passwords(cost: accountPolicy.passwordCost)
         self.database = database
-        accountCommits = AccountCommits(database: database)
+        accountCommits = AccountCommits(database: database, logger: logger)
         self.keys = keys
         self.catalog = catalog
         self.environment = environment
