@@ -95,14 +95,11 @@ struct StatementBatch: Sendable {
             Int64(date.timeIntervalSince(Date(timeIntervalSince1970: 946_684_800)) * 1_000_000)
         }
 
+        /// Text, integers and flags as they encode themselves; a date as its microseconds.
         func encode(to encoder: any Encoder) throws {
+            guard case .date(let date) = parameter else { return try parameter.encode(to: encoder) }
             var container = encoder.singleValueContainer()
-            switch parameter {
-            case .text(let value): try container.encode(value)
-            case .integer(let value): try container.encode(value)
-            case .flag(let value): try container.encode(value)
-            case .date(let value): try container.encode(value.map(Self.microseconds))
-            }
+            try container.encode(date.map(Self.microseconds))
         }
     }
 }
