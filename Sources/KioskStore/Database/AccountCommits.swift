@@ -33,7 +33,7 @@ import Synchronization
 final class AccountCommits: Sendable {
     private struct Job: Sendable {
         let purchase: RecordPurchase
-        let finish: @Sendable (Result<[Int64]?, any Error>) -> Void
+        let finish: @Sendable (Result<(TransactionRecord, credits: Int)?, any Error>) -> Void
         /// What orders a batch: the product the statement sells.
         var order: String { purchase.record.productId }
     }
@@ -55,9 +55,9 @@ final class AccountCommits: Sendable {
     }
 
     /// Records `purchase` in the next commit of its account's purchases, once that commit is durable.
-    /// - Returns: its plan's result columns (``RecordPurchase/recorded(_:)``), or nil when it wrote
+    /// - Returns: the transaction as recorded and the account's new balance, or nil when it wrote
     ///   nothing (the account had moved on).
-    func record(_ purchase: RecordPurchase) async throws -> [Int64]? {
+    func record(_ purchase: RecordPurchase) async throws -> (TransactionRecord, credits: Int)? {
         let account = purchase.record.accountId
         return try await withCheckedThrowingContinuation { continuation in
             let job = Job(purchase: purchase) { continuation.resume(with: $0) }
@@ -120,13 +120,12 @@ final class AccountCommits: Sendable {
             for job in jobs { job.finish(.failure(error)) }
             return
         }
-        for (job, answer) in zip(jobs, answers) { job.finish(.success(answer)) }
+        for (job, answer) in zip(jobs, answers) { job.finish(.success(answer.map(job.purchase.recorded))) }
     }
 
     private func alone(_ job: Job) async {
         do {
-            let row = try await database.statement { db in try await db.rows(job.purchase).first }
-            job.finish(.success(try row.map { row in try batch.result.map { try row.decode(column: $0.column, as: Int64.self) } }))
+            job.finish(.success(try await database.statement { db in try await db.record(job.purchase) }))
         } catch {
             job.finish(.failure(error))
         }

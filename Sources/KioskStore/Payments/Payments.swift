@@ -445,8 +445,7 @@ public struct Payments: StoreOwner {
         if database.engine == .postgres, !starts {
             // One account's purchases share commits (``AccountCommits``), as SQLite's group commit shares them all.
             let purchase = RecordPurchase(record: record, revision: holdings.revision, delta: delta, charge: charge)
-            guard let values = try await accountCommits.record(purchase) else { throw SettleConflict() }
-            let (committed, credits) = purchase.recorded(values)
+            guard let (committed, credits) = try await accountCommits.record(purchase) else { throw SettleConflict() }
             var wrote: (any Sendable)?
             if let alongside { wrote = try await database.statement { db -> any Sendable in try await alongside(committed, db) } }
             return Settled(record: committed, credits: credits, alongside: wrote)

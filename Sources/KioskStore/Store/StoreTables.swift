@@ -67,9 +67,14 @@ extension SQLDatabase {
     /// - Returns: the transaction with its sequence and the account's new balance, or nil when the
     ///   account did not move.
     func insert(_ record: TransactionRecord, ifAccountAt revision: Int64?, addingCredits delta: Int, charge: LedgerEntry?) async throws -> (TransactionRecord, credits: Int)? {
-        let statement = RecordPurchase(record: record, revision: revision, delta: delta, charge: charge)
-        guard let row = try await rows(statement).first else { return nil }
-        return statement.recorded(try StatementBatch.recordPurchases.result.map { try row.decode(column: $0.column, as: Int64.self) })
+        try await self.record(RecordPurchase(record: record, revision: revision, delta: delta, charge: charge))
+    }
+
+    /// `purchase` alone, as its own prepared statement (``AccountCommits`` runs several as one:
+    /// ``StatementBatch``).
+    func record(_ purchase: RecordPurchase) async throws -> (TransactionRecord, credits: Int)? {
+        guard let row = try await rows(purchase).first else { return nil }
+        return purchase.recorded(try StatementBatch.recordPurchases.result.map { try row.decode(column: $0.column, as: Int64.self) })
     }
 
     /// The transaction, locked until the write transaction that reads it ends: `FOR UPDATE` on
