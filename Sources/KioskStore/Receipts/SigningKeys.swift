@@ -43,10 +43,11 @@ public actor SigningKeys: ReceiptKeySource {
                     throw ServerSetupError(path: legacyKeyFile.path, problem: "is not a signing key Kiosk can read",
                         action: "restore it from a backup; only if it is lost for good, move it aside to make a new key (receipts signed with the old one will stop verifying)")
                 }
-                try await Self.insert(stored, into: database)
-                logger.info("imported the signing key file into the database", metadata: ["kid": "\(stored.kid)"])
+                if try await Self.insertFirst(stored, into: database) {
+                    logger.info("imported the signing key file into the database", metadata: ["kid": "\(stored.kid)"])
+                }
             } else {
-                _ = try await Self.rotate(database)
+                try await Self.insertFirst(Self.newKey(), into: database)
             }
         }
         try await reload()
@@ -55,10 +56,35 @@ public actor SigningKeys: ReceiptKeySource {
     /// Adds a new key that signs from now on; the older ones keep verifying.
     /// - Returns: the new key's `kid`.
     static func rotate(_ database: ServerDatabase) async throws -> String {
+        let key = newKey()
+        try await insert(key, into: database)
+        return key.kid
+    }
+
+    /// A new Ed25519 key, named by its public half.
+    private static func newKey() -> StoredKey {
         let key = Curve25519.Signing.PrivateKey()
         let kid = "ed25519-" + FileDigest.sha256(of: key.publicKey.rawRepresentation).prefix(16)
-        try await insert(StoredKey(kid: kid, d: base64URL(key.rawRepresentation)), into: database)
-        return kid
+        return StoredKey(kid: kid, d: base64URL(key.rawRepresentation))
+    }
+
+    /// Adds `key` as the store's first key, unless there is a key already. Instances starting
+    /// together on a new database each found none and each added its own, so each re-issued the
+    /// receipts the others signed (two keys in 3 of 3 starts of two instances, 2026-11-28). The
+    /// look and the insert are one transaction, and instances take turns at it: SQLite's writer
+    /// lock; on PostgreSQL, where two inserts in READ COMMITTED each miss the other's uncommitted
+    /// row, the migrations' advisory lock. The later one finds the first one's key.
+    /// - Returns: whether `key` was added.
+    @discardableResult
+    private static func insertFirst(_ key: StoredKey, into database: ServerDatabase, clock: StoreClock = .wallClock) async throws -> Bool {
+        try await database.write { db in
+            if database.engine == .postgres { try await db.raw("SELECT pg_advisory_xact_lock(7215)").run() }
+            guard try await db.raw(#"SELECT "kid" FROM "signingKey" LIMIT 1"#).first() == nil else { return false }
+            try await db.raw(#"""
+                INSERT INTO "signingKey" ("kid", "privateKey", "createdAt") VALUES (\#(bind: key.kid), \#(bind: key.d), \#(bind: clock.wallNow()))
+                """#).run()
+            return true
+        }
     }
 
     /// Retires a key: it signs and verifies nothing any more, and leaves the JWKS.

@@ -27,7 +27,7 @@ struct ScaleOutTests: TwoInstanceSuite {
         }
     }
 
-    @Test("four instances started at once on a new database: each migrates or finds the work done, and all serve")
+    @Test("four instances started at once on a new database: each migrates or finds the work done, all serve, and all sign with the one key made")
     func instancesStartTogether() async throws {
         guard case .postgres(let url) = try await TestPostgres.shared.freshDatabase() else { return }
         let directory = try TemporaryDirectory()
@@ -42,15 +42,19 @@ struct ScaleOutTests: TwoInstanceSuite {
             }
             return try await group.reduce(into: []) { $0.append($1) }
         }
+        var published: [Set<String>] = []
         for result in results {
             switch result {
             case .success(let server):
-                #expect(try await StoreHTTP(baseURL: server.url).send("GET", "/healthz").status == 200)
+                let http = StoreHTTP(baseURL: server.url)
+                #expect(try await http.send("GET", "/healthz").status == 200)
+                published.append(Set(try await http.send("GET", "/.well-known/jwks.json").decode(JWKSDocument.self).keys.map(\.kid)))
                 _ = await server.stop()
             case .failure(let error):
                 Issue.record("an instance did not start: \(error)")
             }
         }
+        #expect(published.count == 4 && published.allSatisfy { $0.count == 1 && $0 == published.first })
     }
 
     @Test("a purchase made on A is listed, finished, replayed and refunded on B; an Ask to Buy made on B is approved on A")
