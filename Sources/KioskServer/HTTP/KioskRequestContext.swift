@@ -128,9 +128,20 @@ struct RequestLogMiddleware: RouterMiddleware {
     /// else failed underneath (the database went away mid-request, a disk error): the operator
     /// gets its cause in the log, and the client a JSON answer it can act on instead of an empty
     /// 500 — a database failure is a 503 to send again (every payment carries its idempotency
-    /// key, so sending it again never charges twice).
+    /// key, so sending it again never charges twice). One that lasts until the operator acts (a
+    /// right revoked, a read-only database, a full disk) says so, and asks for a later retry: it
+    /// was answered "did not answer; send the request again", though it had answered, and every
+    /// retry a second later failed the same way.
     static func answer(for error: any Error, route: String, logger: Logger) -> any Error {
         if error is any HTTPResponseError || error is CancellationError { return error }
+        if Store.needsOperator(error) {
+            logger.error("a request failed: the store's database refused it, and will until this is mended",
+                         metadata: ["route": "\(route)", "error": "\(Store.describe(error))",
+                                    "action": "give the store's database user back its rights, make the database writable or free its disk"])
+            return APIFailure(.serviceUnavailable, code: "unavailable",
+                              message: "the store's database refused this request; its operator must mend that (the store's log says what), so try again later",
+                              retryAfter: 60)
+        }
         logger.error("a request failed", metadata: ["route": "\(route)", "error": "\(Store.describe(error))"])
         if Store.isDatabaseFailure(error) {
             return APIFailure(.serviceUnavailable, code: "unavailable",

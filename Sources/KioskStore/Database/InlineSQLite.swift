@@ -312,5 +312,11 @@ struct InlineSQLiteError: Error, CustomStringConvertible {
         [SQLITE_CONSTRAINT, SQLITE_CONSTRAINT | 8 << 8, SQLITE_CONSTRAINT | 6 << 8].contains(code)
     }
 
+    /// A refusal that lasts until the operator acts (``ServerDatabase/needsOperator(_:)``), by
+    /// its primary code (the low byte of an extended one).
+    var needsOperator: Bool {
+        [SQLITE_PERM, SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_FULL, SQLITE_CANTOPEN, SQLITE_NOTADB].contains(code & 0xff)
+    }
+
     var description: String { message }
 }

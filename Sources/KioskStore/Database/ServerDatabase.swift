@@ -219,6 +219,18 @@ final class ServerDatabase: Sendable {
         error is PSQLError || error is InlineSQLiteError
     }
 
+    /// Whether the database refused for a reason that lasts until its operator acts: PostgreSQL's
+    /// classes 42 (a right revoked, a table or column missing), 28 (the store's role may no longer
+    /// sign in) and 25006 (a read-only transaction: a standby, `default_transaction_read_only`),
+    /// a full disk (53100) or corrupt data (XX001, XX002); SQLite's SQLITE_PERM, SQLITE_READONLY,
+    /// SQLITE_CORRUPT, SQLITE_FULL, SQLITE_CANTOPEN and SQLITE_NOTADB. A lost connection, a lock,
+    /// a deadlock or an I/O error may pass, and is not one of them.
+    static func needsOperator(_ error: any Error) -> Bool {
+        if let error = error as? InlineSQLiteError { return error.needsOperator }
+        guard let state = (error as? PSQLError)?.serverInfo?[.sqlState] else { return false }
+        return state.hasPrefix("42") || state.hasPrefix("28") || ["25006", "53100", "XX001", "XX002"].contains(state)
+    }
+
     static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError {
             if let message = error.serverInfo?[.message] { return message }

@@ -93,6 +93,12 @@ public struct Store: Sendable {
     public static func isDatabaseFailure(_ error: any Error) -> Bool {
         ServerDatabase.isDatabaseFailure(error)
     }
+
+    /// Whether a database failure is one its operator must mend (a right taken away, a database
+    /// made read-only, a full disk, a table gone), which sending the request again cannot outlast.
+    public static func needsOperator(_ error: any Error) -> Bool {
+        ServerDatabase.needsOperator(error)
+    }
 }
 
 /// What every owner shares: the database, the keys, the catalog, the clock, and this process's

@@ -24,7 +24,7 @@ struct RequestFailureTests {
         }
     }
 
-    @Test("a database failure is a 503 to send again, anything else a 500 naming the log; both logged with their cause; the store's refusals answer as they are")
+    @Test("a database failure is a 503 to send again (one its operator must mend, to send later), anything else a 500 naming the log; all logged with their cause; the store's refusals answer as they are")
     func failuresAnswerJSON() throws {
         let captured = Captured()
         let logger = Logger(label: "test") { _ in captured }
@@ -40,7 +40,16 @@ struct RequestFailureTests {
         #expect((RequestLogMiddleware.answer(for: refusal, route: "/v1/payments", logger: logger) as? APIFailure)?.code == "bad_request")
         #expect(RequestLogMiddleware.answer(for: CancellationError(), route: "/v1/payments", logger: logger) is CancellationError)
 
-        let lines = captured.lines.withLock { $0 }
+        // A refusal that lasts until the operator acts: said so, and a later retry asked for.
+        for code: Int32 in [8, 13, 3] {
+            let lasting = try #require(RequestLogMiddleware.answer(for: InlineSQLiteError(code: code, message: "attempt to write a readonly database"), route: "/v1/payments", logger: logger) as? APIFailure)
+            #expect(lasting.status == .serviceUnavailable && lasting.retryAfter == 60 && lasting.message.contains("operator"), "\(lasting)")
+        }
+        let busy = try #require(RequestLogMiddleware.answer(for: InlineSQLiteError(code: 5, message: "database is locked"), route: "/v1/payments", logger: logger) as? APIFailure)
+        #expect(busy.retryAfter == 1)
+
+        let lines = captured.lines.withLock { $0 }.filter { !$0.contains("will until this is mended") && !$0.contains("database is locked") }
+        #expect(captured.lines.withLock { $0 }.filter { $0.contains("will until this is mended") && $0.contains("readonly") }.count == 3)
         #expect(lines.count == 2, "\(lines)")
         #expect(lines.first?.contains("disk I/O error") == true && lines.allSatisfy { $0.hasPrefix("error a request failed") && $0.contains("/v1/payments") }, "\(lines)")
     }

@@ -1,0 +1,48 @@
+import Foundation
+import KioskCore
+import KioskTestSupport
+import Testing
+
+/// A database that refuses the store until its operator acts is said to be so, not "send again".
+@Suite("A database that refuses the store")
+struct DatabaseRightsTests {
+    static let pack5 = "com.kiosk.credits.pack-5"
+
+    @Test("a right revoked from the store's PostgreSQL role: the purchase is a 503 that names the operator and asks for a later retry, nothing is charged, the log says what to mend; once granted back, the same key charges once")
+    func revokedRightNamesTheOperator() async throws {
+        let cluster = try await TestPostgres.shared.cluster()
+        let role = "kiosk_rights_\(getpid())"
+        let name = "kiosk_rights_db_\(getpid())"
+        try TestPostgres.psql(cluster, database: "postgres", "CREATE ROLE \(role) LOGIN")
+        try TestPostgres.psql(cluster, database: "postgres", "CREATE DATABASE \(name) OWNER \(role)")
+        let folder = try TemporaryDirectory()
+        let log = folder.path("server.log")
+        let server = try await ServerProcess.start(try SampleStore(in: folder), extraArguments: [
+            "--database", "postgres://\(role)@127.0.0.1:\(cluster.port)/\(name)?tlsmode=disable",
+        ], log: log)
+        let http = StoreHTTP(baseURL: server.url)
+        let account = try await http.createAccount()
+        #expect(try await http.pay(Self.pack5, token: account.token).status == 200)
+
+        try TestPostgres.psql(cluster, database: name, #"REVOKE INSERT ON "ledgerEntry" FROM \#(role)"#)
+        let key = UUID().uuidString
+        let refused = try await http.pay(Self.pack5, token: account.token, key: key)
+        #expect(refused.status == 503)
+        #expect(refused.header("Retry-After") == "60")
+        let failure = try refused.decode(APIError.self)
+        #expect(failure.code == "unavailable" && failure.message.contains("operator") && failure.message.contains("later"), "\(failure)")
+        let credits = { try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).credits }
+        #expect(try await credits() == 5)
+
+        try TestPostgres.psql(cluster, database: name, #"GRANT INSERT ON "ledgerEntry" TO \#(role)"#)
+        #expect(try await http.pay(Self.pack5, token: account.token, key: key).status == 200)
+        #expect(try await http.pay(Self.pack5, token: account.token, key: key).status == 200)
+        #expect(try await credits() == 10)
+        _ = await server.stop()
+
+        let text = try String(contentsOf: log, encoding: .utf8)
+        #expect(text.contains("permission denied for table ledgerEntry") && text.contains("will until this is mended"), "\(text.suffix(2_000))")
+        try TestPostgres.psql(cluster, database: "postgres", "DROP DATABASE \(name)")
+        try TestPostgres.psql(cluster, database: "postgres", "DROP ROLE \(role)")
+    }
+}
