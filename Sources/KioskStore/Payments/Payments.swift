@@ -361,9 +361,10 @@ public struct Payments: StoreOwner {
     /// account is at, with the balance's bound checked by the write itself (``PlannedRows/advance(account:from:adding:)``):
     /// one statement instead of a look-up and a write, like `pgbench`'s own
     /// `UPDATE … SET abalance = abalance + delta`. Such a write conflicts with no other, so it
-    /// does not wait for the account's turn: two packs bought at once on one account share
-    /// SQLite's group commit, and on PostgreSQL the second waits only on the row, not for the
-    /// first's answer. What only a look-up can answer falls back to it, in turn: an idempotency
+    /// shares the account's turn with the others like it (``AccountTurns``): two packs bought at
+    /// once on one account share SQLite's group commit, and on PostgreSQL the second waits only on
+    /// the row, not for the first's answer; they wait only while a payment that decides on the
+    /// holdings has the turn. What only a look-up can answer falls back to it, in turn: an idempotency
     /// key already used (the unique index refuses the insert, undoing the write), a balance that
     /// would overflow, an unknown account.
     ///
@@ -374,7 +375,7 @@ public struct Payments: StoreOwner {
         alongside: Alongside? = nil, _ decide: @Sendable (Holdings) throws -> Decision
     ) async throws -> Settled {
         if !readsHoldings, deferred == nil,
-           let settled = try await attempt(on: .unread, request: request, replacing: nil, alongside: alongside, decide) {
+           let settled = try await turns.run(accountId, shared: true, { try await attempt(on: .unread, request: request, replacing: nil, alongside: alongside, decide) }) {
             changes.committed(accountId)
             return settled
         }
