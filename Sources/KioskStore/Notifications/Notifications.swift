@@ -188,9 +188,12 @@ public struct Notifications: StoreOwner {
     }
 
     /// Claims up to `configuration.batch` due deliveries to `endpoint` and returns them with what
-    /// their POSTs need. Every claim is a run of its account's oldest pending deliveries: an
-    /// account with one waiting (its retry not due yet, or claimed by a pass of this or another
-    /// instance) is left out whole. The accounts take turns: the oldest of every account first,
+    /// their POSTs need. Every claim is a run of its account's oldest pending deliveries: none
+    /// after one of its account that waits (its retry not due yet, claimed by a pass of this or
+    /// another instance, or written a moment ahead of this pass's clock). Those before it go: an
+    /// account was left out whole while any of its deliveries waited, so one account buying
+    /// without pause on SQLite (each pass meeting a delivery committed just after its clock was
+    /// read) had none of its 20,000 notifications sent until it stopped (2026-11-28). The accounts take turns: the oldest of every account first,
     /// then the second of each, and so on, so one account with a backlog (a burst of purchases, a
     /// slow endpoint) does not fill the pass and hold up the others, as far as ``turnWindow(_:)``
     /// reaches.
@@ -219,10 +222,12 @@ public struct Notifications: StoreOwner {
                 FROM (
                     SELECT p."notificationSequence", p."webhookId", p."accountId"
                     FROM "delivery" p \#(unsafeRaw: postgres ? "" : #"INDEXED BY "delivery_pending""#)
+                    LEFT JOIN (SELECT w."accountId", MIN(w."notificationSequence") AS "firstWaiting" FROM "delivery" w
+                            WHERE w."state" = 'pending' AND w."nextAttemptAt" > \#(bind: now) AND w."webhookId" = \#(bind: endpoint)
+                            GROUP BY w."accountId") waiting ON waiting."accountId" = p."accountId"
                     WHERE p."webhookId" = \#(bind: endpoint) AND p."state" = 'pending' AND p."nextAttemptAt" <= \#(bind: now)
                         AND (p."claimedUntil" IS NULL OR p."claimedUntil" < \#(bind: now))
-                        AND p."accountId" NOT IN (SELECT w."accountId" FROM "delivery" w
-                            WHERE w."state" = 'pending' AND w."nextAttemptAt" > \#(bind: now) AND w."webhookId" = \#(bind: endpoint))
+                        AND (waiting."firstWaiting" IS NULL OR p."notificationSequence" < waiting."firstWaiting")
                     ORDER BY p."notificationSequence" LIMIT \#(bind: Self.turnWindow(configuration))
                 ) q
             ) r

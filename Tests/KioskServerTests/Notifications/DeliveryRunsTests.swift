@@ -125,6 +125,48 @@ struct DeliveryRunsTests {
         }
     }
 
+    @Test("an account's due deliveries go out though a later one of its is not due yet (written a moment ahead of the pass's clock); a later one never goes before an earlier one that is not due", arguments: TestEngine.all)
+    func notYetDueDoesNotHoldBackEarlier(engine: TestEngine) async throws {
+        try await Self.twoInstances(engine) { a, _, receiver in
+            let account = try await a.store.accounts.createAccount()
+            for _ in 0..<4 {
+                _ = try await a.store.payments.pay(PaymentRequest(productId: Self.pack, quantity: 1, paymentMethod: .approve,
+                                                                  idempotencyKey: UUID().uuidString), accountId: account.accountId)
+            }
+            let written = try await a.store.database.read { db in
+                try await db.select().column("sequence").column("id").from("notification").orderBy("sequence").all()
+            }
+            let sequences = try written.map { try $0.decode(column: "sequence", as: Int64.self) }
+            let ids = try written.map { try $0.decode(column: "id", as: String.self) }
+            #expect(sequences.count == 4)
+            // A purchase decided just after the pass read its clock and committed just before its
+            // claim: its delivery is due a moment after the pass's "now". Here the third and fourth.
+            @Sendable func dueLater(_ sequence: Int64) async throws {
+                try await a.store.database.write { db in
+                    try await db.raw(#"UPDATE "delivery" SET "nextAttemptAt" = \#(bind: Date().addingTimeInterval(60)) WHERE "notificationSequence" = \#(bind: sequence)"#).run()
+                }
+            }
+            try await dueLater(sequences[2])
+            try await dueLater(sequences[3])
+            #expect(try await a.store.notifications.deliverDue(NotificationDeliveryConfiguration()) == 2)
+            #expect(receiver.accepted.map(\.notificationUUID) == Array(ids.prefix(2)))
+
+            // The third due again, the fourth not yet: the third goes; then the fourth alone is left.
+            try await a.store.database.write { db in
+                try await db.raw(#"UPDATE "delivery" SET "nextAttemptAt" = \#(bind: Date()) WHERE "notificationSequence" = \#(bind: sequences[2])"#).run()
+            }
+            #expect(try await a.store.notifications.deliverDue(NotificationDeliveryConfiguration()) == 1)
+            #expect(receiver.accepted.map(\.notificationUUID) == Array(ids.prefix(3)))
+
+            // An earlier one not due holds back every later one of its account, due or not.
+            let more = try await a.store.payments.pay(PaymentRequest(productId: Self.pack, quantity: 1, paymentMethod: .approve,
+                                                                     idempotencyKey: UUID().uuidString), accountId: account.accountId)
+            #expect(more.transaction.status == .purchased)
+            #expect(try await a.store.notifications.deliverDue(NotificationDeliveryConfiguration()) == 0)
+            #expect(receiver.accepted.count == 3)
+        }
+    }
+
     @Test("accounts take turns: 20 accounts' one notification each go out among the first passes, not after another account's backlog of 300", arguments: TestEngine.all)
     func accountsTakeTurns(engine: TestEngine) async throws {
         let directory = try TemporaryDirectory()
