@@ -29,26 +29,31 @@ public actor SigningKeys: ReceiptKeySource {
     private var published: ReceiptKeySet
 
     /// Loads the keys, creating the store's first one when there is none. A key file from an
-    /// earlier Kiosk (`signing-key.json` in the data folder) becomes that first key, so the
-    /// receipts it signed keep verifying.
+    /// earlier Kiosk (`signing-key.json` in the data folder) is added to the keys whenever it is
+    /// there and they lack it, dated by the file, so the receipts it signed keep verifying. It was
+    /// read only when the database had no key yet: an instance without the file starting at the
+    /// same moment made the first key, and the file was left unread for good, its receipts refused
+    /// as never issued (3 of 4 starts of two instances, 2026-11-28), and a corrupt file went
+    /// unnoticed. A key file whose key was retired leaves it retired.
     /// - Throws: ``ServerSetupError`` when the legacy key file exists but cannot be read.
     init(database: ServerDatabase, identity: StoreIdentity, legacyKeyFile: URL?, logger: Logger) async throws {
         self.database = database
         self.logger = logger
         self.identity = identity
         self.published = ReceiptKeySet(keys: [], identity: identity, retired: [])
-        if try await Self.list(in: database).isEmpty {
-            if let legacyKeyFile, let data = try SecretFile.read(legacyKeyFile, what: "signing key (receipts signed with it would stop verifying)") {
-                guard let stored = try? JSONDecoder().decode(StoredKey.self, from: data), (try? EdDSA.PrivateKey(d: stored.d, curve: .ed25519)) != nil else {
-                    throw ServerSetupError(path: legacyKeyFile.path, problem: "is not a signing key Kiosk can read",
-                        action: "restore it from a backup; only if it is lost for good, move it aside to make a new key (receipts signed with the old one will stop verifying)")
-                }
-                if try await Self.insertFirst(stored, into: database) {
-                    logger.info("imported the signing key file into the database", metadata: ["kid": "\(stored.kid)"])
-                }
-            } else {
-                try await Self.insertFirst(Self.newKey(), into: database)
+        if let legacyKeyFile, let data = try SecretFile.read(legacyKeyFile, what: "signing key (receipts signed with it would stop verifying)") {
+            guard let stored = try? JSONDecoder().decode(StoredKey.self, from: data), (try? EdDSA.PrivateKey(d: stored.d, curve: .ed25519)) != nil else {
+                throw ServerSetupError(path: legacyKeyFile.path, problem: "is not a signing key Kiosk can read",
+                    action: "restore it from a backup; only if it is lost for good, move it aside to make a new key (receipts signed with the old one will stop verifying)")
             }
+            // Dated by the file, so a key another instance made a moment ago still signs; the old one verifies.
+            let written = (try? FileManager.default.attributesOfItem(atPath: legacyKeyFile.path)[.modificationDate]) as? Date
+            if try await Self.insert(stored, into: database, at: written ?? Date()) {
+                logger.info("imported the signing key file into the database", metadata: ["kid": "\(stored.kid)"])
+            }
+        }
+        if try await Self.list(in: database).isEmpty {
+            try await Self.insertFirst(Self.newKey(), into: database)
         }
         try await reload()
     }
@@ -57,7 +62,7 @@ public actor SigningKeys: ReceiptKeySource {
     /// - Returns: the new key's `kid`.
     static func rotate(_ database: ServerDatabase) async throws -> String {
         let key = newKey()
-        try await insert(key, into: database)
+        try await insert(key, into: database, at: Date())
         return key.kid
     }
 
@@ -253,12 +258,15 @@ public actor SigningKeys: ReceiptKeySource {
         self.loadedKIDs = kids
     }
 
-    private static func insert(_ key: StoredKey, into database: ServerDatabase, clock: StoreClock = .wallClock) async throws {
+    /// Adds `key`, made at `date`, unless a key of its `kid` is there already (retired or not).
+    /// - Returns: whether it was added.
+    @discardableResult
+    private static func insert(_ key: StoredKey, into database: ServerDatabase, at date: Date) async throws -> Bool {
         try await database.write { db in
             try await db.raw(#"""
-                INSERT INTO "signingKey" ("kid", "privateKey", "createdAt") VALUES (\#(bind: key.kid), \#(bind: key.d), \#(bind: clock.wallNow()))
-                ON CONFLICT ("kid") DO NOTHING
-                """#).run()
+                INSERT INTO "signingKey" ("kid", "privateKey", "createdAt") VALUES (\#(bind: key.kid), \#(bind: key.d), \#(bind: date))
+                ON CONFLICT ("kid") DO NOTHING RETURNING "kid"
+                """#).first() != nil
         }
     }
 
