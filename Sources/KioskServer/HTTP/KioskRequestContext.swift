@@ -14,6 +14,9 @@ public struct KioskRequestContext: RequestContext {
     var device: DeviceIdentity?
     /// The ID of the account the bearer token acts for; nil without a known token.
     var accountId: String? { device?.accountId }
+    /// Why the bearer token could not be looked up (the database failed underneath), for the
+    /// handlers that need the account to answer with: a token that may be good is not a 401.
+    var tokenLookupFailure: (any Error)?
     /// The IP address of the connection's peer (the client, or the proxy in front of Kiosk).
     let peerAddress: String?
 
@@ -22,9 +25,16 @@ public struct KioskRequestContext: RequestContext {
         self.peerAddress = source.channel.remoteAddress?.ipAddress
     }
 
+    /// The account the bearer token acts for, nil without a known token; the look-up's failure when
+    /// it failed.
+    func presentedAccount() throws -> String? {
+        if let tokenLookupFailure { throw tokenLookupFailure }
+        return accountId
+    }
+
     /// The account, or 401 saying how to get one.
     func requireAccount() throws -> String {
-        guard let accountId else {
+        guard let accountId = try presentedAccount() else {
             throw APIFailure.unauthorized("this call needs Authorization: Bearer <account token> of an account this store knows")
         }
         return accountId
@@ -32,6 +42,7 @@ public struct KioskRequestContext: RequestContext {
 
     /// The device asking, or 401 saying how to sign in.
     func requireDevice() throws -> DeviceIdentity {
+        if let tokenLookupFailure { throw tokenLookupFailure }
         guard let device else {
             throw APIFailure.unauthorized("this call needs Authorization: Bearer <device token> of a device signed in to this store; a device removed from its account signs in again (kiosk login)")
         }
@@ -47,7 +58,14 @@ struct AccountMiddleware: RouterMiddleware {
         var context = context
         if let token = JSONBody.bearerToken(request), !token.isEmpty {
             // The account page's browser session is the page's alone: a stolen cookie is no API token.
-            context.device = try await store.accounts.device(forToken: token).flatMap { $0.kind == .app ? $0 : nil }
+            do {
+                context.device = try await store.accounts.device(forToken: token).flatMap { $0.kind == .app ? $0 : nil }
+            } catch {
+                // Thrown here, before the request log, a database failure was an empty 500 with no
+                // log line; handlers that need the account throw it (``presentedAccount()``), where
+                // it is logged and answered as any database failure.
+                context.tokenLookupFailure = error
+            }
         }
         return try await next(request, context)
     }

@@ -19,7 +19,7 @@ struct OPDSRoutes: Sendable {
     /// or HTTP Basic with the account's email and password, checked and limited as a sign-in is.
     /// Nil when it sent neither; a wrong password is a 401.
     static func account(_ request: Request, context: KioskRequestContext, store: Store, limits: RateLimitGate) async throws -> String? {
-        if let accountId = context.accountId { return accountId }
+        if let accountId = try context.presentedAccount() { return accountId }
         guard let header = request.headers[.authorization], header.lowercased().hasPrefix("basic "),
               let decoded = Data(base64Encoded: String(header.dropFirst(6)).trimmingCharacters(in: .whitespaces)).flatMap({ String(data: $0, encoding: .utf8) }),
               let colon = decoded.firstIndex(of: ":") else { return nil }

@@ -24,6 +24,6 @@ struct ReceiptRoutes: Sendable {
     /// another account's receipt is not honoured.
     @Sendable func verifyReceipt(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let body = try await request.body.collect(upTo: 1 << 20)
-        return try JSONBody.response(await store.receipts.verifyReceipt(body: Data(buffer: body), presentedBy: context.accountId))
+        return try JSONBody.response(await store.receipts.verifyReceipt(body: Data(buffer: body), presentedBy: try context.presentedAccount()))
     }
 }
