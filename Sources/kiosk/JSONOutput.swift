@@ -51,6 +51,8 @@ enum JSONOutput {
         var alreadyPending: Bool
         /// The store could not be reached: saved, sent by the next command.
         var savedOffline: Bool
+        /// The store failed underneath, with its message: saved, sent again by the next command.
+        var storeFailed: String?
         /// Finished, with its content queued for a later `kiosk resume`.
         var contentQueued: Bool
         var downloads: Downloads?

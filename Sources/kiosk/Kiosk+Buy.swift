@@ -185,8 +185,11 @@ struct PurchaseReport {
         if result.savedOffline {
             Swift.print("purchase of \(record.productId)\(quantity) saved; the server cannot be reached, so it will be sent by the next kiosk command")
         }
+        if let problem = result.storeFailed {
+            Swift.print("purchase of \(record.productId)\(quantity) saved; the store could not take it now (\(TerminalText.escaped(problem))), so it will be sent again, with the same key, by the next kiosk command")
+        }
         switch record.state {
-        case _ where result.savedOffline:
+        case _ where result.savedOffline || result.storeFailed != nil:
             break
         case .purchased, .delivering, .finished, .restored:
             if result.alreadyOwned {
@@ -223,7 +226,7 @@ struct PurchaseReport {
                 TransactionView(record: result.record, receiptProblem: nil),
                 price: shownPrice(result.record, try? runner.client.cachedCatalog().products.first { $0.id == result.record.productId })),
             credits: result.credits, owned: result.alreadyOwned, alreadyPending: result.alreadyPending,
-            savedOffline: result.savedOffline, contentQueued: result.contentQueued,
+            savedOffline: result.savedOffline, storeFailed: result.storeFailed, contentQueued: result.contentQueued,
             downloads: result.downloads.map { JSONOutput.Downloads($0, records: records) },
             outcome: result.outcome.name))
         if result.record.state == .failed {

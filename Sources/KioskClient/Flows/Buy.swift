@@ -36,8 +36,8 @@ extension Flows {
 
         let record = try purchases.begin(product, quantity: quantity, method: method)
         let sent = try await purchases.send(record, whileTheReaderWaits: true)
-        var result = PurchaseResult(record: sent.record, credits: sent.credits, savedOffline: sent.savedOffline, alreadyOwned: sent.alreadyOwned,
-                                    alreadyPending: sent.alreadyPending)
+        var result = PurchaseResult(record: sent.record, credits: sent.credits, savedOffline: sent.savedOffline, storeFailed: sent.storeFailed,
+                                    alreadyOwned: sent.alreadyOwned, alreadyPending: sent.alreadyPending)
         if sent.record.state == .purchased {
             (result.record, result.downloads) = try await deliver(sent.record, mode)
         }
@@ -62,7 +62,7 @@ extension Flows {
         var result = result
         let record = result.record
         let contentState = record.kind == .nonConsumable ? try library.download(record.productId)?.state : nil
-        if result.savedOffline {
+        if result.savedOffline || result.storeFailed != nil {
             result.outcome = .pending
         } else if record.state == .failed {
             result.outcome = .failed

@@ -21,6 +21,9 @@ public struct PurchaseResult: Sendable {
     public var credits: Int?
     /// The server could not be reached: the purchase is saved and will be sent by the next command.
     public var savedOffline = false
+    /// The store answered that it failed underneath, with its message: the purchase is saved and
+    /// will be sent again by the next command, with its key.
+    public var storeFailed: String?
     /// The account already owned it: nothing was charged (the record is the standing purchase).
     public var alreadyOwned = false
     /// An Ask to Buy request for the product is already waiting for approval: nothing new was

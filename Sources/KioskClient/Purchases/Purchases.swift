@@ -13,6 +13,9 @@ struct SentPurchase: Sendable {
     var alreadyOwned = false
     /// The store could not be reached: the purchase stays saved and is sent by a later replay.
     var savedOffline = false
+    /// The store answered that it failed underneath (a 5xx, after the short waits ``StoreAPI``
+    /// makes itself), with its message: the purchase stays saved and is sent again, with its key.
+    var storeFailed: String?
     /// The store answered with an Ask to Buy request already waiting for the same product: the
     /// new row was dropped and `record` is the standing request.
     var alreadyPending = false
@@ -128,6 +131,12 @@ struct Purchases: Sendable {
         } catch let ClientError.serverError(url, 429, code, message) where whileTheReaderWaits {
             _ = try settled(id) { try database.recordRefusal(id, as: .failed, transactionId: nil, reason: message) }
             throw ClientError.serverError(url: url, status: 429, code: code, message: message)
+        } catch let ClientError.serverError(_, status, _, message) where whileTheReaderWaits && (500..<600).contains(status) {
+            // The store failed underneath (its database, say): whether it charged is not known for
+            // sure, so the purchase stays saved and is sent again with its key, never charged twice.
+            // It was reported as failed, and a reader who bought again paid twice once the store
+            // recovered and both were sent.
+            return SentPurchase(record: try database.payment(id) ?? record, storeFailed: message)
         } catch let ClientError.serverError(_, status, code, message) where Self.isRefusal(status) {
             // The store refused this purchase for good (declined, unknown product, not enough credits).
             let failed = try settled(id) { try database.recordRefusal(id, as: .failed, transactionId: nil, reason: message) }
