@@ -303,33 +303,29 @@ struct PurchasesTests {
 
     @Test("a store whose database refuses the purchase (a right revoked): the purchase stays saved, reported as pending with the store's message, and is sent once, with its key, when the right is back")
     func storeFailingUnderneath() async throws {
-        let cluster = try await TestPostgres.shared.cluster()
-        let role = "kiosk_client_rights_\(getpid())"
-        let name = "kiosk_client_rights_db_\(getpid())"
-        try TestPostgres.psql(cluster, database: "postgres", "CREATE ROLE \(role) LOGIN")
-        try TestPostgres.psql(cluster, database: "postgres", "CREATE DATABASE \(name) OWNER \(role)")
+        let database = try await TestPostgres.shared.ordinaryRoleDatabase()
+        let role = database.role
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
         var configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
-        configuration.database = .postgres(url: "postgres://\(role)@127.0.0.1:\(cluster.port)/\(name)?tlsmode=disable")
+        configuration.database = database.location
         try await LiveServer.run(configuration) { (server, url) async throws -> Void in
             let client = try KioskClient(home: KioskHome(root: directory.path("home")), server: url)
             _ = try await client.sync()
             _ = try await client.accountSummary()
-            try TestPostgres.psql(cluster, database: name, #"REVOKE INSERT ON "ledgerEntry" FROM \#(role)"#)
+            try database.psql(#"REVOKE INSERT ON "ledgerEntry" FROM \#(role)"#)
             let refused = try await client.buy(Self.pack5)
             #expect(refused.storeFailed?.contains("operator") == true, "\(String(describing: refused.storeFailed))")
             #expect(refused.outcome == .pending && refused.record.state == .purchasing)
             #expect(try await client.accountSummary().credits == 0)
 
-            try TestPostgres.psql(cluster, database: name, #"GRANT INSERT ON "ledgerEntry" TO \#(role)"#)
+            try database.psql(#"GRANT INSERT ON "ledgerEntry" TO \#(role)"#)
             #expect(await client.replay().sent == 1)
             #expect(try await client.transactions().map(\.record.state) == [.finished])
             #expect(try await client.accountSummary().credits == 5)
             #expect(try await Self.charges(server, url, client) == [499])
         }
-        try TestPostgres.psql(cluster, database: "postgres", "DROP DATABASE \(name) WITH (FORCE)")
-        try TestPostgres.psql(cluster, database: "postgres", "DROP ROLE \(role)")
+        try database.drop()
     }
 
     @Test("a stored receipt whose signature does not verify is reported")

@@ -50,6 +50,40 @@ public actor TestPostgres {
         return .postgres(url: "postgres://kiosk@127.0.0.1:\(cluster.port)/\(name)?tlsmode=disable")
     }
 
+    /// A new database owned by a new role that is not a superuser, so its rights can be taken away
+    /// (a superuser passes every check), and the location that signs in as that role.
+    public func ordinaryRoleDatabase() async throws -> OrdinaryRoleDatabase {
+        let cluster = try await cluster()
+        counter += 1
+        let role = "kiosk_role_\(getpid())_\(counter)"
+        let name = "kiosk_role_db_\(getpid())_\(counter)"
+        try TestPostgres.psql(cluster, database: "postgres", "CREATE ROLE \(role) LOGIN")
+        try TestPostgres.psql(cluster, database: "postgres", "CREATE DATABASE \(name) OWNER \(role)")
+        return OrdinaryRoleDatabase(cluster: cluster, role: role, name: name)
+    }
+
+    /// A database and its owner that is not a superuser (``ordinaryRoleDatabase()``).
+    public struct OrdinaryRoleDatabase: Sendable {
+        public let cluster: Cluster
+        public let role: String
+        public let name: String
+
+        /// The URL that signs in as the role.
+        public var url: String { "postgres://\(role)@127.0.0.1:\(cluster.port)/\(name)?tlsmode=disable" }
+        public var location: DatabaseLocation { .postgres(url: url) }
+
+        /// `psql -c SQL` in the database, as the cluster's superuser (to revoke and grant).
+        public func psql(_ sql: String) throws {
+            try TestPostgres.psql(cluster, database: name, sql)
+        }
+
+        /// Drops the database and its role; the stores using it must be stopped first.
+        public func drop() throws {
+            try TestPostgres.psql(cluster, database: "postgres", "DROP DATABASE \(name) WITH (FORCE)")
+            try TestPostgres.psql(cluster, database: "postgres", "DROP ROLE \(role)")
+        }
+    }
+
     /// The running cluster, started on first use.
     public func cluster() async throws -> Cluster {
         if let started { return started }

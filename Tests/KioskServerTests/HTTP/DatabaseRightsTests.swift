@@ -10,21 +10,16 @@ struct DatabaseRightsTests {
 
     @Test("a right revoked from the store's PostgreSQL role: the purchase is a 503 that names the operator and asks for a later retry, nothing is charged, the log says what to mend; once granted back, the same key charges once; a token looked up then answers the same 503, logged")
     func revokedRightNamesTheOperator() async throws {
-        let cluster = try await TestPostgres.shared.cluster()
-        let role = "kiosk_rights_\(getpid())"
-        let name = "kiosk_rights_db_\(getpid())"
-        try TestPostgres.psql(cluster, database: "postgres", "CREATE ROLE \(role) LOGIN")
-        try TestPostgres.psql(cluster, database: "postgres", "CREATE DATABASE \(name) OWNER \(role)")
+        let database = try await TestPostgres.shared.ordinaryRoleDatabase()
+        let role = database.role
         let folder = try TemporaryDirectory()
         let log = folder.path("server.log")
-        let server = try await ServerProcess.start(try SampleStore(in: folder), extraArguments: [
-            "--database", "postgres://\(role)@127.0.0.1:\(cluster.port)/\(name)?tlsmode=disable",
-        ], log: log)
+        let server = try await ServerProcess.start(try SampleStore(in: folder), extraArguments: ["--database", database.url], log: log)
         let http = StoreHTTP(baseURL: server.url)
         let account = try await http.createAccount()
         #expect(try await http.pay(Self.pack5, token: account.token).status == 200)
 
-        try TestPostgres.psql(cluster, database: name, #"REVOKE INSERT ON "ledgerEntry" FROM \#(role)"#)
+        try database.psql(#"REVOKE INSERT ON "ledgerEntry" FROM \#(role)"#)
         let key = UUID().uuidString
         let refused = try await http.pay(Self.pack5, token: account.token, key: key)
         #expect(refused.status == 503)
@@ -34,7 +29,7 @@ struct DatabaseRightsTests {
         let credits = { try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).credits }
         #expect(try await credits() == 5)
 
-        try TestPostgres.psql(cluster, database: name, #"GRANT INSERT ON "ledgerEntry" TO \#(role)"#)
+        try database.psql(#"GRANT INSERT ON "ledgerEntry" TO \#(role)"#)
         #expect(try await http.pay(Self.pack5, token: account.token, key: key).status == 200)
         #expect(try await http.pay(Self.pack5, token: account.token, key: key).status == 200)
         #expect(try await credits() == 10)
@@ -42,21 +37,20 @@ struct DatabaseRightsTests {
         // The token looked up while its table cannot be read: the same 503, logged, not an empty
         // 500 from before the request log. A call that needs no account still answers.
         let other = try await http.createAccount()
-        try TestPostgres.psql(cluster, database: name, #"REVOKE SELECT ON "device" FROM \#(role)"#)
+        try database.psql(#"REVOKE SELECT ON "device" FROM \#(role)"#)
         let lookedUp = try await http.send("GET", "/v1/account", token: other.token)
         #expect(lookedUp.status == 503 && lookedUp.header("Retry-After") == "60", "\(lookedUp.status) \(String(decoding: lookedUp.body, as: UTF8.self))")
         #expect(try lookedUp.decode(APIError.self).code == "unavailable")
         let verify = try await http.send("POST", "/verifyReceipt", token: "not-a-token-\(UUID().uuidString)", json: #"{"receipt-data": "AAAA"}"#)
         #expect(verify.status == 503, "\(verify.status)")
         #expect(try await http.send("GET", "/v1/catalog", token: other.token).status == 200)
-        try TestPostgres.psql(cluster, database: name, #"GRANT SELECT ON "device" TO \#(role)"#)
+        try database.psql(#"GRANT SELECT ON "device" TO \#(role)"#)
         #expect(try await http.send("GET", "/v1/account", token: other.token).status == 200)
         _ = await server.stop()
 
         let text = try String(contentsOf: log, encoding: .utf8)
         #expect(text.contains("permission denied for table ledgerEntry") && text.contains("will until this is mended"), "\(text.suffix(2_000))")
         #expect(text.contains("permission denied for table device") && text.contains("status=503"), "\(text.suffix(2_000))")
-        try TestPostgres.psql(cluster, database: "postgres", "DROP DATABASE \(name)")
-        try TestPostgres.psql(cluster, database: "postgres", "DROP ROLE \(role)")
+        try database.drop()
     }
 }
