@@ -25,11 +25,16 @@ public struct KioskRequestContext: RequestContext {
         self.peerAddress = source.channel.remoteAddress?.ipAddress
     }
 
-    /// The account the bearer token acts for, nil without a known token; the look-up's failure when
+    /// The device the bearer token signs in, nil without a known token; the look-up's failure when
     /// it failed.
-    func presentedAccount() throws -> String? {
+    func presentedDevice() throws -> DeviceIdentity? {
         if let tokenLookupFailure { throw tokenLookupFailure }
-        return accountId
+        return device
+    }
+
+    /// The account the bearer token acts for (``presentedDevice()``).
+    func presentedAccount() throws -> String? {
+        try presentedDevice()?.accountId
     }
 
     /// The account, or 401 saying how to get one.
@@ -42,8 +47,7 @@ public struct KioskRequestContext: RequestContext {
 
     /// The device asking, or 401 saying how to sign in.
     func requireDevice() throws -> DeviceIdentity {
-        if let tokenLookupFailure { throw tokenLookupFailure }
-        guard let device else {
+        guard let device = try presentedDevice() else {
             throw APIFailure.unauthorized("this call needs Authorization: Bearer <device token> of a device signed in to this store; a device removed from its account signs in again (kiosk login)")
         }
         return device

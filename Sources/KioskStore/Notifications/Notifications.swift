@@ -193,10 +193,10 @@ public struct Notifications: StoreOwner {
     /// another instance, or written a moment ahead of this pass's clock). Those before it go: an
     /// account was left out whole while any of its deliveries waited, so one account buying
     /// without pause on SQLite (each pass meeting a delivery committed just after its clock was
-    /// read) had none of its 20,000 notifications sent until it stopped (2026-11-28). The accounts take turns: the oldest of every account first,
-    /// then the second of each, and so on, so one account with a backlog (a burst of purchases, a
-    /// slow endpoint) does not fill the pass and hold up the others, as far as ``turnWindow(_:)``
-    /// reaches.
+    /// read) had none of its 20,000 notifications sent until it stopped (2026-11-28). The accounts
+    /// take turns: the oldest of every account first, then the second of each, and so on, so one
+    /// account with a backlog (a burst of purchases, a slow endpoint) does not fill the pass and
+    /// hold up the others, as far as ``turnWindow(_:)`` reaches.
     ///
     /// A claim is written as the lease's end in `nextAttemptAt` (and `claimedBy`, `claimedUntil`),
     /// so "waiting" is one range of the `delivery_due` index, whether for a retry or for a pass

@@ -81,14 +81,11 @@ public actor SigningKeys: ReceiptKeySource {
     /// row, the migrations' advisory lock. The later one finds the first one's key.
     /// - Returns: whether `key` was added.
     @discardableResult
-    private static func insertFirst(_ key: StoredKey, into database: ServerDatabase, clock: StoreClock = .wallClock) async throws -> Bool {
+    private static func insertFirst(_ key: StoredKey, into database: ServerDatabase) async throws -> Bool {
         try await database.write { db in
             if database.engine == .postgres { try await db.raw("SELECT pg_advisory_xact_lock(7215)").run() }
             guard try await db.raw(#"SELECT "kid" FROM "signingKey" LIMIT 1"#).first() == nil else { return false }
-            try await db.raw(#"""
-                INSERT INTO "signingKey" ("kid", "privateKey", "createdAt") VALUES (\#(bind: key.kid), \#(bind: key.d), \#(bind: clock.wallNow()))
-                """#).run()
-            return true
+            return try await add(key, at: Date(), in: db)
         }
     }
 
@@ -262,12 +259,15 @@ public actor SigningKeys: ReceiptKeySource {
     /// - Returns: whether it was added.
     @discardableResult
     private static func insert(_ key: StoredKey, into database: ServerDatabase, at date: Date) async throws -> Bool {
-        try await database.write { db in
-            try await db.raw(#"""
-                INSERT INTO "signingKey" ("kid", "privateKey", "createdAt") VALUES (\#(bind: key.kid), \#(bind: key.d), \#(bind: date))
-                ON CONFLICT ("kid") DO NOTHING RETURNING "kid"
-                """#).first() != nil
-        }
+        try await database.write { db in try await add(key, at: date, in: db) }
+    }
+
+    /// The one insert of a key, in the caller's transaction; false when its `kid` is there already.
+    private static func add(_ key: StoredKey, at date: Date, in db: any SQLDatabase) async throws -> Bool {
+        try await db.raw(#"""
+            INSERT INTO "signingKey" ("kid", "privateKey", "createdAt") VALUES (\#(bind: key.kid), \#(bind: key.d), \#(bind: date))
+            ON CONFLICT ("kid") DO NOTHING RETURNING "kid"
+            """#).first() != nil
     }
 
     static func base64URL(_ data: Data) -> String {

@@ -109,7 +109,8 @@ final class StoreBase: Sendable {
     let proofs: PurchaseProofVerifiers
     /// App Store signed data (transactions and notifications), when the store takes it.
     let appStore: AppStoreProofVerifier?
-    /// Payments of one account that read its holdings decide one at a time in this process (see ``AccountTurns``).
+    /// Payments of one account that read its holdings decide one at a time in this process, and its
+    /// credit packs share a turn among themselves (see ``AccountTurns``).
     let turns = AccountTurns()
     /// PostgreSQL: one account's purchase statements share commits (see ``AccountCommits``).
     let accountCommits: AccountCommits
