@@ -143,7 +143,7 @@ struct DeliveryRunsTests {
             // claim: its delivery is due a moment after the pass's "now". Here the third and fourth.
             @Sendable func dueLater(_ sequence: Int64) async throws {
                 try await a.store.database.write { db in
-                    try await db.raw(#"UPDATE "delivery" SET "nextAttemptAt" = \#(bind: Date().addingTimeInterval(60)) WHERE "notificationSequence" = \#(bind: sequence)"#).run()
+                    try await db.raw(#"UPDATE "delivery" SET "nextAttemptAt" = \#(bind: a.store.clock.wallNow().addingTimeInterval(60)) WHERE "notificationSequence" = \#(bind: sequence)"#).run()
                 }
             }
             try await dueLater(sequences[2])
@@ -152,8 +152,11 @@ struct DeliveryRunsTests {
             #expect(receiver.accepted.map(\.notificationUUID) == Array(ids.prefix(2)))
 
             // The third due again, the fourth not yet: the third goes; then the fourth alone is left.
+            // Due at the store's own clock's "now" (rounded to the millisecond as the pass's is): a
+            // bare Date() could be up to half a millisecond after the pass's rounded now, and the
+            // pass found nothing due (1 run in a few on a quick SQLite).
             try await a.store.database.write { db in
-                try await db.raw(#"UPDATE "delivery" SET "nextAttemptAt" = \#(bind: Date()) WHERE "notificationSequence" = \#(bind: sequences[2])"#).run()
+                try await db.raw(#"UPDATE "delivery" SET "nextAttemptAt" = \#(bind: a.store.clock.wallNow()) WHERE "notificationSequence" = \#(bind: sequences[2])"#).run()
             }
             #expect(try await a.store.notifications.deliverDue(NotificationDeliveryConfiguration()) == 1)
             #expect(receiver.accepted.map(\.notificationUUID) == Array(ids.prefix(3)))
