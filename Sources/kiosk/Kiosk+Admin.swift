@@ -14,7 +14,7 @@ extension Kiosk {
 
                 Example: kiosk admin sales --server http://127.0.0.1:8080 --data .kiosk-server
                 """,
-            subcommands: [Accounts.self, AccountDetail.self, TransactionList.self, Pending.self, Sales.self, DownloadStats.self, AppStoreNotifications.self, Approve.self, Decline.self, Revoke.self, Refund.self,
+            subcommands: [Accounts.self, AccountDetail.self, TransactionList.self, Pending.self, Sales.self, DownloadStats.self, AppStoreNotifications.self, Approve.self, Decline.self, Revoke.self, Refund.self, Grant.self,
                           Sandbox.self, Renewals.self, Webhooks.self, Notifications.self, Products.self, Disable.self, Enable.self, ResetCode.self, Events.self]
         )
 
@@ -306,6 +306,31 @@ extension Kiosk {
             @Argument(help: "The transaction ID.") var transaction: String
             @Option(help: "Why; shown to the reader's devices.") var reason: String?
             func run() async throws { try await reportingErrors { try await Admin.decide("refund", transaction, reason: reason, options) } }
+        }
+
+        struct Grant: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Grant a product to an account by hand, charging nothing; kept in the account's audit list.",
+                discussion: "For a payment a channel took that the store could not match (kiosk admin events --unmatched), or a goodwill gesture. A product off sale is granted all the same. Example: kiosk admin grant acct_3f9a… com.kiosk.books.river-of-maps --reason 'Stripe pi_123 unmatched'")
+            @OptionGroup var options: Options
+            @Argument(help: "The account ID (kiosk admin accounts --email finds it).") var account: String
+            @Argument(help: "The product ID.") var product: String
+            @Option(help: "Why, for the account's audit list (required).") var reason: String
+            @Option(help: "How many, of a consumable (credits).") var quantity = 1
+            @Option(help: "Makes a retried grant one grant; a new one each run when left out.") var idempotencyKey: String?
+
+            func run() async throws {
+                try await reportingErrors {
+                    let request = AdminGrantRequest(productId: product, quantity: quantity, reason: reason, idempotencyKey: idempotencyKey ?? UUID().uuidString)
+                    let path = try Admin.accountPath(account, "grant")
+                    let body = String(decoding: try JSONEncoder().encode(request), as: UTF8.self)
+                    let answer = try options.decode(StoreTransaction.self, from: try await options.call("POST", path, body: body), path: path)
+                    try options.show(answer) {
+                        "granted \(answer.productId)\(quantity > 1 ? " × \(quantity)" : "") to \(account): \(answer.transactionId) \(answer.status.rawValue), nothing charged; in its audit list"
+                            + (answer.message.map { " (\($0))" } ?? "")
+                    }
+                }
+            }
         }
 
         struct Events: AsyncParsableCommand {

@@ -93,12 +93,13 @@ public struct AppStoreTestChain: Sendable {
     public func transaction(
         id: String = "2000000\(Int.random(in: 100_000...999_999))", originalId: String? = nil, productId: String,
         bundleId: String = "com.example.reader", environment: String = "Sandbox", type: String = "Non-Consumable",
-        purchased: Date = Date(), expires: Date? = nil, signed: Date = Date(), revoked: Date? = nil, appAccountToken: String? = nil
+        purchased: Date = Date(), expires: Date? = nil, signed: Date = Date(), revoked: Date? = nil, appAccountToken: String? = nil,
+        quantity: Int = 1
     ) throws -> String {
         var transaction = AppStoreTransaction(
             transactionId: id, originalTransactionId: originalId ?? id, bundleId: bundleId, productId: productId, type: type,
             purchaseDate: Self.millis(purchased), expiresDate: expires.map(Self.millis), signedDate: Self.millis(signed),
-            environment: environment, revocationDate: revoked.map(Self.millis), revocationReason: revoked == nil ? nil : 0)
+            environment: environment, quantity: quantity, revocationDate: revoked.map(Self.millis), revocationReason: revoked == nil ? nil : 0)
         transaction.appAccountToken = appAccountToken
         return try sign(transaction)
     }

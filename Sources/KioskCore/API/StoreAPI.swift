@@ -128,6 +128,23 @@ public struct StoreTransaction: Codable, Sendable, Equatable {
     }
 }
 
+/// The body of `POST /v1/admin/accounts/{id}/grant`: the operator gives an account a product by
+/// hand (a channel's payment the store could not match, a goodwill gesture), for a reason kept in
+/// the account's audit list. The idempotency key makes a retried request one grant.
+public struct AdminGrantRequest: Codable, Sendable, Equatable {
+    public var productId: String
+    public var quantity: Int
+    public var reason: String
+    public var idempotencyKey: String
+
+    public init(productId: String, quantity: Int = 1, reason: String, idempotencyKey: String) {
+        self.productId = productId
+        self.quantity = quantity
+        self.reason = reason
+        self.idempotencyKey = idempotencyKey
+    }
+}
+
 /// The answer to `POST /v1/admin/transactions/{id}/refund` and `/revoke`: the transaction as it
 /// now stands and what the decision did to the account, so that the operator is told.
 ///

@@ -116,9 +116,11 @@ public struct StripeEvent: Decodable, Sendable {
         public var refunded: Bool?
         public var amount: Int?
         public var amountRefunded: Int?
+        /// A Dispute's: `won`, `lost`, `needs_response`, …
+        public var status: String?
 
         enum CodingKeys: String, CodingKey {
-            case id, object, currency, metadata, refunded, amount
+            case id, object, currency, metadata, refunded, amount, status
             case paymentStatus = "payment_status"
             case clientReferenceId = "client_reference_id"
             case amountTotal = "amount_total"

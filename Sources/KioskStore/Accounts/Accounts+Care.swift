@@ -96,7 +96,9 @@ extension Accounts {
     }
 
     /// The operator disables an account: every device is signed out and none signs in until it is
-    /// enabled again. Its purchases and its ledger are untouched.
+    /// enabled again. Its purchases and its ledger are untouched. An anonymous account's devices are
+    /// kept, refused while it is disabled: their tokens are its only way in (a reset code needs a
+    /// sign-in), and deleting them lost the account for good.
     public func disable(_ accountId: String, reason: String) async throws -> AccountAuditEntry {
         try await setDisabled(accountId, true, reason: reason)
     }
@@ -113,13 +115,16 @@ extension Accounts {
         let entry = try await database.write { db -> AccountAuditEntry in
             if try await db.lockAccount(accountId).deletedAt != nil { throw StoreError.accountDeleted(accountId) }
             try await db.update("account").set("disabledAt", to: disabled ? now : nil).where("id", .equal, accountId).run()
+            let anonymous = try await db.signIn(accountId: accountId) == nil
             if disabled {
-                try await db.delete(from: "device").where("accountId", .equal, accountId).run()
+                if !anonymous { try await db.delete(from: "device").where("accountId", .equal, accountId).run() }
                 // A code approved before and not yet taken would sign a device in all the same.
                 try await db.clearApprovedCodes(of: accountId)
             }
             let action = disabled ? "disabled" : "enabled"
-            try await db.audit(accountId, action, by: "operator", detail.isEmpty ? (disabled ? "every device signed out" : "may sign in again") : detail, at: now)
+            let effect = disabled ? (anonymous ? "its devices refused until enabled" : "every device signed out")
+                : (anonymous ? "its devices may sign in again" : "may sign in again")
+            try await db.audit(accountId, action, by: "operator", detail.isEmpty ? effect : detail, at: now)
             return AccountAuditEntry(at: now, action: action, actor: "operator", detail: detail)
         }
         if disabled { devicesChanged(accountId) }

@@ -49,8 +49,13 @@ struct NewDevice: Sendable {
 }
 
 extension SQLDatabase {
+    /// The device a token's hash signs in, unless its account is disabled: an anonymous account's
+    /// devices are kept while it is disabled (their tokens are its only way back in) and refused here.
     func device(tokenHash: String) async throws -> DeviceRecord? {
-        try await select().column("*").from("device").where("tokenHash", .equal, tokenHash).first(decoding: DeviceRecord.self)
+        try await raw(#"""
+            SELECT "device".* FROM "device" JOIN "account" ON "account"."id" = "device"."accountId"
+            WHERE "device"."tokenHash" = \#(bind: tokenHash) AND "account"."disabledAt" IS NULL
+            """#).first(decoding: DeviceRecord.self)
     }
 
     func devices(of accountId: String) async throws -> [DeviceRecord] {

@@ -78,23 +78,45 @@ extension AppStoreBridge {
     }
 
     /// After a notification withdrew `transactionId` (REFUND, REVOKE): the Kiosk grant bound to it
-    /// is revoked too, its content removed from the account's devices.
-    func withdrawBoundGrant(_ transactionId: String, reason: String) async throws {
+    /// is revoked too, its content removed from the account's devices. A grant the store cannot take
+    /// back (a credit pack whose credits were spent meanwhile) is kept, its purchase marked `kept` so
+    /// that a reversal of the refund gives nothing twice, and listed for the operator.
+    func withdrawBoundGrant(_ transactionId: String, reason: String, notificationUUID: String, type: String) async throws {
         guard let bound = try await channelPurchase(channel: Self.channel, purchaseId: transactionId), let granted = bound.transactionId,
-              bound.state != "revoked" else { return }
-        try await revokeChannelGrant(granted, reason: reason)
+              bound.state != "revoked", bound.state != "kept" else { return }
+        if let problem = try await revokeChannelGrant(granted, reason: reason) {
+            try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: "kept", transactionId: granted)
+            _ = try await keepChannelEvent(AdminChannelEventRow(
+                channel: Self.channel, eventId: notificationUUID, type: type, payment: transactionId, outcome: ChannelEventOutcome.unsettled,
+                detail: "\(reason), but \(granted) was not taken back: \(problem); revoke it by hand (kiosk admin revoke) or leave it",
+                accountId: bound.accountId, transactionId: granted, receivedAt: clock.wallNow()))
+            return
+        }
         try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: "revoked", transactionId: granted)
     }
 
-    /// After REFUND_REVERSED: a bound grant that was revoked is granted again, as a new purchase
-    /// (keyed by the notification, so Apple's retries grant once).
+    /// After REFUND_REVERSED: what the refund took is given back, exactly. A grant it revoked is
+    /// granted again as a new purchase of the same quantity and amount (keyed by the notification,
+    /// so Apple's retries grant once), even of a product taken off sale meanwhile (owned is
+    /// forever). A grant the refund could not take back (``withdrawBoundGrant``) gets nothing more,
+    /// and the refund leaves the operator's list.
     func reinstateBoundGrant(_ transactionId: String, notificationUUID: String) async throws -> String? {
-        guard let bound = try await channelPurchase(channel: Self.channel, purchaseId: transactionId), bound.state == "revoked",
-              let product = try await catalog.storeProducts().products[bound.productId] else { return nil }
-        let record = try await payments.grantPaid(
-            productId: bound.productId, quantity: 1, accountId: bound.accountId, reference: "appstore:reversed:\(notificationUUID)",
-            method: Self.channel, amountCents: try Store.cents(product.price), currency: product.price.currency).record
-        try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: "granted", transactionId: record.id)
-        return record.id
+        guard let bound = try await channelPurchase(channel: Self.channel, purchaseId: transactionId), let revokedId = bound.transactionId else { return nil }
+        switch bound.state {
+        case "kept":
+            try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: "granted", transactionId: revokedId)
+            try await settleChannelEvents(channel: Self.channel, payment: transactionId, from: ChannelEventOutcome.unsettled, to: "reversed",
+                                          detail: "the refund was reversed: \(revokedId), never taken back, stands as it was")
+            return revokedId
+        case "revoked":
+            let revoked = try await transaction(revokedId)
+            let record = try await payments.grantPaid(
+                productId: revoked.productId, quantity: revoked.quantity, accountId: bound.accountId, reference: "appstore:reversed:\(notificationUUID)",
+                method: Self.channel, amountCents: revoked.amountCents, currency: revoked.currency, restoring: true).record
+            try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: "granted", transactionId: record.id)
+            return record.id
+        default:
+            return nil
+        }
     }
 }

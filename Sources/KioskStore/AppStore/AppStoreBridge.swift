@@ -138,7 +138,8 @@ public struct AppStoreBridge: StoreOwner {
         if let transactionId = purchase?.claims.transactionId {
             switch type {
             case "REFUND", "REVOKE":
-                try await withdrawBoundGrant(transactionId, reason: type == "REFUND" ? "refunded by the App Store" : "revoked by the App Store (Family Sharing)")
+                try await withdrawBoundGrant(transactionId, reason: type == "REFUND" ? "refunded by the App Store" : "revoked by the App Store (Family Sharing)",
+                                             notificationUUID: notification.notificationUUID, type: type)
             case "REFUND_REVERSED":
                 _ = try await reinstateBoundGrant(transactionId, notificationUUID: notification.notificationUUID)
             default:

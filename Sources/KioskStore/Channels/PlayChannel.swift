@@ -137,12 +137,18 @@ public struct PlayChannel: StoreOwner {
         guard let bound = try await channelPurchase(channel: Self.channel, purchaseId: token), let transactionId = bound.transactionId else {
             return row
         }
-        try await revokeChannelGrant(transactionId, reason: "voided by Google Play")
-        try await settleChannelPurchase(channel: Self.channel, purchaseId: token, state: "revoked", transactionId: transactionId)
-        row.outcome = "revoked"
         row.transactionId = transactionId
         row.accountId = bound.accountId
-        row.detail = "voided by Google Play: \(transactionId) revoked, its content removed from the account's devices"
+        if let problem = try await revokeChannelGrant(transactionId, reason: "voided by Google Play") {
+            // Nothing was taken back (a credit pack spent meanwhile): said so, and listed for the operator.
+            try await settleChannelPurchase(channel: Self.channel, purchaseId: token, state: "kept", transactionId: transactionId)
+            row.outcome = ChannelEventOutcome.unsettled
+            row.detail = "voided by Google Play, but \(transactionId) was not taken back: \(problem); revoke it by hand (kiosk admin revoke) or leave it"
+        } else {
+            try await settleChannelPurchase(channel: Self.channel, purchaseId: token, state: "revoked", transactionId: transactionId)
+            row.outcome = ChannelEventOutcome.revoked
+            row.detail = "voided by Google Play: \(transactionId) revoked, its content removed from the account's devices"
+        }
         try await settleChannelEvent(channel: Self.channel, eventId: eventId, outcome: row.outcome, transaction: transactionId,
                                      account: bound.accountId, detail: row.detail)
         return row

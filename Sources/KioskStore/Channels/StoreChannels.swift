@@ -108,6 +108,28 @@ extension StoreOwner {
 
 // MARK: The events channels send
 
+/// What came of a channel's event (``AdminChannelEventRow/outcome``): the words the operator's
+/// list and the channels agree on.
+enum ChannelEventOutcome {
+    static let granted = "granted"
+    static let revoked = "revoked"
+    static let refunded = "refunded"
+    static let ignored = "ignored"
+    /// Paid, and not granted: the account or the product is unknown, or the payment names no intent.
+    static let unmatched = "unmatched"
+    /// Paid for what the account already had: the operator refunds it on the channel.
+    static let owned = "owned"
+    /// A refund or a void the store could not carry out by itself (a credit pack spent meanwhile):
+    /// the operator revokes by hand or leaves it.
+    static let unsettled = "unsettled"
+    /// A refund the channel reversed, or a dispute the publisher won: what it took was given back.
+    static let reversed = "reversed"
+    /// The outcomes the operator must act on, as the partial index `channelEvent_to_act_on` spells them.
+    static let toActOn = [unmatched, owned, unsettled]
+    static let toActOnSQL = "('unmatched', 'owned', 'unsettled')"
+}
+
+
 extension StoreOwner {
     func keptChannelEvent(channel: String, eventId: String) async throws -> AdminChannelEventRow? {
         try await database.read { db in
@@ -121,6 +143,14 @@ extension StoreOwner {
     func keepChannelEvent(_ row: AdminChannelEventRow) async throws -> AdminChannelEventRow {
         let inserted = try await database.write { try await $0.insertChannelEvent(row) }
         return inserted ? row : try await keptChannelEvent(channel: row.channel, eventId: row.eventId) ?? row
+    }
+
+    /// Settles every event of a channel's payment kept with outcome `from` (only these columns).
+    func settleChannelEvents(channel: String, payment: String, from: String, to outcome: String, detail: String) async throws {
+        try await database.write { db in
+            try await db.update("channelEvent").set("outcome", to: outcome).set("detail", to: detail)
+                .where("channel", .equal, channel).where("payment", .equal, payment).where("outcome", .equal, from).run()
+        }
     }
 
     /// Records what a kept event finally came to (only these columns).
@@ -177,14 +207,15 @@ struct InsertChannelEvent: StoreStatement {
     }
 }
 
-/// The refunds and disputes a channel sent about one payment (those a grant of it must undo), and,
+/// The refunds and disputes a channel sent about one payment (those a grant of it must undo: not a
+/// partial refund, nor a dispute the publisher won), and,
 /// as a row of type `account.closed`, whether the account granted is deleted or disabled (a grant
 /// no one can use): one statement, read with the grant.
 struct ChannelWithdrawals: StoreStatement {
     typealias Row = any SQLRow
     static let sql = #"""
         SELECT "eventId", "type" FROM "channelEvent"
-        WHERE "channel" = $1 AND "payment" = $2 AND "type" IN ('charge.refunded', 'charge.dispute.created') AND "outcome" <> 'partial_refund'
+        WHERE "channel" = $1 AND "payment" = $2 AND "type" IN ('charge.refunded', 'charge.dispute.created') AND "outcome" NOT IN ('partial_refund', 'reversed')
         UNION ALL
         SELECT '' AS "eventId", 'account.closed' AS "type" FROM "account"
         WHERE "id" = $3 AND ("deletedAt" IS NOT NULL OR "disabledAt" IS NOT NULL)

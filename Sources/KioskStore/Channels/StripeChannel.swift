@@ -52,6 +52,8 @@ public struct StripeChannel: StoreOwner {
             return try await withdraw(event, payment: object.paymentIntent, reason: "refunded on Stripe")
         case "charge.dispute.created":
             return try await withdraw(event, payment: object.paymentIntent, reason: "disputed by the card holder on Stripe")
+        case "charge.dispute.closed" where object.status == "won", "charge.dispute.funds_reinstated":
+            return try await disputeWon(event, payment: object.paymentIntent)
         default:
             return try await keep(event, payment: object.paymentIntent, outcome: "ignored", detail: "an event of a type Kiosk does not act on")
         }
@@ -239,6 +241,45 @@ public struct StripeChannel: StoreOwner {
         row.detail = "\(reason): \(grant.0) revoked, its content removed from the account's devices"
         try await settle(event.id, outcome: row.outcome, transaction: grant.0, account: grant.1, detail: row.detail)
         return row
+    }
+
+    /// A dispute the publisher won (`charge.dispute.closed` with `won`, or the funds reinstated):
+    /// what the dispute took is given back, once for both events. A grant it revoked is granted
+    /// again as a new purchase of the same quantity and amount, even of a product taken off sale
+    /// meanwhile (owned is forever); a grant it could not take back stands as it was; a dispute that
+    /// came before its grant no longer revokes the grant when it comes.
+    private func disputeWon(_ event: StripeEvent, payment: String?) async throws -> AdminChannelEventRow {
+        guard let payment, Self.isIdentifier(payment) else {
+            return try await keep(event, payment: nil, outcome: ChannelEventOutcome.unmatched, detail: "a dispute won, but the event names no payment intent")
+        }
+        let disputes = try await database.read { db in
+            try await db.select().column("eventId").column("outcome").column("transactionId").column("accountId").from("channelEvent")
+                .where("channel", .equal, Self.channel).where("payment", .equal, payment).where("type", .equal, "charge.dispute.created")
+                .all().map { row in
+                    (eventId: try row.decode(column: "eventId", as: String.self), outcome: try row.decode(column: "outcome", as: String.self),
+                     transaction: try row.decode(column: "transactionId", as: String?.self), account: try row.decode(column: "accountId", as: String?.self))
+                }
+        }
+        guard let dispute = disputes.first(where: { $0.outcome != ChannelEventOutcome.reversed }) ?? disputes.first else {
+            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.ignored, detail: "a dispute won that this store never heard of: nothing was taken, nothing to give back")
+        }
+        if dispute.outcome == ChannelEventOutcome.reversed {
+            // The dispute's other closing event (closed, then funds reinstated): given back already.
+            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.reversed, account: dispute.account, transaction: dispute.transaction,
+                                  detail: "the dispute was won; what it took was given back when its first closing event came")
+        }
+        var given: String? = dispute.transaction
+        if dispute.outcome == ChannelEventOutcome.revoked, let revokedId = dispute.transaction {
+            let revoked = try await transaction(revokedId)
+            given = try await payments.grantPaid(
+                productId: revoked.productId, quantity: revoked.quantity, accountId: revoked.accountId, reference: "stripe:reinstated:\(payment)",
+                method: Self.channel, amountCents: revoked.amountCents, currency: revoked.currency, restoring: true).record.id
+        }
+        let detail = dispute.outcome == ChannelEventOutcome.revoked
+            ? "the dispute was won: \(dispute.transaction ?? "") was revoked by it, \(given ?? "") grants it again"
+            : "the dispute was won before it took anything: nothing to give back"
+        try await settle(dispute.eventId, outcome: ChannelEventOutcome.reversed, transaction: dispute.transaction, account: dispute.account, detail: detail)
+        return try await keep(event, payment: payment, outcome: ChannelEventOutcome.reversed, account: dispute.account, transaction: given, detail: detail)
     }
 
     /// Refunds and disputes kept for `payment` (the withdrawals a grant must undo).

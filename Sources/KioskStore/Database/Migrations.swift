@@ -476,6 +476,23 @@ enum Migrations {
             #"DROP INDEX "delivery_order""#,
             #"CREATE INDEX "delivery_pending" ON "delivery" ("webhookId", "notificationSequence") WHERE "state" = 'pending'"#,
         ] },
+        // A refund or a void the store could not carry out by itself (a credit pack spent meanwhile)
+        // is listed for the operator too (ChannelEventOutcome.unsettled).
+        Migration(name: "19-channel-events-unsettled") { _ in [
+            #"DROP INDEX "channelEvent_to_act_on""#,
+            #"CREATE INDEX "channelEvent_to_act_on" ON "channelEvent" ("receivedAt") WHERE "outcome" IN ('unmatched', 'owned', 'unsettled')"#,
+        ] },
+        // The environment a database was first served in: a production store honours nothing a
+        // sandbox made (StoreEnvironmentMark).
+        Migration(name: "20-store-environment") { type in [
+            """
+            CREATE TABLE "storeEnvironment" (
+                "id" INTEGER PRIMARY KEY CHECK ("id" = 1),
+                "environment" TEXT NOT NULL,
+                "markedAt" \(type.timestamp) NOT NULL
+            )
+            """,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

@@ -22,15 +22,20 @@ extension Payments {
     /// (`paymentMethod` `owned`): the operator refunds it on the channel.
     /// `alongside` writes the channel's own row with the grant (``Alongside``); the answer says
     /// what it said, nil when it did not run (an earlier grant of the reference answered).
+    ///
+    /// `restoring` gives back what a channel's refund took (its reversal, a dispute won) or what the
+    /// operator grants by hand: owned is forever, so a product taken off sale meanwhile is granted all
+    /// the same (a new sale of it is refused).
     /// - Throws: `unknown_account`, `unknown_product`, `off_sale` (the caller keeps the event for the operator).
     func grantPaid(productId: String, quantity: Int, accountId: String, reference: String, method: String,
-                   amountCents: Int, currency: String, alongside: Alongside? = nil) async throws -> (record: TransactionRecord, alongside: (any Sendable)?) {
+                   amountCents: Int, currency: String, restoring: Bool = false,
+                   alongside: Alongside? = nil) async throws -> (record: TransactionRecord, alongside: (any Sendable)?) {
         // The same reference granted before is found by the decision itself (``Holdings``' key
         // look-up, or the unique index behind a consumable's unread write), as a payment's key is.
         // An unknown account is found by it too (the holdings' look-up, or the write that finds no
         // account to advance and falls back to it): no look-up of its own first (issue 44's
         // measure: one read fewer per event).
-        let product = try await sellable(productId)
+        let product = restoring ? try await self.product(productId) : try await sellable(productId)
         _ = try Self.channelQuantity(quantity, of: product)
         let keyed = KeyedRequest(key: reference, productId: product.id, quantity: quantity, method: method)
         let now: Date = if product.kind == .subscription { try await accountNow(accountId) } else { clock.wallNow() }
@@ -49,5 +54,31 @@ extension Payments {
         logger.info("channel payment granted", metadata: ["transaction": "\(settled.record.id)", "product": "\(settled.record.productId)", "channel": "\(method)"])
         metrics.payment(outcome: settled.record.paymentMethod == "owned" ? "owned" : settled.record.status.rawValue)
         return (settled.record, settled.alongside)
+    }
+
+    /// The operator grants `productId` to `accountId` by hand, for `reason`: a purchase of nothing
+    /// (no charge in the ledger), signed and delivered like any other, with a line in the account's
+    /// audit list written in the grant's own transaction. A product off sale is granted all the same
+    /// (an operator settling what a channel's payment could not); one the account owns already gives
+    /// the free re-buy (`paymentMethod` `owned`). At most one grant per idempotency key.
+    /// - Throws: `unknown_account`, `unknown_product`, `bad_request` (no reason, a quantity not 1 to
+    ///   100, or more than 1 of what is not a consumable).
+    public func grantByOperator(_ request: AdminGrantRequest, accountId: String) async throws -> StoreTransaction {
+        try RequestText.check(accountId, field: "the account ID in the path")
+        try RequestText.check(request.productId, field: "productId")
+        try RequestText.check(request.idempotencyKey, field: "idempotencyKey")
+        try RequestText.check(request.reason, field: "reason", maxBytes: RequestText.maxReasonBytes)
+        let reason = request.reason
+        let product = try await product(request.productId)
+        let quantity = try Self.channelQuantity(request.quantity, of: product)
+        let granted = try await grantPaid(
+            productId: product.id, quantity: quantity, accountId: accountId, reference: "operator:\(request.idempotencyKey)", method: "operator",
+            amountCents: 0, currency: product.price.currency, restoring: true,
+            alongside: { record, db in
+                try await db.audit(accountId, "granted", by: "operator", "\(record.id): \(record.productId)\(quantity > 1 ? " × \(quantity)" : "") (\(reason))", at: record.createdAt)
+                return true
+            })
+        logger.notice("the operator granted a product by hand", metadata: ["transaction": "\(granted.record.id)", "product": "\(product.id)", "account": "\(accountId)"])
+        return try await receipts.withCurrentReceipts([granted.record])[0].wire
     }
 }

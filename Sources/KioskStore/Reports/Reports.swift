@@ -249,7 +249,7 @@ public struct Reports: StoreOwner {
         try await database.read { db in
             var query = db.select().column("*").from("channelEvent")
             // Spelt as the partial index's predicate is, so that both engines use it.
-            if unmatchedOnly { query = query.where(SQLRaw(#""outcome" IN ('unmatched', 'owned')"#)) }
+            if unmatchedOnly { query = query.where(SQLRaw(#""outcome" IN "# + ChannelEventOutcome.toActOnSQL)) }
             return try await query.orderBy("receivedAt", .descending).limit(limit).all(decoding: AdminChannelEventRow.self)
         }
     }

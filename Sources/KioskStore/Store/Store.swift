@@ -68,6 +68,7 @@ public struct Store: Sendable {
     ) async throws -> Store {
         let database = try await ServerDatabase.open(location, logger: logger)
         do {
+            try await StoreEnvironmentMark.check(environment, database: database, now: Date())
             let keys = try await SigningKeys(database: database, identity: .kiosk(environment), legacyKeyFile: legacyKeyFile, logger: logger)
             let clock = try await StoreClock.load(scale: timeScale, environment: environment, database: database)
             return Store(database: database, keys: keys, catalog: catalog, environment: environment, metrics: metrics,

@@ -179,6 +179,11 @@ extension StoreError {
         StoreError(.notPaid, code: "payment_withdrawn", message: "\(what) was refunded or voided; it grants nothing")
     }
 
+    public static func renewalNotOffered(_ id: String) -> StoreError {
+        StoreError(.wrongState, code: "renewal_not_offered",
+                   message: "subscription \(id) cannot renew on this store: it ends at its period's end; buy it again then")
+    }
+
     public static func offSale(_ id: String) -> StoreError {
         StoreError(.wrongState, code: "off_sale", message: "\(id) is no longer for sale; readers who own it keep downloading it (kiosk restore)")
     }

@@ -47,6 +47,9 @@ public struct Subscriptions: StoreOwner {
                 return record.info(now: now)
             }
             guard record.autoRenew != on else { return record.info(now: now) }
+            // A production store renews nothing itself (``SQLDatabase/startSubscription``): turned
+            // on, it would promise a renewal nobody makes.
+            if on, environment != .sandbox { throw StoreError.renewalNotOffered(originalTransactionId) }
             var changed = record
             changed.autoRenew = on
             changed.version += 1
@@ -125,19 +128,24 @@ extension SQLDatabase {
     /// write transaction, and announces it (`SUBSCRIBED`).
     func startSubscription(_ record: TransactionRecord, clockOffset: Double, environment: StoreEnvironment, at now: Date) async throws {
         guard record.kind == .subscription, record.status == .purchased, record.paymentMethod != "owned", let expires = record.expiresDate else { return }
+        // Only the sandbox's worker renews (with pretend money). A production store's subscription
+        // bought through a channel renews where it was paid for, and until that channel tells the
+        // store of each renewal, the store must not claim a renewal it cannot make: it ends at the
+        // period's end.
+        let renews = environment == .sandbox
         let existing = try await select().column("originalTransactionId").from("subscription")
             .where("originalTransactionId", .equal, record.originalTransactionId).first()
         let subscription = SubscriptionRecord(
             originalTransactionId: record.originalTransactionId, accountId: record.accountId, productId: record.productId, state: .active,
-            autoRenew: true, expiresDate: expires, dueAt: expires.addingTimeInterval(-clockOffset), retryAt: nil, graceEndsAt: nil,
+            autoRenew: renews, expiresDate: expires, dueAt: expires.addingTimeInterval(-clockOffset), retryAt: nil, graceEndsAt: nil,
             failedAttempts: 0, expirationReason: nil, appAccountToken: record.appAccountToken, claimedBy: nil, claimedUntil: nil, version: 0, updatedAt: now)
         try await raw(#"""
             INSERT INTO "subscription" ("originalTransactionId", "accountId", "productId", "state", "autoRenew", "expiresDate", "dueAt",
                 "failedAttempts", "appAccountToken", "version", "updatedAt")
             VALUES (\#(bind: subscription.originalTransactionId), \#(bind: subscription.accountId), \#(bind: subscription.productId),
-                \#(bind: subscription.state.rawValue), \#(bind: true), \#(bind: expires), \#(bind: subscription.dueAt), 0,
+                \#(bind: subscription.state.rawValue), \#(bind: renews), \#(bind: expires), \#(bind: subscription.dueAt), 0,
                 \#(bind: subscription.appAccountToken), 0, \#(bind: now))
-            ON CONFLICT ("originalTransactionId") DO UPDATE SET "state" = 'active', "autoRenew" = \#(bind: true), "expiresDate" = \#(bind: expires),
+            ON CONFLICT ("originalTransactionId") DO UPDATE SET "state" = 'active', "autoRenew" = \#(bind: renews), "expiresDate" = \#(bind: expires),
                 "dueAt" = \#(bind: subscription.dueAt), "retryAt" = NULL, "graceEndsAt" = NULL, "failedAttempts" = 0, "expirationReason" = NULL,
                 "claimedBy" = NULL, "claimedUntil" = NULL, "version" = "subscription"."version" + 1, "updatedAt" = \#(bind: now),
                 "appAccountToken" = COALESCE(\#(bind: subscription.appAccountToken), "subscription"."appAccountToken")

@@ -102,6 +102,58 @@ struct AccountCareTests: StoreSuite {
         }
     }
 
+    @Test("an anonymous account disabled and enabled again is not lost: its devices are refused while it is disabled, and sign in again after", arguments: TestEngine.all)
+    func anonymousDisableAndEnable(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, anonymous in
+            #expect(try await http.pay(Self.book, token: anonymous.token).status == 200)
+            let disabled = try await http.send("POST", "/v1/admin/accounts/\(anonymous.accountId)/disable", token: server.adminToken)
+            #expect(disabled.status == 200, "\(Self.message(disabled))")
+            #expect(try await http.send("GET", "/v1/account", token: anonymous.token).status == 401)
+            #expect(try await http.pay(Self.book, token: anonymous.token).status == 401)
+
+            #expect(try await http.send("POST", "/v1/admin/accounts/\(anonymous.accountId)/enable", token: server.adminToken).status == 200)
+            let summary = try await http.send("GET", "/v1/account", token: anonymous.token)
+            #expect(summary.status == 200, "the account's only token works again: \(Self.message(summary))")
+            #expect(try summary.decode(AccountSummary.self).owned == [Self.book])
+            let audit = try await Self.view(http, server, anonymous.accountId).audit ?? []
+            #expect(audit.map(\.action) == ["disabled", "enabled"])
+            #expect(audit.first?.detail == "its devices refused until enabled")
+        }
+    }
+
+    @Test("the operator grants a product by hand: nothing charged, audited with the reason, delivered like any purchase, once per key; even off sale; refused without a reason", arguments: TestEngine.all)
+    func operatorGrant(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, reader in
+            func grant(_ body: AdminGrantRequest, token: String? = nil) async throws -> StoreHTTP.Reply {
+                let json = String(decoding: try JSONEncoder().encode(body), as: UTF8.self)
+                return try await http.send("POST", "/v1/admin/accounts/\(reader.accountId)/grant", token: token ?? server.adminToken, json: json)
+            }
+            let request = AdminGrantRequest(productId: Self.book, reason: "Stripe pi_123 was unmatched", idempotencyKey: "grant-1")
+            #expect(try await grant(request, token: reader.token).status == 401, "a customer is no operator")
+            let first = try await grant(request)
+            #expect(first.status == 200, "\(Self.message(first))")
+            let granted = try first.decode(StoreTransaction.self)
+            #expect(granted.status == .purchased && granted.signedTransaction != nil)
+            #expect(try await grant(request).decode(StoreTransaction.self).transactionId == granted.transactionId, "one grant per key")
+            #expect(try await http.send("GET", "/v1/account", token: reader.token).decode(AccountSummary.self).owned == [Self.book])
+            #expect(try await http.charges(accountId: reader.accountId, adminToken: server.adminToken).isEmpty, "nothing charged")
+            let page = try await http.send("GET", "/v1/transactions", token: reader.token).decode(TransactionPage.self)
+            #expect(page.transactions.map(\.transactionId) == [granted.transactionId], "in the account's feed, for its devices")
+            let audit = try await Self.view(http, server, reader.accountId).audit ?? []
+            #expect(audit.map(\.action) == ["granted"])
+            #expect(audit.first?.detail.contains("Stripe pi_123 was unmatched") == true && audit.first?.actor == "operator")
+
+            let credits = try await grant(AdminGrantRequest(productId: Self.pack5, quantity: 2, reason: "goodwill", idempotencyKey: "grant-2"))
+            #expect(credits.status == 200, "\(Self.message(credits))")
+            #expect(try await http.send("GET", "/v1/account", token: reader.token).decode(AccountSummary.self).credits == 10)
+            #expect(try await grant(AdminGrantRequest(productId: Self.book, reason: "", idempotencyKey: "grant-3")).status == 400)
+            #expect(try await grant(AdminGrantRequest(productId: "com.kiosk.nothing", reason: "typo", idempotencyKey: "grant-4")).status == 404)
+            let elsewhere = try await http.send("POST", "/v1/admin/accounts/acct_nobody/grant", token: server.adminToken,
+                                                json: String(decoding: try JSONEncoder().encode(AdminGrantRequest(productId: Self.book, reason: "x", idempotencyKey: "grant-5")), as: UTF8.self))
+            #expect(elsewhere.status == 404, "\(Self.message(elsewhere))")
+        }
+    }
+
     @Test("a reset code sets a new password once, signs every device out, and a wrong or reused code is refused", arguments: TestEngine.all)
     func resetCode(engine: TestEngine) async throws {
         try await Self.withStore(engine: engine) { server, http, anonymous in

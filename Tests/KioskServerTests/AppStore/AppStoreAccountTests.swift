@@ -125,4 +125,86 @@ struct AppStoreAccountTests: StoreSuite {
             #expect(charges.count == 3 && charges[0] > 0 && charges[1] == -charges[0] && charges[2] == charges[0], "\(charges)")
         }
     }
+
+    static func credits(_ http: StoreHTTP, _ account: AccountCreated) async throws -> Int {
+        try await summary(http, account).credits
+    }
+
+    static func toActOn(_ http: StoreHTTP, _ server: KioskServer) async throws -> [AdminChannelEventRow] {
+        try await http.send("GET", "/v1/admin/channel-events?unmatched=1", token: server.adminToken).decode([AdminChannelEventRow].self)
+    }
+
+    @Test("REFUND_REVERSED of a transaction of 3 credit packs gives back all 15 credits the refund took", arguments: TestEngine.all)
+    func reversalRestoresQuantity(engine: TestEngine) async throws {
+        let chain = try AppStoreTestChain()
+        try await AppStoreBridgeTests.withAppStore(engine: engine, chain: chain) { server, http in
+            let reader = try await http.createAccount()
+            let token = try #require(try await Self.summary(http, reader).appAccountToken)
+            let jws = try chain.transaction(id: "7300", productId: AppStoreBridgeTests.appStorePack, type: "Consumable", appAccountToken: token, quantity: 3)
+            #expect(try await Self.present(http, reader, jws).status == 200)
+            #expect(try await Self.credits(http, reader) == 15)
+            let refunded = try chain.transaction(id: "7300", productId: AppStoreBridgeTests.appStorePack, type: "Consumable", revoked: Date(),
+                                                 appAccountToken: token, quantity: 3)
+            _ = try await Self.notify(http, chain, type: "REFUND", uuid: "refund-7300", transaction: refunded)
+            #expect(try await Self.credits(http, reader) == 0)
+            _ = try await Self.notify(http, chain, type: "REFUND_REVERSED", uuid: "reversed-7300", transaction: jws)
+            _ = try await Self.notify(http, chain, type: "REFUND_REVERSED", uuid: "reversed-7300", transaction: jws)
+            #expect(try await Self.credits(http, reader) == 15, "the reversal gives back what the refund took, once")
+            let charges = try await http.charges(accountId: reader.accountId, adminToken: server.adminToken)
+            #expect(charges.count == 3 && charges[0] == 1_497 && charges[1] == -1_497 && charges[2] == 1_497, "\(charges)")
+        }
+    }
+
+    @Test("a credit pack spent, refunded (nothing can be taken back) and the refund reversed is granted once: listed for the operator, then settled by the reversal", arguments: TestEngine.all)
+    func spentPackRefundReversedOnce(engine: TestEngine) async throws {
+        let chain = try AppStoreTestChain()
+        try await AppStoreBridgeTests.withAppStore(engine: engine, chain: chain) { server, http in
+            let reader = try await http.createAccount()
+            let token = try #require(try await Self.summary(http, reader).appAccountToken)
+            let jws = try chain.transaction(id: "7400", productId: AppStoreBridgeTests.appStorePack, type: "Consumable", appAccountToken: token)
+            #expect(try await Self.present(http, reader, jws).status == 200)
+            let redeem = #"{"productId": "\#(AppStoreBridgeTests.issue2)", "idempotencyKey": "\#(UUID().uuidString)"}"#
+            let redeemed = try await http.send("POST", "/v1/redemptions", token: reader.token, json: redeem)
+            #expect(redeemed.status == 200, "\(Self.message(redeemed))")
+            #expect(try await Self.credits(http, reader) == 3)
+
+            let refunded = try chain.transaction(id: "7400", productId: AppStoreBridgeTests.appStorePack, type: "Consumable", revoked: Date(), appAccountToken: token)
+            _ = try await Self.notify(http, chain, type: "REFUND", uuid: "refund-7400", transaction: refunded)
+            #expect(try await Self.credits(http, reader) == 3, "spent credits cannot be taken back")
+            let listed = try await Self.toActOn(http, server)
+            #expect(listed.contains { $0.channel == "appstore" && $0.eventId == "refund-7400" && $0.outcome == "unsettled" }, "\(listed)")
+
+            _ = try await Self.notify(http, chain, type: "REFUND_REVERSED", uuid: "reversed-7400", transaction: jws)
+            #expect(try await Self.credits(http, reader) == 3, "the refund took nothing, so its reversal gives nothing")
+            #expect(try await Self.toActOn(http, server).filter { $0.channel == "appstore" }.isEmpty)
+        }
+    }
+
+    @Test("REFUND_REVERSED of a book taken off sale meanwhile gives it back: owned is forever", arguments: TestEngine.all)
+    func reversalOfWithdrawnBook(engine: TestEngine) async throws {
+        let chain = try AppStoreTestChain()
+        try await AppStoreBridgeTests.withAppStore(engine: engine, chain: chain) { server, http in
+            let reader = try await http.createAccount()
+            let token = try #require(try await Self.summary(http, reader).appAccountToken)
+            let jws = try chain.transaction(id: "7500", productId: AppStoreBridgeTests.appStoreBook, appAccountToken: token)
+            #expect(try await Self.present(http, reader, jws).status == 200)
+            let refunded = try chain.transaction(id: "7500", productId: AppStoreBridgeTests.appStoreBook, revoked: Date(), appAccountToken: token)
+            _ = try await Self.notify(http, chain, type: "REFUND", uuid: "refund-7500", transaction: refunded)
+            #expect(try await Self.summary(http, reader).owned.isEmpty)
+            // Taken off sale: a new sale of it is refused from now on.
+            let books = server.configuration.catalogDirectory.appendingPathComponent("books.json")
+            var root = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: books)) as? [String: Any])
+            var products = try #require(root["products"] as? [[String: Any]])
+            for index in products.indices where products[index]["id"] as? String == AppStoreBridgeTests.book { products[index]["forSale"] = false }
+            root["products"] = products
+            try JSONSerialization.data(withJSONObject: root).write(to: books)
+            #expect(await server.catalog.reload())
+            #expect(try await http.pay(AppStoreBridgeTests.book, token: try await http.createAccount().token).status == 409)
+
+            _ = try await Self.notify(http, chain, type: "REFUND_REVERSED", uuid: "reversed-7500", transaction: jws)
+            #expect(try await Self.summary(http, reader).owned == [AppStoreBridgeTests.book])
+            let content = try await http.send("HEAD", "/opds/content/\(AppStoreBridgeTests.book)", token: reader.token)
+            #expect(content.status == 200, "\(Self.message(content))")
+        }
+    }
 }

@@ -11,6 +11,8 @@ struct AppStoreBridgeTests: StoreSuite {
     static let bundleId = "com.example.reader"
     static let book = "com.kiosk.books.river-of-maps"
     static let appStoreBook = "ios.reader.river_of_maps"
+    static let pack = "com.kiosk.credits.pack-5"
+    static let appStorePack = "ios.reader.pack_5"
     static let subscription = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
     static let appStoreSubscription = "ios.reader.harbor_monthly"
     static let issue2 = "com.kiosk.magazines.harbor-monthly.issue-02"
@@ -27,6 +29,11 @@ struct AppStoreBridgeTests: StoreSuite {
         try store.editCatalog("books.json") { products in
             for index in products.indices where products[index]["id"] as? String == book {
                 products[index]["appStoreProductId"] = appStoreBook
+            }
+        }
+        try store.editCatalog("credits.json") { products in
+            for index in products.indices where products[index]["id"] as? String == pack {
+                products[index]["appStoreProductId"] = appStorePack
             }
         }
         try store.editCatalog("magazines.json") { products in

@@ -305,4 +305,29 @@ struct PlayChannelTests: StoreSuite {
             }
         }
     }
+
+    @Test("a void of a credit pack whose credits were spent revokes nothing, says so, and is listed for the operator", arguments: TestEngine.all)
+    func voidOfSpentPack(engine: TestEngine) async throws {
+        let keys = try Keys()
+        try await Self.playStore(engine: engine, keys: keys) { server, http, account in
+            let json = Self.purchase(token: "tok-spent-1", product: Self.playPack)
+            #expect(try await Self.present(http, account, json: json, signature: try keys.sign(json)).status == 200)
+            let redeem = #"{"productId": "\#(Self.issue)", "idempotencyKey": "\#(UUID().uuidString)"}"#
+            let redeemed = try await http.send("POST", "/v1/redemptions", token: account.token, json: redeem)
+            #expect(redeemed.status == 200, "\(Self.message(redeemed))")
+            let before = try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).credits
+            #expect(before < 5)
+
+            let reply = try await Self.push(http, messageId: "m-spent", notification: Self.voided("tok-spent-1"), token: try keys.token())
+            let row = try reply.decode(AdminChannelEventRow.self)
+            #expect(row.outcome == "unsettled", "\(row)")
+            #expect(!row.detail.contains("content removed"), "\(row.detail)")
+            #expect(try await http.send("GET", "/v1/account", token: account.token).decode(AccountSummary.self).credits == before)
+            let listed = try await http.send("GET", "/v1/admin/channel-events?unmatched=1", token: server.adminToken).decode([AdminChannelEventRow].self)
+            #expect(listed.map(\.eventId) == ["m-spent"], "\(listed)")
+            // The operator settles it by hand: a revocation, which nothing refuses.
+            let transaction = try #require(row.transactionId)
+            #expect(try await http.send("POST", "/v1/admin/transactions/\(transaction)/revoke", token: server.adminToken).status == 200)
+        }
+    }
 }

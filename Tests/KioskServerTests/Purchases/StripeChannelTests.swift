@@ -166,6 +166,17 @@ struct StripeChannelTests: StoreSuite {
             let twice = try await Self.deliver(http, Self.checkout("evt_p2", session: "cs_p2", account: account.accountId, product: Self.book, paymentIntent: "pi_p2"))
             #expect(twice.outcome == "owned")
             #expect(try await http.send("GET", "/v1/admin/channel-events?unmatched=1", token: server.adminToken).decode([AdminChannelEventRow].self).count == 3)
+
+            // A subscription paid on the web: nothing on this store renews it, so it says it does not,
+            // and asking it to is refused.
+            let subscribed = try await Self.deliver(http, Self.checkout("evt_s", session: "cs_s", account: account.accountId, product: Self.subscription, paymentIntent: "pi_s"))
+            #expect(subscribed.outcome == "granted", "\(subscribed)")
+            let list = try await http.send("GET", "/v1/subscriptions", token: account.token).decode(SubscriptionList.self)
+            let subscription = try #require(list.subscriptions.first)
+            #expect(subscription.state == .active && !subscription.autoRenew, "\(subscription)")
+            let resume = try await http.send("POST", "/v1/subscriptions/\(subscription.originalTransactionId)/resume", token: account.token)
+            #expect(resume.status == 409, "\(Self.message(resume))")
+            #expect(try resume.decode(APIError.self).code == "renewal_not_offered")
         }
     }
 
@@ -297,6 +308,46 @@ struct StripeChannelTests: StoreSuite {
             #expect(late.outcome == "unmatched" && late.detail.contains("deleted or disabled"), "\(late)")
             let detail = try await http.send("GET", "/v1/admin/accounts/\(leaving.accountId)", token: server.adminToken)
             #expect(!String(decoding: detail.body, as: UTF8.self).contains("appAccountToken\":\""), "the token is erased")
+        }
+    }
+
+    static func disputeClosed(_ id: String, paymentIntent: String, status: String, type: String = "charge.dispute.closed") -> String {
+        json(["id": id, "object": "event", "type": type,
+              "data": ["object": ["id": "dp_\(paymentIntent)", "object": "dispute", "payment_intent": paymentIntent, "amount": 1234, "status": status]]])
+    }
+
+    @Test("a dispute the publisher wins gives the book back once (closed and funds reinstated); one lost leaves it revoked; one won before its checkout came does not revoke the grant", arguments: TestEngine.all)
+    func disputeWon(engine: TestEngine) async throws {
+        try await Self.stripeStore(engine: engine) { server, http, account in
+            _ = try await Self.deliver(http, Self.checkout("evt_dw1", session: "cs_dw1", account: account.accountId, product: Self.book, paymentIntent: "pi_dw1"))
+            let disputed = try await Self.deliver(http, Self.refund("evt_dw2", paymentIntent: "pi_dw1", type: "charge.dispute.created"))
+            #expect(disputed.outcome == "revoked")
+            #expect(try await Self.owned(http, account).isEmpty)
+
+            let won = try await Self.deliver(http, Self.disputeClosed("evt_dw3", paymentIntent: "pi_dw1", status: "won"))
+            #expect(won.outcome == "reversed", "\(won)")
+            let reinstated = try await Self.deliver(http, Self.disputeClosed("evt_dw4", paymentIntent: "pi_dw1", status: "won", type: "charge.dispute.funds_reinstated"))
+            #expect(reinstated.outcome == "reversed")
+            #expect(try await Self.owned(http, account) == [Self.book])
+            let page = try await http.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self)
+            #expect(page.transactions.filter { $0.status == .purchased }.count == 1, "granted again once")
+            #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken) == [1234, -1234, 1234])
+            let toActOn = try await http.send("GET", "/v1/admin/channel-events?unmatched=1", token: server.adminToken).decode([AdminChannelEventRow].self)
+            #expect(toActOn.isEmpty, "\(toActOn)")
+
+            // Lost: the revocation stands.
+            let other = try await http.createAccount()
+            _ = try await Self.deliver(http, Self.checkout("evt_dl1", session: "cs_dl1", account: other.accountId, product: Self.book, paymentIntent: "pi_dl1"))
+            _ = try await Self.deliver(http, Self.refund("evt_dl2", paymentIntent: "pi_dl1", type: "charge.dispute.created"))
+            #expect(try await Self.deliver(http, Self.disputeClosed("evt_dl3", paymentIntent: "pi_dl1", status: "lost")).outcome == "ignored")
+            #expect(try await Self.owned(http, other).isEmpty)
+
+            // Won before the checkout's event came: the grant, when it comes, stands.
+            let third = try await http.createAccount()
+            _ = try await Self.deliver(http, Self.refund("evt_de1", paymentIntent: "pi_de1", type: "charge.dispute.created"))
+            #expect(try await Self.deliver(http, Self.disputeClosed("evt_de2", paymentIntent: "pi_de1", status: "won")).outcome == "reversed")
+            #expect(try await Self.deliver(http, Self.checkout("evt_de3", session: "cs_de3", account: third.accountId, product: Self.book, paymentIntent: "pi_de1")).outcome == "granted")
+            #expect(try await Self.owned(http, third) == [Self.book])
         }
     }
 }

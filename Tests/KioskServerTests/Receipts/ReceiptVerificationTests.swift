@@ -3,6 +3,7 @@ import Foundation
 import JWTKit
 import KioskCore
 import KioskServer
+import KioskStore
 import KioskTestSupport
 import Testing
 
@@ -111,7 +112,11 @@ struct ReceiptVerificationTests: StoreSuite {
         let receipt = try await Self.withStore(database: database, data: data.url) { _, http, account in
             try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self).transaction.signedTransaction ?? ""
         }
-        try await Self.withStore(database: database, environment: .production, data: data.url) { _, http, _ in
+        // A production store keeps a database of its own (StoreEnvironmentMark): the sandbox's is refused.
+        await #expect(throws: ServerSetupError.self) {
+            try await Self.withStore(database: database, environment: .production, data: data.url) { _, _, _ in }
+        }
+        try await Self.withStore(engine: engine, environment: .production) { _, http, _ in
             let response = try await http.verifyReceipt(receipt)
             #expect(response.status == 21007)
         }

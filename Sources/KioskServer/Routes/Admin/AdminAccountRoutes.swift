@@ -15,6 +15,15 @@ struct AdminAccountRoutes: Sendable {
         routes.post("accounts/:id/disable", use: disable)
         routes.post("accounts/:id/enable", use: enable)
         routes.post("accounts/:id/reset-code", use: resetCode)
+        routes.post("accounts/:id/grant", use: grant)
+    }
+
+    /// `POST /v1/admin/accounts/{id}/grant` ``AdminGrantRequest``: the product granted by hand,
+    /// audited; answers the ``StoreTransaction`` with its receipt.
+    @Sendable func grant(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let body = try await request.body.collect(upTo: 1 << 16)
+        let grant = try JSONBody.decode(AdminGrantRequest.self, from: Data(buffer: body))
+        return try JSONBody.response(try await store.payments.grantByOperator(grant, accountId: context.parameters.require("id")))
     }
 
     /// `POST /v1/admin/accounts/{id}/disable` {reason?}: every device signed out, no sign-in until
