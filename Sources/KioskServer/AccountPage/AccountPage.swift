@@ -264,7 +264,7 @@ struct AccountPage: Sendable {
     /// - Parameter seconds: nil for a cookie that ends with the browser; 0 to delete it.
     private func sessionCookie(_ token: String, request: Request, seconds: Int?) -> String {
         // Secure when the store is reached over HTTPS (the proxy in front says so).
-        let secure = HTTPField.Name("X-Forwarded-Proto").flatMap { request.headers[$0] } == "https" ? "; Secure" : ""
+        let secure = RequestOrigin.isSecure(request) ? "; Secure" : ""
         return "\(Self.cookie)=\(token); Path=/account; HttpOnly; SameSite=Strict\(seconds.map { "; Max-Age=\($0)" } ?? "")\(secure)"
     }
 

@@ -55,16 +55,7 @@ struct OPDSRoutes: Sendable {
     }
 
     private func feeds(_ request: Request) async throws -> OPDSFeeds {
-        OPDSFeeds(products: try await catalog.current.products, base: Self.base(of: request))
-    }
-
-    /// The store's address as the client reached it, for absolute links: its Host (a name and a
-    /// port, nothing else), and https when the proxy in front says so.
-    static func base(of request: Request) -> String {
-        let host = request.head.authority ?? "127.0.0.1"
-        let safe = host.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) || ".-:[]".unicodeScalars.contains($0) }
-        let scheme = HTTPField.Name("X-Forwarded-Proto").flatMap { request.headers[$0] } == "https" ? "https" : "http"
-        return "\(scheme)://\(safe ? host : "127.0.0.1")"
+        OPDSFeeds(products: try await catalog.current.products, base: RequestOrigin.base(of: request))
     }
 
     private func page(_ request: Request) -> Int {

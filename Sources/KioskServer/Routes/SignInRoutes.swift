@@ -121,10 +121,8 @@ struct SignInRoutes: Sendable {
     }
 
     /// Where a person approves a code: on a signed-in device with `kiosk devices approve CODE`, or
-    /// the account page at this address (the `Host` the device reached).
+    /// the account page at this address (the `Host` the device reached, when it is one: ``RequestOrigin``).
     static func verificationURI(_ request: Request) -> String {
-        let host = request.head.authority ?? "localhost"
-        let scheme = HTTPField.Name("X-Forwarded-Proto").flatMap { request.headers[$0] } == "https" ? "https" : "http"
-        return "\(scheme)://\(host)/account/device"
+        RequestOrigin.base(of: request) + "/account/device"
     }
 }
