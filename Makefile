@@ -77,14 +77,24 @@ test: deps test-tools
 	@# each prints a line as it starts and ends; the slowest take under a minute. The test bundle
 	@# runs itself (what `swift test` runs), since `swift test` passes its output on in 4 KiB
 	@# blocks: a hang would show up to 4 KiB before the test that hung.
-	@NO_COLOR=1 scripts/quiet-watchdog 180 .build/test.log -- \
+	@# The tests' temporary files go to a folder of this run's own, which must be empty once they
+	@# are done: a test (or a process it started) that leaves a file behind fails the run.
+	@tmp=$$(mktemp -d /tmp/kiosk-tests.XXXXXX); \
+	TMPDIR=$$tmp NO_COLOR=1 scripts/quiet-watchdog 180 .build/test.log -- \
 		$$($(SWIFT) build --show-bin-path)/kioskPackageTests.xctest --testing-library swift-testing --no-parallel; \
 	status=$$?; \
 	if [ "$$status" != 0 ]; then \
 		echo "--- failing tests (whole log in .build/test.log) ---"; \
 		grep -E '✘|: error: |Test Case .* failed' .build/test.log | grep -v '✘ Test run with' | head -60; \
-		exit $$status; \
-	fi
+		rm -rf "$$tmp"; exit $$status; \
+	fi; \
+	for wait in 1 2 3 4 5 6 7 8 9 10; do [ -z "$$(ls -A "$$tmp")" ] && break; sleep 1; done; \
+	left=$$(ls -A "$$tmp"); \
+	if [ -n "$$left" ]; then \
+		echo "--- the tests left these in their temporary folder ($$tmp): a test did not clean up ---"; \
+		ls -la "$$tmp"; rm -rf "$$tmp"; exit 1; \
+	fi; \
+	rmdir "$$tmp"
 	@# The fault suite's copy of the coverage rule against the cases the product's rule is tested on
 	@# (Tests/Fixtures/coverage-cases.json; the Swift half is CoverageAgreementTests), in a second.
 	cd scripts && python3 -m unittest -q torture.test_coverage

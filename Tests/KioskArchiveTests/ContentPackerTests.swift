@@ -96,7 +96,7 @@ struct ContentPackerTests {
         process.standardOutput = output
         try process.run()
         let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        process.waitForExit()
         #expect(process.terminationStatus == 0, "\(arguments.joined(separator: " ")) failed")
         return String(decoding: data, as: UTF8.self)
     }

@@ -131,7 +131,7 @@ struct ClaimFenceTests {
         let dead = Process()
         dead.executableURL = URL(fileURLWithPath: "/bin/true")
         try dead.run()
-        dead.waitUntilExit()
+        dead.waitForExit()
         let live = DownloadClaim(productId: Self.book, owner: ClaimOwner(), generation: 3)
         let gone = DownloadClaim(productId: Self.book, owner: ClaimOwner(id: "\(dead.processIdentifier):deadbeef"), generation: 2)
         for claim in [live, gone] {

@@ -108,7 +108,7 @@ public enum KioskCommand {
         // Read both pipes before waiting, so a chatty process cannot block on a full pipe.
         let errorData = ReadToEnd(stderr.fileHandleForReading)
         let outputData = stdout.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        process.waitForExit()
         return Result(
             status: process.terminationStatus,
             killed: process.terminationReason == .uncaughtSignal,
@@ -173,7 +173,7 @@ public final class ServerProcess: @unchecked Sendable {
         }
         let text = String(decoding: line, as: UTF8.self)
         guard text.hasPrefix("listening on ") else {
-            process.waitUntilExit()
+            process.waitForExit()
             throw ServerDidNotStart(stdout: text, stderr: (try? String(contentsOf: log, encoding: .utf8)) ?? "")
         }
         url = String(text.dropFirst("listening on ".count))
@@ -194,20 +194,11 @@ public final class ServerProcess: @unchecked Sendable {
                 let deadline = ProcessDeadline(process, seconds: 30)
                 defer { deadline.cancel() }
                 signal(SIGTERM)
-                Self.waitForExit(process, seconds: 45)
+                process.waitForExit(seconds: 45)
             }
             // Foundation never saw it end (see waitForExit): no status to give.
             return process.isRunning ? -1 : process.terminationStatus
         }) ?? -1
-    }
-
-    /// `waitUntilExit`, bounded. Foundation on Linux can miss the exit of one of several children
-    /// started and stopped at once, and its wait then never returns: a `make test` run hung in
-    /// ScaleOutTests (four servers) with the server it waited for long gone. Polling `isRunning`
-    /// ends by the deadline whatever happened.
-    static func waitForExit(_ process: Process, seconds: Double) {
-        let end = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-        while process.isRunning, ContinuousClock.now < end { usleep(10_000) }
     }
 
     deinit {

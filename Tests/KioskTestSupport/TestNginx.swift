@@ -63,7 +63,7 @@ public final class TestNginx: Sendable {
         let deadline = Date().addingTimeInterval(5)
         while process.isRunning, Date() < deadline { usleep(20_000) }
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        process.waitForExit()
     }
 
     /// Each access log line: `"GET /path HTTP/1.1" status bytes`.

@@ -13,7 +13,7 @@ public enum ToolProcess {
         process.standardError = pipe
         try process.run()
         let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        process.waitForExit()
         return (process.terminationStatus, String(decoding: output, as: UTF8.self))
     }
 }

@@ -89,7 +89,7 @@ struct AgentCommandTests: BackgroundCommandSuite {
         let port = URLComponents(string: setup.server.url)?.port ?? 0
         // Killed, not stopped: a graceful stop would finish the transfer in flight first.
         setup.server.signal(SIGKILL)
-        try await offCooperativePool { setup.server.process.waitUntilExit() }
+        try await offCooperativePool { setup.server.process.waitForExit() }
         let waiting = try await Self.eventually(within: 10) { (try await Self.downloadRow(setup.home, Self.atlas)?["state"] as? String) == "waiting" }
         #expect(waiting != nil, "\(Self.output(setup.directory))")
         let kept = setup.partialSize()

@@ -91,7 +91,7 @@ struct AppStoreDownloadCommandTests {
             try await Task.sleep(for: .milliseconds(50))
         }
         kill(slow.processIdentifier, SIGKILL)
-        try await offCooperativePool { slow.waitUntilExit() }
+        try await offCooperativePool { slow.waitForExit() }
         let kept = size()
         let archiveSize = try await AtlasHome.catalogSize(home: home)
         #expect(kept >= 2 << 20 && kept < archiveSize)

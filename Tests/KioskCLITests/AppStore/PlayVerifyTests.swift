@@ -16,7 +16,7 @@ struct PlayVerifyTests {
         process.currentDirectoryURL = directory.url
         process.standardError = FileHandle.nullDevice
         try process.run()
-        process.waitUntilExit()
+        process.waitForExit()
         try #require(process.terminationStatus == 0, "openssl \(arguments.joined(separator: " ")) failed")
     }
 

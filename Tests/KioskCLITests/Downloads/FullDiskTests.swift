@@ -36,7 +36,7 @@ struct FullDiskTests {
         let slow = try setup.startSlowResume()
         try await setup.waitForPartial(atLeast: 2 << 20)
         disk.fill()
-        try await offCooperativePool { slow.waitUntilExit() }
+        try await offCooperativePool { slow.waitForExit() }
         #expect(slow.terminationStatus == 3, "\(setup.output("slow-resume"))")
         #expect(setup.output("slow-resume").stdout.contains("No space left on device"), "\(setup.output("slow-resume"))")
         #expect(setup.output("slow-resume").stdout.contains("free in \(setup.home)/downloads"))
@@ -57,7 +57,7 @@ struct FullDiskTests {
         let again = try setup.startSlowResume()
         try await setup.waitForPartial(atLeast: 2 << 20)
         disk.fill()
-        try await offCooperativePool { again.waitUntilExit() }
+        try await offCooperativePool { again.waitForExit() }
         let cancelled = try await KioskCommand.run(["cancel", Self.atlas], environment: environment)
         #expect(cancelled.status == 0, "\(cancelled.stderr)")
         #expect(setup.partialSize() == 0)
@@ -120,7 +120,7 @@ struct FullDiskTests {
             try await Task.sleep(for: .milliseconds(25))
         }
         _ = disk.fill()
-        try await offCooperativePool { process.waitUntilExit() }
+        try await offCooperativePool { process.waitForExit() }
         let said = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
         #expect(process.terminationStatus == 3, "\(said)")
         #expect(said.contains("No space left on device") && !said.contains("kiosk: :"), "\(said)")

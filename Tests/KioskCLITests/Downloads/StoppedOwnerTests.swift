@@ -71,7 +71,7 @@ struct StoppedOwnerTests {
     }
 
     static func wait(_ process: Process) async throws {
-        try await offCooperativePool { process.waitUntilExit() }
+        try await offCooperativePool { process.waitForExit() }
     }
 
     @Test("the process that took over installs every file byte-exact; the continued one changes nothing and leaves nothing", arguments: Continued.allCases)

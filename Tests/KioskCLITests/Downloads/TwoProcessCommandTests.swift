@@ -11,7 +11,7 @@ struct TwoProcessCommandTests {
     static let atlas = AtlasHome.atlas
 
     static func wait(_ process: Process) async throws {
-        try await offCooperativePool { process.waitUntilExit() }
+        try await offCooperativePool { process.waitForExit() }
     }
 
     static func accounts(_ setup: Setup) throws -> Int {

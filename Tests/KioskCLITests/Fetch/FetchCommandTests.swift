@@ -31,7 +31,7 @@ struct FetchCommandTests: KioskCommandSuite {
             try await Task.sleep(for: .milliseconds(50))
         }
         kill(slow.processIdentifier, SIGKILL)
-        try await offCooperativePool { slow.waitUntilExit() }
+        try await offCooperativePool { slow.waitForExit() }
         let kept = (try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int) ?? 0
         #expect(kept >= 2 << 20)
 

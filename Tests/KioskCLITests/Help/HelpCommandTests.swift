@@ -84,7 +84,7 @@ struct HelpCommandTests {
             try process.run()
             let output = out.fileHandleForReading.readDataToEndOfFile()
             let error = err.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
+            process.waitForExit()
             return Ran(status: process.terminationStatus, stdout: String(decoding: output, as: UTF8.self), stderr: String(decoding: error, as: UTF8.self))
         }
     }

@@ -49,7 +49,7 @@ struct QuickStartTests {
             process.standardOutput = handle
             process.standardError = handle
             try process.run()
-            process.waitUntilExit()
+            process.waitForExit()
             return (process.terminationStatus, try String(contentsOf: log, encoding: .utf8))
         }
         let output = result.output

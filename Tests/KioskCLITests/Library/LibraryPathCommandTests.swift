@@ -29,7 +29,7 @@ struct LibraryPathCommandTests {
         // The whole home copied elsewhere (a new disk, a backup restored): its own paths.
         let copy = directory.path("copied-home").path
         let copied = try Process.run(URL(fileURLWithPath: "/bin/cp"), arguments: ["-a", home, copy])
-        copied.waitUntilExit()
+        copied.waitForExit()
         #expect(copied.terminationStatus == 0)
         let fromCopy = try await KioskCommand.run(["open", Self.book], environment: ["KIOSK_HOME": copy])
         #expect(fromCopy.status == 0 && fromCopy.stdout == "\(copy)/Library/\(Self.book)\n", "\(fromCopy.stderr)")

@@ -32,10 +32,10 @@ struct EarlyInterruptTests {
                 if !stopped {
                     ignored.append(delay)
                     kill(process.processIdentifier, SIGKILL)
-                    process.waitUntilExit()
+                    process.waitForExit()
                     continue
                 }
-                process.waitUntilExit()
+                process.waitForExit()
                 let killedBySignal = process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGINT
                 #expect(killedBySignal || process.terminationStatus == 1, "SIGINT after \(delay) µs: status \(process.terminationStatus), \(process.terminationReason)")
             }

@@ -17,7 +17,7 @@ struct PurchaseLineTests {
         let early = setup.output("buy").stdout
         #expect(early.range(of: #"^transaction txn_[0-9a-f]+: purchased com\.kiosk\.books\.atlas; receipt saved\n$"#, options: .regularExpression) != nil, "\(early)")
         kill(buy.processIdentifier, SIGINT)
-        try await offCooperativePool { buy.waitUntilExit() }
+        try await offCooperativePool { buy.waitForExit() }
         #expect(buy.terminationStatus == 3)
         let lines = setup.output("buy").stdout.split(separator: "\n")
         #expect(lines.first.map(String.init) == early.trimmingCharacters(in: .newlines))
@@ -27,7 +27,7 @@ struct PurchaseLineTests {
         let resume = try setup.startSlow(["resume"], log: "resume")
         try await Task.sleep(for: .milliseconds(800))
         kill(resume.processIdentifier, SIGINT)
-        try await offCooperativePool { resume.waitUntilExit() }
+        try await offCooperativePool { resume.waitForExit() }
         let said = setup.output("resume")
         #expect(resume.terminationStatus == 3)
         #expect(said.stdout.contains("\(AtlasHome.atlas): interrupted;") && said.stdout.contains("the same command continues from there"), "\(said)")
@@ -110,7 +110,7 @@ struct PurchaseLineTests {
 
         let kiosk = try #require(terminal.child)
         kill(kiosk, SIGINT)
-        try await offCooperativePool { terminal.process.waitUntilExit() }
+        try await offCooperativePool { terminal.process.waitForExit() }
         #expect(terminal.process.terminationStatus == 3)
         let after = terminal.screen()
         #expect(after.count == 3 && after.first == during.first && after.dropFirst().first?.hasPrefix("received ") == true, "\(after)")

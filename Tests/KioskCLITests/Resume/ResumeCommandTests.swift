@@ -23,7 +23,7 @@ struct ResumeCommandTests {
             report = try await KioskCommand.run(["sync"], environment: ["KIOSK_HOME": setup.home]).stdout
         }
         #expect(report.contains("1 changed"))
-        try await offCooperativePool { resume.waitUntilExit() }
+        try await offCooperativePool { resume.waitForExit() }
         #expect(resume.terminationStatus == 0, "\(setup.output("reloaded"))")
         #expect(setup.output("reloaded").stdout.contains("queued \(Self.atlas)"), "\(setup.output("reloaded"))")
         let index = URL(fileURLWithPath: setup.home).appendingPathComponent("Library/\(Self.atlas)/index.md")
@@ -37,7 +37,7 @@ struct ResumeCommandTests {
         let slow = try setup.startSlowResume()
         try await setup.waitForPartial(atLeast: 2 << 20)
         kill(slow.processIdentifier, SIGKILL)
-        try await offCooperativePool { slow.waitUntilExit() }
+        try await offCooperativePool { slow.waitForExit() }
         let kept = setup.partialSize()
         #expect(kept > 0 && kept < setup.archiveSize)
 
@@ -57,7 +57,7 @@ struct ResumeCommandTests {
         let slow = try setup.startSlowResume(bytesPerSecond: 4_000_000)
         try await setup.waitForPartial(atLeast: 2 << 20)
         setup.server.signal(SIGKILL)
-        try await offCooperativePool { slow.waitUntilExit() }
+        try await offCooperativePool { slow.waitForExit() }
         #expect(slow.terminationStatus == 3)
         let kept = setup.partialSize()
         let waiting = try await KioskCommand.run(["downloads", "--json"], environment: ["KIOSK_HOME": setup.home]).stdout
@@ -108,7 +108,7 @@ struct ResumeCommandTests {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
-        process.waitUntilExit()
+        process.waitForExit()
         return process.terminationStatus
     }
 }

@@ -73,7 +73,7 @@ struct ResumeOutcomeTests: KioskCommandSuite, BackgroundCommandSuite {
         #expect(!process.isRunning)
         #expect(ContinuousClock.now - sent < .seconds(1), "took \(ContinuousClock.now - sent) to stop")
         if process.isRunning { process.terminate() }
-        process.waitUntilExit()
+        process.waitForExit()
         #expect(process.terminationStatus == 130)
         let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(stderr == "kiosk: interrupted; whatever was saved is completed by the next kiosk command\n", "\(stderr)")

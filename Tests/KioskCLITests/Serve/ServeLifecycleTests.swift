@@ -25,7 +25,7 @@ struct ServeLifecycleTests {
 
         server.signal(signal)
         let status = try await offCooperativePool { () -> Int32 in
-            server.process.waitUntilExit()
+            server.process.waitForExit()
             return server.process.terminationStatus
         }
         #expect(status == 0)
@@ -50,7 +50,7 @@ struct ServeLifecycleTests {
         let signalled = ContinuousClock.now
         server.signal(SIGTERM)
         let status = try await offCooperativePool { () -> Int32 in
-            server.process.waitUntilExit()
+            server.process.waitForExit()
             return server.process.terminationStatus
         }
         let took = signalled.duration(to: .now)
@@ -87,7 +87,7 @@ struct ServeLifecycleTests {
         packed.executableURL = URL(fileURLWithPath: "/usr/bin/tar")
         packed.arguments = ["-czf", tarball.path, "-C", store.content.appendingPathComponent("books").path, "small-engines"]
         try packed.run()
-        packed.waitUntilExit()
+        packed.waitForExit()
         for (file, says) in [("small-engines.pdf", "libarchive: Unrecognized archive format"), ("small-engines.tar.gz", "it is a tar.gz archive, not zip")] {
             try store.editCatalog("books.json") { products in
                 for index in products.indices where products[index]["id"] as? String == book {
@@ -111,7 +111,7 @@ struct ServeLifecycleTests {
         zipped.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         zipped.arguments = ["-c", "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1], 'w'); z.writestr('a.md', 'x' * 4000); z.writestr('b.md', 'y' * 4000); z.close()", whole.path]
         try zipped.run()
-        zipped.waitUntilExit()
+        zipped.waitForExit()
         let bytes = try Data(contentsOf: whole)
         try bytes.prefix(bytes.count - 30).write(to: store.content.appendingPathComponent("books/cut.zip"))
         try store.editCatalog("books.json") { products in

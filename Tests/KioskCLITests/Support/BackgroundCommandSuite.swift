@@ -55,7 +55,7 @@ extension BackgroundCommandSuite {
     static func stop(_ process: Process, signal: Int32 = SIGTERM) async throws -> (status: Int32, seconds: Double) {
         let start = ContinuousClock.now
         kill(process.processIdentifier, signal)
-        try await offCooperativePool { process.waitUntilExit() }
+        try await offCooperativePool { process.waitForExit() }
         return (process.terminationStatus, seconds(ContinuousClock.now - start))
     }
 

@@ -61,7 +61,7 @@ struct ContentDeliveryTests: LargeBookSuite {
             curl.standardOutput = pipe
             try curl.run()
             let written = try await offCooperativePool { pipe.fileHandleForReading.readDataToEndOfFile() }
-            curl.waitUntilExit()
+            curl.waitForExit()
             #expect(curl.terminationStatus == 0)
             // One connection opened for the first transfer, none for the two after it.
             #expect(String(decoding: written, as: UTF8.self) == "1 0 0 ")

@@ -61,7 +61,7 @@ struct NotificationDeliveryTests {
             probe.arguments = ["-c", "import joserfc"]
             probe.standardError = FileHandle.nullDevice
             if (try? probe.run()) != nil {
-                probe.waitUntilExit()
+                probe.waitForExit()
                 if probe.terminationStatus == 0 { return candidate }
             }
         }
@@ -81,7 +81,7 @@ struct NotificationDeliveryTests {
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
         try process.run()
-        process.waitUntilExit()
+        process.waitForExit()
         let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(process.terminationStatus == 0, "joserfc: \(message)")
         return message

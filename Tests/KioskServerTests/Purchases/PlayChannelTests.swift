@@ -45,7 +45,7 @@ struct PlayChannelTests: StoreSuite {
             process.currentDirectoryURL = directory.url
             process.standardError = FileHandle.nullDevice
             try process.run()
-            process.waitUntilExit()
+            process.waitForExit()
             try #require(process.terminationStatus == 0, "openssl \(arguments.joined(separator: " ")) failed")
         }
 
@@ -57,7 +57,7 @@ struct PlayChannelTests: StoreSuite {
             process.standardOutput = output
             try process.run()
             let data = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
+            process.waitForExit()
             try #require(process.terminationStatus == 0, "play_push_token.py \(arguments.first ?? "") failed")
             return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         }

@@ -107,16 +107,25 @@ struct ReceiptVerificationTests: StoreSuite {
 
     @Test("a sandbox receipt sent to a production server answers 21007; the key survives a restart", arguments: TestEngine.all)
     func sandboxToProduction(engine: TestEngine) async throws {
+        // One signing key for both stores (an operator's key file, imported by each): a production
+        // store keeps a database of its own (StoreEnvironmentMark), so only a shared key lets it
+        // recognise the sandbox's receipt as genuine and answer 21007 rather than 21003.
+        let privateKey = Curve25519.Signing.PrivateKey()
+        let d = privateKey.rawRepresentation.base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let keyFile = Data("{\"kid\": \"shared-1\", \"d\": \"\(d)\"}".utf8)
         let data = try TemporaryDirectory()
+        let productionData = try TemporaryDirectory()
+        for folder in [data, productionData] { try keyFile.write(to: folder.path("signing-key.json")) }
         let database = try await engine.freshDatabase()
         let receipt = try await Self.withStore(database: database, data: data.url) { _, http, account in
             try await http.pay(Self.book, token: account.token).decode(PaymentResponse.self).transaction.signedTransaction ?? ""
         }
-        // A production store keeps a database of its own (StoreEnvironmentMark): the sandbox's is refused.
+        // The sandbox's database is refused to a production store.
         await #expect(throws: ServerSetupError.self) {
             try await Self.withStore(database: database, environment: .production, data: data.url) { _, _, _ in }
         }
-        try await Self.withStore(engine: engine, environment: .production) { _, http, _ in
+        try await Self.withStore(database: try await engine.freshDatabase(), environment: .production, data: productionData.url) { _, http, _ in
             let response = try await http.verifyReceipt(receipt)
             #expect(response.status == 21007)
         }
