@@ -38,7 +38,7 @@ public struct KioskServer: Sendable {
             configuration.databaseLocation, environment: configuration.environment,
             legacyKeyFile: data.appendingPathComponent("signing-key.json"), timeScale: configuration.sandboxTimeScale,
             catalog: self.catalog, metrics: metrics, appStore: configuration.appStore.map(AppStoreSignedDataVerifier.init(configuration:)),
-            logger: logger, accountPolicy: configuration.accounts, channels: configuration.channels)
+            logger: logger, accountPolicy: configuration.accounts, channels: configuration.channels, pool: configuration.databasePool)
         self.limits = RateLimitGate(limits: configuration.rateLimits, limiter: store.rateLimiter)
         self.accountPage = try AccountPage(store: store, limits: limits)
     }

@@ -29,6 +29,8 @@ public struct ServerConfiguration: Sendable {
     public var contentDelivery: ContentDelivery = .stream
     /// The store's database; nil is SQLite in the data folder (`kiosk-server.sqlite`).
     public var database: DatabaseLocation?
+    /// PostgreSQL's connections per instance, and how long a request waits for one (503 after).
+    public var databasePool = DatabasePool()
     /// How many accounts and purchases one client address or account may ask for (429 beyond).
     public var rateLimits = RateLimits()
     /// The web channel: Stripe's webhook secrets and tolerance; nil takes no Stripe events.

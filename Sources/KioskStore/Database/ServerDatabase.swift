@@ -33,8 +33,8 @@ final class ServerDatabase: Sendable {
 
     /// Opens the database and brings its schema up to date (see ``Migrations``).
     /// - Throws: ``ServerSetupError`` when the database cannot be reached or read.
-    static func open(_ location: DatabaseLocation, logger: Logger) async throws -> ServerDatabase {
-        let database = try await ServerDatabase(location: location, logger: logger)
+    static func open(_ location: DatabaseLocation, pool: DatabasePool = DatabasePool(), logger: Logger) async throws -> ServerDatabase {
+        let database = try await ServerDatabase(location: location, pool: pool, logger: logger)
         do {
             try await Migrations.run(on: database, logger: logger)
         } catch {
@@ -51,7 +51,7 @@ final class ServerDatabase: Sendable {
                 : "check that the folder exists and is writable and that the file is a Kiosk store database")
     }
 
-    private init(location: DatabaseLocation, logger: Logger) async throws {
+    private init(location: DatabaseLocation, pool poolSettings: DatabasePool, logger: Logger) async throws {
         self.location = location
         // The pool logs each failed connection attempt at error level; the caller reports the
         // failure once, in its own words.
@@ -112,7 +112,7 @@ final class ServerDatabase: Sendable {
             // (as many as the clients) 1,630, in the same hour.
             pool = Leasing(EventLoopGroupConnectionPool(
                 source: PostgresConnectionSource(sqlConfiguration: configuration),
-                maxConnectionsPerEventLoop: 16, requestTimeout: .seconds(30), logger: logger,
+                maxConnectionsPerEventLoop: poolSettings.connectionsPerThread, requestTimeout: TimeAmount(poolSettings.wait), logger: logger,
                 on: MultiThreadedEventLoopGroup.singleton))
         }
     }
@@ -216,7 +216,7 @@ final class ServerDatabase: Sendable {
     /// Whether `error` came from the database itself (a lost connection, a statement it refused),
     /// not from the store's own rules.
     static func isDatabaseFailure(_ error: any Error) -> Bool {
-        error is PSQLError || error is InlineSQLiteError
+        error is PSQLError || error is InlineSQLiteError || error is ConnectionUnavailable
     }
 
     /// Whether the database refused for a reason that lasts until its operator acts: PostgreSQL's
@@ -241,6 +241,7 @@ final class ServerDatabase: Sendable {
             return "\(error.code)"
         }
         if let error = error as? InlineSQLiteError { return error.message }
+        if let error = error as? ConnectionUnavailable { return "no database connection could be had: \(describe(error.underlying))" }
         if let error = error as? ServerSetupError { return error.problem }
         return "\(error)"
     }
@@ -251,6 +252,27 @@ extension DatabaseLocation {
 }
 
 // MARK: Connections
+
+/// How many PostgreSQL connections an instance keeps open, and how long a request waits for one
+/// before it is answered 503 (SQLite opens a reader for each read in flight and has no such wait).
+public struct DatabasePool: Sendable, Equatable {
+    /// Connections per event-loop thread (one thread per core). PostgreSQL lets concurrent commits
+    /// share one WAL flush, so more connections committing at once share more fsyncs.
+    public var connectionsPerThread: Int
+    /// How long a request waits for a free connection.
+    public var wait: Duration
+
+    public init(connectionsPerThread: Int = 16, wait: Duration = .seconds(30)) {
+        self.connectionsPerThread = connectionsPerThread
+        self.wait = wait
+    }
+}
+
+/// A connection the pool could not lend (see ``Leasing/lease(_:)``).
+struct ConnectionUnavailable: Error, CustomStringConvertible {
+    let underlying: any Error
+    var description: String { "no database connection could be had: \(underlying)" }
+}
 
 /// A pool that lends a connection to a closure and takes it back whatever the closure does.
 protocol ConnectionLeasing: Sendable {
@@ -266,7 +288,15 @@ private struct Leasing<Source: ConnectionPoolSource>: ConnectionLeasing, @unchec
     init(_ pool: EventLoopGroupConnectionPool<Source>) { self.pool = pool }
 
     func lease<T: Sendable>(_ body: @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        let connection = try await pool.requestConnection().get()
+        let connection: Source.Connection
+        do {
+            connection = try await pool.requestConnection().get()
+        } catch {
+            // Every connection busy past the pool's wait, the pool shut down, PostgreSQL refusing
+            // one more client: the database did not answer this request. Named as such, so the
+            // request answers 503 with Retry-After (it answered a 500 before).
+            throw ConnectionUnavailable(underlying: error)
+        }
         do {
             let result = try await body(connection.sqlDatabase)
             pool.releaseConnection(connection)

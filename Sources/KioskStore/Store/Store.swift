@@ -64,9 +64,9 @@ public struct Store: Sendable {
     public static func open(
         _ location: DatabaseLocation, environment: StoreEnvironment, legacyKeyFile: URL?, timeScale: Double,
         catalog: any StoreCatalog, metrics: any StoreMetrics, appStore: AppStoreSignedDataVerifier?, logger: Logger,
-        accountPolicy: AccountPolicy = AccountPolicy(), channels: StoreChannels = StoreChannels()
+        accountPolicy: AccountPolicy = AccountPolicy(), channels: StoreChannels = StoreChannels(), pool: DatabasePool = DatabasePool()
     ) async throws -> Store {
-        let database = try await ServerDatabase.open(location, logger: logger)
+        let database = try await ServerDatabase.open(location, pool: pool, logger: logger)
         do {
             try await StoreEnvironmentMark.check(environment, database: database, now: Date())
             let keys = try await SigningKeys(database: database, identity: .kiosk(environment), legacyKeyFile: legacyKeyFile, logger: logger)
