@@ -29,7 +29,7 @@
     X(archive_entry_set_uid) X(archive_entry_size) X(archive_entry_size_is_set) X(archive_entry_symlink) \
     X(archive_entry_symlink_utf8) X(archive_errno) X(archive_error_string) X(archive_filter_code) X(archive_format) \
     X(archive_read_data_block) X(archive_read_data_skip) X(archive_read_free) X(archive_read_new) \
-    X(archive_read_next_header) X(archive_read_open) X(archive_read_open_filename) X(archive_read_open_memory) \
+    X(archive_read_next_header) X(archive_read_open) X(archive_read_open_fd) X(archive_read_open_filename) X(archive_read_open_memory) \
     X(archive_read_support_filter_bzip2) X(archive_read_support_filter_gzip) X(archive_read_support_filter_xz) \
     X(archive_read_support_filter_zstd) X(archive_read_support_format_gnutar) X(archive_read_support_format_tar) \
     X(archive_read_support_format_zip) X(archive_read_support_format_zip_streamable) X(archive_version_details) \
@@ -116,6 +116,7 @@ int archive_read_open(struct archive *a, void *data, archive_open_callback *open
     return CALL(archive_read_open)(a, data, open, read, close);
 }
 int archive_read_open_filename(struct archive *a, const char *path, size_t block) { return CALL(archive_read_open_filename)(a, path, block); }
+int archive_read_open_fd(struct archive *a, int fd, size_t block) { return CALL(archive_read_open_fd)(a, fd, block); }
 int archive_read_open_memory(struct archive *a, const void *buffer, size_t size) { return CALL(archive_read_open_memory)(a, buffer, size); }
 int archive_read_next_header(struct archive *a, struct archive_entry **entry) { return CALL(archive_read_next_header)(a, entry); }
 int archive_read_data_block(struct archive *a, const void **buffer, size_t *size, la_int64_t *offset) {

@@ -1,5 +1,6 @@
 import Foundation
 import KioskArchive
+import KioskCore
 import KioskTestSupport
 import Testing
 
@@ -43,6 +44,8 @@ struct GrowingFileTests {
         file.finish()
         let summary = try await extraction.value
         #expect(summary.entries == Self.entries.count)
+        // Every byte the extraction read, hashed as it read them, the tar's end padding included.
+        #expect(summary.archiveSHA256 == FileDigest.sha256(of: archive))
 
         let sequential = root.path("sequential")
         try FileManager.default.createDirectory(at: sequential, withIntermediateDirectories: true)
@@ -102,5 +105,25 @@ struct GrowingFileTests {
         await #expect(throws: UnpackError.escapesDestination(entry: "../outside/evil.txt")) { try await extraction.value }
         #expect(try FileManager.default.contentsOfDirectory(atPath: staging.path).isEmpty)
         #expect(!FileManager.default.fileExists(atPath: root.path("outside").path))
+    }
+
+    @Test("installed means checked: a file put under the partial's name is what the extraction reads and hashes, so its digest is not the checked one; a whole archive read by name is hashed through the descriptor it is unpacked from")
+    func digestOfWhatWasRead() async throws {
+        let (root, archive, growing, staging) = try Self.setUp()
+        // The transfer wrote (and hashed) the real archive elsewhere; another file has the name.
+        let other = try Data(contentsOf: root.path("whole.tar.gz"))
+        var tampered = other
+        tampered[tampered.count - 1] ^= 0x01
+        try tampered.write(to: growing)
+        let file = GrowingFile(growing, expectedSize: Int64(archive.count))
+        file.beginReading()
+        file.finish()
+        let summary = try? ArchiveExtractor().extract(file, into: staging)
+        #expect(summary?.archiveSHA256 != FileDigest.sha256(of: archive))
+
+        let sequential = root.path("sequential")
+        try FileManager.default.createDirectory(at: sequential, withIntermediateDirectories: true)
+        let whole = try ArchiveExtractor().extract(root.path("whole.tar.gz"), into: sequential)
+        #expect(whole.archiveSHA256 == FileDigest.sha256(of: archive))
     }
 }

@@ -1,5 +1,7 @@
 import CArchive
+import Crypto
 import Foundation
+import KioskCore
 
 /// Unpacks a zip or tar archive into a folder, refusing anything that could write outside it.
 ///
@@ -21,6 +23,10 @@ public struct ArchiveExtractor: Sendable {
         public var bytes: Int64
         /// Every entry written, with the SHA-256 of the bytes it was written from.
         public var manifest = ArchiveManifest()
+        /// The SHA-256 of the archive's bytes, read through the one descriptor the extraction read
+        /// from: what was unpacked is what this names, whatever happened to the file's name. Nil
+        /// when the file ended short, was abandoned, or changed while it was read.
+        public var archiveSHA256: String?
     }
 
     /// Unpacks `archive` into `destination`, which must be an empty folder.
@@ -47,16 +53,49 @@ public struct ArchiveExtractor: Sendable {
         }
         do {
             let reader = try ArchiveHandle.reader(growing: file)
-            return try extractEntries(from: reader, archiveSize: file.expectedSize, into: destination)
+            var summary = try extractEntries(from: reader, archiveSize: file.expectedSize, into: destination)
+            summary.archiveSHA256 = file.sha256()
+            return summary
         } catch {
             Self.empty(destination)
             throw error
         }
     }
 
+    /// Opens the archive once: its bytes are hashed through that descriptor, unpacked from the same
+    /// one, and the file's size and change time compared before and after. A file swapped under the
+    /// name after its check is not the one read; one rewritten while it was read has moved its
+    /// change time; either way the digest or its absence says so.
     private func extractEntries(_ archive: URL, into destination: URL) throws -> Summary {
-        let archiveSize = (try? FileManager.default.attributesOfItem(atPath: archive.path)[.size] as? Int64) ?? 0
-        return try extractEntries(from: ArchiveHandle.reader(path: archive.path), archiveSize: archiveSize, into: destination)
+        let descriptor = open(archive.path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { throw UnpackError.disk(entry: nil, message: "cannot open \(archive.lastPathComponent): \(String(cString: strerror(errno)))") }
+        defer { close(descriptor) }
+        var before = stat()
+        guard fstat(descriptor, &before) == 0 else { throw UnpackError.disk(entry: nil, message: "cannot read \(archive.lastPathComponent)") }
+        let digest = try Self.sha256(of: descriptor, name: archive.lastPathComponent)
+        var summary = try extractEntries(from: ArchiveHandle.reader(descriptor: descriptor), archiveSize: Int64(before.st_size), into: destination)
+        var after = stat()
+        let unchanged = fstat(descriptor, &after) == 0 && after.st_size == before.st_size
+            && after.st_ctim.tv_sec == before.st_ctim.tv_sec && after.st_ctim.tv_nsec == before.st_ctim.tv_nsec
+        summary.archiveSHA256 = unchanged ? digest : nil
+        return summary
+    }
+
+    /// The SHA-256 of every byte of an open file, read with `pread` (the descriptor's offset is left alone).
+    private static func sha256(of descriptor: Int32, name: String) throws -> String {
+        let size = 1 << 20
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 64)
+        defer { buffer.deallocate() }
+        var hasher = SHA256()
+        var offset: off_t = 0
+        while true {
+            let count = pread(descriptor, buffer, size, offset)
+            if count == 0 { break }
+            guard count > 0 else { throw UnpackError.disk(entry: nil, message: "cannot read \(name): \(String(cString: strerror(errno)))") }
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(start: buffer, count: count))
+            offset += off_t(count)
+        }
+        return FileDigest.hex(hasher.finalize())
     }
 
     private func extractEntries(from reader: ArchiveHandle, archiveSize: Int64, into destination: URL) throws -> Summary {
@@ -259,6 +298,19 @@ final class ArchiveHandle {
     static func cannotMake(_ thing: String) -> UnpackError {
         let message = ArchiveVersion.unavailable(thing)
         return ArchiveVersion.loadError == nil ? .disk(entry: nil, message: message) : .noLibrary(message: message)
+    }
+
+    /// A reader for the allow-listed formats over an open file (read from its first byte; libarchive
+    /// seeks in it as a zip needs).
+    static func reader(descriptor: Int32) throws -> ArchiveHandle {
+        guard let handle = archive_read_new() else { throw Self.cannotMake("a reader") }
+        let reader = ArchiveHandle(handle: handle, isReader: true)
+        archive_read_support_format_zip(handle)
+        supportTar(handle)
+        guard lseek(descriptor, 0, SEEK_SET) == 0, archive_read_open_fd(handle, descriptor, 1 << 20) == ARCHIVE_OK else {
+            throw UnpackError.unsupportedFormat(reader.message)
+        }
+        return reader
     }
 
     /// A reader for the allow-listed formats: zip, and tar with gzip, xz, zstd or bzip2.

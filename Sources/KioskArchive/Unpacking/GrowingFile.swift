@@ -1,4 +1,6 @@
+import Crypto
 import Foundation
+import KioskCore
 
 /// A file another thread is still writing, read from the start up to its announced size: the
 /// source that lets a tar archive be unpacked while it downloads.
@@ -23,6 +25,9 @@ public final class GrowingFile: @unchecked Sendable {
     private var offset: Int64 = 0
     private let buffer: UnsafeMutableRawPointer
     private let bufferSize = 1 << 20
+    /// Every byte handed to the extraction, hashed as it is handed: what was unpacked is what
+    /// ``sha256()`` names, whatever happened to the file's name meanwhile.
+    private var hasher = SHA256()
     /// How long a read that caught up with the writer sleeps before looking again.
     private let pollInterval: TimeInterval = 0.005
 
@@ -87,6 +92,7 @@ public final class GrowingFile: @unchecked Sendable {
             let count = pread(descriptor, buffer, wanted, off_t(offset))
             if count > 0 {
                 offset += Int64(count)
+                hasher.update(bufferPointer: UnsafeRawBufferPointer(start: buffer, count: count))
                 return (UnsafeRawPointer(buffer), count)
             }
             guard count == 0 else { return nil }
@@ -96,5 +102,15 @@ public final class GrowingFile: @unchecked Sendable {
             if fstat(descriptor, &info) == 0, Int64(info.st_size) < offset { return nil }
             Thread.sleep(forTimeInterval: pollInterval)
         }
+    }
+
+    /// Reads what the extraction left unread (a tar's end padding) and gives the SHA-256 of every
+    /// byte read, through the one descriptor the extraction read: nil when the file ended short
+    /// or the download was abandoned. Called by the reading thread once the extraction is done.
+    func sha256() -> String? {
+        while offset < expectedSize {
+            guard let (_, count) = nextBlock(), count > 0 else { return nil }
+        }
+        return FileDigest.hex(hasher.finalize())
     }
 }

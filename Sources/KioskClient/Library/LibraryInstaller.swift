@@ -42,12 +42,16 @@ struct LibraryInstaller {
 
     // MARK: Unpacking (the claim's own folder; no lock needed)
 
-    /// Unpacks `archive` into the claim's staging folder.
-    /// - Throws: ``UnpackError``; the staging folder is removed.
-    func unpack(_ archive: URL, for claim: DownloadClaim) throws -> Unpacked {
+    /// Unpacks `archive` into the claim's staging folder, from the bytes whose SHA-256 is `sha256`
+    /// (the catalog's): the extraction hashes what it reads, through the one descriptor it reads.
+    /// - Throws: ``UnpackError``, ``UnpackError/changedOnDisk(entry:detail:)`` when the bytes
+    ///   unpacked are not the checked ones (the file was swapped or rewritten under its name); the
+    ///   staging folder is removed.
+    func unpack(_ archive: URL, expecting sha256: String, for claim: DownloadClaim) throws -> Unpacked {
         let staging = try freshStaging(for: claim)
         do {
             let summary = try ArchiveExtractor(limits: limits).extract(archive, into: staging)
+            try Self.requireChecked(summary, sha256, archive: archive.lastPathComponent)
             return Unpacked(staging: staging, manifest: summary.manifest)
         } catch {
             discard(staging)
@@ -67,6 +71,8 @@ struct LibraryInstaller {
         do {
             let destination = staging.appendingPathComponent(fileName, isDirectory: false)
             // A hard link first (no copy of a large file), else a copy; the partial stays until install.
+            // Either way the placed file is read back and hashed against `sha256` by ``check(_:)``
+            // (the manifest below): a file swapped under the partial's name is refused there.
             if link(file.path, destination.path) != 0 {
                 try FileManager.default.copyItem(at: file, to: destination)
             }
@@ -83,12 +89,23 @@ struct LibraryInstaller {
         return UnpackAhead(file: GrowingFile(partial, expectedSize: size), staging: staging, extractor: ArchiveExtractor(limits: limits))
     }
 
-    /// What `ahead` unpacked while the verified archive `partial` downloaded, or, when that did
-    /// not succeed, `partial` unpacked again from its first byte.
-    func unpacked(_ ahead: UnpackAhead?, orElse partial: URL, for claim: DownloadClaim) throws -> Unpacked {
-        if let ahead, let manifest = ahead.finish() { return Unpacked(staging: ahead.staging, manifest: manifest) }
+    /// What `ahead` unpacked while the verified archive `partial` downloaded, when it unpacked
+    /// the checked bytes, or else `partial` unpacked again from its first byte.
+    func unpacked(_ ahead: UnpackAhead?, orElse partial: URL, expecting sha256: String, for claim: DownloadClaim) throws -> Unpacked {
+        if let ahead, let summary = ahead.finish(), summary.archiveSHA256 == sha256 {
+            return Unpacked(staging: ahead.staging, manifest: summary.manifest)
+        }
         ahead?.abandon()
-        return try unpack(partial, for: claim)
+        return try unpack(partial, expecting: sha256, for: claim)
+    }
+
+    /// Installed means checked: the bytes an extraction read are the ones the catalog names.
+    private static func requireChecked(_ summary: ArchiveExtractor.Summary, _ sha256: String, archive: String) throws {
+        guard summary.archiveSHA256 == sha256 else {
+            throw UnpackError.changedOnDisk(entry: archive, detail: summary.archiveSHA256.map {
+                "the bytes unpacked have SHA-256 \($0.prefix(12))…, not the checked \(sha256.prefix(12))…: the file changed under its name"
+            } ?? "the file changed while it was unpacked")
+        }
     }
 
     /// Checks the unpacked folder against its manifest and gives its tree digest.

@@ -5,8 +5,8 @@ import Synchronization
 /// A tar archive being unpacked into its staging folder while it downloads, on a thread of its own.
 ///
 /// It reads the partial file only once the transfer has its answer (``beginReading()``: from then
-/// on the file's bytes are final and only grow), so what it unpacks is exactly the bytes the
-/// SHA-256 check later covers. Nothing reaches the library until that check passes and
+/// on the file's bytes are final and only grow), and hashes every byte it reads: what it unpacked
+/// is installed only when that digest is the catalog's (``LibraryInstaller/unpacked(_:orElse:expecting:for:)``). Nothing reaches the library until that check passes and
 /// ``LibraryInstaller`` moves the staging folder into place; a download that ends any other way
 /// ``abandon()``s it and the staging folder goes (the next attempt unpacks again from the partial
 /// file's first byte).
@@ -14,15 +14,16 @@ final class UnpackAhead: Sendable {
     let staging: URL
     private let file: GrowingFile
     private let done = DispatchSemaphore(value: 0)
-    /// The archive's manifest once the staging folder holds all of it; written once by the unpacking thread.
-    private let result = Mutex<ArchiveManifest?>(nil)
+    /// What was unpacked once the staging folder holds all of it, with the digest of the bytes it
+    /// was unpacked from; written once by the unpacking thread.
+    private let result = Mutex<ArchiveExtractor.Summary?>(nil)
 
     init(file: GrowingFile, staging: URL, extractor: ArchiveExtractor) {
         self.file = file
         self.staging = staging
         let thread = Thread { [self] in
-            let manifest = (try? extractor.extract(file, into: staging))?.manifest
-            result.withLock { $0 = manifest }
+            let summary = try? extractor.extract(file, into: staging)
+            result.withLock { $0 = summary }
             done.signal()
         }
         thread.name = "kiosk.unpack-ahead"
@@ -33,8 +34,8 @@ final class UnpackAhead: Sendable {
     func beginReading() { file.beginReading() }
 
     /// Every byte is there and verified: waits for the unpacking to end.
-    /// - Returns: the archive's manifest when the staging folder holds the whole archive, unpacked.
-    func finish() -> ArchiveManifest? {
+    /// - Returns: what was unpacked, when the staging folder holds the whole archive.
+    func finish() -> ArchiveExtractor.Summary? {
         file.finish()
         waitForThread()
         return result.withLock { $0 }
