@@ -1,6 +1,7 @@
 import Foundation
 import KioskArchive
 import KioskCore
+import KioskServer
 import KioskTestSupport
 import Testing
 @testable import KioskClient
@@ -100,7 +101,8 @@ struct ClaimFenceTests {
             let archive = try #require(try await context.server.catalog.current.archives[Self.manyFiles]).file
             let installer = LibraryInstaller(library: context.home.appendingPathComponent("Library"))
             let claim = DownloadClaim(productId: Self.manyFiles, owner: ClaimOwner(), generation: 1)
-            let clean = try installer.unpack(archive, for: claim)
+            let sha256 = try FileDigest.sha256(of: archive)
+            let clean = try installer.unpack(archive, expecting: sha256, for: claim)
             #expect(clean.manifest.entries.filter { $0.kind == .file }.count == 6)
             #expect(try !installer.check(clean).isEmpty)
 
@@ -115,8 +117,20 @@ struct ClaimFenceTests {
                 }),
                 ("added", { try Data("x".utf8).write(to: $0.appendingPathComponent("extra.txt")) }),
             ]
+            // Installed means checked: an archive that is not the checked bytes (another file put
+            // under the partial's name between the check and the unpack) is refused, its staging gone.
+            let swapped = context.home.appendingPathComponent("swapped.zip")
+            try FileManager.default.copyItem(at: archive, to: swapped)
+            let handle = try FileHandle(forUpdating: swapped)
+            try handle.seekToEnd()
+            try handle.write(contentsOf: Data("trailing bytes".utf8))
+            try handle.close()
+            #expect(throws: UnpackError.self, "bytes other than the checked ones were unpacked") {
+                _ = try installer.unpack(swapped, expecting: sha256, for: claim)
+            }
+            #expect(!FileManager.default.fileExists(atPath: try installer.staging(for: claim).path))
             for (what, tamper) in tamperings {
-                let unpacked = try installer.unpack(archive, for: claim)
+                let unpacked = try installer.unpack(archive, expecting: sha256, for: claim)
                 try tamper(unpacked.staging)
                 #expect(throws: UnpackError.self, "a \(what) file was accepted") { _ = try installer.check(unpacked) }
                 #expect(!FileManager.default.fileExists(atPath: unpacked.staging.path))
@@ -180,5 +194,54 @@ struct ClaimFenceTests {
                 && "\(error)".contains("changed on disk before it could be installed") && !"\(error)".contains("cannot write")
         }
         #expect(!FileManager.default.fileExists(atPath: placed.staging.path))
+    }
+
+    @Test("a download taken over from a stopped owner on a disk without room to copy its committed bytes keeps them and waits (the fault suite's seed 4545 asked from byte 0); with room again it goes on from them")
+    func takeoverOnFullDiskKeepsBytes() async throws {
+        try #require(SmallDisk.canMount, "mounting a small disk (tmpfs) needs root: run the tests as root")
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        // About 4 MiB that do not compress, as tar.gz.
+        try store.addManyFileBook(Self.manyFiles, files: 20, kilobytes: 200)
+        let disk = try SmallDisk(at: directory.path("home"), megabytes: 16)
+        defer { disk.unmount() }
+        let configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+        try await LiveServer.run(configuration) { server, url in
+            let client = try KioskClient(home: KioskHome(root: disk.path), server: url)
+            _ = try await client.sync()
+            _ = try await client.buy(Self.manyFiles, downloadNow: false)
+            let archive = try #require(try await server.catalog.current.archives[Self.manyFiles])
+            let bytes = try Data(contentsOf: archive.file)
+            let committed = bytes.count / 2
+
+            // A process stopped past its lease (this test process, so it counts as alive): its claim,
+            // its committed bytes, its file.
+            let stale = try #require(try client.database.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 0.01).first)
+            let partial = disk.path.appendingPathComponent("downloads/\(Self.manyFiles).partial")
+            try FileManager.default.createDirectory(at: partial.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try bytes.prefix(committed).write(to: partial)
+            #expect(try client.database.recordProgress(stale.claim, bytesOnDisk: Int64(committed), etag: "\"\(archive.sha256)\""))
+            try await Task.sleep(for: .milliseconds(50))
+
+            // The disk keeps less room than a copy of the committed bytes needs.
+            let available = try #require(DiskSpace.available(at: disk.path))
+            try Data(count: Int(available) - committed / 2).write(to: disk.path.appendingPathComponent("filler"))
+            _ = try await client.runDownloads()
+            let waiting = try #require(try client.downloads().first { $0.productId == Self.manyFiles })
+            #expect(waiting.state == .waiting, "\(waiting.state)")
+            #expect(waiting.bytesDone == Int64(committed), "the committed bytes were dropped: the next attempt starts from byte 0")
+            #expect(waiting.lastError?.contains("free some space") == true, "\(waiting.lastError ?? "")")
+            #expect(PartialFile.parked(partial)?.writer == stale.claim.owner.id, "parked under the name of the process that may still write to it")
+
+            // Room again: the parked bytes come back as a file of the new claim's own, and the
+            // download goes on from them.
+            disk.free()
+            _ = try client.database.pauseDownload(Self.manyFiles)
+            try client.database.unpauseAll()
+            let report = try await client.runDownloads()
+            #expect(report.installed == [Self.manyFiles])
+            #expect(report.bytesReceived <= Int64(bytes.count - committed) + 65_536, "received \(report.bytesReceived) of \(bytes.count): it started over")
+            #expect(PartialFile.parked(partial) == nil)
+        }
     }
 }

@@ -183,6 +183,8 @@ extension ClientDatabase {
         /// The claim lapsed while its owner process still lives (stopped, or too slow to renew):
         /// that process may still hold the partial file open and write to it once it runs again.
         let tookOverLiveOwner: Bool
+        /// That owner's token, when it lives.
+        var previousOwner: String? = nil
     }
 
     /// Claims every due download (or those of `only`) for `owner`, in one transaction:
@@ -198,6 +200,7 @@ extension ClientDatabase {
             var claimed: [ClaimedDownload] = []
             for var record in candidates where only?.contains(record.productId) ?? true {
                 var liveOwner = false
+                let previous = record.owner
                 switch record.state {
                 case .queued: break
                 case .waiting: guard (record.nextAttemptAt ?? .distantPast) <= now else { continue }
@@ -229,7 +232,8 @@ extension ClientDatabase {
                 record.leaseBoot = deadline.boot
                 record.leaseDeadline = deadline.nanoseconds
                 record.leaseUntil = now.addingTimeInterval(lease)
-                claimed.append(ClaimedDownload(record: record, claim: DownloadClaim(productId: record.productId, owner: owner, generation: generation), tookOverLiveOwner: liveOwner))
+                claimed.append(ClaimedDownload(record: record, claim: DownloadClaim(productId: record.productId, owner: owner, generation: generation),
+                                               tookOverLiveOwner: liveOwner, previousOwner: liveOwner ? previous : nil))
             }
             return claimed
         }

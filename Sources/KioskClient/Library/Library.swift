@@ -98,7 +98,10 @@ struct Library {
             var due: [DownloadRecord] = []
             for var download in claimed {
                 installer.sweepLeftovers(of: download.claim.productId)
-                try takeOverPartial(&download)
+                if let noRoom = try takeOverPartial(&download) {
+                    try scheduleRetry(download.record, download.claim, retryAfter: nil, error: noRoom, report: &report)
+                    continue
+                }
                 try await checkPartial(&download, server: server)
                 due.append(download.record)
             }
@@ -334,7 +337,9 @@ struct Library {
     /// progress write (two a second).
     func cancel(_ productId: String) throws -> DownloadRecord {
         // The bytes go first: on a full disk they are what frees the room the state change needs.
-        try? FileManager.default.removeItem(at: try partialFile(productId))
+        let partial = try partialFile(productId)
+        try? FileManager.default.removeItem(at: partial)
+        if let parked = PartialFile.parked(partial) { unlink(parked.file.path) }
         return try database.cancelDownload(productId)
     }
 
@@ -364,18 +369,71 @@ struct Library {
     /// partial file of its own: that owner may hold the old one open and write to it, or empty
     /// it, the moment it runs again. The bytes committed as progress are copied to a new file
     /// that replaces the old name; the old owner's writes land in the file nobody names any more.
-    /// Anything that goes wrong starts the download from zero, never from bytes in doubt.
-    private func takeOverPartial(_ download: inout ClientDatabase.ClaimedDownload) throws {
-        guard download.tookOverLiveOwner else { return }
+    ///
+    /// A disk without room for that copy does not cost the bytes (the fault suite's seed 4545: a
+    /// download taken over on a full disk asked from byte 0 next): the old file is parked under its
+    /// writer's name (``PartialFile/held(_:writer:)``), where that writer's writes still land, and
+    /// the download waits for room, as any download on a full disk does. A later claim takes the
+    /// parked bytes back: copied once there is room while the writer lives, renamed back once it is
+    /// gone. Anything else that goes wrong starts the download from zero, never from bytes in doubt.
+    /// - Returns: why the download must wait for room, or nil when it can go on.
+    private func takeOverPartial(_ download: inout ClientDatabase.ClaimedDownload) throws -> String? {
         let partial = try partialFile(download.claim.productId)
-        guard FileManager.default.fileExists(atPath: partial.path) else { return }
-        let copy = partial.path + "+" + download.claim.token
         let committed = download.record.partialETag == nil ? 0 : download.record.bytesDone
-        if committed > 0, PartialFile.copyPrefix(of: partial.path, to: copy, length: committed), rename(copy, partial.path) == 0 {
-            logger.info("took over \(download.claim.productId) from a stopped process; kept its \(committed) committed bytes in a file of this claim's own")
-            return
+        if let parked = PartialFile.parked(partial) {
+            if FileManager.default.fileExists(atPath: partial.path) || committed == 0 {
+                // Started afresh meanwhile (or nothing committed): the parked bytes are not this download's any more.
+                unlink(parked.file.path)
+            } else if ClaimOwner.isGone(parked.writer) {
+                if rename(parked.file.path, partial.path) == 0 {
+                    logger.info("took back the \(committed) committed bytes of \(download.claim.productId) parked while their writer lived")
+                    return nil
+                }
+                unlink(parked.file.path)
+            } else {
+                switch copyCommitted(parked.file, to: partial, committed: committed, token: download.claim.token) {
+                case .copied:
+                    unlink(parked.file.path)
+                    logger.info("took back the \(committed) committed bytes of \(download.claim.productId) in a file of this claim's own")
+                    return nil
+                case .noRoom:
+                    return DiskSpace.shortfall(needed: committed, available: DiskSpace.available(at: home.downloads) ?? 0, at: home.downloads,
+                                               for: "keeping the \(ByteCount.text(committed)) already downloaded of \(download.claim.productId) (a stopped kiosk process may still write to them)")
+                case .failed:
+                    unlink(parked.file.path)
+                }
+            }
         }
+        guard download.tookOverLiveOwner, FileManager.default.fileExists(atPath: partial.path) else { return nil }
+        if committed > 0 {
+            switch copyCommitted(partial, to: partial, committed: committed, token: download.claim.token) {
+            case .copied:
+                logger.info("took over \(download.claim.productId) from a stopped process; kept its \(committed) committed bytes in a file of this claim's own")
+                return nil
+            case .noRoom:
+                if let writer = download.previousOwner, rename(partial.path, PartialFile.held(partial, writer: writer).path) == 0 {
+                    return DiskSpace.shortfall(needed: committed, available: DiskSpace.available(at: home.downloads) ?? 0, at: home.downloads,
+                                               for: "keeping the \(ByteCount.text(committed)) already downloaded of \(download.claim.productId) (a stopped kiosk process may still write to them)")
+                }
+            case .failed:
+                break
+            }
+        }
+        try restartFromZero(&download, partial)
+        return nil
+    }
+
+    /// Copies the committed prefix of `source` into a file of this claim's own and renames it to `partial`.
+    private func copyCommitted(_ source: URL, to partial: URL, committed: Int64, token: String) -> PartialFile.Copy {
+        let copy = partial.path + "+" + token
+        let outcome = PartialFile.copyPrefix(of: source.path, to: copy, length: committed)
+        if outcome == .copied, rename(copy, partial.path) == 0 { return .copied }
         unlink(copy)
+        return outcome == .copied ? .failed : outcome
+    }
+
+    /// The bytes on disk are in doubt: the download starts again from its first byte.
+    private func restartFromZero(_ download: inout ClientDatabase.ClaimedDownload, _ partial: URL) throws {
         unlink(partial.path)
         download.record.bytesDone = 0
         download.record.partialETag = nil
@@ -582,7 +640,7 @@ struct Library {
                 ahead?.abandon()
                 unpacked = try installer.place(partial, as: record.fileName ?? "", size: record.size, sha256: record.sha256, for: claim)
             } else {
-                unpacked = try installer.unpacked(ahead, orElse: partial, for: claim)
+                unpacked = try installer.unpacked(ahead, orElse: partial, expecting: record.sha256, for: claim)
             }
             checkedAt = FileClock.boundary(in: home.root)
             treeDigest = try installer.check(unpacked)
