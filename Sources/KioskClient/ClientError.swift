@@ -10,6 +10,11 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     case answerLost(url: String, detail: String)
     /// A saved purchase belongs to another store than the one this device now talks to.
     case otherStore(productId: String, madeFor: String, current: String)
+    /// A saved purchase belongs to another account than the one this device now uses (`current`,
+    /// nil for none); `madeFor` is nil when it was sent under an account this device no longer
+    /// knows. It is never sent under another: the store's idempotency keys are each account's, so
+    /// it would be charged again.
+    case otherAccount(productId: String, madeFor: String?, current: String?, sent: Bool)
     /// The server answered with an error body `{code, message}`.
     case serverError(url: String, status: Int, code: String, message: String)
     case badResponse(url: String, detail: String)
@@ -37,6 +42,14 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case .otherStore(let productId, let madeFor, let current):
             return "\(productId): this purchase was saved for the store at \(madeFor), so it is not sent to \(current) and nothing was charged there; "
                 + "it is sent once this device talks to that store again (--server \(madeFor)), or `kiosk cancel --purchase \(productId)` drops it if that store never received it"
+        case .otherAccount(let productId, let madeFor, let current, let sent):
+            let owner = madeFor.map { "account \($0)" } ?? "an account this device no longer uses"
+            let held = current.map { "so it is not sent under account \($0), which is charged nothing for it" } ?? "and this device has no account now, so it is not sent"
+            let remedy = sent
+                ? "it may have been charged there already"
+                : "it was never sent, so `kiosk cancel --purchase \(productId)` drops it"
+            return "\(productId): this purchase was saved for \(owner), \(held); "
+                + "it is sent once this device is signed in to that account again (kiosk login --email EMAIL, or kiosk account link TOKEN); \(remedy)"
         case .serverError(let url, let status, _, let message):
             return "\(url) answered \(status): \(message)"
         case .badResponse(let url, let detail):
@@ -63,6 +76,12 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     /// True for a saved purchase that belongs to another store.
     public var isOtherStore: Bool {
         if case .otherStore = self { return true }
+        return false
+    }
+
+    /// True for a saved purchase that belongs to another account.
+    public var isOtherAccount: Bool {
+        if case .otherAccount = self { return true }
         return false
     }
 

@@ -65,7 +65,7 @@ extension KioskClient {
     /// not left behind unless `force`; a signed-in account it had is signed out at the store.
     /// - Parameter replacing: at the account's device limit, the device (ID or name) to remove.
     public func signIn(email: String, password: String, deviceName: String?, replacing: String? = nil, force: Bool = false) async throws -> AccountLink {
-        try refuseWhilePurchaseUnanswered()
+        try refuseWhilePurchaseUnanswered(then: "sign in")
         var api = try purchases.storeAPI()
         // What this device would leave is checked before the sign-in makes a device at the store.
         let leaving = try await currentHoldings(force: force)
@@ -86,7 +86,7 @@ extension KioskClient {
     /// where to approve it (`kiosk devices approve CODE` on a signed-in device), then the store is
     /// polled at its interval until the code is approved, or it expires.
     public func signInWithCode(deviceName: String?, force: Bool = false, show: @Sendable (DeviceCodeGrant) -> Void) async throws -> AccountLink {
-        try refuseWhilePurchaseUnanswered()
+        try refuseWhilePurchaseUnanswered(then: "sign in")
         var api = try purchases.storeAPI()
         let leaving = try await currentHoldings(force: force)
         let grant = try await api.startDeviceCode(deviceName: deviceName)
@@ -115,7 +115,7 @@ extension KioskClient {
     ///   could reach it again: it has no sign-in).
     public func signOut(force: Bool = false) async throws -> String? {
         guard let account = try database.account(), let api = try purchases.existingAccountAPI() else { return nil }
-        try refuseWhilePurchaseUnanswered()
+        try refuseWhilePurchaseUnanswered(then: "sign out")
         if try database.accountEmail() == nil, !force {
             let holdings = try await api.account()
             let owned = holdings.owned.count + holdings.subscriptions.count
@@ -143,9 +143,20 @@ extension KioskClient {
     }
 
     /// Removes one of the account's devices (its ID or name); it is signed out at once.
+    /// - Throws: ``ClientError/invalidRequest(_:)`` when it is this device and a purchase is still
+    ///   unanswered, as ``signOut(force:)`` does: this device would forget its account, and the
+    ///   purchase could never be sent under it.
     public func removeDevice(_ idOrName: String) async throws -> DeviceInfo {
         guard let api = try purchases.existingAccountAPI() else {
             throw ClientError.invalidRequest("this device has no account yet; sign in first (kiosk login --email EMAIL)")
+        }
+        if try !unansweredPurchases().isEmpty {
+            // Which device the store will remove: the one of that ID, else the only one of that name.
+            let devices = try await api.devices().devices
+            let named = devices.filter { $0.name == idOrName }
+            if (devices.first { $0.id == idOrName } ?? (named.count == 1 ? named.first : nil))?.current == true {
+                try refuseWhilePurchaseUnanswered(then: "remove this device")
+            }
         }
         let removed = try await api.removeDevice(idOrName)
         if removed.current { try database.forgetAccount() }
@@ -175,7 +186,7 @@ extension KioskClient {
         guard let api = try purchases.existingAccountAPI() else {
             throw ClientError.invalidRequest("this device has no account; nothing to delete")
         }
-        try refuseWhilePurchaseUnanswered()
+        try refuseWhilePurchaseUnanswered(then: "delete the account")
         let deleted = try await api.deleteAccount(password: password)
         try database.forgetAccount()
         return deleted
@@ -184,7 +195,7 @@ extension KioskClient {
     /// Sets a new password with the one-time code the store's operator gave: every device of the
     /// account is signed out, and this one signed in.
     public func resetPassword(email: String, code: String, password: String, deviceName: String?, force: Bool = false) async throws -> AccountLink {
-        try refuseWhilePurchaseUnanswered()
+        try refuseWhilePurchaseUnanswered(then: "reset the password")
         var api = try purchases.storeAPI()
         let leaving = try await currentHoldings(force: force)
         let signedIn = try await api.resetPassword(PasswordResetRequest(email: email, code: code, password: password, deviceName: deviceName))
@@ -202,7 +213,7 @@ extension KioskClient {
     ///   while a purchase of the current account is still unanswered, or when the current account
     ///   owns something and `force` is false.
     public func linkAccount(token: String, force: Bool = false) async throws -> AccountLink {
-        try refuseWhilePurchaseUnanswered()
+        try refuseWhilePurchaseUnanswered(then: "link")
         var api = try purchases.storeAPI()
         api.token = token
         let summary = try await api.account()
@@ -230,10 +241,24 @@ extension KioskClient {
         var signedIn: Bool
     }
 
-    private func refuseWhilePurchaseUnanswered() throws {
-        if try database.unfinishedPayments().contains(where: { $0.state == .purchasing }) {
-            throw ClientError.invalidRequest("a purchase of this device's account is still unanswered; send it first (kiosk resume) once the server is reachable, then link or sign in")
-        }
+    /// The purchases saved on this device that the store has not answered.
+    private func unansweredPurchases() throws -> [PaymentRecord] {
+        try database.unfinishedPayments().filter { $0.state == .purchasing }
+    }
+
+    /// Refuses to leave the account of a purchase still unanswered: a saved purchase is sent under
+    /// its own account only (it may have been charged there), so this device must keep it until
+    /// the store answers.
+    /// - Parameter action: what the reader asked for, said as what to do once the purchase is sent.
+    private func refuseWhilePurchaseUnanswered(then action: String) throws {
+        let waiting = try unansweredPurchases()
+        guard !waiting.isEmpty else { return }
+        let current = try database.account()?.id
+        let owners = Set(waiting.map { $0.accountId ?? current })
+        let owner = owners.count == 1 ? owners.first.flatMap { $0 }.map { "account \($0)" } : nil
+        let products = Set(waiting.map(\.productId)).sorted().joined(separator: ", ")
+        throw ClientError.invalidRequest(
+            "a purchase of \(owner ?? "this device's account") (\(products)) is still unanswered; send it first (kiosk resume) once the server is reachable, then \(action)")
     }
 
     /// What the current account owns, or a refusal when it owns something and `force` is false.

@@ -85,8 +85,9 @@ struct ClientOptions: ParsableArguments {
             standardError("\(report.arrived.count) purchase(s) made on another device or renewed by the store were saved here: \(products) (kiosk resume downloads what they cover)")
         }
         for problem in report.notTakenIn { standardError(problem) }
-        for held in report.heldForOtherStore { standardError(held) }
+        for held in report.heldForOtherStore + report.heldForOtherAccount { standardError(held) }
     }
+
 }
 
 /// One line on stderr, prefixed with the tool's name.

@@ -96,7 +96,7 @@ extension Kiosk {
                 if report.sent > 0 { print("\(report.sent) purchase(s) saved while offline sent to the store") }
                 if report.finished > 0 { print("\(report.finished) delivered purchase(s) finished with the store") }
                 for record in report.arrived { print("\(record.productId): bought on another device or renewed by the store; receipt saved (transaction \(record.transactionId ?? "-"))") }
-                for problem in report.notTakenIn + report.heldForOtherStore { print(problem) }
+                for problem in report.notTakenIn + report.heldForOtherStore + report.heldForOtherAccount { print(problem) }
             case .queued(let products):
                 for id in products { print("queued \(id)") }
             case .ran(let round):

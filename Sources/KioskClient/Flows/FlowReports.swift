@@ -68,6 +68,9 @@ public struct ReplayReport: Sendable, Equatable {
     public var withdrawn: [String] = []
     /// One line per saved purchase left unsent because it belongs to another store than this one.
     public var heldForOtherStore: [String] = []
+    /// One line per saved purchase left unsent because it belongs to another account than the one
+    /// this device uses now.
+    public var heldForOtherAccount: [String] = []
 
     public init(sent: Int = 0, finished: Int = 0, deferredResolved: Int = 0, revoked: [String] = [], failed: [String] = [], offline: Bool = false) {
         self.sent = sent
@@ -94,10 +97,12 @@ public struct ReplayReport: Sendable, Equatable {
         notTakenIn += later.notTakenIn
         withdrawn += later.withdrawn
         heldForOtherStore = later.heldForOtherStore
+        heldForOtherAccount = later.heldForOtherAccount
     }
 
     /// True when replay moved anything on or found anything wrong.
-    public var isEmpty: Bool { sent + finished + deferredResolved == 0 && revoked.isEmpty && refused.isEmpty && failed.isEmpty && arrived.isEmpty && notTakenIn.isEmpty && heldForOtherStore.isEmpty }
+    public var isEmpty: Bool { sent + finished + deferredResolved == 0 && revoked.isEmpty && refused.isEmpty && failed.isEmpty && arrived.isEmpty && notTakenIn.isEmpty && heldForOtherStore.isEmpty
+        && heldForOtherAccount.isEmpty }
 }
 
 /// What a restore did.

@@ -86,6 +86,9 @@ extension Flows {
             } catch let error as ClientError where error.isOtherStore {
                 // Not a failure: it waits, untouched, for its own store (or the reader's cancel).
                 report.heldForOtherStore.append("\(error)")
+            } catch let error as ClientError where error.isOtherAccount {
+                // Nor is this: it waits, untouched, for its own account (or the reader's cancel).
+                report.heldForOtherAccount.append("\(error)")
             } catch {
                 purchases.recordFailure(current, error, now: now)
                 report.failed.append(current.productId)

@@ -63,11 +63,11 @@ extension Flows {
         [try library.nextAttempt(), try purchases.nextDue(now: now, unsentRounds: unsentRounds)].compactMap { $0 }.min()
     }
 
-    /// Saved purchases waiting to be sent to the store this device talks to (one saved for another
-    /// store waits for that store, not for this one's return).
+    /// Saved purchases waiting to be sent to the store this device talks to, for its account (one
+    /// saved for another store or account waits for that one, not for this one's return).
     func unsentForThisStore() throws -> [PaymentRecord] {
-        let current = try? purchases.server.base()
-        return try purchases.unfinished().filter { $0.state == .purchasing && ($0.storeURL == nil || $0.storeURL == current) }
+        let here = try purchases.sendsHere()
+        return try purchases.unfinished().filter { $0.state == .purchasing && here($0) }
     }
 
     /// Queues the issues subscriptions cover and what is missing from the library, and (with

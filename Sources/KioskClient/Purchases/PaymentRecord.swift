@@ -68,6 +68,11 @@ public struct PaymentRecord: Codable, Sendable, Equatable, StoredRow {
     public var storeKeys: String?
     /// When the purchase was first handed to the network; nil means the store never saw it.
     public var sentAt: Date?
+    /// The account the purchase was made for: it is sent under no other, since the store keeps
+    /// idempotency keys per account and another account would be charged again. Nil for one saved
+    /// before the home had an account (it is bound to the account it is first sent under) and for
+    /// rows older than this column that were no longer waiting to be sent.
+    public var accountId: String?
 
     enum Columns {
         static let id = Column("id")
@@ -86,4 +91,12 @@ public struct PaymentRecord: Codable, Sendable, Equatable, StoredRow {
     }
 
     var subject: String { "transaction \(transactionId ?? "#\(id ?? 0)") (\(productId))" }
+
+    /// Whether this purchase may be sent under `account` (the one the home acts for, nil for
+    /// none yet): it was made for it, or it names no account and was never sent. One sent under an
+    /// account this home no longer knows may have been charged there: it goes under no other.
+    func belongs(to account: String?) -> Bool {
+        guard let accountId else { return sentAt == nil }
+        return accountId == account
+    }
 }

@@ -68,7 +68,11 @@ extension ClientDatabase {
             originalTransactionId: nil, receipt: nil, lastError: nil, createdAt: now, updatedAt: now)
         pending.storeURL = storeURL
         pending.storeKeys = storeKeys
-        let record = try write { try PaymentRow(pending).inserted($0).value }
+        let record = try write { db in
+            // Nil before the home has an account: the first send binds it (``markSending(_:)``).
+            pending.accountId = try Setting.value(Setting.Key.accountID, in: db)
+            return try PaymentRow(pending).inserted(db).value
+        }
         events.publish(.transaction(record))
         return record
     }
@@ -90,17 +94,26 @@ extension ClientDatabase {
     }
 
     /// Notes, before the request leaves, that a purchase is being sent: from then on the store may
-    /// have it, and cancelling it here no longer proves nothing was charged.
-    /// - Returns: false when the row is no longer `purchasing` (cancelled meanwhile): do not send;
-    ///   and whether this is the first time it is sent.
-    func markSending(_ id: Int64) throws -> (send: Bool, first: Bool) {
+    /// have it, and cancelling it here no longer proves nothing was charged. A purchase not yet
+    /// bound to an account is bound to the one the home acts for, in the same transaction that
+    /// checks it belongs to it.
+    /// - Returns: `send` false when the row is no longer `purchasing` (cancelled meanwhile): do not
+    ///   send; whether this is the first time it is sent; and the token to send it with, the
+    ///   purchase's account's.
+    /// - Throws: ``ClientError/otherAccount(productId:madeFor:current:sent:)`` when the purchase
+    ///   belongs to another account than the home's (or the home has none).
+    func markSending(_ id: Int64) throws -> (send: Bool, first: Bool, token: String) {
         try write { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT sentAt FROM payment WHERE id = ? AND state = ?", arguments: [id, PaymentState.purchasing.rawValue]) else {
-                return (false, false)
+            guard let row = try PaymentRow.filter(key: id).filter(PaymentRecord.Columns.state == PaymentState.purchasing.rawValue).fetchOne(db)?.value else {
+                return (false, false, "")
             }
-            let first = (row["sentAt"] as Date?) == nil
-            if first { try db.execute(sql: "UPDATE payment SET sentAt = ? WHERE id = ?", arguments: [Date(), id]) }
-            return (true, first)
+            let account = try Setting.value(Setting.Key.accountID, in: db)
+            guard let account, row.belongs(to: account), let token = try Setting.value(Setting.Key.accountToken, in: db) else {
+                throw ClientError.otherAccount(productId: row.productId, madeFor: row.accountId, current: account, sent: row.sentAt != nil)
+            }
+            let first = row.sentAt == nil
+            try db.execute(sql: "UPDATE payment SET sentAt = COALESCE(sentAt, ?), accountId = ? WHERE id = ?", arguments: [Date(), account, id])
+            return (true, first, token)
         }
     }
 
@@ -197,6 +210,8 @@ extension ClientDatabase {
         let record = try write { db -> PaymentRecord? in
             // transactionId is UNIQUE: of two processes restoring at once, one row wins.
             guard try PaymentRow.filter(PaymentRecord.Columns.transactionId == claims.transactionId).fetchCount(db) == 0 else { return nil }
+            var found = found
+            found.accountId = try Setting.value(Setting.Key.accountID, in: db)
             return try PaymentRow(found).inserted(db).value
         }
         if let record { events.publish(.transaction(record)) }

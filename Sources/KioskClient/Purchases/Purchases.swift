@@ -107,11 +107,13 @@ struct Purchases: Sendable {
         var firstSend = false
         do {
             try await checkSameStore(record, api: storeAPI())
-            let api = try await authorizedAPI()
+            // Creates the account on first use; the purchase then goes under its own account only.
+            var api = try await authorizedAPI()
             let sending = try database.markSending(id)
             // Cancelled meanwhile by the reader (it had never been sent): nothing to send.
             guard sending.send else { return SentPurchase(record: try database.payment(id) ?? record) }
             firstSend = sending.first
+            api.token = sending.token
             let key = record.idempotencyKey ?? ""
             if record.paymentMethod == "credits" {
                 response = try await api.redeem(RedemptionRequest(productId: record.productId, idempotencyKey: key))
@@ -308,19 +310,28 @@ struct Purchases: Sendable {
     ///
     /// An Ask to Buy waiting for its answer is due on no clock (the answer comes with the
     /// account's changes, which wake the agent and which every replay reads), and neither is a
-    /// purchase saved for another store (it waits for that store).
+    /// purchase saved for another store or another account (it waits for that one).
     func nextDue(now: Date = Date(), unsentRounds: Int = 0) throws -> Date? {
-        let current = try? server.base()
+        let here = try sendsHere()
         return try database.unfinishedPayments().compactMap { record -> Date? in
             switch record.state {
             case .deferred: return nil
             case .purchasing:
-                guard record.storeURL == nil || record.storeURL == current else { return nil }
+                guard here(record) else { return nil }
                 if let next = record.nextAttemptAt { return next }
                 return unsentRounds > 0 ? retryDate(afterAttempts: unsentRounds, from: now) : now
             default: return record.nextAttemptAt ?? now
             }
         }.min()
+    }
+
+    /// Whether a saved purchase can be sent from this home as it is now: it was made for the store
+    /// this home talks to and for the account it acts for. The others wait for their own, and are
+    /// not waited for here.
+    func sendsHere() throws -> (PaymentRecord) -> Bool {
+        let store = try? server.base()
+        let account = try database.account()?.id
+        return { record in (record.storeURL == nil || record.storeURL == store) && record.belongs(to: account) }
     }
 
     /// Keeps why moving a purchase on failed, and when to try again (the engine's backoff).

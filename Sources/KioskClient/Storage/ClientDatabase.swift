@@ -222,6 +222,18 @@ final class ClientDatabase: Sendable {
                 table.add(column: "fileName", .text)
             }
         }
+        // The account a purchase was made for: a saved purchase is sent under no other (the
+        // store's idempotency keys are each account's). One still waiting to be sent was made for
+        // the account the home acts for now, since signing in or linking elsewhere was refused
+        // while it waited; in a home with none (its device removed itself) it stays unbound, and
+        // if it was sent it goes under no account.
+        migrator.registerMigration("v11-purchase-account") { db in
+            try db.alter(table: PaymentRecord.databaseTableName) { table in
+                table.add(column: "accountId", .text)
+            }
+            try db.execute(sql: "UPDATE payment SET accountId = (SELECT value FROM setting WHERE key = ?) WHERE state = ?",
+                           arguments: [Setting.Key.accountID, PaymentState.purchasing.rawValue])
+        }
         return migrator
     }
 }
