@@ -85,6 +85,14 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         return false
     }
 
+    /// True when the store refused this device's token (401 to a call that acts for the account):
+    /// the device was signed out elsewhere (removed, signed out everywhere, a password reset, the
+    /// account disabled or deleted). Receipts' and sign-ins' own 401s have codes of their own.
+    public var isSignedOut: Bool {
+        if case .serverError(_, 401, let code, _) = self { return code == "unauthorized" || code == "signed_out" }
+        return false
+    }
+
     /// True when the server could not be reached at all: the request may be sent again later.
     public var isUnreachable: Bool {
         switch self {

@@ -16,6 +16,9 @@ public struct AccountLink: Sendable {
     public var email: String?
     /// This device's ID at the store, when it signed in.
     public var deviceId: String?
+    /// Purchases of this account saved on this device and still unanswered (it was signed out
+    /// elsewhere meanwhile): the next replay sends them with the new token and their own keys.
+    public var waitingPurchases = 0
 
     public var accountId: String { summary.accountId }
 }
@@ -63,9 +66,11 @@ extension KioskClient {
     ///
     /// As with ``linkAccount(token:force:)``, an account this device had that owns something is
     /// not left behind unless `force`; a signed-in account it had is signed out at the store.
+    /// While a purchase saved here waits unanswered, only its own account may be signed in to: a
+    /// device signed out elsewhere signs in again, and the purchase is sent with the new token.
     /// - Parameter replacing: at the account's device limit, the device (ID or name) to remove.
     public func signIn(email: String, password: String, deviceName: String?, replacing: String? = nil, force: Bool = false) async throws -> AccountLink {
-        try refuseWhilePurchaseUnanswered(then: "sign in")
+        try refuseWhilePurchaseUnanswered(then: "sign in", staying: try knownAccount(signingInWith: email))
         var api = try purchases.storeAPI()
         // What this device would leave is checked before the sign-in makes a device at the store.
         let leaving = try await currentHoldings(force: force)
@@ -86,7 +91,8 @@ extension KioskClient {
     /// where to approve it (`kiosk devices approve CODE` on a signed-in device), then the store is
     /// polled at its interval until the code is approved, or it expires.
     public func signInWithCode(deviceName: String?, force: Bool = false, show: @Sendable (DeviceCodeGrant) -> Void) async throws -> AccountLink {
-        try refuseWhilePurchaseUnanswered(then: "sign in")
+        // Which account approves the code is known only once it is taken: ``adopt`` checks it then.
+        try refuseWhilePurchaseUnanswered(then: "sign in", staying: try database.account()?.id)
         var api = try purchases.storeAPI()
         let leaving = try await currentHoldings(force: force)
         let grant = try await api.startDeviceCode(deviceName: deviceName)
@@ -195,7 +201,7 @@ extension KioskClient {
     /// Sets a new password with the one-time code the store's operator gave: every device of the
     /// account is signed out, and this one signed in.
     public func resetPassword(email: String, code: String, password: String, deviceName: String?, force: Bool = false) async throws -> AccountLink {
-        try refuseWhilePurchaseUnanswered(then: "reset the password")
+        try refuseWhilePurchaseUnanswered(then: "reset the password", staying: try knownAccount(signingInWith: email))
         var api = try purchases.storeAPI()
         let leaving = try await currentHoldings(force: force)
         let signedIn = try await api.resetPassword(PasswordResetRequest(email: email, code: code, password: password, deviceName: deviceName))
@@ -210,14 +216,16 @@ extension KioskClient {
     /// subscriptions, as the store knows them) linking is refused unless `force` is true, since
     /// this device would no longer reach them.
     /// - Throws: the server's 401 when the token is not known; ``ClientError/invalidRequest(_:)``
-    ///   while a purchase of the current account is still unanswered, or when the current account
-    ///   owns something and `force` is false.
+    ///   while a purchase of the current account is still unanswered (unless the token is that
+    ///   account's), or when the current account owns something and `force` is false.
     public func linkAccount(token: String, force: Bool = false) async throws -> AccountLink {
-        try refuseWhilePurchaseUnanswered(then: "link")
+        try refuseWhilePurchaseUnanswered(then: "link", staying: try database.account()?.id)
         var api = try purchases.storeAPI()
         api.token = token
         let summary = try await api.account()
-        var link = AccountLink(summary: summary)
+        // Linking again to the account the waiting purchases were made for is how they get sent.
+        try refuseWhilePurchaseUnanswered(then: "link", staying: summary.accountId)
+        var link = AccountLink(summary: summary, waitingPurchases: try unansweredPurchases().count)
         if let current = try database.account(), current.id == summary.accountId {
             link.alreadyLinked = true
         } else if let leaving = try await currentHoldings(force: force) {
@@ -226,6 +234,7 @@ extension KioskClient {
             link.replacedCredits = leaving.credits
         }
         try database.saveSignedInAccount(id: summary.accountId, token: token, email: nil)
+        try database.makeUnansweredDue(account: summary.accountId)
         return link
     }
 
@@ -246,19 +255,35 @@ extension KioskClient {
         try database.unfinishedPayments().filter { $0.state == .purchasing }
     }
 
+    /// The account this device has, when `email` is the one it signs in with: signing in with it
+    /// again stays on that account.
+    private func knownAccount(signingInWith email: String) throws -> String? {
+        guard let known = try database.accountEmail(), known == email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased() else { return nil }
+        return try database.account()?.id
+    }
+
     /// Refuses to leave the account of a purchase still unanswered: a saved purchase is sent under
     /// its own account only (it may have been charged there), so this device must keep it until
     /// the store answers.
-    /// - Parameter action: what the reader asked for, said as what to do once the purchase is sent.
-    private func refuseWhilePurchaseUnanswered(then action: String) throws {
+    /// - Parameters:
+    ///   - action: what the reader asked for, said as what to do once the purchase is sent.
+    ///   - account: the account this device uses after the action, when it stays on one: staying
+    ///     on the purchases' own account is allowed (a device signed out elsewhere signs in to it
+    ///     again, and the purchases are sent with the new token).
+    private func refuseWhilePurchaseUnanswered(then action: String, staying account: String? = nil) throws {
         let waiting = try unansweredPurchases()
         guard !waiting.isEmpty else { return }
         let current = try database.account()?.id
         let owners = Set(waiting.map { $0.accountId ?? current })
+        if let account, owners == [account] { return }
         let owner = owners.count == 1 ? owners.first.flatMap { $0 }.map { "account \($0)" } : nil
         let products = Set(waiting.map(\.productId)).sorted().joined(separator: ", ")
-        throw ClientError.invalidRequest(
-            "a purchase of \(owner ?? "this device's account") (\(products)) is still unanswered; send it first (kiosk resume) once the server is reachable, then \(action)")
+        var message = "a purchase of \(owner ?? "this device's account") (\(products)) is still unanswered; send it first (kiosk resume) once the server is reachable, then \(action)"
+        if owners == [current], let email = try database.accountEmail() {
+            // Signed out elsewhere, `kiosk resume` cannot send it: signing in to that account again does.
+            message += "; if this device was signed out, sign in again with kiosk login --email \(email) to send it"
+        }
+        throw ClientError.invalidRequest(message)
     }
 
     /// What the current account owns, or a refusal when it owns something and `force` is false.
@@ -284,8 +309,17 @@ extension KioskClient {
 
     /// Keeps a new sign-in's token; the device's previous signed-in session is signed out at the store.
     private func adopt(_ signedIn: DeviceSignIn, leaving: Leaving?, api: StoreAPI) async throws -> AccountLink {
+        do {
+            try refuseWhilePurchaseUnanswered(then: "sign in", staying: signedIn.accountId)
+        } catch {
+            // Another account than the waiting purchases': the device just made there is of no use.
+            try? await api.signOut()
+            throw error
+        }
         try database.saveSignedInAccount(id: signedIn.accountId, token: signedIn.token, email: signedIn.email)
-        var link = AccountLink(summary: try await api.account(), email: signedIn.email, deviceId: signedIn.deviceId)
+        try database.makeUnansweredDue(account: signedIn.accountId)
+        var link = AccountLink(summary: try await api.account(), email: signedIn.email, deviceId: signedIn.deviceId,
+                               waitingPurchases: try unansweredPurchases().count)
         if let leaving {
             if leaving.signedIn {
                 var old = api

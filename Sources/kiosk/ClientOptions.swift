@@ -56,12 +56,16 @@ struct ClientOptions: ParsableArguments {
     func connect() async throws -> KioskClient {
         let client = try client()
         _ = try client.server()
-        Self.tell(await client.replay())
+        Self.tell(await client.replay(), email: try client.accountEmail())
         return client
     }
 
     /// What replaying unfinished work did, one line each on stderr (stdout is the command's own).
-    static func tell(_ report: ReplayReport) {
+    /// - Parameter email: the account's sign-in, to name in the way to sign in again.
+    static func tell(_ report: ReplayReport, email: String?) {
+        if let account = report.signedOut {
+            standardError(signedOut(account, email: email))
+        }
         if report.sent + report.finished + report.deferredResolved > 0 {
             standardError("completed unfinished work: \(report.sent) sent, \(report.finished) finished, \(report.deferredResolved) Ask to Buy answered")
         }
@@ -88,6 +92,12 @@ struct ClientOptions: ParsableArguments {
         for held in report.heldForOtherStore + report.heldForOtherAccount { standardError(held) }
     }
 
+    /// The store refused this device's token: what happened, and what to do.
+    static func signedOut(_ account: String, email: String?) -> String {
+        let again = email.map { "kiosk login --email \($0)" } ?? "kiosk login --email EMAIL, or kiosk account link TOKEN for an account without a sign-in"
+        return "this device was signed out of account \(account) (removed on another device, signed out everywhere, a new password, or the account disabled); "
+            + "sign in to it again (\(again)); purchases saved here wait for that"
+    }
 }
 
 /// One line on stderr, prefixed with the tool's name.

@@ -97,6 +97,7 @@ extension Kiosk {
                     if try client.accountEmail() == nil {
                         BufferedLog.standardError.write("kiosk: a token shared between devices cannot be signed out on one alone; give the account a sign-in (kiosk account create --email EMAIL) and sign in with it instead (kiosk login)\n")
                     }
+                    if link.waitingPurchases > 0 { ClientOptions.tell(await client.replay(), email: try client.accountEmail()) }
                     if link.alreadyLinked {
                         Swift.print("this device already uses account \(link.accountId); nothing changed")
                     } else if let replaced = link.replaced {
@@ -268,6 +269,8 @@ extension Kiosk {
                     line += "; this device's previous account \(replaced) is no longer used here"
                 }
                 Swift.print(line + "; run `kiosk restore` to bring back its purchases")
+                // Purchases that waited for this device to sign in again go now, with their own keys.
+                if link.waitingPurchases > 0 { ClientOptions.tell(await client.replay(), email: link.email) }
             }
         }
     }

@@ -114,14 +114,18 @@ extension Kiosk {
                     })
                 }
                 let downloads = (try? client.downloads()) ?? []
-                ClientOptions.tell(report.replay)
+                ClientOptions.tell(report.replay, email: try? client.accountEmail())
                 if json {
                     try JSONOutput.print(JSONOutput.Resume(
                         queued: report.queued, downloads: JSONOutput.Downloads(report.downloads, records: downloads),
                         failedEarlier: report.failedEarlier, outcome: report.outcome.name))
                 } else {
                     for product in report.unsent {
-                        print("\(product): purchase saved; the store cannot be reached, so it is sent as soon as it can be")
+                        if report.replay.signedOut != nil {
+                            print("\(product): purchase saved; it is sent once this device is signed in to its account again")
+                        } else {
+                            print("\(product): purchase saved; the store cannot be reached, so it is sent as soon as it can be")
+                        }
                     }
                     if report.interruptedWhileWaiting { print("interrupted while waiting; nothing was lost") }
                 }

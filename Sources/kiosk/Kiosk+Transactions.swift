@@ -156,7 +156,7 @@ extension Kiosk {
                 // Restore reads every transaction again and says itself what it cannot take in.
                 replayed.arrived = []
                 replayed.notTakenIn = []
-                ClientOptions.tell(replayed)
+                ClientOptions.tell(replayed, email: try client.accountEmail())
                 let runner = DownloadRunner(client: client)
                 let downloadNow = !noDownload
                 var result = try await runner.showingProgress { try await client.restore(downloadNow: downloadNow) }

@@ -71,6 +71,10 @@ public struct ReplayReport: Sendable, Equatable {
     /// One line per saved purchase left unsent because it belongs to another account than the one
     /// this device uses now.
     public var heldForOtherAccount: [String] = []
+    /// The account whose token the store refused (401): this device was signed out of it
+    /// elsewhere (removed from another device, signed out everywhere, a password reset, the
+    /// account disabled). What needs the account waits until the reader signs in to it again.
+    public var signedOut: String?
 
     public init(sent: Int = 0, finished: Int = 0, deferredResolved: Int = 0, revoked: [String] = [], failed: [String] = [], offline: Bool = false) {
         self.sent = sent
@@ -98,11 +102,12 @@ public struct ReplayReport: Sendable, Equatable {
         withdrawn += later.withdrawn
         heldForOtherStore = later.heldForOtherStore
         heldForOtherAccount = later.heldForOtherAccount
+        signedOut = later.signedOut
     }
 
     /// True when replay moved anything on or found anything wrong.
     public var isEmpty: Bool { sent + finished + deferredResolved == 0 && revoked.isEmpty && refused.isEmpty && failed.isEmpty && arrived.isEmpty && notTakenIn.isEmpty && heldForOtherStore.isEmpty
-        && heldForOtherAccount.isEmpty }
+        && heldForOtherAccount.isEmpty && signedOut == nil }
 }
 
 /// What a restore did.
@@ -131,7 +136,8 @@ public struct RestoreResult: Sendable {
 public struct ResumeReport: Sendable {
     /// What replaying unfinished purchases did, first and between rounds (merged).
     public var replay = ReplayReport()
-    /// Purchases saved on this device that the store has not answered yet (it could not be reached).
+    /// Purchases saved on this device that the store has not answered yet (it could not be
+    /// reached, or this device was signed out: ``ReplayReport/signedOut``).
     public var unsent: [String] = []
     /// Products queued before or between rounds (covered issues, updates, missing folders).
     public var queued: [String] = []
@@ -143,7 +149,8 @@ public struct ResumeReport: Sendable {
     /// again: `restore` queues them anew); they make the outcome failed, like this run's failures.
     public var failedEarlier: [String] = []
     /// Complete when every download is installed and every saved purchase answered; pending while
-    /// any waits; failed when a download failed for good or the store refused a saved purchase.
+    /// any waits; failed when a download failed for good, the store refused a saved purchase, or
+    /// saved purchases wait for a device signed out elsewhere to sign in again.
     public var outcome = WorkOutcome.complete
 }
 

@@ -37,6 +37,9 @@ extension Flows {
         } catch let error as ClientError where error.isUnreachable {
             report.offline = true
             return report
+        } catch let error as ClientError where error.isSignedOut {
+            // Not a failure to log: the reader is told, and signs in again.
+            report.signedOut = try? purchases.database.account()?.id
         } catch {
             logger.warning("could not read the account's transactions", metadata: ["error": "\(error)"])
         }
@@ -89,6 +92,10 @@ extension Flows {
             } catch let error as ClientError where error.isOtherAccount {
                 // Nor is this: it waits, untouched, for its own account (or the reader's cancel).
                 report.heldForOtherAccount.append("\(error)")
+            } catch let error as ClientError where error.isSignedOut {
+                // It waits for the reader to sign in again, on the backoff (the agent would ask again and again).
+                purchases.recordSignedOut(current, now: now)
+                report.signedOut = try? purchases.database.account()?.id
             } catch {
                 purchases.recordFailure(current, error, now: now)
                 report.failed.append(current.productId)
@@ -105,6 +112,9 @@ extension Flows {
             report.offline = true
             return report
         } catch is CancellationError {
+            return report
+        } catch let error as ClientError where error.isSignedOut {
+            report.signedOut = try? purchases.database.account()?.id
             return report
         } catch {
             logger.warning("could not take in the account's new transactions", metadata: ["error": "\(error)"])

@@ -35,7 +35,8 @@ extension Flows {
             // Saved purchases the store has not answered are waited for too: the store is tried
             // again on the engine's backoff, as a download would be.
             offlineRounds = try unsentForThisStore().isEmpty ? 0 : offlineRounds + 1
-            let next = try nextDue(unsentRounds: offlineRounds)
+            // Signed out, the saved purchases wait for the reader to sign in, not for a clock.
+            let next = result.replay.signedOut == nil ? try nextDue(unsentRounds: offlineRounds) : try library.nextAttempt()
             guard let deadline, let next, next < deadline else { break }
             step(.waiting(until: next))
             do {
@@ -53,6 +54,8 @@ extension Flows {
         result.outcome = result.failedEarlier.isEmpty ? result.downloads.outcome : .failed
         if result.outcome == .complete, stillWaiting || result.interruptedWhileWaiting || !result.unsent.isEmpty { result.outcome = .pending }
         if !result.replay.refused.isEmpty { result.outcome = .failed }
+        // Nothing will send them until the reader signs in again: not work under way, but stopped.
+        if result.replay.signedOut != nil, !result.unsent.isEmpty { result.outcome = .failed }
         return result
     }
 

@@ -117,6 +117,14 @@ extension ClientDatabase {
         }
     }
 
+    /// The unanswered purchases of `account` are due now, their backoff forgotten: they waited
+    /// for this device to sign in to it again, which it just did.
+    func makeUnansweredDue(account: String) throws {
+        try write { db in
+            try db.execute(sql: "UPDATE payment SET nextAttemptAt = NULL WHERE state = ? AND accountId = ?", arguments: [PaymentState.purchasing.rawValue, account])
+        }
+    }
+
     /// The first send of a purchase never reached the store (the connection was refused): it is
     /// as unsent as before.
     func unmarkSending(_ id: Int64) throws {

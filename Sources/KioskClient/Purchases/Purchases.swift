@@ -130,6 +130,12 @@ struct Purchases: Sendable {
             let error = ClientError.notAStore(url: url, status: status, what: what)
             _ = try settled(id) { try database.recordRefusal(id, as: .failed, transactionId: nil, reason: "\(error)") }
             throw error
+        } catch let ClientError.serverError(url, 401, code, message) where whileTheReaderWaits && firstSend {
+            // The store refused this device's token before anything else (it was signed out
+            // elsewhere), so nothing was charged. The purchase fails in the reader's hands: kept,
+            // it would be sent once they signed in again, behind their back, after they bought again.
+            _ = try settled(id) { try database.recordRefusal(id, as: .failed, transactionId: nil, reason: message) }
+            throw ClientError.serverError(url: url, status: 401, code: code, message: message)
         } catch let ClientError.serverError(url, 429, code, message) where whileTheReaderWaits {
             _ = try settled(id) { try database.recordRefusal(id, as: .failed, transactionId: nil, reason: message) }
             throw ClientError.serverError(url: url, status: 429, code: code, message: message)
@@ -332,6 +338,14 @@ struct Purchases: Sendable {
         let store = try? server.base()
         let account = try database.account()?.id
         return { record in (record.storeURL == nil || record.storeURL == store) && record.belongs(to: account) }
+    }
+
+    /// Keeps why sending a purchase failed because this device was signed out of its account, and
+    /// when to try again: not logged as a failure, the reader is told once (``ReplayReport/signedOut``).
+    func recordSignedOut(_ record: PaymentRecord, now: Date = Date()) {
+        guard let id = record.id else { return }
+        let retryAt = retryDate(afterAttempts: record.attempts + 1, from: now)
+        try? database.recordPaymentFailure(id, message: "this device was signed out of its account; it is sent once this device signs in to that account again (kiosk login)", retryAt: retryAt)
     }
 
     /// Keeps why moving a purchase on failed, and when to try again (the engine's backoff).

@@ -4,12 +4,14 @@ import KioskTestSupport
 import Testing
 
 /// A purchase saved on a device belongs to the account it was made for: it is never sent under
-/// another (the store's idempotency keys are per account, so that would charge it twice).
+/// another (the store's idempotency keys are per account, so that would charge it twice), and a
+/// device signed out from elsewhere can sign in again to that account and send it.
 @Suite("a saved purchase belongs to its account")
 struct SavedPurchaseAccountTests: KioskCommandSuite {
     typealias Setup = SyncedHome
     static let book = "com.kiosk.books.small-engines"
     static let pack5 = "com.kiosk.credits.pack-5"
+    static let password = "correct horse battery"
 
     /// `kiosk buy` killed after the store charged, before its answer was kept: the purchase waits unanswered.
     static func chargedUnanswered(_ setup: Setup) async throws {
@@ -90,5 +92,51 @@ struct SavedPurchaseAccountTests: KioskCommandSuite {
         #expect(sent.status == 0, "\(sent)")
         #expect(try await Self.storeRows(setup, Self.book).map { $0["accountId"] as? String } == [first.id])
         #expect(try await setup.transactions().first { $0["productId"] as? String == Self.book }?["state"] as? String == "finished")
+    }
+
+    @Test("a device signed out from elsewhere is told so, not that the store cannot be reached; it signs in again to the same account (not another) and its purchase is sent, once")
+    func signedOutElsewhereSignsInAgain() async throws {
+        let setup = try await Setup()
+        let created = try await KioskCommand.run(["account", "create", "--email", "ann@example.com", "--password-stdin", "--name", "laptop"],
+                                                 environment: ["KIOSK_HOME": setup.home], input: Self.password + "\n")
+        #expect(created.status == 0, "\(created.stderr)")
+        try await Self.chargedUnanswered(setup)
+        let account = try Self.account(of: setup.home).id
+
+        // The phone signs in and removes the laptop.
+        let phone = ["KIOSK_HOME": setup.directory.path("phone").path, "KIOSK_SERVER": setup.server.url]
+        let signedIn = try await KioskCommand.run(["login", "--email", "ann@example.com", "--password-stdin", "--name", "phone"], environment: phone, input: Self.password + "\n")
+        #expect(signedIn.status == 0, "\(signedIn.stderr)")
+        #expect(try await KioskCommand.run(["devices", "remove", "laptop"], environment: phone).status == 0)
+
+        let resumed = try await setup.kiosk("resume")
+        #expect(!(resumed.stdout + resumed.stderr).contains("cannot be reached"), "\(resumed)")
+        #expect(resumed.stderr.contains("signed out") && resumed.stderr.contains("kiosk login --email ann@example.com"), "\(resumed.stderr)")
+        #expect(resumed.status == 1, "\(resumed)")
+
+        // A purchase made while signed out is refused in the reader's hands, not kept to be sent
+        // behind their back once they sign in (after they bought again).
+        let refused = try await setup.kiosk("buy", Self.pack5)
+        #expect(refused.status == 1 && refused.stderr.contains("kiosk login"), "\(refused)")
+        #expect(try await setup.transactions().first { $0["productId"] as? String == Self.pack5 }?["state"] as? String == "failed")
+
+        // Another account is refused while the purchase waits; the same account is not.
+        let bo = ["KIOSK_HOME": setup.directory.path("bo").path, "KIOSK_SERVER": setup.server.url]
+        #expect(try await KioskCommand.run(["account", "create", "--email", "bo@example.com", "--password-stdin"], environment: bo, input: Self.password + "\n").status == 0)
+        let laptop = ["KIOSK_HOME": setup.home]
+        let elsewhere = try await KioskCommand.run(["login", "--email", "bo@example.com", "--password-stdin"], environment: laptop, input: Self.password + "\n")
+        #expect(elsewhere.status == 1, "\(elsewhere)")
+        #expect(elsewhere.stderr.contains("still unanswered"), "\(elsewhere.stderr)")
+        #expect(try Self.account(of: setup.home).id == account)
+
+        let again = try await KioskCommand.run(["login", "--email", "ann@example.com", "--password-stdin", "--name", "laptop"], environment: laptop, input: Self.password + "\n")
+        #expect(again.status == 0, "\(again)")
+        #expect(again.stdout.contains("signed in to account \(account)"), "\(again.stdout)")
+        let states = try await setup.transactions().filter { $0["productId"] as? String == Self.book }.map { $0["state"] as? String }
+        #expect(states.count == 1 && states.first != "purchasing", "sent at the sign-in, its own row answered: \(states)")
+        let delivered = try await setup.kiosk("resume")
+        #expect(delivered.status == 0, "\(delivered)")
+        #expect(try await Self.storeRows(setup, Self.book).map { $0["accountId"] as? String } == [account])
+        #expect(try await Self.storeRows(setup, Self.pack5).isEmpty)
     }
 }
