@@ -12,7 +12,7 @@ import SQLKit
 /// it (as a Play token does). A refund or a revocation withdraws the grant; REFUND_REVERSED grants
 /// it again.
 extension AppStoreBridge {
-    static let channel = "appstore"
+    static let channel = PaidBy.appstore.rawValue
 
     /// Grants a verified App Store transaction to `accountId`.
     /// - Throws: `appstore_not_configured`; ``ReceiptRefusal/appStore(_:)`` for a transaction that
@@ -47,23 +47,23 @@ extension AppStoreBridge {
             throw StoreError.invalidRequest("\(productId) is a subscription: the App Store renews it, so its transaction is presented as proof (Authorization: AppStore) rather than granted as a Kiosk purchase")
         }
         _ = try await bindChannelPurchase(ChannelPurchaseRecord(
-            channel: Self.channel, purchaseId: transaction.transactionId, accountId: accountId, productId: productId, state: "pending",
+            channel: Self.channel, purchaseId: transaction.transactionId, accountId: accountId, productId: productId, state: ChannelPurchaseState.pending,
             orderId: transaction.originalTransactionId, transactionId: nil, createdAt: clock.wallNow()), describing: what)
         let quantity = try Payments.channelQuantity(transaction.quantity ?? 1, of: product)
         let record = try await payments.grantPaid(
             productId: productId, quantity: quantity, accountId: accountId, reference: "appstore:\(transaction.transactionId)",
             method: Self.channel, amountCents: try Store.cents(product.price) * quantity, currency: product.price.currency).record
-        let owned = record.paymentMethod == "owned"
-        try await settleChannelPurchase(channel: Self.channel, purchaseId: transaction.transactionId, state: owned ? "owned" : "granted", transactionId: record.id)
+        let owned = record.isFreeRebuy
+        try await settleChannelPurchase(channel: Self.channel, purchaseId: transaction.transactionId, state: owned ? ChannelPurchaseState.owned : ChannelPurchaseState.granted, transactionId: record.id)
         // Written first, looked for second: a refund notified meanwhile withdraws the grant now.
         if let withdrawn = try await withdrawal(of: transaction.transactionId) {
             try await revokeChannelGrant(record.id, reason: withdrawn)
-            try await settleChannelPurchase(channel: Self.channel, purchaseId: transaction.transactionId, state: "revoked", transactionId: record.id)
+            try await settleChannelPurchase(channel: Self.channel, purchaseId: transaction.transactionId, state: ChannelPurchaseState.revoked, transactionId: record.id)
             throw StoreError.paymentWithdrawn(what)
         }
         guard record.status == .purchased else { throw StoreError.paymentWithdrawn(what) }
         let answered = try await receipts.withCurrentReceipts([record])[0]
-        return ChannelPurchaseAnswer(state: "granted", productId: productId, transaction: answered.wire, owned: owned ? true : nil,
+        return ChannelPurchaseAnswer(state: ChannelPurchaseState.granted, productId: productId, transaction: answered.wire, owned: owned ? true : nil,
                                      message: owned ? "the account already had \(productId): refund the App Store purchase" : nil)
     }
 
@@ -83,16 +83,16 @@ extension AppStoreBridge {
     /// that a reversal of the refund gives nothing twice, and listed for the operator.
     func withdrawBoundGrant(_ transactionId: String, reason: String, notificationUUID: String, type: String) async throws {
         guard let bound = try await channelPurchase(channel: Self.channel, purchaseId: transactionId), let granted = bound.transactionId,
-              bound.state != "revoked", bound.state != "kept" else { return }
+              bound.state != ChannelPurchaseState.revoked, bound.state != ChannelPurchaseState.kept else { return }
         if let problem = try await revokeChannelGrant(granted, reason: reason) {
-            try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: "kept", transactionId: granted)
+            try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: ChannelPurchaseState.kept, transactionId: granted)
             _ = try await keepChannelEvent(AdminChannelEventRow(
                 channel: Self.channel, eventId: notificationUUID, type: type, payment: transactionId, outcome: ChannelEventOutcome.unsettled,
                 detail: "\(reason), but \(granted) was not taken back: \(problem); revoke it by hand (kiosk admin revoke) or leave it",
                 accountId: bound.accountId, transactionId: granted, receivedAt: clock.wallNow()))
             return
         }
-        try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: "revoked", transactionId: granted)
+        try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: ChannelPurchaseState.revoked, transactionId: granted)
     }
 
     /// After REFUND_REVERSED: what the refund took is given back, exactly. A grant it revoked is
@@ -103,17 +103,17 @@ extension AppStoreBridge {
     func reinstateBoundGrant(_ transactionId: String, notificationUUID: String) async throws -> String? {
         guard let bound = try await channelPurchase(channel: Self.channel, purchaseId: transactionId), let revokedId = bound.transactionId else { return nil }
         switch bound.state {
-        case "kept":
-            try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: "granted", transactionId: revokedId)
+        case ChannelPurchaseState.kept:
+            try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: ChannelPurchaseState.granted, transactionId: revokedId)
             try await settleChannelEvents(channel: Self.channel, payment: transactionId, from: ChannelEventOutcome.unsettled, to: "reversed",
                                           detail: "the refund was reversed: \(revokedId), never taken back, stands as it was")
             return revokedId
-        case "revoked":
+        case ChannelPurchaseState.revoked:
             let revoked = try await transaction(revokedId)
             let record = try await payments.grantPaid(
                 productId: revoked.productId, quantity: revoked.quantity, accountId: bound.accountId, reference: "appstore:reversed:\(notificationUUID)",
                 method: Self.channel, amountCents: revoked.amountCents, currency: revoked.currency, restoring: true).record
-            try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: "granted", transactionId: record.id)
+            try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: ChannelPurchaseState.granted, transactionId: record.id)
             return record.id
         default:
             return nil

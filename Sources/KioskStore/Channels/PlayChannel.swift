@@ -20,7 +20,7 @@ import SQLKit
 public struct PlayChannel: StoreOwner {
     let base: StoreBase
 
-    static let channel = "play"
+    static let channel = PaidBy.play.rawValue
 
     /// Grants a verified Play purchase to `accountId`.
     /// - Throws: `play_not_configured`; `play_signature`, `play_format`, `play_package` for a proof
@@ -58,15 +58,15 @@ public struct PlayChannel: StoreOwner {
         }
         let what = "Play purchase \(purchase.orderId.map { String($0.prefix(100)) } ?? "(no order id)")"
         var bound = try await bindChannelPurchase(ChannelPurchaseRecord(
-            channel: Self.channel, purchaseId: token, accountId: accountId, productId: productId, state: "pending",
+            channel: Self.channel, purchaseId: token, accountId: accountId, productId: productId, state: ChannelPurchaseState.pending,
             orderId: purchase.orderId.map { String($0.prefix(100)) }, transactionId: nil, createdAt: clock.wallNow()), describing: what)
         guard purchase.purchaseState == 0 else {
-            return ChannelPurchaseAnswer(state: "pending", productId: productId,
+            return ChannelPurchaseAnswer(state: ChannelPurchaseState.pending, productId: productId,
                                          message: "\(what) is pending at Play; present it again once Play says it is purchased")
         }
-        if bound.state == "pending", let void = try await voided(token) {
+        if bound.state == ChannelPurchaseState.pending, let void = try await voided(token) {
             // Voided before it was presented: refused, and the void leaves the operator's list.
-            try await settleChannelEvent(channel: Self.channel, eventId: void, outcome: "refused", transaction: nil, account: accountId,
+            try await settleChannelEvent(channel: Self.channel, eventId: void, outcome: ChannelEventOutcome.refused, transaction: nil, account: accountId,
                                          detail: "voided by Google Play before it was presented; the purchase was refused when it came")
             throw StoreError.paymentWithdrawn(what)
         }
@@ -75,22 +75,22 @@ public struct PlayChannel: StoreOwner {
         let record = try await payments.grantPaid(
             productId: productId, quantity: quantity, accountId: accountId, reference: Self.reference(token), method: Self.channel,
             amountCents: try Store.cents(product.price) * quantity, currency: product.price.currency).record
-        let owned = record.paymentMethod == "owned"
+        let owned = record.isFreeRebuy
         if bound.transactionId != record.id {
-            try await settleChannelPurchase(channel: Self.channel, purchaseId: token, state: owned ? "owned" : "granted", transactionId: record.id)
+            try await settleChannelPurchase(channel: Self.channel, purchaseId: token, state: owned ? ChannelPurchaseState.owned : ChannelPurchaseState.granted, transactionId: record.id)
             bound.transactionId = record.id
         }
         // Written first, looked for second: a void that came meanwhile is applied now.
         if let void = try await voided(token) {
             try await revokeChannelGrant(record.id, reason: "voided by Google Play")
-            try await settleChannelPurchase(channel: Self.channel, purchaseId: token, state: "revoked", transactionId: record.id)
-            try await settleChannelEvent(channel: Self.channel, eventId: void, outcome: "revoked", transaction: record.id, account: accountId,
+            try await settleChannelPurchase(channel: Self.channel, purchaseId: token, state: ChannelPurchaseState.revoked, transactionId: record.id)
+            try await settleChannelEvent(channel: Self.channel, eventId: void, outcome: ChannelEventOutcome.revoked, transaction: record.id, account: accountId,
                                          detail: "voided by Google Play: \(record.id) revoked when the purchase was presented")
             throw StoreError.paymentWithdrawn(what)
         }
         guard record.status == .purchased else { throw StoreError.paymentWithdrawn(what) }
         let answered = try await receipts.withCurrentReceipts([record])[0]
-        return ChannelPurchaseAnswer(state: "granted", productId: productId, transaction: answered.wire, owned: owned ? true : nil,
+        return ChannelPurchaseAnswer(state: ChannelPurchaseState.granted, productId: productId, transaction: answered.wire, owned: owned ? true : nil,
                                      message: owned ? "the account already had \(productId): refund the Play purchase" : nil)
     }
 
@@ -109,7 +109,7 @@ public struct PlayChannel: StoreOwner {
             throw StoreError.invalidRequest(refusal.reason)
         }
         let eventId = push.message.messageId
-        if let kept = try await keptChannelEvent(channel: Self.channel, eventId: eventId), kept.outcome != "unmatched" {
+        if let kept = try await keptChannelEvent(channel: Self.channel, eventId: eventId), kept.outcome != ChannelEventOutcome.unmatched {
             return kept
         }
         func keep(_ outcome: String, payment: String? = nil, detail: String) async throws -> AdminChannelEventRow {
@@ -118,21 +118,21 @@ public struct PlayChannel: StoreOwner {
                 detail: detail, accountId: nil, transactionId: nil, receivedAt: clock.wallNow()))
         }
         guard notification.packageName == verifier.packageName else {
-            return try await keep("ignored", detail: "a notification for the app \(notification.packageName.prefix(100)), not \(verifier.packageName)")
+            return try await keep(ChannelEventOutcome.ignored, detail: "a notification for the app \(notification.packageName.prefix(100)), not \(verifier.packageName)")
         }
         guard let voided = notification.voidedPurchaseNotification else {
-            return try await keep("ignored", detail: "a \(notification.kind), which Kiosk records and does not act on")
+            return try await keep(ChannelEventOutcome.ignored, detail: "a \(notification.kind), which Kiosk records and does not act on")
         }
         guard Self.isToken(voided.purchaseToken) else {
-            return try await keep("unmatched", detail: "a voided purchase whose purchaseToken is not one Play issues")
+            return try await keep(ChannelEventOutcome.unmatched, detail: "a voided purchase whose purchaseToken is not one Play issues")
         }
         let token = voided.purchaseToken
         guard voided.refundType != 2 else {
-            return try await keep("partial_refund", payment: token,
+            return try await keep(ChannelEventOutcome.partialRefund, payment: token,
                                   detail: "a part of the purchase's quantity was voided; nothing was revoked (revoke it by hand if it meant to)")
         }
         // Written first: a claim of this token committing meanwhile finds it and revokes itself.
-        var row = try await keep("unmatched", payment: token,
+        var row = try await keep(ChannelEventOutcome.unmatched, payment: token,
                                  detail: "voided by Google Play; the purchase was not presented yet: if it is, it is refused")
         guard let bound = try await channelPurchase(channel: Self.channel, purchaseId: token), let transactionId = bound.transactionId else {
             return row
@@ -141,11 +141,11 @@ public struct PlayChannel: StoreOwner {
         row.accountId = bound.accountId
         if let problem = try await revokeChannelGrant(transactionId, reason: "voided by Google Play") {
             // Nothing was taken back (a credit pack spent meanwhile): said so, and listed for the operator.
-            try await settleChannelPurchase(channel: Self.channel, purchaseId: token, state: "kept", transactionId: transactionId)
+            try await settleChannelPurchase(channel: Self.channel, purchaseId: token, state: ChannelPurchaseState.kept, transactionId: transactionId)
             row.outcome = ChannelEventOutcome.unsettled
             row.detail = "voided by Google Play, but \(transactionId) was not taken back: \(problem); revoke it by hand (kiosk admin revoke) or leave it"
         } else {
-            try await settleChannelPurchase(channel: Self.channel, purchaseId: token, state: "revoked", transactionId: transactionId)
+            try await settleChannelPurchase(channel: Self.channel, purchaseId: token, state: ChannelPurchaseState.revoked, transactionId: transactionId)
             row.outcome = ChannelEventOutcome.revoked
             row.detail = "voided by Google Play: \(transactionId) revoked, its content removed from the account's devices"
         }
@@ -159,7 +159,7 @@ public struct PlayChannel: StoreOwner {
         try await database.read { db in
             try await db.select().column("eventId").from("channelEvent")
                 .where("channel", .equal, Self.channel).where("payment", .equal, token)
-                .where("type", .equal, "voidedPurchaseNotification").where("outcome", .notEqual, "partial_refund")
+                .where("type", .equal, "voidedPurchaseNotification").where("outcome", .notEqual, ChannelEventOutcome.partialRefund)
                 .first()?.decode(column: "eventId", as: String.self)
         }
     }

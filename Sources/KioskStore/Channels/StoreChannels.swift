@@ -63,11 +63,25 @@ struct ChannelPurchaseRecord: Codable, Sendable {
     var purchaseId: String
     var accountId: String
     var productId: String
-    /// `pending` (Play's pending purchase), `granted`, or `revoked`.
+    /// One of ``ChannelPurchaseState``'s.
     var state: String
     var orderId: String?
     var transactionId: String?
     var createdAt: Date
+}
+
+/// What became of a channel's purchase bound to an account (``ChannelPurchaseRecord/state``).
+enum ChannelPurchaseState {
+    /// Play's pending purchase, or bound and not granted yet.
+    static let pending = "pending"
+    static let granted = "granted"
+    /// Paid for what the account had: a free re-buy.
+    static let owned = "owned"
+    /// Withdrawn by the channel (a refund, a revocation, a void): the grant revoked.
+    static let revoked = "revoked"
+    /// Withdrawn by the channel, but nothing could be taken back (a credit pack spent meanwhile):
+    /// the grant stands, and a reversal of the withdrawal gives nothing more.
+    static let kept = "kept"
 }
 
 extension StoreOwner {
@@ -124,6 +138,12 @@ enum ChannelEventOutcome {
     static let unsettled = "unsettled"
     /// A refund the channel reversed, or a dispute the publisher won: what it took was given back.
     static let reversed = "reversed"
+    /// A checkout not paid yet: its `async_payment_succeeded` grants it.
+    static let pending = "pending"
+    /// A part of the payment refunded or voided: nothing revoked.
+    static let partialRefund = "partial_refund"
+    /// A void that came before its purchase: the purchase was refused when it came.
+    static let refused = "refused"
     /// The outcomes the operator must act on, as the partial index `channelEvent_to_act_on` spells them.
     static let toActOn = [unmatched, owned, unsettled]
     static let toActOnSQL = "('unmatched', 'owned', 'unsettled')"

@@ -17,7 +17,7 @@ import SQLKit
 public struct StripeChannel: StoreOwner {
     let base: StoreBase
 
-    static let channel = "stripe"
+    static let channel = PaidBy.stripe.rawValue
     /// Checkout Session events that mean the money arrived.
     static let paidTypes: Set<String> = ["checkout.session.completed", "checkout.session.async_payment_succeeded"]
     /// Events that take the money back.
@@ -33,7 +33,7 @@ public struct StripeChannel: StoreOwner {
             // (a process stopped between two writes) is taken again: a grant's look for a refund
             // that came first, a withdrawal's look for its grant.
             switch kept.outcome {
-            case "unmatched" where Self.withdrawalTypes.contains(event.type):
+            case ChannelEventOutcome.unmatched where Self.withdrawalTypes.contains(event.type):
                 break
             default:
                 return kept
@@ -46,7 +46,7 @@ public struct StripeChannel: StoreOwner {
         case "charge.refunded":
             let amount = object.amount ?? 0
             guard object.refunded == true || (amount > 0 && (object.amountRefunded ?? 0) >= amount) else {
-                return try await keep(event, payment: object.paymentIntent, outcome: "partial_refund",
+                return try await keep(event, payment: object.paymentIntent, outcome: ChannelEventOutcome.partialRefund,
                                       detail: "a part of the payment was refunded; nothing was revoked (revoke it by hand if the refund meant to)")
             }
             return try await withdraw(event, payment: object.paymentIntent, reason: "refunded on Stripe")
@@ -55,7 +55,7 @@ public struct StripeChannel: StoreOwner {
         case "charge.dispute.closed" where object.status == "won", "charge.dispute.funds_reinstated":
             return try await disputeWon(event, payment: object.paymentIntent)
         default:
-            return try await keep(event, payment: object.paymentIntent, outcome: "ignored", detail: "an event of a type Kiosk does not act on")
+            return try await keep(event, payment: object.paymentIntent, outcome: ChannelEventOutcome.ignored, detail: "an event of a type Kiosk does not act on")
         }
     }
 
@@ -65,7 +65,7 @@ public struct StripeChannel: StoreOwner {
         let payment = session.paymentIntent ?? session.id
         // A session a coupon made free is complete without a payment: it grants as a paid one does.
         guard session.paymentStatus == "paid" || session.paymentStatus == "no_payment_required" else {
-            return try await keep(event, payment: payment, outcome: "pending",
+            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.pending,
                                   detail: "the session is not paid yet (\(session.paymentStatus.map { String($0.prefix(40)) } ?? "no payment_status")); its async_payment_succeeded grants it")
         }
         var named = (account: session.clientReferenceId, product: session.metadata?["kiosk_product_id"], quantity: session.metadata?["kiosk_quantity"])
@@ -76,26 +76,26 @@ public struct StripeChannel: StoreOwner {
             case .success(let intent):
                 // The intent says the quantity too: a session asking for another one is not its.
                 if let asked = named.quantity, asked != String(intent.quantity) {
-                    return try await keep(event, payment: payment, outcome: "unmatched", account: intent.accountId,
+                    return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: intent.accountId,
                                           detail: "metadata.kiosk_quantity \(asked.prefix(20)) is not the quantity intent \(intentId) was made for (\(intent.quantity)); refund it on Stripe or grant it by hand")
                 }
                 named = (intent.accountId, intent.productId, String(intent.quantity))
             case .failure(let refusal):
-                return try await keep(event, payment: payment, outcome: "unmatched", account: named.account,
+                return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: named.account,
                                       detail: "\(refusal.message); refund it on Stripe or grant it by hand")
             }
         }
         guard let sessionId = session.id, let accountId = named.account, let productId = named.product else {
-            return try await keep(event, payment: payment, outcome: "unmatched",
+            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched,
                                   detail: "the session names no account (client_reference_id) or no product (metadata.kiosk_product_id); refund it on Stripe or grant it by hand")
         }
         guard let quantity = Int(named.quantity ?? "1"), let charged = session.amountTotal, let currency = session.currency,
               (0...Price.maxCents * 100).contains(charged), currency.utf8.count == 3, currency.allSatisfy({ $0.isASCII && $0.isLetter }) else {
-            return try await keep(event, payment: payment, outcome: "unmatched", account: accountId,
+            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: accountId,
                                   detail: "the session's amount_total, currency (three letters) or metadata.kiosk_quantity is missing or out of range")
         }
         guard Self.isIdentifier(sessionId), Self.isIdentifier(accountId), Self.isIdentifier(productId), payment.map(Self.isIdentifier) ?? true else {
-            return try await keep(event, payment: nil, outcome: "unmatched",
+            return try await keep(event, payment: nil, outcome: ChannelEventOutcome.unmatched,
                                   detail: "the session's id, client_reference_id, payment_intent or metadata.kiosk_product_id is not an identifier Kiosk keeps")
         }
         // Stripe's amounts are in the currency's smallest unit; Kiosk keeps hundredths of its unit
@@ -106,9 +106,9 @@ public struct StripeChannel: StoreOwner {
         let received = clock.wallNow()
         let paymentId = payment.flatMap { Self.isIdentifier($0) ? $0 : nil }
         @Sendable func row(for record: TransactionRecord) -> AdminChannelEventRow {
-            let owned = record.paymentMethod == "owned"
+            let owned = record.isFreeRebuy
             return AdminChannelEventRow(
-                channel: Self.channel, eventId: event.id, type: String(event.type.prefix(100)), payment: paymentId, outcome: owned ? "owned" : "granted",
+                channel: Self.channel, eventId: event.id, type: String(event.type.prefix(100)), payment: paymentId, outcome: owned ? ChannelEventOutcome.owned : ChannelEventOutcome.granted,
                 detail: owned ? "paid for \(productId), which the account already had: refund it on Stripe" : "granted \(productId)",
                 accountId: String(accountId.prefix(100)), transactionId: record.id, receivedAt: received)
         }
@@ -125,20 +125,20 @@ public struct StripeChannel: StoreOwner {
                     return Written(inserted: inserted, withdrawals: found.filter { !$0.accountClosed }, accountClosed: found.contains { $0.accountClosed })
                 })
         } catch let refusal as StoreError {
-            return try await keep(event, payment: payment, outcome: "unmatched", account: accountId,
+            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: accountId,
                                   detail: "paid but not granted: \(refusal.message); refund it on Stripe or grant it by hand")
         }
         var row = row(for: granted.record)
         guard let written = granted.alongside as? Written else {
             // An earlier grant answered: this event sent again, or the session's other event.
             row = try await keepChannelEvent(row)
-            return row.outcome == "granted" || row.outcome == "owned" ? try await undoIfWithdrawn(row) : row
+            return row.outcome == ChannelEventOutcome.granted || row.outcome == ChannelEventOutcome.owned ? try await undoIfWithdrawn(row) : row
         }
-        if written.accountClosed, row.outcome == "granted", let transaction = row.transactionId {
+        if written.accountClosed, row.outcome == ChannelEventOutcome.granted, let transaction = row.transactionId {
             // Paid for an account deleted or disabled meanwhile: nobody can use the grant. Taken back
             // here (so the ledger says so) and kept for the operator to refund on Stripe.
             _ = try await revokeChannelGrant(transaction, reason: "paid for an account that is deleted or disabled")
-            row.outcome = "unmatched"
+            row.outcome = ChannelEventOutcome.unmatched
             row.detail = "paid for \(productId) on an account that is deleted or disabled: \(transaction) revoked; refund it on Stripe"
             try await settle(event.id, outcome: row.outcome, transaction: transaction, account: row.accountId, detail: row.detail)
             return row
@@ -148,10 +148,10 @@ public struct StripeChannel: StoreOwner {
             // once its account or product came to be): its row says so now. Kept with a grant, it
             // stays as it was kept.
             let kept = try await kept(event.id)
-            guard let kept, kept.outcome == "unmatched" || kept.outcome == "pending" else { return kept ?? row }
+            guard let kept, kept.outcome == ChannelEventOutcome.unmatched || kept.outcome == ChannelEventOutcome.pending else { return kept ?? row }
             try await settle(event.id, outcome: row.outcome, transaction: row.transactionId, account: row.accountId, detail: row.detail)
         }
-        return row.outcome == "granted" || row.outcome == "owned" ? try await undo(row, by: written.withdrawals) : row
+        return row.outcome == ChannelEventOutcome.granted || row.outcome == ChannelEventOutcome.owned ? try await undo(row, by: written.withdrawals) : row
     }
 
     /// What a grant's event row came to, written with the grant.
@@ -178,14 +178,14 @@ public struct StripeChannel: StoreOwner {
 
     private func undo(_ granted: AdminChannelEventRow, by found: [Withdrawal]) async throws -> AdminChannelEventRow {
         guard let transaction = granted.transactionId, let withdrawal = found.first else { return granted }
-        if granted.outcome == "owned" {
+        if granted.outcome == ChannelEventOutcome.owned {
             // Paid for what the account had, and given back: nothing to revoke, nothing to act on.
             for each in found {
-                try await settle(each.eventId, outcome: "refunded", transaction: transaction, account: granted.accountId,
+                try await settle(each.eventId, outcome: ChannelEventOutcome.refunded, transaction: transaction, account: granted.accountId,
                                  detail: "\(each.reason): the payment was for what the account already had; nothing was revoked")
             }
             var row = granted
-            row.outcome = "refunded"
+            row.outcome = ChannelEventOutcome.refunded
             row.detail = "paid for what the account already had, and \(withdrawal.reason) before this event came: nothing left to do"
             try await settle(granted.eventId, outcome: row.outcome, transaction: transaction, account: granted.accountId, detail: row.detail)
             return row
@@ -194,11 +194,11 @@ public struct StripeChannel: StoreOwner {
         // Every withdrawal of the payment is settled (a dispute and a refund of one charge), so none
         // stays in the operator's list saying its grant has not come.
         for each in found {
-            try await settle(each.eventId, outcome: "revoked", transaction: transaction, account: granted.accountId,
+            try await settle(each.eventId, outcome: ChannelEventOutcome.revoked, transaction: transaction, account: granted.accountId,
                              detail: "\(each.reason): \(transaction) revoked when its checkout event came")
         }
         var row = granted
-        row.outcome = "revoked"
+        row.outcome = ChannelEventOutcome.revoked
         row.detail = "granted, then revoked: \(withdrawal.reason) before this event came"
         try await settle(granted.eventId, outcome: row.outcome, transaction: transaction, account: granted.accountId, detail: row.detail)
         return row
@@ -206,24 +206,24 @@ public struct StripeChannel: StoreOwner {
 
     private func withdraw(_ event: StripeEvent, payment: String?, reason: String) async throws -> AdminChannelEventRow {
         guard let payment, Self.isIdentifier(payment) else {
-            return try await keep(event, payment: nil, outcome: "unmatched", detail: "\(reason), but the event names no payment intent")
+            return try await keep(event, payment: nil, outcome: ChannelEventOutcome.unmatched, detail: "\(reason), but the event names no payment intent")
         }
         // Written first: a grant of this payment committing meanwhile finds it and revokes itself.
-        var row = try await keep(event, payment: payment, outcome: "unmatched",
+        var row = try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched,
                                  detail: "\(reason); no grant of \(payment) yet: if its checkout event comes, it is revoked at once")
         let grants = try await database.read { db in
             try await db.select().column("eventId").column("outcome").column("transactionId").column("accountId").from("channelEvent")
-                .where("channel", .equal, Self.channel).where("payment", .equal, payment).where("outcome", .in, ["granted", "revoked", "owned", "refunded"])
+                .where("channel", .equal, Self.channel).where("payment", .equal, payment).where("outcome", .in, [ChannelEventOutcome.granted, ChannelEventOutcome.revoked, ChannelEventOutcome.owned, ChannelEventOutcome.refunded])
                 .where(SQLColumn("transactionId"), .isNot, SQLLiteral.null)
                 .all(decoding: AdminChannelEventRow.Grant.self).map { ($0.transactionId, $0.accountId, $0.outcome, $0.eventId) }
         }
         guard let grant = grants.first else { return row }
-        if grant.2 == "owned" || grant.2 == "refunded" {
+        if grant.2 == ChannelEventOutcome.owned || grant.2 == ChannelEventOutcome.refunded {
             // Paid for what the account had (a free re-buy): the money went back, nothing to revoke.
             // Both rows leave the operator's list.
-            try await settle(grant.3, outcome: "refunded", transaction: grant.0, account: grant.1,
+            try await settle(grant.3, outcome: ChannelEventOutcome.refunded, transaction: grant.0, account: grant.1,
                              detail: "paid for what the account already had, and \(reason): nothing left to do")
-            row.outcome = "refunded"
+            row.outcome = ChannelEventOutcome.refunded
             row.transactionId = grant.0
             row.accountId = grant.1
             row.detail = "\(reason): the payment was for what the account already had; nothing was revoked"
@@ -232,10 +232,10 @@ public struct StripeChannel: StoreOwner {
         }
         if let problem = try await revokeChannelGrant(grant.0, reason: reason) {
             row.detail = "\(reason), but \(grant.0) was not revoked: \(problem); settle it by hand"
-            try await settle(event.id, outcome: "unmatched", transaction: grant.0, account: grant.1, detail: row.detail)
+            try await settle(event.id, outcome: ChannelEventOutcome.unmatched, transaction: grant.0, account: grant.1, detail: row.detail)
             return row
         }
-        row.outcome = "revoked"
+        row.outcome = ChannelEventOutcome.revoked
         row.transactionId = grant.0
         row.accountId = grant.1
         row.detail = "\(reason): \(grant.0) revoked, its content removed from the account's devices"

@@ -104,7 +104,7 @@ struct Holdings {
             record.amountCents = amount
             record.creditsGranted = granted
         case .nonConsumable:
-            if record.paymentMethod == "credits" {
+            if record.paymentMethod == PaidBy.credits.rawValue {
                 let price = product.creditPrice ?? 0
                 guard credits >= price else {
                     throw StoreError.insufficientCredits(product.id, price: price, balance: credits)
@@ -138,7 +138,7 @@ struct Holdings {
         }
         record.status = .purchased
         record.purchaseDate = now
-        record.paymentMethod = "owned"
+        record.paymentMethod = PaidBy.owned.rawValue
         record.amountCents = 0
         record.creditsSpent = 0
         record.creditsGranted = 0

@@ -45,14 +45,14 @@ extension Payments {
             var record = TransactionRecord.pending(account: accountId, product: product, quantity: quantity, method: method, key: reference, at: clock.wallNow())
             try holdings.decide(&record, product: product, now: now)
             // What the channel charged is what was paid, whatever the catalog's price says now.
-            if record.paymentMethod != "owned" {
+            if !record.isFreeRebuy {
                 record.amountCents = amountCents
                 record.currency = currency
             }
             return .new(record)
         }
         logger.info("channel payment granted", metadata: ["transaction": "\(settled.record.id)", "product": "\(settled.record.productId)", "channel": "\(method)"])
-        metrics.payment(outcome: settled.record.paymentMethod == "owned" ? "owned" : settled.record.status.rawValue)
+        metrics.payment(outcome: settled.record.isFreeRebuy ? PaidBy.owned.rawValue : settled.record.status.rawValue)
         return (settled.record, settled.alongside)
     }
 
@@ -72,7 +72,7 @@ extension Payments {
         let product = try await product(request.productId)
         let quantity = try Self.channelQuantity(request.quantity, of: product)
         let granted = try await grantPaid(
-            productId: product.id, quantity: quantity, accountId: accountId, reference: "operator:\(request.idempotencyKey)", method: "operator",
+            productId: product.id, quantity: quantity, accountId: accountId, reference: "operator:\(request.idempotencyKey)", method: PaidBy.operator.rawValue,
             amountCents: 0, currency: product.price.currency, restoring: true,
             alongside: { record, db in
                 try await db.audit(accountId, "granted", by: "operator", "\(record.id): \(record.productId)\(quantity > 1 ? " × \(quantity)" : "") (\(reason))", at: record.createdAt)

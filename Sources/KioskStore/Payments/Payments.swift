@@ -63,7 +63,7 @@ public struct Payments: StoreOwner {
         }
         let stored = settled.record
         logger.info("payment", metadata: ["transaction": "\(stored.id)", "product": "\(stored.productId)", "outcome": "\(stored.status.rawValue)"])
-        metrics.payment(outcome: stored.paymentMethod == "owned" ? "owned" : stored.status.rawValue)
+        metrics.payment(outcome: stored.isFreeRebuy ? PaidBy.owned.rawValue : stored.status.rawValue)
         return try await response(for: settled)
     }
 
@@ -71,7 +71,7 @@ public struct Payments: StoreOwner {
     public func redeem(_ request: RedemptionRequest, accountId: String) async throws -> PaymentResponse {
         try Self.checkKey(request.idempotencyKey)
         try RequestText.check(request.productId, field: "productId")
-        let keyed = KeyedRequest(key: request.idempotencyKey, productId: request.productId, quantity: 1, method: "credits")
+        let keyed = KeyedRequest(key: request.idempotencyKey, productId: request.productId, quantity: 1, method: PaidBy.credits.rawValue)
         let product: Product
         switch try await sale(of: keyed, accountId: accountId) {
         case .answered(let earlier): return earlier
@@ -82,11 +82,11 @@ public struct Payments: StoreOwner {
         }
         let settled = try await settle(account: accountId, request: keyed, product: product) { holdings in
             let now = clock.wallNow()
-            var record = TransactionRecord.pending(account: accountId, product: product, quantity: 1, method: "credits", key: request.idempotencyKey, at: now)
+            var record = TransactionRecord.pending(account: accountId, product: product, quantity: 1, method: PaidBy.credits.rawValue, key: request.idempotencyKey, at: now)
             try holdings.decide(&record, product: product, now: now)
             return .new(record)
         }
-        metrics.payment(outcome: settled.record.paymentMethod == "owned" ? "owned" : "redeemed")
+        metrics.payment(outcome: settled.record.isFreeRebuy ? PaidBy.owned.rawValue : "redeemed")
         return try await response(for: settled)
     }
 
@@ -219,7 +219,7 @@ public struct Payments: StoreOwner {
                 if revoked.kind == .subscription { try await Self.endSubscription(refunded: revoked, at: clock.wallNow(), in: db) }
                 let derived = try await db.transactions {
                     $0.where("accountId", .equal, revoked.accountId).where("productId", .equal, revoked.productId)
-                        .where("status", .equal, TransactionStatus.purchased.rawValue).where("paymentMethod", .equal, "owned")
+                        .where("status", .equal, TransactionStatus.purchased.rawValue).where("paymentMethod", .equal, PaidBy.owned.rawValue)
                         .where("originalTransactionId", .equal, revoked.originalTransactionId)
                 }
                 // A subscription's free re-buys mirror the period they stood on (dates compared to the millisecond).
@@ -440,7 +440,7 @@ public struct Payments: StoreOwner {
     private func commit(_ record: TransactionRecord, over holdings: Holdings, alongside: Alongside? = nil) async throws -> Settled {
         let delta = record.creditDelta
         let charge = LedgerEntry.charge(for: record, at: clock.wallNow())
-        let starts = record.kind == .subscription && record.status == .purchased && record.paymentMethod != "owned"
+        let starts = record.kind == .subscription && record.status == .purchased && !record.isFreeRebuy
         // A new subscription period starts its subscription's row and announces it: plain
         // statements on either engine (rarer than a pack or a book, and more than one statement).
         if database.engine == .postgres, !starts {
@@ -519,7 +519,7 @@ public struct Payments: StoreOwner {
         if credits == nil {
             credits = try await database.read { try await $0.account(record.accountId)?.credits ?? 0 }
         }
-        return PaymentResponse(transaction: record.wire, credits: credits ?? 0, owned: record.paymentMethod == "owned")
+        return PaymentResponse(transaction: record.wire, credits: credits ?? 0, owned: record.isFreeRebuy)
     }
 
     private static func checkKey(_ key: String) throws {

@@ -13,7 +13,7 @@ import SQLKit
 enum StoreEnvironmentMark {
     /// Payment methods only a sandbox writes: a database from before the mark that holds one of
     /// them was a sandbox's.
-    static let sandboxMethods = ["approve", "defer", "decline", "cancel", "renewal"]
+    static let sandboxMethods = PaidBy.sandboxOnly.map(\.rawValue)
 
     /// Marks a new database with `environment`, or refuses one marked with the other.
     /// - Throws: ``ServerSetupError`` naming the database and both environments.

@@ -57,10 +57,13 @@ struct TransactionRecord: Codable, Sendable {
     /// The app's own account token sent with the purchase (a UUID), carried into its receipt and notifications.
     var appAccountToken: String? = nil
 
+    /// A free re-buy (``PaidBy/owned``): paid for, or approved, while the account already held it.
+    var isFreeRebuy: Bool { paymentMethod == PaidBy.owned.rawValue }
+
     /// Whether committing it is a one-time charge the publisher is told of (`ONE_TIME_CHARGE`):
     /// a book, an issue or a credit pack bought (a subscription's start is `SUBSCRIBED`).
     var announcesCharge: Bool {
-        status == .purchased && paymentMethod != "owned" && kind != .subscription
+        status == .purchased && !isFreeRebuy && kind != .subscription
     }
 
     /// The notification of a one-time charge.

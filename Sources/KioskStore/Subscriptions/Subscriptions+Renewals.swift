@@ -194,9 +194,9 @@ extension Subscriptions {
             let renewal = TransactionRecord(
                 sequence: nil, id: id, accountId: s.accountId, productId: s.productId, kind: .subscription, quantity: 1,
                 originalTransactionId: s.originalTransactionId, purchaseDate: start, expiresDate: expires, status: .purchased,
-                paymentMethod: "renewal", idempotencyKey: "renewal:\(s.originalTransactionId):\(RenewalInfo.milliseconds(start))",
+                paymentMethod: PaidBy.renewal.rawValue, idempotencyKey: "renewal:\(s.originalTransactionId):\(RenewalInfo.milliseconds(start))",
                 amountCents: cents, currency: product.price.currency, creditsGranted: 0, creditsSpent: 0, signedTransaction: nil,
-                message: nil, finishedAt: nil, createdAt: clock.wallNow(), revokedAt: nil, revocationReason: nil, requestedMethod: "renewal",
+                message: nil, finishedAt: nil, createdAt: clock.wallNow(), revokedAt: nil, revocationReason: nil, requestedMethod: PaidBy.renewal.rawValue,
                 appAccountToken: s.appAccountToken)
             let closes = current.state == .gracePeriod ? at : nil
             s.state = .active

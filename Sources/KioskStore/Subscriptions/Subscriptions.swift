@@ -127,7 +127,7 @@ extension SQLDatabase {
     /// Starts (or starts again) the subscription a new period was bought for, in the purchase's
     /// write transaction, and announces it (`SUBSCRIBED`).
     func startSubscription(_ record: TransactionRecord, clockOffset: Double, environment: StoreEnvironment, at now: Date) async throws {
-        guard record.kind == .subscription, record.status == .purchased, record.paymentMethod != "owned", let expires = record.expiresDate else { return }
+        guard record.kind == .subscription, record.status == .purchased, !record.isFreeRebuy, let expires = record.expiresDate else { return }
         // Only the sandbox's worker renews (with pretend money). A production store's subscription
         // bought through a channel renews where it was paid for, and until that channel tells the
         // store of each renewal, the store must not claim a renewal it cannot make: it ends at the
