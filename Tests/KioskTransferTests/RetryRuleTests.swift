@@ -1,3 +1,4 @@
+import Foundation
 import KioskCore
 import KioskTransfer
 import Testing
@@ -31,5 +32,18 @@ struct RetryRuleTests {
         }
         #expect(backoff.delay(afterAttempts: 1, retryAfter: 30) >= 30)
         #expect(backoff.delay(afterAttempts: 1, retryAfter: 3600) <= 60)
+    }
+
+    @Test("Retry-After is read one way everywhere: delta-seconds or an HTTP date; a fraction, a sign or anything else is no wait")
+    func retryAfterHeader() {
+        #expect(RetryAfter.seconds("120") == 120)
+        #expect(RetryAfter.seconds(" 5 ") == 5)
+        #expect(RetryAfter.seconds("0") == 0)
+        for refused in ["1.5", "-1", "+3", "soon", "", nil] as [String?] {
+            #expect(RetryAfter.seconds(refused) == nil, "\(refused ?? "nil")")
+        }
+        let now = Date(timeIntervalSince1970: 784_111_717)  // Sun, 06 Nov 1994 08:48:37 GMT
+        #expect(RetryAfter.seconds("Sun, 06 Nov 1994 08:49:37 GMT", now: now) == 60)
+        #expect(RetryAfter.seconds("Sun, 06 Nov 1994 08:40:00 GMT", now: now) == 0, "a date past is no wait")
     }
 }

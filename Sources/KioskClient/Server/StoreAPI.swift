@@ -201,7 +201,7 @@ struct StoreAPI: Sendable {
             // so it is never charged twice; a refused account creation created nothing). A longer
             // one is the caller's error to report, with the server's own "try again in N s".
             guard response.status == 429 || response.status == 503, waits < Self.maxRetryAfterWaits,
-                  let seconds = Self.retryAfter(response.headers["retry-after"]), seconds <= Self.longestRetryAfterWait else { break }
+                  let seconds = RetryAfter.seconds(response.headers["retry-after"]), seconds <= Self.longestRetryAfterWait else { break }
             waits += 1
             try await Task.sleep(for: .seconds(seconds))
         } while true
@@ -215,12 +215,6 @@ struct StoreAPI: Sendable {
     static let maxRetryAfterWaits = 3
     /// The longest Retry-After a call waits out by itself, in seconds.
     static let longestRetryAfterWait: TimeInterval = 10
-
-    /// Retry-After in delta-seconds (what Kiosk sends); nil for a date or anything else.
-    static func retryAfter(_ value: String?) -> TimeInterval? {
-        guard let value, let seconds = Int(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 else { return nil }
-        return TimeInterval(seconds)
-    }
 
     /// The error a non-2xx response stands for, with the server's own message when it sent one.
     static func error(from response: HTTPResponse, url: String) -> ClientError {

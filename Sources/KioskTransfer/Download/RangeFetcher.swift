@@ -107,8 +107,9 @@ final class RangeSink {
     let expected: String
     let length: Int64
     let consume: (Int, UnsafeRawBufferPointer) throws -> Void
-    var status = 0
-    var contentRange: String?
+    private var head = ResponseHead()
+    var status: Int { head.status }
+    var contentRange: String? { head["content-range"] }
     var received: Int64 = 0
     var errorBody = Data()
     var problem: (any Error)?
@@ -123,14 +124,7 @@ final class RangeSink {
     static let onHeader: kiosk_curl_data_callback = { buffer, size, count, userdata in
         guard let buffer, let userdata else { return 0 }
         let sink = Unmanaged<RangeSink>.fromOpaque(userdata).takeUnretainedValue()
-        let line = String(decoding: UnsafeRawBufferPointer(start: buffer, count: size * count), as: UTF8.self)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
-        if line.hasPrefix("HTTP/") {
-            sink.status = line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
-            sink.contentRange = nil
-        } else if let colon = line.firstIndex(of: ":"), line[..<colon].lowercased() == "content-range" {
-            sink.contentRange = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-        }
+        sink.head.add(UnsafeRawBufferPointer(start: buffer, count: size * count))
         return size * count
     }
 

@@ -22,8 +22,9 @@ final class Transfer {
 
     private enum Mode { case headers, writing, alreadyComplete, wrongRange, collectingError, tooLong }
     private var mode = Mode.headers
-    private var status = 0
-    private var responseHeaders: [String: String] = [:]
+    private var head = ResponseHead()
+    private var status: Int { head.status }
+    private var responseHeaders: [String: String] { head.fields }
     private var errorBody = Data()
     private var writeErrno: Int32 = 0
     private var lastReportTime = DispatchTime.now().uptimeNanoseconds
@@ -99,8 +100,7 @@ final class Transfer {
     static let onHeader: kiosk_curl_data_callback = { buffer, size, count, userdata in
         guard let buffer, let userdata else { return 0 }
         let transfer = Unmanaged<Transfer>.fromOpaque(userdata).takeUnretainedValue()
-        let line = String(decoding: UnsafeRawBufferPointer(start: buffer, count: size * count), as: UTF8.self)
-        transfer.header(line.trimmingCharacters(in: .whitespacesAndNewlines))
+        transfer.header(UnsafeRawBufferPointer(start: buffer, count: size * count))
         return size * count
     }
 
@@ -110,13 +110,11 @@ final class Transfer {
         return transfer.body(UnsafeRawBufferPointer(start: buffer, count: size * count))
     }
 
-    private func header(_ line: String) {
-        if line.hasPrefix("HTTP/") {
-            status = Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
-            responseHeaders = [:]
-        } else if let colon = line.firstIndex(of: ":") {
-            responseHeaders[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-        } else if line.isEmpty, !(100..<200).contains(status), !(300..<400).contains(status) || responseHeaders["location"] == nil {
+    /// One header line (``ResponseHead``); the blank line after the final response's head decides
+    /// how its body is taken (a 1xx, or a redirect that libcurl follows, comes before it).
+    private func header(_ raw: UnsafeRawBufferPointer) {
+        guard head.add(raw) else { return }
+        if !(100..<200).contains(status), !(300..<400).contains(status) || responseHeaders["location"] == nil {
             decideMode()
         }
     }
@@ -262,7 +260,7 @@ final class Transfer {
         default:
             let message = (try? JSONSerialization.jsonObject(with: errorBody) as? [String: Any])?["message"] as? String
                 ?? String(decoding: errorBody.prefix(300), as: UTF8.self)
-            return .httpError(status: status, retryAfter: Self.retryAfter(responseHeaders["retry-after"]), message: message.isEmpty ? "HTTP \(status)" : message)
+            return .httpError(status: status, retryAfter: RetryAfter.seconds(responseHeaders["retry-after"]), message: message.isEmpty ? "HTTP \(status)" : message)
         }
     }
 
@@ -282,16 +280,5 @@ final class Transfer {
     static func unsatisfiedLength(_ value: String?) -> Int64? {
         guard let value, value.hasPrefix("bytes */") else { return nil }
         return Int64(value.dropFirst("bytes */".count))
-    }
-
-    /// Retry-After as seconds from now: delta-seconds or an HTTP date.
-    static func retryAfter(_ value: String?) -> TimeInterval? {
-        guard let value else { return nil }
-        if let seconds = TimeInterval(value) { return max(0, seconds) }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        return formatter.date(from: value).map { max(0, $0.timeIntervalSinceNow) }
     }
 }
