@@ -79,7 +79,7 @@ test: deps test-tools
 	@# blocks: a hang would show up to 4 KiB before the test that hung.
 	@# The tests' temporary files go to a folder of this run's own, which must be empty once they
 	@# are done: a test (or a process it started) that leaves a file behind fails the run.
-	@tmp=$$(mktemp -d /tmp/kiosk-tests.XXXXXX); \
+	@tmp=$$(mktemp -d /tmp/kiosk-tests.XXXXXX) && chmod 755 "$$tmp"; \
 	TMPDIR=$$tmp NO_COLOR=1 scripts/quiet-watchdog 180 .build/test.log -- \
 		$$($(SWIFT) build --show-bin-path)/kioskPackageTests.xctest --testing-library swift-testing --no-parallel; \
 	status=$$?; \

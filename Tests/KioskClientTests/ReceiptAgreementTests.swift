@@ -97,7 +97,7 @@ struct ReceiptAgreementTests {
         let store = try SampleStore(in: directory)
         let home = KioskHome(root: directory.path("home"))
         // Bought in the sandbox (a production store sells only for a real proof of payment), then
-        // presented to the store of the case's environment, over the same database and keys.
+        // presented to the store of the case's environment: the same database and keys in the sandbox.
         let sandbox = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
         let (genuine, claims, account, token) = try await LiveServer.run(sandbox) { server, url in
             let client = try KioskClient(home: home, server: url)
@@ -107,8 +107,11 @@ struct ReceiptAgreementTests {
             let claims = try await KioskReceiptPolicy(keySet: try await server.keys.jwks()).check(genuine)
             return (genuine, claims, try #require(try client.accountID()), try #require(try client.accountToken()))
         }
+        // A production store keeps a database of its own (StoreEnvironmentMark): it signs the case's
+        // receipt with its own keys, as the sandbox's receipts are re-signed for the other cases.
+        let data = testCase.storeEnvironment == .sandbox ? store.data : directory.path("production-data")
         let configuration = ServerConfiguration(
-            catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data, environment: testCase.storeEnvironment)
+            catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: data, environment: testCase.storeEnvironment)
         try await LiveServer.run(configuration) { server, url in
             let client = try KioskClient(home: home, server: url)
             // The keys (and the environment they name) of the store the receipt is presented to.

@@ -17,6 +17,7 @@ enum RequestOrigin {
 
     /// `scheme://host[:port]`, with 127.0.0.1 in place of a `Host` that is missing or not a host.
     static func base(of request: Request) -> String {
+        // HTTP/1's Host header is the request's authority once read (HTTPTypes keeps it there alone).
         let host = request.head.authority ?? ""
         let safe = !host.isEmpty && host.utf8.count <= 255
             && host.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) || ".-:[]".unicodeScalars.contains($0) }

@@ -60,21 +60,33 @@ struct ServeEnvironmentTests {
         }
     }
 
-    @Test("a production store over a database a sandbox ran renews nothing and ignores the sandbox clock")
-    func productionRenewsNothing() async throws {
+    @Test("a production store refuses to start over a database a sandbox ran (whose subscriptions it would otherwise honour and renew), naming both environments")
+    func productionRefusesSandboxDatabase() async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
         let sandbox = try await ServerProcess.start(store, extraArguments: ["--renewal-interval", "0"], log: directory.path("sandbox.log"))
         let home = ["KIOSK_HOME": directory.path("home").path]
         #expect(try await KioskCommand.run(["buy", "com.kiosk.magazines.harbor-monthly.subscription.monthly", "--no-download", "--server", sandbox.url], environment: home).status == 0)
-        let account = try #require(try await KioskCommand.run(["account"], environment: home).stdout.split(separator: "\n").first.map { String($0.dropFirst("account: ".count)) })
-        #expect(try await KioskCommand.run(["admin", "sandbox", account, "--advance", "40d", "--server", sandbox.url, "--data", store.data.path]).status == 0)
         _ = await sandbox.stop()
-        let production = try await ServerProcess.start(store, extraArguments: ["--environment", "production", "--stripe-webhook-secret", "whsec_test", "--renewal-interval", "0.2"], log: directory.path("production.log"))
-        try await Task.sleep(for: .seconds(3))
-        let view = try await KioskCommand.run(["admin", "account", account, "--json", "--server", production.url, "--data", store.data.path])
-        #expect(view.status == 0 && !view.stdout.contains("\"renewal\""), "\(view)")
-        _ = await production.stop()
+        do {
+            let production = try await ServerProcess.start(store, extraArguments: ["--environment", "production", "--stripe-webhook-secret", "whsec_test"],
+                                                           log: directory.path("production.log"))
+            _ = await production.stop()
+            Issue.record("a production store started over the sandbox's database")
+        } catch let refused as ServerProcess.ServerDidNotStart {
+            #expect(refused.stderr.contains("was served as a sandbox store") && refused.stderr.contains("--environment sandbox"), "\(refused.stderr)")
+        }
+    }
+
+    /// An operator's signing key file (an Ed25519 seed is any 32 bytes), which a store adds to its keys at start.
+    static func writeKeyFile(into folders: [URL]) throws {
+        var seed = [UInt8](repeating: 0, count: 32)
+        for index in seed.indices { seed[index] = UInt8.random(in: 0...255) }
+        let d = Data(seed).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        for folder in folders {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            try Data("{\"kid\": \"shared-1\", \"d\": \"\(d)\"}".utf8).write(to: folder.appendingPathComponent("signing-key.json"))
+        }
     }
 
     @Test("a sandbox store says so when it starts, and still sells with approve")
@@ -93,6 +105,10 @@ struct ServeEnvironmentTests {
     func productionRefusesSandboxReceipts() async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
+        // Both stores sign with one key (each keeps a database of its own): only a key it holds lets
+        // the production store tell a genuine sandbox receipt (21007) from a forged one (21003).
+        let productionData = directory.path("production-data")
+        try Self.writeKeyFile(into: [store.data, productionData])
         let sandbox = try await ServerProcess.start(store, log: directory.path("sandbox.log"))
         let home = directory.path("home").path
         _ = try await KioskCommand.run(["sync", "--server", sandbox.url], environment: ["KIOSK_HOME": home])
@@ -102,7 +118,8 @@ struct ServeEnvironmentTests {
         #expect(try await StoreHTTP(baseURL: sandbox.url).verifyReceipt(receipt).status == 0)
         await sandbox.stop()
 
-        let production = try await ServerProcess.start(store, extraArguments: ["--environment", "production", "--stripe-webhook-secret", "whsec_test"], log: directory.path("production.log"))
+        let production = try await ServerProcess.start(store, extraArguments: ["--environment", "production", "--stripe-webhook-secret", "whsec_test",
+                                                                                "--data", productionData.path], log: directory.path("production.log"))
         #expect(try await StoreHTTP(baseURL: production.url).verifyReceipt(receipt).status == 21007)
         await production.stop()
     }
