@@ -93,10 +93,8 @@ extension Kiosk {
             func run() async throws {
                 try await reportingErrors {
                     let client = try options.client()
+                    // What sharing a token means for signing out is said by logout, where it applies.
                     let link = try await client.linkAccount(token: token, force: force)
-                    if try client.accountEmail() == nil {
-                        BufferedLog.standardError.write("kiosk: a token shared between devices cannot be signed out on one alone; give the account a sign-in (kiosk account create --email EMAIL) and sign in with it instead (kiosk login)\n")
-                    }
                     if link.waitingPurchases > 0 { ClientOptions.tell(await client.replay(), email: try client.accountEmail()) }
                     if link.alreadyLinked {
                         Swift.print("this device already uses account \(link.accountId); nothing changed")
@@ -293,8 +291,11 @@ extension Kiosk {
         func run() async throws {
             try await reportingErrors {
                 let client = try options.client()
+                // Without a sign-in, this device's token may be shared (kiosk account link), and revoking it signs every holder out.
+                let tokenOnly = try client.accountEmail() == nil
                 if let account = try await client.signOut(force: force) {
-                    Swift.print("signed out of account \(account); its token is revoked at the store")
+                    Swift.print("signed out of account \(account); its token is revoked at the store"
+                        + (tokenOnly ? ", so any other device linked with its token (kiosk account link) is signed out too" : ""))
                 } else {
                     Swift.print("this device is not signed in; nothing to do")
                 }

@@ -139,4 +139,20 @@ struct SavedPurchaseAccountTests: KioskCommandSuite {
         #expect(try await Self.storeRows(setup, Self.book).map { $0["accountId"] as? String } == [account])
         #expect(try await Self.storeRows(setup, Self.pack5).isEmpty)
     }
+
+    @Test("account link says nothing of signing out, which nobody asked for; logout of a token-only account says who else it signs out")
+    func linkWithoutWarning() async throws {
+        let setup = try await Setup()
+        #expect(try await setup.kiosk("buy", Self.pack5).status == 0)
+        let token = try Self.account(of: setup.home).token
+        let second = ["KIOSK_HOME": setup.directory.path("second").path]
+        let linked = try await KioskCommand.run(["account", "link", token, "--server", setup.server.url], environment: second)
+        #expect(linked.status == 0, "\(linked)")
+        #expect(linked.stderr.isEmpty, "\(linked.stderr)")
+        #expect(try await KioskCommand.run(["account", "link", token], environment: second).stderr.isEmpty)
+
+        let out = try await KioskCommand.run(["logout", "--force"], environment: second)
+        #expect(out.status == 0, "\(out)")
+        #expect(out.stdout.contains("any other device linked with its token (kiosk account link) is signed out too"), "\(out.stdout)")
+    }
 }
