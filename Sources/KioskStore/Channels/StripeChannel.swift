@@ -178,28 +178,21 @@ public struct StripeChannel: StoreOwner {
 
     private func undo(_ granted: AdminChannelEventRow, by found: [Withdrawal]) async throws -> AdminChannelEventRow {
         guard let transaction = granted.transactionId, let withdrawal = found.first else { return granted }
-        if granted.outcome == ChannelEventOutcome.owned {
-            // Paid for what the account had, and given back: nothing to revoke, nothing to act on.
-            for each in found {
-                try await settle(each.eventId, outcome: ChannelEventOutcome.refunded, transaction: transaction, account: granted.accountId,
-                                 detail: "\(each.reason): the payment was for what the account already had; nothing was revoked")
-            }
-            var row = granted
-            row.outcome = ChannelEventOutcome.refunded
-            row.detail = "paid for what the account already had, and \(withdrawal.reason) before this event came: nothing left to do"
-            try await settle(granted.eventId, outcome: row.outcome, transaction: transaction, account: granted.accountId, detail: row.detail)
-            return row
-        }
-        try await revokeChannelGrant(transaction, reason: withdrawal.reason)
+        // Paid for what the account had, and given back: nothing to revoke, nothing to act on.
+        let owned = granted.outcome == ChannelEventOutcome.owned
+        if !owned { try await revokeChannelGrant(transaction, reason: withdrawal.reason) }
+        let outcome = owned ? ChannelEventOutcome.refunded : ChannelEventOutcome.revoked
         // Every withdrawal of the payment is settled (a dispute and a refund of one charge), so none
         // stays in the operator's list saying its grant has not come.
         for each in found {
-            try await settle(each.eventId, outcome: ChannelEventOutcome.revoked, transaction: transaction, account: granted.accountId,
-                             detail: "\(each.reason): \(transaction) revoked when its checkout event came")
+            try await settle(each.eventId, outcome: outcome, transaction: transaction, account: granted.accountId,
+                             detail: owned ? "\(each.reason): the payment was for what the account already had; nothing was revoked"
+                                 : "\(each.reason): \(transaction) revoked when its checkout event came")
         }
         var row = granted
-        row.outcome = ChannelEventOutcome.revoked
-        row.detail = "granted, then revoked: \(withdrawal.reason) before this event came"
+        row.outcome = outcome
+        row.detail = owned ? "paid for what the account already had, and \(withdrawal.reason) before this event came: nothing left to do"
+            : "granted, then revoked: \(withdrawal.reason) before this event came"
         try await settle(granted.eventId, outcome: row.outcome, transaction: transaction, account: granted.accountId, detail: row.detail)
         return row
     }
