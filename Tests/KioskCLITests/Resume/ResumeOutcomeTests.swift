@@ -39,7 +39,7 @@ struct ResumeOutcomeTests: KioskCommandSuite, BackgroundCommandSuite {
         #expect(states == [Self.otherBook: "finished", Self.book: "failed"])
     }
 
-    @Test("Ctrl-C while a server accepts the connection and never answers: the command stops within a second, says so in one line, exits 130")
+    @Test("Ctrl-C while a server accepts the connection and never answers: the command stops at once (within the suite's stop bound), says so in one line, exits 130")
     func interruptedRequest() async throws {
         let directory = try TemporaryDirectory()
         // A listening socket nobody accepts from: the kernel completes the connection, then silence.
@@ -71,7 +71,9 @@ struct ResumeOutcomeTests: KioskCommandSuite, BackgroundCommandSuite {
             try await Task.sleep(for: .milliseconds(20))
         }
         #expect(!process.isRunning)
-        #expect(ContinuousClock.now - sent < .seconds(1), "took \(ContinuousClock.now - sent) to stop")
+        // Within the suite's bound for a stop (``stopBound``): it catches a stop that waited for
+        // the request's own timeout, not a machine busy with other work (1 s failed under load).
+        #expect(ContinuousClock.now - sent < stopBound, "took \(ContinuousClock.now - sent) to stop")
         if process.isRunning { process.terminate() }
         process.waitForExit()
         #expect(process.terminationStatus == 130)
@@ -98,14 +100,14 @@ struct ResumeOutcomeTests: KioskCommandSuite, BackgroundCommandSuite {
         _ = await setup.server.stop()
     }
 
-    @Test("kiosk resume --wait waiting for a store that is down stops on SIGINT within a second")
+    @Test("kiosk resume --wait waiting for a store that is down stops on SIGINT at once (within the suite's stop bound)")
     func resumeWaitStops() async throws {
         let setup = try await Setup()
         _ = await setup.server.stop()
         let resume = try setup.startSlow(["resume", "--wait"], log: "resume-wait")
         try await Task.sleep(for: .seconds(2))
         let stopped = try await Self.stop(resume, signal: SIGINT)
-        #expect(stopped.seconds < 1, "\(stopped) \(setup.output("resume-wait"))")
+        #expect(stopped.seconds < Double(stopBound.components.seconds), "\(stopped) \(setup.output("resume-wait"))")
         #expect(try await Self.downloadRow(setup.home, Self.atlas)?["state"] as? String == "waiting")
     }
 }
