@@ -365,79 +365,29 @@ struct Library {
         (try? FileManager.default.attributesOfItem(atPath: try partialFile(productId).path)[.size] as? Int64) ?? 0
     }
 
-    /// A claim taken over from an owner that still lives (stopped past its lease, say) gets a
-    /// partial file of its own: that owner may hold the old one open and write to it, or empty
-    /// it, the moment it runs again. The bytes committed as progress are copied to a new file
-    /// that replaces the old name; the old owner's writes land in the file nobody names any more.
-    ///
-    /// A disk without room for that copy does not cost the bytes (the fault suite's seed 4545: a
-    /// download taken over on a full disk asked from byte 0 next): the old file is parked under its
-    /// writer's name (``PartialFile/held(_:writer:)``), where that writer's writes still land, and
-    /// the download waits for room, as any download on a full disk does. A later claim takes the
-    /// parked bytes back: copied once there is room while the writer lives, renamed back once it is
-    /// gone. Anything else that goes wrong starts the download from zero, never from bytes in doubt.
+    /// A claim's partial file before its transfer: taken over from an owner that still lives, or
+    /// taken back from where a takeover on a full disk parked it (``PartialFile/takeOver(_:committed:token:liveOwner:)``).
     /// - Returns: why the download must wait for room, or nil when it can go on.
     private func takeOverPartial(_ download: inout ClientDatabase.ClaimedDownload) throws -> String? {
-        let partial = try partialFile(download.claim.productId)
+        let id = download.claim.productId
         let committed = download.record.partialETag == nil ? 0 : download.record.bytesDone
-        if let parked = PartialFile.parked(partial) {
-            if FileManager.default.fileExists(atPath: partial.path) || committed == 0 {
-                // Started afresh meanwhile (or nothing committed): the parked bytes are not this download's any more.
-                unlink(parked.file.path)
-            } else if ClaimOwner.isGone(parked.writer) {
-                if rename(parked.file.path, partial.path) == 0 {
-                    logger.info("took back the \(committed) committed bytes of \(download.claim.productId) parked while their writer lived")
-                    return nil
-                }
-                unlink(parked.file.path)
-            } else {
-                switch copyCommitted(parked.file, to: partial, committed: committed, token: download.claim.token) {
-                case .copied:
-                    unlink(parked.file.path)
-                    logger.info("took back the \(committed) committed bytes of \(download.claim.productId) in a file of this claim's own")
-                    return nil
-                case .noRoom:
-                    return DiskSpace.shortfall(needed: committed, available: DiskSpace.available(at: home.downloads) ?? 0, at: home.downloads,
-                                               for: "keeping the \(ByteCount.text(committed)) already downloaded of \(download.claim.productId) (a stopped kiosk process may still write to them)")
-                case .failed:
-                    unlink(parked.file.path)
-                }
-            }
+        let liveOwner = download.tookOverLiveOwner ? download.previousOwner ?? "" : nil
+        switch PartialFile.takeOver(try partialFile(id), committed: committed, token: download.claim.token, liveOwner: liveOwner) {
+        case .asItIs:
+            return nil
+        case .kept(let how):
+            logger.info("\(how) the \(committed) committed bytes of \(id)")
+            return nil
+        case .noRoom:
+            return DiskSpace.shortfall(needed: committed, available: DiskSpace.available(at: home.downloads) ?? 0, at: home.downloads,
+                                       for: "keeping the \(ByteCount.text(committed)) already downloaded of \(id) (a stopped kiosk process may still write to them)")
+        case .restart:
+            // The bytes on disk are in doubt: the download starts again from its first byte.
+            download.record.bytesDone = 0
+            download.record.partialETag = nil
+            _ = try database.recordProgress(download.claim, bytesOnDisk: 0, etag: nil)
+            return nil
         }
-        guard download.tookOverLiveOwner, FileManager.default.fileExists(atPath: partial.path) else { return nil }
-        if committed > 0 {
-            switch copyCommitted(partial, to: partial, committed: committed, token: download.claim.token) {
-            case .copied:
-                logger.info("took over \(download.claim.productId) from a stopped process; kept its \(committed) committed bytes in a file of this claim's own")
-                return nil
-            case .noRoom:
-                if let writer = download.previousOwner, rename(partial.path, PartialFile.held(partial, writer: writer).path) == 0 {
-                    return DiskSpace.shortfall(needed: committed, available: DiskSpace.available(at: home.downloads) ?? 0, at: home.downloads,
-                                               for: "keeping the \(ByteCount.text(committed)) already downloaded of \(download.claim.productId) (a stopped kiosk process may still write to them)")
-                }
-            case .failed:
-                break
-            }
-        }
-        try restartFromZero(&download, partial)
-        return nil
-    }
-
-    /// Copies the committed prefix of `source` into a file of this claim's own and renames it to `partial`.
-    private func copyCommitted(_ source: URL, to partial: URL, committed: Int64, token: String) -> PartialFile.Copy {
-        let copy = partial.path + "+" + token
-        let outcome = PartialFile.copyPrefix(of: source.path, to: copy, length: committed)
-        if outcome == .copied, rename(copy, partial.path) == 0 { return .copied }
-        unlink(copy)
-        return outcome == .copied ? .failed : outcome
-    }
-
-    /// The bytes on disk are in doubt: the download starts again from its first byte.
-    private func restartFromZero(_ download: inout ClientDatabase.ClaimedDownload, _ partial: URL) throws {
-        unlink(partial.path)
-        download.record.bytesDone = 0
-        download.record.partialETag = nil
-        _ = try database.recordProgress(download.claim, bytesOnDisk: 0, etag: nil)
     }
 
     /// A zip resumed from a partial file continues after the entries of it that match the

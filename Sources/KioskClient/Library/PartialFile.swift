@@ -58,6 +58,77 @@ enum PartialFile {
         return nil
     }
 
+    /// What a claim does with the partial file it found (``takeOver(_:committed:token:liveOwner:)``).
+    enum Takeover: Equatable {
+        /// Nothing to take over: the file is this claim's as it is.
+        case asItIs
+        /// The committed bytes are in a file of this claim's own now, and how they got there.
+        case kept(String)
+        /// The disk has no room for a copy of them: they stay parked, and the download waits for room.
+        case noRoom
+        /// Nothing could be kept: the file is gone, and the download starts from its first byte.
+        case restart
+    }
+
+    /// A claim taken over from an owner that still lives (stopped past its lease, say) gets a
+    /// partial file of its own: that owner may hold the old one open and write to it, or empty it,
+    /// the moment it runs again. The bytes committed as progress are copied to a new file that
+    /// replaces the old name; the old owner's writes land in the file nobody names any more.
+    ///
+    /// A disk without room for that copy does not cost the bytes (the fault suite's seed 4545: a
+    /// download taken over on a full disk asked from byte 0 next): the old file is parked under its
+    /// writer's name (``held(_:writer:)``), where that writer's writes still land, and the download
+    /// waits for room, as any download on a full disk does. A later claim takes the parked bytes
+    /// back: copied once there is room while the writer lives, renamed back once it is gone.
+    /// Anything else that goes wrong starts the download from zero, never from bytes in doubt.
+    /// - Parameters:
+    ///   - committed: the bytes the download's row says were written and synced.
+    ///   - token: the new claim's, naming its own copy while it is made.
+    ///   - liveOwner: the token of the owner taken over while it lives; nil when it is gone (or none).
+    static func takeOver(_ partial: URL, committed: Int64, token: String, liveOwner: String?) -> Takeover {
+        if let parked = parked(partial) {
+            if FileManager.default.fileExists(atPath: partial.path) || committed == 0 {
+                // Started afresh meanwhile (or nothing committed): the parked bytes are not this download's any more.
+                unlink(parked.file.path)
+            } else if ClaimOwner.isGone(parked.writer) {
+                if rename(parked.file.path, partial.path) == 0 { return .kept("took back, their writer gone,") }
+                unlink(parked.file.path)
+            } else {
+                switch copyCommitted(parked.file, to: partial, committed: committed, token: token) {
+                case .copied:
+                    unlink(parked.file.path)
+                    return .kept("took back into a file of this claim's own")
+                case .noRoom:
+                    return .noRoom
+                case .failed:
+                    unlink(parked.file.path)
+                }
+            }
+        }
+        guard let liveOwner, FileManager.default.fileExists(atPath: partial.path) else { return .asItIs }
+        if committed > 0 {
+            switch copyCommitted(partial, to: partial, committed: committed, token: token) {
+            case .copied:
+                return .kept("took over from a stopped process, into a file of this claim's own,")
+            case .noRoom:
+                if !liveOwner.isEmpty, rename(partial.path, held(partial, writer: liveOwner).path) == 0 { return .noRoom }
+            case .failed:
+                break
+            }
+        }
+        unlink(partial.path)
+        return .restart
+    }
+
+    /// Copies the committed prefix of `source` into a file of this claim's own and renames it to `partial`.
+    private static func copyCommitted(_ source: URL, to partial: URL, committed: Int64, token: String) -> Copy {
+        let copy = partial.path + "+" + token
+        let outcome = copyPrefix(of: source.path, to: copy, length: committed)
+        if outcome == .copied, rename(copy, partial.path) == 0 { return .copied }
+        unlink(copy)
+        return outcome == .copied ? .failed : outcome
+    }
+
     /// Where a partial file is parked while a stopped process that may still write to it lives and
     /// the disk has no room for a copy of its committed bytes (``Library``'s takeover):
     /// `ID.held+TOKEN`, the token of the process whose writes may land in it.
