@@ -197,6 +197,10 @@ public struct StripeChannel: StoreOwner {
         return row
     }
 
+    /// A refund or a dispute takes back every grant of the payment that stands: the checkout's, or
+    /// the one a won dispute gave back (a refund after a won dispute left that one owned, and a
+    /// second dispute revoked nothing). One that finds nothing standing took nothing, and says so,
+    /// so that winning it later gives nothing back.
     private func withdraw(_ event: StripeEvent, payment: String?, reason: String) async throws -> AdminChannelEventRow {
         guard let payment, Self.isIdentifier(payment) else {
             return try await keep(event, payment: nil, outcome: ChannelEventOutcome.unmatched, detail: "\(reason), but the event names no payment intent")
@@ -204,37 +208,65 @@ public struct StripeChannel: StoreOwner {
         // Written first: a grant of this payment committing meanwhile finds it and revokes itself.
         var row = try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched,
                                  detail: "\(reason); no grant of \(payment) yet: if its checkout event comes, it is revoked at once")
-        let grants = try await database.read { db in
-            try await db.select().column("eventId").column("outcome").column("transactionId").column("accountId").from("channelEvent")
-                .where("channel", .equal, Self.channel).where("payment", .equal, payment).where("outcome", .in, [ChannelEventOutcome.granted, ChannelEventOutcome.revoked, ChannelEventOutcome.owned, ChannelEventOutcome.refunded])
-                .where(SQLColumn("transactionId"), .isNot, SQLLiteral.null)
-                .all(decoding: AdminChannelEventRow.Grant.self).map { ($0.transactionId, $0.accountId, $0.outcome, $0.eventId) }
+        let rows = try await database.read { db in
+            try await db.select().column("eventId").column("type").column("outcome").column("transactionId").column("accountId").from("channelEvent")
+                .where("channel", .equal, Self.channel).where("payment", .equal, payment).where("eventId", .notEqual, event.id)
+                .all(decoding: AdminChannelEventRow.Kept.self)
         }
-        guard let grant = grants.first else { return row }
-        if grant.2 == ChannelEventOutcome.owned || grant.2 == ChannelEventOutcome.refunded {
-            // Paid for what the account had (a free re-buy): the money went back, nothing to revoke.
-            // Both rows leave the operator's list.
-            try await settle(grant.3, outcome: ChannelEventOutcome.refunded, transaction: grant.0, account: grant.1,
-                             detail: "paid for what the account already had, and \(reason): nothing left to do")
-            row.outcome = ChannelEventOutcome.refunded
-            row.transactionId = grant.0
-            row.accountId = grant.1
-            row.detail = "\(reason): the payment was for what the account already had; nothing was revoked"
-            try await settle(event.id, outcome: row.outcome, transaction: grant.0, account: grant.1, detail: row.detail)
+        if event.type == "charge.dispute.created", !rows.contains(where: { $0.type == event.type }),
+           rows.contains(where: { Self.wonTypes.contains($0.type) && $0.outcome == ChannelEventOutcome.reversed }) {
+            // Its close (won) came first, before any opening of a dispute of this payment: the
+            // dispute takes nothing.
+            row.outcome = ChannelEventOutcome.reversed
+            row.detail = "\(reason), but the dispute was won before this event came: nothing taken"
+            try await settle(event.id, outcome: row.outcome, transaction: nil, account: nil, detail: row.detail)
             return row
         }
-        if let problem = try await revokeChannelGrant(grant.0, reason: reason) {
-            row.detail = "\(reason), but \(grant.0) was not revoked: \(problem); settle it by hand"
-            try await settle(event.id, outcome: ChannelEventOutcome.unmatched, transaction: grant.0, account: grant.1, detail: row.detail)
+        let grants = rows.filter { $0.transactionId != nil && Self.paidTypes.contains($0.type) }
+        guard let checkout = grants.first, let checkoutTransaction = checkout.transactionId else { return row }
+        row.accountId = checkout.accountId
+        if checkout.outcome == ChannelEventOutcome.owned || checkout.outcome == ChannelEventOutcome.refunded {
+            // Paid for what the account had (a free re-buy): the money went back, nothing to revoke.
+            // Both rows leave the operator's list.
+            try await settle(checkout.eventId, outcome: ChannelEventOutcome.refunded, transaction: checkoutTransaction, account: checkout.accountId,
+                             detail: "paid for what the account already had, and \(reason): nothing left to do")
+            row.outcome = ChannelEventOutcome.refunded
+            row.transactionId = checkoutTransaction
+            row.detail = "\(reason): the payment was for what the account already had; nothing was revoked"
+            try await settle(event.id, outcome: row.outcome, transaction: checkoutTransaction, account: checkout.accountId, detail: row.detail)
+            return row
+        }
+        // The grants of the payment: the checkout's, and any a won dispute gave back.
+        var candidates = [checkoutTransaction]
+        for kept in rows where Self.wonTypes.contains(kept.type) && kept.outcome == ChannelEventOutcome.reversed {
+            if let given = kept.transactionId, !candidates.contains(given) { candidates.append(given) }
+        }
+        var revoked: [String] = []
+        for transaction in candidates where try await self.transaction(transaction).status == .purchased {
+            if let problem = try await revokeChannelGrant(transaction, reason: reason) {
+                row.transactionId = transaction
+                row.detail = "\(reason), but \(transaction) was not revoked: \(problem); settle it by hand"
+                try await settle(event.id, outcome: ChannelEventOutcome.unmatched, transaction: transaction, account: checkout.accountId, detail: row.detail)
+                return row
+            }
+            revoked.append(transaction)
+        }
+        guard let last = revoked.last else {
+            // Withdrawn already (a refund before this dispute, say): nothing taken, nothing to give back if it is won.
+            row.outcome = ChannelEventOutcome.ignored
+            row.detail = "\(reason): nothing of \(payment) stood to revoke (withdrawn already)"
+            try await settle(event.id, outcome: row.outcome, transaction: nil, account: checkout.accountId, detail: row.detail)
             return row
         }
         row.outcome = ChannelEventOutcome.revoked
-        row.transactionId = grant.0
-        row.accountId = grant.1
-        row.detail = "\(reason): \(grant.0) revoked, its content removed from the account's devices"
-        try await settle(event.id, outcome: row.outcome, transaction: grant.0, account: grant.1, detail: row.detail)
+        row.transactionId = last
+        row.detail = "\(reason): \(revoked.joined(separator: ", ")) revoked, its content removed from the account's devices"
+        try await settle(event.id, outcome: row.outcome, transaction: last, account: checkout.accountId, detail: row.detail)
         return row
     }
+
+    /// Events that close a dispute the publisher won.
+    static let wonTypes: Set<String> = ["charge.dispute.closed", "charge.dispute.funds_reinstated"]
 
     /// A dispute the publisher won (`charge.dispute.closed` with `won`, or the funds reinstated):
     /// what the dispute took is given back, once for both events. A grant it revoked is granted
@@ -254,7 +286,10 @@ public struct StripeChannel: StoreOwner {
                 }
         }
         guard let dispute = disputes.first(where: { $0.outcome != ChannelEventOutcome.reversed }) ?? disputes.first else {
-            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.ignored, detail: "a dispute won that this store never heard of: nothing was taken, nothing to give back")
+            // Won before its opening event came (Stripe keeps no order): kept as reversed, so that
+            // the opening, when it comes, takes nothing (``withdraw(_:payment:reason:)``).
+            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.reversed,
+                                  detail: "a dispute won before its opening event came: when that comes, it takes nothing")
         }
         if dispute.outcome == ChannelEventOutcome.reversed {
             // The dispute's other closing event (closed, then funds reinstated): given back already.
@@ -265,7 +300,7 @@ public struct StripeChannel: StoreOwner {
         if dispute.outcome == ChannelEventOutcome.revoked, let revokedId = dispute.transaction {
             let revoked = try await transaction(revokedId)
             given = try await payments.grantPaid(
-                productId: revoked.productId, quantity: revoked.quantity, accountId: revoked.accountId, reference: "stripe:reinstated:\(payment)",
+                productId: revoked.productId, quantity: revoked.quantity, accountId: revoked.accountId, reference: "stripe:reinstated:\(dispute.eventId)",
                 method: Self.channel, amountCents: revoked.amountCents, currency: revoked.currency, restoring: true).record.id
         }
         let detail = dispute.outcome == ChannelEventOutcome.revoked
@@ -313,11 +348,12 @@ public struct StripeChannel: StoreOwner {
 }
 
 extension AdminChannelEventRow {
-    /// The columns a refund reads of the grant it undoes.
-    struct Grant: Decodable {
+    /// The columns a refund or a dispute reads of the payment's other events.
+    struct Kept: Decodable {
         var eventId: String
+        var type: String
         var outcome: String
-        var transactionId: String
+        var transactionId: String?
         var accountId: String?
     }
 }

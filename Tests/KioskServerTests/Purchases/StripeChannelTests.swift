@@ -350,4 +350,58 @@ struct StripeChannelTests: StoreSuite {
             #expect(try await Self.owned(http, third) == [Self.book])
         }
     }
+
+    @Test("disputes and refunds in any order take back exactly what stands and give back only what they took: a refund after a won dispute, a second dispute, a dispute after a refund then won, a close before its opening", arguments: TestEngine.all)
+    func disputesInAnyOrder(engine: TestEngine) async throws {
+        try await Self.stripeStore(engine: engine) { server, http, _ in
+            func standing(_ account: AccountCreated) async throws -> Int {
+                try await http.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self).transactions.filter { $0.status == .purchased }.count
+            }
+            func net(_ account: AccountCreated) async throws -> Int {
+                try await http.charges(accountId: account.accountId, adminToken: server.adminToken).reduce(0, +)
+            }
+            // A refund after a won dispute takes back the grant the dispute gave back.
+            let a = try await http.createAccount()
+            _ = try await Self.deliver(http, Self.checkout("evt_o1", session: "cs_o1", account: a.accountId, product: Self.book, paymentIntent: "pi_o1"))
+            _ = try await Self.deliver(http, Self.refund("evt_o2", paymentIntent: "pi_o1", type: "charge.dispute.created"))
+            _ = try await Self.deliver(http, Self.disputeClosed("evt_o3", paymentIntent: "pi_o1", status: "won"))
+            #expect(try await Self.owned(http, a) == [Self.book])
+            let refunded = try await Self.deliver(http, Self.refund("evt_o4", paymentIntent: "pi_o1"))
+            #expect(refunded.outcome == "revoked", "\(refunded)")
+            #expect(try await Self.owned(http, a).isEmpty)
+            #expect(try await standing(a) == 0)
+            #expect(try await net(a) == 0, "the money went back: nothing kept")
+
+            // A second dispute after a won one takes back what the first gave back.
+            let b = try await http.createAccount()
+            _ = try await Self.deliver(http, Self.checkout("evt_p1", session: "cs_p1", account: b.accountId, product: Self.book, paymentIntent: "pi_p1"))
+            _ = try await Self.deliver(http, Self.refund("evt_p2", paymentIntent: "pi_p1", type: "charge.dispute.created"))
+            _ = try await Self.deliver(http, Self.disputeClosed("evt_p3", paymentIntent: "pi_p1", status: "won", type: "charge.dispute.funds_reinstated"))
+            #expect(try await Self.owned(http, b) == [Self.book])
+            _ = try await Self.deliver(http, Self.refund("evt_p4", paymentIntent: "pi_p1", type: "charge.dispute.created"))
+            #expect(try await Self.owned(http, b).isEmpty)
+            #expect(try await net(b) == 0)
+
+            // A dispute after a full refund takes nothing, so winning it gives nothing back.
+            let c = try await http.createAccount()
+            _ = try await Self.deliver(http, Self.checkout("evt_q1", session: "cs_q1", account: c.accountId, product: Self.book, paymentIntent: "pi_q1"))
+            _ = try await Self.deliver(http, Self.refund("evt_q2", paymentIntent: "pi_q1"))
+            let tookNothing = try await Self.deliver(http, Self.refund("evt_q3", paymentIntent: "pi_q1", type: "charge.dispute.created"))
+            #expect(tookNothing.outcome == "ignored", "\(tookNothing)")
+            _ = try await Self.deliver(http, Self.disputeClosed("evt_q4", paymentIntent: "pi_q1", status: "won"))
+            #expect(try await Self.owned(http, c).isEmpty, "a refunded book was given back by a won dispute")
+            #expect(try await net(c) == 0)
+
+            // A won close that came before its opening: the opening takes nothing.
+            let d = try await http.createAccount()
+            _ = try await Self.deliver(http, Self.checkout("evt_r1", session: "cs_r1", account: d.accountId, product: Self.book, paymentIntent: "pi_r1"))
+            _ = try await Self.deliver(http, Self.disputeClosed("evt_r2", paymentIntent: "pi_r1", status: "won"))
+            let late = try await Self.deliver(http, Self.refund("evt_r3", paymentIntent: "pi_r1", type: "charge.dispute.created"))
+            #expect(late.outcome == "reversed", "\(late)")
+            #expect(try await Self.owned(http, d) == [Self.book])
+            #expect(try await net(d) == 1234)
+            let toActOn = try await http.send("GET", "/v1/admin/channel-events?unmatched=1", token: server.adminToken).decode([AdminChannelEventRow].self)
+            #expect(toActOn.isEmpty, "\(toActOn)")
+        }
+    }
 }
