@@ -152,7 +152,9 @@ extension KioskClient {
     /// - Throws: ``ClientError/invalidRequest(_:)`` when it is this device and a purchase is still
     ///   unanswered, as ``signOut(force:)`` does: this device would forget its account, and the
     ///   purchase could never be sent under it.
-    public func removeDevice(_ idOrName: String) async throws -> DeviceInfo {
+    /// - Parameter force: remove the last device of an account without a sign-in all the same
+    ///   (the store refuses it otherwise: the account would be lost with what it bought).
+    public func removeDevice(_ idOrName: String, force: Bool = false) async throws -> DeviceInfo {
         guard let api = try purchases.existingAccountAPI() else {
             throw ClientError.invalidRequest("this device has no account yet; sign in first (kiosk login --email EMAIL)")
         }
@@ -164,7 +166,7 @@ extension KioskClient {
                 try refuseWhilePurchaseUnanswered(then: "remove this device")
             }
         }
-        let removed = try await api.removeDevice(idOrName)
+        let removed = try await api.removeDevice(idOrName, force: force)
         if removed.current { try database.forgetAccount() }
         return removed
     }

@@ -349,9 +349,12 @@ extension Kiosk {
             @Argument(help: "The device's ID or name (kiosk devices lists them).")
             var device: String
 
+            @Flag(help: "Remove the last device of an account without a sign-in all the same: the account and what it bought are lost.")
+            var force = false
+
             func run() async throws {
                 try await reportingErrors {
-                    let removed = try await options.client().removeDevice(device)
+                    let removed = try await options.client().removeDevice(device, force: force)
                     Swift.print("removed \(removed.name) (\(removed.id)); it is signed out\(removed.current ? ", and so is this device" : "")")
                 }
             }

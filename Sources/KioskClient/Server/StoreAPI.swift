@@ -38,8 +38,8 @@ struct StoreAPI: Sendable {
         try await call("GET", "/v1/devices")
     }
 
-    func removeDevice(_ idOrName: String) async throws -> DeviceInfo {
-        try await call("DELETE", "/v1/devices/" + (idOrName.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? idOrName))
+    func removeDevice(_ idOrName: String, force: Bool = false) async throws -> DeviceInfo {
+        try await call("DELETE", "/v1/devices/" + (idOrName.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? idOrName) + (force ? "?force=true" : ""))
     }
 
     func startDeviceCode(deviceName: String?) async throws -> DeviceCodeGrant {

@@ -87,11 +87,13 @@ struct SignInRoutes: Sendable {
         return try JSONBody.response(try await store.accounts.devices(of: device.accountId, current: device.deviceId))
     }
 
-    /// `DELETE /v1/devices/{id or name}`: signs that device out at once; answers the removed ``DeviceInfo``.
+    /// `DELETE /v1/devices/{id or name}[?force=true]`: signs that device out at once; answers the
+    /// removed ``DeviceInfo``; `409 last_device` for the last of an account without a sign-in, unless forced.
     @Sendable func removeDevice(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let device = try context.requireDevice()
         let named = try context.parameters.require("id")
-        var removed = try await store.accounts.removeDevice(named.removingPercentEncoding ?? named, of: device.accountId)
+        let force = request.uri.queryParameters.get("force") == "true"
+        var removed = try await store.accounts.removeDevice(named.removingPercentEncoding ?? named, of: device.accountId, force: force)
         removed.current = removed.id == device.deviceId
         return try JSONBody.response(removed)
     }

@@ -101,13 +101,24 @@ extension Accounts {
 
     /// Signs a device out at once: its token is refused from its next request on, on every
     /// instance, and its waiting long poll ends (``ChangeNotifier/devicesChanged(_:)``).
-    /// - Parameter idOrName: the device's ID, or its name when no other device of the account has it.
+    /// - Parameters:
+    ///   - idOrName: the device's ID, or its name when no other device of the account has it.
+    ///   - force: remove the last device of an account without a sign-in all the same.
     /// - Returns: the removed device.
+    /// - Throws: `last_device` for the last device of an account without a sign-in that holds
+    ///   something, unless `force`: its token is the account's only way in (a reset code needs a
+    ///   sign-in), so the account and all it paid for would be lost for good.
     @discardableResult
-    public func removeDevice(_ idOrName: String, of accountId: String) async throws -> DeviceInfo {
+    public func removeDevice(_ idOrName: String, of accountId: String, force: Bool = false) async throws -> DeviceInfo {
         let removed = try await database.write { db in
-            try await db.lockAccount(accountId)
-            let device = try Self.pick(idOrName, among: try await db.devices(of: accountId))
+            let account = try await db.lockAccount(accountId)
+            let devices = try await db.devices(of: accountId)
+            let device = try Self.pick(idOrName, among: devices)
+            if !force, devices.count == 1, try await db.signIn(accountId: accountId) == nil {
+                let holds = try await db.select().column("id").from("storeTransaction").where("accountId", .equal, accountId)
+                    .where("status", .in, [TransactionStatus.purchased.rawValue, TransactionStatus.deferred.rawValue]).limit(1).first() != nil
+                if holds || account.credits > 0 { throw StoreError.lastDevice(device.id) }
+            }
             try await db.delete(from: "device").where("id", .equal, device.id).run()
             return device
         }

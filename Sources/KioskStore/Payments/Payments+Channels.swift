@@ -68,7 +68,8 @@ extension Payments {
         try RequestText.check(request.productId, field: "productId")
         try RequestText.check(request.idempotencyKey, field: "idempotencyKey")
         try RequestText.check(request.reason, field: "reason", maxBytes: RequestText.maxReasonBytes)
-        let reason = request.reason
+        let reason = request.reason.trimmingCharacters(in: .whitespaces)
+        guard !reason.isEmpty else { throw StoreError.invalidRequest("reason must say why the product is granted (it goes in the account's audit list)") }
         let product = try await product(request.productId)
         let quantity = try Self.channelQuantity(request.quantity, of: product)
         let granted = try await grantPaid(

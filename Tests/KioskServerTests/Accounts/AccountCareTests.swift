@@ -121,6 +121,28 @@ struct AccountCareTests: StoreSuite {
         }
     }
 
+    @Test("the last device of an account without a sign-in that bought something is not removed (the account would be lost for good) unless forced; one with a sign-in, or holding nothing, is", arguments: TestEngine.all)
+    func lastAnonymousDevice(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { _, http, anonymous in
+            #expect(try await http.pay(Self.book, token: anonymous.token).status == 200)
+            let device = try #require(anonymous.deviceId)
+            let refused = try await http.send("DELETE", "/v1/devices/\(device)", token: anonymous.token)
+            #expect(refused.status == 409, "\(Self.message(refused))")
+            #expect(try refused.decode(APIError.self).code == "last_device")
+            #expect(try await http.send("GET", "/v1/account", token: anonymous.token).status == 200, "still signed in")
+            #expect(try await http.send("DELETE", "/v1/devices/\(device)?force=true", token: anonymous.token).status == 200)
+            #expect(try await http.send("GET", "/v1/account", token: anonymous.token).status == 401)
+
+            let empty = try await http.createAccount()
+            let emptyDevice = try #require(empty.deviceId)
+            #expect(try await http.send("DELETE", "/v1/devices/\(emptyDevice)", token: empty.token).status == 200, "holding nothing, nothing is lost")
+            let ann = try await SignInTests.signUp(http, "ann@example.com").decode(AccountCreated.self)
+            #expect(try await http.pay(Self.book, token: ann.token).status == 200)
+            let annDevice = try #require(ann.deviceId)
+            #expect(try await http.send("DELETE", "/v1/devices/\(annDevice)", token: ann.token).status == 200, "a sign-in is a way back in")
+        }
+    }
+
     @Test("the operator grants a product by hand: nothing charged, audited with the reason, delivered like any purchase, once per key; even off sale; refused without a reason", arguments: TestEngine.all)
     func operatorGrant(engine: TestEngine) async throws {
         try await Self.withStore(engine: engine) { server, http, reader in
@@ -147,6 +169,7 @@ struct AccountCareTests: StoreSuite {
             #expect(credits.status == 200, "\(Self.message(credits))")
             #expect(try await http.send("GET", "/v1/account", token: reader.token).decode(AccountSummary.self).credits == 10)
             #expect(try await grant(AdminGrantRequest(productId: Self.book, reason: "", idempotencyKey: "grant-3")).status == 400)
+            #expect(try await grant(AdminGrantRequest(productId: Self.book, reason: "   ", idempotencyKey: "grant-3b")).status == 400, "a blank reason says nothing")
             #expect(try await grant(AdminGrantRequest(productId: "com.kiosk.nothing", reason: "typo", idempotencyKey: "grant-4")).status == 404)
             let elsewhere = try await http.send("POST", "/v1/admin/accounts/acct_nobody/grant", token: server.adminToken,
                                                 json: String(decoding: try JSONEncoder().encode(AdminGrantRequest(productId: Self.book, reason: "x", idempotencyKey: "grant-5")), as: UTF8.self))
