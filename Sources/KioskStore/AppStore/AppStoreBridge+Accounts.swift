@@ -105,7 +105,7 @@ extension AppStoreBridge {
         switch bound.state {
         case ChannelPurchaseState.kept:
             try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: ChannelPurchaseState.granted, transactionId: revokedId)
-            try await settleChannelEvents(channel: Self.channel, payment: transactionId, from: ChannelEventOutcome.unsettled, to: "reversed",
+            try await settleChannelEvents(channel: Self.channel, payment: transactionId, from: ChannelEventOutcome.unsettled, to: ChannelEventOutcome.reversed,
                                           detail: "the refund was reversed: \(revokedId), never taken back, stands as it was")
             return revokedId
         case ChannelPurchaseState.revoked:

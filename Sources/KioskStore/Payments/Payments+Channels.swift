@@ -76,7 +76,9 @@ extension Payments {
             productId: product.id, quantity: quantity, accountId: accountId, reference: "operator:\(request.idempotencyKey)", method: PaidBy.operator.rawValue,
             amountCents: 0, currency: product.price.currency, restoring: true,
             alongside: { record, db in
-                try await db.audit(accountId, "granted", by: "operator", "\(record.id): \(record.productId)\(quantity > 1 ? " × \(quantity)" : "") (\(reason))", at: record.createdAt)
+                // A product the account owned already is a free re-buy: the line says nothing more was granted.
+                let what = record.isFreeRebuy ? "already owned, nothing more granted" : "\(record.productId)\(quantity > 1 ? " × \(quantity)" : "")"
+                try await db.audit(accountId, "granted", by: "operator", "\(record.id): \(what) (\(reason))", at: record.createdAt)
                 return true
             })
         logger.notice("the operator granted a product by hand", metadata: ["transaction": "\(granted.record.id)", "product": "\(product.id)", "account": "\(accountId)"])
