@@ -32,17 +32,17 @@ public struct AccountLink: Sendable {
 extension KioskClient {
     /// This device's account ID, if it has one yet.
     public func accountID() throws -> String? {
-        try database.account()?.id
+        try database.account.current()?.id
     }
 
     /// The email this device's account signs in with, as far as this device knows.
     public func accountEmail() throws -> String? {
-        try database.accountEmail()
+        try database.account.email()
     }
 
     /// This device's token, to link another device to an anonymous account.
     public func accountToken() throws -> String? {
-        try database.account()?.token
+        try database.account.current()?.token
     }
 
     /// Gives this device's account a sign-in, so other devices can sign in to it: an anonymous
@@ -50,14 +50,14 @@ extension KioskClient {
     /// - Throws: the store's `email_taken`, `has_sign_in` or a refused password, as one line.
     public func createAccount(email: String, password: String, deviceName: String?) async throws -> AccountLink {
         let details = SignInDetails(email: email, password: password, deviceName: deviceName)
-        if let api = try purchases.existingAccountAPI(), let current = try database.account() {
+        if let api = try purchases.existingAccountAPI(), let current = try database.account.current() {
             let list = try await api.addSignIn(details)
-            try database.saveSignedInAccount(id: current.id, token: current.token, email: list.email)
+            try database.account.saveSignedIn(id: current.id, token: current.token, email: list.email)
             return AccountLink(summary: try await api.account(), email: list.email, deviceId: list.devices.first(where: \.current)?.id)
         }
         var api = try purchases.storeAPI()
         let created = try await api.createAccount(signIn: details)
-        try database.saveSignedInAccount(id: created.accountId, token: created.token, email: created.email)
+        try database.account.saveSignedIn(id: created.accountId, token: created.token, email: created.email)
         api.token = created.token
         return AccountLink(summary: try await api.account(), email: created.email, deviceId: created.deviceId)
     }
@@ -77,7 +77,7 @@ extension KioskClient {
         // Signing in again to the account it is signed in to: this device's old session makes way
         // for the new one (at the device limit it would otherwise count against itself).
         var replacing = replacing
-        if replacing == nil, let leaving, leaving.signedIn, let known = try database.accountEmail(),
+        if replacing == nil, let leaving, leaving.signedIn, let known = try database.account.email(),
            known == email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased(), var current = try purchases.existingAccountAPI() {
             current.token = leaving.token
             replacing = try? await current.devices().devices.first(where: \.current)?.id
@@ -92,7 +92,7 @@ extension KioskClient {
     /// polled at its interval until the code is approved, or it expires.
     public func signInWithCode(deviceName: String?, force: Bool = false, show: @Sendable (DeviceCodeGrant) -> Void) async throws -> AccountLink {
         // Which account approves the code is known only once it is taken: ``adopt`` checks it then.
-        try refuseWhilePurchaseUnanswered(then: "sign in", staying: try database.account()?.id)
+        try refuseWhilePurchaseUnanswered(then: "sign in", staying: try database.account.current()?.id)
         var api = try purchases.storeAPI()
         let leaving = try await currentHoldings(force: force)
         let grant = try await api.startDeviceCode(deviceName: deviceName)
@@ -120,9 +120,9 @@ extension KioskClient {
     /// - Parameter force: sign out an anonymous account that owns something all the same (nothing
     ///   could reach it again: it has no sign-in).
     public func signOut(force: Bool = false) async throws -> String? {
-        guard let account = try database.account(), let api = try purchases.existingAccountAPI() else { return nil }
+        guard let account = try database.account.current(), let api = try purchases.existingAccountAPI() else { return nil }
         try refuseWhilePurchaseUnanswered(then: "sign out")
-        if try database.accountEmail() == nil, !force {
+        if try database.account.email() == nil, !force {
             let holdings = try await api.account()
             let owned = holdings.owned.count + holdings.subscriptions.count
             if owned > 0 || holdings.credits > 0 {
@@ -136,7 +136,7 @@ extension KioskClient {
         } catch ClientError.serverError(_, 401, _, _) {
             // Removed from another device already: nothing left to revoke.
         }
-        try database.forgetAccount()
+        try database.account.forget()
         return account.id
     }
 
@@ -167,7 +167,7 @@ extension KioskClient {
             }
         }
         let removed = try await api.removeDevice(idOrName, force: force)
-        if removed.current { try database.forgetAccount() }
+        if removed.current { try database.account.forget() }
         return removed
     }
 
@@ -196,7 +196,7 @@ extension KioskClient {
         }
         try refuseWhilePurchaseUnanswered(then: "delete the account")
         let deleted = try await api.deleteAccount(password: password)
-        try database.forgetAccount()
+        try database.account.forget()
         return deleted
     }
 
@@ -221,22 +221,22 @@ extension KioskClient {
     ///   while a purchase of the current account is still unanswered (unless the token is that
     ///   account's), or when the current account owns something and `force` is false.
     public func linkAccount(token: String, force: Bool = false) async throws -> AccountLink {
-        try refuseWhilePurchaseUnanswered(then: "link", staying: try database.account()?.id)
+        try refuseWhilePurchaseUnanswered(then: "link", staying: try database.account.current()?.id)
         var api = try purchases.storeAPI()
         api.token = token
         let summary = try await api.account()
         // Linking again to the account the waiting purchases were made for is how they get sent.
         try refuseWhilePurchaseUnanswered(then: "link", staying: summary.accountId)
         var link = AccountLink(summary: summary, waitingPurchases: try unansweredPurchases().count)
-        if let current = try database.account(), current.id == summary.accountId {
+        if let current = try database.account.current(), current.id == summary.accountId {
             link.alreadyLinked = true
         } else if let leaving = try await currentHoldings(force: force) {
             link.replaced = leaving.accountId
             link.replacedHoldings = leaving.holdings
             link.replacedCredits = leaving.credits
         }
-        try database.saveSignedInAccount(id: summary.accountId, token: token, email: nil)
-        try database.makeUnansweredDue(account: summary.accountId)
+        try database.account.saveSignedIn(id: summary.accountId, token: token, email: nil)
+        try purchases.makeUnansweredDue(account: summary.accountId)
         return link
     }
 
@@ -254,14 +254,14 @@ extension KioskClient {
 
     /// The purchases saved on this device that the store has not answered.
     private func unansweredPurchases() throws -> [PaymentRecord] {
-        try database.unfinishedPayments().filter { $0.state == .purchasing }
+        try purchases.unfinished().filter { $0.state == .purchasing }
     }
 
     /// The account this device has, when `email` is the one it signs in with: signing in with it
     /// again stays on that account.
     private func knownAccount(signingInWith email: String) throws -> String? {
-        guard let known = try database.accountEmail(), known == email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased() else { return nil }
-        return try database.account()?.id
+        guard let known = try database.account.email(), known == email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased() else { return nil }
+        return try database.account.current()?.id
     }
 
     /// Refuses to leave the account of a purchase still unanswered: a saved purchase is sent under
@@ -275,13 +275,13 @@ extension KioskClient {
     private func refuseWhilePurchaseUnanswered(then action: String, staying account: String? = nil) throws {
         let waiting = try unansweredPurchases()
         guard !waiting.isEmpty else { return }
-        let current = try database.account()?.id
+        let current = try database.account.current()?.id
         let owners = Set(waiting.map { $0.accountId ?? current })
         if let account, owners == [account] { return }
         let owner = owners.count == 1 ? owners.first.flatMap { $0 }.map { "account \($0)" } : nil
         let products = Set(waiting.map(\.productId)).sorted().joined(separator: ", ")
         var message = "a purchase of \(owner ?? "this device's account") (\(products)) is still unanswered; send it first (kiosk resume) once the server is reachable, then \(action)"
-        if owners == [current], let email = try database.accountEmail() {
+        if owners == [current], let email = try database.account.email() {
             // Signed out elsewhere, `kiosk resume` cannot send it: signing in to that account again does.
             message += "; if this device was signed out, sign in again with kiosk login --email \(email) to send it"
         }
@@ -290,7 +290,7 @@ extension KioskClient {
 
     /// What the current account owns, or a refusal when it owns something and `force` is false.
     private func currentHoldings(force: Bool) async throws -> Leaving? {
-        guard let current = try database.account(), var api = try purchases.existingAccountAPI() else { return nil }
+        guard let current = try database.account.current(), var api = try purchases.existingAccountAPI() else { return nil }
         api.token = current.token
         let holdings: AccountSummary
         do {
@@ -300,7 +300,7 @@ extension KioskClient {
             return nil
         }
         let leaving = Leaving(accountId: current.id, holdings: holdings.owned.count + holdings.subscriptions.count, credits: holdings.credits,
-                              token: current.token, signedIn: try database.accountEmail() != nil)
+                              token: current.token, signedIn: try database.account.email() != nil)
         if !force, leaving.holdings > 0 || leaving.credits > 0, !leaving.signedIn {
             throw ClientError.invalidRequest(
                 "this device's account \(current.id) owns \(leaving.holdings) purchase(s) and \(leaving.credits) credits, which this device would no longer reach; "
@@ -318,8 +318,8 @@ extension KioskClient {
             try? await api.signOut()
             throw error
         }
-        try database.saveSignedInAccount(id: signedIn.accountId, token: signedIn.token, email: signedIn.email)
-        try database.makeUnansweredDue(account: signedIn.accountId)
+        try database.account.saveSignedIn(id: signedIn.accountId, token: signedIn.token, email: signedIn.email)
+        try purchases.makeUnansweredDue(account: signedIn.accountId)
         var link = AccountLink(summary: try await api.account(), email: signedIn.email, deviceId: signedIn.deviceId,
                                waitingPurchases: try unansweredPurchases().count)
         if let leaving {

@@ -45,17 +45,17 @@ extension KioskClient {
 
     /// Every download, in product order.
     public func downloads() throws -> [DownloadRecord] {
-        try database.downloads()
+        try library.downloads()
     }
 
     /// When the earliest waiting download is due.
     public func nextDownloadAttempt() throws -> Date? {
-        try database.nextDownloadAttempt()
+        try library.nextAttempt()
     }
 
     /// Pauses a download; a process running it stops at its next progress write (two a second) and keeps its bytes.
     public func pauseDownload(_ productId: String) throws -> DownloadRecord {
-        try database.pauseDownload(productId)
+        try library.pause(productId)
     }
 
     /// Cancels a download and deletes its partial bytes; a process running it stops at its next progress write (two a second).

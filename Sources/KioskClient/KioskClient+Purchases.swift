@@ -55,14 +55,14 @@ extension KioskClient {
     /// The account's balance and what it owns, as the server knows it; nil when this device has
     /// no account yet. Looking creates nothing on the server.
     public func existingAccountSummary() async throws -> AccountSummary? {
-        guard try database.account() != nil else { return nil }
+        guard try database.account.current() != nil else { return nil }
         return try await purchases.authorizedAPI().account()
     }
 
     /// The account's subscriptions with their state (active until, auto-renew, grace, billing
     /// retry, expired and why), as the store knows them; nil when this device has no account yet.
     public func subscriptions() async throws -> SubscriptionList? {
-        guard try database.account() != nil else { return nil }
+        guard try database.account.current() != nil else { return nil }
         return try await purchases.authorizedAPI().subscriptions()
     }
 
@@ -75,26 +75,21 @@ extension KioskClient {
     /// - Throws: ``ClientError/invalidRequest(_:)`` when there is none, or when it was sent and its
     ///   answer is still awaited (it may have been charged).
     public func cancelUnsentPurchase(_ productId: String) throws -> PaymentRecord {
-        let waiting = try database.unsentPurchases(productId: productId)
-        // The one never sent, if any: one that was sent may have been charged.
-        guard let record = waiting.first(where: { $0.sentAt == nil }) ?? waiting.first, let id = record.id else {
-            throw ClientError.invalidRequest("no purchase of \(productId) waits to be sent on this device; kiosk transactions lists them")
-        }
-        return try database.cancelUnsent(id)
+        try purchases.cancelUnsent(productId)
     }
 
     /// Turns purchases on this device on or off (a device restriction, like parental controls).
     public func setPaymentsEnabled(_ enabled: Bool) throws {
-        try database.setSetting(Setting.Key.paymentsEnabled, to: enabled ? "on" : "off")
+        try database.settings.setPaymentsEnabled(enabled)
     }
 
     public func paymentsEnabled() throws -> Bool {
-        try database.setting(Setting.Key.paymentsEnabled) != "off"
+        try database.settings.paymentsEnabled()
     }
 
     /// Every stored transaction, newest first, each receipt verified offline against the cached keys.
     public func transactions() async throws -> [TransactionView] {
-        let records = try database.payments()
+        let records = try purchases.all()
         let check = ReceiptCheck(database: database)
         var views: [TransactionView] = []
         for record in records {

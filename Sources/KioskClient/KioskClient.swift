@@ -63,7 +63,7 @@ public final class KioskClient: Sendable {
         self.logger = logger
         let database = try ClientDatabase(url: home.database)
         self.database = database
-        let remembered = try database.setting(Setting.Key.server)
+        let remembered = try database.settings.value(Setting.Key.server)
         let store: StoreServer
         if let server, !server.isEmpty {
             let given = try StoreServer.normalized(server)
@@ -71,9 +71,9 @@ public final class KioskClient: Sendable {
                 store = StoreServer(url: given)
             } else {
                 let remember: @Sendable () -> Void = { [database] in
-                    try? database.setSetting(Setting.Key.server, to: given)
+                    try? database.settings.set(Setting.Key.server, to: given)
                     // The keys cached so far are another store's: they must not name this one.
-                    try? database.removeSetting(Setting.Key.jwks)
+                    try? database.settings.remove(Setting.Key.jwks)
                 }
                 store = StoreServer(url: given, remember: remember)
             }
@@ -85,10 +85,11 @@ public final class KioskClient: Sendable {
         self.catalog = CatalogSync(database: database, http: http, server: store, spoolFolder: home.root, maxBytes: configuration.maxCatalogBytes)
         let purchases = Purchases(database: database, server: store, http: http, home: home, configuration: configuration, logger: logger)
         self.purchases = purchases
-        self.library = Library(database: database, home: home, server: store, configuration: configuration, owner: ClaimOwner(), logger: logger, contentURLs: ContentURLs())
+        let library = Library(database: database, home: home, server: store, configuration: configuration, owner: ClaimOwner(), logger: logger, contentURLs: ContentURLs())
+        self.library = library
         self.flows = Flows(
             catalog: catalog, purchases: purchases, library: library,
-            subscriptions: SubscriptionIssues(database: database, purchases: purchases), logger: logger)
+            subscriptions: SubscriptionIssues(database: database, library: library, purchases: purchases), logger: logger)
     }
 
     deinit {
@@ -125,7 +126,7 @@ public final class KioskClient: Sendable {
 
     /// A setting's stored value; nil when unset (payments then count as on).
     public func setting(_ name: SettingName) throws -> String? {
-        try database.setting(name.key)
+        try database.settings.value(name.key)
     }
 
     /// Stores a setting, checked first: a server must be an http(s) URL, payments `on` or `off`.
@@ -141,15 +142,16 @@ public final class KioskClient: Sendable {
             guard value == "on" || value == "off" else {
                 throw ClientError.invalidRequest("payments must be on or off, not \"\(value)\"")
             }
-            stored = value
+            try database.settings.setPaymentsEnabled(value == "on")
+            return value
         }
-        try database.setSetting(name.key, to: stored)
+        try database.settings.set(name.key, to: stored)
         return stored
     }
 
     /// Removes a setting (a server is then needed again with --server; payments count as on).
     public func unsetSetting(_ name: SettingName) throws {
-        try database.removeSetting(name.key)
+        try database.settings.remove(name.key)
     }
 
     // MARK: Catalog
@@ -178,7 +180,7 @@ public final class KioskClient: Sendable {
     }
 
     private func catalogSyncedAt() throws -> Date? {
-        try database.setting(Setting.Key.catalogSyncedAt).flatMap { try? Date($0, strategy: .iso8601) }
+        try database.settings.value(Setting.Key.catalogSyncedAt).flatMap { try? Date($0, strategy: .iso8601) }
     }
 }
 

@@ -39,35 +39,35 @@ struct ClaimFenceTests {
     func staleHolderIsFenced() async throws {
         try await LibraryTests.withStore { context in
             _ = try await context.client.buy(Self.book, downloadNow: false)
-            let database = context.client.database
+            let rows = DownloadRows(database: context.client.database)
             let time = ManualClock()
-            let stale = try #require(try database.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, clock: time.clock).first)
-            #expect(try database.holds(stale.claim))
-            #expect(try database.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, clock: time.clock).isEmpty, "a live lease was taken")
+            let stale = try #require(try rows.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, clock: time.clock).first)
+            #expect(try rows.holds(stale.claim))
+            #expect(try rows.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, clock: time.clock).isEmpty, "a live lease was taken")
 
             // The holder is stopped (SIGSTOP, a laptop lid): its lease runs out, another takes over.
             time.advance(seconds: 16)
-            let fresh = try #require(try database.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, clock: time.clock).first)
+            let fresh = try #require(try rows.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, clock: time.clock).first)
             #expect(fresh.claim.generation == stale.claim.generation + 1)
             #expect(fresh.tookOverLiveOwner, "this test process is alive, so the old holder counts as live")
-            #expect(try !database.holds(stale.claim))
+            #expect(try !rows.holds(stale.claim))
 
             // Continued, the stale holder finds every write refused.
-            #expect(try !database.recordProgress(stale.claim, bytesOnDisk: 1, etag: "\"x\""))
+            #expect(try !rows.recordProgress(stale.claim, bytesOnDisk: 1, etag: "\"x\""))
             #expect(throws: IllegalTransition.self) {
-                try database.beginVerifying(stale.claim, size: 1)
+                try rows.beginVerifying(stale.claim, size: 1)
             }
-            try database.beginVerifying(fresh.claim, size: fresh.record.size)
-            try database.beginUnpacking(fresh.claim)
+            try rows.beginVerifying(fresh.claim, size: fresh.record.size)
+            try rows.beginUnpacking(fresh.claim)
             var swapped = false
             let item = LibraryItem(productId: Self.book, version: "v", sha256: fresh.record.sha256, path: "/nowhere", installedAt: Date(), treeDigest: nil)
             #expect(throws: IllegalTransition.self) {
-                _ = try database.markInstalled(item, claim: stale.claim) { swapped = true }
+                _ = try rows.markInstalled(item, claim: stale.claim) { swapped = true }
             }
             #expect(!swapped, "a stale holder moved its folder into the library")
-            #expect(try database.download(Self.book)?.state == .unpacking)
+            #expect(try rows.download(Self.book)?.state == .unpacking)
             // The holder of the claim installs; the claim is released.
-            let installed = try database.markInstalled(item, claim: fresh.claim) { swapped = true }
+            let installed = try rows.markInstalled(item, claim: fresh.claim) { swapped = true }
             #expect(swapped && installed.state == .installed && installed.owner == nil && installed.leaseDeadline == nil)
         }
     }
@@ -76,22 +76,22 @@ struct ClaimFenceTests {
     func leaseIgnoresWallClock() async throws {
         try await LibraryTests.withStore { context in
             _ = try await context.client.buy(Self.book, downloadNow: false)
-            let database = context.client.database
+            let rows = DownloadRows(database: context.client.database)
             let time = ManualClock()
-            let held = try #require(try database.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, clock: time.clock).first)
+            let held = try #require(try rows.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, clock: time.clock).first)
             for jump in [86_400.0, -86_400.0] {
-                #expect(try database.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, now: Date().addingTimeInterval(jump), clock: time.clock).isEmpty)
+                #expect(try rows.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, now: Date().addingTimeInterval(jump), clock: time.clock).isEmpty)
             }
             // The monotonic clock does not run while the machine sleeps: a long sleep lapses nothing.
-            #expect(try database.downloadsClaimedByOthers(than: ClaimOwner(), only: nil, clock: time.clock).map(\.productId) == [Self.book])
+            #expect(try rows.downloadsClaimedByOthers(than: ClaimOwner(), only: nil, clock: time.clock).map(\.productId) == [Self.book])
             // Renewing moves the deadline on that clock.
             time.advance(seconds: 10)
-            try database.renewClaims(of: held.claim.owner, lease: 15, clock: time.clock)
+            try rows.renewClaims(of: held.claim.owner, lease: 15, clock: time.clock)
             time.advance(seconds: 10)
-            #expect(try database.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, clock: time.clock).isEmpty)
+            #expect(try rows.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, clock: time.clock).isEmpty)
             // After a reboot no process of the old boot can hold anything.
             time.reboot(as: "another-boot")
-            #expect(try database.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, clock: time.clock).count == 1)
+            #expect(try rows.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 15, clock: time.clock).count == 1)
         }
     }
 
@@ -164,11 +164,11 @@ struct ClaimFenceTests {
             let directory = try TemporaryDirectory()
             let client = try KioskClient(home: KioskHome(root: directory.path("home")), server: url)
             let content = ContentDescriptor(format: .zip, size: 2048, sha256: String(repeating: "a", count: 64), version: "1")
-            try client.database.enqueueDownload(productId: Self.book, content: content, receipt: "receipt", transactionId: nil)
+            try DownloadRows(database: client.database).enqueueDownload(productId: Self.book, content: content, receipt: "receipt", transactionId: nil)
             let report = try await client.runDownloads()
             #expect(report.failed == [Self.book])
             #expect(report.bytesReceived <= 2 * 2048, "\(report.bytesReceived) bytes written for a 2 KiB book")
-            let record = try #require(try client.database.download(Self.book))
+            let record = try #require(try DownloadRows(database: client.database).download(Self.book))
             #expect(record.state == .failed)
             #expect(record.lastError?.contains("sent more than the 2048 bytes declared for it") == true, "\(record.lastError ?? "")")
             #expect(!FileManager.default.fileExists(atPath: try client.home.partialFile(Self.book).path))
@@ -216,11 +216,11 @@ struct ClaimFenceTests {
 
             // A process stopped past its lease (this test process, so it counts as alive): its claim,
             // its committed bytes, its file.
-            let stale = try #require(try client.database.claimDueDownloads(for: ClaimOwner(), only: nil, lease: 0.01).first)
+            let stale = try #require(try DownloadRows(database: client.database).claimDueDownloads(for: ClaimOwner(), only: nil, lease: 0.01).first)
             let partial = disk.path.appendingPathComponent("downloads/\(Self.manyFiles).partial")
             try FileManager.default.createDirectory(at: partial.deletingLastPathComponent(), withIntermediateDirectories: true)
             try bytes.prefix(committed).write(to: partial)
-            #expect(try client.database.recordProgress(stale.claim, bytesOnDisk: Int64(committed), etag: "\"\(archive.sha256)\""))
+            #expect(try DownloadRows(database: client.database).recordProgress(stale.claim, bytesOnDisk: Int64(committed), etag: "\"\(archive.sha256)\""))
             try await Task.sleep(for: .milliseconds(50))
 
             // The disk keeps less room than a copy of the committed bytes needs.
@@ -236,8 +236,8 @@ struct ClaimFenceTests {
             // Room again: the parked bytes come back as a file of the new claim's own, and the
             // download goes on from them.
             disk.free()
-            _ = try client.database.pauseDownload(Self.manyFiles)
-            try client.database.unpauseAll()
+            _ = try DownloadRows(database: client.database).pauseDownload(Self.manyFiles)
+            try DownloadRows(database: client.database).unpauseAll()
             let report = try await client.runDownloads()
             #expect(report.installed == [Self.manyFiles])
             #expect(report.bytesReceived <= Int64(bytes.count - committed) + 65_536, "received \(report.bytesReceived) of \(bytes.count): it started over")

@@ -79,9 +79,9 @@ struct EngineTests {
             let bought = try await client.buy(Self.pack5)
             let id = try #require(bought.record.id)
             #expect(bought.record.state == .finished)
-            let error = #expect(throws: IllegalTransition.self) { try client.database.markDelivering(id) }
+            let error = #expect(throws: IllegalTransition.self) { try PurchaseRows(database: client.database).markDelivering(id) }
             #expect(error?.description == "transaction \(bought.record.transactionId ?? "") (\(Self.pack5)) is finished and cannot become delivering")
-            #expect(try client.database.payment(id)?.state == .finished)
+            #expect(try PurchaseRows(database: client.database).payment(id)?.state == .finished)
         }
     }
 

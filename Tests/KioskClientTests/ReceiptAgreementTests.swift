@@ -76,7 +76,7 @@ struct ReceiptAgreementTests {
             try await server.keys.reload()
             // A device that has read the store's keys since (restore does so first); one whose cache
             // predates the retirement still accepts the receipt offline, and the store refuses it.
-            try client.database.setSetting(Setting.Key.jwks, to: String(decoding: try JSONEncoder().encode(try await server.keys.jwks()), as: UTF8.self))
+            try client.database.settings.set(Setting.Key.jwks, to: String(decoding: try JSONEncoder().encode(try await server.keys.jwks()), as: UTF8.self))
             return (genuine, .keyRetired(oldKID))
         case .wrongIssuer:
             claims.issuer = "kiosk-elsewhere"
@@ -115,7 +115,7 @@ struct ReceiptAgreementTests {
         try await LiveServer.run(configuration) { server, url in
             let client = try KioskClient(home: home, server: url)
             // The keys (and the environment they name) of the store the receipt is presented to.
-            try client.database.setSetting(Setting.Key.jwks, to: String(decoding: try JSONEncoder().encode(try await server.keys.jwks()), as: UTF8.self))
+            try client.database.settings.set(Setting.Key.jwks, to: String(decoding: try JSONEncoder().encode(try await server.keys.jwks()), as: UTF8.self))
             let (receipt, expected) = try await Self.receipt(for: testCase, genuine: genuine, claims: claims, account: account, server: server, client: client)
 
             let api = try client.purchases.storeAPI()

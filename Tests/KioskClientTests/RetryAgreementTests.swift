@@ -46,7 +46,7 @@ struct RetryAgreementTests {
             configuration.backoff = Backoff(base: 60, cap: 60)
             let client = try KioskClient(home: KioskHome(root: directory.path("home")), server: "http://127.0.0.1:\(port)", configuration: configuration)
             let content = ContentDescriptor(format: .zip, size: 10, sha256: String(repeating: "a", count: 64), version: "1")
-            try client.database.enqueueDownload(productId: Self.book, content: content, receipt: "not-checked-here", transactionId: nil)
+            try DownloadRows(database: client.database).enqueueDownload(productId: Self.book, content: content, receipt: "not-checked-here", transactionId: nil)
             let report = try await client.runDownloads()
             if RetryRule.isTransient(status: status) {
                 #expect(report.waiting == [Self.book], "status \(status)")
@@ -77,11 +77,11 @@ struct RetryAgreementTests {
         let directory = try TemporaryDirectory()
         try await LoopbackServer.run(answering.router, label: "rule-check") { port in
             let client = try KioskClient(home: KioskHome(root: directory.path("home")), server: "http://127.0.0.1:\(port)")
-            _ = try client.database.saveAccount(id: "account-1", token: "token-1", replacing: false)
-            let record = try client.database.beginPurchase(productId: Self.book, kind: .nonConsumable, quantity: 1, method: "approve", storeURL: "http://127.0.0.1:\(port)", storeKeys: nil)
+            _ = try client.database.account.save(id: "account-1", token: "token-1", replacing: false)
+            let record = try PurchaseRows(database: client.database).beginPurchase(productId: Self.book, kind: .nonConsumable, quantity: 1, method: "approve", storeURL: "http://127.0.0.1:\(port)", storeKeys: nil)
             _ = try? await client.purchases.send(record)
             let id = try #require(record.id)
-            let stored = try #require(try client.database.payment(id))
+            let stored = try #require(try PurchaseRows(database: client.database).payment(id))
             let keptForLater = RetryRule.isTransient(status: status) || status == 401
             #expect(stored.state == (keptForLater ? .purchasing : .failed), "status \(status)")
             #expect(answering.count("/v1/payments") >= 1)

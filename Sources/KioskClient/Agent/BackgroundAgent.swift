@@ -161,17 +161,17 @@ struct BackgroundAgent: Sendable {
                     try await Task.sleep(for: .seconds(5))
                     continue
                 }
-                let cursor = try client.database.setting(Setting.Key.feedCursor)
-                let cached = try client.database.setting(Setting.Key.catalogETag)
+                let cursor = try client.database.settings.value(Setting.Key.feedCursor)
+                let cached = try client.database.settings.value(Setting.Key.catalogETag)
                 let held = announced ?? cached
                 let page = try await abandoningOnCancel { try await api.transactions(after: cursor, wait: Self.feedWait, catalog: held) }
                 if failures > 0 { wake.signal() }
                 failures = 0
                 if let next = page.cursor, next != cursor {
-                    try client.database.setSetting(Setting.Key.feedCursor, to: next)
+                    try client.database.settings.set(Setting.Key.feedCursor, to: next)
                 }
                 if let served = page.catalog {
-                    let synced = try client.database.setting(Setting.Key.catalogETag)
+                    let synced = try client.database.settings.value(Setting.Key.catalogETag)
                     if synced.map({ TransactionPage.sameCatalog($0, served) }) == true {
                         announced = nil
                     } else if held.map({ TransactionPage.sameCatalog($0, served) }) != true {

@@ -46,7 +46,7 @@ struct CatalogSync {
     /// the cache as it was.
     func sync() async throws -> SyncReport {
         let url = try server.base() + "/v1/catalog"
-        let etag = try database.setting(Setting.Key.catalogETag)
+        let etag = try database.settings.value(Setting.Key.catalogETag)
         var headers: [(name: String, value: String)] = [("Accept", "application/json")]
         if let etag { headers.append(("If-None-Match", etag)) }
 

@@ -44,7 +44,7 @@ extension Flows {
             }
             let left = deadline - .now
             guard left > .zero else { return nil }
-            let cursor = try purchases.database.setting(Setting.Key.replayCursor)
+            let cursor = try purchases.database.settings.value(Setting.Key.replayCursor)
             // Answered at once by a change after the cursor, else held until one or the wait's end.
             _ = try await purchases.authorizedAPI().transactions(after: cursor, wait: max(1, min(25, Int(left.components.seconds))))
         }

@@ -39,7 +39,7 @@ extension Flows {
             return report
         } catch let error as ClientError where error.isSignedOut {
             // Not a failure to log: the reader is told, and signs in again.
-            report.signedOut = try? purchases.database.account()?.id
+            report.signedOut = try? purchases.database.account.current()?.id
         } catch {
             logger.warning("could not read the account's transactions", metadata: ["error": "\(error)"])
         }
@@ -95,7 +95,7 @@ extension Flows {
             } catch let error as ClientError where error.isSignedOut {
                 // It waits for the reader to sign in again, on the backoff (the agent would ask again and again).
                 purchases.recordSignedOut(current, now: now)
-                report.signedOut = try? purchases.database.account()?.id
+                report.signedOut = try? purchases.database.account.current()?.id
             } catch {
                 purchases.recordFailure(current, error, now: now)
                 report.failed.append(current.productId)
@@ -114,7 +114,7 @@ extension Flows {
         } catch is CancellationError {
             return report
         } catch let error as ClientError where error.isSignedOut {
-            report.signedOut = try? purchases.database.account()?.id
+            report.signedOut = try? purchases.database.account.current()?.id
             return report
         } catch {
             logger.warning("could not take in the account's new transactions", metadata: ["error": "\(error)"])

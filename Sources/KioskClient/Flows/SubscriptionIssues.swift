@@ -7,6 +7,8 @@ import KioskCore
 /// when it checks the receipt.
 struct SubscriptionIssues {
     let database: ClientDatabase
+    /// Where the covered issues are queued: the library's own rows are written by it alone.
+    let library: Library
     /// Asked for the store's grace windows (``Purchases/graceWindows()``), only when an issue is
     /// left that no paid period covers.
     let purchases: Purchases
@@ -15,12 +17,12 @@ struct SubscriptionIssues {
     /// - Parameter requeueStopped: also queue covered issues whose download was cancelled or
     ///   failed for good (what `kiosk restore` asks for); otherwise an issue with any download is left alone.
     func queueCoveredIssues(requeueStopped: Bool = false) async throws -> [String] {
-        let subscriptions = try database.payments().filter {
+        let subscriptions = try purchases.all().filter {
             $0.kind == .subscription && PaymentState.owning.contains($0.state) && $0.receipt != nil
         }
         // Without a subscription there is nothing to queue: skip reading the catalog.
         guard !subscriptions.isEmpty else { return [] }
-        let queued = Set(try database.downloads().filter { !requeueStopped || ($0.state != .cancelled && $0.state != .failed) }.map(\.productId))
+        let queued = Set(try library.downloads().filter { !requeueStopped || ($0.state != .cancelled && $0.state != .failed) }.map(\.productId))
         var covering: [(receipt: String, claims: ReceiptClaims, expires: Date, series: String)] = []
         for subscription in subscriptions.reversed() {
             guard let receipt = subscription.receipt,
@@ -49,7 +51,7 @@ struct SubscriptionIssues {
             for issue in issues where !queued.contains(issue.id) && !added.contains(issue.id) {
                 guard let published = issue.publicationDate, let content = issue.content else { continue }
                 if period.covers(published, seriesIssueDates: dates) {
-                    if try database.enqueueDownload(productId: issue.id, content: content, receipt: receipt, transactionId: claims.transactionId) {
+                    if try library.enqueue(issue.id, content: content, receipt: receipt, transactionId: claims.transactionId) {
                         added.append(issue.id)
                     }
                 } else if published >= SubscriptionCoverage.day(claims.purchased) {
@@ -67,7 +69,7 @@ struct SubscriptionIssues {
             let graces = SeriesCoverage(periods: [], graceWindows: (windows[claims.productId] ?? []).map { SubscriptionCoverage(purchased: $0.startsAt, expires: $0.endsAt) })
             guard let published = issue.publicationDate, let content = issue.content,
                   graces.covers(published, seriesIssueDates: dates) else { continue }
-            if try database.enqueueDownload(productId: issue.id, content: content, receipt: receipt, transactionId: claims.transactionId) {
+            if try library.enqueue(issue.id, content: content, receipt: receipt, transactionId: claims.transactionId) {
                 added.append(issue.id)
             }
         }
@@ -80,7 +82,7 @@ struct SubscriptionIssues {
     /// none does. (Grace windows are not asked for: a revocation keeps what a paid period covers.)
     func coveringReceipt(for productId: String) async throws -> (receipt: String, transactionId: String)? {
         guard let issue = try database.cachedProduct(productId), let series = issue.series, let published = issue.publicationDate else { return nil }
-        let periods = try database.payments().filter { $0.kind == .subscription && PaymentState.owning.contains($0.state) && $0.receipt != nil }
+        let periods = try purchases.all().filter { $0.kind == .subscription && PaymentState.owning.contains($0.state) && $0.receipt != nil }
         guard !periods.isEmpty else { return nil }
         var dates: [String] = []
         try database.forEachCachedProduct { product in

@@ -8,24 +8,29 @@ import KioskCore
 /// claimed download on (`downloading → verifying → unpacking → installed | waiting | failed`),
 /// and anyone may pause or cancel it, which the owner notices at its next progress report. A
 /// claim lapses when its lease runs out or its owner's process is gone.
-extension ClientDatabase {
+///
+/// The download and library rows of `kiosk.sqlite`, written by nothing else: ``Library`` holds
+/// the one instance and is the only caller, so every change of a download is one of its transitions.
+struct DownloadRows: Sendable {
+    let database: ClientDatabase
+
     // MARK: Reads
 
     func downloads() throws -> [DownloadRecord] {
-        try read { try DownloadRow.order(DownloadRecord.Columns.productId).fetchAll($0).map(\.value) }
+        try database.read { try DownloadRow.order(DownloadRecord.Columns.productId).fetchAll($0).map(\.value) }
     }
 
     func download(_ productId: String) throws -> DownloadRecord? {
-        try read { try DownloadRow.fetchOne($0, key: productId)?.value }
+        try database.read { try DownloadRow.fetchOne($0, key: productId)?.value }
     }
 
     func libraryItems() throws -> [LibraryItem] {
-        try read { try LibraryItemRow.order(Column("productId")).fetchAll($0).map(\.value) }
+        try database.read { try LibraryItemRow.order(Column("productId")).fetchAll($0).map(\.value) }
     }
 
     /// When the earliest waiting download is due.
     func nextDownloadAttempt() throws -> Date? {
-        try read { db in
+        try database.read { db in
             try Date.fetchOne(db, DownloadRow
                 .filter(DownloadRecord.Columns.state == DownloadState.waiting.rawValue)
                 .select(min(DownloadRecord.Columns.nextAttemptAt)))
@@ -45,7 +50,7 @@ extension ClientDatabase {
         let kind = proofKind == .kioskReceipt ? nil : proofKind.rawValue
         guard ProductID.isValid(productId) else { throw ClientError.unsafeProductID(productId, source: "a download") }
         let now = Date()
-        let record = try write { db -> DownloadRecord? in
+        let record = try database.write { db -> DownloadRecord? in
             if var existing = try DownloadRow.fetchOne(db, key: productId)?.value {
                 let sameVersion = existing.sha256 == content.sha256
                 // A running owner finishes what it has; a newer version is queued after it installs.
@@ -83,7 +88,7 @@ extension ClientDatabase {
             try row.insert(db)
             return record
         }
-        if let record { events.publish(.download(record)) }
+        if let record { database.events.publish(.download(record)) }
         return record != nil
     }
 
@@ -103,7 +108,7 @@ extension ClientDatabase {
     /// - Returns: true when the download was retargeted.
     @discardableResult
     func retargetDownload(_ productId: String, to content: ContentDescriptor) throws -> Bool {
-        let record = try write { db -> DownloadRecord? in
+        let record = try database.write { db -> DownloadRecord? in
             guard var record = try DownloadRow.fetchOne(db, key: productId)?.value, record.sha256 != content.sha256,
                   [.queued, .waiting, .failed, .paused].contains(record.state) else { return nil }
             if record.state != .paused { record.state = .queued }
@@ -121,19 +126,19 @@ extension ClientDatabase {
             try DownloadRow(record).update(db)
             return record
         }
-        if let record { events.publish(.download(record)) }
+        if let record { database.events.publish(.download(record)) }
         return record != nil
     }
 
     /// `paused → queued` for every paused download: `kiosk resume`.
     func unpauseAll() throws {
-        let resumed = try write { db -> [DownloadRecord] in
+        let resumed = try database.write { db -> [DownloadRecord] in
             let paused = try DownloadRow.filter(DownloadRecord.Columns.state == DownloadState.paused.rawValue).fetchAll(db).map(\.value)
             try DownloadRow.filter(DownloadRecord.Columns.state == DownloadState.paused.rawValue)
                 .updateAll(db, DownloadRecord.Columns.state.set(to: DownloadState.queued.rawValue), DownloadRecord.Columns.updatedAt.set(to: Date()))
             return paused.map { var record = $0; record.state = .queued; return record }
         }
-        for record in resumed { events.publish(.download(record)) }
+        for record in resumed { database.events.publish(.download(record)) }
     }
 
     /// `queued | waiting | downloading | failed → paused`, keeping its bytes; a running owner stops.
@@ -152,26 +157,26 @@ extension ClientDatabase {
     /// the content out of the library inside the same transaction, so no install can slip in
     /// between; it returns a folder to delete after the commit.
     func forgetContent(_ productId: String, remove: () throws -> URL?) throws -> URL? {
-        let (forgotten, removed) = try write { db -> (DownloadRecord?, URL?) in
+        let (forgotten, removed) = try database.write { db -> (DownloadRecord?, URL?) in
             let record = try DownloadRow.fetchOne(db, key: productId)?.value
             _ = try DownloadRow.deleteOne(db, key: productId)
             _ = try LibraryItemRow.deleteOne(db, key: productId)
             return (record, try remove())
         }
-        if let forgotten { events.publish(.downloadRemoved(forgotten)) }
+        if let forgotten { database.events.publish(.downloadRemoved(forgotten)) }
         return removed
     }
 
     /// Points a download at another standing transaction of the same product (the one it used was revoked).
     func represent(_ productId: String, receipt: String, transactionId: String?) throws {
-        let record = try write { db -> DownloadRecord? in
+        let record = try database.write { db -> DownloadRecord? in
             _ = try DownloadRow.filter(key: productId).updateAll(db, [
                 Column("receipt").set(to: receipt), DownloadRecord.Columns.transactionId.set(to: transactionId),
                 Column("proofKind").set(to: nil),
             ])
             return try DownloadRow.fetchOne(db, key: productId)?.value
         }
-        if let record { events.publish(.download(record)) }
+        if let record { database.events.publish(.download(record)) }
     }
 
     // MARK: Claims
@@ -191,7 +196,7 @@ extension ClientDatabase {
     /// queued ones, waiting ones whose time has come (by the wall clock: a schedule survives a
     /// restart), and claimed ones whose lease has lapsed on the monotonic clock or whose owner is gone.
     func claimDueDownloads(for owner: ClaimOwner, only: Set<String>?, lease: TimeInterval, now: Date = Date(), clock: LeaseClock = .system) throws -> [ClaimedDownload] {
-        let claimed = try write { db -> [ClaimedDownload] in
+        let claimed = try database.write { db -> [ClaimedDownload] in
             let candidates = try DownloadRow
                 .filter([DownloadState.queued, .waiting].map(\.rawValue).contains(DownloadRecord.Columns.state)
                     || DownloadState.claimed.map(\.rawValue).contains(DownloadRecord.Columns.state))
@@ -237,13 +242,13 @@ extension ClientDatabase {
             }
             return claimed
         }
-        for download in claimed { events.publish(.download(download.record)) }
+        for download in claimed { database.events.publish(.download(download.record)) }
         return claimed
     }
 
     /// Products among `only` (or any) that another live process is working on now.
     func downloadsClaimedByOthers(than owner: ClaimOwner, only: Set<String>?, clock: LeaseClock = .system) throws -> [DownloadRecord] {
-        try read { db in
+        try database.read { db in
             try DownloadRow
                 .filter(DownloadState.claimed.map(\.rawValue).contains(DownloadRecord.Columns.state))
                 .fetchAll(db).map(\.value)
@@ -257,7 +262,7 @@ extension ClientDatabase {
     /// Extends the lease of every download `owner` holds.
     func renewClaims(of owner: ClaimOwner, lease: TimeInterval, clock: LeaseClock = .system) throws {
         let deadline = clock.now().adding(seconds: lease)
-        try write(mayUseReserve: false) { db in
+        try database.write(mayUseReserve: false) { db in
             _ = try DownloadRow
                 .filter(DownloadRecord.Columns.owner == owner.id)
                 .filter(DownloadState.claimed.map(\.rawValue).contains(DownloadRecord.Columns.state))
@@ -271,7 +276,7 @@ extension ClientDatabase {
 
     /// True while `claim` is the download's current claim.
     func holds(_ claim: DownloadClaim) throws -> Bool {
-        try read { db in try Self.claimed(claim, db).fetchCount(db) == 1 }
+        try database.read { db in try Self.claimed(claim, db).fetchCount(db) == 1 }
     }
 
     /// The row of `claim`'s download, if the claim still holds it (in any claimed state).
@@ -285,7 +290,7 @@ extension ClientDatabase {
     /// Commits the holder's progress. Returns false when the download is no longer the claim's to
     /// run: paused or cancelled by another command, or claimed by another process.
     func recordProgress(_ claim: DownloadClaim, bytesOnDisk: Int64, etag: String?) throws -> Bool {
-        try write(mayUseReserve: false) { db in
+        try database.write(mayUseReserve: false) { db in
             try Self.claimed(claim, db)
                 .filter(DownloadRecord.Columns.state == DownloadState.downloading.rawValue)
                 .updateAll(db, [
@@ -371,7 +376,7 @@ extension ClientDatabase {
         if !DownloadState.claimed.contains(target) {
             all += Self.releasingClaim
         }
-        let record = try write { db -> DownloadRecord in
+        let record = try database.write { db -> DownloadRecord in
             var request = DownloadRow.filter(key: productId).filter(allowed.map(\.rawValue).contains(DownloadRecord.Columns.state))
             if let claim {
                 request = request.filter(DownloadRecord.Columns.owner == claim.owner.id && DownloadRecord.Columns.claimGeneration == claim.generation)
@@ -388,7 +393,7 @@ extension ClientDatabase {
             try whileHeld()
             return current
         }
-        events.publish(.download(record))
+        database.events.publish(.download(record))
         return record
     }
 
@@ -403,7 +408,7 @@ extension ClientDatabase {
     /// the product. A holder that lost its claim gets ``IllegalTransition`` and swaps nothing.
     /// `note` says what the install cost when it was not the whole archive (an update by entries).
     func markInstalled(_ item: LibraryItem, claim: DownloadClaim, note: String? = nil, swap: () throws -> Void) throws -> DownloadRecord {
-        let record = try write { db -> DownloadRecord in
+        let record = try database.write { db -> DownloadRecord in
             let changed = try Self.claimed(claim, db)
                 .filter(DownloadRecord.Columns.state == DownloadState.unpacking.rawValue)
                 .updateAll(db, Self.releasingClaim + [
@@ -420,14 +425,14 @@ extension ClientDatabase {
             try row.save(db)
             return current
         }
-        events.publish(.download(record))
+        database.events.publish(.download(record))
         return record
     }
 
     /// Removes a cancelled download's partial file, unless the download was queued again since
     /// (then the file is someone else's to keep).
     func discardCancelledPartial(_ productId: String, _ remove: () -> Void) throws {
-        try write { db in
+        try database.write { db in
             if try DownloadRow.fetchOne(db, key: productId)?.value.state == .cancelled { remove() }
         }
     }

@@ -60,6 +60,8 @@ struct Library {
     let contentURLs: ContentURLs
 
     var installer: LibraryInstaller { LibraryInstaller(library: home.library) }
+    /// This owner's rows; nothing else writes them.
+    private var rows: DownloadRows { DownloadRows(database: database) }
 
     func partialFile(_ productId: String) throws -> URL {
         try home.partialFile(productId)
@@ -73,10 +75,10 @@ struct Library {
     func run(only: Set<String>? = nil, waitForOthers: Bool = false, progress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }) async throws -> DownloadRunReport {
         let server = try self.server.base()
         let lease = configuration.claimLease
-        let heartbeat = Task { [database, owner] in
+        let heartbeat = Task { [rows, owner] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(lease / 3))
-                try? database.renewClaims(of: owner, lease: lease)
+                try? rows.renewClaims(of: owner, lease: lease)
             }
         }
         defer { heartbeat.cancel() }
@@ -86,9 +88,9 @@ struct Library {
         var rounds = 0
         var othersWaitedFor = Set<String>()
         while rounds < 4, !Task.isCancelled {
-            let claimed = try database.claimDueDownloads(for: owner, only: only, lease: lease)
+            let claimed = try rows.claimDueDownloads(for: owner, only: only, lease: lease)
             if claimed.isEmpty {
-                let others = try database.downloadsClaimedByOthers(than: owner, only: only)
+                let others = try rows.downloadsClaimedByOthers(than: owner, only: only)
                 guard waitForOthers, !others.isEmpty else { break }
                 othersWaitedFor.formUnion(others.map(\.productId))
                 try? await Task.sleep(for: .milliseconds(250))
@@ -141,7 +143,7 @@ struct Library {
                 }
             }
             let held = try startable.map { record in
-                guard let claim = claims[record.productId], try database.holds(claim) else {
+                guard let claim = claims[record.productId], try rows.holds(claim) else {
                     try noteStoppedElsewhere(record, report: &report)
                     return false
                 }
@@ -160,7 +162,7 @@ struct Library {
                 .run(requests, stops: stops, progress: reporting)
             // Read in a task of its own, which this run's cancellation does not end (a cancelled
             // task's stream reads nothing more): where each stopped transfer ended is recorded.
-            let recording = Task { [database, contentURLs, claims] in
+            let recording = Task { [rows, database, contentURLs, claims] in
                 var received = ReceivedBytes()
                 for await update in updates {
                     received.note(update)
@@ -175,7 +177,7 @@ struct Library {
                     // after our lease lapsed): that transfer stops. A failed write (a busy or full disk)
                     // does not stop it.
                     guard let claim = claims[update.key],
-                          (try? database.recordProgress(claim, bytesOnDisk: update.bytesOnDisk, etag: update.etag)) ?? true
+                          (try? rows.recordProgress(claim, bytesOnDisk: update.bytesOnDisk, etag: update.etag)) ?? true
                     else {
                         stops.stop(update.key)
                         continue
@@ -194,7 +196,7 @@ struct Library {
                         // The signed URL expired (or was revoked at the edge): ask the store for a
                         // fresh one at once and continue from the bytes on disk.
                         contentURLs.forget(record.productId)
-                        try database.requeueForFreshURL(claim, reason: "the signed content URL stopped working (\(status): \(message)); asking the store for a new one")
+                        try rows.requeueForFreshURL(claim, reason: "the signed content URL stopped working (\(status): \(message)); asking the store for a new one")
                         continue
                     }
                     if case .complete(let size, let sha256, _) = outcome {
@@ -212,7 +214,7 @@ struct Library {
             }
         }
         for id in othersWaitedFor.sorted() where !report.installed.contains(id) {
-            if try database.download(id)?.state == .installed { report.installedElsewhere.append(id) }
+            if try rows.download(id)?.state == .installed { report.installedElsewhere.append(id) }
         }
         return report
     }
@@ -224,7 +226,7 @@ struct Library {
     func retarget(_ changed: [String]) throws {
         for id in changed {
             if let content = try database.cachedProduct(id)?.content {
-                try database.retargetDownload(id, to: content)
+                try rows.retargetDownload(id, to: content)
             }
         }
     }
@@ -233,7 +235,7 @@ struct Library {
     /// Each `path` is the product's folder in this home (`Library/ID`), whatever an older Kiosk
     /// stored: a home copied or moved elsewhere lists its own folders, never the old home's.
     func entries() throws -> [LibraryEntry] {
-        try database.libraryItems().map { stored in
+        try rows.libraryItems().map { stored in
             var item = stored
             item.path = try installer.installed(item.productId).path
             let product = try database.cachedProduct(item.productId)
@@ -246,13 +248,13 @@ struct Library {
     func queueUpdates() throws -> [String] {
         var queued: [String] = []
         for entry in try entries() where entry.updateAvailable {
-            guard let download = try database.download(entry.item.productId),
+            guard let download = try rows.download(entry.item.productId),
                   let content = try database.cachedProduct(entry.item.productId)?.content else { continue }
             // This version failed for good (its checksum twice, say): it is not tried again on its
             // own, round after round, nor by the next resume; a newer version is, and `kiosk restore` asks again.
             if download.state == .failed && download.sha256 == content.sha256 { continue }
             let kind = download.proofKind.map(PurchaseProofKind.init(rawValue:)) ?? .kioskReceipt
-            if try database.enqueueDownload(productId: download.productId, content: content, receipt: download.receipt, transactionId: download.transactionId, proofKind: kind) {
+            if try rows.enqueueDownload(productId: download.productId, content: content, receipt: download.receipt, transactionId: download.transactionId, proofKind: kind) {
                 queued.append(download.productId)
             }
         }
@@ -266,8 +268,8 @@ struct Library {
         var requeued: [String] = []
         installer.sweepLeftovers()
         PartialFile.sweepCopies(in: home.downloads)
-        for item in try database.libraryItems() where products?.contains(item.productId) ?? true {
-            guard try database.download(item.productId)?.state == .installed else { continue }
+        for item in try rows.libraryItems() where products?.contains(item.productId) ?? true {
+            guard try rows.download(item.productId)?.state == .installed else { continue }
             let folder = try installer.installed(item.productId)
             let problem: String?
             if !FileManager.default.fileExists(atPath: folder.path) {
@@ -278,7 +280,7 @@ struct Library {
                 problem = nil
             }
             if let problem {
-                try database.requeueInstalled(item.productId, reason: problem)
+                try rows.requeueInstalled(item.productId, reason: problem)
                 requeued.append(item.productId)
             }
         }
@@ -287,46 +289,51 @@ struct Library {
 
     /// A product's download as stored now.
     func download(_ productId: String) throws -> DownloadRecord? {
-        try database.download(productId)
+        try rows.download(productId)
     }
 
     /// Every download of this home.
     func downloads() throws -> [DownloadRecord] {
-        try database.downloads()
+        try rows.downloads()
     }
 
     /// Queues `content` for `productId` under the receipt that proves it was bought; true when a
     /// download was queued (none was, or the one there was for other content).
     @discardableResult
     func enqueue(_ productId: String, content: ContentDescriptor, receipt: String, transactionId: String?, proofKind: PurchaseProofKind = .kioskReceipt) throws -> Bool {
-        try database.enqueueDownload(productId: productId, content: content, receipt: receipt, transactionId: transactionId, proofKind: proofKind)
+        try rows.enqueueDownload(productId: productId, content: content, receipt: receipt, transactionId: transactionId, proofKind: proofKind)
+    }
+
+    /// Pauses a download; a process running it stops at its next progress write and keeps its bytes.
+    func pause(_ productId: String) throws -> DownloadRecord {
+        try rows.pauseDownload(productId)
     }
 
     /// Puts every paused download back in the queue.
     func unpauseAll() throws {
-        try database.unpauseAll()
+        try rows.unpauseAll()
     }
 
     /// When the next waiting download is due, nil when none waits.
     func nextAttempt() throws -> Date? {
-        try database.nextDownloadAttempt()
+        try rows.nextDownloadAttempt()
     }
 
     /// The downloads (queued, running or installed) a purchase's receipt or transaction granted.
     func downloads(grantedBy purchase: PaymentRecord) throws -> [DownloadRecord] {
-        try database.downloads().filter { $0.transactionId == purchase.transactionId || $0.receipt == purchase.receipt }
+        try rows.downloads().filter { $0.transactionId == purchase.transactionId || $0.receipt == purchase.receipt }
     }
 
     /// Keeps a product's download (bytes and all) under another proof that still entitles it.
     func represent(_ productId: String, receipt: String, transactionId: String?) throws {
-        try database.represent(productId, receipt: receipt, transactionId: transactionId)
+        try rows.represent(productId, receipt: receipt, transactionId: transactionId)
     }
 
     /// Takes a product's content out of the library: its download row, partial bytes and
     /// installed folder, in that order of commit (a process running it stops at its next progress write).
     func removeContent(_ productId: String) throws {
         let partial = try partialFile(productId)
-        let removed = try database.forgetContent(productId) {
+        let removed = try rows.forgetContent(productId) {
             unlink(partial.path)
             return try installer.removeFromLibrary(productId, by: owner)
         }
@@ -340,7 +347,7 @@ struct Library {
         let partial = try partialFile(productId)
         try? FileManager.default.removeItem(at: partial)
         if let parked = PartialFile.parked(partial) { unlink(parked.file.path) }
-        return try database.cancelDownload(productId)
+        return try rows.cancelDownload(productId)
     }
 
     /// Splits claimed downloads into those the disk has room for and those it has not (with the
@@ -368,7 +375,7 @@ struct Library {
     /// A claim's partial file before its transfer: taken over from an owner that still lives, or
     /// taken back from where a takeover on a full disk parked it (``PartialFile/takeOver(_:committed:token:liveOwner:)``).
     /// - Returns: why the download must wait for room, or nil when it can go on.
-    private func takeOverPartial(_ download: inout ClientDatabase.ClaimedDownload) throws -> String? {
+    private func takeOverPartial(_ download: inout DownloadRows.ClaimedDownload) throws -> String? {
         let id = download.claim.productId
         let committed = download.record.partialETag == nil ? 0 : download.record.bytesDone
         let liveOwner = download.tookOverLiveOwner ? download.previousOwner ?? "" : nil
@@ -385,7 +392,7 @@ struct Library {
             // The bytes on disk are in doubt: the download starts again from its first byte.
             download.record.bytesDone = 0
             download.record.partialETag = nil
-            _ = try database.recordProgress(download.claim, bytesOnDisk: 0, etag: nil)
+            _ = try rows.recordProgress(download.claim, bytesOnDisk: 0, etag: nil)
             return nil
         }
     }
@@ -398,7 +405,7 @@ struct Library {
     /// or read) the resume trusts the length, as before. The manifest's bytes are logged, not
     /// added to the run's bytes received: those count the archive's bytes, which a resume
     /// promises never to fetch twice.
-    private func checkPartial(_ download: inout ClientDatabase.ClaimedDownload, server: String) async throws {
+    private func checkPartial(_ download: inout DownloadRows.ClaimedDownload, server: String) async throws {
         let record = download.record
         guard record.format == .zip || record.format.deliveredAsFile, let etag = record.partialETag,
               let content = try database.cachedProduct(record.productId)?.content, content.sha256 == record.sha256,
@@ -447,7 +454,7 @@ struct Library {
         ])
         download.record.bytesDone = keep
         download.record.partialETag = keep > 0 ? etag : nil
-        _ = try database.recordProgress(download.claim, bytesOnDisk: keep, etag: etag)
+        _ = try rows.recordProgress(download.claim, bytesOnDisk: keep, etag: etag)
     }
 
     /// The request for a download: to the store, with the receipt as proof and the version the
@@ -483,7 +490,7 @@ struct Library {
         case .complete:
             return
         case .restart(let reason):
-            try database.restartFromZero(claim, reason: reason)
+            try rows.restartFromZero(claim, reason: reason)
         case .httpError(412, _, let message):
             try scheduleRetry(record, claim, retryAfter: nil, error: "the content changed on the server (\(message))", report: &report)
             report.outdated.append(id)
@@ -516,7 +523,7 @@ struct Library {
         case .stopped:
             if Task.isCancelled {
                 // Interrupted by the reader (Ctrl-C) or the app: keep the bytes, due again at once.
-                try database.interrupt(claim)
+                try rows.interrupt(claim)
                 report.interrupted.append(id)
             } else {
                 try noteStoppedElsewhere(record, report: &report)
@@ -527,10 +534,10 @@ struct Library {
     /// A download this run held was paused or cancelled by another command (or claimed by another
     /// process after our claim lapsed).
     private func noteStoppedElsewhere(_ record: DownloadRecord, report: inout DownloadRunReport) throws {
-        switch try database.download(record.productId)?.state {
+        switch try rows.download(record.productId)?.state {
         case .cancelled?:
             let partial = try partialFile(record.productId)
-            try database.discardCancelledPartial(record.productId) { unlink(partial.path) }
+            try rows.discardCancelledPartial(record.productId) { unlink(partial.path) }
             report.cancelled.append(record.productId)
         case .paused?:
             report.paused.append(record.productId)
@@ -567,7 +574,7 @@ struct Library {
     /// now: the download is then rescheduled or failed here, with why.
     private func checkedTree(_ record: DownloadRecord, claim: DownloadClaim, size: Int64, sha256: String, ahead: UnpackAhead?, report: inout DownloadRunReport) throws -> CheckedTree? {
         let id = record.productId
-        try database.beginVerifying(claim, size: size)
+        try rows.beginVerifying(claim, size: size)
         let partial = try partialFile(id)
         let onDisk = (try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int64) ?? -1
         guard size == record.size, onDisk == record.size, sha256 == record.sha256 else {
@@ -581,7 +588,7 @@ struct Library {
                 needed: record.size, available: available, at: home.library, for: "unpacking \(id)"), report: &report, from: .verifying)
             return nil
         }
-        try database.beginUnpacking(claim)
+        try rows.beginUnpacking(claim)
         let unpacked: LibraryInstaller.Unpacked
         let treeDigest: String
         let checkedAt: Int64?
@@ -621,7 +628,7 @@ struct Library {
         let manifestFile = try home.installedManifest(id)
         let statusFile = try home.installedStatus(id)
         do {
-            _ = try database.markInstalled(item, claim: claim, note: note) {
+            _ = try rows.markInstalled(item, claim: claim, note: note) {
                 // The old version's manifest goes first: a crash after the swap leaves no manifest
                 // (an update then reads the installed files), never one of another version.
                 unlink(statusFile.path)
@@ -677,7 +684,7 @@ struct Library {
     private func updateByEntries(_ record: DownloadRecord, claim: DownloadClaim, server: String, report: inout DownloadRunReport) async throws -> Bool {
         let id = record.productId
         guard configuration.updateByEntries, record.format == .zip, record.bytesDone == 0,
-              let item = try database.libraryItems().first(where: { $0.productId == id }), item.sha256 != record.sha256,
+              let item = try rows.libraryItems().first(where: { $0.productId == id }), item.sha256 != record.sha256,
               let content = try database.cachedProduct(id)?.content, content.sha256 == record.sha256,
               let manifestSha256 = content.manifestSha256,
               FileManager.default.fileExists(atPath: try installer.installed(id).path)
@@ -696,8 +703,8 @@ struct Library {
         }
         report.bytesReceived += result.bytesFetched
         do {
-            try database.beginVerifying(claim, size: record.size)
-            try database.beginUnpacking(claim)
+            try rows.beginVerifying(claim, size: record.size)
+            try rows.beginUnpacking(claim)
             try install(record, claim: claim, CheckedTree(unpacked: result.unpacked, treeDigest: result.treeDigest, checkedAt: result.checkedAt),
                         note: result.summary, report: &report)
         } catch {
@@ -718,7 +725,7 @@ struct Library {
     private func updateByChunks(_ record: inout DownloadRecord, claim: DownloadClaim, server: String, report: inout DownloadRunReport) async throws -> Bool {
         let id = record.productId
         guard configuration.updateByEntries, record.format.deliveredAsFile,
-              let item = try database.libraryItems().first(where: { $0.productId == id }), item.sha256 != record.sha256,
+              let item = try rows.libraryItems().first(where: { $0.productId == id }), item.sha256 != record.sha256,
               let content = try database.cachedProduct(id)?.content, content.sha256 == record.sha256,
               let manifestSha256 = content.manifestSha256,
               let installedFile = try installedPublicationFile(id)
@@ -730,7 +737,7 @@ struct Library {
             headers: [record.authorization], stallSeconds: configuration.stallSeconds, maxReceiveSpeed: configuration.maxReceiveSpeed)
         // Opened first, the claim checked after: only this descriptor is written (see `run`).
         guard let partial = try? OpenedPartialFile.open(for: try request(for: record, server: server), .existingOrNew) else { return false }
-        guard try database.holds(claim) else {
+        guard try rows.holds(claim) else {
             try noteStoppedElsewhere(record, report: &report)
             return true
         }
@@ -740,13 +747,13 @@ struct Library {
         let known = InstalledChunks.load(chunksFile, for: installedFile, sha256: item.sha256)
         let result: ChunkedUpdate.Result
         do {
-            result = try await ChunkedUpdate(logger: logger).run(record, installed: installedFile, known: known, partial: partial, manifestSha256: manifestSha256, source: source) { [database] bytes in
-                (try? database.recordProgress(claim, bytesOnDisk: bytes, etag: etag)) ?? true
+            result = try await ChunkedUpdate(logger: logger).run(record, installed: installedFile, known: known, partial: partial, manifestSha256: manifestSha256, source: source) { [rows] bytes in
+                (try? rows.recordProgress(claim, bytesOnDisk: bytes, etag: etag)) ?? true
             }
         } catch let fallback as ChunkedUpdate.Fallback {
             let kept = partial.size
             // Skippable on a full disk (the next attempt checks the partial file's chunks anyway).
-            _ = try? database.recordProgress(claim, bytesOnDisk: kept, etag: etag)
+            _ = try? rows.recordProgress(claim, bytesOnDisk: kept, etag: etag)
             // The download continues from what was built (with If-Range), never from byte 0.
             record.bytesDone = kept
             record.partialETag = kept > 0 ? etag : nil
@@ -756,14 +763,14 @@ struct Library {
             try noteStoppedElsewhere(record, report: &report)
             return true
         } catch is CancellationError {
-            _ = try? database.recordProgress(claim, bytesOnDisk: partial.size, etag: etag)
-            try database.interrupt(claim)
+            _ = try? rows.recordProgress(claim, bytesOnDisk: partial.size, etag: etag)
+            try rows.interrupt(claim)
             report.interrupted.append(id)
             return true
         } catch let error as TransferError where error.kind == .localWrite {
             // The disk filled (or refused) while the update wrote: what was built stays, and the
             // download waits to try again, as a transfer's own local write error does.
-            _ = try? database.recordProgress(claim, bytesOnDisk: partial.size, etag: etag)
+            _ = try? rows.recordProgress(claim, bytesOnDisk: partial.size, etag: etag)
             let needed = max(0, record.size - partial.size)
             let available = DiskSpace.available(at: home.downloads) ?? 0
             try scheduleRetry(record, claim, retryAfter: nil, error: "\(error); " + DiskSpace.shortfall(
@@ -801,7 +808,7 @@ struct Library {
         if record.mismatches >= 1 {
             try fail(record, claim, "the content failed its checksum twice (\(detail)); run kiosk sync, then kiosk restore downloads it again", report: &report, from: state, mismatch: true, discardingPartial: true)
         } else {
-            try database.requeueAfterMismatch(claim, from: state, mismatches: record.mismatches + 1,
+            try rows.requeueAfterMismatch(claim, from: state, mismatches: record.mismatches + 1,
                                               reason: "checksum mismatch (\(detail)); downloading again from zero") { unlink(partial.path) }
         }
     }
@@ -810,13 +817,13 @@ struct Library {
         guard let claim else { return }
         let attempts = record.attempts + 1
         let delay = configuration.backoff.delay(afterAttempts: attempts, retryAfter: retryAfter)
-        try database.scheduleRetry(claim, from: state, attempts: attempts, at: Date().addingTimeInterval(delay), error: error)
+        try rows.scheduleRetry(claim, from: state, attempts: attempts, at: Date().addingTimeInterval(delay), error: error)
         report.waiting.append(record.productId)
     }
 
     private func fail(_ record: DownloadRecord, _ claim: DownloadClaim, _ reason: String, report: inout DownloadRunReport, from state: DownloadState = .downloading, mismatch: Bool = false, discardingPartial: Bool = false) throws {
         let partial = try partialFile(record.productId)
-        try database.failDownload(claim, from: state, attempts: record.attempts + 1, mismatches: record.mismatches + (mismatch ? 1 : 0), reason: reason,
+        try rows.failDownload(claim, from: state, attempts: record.attempts + 1, mismatches: record.mismatches + (mismatch ? 1 : 0), reason: reason,
                                   discardPartial: discardingPartial ? { unlink(partial.path) } : nil)
         report.failed.append(record.productId)
     }

@@ -2,26 +2,30 @@ import Foundation
 internal import GRDB
 import KioskCore
 
-/// The transitions of a purchase. Each is one SQLite transaction that checks the current state.
-extension ClientDatabase {
+/// The purchase rows of `kiosk.sqlite`, written by nothing else: ``Purchases`` holds the one
+/// instance and is the only caller, so every change of a purchase is one of its transitions.
+/// Each transition is one SQLite transaction that checks the current state.
+struct PurchaseRows: Sendable {
+    let database: ClientDatabase
+
     // MARK: Reads
 
     func payments() throws -> [PaymentRecord] {
-        try read { try PaymentRow.order(PaymentRecord.Columns.id.desc).fetchAll($0).map(\.value) }
+        try database.read { try PaymentRow.order(PaymentRecord.Columns.id.desc).fetchAll($0).map(\.value) }
     }
 
     func payment(_ id: Int64) throws -> PaymentRecord? {
-        try read { try PaymentRow.fetchOne($0, key: id)?.value }
+        try database.read { try PaymentRow.fetchOne($0, key: id)?.value }
     }
 
     /// The row of a transaction the store named, if this device has it.
     func payment(transactionId: String) throws -> PaymentRecord? {
-        try read { try PaymentRow.filter(PaymentRecord.Columns.transactionId == transactionId).fetchOne($0)?.value }
+        try database.read { try PaymentRow.filter(PaymentRecord.Columns.transactionId == transactionId).fetchOne($0)?.value }
     }
 
     /// Rows replay must move on, oldest first.
     func unfinishedPayments() throws -> [PaymentRecord] {
-        try read { db in
+        try database.read { db in
             try PaymentRow
                 .filter([PaymentState.purchasing, .purchased, .restored, .deferred, .delivering].map(\.rawValue).contains(PaymentRecord.Columns.state))
                 .order(PaymentRecord.Columns.id)
@@ -31,7 +35,7 @@ extension ClientDatabase {
 
     /// This device's standing purchase of a book, issue or subscription, if it has one.
     func owningPayment(productId: String) throws -> PaymentRecord? {
-        try read { db in
+        try database.read { db in
             try PaymentRow
                 .filter(PaymentRecord.Columns.productId == productId)
                 .filter(PaymentRecord.Columns.kind != ProductKind.consumable.rawValue)
@@ -44,7 +48,7 @@ extension ClientDatabase {
 
     /// This device's Ask to Buy request for a product still waiting for an answer, if any.
     func pendingRequest(productId: String) throws -> PaymentRecord? {
-        try read { db in
+        try database.read { db in
             try PaymentRow
                 .filter(PaymentRecord.Columns.productId == productId)
                 .filter(PaymentRecord.Columns.state == PaymentState.deferred.rawValue)
@@ -54,7 +58,7 @@ extension ClientDatabase {
     }
 
     func knownTransactionIds() throws -> Set<String> {
-        try read { Set(try String.fetchAll($0, sql: "SELECT transactionId FROM payment WHERE transactionId IS NOT NULL")) }
+        try database.read { Set(try String.fetchAll($0, sql: "SELECT transactionId FROM payment WHERE transactionId IS NOT NULL")) }
     }
 
     // MARK: Transitions
@@ -68,12 +72,12 @@ extension ClientDatabase {
             originalTransactionId: nil, receipt: nil, lastError: nil, createdAt: now, updatedAt: now)
         pending.storeURL = storeURL
         pending.storeKeys = storeKeys
-        let record = try write { db in
+        let record = try database.write { db in
             // Nil before the home has an account: the first send binds it (``markSending(_:)``).
             pending.accountId = try Setting.value(Setting.Key.accountID, in: db)
             return try PaymentRow(pending).inserted(db).value
         }
-        events.publish(.transaction(record))
+        database.events.publish(.transaction(record))
         return record
     }
 
@@ -103,7 +107,7 @@ extension ClientDatabase {
     /// - Throws: ``ClientError/otherAccount(productId:madeFor:current:sent:)`` when the purchase
     ///   belongs to another account than the home's (or the home has none).
     func markSending(_ id: Int64) throws -> (send: Bool, first: Bool, token: String) {
-        try write { db in
+        try database.write { db in
             guard let row = try PaymentRow.filter(key: id).filter(PaymentRecord.Columns.state == PaymentState.purchasing.rawValue).fetchOne(db)?.value else {
                 return (false, false, "")
             }
@@ -120,7 +124,7 @@ extension ClientDatabase {
     /// The unanswered purchases of `account` are due now, their backoff forgotten: they waited
     /// for this device to sign in to it again, which it just did.
     func makeUnansweredDue(account: String) throws {
-        try write { db in
+        try database.write { db in
             try db.execute(sql: "UPDATE payment SET nextAttemptAt = NULL WHERE state = ? AND accountId = ?", arguments: [PaymentState.purchasing.rawValue, account])
         }
     }
@@ -128,14 +132,14 @@ extension ClientDatabase {
     /// The first send of a purchase never reached the store (the connection was refused): it is
     /// as unsent as before.
     func unmarkSending(_ id: Int64) throws {
-        try write { db in
+        try database.write { db in
             try db.execute(sql: "UPDATE payment SET sentAt = NULL WHERE id = ? AND state = ?", arguments: [id, PaymentState.purchasing.rawValue])
         }
     }
 
     /// The unsent purchases of a product: `purchasing` rows.
     func unsentPurchases(productId: String) throws -> [PaymentRecord] {
-        try read { db in
+        try database.read { db in
             try PaymentRow.filter(PaymentRecord.Columns.productId == productId && PaymentRecord.Columns.state == PaymentState.purchasing.rawValue).fetchAll(db).map(\.value)
         }
     }
@@ -163,7 +167,7 @@ extension ClientDatabase {
     /// Notes that the store charged nothing for this purchase (the account already owned the
     /// product): its payment method becomes `owned`, which is what lists show as paid.
     func recordNotCharged(_ id: Int64) throws -> PaymentRecord {
-        try write { db in
+        try database.write { db in
             try db.execute(sql: "UPDATE payment SET paymentMethod = ? WHERE id = ?", arguments: [PaymentRecord.notCharged, id])
             guard let record = try PaymentRow.fetchOne(db, key: id)?.value else { throw IllegalTransition(subject: "payment \(id)", current: nil, target: "not charged") }
             return record
@@ -185,7 +189,7 @@ extension ClientDatabase {
     /// standing request is returned. Both in one transaction, so the row can never be sent again.
     /// - Throws: ``IllegalTransition`` when the row is no longer `purchasing`.
     func dropDuplicateRequest(_ id: Int64, standing transactionId: String) throws -> PaymentRecord {
-        try write { db -> PaymentRecord in
+        try database.write { db -> PaymentRecord in
             let deleted = try PaymentRow
                 .filter(key: id)
                 .filter(PaymentRecord.Columns.state == PaymentState.purchasing.rawValue)
@@ -215,14 +219,14 @@ extension ClientDatabase {
             paymentMethod: "restore", state: .restored, transactionId: claims.transactionId,
             originalTransactionId: claims.originalTransactionId, receipt: receipt, lastError: nil,
             createdAt: now, updatedAt: now)
-        let record = try write { db -> PaymentRecord? in
+        let record = try database.write { db -> PaymentRecord? in
             // transactionId is UNIQUE: of two processes restoring at once, one row wins.
             guard try PaymentRow.filter(PaymentRecord.Columns.transactionId == claims.transactionId).fetchCount(db) == 0 else { return nil }
             var found = found
             found.accountId = try Setting.value(Setting.Key.accountID, in: db)
             return try PaymentRow(found).inserted(db).value
         }
-        if let record { events.publish(.transaction(record)) }
+        if let record { database.events.publish(.transaction(record)) }
         return record
     }
 
@@ -244,7 +248,7 @@ extension ClientDatabase {
     /// `purchased | restored | delivering | finished → revoked`, with the store's date and reason.
     /// - Returns: nil when this device has no such transaction or already knows it is revoked.
     func markRevoked(transactionId: String, at date: Date, reason: String) throws -> PaymentRecord? {
-        let record = try write { db -> PaymentRecord? in
+        let record = try database.write { db -> PaymentRecord? in
             let changed = try PaymentRow
                 .filter(PaymentRecord.Columns.transactionId == transactionId)
                 .filter(PaymentTransition.revoked.from.map(\.rawValue).contains(PaymentRecord.Columns.state))
@@ -258,7 +262,7 @@ extension ClientDatabase {
             guard changed == 1 else { return nil }
             return try PaymentRow.filter(PaymentRecord.Columns.transactionId == transactionId).fetchOne(db)?.value
         }
-        if let record { events.publish(.transaction(record)) }
+        if let record { database.events.publish(.transaction(record)) }
         return record
     }
 
@@ -267,20 +271,20 @@ extension ClientDatabase {
     /// The caller has verified it. The state does not change: only the proof does.
     /// - Returns: whether this device held that transaction.
     func replaceReceipt(transactionId: String, with receipt: String) throws -> Bool {
-        let record = try write { db -> PaymentRecord? in
+        let record = try database.write { db -> PaymentRecord? in
             let changed = try PaymentRow.filter(PaymentRecord.Columns.transactionId == transactionId)
                 .updateAll(db, [Column("receipt").set(to: receipt), PaymentRecord.Columns.updatedAt.set(to: Date())])
             guard changed > 0 else { return nil }
             try DownloadRow.filter(Column("transactionId") == transactionId).updateAll(db, [Column("receipt").set(to: receipt)])
             return try PaymentRow.filter(PaymentRecord.Columns.transactionId == transactionId).fetchOne(db)?.value
         }
-        if let record { events.publish(.transaction(record)) }
+        if let record { database.events.publish(.transaction(record)) }
         return record != nil
     }
 
     /// Keeps why an attempt failed and when to try again, without changing the state.
     func recordPaymentFailure(_ id: Int64, message: String, retryAt: Date) throws {
-        let record = try write { db -> PaymentRecord? in
+        let record = try database.write { db -> PaymentRecord? in
             try PaymentRow.filter(key: id).updateAll(db, [
                 PaymentRecord.Columns.lastError.set(to: message),
                 PaymentRecord.Columns.attempts += 1,
@@ -289,7 +293,7 @@ extension ClientDatabase {
             ])
             return try PaymentRow.fetchOne(db, key: id)?.value
         }
-        if let record { events.publish(.transaction(record)) }
+        if let record { database.events.publish(.transaction(record)) }
     }
 
     // MARK: Plumbing
@@ -303,7 +307,7 @@ extension ClientDatabase {
     private func movePayment(_ id: Int64, _ move: PaymentTransition, _ assignments: [ColumnAssignment],
                              prepare: (Database) throws -> Void = { _ in }) throws -> PaymentRecord {
         let (allowed, target) = (move.from, move.to)
-        let record = try write { db -> PaymentRecord in
+        let record = try database.write { db -> PaymentRecord in
             try prepare(db)
             let changed = try PaymentRow
                 .filter(key: id)
@@ -315,7 +319,7 @@ extension ClientDatabase {
             }
             return current
         }
-        events.publish(.transaction(record))
+        database.events.publish(.transaction(record))
         return record
     }
 }

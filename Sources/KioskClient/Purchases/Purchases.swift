@@ -46,6 +46,8 @@ struct Purchases: Sendable {
     let logger: Logger
 
     var receipts: ReceiptCheck { ReceiptCheck(database: database) }
+    /// This owner's rows; nothing else writes them.
+    private var rows: PurchaseRows { PurchaseRows(database: database) }
 
     // MARK: Buying
 
@@ -56,22 +58,22 @@ struct Purchases: Sendable {
         guard quantity == 1 || product.kind == .consumable else {
             throw ClientError.invalidRequest("only credit packs can be bought in a quantity; \(product.id) is a \(product.kind.rawValue)")
         }
-        return try database.beginPurchase(productId: product.id, kind: product.kind, quantity: quantity, method: method,
+        return try rows.beginPurchase(productId: product.id, kind: product.kind, quantity: quantity, method: method,
                                           storeURL: try server.base(), storeKeys: try cachedKeyIDs())
     }
 
     /// Fetches and keeps the store's keys when this home has none yet (a failure is left for later).
     func learnStoreKeys() async {
-        guard (try? database.setting(Setting.Key.jwks)) == .some(nil), let api = try? storeAPI(),
+        guard (try? database.settings.value(Setting.Key.jwks)) == .some(nil), let api = try? storeAPI(),
               let keys = try? await api.jwks(), !Self.keyIDs(keys).isEmpty else { return }
-        try? database.setSetting(Setting.Key.jwks, to: String(decoding: keys, as: UTF8.self))
+        try? database.settings.set(Setting.Key.jwks, to: String(decoding: keys, as: UTF8.self))
     }
 
     /// The `kid`s of the store keys this home last fetched, comma-separated, when they are the keys
     /// of the store this purchase is made for (the one this home talks to and that has answered);
     /// nil otherwise: a store given now that never answered is known by its URL alone.
     private func cachedKeyIDs() throws -> String? {
-        guard try database.setting(Setting.Key.server) == server.base(), let json = try database.setting(Setting.Key.jwks) else { return nil }
+        guard try database.settings.value(Setting.Key.server) == server.base(), let json = try database.settings.value(Setting.Key.jwks) else { return nil }
         let kids = Self.keyIDs(Data(json.utf8))
         return kids.isEmpty ? nil : kids.sorted().joined(separator: ",")
     }
@@ -109,9 +111,9 @@ struct Purchases: Sendable {
             try await checkSameStore(record, api: storeAPI())
             // Creates the account on first use; the purchase then goes under its own account only.
             var api = try await authorizedAPI()
-            let sending = try database.markSending(id)
+            let sending = try rows.markSending(id)
             // Cancelled meanwhile by the reader (it had never been sent): nothing to send.
-            guard sending.send else { return SentPurchase(record: try database.payment(id) ?? record) }
+            guard sending.send else { return SentPurchase(record: try rows.payment(id) ?? record) }
             firstSend = sending.first
             api.token = sending.token
             let key = record.idempotencyKey ?? ""
@@ -123,31 +125,31 @@ struct Purchases: Sendable {
             }
         } catch let error as ClientError where error.isUnreachable {
             // A connection that was never made carried no request: still unsent.
-            if case .serverUnreachable = error, firstSend { try? database.unmarkSending(id) }
+            if case .serverUnreachable = error, firstSend { try? rows.unmarkSending(id) }
             return SentPurchase(record: record, savedOffline: true)
         } catch let ClientError.notAStore(url, status, what) {
             // A web page charged nothing: the purchase must not wait to be sent to the right store later.
             let error = ClientError.notAStore(url: url, status: status, what: what)
-            _ = try settled(id) { try database.recordRefusal(id, as: .failed, transactionId: nil, reason: "\(error)") }
+            _ = try settled(id) { try rows.recordRefusal(id, as: .failed, transactionId: nil, reason: "\(error)") }
             throw error
         } catch let ClientError.serverError(url, 401, code, message) where whileTheReaderWaits && firstSend {
             // The store refused this device's token before anything else (it was signed out
             // elsewhere), so nothing was charged. The purchase fails in the reader's hands: kept,
             // it would be sent once they signed in again, behind their back, after they bought again.
-            _ = try settled(id) { try database.recordRefusal(id, as: .failed, transactionId: nil, reason: message) }
+            _ = try settled(id) { try rows.recordRefusal(id, as: .failed, transactionId: nil, reason: message) }
             throw ClientError.serverError(url: url, status: 401, code: code, message: message)
         } catch let ClientError.serverError(url, 429, code, message) where whileTheReaderWaits {
-            _ = try settled(id) { try database.recordRefusal(id, as: .failed, transactionId: nil, reason: message) }
+            _ = try settled(id) { try rows.recordRefusal(id, as: .failed, transactionId: nil, reason: message) }
             throw ClientError.serverError(url: url, status: 429, code: code, message: message)
         } catch let ClientError.serverError(_, status, _, message) where whileTheReaderWaits && (500..<600).contains(status) {
             // The store failed underneath (its database, say): whether it charged is not known for
             // sure, so the purchase stays saved and is sent again with its key, never charged twice.
             // It was reported as failed, and a reader who bought again paid twice once the store
             // recovered and both were sent.
-            return SentPurchase(record: try database.payment(id) ?? record, storeFailed: message)
+            return SentPurchase(record: try rows.payment(id) ?? record, storeFailed: message)
         } catch let ClientError.serverError(_, status, code, message) where Self.isRefusal(status) {
             // The store refused this purchase for good (declined, unknown product, not enough credits).
-            let failed = try settled(id) { try database.recordRefusal(id, as: .failed, transactionId: nil, reason: message) }
+            let failed = try settled(id) { try rows.recordRefusal(id, as: .failed, transactionId: nil, reason: message) }
             if code == "payment_declined" || code == "insufficient_credits" {
                 return SentPurchase(record: failed)
             }
@@ -157,7 +159,7 @@ struct Purchases: Sendable {
         var stored = try await store(response.transaction, for: record)
         if response.owned == true, stored.state == .purchased, let storedId = stored.id {
             // A re-buy of what the account owns: the store charged nothing, and the row says so.
-            stored = try database.recordNotCharged(storedId)
+            stored = try rows.recordNotCharged(storedId)
         }
         if stored.state == .purchased {
             configuration.crashPoint?(.afterReceipt)
@@ -185,20 +187,20 @@ struct Purchases: Sendable {
             // refund, rather than call it declined.
             let saved = try await saveReceipt(transaction, for: record)
             let reason = transaction.revocationReason ?? "revoked by the store"
-            return try database.markRevoked(transactionId: transaction.transactionId, at: transaction.revocationDate ?? Date(), reason: reason)
-                ?? database.payment(id) ?? saved
+            return try rows.markRevoked(transactionId: transaction.transactionId, at: transaction.revocationDate ?? Date(), reason: reason)
+                ?? rows.payment(id) ?? saved
         case .deferred:
             if record.state == .deferred { return record }
             // The store keeps one pending request per product and answers a second ask with it.
-            if let standing = try database.payment(transactionId: transaction.transactionId), standing.id != id {
-                return try database.dropDuplicateRequest(id, standing: transaction.transactionId)
+            if let standing = try rows.payment(transactionId: transaction.transactionId), standing.id != id {
+                return try rows.dropDuplicateRequest(id, standing: transaction.transactionId)
             }
-            return try settled(id) { try database.recordDeferred(id, transactionId: transaction.transactionId, message: transaction.message) }
+            return try settled(id) { try rows.recordDeferred(id, transactionId: transaction.transactionId, message: transaction.message) }
         case .cancelled:
-            return try settled(id) { try database.recordRefusal(id, as: .cancelled, transactionId: transaction.transactionId, reason: nil) }
+            return try settled(id) { try rows.recordRefusal(id, as: .cancelled, transactionId: transaction.transactionId, reason: nil) }
         case .declined, .revoked:
             return try settled(id) {
-                try database.recordRefusal(id, as: .failed, transactionId: transaction.transactionId, reason: transaction.message ?? "declined")
+                try rows.recordRefusal(id, as: .failed, transactionId: transaction.transactionId, reason: transaction.message ?? "declined")
             }
         }
     }
@@ -213,7 +215,7 @@ struct Purchases: Sendable {
         let claims = try await receipts.verifiedReceipt(receipt, of: ReceiptSubject(transactionId: transaction.transactionId, productId: record.productId),
                                                         keysFrom: api)
         return try settled(id) {
-            try database.recordReceipt(id, transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, receipt: receipt)
+            try rows.recordReceipt(id, transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, receipt: receipt)
         }
     }
 
@@ -222,7 +224,7 @@ struct Purchases: Sendable {
     /// The purchase waits in `delivering` until its content is installed.
     func markDelivering(_ record: PaymentRecord) throws -> PaymentRecord {
         guard let id = record.id else { return record }
-        return try settled(id) { try database.markDelivering(id) }
+        return try settled(id) { try rows.markDelivering(id) }
     }
 
     /// Reports delivery to the store; offline, the row stays as it is and a later replay finishes it.
@@ -233,7 +235,7 @@ struct Purchases: Sendable {
         } catch let error as ClientError where error.isUnreachable {
             return record
         }
-        return try settled(id) { try database.markFinished(id) }
+        return try settled(id) { try rows.markFinished(id) }
     }
 
     // MARK: Reading
@@ -241,27 +243,45 @@ struct Purchases: Sendable {
     /// The purchase that makes this device own `productId` (a book, an issue, a subscription
     /// period; never credits), if any.
     func owning(_ productId: String) throws -> PaymentRecord? {
-        try database.owningPayment(productId: productId)
+        try rows.owningPayment(productId: productId)
     }
 
     /// A purchase as stored now.
     func record(_ id: Int64) throws -> PaymentRecord? {
-        try database.payment(id)
+        try rows.payment(id)
     }
 
     /// Every purchase of this device, newest first.
     func all() throws -> [PaymentRecord] {
-        try database.payments()
+        try rows.payments()
     }
 
     /// The purchases not yet finished (to send, to deliver, or waiting for an answer), oldest first.
     func unfinished() throws -> [PaymentRecord] {
-        try database.unfinishedPayments()
+        try rows.unfinishedPayments()
+    }
+
+    /// Cancels the purchase of `productId` saved on this device and never sent to a store.
+    /// - Throws: ``ClientError/invalidRequest(_:)`` when there is none, or when it was sent and its
+    ///   answer is still awaited (it may have been charged).
+    func cancelUnsent(_ productId: String) throws -> PaymentRecord {
+        let waiting = try rows.unsentPurchases(productId: productId)
+        // The one never sent, if any: one that was sent may have been charged.
+        guard let record = waiting.first(where: { $0.sentAt == nil }) ?? waiting.first, let id = record.id else {
+            throw ClientError.invalidRequest("no purchase of \(productId) waits to be sent on this device; kiosk transactions lists them")
+        }
+        return try rows.cancelUnsent(id)
+    }
+
+    /// The purchases saved for `account` and not answered yet become due at once: the device is
+    /// back on that account (signed in again, or linked), so they are sent now.
+    func makeUnansweredDue(account: String) throws {
+        try rows.makeUnansweredDue(account: account)
     }
 
     /// This device's Ask to Buy of `productId` still waiting for its answer, if any.
     func pendingRequest(_ productId: String) throws -> PaymentRecord? {
-        try database.pendingRequest(productId: productId)
+        try rows.pendingRequest(productId: productId)
     }
 
     /// The store's billing grace windows of the account's subscriptions, by subscription product;
@@ -285,14 +305,14 @@ struct Purchases: Sendable {
             throw error
         } catch {
             logger.warning("a purchase's receipt does not verify; nothing is delivered on it", metadata: ["transaction": "\(record.subject)", "error": "\(error)"])
-            return try database.recordReceiptRefused(id, reason: "its receipt does not verify on this device: \(error); nothing was delivered")
+            return try rows.recordReceiptRefused(id, reason: "its receipt does not verify on this device: \(error); nothing was delivered")
         }
     }
 
     /// Keeps why delivering a purchase failed; it is due again at `retryAt`.
     func keepDeliveryError(_ record: PaymentRecord, _ error: any Error, retryAt: Date) throws {
         guard let id = record.id else { return }
-        try database.recordPaymentFailure(id, message: "\(error)", retryAt: retryAt)
+        try rows.recordPaymentFailure(id, message: "\(error)", retryAt: retryAt)
     }
 
     // MARK: When to try again (the one retry schedule of purchases)
@@ -319,7 +339,7 @@ struct Purchases: Sendable {
     /// purchase saved for another store or another account (it waits for that one).
     func nextDue(now: Date = Date(), unsentRounds: Int = 0) throws -> Date? {
         let here = try sendsHere()
-        return try database.unfinishedPayments().compactMap { record -> Date? in
+        return try rows.unfinishedPayments().compactMap { record -> Date? in
             switch record.state {
             case .deferred: return nil
             case .purchasing:
@@ -336,7 +356,7 @@ struct Purchases: Sendable {
     /// not waited for here.
     func sendsHere() throws -> (PaymentRecord) -> Bool {
         let store = try? server.base()
-        let account = try database.account()?.id
+        let account = try database.account.current()?.id
         return { record in (record.storeURL == nil || record.storeURL == store) && record.belongs(to: account) }
     }
 
@@ -345,14 +365,14 @@ struct Purchases: Sendable {
     func recordSignedOut(_ record: PaymentRecord, now: Date = Date()) {
         guard let id = record.id else { return }
         let retryAt = retryDate(afterAttempts: record.attempts + 1, from: now)
-        try? database.recordPaymentFailure(id, message: "this device was signed out of its account; it is sent once this device signs in to that account again (kiosk login)", retryAt: retryAt)
+        try? rows.recordPaymentFailure(id, message: "this device was signed out of its account; it is sent once this device signs in to that account again (kiosk login)", retryAt: retryAt)
     }
 
     /// Keeps why moving a purchase on failed, and when to try again (the engine's backoff).
     func recordFailure(_ record: PaymentRecord, _ error: any Error, now: Date = Date()) {
         guard let id = record.id else { return }
         let retryAt = retryDate(afterAttempts: record.attempts + 1, from: now)
-        try? database.recordPaymentFailure(id, message: "\(error)", retryAt: retryAt)
+        try? rows.recordPaymentFailure(id, message: "\(error)", retryAt: retryAt)
         logger.warning("unfinished transaction failed again", metadata: ["transaction": "\(record.subject)", "error": "\(error)"])
     }
 
@@ -361,21 +381,21 @@ struct Purchases: Sendable {
     /// Every transaction of the account as the store has it now; nil when this device has no
     /// account yet and `creatingAccount` is false (there is nothing to ask about).
     func storeTransactions(creatingAccount: Bool = false) async throws -> [StoreTransaction]? {
-        guard try creatingAccount || database.account() != nil else { return nil }
+        guard try creatingAccount || database.account.current() != nil else { return nil }
         return try await authorizedAPI().allTransactions()
     }
 
     /// The account's transactions that changed since replay last applied the store's view (all of
     /// them the first time), and the cursor to save once they are applied; nil without an account.
     func storeChangesSinceReplay() async throws -> (transactions: [StoreTransaction], cursor: String?)? {
-        guard try database.account() != nil else { return nil }
-        let cursor = try database.setting(Setting.Key.replayCursor)
+        guard try database.account.current() != nil else { return nil }
+        let cursor = try database.settings.value(Setting.Key.replayCursor)
         return try await authorizedAPI().changes(after: cursor)
     }
 
     /// Notes that every change up to `cursor` is applied.
     func replayApplied(upTo cursor: String) throws {
-        try database.setSetting(Setting.Key.replayCursor, to: cursor)
+        try database.settings.set(Setting.Key.replayCursor, to: cursor)
     }
 
     /// Marks the purchases the store revoked; returns the records newly marked, whose content the
@@ -384,7 +404,7 @@ struct Purchases: Sendable {
         var revoked: [PaymentRecord] = []
         for transaction in transactions where transaction.status == .revoked {
             let reason = transaction.revocationReason ?? "revoked by the store"
-            if let record = try database.markRevoked(transactionId: transaction.transactionId, at: transaction.revocationDate ?? Date(), reason: reason) {
+            if let record = try rows.markRevoked(transactionId: transaction.transactionId, at: transaction.revocationDate ?? Date(), reason: reason) {
                 revoked.append(record)
             }
         }
@@ -401,7 +421,7 @@ struct Purchases: Sendable {
     /// (its key was retired) takes the one the store hands out now, if that one verifies.
     func saveRestored(_ transactions: [StoreTransaction]) async throws -> RestoredReceipts {
         let api = try await authorizedAPI()
-        let known = try database.knownTransactionIds()
+        let known = try rows.knownTransactionIds()
         var report = RestoredReceipts()
         var keysFetched = false
         for transaction in transactions where transaction.status == .purchased {
@@ -428,8 +448,8 @@ struct Purchases: Sendable {
                 continue
             }
             guard claims.kind != .consumable else { continue }
-            if claims.kind == .nonConsumable, try database.owningPayment(productId: claims.productId) != nil { continue }
-            if let record = try database.recordRestored(claims, receipt: receipt) {
+            if claims.kind == .nonConsumable, try rows.owningPayment(productId: claims.productId) != nil { continue }
+            if let record = try rows.recordRestored(claims, receipt: receipt) {
                 report.restored.append(record)
             }
         }
@@ -439,16 +459,16 @@ struct Purchases: Sendable {
     /// Takes the store's receipt for a transaction this device has when the one it holds no longer
     /// verifies and the store's does (the store re-signed it after retiring a key).
     private func refreshReceipt(_ transactionId: String, to receipt: String, api: StoreAPI, keysFetched: inout Bool) async throws {
-        guard let held = try database.payment(transactionId: transactionId)?.receipt, held != receipt else { return }
+        guard let held = try rows.payment(transactionId: transactionId)?.receipt, held != receipt else { return }
         if !keysFetched {
             // The keys this device cached may still list the retired one: read them afresh, once.
-            try database.setSetting(Setting.Key.jwks, to: String(decoding: try await api.jwks(), as: UTF8.self))
+            try database.settings.set(Setting.Key.jwks, to: String(decoding: try await api.jwks(), as: UTF8.self))
             keysFetched = true
         }
         let subject = ReceiptSubject(transactionId: transactionId)
         guard (try? await receipts.verifiedReceipt(held, of: subject, keysFrom: nil)) == nil,
               (try? await receipts.verifiedReceipt(receipt, of: subject, keysFrom: nil)) != nil else { return }
-        _ = try database.replaceReceipt(transactionId: transactionId, with: receipt)
+        _ = try rows.replaceReceipt(transactionId: transactionId, with: receipt)
     }
 
     // MARK: Account
@@ -459,24 +479,24 @@ struct Purchases: Sendable {
     /// at once exactly one creates the account and the others use it.
     func authorizedAPI() async throws -> StoreAPI {
         var api = try storeAPI()
-        if let account = try database.account() {
+        if let account = try database.account.current() {
             api.token = account.token
             return api
         }
         let lock = try await FileLock.acquire(home.root.appendingPathComponent("account.lock"))
         defer { lock.release() }
-        if let account = try database.account() {
+        if let account = try database.account.current() {
             api.token = account.token
             return api
         }
         let created = try await api.createAccount()
-        api.token = try database.saveAccount(id: created.accountId, token: created.token, replacing: false).token
+        api.token = try database.account.save(id: created.accountId, token: created.token, replacing: false).token
         return api
     }
 
     /// The API with this home's account token, or nil while the home has no account (none is created).
     func existingAccountAPI() throws -> StoreAPI? {
-        guard let account = try database.account() else { return nil }
+        guard let account = try database.account.current() else { return nil }
         var api = try storeAPI()
         api.token = account.token
         return api
@@ -487,7 +507,7 @@ struct Purchases: Sendable {
     }
 
     func paymentsEnabled() throws -> Bool {
-        try database.setting(Setting.Key.paymentsEnabled) != "off"
+        try database.settings.paymentsEnabled()
     }
 
     /// Runs a transition; when another process already moved the row on (both replayed the same
@@ -496,7 +516,7 @@ struct Purchases: Sendable {
         do {
             return try transition()
         } catch let error as IllegalTransition {
-            guard let current = try database.payment(id) else { throw error }
+            guard let current = try rows.payment(id) else { throw error }
             logger.debug("transition already made elsewhere", metadata: ["detail": "\(error)"])
             return current
         }

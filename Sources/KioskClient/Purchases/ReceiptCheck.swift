@@ -22,7 +22,7 @@ struct ReceiptCheck {
     ///   what fetching the keys throws.
     func verifiedReceipt(_ receipt: String, of subject: ReceiptSubject = .any, keysFrom store: StoreAPI?) async throws -> ReceiptClaims {
         let claims = try await KioskReceiptVerifier(keys: CachedKeys(database: database, store: store))
-            .claims(of: receipt, presentedBy: try database.account()?.id)
+            .claims(of: receipt, presentedBy: try database.account.current()?.id)
         if let transactionId = subject.transactionId, claims.transactionId != transactionId {
             throw ClientError.receiptRejected(transactionId: transactionId, reason: "it is the receipt of transaction \(claims.transactionId)")
         }
@@ -52,7 +52,7 @@ private struct CachedKeys: ReceiptKeySource {
     let store: StoreAPI?
 
     func currentPolicy() async throws -> KioskReceiptPolicy? {
-        guard let cached = try database.setting(Setting.Key.jwks) else { return nil }
+        guard let cached = try database.settings.value(Setting.Key.jwks) else { return nil }
         // A set cached by an older Kiosk names no store: refused here, so it is fetched afresh.
         return try await KioskReceiptPolicy(keySetJSON: Data(cached.utf8))
     }
@@ -61,7 +61,7 @@ private struct CachedKeys: ReceiptKeySource {
         // The server may have a key, or an identity, this device has not seen yet.
         guard let store else { return nil }
         let fresh = try await store.jwks()
-        try database.setSetting(Setting.Key.jwks, to: String(decoding: fresh, as: UTF8.self))
+        try database.settings.set(Setting.Key.jwks, to: String(decoding: fresh, as: UTF8.self))
         return try await KioskReceiptPolicy(keySetJSON: fresh)
     }
 }

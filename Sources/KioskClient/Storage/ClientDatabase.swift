@@ -251,66 +251,13 @@ public struct IllegalTransition: Error, Sendable, CustomStringConvertible {
     }
 }
 
-// MARK: Settings, account and catalog cache
+// MARK: The catalog cache, and the owners of the settings and the account
 
 extension ClientDatabase {
-    func setting(_ key: String) throws -> String? {
-        try read { try Setting.value(key, in: $0) }
-    }
-
-    func setSetting(_ key: String, to value: String) throws {
-        try write { try Setting.set(key, to: value, in: $0) }
-    }
-
-    func removeSetting(_ key: String) throws {
-        _ = try write { try Setting.deleteOne($0, key: key) }
-    }
-
-    /// The account this home acts for, if it has one.
-    func account() throws -> (id: String, token: String)? {
-        try read { db in
-            guard let id = try Setting.value(Setting.Key.accountID, in: db),
-                  let token = try Setting.value(Setting.Key.accountToken, in: db) else { return nil }
-            return (id, token)
-        }
-    }
-
-    /// The email this home's account signs in with; nil for an anonymous account (or one linked by token).
-    func accountEmail() throws -> String? {
-        try setting(Setting.Key.accountEmail)
-    }
-
-    /// Forgets the account (its token, email and the cursors of its feed): `kiosk logout`.
-    func forgetAccount() throws {
-        _ = try write { db in
-            try Setting.deleteAll(db, keys: [Setting.Key.accountID, Setting.Key.accountToken, Setting.Key.accountEmail] + Setting.Key.accountCursors)
-        }
-    }
-
-    /// Stores the account and the email it signs in with (nil: none, or none known here).
-    @discardableResult
-    func saveSignedInAccount(id: String, token: String, email: String?) throws -> (id: String, token: String) {
-        let saved = try saveAccount(id: id, token: token, replacing: true)
-        if let email { try setSetting(Setting.Key.accountEmail, to: email) } else { try removeSetting(Setting.Key.accountEmail) }
-        return saved
-    }
-
-    /// Stores the account; with `replacing` false an existing account wins and is returned.
-    @discardableResult
-    func saveAccount(id: String, token: String, replacing: Bool) throws -> (id: String, token: String) {
-        try write { db in
-            if !replacing, let existingId = try Setting.value(Setting.Key.accountID, in: db),
-               let existingToken = try Setting.value(Setting.Key.accountToken, in: db) {
-                return (existingId, existingToken)
-            }
-            if try Setting.value(Setting.Key.accountID, in: db) != id {
-                _ = try Setting.deleteAll(db, keys: Setting.Key.accountCursors)
-            }
-            try Setting.set(Setting.Key.accountID, to: id, in: db)
-            try Setting.set(Setting.Key.accountToken, to: token, in: db)
-            return (id, token)
-        }
-    }
+    /// The home's settings; their one owner.
+    var settings: HomeSettings { HomeSettings(database: self) }
+    /// The account this home acts for; its one owner.
+    var account: DeviceAccount { DeviceAccount(database: self) }
 
     func cachedProduct(_ id: String) throws -> Product? {
         try read { db in
@@ -379,7 +326,7 @@ extension ClientDatabase {
     }
 
     func markCatalogFresh(at date: Date) throws {
-        try setSetting(Setting.Key.catalogSyncedAt, to: date.formatted(.iso8601))
+        try settings.set(Setting.Key.catalogSyncedAt, to: date.formatted(.iso8601))
     }
 }
 

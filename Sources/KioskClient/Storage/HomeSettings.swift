@@ -1,0 +1,32 @@
+import Foundation
+internal import GRDB
+
+/// The settings of a home (`setting` rows other than the account's): the remembered server, the
+/// store's cached keys, the catalog's ETag and the cursors. Nothing else writes them; the account's
+/// own rows belong to ``DeviceAccount``.
+struct HomeSettings: Sendable {
+    let database: ClientDatabase
+
+    func value(_ key: String) throws -> String? {
+        try database.read { try Setting.value(key, in: $0) }
+    }
+
+    func set(_ key: String, to value: String) throws {
+        try database.write { try Setting.set(key, to: value, in: $0) }
+    }
+
+    func remove(_ key: String) throws {
+        _ = try database.write { try Setting.deleteOne($0, key: key) }
+    }
+
+    /// Whether purchases are allowed on this device (a device restriction, like parental
+    /// controls); unset counts as on.
+    func paymentsEnabled() throws -> Bool {
+        try value(Setting.Key.paymentsEnabled) != "off"
+    }
+
+    /// The one writer of the payments setting: `kiosk config payments` and an app's switch both come here.
+    func setPaymentsEnabled(_ enabled: Bool) throws {
+        try set(Setting.Key.paymentsEnabled, to: enabled ? "on" : "off")
+    }
+}
