@@ -77,10 +77,9 @@ test: deps test-tools
 	@# each prints a line as it starts and ends; the slowest take under a minute. The test bundle
 	@# runs itself (what `swift test` runs), since `swift test` passes its output on in 4 KiB
 	@# blocks: a hang would show up to 4 KiB before the test that hung.
-	@# The tests' temporary files go to a folder of this run's own, which should be empty once they
-	@# are done: what a test (or a process it started) left behind is listed. It only warns for now:
-	@# one run in three left two folders (each with one subfolder) whose test is not found yet; it
-	@# fails the run again once that is mended (KIOSK_TMP_CHECK=fail makes it fail today).
+	@# The tests' temporary files go to a folder of this run's own, which must be empty once they
+	@# are done: what a test (or a process it started) left behind is listed, and fails the run.
+	@# Each test folder is named after the file and line that made it (kiosk-test-FILE-LINE-…).
 	@tmp=$$(mktemp -d /tmp/kiosk-tests.XXXXXX) && chmod 755 "$$tmp"; \
 	TMPDIR=$$tmp NO_COLOR=1 scripts/quiet-watchdog 180 .build/test.log -- \
 		$$($(SWIFT) build --show-bin-path)/kioskPackageTests.xctest --testing-library swift-testing --no-parallel; \
@@ -93,9 +92,9 @@ test: deps test-tools
 	for wait in 1 2 3 4 5 6 7 8 9 10; do [ -z "$$(ls -A "$$tmp")" ] && break; sleep 1; done; \
 	left=$$(ls -A "$$tmp"); \
 	if [ -n "$$left" ]; then \
-		echo "--- warning: the tests left these in their temporary folder ($$tmp): a test did not clean up ---"; \
+		echo "--- the tests left these in their temporary folder ($$tmp): a test did not clean up ---"; \
 		find "$$tmp" -maxdepth 4 -printf '%TT %M %p\n' | head -40; grep " $$tmp" /proc/mounts; \
-		rm -rf "$$tmp"; [ "$${KIOSK_TMP_CHECK:-warn}" != fail ] || exit 1; \
+		rm -rf "$$tmp"; exit 1; \
 	else rmdir "$$tmp"; fi
 	@# The fault suite's copy of the coverage rule against the cases the product's rule is tested on
 	@# (Tests/Fixtures/coverage-cases.json; the Swift half is CoverageAgreementTests), in a second.
