@@ -62,6 +62,8 @@ struct Library {
     var installer: LibraryInstaller { LibraryInstaller(library: home.library) }
     /// This owner's rows; nothing else writes them.
     private var rows: DownloadRows { DownloadRows(database: database) }
+    /// Updates that fetch only what changed; they build, this owner records and installs.
+    private var updates: Updates { Updates(database: database, home: home, installer: installer, configuration: configuration, logger: logger) }
 
     func partialFile(_ productId: String) throws -> URL {
         try home.partialFile(productId)
@@ -397,61 +399,12 @@ struct Library {
         }
     }
 
-    /// A zip resumed from a partial file continues after the entries of it that match the
-    /// version's manifest (``PartialArchiveCheck``), a publication file after its chunks that
-    /// match, not after whatever length a crash left: the file is cut back to the first entry
-    /// (or chunk) that does not match, and the progress committed
-    /// with it. Without a manifest (tar.gz, an older catalog, a manifest that cannot be fetched
-    /// or read) the resume trusts the length, as before. The manifest's bytes are logged, not
-    /// added to the run's bytes received: those count the archive's bytes, which a resume
-    /// promises never to fetch twice.
+    /// Cuts a resumed download's partial file back to where it stops matching its manifest
+    /// (``Updates/checkedLength(of:partial:server:)``) and commits that progress with it.
     private func checkPartial(_ download: inout DownloadRows.ClaimedDownload, server: String) async throws {
-        let record = download.record
-        guard record.format == .zip || record.format.deliveredAsFile, let etag = record.partialETag,
-              let content = try database.cachedProduct(record.productId)?.content, content.sha256 == record.sha256,
-              let manifestSha256 = content.manifestSha256
+        guard let etag = download.record.partialETag,
+              let keep = try await updates.checkedLength(of: download.record, partial: try partialFile(download.record.productId), server: server)
         else { return }
-        let partial = try partialFile(record.productId)
-        // Only a regular file is read back; anything else under the name the transfer refuses anyway.
-        guard FileIdentity.ofRegularFile(partial.path) != nil,
-              let length = try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int64, length > 0 else { return }
-        let id = record.productId.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? record.productId
-        let manifest: ContentManifest
-        let manifestBytes: Int64
-        do {
-            (manifest, manifestBytes) = try await DeltaUpdate.fetchManifest(
-                from: "\(server)/v1/content/\(id)/manifest?version=\(record.sha256)",
-                headers: [record.authorization],
-                sha256: manifestSha256, record: record)
-            if record.format.deliveredAsFile {
-                _ = try ChunkedUpdate.usableChunks(manifest, size: record.size)
-            } else {
-                try DeltaUpdate.requireEntryRanges(manifest)
-            }
-        } catch let fallback as DeltaUpdate.Fallback {
-            logger.info("resuming by the partial file's length", metadata: ["product": "\(record.productId)", "reason": "\(fallback)"])
-            return
-        }
-        let outcome: PartialArchiveCheck.Outcome
-        do {
-            outcome = try PartialArchiveCheck(manifest: manifest).check(partial)
-        } catch {
-            logger.info("resuming by the partial file's length", metadata: ["product": "\(record.productId)", "reason": "the partial file could not be read back: \(error)"])
-            return
-        }
-        logger.info("checked a resumed download's partial file against its manifest", metadata: [
-            "product": "\(record.productId)", "entriesChecked": "\(outcome.entriesChecked)", "manifestBytes": "\(manifestBytes)",
-        ])
-        guard outcome.keep < length else { return }
-        // A file that cannot be cut goes instead: bytes past a bad entry are never resumed from.
-        var keep = outcome.keep
-        if !PartialArchiveCheck.truncate(partial, to: keep) {
-            unlink(partial.path)
-            keep = 0
-        }
-        logger.notice("a resumed download's partial file did not match its manifest; resuming from the last good entry", metadata: [
-            "product": "\(record.productId)", "entry": "\(outcome.failed ?? "")", "kept": "\(keep)", "of": "\(length)", "entriesChecked": "\(outcome.entriesChecked)",
-        ])
         download.record.bytesDone = keep
         download.record.partialETag = keep > 0 ? etag : nil
         _ = try rows.recordProgress(download.claim, bytesOnDisk: keep, etag: etag)
@@ -679,28 +632,9 @@ struct Library {
     }
 
     /// Installs an update of an installed zip product from only the entries that changed
-    /// (``DeltaUpdate``). False when it must be downloaded whole: not an update, not a zip, no
-    /// manifest, a full download already under way, or anything in the update that did not fit.
+    /// (``Updates/byEntries(_:installed:claim:server:)``). False when it must be downloaded whole.
     private func updateByEntries(_ record: DownloadRecord, claim: DownloadClaim, server: String, report: inout DownloadRunReport) async throws -> Bool {
-        let id = record.productId
-        guard configuration.updateByEntries, record.format == .zip, record.bytesDone == 0,
-              let item = try rows.libraryItems().first(where: { $0.productId == id }), item.sha256 != record.sha256,
-              let content = try database.cachedProduct(id)?.content, content.sha256 == record.sha256,
-              let manifestSha256 = content.manifestSha256,
-              FileManager.default.fileExists(atPath: try installer.installed(id).path)
-        else { return false }
-        let path = id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? id
-        let source = DeltaUpdate.Source(
-            manifestURL: "\(server)/v1/content/\(path)/manifest?version=\(record.sha256)",
-            archiveURL: "\(server)/v1/content/\(path)?version=\(record.sha256)",
-            headers: [record.authorization], stallSeconds: configuration.stallSeconds, maxReceiveSpeed: configuration.maxReceiveSpeed)
-        let result: DeltaUpdate.Result
-        do {
-            result = try await DeltaUpdate(installer: installer, home: home, logger: logger).run(record, claim: claim, manifestSha256: manifestSha256, source: source)
-        } catch let fallback as DeltaUpdate.Fallback {
-            logger.info("downloading the whole archive for this update", metadata: ["product": "\(id)", "reason": "\(fallback)"])
-            return false
-        }
+        guard let result = try await updates.byEntries(record, installed: try installedItem(record.productId), claim: claim, server: server) else { return false }
         report.bytesReceived += result.bytesFetched
         do {
             try rows.beginVerifying(claim, size: record.size)
@@ -711,94 +645,63 @@ struct Library {
             installer.discard(result.unpacked.staging)
             throw error
         }
-        logger.info("updated by entries", metadata: ["product": "\(id)", "cost": "\(result.summary)"])
+        logger.info("updated by entries", metadata: ["product": "\(record.productId)", "cost": "\(result.summary)"])
         return true
     }
 
     /// Installs an update of an installed publication file built from the chunks the installed
-    /// file holds and ranges for the rest (``ChunkedUpdate``). False when the ordinary download
-    /// is to finish it: not a file publication, nothing installed, no chunk manifest, or anything
-    /// that did not fit (the partial file then holds a checked prefix, which the download continues:
-    /// `record` then says its bytes and ETag, which the download's request resumes from).
-    /// True when it is done with the download: installed, stopped elsewhere, interrupted, or
-    /// rescheduled (a disk that filled, say: as a transfer's local write error is).
+    /// file holds and ranges for the rest (``Updates/byChunks(_:_:partial:progress:)``). False when
+    /// the ordinary download is to finish it (the partial file then holds a checked prefix, which
+    /// the download continues: `record` then says its bytes and ETag, which its request resumes
+    /// from). True when it is done with the download: installed, stopped elsewhere, interrupted,
+    /// or rescheduled (a disk that filled, say: as a transfer's local write error is).
     private func updateByChunks(_ record: inout DownloadRecord, claim: DownloadClaim, server: String, report: inout DownloadRunReport) async throws -> Bool {
         let id = record.productId
-        guard configuration.updateByEntries, record.format.deliveredAsFile,
-              let item = try rows.libraryItems().first(where: { $0.productId == id }), item.sha256 != record.sha256,
-              let content = try database.cachedProduct(id)?.content, content.sha256 == record.sha256,
-              let manifestSha256 = content.manifestSha256,
-              let installedFile = try installedPublicationFile(id)
-        else { return false }
-        let path = id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? id
-        let source = ChunkedUpdate.Source(
-            manifestURL: "\(server)/v1/content/\(path)/manifest?version=\(record.sha256)",
-            fileURL: "\(server)/v1/content/\(path)?version=\(record.sha256)",
-            headers: [record.authorization], stallSeconds: configuration.stallSeconds, maxReceiveSpeed: configuration.maxReceiveSpeed)
+        guard let plan = try updates.chunkPlan(record, installed: try installedItem(id), server: server) else { return false }
         // Opened first, the claim checked after: only this descriptor is written (see `run`).
         guard let partial = try? OpenedPartialFile.open(for: try request(for: record, server: server), .existingOrNew) else { return false }
         guard try rows.holds(claim) else {
             try noteStoppedElsewhere(record, report: &report)
             return true
         }
-        // The server's ETag for this version, so that a full download resumes from what is built.
-        let etag = "\"\(record.sha256)\""
-        let chunksFile = try home.installedChunks(id)
-        let known = InstalledChunks.load(chunksFile, for: installedFile, sha256: item.sha256)
-        let result: ChunkedUpdate.Result
-        do {
-            result = try await ChunkedUpdate(logger: logger).run(record, installed: installedFile, known: known, partial: partial, manifestSha256: manifestSha256, source: source) { [rows] bytes in
-                (try? rows.recordProgress(claim, bytesOnDisk: bytes, etag: etag)) ?? true
-            }
-        } catch let fallback as ChunkedUpdate.Fallback {
-            let kept = partial.size
+        let outcome = try await updates.byChunks(record, plan, partial: partial) { [rows] bytes in
+            (try? rows.recordProgress(claim, bytesOnDisk: bytes, etag: plan.etag)) ?? true
+        }
+        switch outcome {
+        case .continueWhole(let kept):
             // Skippable on a full disk (the next attempt checks the partial file's chunks anyway).
-            _ = try? rows.recordProgress(claim, bytesOnDisk: kept, etag: etag)
-            // The download continues from what was built (with If-Range), never from byte 0.
+            _ = try? rows.recordProgress(claim, bytesOnDisk: kept, etag: plan.etag)
             record.bytesDone = kept
-            record.partialETag = kept > 0 ? etag : nil
-            logger.info("downloading the rest of this update whole", metadata: ["product": "\(id)", "kept": "\(kept)", "reason": "\(fallback)"])
+            record.partialETag = kept > 0 ? plan.etag : nil
             return false
-        } catch is ChunkedUpdate.Stopped {
+        case .stoppedElsewhere:
             try noteStoppedElsewhere(record, report: &report)
-            return true
-        } catch is CancellationError {
-            _ = try? rows.recordProgress(claim, bytesOnDisk: partial.size, etag: etag)
+        case .interrupted(let kept):
+            _ = try? rows.recordProgress(claim, bytesOnDisk: kept, etag: plan.etag)
             try rows.interrupt(claim)
             report.interrupted.append(id)
-            return true
-        } catch let error as TransferError where error.kind == .localWrite {
-            // The disk filled (or refused) while the update wrote: what was built stays, and the
-            // download waits to try again, as a transfer's own local write error does.
-            _ = try? rows.recordProgress(claim, bytesOnDisk: partial.size, etag: etag)
-            let needed = max(0, record.size - partial.size)
+        case .diskFull(let kept, let error):
+            _ = try? rows.recordProgress(claim, bytesOnDisk: kept, etag: plan.etag)
             let available = DiskSpace.available(at: home.downloads) ?? 0
             try scheduleRetry(record, claim, retryAfter: nil, error: "\(error); " + DiskSpace.shortfall(
-                needed: needed, available: available, at: home.downloads, for: "the rest of the update"), report: &report)
-            return true
-        }
-        report.bytesReceived += result.bytesFetched
-        // Built to be the catalog's version: the installer's check reads the file back and
-        // compares its SHA-256 with the catalog's before anything is installed (a mismatch is
-        // retried, the partial file checked chunk by chunk and cut back first).
-        if let tree = try checkedTree(record, claim: claim, size: result.fileSize, sha256: record.sha256, ahead: nil, report: &report) {
-            try install(record, claim: claim, tree, note: result.summary, report: &report)
-            if report.installed.last == id, let fileName = record.fileName {
-                InstalledChunks.save(result.chunks, sha256: record.sha256, for: try installer.installed(id).appendingPathComponent(fileName), to: chunksFile, logger: logger)
+                needed: max(0, record.size - kept), available: available, at: home.downloads, for: "the rest of the update"), report: &report)
+        case .built(let result):
+            report.bytesReceived += result.bytesFetched
+            // Built to be the catalog's version: the installer's check reads the file back and
+            // compares its SHA-256 with the catalog's before anything is installed (a mismatch is
+            // retried, the partial file checked chunk by chunk and cut back first).
+            if let tree = try checkedTree(record, claim: claim, size: result.fileSize, sha256: record.sha256, ahead: nil, report: &report) {
+                try install(record, claim: claim, tree, note: result.summary, report: &report)
+                if report.installed.last == id { try updates.keepChunks(result, of: record, plan) }
+                logger.info("updated by chunks", metadata: ["product": "\(id)", "cost": "\(result.summary)", "installedChunksKnown": "\(plan.known != nil)"])
             }
-            logger.info("updated by chunks", metadata: ["product": "\(id)", "cost": "\(result.summary)", "installedChunksKnown": "\(known != nil)"])
         }
         return true
     }
 
-    /// The one file an installed publication's folder holds, or nil.
-    private func installedPublicationFile(_ productId: String) throws -> URL? {
-        let folder = try installer.installed(productId)
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder.path), names.count == 1 else { return nil }
-        let file = folder.appendingPathComponent(names[0])
-        var info = stat()
-        guard lstat(file.path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
-        return file
+    /// The library entry installed for `productId`, if any.
+    private func installedItem(_ productId: String) throws -> LibraryItem? {
+        try rows.libraryItems().first { $0.productId == productId }
     }
 
     /// Bytes that are not the catalog's: the partial file goes and the download starts again
