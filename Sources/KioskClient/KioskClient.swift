@@ -99,6 +99,10 @@ public final class KioskClient: Sendable {
     /// Every state change and download progress from now on, in order. Each call is a new stream.
     public var events: AsyncStream<ClientEvent> { database.events.subscribe() }
 
+    /// The same events as ``events``, in a stream the caller ends (``EventSubscription/end()``)
+    /// once the work it follows is done: its reader still gets every event published before.
+    public func subscribe() -> EventSubscription { database.events.subscription() }
+
     /// The server this client talks to.
     /// - Throws: ``ClientError/noServer`` when none was ever given.
     public func server() throws -> String {

@@ -19,35 +19,27 @@ struct DownloadRunner {
 
     let client: KioskClient
     var context = Context.command
-    /// Says "transaction …: purchased …; receipt saved" as soon as that is true (buy, redeem).
+    /// Says "transaction …: purchased …; receipt saved" as soon as that is true (buy, redeem):
+    /// the one place that says it, from the event that brings the committed receipt.
     var announcesPurchases = false
-    /// The purchases already announced, so the report does not say it twice.
-    let announced = Announced()
     /// The progress line: taken off the terminal before any outcome line is printed, so an outcome
     /// never runs into it.
     let display = ProgressDisplay(interactive: isatty(STDERR_FILENO) == 1 && ProcessInfo.processInfo.environment["TERM"] != "dumb")
-
-    final class Announced: Sendable {
-        private let ids = Mutex<Set<Int64>>([])
-        func insert(_ id: Int64) -> Bool { ids.withLock { $0.insert(id).inserted } }
-        func contains(_ id: Int64?) -> Bool { id.map { id in ids.withLock { $0.contains(id) } } ?? false }
-    }
 
     /// Runs `body` (which downloads) while printing progress from the client's events. Ctrl-C or
     /// SIGTERM cancels the command (see `Kiosk.main`), which stops the transfers at once with
     /// their bytes kept.
     func showingProgress<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let display = display
-        let events = client.events
-        let (announces, announced) = (announcesPurchases, announced)
+        let subscription = client.subscribe()
+        let announces = announcesPurchases
         let watcher = Task {
-            for await event in events {
+            for await event in subscription.events {
                 switch event {
                 case .progress(let progress):
                     display.show(progress)
                 case .transaction(let record) where announces && record.state == .purchased && record.idempotencyKey != nil:
                     // The receipt is committed: say so now, before the download that follows.
-                    guard let id = record.id, announced.insert(id) else { continue }
                     display.clear()
                     PurchaseReport.printPurchased(record)
                     fflush(nil)  // stdout may be a pipe: the line must be out now, not at exit
@@ -62,8 +54,9 @@ struct DownloadRunner {
         } catch {
             outcome = .failure(error)
         }
-        // Stopped and awaited, so nothing it prints can come after the report.
-        watcher.cancel()
+        // Ended after the events the work published, which the watcher still reads (the receipt's
+        // line among them), and awaited, so nothing it prints can come after the report.
+        subscription.end()
         await watcher.value
         display.finish()
         return try outcome.get()

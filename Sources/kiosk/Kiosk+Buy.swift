@@ -194,7 +194,7 @@ struct PurchaseReport {
         case .purchased, .delivering, .finished, .restored:
             if result.alreadyOwned {
                 Swift.print("\(record.productId) is already owned (transaction \(id)); nothing was charged")
-            } else if !runner.announced.contains(record.id) {
+            } else if !runner.announcesPurchases {
                 Self.printPurchased(record)
             }
             if record.kind == .consumable, let credits = result.credits {

@@ -59,16 +59,23 @@ struct ClaimFenceTests {
             }
             try rows.beginVerifying(fresh.claim, size: fresh.record.size)
             try rows.beginUnpacking(fresh.claim)
-            var swapped = false
+            // A checked folder in staging, to be swapped into a library of its own.
+            let folders = try TemporaryDirectory()
+            let installer = LibraryInstaller(library: folders.path("Library"))
+            try folders.write("staged/chapter-1.txt", "unpacked")
+            try FileManager.default.createDirectory(at: folders.path("Library"), withIntermediateDirectories: true)
+            let swap = LibrarySwap(installer: installer, staging: folders.path("staged"), productId: Self.book, staleFiles: [], partial: folders.path("partial"))
+            let installedFolder = try installer.installed(Self.book)
             let item = LibraryItem(productId: Self.book, version: "v", sha256: fresh.record.sha256, path: "/nowhere", installedAt: Date(), treeDigest: nil)
             #expect(throws: IllegalTransition.self) {
-                _ = try rows.markInstalled(item, claim: stale.claim) { swapped = true }
+                _ = try rows.markInstalled(item, claim: stale.claim, swap: swap)
             }
-            #expect(!swapped, "a stale holder moved its folder into the library")
+            #expect(!FileManager.default.fileExists(atPath: installedFolder.path), "a stale holder moved its folder into the library")
             #expect(try rows.download(Self.book)?.state == .unpacking)
             // The holder of the claim installs; the claim is released.
-            let installed = try rows.markInstalled(item, claim: fresh.claim) { swapped = true }
-            #expect(swapped && installed.state == .installed && installed.owner == nil && installed.leaseDeadline == nil)
+            let installed = try rows.markInstalled(item, claim: fresh.claim, swap: swap).record
+            #expect(FileManager.default.fileExists(atPath: installedFolder.path))
+            #expect(installed.state == .installed && installed.owner == nil && installed.leaseDeadline == nil)
         }
     }
 

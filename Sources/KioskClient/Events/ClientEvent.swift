@@ -23,13 +23,18 @@ final class EventHub: Sendable {
 
     /// A new stream of every event published from now on; it ends when the consumer stops.
     func subscribe() -> AsyncStream<ClientEvent> {
+        subscription().events
+    }
+
+    /// A new subscriber whose owner can end it, after the events already published.
+    func subscription() -> EventSubscription {
         let (stream, continuation) = AsyncStream<ClientEvent>.makeStream(bufferingPolicy: .bufferingNewest(4096))
         let id = UUID()
         subscribers.withLock { $0[id] = continuation }
         continuation.onTermination = { [weak self] _ in
             _ = self?.subscribers.withLock { $0.removeValue(forKey: id) }
         }
-        return stream
+        return EventSubscription(events: stream, continuation: continuation)
     }
 
     func publish(_ event: ClientEvent) {
@@ -44,5 +49,24 @@ final class EventHub: Sendable {
             return Array(state.values)
         }
         for continuation in continuations { continuation.finish() }
+    }
+}
+
+/// One subscriber's stream of the engine's events, ended by whoever reads it: ``end()`` finishes
+/// the stream after the events already published, which its reader still gets, so a command that
+/// ends its subscription when its work is done misses none of that work's events.
+public final class EventSubscription: Sendable {
+    /// Every event published from the subscription on, until ``end()`` (or the client goes away).
+    public let events: AsyncStream<ClientEvent>
+    private let continuation: AsyncStream<ClientEvent>.Continuation
+
+    init(events: AsyncStream<ClientEvent>, continuation: AsyncStream<ClientEvent>.Continuation) {
+        self.events = events
+        self.continuation = continuation
+    }
+
+    /// Ends the stream once its reader has had every event published before this call.
+    public func end() {
+        continuation.finish()
     }
 }

@@ -39,7 +39,7 @@ extension Flows {
         var result = PurchaseResult(record: sent.record, credits: sent.credits, savedOffline: sent.savedOffline, storeFailed: sent.storeFailed,
                                     alreadyOwned: sent.alreadyOwned, alreadyPending: sent.alreadyPending)
         if sent.record.state == .purchased {
-            (result.record, result.downloads) = try await deliver(sent.record, mode)
+            (result.record, result.downloads) = try await deliver(sent.record, mode, receiptVerified: true)
         }
         return try settle(result)
     }

@@ -12,7 +12,10 @@ extension Flows {
     /// download stays queued. Credits have nothing to download; a subscription queues the issues
     /// it covers. Delivery never depends on an earlier sync: a product missing from the cached
     /// catalog is looked up by syncing it.
-    func deliver(_ record: PaymentRecord, _ mode: DeliveryMode) async throws -> (PaymentRecord, DownloadRunReport?) {
+    /// - Parameter receiptVerified: the receipt came from the store in this very send and
+    ///   ``Purchases/send(_:whileTheReaderWaits:)`` verified it before storing it; a row read back
+    ///   from the database (replay, restore, resume) is checked again before anything is delivered.
+    func deliver(_ record: PaymentRecord, _ mode: DeliveryMode, receiptVerified: Bool = false) async throws -> (PaymentRecord, DownloadRunReport?) {
         switch record.kind {
         case .consumable:
             return (try await purchases.finish(record), nil)
@@ -20,7 +23,7 @@ extension Flows {
             // The issues it covers now are its content: with `.now` they are downloaded before
             // the purchase returns, as a book's are.
             _ = try await deliverableProduct(record.productId)
-            if let refused = try await purchases.refuseUnverifiedReceipt(of: record) { return (refused, nil) }
+            if !receiptVerified, let refused = try await purchases.refuseUnverifiedReceipt(of: record) { return (refused, nil) }
             let issues = try await subscriptions.queueCoveredIssues()
             let finished = try await purchases.finish(record)
             guard mode == .now, !issues.isEmpty else { return (finished, nil) }
@@ -33,7 +36,7 @@ extension Flows {
             // A row of this device's database is no proof by itself (an altered or copied row may
             // carry another account's receipt): nothing is delivered on a receipt that does not
             // verify now, and the purchase fails with why rather than being tried again for ever.
-            if let refused = try await purchases.refuseUnverifiedReceipt(of: record) { return (refused, nil) }
+            if !receiptVerified, let refused = try await purchases.refuseUnverifiedReceipt(of: record) { return (refused, nil) }
             guard let content = product.content else { return (try await purchases.finish(record), nil) }
             try library.enqueue(record.productId, content: content, receipt: receipt, transactionId: record.transactionId)
             if mode == .finishNow { return (try await purchases.finish(record), nil) }

@@ -55,7 +55,7 @@ extension Flows {
                 case .purchasing:
                     let sent = try await purchases.send(current)
                     if sent.savedOffline { report.offline = true; return report }
-                    if sent.record.state == .purchased { _ = try await deliver(sent.record, .queue) }
+                    if sent.record.state == .purchased { _ = try await deliver(sent.record, .queue, receiptVerified: true) }
                     if sent.record.state == .failed || sent.record.state == .cancelled {
                         report.refused.append(current.productId)
                     } else {

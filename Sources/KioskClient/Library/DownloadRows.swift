@@ -153,15 +153,15 @@ struct DownloadRows: Sendable {
         ])
     }
 
-    /// Forgets a product's download and library entry (its purchase was revoked). `remove` takes
+    /// Forgets a product's download and library entry (its purchase was revoked). `removal` takes
     /// the content out of the library inside the same transaction, so no install can slip in
-    /// between; it returns a folder to delete after the commit.
-    func forgetContent(_ productId: String, remove: () throws -> URL?) throws -> URL? {
+    /// between; the folder it moved aside is returned, to delete after the commit.
+    func forgetContent(_ productId: String, removal: LibraryRemoval) throws -> URL? {
         let (forgotten, removed) = try database.write { db -> (DownloadRecord?, URL?) in
             let record = try DownloadRow.fetchOne(db, key: productId)?.value
             _ = try DownloadRow.deleteOne(db, key: productId)
             _ = try LibraryItemRow.deleteOne(db, key: productId)
-            return (record, try remove())
+            return (record, try removal.perform())
         }
         if let forgotten { database.events.publish(.downloadRemoved(forgotten)) }
         return removed
@@ -345,33 +345,33 @@ struct DownloadRows: Sendable {
     }
 
     /// `downloading | verifying → queued` from zero after bytes that are not the catalog's (a
-    /// checksum mismatch, a body past the declared size); `discardPartial` runs while the claim holds.
-    func requeueAfterMismatch(_ claim: DownloadClaim, from state: DownloadState, mismatches: Int, reason: String, discardPartial: () -> Void) throws {
+    /// checksum mismatch, a body past the declared size); the `partial` file goes while the claim holds.
+    func requeueAfterMismatch(_ claim: DownloadClaim, from state: DownloadState, mismatches: Int, reason: String, discarding partial: URL) throws {
         try moveDownload(claim.productId, claim: claim, from: [state], to: .queued, [
             Column("mismatches").set(to: mismatches), Column("partialETag").set(to: nil), Column("bytesDone").set(to: 0),
             DownloadRecord.Columns.lastError.set(to: reason),
-        ], whileHeld: discardPartial)
+        ], discarding: partial)
     }
 
-    /// `downloading | verifying | unpacking → failed` for good, with the reason; with
-    /// `discardPartial`, the partial file goes while the claim holds and the row forgets its bytes.
-    func failDownload(_ claim: DownloadClaim, from state: DownloadState, attempts: Int, mismatches: Int, reason: String, discardPartial: (() -> Void)? = nil) throws {
+    /// `downloading | verifying | unpacking → failed` for good, with the reason; with a `partial`
+    /// file to discard, it goes while the claim holds and the row forgets its bytes.
+    func failDownload(_ claim: DownloadClaim, from state: DownloadState, attempts: Int, mismatches: Int, reason: String, discarding partial: URL? = nil) throws {
         try moveDownload(claim.productId, claim: claim, from: [state], to: .failed, [
             DownloadRecord.Columns.attempts.set(to: attempts),
             DownloadRecord.Columns.lastError.set(to: reason),
             DownloadRecord.Columns.nextAttemptAt.set(to: nil),
             Column("mismatches").set(to: mismatches),
-        ] + (discardPartial == nil ? [] : [Column("partialETag").set(to: nil), Column("bytesDone").set(to: 0)]), whileHeld: discardPartial ?? {})
+        ] + (partial == nil ? [] : [Column("partialETag").set(to: nil), Column("bytesDone").set(to: 0)]), discarding: partial)
     }
 
     /// Moves a download `claim` holds (or, with `claim` nil, any download) from one of `allowed` to
-    /// `target`. Leaving the claimed states releases the claim. `whileHeld` runs inside the same
-    /// transaction once the move is known to be allowed: file work (removing the partial file) that
-    /// must not happen after another process has claimed the download.
+    /// `target`. Leaving the claimed states releases the claim. The `discarding` file (a partial
+    /// file) is removed inside the same transaction once the move is known to be allowed: that must
+    /// not happen after another process has claimed the download.
     /// - Throws: ``IllegalTransition`` when the row is elsewhere (for a claim: paused or cancelled
     ///   under it, or claimed by someone else since).
     @discardableResult
-    private func moveDownload(_ productId: String, claim: DownloadClaim?, from allowed: Set<DownloadState>, to target: DownloadState, _ assignments: [ColumnAssignment], whileHeld: () throws -> Void = {}) throws -> DownloadRecord {
+    private func moveDownload(_ productId: String, claim: DownloadClaim?, from allowed: Set<DownloadState>, to target: DownloadState, _ assignments: [ColumnAssignment], discarding partial: URL? = nil) throws -> DownloadRecord {
         var all = assignments + [DownloadRecord.Columns.state.set(to: target.rawValue), DownloadRecord.Columns.updatedAt.set(to: Date())]
         if !DownloadState.claimed.contains(target) {
             all += Self.releasingClaim
@@ -390,7 +390,7 @@ struct DownloadRows: Sendable {
                 }
                 throw IllegalTransition(subject: "the download of \(productId)", current: state, target: target.rawValue)
             }
-            try whileHeld()
+            if let partial { unlink(partial.path) }
             return current
         }
         database.events.publish(.download(record))
@@ -403,12 +403,13 @@ struct DownloadRows: Sendable {
     ] }
 
     /// `unpacking → installed` with its library entry, in one transaction that first checks the
-    /// claim still holds, then runs `swap` (which moves the checked folder into the library) while
-    /// the database's write lock keeps every other process from claiming, installing or removing
-    /// the product. A holder that lost its claim gets ``IllegalTransition`` and swaps nothing.
-    /// `note` says what the install cost when it was not the whole archive (an update by entries).
-    func markInstalled(_ item: LibraryItem, claim: DownloadClaim, note: String? = nil, swap: () throws -> Void) throws -> DownloadRecord {
-        let record = try database.write { db -> DownloadRecord in
+    /// claim still holds, then performs `swap` (which moves the checked folder into the library)
+    /// while the database's write lock keeps every other process from claiming, installing or
+    /// removing the product. A holder that lost its claim gets ``IllegalTransition`` and swaps
+    /// nothing. `note` says what the install cost when it was not the whole archive (an update by
+    /// entries). Returns the replaced version's folder, to delete after the commit.
+    func markInstalled(_ item: LibraryItem, claim: DownloadClaim, note: String? = nil, swap: LibrarySwap) throws -> (record: DownloadRecord, replaced: URL?) {
+        let (record, replaced) = try database.write { db -> (DownloadRecord, URL?) in
             let changed = try Self.claimed(claim, db)
                 .filter(DownloadRecord.Columns.state == DownloadState.unpacking.rawValue)
                 .updateAll(db, Self.releasingClaim + [
@@ -420,20 +421,20 @@ struct DownloadRows: Sendable {
             guard changed == 1, let current else {
                 throw IllegalTransition(subject: "the download of \(item.productId)", current: current?.state.rawValue, target: DownloadState.installed.rawValue)
             }
-            try swap()
+            let replaced = try swap.perform()
             var row = LibraryItemRow(item)
             try row.save(db)
-            return current
+            return (current, replaced)
         }
         database.events.publish(.download(record))
-        return record
+        return (record, replaced)
     }
 
     /// Removes a cancelled download's partial file, unless the download was queued again since
     /// (then the file is someone else's to keep).
-    func discardCancelledPartial(_ productId: String, _ remove: () -> Void) throws {
+    func discardCancelledPartial(_ productId: String, partial: URL) throws {
         try database.write { db in
-            if try DownloadRow.fetchOne(db, key: productId)?.value.state == .cancelled { remove() }
+            if try DownloadRow.fetchOne(db, key: productId)?.value.state == .cancelled { unlink(partial.path) }
         }
     }
 }

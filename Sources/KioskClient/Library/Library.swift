@@ -335,10 +335,7 @@ struct Library {
     /// installed folder, in that order of commit (a process running it stops at its next progress write).
     func removeContent(_ productId: String) throws {
         let partial = try partialFile(productId)
-        let removed = try rows.forgetContent(productId) {
-            unlink(partial.path)
-            return try installer.removeFromLibrary(productId, by: owner)
-        }
+        let removed = try rows.forgetContent(productId, removal: LibraryRemoval(installer: installer, productId: productId, owner: owner, partial: partial))
         if let removed { installer.discard(removed) }
     }
 
@@ -490,7 +487,7 @@ struct Library {
         switch try rows.download(record.productId)?.state {
         case .cancelled?:
             let partial = try partialFile(record.productId)
-            try rows.discardCancelledPartial(record.productId) { unlink(partial.path) }
+            try rows.discardCancelledPartial(record.productId, partial: partial)
             report.cancelled.append(record.productId)
         case .paused?:
             report.paused.append(record.productId)
@@ -577,18 +574,14 @@ struct Library {
         let partial = try partialFile(id)
         // Stored relative to the home, so the record stays true when the home is moved.
         let item = LibraryItem(productId: id, version: record.version, sha256: record.sha256, path: LibraryItem.relativePath(id), installedAt: Date(), treeDigest: tree.treeDigest)
-        var replaced: URL?
+        let replaced: URL?
         let manifestFile = try home.installedManifest(id)
         let statusFile = try home.installedStatus(id)
         do {
-            _ = try rows.markInstalled(item, claim: claim, note: note) {
-                // The old version's manifest goes first: a crash after the swap leaves no manifest
-                // (an update then reads the installed files), never one of another version.
-                unlink(statusFile.path)
-                unlink(manifestFile.path)
-                replaced = try installer.swapIntoLibrary(unpacked.staging, as: id)
-                unlink(partial.path)
-            }
+            // The old version's manifest goes before the swap: a crash after it leaves no manifest
+            // (an update then reads the installed files), never one of another version.
+            let swap = LibrarySwap(installer: installer, staging: unpacked.staging, productId: id, staleFiles: [statusFile, manifestFile], partial: partial)
+            replaced = try rows.markInstalled(item, claim: claim, note: note, swap: swap).replaced
         } catch let error as UnpackError {
             // The move into the library failed (nothing was committed): try again later.
             installer.discard(unpacked.staging)
@@ -712,7 +705,7 @@ struct Library {
             try fail(record, claim, "the content failed its checksum twice (\(detail)); run kiosk sync, then kiosk restore downloads it again", report: &report, from: state, mismatch: true, discardingPartial: true)
         } else {
             try rows.requeueAfterMismatch(claim, from: state, mismatches: record.mismatches + 1,
-                                              reason: "checksum mismatch (\(detail)); downloading again from zero") { unlink(partial.path) }
+                                          reason: "checksum mismatch (\(detail)); downloading again from zero", discarding: partial)
         }
     }
 
@@ -727,7 +720,7 @@ struct Library {
     private func fail(_ record: DownloadRecord, _ claim: DownloadClaim, _ reason: String, report: inout DownloadRunReport, from state: DownloadState = .downloading, mismatch: Bool = false, discardingPartial: Bool = false) throws {
         let partial = try partialFile(record.productId)
         try rows.failDownload(claim, from: state, attempts: record.attempts + 1, mismatches: record.mismatches + (mismatch ? 1 : 0), reason: reason,
-                                  discardPartial: discardingPartial ? { unlink(partial.path) } : nil)
+                              discarding: discardingPartial ? partial : nil)
         report.failed.append(record.productId)
     }
 }

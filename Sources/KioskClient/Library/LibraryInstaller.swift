@@ -12,8 +12,9 @@ import KioskCore
 /// - the unpacked folder is checked against the archive's manifest (every entry's kind, size and
 ///   SHA-256, read back from disk) before it may be installed;
 /// - the swap itself runs inside the database transaction that names the product installed and
-///   checks the claim (see ``ClientDatabase/markInstalled(_:claim:swap:)``), so it happens only
-///   while the claim holds, and never at the same time as another process's swap or removal.
+///   checks the claim (a ``LibrarySwap`` handed to ``DownloadRows/markInstalled(_:claim:note:swap:)``),
+///   so it happens only while the claim holds, and never at the same time as another process's
+///   swap or removal.
 struct LibraryInstaller {
     let library: URL
     var limits = ExtractionLimits()
@@ -223,5 +224,42 @@ struct LibraryInstaller {
 
     private static func moveError(_ source: URL) -> UnpackError {
         .disk(entry: nil, message: "cannot move \(source.lastPathComponent) into the library: \(String(cString: strerror(errno)))")
+    }
+}
+
+/// The file work of an install, done by ``DownloadRows/markInstalled(_:claim:note:swap:)`` inside
+/// the transaction that names the product installed, once the claim is known to hold: the old
+/// version's status and manifest go first (a crash after the swap leaves none, never one of
+/// another version), the checked folder is swapped into the library, and the partial file goes.
+struct LibrarySwap {
+    let installer: LibraryInstaller
+    let staging: URL
+    let productId: String
+    /// The old version's installed status and manifest.
+    let staleFiles: [URL]
+    let partial: URL
+
+    /// - Returns: the replaced version's folder, to delete after the commit.
+    func perform() throws -> URL? {
+        for file in staleFiles { unlink(file.path) }
+        let replaced = try installer.swapIntoLibrary(staging, as: productId)
+        unlink(partial.path)
+        return replaced
+    }
+}
+
+/// The file work of taking a product's content out of the library (its purchase was revoked),
+/// done by ``DownloadRows/forgetContent(_:removal:)`` inside the transaction that forgets its rows,
+/// so no install can slip in between: the partial bytes go, and the installed folder is moved aside.
+struct LibraryRemoval {
+    let installer: LibraryInstaller
+    let productId: String
+    let owner: ClaimOwner
+    let partial: URL
+
+    /// - Returns: the folder moved aside, to delete after the commit.
+    func perform() throws -> URL? {
+        unlink(partial.path)
+        return try installer.removeFromLibrary(productId, by: owner)
     }
 }

@@ -21,8 +21,7 @@ struct ReceiptCheck {
     ///   receipt of another transaction or product; ``ClientError/unsafeProductID(_:source:)``; or
     ///   what fetching the keys throws.
     func verifiedReceipt(_ receipt: String, of subject: ReceiptSubject = .any, keysFrom store: StoreAPI?) async throws -> ReceiptClaims {
-        let claims = try await KioskReceiptVerifier(keys: CachedKeys(database: database, store: store))
-            .claims(of: receipt, presentedBy: try database.account.current()?.id)
+        let claims = try await checked(receipt, presentedBy: try database.account.current()?.id, keysFrom: store)
         if let transactionId = subject.transactionId, claims.transactionId != transactionId {
             throw ClientError.receiptRejected(transactionId: transactionId, reason: "it is the receipt of transaction \(claims.transactionId)")
         }
@@ -34,6 +33,28 @@ struct ReceiptCheck {
         }
         return claims
     }
+
+    /// The receipt policy's verdict over the cached key set and, once, over a set fetched afresh
+    /// from `store` when the refusal is one that fresher keys could change (the store may have a
+    /// key, or an identity, this device has not seen yet). Driven from here: each step hands
+    /// forward (settings, policy, store), none calls back.
+    private func checked(_ receipt: String, presentedBy account: String?, keysFrom store: StoreAPI?) async throws -> ReceiptClaims {
+        // A receipt that is not one at all is refused without reading or fetching any key.
+        guard KioskReceiptPolicy.isCompactJWS(receipt) else { throw ReceiptRefusal.malformed }
+        var refusal = ReceiptRefusal.untrustedKeys("this device holds none of the store's keys yet; connect to the store and run kiosk restore")
+        do {
+            // A set cached by an older Kiosk names no store: refused here, so it is fetched afresh.
+            if let cached = try database.settings.value(Setting.Key.jwks) {
+                return try await KioskReceiptPolicy(keySetJSON: Data(cached.utf8)).check(receipt, presentedBy: account)
+            }
+        } catch let first as ReceiptRefusal {
+            refusal = first
+        }
+        guard refusal.mayBeStaleKeys, let store else { throw refusal }
+        let fresh = try await store.jwks()
+        try database.settings.set(Setting.Key.jwks, to: String(decoding: fresh, as: UTF8.self))
+        return try await KioskReceiptPolicy(keySetJSON: fresh).check(receipt, presentedBy: account)
+    }
 }
 
 /// What a receipt must be the proof of, besides this device's account: the transaction it is
@@ -44,24 +65,4 @@ struct ReceiptSubject: Sendable {
 
     /// A receipt of any transaction of this device's account.
     static let any = ReceiptSubject()
-}
-
-/// The key set this device last fetched from `/.well-known/jwks.json`, fetched again on demand.
-private struct CachedKeys: ReceiptKeySource {
-    let database: ClientDatabase
-    let store: StoreAPI?
-
-    func currentPolicy() async throws -> KioskReceiptPolicy? {
-        guard let cached = try database.settings.value(Setting.Key.jwks) else { return nil }
-        // A set cached by an older Kiosk names no store: refused here, so it is fetched afresh.
-        return try await KioskReceiptPolicy(keySetJSON: Data(cached.utf8))
-    }
-
-    func freshPolicy(after refusal: ReceiptRefusal, receipt: String) async throws -> KioskReceiptPolicy? {
-        // The server may have a key, or an identity, this device has not seen yet.
-        guard let store else { return nil }
-        let fresh = try await store.jwks()
-        try database.settings.set(Setting.Key.jwks, to: String(decoding: fresh, as: UTF8.self))
-        return try await KioskReceiptPolicy(keySetJSON: fresh)
-    }
 }
