@@ -70,12 +70,7 @@ public final class KioskClient: Sendable {
             if given == remembered {
                 store = StoreServer(url: given)
             } else {
-                let remember: @Sendable () -> Void = { [database] in
-                    try? database.settings.set(Setting.Key.server, to: given)
-                    // The keys cached so far are another store's: they must not name this one.
-                    try? database.settings.remove(Setting.Key.jwks)
-                }
-                store = StoreServer(url: given, remember: remember)
+                store = StoreServer(url: given, rememberIn: database.settings)
             }
         } else {
             store = StoreServer(url: remembered)

@@ -30,6 +30,20 @@ struct DownloadRunner {
     /// SIGTERM cancels the command (see `Kiosk.main`), which stops the transfers at once with
     /// their bytes kept.
     func showingProgress<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let watch = watch()
+        let outcome: Result<T, any Error>
+        do {
+            outcome = .success(try await body())
+        } catch {
+            outcome = .failure(error)
+        }
+        await watch.end()
+        return try outcome.get()
+    }
+
+    /// Progress (and, for `buy` and `redeem`, the purchase's line) shown from the client's events
+    /// from now until ``Watch/end()``: a command calls the engine itself between the two.
+    func watch() -> Watch {
         let display = display
         let subscription = client.subscribe()
         let announces = announcesPurchases
@@ -48,18 +62,22 @@ struct DownloadRunner {
                 }
             }
         }
-        let outcome: Result<T, any Error>
-        do {
-            outcome = .success(try await body())
-        } catch {
-            outcome = .failure(error)
+        return Watch(subscription: subscription, watcher: watcher, display: display)
+    }
+
+    /// The events being shown for one command's work.
+    struct Watch {
+        let subscription: EventSubscription
+        let watcher: Task<Void, Never>
+        let display: ProgressDisplay
+
+        /// Ends the watch after the events the work published, which are still shown (the
+        /// receipt's line among them), so nothing it prints can come after the report.
+        func end() async {
+            subscription.end()
+            await watcher.value
+            display.finish()
         }
-        // Ended after the events the work published, which the watcher still reads (the receipt's
-        // line among them), and awaited, so nothing it prints can come after the report.
-        subscription.end()
-        await watcher.value
-        display.finish()
-        return try outcome.get()
     }
 
     /// Prints what was installed, waits, failed or stopped (the exit status is the engine's

@@ -69,9 +69,15 @@ extension Kiosk {
                 }
                 if wait { throw ValidationError("--wait waits for a payment on the web shop; this purchase is not paid there (give --web to pay there)") }
                 let (product, quantity, payment, downloadNow) = (self.product, self.quantity, self.payment ?? .approve, !noDownload)
-                let result = try await runner.showingProgress {
-                    try await client.buy(product, quantity: quantity, method: payment, downloadNow: downloadNow)
+                let watch = runner.watch()
+                let result: PurchaseResult
+                do {
+                    result = try await client.buy(product, quantity: quantity, method: payment, downloadNow: downloadNow)
+                } catch {
+                    await watch.end()
+                    throw error
                 }
+                await watch.end()
                 try PurchaseReport(result, json: json).print(runner)
             }
         }

@@ -14,20 +14,19 @@ struct StoreServer: Sendable {
 
     /// Keeps a server given anew until it answers, then writes it once.
     private final class Memory: Sendable {
-        let pending: Mutex<Bool>
-        let remember: @Sendable () -> Void
+        let pending = Mutex(true)
+        let settings: HomeSettings
 
-        init(remember: @escaping @Sendable () -> Void) {
-            pending = Mutex(true)
-            self.remember = remember
+        init(settings: HomeSettings) {
+            self.settings = settings
         }
     }
 
-    /// - Parameter remember: called once, the first time the store answers, when `url` is new
-    ///   to this home; nil when it is the remembered one.
-    init(url: String?, remember: (@Sendable () -> Void)? = nil) {
+    /// - Parameter rememberIn: where to remember `url` the first time the store answers, when it
+    ///   is new to this home; nil when it is the remembered one.
+    init(url: String?, rememberIn settings: HomeSettings? = nil) {
         self.url = url
-        memory = remember.map(Memory.init(remember:))
+        memory = settings.map(Memory.init(settings:))
     }
 
     /// The base URL.
@@ -39,8 +38,8 @@ struct StoreServer: Sendable {
 
     /// The store answered as a Kiosk store (a JSON answer of its API, or its catalog).
     func answered() {
-        guard let memory, memory.pending.withLock({ pending in defer { pending = false }; return pending }) else { return }
-        memory.remember()
+        guard let url, let memory, memory.pending.withLock({ pending in defer { pending = false }; return pending }) else { return }
+        try? memory.settings.rememberServer(url)
     }
 
     /// A server URL as the engine keeps it: http or https with a host, no trailing slash.

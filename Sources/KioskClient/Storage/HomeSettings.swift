@@ -19,6 +19,15 @@ struct HomeSettings: Sendable {
         _ = try database.write { try Setting.deleteOne($0, key: key) }
     }
 
+    /// Remembers the store this home talks to from now on. The keys cached so far are another
+    /// store's: they go, so that they never name this one.
+    func rememberServer(_ url: String) throws {
+        try database.write { db in
+            try Setting.set(Setting.Key.server, to: url, in: db)
+            _ = try Setting.deleteOne(db, key: Setting.Key.jwks)
+        }
+    }
+
     /// Whether purchases are allowed on this device (a device restriction, like parental
     /// controls); unset counts as on.
     func paymentsEnabled() throws -> Bool {
