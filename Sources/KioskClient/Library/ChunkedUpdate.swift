@@ -36,14 +36,7 @@ struct ChunkedUpdate {
     /// The claim was lost while building (paused, cancelled, or taken by another process).
     struct Stopped: Error {}
 
-    struct Source {
-        var manifestURL: String
-        var fileURL: String
-        var headers: [(name: String, value: String)]
-        /// The reader's limits for transfers: a stall, and a receive speed.
-        var stallSeconds = 30
-        var maxReceiveSpeed: Int64?
-    }
+    typealias Source = UpdateSource
 
     /// What an update cost.
     struct Result {
@@ -120,7 +113,7 @@ struct ChunkedUpdate {
         writer.runs = runs
         var received: Int64 = 0
         if !ranges.isEmpty {
-            var fetcher = RangeFetcher(url: source.fileURL, headers: source.headers, totalSize: record.size)
+            var fetcher = RangeFetcher(url: source.contentURL, headers: source.headers, totalSize: record.size)
             fetcher.lowSpeedTime = source.stallSeconds
             fetcher.maxReceiveSpeed = source.maxReceiveSpeed
             do {

@@ -47,15 +47,7 @@ struct DeltaUpdate {
         }
     }
 
-    /// Where the update asks for the manifest and the archive's bytes.
-    struct Source {
-        var manifestURL: String
-        var archiveURL: String
-        var headers: [(name: String, value: String)]
-        /// The reader's limits for transfers: a stall, and a receive speed.
-        var stallSeconds = 30
-        var maxReceiveSpeed: Int64?
-    }
+    typealias Source = UpdateSource
 
     /// Builds and checks the new version of `record`'s product in the claim's staging folder.
     /// - Throws: ``Fallback`` when only a full download can install it (the staging folder is removed);
@@ -234,7 +226,7 @@ struct DeltaUpdate {
             return (first, group.reduce(0) { $0 + ($1.length ?? 0) })
         }
         let assembler = EntryAssembler(groups: groups, staging: staging)
-        var fetcher = RangeFetcher(url: source.archiveURL, headers: source.headers, totalSize: archiveSize)
+        var fetcher = RangeFetcher(url: source.contentURL, headers: source.headers, totalSize: archiveSize)
         fetcher.lowSpeedTime = source.stallSeconds
         fetcher.maxReceiveSpeed = source.maxReceiveSpeed
         do {

@@ -87,11 +87,9 @@ struct Updates {
               let manifestSha256 = try manifestSha256(of: record),
               FileManager.default.fileExists(atPath: try installer.installed(id).path)
         else { return nil }
-        let source = DeltaUpdate.Source(
-            manifestURL: Self.url(server, record, manifest: true), archiveURL: Self.url(server, record, manifest: false),
-            headers: [record.authorization], stallSeconds: configuration.stallSeconds, maxReceiveSpeed: configuration.maxReceiveSpeed)
         do {
-            return try await DeltaUpdate(installer: installer, home: home, logger: logger).run(record, claim: claim, manifestSha256: manifestSha256, source: source)
+            return try await DeltaUpdate(installer: installer, home: home, logger: logger)
+                .run(record, claim: claim, manifestSha256: manifestSha256, source: source(of: record, server: server))
         } catch let fallback as DeltaUpdate.Fallback {
             logger.info("downloading the whole archive for this update", metadata: ["product": "\(id)", "reason": "\(fallback)"])
             return nil
@@ -104,7 +102,7 @@ struct Updates {
     struct ChunkPlan {
         let installedFile: URL
         let manifestSha256: String
-        let source: ChunkedUpdate.Source
+        let source: UpdateSource
         /// The installed file's chunks as kept after the last update, when still true of it.
         let known: [ContentChunks.Chunk]?
         let chunksFile: URL
@@ -139,9 +137,7 @@ struct Updates {
         let chunksFile = try home.installedChunks(id)
         return ChunkPlan(
             installedFile: installedFile, manifestSha256: manifestSha256,
-            source: ChunkedUpdate.Source(
-                manifestURL: Self.url(server, record, manifest: true), fileURL: Self.url(server, record, manifest: false),
-                headers: [record.authorization], stallSeconds: configuration.stallSeconds, maxReceiveSpeed: configuration.maxReceiveSpeed),
+            source: source(of: record, server: server),
             known: InstalledChunks.load(chunksFile, for: installedFile, sha256: installed.sha256),
             chunksFile: chunksFile, etag: "\"\(record.sha256)\"")
     }
@@ -192,8 +188,24 @@ struct Updates {
         return file
     }
 
+    private func source(of record: DownloadRecord, server: String) -> UpdateSource {
+        UpdateSource(manifestURL: Self.url(server, record, manifest: true), contentURL: Self.url(server, record, manifest: false),
+                     headers: [record.authorization], stallSeconds: configuration.stallSeconds, maxReceiveSpeed: configuration.maxReceiveSpeed)
+    }
+
     private static func url(_ server: String, _ record: DownloadRecord, manifest: Bool) -> String {
         let path = record.productId.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? record.productId
         return "\(server)/v1/content/\(path)\(manifest ? "/manifest" : "")?version=\(record.sha256)"
     }
+}
+
+/// Where an update asks for the version's manifest and its bytes (ranges of the archive, or of
+/// the publication file), with what proves the purchase and the reader's limits for transfers.
+struct UpdateSource {
+    var manifestURL: String
+    var contentURL: String
+    var headers: [(name: String, value: String)]
+    /// The reader's limits for transfers: a stall, and a receive speed.
+    var stallSeconds = 30
+    var maxReceiveSpeed: Int64?
 }

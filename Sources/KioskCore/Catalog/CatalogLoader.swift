@@ -36,24 +36,9 @@ public struct CatalogLoader: Sendable {
                         message: "is already used by a product in \(first); product IDs must be unique")
                 }
                 fileOfID[entry.product.id] = entry.file
-                // An App Store transaction must name one product only.
-                if let appStoreId = entry.product.appStoreProductId {
-                    if let other = productOfAppStoreID[appStoreId] {
-                        throw CatalogError(
-                            .duplicateID, file: entry.file, productID: entry.product.id, field: "appStoreProductId",
-                            message: "\"\(appStoreId)\" is already the App Store ID of \(other); each App Store product maps to one Kiosk product")
-                    }
-                    productOfAppStoreID[appStoreId] = entry.product.id
-                }
-                // And a Play purchase too.
-                if let playId = entry.product.playProductId {
-                    if let other = productOfPlayID[playId] {
-                        throw CatalogError(
-                            .duplicateID, file: entry.file, productID: entry.product.id, field: "playProductId",
-                            message: "\"\(playId)\" is already the Play ID of \(other); each Play product maps to one Kiosk product")
-                    }
-                    productOfPlayID[playId] = entry.product.id
-                }
+                // An App Store transaction, and a Play purchase, must each name one product only.
+                try Self.claim(entry.product.appStoreProductId, of: entry, in: &productOfAppStoreID, field: "appStoreProductId", channel: "App Store")
+                try Self.claim(entry.product.playProductId, of: entry, in: &productOfPlayID, field: "playProductId", channel: "Play")
                 entries.append(entry)
             }
         }
@@ -76,6 +61,18 @@ public struct CatalogLoader: Sendable {
             hasher.update(data: bytes)
         }
         return FileDigest.hex(hasher.finalize())
+    }
+
+    /// Records that `channelId` (a store channel's product ID) names `entry`'s product.
+    /// - Throws: ``CatalogError`` when it already names another: a channel's purchase must map to one Kiosk product.
+    private static func claim(_ channelId: String?, of entry: CatalogEntry, in seen: inout [String: String], field: String, channel: String) throws {
+        guard let channelId else { return }
+        if let other = seen[channelId] {
+            throw CatalogError(
+                .duplicateID, file: entry.file, productID: entry.product.id, field: field,
+                message: "\"\(channelId)\" is already the \(channel) ID of \(other); each \(channel) product maps to one Kiosk product")
+        }
+        seen[channelId] = entry.product.id
     }
 
     /// Where JSONSerialization stopped, as a person finds it in an editor: " at line 3, column 14

@@ -41,14 +41,14 @@ extension KioskServer {
             services.append(Self.stopsTheGroup(console))
         }
         services.append(Self.stopsTheGroup(CatalogReloadService(catalog: catalog, listening: listening, onServing: onServing, changes: store.changes)))
-        services.append(Self.stopsTheGroup(CleanupService(limiter: limits.limiter, catalog: catalog)))
+        services.append(Self.stopsTheGroup(PeriodicService.cleanup(limits.limiter, catalog, logger: logger)))
         // The renewal worker charges the sandbox's pretend renewals; a production store's
         // subscriptions renew where they were paid for (the App Store), never here.
         if let interval = configuration.renewalInterval, configuration.environment == .sandbox {
-            services.append(Self.stopsTheGroup(RenewalService(store: store, interval: interval, logger: logger)))
+            services.append(Self.stopsTheGroup(PeriodicService.renewals(store, every: interval, logger: logger)))
         }
         if let delivery = configuration.notificationDelivery {
-            services.append(Self.stopsTheGroup(NotificationService(store: store, configuration: delivery, logger: logger)))
+            services.append(Self.stopsTheGroup(PeriodicService.notifications(store, delivery, logger: logger)))
         }
         // Last, so it hears of a shutdown first: waiting long polls answer before the HTTP service waits for them.
         services.append(Self.stopsTheGroup(ChangeFeedService(store: store, listens: false, logger: logger)))

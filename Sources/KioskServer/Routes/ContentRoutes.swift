@@ -35,19 +35,7 @@ struct ContentRoutes: Sendable {
     /// period), for the same receipts as the archive. Always sent by Kiosk: it is small, and its
     /// SHA-256 is in the catalog, so no edge needs to hold it.
     @Sendable func manifest(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        let productId = try context.parameters.require("productId")
-        let published = try await catalog.current
-        guard let product = published.products[productId], var archive = published.archives[productId], let content = product.content else {
-            throw APIFailure(.notFound, code: "unknown_product", message: "no downloadable product \"\(productId)\"; run kiosk sync")
-        }
-        try await authorize(request, product: product)
-        if let wanted = request.uri.queryParameters.get("version"), wanted != content.sha256 {
-            guard let older = await catalog.previousArchive(productId, etag: "\"\(wanted)\"") else {
-                throw APIFailure(HTTPResponse.Status(code: 412, reasonPhrase: "Precondition Failed"), code: "version_changed",
-                    message: "the content of \(productId) is no longer version \(wanted); sync the catalog and download the current one")
-            }
-            archive = older
-        }
+        let (productId, _, archive) = try await requestedVersion(request, context: context)
         guard let file = archive.manifestFile, let sha256 = archive.manifestSha256, let body = try? Data(contentsOf: file) else {
             throw APIFailure(.notFound, code: "no_manifest", message: "\(productId) has no manifest for this version; download the whole archive")
         }
@@ -60,24 +48,8 @@ struct ContentRoutes: Sendable {
 
     /// `GET` and `HEAD /v1/content/{productId}`.
     @Sendable func content(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        let productId = try context.parameters.require("productId")
-        let published = try await catalog.current
-        guard let product = published.products[productId], var archive = published.archives[productId], let content = product.content else {
-            throw APIFailure(.notFound, code: "unknown_product", message: "no downloadable product \"\(productId)\"; run kiosk sync")
-        }
-        try await authorize(request, product: product)
-
-        // A client that names the version it wants gets that version or 412, never another one:
-        // the one a reload just replaced is still served, an older one is gone. The version is
-        // `?version=<sha256>` (which survives nginx and CDNs, whose own ETags differ) or If-Match.
-        let wanted = request.uri.queryParameters.get("version").map { "\"\($0)\"" } ?? request.headers[.ifMatch]
-        if let wanted, wanted != "*", wanted != "\"\(content.sha256)\"" {
-            guard let older = await catalog.previousArchive(productId, etag: wanted) else {
-                throw APIFailure(HTTPResponse.Status(code: 412, reasonPhrase: "Precondition Failed"), code: "version_changed",
-                    message: "the content of \(productId) is no longer version \(wanted); sync the catalog and download the current one")
-            }
-            archive = older
-        }
+        let (productId, content, asked) = try await requestedVersion(request, context: context)
+        var archive = asked
         // A resume of the version a reload just replaced finishes from its own bytes.
         if let ifRange = request.headers[.ifRange], ifRange != "\"\(content.sha256)\"",
            let older = await catalog.previousArchive(productId, etag: ifRange) {
@@ -108,6 +80,28 @@ struct ContentRoutes: Sendable {
     }
 
     /// Sends `archive` as the configured delivery does: from this process, through nginx, or by a signed redirect.
+    /// The product a content or manifest request names, its purchase checked, and the version it
+    /// asks for. A client that names the version it wants gets that version or 412, never another
+    /// one: the one a reload just replaced is still served, an older one is gone. The version is
+    /// `?version=<sha256>` (which survives nginx and CDNs, whose own ETags differ) or If-Match.
+    private func requestedVersion(_ request: Request, context: KioskRequestContext) async throws -> (productId: String, content: ContentDescriptor, archive: PackedContent) {
+        let productId = try context.parameters.require("productId")
+        let published = try await catalog.current
+        guard let product = published.products[productId], var archive = published.archives[productId], let content = product.content else {
+            throw APIFailure(.notFound, code: "unknown_product", message: "no downloadable product \"\(productId)\"; run kiosk sync")
+        }
+        try await authorize(request, product: product)
+        let wanted = request.uri.queryParameters.get("version").map { "\"\($0)\"" } ?? request.headers[.ifMatch]
+        if let wanted, wanted != "*", wanted != "\"\(content.sha256)\"" {
+            guard let older = await catalog.previousArchive(productId, etag: wanted) else {
+                throw APIFailure(HTTPResponse.Status(code: 412, reasonPhrase: "Precondition Failed"), code: "version_changed",
+                    message: "the content of \(productId) is no longer version \(wanted); sync the catalog and download the current one")
+            }
+            archive = older
+        }
+        return (productId, content, archive)
+    }
+
     private func send(_ archive: PackedContent, content: ContentDescriptor, productId: String, request: Request) async throws -> Response {
         switch delivery {
         case .stream:

@@ -4,7 +4,7 @@ import KioskCore
 import KioskTransfer
 import SQLKit
 
-/// The publisher's endpoints and the delivery of the outbox to them (``NotificationService``).
+/// The publisher's endpoints and the delivery of the outbox to them (`PeriodicService.notifications` in the server).
 ///
 /// Each notification has one `delivery` row per endpoint registered when it was written. A
 /// delivery is **claimed** before it is sent (one statement, `FOR UPDATE SKIP LOCKED` on

@@ -137,7 +137,7 @@ public final class RateLimiter: Sendable {
         return .allowed
     }
 
-    /// Forgets the buckets that have refilled, which the server's ``CleanupService`` asks for once
+    /// Forgets the buckets that have refilled, which the server's clean-up pass (`PeriodicService.cleanup`) asks for once
     /// a minute: a missing bucket is a full one. On PostgreSQL, rows idle for a day are deleted (by
     /// then every bucket a `N/day` or faster limit allows has refilled); on SQLite, the buckets of
     /// this process that are full again.

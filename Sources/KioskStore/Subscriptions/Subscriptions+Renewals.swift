@@ -2,7 +2,7 @@ import Foundation
 import KioskCore
 import SQLKit
 
-/// Renewals: what the renewal worker (``RenewalService``) does on every instance.
+/// Renewals: what the renewal worker (`PeriodicService.renewals` in the server) does on every instance.
 ///
 /// A due subscription is first **claimed**: one statement marks up to `limit` due rows with this
 /// instance's name and a lease (`FOR UPDATE SKIP LOCKED` on PostgreSQL, so two instances claim
