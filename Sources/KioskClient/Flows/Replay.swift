@@ -20,29 +20,7 @@ extension Flows {
             report.failed.append("\(error)")
             return report
         }
-        // Only what changed on the store since the last replay applied it (the change feed's
-        // `after=` cursor). The cursor moves on only once every change read here is stored, so a
-        // change that could not be is read again.
-        var changes: [StoreTransaction] = []
-        var appliedCursor: String?
-        do {
-            if let read = try await purchases.storeChangesSinceReplay() {
-                changes = read.transactions
-                let (revoked, kept) = try await applyRevocations(changes)
-                report.revoked = revoked.map(\.productId)
-                report.revokedKept = kept
-                report.revokedCredits = revoked.filter { $0.kind == .consumable }.map(\.productId)
-                appliedCursor = read.cursor
-            }
-        } catch let error as ClientError where error.isUnreachable {
-            report.offline = true
-            return report
-        } catch let error as ClientError where error.isSignedOut {
-            // Not a failure to log: the reader is told, and signs in again.
-            report.signedOut = try? purchases.database.account.current()?.id
-        } catch {
-            logger.warning("could not read the account's transactions", metadata: ["error": "\(error)"])
-        }
+        guard let (changes, appliedCursor) = await changesSinceReplay(&report) else { return report }
         let answers = Dictionary(changes.map { ($0.transactionId, $0) }, uniquingKeysWith: { $1 })
         let answered = Set(unfinished.filter { $0.state == .deferred }.compactMap { record in
             record.transactionId.flatMap { answers[$0] }.flatMap { $0.status == .deferred ? nil : $0.transactionId }
@@ -51,54 +29,9 @@ extension Flows {
         for record in unfinished where purchases.isDue(record, at: now) {
             guard let id = record.id, let current = try? purchases.record(id), current.state == record.state else { continue }
             do {
-                switch current.state {
-                case .purchasing:
-                    let sent = try await purchases.send(current)
-                    if sent.savedOffline { report.offline = true; return report }
-                    if sent.record.state == .purchased { _ = try await deliver(sent.record, .queue, receiptVerified: true) }
-                    if sent.record.state == .failed || sent.record.state == .cancelled {
-                        report.refused.append(current.productId)
-                    } else {
-                        report.sent += 1
-                    }
-                case .purchased, .restored:
-                    let (delivered, _) = try await deliver(current, .queue)
-                    if delivered.state == .finished { report.finished += 1 }
-                case .delivering:
-                    if try deliveryIsOver(current), try await purchases.finish(current).state == .finished {
-                        report.finished += 1
-                    }
-                case .deferred:
-                    guard let transactionId = current.transactionId, let answer = answers[transactionId], answer.status != .deferred else { continue }
-                    let answered = try await purchases.store(answer, for: current)
-                    stored.insert(transactionId)
-                    if answered.state == .purchased { _ = try await deliver(answered, .queue) }
-                    if answered.state == .failed || answered.state == .cancelled {
-                        report.refused.append(current.productId)
-                        report.declined.append(current.productId)
-                    }
-                    report.deferredResolved += 1
-                default:
-                    continue
-                }
-            } catch let error as ClientError where error.isUnreachable {
-                report.offline = true
-                return report
-            } catch is CancellationError {
-                return report
-            } catch let error as ClientError where error.isOtherStore {
-                // Not a failure: it waits, untouched, for its own store (or the reader's cancel).
-                report.heldForOtherStore.append("\(error)")
-            } catch let error as ClientError where error.isOtherAccount {
-                // Nor is this: it waits, untouched, for its own account (or the reader's cancel).
-                report.heldForOtherAccount.append("\(error)")
-            } catch let error as ClientError where error.isSignedOut {
-                // It waits for the reader to sign in again, on the backoff (the agent would ask again and again).
-                purchases.recordSignedOut(current, now: now)
-                report.signedOut = try? purchases.database.account.current()?.id
+                guard try await moveOn(current, answers: answers, stored: &stored, report: &report) else { return report }
             } catch {
-                purchases.recordFailure(current, error, now: now)
-                report.failed.append(current.productId)
+                guard keep(error, of: current, now: now, report: &report) else { return report }
             }
         }
         // Last, so a purchase of this device whose answer was lost is matched to its own row
@@ -122,6 +55,93 @@ extension Flows {
         }
         if let appliedCursor, answered.isSubset(of: stored) { try? purchases.replayApplied(upTo: appliedCursor) }
         return report
+    }
+
+    /// Only what changed on the store since the last replay applied it (the change feed's
+    /// `after=` cursor), with its revocations applied, and the cursor to move on to. The cursor
+    /// moves on only once every change read here is stored, so a change that could not be is read
+    /// again. Nil when the store cannot be reached (the report says so): replay stops there.
+    private func changesSinceReplay(_ report: inout ReplayReport) async -> (changes: [StoreTransaction], cursor: String?)? {
+        do {
+            guard let read = try await purchases.storeChangesSinceReplay() else { return ([], nil) }
+            let (revoked, kept) = try await applyRevocations(read.transactions)
+            report.revoked = revoked.map(\.productId)
+            report.revokedKept = kept
+            report.revokedCredits = revoked.filter { $0.kind == .consumable }.map(\.productId)
+            return (read.transactions, read.cursor)
+        } catch let error as ClientError where error.isUnreachable {
+            report.offline = true
+            return nil
+        } catch let error as ClientError where error.isSignedOut {
+            // Not a failure to log: the reader is told, and signs in again.
+            report.signedOut = try? purchases.database.account.current()?.id
+        } catch {
+            logger.warning("could not read the account's transactions", metadata: ["error": "\(error)"])
+        }
+        return ([], nil)
+    }
+
+    /// Moves one unfinished purchase on by its state: sent, delivered, finished, or (an Ask to
+    /// Buy) answered from the store's changes. False when the store could not be reached.
+    private func moveOn(_ current: PaymentRecord, answers: [String: StoreTransaction], stored: inout Set<String>, report: inout ReplayReport) async throws -> Bool {
+        switch current.state {
+        case .purchasing:
+            let sent = try await purchases.send(current)
+            if sent.savedOffline { report.offline = true; return false }
+            if sent.record.state == .purchased { _ = try await deliver(sent.record, .queue, receiptVerified: true) }
+            if sent.record.state == .failed || sent.record.state == .cancelled {
+                report.refused.append(current.productId)
+            } else {
+                report.sent += 1
+            }
+        case .purchased, .restored:
+            let (delivered, _) = try await deliver(current, .queue)
+            if delivered.state == .finished { report.finished += 1 }
+        case .delivering:
+            if try deliveryIsOver(current), try await purchases.finish(current).state == .finished {
+                report.finished += 1
+            }
+        case .deferred:
+            guard let transactionId = current.transactionId, let answer = answers[transactionId], answer.status != .deferred else { return true }
+            let answered = try await purchases.store(answer, for: current)
+            stored.insert(transactionId)
+            if answered.state == .purchased { _ = try await deliver(answered, .queue) }
+            if answered.state == .failed || answered.state == .cancelled {
+                report.refused.append(current.productId)
+                report.declined.append(current.productId)
+            }
+            report.deferredResolved += 1
+        default:
+            break
+        }
+        return true
+    }
+
+    /// What moving a purchase on failed with, kept with it (each purchase on its own: one that
+    /// fails never stops the others). False when replay stops: the store cannot be reached, or
+    /// the work was cancelled.
+    private func keep(_ error: any Error, of current: PaymentRecord, now: Date, report: inout ReplayReport) -> Bool {
+        switch error {
+        case let error as ClientError where error.isUnreachable:
+            report.offline = true
+            return false
+        case is CancellationError:
+            return false
+        case let error as ClientError where error.isOtherStore:
+            // Not a failure: it waits, untouched, for its own store (or the reader's cancel).
+            report.heldForOtherStore.append("\(error)")
+        case let error as ClientError where error.isOtherAccount:
+            // Nor is this: it waits, untouched, for its own account (or the reader's cancel).
+            report.heldForOtherAccount.append("\(error)")
+        case let error as ClientError where error.isSignedOut:
+            // It waits for the reader to sign in again, on the backoff (the agent would ask again and again).
+            purchases.recordSignedOut(current, now: now)
+            report.signedOut = try? purchases.database.account.current()?.id
+        default:
+            purchases.recordFailure(current, error, now: now)
+            report.failed.append(current.productId)
+        }
+        return true
     }
 
     /// Saves the receipt of every transaction in `transactions` this device does not hold (a

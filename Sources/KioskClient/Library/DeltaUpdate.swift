@@ -111,9 +111,62 @@ struct DeltaUpdate {
         // the check read. Equal, not older: a clock stepped back stamps an edit with an older time,
         // never with the very one recorded.
         let trusted = previous == nil ? [:] : InstalledStatus.load(try home.installedStatus(record.productId))
+        var plan = try plan(manifest, in: staging, installed: installed, previous: previous, trusted: trusted)
+        let checkable = manifest.checkable
+        var fetched: Int64 = manifestBytes
+        // Changed: fetched (added or changed) and removed files.
+        var changed = plan.toFetch.count + (previous?.entries.filter { $0.kind == .file && !plan.seen.contains($0.path) }.count ?? 0)
+        // Rounds: the planned entries, then kept files the check finds changed by hand.
+        for _ in 0..<4 {
+            try Task.checkCancellation()
+            if !plan.toFetch.isEmpty {
+                fetched += try await fetch(plan.toFetch, into: staging, source: source, archiveSize: manifest.archiveSize)
+            }
+            let checkStarted = FileClock.boundary(in: home.root)
+            do {
+                // A kept file written to since it was linked (a hand edit of the installed file
+                // while this update ran: they share the inode) is read after all.
+                let stillUnchanged = Set(plan.unchanged.filter { path, linked in
+                    InstalledStatus.Status(staging.appendingPathComponent(path).path, size: linked.size) == linked
+                }.keys)
+                try checkable.check(staging, unchangedSinceChecked: stillUnchanged)
+                let digest = try LibraryInstaller.treeDigest(of: staging)
+                return Result(unpacked: LibraryInstaller.Unpacked(staging: staging, manifest: checkable), treeDigest: digest, checkedAt: checkStarted,
+                              bytesFetched: fetched, filesChanged: changed, archiveSize: manifest.archiveSize)
+            } catch let mismatch as ArchiveManifest.Mismatch {
+                guard plan.reused.contains(mismatch.path), let entry = manifest.entries.first(where: { $0.path == mismatch.path }) else {
+                    throw Fallback("the updated tree does not match the new version (\(mismatch))")
+                }
+                logger.info("an installed file differs from what was installed; fetching it", metadata: ["product": "\(record.productId)", "path": "\(mismatch.path)"])
+                unlink(staging.appendingPathComponent(mismatch.path).path)
+                plan.reused.remove(mismatch.path)
+                plan.unchanged[mismatch.path] = nil
+                plan.toFetch = [entry]
+                changed += 1
+            }
+        }
+        throw Fallback("too many installed files differ from what was installed")
+    }
+
+    /// What the installed version gives the new one, and what must be fetched.
+    private struct Plan {
+        /// Every path the new manifest names.
+        var seen = Set<String>()
+        var toFetch: [ContentManifest.Entry] = []
+        /// Kept files linked (or copied) into staging from the installed tree.
+        var reused = Set<String>()
+        /// Kept files trusted unread, with their status once linked into staging.
+        var unchanged: [String: InstalledStatus.Status] = [:]
+    }
+
+    /// Lays out the new version's folders in `staging` and links into it each installed file the
+    /// new manifest keeps (any of the right size when the installed version's manifest is gone);
+    /// the rest is to be fetched.
+    /// - Throws: ``Fallback`` for a manifest this update cannot build from (a link, an odd or
+    ///   repeated path, an entry too large to fetch on its own).
+    private func plan(_ manifest: ContentManifest, in staging: URL, installed: URL, previous: ArchiveManifest?, trusted: [String: String]) throws -> Plan {
         let kept = Dictionary((previous?.entries ?? []).map { ($0.path, $0) }) { first, _ in first }
 
-        var seen = Set<String>()
         // Folders made so far: most files share theirs, and asking the file system each time costs.
         var made: Set<String> = [staging.path]
         func makeFolder(_ folder: URL) throws {
@@ -135,13 +188,10 @@ struct DeltaUpdate {
             }
             return true
         }
-        var toFetch: [ContentManifest.Entry] = []
-        var reused = Set<String>()
-        // Kept files trusted unread, with their status once linked into staging.
-        var unchanged: [String: InstalledStatus.Status] = [:]
+        var plan = Plan()
         for entry in manifest.entries {
             let parts = try ArchiveExtractor.checkedRelativePath(entry.path)
-            guard parts.joined(separator: "/") == entry.path, seen.insert(entry.path).inserted else {
+            guard parts.joined(separator: "/") == entry.path, plan.seen.insert(entry.path).inserted else {
                 throw Fallback("the manifest names \"\(entry.path)\" oddly or twice")
             }
             let target = staging.appendingPathComponent(entry.path)
@@ -160,53 +210,20 @@ struct DeltaUpdate {
                 // the check below reads it and fetches it after all when it differs.
                 let same = previous == nil ? true : kept[entry.path].map { $0.kind == .file && $0.sha256 == entry.sha256 } == true
                 if same, foldersAreReal(parts.dropLast(), under: installed), let before = InstalledStatus.Status(old.path, size: entry.size), Self.linkOrCopy(old, to: target) {
-                    reused.insert(entry.path)
+                    plan.reused.insert(entry.path)
                     // Unread only when its status is the one recorded after the installed tree's check
                     // and nothing wrote to it between that look and the link (a write moves the
                     // modification time; a link moves only the change time).
                     if trusted[entry.path] == before.recorded, let linked = InstalledStatus.Status(target.path, size: entry.size),
                        linked.inode == before.inode, linked.modified == before.modified {
-                        unchanged[entry.path] = linked
+                        plan.unchanged[entry.path] = linked
                     }
                 } else {
-                    toFetch.append(entry)
+                    plan.toFetch.append(entry)
                 }
             }
         }
-        let checkable = manifest.checkable
-        var fetched: Int64 = manifestBytes
-        // Changed: fetched (added or changed) and removed files.
-        var changed = toFetch.count + (previous?.entries.filter { $0.kind == .file && !seen.contains($0.path) }.count ?? 0)
-        // Rounds: the planned entries, then kept files the check finds changed by hand.
-        for _ in 0..<4 {
-            try Task.checkCancellation()
-            if !toFetch.isEmpty {
-                fetched += try await fetch(toFetch, into: staging, source: source, archiveSize: manifest.archiveSize)
-            }
-            let checkStarted = FileClock.boundary(in: home.root)
-            do {
-                // A kept file written to since it was linked (a hand edit of the installed file
-                // while this update ran: they share the inode) is read after all.
-                let stillUnchanged = Set(unchanged.filter { path, linked in
-                    InstalledStatus.Status(staging.appendingPathComponent(path).path, size: linked.size) == linked
-                }.keys)
-                try checkable.check(staging, unchangedSinceChecked: stillUnchanged)
-                let digest = try LibraryInstaller.treeDigest(of: staging)
-                return Result(unpacked: LibraryInstaller.Unpacked(staging: staging, manifest: checkable), treeDigest: digest, checkedAt: checkStarted,
-                              bytesFetched: fetched, filesChanged: changed, archiveSize: manifest.archiveSize)
-            } catch let mismatch as ArchiveManifest.Mismatch {
-                guard reused.contains(mismatch.path), let entry = manifest.entries.first(where: { $0.path == mismatch.path }) else {
-                    throw Fallback("the updated tree does not match the new version (\(mismatch))")
-                }
-                logger.info("an installed file differs from what was installed; fetching it", metadata: ["product": "\(record.productId)", "path": "\(mismatch.path)"])
-                unlink(staging.appendingPathComponent(mismatch.path).path)
-                reused.remove(mismatch.path)
-                unchanged[mismatch.path] = nil
-                toFetch = [entry]
-                changed += 1
-            }
-        }
-        throw Fallback("too many installed files differ from what was installed")
+        return plan
     }
 
     /// Fetches `entries` (adjacent ones in one range), unpacking and checking each as its bytes

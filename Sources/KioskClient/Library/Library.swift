@@ -99,126 +99,155 @@ struct Library {
                 continue
             }
             rounds += 1
-            var due: [DownloadRecord] = []
-            for var download in claimed {
-                installer.sweepLeftovers(of: download.claim.productId)
-                if let noRoom = try takeOverPartial(&download) {
-                    try scheduleRetry(download.record, download.claim, retryAfter: nil, error: noRoom, report: &report)
-                    continue
-                }
-                try await checkPartial(&download, server: server)
-                due.append(download.record)
-            }
             let claims = Dictionary(claimed.map { ($0.claim.productId, $0.claim) }) { first, _ in first }
-            let (spaced, short) = try checkSpace(due)
-            for (record, message) in short {
-                try scheduleRetry(record, claims[record.productId], retryAfter: nil, error: message, report: &report)
-            }
-            var startable: [DownloadRecord] = []
-            for var record in spaced {
-                guard let claim = claims[record.productId] else { continue }
-                do {
-                    if try await updateByEntries(record, claim: claim, server: server, report: &report) { continue }
-                    if try await updateByChunks(&record, claim: claim, server: server, report: &report) { continue }
-                } catch is IllegalTransition {
-                    try noteStoppedElsewhere(record, report: &report)
-                    continue
-                }
-                startable.append(record)
-            }
-            // Each partial file there is opened first and the claim checked after: a transfer writes
-            // only through the descriptor opened here (never by name). This process may have been
-            // stopped past its lease (in an update by entries, say); a claim taken over meanwhile is
-            // found gone here, and nothing is written, above all not the emptying of the file its
-            // new owner writes. A claim taken over after this check gives the new owner a file of
-            // its own under the name (``takeOverPartial``): these descriptors reach only the old one.
-            // Where there is no file, none is made here (a stopped process must not leave one
-            // behind): its transfer creates it, and refuses one that another process made since.
-            // A file that cannot be opened is left to the transfer, which fails with why.
-            var requests = try startable.map { try request(for: $0, server: server) }
-            for index in requests.indices {
-                do {
-                    requests[index].opened = try OpenedPartialFile.open(for: requests[index], .existing)
-                    requests[index].partialIsNew = requests[index].opened == nil
-                } catch {
-                    continue
-                }
-            }
-            let held = try startable.map { record in
-                guard let claim = claims[record.productId], try rows.holds(claim) else {
-                    try noteStoppedElsewhere(record, report: &report)
-                    return false
-                }
-                return true
-            }
-            startable = zip(startable, held).filter(\.1).map(\.0)
-            requests = zip(requests, held).filter(\.1).map(\.0)
-            let versions = Dictionary(startable.map { ($0.productId, $0.sha256) }) { first, _ in first }
-            let ahead = unpackAhead(startable, claims: claims)
+            let startable = try await prepare(claimed, claims: claims, server: server, report: &report)
+            let (held, requests) = try openHeld(startable, claims: claims, server: server, report: &report)
+            let ahead = unpackAhead(held, claims: claims)
             defer { for unpacking in ahead.values { unpacking.abandon() } }
-            // The transfers report into a stream read here while they run: the download thread
-            // never waits on this process's database.
-            let (updates, reporting) = AsyncStream.makeStream(of: DownloadProgress.self)
-            let stops = DownloadStops()
-            async let ran = Downloader(concurrency: configuration.concurrency, progressPeriod: configuration.progressPeriod)
-                .run(requests, stops: stops, progress: reporting)
-            // Read in a task of its own, which this run's cancellation does not end (a cancelled
-            // task's stream reads nothing more): where each stopped transfer ended is recorded.
-            let recording = Task { [rows, database, contentURLs, claims] in
-                var received = ReceivedBytes()
-                for await update in updates {
-                    received.note(update)
-                    // Bytes of this attempt's answer are on disk: the partial file only grows now.
-                    if update.bytesReceived > 0 { ahead[update.key]?.beginReading() }
-                    if let url = update.redirectedTo, let version = versions[update.key] {
-                        contentURLs.remember(url, for: update.key, version: version)
-                    }
-                    database.events.publish(.progress(update))
-                    progress(update)
-                    // The row no longer ours to write (paused, cancelled, or claimed by another process
-                    // after our lease lapsed): that transfer stops. A failed write (a busy or full disk)
-                    // does not stop it.
-                    guard let claim = claims[update.key],
-                          (try? rows.recordProgress(claim, bytesOnDisk: update.bytesOnDisk, etag: update.etag)) ?? true
-                    else {
-                        stops.stop(update.key)
-                        continue
-                    }
-                }
-                return received
-            }
-            let outcomes = await ran
-            report.bytesReceived += await recording.value.total
+            let outcomes = await transfer(requests, claims: claims, versions: Dictionary(held.map { ($0.productId, $0.sha256) }) { first, _ in first },
+                                          ahead: ahead, progress: progress, report: &report)
             let signed = Set(requests.filter { !$0.url.hasPrefix(server + "/") }.map(\.key))
-            for record in startable {
-                let outcome = outcomes[record.productId] ?? .transport(kind: .failed, message: "the download did not run")
+            for record in held {
                 guard let claim = claims[record.productId] else { continue }
-                do {
-                    if signed.contains(record.productId), case .httpError(let status, _, let message) = outcome, [401, 403, 410].contains(status) {
-                        // The signed URL expired (or was revoked at the edge): ask the store for a
-                        // fresh one at once and continue from the bytes on disk.
-                        contentURLs.forget(record.productId)
-                        try rows.requeueForFreshURL(claim, reason: "the signed content URL stopped working (\(status): \(message)); asking the store for a new one")
-                        continue
-                    }
-                    if case .complete(let size, let sha256, _) = outcome {
-                        // Checked and unpacked into this claim's staging folder, then swapped in.
-                        if let tree = try checkedTree(record, claim: claim, size: size, sha256: sha256, ahead: ahead[record.productId], report: &report) {
-                            try install(record, claim: claim, tree, note: nil, report: &report)
-                        }
-                    } else {
-                        try handleUnfinished(outcome, for: record, claim: claim, report: &report)
-                    }
-                } catch is IllegalTransition {
-                    // Paused or cancelled under us: the reader's word wins.
-                    try noteStoppedElsewhere(record, report: &report)
-                }
+                try settle(record, outcomes[record.productId] ?? .transport(kind: .failed, message: "the download did not run"),
+                           claim: claim, signedURL: signed.contains(record.productId), ahead: ahead[record.productId], report: &report)
             }
         }
         for id in othersWaitedFor.sorted() where !report.installed.contains(id) {
             if try rows.download(id)?.state == .installed { report.installedElsewhere.append(id) }
         }
         return report
+    }
+
+    /// Readies a round's claimed downloads: leftovers swept, a partial file another process left
+    /// taken over, a resumed one checked against its manifest, the room checked, and the updates
+    /// that fetch only what changed tried. Returns those left for the ordinary transfer.
+    private func prepare(_ claimed: [DownloadRows.ClaimedDownload], claims: [String: DownloadClaim], server: String, report: inout DownloadRunReport) async throws -> [DownloadRecord] {
+        var due: [DownloadRecord] = []
+        for var download in claimed {
+            installer.sweepLeftovers(of: download.claim.productId)
+            if let noRoom = try takeOverPartial(&download) {
+                try scheduleRetry(download.record, download.claim, retryAfter: nil, error: noRoom, report: &report)
+                continue
+            }
+            try await checkPartial(&download, server: server)
+            due.append(download.record)
+        }
+        let (spaced, short) = try checkSpace(due)
+        for (record, message) in short {
+            try scheduleRetry(record, claims[record.productId], retryAfter: nil, error: message, report: &report)
+        }
+        var startable: [DownloadRecord] = []
+        for var record in spaced {
+            guard let claim = claims[record.productId] else { continue }
+            do {
+                if try await updateByEntries(record, claim: claim, server: server, report: &report) { continue }
+                if try await updateByChunks(&record, claim: claim, server: server, report: &report) { continue }
+            } catch is IllegalTransition {
+                try noteStoppedElsewhere(record, report: &report)
+                continue
+            }
+            startable.append(record)
+        }
+        return startable
+    }
+
+    /// The requests of the downloads whose claim still holds once their partial file is open.
+    ///
+    /// Each partial file there is opened first and the claim checked after: a transfer writes
+    /// only through the descriptor opened here (never by name). This process may have been
+    /// stopped past its lease (in an update by entries, say); a claim taken over meanwhile is
+    /// found gone here, and nothing is written, above all not the emptying of the file its
+    /// new owner writes. A claim taken over after this check gives the new owner a file of
+    /// its own under the name (``takeOverPartial``): these descriptors reach only the old one.
+    /// Where there is no file, none is made here (a stopped process must not leave one
+    /// behind): its transfer creates it, and refuses one that another process made since.
+    /// A file that cannot be opened is left to the transfer, which fails with why.
+    private func openHeld(_ startable: [DownloadRecord], claims: [String: DownloadClaim], server: String, report: inout DownloadRunReport) throws -> ([DownloadRecord], [DownloadRequest]) {
+        var requests = try startable.map { try request(for: $0, server: server) }
+        for index in requests.indices {
+            do {
+                requests[index].opened = try OpenedPartialFile.open(for: requests[index], .existing)
+                requests[index].partialIsNew = requests[index].opened == nil
+            } catch {
+                continue
+            }
+        }
+        var held: [Bool] = []
+        for record in startable {
+            guard let claim = claims[record.productId], try rows.holds(claim) else {
+                try noteStoppedElsewhere(record, report: &report)
+                held.append(false)
+                continue
+            }
+            held.append(true)
+        }
+        return (zip(startable, held).filter(\.1).map(\.0), zip(requests, held).filter(\.1).map(\.0))
+    }
+
+    /// Runs the transfers on the ``Downloader`` and returns how each ended. Their reports come
+    /// into a stream read here while they run (the download thread never waits on this process's
+    /// database): each is published, recorded under its claim, and a transfer whose row is no
+    /// longer this claim's is stopped.
+    private func transfer(_ requests: [DownloadRequest], claims: [String: DownloadClaim], versions: [String: String], ahead: [String: UnpackAhead],
+                          progress: @escaping @Sendable (DownloadProgress) -> Void, report: inout DownloadRunReport) async -> [String: DownloadOutcome] {
+        let (updates, reporting) = AsyncStream.makeStream(of: DownloadProgress.self)
+        let stops = DownloadStops()
+        async let ran = Downloader(concurrency: configuration.concurrency, progressPeriod: configuration.progressPeriod)
+            .run(requests, stops: stops, progress: reporting)
+        // Read in a task of its own, which this run's cancellation does not end (a cancelled
+        // task's stream reads nothing more): where each stopped transfer ended is recorded.
+        let recording = Task { [rows, database, contentURLs] in
+            var received = ReceivedBytes()
+            for await update in updates {
+                received.note(update)
+                // Bytes of this attempt's answer are on disk: the partial file only grows now.
+                if update.bytesReceived > 0 { ahead[update.key]?.beginReading() }
+                if let url = update.redirectedTo, let version = versions[update.key] {
+                    contentURLs.remember(url, for: update.key, version: version)
+                }
+                database.events.publish(.progress(update))
+                progress(update)
+                // The row no longer ours to write (paused, cancelled, or claimed by another process
+                // after our lease lapsed): that transfer stops. A failed write (a busy or full disk)
+                // does not stop it.
+                guard let claim = claims[update.key],
+                      (try? rows.recordProgress(claim, bytesOnDisk: update.bytesOnDisk, etag: update.etag)) ?? true
+                else {
+                    stops.stop(update.key)
+                    continue
+                }
+            }
+            return received
+        }
+        let outcomes = await ran
+        report.bytesReceived += await recording.value.total
+        return outcomes
+    }
+
+    /// What a transfer's end comes to: a complete file checked, unpacked and installed; an
+    /// expired signed URL asked for again at once; anything else retried or failed.
+    private func settle(_ record: DownloadRecord, _ outcome: DownloadOutcome, claim: DownloadClaim, signedURL: Bool, ahead: UnpackAhead?, report: inout DownloadRunReport) throws {
+        do {
+            if signedURL, case .httpError(let status, _, let message) = outcome, [401, 403, 410].contains(status) {
+                // The signed URL expired (or was revoked at the edge): ask the store for a
+                // fresh one at once and continue from the bytes on disk.
+                contentURLs.forget(record.productId)
+                try rows.requeueForFreshURL(claim, reason: "the signed content URL stopped working (\(status): \(message)); asking the store for a new one")
+                return
+            }
+            if case .complete(let size, let sha256, _) = outcome {
+                // Checked and unpacked into this claim's staging folder, then swapped in.
+                if let tree = try checkedTree(record, claim: claim, size: size, sha256: sha256, ahead: ahead, report: &report) {
+                    try install(record, claim: claim, tree, note: nil, report: &report)
+                }
+            } else {
+                try handleUnfinished(outcome, for: record, claim: claim, report: &report)
+            }
+        } catch is IllegalTransition {
+            // Paused or cancelled under us: the reader's word wins.
+            try noteStoppedElsewhere(record, report: &report)
+        }
     }
 
     // MARK: What is owed

@@ -68,39 +68,12 @@ public struct StripeChannel: StoreOwner {
             return try await keep(event, payment: payment, outcome: ChannelEventOutcome.pending,
                                   detail: "the session is not paid yet (\(session.paymentStatus.map { String($0.prefix(40)) } ?? "no payment_status")); its async_payment_succeeded grants it")
         }
-        var named = (account: session.clientReferenceId, product: session.metadata?["kiosk_product_id"], quantity: session.metadata?["kiosk_quantity"])
-        // A session made from a reader's checkout (`kiosk buy`) names its intent, which says the
-        // account and the product, and is paid once.
-        if let intentId = session.metadata?["kiosk_intent"], let sessionId = session.id, Self.isIdentifier(sessionId) {
-            switch try await claimIntent(intentId, session: sessionId, account: named.account, product: named.product) {
-            case .success(let intent):
-                // The intent says the quantity too: a session asking for another one is not its.
-                if let asked = named.quantity, asked != String(intent.quantity) {
-                    return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: intent.accountId,
-                                          detail: "metadata.kiosk_quantity \(asked.prefix(20)) is not the quantity intent \(intentId) was made for (\(intent.quantity)); refund it on Stripe or grant it by hand")
-                }
-                named = (intent.accountId, intent.productId, String(intent.quantity))
-            case .failure(let refusal):
-                return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: named.account,
-                                      detail: "\(refusal.message); refund it on Stripe or grant it by hand")
-            }
+        let purchase: SessionPurchase
+        switch try await sessionPurchase(event, session: session, payment: payment) {
+        case .named(let named): purchase = named
+        case .kept(let row): return row
         }
-        guard let sessionId = session.id, let accountId = named.account, let productId = named.product else {
-            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched,
-                                  detail: "the session names no account (client_reference_id) or no product (metadata.kiosk_product_id); refund it on Stripe or grant it by hand")
-        }
-        guard let quantity = Int(named.quantity ?? "1"), let charged = session.amountTotal, let currency = session.currency,
-              (0...Price.maxCents * 100).contains(charged), currency.utf8.count == 3, currency.allSatisfy({ $0.isASCII && $0.isLetter }) else {
-            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: accountId,
-                                  detail: "the session's amount_total, currency (three letters) or metadata.kiosk_quantity is missing or out of range")
-        }
-        guard Self.isIdentifier(sessionId), Self.isIdentifier(accountId), Self.isIdentifier(productId), payment.map(Self.isIdentifier) ?? true else {
-            return try await keep(event, payment: nil, outcome: ChannelEventOutcome.unmatched,
-                                  detail: "the session's id, client_reference_id, payment_intent or metadata.kiosk_product_id is not an identifier Kiosk keeps")
-        }
-        // Stripe's amounts are in the currency's smallest unit; Kiosk keeps hundredths of its unit
-        // (``Price/shown(cents:_:)``): a currency without a minor unit (yen) is a hundred times more.
-        let amount = Price.wholeUnitCurrencies.contains(currency.uppercased()) ? charged * 100 : charged
+        let (sessionId, accountId, productId, quantity, amount, currency) = (purchase.sessionId, purchase.accountId, purchase.productId, purchase.quantity, purchase.amountCents, purchase.currency)
         // The event's row is written in the grant's own transaction, with what the grant came to:
         // one commit per event, as a purchase has (issue 44's measure, docs/benchmarks.md).
         let received = clock.wallNow()
@@ -116,7 +89,7 @@ public struct StripeChannel: StoreOwner {
         do {
             granted = try await payments.grantPaid(
                 productId: productId, quantity: quantity, accountId: accountId, reference: "stripe:\(sessionId)", method: Self.channel,
-                amountCents: amount, currency: currency.uppercased(),
+                amountCents: amount, currency: currency,
                 alongside: { record, db in
                     // The row first, then the look for a refund that came first: the refund's own
                     // look for this row comes after its write, so one of the two sees the other.
@@ -152,6 +125,64 @@ public struct StripeChannel: StoreOwner {
             try await settle(event.id, outcome: row.outcome, transaction: row.transactionId, account: row.accountId, detail: row.detail)
         }
         return row.outcome == ChannelEventOutcome.granted || row.outcome == ChannelEventOutcome.owned ? try await undo(row, by: written.withdrawals) : row
+    }
+
+    /// What a paid Checkout Session names, read and checked before anything is granted.
+    private struct SessionPurchase {
+        let sessionId: String
+        let accountId: String
+        let productId: String
+        let quantity: Int
+        /// In hundredths of the currency's unit, as Kiosk keeps prices.
+        let amountCents: Int
+        /// Three upper-case letters.
+        let currency: String
+    }
+
+    private enum SessionReading {
+        case named(SessionPurchase)
+        /// The session names nothing Kiosk can grant: the event is kept for the operator, as this row says.
+        case kept(AdminChannelEventRow)
+    }
+
+    /// The account, product, quantity and amount a paid session names: from its intent (made by
+    /// `kiosk buy`, paid once) or its own fields, each checked; or the event kept as unmatched, with why.
+    private func sessionPurchase(_ event: StripeEvent, session: StripeEvent.StripeObject, payment: String?) async throws -> SessionReading {
+        var named = (account: session.clientReferenceId, product: session.metadata?["kiosk_product_id"], quantity: session.metadata?["kiosk_quantity"])
+        // A session made from a reader's checkout (`kiosk buy`) names its intent, which says the
+        // account and the product, and is paid once.
+        if let intentId = session.metadata?["kiosk_intent"], let sessionId = session.id, Self.isIdentifier(sessionId) {
+            switch try await claimIntent(intentId, session: sessionId, account: named.account, product: named.product) {
+            case .success(let intent):
+                // The intent says the quantity too: a session asking for another one is not its.
+                if let asked = named.quantity, asked != String(intent.quantity) {
+                    return .kept(try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: intent.accountId,
+                                                detail: "metadata.kiosk_quantity \(asked.prefix(20)) is not the quantity intent \(intentId) was made for (\(intent.quantity)); refund it on Stripe or grant it by hand"))
+                }
+                named = (intent.accountId, intent.productId, String(intent.quantity))
+            case .failure(let refusal):
+                return .kept(try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: named.account,
+                                            detail: "\(refusal.message); refund it on Stripe or grant it by hand"))
+            }
+        }
+        guard let sessionId = session.id, let accountId = named.account, let productId = named.product else {
+            return .kept(try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched,
+                                        detail: "the session names no account (client_reference_id) or no product (metadata.kiosk_product_id); refund it on Stripe or grant it by hand"))
+        }
+        guard let quantity = Int(named.quantity ?? "1"), let charged = session.amountTotal, let currency = session.currency,
+              (0...Price.maxCents * 100).contains(charged), currency.utf8.count == 3, currency.allSatisfy({ $0.isASCII && $0.isLetter }) else {
+            return .kept(try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: accountId,
+                                        detail: "the session's amount_total, currency (three letters) or metadata.kiosk_quantity is missing or out of range"))
+        }
+        guard Self.isIdentifier(sessionId), Self.isIdentifier(accountId), Self.isIdentifier(productId), payment.map(Self.isIdentifier) ?? true else {
+            return .kept(try await keep(event, payment: nil, outcome: ChannelEventOutcome.unmatched,
+                                        detail: "the session's id, client_reference_id, payment_intent or metadata.kiosk_product_id is not an identifier Kiosk keeps"))
+        }
+        // Stripe's amounts are in the currency's smallest unit; Kiosk keeps hundredths of its unit
+        // (``Price/shown(cents:_:)``): a currency without a minor unit (yen) is a hundred times more.
+        let amount = Price.wholeUnitCurrencies.contains(currency.uppercased()) ? charged * 100 : charged
+        return .named(SessionPurchase(sessionId: sessionId, accountId: accountId, productId: productId, quantity: quantity,
+                                      amountCents: amount, currency: currency.uppercased()))
     }
 
     /// What a grant's event row came to, written with the grant.

@@ -208,29 +208,7 @@ public struct Payments: StoreOwner {
             }
             var alsoRevoked: [String] = []
             if record.status == .purchased {
-                record.status = .revoked
-                record.revokedAt = clock.wallNow()
-                record.revocationReason = reason
-                guard try await Self.markRevoked(record, in: db) else {
-                    throw StoreError.revokedMeanwhile(transactionId)
-                }
-                record.changeSequence = try await db.recordChange(of: record.id, accountId: record.accountId)
-                let revoked = record
-                if revoked.kind == .subscription { try await Self.endSubscription(refunded: revoked, at: clock.wallNow(), in: db) }
-                let derived = try await db.transactions {
-                    $0.where("accountId", .equal, revoked.accountId).where("productId", .equal, revoked.productId)
-                        .where("status", .equal, TransactionStatus.purchased.rawValue).where("paymentMethod", .equal, PaidBy.owned.rawValue)
-                        .where("originalTransactionId", .equal, revoked.originalTransactionId)
-                }
-                // A subscription's free re-buys mirror the period they stood on (dates compared to the millisecond).
-                for var rebuy in derived where revoked.kind != .subscription || Store.sameInstant(rebuy.expiresDate, revoked.expiresDate) {
-                    rebuy.revokedAt = revoked.revokedAt
-                    rebuy.revocationReason = reason
-                    if try await Self.markRevoked(rebuy, in: db) {
-                        try await db.recordChange(of: rebuy.id, accountId: rebuy.accountId)
-                        alsoRevoked.append(rebuy.id)
-                    }
-                }
+                (record, alsoRevoked) = try await revokeWithRebuys(record, reason: reason, in: db)
             }
             // A subscription's period carries its renewal info as it stands after this, as App Store's does.
             let subscription = record.kind == .subscription
@@ -241,19 +219,9 @@ public struct Payments: StoreOwner {
                 type: refundDue ? StoreNotification.Kind.refund : StoreNotification.Kind.revoke, subtype: nil, accountId: record.accountId,
                 transactionId: record.id, originalTransactionId: record.originalTransactionId,
                 renewalInfo: subscription.map { RenewalInfo($0, environment: keys.identity.environment) }), at: clock.wallNow())
-            var credits = account.credits
-            if refundDue {
-                try await db.insert(LedgerEntry(id: nil, transactionId: transactionId, kind: .refund, accountId: record.accountId,
-                                                amountCents: -(charged?.amountCents ?? 0), currency: charged?.currency ?? record.currency,
-                                                reason: reason, createdAt: clock.wallNow()))
-                if returned != withdrawn {
-                    let left = try await db.raw(#"""
-                        UPDATE "account" SET "credits" = "credits" + \#(bind: returned - withdrawn), "revision" = "revision" + 1
-                        WHERE "id" = \#(bind: record.accountId) RETURNING "credits"
-                        """#).first(decodingColumn: "credits", as: Int.self)
-                    credits = left ?? credits + returned - withdrawn
-                }
-            }
+            let credits = refundDue
+                ? try await payBack(record, charged: charged, returning: returned, withdrawing: withdrawn, balance: account.credits, reason: reason, in: db)
+                : account.credits
             return AdminRevocation(transaction: record.wire, refundedCents: refundDue ? charged?.amountCents ?? 0 : 0, currency: charged?.currency ?? record.currency,
                                    creditsWithdrawn: withdrawn, creditsReturned: returned, credits: credits, alsoRevoked: alsoRevoked)
         }
@@ -261,6 +229,53 @@ public struct Payments: StoreOwner {
             changes.committed(accountId)
         }
         return revocation
+    }
+
+    /// Marks a purchased transaction revoked, and its free re-buys with it (a subscription's mirror
+    /// the period they stood on, dates compared to the millisecond); ends a subscription's period.
+    /// - Returns: the transaction as revoked, and the re-buys revoked with it.
+    /// - Throws: ``StoreError`` `revokedMeanwhile` when another writer revoked it first.
+    private func revokeWithRebuys(_ purchased: TransactionRecord, reason: String, in db: any SQLDatabase) async throws -> (TransactionRecord, [String]) {
+        var record = purchased
+        record.status = .revoked
+        record.revokedAt = clock.wallNow()
+        record.revocationReason = reason
+        guard try await Self.markRevoked(record, in: db) else {
+            throw StoreError.revokedMeanwhile(record.id)
+        }
+        record.changeSequence = try await db.recordChange(of: record.id, accountId: record.accountId)
+        let revoked = record
+        if revoked.kind == .subscription { try await Self.endSubscription(refunded: revoked, at: clock.wallNow(), in: db) }
+        let derived = try await db.transactions {
+            $0.where("accountId", .equal, revoked.accountId).where("productId", .equal, revoked.productId)
+                .where("status", .equal, TransactionStatus.purchased.rawValue).where("paymentMethod", .equal, PaidBy.owned.rawValue)
+                .where("originalTransactionId", .equal, revoked.originalTransactionId)
+        }
+        var alsoRevoked: [String] = []
+        for var rebuy in derived where revoked.kind != .subscription || Store.sameInstant(rebuy.expiresDate, revoked.expiresDate) {
+            rebuy.revokedAt = revoked.revokedAt
+            rebuy.revocationReason = reason
+            if try await Self.markRevoked(rebuy, in: db) {
+                try await db.recordChange(of: rebuy.id, accountId: rebuy.accountId)
+                alsoRevoked.append(rebuy.id)
+            }
+        }
+        return (record, alsoRevoked)
+    }
+
+    /// A refund's ledger entry (what was charged, paid back; 0 cents for a purchase made with
+    /// credits), and the credits it gives back or takes away. Returns the balance after it.
+    private func payBack(_ record: TransactionRecord, charged: LedgerEntry?, returning returned: Int, withdrawing withdrawn: Int, balance: Int,
+                         reason: String, in db: any SQLDatabase) async throws -> Int {
+        try await db.insert(LedgerEntry(id: nil, transactionId: record.id, kind: .refund, accountId: record.accountId,
+                                        amountCents: -(charged?.amountCents ?? 0), currency: charged?.currency ?? record.currency,
+                                        reason: reason, createdAt: clock.wallNow()))
+        guard returned != withdrawn else { return balance }
+        let left = try await db.raw(#"""
+            UPDATE "account" SET "credits" = "credits" + \#(bind: returned - withdrawn), "revision" = "revision" + 1
+            WHERE "id" = \#(bind: record.accountId) RETURNING "credits"
+            """#).first(decodingColumn: "credits", as: Int.self)
+        return left ?? balance + returned - withdrawn
     }
 
     /// Writes a revocation's three columns, only while the transaction is still purchased: the
