@@ -107,63 +107,6 @@ extension KioskServerTool {
         @Option(help: ArgumentHelp("Google Play notifications: the push subscription's service account, when its tokens must be that account's ($KIOSK_PLAY_NOTIFICATION_SERVICE_ACCOUNT).", valueName: "email"))
         var playNotificationServiceAccount = Self.environment("KIOSK_PLAY_NOTIFICATION_SERVICE_ACCOUNT")
 
-        /// Google Play and the web shop's checkout page, as the flags name them.
-        func channelSettings() async throws -> StoreChannels {
-            var channels = StoreChannels()
-            if let checkoutURL {
-                do {
-                    channels.checkout = try CheckoutURLTemplate(checkoutURL)
-                } catch let error as StoreError {
-                    throw ValidationError("--checkout-url: \(error.message)")
-                }
-            }
-            switch (playPackageName, playPublicKey) {
-            case (nil, nil): break
-            case (let name?, let file?):
-                guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
-                    throw ValidationError("\(file): cannot be read; put the app's base64 licensing key from the Play Console in it")
-                }
-                do {
-                    channels.play = try PlayPurchaseVerifier(publicKey: text, packageName: name)
-                } catch let refusal as PlayPurchaseVerifier.Refusal {
-                    throw ValidationError("\(file): \(refusal.reason)")
-                }
-            default:
-                throw ValidationError("Google Play needs both --play-package-name and --play-public-key")
-            }
-            switch (playNotificationJwks, playNotificationAudience) {
-            case (nil, nil): break
-            case (let file?, let audience?):
-                guard channels.play != nil else { throw ValidationError("--play-notification-jwks needs Google Play configured (--play-package-name, --play-public-key)") }
-                guard let jwks = FileManager.default.contents(atPath: file) else {
-                    throw ValidationError("\(file): cannot be read; save Google's keys (https://www.googleapis.com/oauth2/v3/certs) in it")
-                }
-                do {
-                    channels.playNotifications = try await PlayNotificationVerifier(jwks: jwks, audience: audience, serviceAccount: playNotificationServiceAccount)
-                } catch let refusal as PlayNotificationVerifier.Refusal {
-                    throw ValidationError("\(file): \(refusal.reason)")
-                }
-            default:
-                throw ValidationError("Play notifications need both --play-notification-jwks and --play-notification-audience")
-            }
-            return channels
-        }
-
-        /// The web channel the flags name; nil without a secret.
-        func stripe() throws -> StripeSignature? {
-            let secrets = stripeWebhookSecret.filter { !$0.isEmpty }
-            guard !secrets.isEmpty else { return nil }
-            guard stripeTolerance > 0 else { throw ValidationError("--stripe-tolerance must be at least 1 second, not \(stripeTolerance)") }
-            return StripeSignature(secrets: secrets, tolerance: TimeInterval(stripeTolerance))
-        }
-
-        /// The real channels configured, as the start says them.
-        var channels: [String] {
-            (stripeWebhookSecret.contains { !$0.isEmpty } ? ["the web (Stripe events at /v1/stripe/webhook\(checkoutURL != nil ? ", checkout pages for kiosk buy" : ""))"] : [])
-                + (playPackageName != nil ? ["Google Play (\(playPackageName ?? "")\(playNotificationJwks != nil ? ", notifications at /v1/play/notifications" : ""))"] : [])
-                + (appStoreBundleId != nil ? ["the App Store (\(appStoreBundleId ?? ""))"] : [])
-        }
-
         @Option(help: ArgumentHelp("Sign-in attempts naming one email, as above; default 10 at once, then one each 90 s ($KIOSK_RATE_LIMIT_SIGN_INS_PER_EMAIL).", valueName: "rate"))
         var rateLimitSignInsPerEmail: String? = Self.environment("KIOSK_RATE_LIMIT_SIGN_INS_PER_EMAIL")
 
@@ -182,23 +125,6 @@ extension KioskServerTool {
         @Option(help: ArgumentHelp("Seconds a device code (kiosk login --code) waits for its approval ($KIOSK_DEVICE_CODE_LIFETIME).", valueName: "seconds"))
         var deviceCodeLifetime = Self.environment("KIOSK_DEVICE_CODE_LIFETIME").flatMap(Int.init) ?? 600
 
-        /// The accounts' policy the flags name.
-        func accountPolicy() throws -> AccountPolicy {
-            guard (1...1000).contains(maxDevices) else { throw ValidationError("--max-devices must be between 1 and 1000, not \(maxDevices)") }
-            guard (4...20).contains(passwordCost) else { throw ValidationError("--password-cost must be between 4 and 20, not \(passwordCost)") }
-            if environment == .production, passwordCost < 10 {
-                throw ValidationError("--password-cost \(passwordCost) is for tests; a production store hashes passwords at 10 or more (default 12)")
-            }
-            guard (10...3600).contains(deviceCodeLifetime) else {
-                throw ValidationError("--device-code-lifetime must be between 10 and 3600 seconds, not \(deviceCodeLifetime)")
-            }
-            var policy = AccountPolicy()
-            policy.maxDevices = maxDevices
-            policy.passwordCost = UInt8(passwordCost)
-            policy.deviceCodeLifetime = TimeInterval(deviceCodeLifetime)
-            return policy
-        }
-
         @Option(help: ArgumentHelp("A proxy (its IP address) whose X-Forwarded-For names the client, for the rate limits; repeat for several ($KIOSK_TRUSTED_PROXIES, comma-separated).", valueName: "address"))
         var trustedProxy: [String] = Self.environment("KIOSK_TRUSTED_PROXIES").map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } } ?? []
 
@@ -214,62 +140,6 @@ extension KioskServerTool {
         @Option(help: ArgumentHelp("Which App Store environment's proofs to take: sandbox or production; default the store's --environment ($KIOSK_APP_STORE_ENVIRONMENT).", valueName: "environment"))
         var appStoreEnvironment = Self.environment("KIOSK_APP_STORE_ENVIRONMENT").flatMap(StoreEnvironment.init(rawValue:))
 
-        /// The App Store app the flags name, with its roots read; nil without --app-store-bundle-id.
-        func appStore() throws -> AppStoreSignedDataVerifier.Configuration? {
-            guard let bundleId = appStoreBundleId else {
-                guard appStoreRoot.isEmpty, appStoreAppId == nil, appStoreEnvironment == nil else {
-                    throw ValidationError("--app-store-root, --app-store-app-id and --app-store-environment need --app-store-bundle-id, the app whose proofs to take")
-                }
-                return nil
-            }
-            let roots: [AppStoreRoot]
-            if appStoreRoot.isEmpty {
-                roots = [try AppStoreRoot.appleRootCAG3]
-            } else {
-                roots = try appStoreRoot.map { path in
-                    guard let bytes = FileManager.default.contents(atPath: path) else {
-                        throw ValidationError("--app-store-root \(path): cannot be read; give a DER certificate file such as Apple's AppleRootCA-G3.cer")
-                    }
-                    do {
-                        return try AppStoreRoot(derEncoded: bytes, source: "--app-store-root \(path)")
-                    } catch {
-                        throw ValidationError("\(error)")
-                    }
-                }
-            }
-            let environment = appStoreEnvironment ?? self.environment
-            if environment == .production, appStoreAppId == nil {
-                throw ValidationError("--app-store-environment production needs --app-store-app-id, the app's Apple ID (App Store Connect, App Information)")
-            }
-            return AppStoreSignedDataVerifier.Configuration(
-                bundleId: bundleId, appAppleId: appStoreAppId, environment: AppStoreEnvironment(environment), roots: roots)
-        }
-
-        /// The rate limits the flags name.
-        func rateLimits() throws -> RateLimits {
-            var limits = RateLimits()
-            // A flag not given keeps the library's default.
-            func parse(_ value: String?, _ flag: String, default: RateLimit?) throws -> RateLimit? {
-                guard let value else { return `default` }
-                if value == "off" { return nil }
-                guard let limit = RateLimit(parsing: value) else {
-                    throw ValidationError("\(flag) must be N/second, N/minute, N/hour, N/day or off, not \(value)")
-                }
-                return limit
-            }
-            limits.accountsPerAddress = try parse(rateLimitAccountsPerAddress, "--rate-limit-accounts-per-address", default: limits.accountsPerAddress)
-            limits.purchasesPerAddress = try parse(rateLimitPurchasesPerAddress, "--rate-limit-purchases-per-address", default: limits.purchasesPerAddress)
-            limits.purchasesPerAccount = try parse(rateLimitPurchasesPerAccount, "--rate-limit-purchases-per-account", default: limits.purchasesPerAccount)
-            limits.signInsPerEmail = try parse(rateLimitSignInsPerEmail, "--rate-limit-sign-ins-per-email", default: limits.signInsPerEmail)
-            limits.signInsPerAddress = try parse(rateLimitSignInsPerAddress, "--rate-limit-sign-ins-per-address", default: limits.signInsPerAddress)
-            limits.signInsPerEmailPerDay = try parse(rateLimitSignInsPerEmailPerDay, "--rate-limit-sign-ins-per-email-per-day", default: limits.signInsPerEmailPerDay)
-            limits.trustedProxies = trustedProxy.filter { !$0.isEmpty }
-            for proxy in limits.trustedProxies where RateLimits.canonical(proxy) == nil {
-                throw ValidationError("--trusted-proxy \(proxy) is not an IP address; name the proxy in front of kiosk serve by its address, e.g. 127.0.0.1")
-            }
-            return limits
-        }
-
         @Option(help: ArgumentHelp("Sandbox only: seconds of store time per real second, so renewals, grace and expiry come sooner (8640: a day in 10 s, a month in 5 min) ($KIOSK_SANDBOX_TIME_SCALE).", valueName: "N"))
         var sandboxTimeScale = Self.environment("KIOSK_SANDBOX_TIME_SCALE").flatMap(Double.init) ?? 1
 
@@ -281,16 +151,6 @@ extension KioskServerTool {
 
         @Option(help: ArgumentHelp("Seconds between two passes of the notification delivery worker; 0 runs none on this instance ($KIOSK_NOTIFICATION_INTERVAL).", valueName: "seconds"))
         var notificationInterval = Self.environment("KIOSK_NOTIFICATION_INTERVAL").flatMap(Double.init) ?? 0.5
-
-        /// The delays `--notification-retry` names, or nil for the default.
-        func retryDelays() throws -> [TimeInterval]? {
-            guard let notificationRetry else { return nil }
-            let delays = notificationRetry.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
-            guard !delays.isEmpty, delays.allSatisfy({ ($0 ?? -1) > 0 }) else {
-                throw ValidationError("--notification-retry must be seconds greater than zero, comma-separated, like 5,30,120; not \(notificationRetry)")
-            }
-            return delays.compactMap { $0 }
-        }
 
         static func environment(_ name: String) -> String? {
             ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
@@ -384,23 +244,6 @@ extension KioskServerTool {
             }
             if environment == .production, channels.isEmpty {
                 throw ValidationError("a production store grants only for real payment and none is configured: give --stripe-webhook-secret (the web), --play-package-name with --play-public-key (Android) or --app-store-bundle-id (iOS)")
-            }
-        }
-
-        /// The delivery mode the flags name, with the secure_link secret read from its file.
-        func delivery() throws -> ContentDelivery {
-            switch contentDelivery {
-            case "x-accel":
-                return .xAccel(internalPrefix: accelPrefix.hasSuffix("/") ? accelPrefix : accelPrefix + "/")
-            case "signed-redirect":
-                let file = secureLinkSecretFile ?? ""
-                guard let secret = try? String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines), !secret.isEmpty else {
-                    throw ValidationError("\(file): cannot be read or is empty; put the secret of nginx's secure_link_md5 in it")
-                }
-                let base = contentURL ?? ""
-                return .signedRedirect(baseURL: base.hasSuffix("/") ? base : base + "/", secret: secret, lifetime: signedURLLifetime)
-            default:
-                return .stream
             }
         }
 
@@ -507,61 +350,3 @@ extension KioskServerTool {
 }
 
 extension StoreEnvironment: ExpressibleByArgument {}
-
-/// The lines a start prints once its listeners are bound, held until every one of them is: a
-/// start that fails on its last listener has said nothing about the others. The store's own line
-/// (`listening on …`, what scripts wait for) comes first.
-final class StartAnnouncement: Sendable {
-    private struct State {
-        var remaining: Int
-        var lines: [(FileHandle, String)] = []
-    }
-    private let state: Mutex<State>
-
-    init(expecting listeners: Int) {
-        state = Mutex(State(remaining: listeners))
-    }
-
-    func say(first: Bool = false, _ lines: [(FileHandle, String)]) {
-        let ready = state.withLock { state -> [(FileHandle, String)]? in
-            state.lines = first ? lines + state.lines : state.lines + lines
-            state.remaining -= 1
-            return state.remaining == 0 ? state.lines : nil
-        }
-        for (handle, line) in ready ?? [] {
-            if handle === FileHandle.standardOutput {
-                handle.write(Data(line.utf8))
-            } else {
-                BufferedLog.standardError.write(line)
-            }
-        }
-    }
-}
-
-/// Ends the process when a stop (SIGTERM or SIGINT) has not finished `after` the signal: what still
-/// runs then waits on something that will not answer (a database connection PostgreSQL dropped
-/// half-way, seen under load with connections killed), and a server that ignores SIGTERM is worse
-/// than one that exits and says why. A normal stop finishes long before.
-final class StopDeadline {
-    private let sources: [any DispatchSourceSignal]
-
-    init(after grace: Duration) {
-        let seconds = Double(grace.components.seconds)
-        sources = [SIGTERM, SIGINT].map { signal in
-            let source = DispatchSource.makeSignalSource(signal: signal, queue: .global())
-            source.setEventHandler {
-                DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
-                    BufferedLog.standardError.write("kiosk: the stop still waited on requests \(Int(seconds)) s after the signal (a database connection that stopped answering?); exiting\n")
-                    BufferedLog.standardError.flush()
-                    exit(EXIT_FAILURE)
-                }
-            }
-            source.resume()
-            return source
-        }
-    }
-
-    deinit {
-        for source in sources { source.cancel() }
-    }
-}
