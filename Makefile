@@ -1,6 +1,6 @@
 # Kiosk: every target installs what it needs first.
 SWIFT ?= swift
-DEV_PACKAGES := libcurl4-openssl-dev libarchive-dev libsqlite3-dev pkg-config
+DEV_PACKAGES := libcurl4-openssl-dev libarchive-dev libxml2-dev libsqlite3-dev pkg-config
 # Real clients the tests resume downloads with; python3 and sqlite3 run the fault suite; GNU time
 # measures a kiosk command's peak memory; tmux is the real terminal the progress test reads;
 # PostgreSQL and nginx are started by the tests themselves (throwaway cluster, temporary config);

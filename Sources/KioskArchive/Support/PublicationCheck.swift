@@ -6,22 +6,27 @@ import KioskCore
 /// (issue 47): an EPUB, a PDF or a CBZ is delivered as the file itself, so a reading app must be
 /// able to open what the reader gets.
 /// - EPUB (OCF 3.3): the first entry is `mimetype`, stored uncompressed, reading
-///   `application/epub+zip`; `META-INF/container.xml` names a package document (its first
-///   `rootfile`'s `full-path`) that is in the archive and is a `<package>` document; libarchive
-///   opens the whole archive.
+///   `application/epub+zip`; there is a `META-INF/container.xml`; libarchive opens the whole
+///   archive. What the container and the package document say is read with an XML parser by the
+///   server (`EPUBPackage`), which alone links one.
 /// - PDF: the `%PDF-` header and the `%%EOF` marker near the end.
 /// - CBZ: a zip whose files are all images (and, at most, `ComicInfo.xml`), at least one.
 public enum PublicationCheck {
     /// Why a file is not the publication it says it is, in a sentence.
     public struct Refusal: Error, Equatable, CustomStringConvertible, Sendable {
         public let reason: String
+
+        public init(reason: String) {
+            self.reason = reason
+        }
+
         public var description: String { reason }
     }
 
     /// The images a comic may hold, by extension.
     static let imageExtensions: Set<String> = ["jpg", "jpeg", "png", "gif", "webp", "avif", "jxl"]
     /// The largest entry this check reads into memory (container.xml, the package document).
-    static let readLimit = 1 << 20
+    public static let readLimit = 1 << 20
     /// The most bytes a publication's entries may inflate to, whatever its size: a zip bomb (a
     /// few kilobytes that inflate to gigabytes) is refused before a reading app meets it.
     static let inflatedFloor: Int64 = 256 << 20
@@ -32,7 +37,7 @@ public enum PublicationCheck {
     /// - Throws: ``Refusal`` naming what is wrong.
     public static func check(_ file: URL, as format: ArchiveFormat) throws {
         switch format {
-        case .epub: try checkEPUB(file)
+        case .epub: _ = try checkEPUB(file)
         case .pdf: try checkPDF(file)
         case .cbz: try checkCBZ(file)
         case .zip, .tarGz: break
@@ -41,7 +46,8 @@ public enum PublicationCheck {
 
     // MARK: EPUB
 
-    static func checkEPUB(_ file: URL) throws {
+    /// The OCF checks, in one pass over the whole archive; returns `META-INF/container.xml`.
+    public static func checkEPUB(_ file: URL) throws -> Data {
         // OCF: the first local file header is `mimetype`, stored (method 0), with no extra field
         // before its content, so that the type is readable at a fixed offset.
         let head = try firstBytes(of: file, count: 38 + 20)
@@ -64,43 +70,7 @@ public enum PublicationCheck {
         guard let container = entries.read["META-INF/container.xml"] else {
             throw Refusal(reason: "it has no META-INF/container.xml (OCF: it names the package document)")
         }
-        guard let rootfile = firstAttribute("full-path", ofElement: "rootfile", in: container) else {
-            throw Refusal(reason: "META-INF/container.xml names no rootfile full-path (the package document)")
-        }
-        guard entries.names.contains(rootfile) else {
-            throw Refusal(reason: "META-INF/container.xml names \(ProductID.printable(rootfile)), which is not in the archive")
-        }
-        let package = try zipEntries(file, reading: [rootfile]).read[rootfile] ?? Data()
-        let text = String(decoding: package, as: UTF8.self)
-        guard text.range(of: "<package", options: .caseInsensitive) != nil, text.range(of: "</package>", options: .caseInsensitive) != nil,
-              text.range(of: "<metadata", options: .caseInsensitive) != nil else {
-            throw Refusal(reason: "its package document \(ProductID.printable(rootfile)) is not a <package> document with <metadata>")
-        }
-    }
-
-    /// The value of `attribute` on the first `element` in an XML document (enough for OCF's
-    /// container, which names one package document).
-    static func firstAttribute(_ attribute: String, ofElement element: String, in data: Data) -> String? {
-        let text = String(decoding: data, as: UTF8.self)
-        // The element itself, not one whose name starts with it (`<rootfiles>` holds `<rootfile>`).
-        var from = text.startIndex
-        var found: Range<String.Index>?
-        while let start = text.range(of: "<\(element)", range: from..<text.endIndex) {
-            if start.upperBound < text.endIndex, " \t\r\n/>".contains(text[start.upperBound]) {
-                found = start
-                break
-            }
-            from = start.upperBound
-        }
-        guard let start = found, let end = text[start.upperBound...].firstIndex(of: ">") else { return nil }
-        let tag = text[start.upperBound..<end]
-        for quote in ["\"", "'"] {
-            if let name = tag.range(of: "\(attribute)=\(quote)"), let close = tag[name.upperBound...].firstIndex(of: Character(quote)) {
-                let value = String(tag[name.upperBound..<close])
-                return value.isEmpty ? nil : value
-            }
-        }
-        return nil
+        return container
     }
 
     // MARK: PDF
@@ -149,7 +119,7 @@ public enum PublicationCheck {
     /// ``inflatedFloor`` or ``inflationRatio`` times the file allow.
     /// - Parameter checkingAll: inflate every entry (the check); otherwise only those in `reading`
     ///   are, and the rest skipped (reading metadata from a file already checked).
-    static func zipEntries(_ file: URL, reading wanted: Set<String>, limit: Int = readLimit, checkingAll: Bool = false) throws -> (names: [String], read: [String: Data]) {
+    public static func zipEntries(_ file: URL, reading wanted: Set<String>, limit: Int = readLimit, checkingAll: Bool = false) throws -> (names: [String], read: [String: Data]) {
         guard let handle = archive_read_new() else { throw Refusal(reason: ArchiveVersion.unavailable("a reader")) }
         defer { archive_read_free(handle) }
         archive_read_support_format_zip(handle)
@@ -208,130 +178,5 @@ public enum PublicationCheck {
             if wanted.contains(name) { read[name] = data }
         }
         return (names, read)
-    }
-}
-
-// MARK: An EPUB's own metadata
-
-extension PublicationCheck {
-    /// What an EPUB's package document says of it in Dublin Core: its creators (authors), language,
-    /// ISBN (an identifier that is one), publisher and subjects; the catalog's fields win over these.
-    /// Nil for a file whose package document cannot be read (the check above refuses those).
-    public static func epubMetadata(of file: URL) -> PublicationMetadata? {
-        guard let container = try? zipEntries(file, reading: ["META-INF/container.xml"]).read["META-INF/container.xml"],
-              let rootfile = firstAttribute("full-path", ofElement: "rootfile", in: container),
-              let package = try? zipEntries(file, reading: [rootfile]).read[rootfile] else { return nil }
-        let text = String(decoding: package, as: UTF8.self)
-        var metadata = PublicationMetadata()
-        let creators = elements("dc:creator", in: text)
-        metadata.contributors = creators.isEmpty ? nil : creators.map { PublicationMetadata.Contributor(name: $0, role: "author") }
-        metadata.language = elements("dc:language", in: text).first.flatMap { PublicationMetadata.isLanguageTag($0) ? $0 : nil }
-        metadata.publisher = elements("dc:publisher", in: text).first
-        let isbns = elements("dc:identifier", in: text).compactMap { identifier in
-            PublicationMetadata.isbn(identifier.lowercased().hasPrefix("urn:isbn:") ? String(identifier.dropFirst(9)) : identifier)
-        }
-        metadata.identifiers = isbns.isEmpty ? nil : Array(isbns.prefix(1))
-        let subjects = elements("dc:subject", in: text)
-        metadata.subjects = subjects.isEmpty ? nil : Array(subjects.prefix(20))
-        let descriptions = elements("dc:description", in: text)
-        metadata.description = descriptions.first
-        return metadata
-    }
-
-    /// The cover image an EPUB's package document names: the manifest item whose `properties`
-    /// include `cover-image` (EPUB 3), or the one `<meta name="cover" content="…">` names (EPUB 2).
-    /// Nil when there is none, it is missing, or it is larger than ``CoverImage/maxBytes``.
-    public static func epubCover(of file: URL) -> Data? {
-        guard let container = try? zipEntries(file, reading: ["META-INF/container.xml"]).read["META-INF/container.xml"],
-              let rootfile = firstAttribute("full-path", ofElement: "rootfile", in: container),
-              let package = try? zipEntries(file, reading: [rootfile]).read[rootfile] else { return nil }
-        let text = String(decoding: package, as: UTF8.self)
-        let items = tags("item", in: text)
-        let named = tags("meta", in: text).first { attribute("name", in: $0) == "cover" }.flatMap { attribute("content", in: $0) }
-        let item = items.first { (attribute("properties", in: $0) ?? "").split(separator: " ").contains("cover-image") }
-            ?? named.flatMap { id in items.first { attribute("id", in: $0) == id } }
-        guard let href = item.flatMap({ attribute("href", in: $0) }).map(decodeEntities),
-              let path = resolve(href, against: rootfile),
-              let bytes = try? zipEntries(file, reading: [path], limit: CoverImage.maxBytes).read[path],
-              !bytes.isEmpty, bytes.count <= CoverImage.maxBytes else { return nil }
-        return bytes
-    }
-
-    /// A package document's `href` as a path in the zip: relative to the document's folder,
-    /// percent-decoded, with `..` taken back; nil when it leaves the zip or is a URL.
-    static func resolve(_ href: String, against document: String) -> String? {
-        guard !href.contains(":"), !href.hasPrefix("/") else { return nil }
-        var parts = document.split(separator: "/").dropLast().map(String.init)
-        for part in (href.removingPercentEncoding ?? href).split(separator: "/") {
-            switch part {
-            case ".": continue
-            case "..":
-                guard !parts.isEmpty else { return nil }
-                parts.removeLast()
-            default: parts.append(String(part))
-            }
-        }
-        return parts.isEmpty ? nil : parts.joined(separator: "/")
-    }
-
-    /// The inside of every `<name …>` start tag in a document.
-    static func tags(_ name: String, in text: String) -> [Substring] {
-        var found: [Substring] = []
-        var from = text.startIndex
-        while found.count < 10_000, let open = text.range(of: "<\(name)", range: from..<text.endIndex) {
-            from = open.upperBound
-            guard open.upperBound < text.endIndex, " \t\r\n/>".contains(text[open.upperBound]) else { continue }
-            guard let close = text[open.upperBound...].firstIndex(of: ">") else { break }
-            found.append(text[open.upperBound..<close])
-            from = close
-        }
-        return found
-    }
-
-    /// The value of attribute `name` in a start tag's inside (`name="…"` or `name='…'`, after a space).
-    static func attribute(_ name: String, in tag: Substring) -> String? {
-        var from = tag.startIndex
-        while let match = tag.range(of: "\(name)=", range: from..<tag.endIndex) {
-            from = match.upperBound
-            guard match.lowerBound > tag.startIndex, " \t\r\n".contains(tag[tag.index(before: match.lowerBound)]),
-                  match.upperBound < tag.endIndex else { continue }
-            let quote = tag[match.upperBound]
-            guard quote == "\"" || quote == "'" else { continue }
-            let start = tag.index(after: match.upperBound)
-            guard let end = tag[start...].firstIndex(of: quote) else { return nil }
-            return String(tag[start..<end])
-        }
-        return nil
-    }
-
-    /// The text of every `<name …>text</name>` in a document, entities decoded, trimmed, non-empty.
-    static func elements(_ name: String, in text: String) -> [String] {
-        var found: [String] = []
-        var from = text.startIndex
-        while found.count < 50, let open = text.range(of: "<\(name)", range: from..<text.endIndex) {
-            guard open.upperBound < text.endIndex, " \t\r\n>".contains(text[open.upperBound]) else {
-                from = open.upperBound
-                continue
-            }
-            // No `>` or no closing tag after this one means none after any later one either: stop
-            // (searching again from each later start made a hostile document cost n² time).
-            guard let close = text[open.upperBound...].firstIndex(of: ">"),
-                  let end = text.range(of: "</\(name)>", range: text.index(after: close)..<text.endIndex) else { break }
-            let value = withoutControls(decodeEntities(String(text[text.index(after: close)..<end.lowerBound]))).trimmingCharacters(in: .whitespacesAndNewlines)
-            if !value.isEmpty, value.utf8.count <= 2_000 { found.append(value) }
-            from = end.upperBound
-        }
-        return found
-    }
-
-    /// `text` with control characters (C0, DEL, C1) made spaces: metadata reaches terminals and pages.
-    static func withoutControls(_ text: String) -> String {
-        String(String.UnicodeScalarView(text.unicodeScalars.map { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) ? " " : $0 }))
-    }
-
-    static func decodeEntities(_ text: String) -> String {
-        text.replacingOccurrences(of: "&lt;", with: "<").replacingOccurrences(of: "&gt;", with: ">")
-            .replacingOccurrences(of: "&quot;", with: "\"").replacingOccurrences(of: "&apos;", with: "'")
-            .replacingOccurrences(of: "&amp;", with: "&")
     }
 }

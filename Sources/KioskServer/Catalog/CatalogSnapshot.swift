@@ -93,7 +93,7 @@ struct CatalogSnapshot: Sendable {
                 guard let source = key.sources[product.id] else { throw Stale("\(product.id) has no content source") }
                 let packed = try contentStore.prepare(
                     productID: product.id,
-                    source: ContentSource(location: URL(fileURLWithPath: source.path), isFolder: source.isFolder, format: source.format))
+                    source: ContentSource(location: URL(fileURLWithPath: source.path), isFolder: source.isFolder, format: source.format)).packed
                 guard packed.sha256 == content.sha256, packed.size == content.size, packed.manifestSha256 == content.manifestSha256 else { throw Stale("the content of \(product.id) changed") }
                 archives[product.id] = packed
             }

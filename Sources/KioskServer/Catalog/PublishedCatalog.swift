@@ -26,10 +26,12 @@ public struct PublishedCatalog: Sendable {
         var covers: [String: URL] = [:]
         for entry in entries {
             var product = entry.product
+            // An EPUB's package document, read once when its content is checked.
+            var epub: EPUBPackage?
             if let source = entry.content {
                 let packed: PackedContent
                 do {
-                    packed = try contentStore.prepare(productID: product.id, source: source)
+                    (packed, epub) = try contentStore.prepare(productID: product.id, source: source)
                 } catch let error as UndeliverableContent {
                     throw CatalogError(.badContent, file: entry.file, productID: product.id, field: "content.format",
                                        message: "\(error); fix the file or give its real format, so that nothing undeliverable is sold")
@@ -40,12 +42,12 @@ public struct PublishedCatalog: Sendable {
                     fileName: source.format.deliveredAsFile ? source.location.lastPathComponent : nil)
                 archives[product.id] = packed
                 // An EPUB says who wrote it: what the catalog file leaves out comes from its package document.
-                if source.format == .epub, let own = PublicationCheck.epubMetadata(of: source.location), !own.isEmpty {
+                if let own = epub?.metadata, !own.isEmpty {
                     let merged = (product.metadata ?? PublicationMetadata()).filled(from: own)
                     product.metadata = merged.isEmpty ? nil : merged
                 }
             }
-            if let bytes = try Self.coverBytes(of: entry), let stored = try contentStore.storeCover(bytes) {
+            if let bytes = try Self.coverBytes(of: entry, epub: epub), let stored = try contentStore.storeCover(bytes) {
                 product.cover = stored.cover
                 covers[product.id] = stored.file
             }
@@ -57,9 +59,9 @@ public struct PublishedCatalog: Sendable {
 
     /// The cover the catalog names (refused when it is no image or too large), else the cover
     /// image an EPUB names (left out, for a drawn card, when it is either).
-    static func coverBytes(of entry: CatalogEntry) throws -> Data? {
+    static func coverBytes(of entry: CatalogEntry, epub: EPUBPackage?) throws -> Data? {
         guard let file = entry.cover else {
-            guard let source = entry.content, source.format == .epub, let bytes = PublicationCheck.epubCover(of: source.location) else { return nil }
+            guard let source = entry.content, let bytes = epub?.cover(in: source.location) else { return nil }
             return CoverImage.mediaType(of: bytes) == nil ? nil : bytes
         }
         func refusal(_ message: String) -> CatalogError {

@@ -39,17 +39,28 @@ public struct ContentStore: Sendable {
     var records: URL { stateDirectory.appendingPathComponent("records", isDirectory: true) }
     var scratch: URL { stateDirectory.appendingPathComponent("tmp", isDirectory: true) }
 
-    /// The archive for `source`, packed or hashed only when the source changed.
-    public func prepare(productID: String, source: ContentSource) throws -> PackedContent {
-        let fileManager = FileManager.default
+    /// The archive for `source`, packed or hashed only when the source changed, and an EPUB's
+    /// package document (read once, for the check and for what the catalog takes from it).
+    func prepare(productID: String, source: ContentSource) throws -> (packed: PackedContent, epub: EPUBPackage?) {
+        var epub: EPUBPackage?
         if source.format.deliveredAsFile {
             // A publication is sold as the publisher's file: it must open as what it says it is.
             do {
-                try PublicationCheck.check(source.location, as: source.format)
+                if source.format == .epub {
+                    epub = try EPUBPackage.read(source.location, container: try PublicationCheck.checkEPUB(source.location))
+                } else {
+                    try PublicationCheck.check(source.location, as: source.format)
+                }
             } catch let refusal as PublicationCheck.Refusal {
                 throw UndeliverableContent(file: source.location, format: source.format, detail: refusal.reason)
             }
         }
+        return (try pack(productID: productID, source: source), epub)
+    }
+
+    /// The archive for `source`, checked as its format: packed or hashed only when it changed.
+    private func pack(productID: String, source: ContentSource) throws -> PackedContent {
+        let fileManager = FileManager.default
         for folder in [directory, records, scratch] {
             try fileManager.createDirectory(at: folder, withIntermediateDirectories: true)
         }
