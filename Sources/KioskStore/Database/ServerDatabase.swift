@@ -44,6 +44,21 @@ final class ServerDatabase: Sendable {
         return database
     }
 
+    /// The database and the -wal and -shm files SQLite keeps beside it must open for writing.
+    /// SQLite maps the -shm file into memory; one it cannot write (made immutable, say) was refused
+    /// as "the database cannot be opened", or met later as a SIGBUS: refused here, naming the file.
+    /// (A -shm file made immutable while the store runs still faults SQLite's mapping.)
+    private static func requireWritable(_ path: String) throws {
+        for file in [path, path + "-wal", path + "-shm"] where FileManager.default.fileExists(atPath: file) {
+            let descriptor = Foundation.open(file, O_RDWR | O_CLOEXEC)
+            guard descriptor >= 0 else {
+                throw ServerSetupError(path: file, problem: "cannot be opened for writing (\(String(cString: strerror(errno))))",
+                    action: "make it writable (chmod u+w; chattr -i if it was made immutable): the store writes its database and the -wal and -shm files beside it")
+            }
+            Foundation.close(descriptor)
+        }
+    }
+
     private static func cannotOpen(_ location: DatabaseLocation, _ error: any Error) -> ServerSetupError {
         ServerSetupError(path: location.description, problem: "cannot be opened (\(describe(error)))",
             action: location.isPostgres
@@ -65,6 +80,7 @@ final class ServerDatabase: Sendable {
                 let descriptor = Foundation.open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
                 if descriptor >= 0 { Foundation.close(descriptor) }
             }
+            try Self.requireWritable(path)
             let threads = NIOThreadPool(numberOfThreads: 4)
             threads.start()
             let writer: InlineSQLite

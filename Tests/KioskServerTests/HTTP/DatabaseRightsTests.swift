@@ -1,6 +1,8 @@
 import Foundation
 import KioskCore
+@testable import KioskStore
 import KioskTestSupport
+import Logging
 import Testing
 
 /// A database that refuses the store until its operator acts is said to be so, not "send again".
@@ -52,5 +54,27 @@ struct DatabaseRightsTests {
         #expect(text.contains("permission denied for table ledgerEntry") && text.contains("will until this is mended"), "\(text.suffix(2_000))")
         #expect(text.contains("permission denied for table device") && text.contains("status=503"), "\(text.suffix(2_000))")
         try database.drop()
+    }
+
+    @Test("a SQLite store whose -shm file cannot be written (made immutable) refuses to start naming that file and how to mend it, not the database in general terms; writable again, it opens")
+    func immutableSharedMemoryFile() async throws {
+        let chattr = "/usr/bin/chattr"
+        try #require(FileManager.default.isExecutableFile(atPath: chattr), "chattr (Debian's e2fsprogs) is needed to make a file immutable")
+        let folder = try TemporaryDirectory()
+        let path = folder.path("store.sqlite").path
+        let first = try await ServerDatabase.open(.sqlite(path: path), logger: Logger(label: "test"))
+        await first.close()
+        FileManager.default.createFile(atPath: path + "-shm", contents: Data())
+        let made = try ToolProcess.run(chattr, ["+i", path + "-shm"])
+        try #require(made.status == 0, "chattr +i failed: \(made.output)")
+        defer { _ = try? ToolProcess.run(chattr, ["-i", path + "-shm"]) }
+        let refused = await #expect(throws: ServerSetupError.self) {
+            let database = try await ServerDatabase.open(.sqlite(path: path), logger: Logger(label: "test"))
+            await database.close()
+        }
+        #expect(refused?.path == path + "-shm" && refused?.description.contains("chattr -i") == true, "\(String(describing: refused))")
+        _ = try ToolProcess.run(chattr, ["-i", path + "-shm"])
+        let reopened = try await ServerDatabase.open(.sqlite(path: path), logger: Logger(label: "test"))
+        await reopened.close()
     }
 }
