@@ -261,6 +261,6 @@ let package = Package(
                 "KioskClient", "KioskServer", "KioskStore", "KioskArchive", "KioskCore", "KioskTransfer", "CArchive", "KioskTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "JWTKit", package: "jwt-kit"), .product(name: "Logging", package: "swift-log"), .product(name: "SQLKit", package: "sql-kit"),
             ], swiftSettings: swiftSettings),
-        .testTarget(name: "KioskCLITests", dependencies: ["KioskCore", "KioskTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),
+        .testTarget(name: "KioskCLITests", dependencies: ["KioskCore", "KioskCommandLine", "KioskTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),
     ]
 )

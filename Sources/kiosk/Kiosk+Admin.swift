@@ -195,7 +195,8 @@ extension Kiosk {
                         for row in view.charges {
                             lines.append("  ledger \(row.kind)  \(row.transactionId)  \(Price.shown(cents: row.amountCents, row.currency))  \(row.reason ?? "")")
                         }
-                        return lines.joined(separator: "\n")
+                        // Device names, emails, reasons and audit details are the readers' and operators' text.
+                        return lines.map(TerminalText.escaped).joined(separator: "\n")
                     }
                 }
             }
@@ -326,8 +327,8 @@ extension Kiosk {
                     let body = String(decoding: try JSONEncoder().encode(request), as: UTF8.self)
                     let answer = try options.decode(StoreTransaction.self, from: try await options.call("POST", path, body: body), path: path)
                     try options.show(answer) {
-                        "granted \(answer.productId)\(quantity > 1 ? " × \(quantity)" : "") to \(account): \(answer.transactionId) \(answer.status.rawValue), nothing charged; in its audit list"
-                            + (answer.message.map { " (\($0))" } ?? "")
+                        TerminalText.escaped("granted \(answer.productId)\(quantity > 1 ? " × \(quantity)" : "") to \(account): \(answer.transactionId) \(answer.status.rawValue), nothing charged; in its audit list"
+                            + (answer.message.map { " (\($0))" } ?? ""))
                     }
                 }
             }

@@ -81,7 +81,20 @@ extension Payments {
                 try await db.audit(accountId, "granted", by: "operator", "\(record.id): \(what) (\(reason))", at: record.createdAt)
                 return true
             })
-        logger.notice("the operator granted a product by hand", metadata: ["transaction": "\(granted.record.id)", "product": "\(product.id)", "account": "\(accountId)"])
+        if granted.alongside == nil {
+            // This key granted before: the same grant answers again, another one is refused, as
+            // a payment's key sent again with other fields is (the first reason is in the audit line).
+            let first = granted.record
+            let line = try await database.read { try await $0.auditList(first.accountId) }.first { $0.detail.hasPrefix("\(first.id):") }
+            var differences: [String] = []
+            if first.accountId != accountId { differences.append("the account (\(accountId), first \(first.accountId))") }
+            if first.productId != product.id { differences.append("productId (\(product.id), first \(first.productId))") }
+            if first.quantity != quantity { differences.append("quantity (\(quantity), first \(first.quantity))") }
+            if let line, !line.detail.hasSuffix("(\(reason))") { differences.append("reason") }
+            guard differences.isEmpty else { throw StoreError.idempotencyKeyReused(request.idempotencyKey, differences: differences) }
+        } else {
+            logger.notice("the operator granted a product by hand", metadata: ["transaction": "\(granted.record.id)", "product": "\(product.id)", "account": "\(accountId)"])
+        }
         return try await receipts.withCurrentReceipts([granted.record])[0].wire
     }
 }

@@ -157,6 +157,11 @@ struct AccountCareTests: StoreSuite {
             let granted = try first.decode(StoreTransaction.self)
             #expect(granted.status == .purchased && granted.signedTransaction != nil)
             #expect(try await grant(request).decode(StoreTransaction.self).transactionId == granted.transactionId, "one grant per key")
+            // The same key for another grant is refused, naming what differs, as a payment's is.
+            let reused = try await grant(AdminGrantRequest(productId: Self.book, reason: "another reason", idempotencyKey: "grant-1"))
+            #expect(reused.status == 422 && String(decoding: reused.body, as: UTF8.self).contains("idempotency_key_reused") && String(decoding: reused.body, as: UTF8.self).contains("reason"), "\(String(decoding: reused.body, as: UTF8.self))")
+            let otherProduct = try await grant(AdminGrantRequest(productId: Self.pack5, reason: "Stripe pi_123 was unmatched", idempotencyKey: "grant-1"))
+            #expect(otherProduct.status == 422 && String(decoding: otherProduct.body, as: UTF8.self).contains("idempotency_key_reused"), "\(String(decoding: otherProduct.body, as: UTF8.self))")
             #expect(try await http.send("GET", "/v1/account", token: reader.token).decode(AccountSummary.self).owned == [Self.book])
             #expect(try await http.charges(accountId: reader.accountId, adminToken: server.adminToken).isEmpty, "nothing charged")
             let page = try await http.send("GET", "/v1/transactions", token: reader.token).decode(TransactionPage.self)
