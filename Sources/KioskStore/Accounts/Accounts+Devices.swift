@@ -197,7 +197,7 @@ extension Accounts {
     public func heardDevicesChanged(_ notice: String) -> Bool {
         guard let accountId = ChangeNotifier.accountOfDevicesNotice(notice) else { return false }
         tokens.forget(account: accountId)
-        changes.signal(accountId)
+        changes.signal(accountId, .devices)
         return true
     }
 

@@ -130,18 +130,29 @@ public struct Accounts: StoreOwner {
             // The full walk also sees a row no write numbered (one written by hand, at 0).
             after = -1
         }
-        // Registered before the read, so a change committed between the read and the wait still wakes it.
-        let waiter = wait.map { _ in changes.register(accountId) }
-        var found = try await database.read { try await $0.changedTransactions(accountId: accountId, after: after, limit: limit + 1) }
-        let served = try? await catalog.storeProducts().etag
+        let read = { try await self.database.read { try await $0.changedTransactions(accountId: accountId, after: after, limit: limit + 1) } }
         // A device whose catalog is not the one served now is told at once, not after the wait.
-        let catalogIsNew = known.map { known in served.map { !TransactionPage.sameCatalog(known, $0) } ?? false } ?? false
-        if let waiter, let wait {
-            if found.isEmpty, !catalogIsNew {
-                await waiter.wait(upTo: wait, in: changes)
-                found = try await database.read { try await $0.changedTransactions(accountId: accountId, after: after, limit: limit + 1) }
-            } else {
-                changes.unregister(waiter)
+        let catalogIsNew = {
+            let served = try? await self.catalog.storeProducts().etag
+            return known.map { known in served.map { !TransactionPage.sameCatalog(known, $0) } ?? false } ?? false
+        }
+        // Registered before the read, so a change committed between the read and the wait still wakes it.
+        var waiter = wait.map { _ in changes.register(accountId) }
+        var found = try await read()
+        if let wait {
+            // The wait is measured on the monotonic clock. A change of the account's transactions
+            // that brings nothing after the cursor (another instance's notice of a change this
+            // poll's read already saw, or of an older one) waits out the rest instead of answering
+            // empty early; any other wake (a removed device, the catalog, a stop) answers at once.
+            let deadline = ContinuousClock.now + wait
+            while let current = waiter {
+                guard found.isEmpty, await !catalogIsNew() else {
+                    changes.unregister(current)
+                    break
+                }
+                let woke = await current.wait(upTo: deadline - ContinuousClock.now, in: changes)
+                waiter = woke == .transactions && ContinuousClock.now < deadline ? changes.register(accountId) : nil
+                found = try await read()
             }
         }
         let records = try await receipts.withCurrentReceipts(found)

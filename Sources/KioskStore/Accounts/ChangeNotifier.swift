@@ -46,7 +46,7 @@ public final class ChangeNotifier: Sendable {
     /// A device of the account was removed (the caller forgot its tokens first): wakes its polls
     /// here, which find their device gone, and tells every other instance to do the same.
     func devicesChanged(_ accountId: String) {
-        signal(accountId)
+        signal(accountId, .devices)
         broadcast?.send(Self.devicesNoticePrefix + accountId)
     }
 
@@ -56,9 +56,21 @@ public final class ChangeNotifier: Sendable {
     }
 
     /// Wakes every poll of `accountId` waiting in this process.
-    public func signal(_ accountId: String) {
+    /// - Parameter reason: `.devices` when a device of the account was removed (its polls must
+    ///   find out at once); otherwise its transactions changed.
+    public func signal(_ accountId: String, _ reason: Wake = .transactions) {
         let woken = waiters.withLock { $0.removeValue(forKey: accountId) } ?? [:]
-        for waiter in woken.values { waiter.wake() }
+        for waiter in woken.values { waiter.wake(reason) }
+    }
+
+    /// Why a waiting poll woke.
+    public enum Wake: Sendable {
+        /// The account's transactions changed (here, or on another instance): the poll reads again,
+        /// and one that finds nothing after its cursor waits out the rest of its wait.
+        case transactions
+        /// A device of the account was removed, the catalog changed, the server is stopping, the
+        /// poll's wait is over or it was cancelled: it answers what it finds.
+        case devices, everyone, timeout, cancelled
     }
 
     /// The server is stopping: wakes every waiting poll, and those that come later do not wait.
@@ -73,7 +85,7 @@ public final class ChangeNotifier: Sendable {
             defer { all = [:] }
             return all.values.flatMap(\.values)
         }
-        for waiter in woken { waiter.wake() }
+        for waiter in woken { waiter.wake(.everyone) }
     }
 
     /// How many polls are waiting, for the metrics and the tests.
@@ -83,7 +95,7 @@ public final class ChangeNotifier: Sendable {
     func register(_ accountId: String) -> Waiter {
         let waiter = Waiter(accountId: accountId)
         if closed.load(ordering: .relaxed) {
-            waiter.wake()
+            waiter.wake(.everyone)
             return waiter
         }
         waiters.withLock { $0[accountId, default: [:]][ObjectIdentifier(waiter)] = waiter }
@@ -104,43 +116,47 @@ public final class ChangeNotifier: Sendable {
     final class Waiter: Sendable {
         let accountId: String
         private struct State {
-            var woken = false
-            var continuation: CheckedContinuation<Void, Never>?
+            var woken: Wake?
+            var continuation: CheckedContinuation<Wake, Never>?
         }
         private let state = Mutex(State())
 
         fileprivate init(accountId: String) { self.accountId = accountId }
 
-        fileprivate func wake() {
-            let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                state.woken = true
+        /// The first wake counts.
+        fileprivate func wake(_ reason: Wake) {
+            let (continuation, first) = state.withLock { state -> (CheckedContinuation<Wake, Never>?, Wake) in
+                if state.woken == nil { state.woken = reason }
                 defer { state.continuation = nil }
-                return state.continuation
+                return (state.continuation, state.woken ?? reason)
             }
-            continuation?.resume()
+            continuation?.resume(returning: first)
         }
 
         /// Returns when the account changes (at once if it changed since ``register(_:)``), when
         /// `timeout` passes, or when the calling task is cancelled; unregisters either way.
-        func wait(upTo timeout: Duration, in notifier: ChangeNotifier) async {
+        /// - Returns: why it woke.
+        @discardableResult
+        func wait(upTo timeout: Duration, in notifier: ChangeNotifier) async -> Wake {
             let timer = Task { [self] in
                 try? await Task.sleep(for: timeout)
-                wake()
+                wake(.timeout)
             }
-            await withTaskCancellationHandler {
-                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    let now = state.withLock { state in
-                        if state.woken { return true }
+            let reason = await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Wake, Never>) in
+                    let now = state.withLock { state -> Wake? in
+                        if let woken = state.woken { return woken }
                         state.continuation = continuation
-                        return false
+                        return nil
                     }
-                    if now { continuation.resume() }
+                    if let now { continuation.resume(returning: now) }
                 }
             } onCancel: {
-                wake()
+                wake(.cancelled)
             }
             timer.cancel()
             notifier.remove(self)
+            return reason
         }
     }
 }

@@ -57,6 +57,27 @@ struct ChangeFeedTests: StoreSuite, TwoInstanceSuite {
         }
     }
 
+    @Test("a wake that brings nothing after the poll's cursor (an instance's late notice of a change already read) does not answer the poll empty: it waits on and answers the next change", arguments: TestEngine.all)
+    func emptyWakeWaitsOn(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account in
+            let changes = server.store.changes
+            let start = try await Self.page(http, account.token, after: nil)
+            async let held = Self.page(http, account.token, after: start.cursor ?? "0", wait: 30)
+            /// Waits until the poll is registered (it waits), for at most 20 s.
+            func pollWaits() async throws -> Bool {
+                for _ in 0..<200 where changes.waiting != 1 { try await Task.sleep(for: .milliseconds(100)) }
+                return changes.waiting == 1
+            }
+            try #require(try await pollWaits())
+            // What PostgreSQL's NOTIFY of an earlier commit does when it arrives late: nothing new.
+            changes.signal(account.accountId)
+            #expect(try await pollWaits(), "the poll answered the empty wake instead of waiting on")
+            _ = try await http.pay(Self.pack5, token: account.token)
+            let answer = try await held
+            #expect(answer.transactions.map(\.productId) == [Self.pack5], "\(answer)")
+        }
+    }
+
     @Test("a refund, a pack and a subscription bought through instance A each wake a long poll waiting on instance B")
     func crossInstanceWake() async throws {
         try await Self.withTwoInstances { a, b in
