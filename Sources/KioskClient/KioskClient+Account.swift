@@ -50,14 +50,14 @@ extension KioskClient {
     /// - Throws: the store's `email_taken`, `has_sign_in` or a refused password, as one line.
     public func createAccount(email: String, password: String, deviceName: String?) async throws -> AccountLink {
         let details = SignInDetails(email: email, password: password, deviceName: deviceName)
-        if let api = try purchases.existingAccountAPI(), let current = try database.account.current() {
+        if let api = try await purchases.existingAccountAPI(), let current = try database.account.current() {
             let list = try await api.addSignIn(details)
-            try database.account.saveSignedIn(id: current.id, token: current.token, email: list.email)
+            try database.account.saveSignedIn(id: current.id, token: current.token, email: list.email, store: try storeServer.base())
             return AccountLink(summary: try await api.account(), email: list.email, deviceId: list.devices.first(where: \.current)?.id)
         }
         var api = try purchases.storeAPI()
         let created = try await api.createAccount(signIn: details)
-        try database.account.saveSignedIn(id: created.accountId, token: created.token, email: created.email)
+        try database.account.saveSignedIn(id: created.accountId, token: created.token, email: created.email, store: try storeServer.base())
         api.token = created.token
         return AccountLink(summary: try await api.account(), email: created.email, deviceId: created.deviceId)
     }
@@ -78,7 +78,7 @@ extension KioskClient {
         // for the new one (at the device limit it would otherwise count against itself).
         var replacing = replacing
         if replacing == nil, let leaving, leaving.signedIn, let known = try database.account.email(),
-           known == email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased(), var current = try purchases.existingAccountAPI() {
+           known == email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased(), var current = try await purchases.existingAccountAPI() {
             current.token = leaving.token
             replacing = try? await current.devices().devices.first(where: \.current)?.id
         }
@@ -120,7 +120,7 @@ extension KioskClient {
     /// - Parameter force: sign out an anonymous account that owns something all the same (nothing
     ///   could reach it again: it has no sign-in).
     public func signOut(force: Bool = false) async throws -> String? {
-        guard let account = try database.account.current(), let api = try purchases.existingAccountAPI() else { return nil }
+        guard let account = try database.account.current(), let api = try await purchases.existingAccountAPI() else { return nil }
         try refuseWhilePurchaseUnanswered(then: "sign out")
         if try database.account.email() == nil, !force {
             let holdings = try await api.account()
@@ -142,7 +142,7 @@ extension KioskClient {
 
     /// The account's devices, this one marked.
     public func devices() async throws -> DeviceList {
-        guard let api = try purchases.existingAccountAPI() else {
+        guard let api = try await purchases.existingAccountAPI() else {
             throw ClientError.invalidRequest("this device has no account yet; sign in first (kiosk login --email EMAIL)")
         }
         return try await api.devices()
@@ -155,7 +155,7 @@ extension KioskClient {
     /// - Parameter force: remove the last device of an account without a sign-in all the same
     ///   (the store refuses it otherwise: the account would be lost with what it bought).
     public func removeDevice(_ idOrName: String, force: Bool = false) async throws -> DeviceInfo {
-        guard let api = try purchases.existingAccountAPI() else {
+        guard let api = try await purchases.existingAccountAPI() else {
             throw ClientError.invalidRequest("this device has no account yet; sign in first (kiosk login --email EMAIL)")
         }
         if try !unansweredPurchases().isEmpty {
@@ -173,7 +173,7 @@ extension KioskClient {
 
     /// Approves the code another device shows (`kiosk login --code` there) for this account.
     public func approveDeviceCode(_ userCode: String) async throws -> DeviceCodeApproved {
-        guard let api = try purchases.existingAccountAPI() else {
+        guard let api = try await purchases.existingAccountAPI() else {
             throw ClientError.invalidRequest("this device has no account to approve a code for; sign in first (kiosk login --email EMAIL)")
         }
         return try await api.approveDeviceCode(userCode)
@@ -181,7 +181,7 @@ extension KioskClient {
 
     /// Everything the store holds about this device's account, as one document.
     public func exportAccount() async throws -> AccountExport {
-        guard let api = try purchases.existingAccountAPI() else {
+        guard let api = try await purchases.existingAccountAPI() else {
             throw ClientError.invalidRequest("this device has no account; nothing to export")
         }
         return try await api.exportAccount()
@@ -191,7 +191,7 @@ extension KioskClient {
     /// person) and forgets the account here.
     /// - Parameter password: the sign-in's password; nil for an anonymous account.
     public func deleteAccount(password: String?) async throws -> AccountDeleted {
-        guard let api = try purchases.existingAccountAPI() else {
+        guard let api = try await purchases.existingAccountAPI() else {
             throw ClientError.invalidRequest("this device has no account; nothing to delete")
         }
         try refuseWhilePurchaseUnanswered(then: "delete the account")
@@ -235,7 +235,7 @@ extension KioskClient {
             link.replacedHoldings = leaving.holdings
             link.replacedCredits = leaving.credits
         }
-        try database.account.saveSignedIn(id: summary.accountId, token: token, email: nil)
+        try database.account.saveSignedIn(id: summary.accountId, token: token, email: nil, store: try storeServer.base())
         try purchases.makeUnansweredDue(account: summary.accountId)
         return link
     }
@@ -290,7 +290,7 @@ extension KioskClient {
 
     /// What the current account owns, or a refusal when it owns something and `force` is false.
     private func currentHoldings(force: Bool) async throws -> Leaving? {
-        guard let current = try database.account.current(), var api = try purchases.existingAccountAPI() else { return nil }
+        guard let current = try database.account.current(), var api = try await purchases.existingAccountAPI() else { return nil }
         api.token = current.token
         let holdings: AccountSummary
         do {
@@ -318,7 +318,7 @@ extension KioskClient {
             try? await api.signOut()
             throw error
         }
-        try database.account.saveSignedIn(id: signedIn.accountId, token: signedIn.token, email: signedIn.email)
+        try database.account.saveSignedIn(id: signedIn.accountId, token: signedIn.token, email: signedIn.email, store: try storeServer.base())
         try purchases.makeUnansweredDue(account: signedIn.accountId)
         var link = AccountLink(summary: try await api.account(), email: signedIn.email, deviceId: signedIn.deviceId,
                                waitingPurchases: try unansweredPurchases().count)

@@ -144,7 +144,8 @@ public final class KioskClient: Sendable {
             try database.settings.setPaymentsEnabled(value == "on")
             return value
         }
-        try database.settings.set(name.key, to: stored)
+        // The one way a server is remembered: the keys and the catalog's ETag cached from another store go with it.
+        if try database.settings.value(Setting.Key.server) != stored { try database.settings.rememberServer(stored) }
         return stored
     }
 

@@ -77,7 +77,7 @@ struct RetryAgreementTests {
         let directory = try TemporaryDirectory()
         try await LoopbackServer.run(answering.router, label: "rule-check") { port in
             let client = try KioskClient(home: KioskHome(root: directory.path("home")), server: "http://127.0.0.1:\(port)")
-            _ = try client.database.account.save(id: "account-1", token: "token-1", replacing: false)
+            _ = try client.database.account.save(id: "account-1", token: "token-1", replacing: false, store: try client.server())
             let record = try PurchaseRows(database: client.database).beginPurchase(productId: Self.book, kind: .nonConsumable, quantity: 1, method: "approve", storeURL: "http://127.0.0.1:\(port)", storeKeys: nil)
             _ = try? await client.purchases.send(record)
             let id = try #require(record.id)

@@ -157,7 +157,7 @@ struct BackgroundAgent: Sendable {
         var announced: String?
         while !Task.isCancelled {
             do {
-                guard let api = try client.purchases.existingAccountAPI() else {
+                guard let api = try await client.purchases.existingAccountAPI() else {
                     try await Task.sleep(for: .seconds(5))
                     continue
                 }

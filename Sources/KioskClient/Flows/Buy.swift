@@ -19,7 +19,7 @@ extension Flows {
             guard product.creditPrice != nil else {
                 throw ClientError.invalidRequest("\(productId) cannot be bought with credits; buy it with `kiosk buy \(productId)`")
             }
-            if let owned = try purchases.owning(productId) {
+            if let owned = try await verifiedOwning(productId) {
                 return try await alreadyOwned(owned, mode: mode)
             }
             quantity = 1
@@ -28,7 +28,7 @@ extension Flows {
             if method == PaymentMethod.defer.rawValue, let pending = try purchases.pendingRequest(productId) {
                 return PurchaseResult(record: pending, alreadyPending: true)
             }
-            if product.kind == .nonConsumable, let owned = try purchases.owning(productId) {
+            if product.kind == .nonConsumable, let owned = try await verifiedOwning(productId) {
                 return try await alreadyOwned(owned, mode: mode)
             }
         }
@@ -42,6 +42,14 @@ extension Flows {
             (result.record, result.downloads) = try await deliver(sent.record, mode, receiptVerified: true)
         }
         return try settle(result)
+    }
+
+    /// The purchase that makes this device own `productId`, when its receipt verifies now: a row of
+    /// this device's database is no proof by itself (a copied row may carry another account's
+    /// receipt), and one that does not verify is refused (the purchase goes ahead, charged once).
+    private func verifiedOwning(_ productId: String) async throws -> PaymentRecord? {
+        guard let owned = try purchases.owning(productId) else { return nil }
+        return try await purchases.refuseUnverifiedReceipt(of: owned) == nil ? owned : nil
     }
 
     /// Nothing to charge: make sure the content is (or will be) in the library.

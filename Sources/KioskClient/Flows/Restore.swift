@@ -31,7 +31,10 @@ extension Flows {
             let download = try library.download(id)
             guard download == nil || download?.state == .cancelled || download?.state == .failed,
                   let owning = try purchases.owning(id), let receipt = owning.receipt,
-                  let content = try await deliverableProduct(id)?.content else { continue }
+                  let content = try await deliverableProduct(id)?.content,
+                  // A row of this device's database is no proof by itself (a copied row may carry
+                  // another account's receipt): one that does not verify now is refused, not queued.
+                  try await purchases.refuseUnverifiedReceipt(of: owning) == nil else { continue }
             try library.enqueue(id, content: content, receipt: receipt, transactionId: owning.transactionId)
         }
     }

@@ -479,27 +479,56 @@ struct Purchases: Sendable {
     /// at once exactly one creates the account and the others use it.
     func authorizedAPI() async throws -> StoreAPI {
         var api = try storeAPI()
-        if let account = try database.account.current() {
+        if let account = try await accountHere() {
             api.token = account.token
             return api
         }
         let lock = try await FileLock.acquire(home.root.appendingPathComponent("account.lock"))
         defer { lock.release() }
-        if let account = try database.account.current() {
+        if let account = try await accountHere() {
             api.token = account.token
             return api
         }
         let created = try await api.createAccount()
-        api.token = try database.account.save(id: created.accountId, token: created.token, replacing: false).token
+        api.token = try database.account.save(id: created.accountId, token: created.token, replacing: false, store: try server.base()).token
         return api
     }
 
     /// The API with this home's account token, or nil while the home has no account (none is created).
-    func existingAccountAPI() throws -> StoreAPI? {
-        guard let account = try database.account.current() else { return nil }
+    func existingAccountAPI() async throws -> StoreAPI? {
+        guard let account = try await accountHere() else { return nil }
         var api = try storeAPI()
         api.token = account.token
         return api
+    }
+
+    /// This home's account, when the store this engine talks to is the account's: its token (for
+    /// an account without a sign-in, its only credential) goes to no other store. A store at a
+    /// new address is the account's when its key set names the same issuer as the keys cached
+    /// from the account's store; the account then follows it there.
+    /// - Throws: ``ClientError/invalidRequest(_:)`` naming both stores when the account is another's.
+    private func accountHere() async throws -> (id: String, token: String)? {
+        guard let account = try database.account.current() else { return nil }
+        let here = try server.base()
+        guard let store = try database.account.store(), store != here else { return account }
+        var known: StoreIdentity?
+        if let cached = try database.settings.value(Setting.Key.jwks) {
+            known = try? await KioskReceiptPolicy(keySetJSON: Data(cached.utf8)).identity
+        }
+        var answered: StoreIdentity?
+        do {
+            answered = try await KioskReceiptPolicy(keySetJSON: try await storeAPI().jwks()).identity
+        } catch let error as ClientError where error.isUnreachable {
+            // Not known to be another store: what needs the account waits, as it does offline.
+            throw error
+        } catch {
+            answered = nil
+        }
+        if let known, let answered, known == answered {
+            try database.account.moveStore(to: here)
+            return account
+        }
+        throw ClientError.invalidRequest("this home's account belongs to the store at \(store), so its token is not sent to \(here); give --server \(store) (or kiosk config set server \(store)), or run kiosk logout first to start an account at \(here)")
     }
 
     func storeAPI() throws -> StoreAPI {

@@ -234,6 +234,14 @@ final class ClientDatabase: Sendable {
             try db.execute(sql: "UPDATE payment SET accountId = (SELECT value FROM setting WHERE key = ?) WHERE state = ?",
                            arguments: [Setting.Key.accountID, PaymentState.purchasing.rawValue])
         }
+        // The store an account belongs to: until now the token went to whatever --server named.
+        // An account saved before belongs to the store the home remembers.
+        migrator.registerMigration("v12-account-store") { db in
+            try db.execute(sql: """
+                INSERT OR IGNORE INTO setting (key, value)
+                SELECT ?, value FROM setting WHERE key = ? AND EXISTS (SELECT 1 FROM setting WHERE key = ?)
+                """, arguments: [Setting.Key.accountStore, Setting.Key.server, Setting.Key.accountID])
+        }
         return migrator
     }
 }
@@ -353,6 +361,9 @@ struct Setting: Codable, FetchableRecord, PersistableRecord {
         static let replayCursor = "replay.cursor"
         /// Both cursors count one account's changes: a new account starts them again.
         static let accountCursors = [feedCursor, replayCursor]
+        /// The store the account's token was issued by (its URL as this home last reached it):
+        /// the token is sent to no other store.
+        static let accountStore = "account.store"
     }
 
     static func value(_ key: String, in db: Database) throws -> String? {

@@ -19,12 +19,17 @@ struct HomeSettings: Sendable {
         _ = try database.write { try Setting.deleteOne($0, key: key) }
     }
 
-    /// Remembers the store this home talks to from now on. The keys cached so far are another
-    /// store's: they go, so that they never name this one.
+    /// Remembers the store this home talks to from now on. The keys and the catalog's ETag
+    /// cached so far are another store's: they go, so that they never name this one (a purchase
+    /// saved for it would carry the other store's key IDs; its catalog would look unchanged).
     func rememberServer(_ url: String) throws {
         try database.write { db in
+            let previous = try Setting.value(Setting.Key.server, in: db)
             try Setting.set(Setting.Key.server, to: url, in: db)
-            _ = try Setting.deleteOne(db, key: Setting.Key.jwks)
+            // A home that knew no store keeps what this one's first answers cached.
+            if let previous, previous != url {
+                _ = try Setting.deleteAll(db, keys: [Setting.Key.jwks, Setting.Key.catalogETag])
+            }
         }
     }
 

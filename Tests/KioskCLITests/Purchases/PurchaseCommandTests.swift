@@ -89,6 +89,26 @@ struct PurchaseCommandTests: KioskCommandSuite {
         #expect(try await StoreHTTP(baseURL: restarted.url).charges(accountId: account, adminToken: adminToken) == [499])
     }
 
+    @Test("a server set with kiosk config forgets the other store's keys: a purchase saved for it is never charged by the store set back afterwards")
+    func configuredServerForgetsKeys() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let a = try await ServerProcess.start(store, log: directory.path("a.log"))
+        let home = ["KIOSK_HOME": directory.path("home").path]
+        #expect(try await KioskCommand.run(["buy", Self.pack5, "--server", a.url], environment: home).status == 0)
+        // Another store, set by hand while it is down: a purchase is saved for it, with none of A's key IDs.
+        #expect(try await KioskCommand.run(["config", "set", "server", "http://127.0.0.1:9"], environment: home).status == 0)
+        let saved = try await KioskCommand.run(["buy", Self.book], environment: home)
+        #expect(saved.stdout.contains("saved"), "\(saved)")
+        #expect(try await KioskCommand.run(["config", "set", "server", a.url], environment: home).status == 0)
+        let resumed = try await KioskCommand.run(["resume"], environment: home)
+        #expect(resumed.stderr.contains("\(Self.book): this purchase was saved for the store at http://127.0.0.1:9, so it is not sent to \(a.url)"), "\(resumed)")
+        let adminToken = try String(contentsOf: directory.path("server-data/admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let charged = try await StoreHTTP(baseURL: a.url).send("GET", "/v1/admin/transactions", token: adminToken)
+        #expect(!String(decoding: charged.body, as: UTF8.self).contains(Self.book), "A charged the purchase saved for another store")
+        _ = await a.stop()
+    }
+
     @Test("a purchase saved while its store was down is never sent to another store; the reader can cancel it; the same store at a new address takes it")
     func unsentPurchaseBelongsToItsStore() async throws {
         let directory = try TemporaryDirectory()
