@@ -52,7 +52,9 @@ struct DownloadRunner {
                 switch event {
                 case .progress(let progress):
                     display.show(progress)
-                case .transaction(let record) where announces && record.state == .purchased && record.idempotencyKey != nil:
+                case .transaction(let record) where announces && record.state == .purchased && record.idempotencyKey != nil
+                        && record.paymentMethod != PaymentRecord.notCharged:
+                    // (A re-buy the store charged nothing for is said by the report: "already owned".)
                     // The receipt is committed: say so now, before the download that follows.
                     display.clear()
                     PurchaseReport.printPurchased(record)

@@ -85,12 +85,14 @@ struct PurchaseRows: Sendable {
     ///
     /// A `restore` that ran while this purchase's answer was lost may have saved the same
     /// transaction as a keyless `restored` row: the row that made the purchase takes its place.
-    func recordReceipt(_ id: Int64, transactionId: String, originalTransactionId: String, receipt: String) throws -> PaymentRecord {
+    /// - Parameter notCharged: the store answered that the account owned it already (a re-buy,
+    ///   charged nothing): the row says so in the same commit, so no event calls it purchased.
+    func recordReceipt(_ id: Int64, transactionId: String, originalTransactionId: String, receipt: String, notCharged: Bool = false) throws -> PaymentRecord {
         try movePayment(id, .receiptSaved, [
             PaymentRecord.Columns.transactionId.set(to: transactionId),
             Column("originalTransactionId").set(to: originalTransactionId),
             Column("receipt").set(to: receipt),
-        ] + Self.clearedError) { db in
+        ] + (notCharged ? [Column("paymentMethod").set(to: PaymentRecord.notCharged)] : []) + Self.clearedError) { db in
             try PaymentRow
                 .filter(PaymentRecord.Columns.transactionId == transactionId && PaymentRecord.Columns.id != id && Column("idempotencyKey") == nil)
                 .deleteAll(db)
@@ -161,16 +163,6 @@ struct PurchaseRows: Sendable {
             throw ClientError.invalidRequest(
                 "\(product): this purchase was sent to \(store) at \(ISO8601DateFormatter().string(from: sent)) and its answer never arrived, so it may have been charged and is not cancelled; "
                 + "kiosk resume against that store reads its answer")
-        }
-    }
-
-    /// Notes that the store charged nothing for this purchase (the account already owned the
-    /// product): its payment method becomes `owned`, which is what lists show as paid.
-    func recordNotCharged(_ id: Int64) throws -> PaymentRecord {
-        try database.write { db in
-            try db.execute(sql: "UPDATE payment SET paymentMethod = ? WHERE id = ?", arguments: [PaymentRecord.notCharged, id])
-            guard let record = try PaymentRow.fetchOne(db, key: id)?.value else { throw IllegalTransition(subject: "payment \(id)", current: nil, target: "not charged") }
-            return record
         }
     }
 

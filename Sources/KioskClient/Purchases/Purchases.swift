@@ -156,11 +156,8 @@ struct Purchases: Sendable {
             throw ClientError.serverError(url: try server.base(), status: status, code: code, message: message)
         }
         configuration.crashPoint?(.afterCharge)
-        var stored = try await store(response.transaction, for: record)
-        if response.owned == true, stored.state == .purchased, let storedId = stored.id {
-            // A re-buy of what the account owns: the store charged nothing, and the row says so.
-            stored = try rows.recordNotCharged(storedId)
-        }
+        // A re-buy of what the account owns: the store charged nothing, and the row says so.
+        let stored = try await store(response.transaction, for: record, notCharged: response.owned == true)
         if stored.state == .purchased {
             configuration.crashPoint?(.afterReceipt)
         }
@@ -177,11 +174,11 @@ struct Purchases: Sendable {
 
     /// Records the store's answer about a purchase; a receipt is verified and committed with the
     /// state `purchased`.
-    func store(_ transaction: StoreTransaction, for record: PaymentRecord) async throws -> PaymentRecord {
+    func store(_ transaction: StoreTransaction, for record: PaymentRecord, notCharged: Bool = false) async throws -> PaymentRecord {
         guard let id = record.id else { return record }
         switch transaction.status {
         case .purchased:
-            return try await saveReceipt(transaction, for: record)
+            return try await saveReceipt(transaction, for: record, notCharged: notCharged)
         case .revoked where transaction.signedTransaction != nil:
             // Charged while its answer was lost, then refunded: keep the receipt and show the
             // refund, rather than call it declined.
@@ -206,7 +203,7 @@ struct Purchases: Sendable {
     }
 
     /// Verifies the signed transaction against the store's keys and commits it with the row.
-    private func saveReceipt(_ transaction: StoreTransaction, for record: PaymentRecord) async throws -> PaymentRecord {
+    private func saveReceipt(_ transaction: StoreTransaction, for record: PaymentRecord, notCharged: Bool = false) async throws -> PaymentRecord {
         guard let id = record.id else { return record }
         guard let receipt = transaction.signedTransaction else {
             throw ClientError.receiptRejected(transactionId: transaction.transactionId, reason: "the server sent no signed transaction")
@@ -215,7 +212,7 @@ struct Purchases: Sendable {
         let claims = try await receipts.verifiedReceipt(receipt, of: ReceiptSubject(transactionId: transaction.transactionId, productId: record.productId),
                                                         keysFrom: api)
         return try settled(id) {
-            try rows.recordReceipt(id, transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, receipt: receipt)
+            try rows.recordReceipt(id, transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, receipt: receipt, notCharged: notCharged)
         }
     }
 
