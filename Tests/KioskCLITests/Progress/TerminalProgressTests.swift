@@ -21,7 +21,7 @@ struct TerminalProgressTests {
         // The shell traps SIGINT (a trap, unlike an ignored signal, is not inherited) so that it
         // outlives Ctrl-C and shows what kiosk left.
         let command = "trap true INT; KIOSK_HOME='\(home)' KIOSK_MAX_RECEIVE_SPEED=100000 '\(KioskCommand.executable.path)' buy \(Self.atlas) --server '\(server.url)' > '\(out)'; "
-            + "echo \"exit status $?\"; cat '\(out)'; sleep 600"
+            + "echo \"exit status $?\"; cat '\(out)'; echo '(shown)'; sleep 600"
         let terminal = try TerminalSession(command)
         let progressPrefix = "\(Self.atlas): "
         func progressLines(_ screen: [String]) -> [String] {
@@ -48,7 +48,9 @@ struct TerminalProgressTests {
         #expect((progressLines(second).first.flatMap(percent) ?? 0) > (progressLines(first).first.flatMap(percent) ?? 100), "\(first) then \(second)")
 
         try terminal.send("C-c")
-        let stopped = try await terminal.waitForScreen { $0.contains { $0.hasPrefix("exit status ") } }
+        // Read once the shell has shown all of it: a screen taken between its echo and its cat
+        // held the status line alone (one run in a busy-loop series).
+        let stopped = try await terminal.waitForScreen { $0.contains("(shown)") }.filter { $0 != "(shown)" }
         let transaction = try #require(stopped.first { $0.hasPrefix("transaction ") }?.split(separator: ":").first, "\(stopped)")
         let kept = try #require(stopped.first { $0.hasPrefix("\(Self.atlas): interrupted; ") }, "\(stopped)")
         let received = try #require(stopped.first { $0.hasPrefix("received ") }, "\(stopped)")
