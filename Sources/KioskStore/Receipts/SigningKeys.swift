@@ -259,7 +259,13 @@ public actor SigningKeys: ReceiptKeySource {
     /// - Returns: whether it was added.
     @discardableResult
     private static func insert(_ key: StoredKey, into database: ServerDatabase, at date: Date) async throws -> Bool {
-        try await database.write { db in try await add(key, at: date, in: db) }
+        try await database.write { db in
+            // In turn with ``insertFirst(_:into:)``: on PostgreSQL a first key made while a legacy
+            // key's import was uncommitted came after it, and an instance that loaded between the
+            // two commits signed with the other key (one run of a busy-loop series).
+            if database.engine == .postgres { try await db.raw("SELECT pg_advisory_xact_lock(7215)").run() }
+            return try await add(key, at: date, in: db)
+        }
     }
 
     /// The one insert of a key, in the caller's transaction; false when its `kid` is there already.
