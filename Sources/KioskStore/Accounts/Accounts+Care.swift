@@ -14,14 +14,14 @@ struct AccountAuditRecord: Codable, Sendable {
     var wire: AccountAuditEntry { AccountAuditEntry(at: at, action: action, actor: actor, detail: detail) }
 }
 
-extension SQLDatabase {
+extension Accounts {
     /// Adds a line to the account's audit list, in the caller's write.
-    func audit(_ accountId: String, _ action: String, by actor: String, _ detail: String, at now: Date) async throws {
-        try await insert(into: "accountAudit").model(AccountAuditRecord(id: nil, accountId: accountId, at: now, action: action, actor: actor, detail: detail)).run()
+    static func audit(_ accountId: String, _ action: String, by actor: String, _ detail: String, at now: Date, in db: any SQLDatabase) async throws {
+        try await db.insert(into: "accountAudit").model(AccountAuditRecord(id: nil, accountId: accountId, at: now, action: action, actor: actor, detail: detail)).run()
     }
 
-    func auditList(_ accountId: String) async throws -> [AccountAuditEntry] {
-        try await select().column("*").from("accountAudit").where("accountId", .equal, accountId).orderBy("id")
+    static func auditList(_ accountId: String, in db: any SQLDatabase) async throws -> [AccountAuditEntry] {
+        try await db.select().column("*").from("accountAudit").where("accountId", .equal, accountId).orderBy("id")
             .all(decoding: AccountAuditRecord.self).map(\.wire)
     }
 }
@@ -37,11 +37,11 @@ extension Accounts {
         let subscriptions = try await subscriptions.list(accountId: accountId)
         let now = clock.wallNow()
         return try await database.read { db in
-            guard let account = try await db.account(accountId) else { throw StoreError.unknownAccount(accountId) }
-            let signIn = try await db.signIn(accountId: accountId)
-            let devices = try await db.devices(of: accountId)
-            let transactions = try await db.transactions { $0.where("accountId", .equal, accountId) }
-            let ledger = try await db.ledger { $0.where("accountId", .equal, accountId) }
+            guard let account = try await AccountRows(db).find(accountId) else { throw StoreError.unknownAccount(accountId) }
+            let signIn = try await Accounts.signIn(accountId: accountId, in: db)
+            let devices = try await Accounts.devices(of: accountId, in: db)
+            let transactions = try await TransactionRows(db).list { $0.where("accountId", .equal, accountId) }
+            let ledger = try await TransactionRows(db).ledger { $0.where("accountId", .equal, accountId) }
             return AccountExport(
                 exportedAt: now,
                 account: .init(id: account.id, createdAt: account.createdAt, credits: account.credits, disabled: account.disabledAt != nil),
@@ -49,7 +49,7 @@ extension Accounts {
                 devices: devices.map { DeviceInfo(id: $0.id, name: $0.name, createdAt: $0.createdAt, lastSeenAt: $0.lastSeenAt, current: false) },
                 transactions: transactions.map(\.wire), subscriptions: subscriptions,
                 ledger: ledger.map { .init(transactionId: $0.transactionId, kind: $0.kind.rawValue, amountCents: $0.amountCents, currency: $0.currency, createdAt: $0.createdAt) },
-                audit: try await db.auditList(accountId))
+                audit: try await Accounts.auditList(accountId, in: db))
         }
     }
 
@@ -73,7 +73,7 @@ extension Accounts {
     /// - Parameter password: the sign-in's password, asked again so that a device left unlocked
     ///   cannot delete the account; an anonymous account's token is all it has.
     public func delete(_ accountId: String, password: String?) async throws -> AccountDeleted {
-        if let signIn = try await database.read({ try await $0.signIn(accountId: accountId) }) {
+        if let signIn = try await database.read({ try await Accounts.signIn(accountId: accountId, in: $0) }) {
             guard let password else { throw StoreError.passwordNeeded }
             guard try await base.passwords.verify(password, hash: signIn.passwordHash) else { throw StoreError.wrongPassword }
         }
@@ -82,14 +82,14 @@ extension Accounts {
         }
         let now = clock.wallNow()
         try await database.write { db in
-            try await db.lockAccount(accountId)
+            try await AccountRows(db).lock(accountId)
             try await db.delete(from: "device").where("accountId", .equal, accountId).run()
             try await db.delete(from: "signIn").where("accountId", .equal, accountId).run()
-            try await db.clearApprovedCodes(of: accountId)
-            try await db.update("storeTransaction").set("appAccountToken", to: SQLLiteral.null).where("accountId", .equal, accountId).run()
-            try await db.update("subscription").set("appAccountToken", to: SQLLiteral.null).where("accountId", .equal, accountId).run()
-            try await db.update("account").set("deletedAt", to: now).set("appAccountToken", to: SQLLiteral.null).where("id", .equal, accountId).run()
-            try await db.audit(accountId, "deleted", by: "holder", "personal data erased; the ledger kept", at: now)
+            try await Accounts.clearApprovedCodes(of: accountId, in: db)
+            try await TransactionRows(db).forgetAppAccountTokens(of: accountId)
+            try await SubscriptionRows(db).forgetAppAccountTokens(of: accountId)
+            try await AccountRows(db).markDeleted(accountId, at: now)
+            try await Accounts.audit(accountId, "deleted", by: "holder", "personal data erased; the ledger kept", at: now, in: db)
         }
         devicesChanged(accountId)
         return AccountDeleted(accountId: accountId, erased: Self.erasedOnDeletion, kept: Self.keptOnDeletion)
@@ -113,18 +113,18 @@ extension Accounts {
         let now = clock.wallNow()
         let detail = String(String.UnicodeScalarView(reason.unicodeScalars.filter { !NewDevice.isHidden($0) }.prefix(200)))
         let entry = try await database.write { db -> AccountAuditEntry in
-            if try await db.lockAccount(accountId).deletedAt != nil { throw StoreError.accountDeleted(accountId) }
-            try await db.update("account").set("disabledAt", to: disabled ? now : nil).where("id", .equal, accountId).run()
-            let anonymous = try await db.signIn(accountId: accountId) == nil
+            if try await AccountRows(db).lock(accountId).deletedAt != nil { throw StoreError.accountDeleted(accountId) }
+            try await AccountRows(db).setDisabled(accountId, at: disabled ? now : nil)
+            let anonymous = try await Accounts.signIn(accountId: accountId, in: db) == nil
             if disabled {
                 if !anonymous { try await db.delete(from: "device").where("accountId", .equal, accountId).run() }
                 // A code approved before and not yet taken would sign a device in all the same.
-                try await db.clearApprovedCodes(of: accountId)
+                try await Accounts.clearApprovedCodes(of: accountId, in: db)
             }
             let action = disabled ? "disabled" : "enabled"
             let effect = disabled ? (anonymous ? "its devices refused until enabled" : "every device signed out")
                 : (anonymous ? "its devices may sign in again" : "may sign in again")
-            try await db.audit(accountId, action, by: "operator", detail.isEmpty ? effect : detail, at: now)
+            try await Accounts.audit(accountId, action, by: "operator", detail.isEmpty ? effect : detail, at: now, in: db)
             return AccountAuditEntry(at: now, action: action, actor: "operator", detail: detail)
         }
         if disabled { devicesChanged(accountId) }
@@ -141,11 +141,11 @@ extension Accounts {
         let now = clock.wallNow()
         let expires = now.addingTimeInterval(Self.resetCodeLifetime)
         let email = try await database.write { db -> String in
-            if try await db.lockAccount(accountId).deletedAt != nil { throw StoreError.accountDeleted(accountId) }
-            guard let signIn = try await db.signIn(accountId: accountId) else { throw StoreError.noSignIn(accountId) }
+            if try await AccountRows(db).lock(accountId).deletedAt != nil { throw StoreError.accountDeleted(accountId) }
+            guard let signIn = try await Accounts.signIn(accountId: accountId, in: db) else { throw StoreError.noSignIn(accountId) }
             try await db.update("signIn").set("resetCodeHash", to: Self.hash(Self.normalizedUserCode(code))).set("resetExpiresAt", to: expires)
                 .where("accountId", .equal, accountId).run()
-            try await db.audit(accountId, "reset_code_issued", by: "operator", "a one-time reset code, until \(ISO8601DateFormatter().string(from: expires))", at: now)
+            try await Accounts.audit(accountId, "reset_code_issued", by: "operator", "a one-time reset code, until \(ISO8601DateFormatter().string(from: expires))", at: now, in: db)
             return signIn.email
         }
         return ResetCodeIssued(accountId: accountId, email: email, code: code, expiresAt: expires)
@@ -167,10 +167,10 @@ extension Accounts {
                 .returning("accountId").first(decodingColumn: "accountId", as: String.self) else {
                 throw StoreError.resetRefused
             }
-            try await db.lockActiveAccount(accountId)
+            try await AccountRows(db).lockActive(accountId)
             try await db.delete(from: "device").where("accountId", .equal, accountId).run()
-            try await db.clearApprovedCodes(of: accountId)
-            try await db.audit(accountId, "password_reset", by: "holder", "with the operator's code; every device signed out", at: now)
+            try await Accounts.clearApprovedCodes(of: accountId, in: db)
+            try await Accounts.audit(accountId, "password_reset", by: "holder", "with the operator's code; every device signed out", at: now, in: db)
             let (device, _) = try await addDevice(to: accountId, name: request.deviceName, replacing: nil, in: db)
             return (device, accountId)
         }
@@ -181,6 +181,6 @@ extension Accounts {
     /// The account that signs in with `email`, for the operator's search.
     public func account(email: String) async throws -> String? {
         guard let normalized = try? EmailAddress.normalized(email) else { return nil }
-        return try await database.read { try await $0.signIn(email: normalized)?.accountId }
+        return try await database.read { try await Accounts.signIn(email: normalized, in: $0)?.accountId }
     }
 }

@@ -15,11 +15,11 @@ struct DeviceCodeRecord: Codable, Sendable {
     var taken: Int64
 }
 
-extension SQLDatabase {
+extension Accounts {
     /// Deletes the codes `accountId` approved that no device took yet: a clean-up of the account's
     /// ways in (sign out everywhere, a reset, a disable, a deletion) must not leave one waiting.
-    func clearApprovedCodes(of accountId: String) async throws {
-        try await delete(from: "deviceCode").where("approvedBy", .equal, accountId).where("taken", .equal, 0).run()
+    static func clearApprovedCodes(of accountId: String, in db: any SQLDatabase) async throws {
+        try await db.delete(from: "deviceCode").where("approvedBy", .equal, accountId).where("taken", .equal, 0).run()
     }
 }
 
@@ -60,7 +60,7 @@ extension Accounts {
         let name = try await database.write { db -> String? in
             // Under the account's lock: a deletion or a disabling committed meanwhile is seen here,
             // and one that comes after clears the approved codes.
-            try await db.lockActiveAccount(accountId)
+            try await AccountRows(db).lockActive(accountId)
             return try await db.update("deviceCode").set("approvedBy", to: accountId)
                 .where("userCodeHash", .equal, hash).where("approvedBy", .is, SQLLiteral.null)
                 .where("taken", .equal, 0).where("expiresAt", .greaterThan, now)
@@ -88,7 +88,7 @@ extension Accounts {
                 throw StoreError.expiredCode
             }
             let (device, replaced) = try await addDevice(to: accountId, name: code.deviceName, replacing: nil, in: db)
-            let email = try await db.signIn(accountId: accountId)?.email
+            let email = try await Accounts.signIn(accountId: accountId, in: db)?.email
             return (DeviceSignIn(accountId: accountId, deviceId: device.record.id, token: device.token, email: email), replaced)
         }
         if replaced { devicesChanged(signIn.accountId) }

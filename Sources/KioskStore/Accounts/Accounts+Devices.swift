@@ -48,40 +48,19 @@ struct NewDevice: Sendable {
     }
 }
 
-extension SQLDatabase {
+extension Accounts {
     /// The device a token's hash signs in, unless its account is disabled: an anonymous account's
     /// devices are kept while it is disabled (their tokens are its only way back in) and refused here.
-    func device(tokenHash: String) async throws -> DeviceRecord? {
-        try await raw(#"""
+    static func device(tokenHash: String, in db: any SQLDatabase) async throws -> DeviceRecord? {
+        try await db.raw(#"""
             SELECT "device".* FROM "device" JOIN "account" ON "account"."id" = "device"."accountId"
             WHERE "device"."tokenHash" = \#(bind: tokenHash) AND "account"."disabledAt" IS NULL
             """#).first(decoding: DeviceRecord.self)
     }
 
-    func devices(of accountId: String) async throws -> [DeviceRecord] {
-        try await select().column("*").from("device").where("accountId", .equal, accountId)
+    static func devices(of accountId: String, in db: any SQLDatabase) async throws -> [DeviceRecord] {
+        try await db.select().column("*").from("device").where("accountId", .equal, accountId)
             .orderBy("createdAt").orderBy("id").all(decoding: DeviceRecord.self)
-    }
-
-    /// The account's row, locked until this write commits (PostgreSQL; SQLite's writer is alone
-    /// already): every change of an account's devices takes it first, so two sign-ins at the
-    /// device limit cannot both count nine and both add a tenth.
-    @discardableResult
-    func lockAccount(_ accountId: String) async throws -> AccountRecord {
-        guard let account = try await select().column("*").from("account").where("id", .equal, accountId).for(.update)
-            .first(decoding: AccountRecord.self) else {
-            throw StoreError.unknownAccount(accountId)
-        }
-        return account
-    }
-
-    /// ``lockAccount(_:)`` for a write that gives the account a way in (a device, a sign-in, an
-    /// approved code): refused when the operator disabled it or its holder deleted it, decided
-    /// under the lock, so a disable or a deletion committed meanwhile is seen.
-    func lockActiveAccount(_ accountId: String) async throws {
-        let account = try await lockAccount(accountId)
-        if account.deletedAt != nil { throw StoreError.accountDeleted(accountId) }
-        if account.disabledAt != nil { throw StoreError.accountDisabled }
     }
 }
 
@@ -92,7 +71,7 @@ extension Accounts {
     /// The account's devices, oldest first; `current` marks the one asking.
     public func devices(of accountId: String, current: String?) async throws -> DeviceList {
         let (rows, email) = try await database.read { db in
-            (try await db.devices(of: accountId), try await db.signIn(accountId: accountId)?.email)
+            (try await Accounts.devices(of: accountId, in: db), try await Accounts.signIn(accountId: accountId, in: db)?.email)
         }
         return DeviceList(
             devices: rows.map { DeviceInfo(id: $0.id, name: $0.name, createdAt: $0.createdAt, lastSeenAt: $0.lastSeenAt, current: $0.id == current) },
@@ -111,10 +90,10 @@ extension Accounts {
     @discardableResult
     public func removeDevice(_ idOrName: String, of accountId: String, force: Bool = false) async throws -> DeviceInfo {
         let removed = try await database.write { db in
-            let account = try await db.lockAccount(accountId)
-            let devices = try await db.devices(of: accountId)
+            let account = try await AccountRows(db).lock(accountId)
+            let devices = try await Accounts.devices(of: accountId, in: db)
             let device = try Self.pick(idOrName, among: devices)
-            if !force, devices.count == 1, try await db.signIn(accountId: accountId) == nil {
+            if !force, devices.count == 1, try await Accounts.signIn(accountId: accountId, in: db) == nil {
                 let holds = try await db.select().column("id").from("storeTransaction").where("accountId", .equal, accountId)
                     .where("status", .in, [TransactionStatus.purchased.rawValue, TransactionStatus.deferred.rawValue]).limit(1).first() != nil
                 if holds || account.credits > 0 { throw StoreError.lastDevice(device.id) }
@@ -130,9 +109,9 @@ extension Accounts {
     /// (one would sign a device in after the clean-up): the page's "sign out everywhere".
     public func signOutEverywhere(_ accountId: String) async throws {
         try await database.write { db in
-            try await db.lockAccount(accountId)
+            try await AccountRows(db).lock(accountId)
             try await db.delete(from: "device").where("accountId", .equal, accountId).run()
-            try await db.clearApprovedCodes(of: accountId)
+            try await Accounts.clearApprovedCodes(of: accountId, in: db)
         }
         devicesChanged(accountId)
     }
@@ -159,8 +138,8 @@ extension Accounts {
     /// remove in the same step.
     /// - Returns: the new device, and whether one was replaced (the caller tells the instances once committed).
     func addDevice(to accountId: String, name: String?, replacing: String?, kind: DeviceKind = .app, in db: any SQLDatabase) async throws -> (NewDevice, replaced: Bool) {
-        try await db.lockActiveAccount(accountId)
-        var existing = try await db.devices(of: accountId)
+        try await AccountRows(db).lockActive(accountId)
+        var existing = try await Accounts.devices(of: accountId, in: db)
         var replaced = false
         // The account page keeps one browser signed in: a new sign-in there ends the last one,
         // so browsers closed without signing out do not fill the device list.

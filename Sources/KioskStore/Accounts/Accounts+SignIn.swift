@@ -24,13 +24,13 @@ struct NewSignIn: Sendable {
     }
 }
 
-extension SQLDatabase {
-    func signIn(email: String) async throws -> SignInRecord? {
-        try await select().column("*").from("signIn").where("email", .equal, email).first(decoding: SignInRecord.self)
+extension Accounts {
+    static func signIn(email: String, in db: any SQLDatabase) async throws -> SignInRecord? {
+        try await db.select().column("*").from("signIn").where("email", .equal, email).first(decoding: SignInRecord.self)
     }
 
-    func signIn(accountId: String) async throws -> SignInRecord? {
-        try await select().column("*").from("signIn").where("accountId", .equal, accountId).first(decoding: SignInRecord.self)
+    static func signIn(accountId: String, in db: any SQLDatabase) async throws -> SignInRecord? {
+        try await db.select().column("*").from("signIn").where("accountId", .equal, accountId).first(decoding: SignInRecord.self)
     }
 }
 
@@ -49,16 +49,16 @@ extension Accounts {
         let email = try EmailAddress.normalized(details.email)
         _ = try Passwords.normalized(details.password)
         try await database.read { db in
-            if try await db.signIn(accountId: device.accountId) != nil { throw StoreError.hasSignIn(device.accountId) }
-            if try await db.signIn(email: email) != nil { throw StoreError.emailTaken(email) }
+            if try await Accounts.signIn(accountId: device.accountId, in: db) != nil { throw StoreError.hasSignIn(device.accountId) }
+            if try await Accounts.signIn(email: email, in: db) != nil { throw StoreError.emailTaken(email) }
         }
         let login = try await newSignIn(details)
         let now = clock.wallNow()
         let accountId = device.accountId
         try await database.write { db in
-            try await db.lockActiveAccount(accountId)
-            if try await db.signIn(accountId: accountId) != nil { throw StoreError.hasSignIn(accountId) }
-            if try await db.signIn(email: login.email) != nil { throw StoreError.emailTaken(login.email) }
+            try await AccountRows(db).lockActive(accountId)
+            if try await Accounts.signIn(accountId: accountId, in: db) != nil { throw StoreError.hasSignIn(accountId) }
+            if try await Accounts.signIn(email: login.email, in: db) != nil { throw StoreError.emailTaken(login.email) }
             try await db.insert(into: "signIn").model(login.record(accountId: accountId, now: now)).run()
             if let name = details.deviceName {
                 try await db.update("device").set("name", to: NewDevice.cleanName(name, id: device.deviceId)).where("id", .equal, device.deviceId).run()
@@ -75,13 +75,13 @@ extension Accounts {
     /// - Throws: `invalid_credentials`; `device_limit` with the devices' names.
     public func signIn(_ request: SignInRequest, kind: DeviceKind = .app) async throws -> DeviceSignIn {
         let email = (try? EmailAddress.normalized(request.email)) ?? request.email
-        let found = try await database.read { try await $0.signIn(email: email) }
+        let found = try await database.read { try await Accounts.signIn(email: email, in: $0) }
         guard try await base.passwords.verify(request.password, hash: found?.passwordHash), let found else {
             throw StoreError.signInRefused
         }
         let (device, replaced) = try await database.write { db in
             // The sign-in may have gone (deleted, password changed) since the check: checked again, unchanged.
-            guard let still = try await db.signIn(accountId: found.accountId), still.passwordHash == found.passwordHash else {
+            guard let still = try await Accounts.signIn(accountId: found.accountId, in: db), still.passwordHash == found.passwordHash else {
                 throw StoreError.signInRefused
             }
             return try await addDevice(to: found.accountId, name: request.deviceName, replacing: request.replacing, kind: kind, in: db)
@@ -96,11 +96,11 @@ extension Accounts {
     /// - Throws: `invalid_credentials`.
     public func accountId(email: String, password: String) async throws -> String {
         let normalized = (try? EmailAddress.normalized(email)) ?? email
-        let found = try await database.read { try await $0.signIn(email: normalized) }
+        let found = try await database.read { try await Accounts.signIn(email: normalized, in: $0) }
         guard try await base.passwords.verify(password, hash: found?.passwordHash), let found else {
             throw StoreError.signInRefused
         }
-        let account = try await database.read { try await $0.account(found.accountId) }
+        let account = try await database.read { try await AccountRows($0).find(found.accountId) }
         guard let account, account.disabledAt == nil, account.deletedAt == nil else { throw StoreError.signInRefused }
         base.verifiedPasswords.remember(base.verifiedPasswords.key(email: normalized, password: password), accountId: found.accountId, passwordHash: found.passwordHash)
         return found.accountId
@@ -114,8 +114,8 @@ extension Accounts {
         let normalized = (try? EmailAddress.normalized(email)) ?? email
         guard let known = base.verifiedPasswords.lookup(base.verifiedPasswords.key(email: normalized, password: password)) else { return nil }
         return try await database.read { db in
-            guard let found = try await db.signIn(email: normalized), found.accountId == known.accountId, found.passwordHash == known.passwordHash,
-                  let account = try await db.account(found.accountId), account.disabledAt == nil, account.deletedAt == nil
+            guard let found = try await Accounts.signIn(email: normalized, in: db), found.accountId == known.accountId, found.passwordHash == known.passwordHash,
+                  let account = try await AccountRows(db).find(found.accountId), account.disabledAt == nil, account.deletedAt == nil
             else { return nil }
             return found.accountId
         }

@@ -18,7 +18,7 @@ public struct Accounts: StoreOwner {
             // The refusals that cost nothing come before the hash (a quarter second).
             let email = try EmailAddress.normalized(signIn.email)
             _ = try Passwords.normalized(signIn.password)
-            if try await database.read({ try await $0.signIn(email: email) }) != nil { throw StoreError.emailTaken(email) }
+            if try await database.read({ try await Accounts.signIn(email: email, in: $0) }) != nil { throw StoreError.emailTaken(email) }
             login = try await newSignIn(signIn)
         }
         let now = clock.wallNow()
@@ -26,8 +26,8 @@ public struct Accounts: StoreOwner {
         let account = AccountRecord(id: id, tokenHash: "retired:" + id, credits: 0, createdAt: now, revision: 0)
         let device = NewDevice(accountId: id, name: signIn?.deviceName ?? deviceName, now: now)
         try await database.write { [login] db in
-            if let login, try await db.signIn(email: login.email) != nil { throw StoreError.emailTaken(login.email) }
-            try await db.insert(into: "account").model(account).run()
+            if let login, try await Accounts.signIn(email: login.email, in: db) != nil { throw StoreError.emailTaken(login.email) }
+            try await AccountRows(db).insert(account)
             try await db.insert(into: "device").model(device.record).run()
             if let login { try await db.insert(into: "signIn").model(login.record(accountId: id, now: now)).run() }
         }
@@ -40,7 +40,7 @@ public struct Accounts: StoreOwner {
         let hash = FileDigest.sha256(of: Data(token.utf8))
         if let known = tokens.device(forHash: hash) { return known }
         let mark = tokens.mark()
-        let found = try await database.read { try await $0.device(tokenHash: hash) }
+        let found = try await database.read { try await Accounts.device(tokenHash: hash, in: $0) }
         guard let found else { return nil }
         let kind = DeviceKind(rawValue: found.kind) ?? .app
         // A browser's session ends on the server too, however long its cookie is kept.
@@ -64,10 +64,10 @@ public struct Accounts: StoreOwner {
     public func summary(of accountId: String, makingToken: Bool = false) async throws -> AccountSummary {
         let now = try await accountNow(accountId)
         var summary = try await database.read { db in
-            guard let account = try await db.account(accountId) else {
+            guard let account = try await AccountRows(db).find(accountId) else {
                 throw StoreError.unknownAccount(accountId)
             }
-            let purchased = try await db.transactions {
+            let purchased = try await TransactionRows(db).list {
                 $0.where("accountId", .equal, accountId).where("status", .equal, TransactionStatus.purchased.rawValue)
             }
             let owned = Array(Set(purchased.filter { $0.kind == .nonConsumable }.map(\.productId))).sorted()
@@ -96,22 +96,14 @@ public struct Accounts: StoreOwner {
     public func appAccountToken(of accountId: String) async throws -> String? {
         let made = UUID().uuidString.lowercased()
         return try await database.write { db in
-            // Compare-and-set: two first requests at once keep one token, the first written.
             // A deleted account gets none (its token was erased with it).
-            try await db.raw(#"UPDATE "account" SET "appAccountToken" = \#(bind: made) WHERE "id" = \#(bind: accountId) AND "appAccountToken" IS NULL AND "deletedAt" IS NULL"#).run()
-            guard let row = try await db.select().column("appAccountToken").from("account").where("id", .equal, accountId).first() else {
-                throw StoreError.unknownAccount(accountId)
-            }
-            return try row.decode(column: "appAccountToken", as: String?.self)
+            try await AccountRows(db).giveAppAccountToken(made, to: accountId)
         }
     }
 
     /// The account an App Store `appAccountToken` was made for, if any.
     func account(forAppAccountToken token: String) async throws -> String? {
-        try await database.read { db in
-            try await db.select().column("id").from("account").where("appAccountToken", .equal, token.lowercased())
-                .first()?.decode(column: "id", as: String.self)
-        }
+        try await database.read { try await AccountRows($0).owner(ofAppAccountToken: token) }
     }
 
     /// The account's change feed: its transactions written after `cursor` (a change number), in
@@ -130,7 +122,7 @@ public struct Accounts: StoreOwner {
             // The full walk also sees a row no write numbered (one written by hand, at 0).
             after = -1
         }
-        let read = { try await self.database.read { try await $0.changedTransactions(accountId: accountId, after: after, limit: limit + 1) } }
+        let read = { try await self.database.read { try await TransactionRows($0).changed(accountId: accountId, after: after, limit: limit + 1) } }
         // A device whose catalog is not the one served now is told at once, not after the wait.
         let catalogIsNew = {
             let served = try? await self.catalog.storeProducts().etag
@@ -165,7 +157,7 @@ public struct Accounts: StoreOwner {
 
     /// The ledger of an account: charges and refunds, oldest first; it sums to what was really paid.
     public func charges(accountId: String) async throws -> [LedgerEntry] {
-        try await database.read { db in try await db.ledger { $0.where("accountId", .equal, accountId) } }
+        try await database.read { db in try await TransactionRows(db).ledger { $0.where("accountId", .equal, accountId) } }
     }
 
     /// Whether other instances share this store and tell one another of their changes

@@ -46,7 +46,7 @@ extension AppStoreBridge {
         guard product.kind != .subscription else {
             throw StoreError.invalidRequest("\(productId) is a subscription: the App Store renews it, so its transaction is presented as proof (Authorization: AppStore) rather than granted as a Kiosk purchase")
         }
-        _ = try await bindChannelPurchase(ChannelPurchaseRecord(
+        _ = try await channelRecords.bindPurchase(ChannelPurchaseRecord(
             channel: Self.channel, purchaseId: transaction.transactionId, accountId: accountId, productId: productId, state: ChannelPurchaseState.pending,
             orderId: transaction.originalTransactionId, transactionId: nil, createdAt: clock.wallNow()), describing: what)
         let quantity = try Payments.channelQuantity(transaction.quantity ?? 1, of: product)
@@ -54,11 +54,11 @@ extension AppStoreBridge {
             productId: productId, quantity: quantity, accountId: accountId, reference: "appstore:\(transaction.transactionId)",
             method: Self.channel, amountCents: try Store.cents(product.price) * quantity, currency: product.price.currency).record
         let owned = record.isFreeRebuy
-        try await settleChannelPurchase(channel: Self.channel, purchaseId: transaction.transactionId, state: owned ? ChannelPurchaseState.owned : ChannelPurchaseState.granted, transactionId: record.id)
+        try await channelRecords.settlePurchase(channel: Self.channel, purchaseId: transaction.transactionId, state: owned ? ChannelPurchaseState.owned : ChannelPurchaseState.granted, transactionId: record.id)
         // Written first, looked for second: a refund notified meanwhile withdraws the grant now.
         if let withdrawn = try await withdrawal(of: transaction.transactionId) {
-            try await revokeChannelGrant(record.id, reason: withdrawn)
-            try await settleChannelPurchase(channel: Self.channel, purchaseId: transaction.transactionId, state: ChannelPurchaseState.revoked, transactionId: record.id)
+            try await channelRecords.revokeGrant(record.id, reason: withdrawn)
+            try await channelRecords.settlePurchase(channel: Self.channel, purchaseId: transaction.transactionId, state: ChannelPurchaseState.revoked, transactionId: record.id)
             throw StoreError.paymentWithdrawn(what)
         }
         guard record.status == .purchased else { throw StoreError.paymentWithdrawn(what) }
@@ -82,17 +82,17 @@ extension AppStoreBridge {
     /// back (a credit pack whose credits were spent meanwhile) is kept, its purchase marked `kept` so
     /// that a reversal of the refund gives nothing twice, and listed for the operator.
     func withdrawBoundGrant(_ transactionId: String, reason: String, notificationUUID: String, type: String) async throws {
-        guard let bound = try await channelPurchase(channel: Self.channel, purchaseId: transactionId), let granted = bound.transactionId,
+        guard let bound = try await channelRecords.purchase(channel: Self.channel, purchaseId: transactionId), let granted = bound.transactionId,
               bound.state != ChannelPurchaseState.revoked, bound.state != ChannelPurchaseState.kept else { return }
-        if let problem = try await revokeChannelGrant(granted, reason: reason) {
-            try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: ChannelPurchaseState.kept, transactionId: granted)
-            _ = try await keepChannelEvent(AdminChannelEventRow(
+        if let problem = try await channelRecords.revokeGrant(granted, reason: reason) {
+            try await channelRecords.settlePurchase(channel: Self.channel, purchaseId: transactionId, state: ChannelPurchaseState.kept, transactionId: granted)
+            _ = try await channelRecords.keepEvent(AdminChannelEventRow(
                 channel: Self.channel, eventId: notificationUUID, type: type, payment: transactionId, outcome: ChannelEventOutcome.unsettled,
                 detail: "\(reason), but \(granted) was not taken back: \(problem); revoke it by hand (kiosk admin revoke) or leave it",
                 accountId: bound.accountId, transactionId: granted, receivedAt: clock.wallNow()))
             return
         }
-        try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: ChannelPurchaseState.revoked, transactionId: granted)
+        try await channelRecords.settlePurchase(channel: Self.channel, purchaseId: transactionId, state: ChannelPurchaseState.revoked, transactionId: granted)
     }
 
     /// After REFUND_REVERSED: what the refund took is given back, exactly. A grant it revoked is
@@ -101,11 +101,11 @@ extension AppStoreBridge {
     /// forever). A grant the refund could not take back (``withdrawBoundGrant``) gets nothing more,
     /// and the refund leaves the operator's list.
     func reinstateBoundGrant(_ transactionId: String, notificationUUID: String) async throws -> String? {
-        guard let bound = try await channelPurchase(channel: Self.channel, purchaseId: transactionId), let revokedId = bound.transactionId else { return nil }
+        guard let bound = try await channelRecords.purchase(channel: Self.channel, purchaseId: transactionId), let revokedId = bound.transactionId else { return nil }
         switch bound.state {
         case ChannelPurchaseState.kept:
-            try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: ChannelPurchaseState.granted, transactionId: revokedId)
-            try await settleChannelEvents(channel: Self.channel, payment: transactionId, from: ChannelEventOutcome.unsettled, to: ChannelEventOutcome.reversed,
+            try await channelRecords.settlePurchase(channel: Self.channel, purchaseId: transactionId, state: ChannelPurchaseState.granted, transactionId: revokedId)
+            try await channelRecords.settleEvents(channel: Self.channel, payment: transactionId, from: ChannelEventOutcome.unsettled, to: ChannelEventOutcome.reversed,
                                           detail: "the refund was reversed: \(revokedId), never taken back, stands as it was")
             return revokedId
         case ChannelPurchaseState.revoked:
@@ -113,7 +113,7 @@ extension AppStoreBridge {
             let record = try await payments.grantPaid(
                 productId: revoked.productId, quantity: revoked.quantity, accountId: bound.accountId, reference: "appstore:reversed:\(notificationUUID)",
                 method: Self.channel, amountCents: revoked.amountCents, currency: revoked.currency, restoring: true).record
-            try await settleChannelPurchase(channel: Self.channel, purchaseId: transactionId, state: ChannelPurchaseState.granted, transactionId: record.id)
+            try await channelRecords.settlePurchase(channel: Self.channel, purchaseId: transactionId, state: ChannelPurchaseState.granted, transactionId: record.id)
             return record.id
         default:
             return nil

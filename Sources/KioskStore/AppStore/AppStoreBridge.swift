@@ -66,9 +66,9 @@ public struct AppStoreBridge: StoreOwner {
             transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, productId: claims.productId,
             kind: claims.kind, purchaseDate: claims.purchased, expiresDate: claims.expires, environment: claims.environment.rawValue,
             revokedAt: nil, revocationReason: nil, seenAt: clock.wallNow())
-        var periods = try await database.read { try await $0.appStoreTransactions(original: claims.originalTransactionId) }
+        var periods = try await database.read { try await AppStoreBridge.transactions(original: claims.originalTransactionId, in: $0) }
         if !periods.contains(where: { $0.transactionId == claims.transactionId }) {
-            try await database.write { try await $0.recordAppStoreTransaction(seen) }
+            try await database.write { try await Self.recordTransaction(seen, in: $0) }
             periods.append(seen)
         }
         if let own = periods.first(where: { $0.transactionId == claims.transactionId }), let revokedAt = own.revokedAt {
@@ -121,7 +121,7 @@ public struct AppStoreBridge: StoreOwner {
                 transactionId: purchase?.claims.transactionId, originalTransactionId: purchase?.claims.originalTransactionId,
                 productId: purchase?.claims.productId, environment: environment,
                 signedDate: Date(timeIntervalSince1970: Double(notification.signedDate) / 1000), receivedAt: received, outcome: "")
-            if let earlier = try await db.appStoreNotification(notification.notificationUUID) {
+            if let earlier = try await Self.notification(notification.notificationUUID, in: db) {
                 return AppStoreNotificationOutcome(notificationUUID: earlier.notificationUUID, notificationType: earlier.notificationType, recorded: false, outcome: earlier.outcome)
             }
             let outcome = try await Self.apply(type, purchase: purchase, at: received, in: db)
@@ -129,7 +129,7 @@ public struct AppStoreBridge: StoreOwner {
             recorded.outcome = outcome
             // Two instances receiving Apple's retry at once: the second insert does nothing, and
             // its transaction's effects (the same rows, written the same way) change nothing either.
-            try await db.recordAppStoreNotification(recorded)
+            try await Self.recordNotification(recorded, in: db)
             return AppStoreNotificationOutcome(notificationUUID: record.notificationUUID, notificationType: type, recorded: true, outcome: outcome)
         }
         // A Kiosk purchase granted for the transaction (an account-bound one) follows it. Taken on
@@ -155,12 +155,12 @@ public struct AppStoreBridge: StoreOwner {
         switch type {
         case "REFUND", "REVOKE":
             let reason = type == "REFUND" ? "refunded by the App Store" : "revoked by the App Store (Family Sharing)"
-            let existing = try await db.appStoreTransactions(original: claims.originalTransactionId).first { $0.transactionId == claims.transactionId }
+            let existing = try await AppStoreBridge.transactions(original: claims.originalTransactionId, in: db).first { $0.transactionId == claims.transactionId }
             if existing == nil {
-                try await db.recordAppStoreTransaction(AppStoreTransactionRecord(
+                try await Self.recordTransaction(AppStoreTransactionRecord(
                     transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, productId: claims.productId,
                     kind: claims.kind, purchaseDate: claims.purchased, expiresDate: claims.expires, environment: claims.environment.rawValue,
-                    revokedAt: nil, revocationReason: nil, seenAt: now))
+                    revokedAt: nil, revocationReason: nil, seenAt: now), in: db)
             }
             try await db.raw(#"""
                 UPDATE "appStoreTransaction" SET "revokedAt" = \#(bind: purchase?.revoked ?? now), "revocationReason" = \#(bind: reason)
@@ -174,15 +174,15 @@ public struct AppStoreBridge: StoreOwner {
                 """#).run()
             return "restored transaction \(claims.transactionId) (\(claims.productId)): its refund was reversed"
         case "DID_RENEW":
-            let periods = try await db.appStoreTransactions(original: claims.originalTransactionId)
+            let periods = try await AppStoreBridge.transactions(original: claims.originalTransactionId, in: db)
             guard !periods.isEmpty else {
                 return "ignored: subscription \(claims.originalTransactionId) was never presented to this store"
             }
             if !periods.contains(where: { $0.transactionId == claims.transactionId }) {
-                try await db.recordAppStoreTransaction(AppStoreTransactionRecord(
+                try await Self.recordTransaction(AppStoreTransactionRecord(
                     transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, productId: claims.productId,
                     kind: claims.kind, purchaseDate: claims.purchased, expiresDate: claims.expires, environment: claims.environment.rawValue,
-                    revokedAt: nil, revocationReason: nil, seenAt: now))
+                    revokedAt: nil, revocationReason: nil, seenAt: now), in: db)
             }
             return "extended subscription \(claims.originalTransactionId) (\(claims.productId)) until \(claims.expires.map { $0.formatted(.iso8601) } ?? "no expiry")"
         default:
@@ -199,15 +199,16 @@ public struct AppStoreBridge: StoreOwner {
     }
 }
 
-extension SQLDatabase {
-    func appStoreTransactions(original: String) async throws -> [AppStoreTransactionRecord] {
-        try await select().column("*").from("appStoreTransaction").where("originalTransactionId", .equal, original)
+extension AppStoreBridge {
+    /// The App Store transactions recorded of one subscription (or one purchase).
+    static func transactions(original: String, in db: any SQLDatabase) async throws -> [AppStoreTransactionRecord] {
+        try await db.select().column("*").from("appStoreTransaction").where("originalTransactionId", .equal, original)
             .all(decoding: AppStoreTransactionRecord.self)
     }
 
     /// Records a transaction unless it is recorded already (by another request or instance).
-    fileprivate func recordAppStoreTransaction(_ record: AppStoreTransactionRecord) async throws {
-        try await raw(#"""
+    fileprivate static func recordTransaction(_ record: AppStoreTransactionRecord, in db: any SQLDatabase) async throws {
+        try await db.raw(#"""
             INSERT INTO "appStoreTransaction" ("transactionId", "originalTransactionId", "productId", "kind", "purchaseDate",
                 "expiresDate", "environment", "revokedAt", "revocationReason", "seenAt")
             VALUES (\#(bind: record.transactionId), \#(bind: record.originalTransactionId), \#(bind: record.productId),
@@ -217,13 +218,13 @@ extension SQLDatabase {
             """#).run()
     }
 
-    fileprivate func appStoreNotification(_ uuid: String) async throws -> AppStoreNotificationRecord? {
-        try await select().column("*").from("appStoreNotification").where("notificationUUID", .equal, uuid)
+    fileprivate static func notification(_ uuid: String, in db: any SQLDatabase) async throws -> AppStoreNotificationRecord? {
+        try await db.select().column("*").from("appStoreNotification").where("notificationUUID", .equal, uuid)
             .first(decoding: AppStoreNotificationRecord.self)
     }
 
-    fileprivate func recordAppStoreNotification(_ record: AppStoreNotificationRecord) async throws {
-        try await raw(#"""
+    fileprivate static func recordNotification(_ record: AppStoreNotificationRecord, in db: any SQLDatabase) async throws {
+        try await db.raw(#"""
             INSERT INTO "appStoreNotification" ("notificationUUID", "notificationType", "subtype", "transactionId",
                 "originalTransactionId", "productId", "environment", "signedDate", "receivedAt", "outcome")
             VALUES (\#(bind: record.notificationUUID), \#(bind: record.notificationType), \#(bind: record.subtype),

@@ -7,7 +7,7 @@ import SQLKit
 /// Real-time developer notifications (voided purchases).
 ///
 /// A purchase is its `purchaseToken`. The first account that presents a token owns it
-/// (``bindChannelPurchase(_:describing:)``); another account presenting it is refused, never
+/// (``channelRecords.bindPurchase(_:describing:)``); another account presenting it is refused, never
 /// granted twice. `purchaseState` 0 grants, 2 (pending: a cash payment, a parent's approval) is
 /// kept until the same token comes back purchased, 1 is refused. The grant is an ordinary Kiosk
 /// purchase keyed by the token, so it reaches the account's devices as every purchase does; its
@@ -57,7 +57,7 @@ public struct PlayChannel: StoreOwner {
                              message: "no catalog product has playProductId \"\(purchase.productId.prefix(100))\"; add it to the catalog, or refund the purchase on Play")
         }
         let what = "Play purchase \(purchase.orderId.map { String($0.prefix(100)) } ?? "(no order id)")"
-        var bound = try await bindChannelPurchase(ChannelPurchaseRecord(
+        var bound = try await channelRecords.bindPurchase(ChannelPurchaseRecord(
             channel: Self.channel, purchaseId: token, accountId: accountId, productId: productId, state: ChannelPurchaseState.pending,
             orderId: purchase.orderId.map { String($0.prefix(100)) }, transactionId: nil, createdAt: clock.wallNow()), describing: what)
         guard purchase.purchaseState == 0 else {
@@ -66,7 +66,7 @@ public struct PlayChannel: StoreOwner {
         }
         if bound.state == ChannelPurchaseState.pending, let void = try await voided(token) {
             // Voided before it was presented: refused, and the void leaves the operator's list.
-            try await settleChannelEvent(channel: Self.channel, eventId: void, outcome: ChannelEventOutcome.refused, transaction: nil, account: accountId,
+            try await channelRecords.settleEvent(channel: Self.channel, eventId: void, outcome: ChannelEventOutcome.refused, transaction: nil, account: accountId,
                                          detail: "voided by Google Play before it was presented; the purchase was refused when it came")
             throw StoreError.paymentWithdrawn(what)
         }
@@ -77,14 +77,14 @@ public struct PlayChannel: StoreOwner {
             amountCents: try Store.cents(product.price) * quantity, currency: product.price.currency).record
         let owned = record.isFreeRebuy
         if bound.transactionId != record.id {
-            try await settleChannelPurchase(channel: Self.channel, purchaseId: token, state: owned ? ChannelPurchaseState.owned : ChannelPurchaseState.granted, transactionId: record.id)
+            try await channelRecords.settlePurchase(channel: Self.channel, purchaseId: token, state: owned ? ChannelPurchaseState.owned : ChannelPurchaseState.granted, transactionId: record.id)
             bound.transactionId = record.id
         }
         // Written first, looked for second: a void that came meanwhile is applied now.
         if let void = try await voided(token) {
-            try await revokeChannelGrant(record.id, reason: "voided by Google Play")
-            try await settleChannelPurchase(channel: Self.channel, purchaseId: token, state: ChannelPurchaseState.revoked, transactionId: record.id)
-            try await settleChannelEvent(channel: Self.channel, eventId: void, outcome: ChannelEventOutcome.revoked, transaction: record.id, account: accountId,
+            try await channelRecords.revokeGrant(record.id, reason: "voided by Google Play")
+            try await channelRecords.settlePurchase(channel: Self.channel, purchaseId: token, state: ChannelPurchaseState.revoked, transactionId: record.id)
+            try await channelRecords.settleEvent(channel: Self.channel, eventId: void, outcome: ChannelEventOutcome.revoked, transaction: record.id, account: accountId,
                                          detail: "voided by Google Play: \(record.id) revoked when the purchase was presented")
             throw StoreError.paymentWithdrawn(what)
         }
@@ -109,11 +109,11 @@ public struct PlayChannel: StoreOwner {
             throw StoreError.invalidRequest(refusal.reason)
         }
         let eventId = push.message.messageId
-        if let kept = try await keptChannelEvent(channel: Self.channel, eventId: eventId), kept.outcome != ChannelEventOutcome.unmatched {
+        if let kept = try await channelRecords.keptEvent(channel: Self.channel, eventId: eventId), kept.outcome != ChannelEventOutcome.unmatched {
             return kept
         }
         func keep(_ outcome: String, payment: String? = nil, detail: String) async throws -> AdminChannelEventRow {
-            try await keepChannelEvent(AdminChannelEventRow(
+            try await channelRecords.keepEvent(AdminChannelEventRow(
                 channel: Self.channel, eventId: eventId, type: notification.kind, payment: payment, outcome: outcome,
                 detail: detail, accountId: nil, transactionId: nil, receivedAt: clock.wallNow()))
         }
@@ -134,22 +134,22 @@ public struct PlayChannel: StoreOwner {
         // Written first: a claim of this token committing meanwhile finds it and revokes itself.
         var row = try await keep(ChannelEventOutcome.unmatched, payment: token,
                                  detail: "voided by Google Play; the purchase was not presented yet: if it is, it is refused")
-        guard let bound = try await channelPurchase(channel: Self.channel, purchaseId: token), let transactionId = bound.transactionId else {
+        guard let bound = try await channelRecords.purchase(channel: Self.channel, purchaseId: token), let transactionId = bound.transactionId else {
             return row
         }
         row.transactionId = transactionId
         row.accountId = bound.accountId
-        if let problem = try await revokeChannelGrant(transactionId, reason: "voided by Google Play") {
+        if let problem = try await channelRecords.revokeGrant(transactionId, reason: "voided by Google Play") {
             // Nothing was taken back (a credit pack spent meanwhile): said so, and listed for the operator.
-            try await settleChannelPurchase(channel: Self.channel, purchaseId: token, state: ChannelPurchaseState.kept, transactionId: transactionId)
+            try await channelRecords.settlePurchase(channel: Self.channel, purchaseId: token, state: ChannelPurchaseState.kept, transactionId: transactionId)
             row.outcome = ChannelEventOutcome.unsettled
             row.detail = "voided by Google Play, but \(transactionId) was not taken back: \(problem); revoke it by hand (kiosk admin revoke) or leave it"
         } else {
-            try await settleChannelPurchase(channel: Self.channel, purchaseId: token, state: ChannelPurchaseState.revoked, transactionId: transactionId)
+            try await channelRecords.settlePurchase(channel: Self.channel, purchaseId: token, state: ChannelPurchaseState.revoked, transactionId: transactionId)
             row.outcome = ChannelEventOutcome.revoked
             row.detail = "voided by Google Play: \(transactionId) revoked, its content removed from the account's devices"
         }
-        try await settleChannelEvent(channel: Self.channel, eventId: eventId, outcome: row.outcome, transaction: transactionId,
+        try await channelRecords.settleEvent(channel: Self.channel, eventId: eventId, outcome: row.outcome, transaction: transactionId,
                                      account: bound.accountId, detail: row.detail)
         return row
     }

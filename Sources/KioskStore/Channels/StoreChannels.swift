@@ -84,10 +84,15 @@ enum ChannelPurchaseState {
     static let kept = "kept"
 }
 
-extension StoreOwner {
+/// The one writer of what the payment channels tell the store (`channelPurchase`: a channel's
+/// purchase bound to the account that presented it; `channelEvent`: each event a channel sent and
+/// what came of it). Stripe, Play and the App Store's bridge keep their records through it.
+struct ChannelRecords: StoreOwner {
+    let base: StoreBase
+
     /// Binds a channel's purchase to `accountId` unless another account holds it already.
     /// - Throws: `purchase_owned` when another account presented it first.
-    func bindChannelPurchase(_ record: ChannelPurchaseRecord, describing what: String) async throws -> ChannelPurchaseRecord {
+    func bindPurchase(_ record: ChannelPurchaseRecord, describing what: String) async throws -> ChannelPurchaseRecord {
         let bound = try await database.write { db in
             try await db.insert(into: "channelPurchase").model(record).ignoringConflicts().run()
             return try await db.select().column("*").from("channelPurchase")
@@ -104,14 +109,14 @@ extension StoreOwner {
     }
 
     /// Records what came of a bound purchase (only the state and its transaction).
-    func settleChannelPurchase(channel: String, purchaseId: String, state: String, transactionId: String?) async throws {
+    func settlePurchase(channel: String, purchaseId: String, state: String, transactionId: String?) async throws {
         try await database.write { db in
             try await db.update("channelPurchase").set("state", to: state).set("transactionId", to: transactionId)
                 .where("channel", .equal, channel).where("purchaseId", .equal, purchaseId).run()
         }
     }
 
-    func channelPurchase(channel: String, purchaseId: String) async throws -> ChannelPurchaseRecord? {
+    func purchase(channel: String, purchaseId: String) async throws -> ChannelPurchaseRecord? {
         try await database.read { db in
             try await db.select().column("*").from("channelPurchase")
                 .where("channel", .equal, channel).where("purchaseId", .equal, purchaseId)
@@ -149,9 +154,8 @@ enum ChannelEventOutcome {
     static let toActOnSQL = "('unmatched', 'owned', 'unsettled')"
 }
 
-
-extension StoreOwner {
-    func keptChannelEvent(channel: String, eventId: String) async throws -> AdminChannelEventRow? {
+extension ChannelRecords {
+    func keptEvent(channel: String, eventId: String) async throws -> AdminChannelEventRow? {
         try await database.read { db in
             try await db.select().column("*").from("channelEvent").where("channel", .equal, channel).where("eventId", .equal, eventId)
                 .first(decoding: AdminChannelEventRow.self)
@@ -160,13 +164,13 @@ extension StoreOwner {
 
     /// Keeps a channel's event with what came of it, once: an event already kept (the same one
     /// handled at once by two instances) is answered as it was kept.
-    func keepChannelEvent(_ row: AdminChannelEventRow) async throws -> AdminChannelEventRow {
-        let inserted = try await database.write { try await $0.insertChannelEvent(row) }
-        return inserted ? row : try await keptChannelEvent(channel: row.channel, eventId: row.eventId) ?? row
+    func keepEvent(_ row: AdminChannelEventRow) async throws -> AdminChannelEventRow {
+        let inserted = try await database.write { try await InsertChannelEvent.insert(row, in: $0) }
+        return inserted ? row : try await keptEvent(channel: row.channel, eventId: row.eventId) ?? row
     }
 
     /// Settles every event of a channel's payment kept with outcome `from` (only these columns).
-    func settleChannelEvents(channel: String, payment: String, from: String, to outcome: String, detail: String) async throws {
+    func settleEvents(channel: String, payment: String, from: String, to outcome: String, detail: String) async throws {
         try await database.write { db in
             try await db.update("channelEvent").set("outcome", to: outcome).set("detail", to: detail)
                 .where("channel", .equal, channel).where("payment", .equal, payment).where("outcome", .equal, from).run()
@@ -174,7 +178,7 @@ extension StoreOwner {
     }
 
     /// Records what a kept event finally came to (only these columns).
-    func settleChannelEvent(channel: String, eventId: String, outcome: String, transaction: String?, account: String?, detail: String? = nil) async throws {
+    func settleEvent(channel: String, eventId: String, outcome: String, transaction: String?, account: String?, detail: String? = nil) async throws {
         try await database.write { db in
             var update = db.update("channelEvent").set("outcome", to: outcome).set("transactionId", to: transaction).set("accountId", to: account)
             if let detail { update = update.set("detail", to: detail) }
@@ -188,7 +192,7 @@ extension StoreOwner {
     /// - Returns: nil once it is revoked; why not, when the store cannot take it back by itself
     ///   (`credits_spent`: a credit pack whose credits were spent meanwhile), for the operator.
     @discardableResult
-    func revokeChannelGrant(_ transactionId: String, reason: String) async throws -> String? {
+    func revokeGrant(_ transactionId: String, reason: String) async throws -> String? {
         do {
             _ = try await payments.revoke(transactionId: transactionId, reason: reason, refund: true)
         } catch let error as StoreError where error.code == "already_revoked" || error.code == "already_refunded" {
@@ -198,14 +202,6 @@ extension StoreOwner {
             return error.message
         }
         return nil
-    }
-}
-
-extension SQLDatabase {
-    /// Inserts a channel's event unless it is kept already; true when this inserted it. A prepared
-    /// statement (``InsertChannelEvent``): it runs with every grant of a channel's payment.
-    func insertChannelEvent(_ row: AdminChannelEventRow) async throws -> Bool {
-        try await !rows(InsertChannelEvent(row: row)).isEmpty
     }
 }
 
@@ -220,6 +216,12 @@ struct InsertChannelEvent: StoreStatement {
     static let parameterTypes: [PostgresDataType] = [.text, .text, .text, .text, .text, .text, .text, .text, .timestamptz]
 
     let row: AdminChannelEventRow
+
+    /// Inserts a channel's event unless it is kept already; true when this inserted it. A prepared
+    /// statement: it runs with every grant of a channel's payment.
+    static func insert(_ row: AdminChannelEventRow, in db: any SQLDatabase) async throws -> Bool {
+        try await !db.rows(InsertChannelEvent(row: row)).isEmpty
+    }
 
     var parameters: [StatementParameter] {
         [.text(row.channel), .text(row.eventId), .text(row.type), .text(row.payment), .text(row.outcome), .text(row.detail),

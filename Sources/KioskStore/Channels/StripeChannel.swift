@@ -93,7 +93,7 @@ public struct StripeChannel: StoreOwner {
                 alongside: { record, db in
                     // The row first, then the look for a refund that came first: the refund's own
                     // look for this row comes after its write, so one of the two sees the other.
-                    let inserted = try await db.insertChannelEvent(row(for: record))
+                    let inserted = try await InsertChannelEvent.insert(row(for: record), in: db)
                     let found = try await Self.withdrawals(of: paymentId ?? "", account: record.accountId, in: db)
                     return Written(inserted: inserted, withdrawals: found.filter { !$0.accountClosed }, accountClosed: found.contains { $0.accountClosed })
                 })
@@ -104,13 +104,13 @@ public struct StripeChannel: StoreOwner {
         var row = row(for: granted.record)
         guard let written = granted.alongside as? Written else {
             // An earlier grant answered: this event sent again, or the session's other event.
-            row = try await keepChannelEvent(row)
+            row = try await channelRecords.keepEvent(row)
             return row.outcome == ChannelEventOutcome.granted || row.outcome == ChannelEventOutcome.owned ? try await undoIfWithdrawn(row) : row
         }
         if written.accountClosed, row.outcome == ChannelEventOutcome.granted, let transaction = row.transactionId {
             // Paid for an account deleted or disabled meanwhile: nobody can use the grant. Taken back
             // here (so the ledger says so) and kept for the operator to refund on Stripe.
-            _ = try await revokeChannelGrant(transaction, reason: "paid for an account that is deleted or disabled")
+            _ = try await channelRecords.revokeGrant(transaction, reason: "paid for an account that is deleted or disabled")
             row.outcome = ChannelEventOutcome.unmatched
             row.detail = "paid for \(productId) on an account that is deleted or disabled: \(transaction) revoked; refund it on Stripe"
             try await settle(event.id, outcome: row.outcome, transaction: transaction, account: row.accountId, detail: row.detail)
@@ -211,7 +211,7 @@ public struct StripeChannel: StoreOwner {
         guard let transaction = granted.transactionId, let withdrawal = found.first else { return granted }
         // Paid for what the account had, and given back: nothing to revoke, nothing to act on.
         let owned = granted.outcome == ChannelEventOutcome.owned
-        if !owned { try await revokeChannelGrant(transaction, reason: withdrawal.reason) }
+        if !owned { try await channelRecords.revokeGrant(transaction, reason: withdrawal.reason) }
         let outcome = owned ? ChannelEventOutcome.refunded : ChannelEventOutcome.revoked
         // Every withdrawal of the payment is settled (a dispute and a refund of one charge), so none
         // stays in the operator's list saying its grant has not come.
@@ -274,7 +274,7 @@ public struct StripeChannel: StoreOwner {
         }
         var revoked: [String] = []
         for transaction in candidates where try await self.transaction(transaction).status == .purchased {
-            if let problem = try await revokeChannelGrant(transaction, reason: reason) {
+            if let problem = try await channelRecords.revokeGrant(transaction, reason: reason) {
                 row.transactionId = transaction
                 row.detail = "\(reason), but \(transaction) was not revoked: \(problem); settle it by hand"
                 try await settle(event.id, outcome: ChannelEventOutcome.unmatched, transaction: transaction, account: checkout.accountId, detail: row.detail)
@@ -362,19 +362,19 @@ public struct StripeChannel: StoreOwner {
     // MARK: The kept events
 
     private func kept(_ eventId: String) async throws -> AdminChannelEventRow? {
-        try await keptChannelEvent(channel: Self.channel, eventId: eventId)
+        try await channelRecords.keptEvent(channel: Self.channel, eventId: eventId)
     }
 
     private func keep(_ event: StripeEvent, payment: String?, outcome: String, account: String? = nil, transaction: String? = nil,
                       detail: String) async throws -> AdminChannelEventRow {
-        try await keepChannelEvent(AdminChannelEventRow(
+        try await channelRecords.keepEvent(AdminChannelEventRow(
             channel: Self.channel, eventId: event.id, type: String(event.type.prefix(100)), payment: payment.flatMap { Self.isIdentifier($0) ? $0 : nil },
             outcome: outcome, detail: detail, accountId: account.map { String($0.prefix(100)) }, transactionId: transaction,
             receivedAt: clock.wallNow()))
     }
 
     private func settle(_ eventId: String, outcome: String, transaction: String?, account: String?, detail: String? = nil) async throws {
-        try await settleChannelEvent(channel: Self.channel, eventId: eventId, outcome: outcome, transaction: transaction, account: account, detail: detail)
+        try await channelRecords.settleEvent(channel: Self.channel, eventId: eventId, outcome: outcome, transaction: transaction, account: account, detail: detail)
     }
 }
 

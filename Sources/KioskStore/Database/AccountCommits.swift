@@ -125,7 +125,7 @@ final class AccountCommits: Sendable {
 
     private func alone(_ job: Job) async {
         do {
-            job.finish(.success(try await database.statement { db in try await db.record(job.purchase) }))
+            job.finish(.success(try await database.statement { db in try await TransactionRows(db).record(job.purchase) }))
         } catch {
             job.finish(.failure(error))
         }

@@ -90,8 +90,8 @@ public struct Notifications: StoreOwner {
     /// - Returns: its `notificationUUID`.
     public func testNotification() async throws -> String {
         try await database.write { db in
-            try await db.announce(StoreNotification(type: StoreNotification.Kind.test, subtype: nil, accountId: "", transactionId: nil,
-                                                    originalTransactionId: nil, renewalInfo: nil), at: clock.wallNow())
+            try await PlannedRows.announce(StoreNotification(type: StoreNotification.Kind.test, subtype: nil, accountId: "", transactionId: nil,
+                                                    originalTransactionId: nil, renewalInfo: nil), at: clock.wallNow(), in: db)
             return try await db.select().column("id").from("notification").orderBy("sequence", .descending).limit(1)
                 .first(decodingColumn: "id", as: String.self) ?? ""
         }

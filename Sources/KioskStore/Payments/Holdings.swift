@@ -20,7 +20,7 @@ struct Holdings {
 
     /// Nothing read, for a decision that depends on nothing the account holds (a consumable's
     /// charge): its write checks the one bound such a decision needs, the balance's, itself
-    /// (``PlannedRows/advance(account:from:adding:)``). The balance counts as 0, so a decision's own overflow checks see
+    /// (``AccountRows/advanceStep(account:from:adding:)``). The balance counts as 0, so a decision's own overflow checks see
     /// only its own amounts.
     static let unread = Holdings(revision: nil, credits: 0, sameKey: nil, firstPurchase: nil, latestPeriod: nil, pending: nil)
 
@@ -42,7 +42,7 @@ struct Holdings {
         }
         func transaction(_ column: String, still holds: (TransactionRecord) -> Bool) async throws -> TransactionRecord? {
             guard let id = try row.decode(column: column, as: String?.self),
-                  let record = try await db.storeTransaction(id), holds(record) else { return nil }
+                  let record = try await TransactionRows(db).find(id), holds(record) else { return nil }
             return record
         }
         return Holdings(

@@ -78,14 +78,14 @@ extension Payments {
             alongside: { record, db in
                 // A product the account owned already is a free re-buy: the line says nothing more was granted.
                 let what = record.isFreeRebuy ? "already owned, nothing more granted" : "\(record.productId)\(quantity > 1 ? " × \(quantity)" : "")"
-                try await db.audit(accountId, "granted", by: "operator", "\(record.id): \(what) (\(reason))", at: record.createdAt)
+                try await Accounts.audit(accountId, "granted", by: "operator", "\(record.id): \(what) (\(reason))", at: record.createdAt, in: db)
                 return true
             })
         if granted.alongside == nil {
             // This key granted before: the same grant answers again, another one is refused, as
             // a payment's key sent again with other fields is (the first reason is in the audit line).
             let first = granted.record
-            let line = try await database.read { try await $0.auditList(first.accountId) }.first { $0.detail.hasPrefix("\(first.id):") }
+            let line = try await database.read { try await Accounts.auditList(first.accountId, in: $0) }.first { $0.detail.hasPrefix("\(first.id):") }
             var differences: [String] = []
             if first.accountId != accountId { differences.append("the account (\(accountId), first \(first.accountId))") }
             if first.productId != product.id { differences.append("productId (\(product.id), first \(first.productId))") }

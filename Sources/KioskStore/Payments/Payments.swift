@@ -118,12 +118,12 @@ public struct Payments: StoreOwner {
     public func decline(transactionId: String) async throws -> StoreTransaction {
         try Self.checkTransactionId(transactionId)
         let declined = try await database.write { db in
-            guard let found = try await db.storeTransaction(transactionId) else {
+            guard let found = try await TransactionRows(db).find(transactionId) else {
                 throw StoreError.unknownTransaction(transactionId)
             }
             // The account row first (its next change number), as every writer of an account.
-            let change = try await db.recordChange(of: transactionId, accountId: found.accountId)
-            guard var record = try await db.lockedTransaction(transactionId) else {
+            let change = try await TransactionRows(db).recordChange(of: transactionId, accountId: found.accountId)
+            guard var record = try await TransactionRows(db).locked(transactionId) else {
                 throw StoreError.unknownTransaction(transactionId)
             }
             guard record.status == .deferred else { throw Self.notDeferred(record) }
@@ -131,13 +131,13 @@ public struct Payments: StoreOwner {
             record.status = .declined
             record.message = "the request to buy was declined; nothing was charged"
             let declined = record
-            guard try await db.changeTransaction(transactionId, from: .deferred, {
+            guard try await TransactionRows(db).change(transactionId, from: .deferred, {
                 $0.set("status", to: declined.status.rawValue).set("message", to: declined.message)
             }) else {
                 throw StoreError.settledMeanwhile(transactionId)
             }
-            try await db.announce(StoreNotification(type: StoreNotification.Kind.askToBuyDeclined, subtype: nil, accountId: record.accountId,
-                                                    transactionId: record.id, originalTransactionId: record.originalTransactionId, renewalInfo: nil), at: clock.wallNow())
+            try await PlannedRows.announce(StoreNotification(type: StoreNotification.Kind.askToBuyDeclined, subtype: nil, accountId: record.accountId,
+                                                    transactionId: record.id, originalTransactionId: record.originalTransactionId, renewalInfo: nil), at: clock.wallNow(), in: db)
             return record
         }
         changes.committed(declined.accountId)
@@ -176,7 +176,7 @@ public struct Payments: StoreOwner {
         if let reason { try RequestText.check(reason, field: "reason", maxBytes: RequestText.maxReasonBytes, allowEmpty: true) }
         let reason = reason.flatMap { $0.isEmpty ? nil : $0 } ?? (refund ? "refunded by the store" : "revoked by the store")
         let revocation = try await database.write { db in
-            guard let found = try await db.storeTransaction(transactionId) else {
+            guard let found = try await TransactionRows(db).find(transactionId) else {
                 throw StoreError.unknownTransaction(transactionId)
             }
             // The account row first: a payment that committed before this sees its free re-buy
@@ -184,21 +184,21 @@ public struct Payments: StoreOwner {
             // revision moved. (On PostgreSQL, reading the re-buys before taking the row let a
             // payment slip a re-buy in between.) Then the transaction's own row, which the
             // customer's finish also takes: no write of either is made from a stale read.
-            try await db.raw(#"UPDATE "account" SET "revision" = "revision" + 1 WHERE "id" = \#(bind: found.accountId)"#).run()
-            guard var record = try await db.lockedTransaction(transactionId) else {
+            try await AccountRows(db).moveRevision(of: found.accountId)
+            guard var record = try await TransactionRows(db).locked(transactionId) else {
                 throw StoreError.unknownTransaction(transactionId)
             }
             guard record.status == .purchased || record.status == .revoked else {
                 throw StoreError.notRevocable(transactionId, status: record.status)
             }
-            let entries = try await db.ledger { $0.where("transactionId", .equal, transactionId) }
+            let entries = try await TransactionRows(db).ledger { $0.where("transactionId", .equal, transactionId) }
             let charged = entries.first { $0.kind == .charge }
             let refundDue = refund && !entries.contains { $0.kind == .refund }
                 && (charged != nil || record.creditsGranted > 0 || record.creditsSpent > 0)
             if record.status == .revoked, !refundDue {
                 throw refund ? StoreError.alreadyRefunded(transactionId) : StoreError.alreadyRevoked(transactionId)
             }
-            guard let account = try await db.account(record.accountId) else {
+            guard let account = try await AccountRows(db).find(record.accountId) else {
                 throw StoreError.unknownAccount(record.accountId)
             }
             let withdrawn = refundDue ? record.creditsGranted : 0
@@ -215,17 +215,17 @@ public struct Payments: StoreOwner {
                 ? try await db.select().column("*").from("subscription").where("originalTransactionId", .equal, record.originalTransactionId)
                     .first(decoding: SubscriptionRecord.self)
                 : nil
-            try await db.announce(StoreNotification(
+            try await PlannedRows.announce(StoreNotification(
                 type: refundDue ? StoreNotification.Kind.refund : StoreNotification.Kind.revoke, subtype: nil, accountId: record.accountId,
                 transactionId: record.id, originalTransactionId: record.originalTransactionId,
-                renewalInfo: subscription.map { RenewalInfo($0, environment: keys.identity.environment) }), at: clock.wallNow())
+                renewalInfo: subscription.map { RenewalInfo($0, environment: keys.identity.environment) }), at: clock.wallNow(), in: db)
             let credits = refundDue
                 ? try await payBack(record, charged: charged, returning: returned, withdrawing: withdrawn, balance: account.credits, reason: reason, in: db)
                 : account.credits
             return AdminRevocation(transaction: record.wire, refundedCents: refundDue ? charged?.amountCents ?? 0 : 0, currency: charged?.currency ?? record.currency,
                                    creditsWithdrawn: withdrawn, creditsReturned: returned, credits: credits, alsoRevoked: alsoRevoked)
         }
-        if let accountId = try? await database.read({ try await $0.storeTransaction(transactionId)?.accountId }) {
+        if let accountId = try? await database.read({ try await TransactionRows($0).find(transactionId)?.accountId }) {
             changes.committed(accountId)
         }
         return revocation
@@ -243,10 +243,10 @@ public struct Payments: StoreOwner {
         guard try await Self.markRevoked(record, in: db) else {
             throw StoreError.revokedMeanwhile(record.id)
         }
-        record.changeSequence = try await db.recordChange(of: record.id, accountId: record.accountId)
+        record.changeSequence = try await TransactionRows(db).recordChange(of: record.id, accountId: record.accountId)
         let revoked = record
-        if revoked.kind == .subscription { try await Self.endSubscription(refunded: revoked, at: clock.wallNow(), in: db) }
-        let derived = try await db.transactions {
+        if revoked.kind == .subscription { try await SubscriptionRows(db).end(refunded: revoked, at: clock.wallNow()) }
+        let derived = try await TransactionRows(db).list {
             $0.where("accountId", .equal, revoked.accountId).where("productId", .equal, revoked.productId)
                 .where("status", .equal, TransactionStatus.purchased.rawValue).where("paymentMethod", .equal, PaidBy.owned.rawValue)
                 .where("originalTransactionId", .equal, revoked.originalTransactionId)
@@ -256,7 +256,7 @@ public struct Payments: StoreOwner {
             rebuy.revokedAt = revoked.revokedAt
             rebuy.revocationReason = reason
             if try await Self.markRevoked(rebuy, in: db) {
-                try await db.recordChange(of: rebuy.id, accountId: rebuy.accountId)
+                try await TransactionRows(db).recordChange(of: rebuy.id, accountId: rebuy.accountId)
                 alsoRevoked.append(rebuy.id)
             }
         }
@@ -267,45 +267,19 @@ public struct Payments: StoreOwner {
     /// credits), and the credits it gives back or takes away. Returns the balance after it.
     private func payBack(_ record: TransactionRecord, charged: LedgerEntry?, returning returned: Int, withdrawing withdrawn: Int, balance: Int,
                          reason: String, in db: any SQLDatabase) async throws -> Int {
-        try await db.insert(LedgerEntry(id: nil, transactionId: record.id, kind: .refund, accountId: record.accountId,
+        try await TransactionRows(db).insertLedger(LedgerEntry(id: nil, transactionId: record.id, kind: .refund, accountId: record.accountId,
                                         amountCents: -(charged?.amountCents ?? 0), currency: charged?.currency ?? record.currency,
                                         reason: reason, createdAt: clock.wallNow()))
         guard returned != withdrawn else { return balance }
-        let left = try await db.raw(#"""
-            UPDATE "account" SET "credits" = "credits" + \#(bind: returned - withdrawn), "revision" = "revision" + 1
-            WHERE "id" = \#(bind: record.accountId) RETURNING "credits"
-            """#).first(decodingColumn: "credits", as: Int.self)
+        let left = try await AccountRows(db).addCredits(returned - withdrawn, to: record.accountId)
         return left ?? balance + returned - withdrawn
     }
 
     /// Writes a revocation's three columns, only while the transaction is still purchased: the
     /// condition keeps the write from ever undoing another, whatever was read before it.
     /// - Returns: whether it was still purchased.
-    /// A refunded or revoked period that is its subscription's current one ends the subscription,
-    /// as App Store's revoked status does: expired (`revoked`), nothing due, no further charge, an
-    /// open grace window closed now. A compare-and-set on the period's expiry: a renewal that
-    /// committed first made another period current, and that one is left alone (as is an older
-    /// period's refund). The renewal worker's own compare-and-set (the row's `version`) then finds
-    /// the row moved and writes nothing.
-    private static func endSubscription(refunded period: TransactionRecord, at now: Date, in db: any SQLDatabase) async throws {
-        guard let expires = period.expiresDate else { return }
-        let ended = try await db.update("subscription")
-            .set("state", to: SubscriptionState.expired.rawValue).set("expirationReason", to: SubscriptionExpirationReason.revoked.rawValue)
-            .set(SQLIdentifier("dueAt"), to: SQLLiteral.null).set(SQLIdentifier("retryAt"), to: SQLLiteral.null)
-            .set(SQLIdentifier("graceEndsAt"), to: SQLLiteral.null).set(SQLIdentifier("claimedBy"), to: SQLLiteral.null)
-            .set(SQLIdentifier("claimedUntil"), to: SQLLiteral.null).set(SQLIdentifier("version"), to: SQLRaw(#""version" + 1"#))
-            .set("updatedAt", to: now)
-            .where("originalTransactionId", .equal, period.originalTransactionId).where("expiresDate", .equal, expires)
-            .where("state", .notEqual, SubscriptionState.expired.rawValue)
-            .returning("originalTransactionId").all()
-        guard !ended.isEmpty else { return }
-        try await db.raw(#"""
-            UPDATE "subscriptionGrace" SET "endsAt" = \#(bind: now) WHERE "originalTransactionId" = \#(bind: period.originalTransactionId) AND "endsAt" > \#(bind: now)
-            """#).run()
-    }
-
     private static func markRevoked(_ record: TransactionRecord, in db: any SQLDatabase) async throws -> Bool {
-        try await db.changeTransaction(record.id, from: .purchased) {
+        try await TransactionRows(db).change(record.id, from: .purchased) {
             $0.set("status", to: TransactionStatus.revoked.rawValue).set("revokedAt", to: record.revokedAt).set("revocationReason", to: record.revocationReason)
         }
     }
@@ -318,7 +292,7 @@ public struct Payments: StoreOwner {
     public func finish(transactionId: String, accountId: String) async throws -> StoreTransaction {
         try Self.checkTransactionId(transactionId)
         return try await database.write { db in
-            guard var record = try await db.lockedTransaction(transactionId), record.accountId == accountId else {
+            guard var record = try await TransactionRows(db).locked(transactionId), record.accountId == accountId else {
                 throw StoreError.unknownTransaction(transactionId, ofAccount: true)
             }
             guard record.status == .purchased || record.status == .revoked else {
@@ -326,11 +300,11 @@ public struct Payments: StoreOwner {
             }
             if record.finishedAt == nil {
                 let finishedAt = clock.wallNow()
-                try await db.update("storeTransaction").set("finishedAt", to: finishedAt).where("id", .equal, transactionId).run()
+                try await TransactionRows(db).setFinished(transactionId, at: finishedAt)
                 record.finishedAt = finishedAt
                 if record.kind == .consumable, record.status == .purchased {
-                    try await db.announce(StoreNotification(type: StoreNotification.Kind.consumableDelivered, subtype: nil, accountId: accountId,
-                                                            transactionId: record.id, originalTransactionId: record.originalTransactionId, renewalInfo: nil), at: clock.wallNow())
+                    try await PlannedRows.announce(StoreNotification(type: StoreNotification.Kind.consumableDelivered, subtype: nil, accountId: accountId,
+                                                            transactionId: record.id, originalTransactionId: record.originalTransactionId, renewalInfo: nil), at: clock.wallNow(), in: db)
                 }
             }
             return record.wire
@@ -373,7 +347,7 @@ public struct Payments: StoreOwner {
     ///
     /// A decision that `readsHoldings` false (a consumable's charge: its price and credits are the
     /// product's) is first taken on ``Holdings/unread`` and written at whatever revision the
-    /// account is at, with the balance's bound checked by the write itself (``PlannedRows/advance(account:from:adding:)``):
+    /// account is at, with the balance's bound checked by the write itself (``AccountRows/advanceStep(account:from:adding:)``):
     /// one statement instead of a look-up and a write, like `pgbench`'s own
     /// `UPDATE … SET abalance = abalance + delta`. Such a write conflicts with no other, so it
     /// shares the account's turn with the others like it (``AccountTurns``): two packs bought at
@@ -480,10 +454,22 @@ public struct Payments: StoreOwner {
         }
     }
 
-    /// Starts the subscription a new period was bought for, in the purchase's transaction.
+    /// Starts (or starts again) the subscription a new period was bought for, in the purchase's
+    /// write transaction, and announces it (`SUBSCRIBED`).
     private func startSubscription(_ record: TransactionRecord, in db: any SQLDatabase) async throws {
+        guard record.kind == .subscription, record.status == .purchased, !record.isFreeRebuy, let expires = record.expiresDate else { return }
         let offset = try await Self.sandbox(record.accountId, in: db).clockOffset
-        try await db.startSubscription(record, clockOffset: offset, environment: keys.identity.environment, at: clock.wallNow())
+        let environment = keys.identity.environment
+        let now = clock.wallNow()
+        // Only the sandbox's worker renews (with pretend money). A production store's subscription
+        // bought through a channel renews where it was paid for, and until that channel tells the
+        // store of each renewal, the store must not claim a renewal it cannot make: it ends at the
+        // period's end.
+        let (subscription, existed) = try await SubscriptionRows(db).start(record, expires: expires, renews: environment == .sandbox, clockOffset: offset, at: now)
+        try await PlannedRows.announce(StoreNotification(
+            type: StoreNotification.Kind.subscribed, subtype: existed ? "RESUBSCRIBE" : "INITIAL_BUY", accountId: record.accountId,
+            transactionId: record.id, originalTransactionId: record.originalTransactionId,
+            renewalInfo: RenewalInfo(subscription, environment: environment)), at: now, in: db)
     }
 
     /// Settles a deferred request (Ask to Buy approved) with the decision, under the same
@@ -495,18 +481,18 @@ public struct Payments: StoreOwner {
     private func commit(_ decided: TransactionRecord, replacing deferred: TransactionRecord, over holdings: Holdings) async throws -> Settled {
         try await database.write { db in
             var record = decided
-            guard let advanced = try await db.advance(account: record.accountId, from: holdings.revision, adding: record.creditDelta) else {
+            guard let advanced = try await AccountRows(db).advance(record.accountId, from: holdings.revision, adding: record.creditDelta) else {
                 throw SettleConflict()
             }
             let credits = advanced.credits
             record.sequence = deferred.sequence
             record.changeSequence = advanced.change
-            guard let current = try await db.lockedTransaction(deferred.id) else {
+            guard let current = try await TransactionRows(db).locked(deferred.id) else {
                 throw StoreError.unknownTransaction(deferred.id)
             }
             guard current.status == .deferred else { throw Self.notDeferred(current) }
             let settled = record
-            guard try await db.changeTransaction(deferred.id, from: .deferred, {
+            guard try await TransactionRows(db).change(deferred.id, from: .deferred, {
                 $0.set("status", to: settled.status.rawValue).set("paymentMethod", to: settled.paymentMethod)
                     .set("originalTransactionId", to: settled.originalTransactionId).set("purchaseDate", to: settled.purchaseDate)
                     .set("expiresDate", to: settled.expiresDate).set("amountCents", to: settled.amountCents)
@@ -516,9 +502,9 @@ public struct Payments: StoreOwner {
             }) else {
                 throw StoreError.settledMeanwhile(deferred.id)
             }
-            if let charge = LedgerEntry.charge(for: record, at: clock.wallNow()) { try await db.insert(charge) }
+            if let charge = LedgerEntry.charge(for: record, at: clock.wallNow()) { try await TransactionRows(db).insertLedger(charge) }
             try await self.startSubscription(record, in: db)
-            if record.announcesCharge { try await db.announce(record.chargeNotification, at: clock.wallNow()) }
+            if record.announcesCharge { try await PlannedRows.announce(record.chargeNotification, at: clock.wallNow(), in: db) }
             return Settled(record: record, credits: credits)
         }
     }
@@ -532,7 +518,7 @@ public struct Payments: StoreOwner {
         }
         var credits = settled.credits
         if credits == nil {
-            credits = try await database.read { try await $0.account(record.accountId)?.credits ?? 0 }
+            credits = try await database.read { try await AccountRows($0).find(record.accountId)?.credits ?? 0 }
         }
         return PaymentResponse(transaction: record.wire, credits: credits ?? 0, owned: record.isFreeRebuy)
     }
@@ -592,7 +578,7 @@ public struct Payments: StoreOwner {
     private func replayed(_ request: KeyedRequest, accountId: String) async throws -> PaymentResponse? {
         let key = request.key
         guard let existing = try await database.read({ db in
-            try await db.transactions { $0.where("accountId", .equal, accountId).where("idempotencyKey", .equal, key) }.first
+            try await TransactionRows(db).list { $0.where("accountId", .equal, accountId).where("idempotencyKey", .equal, key) }.first
         }) else { return nil }
         try request.check(replayOf: existing)
         return try await response(for: Settled(record: existing, credits: nil))

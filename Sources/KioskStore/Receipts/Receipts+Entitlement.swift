@@ -30,7 +30,7 @@ extension Receipts {
     public func entitlement(_ claims: ReceiptClaims, for product: Product) async throws -> Entitlement {
         let products = try await catalog.storeProducts().products
         return try await database.read { db in
-            guard let presented = try await db.storeTransaction(claims.transactionId),
+            guard let presented = try await TransactionRows(db).find(claims.transactionId),
                   presented.accountId == claims.accountId, presented.status == .purchased
             else {
                 return .revoked
@@ -53,7 +53,7 @@ extension Receipts {
         let products = try await catalog.storeProducts().products
         return try await database.read { db in
             var holdings = try await Holdings(accountId: accountId, db)
-            holdings.graceWindows = try await db.graceWindows(accountId: accountId)
+            holdings.graceWindows = try await GraceWindowRow.list(accountId: accountId, in: db)
             // Only what it bought, and issues of the series it subscribed to, can be owned.
             let bought = Set(holdings.purchased.map(\.productId))
             let series = Set((bought.compactMap { products[$0] } + (holdings.graceWindows ?? []).compactMap { products[$0.productId] })
@@ -75,7 +75,7 @@ extension Receipts {
 
         init(accountId: String, _ db: any SQLDatabase) async throws {
             self.accountId = accountId
-            purchased = try await db.transactions {
+            purchased = try await TransactionRows(db).list {
                 $0.where("accountId", .equal, accountId).where("status", .equal, TransactionStatus.purchased.rawValue)
             }
         }
@@ -94,7 +94,7 @@ extension Receipts {
             // The grace windows are read only when no paid period covers the issue (the usual case
             // needs no second query).
             if !coverage.covers(published, seriesIssueDates: issueDates) {
-                if graceWindows == nil { graceWindows = try await db.graceWindows(accountId: accountId) }
+                if graceWindows == nil { graceWindows = try await GraceWindowRow.list(accountId: accountId, in: db) }
                 coverage.graceWindows = (graceWindows ?? []).filter { products[$0.productId]?.series == series }.map(\.window)
             }
             return coverage.covers(published, seriesIssueDates: issueDates)

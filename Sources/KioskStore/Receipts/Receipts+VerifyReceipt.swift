@@ -46,10 +46,10 @@ extension Receipts {
         let claims = verified.claims
         if verified.kind == .appStore {
             guard verified.revoked == nil else { return false }
-            let periods = try await database.read { try await $0.appStoreTransactions(original: claims.originalTransactionId) }
+            let periods = try await database.read { try await AppStoreBridge.transactions(original: claims.originalTransactionId, in: $0) }
             return periods.first { $0.transactionId == claims.transactionId }?.revokedAt == nil
         }
-        let record = try? await database.read { try await $0.storeTransaction(claims.transactionId) }
+        let record = try? await database.read { try await TransactionRows($0).find(claims.transactionId) }
         guard let record, record.status == .purchased, record.accountId == claims.accountId else { return false }
         return true
     }

@@ -33,11 +33,8 @@ public struct Receipts: StoreOwner {
             // A receipt signed again is a change the account's other devices learn of through the feed.
             let changed = try await database.write { db in
                 // The account row first, as every writer of an account; a gap in its change numbers is harmless.
-                let change = try await db.nextChange(of: accountId)
-                return try await db.raw(#"""
-                    UPDATE "storeTransaction" SET "signedTransaction" = \#(bind: fresh), "changeSequence" = \#(bind: change)
-                    WHERE "id" = \#(bind: id) AND "signedTransaction" = \#(bind: old) RETURNING "id"
-                    """#).all().count == 1
+                let change = try await AccountRows(db).nextChange(of: accountId)
+                return try await TransactionRows(db).resign(id, from: old, to: fresh, change: change)
             }
             if changed { changes.committed(accountId) }
             current[index].signedTransaction = fresh

@@ -35,7 +35,7 @@ public struct Reports: StoreOwner {
     /// Every transaction of the store, oldest first, narrowed by `filter` in the same query.
     public func adminTransactions(_ filter: ListFilter) async throws -> [AdminTransactionRow] {
         try await database.read { db in
-            try await db.transactions { Self.narrow($0, filter) }.map(AdminTransactionRow.init)
+            try await TransactionRows(db).list { Self.narrow($0, filter) }.map(AdminTransactionRow.init)
         }
     }
 
@@ -43,7 +43,7 @@ public struct Reports: StoreOwner {
     public func accountOwning(transactionId: String) async throws -> String? {
         try RequestText.check(transactionId, field: "the transaction ID")
         return try await database.read { db in
-            try await db.transactions { $0.where("id", .equal, transactionId) }.first?.accountId
+            try await TransactionRows(db).list { $0.where("id", .equal, transactionId) }.first?.accountId
         }
     }
 
@@ -65,8 +65,8 @@ public struct Reports: StoreOwner {
             if let published = product?.publicationDate, !subscriptions.isEmpty {
                 // The one coverage rule, as the content route applies it to a subscriber's receipt:
                 // each account's paid periods of the series, then its billing grace windows.
-                let periods = try await db.transactions { $0.where("productId", .in, subscriptions).where("status", .equal, purchased) }
-                let graces = try await db.graceWindows(products: subscriptions)
+                let periods = try await TransactionRows(db).list { $0.where("productId", .in, subscriptions).where("status", .equal, purchased) }
+                let graces = try await GraceWindowRow.list(products: subscriptions, in: db)
                 var held: [String: SeriesCoverage] = [:]
                 for period in periods {
                     guard let start = period.purchaseDate, let end = period.expiresDate else { continue }
@@ -150,8 +150,8 @@ public struct Reports: StoreOwner {
             AdminAccountView.Charge(transactionId: $0.transactionId, kind: $0.kind.rawValue, amountCents: $0.amountCents, currency: $0.currency, reason: $0.reason)
         }
         let (transactions, account, signIn, devices, audit) = try await database.read { db in
-            (try await db.transactions { $0.where("accountId", .equal, id) }, try await db.account(id), try await db.signIn(accountId: id),
-             try await db.devices(of: id), try await db.auditList(id))
+            (try await TransactionRows(db).list { $0.where("accountId", .equal, id) }, try await AccountRows(db).find(id), try await Accounts.signIn(accountId: id, in: db),
+             try await Accounts.devices(of: id, in: db), try await Accounts.auditList(id, in: db))
         }
         var view = AdminAccountView(summary: summary, charges: ledger, transactions: transactions.map(AdminTransactionRow.init))
         view.email = signIn?.email

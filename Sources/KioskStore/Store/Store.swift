@@ -199,6 +199,7 @@ extension StoreOwner {
     var subscriptions: Subscriptions { Subscriptions(base: base) }
     var notifications: Notifications { Notifications(base: base) }
     var receipts: Receipts { Receipts(base: base) }
+    var channelRecords: ChannelRecords { ChannelRecords(base: base) }
 }
 
 /// What the store needs of the catalog it sells from (KioskServer's `CatalogService` is one).

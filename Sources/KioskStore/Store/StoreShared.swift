@@ -28,7 +28,7 @@ extension StoreOwner {
 
 
     func transaction(_ id: String) async throws -> TransactionRecord {
-        guard let record = try await database.read({ try await $0.storeTransaction(id) }) else {
+        guard let record = try await database.read({ try await TransactionRows($0).find(id) }) else {
             throw StoreError.unknownTransaction(id)
         }
         return record

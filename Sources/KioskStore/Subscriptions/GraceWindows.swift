@@ -14,10 +14,10 @@ struct GraceWindowRow: Decodable, Sendable {
     var window: SubscriptionCoverage { SubscriptionCoverage(purchased: startsAt, expires: endsAt) }
 }
 
-extension SQLDatabase {
+extension GraceWindowRow {
     /// The grace windows of one account, or of every account on subscriptions to `products`.
-    func graceWindows(accountId: String? = nil, products: [String]? = nil) async throws -> [GraceWindowRow] {
-        var query = self.select().columns(SQLColumn("productId", table: "s"), SQLColumn("accountId", table: "g"),
+    static func list(accountId: String? = nil, products: [String]? = nil, in db: any SQLDatabase) async throws -> [GraceWindowRow] {
+        var query = db.select().columns(SQLColumn("productId", table: "s"), SQLColumn("accountId", table: "g"),
                                           SQLColumn("startsAt", table: "g"), SQLColumn("endsAt", table: "g"))
             .from(SQLAlias(SQLIdentifier("subscriptionGrace"), as: SQLIdentifier("g")))
             .join(SQLAlias(SQLIdentifier("subscription"), as: SQLIdentifier("s")), method: SQLJoinMethod.inner,

@@ -51,46 +51,15 @@ struct RecordRenewalStep: PlannedStatement {
         let s = step?.subscription
         let renewal = step?.renewal
         let charge = renewal.flatMap { LedgerEntry.charge(for: $0, at: now) }
-        let original = PlanSQL.bind(.text(s?.originalTransactionId))
-        let moved = PlanStep(
-            name: "moved",
-            write: .update("subscription", set: [
-                ("state", [.bind(.text(s?.state.rawValue))]), ("autoRenew", [.bind(.flag(s?.autoRenew ?? false))]),
-                ("expiresDate", [.bind(.date(s?.expiresDate))]), ("dueAt", [.bind(.date(s?.dueAt))]), ("retryAt", [.bind(.date(s?.retryAt))]),
-                ("graceEndsAt", [.bind(.date(s?.graceEndsAt))]), ("failedAttempts", [.bind(.integer(s.map { Int64($0.failedAttempts) }))]),
-                ("expirationReason", [.bind(.text(s?.expirationReason?.rawValue))]), ("claimedBy", [.text("NULL")]), ("claimedUntil", [.text("NULL")]),
-                ("version", [.bind(.integer(s?.version))]), ("updatedAt", [.bind(.date(s?.updatedAt))]),
-            ]),
-            conditions: [[.text(#""originalTransactionId" = "#), original], [.text(#""version" = "#), .bind(.integer(claimedVersion))],
-                         [.text(#""claimedBy" = "#), .bind(.text(instance))]],
-            returning: ["originalTransactionId"])
-        // A new period is a change the account's devices learn of through the feed: the account's
-        // revision and change number move (its row locked until the commit, as every writer's).
-        let advanced = PlanStep(
-            name: "advanced",
-            write: .update("account", set: [("revision", [.text(#""revision" + 1"#)]), ("lastChange", [.text(#""lastChange" + 1"#)])]),
-            after: ["moved"],
-            conditions: [[.text(#""account"."id" = "#), .bind(.text(s?.accountId))], [.bind(.flag(renewal != nil))]],
-            returning: ["lastChange"])
-        let opened = PlanStep(
-            name: "opened",
-            write: .insert(into: "subscriptionGrace", columns: ["originalTransactionId", "accountId", "startsAt", "endsAt"], values: [
-                [original], [.bind(.text(s?.accountId))], [.bind(.date(step?.opensGrace?.startsAt))], [.bind(.date(step?.opensGrace?.endsAt))],
-            ], onConflict: nil),
-            after: ["moved"], conditions: [[.bind(.flag(step?.opensGrace != nil))]])
-        let closes = PlanSQL.bind(.date(step?.closesGraceAt))
-        let closed = PlanStep(
-            name: "closed",
-            write: .update("subscriptionGrace", set: [("endsAt", [closes])]),
-            after: ["moved"],
-            conditions: [[.bind(.flag(step?.closesGraceAt != nil))], [.text(#""subscriptionGrace"."originalTransactionId" = "#), original],
-                         [.text(#""subscriptionGrace"."endsAt" > "#), closes]])
+        let moved = SubscriptionRows.movedStep(s, claimedVersion: claimedVersion, instance: instance)
+        let advanced = AccountRows.renewalStep(account: s?.accountId, moves: renewal != nil, after: "moved")
+        let (opened, closed) = SubscriptionRows.graceSteps(step)
         // The notification names the new period, or else the subscription's latest one.
         let named: [PlanSQL] = [.text("COALESCE("), .bind(.text(step?.notification?.transactionId)), .text(", ")]
             + Subscriptions.latestPeriodQuery(s?.originalTransactionId) + [.text(")")]
         var steps = [moved, advanced]
-        steps.append(PlannedRows.transaction(renewal, change: [.earlier("advanced", "lastChange")]))
-        steps += PlannedRows.ledger(charge, productId: [.bind(.text(renewal?.productId))], slot: slot, after: ["recorded"], when: [[.bind(.flag(charge != nil))]])
+        steps.append(TransactionRows.insertStep(renewal, change: [.earlier("advanced", "lastChange")]))
+        steps += TransactionRows.ledgerSteps(charge, productId: [.bind(.text(renewal?.productId))], slot: slot, after: ["recorded"], when: [[.bind(.flag(charge != nil))]])
         steps += [opened, closed]
         steps += PlannedRows.notification(step?.notification, transactionId: named, renewalInfo: renewalInfo, at: now,
                                           after: ["moved"], when: [[.bind(.flag(step?.notification != nil))]])

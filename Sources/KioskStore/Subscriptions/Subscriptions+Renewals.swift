@@ -43,17 +43,10 @@ extension Subscriptions {
         let now = clock.now()
         let wall = clock.wallNow()
         let lease = wall.addingTimeInterval(renewalLease)
-        let skipLocked = database.engine == .postgres ? "FOR UPDATE SKIP LOCKED" : ""
+        let skipLocked = database.engine == .postgres
         let instance = self.instance
         return try await database.statement { db in
-            try await db.raw(#"""
-                UPDATE "subscription" SET "claimedBy" = \#(bind: instance), "claimedUntil" = \#(bind: lease)
-                WHERE "originalTransactionId" IN (
-                    SELECT "originalTransactionId" FROM "subscription"
-                    WHERE "dueAt" <= \#(bind: now) AND ("claimedUntil" IS NULL OR "claimedUntil" < \#(bind: wall))
-                    ORDER BY "dueAt" LIMIT \#(bind: limit) \#(unsafeRaw: skipLocked))
-                RETURNING *
-                """#).all(decoding: SubscriptionRecord.self)
+            try await SubscriptionRows(db).claimDue(for: instance, until: lease, now: now, wall: wall, limit: limit, skipLocked: skipLocked)
         }
     }
 

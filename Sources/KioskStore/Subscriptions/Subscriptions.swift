@@ -47,7 +47,7 @@ public struct Subscriptions: StoreOwner {
                 return record.info(now: now)
             }
             guard record.autoRenew != on else { return record.info(now: now) }
-            // A production store renews nothing itself (``SQLDatabase/startSubscription``): turned
+            // A production store renews nothing itself (``Payments``' start of a subscription): turned
             // on, it would promise a renewal nobody makes.
             if on, environment != .sandbox { throw StoreError.renewalNotOffered(originalTransactionId) }
             var changed = record
@@ -59,15 +59,11 @@ public struct Subscriptions: StoreOwner {
                 changed.dueAt = clock.now()
             }
             let written = changed
-            let rows = try await db.update("subscription").set("autoRenew", to: written.autoRenew).set("version", to: written.version)
-                .set("updatedAt", to: written.updatedAt).set("dueAt", to: written.dueAt)
-                .where("originalTransactionId", .equal, originalTransactionId).where("version", .equal, record.version)
-                .returning("originalTransactionId").all()
-            guard rows.count == 1 else { throw StoreError.subscriptionBusy }
-            try await db.announce(StoreNotification(
+            guard try await SubscriptionRows(db).setAutoRenew(written, from: record.version) else { throw StoreError.subscriptionBusy }
+            try await PlannedRows.announce(StoreNotification(
                 type: StoreNotification.Kind.didChangeRenewalStatus, subtype: on ? "AUTO_RENEW_ENABLED" : "AUTO_RENEW_DISABLED",
                 accountId: accountId, transactionId: try await Self.latestPeriod(originalTransactionId, in: db),
-                originalTransactionId: originalTransactionId, renewalInfo: RenewalInfo(written, environment: environment)), at: clock.wallNow())
+                originalTransactionId: originalTransactionId, renewalInfo: RenewalInfo(written, environment: environment)), at: clock.wallNow(), in: db)
             return written.info(now: now)
         }
     }
@@ -96,7 +92,7 @@ public struct Subscriptions: StoreOwner {
         }
         let clock = self.clock
         return try await database.write { db in
-            guard try await db.account(accountId) != nil else { throw StoreError.unknownAccount(accountId) }
+            guard try await AccountRows(db).find(accountId) != nil else { throw StoreError.unknownAccount(accountId) }
             var sandbox = try await Self.sandbox(accountId, in: db)
             if let renewals = settings.renewals { sandbox.renewals = renewals }
             let advance = settings.advanceSeconds ?? 0
@@ -105,55 +101,10 @@ public struct Subscriptions: StoreOwner {
                 INSERT INTO "sandboxAccount" ("accountId", "clockOffset", "renewals") VALUES (\#(bind: accountId), \#(bind: sandbox.clockOffset), \#(bind: sandbox.renewals.rawValue))
                 ON CONFLICT ("accountId") DO UPDATE SET "clockOffset" = "sandboxAccount"."clockOffset" + \#(bind: advance), "renewals" = \#(bind: sandbox.renewals.rawValue)
                 """#).run()
-            if advance > 0 {
-                // Read and written back in Swift: the engines spell date arithmetic differently.
-                let due = try await db.select().column("originalTransactionId").column("dueAt").from("subscription")
-                    .where("accountId", .equal, accountId).where("dueAt", .isNot, SQLLiteral.null).all()
-                for row in due {
-                    let id = try row.decode(column: "originalTransactionId", as: String.self)
-                    let dueAt = try row.decode(column: "dueAt", as: Date.self)
-                    try await db.update("subscription").set("dueAt", to: dueAt.addingTimeInterval(-advance))
-                        .set(SQLIdentifier("version"), to: SQLRaw(#""version" + 1"#))
-                        .where("originalTransactionId", .equal, id).run()
-                }
-            }
+            if advance > 0 { try await SubscriptionRows(db).moveDueTimes(of: accountId, earlierBy: advance) }
             return SandboxAccountState(accountId: accountId, renewals: sandbox.renewals, clockOffsetSeconds: sandbox.clockOffset,
                                        now: clock.now(offset: sandbox.clockOffset))
         }
-    }
-}
-
-extension SQLDatabase {
-    /// Starts (or starts again) the subscription a new period was bought for, in the purchase's
-    /// write transaction, and announces it (`SUBSCRIBED`).
-    func startSubscription(_ record: TransactionRecord, clockOffset: Double, environment: StoreEnvironment, at now: Date) async throws {
-        guard record.kind == .subscription, record.status == .purchased, !record.isFreeRebuy, let expires = record.expiresDate else { return }
-        // Only the sandbox's worker renews (with pretend money). A production store's subscription
-        // bought through a channel renews where it was paid for, and until that channel tells the
-        // store of each renewal, the store must not claim a renewal it cannot make: it ends at the
-        // period's end.
-        let renews = environment == .sandbox
-        let existing = try await select().column("originalTransactionId").from("subscription")
-            .where("originalTransactionId", .equal, record.originalTransactionId).first()
-        let subscription = SubscriptionRecord(
-            originalTransactionId: record.originalTransactionId, accountId: record.accountId, productId: record.productId, state: .active,
-            autoRenew: renews, expiresDate: expires, dueAt: expires.addingTimeInterval(-clockOffset), retryAt: nil, graceEndsAt: nil,
-            failedAttempts: 0, expirationReason: nil, appAccountToken: record.appAccountToken, claimedBy: nil, claimedUntil: nil, version: 0, updatedAt: now)
-        try await raw(#"""
-            INSERT INTO "subscription" ("originalTransactionId", "accountId", "productId", "state", "autoRenew", "expiresDate", "dueAt",
-                "failedAttempts", "appAccountToken", "version", "updatedAt")
-            VALUES (\#(bind: subscription.originalTransactionId), \#(bind: subscription.accountId), \#(bind: subscription.productId),
-                \#(bind: subscription.state.rawValue), \#(bind: renews), \#(bind: expires), \#(bind: subscription.dueAt), 0,
-                \#(bind: subscription.appAccountToken), 0, \#(bind: now))
-            ON CONFLICT ("originalTransactionId") DO UPDATE SET "state" = 'active', "autoRenew" = \#(bind: renews), "expiresDate" = \#(bind: expires),
-                "dueAt" = \#(bind: subscription.dueAt), "retryAt" = NULL, "graceEndsAt" = NULL, "failedAttempts" = 0, "expirationReason" = NULL,
-                "claimedBy" = NULL, "claimedUntil" = NULL, "version" = "subscription"."version" + 1, "updatedAt" = \#(bind: now),
-                "appAccountToken" = COALESCE(\#(bind: subscription.appAccountToken), "subscription"."appAccountToken")
-            """#).run()
-        try await announce(StoreNotification(
-            type: StoreNotification.Kind.subscribed, subtype: existing == nil ? "INITIAL_BUY" : "RESUBSCRIBE", accountId: record.accountId,
-            transactionId: record.id, originalTransactionId: record.originalTransactionId,
-            renewalInfo: RenewalInfo(subscription, environment: environment)), at: now)
     }
 }
 

@@ -80,13 +80,13 @@ struct RenewalRowsTests: SubscriptionSuite {
     }
 
     static func describe(_ accountId: String, token: String, in db: any SQLDatabase) async throws -> [String] {
-        let transactions = try await db.transactions { $0.where("accountId", .equal, accountId) }
+        let transactions = try await TransactionRows(db).list { $0.where("accountId", .equal, accountId) }
         let origin = try #require(transactions.first?.purchaseDate)
         func at(_ date: Date?) -> String { date.map { String(format: "%.3f", $0.timeIntervalSince(origin)) } ?? "-" }
         func period(_ id: String?) -> String { id.flatMap { id in transactions.firstIndex { $0.id == id } }.map { "period \($0)" } ?? "-" }
         let original = transactions[0].originalTransactionId
         var lines: [String] = []
-        let account = try #require(try await db.account(accountId))
+        let account = try #require(try await AccountRows(db).find(accountId))
         let lastChange = try await db.select().column("lastChange").from("account").where("id", .equal, accountId)
             .first(decodingColumn: "lastChange", as: Int64.self)
         lines.append("account revision \(account.revision) lastChange \(lastChange ?? -1) credits \(account.credits)")
@@ -98,7 +98,7 @@ struct RenewalRowsTests: SubscriptionSuite {
                 + " signed \(t.signedTransaction != nil) message \(t.message ?? "-") finished \(at(t.finishedAt)) revoked \(t.revokedAt != nil) \(t.revocationReason ?? "-")"
                 + (t.id == transactions[0].id ? "" : " key \(key.hasPrefix("renewal:ORIGINAL:"))"))
         }
-        for entry in try await db.ledger({ $0.where("accountId", .equal, accountId) }) {
+        for entry in try await TransactionRows(db).ledger({ $0.where("accountId", .equal, accountId) }) {
             lines.append("ledger \(period(entry.transactionId)) \(entry.kind.rawValue) \(entry.amountCents) \(entry.currency) \(entry.reason ?? "-")")
         }
         let sales = try await db.raw(#"SELECT CAST(SUM("sales") AS BIGINT) AS "sales", CAST(SUM("refunds") AS BIGINT) AS "refunds", CAST(SUM("netCents") AS BIGINT) AS "net" FROM "salesDaySlot""#).first()

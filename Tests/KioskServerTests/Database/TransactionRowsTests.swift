@@ -9,7 +9,7 @@ import Testing
 
 /// The store's hand-spelled inserts write every field, on either engine.
 @Suite("Store tables")
-struct StoreTablesTests {
+struct TransactionRowsTests {
     /// Half seconds: exact in binary, so a date compares equal after any engine's round trip.
     static let now = Date(timeIntervalSince1970: 1_790_000_000.5)
 
@@ -41,12 +41,12 @@ struct StoreTablesTests {
                                 currency: "EUR", reason: "asked for", createdAt: now.addingTimeInterval(6))
         let inserted = try await database.write { db in
             try await db.insert(into: "account").model(account).run()
-            let inserted = try await db.insert(record)
-            try await db.insert(entry)
+            let inserted = try await TransactionRows(db).insert(record)
+            try await TransactionRows(db).insertLedger(entry)
             return inserted
         }
         let (read, ledger) = try await database.read { db in
-            (try await db.storeTransaction(record.id), try await db.ledger { $0.where("transactionId", .equal, record.id) })
+            (try await TransactionRows(db).find(record.id), try await TransactionRows(db).ledger { $0.where("transactionId", .equal, record.id) })
         }
         var expected = record
         expected.sequence = inserted.sequence
@@ -77,11 +77,11 @@ struct StoreTablesTests {
                                  currency: "EUR", reason: "a charge", createdAt: now.addingTimeInterval(6))
 
         // At a revision the account has left: nothing is written.
-        let refused = try await database.statement { try await $0.insert(record, ifAccountAt: 2, addingCredits: 92, charge: charge) }
+        let refused = try await database.statement { try await TransactionRows($0).insert(record, ifAccountAt: 2, addingCredits: 92, charge: charge) }
         #expect(refused == nil)
-        #expect(try await database.read { try await $0.storeTransaction(record.id) } == nil)
+        #expect(try await database.read { try await TransactionRows($0).find(record.id) } == nil)
 
-        let (inserted, credits) = try #require(try await database.statement { try await $0.insert(record, ifAccountAt: 3, addingCredits: -1, charge: charge) })
+        let (inserted, credits) = try #require(try await database.statement { try await TransactionRows($0).insert(record, ifAccountAt: 3, addingCredits: -1, charge: charge) })
         #expect(credits == 6)
         var unset = record
         unset.id = "txn_bare"
@@ -95,12 +95,12 @@ struct StoreTablesTests {
         unset.revocationReason = nil
         let bare = unset
         // At no revision (a consumable's charge): whatever revision the account is at.
-        let (insertedBare, creditsAfter) = try #require(try await database.statement { try await $0.insert(bare, ifAccountAt: nil, addingCredits: 2, charge: nil) })
+        let (insertedBare, creditsAfter) = try #require(try await database.statement { try await TransactionRows($0).insert(bare, ifAccountAt: nil, addingCredits: 2, charge: nil) })
         #expect(creditsAfter == 8)
 
         let (read, readBare, ledger, stored) = try await database.read { db in
-            (try await db.storeTransaction(record.id), try await db.storeTransaction(bare.id),
-             try await db.ledger { $0.where("accountId", .equal, account.id) }, try await db.account(account.id))
+            (try await TransactionRows(db).find(record.id), try await TransactionRows(db).find(bare.id),
+             try await TransactionRows(db).ledger { $0.where("accountId", .equal, account.id) }, try await AccountRows(db).find(account.id))
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
@@ -163,13 +163,13 @@ struct StoreTablesTests {
         }
         #expect(answers.map { $0?[1] } == [1, 2, nil, 3])
         #expect(answers.map { $0?[2] } == [6, 8, nil, 9])
-        _ = try #require(try await database.statement { try await $0.insert(alone, ifAccountAt: 6, addingCredits: 0, charge: charge(alone)) })
-        _ = try #require(try await database.statement { try await $0.insert(aloneBare, ifAccountAt: nil, addingCredits: 0, charge: nil) })
+        _ = try #require(try await database.statement { try await TransactionRows($0).insert(alone, ifAccountAt: 6, addingCredits: 0, charge: charge(alone)) })
+        _ = try #require(try await database.statement { try await TransactionRows($0).insert(aloneBare, ifAccountAt: nil, addingCredits: 0, charge: nil) })
 
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         func text(_ id: String, as other: TransactionRecord) async throws -> String {
-            var read = try #require(try await database.read { try await $0.storeTransaction(id) })
+            var read = try #require(try await database.read { try await TransactionRows($0).find(id) })
             read.id = other.id
             read.idempotencyKey = other.idempotencyKey
             read.sequence = nil
@@ -179,8 +179,8 @@ struct StoreTablesTests {
         #expect(try await text(first.id, as: alone) == text(alone.id, as: alone))
         #expect(try await text(second.id, as: alone) == text(alone.id, as: alone))
         #expect(try await text(bare.id, as: aloneBare) == text(aloneBare.id, as: aloneBare))
-        #expect(try await database.read { try await $0.storeTransaction(stale.id) } == nil)
-        let ledger = try await database.read { try await $0.ledger { $0.where("accountId", .equal, account.id) } }
+        #expect(try await database.read { try await TransactionRows($0).find(stale.id) } == nil)
+        let ledger = try await database.read { try await TransactionRows($0).ledger { $0.where("accountId", .equal, account.id) } }
         #expect(ledger.map(\.transactionId) == [first.id, bare.id, alone.id])
         #expect(Set(ledger.map(\.createdAt)).count == 1)
 
@@ -195,8 +195,8 @@ struct StoreTablesTests {
                                      RecordPurchase(record: replay, revision: nil, delta: 1, charge: nil).plan], on: db)
             }
         }
-        #expect(try await database.read { try await $0.storeTransaction(fresh.id) } == nil)
-        #expect(try await database.read { try await $0.account(account.id) }?.credits == 9)
+        #expect(try await database.read { try await TransactionRows($0).find(fresh.id) } == nil)
+        #expect(try await database.read { try await AccountRows($0).find(account.id) }?.credits == 9)
         await database.close()
     }
 
@@ -207,10 +207,10 @@ struct StoreTablesTests {
         let account = AccountRecord(id: "acct_cas", tokenHash: "hash", credits: 10, createdAt: StoreClock.wallClock.wallNow(), revision: 4)
         try await database.write { try await $0.insert(into: "account").model(account).run() }
         @Sendable func advance(from revision: Int64?, adding delta: Int) async throws -> Int? {
-            try await database.write { try await $0.advance(account: account.id, from: revision, adding: delta)?.credits }
+            try await database.write { try await AccountRows($0).advance(account.id, from: revision, adding: delta)?.credits }
         }
         func stored() async throws -> (revision: Int64?, credits: Int?) {
-            let row = try await database.read { try await $0.account(account.id) }
+            let row = try await database.read { try await AccountRows($0).find(account.id) }
             return (row?.revision, row?.credits)
         }
         #expect(try await advance(from: 3, adding: 5) == nil)
@@ -255,9 +255,9 @@ struct StoreTablesTests {
         }
         try await database.write { db in
             try await db.insert(into: "account").model(account).run()
-            _ = try await db.insert(record("txn_first", status: .purchased, expires: Date(timeIntervalSince1970: 2_000_000_000)))
-            _ = try await db.insert(record("txn_later", status: .purchased, expires: Date(timeIntervalSince1970: 2_100_000_000)))
-            _ = try await db.insert(record("txn_asked", status: .deferred))
+            _ = try await TransactionRows(db).insert(record("txn_first", status: .purchased, expires: Date(timeIntervalSince1970: 2_000_000_000)))
+            _ = try await TransactionRows(db).insert(record("txn_later", status: .purchased, expires: Date(timeIntervalSince1970: 2_100_000_000)))
+            _ = try await TransactionRows(db).insert(record("txn_asked", status: .deferred))
         }
         func lookUp(key: String, first: Bool, latest: Bool) async throws -> [String?] {
             try await database.read { db in
