@@ -57,7 +57,7 @@ struct DownloadRunner {
                     // (A re-buy the store charged nothing for is said by the report: "already owned".)
                     // The receipt is committed: say so now, before the download that follows.
                     display.clear()
-                    PurchaseReport.printPurchased(record)
+                    Self.printPurchased(record)
                     fflush(nil)  // stdout may be a pipe: the line must be out now, not at exit
                 default:
                     continue

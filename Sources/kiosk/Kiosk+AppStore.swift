@@ -109,7 +109,7 @@ extension Kiosk {
                 return
             }
             if let message = answer.message { print(message) }
-            try PurchaseReport(purchase).print(runner)
+            try runner.report(purchase: purchase)
         }
     }
 

@@ -161,7 +161,7 @@ struct DownloadRows: Sendable {
             let record = try DownloadRow.fetchOne(db, key: productId)?.value
             _ = try DownloadRow.deleteOne(db, key: productId)
             _ = try LibraryItemRow.deleteOne(db, key: productId)
-            return (record, try removal.perform())
+            return (record, try removal.installer.perform(removal))
         }
         if let forgotten { database.events.publish(.downloadRemoved(forgotten)) }
         return removed
@@ -421,7 +421,7 @@ struct DownloadRows: Sendable {
             guard changed == 1, let current else {
                 throw IllegalTransition(subject: "the download of \(item.productId)", current: current?.state.rawValue, target: DownloadState.installed.rawValue)
             }
-            let replaced = try swap.perform()
+            let replaced = try swap.installer.perform(swap)
             var row = LibraryItemRow(item)
             try row.save(db)
             return (current, replaced)

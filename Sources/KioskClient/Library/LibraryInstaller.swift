@@ -227,10 +227,12 @@ struct LibraryInstaller {
     }
 }
 
-/// The file work of an install, done by ``DownloadRows/markInstalled(_:claim:note:swap:)`` inside
-/// the transaction that names the product installed, once the claim is known to hold: the old
-/// version's status and manifest go first (a crash after the swap leaves none, never one of
-/// another version), the checked folder is swapped into the library, and the partial file goes.
+/// The file work of an install, done by ``LibraryInstaller/perform(_:)-swap`` when
+/// ``DownloadRows/markInstalled(_:claim:note:swap:)`` runs it inside the transaction that names
+/// the product installed, once the claim is known to hold: the old version's status and manifest
+/// go first (a crash after the swap leaves none, never one of another version), the checked
+/// folder is swapped into the library, and the partial file goes. A value: the rows' transaction
+/// hands it to the installer, nothing is called back.
 struct LibrarySwap {
     let installer: LibraryInstaller
     let staging: URL
@@ -238,28 +240,33 @@ struct LibrarySwap {
     /// The old version's installed status and manifest.
     let staleFiles: [URL]
     let partial: URL
-
-    /// - Returns: the replaced version's folder, to delete after the commit.
-    func perform() throws -> URL? {
-        for file in staleFiles { unlink(file.path) }
-        let replaced = try installer.swapIntoLibrary(staging, as: productId)
-        unlink(partial.path)
-        return replaced
-    }
 }
 
 /// The file work of taking a product's content out of the library (its purchase was revoked),
-/// done by ``DownloadRows/forgetContent(_:removal:)`` inside the transaction that forgets its rows,
-/// so no install can slip in between: the partial bytes go, and the installed folder is moved aside.
+/// done by ``LibraryInstaller/perform(_:)-removal`` when ``DownloadRows/forgetContent(_:removal:)``
+/// runs it inside the transaction that forgets its rows, so no install can slip in between: the
+/// partial bytes go, and the installed folder is moved aside.
 struct LibraryRemoval {
     let installer: LibraryInstaller
     let productId: String
     let owner: ClaimOwner
     let partial: URL
+}
 
+extension LibraryInstaller {
+    /// Performs `swap` (``LibrarySwap``).
+    /// - Returns: the replaced version's folder, to delete after the commit.
+    func perform(_ swap: LibrarySwap) throws -> URL? {
+        for file in swap.staleFiles { unlink(file.path) }
+        let replaced = try swapIntoLibrary(swap.staging, as: swap.productId)
+        unlink(swap.partial.path)
+        return replaced
+    }
+
+    /// Performs `removal` (``LibraryRemoval``).
     /// - Returns: the folder moved aside, to delete after the commit.
-    func perform() throws -> URL? {
-        unlink(partial.path)
-        return try installer.removeFromLibrary(productId, by: owner)
+    func perform(_ removal: LibraryRemoval) throws -> URL? {
+        unlink(removal.partial.path)
+        return try removeFromLibrary(removal.productId, by: removal.owner)
     }
 }
