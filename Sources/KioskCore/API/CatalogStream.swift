@@ -56,12 +56,6 @@ public struct CatalogStream {
         // being received) and are copied in one go when that changes or the piece ends.
         var run = 0
         var cursor = 0
-        func flush(upTo end: Int) {
-            guard end > run else { return }
-            let bytes = UnsafeRawBufferPointer(rebasing: piece[run..<end])
-            if inElement { element.append(contentsOf: bytes) } else if !inProducts { frame.append(contentsOf: bytes) }
-            run = end
-        }
         defer { consumed += piece.count }
         while cursor < piece.count {
             if inString && !escaped {
@@ -83,84 +77,101 @@ public struct CatalogStream {
                 } else if byte == UInt8(ascii: "\"") {
                     inString = false
                     if keyStart != nil {
-                        flush(upTo: cursor + 1)
+                        flush(piece, from: &run, upTo: cursor + 1)
                         try readKey()
                     }
                 }
-                cursor += 1
-                continue
-            }
-            if inProducts && open.count == 2 {
-                // Directly inside the products array: elements and the commas between them.
-                switch byte {
-                case 0x20, 0x0A, 0x0D, 0x09:
-                    break
-                case UInt8(ascii: ","), UInt8(ascii: "]"):
-                    if inElement {
-                        flush(upTo: cursor)
-                        try endElement(body)
-                    } else if needsElement || byte == UInt8(ascii: ",") {
-                        throw CatalogReadError(place: "products[\(index)]", problem: "expected an object (at byte \(position))")
-                    }
-                    needsElement = byte == UInt8(ascii: ",")
-                    if byte == UInt8(ascii: "]") {
-                        // The array ends; its `]` goes to the frame.
-                        open.removeLast()
-                        inProducts = false
-                        run = cursor
-                    }
-                case UInt8(ascii: "}"):
-                    throw CatalogReadError(place: "products", problem: "expected a comma or ] (at byte \(position))")
-                default:
-                    if !inElement {
-                        inElement = true
-                        needsElement = false
-                        elementStart = position
-                        run = cursor
-                    }
-                    if byte == UInt8(ascii: "\"") { inString = true }
-                    if byte == UInt8(ascii: "{") || byte == UInt8(ascii: "[") { try enter(byte, at: position) }
-                }
-                cursor += 1
-                continue
-            }
-            switch byte {
-            case UInt8(ascii: "\""):
-                inString = true
-                if open.count == 1 && expectingKey {
-                    flush(upTo: cursor)
-                    keyStart = frame.count
-                }
-            case UInt8(ascii: "{"), UInt8(ascii: "["):
-                guard !open.isEmpty || (byte == UInt8(ascii: "{") && !documentClosed) else { throw outsideDocument(at: position) }
-                let productsArray = open.count == 1 && !expectingKey && key == "products" && byte == UInt8(ascii: "[")
-                try enter(byte, at: position)
-                if open.count == 1 { expectingKey = true }
-                if productsArray {
-                    flush(upTo: cursor + 1)
-                    inProducts = true
-                    needsElement = false
-                }
-            case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                guard let innermost = open.last else { throw outsideDocument(at: position) }
-                guard (innermost == UInt8(ascii: "{")) == (byte == UInt8(ascii: "}")) else {
-                    throw CatalogReadError(place: inElement ? "products[\(index)]" : "the document",
-                                           problem: "has a \(Character(Unicode.Scalar(byte))) that does not close its \(Character(Unicode.Scalar(innermost))) (at byte \(position))")
-                }
-                open.removeLast()
-                if open.isEmpty { documentClosed = true }
-            case UInt8(ascii: ","):
-                if open.count == 1 { expectingKey = true }
-            case UInt8(ascii: ":"):
-                if open.count == 1 { expectingKey = false }
-            case 0x20, 0x0A, 0x0D, 0x09:
-                break
-            default:
-                if open.isEmpty { throw outsideDocument(at: position) }
+            } else if inProducts && open.count == 2 {
+                try productsByte(byte, in: piece, at: cursor, position: position, run: &run, body)
+            } else {
+                try frameByte(byte, in: piece, at: cursor, position: position, run: &run)
             }
             cursor += 1
         }
-        flush(upTo: piece.count)
+        flush(piece, from: &run, upTo: piece.count)
+    }
+
+    /// Copies the piece's bytes from `run` up to `end` to the element or the frame, whichever is
+    /// being received, and moves `run` on.
+    private mutating func flush(_ piece: UnsafeRawBufferPointer, from run: inout Int, upTo end: Int) {
+        guard end > run else { return }
+        let bytes = UnsafeRawBufferPointer(rebasing: piece[run..<end])
+        if inElement { element.append(contentsOf: bytes) } else if !inProducts { frame.append(contentsOf: bytes) }
+        run = end
+    }
+
+    /// A byte outside strings directly inside the products array: elements and the commas between them.
+    private mutating func productsByte(
+        _ byte: UInt8, in piece: UnsafeRawBufferPointer, at cursor: Int, position: Int, run: inout Int,
+        _ body: (Product, UnsafeRawBufferPointer) throws -> Void
+    ) throws {
+        switch byte {
+        case 0x20, 0x0A, 0x0D, 0x09:
+            break
+        case UInt8(ascii: ","), UInt8(ascii: "]"):
+            if inElement {
+                flush(piece, from: &run, upTo: cursor)
+                try endElement(body)
+            } else if needsElement || byte == UInt8(ascii: ",") {
+                throw CatalogReadError(place: "products[\(index)]", problem: "expected an object (at byte \(position))")
+            }
+            needsElement = byte == UInt8(ascii: ",")
+            if byte == UInt8(ascii: "]") {
+                // The array ends; its `]` goes to the frame.
+                open.removeLast()
+                inProducts = false
+                run = cursor
+            }
+        case UInt8(ascii: "}"):
+            throw CatalogReadError(place: "products", problem: "expected a comma or ] (at byte \(position))")
+        default:
+            if !inElement {
+                inElement = true
+                needsElement = false
+                elementStart = position
+                run = cursor
+            }
+            if byte == UInt8(ascii: "\"") { inString = true }
+            if byte == UInt8(ascii: "{") || byte == UInt8(ascii: "[") { try enter(byte, at: position) }
+        }
+    }
+
+    /// A byte outside strings and outside the products array: the frame's structure.
+    private mutating func frameByte(_ byte: UInt8, in piece: UnsafeRawBufferPointer, at cursor: Int, position: Int, run: inout Int) throws {
+        switch byte {
+        case UInt8(ascii: "\""):
+            inString = true
+            if open.count == 1 && expectingKey {
+                flush(piece, from: &run, upTo: cursor)
+                keyStart = frame.count
+            }
+        case UInt8(ascii: "{"), UInt8(ascii: "["):
+            guard !open.isEmpty || (byte == UInt8(ascii: "{") && !documentClosed) else { throw outsideDocument(at: position) }
+            let productsArray = open.count == 1 && !expectingKey && key == "products" && byte == UInt8(ascii: "[")
+            try enter(byte, at: position)
+            if open.count == 1 { expectingKey = true }
+            if productsArray {
+                flush(piece, from: &run, upTo: cursor + 1)
+                inProducts = true
+                needsElement = false
+            }
+        case UInt8(ascii: "}"), UInt8(ascii: "]"):
+            guard let innermost = open.last else { throw outsideDocument(at: position) }
+            guard (innermost == UInt8(ascii: "{")) == (byte == UInt8(ascii: "}")) else {
+                throw CatalogReadError(place: inElement ? "products[\(index)]" : "the document",
+                                       problem: "has a \(Character(Unicode.Scalar(byte))) that does not close its \(Character(Unicode.Scalar(innermost))) (at byte \(position))")
+            }
+            open.removeLast()
+            if open.isEmpty { documentClosed = true }
+        case UInt8(ascii: ","):
+            if open.count == 1 { expectingKey = true }
+        case UInt8(ascii: ":"):
+            if open.count == 1 { expectingKey = false }
+        case 0x20, 0x0A, 0x0D, 0x09:
+            break
+        default:
+            if open.isEmpty { throw outsideDocument(at: position) }
+        }
     }
 
     /// The document has ended: checks that it ended whole and that its frame is a catalog.

@@ -124,85 +124,121 @@ extension Subscriptions {
     /// The next step of a due subscription, in the account's time; nil when nothing is due.
     func decide(_ current: SubscriptionRecord, product: Product?, sandbox: SandboxAccount) -> RenewalStep? {
         let now = clock.now(offset: sandbox.clockOffset)
-        var s = current
-        s.version += 1
-        s.updatedAt = clock.wallNow()
-        let environment = keys.identity.environment
-        func due(_ date: Date?) -> Date? { date.map { $0.addingTimeInterval(-sandbox.clockOffset) } }
-        func notify(_ type: String, _ subtype: String?) -> StoreNotification {
-            StoreNotification(type: type, subtype: subtype, accountId: s.accountId, transactionId: nil,
-                              originalTransactionId: s.originalTransactionId, renewalInfo: RenewalInfo(s, environment: environment))
-        }
-        func expire(_ reason: SubscriptionExpirationReason, at end: Date) -> RenewalStep {
-            let closes = s.state == .gracePeriod ? min(end, s.graceEndsAt ?? end) : nil
-            s.state = .expired
-            s.expirationReason = reason
-            s.dueAt = nil
-            s.retryAt = nil
-            s.graceEndsAt = nil
-            let subtype: String? = switch reason {
-            case .voluntary: "VOLUNTARY"
-            case .billingError: "BILLING_RETRY"
-            case .productRemoved: "PRODUCT_NOT_FOR_SALE"
-            case .revoked: nil
-            }
-            return RenewalStep(subscription: s, notification: notify(StoreNotification.Kind.expired, subtype), closesGraceAt: closes)
-        }
-        guard current.state != .expired else { return nil }
-        // The instant this step happens at: the scheduled one, so that a clock moved far ahead
-        // catches up period by period exactly as if the worker had been there each time.
-        let at: Date
-        switch current.state {
-        case .active: at = current.expiresDate
-        case .gracePeriod:
-            let graceEnd = current.graceEndsAt ?? now
-            at = min(graceEnd, current.retryAt ?? graceEnd)
-        case .billingRetry: at = current.retryAt ?? now
-        case .expired: return nil
-        }
+        guard let at = Self.stepInstant(of: current, now: now) else { return nil }
+        var draft = StepDraft(current: current, clockOffset: sandbox.clockOffset, environment: keys.identity.environment, wallNow: clock.wallNow())
         if !current.autoRenew {
             // Off while paid up: it ends at the period's end. Off while failing: nothing more is tried.
             if current.state == .active {
                 guard at <= now else { return nil }
-                return expire(.voluntary, at: at)
+                return draft.expire(.voluntary, at: at)
             }
-            return expire(.voluntary, at: min(at, now))
+            return draft.expire(.voluntary, at: min(at, now))
         }
         guard at <= now else { return nil }
-        guard let product, product.kind == .subscription else { return expire(.productRemoved, at: at) }
+        guard let product, product.kind == .subscription else { return draft.expire(.productRemoved, at: at) }
         if current.state == .gracePeriod, let graceEnd = current.graceEndsAt, graceEnd <= at, (current.retryAt ?? .distantFuture) > graceEnd {
-            // Grace is over; retries go on without access.
-            s.state = .billingRetry
-            s.graceEndsAt = nil
-            s.dueAt = due(s.retryAt)
-            return RenewalStep(subscription: s, notification: notify(StoreNotification.Kind.gracePeriodExpired, nil))
+            return draft.graceOver()
         }
+        if sandbox.renewals == .succeed { return draft.renewed(product, at: at) }
+        return draft.failed(product, at: at)
+    }
+
+    /// The instant a subscription's next step happens at: the scheduled one, so that a clock moved
+    /// far ahead catches up period by period exactly as if the worker had been there each time.
+    /// Nil for an expired subscription, which has no next step.
+    static func stepInstant(of current: SubscriptionRecord, now: Date) -> Date? {
+        switch current.state {
+        case .active: return current.expiresDate
+        case .gracePeriod:
+            let graceEnd = current.graceEndsAt ?? now
+            return min(graceEnd, current.retryAt ?? graceEnd)
+        case .billingRetry: return current.retryAt ?? now
+        case .expired: return nil
+        }
+    }
+}
+
+/// A subscription's next state as one step decides it (its version moved on), and the step it
+/// comes to: each method is one of the outcomes ``Subscriptions/decide(_:product:sandbox:)`` picks.
+private struct StepDraft {
+    let current: SubscriptionRecord
+    var s: SubscriptionRecord
+    let clockOffset: Double
+    let environment: StoreEnvironment
+    let wallNow: Date
+
+    init(current: SubscriptionRecord, clockOffset: Double, environment: StoreEnvironment, wallNow: Date) {
+        self.current = current
+        self.s = current
+        self.s.version += 1
+        self.s.updatedAt = wallNow
+        self.clockOffset = clockOffset
+        self.environment = environment
+        self.wallNow = wallNow
+    }
+
+    /// A time on the account's sandbox clock, as a due time on the store's.
+    func due(_ date: Date?) -> Date? { date.map { $0.addingTimeInterval(-clockOffset) } }
+
+    func notify(_ type: String, _ subtype: String?) -> StoreNotification {
+        StoreNotification(type: type, subtype: subtype, accountId: s.accountId, transactionId: nil,
+                          originalTransactionId: s.originalTransactionId, renewalInfo: RenewalInfo(s, environment: environment))
+    }
+
+    mutating func expire(_ reason: SubscriptionExpirationReason, at end: Date) -> Subscriptions.RenewalStep {
+        let closes = s.state == .gracePeriod ? min(end, s.graceEndsAt ?? end) : nil
+        s.state = .expired
+        s.expirationReason = reason
+        s.dueAt = nil
+        s.retryAt = nil
+        s.graceEndsAt = nil
+        let subtype: String? = switch reason {
+        case .voluntary: "VOLUNTARY"
+        case .billingError: "BILLING_RETRY"
+        case .productRemoved: "PRODUCT_NOT_FOR_SALE"
+        case .revoked: nil
+        }
+        return Subscriptions.RenewalStep(subscription: s, notification: notify(StoreNotification.Kind.expired, subtype), closesGraceAt: closes)
+    }
+
+    /// Grace is over; retries go on without access.
+    mutating func graceOver() -> Subscriptions.RenewalStep {
+        s.state = .billingRetry
+        s.graceEndsAt = nil
+        s.dueAt = due(s.retryAt)
+        return Subscriptions.RenewalStep(subscription: s, notification: notify(StoreNotification.Kind.gracePeriodExpired, nil))
+    }
+
+    /// The sandbox's pretend charge succeeded: a new period from the old one's end (or, recovering
+    /// from failed charges, from the step's instant).
+    mutating func renewed(_ product: Product, at: Date) -> Subscriptions.RenewalStep? {
         let recovering = current.state != .active
-        if sandbox.renewals == .succeed {
-            let start = recovering ? at : current.expiresDate
-            guard let expires = Calendar.utc.date(byAdding: .month, value: product.periodMonths ?? 1, to: start), let cents = try? Store.cents(product.price) else {
-                return nil
-            }
-            let id = Store.newTransactionID()
-            let renewal = TransactionRecord(
-                sequence: nil, id: id, accountId: s.accountId, productId: s.productId, kind: .subscription, quantity: 1,
-                originalTransactionId: s.originalTransactionId, purchaseDate: start, expiresDate: expires, status: .purchased,
-                paymentMethod: PaidBy.renewal.rawValue, idempotencyKey: "renewal:\(s.originalTransactionId):\(RenewalInfo.milliseconds(start))",
-                amountCents: cents, currency: product.price.currency, creditsGranted: 0, creditsSpent: 0, signedTransaction: nil,
-                message: nil, finishedAt: nil, createdAt: clock.wallNow(), revokedAt: nil, revocationReason: nil, requestedMethod: PaidBy.renewal.rawValue,
-                appAccountToken: s.appAccountToken)
-            let closes = current.state == .gracePeriod ? at : nil
-            s.state = .active
-            s.expiresDate = expires
-            s.dueAt = due(expires)
-            s.retryAt = nil
-            s.graceEndsAt = nil
-            s.failedAttempts = 0
-            s.expirationReason = nil
-            return RenewalStep(subscription: s, renewal: renewal,
-                               notification: notify(StoreNotification.Kind.didRenew, recovering ? "BILLING_RECOVERY" : nil), closesGraceAt: closes)
+        let start = recovering ? at : current.expiresDate
+        guard let expires = Calendar.utc.date(byAdding: .month, value: product.periodMonths ?? 1, to: start), let cents = try? Store.cents(product.price) else {
+            return nil
         }
-        // The charge failed.
+        let renewal = TransactionRecord(
+            sequence: nil, id: Store.newTransactionID(), accountId: s.accountId, productId: s.productId, kind: .subscription, quantity: 1,
+            originalTransactionId: s.originalTransactionId, purchaseDate: start, expiresDate: expires, status: .purchased,
+            paymentMethod: PaidBy.renewal.rawValue, idempotencyKey: "renewal:\(s.originalTransactionId):\(RenewalInfo.milliseconds(start))",
+            amountCents: cents, currency: product.price.currency, creditsGranted: 0, creditsSpent: 0, signedTransaction: nil,
+            message: nil, finishedAt: nil, createdAt: wallNow, revokedAt: nil, revocationReason: nil, requestedMethod: PaidBy.renewal.rawValue,
+            appAccountToken: s.appAccountToken)
+        let closes = current.state == .gracePeriod ? at : nil
+        s.state = .active
+        s.expiresDate = expires
+        s.dueAt = due(expires)
+        s.retryAt = nil
+        s.graceEndsAt = nil
+        s.failedAttempts = 0
+        s.expirationReason = nil
+        return Subscriptions.RenewalStep(subscription: s, renewal: renewal,
+                                         notification: notify(StoreNotification.Kind.didRenew, recovering ? "BILLING_RECOVERY" : nil), closesGraceAt: closes)
+    }
+
+    /// The charge failed: a retry scheduled (with a grace window, when the product gives one and
+    /// the period was paid up), or, when retries are used up, the end.
+    mutating func failed(_ product: Product, at: Date) -> Subscriptions.RenewalStep {
         s.failedAttempts = current.failedAttempts + 1
         guard let retry = RenewalSchedule.retry(after: s.failedAttempts, periodEnd: current.expiresDate) else {
             return expire(.billingError, at: at)
@@ -213,13 +249,13 @@ extension Subscriptions {
                 s.state = .gracePeriod
                 s.graceEndsAt = graceEnd
                 s.dueAt = due(min(retry, graceEnd))
-                var step = RenewalStep(subscription: s, notification: notify(StoreNotification.Kind.didFailToRenew, "GRACE_PERIOD"))
+                var step = Subscriptions.RenewalStep(subscription: s, notification: notify(StoreNotification.Kind.didFailToRenew, "GRACE_PERIOD"))
                 step.opensGrace = (current.expiresDate, graceEnd)
                 return step
             }
             s.state = .billingRetry
             s.dueAt = due(retry)
-            return RenewalStep(subscription: s, notification: notify(StoreNotification.Kind.didFailToRenew, nil))
+            return Subscriptions.RenewalStep(subscription: s, notification: notify(StoreNotification.Kind.didFailToRenew, nil))
         }
         // A later retry failed too: App Store says nothing until the state changes.
         if s.state == .gracePeriod, let graceEnd = s.graceEndsAt {
@@ -227,6 +263,6 @@ extension Subscriptions {
         } else {
             s.dueAt = due(retry)
         }
-        return RenewalStep(subscription: s)
+        return Subscriptions.RenewalStep(subscription: s)
     }
 }
