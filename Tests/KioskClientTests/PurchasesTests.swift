@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import GRDB
 import KioskClient
@@ -360,6 +361,38 @@ struct PurchasesTests {
             }
             let view = try #require(try await client.transactions().first)
             #expect(view.receiptProblem == "the receipt was signed by key \(kid), which the store has retired; run kiosk restore to get it re-signed", "\(view.receiptProblem ?? "")")
+        }
+    }
+
+    @Test("a cached key set tampered with (the store's key ID, another key) heals: restore fetches the keys afresh once, keeps the store's set and installs the book; offline, the receipt is reported")
+    func tamperedCachedKeySetHeals() async throws {
+        try await Self.withClient { server, client, _, directory in
+            _ = try await client.buy(Self.book, downloadNow: false)
+            let genuine = try JSONEncoder().encode(try await server.keys.jwks())
+            // The store's key ID over another Ed25519 key: every receipt of the store fails its
+            // signature check against the cached set.
+            var document = try #require(try JSONSerialization.jsonObject(with: genuine) as? [String: Any])
+            let other = Curve25519.Signing.PrivateKey().publicKey.rawRepresentation
+            func base64URL(_ bytes: Data) -> String {
+                bytes.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            }
+            let x = base64URL(other)
+            document["keys"] = (document["keys"] as? [[String: Any]] ?? []).map { key in
+                var key = key
+                key["x"] = x
+                return key
+            }
+            let tampered = String(decoding: try JSONSerialization.data(withJSONObject: document), as: UTF8.self)
+            let database = try DatabaseQueue(path: directory.path("home/kiosk.sqlite").path)
+            try await database.write { db in
+                try db.execute(sql: "UPDATE setting SET value = ? WHERE key = 'store.jwks'", arguments: [tampered])
+            }
+            #expect(try await client.transactions().first?.receiptProblem?.contains("does not verify") == true)
+            let restored = try await client.restore()
+            #expect(restored.downloads?.installed.contains(Self.book) == true, "\(restored)")
+            let cached = try await database.read { db in try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = 'store.jwks'") }
+            #expect(cached != tampered)
+            #expect(try await client.transactions().first?.receiptProblem == nil)
         }
     }
 }

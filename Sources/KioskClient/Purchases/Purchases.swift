@@ -454,9 +454,15 @@ struct Purchases: Sendable {
     }
 
     /// Takes the store's receipt for a transaction this device has when the one it holds no longer
-    /// verifies and the store's does (the store re-signed it after retiring a key).
+    /// verifies and the store's does (the store re-signed it after retiring a key). The same
+    /// receipt is checked against the store's keys when the cached ones refuse it, so a damaged
+    /// cached key set heals here.
     private func refreshReceipt(_ transactionId: String, to receipt: String, api: StoreAPI, keysFetched: inout Bool) async throws {
-        guard let held = try rows.payment(transactionId: transactionId)?.receipt, held != receipt else { return }
+        guard let held = try rows.payment(transactionId: transactionId)?.receipt else { return }
+        guard held != receipt else {
+            _ = try? await receipts.verifiedReceipt(held, of: ReceiptSubject(transactionId: transactionId), keysFrom: keysFetched ? nil : api)
+            return
+        }
         if !keysFetched {
             // The keys this device cached may still list the retired one: read them afresh, once.
             try database.settings.set(Setting.Key.jwks, to: String(decoding: try await api.jwks(), as: UTF8.self))

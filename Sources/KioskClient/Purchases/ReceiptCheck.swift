@@ -36,7 +36,7 @@ struct ReceiptCheck {
 
     /// The receipt policy's verdict over the cached key set and, once, over a set fetched afresh
     /// from `store` when the refusal is one that fresher keys could change (the store may have a
-    /// key, or an identity, this device has not seen yet). Driven from here: each step hands
+    /// key, or an identity, this device has not seen yet, or the cached set was tampered with). Driven from here: each step hands
     /// forward (settings, policy, store), none calls back.
     private func checked(_ receipt: String, presentedBy account: String?, keysFrom store: StoreAPI?) async throws -> ReceiptClaims {
         // A receipt that is not one at all is refused without reading or fetching any key.
@@ -50,7 +50,11 @@ struct ReceiptCheck {
         } catch let first as ReceiptRefusal {
             refusal = first
         }
-        guard refusal.mayBeStaleKeys, let store else { throw refusal }
+        // A signature that fails against the cached set is also checked once against the
+        // store's own: the cached set may have been damaged or replaced on this device (the
+        // store's key ID over another key), and would otherwise refuse every receipt for good.
+        // A forged receipt stays refused against the store's keys.
+        guard refusal.mayBeStaleKeys || refusal == .notAuthentic, let store else { throw refusal }
         let fresh = try await store.jwks()
         try database.settings.set(Setting.Key.jwks, to: String(decoding: fresh, as: UTF8.self))
         return try await KioskReceiptPolicy(keySetJSON: fresh).check(receipt, presentedBy: account)
