@@ -93,6 +93,15 @@ struct AccountRows {
         return (Int(try rows.integer("advanced", "credits")), try rows.integer("advanced", "lastChange"))
     }
 
+    /// Refuses a decision the store makes for the account itself (an Ask to Buy approved, the
+    /// operator's grant) once its holder deleted it: nobody can use what it would charge or grant.
+    /// Called inside the decision's write after its compare-and-set took the row, so a deletion
+    /// committed meanwhile is seen. (Money a channel took already is granted and taken back where
+    /// the channel's record says so.)
+    func refuseIfDeleted(_ accountId: String) async throws {
+        if try await find(accountId)?.deletedAt != nil { throw StoreError.accountDeleted(accountId) }
+    }
+
     /// The holder deleted the account: the row stays (the ledger names it), its token is erased.
     func markDeleted(_ accountId: String, at now: Date) async throws {
         try await db.update("account").set("deletedAt", to: now).set("appAccountToken", to: SQLLiteral.null).where("id", .equal, accountId).run()

@@ -61,7 +61,7 @@ extension Payments {
     /// audit list written in the grant's own transaction. A product off sale is granted all the same
     /// (an operator settling what a channel's payment could not); one the account owns already gives
     /// the free re-buy (`paymentMethod` `owned`). At most one grant per idempotency key.
-    /// - Throws: `unknown_account`, `unknown_product`, `bad_request` (no reason, a quantity not 1 to
+    /// - Throws: `unknown_account`, `account_deleted`, `unknown_product`, `bad_request` (no reason, a quantity not 1 to
     ///   100, or more than 1 of what is not a consumable).
     public func grantByOperator(_ request: AdminGrantRequest, accountId: String) async throws -> StoreTransaction {
         try RequestText.check(accountId, field: "the account ID in the path")
@@ -76,6 +76,7 @@ extension Payments {
             productId: product.id, quantity: quantity, accountId: accountId, reference: "operator:\(request.idempotencyKey)", method: PaidBy.operator.rawValue,
             amountCents: 0, currency: product.price.currency, restoring: true,
             alongside: { record, db in
+                try await AccountRows(db).refuseIfDeleted(accountId)
                 // A product the account owned already is a free re-buy: the line says nothing more was granted.
                 let what = record.isFreeRebuy ? "already owned, nothing more granted" : "\(record.productId)\(quantity > 1 ? " × \(quantity)" : "")"
                 try await Accounts.audit(accountId, "granted", by: "operator", "\(record.id): \(what) (\(reason))", at: record.createdAt, in: db)

@@ -484,6 +484,7 @@ public struct Payments: StoreOwner {
             guard let advanced = try await AccountRows(db).advance(record.accountId, from: holdings.revision, adding: record.creditDelta) else {
                 throw SettleConflict()
             }
+            try await AccountRows(db).refuseIfDeleted(record.accountId)
             let credits = advanced.credits
             record.sequence = deferred.sequence
             record.changeSequence = advanced.change

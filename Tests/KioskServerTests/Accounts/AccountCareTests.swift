@@ -182,6 +182,30 @@ struct AccountCareTests: StoreSuite {
         }
     }
 
+    @Test("a deleted account is charged and granted nothing more: its waiting Ask to Buy cannot be approved (declined, it still can) and the operator's grant is refused", arguments: TestEngine.all)
+    func deletedAccountIsNotCharged(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, _ in
+            let ann = try await SignInTests.signUp(http, "ann@example.com").decode(AccountCreated.self)
+            let book = try await http.pay(Self.book, token: ann.token, method: .defer).decode(PaymentResponse.self).transaction.transactionId
+            let pack = try await http.pay(Self.pack5, token: ann.token, method: .defer).decode(PaymentResponse.self).transaction.transactionId
+            let deleted = try await http.send("DELETE", "/v1/account", token: ann.token, json: SignInTests.json(["password": Self.password]))
+            #expect(deleted.status == 200, "\(Self.message(deleted))")
+
+            for id in [book, pack] {
+                let approved = try await http.send("POST", "/v1/admin/transactions/\(id)/approve", token: server.adminToken)
+                #expect(approved.status == 403 && (try? approved.decode(APIError.self).code) == "account_deleted", "\(Self.message(approved))")
+            }
+            let json = String(decoding: try JSONEncoder().encode(AdminGrantRequest(productId: Self.book, reason: "goodwill", idempotencyKey: "grant-d")), as: UTF8.self)
+            let granted = try await http.send("POST", "/v1/admin/accounts/\(ann.accountId)/grant", token: server.adminToken, json: json)
+            #expect(granted.status == 403 && (try? granted.decode(APIError.self).code) == "account_deleted", "\(Self.message(granted))")
+            #expect(try await http.charges(accountId: ann.accountId, adminToken: server.adminToken).isEmpty, "nothing charged")
+            let declined = try await http.send("POST", "/v1/admin/transactions/\(book)/decline", token: server.adminToken)
+            #expect(declined.status == 200, "\(Self.message(declined))")
+            let view = try await Self.view(http, server, ann.accountId)
+            #expect(view.summary.credits == 0 && view.audit?.map(\.action) == ["deleted"], "\(view)")
+        }
+    }
+
     @Test("a reset code sets a new password once, signs every device out, and a wrong or reused code is refused", arguments: TestEngine.all)
     func resetCode(engine: TestEngine) async throws {
         try await Self.withStore(engine: engine) { server, http, anonymous in
