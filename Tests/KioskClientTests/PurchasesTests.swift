@@ -150,6 +150,30 @@ struct PurchasesTests {
         }
     }
 
+    @Test("what the store says a transaction was paid with reaches the device: an Ask to Buy approved after the book was bought is not charged, and a redemption made on another device of the account is in credits")
+    func paidByReachesTheDevice() async throws {
+        try await Self.withClient { server, client, url, _ in
+            let http = StoreHTTP(baseURL: url)
+            let deferred = try await client.buy(Self.book, method: .defer, downloadNow: false)
+            let id = try #require(deferred.record.transactionId)
+            _ = try await client.buy(Self.book, downloadNow: false)
+            #expect(try await http.send("POST", "/v1/admin/transactions/\(id)/approve", token: server.adminToken).status == 200)
+            #expect(await client.replay().deferredResolved == 1)
+            let approved = try #require(try await client.transactions().first { $0.record.transactionId == id })
+            #expect(approved.record.paymentMethod == PaymentRecord.notCharged, "\(approved.record)")
+            #expect(try await Self.charges(server, url, client) == [799], "one charge")
+
+            // Another device of the account (its token, from another process) redeems credits.
+            let token = try #require(try client.accountToken())
+            #expect(try await http.pay(Self.pack5, token: token).status == 200)
+            let body = String(decoding: try JSONEncoder().encode(RedemptionRequest(productId: Self.issue, idempotencyKey: UUID().uuidString)), as: UTF8.self)
+            let redeemed = try await http.send("POST", "/v1/redemptions", token: token, json: body).decode(PaymentResponse.self)
+            _ = try await client.restore(downloadNow: false)
+            let seen = try #require(try await client.transactions().first { $0.record.transactionId == redeemed.transaction.transactionId })
+            #expect(seen.record.paymentMethod == PaidBy.credits.rawValue, "\(seen.record)")
+        }
+    }
+
     @Test("replay reads only the changes after the last it applied; an answer it could not store is read again; a new account starts over")
     func replayIsIncremental() async throws {
         try await Self.withClient { server, client, url, directory in

@@ -203,12 +203,19 @@ struct PurchaseRows: Sendable {
     }
 
     /// A transaction the store knows and this device does not, saved as `restored`.
+    /// - Parameter paidBy: what the store says it was paid with (``StoreTransaction/paidBy``): a
+    ///   redemption is shown in credits and a re-buy as not charged, as on the device that made it.
     /// - Returns: nil when another process saved the same transaction first.
-    func recordRestored(_ claims: ReceiptClaims, receipt: String) throws -> PaymentRecord? {
+    func recordRestored(_ claims: ReceiptClaims, receipt: String, paidBy: String? = nil) throws -> PaymentRecord? {
         let now = Date()
+        let method = switch paidBy {
+        case PaidBy.credits.rawValue: PaidBy.credits.rawValue
+        case PaidBy.owned.rawValue: PaymentRecord.notCharged
+        default: "restore"
+        }
         let found = PaymentRecord(
             id: nil, idempotencyKey: nil, productId: claims.productId, kind: claims.kind, quantity: claims.quantity,
-            paymentMethod: "restore", state: .restored, transactionId: claims.transactionId,
+            paymentMethod: method, state: .restored, transactionId: claims.transactionId,
             originalTransactionId: claims.originalTransactionId, receipt: receipt, lastError: nil,
             createdAt: now, updatedAt: now)
         let record = try database.write { db -> PaymentRecord? in

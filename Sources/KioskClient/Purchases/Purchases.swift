@@ -178,7 +178,9 @@ struct Purchases: Sendable {
         guard let id = record.id else { return record }
         switch transaction.status {
         case .purchased:
-            return try await saveReceipt(transaction, for: record, notCharged: notCharged)
+            // An answer that comes later (an Ask to Buy approved after the product was bought)
+            // says by itself that nothing was charged.
+            return try await saveReceipt(transaction, for: record, notCharged: notCharged || transaction.paidBy == PaidBy.owned.rawValue)
         case .revoked where transaction.signedTransaction != nil:
             // Charged while its answer was lost, then refunded: keep the receipt and show the
             // refund, rather than call it declined.
@@ -446,7 +448,7 @@ struct Purchases: Sendable {
             }
             guard claims.kind != .consumable else { continue }
             if claims.kind == .nonConsumable, try rows.owningPayment(productId: claims.productId) != nil { continue }
-            if let record = try rows.recordRestored(claims, receipt: receipt) {
+            if let record = try rows.recordRestored(claims, receipt: receipt, paidBy: transaction.paidBy) {
                 report.restored.append(record)
             }
         }

@@ -112,10 +112,15 @@ public struct StoreTransaction: Codable, Sendable, Equatable {
     /// When the store revoked (refunded) it, and why.
     public var revocationDate: Date?
     public var revocationReason: String?
+    /// What it was paid with, once settled (a ``PaidBy`` raw value: `owned` for a re-buy that
+    /// charged nothing, `credits` for a redemption, a channel's name...), so every device of the
+    /// account shows what was paid, not what was asked. Absent from older stores. A string, not
+    /// the enum: a newer store may name a way of paying this device does not know.
+    public var paidBy: String?
 
     public init(
         transactionId: String, productId: String, status: TransactionStatus, signedTransaction: String?, finished: Bool,
-        message: String? = nil, revocationDate: Date? = nil, revocationReason: String? = nil
+        message: String? = nil, revocationDate: Date? = nil, revocationReason: String? = nil, paidBy: String? = nil
     ) {
         self.transactionId = transactionId
         self.productId = productId
@@ -125,6 +130,7 @@ public struct StoreTransaction: Codable, Sendable, Equatable {
         self.message = message
         self.revocationDate = revocationDate
         self.revocationReason = revocationReason
+        self.paidBy = paidBy
     }
 }
 

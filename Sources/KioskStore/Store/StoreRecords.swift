@@ -73,10 +73,12 @@ struct TransactionRecord: Codable, Sendable {
     }
 
     var wire: StoreTransaction {
-        StoreTransaction(
+        let settled = status == .purchased || status == .revoked
+        return StoreTransaction(
             transactionId: id, productId: productId, status: status,
-            signedTransaction: status == .purchased || status == .revoked ? signedTransaction : nil,
-            finished: finishedAt != nil, message: message, revocationDate: revokedAt, revocationReason: revocationReason)
+            signedTransaction: settled ? signedTransaction : nil,
+            finished: finishedAt != nil, message: message, revocationDate: revokedAt, revocationReason: revocationReason,
+            paidBy: settled ? paymentMethod : nil)
     }
 }
 
