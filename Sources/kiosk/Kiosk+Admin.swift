@@ -418,7 +418,7 @@ extension Kiosk {
             let data = try await options.call("POST", path, body: body)
             if decision == "refund" || decision == "revoke" {
                 let answer = try options.decode(AdminRevocation.self, from: data, path: path)
-                try options.show(answer) { revocationLine(decision, answer) }
+                try options.show(answer) { revocationLine(decision, answer, reason: reason) }
                 return
             }
             let answer = try options.decode(StoreTransaction.self, from: data, path: path)
@@ -426,15 +426,17 @@ extension Kiosk {
         }
 
         /// What a refund or a revocation did, in one line: "refunded txn_…: 8.99 USD paid back,
-        /// 10 credits withdrawn, balance now 3 (reason)".
-        static func revocationLine(_ decision: String, _ answer: AdminRevocation) -> String {
+        /// 10 credits withdrawn, balance now 3 (reason)". The reason is this call's (a refund of what
+        /// was revoked before keeps the revocation's reason on the transaction; its own is the ledger's).
+        static func revocationLine(_ decision: String, _ answer: AdminRevocation, reason: String?) -> String {
             var effects = [answer.refundedCents > 0 ? "\(Price.shown(cents: answer.refundedCents, answer.currency)) paid back"
                 : answer.creditsReturned > 0 ? "\(answer.creditsReturned) credits given back" : "nothing paid back"]
             if answer.creditsWithdrawn > 0 { effects.append("\(answer.creditsWithdrawn) credits withdrawn") }
             if !answer.alsoRevoked.isEmpty { effects.append("\(answer.alsoRevoked.count) free re-buy\(answer.alsoRevoked.count == 1 ? "" : "s") revoked with it") }
             effects.append("balance now \(answer.credits)")
             let verb = decision == "refund" ? "refunded" : "revoked"
-            return "\(verb) \(answer.transaction.transactionId): \(effects.joined(separator: ", "))\(answer.transaction.revocationReason.map { " (\($0))" } ?? "")"
+            let shownReason = reason ?? answer.transaction.revocationReason
+            return "\(verb) \(answer.transaction.transactionId): \(effects.joined(separator: ", "))\(shownReason.map { " (\(TerminalText.escaped($0)))" } ?? "")"
         }
 
         /// A transaction in a list: "txn_…  2026-11-24 13:05  purchased  com.kiosk.books.x  approve  4.99 USD  acct_…".

@@ -32,6 +32,12 @@ struct AdminCommandTests {
         let accounts = try await kiosk(["accounts", "--json"]).stdout
         let rows = try JSONSerialization.jsonObject(with: Data(accounts.utf8)) as? [[String: Any]] ?? []
         #expect(rows.first?["paidCents"] as? Int == 499, "charged 4.99 + 7.99, refunded 7.99")
+        // A refund of what was revoked before says this refund's reason, as the ledger does.
+        let list = try await kiosk(["transactions"]).stdout
+        let first = list.split(separator: "\n").first { $0.contains("small-engines") }.flatMap { $0.split(separator: " ").first.map(String.init) } ?? ""
+        #expect(try await kiosk(["revoke", first, "--reason", "first revoke"]).stdout.hasSuffix("(first revoke)\n"))
+        let later = try await kiosk(["refund", first, "--reason", "later refund"]).stdout
+        #expect(later.hasSuffix("(later refund)\n"), "\(later)")
         let bad = try await KioskCommand.run(["admin", "accounts", "--server", server.url, "--token", "wrong"])
         #expect(bad.status == 1 && bad.stderr.contains("answered 401"))
         // The reader's next contact learns of the refund and removes the book.
