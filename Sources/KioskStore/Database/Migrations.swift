@@ -493,6 +493,19 @@ enum Migrations {
             )
             """,
         ] },
+        // A refund of what charged nothing (a redemption, an operator's grant) was counted as a
+        // refund in the sales rows. It is no refund of a sale (``LedgerEntry/countsInSales``):
+        // those counted so far are taken back in a row of their own (slot -1; readers sum slots),
+        // which leaves the rows written since as the store writes them.
+        Migration(name: "21-sales-without-free-refunds") { type in [
+            #"""
+            INSERT INTO "salesDaySlot" ("day", "productId", "currency", "slot", "sales", "refunds", "netCents")
+            SELECT \#(type.utcDay(#"l."createdAt""#)), t."productId", l."currency", -1, 0, -COUNT(*), 0
+            FROM "ledgerEntry" l JOIN "storeTransaction" t ON t."id" = l."transactionId"
+            WHERE l."kind" = 'refund' AND l."amountCents" = 0
+            GROUP BY \#(type.utcDay(#"l."createdAt""#)), t."productId", l."currency"
+            """#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

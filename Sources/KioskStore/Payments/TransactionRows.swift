@@ -150,7 +150,8 @@ struct TransactionRows {
     }
 
     /// A ledger entry and the day's sales row it adds to (`productId`: the SQL of the product;
-    /// `slot`: the account's ``SalesSlot`` on the engine that runs it), in the same change.
+    /// `slot`: the account's ``SalesSlot`` on the engine that runs it), in the same change; an
+    /// entry that is no sale and no refund of one (``LedgerEntry/countsInSales``) adds nothing.
     static func ledgerSteps(
         _ entry: LedgerEntry?, productId: [PlanSQL], slot: Int64, after: [String] = [], when conditions: [[PlanSQL]] = []
     ) -> [PlanStep] {
@@ -170,7 +171,7 @@ struct TransactionRows {
                 [.bind(.integer(slot))], [.bind(.integer(isCharge ? 1 : 0))], [.bind(.integer(isCharge ? 0 : 1))],
                 [.bind(.integer(entry.map { Int64($0.amountCents) }))],
             ], onConflict: SalesSlot.addOnConflict),
-            after: after, conditions: conditions)
+            after: after, conditions: conditions + [[.bind(.flag(entry?.countsInSales ?? false))]])
         return [charged, counted]
     }
 }

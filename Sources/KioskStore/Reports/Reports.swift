@@ -198,7 +198,9 @@ public struct Reports: StoreOwner {
             if let product = filter.productId { select = select.where("productId", .equal, product) }
             select = select.groupBy("day").groupBy("productId").groupBy("currency")
             // Ordered here, as the ledger's sums are: the engines' text collations differ.
+            // A day whose rows sum to nothing (a correction took back all it had) is no row.
             return try await select.all(decoding: AdminSalesRow.self)
+                .filter { $0.sales != 0 || $0.refunds != 0 || $0.netCents != 0 }
                 .sorted { ($0.day, $0.productId, $0.currency) < ($1.day, $1.productId, $1.currency) }
         }
     }
@@ -221,7 +223,8 @@ public struct Reports: StoreOwner {
             return try await db.raw(query + Self.whereClause(conditions) + #" ORDER BY l."id""#).all(decoding: SoldEntry.self)
         }
         var rows: [String: AdminSalesRow] = [:]
-        for entry in entries {
+        for entry in entries where entry.kind == .charge || entry.amountCents != 0 {
+            // (``LedgerEntry/countsInSales``: a refund of what charged nothing is no refund of a sale.)
             let day = Store.day(entry.createdAt)
             let channel = byChannel ? AdminSalesRow.channel(ofPaymentMethod: entry.paymentMethod) : nil
             let key = "\(day)\t\(entry.productId)\t\(entry.currency)\t\(channel ?? "")"

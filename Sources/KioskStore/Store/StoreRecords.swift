@@ -96,6 +96,11 @@ public struct LedgerEntry: Codable, Sendable {
     public var createdAt: Date
 
     /// The charge a settled transaction makes, or nil when it takes no money (owned, credits, free).
+    /// Whether the sales figures count it: every charge, and a refund that paid money back. The
+    /// refund of what charged nothing (a redemption, paid back in credits; an operator's grant)
+    /// is kept in the ledger, where it marks the transaction refunded, but is no refund of a sale.
+    var countsInSales: Bool { kind == .charge || amountCents != 0 }
+
     static func charge(for record: TransactionRecord, at now: Date) -> LedgerEntry? {
         guard record.status == .purchased, record.amountCents > 0 else { return nil }
         return LedgerEntry(id: nil, transactionId: record.id, kind: .charge, accountId: record.accountId, amountCents: record.amountCents,

@@ -62,6 +62,39 @@ struct SalesByDayTests: StoreSuite {
         }
     }
 
+    @Test("a refund of what charged nothing (a redemption, an operator's grant) is kept in the ledger and is no refund in the sales figures; one counted by an earlier Kiosk is taken back", arguments: TestEngine.all)
+    func freeRefundsAreNoRefundsOfSales(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, reader in
+            #expect(try await http.pay(Self.pack5, token: reader.token).status == 200)
+            let body = String(decoding: try JSONEncoder().encode(RedemptionRequest(productId: Self.issue, idempotencyKey: "redeem-1")), as: UTF8.self)
+            let redeemed = try await http.send("POST", "/v1/redemptions", token: reader.token, json: body).decode(PaymentResponse.self)
+            let grant = String(decoding: try JSONEncoder().encode(AdminGrantRequest(productId: Self.pack5, quantity: 2, reason: "goodwill", idempotencyKey: "g-1")), as: UTF8.self)
+            let granted = try await http.send("POST", "/v1/admin/accounts/\(reader.accountId)/grant", token: server.adminToken, json: grant).decode(StoreTransaction.self)
+            for id in [redeemed.transaction.transactionId, granted.transactionId] {
+                let reply = try await http.send("POST", "/v1/admin/transactions/\(id)/refund", authorization: "Bearer \(server.adminToken)", json: "{}")
+                #expect(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")
+            }
+            let kept = try await Self.sales(http, server, "")
+            let summed = try await Self.sales(http, server, "?since=2000-01-01T00:00:01Z")
+            #expect(kept == summed)
+            #expect(kept.reduce(0) { $0 + $1.sales } == 1 && kept.reduce(0) { $0 + $1.refunds } == 0, "\(kept)")
+            #expect(kept.first { $0.productId == Self.pack5 }?.netCents == 499)
+
+            // What an earlier Kiosk wrote: the two free refunds counted. The migration takes them back.
+            try await server.store.database.write { db in
+                try await db.raw(#"UPDATE "salesDaySlot" SET "refunds" = "refunds" + 1 WHERE "productId" = \#(bind: Self.pack5)"#).run()
+                try await db.raw(#"""
+                    INSERT INTO "salesDaySlot" ("day", "productId", "currency", "slot", "sales", "refunds", "netCents")
+                    VALUES (\#(bind: Store.day(Date())), \#(bind: Self.issue), 'USD', 3, 0, 1, 0)
+                    """#).run()
+                try await db.raw(#"DELETE FROM "kioskMigration" WHERE "name" = '21-sales-without-free-refunds'"#).run()
+            }
+            #expect(try await Self.sales(http, server, "").reduce(0) { $0 + $1.refunds } == 2)
+            try await Migrations.run(on: server.store.database, logger: Logger(label: "test"))
+            #expect(try await Self.sales(http, server, "") == kept)
+        }
+    }
+
     @Test("a database kept one row a day and product (salesDay) before the slots: its rows carry over as slot 0", arguments: TestEngine.all)
     func rowsCarryOverToSlots(engine: TestEngine) async throws {
         let directory = try TemporaryDirectory()
