@@ -75,6 +75,8 @@ struct ClientOptions: ParsableArguments {
         for product in report.revoked {
             if report.revokedCredits.contains(product) {
                 standardError("\(product): the store revoked this purchase of credits; no library content changed (kiosk balance shows what is left)")
+            } else if report.revokedPeriods.contains(product) {
+                standardError("\(product): the store revoked a period of this subscription; the issues no other purchase or period covers were removed from the library")
             } else if report.revokedKept.contains(product) {
                 standardError("\(product): the store revoked this purchase; its content stays in the library, covered by another purchase or a subscription")
             } else {

@@ -51,6 +51,9 @@ public struct ReplayReport: Sendable, Equatable {
     public var declined: [String] = []
     /// Of `revoked`, the credit packs: they granted credits, not content, so no library folder changed.
     public var revokedCredits: [String] = []
+    /// Of `revoked`, the subscriptions (a period of one): a subscription has no folder of its own;
+    /// the issues no other purchase or period covers went with it.
+    public var revokedPeriods: [String] = []
     /// Of `revoked`, the products whose content stays in the library: another standing purchase,
     /// or a subscription period covering the issue, still entitles it.
     public var revokedKept: [String] = []
@@ -94,6 +97,7 @@ public struct ReplayReport: Sendable, Equatable {
         refused += later.refused
         declined += later.declined
         revokedCredits += later.revokedCredits
+        revokedPeriods += later.revokedPeriods
         revokedKept += later.revokedKept
         failed = later.failed
         offline = later.offline

@@ -68,6 +68,7 @@ extension Flows {
             report.revoked = revoked.map(\.productId)
             report.revokedKept = kept
             report.revokedCredits = revoked.filter { $0.kind == .consumable }.map(\.productId)
+            report.revokedPeriods = revoked.filter { $0.kind == .subscription }.map(\.productId)
             return (read.transactions, read.cursor)
         } catch let error as ClientError where error.isUnreachable {
             report.offline = true

@@ -31,4 +31,26 @@ struct RefundKeptContentTests {
         #expect(!synced.stderr.contains("removed from the library"), "\(synced.stderr)")
         #expect(FileManager.default.fileExists(atPath: home + "/Library/" + Self.issue))
     }
+
+    @Test("a subscription period refunded while a bought issue stays: the reader is told a period was revoked, not that its content was removed, and the bought issue stays")
+    func refundedPeriodSaysSo() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        defer { Task { _ = await server.stop() } }
+        let home = directory.path("home").path
+        let environment = ["KIOSK_HOME": home, "KIOSK_SERVER": server.url]
+        #expect(try await KioskCommand.run(["buy", Self.issue], environment: environment).status == 0)
+        #expect(try await KioskCommand.run(["buy", Self.subscription], environment: environment).status == 0)
+        let listed = try await KioskCommand.run(["transactions", "--json"], environment: ["KIOSK_HOME": home]).stdout
+        let rows = try JSONSerialization.jsonObject(with: Data(listed.utf8)) as? [[String: Any]] ?? []
+        let period = try #require(rows.first { $0["productId"] as? String == Self.subscription }?["transactionId"] as? String)
+        let refunded = try await KioskCommand.run(["admin", "refund", period, "--server", server.url, "--data", store.data.path])
+        #expect(refunded.status == 0, "\(refunded.stderr)")
+
+        let synced = try await KioskCommand.run(["sync"], environment: environment)
+        #expect(synced.stderr.contains("\(Self.subscription): the store revoked a period of this subscription"), "\(synced.stderr)")
+        #expect(!synced.stderr.contains("its content was removed"), "\(synced.stderr)")
+        #expect(FileManager.default.fileExists(atPath: home + "/Library/" + Self.issue))
+    }
 }
