@@ -82,8 +82,8 @@ struct SubscriptionRows {
     }
 
     /// A refunded or revoked period that is its subscription's current one ends the subscription,
-    /// as App Store's revoked status does: expired (`revoked`), nothing due, no further charge, an
-    /// open grace window closed now. A compare-and-set on the period's expiry: a renewal that
+    /// as App Store's revoked status does: expired (`revoked`), auto-renew off, nothing due, no
+    /// further charge, an open grace window closed now. A compare-and-set on the period's expiry: a renewal that
     /// committed first made another period current, and that one is left alone (as is an older
     /// period's refund). The renewal worker's own compare-and-set (the row's `version`) then finds
     /// the row moved and writes nothing.
@@ -91,7 +91,7 @@ struct SubscriptionRows {
         guard let expires = period.expiresDate else { return }
         let ended = try await db.update("subscription")
             .set("state", to: SubscriptionState.expired.rawValue).set("expirationReason", to: SubscriptionExpirationReason.revoked.rawValue)
-            .set(SQLIdentifier("dueAt"), to: SQLLiteral.null).set(SQLIdentifier("retryAt"), to: SQLLiteral.null)
+            .set("autoRenew", to: false).set(SQLIdentifier("dueAt"), to: SQLLiteral.null).set(SQLIdentifier("retryAt"), to: SQLLiteral.null)
             .set(SQLIdentifier("graceEndsAt"), to: SQLLiteral.null).set(SQLIdentifier("claimedBy"), to: SQLLiteral.null)
             .set(SQLIdentifier("claimedUntil"), to: SQLLiteral.null).set(SQLIdentifier("version"), to: SQLRaw(#""version" + 1"#))
             .set("updatedAt", to: now)

@@ -127,6 +127,7 @@ struct RefundTests: StoreSuite, SubscriptionSuite {
             try await refund(renewal.transactionId)
             info = try await store.subscription(original)
             #expect(info.state == .expired && info.expirationReason == .revoked && !info.entitled)
+            #expect(!info.autoRenew, "an ended subscription renews nothing, and says so")
             // Past the refunded period's end: no renewal, no charge.
             #expect(try await store.advance(to: try #require(renewal.expires)) == 0)
             #expect(try await store.charges().sorted() == [-249, -249, 249, 249])
