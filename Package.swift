@@ -262,6 +262,6 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "JWTKit", package: "jwt-kit"), .product(name: "Logging", package: "swift-log"), .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: swiftSettings),
-        .testTarget(name: "KioskCLITests", dependencies: ["KioskCore", "KioskCommandLine", "KioskTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),
+        .testTarget(name: "KioskCLITests", dependencies: ["KioskCore", "KioskCommandLine", "KioskTestSupport", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Hummingbird", package: "hummingbird")], swiftSettings: swiftSettings),
     ]
 )

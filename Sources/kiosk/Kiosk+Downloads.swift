@@ -123,8 +123,11 @@ extension Kiosk {
                     for product in report.unsent {
                         if report.replay.signedOut != nil {
                             print("\(product): purchase saved; it is sent once this device is signed in to its account again")
-                        } else {
+                        } else if report.replay.offline {
                             print("\(product): purchase saved; the store cannot be reached, so it is sent as soon as it can be")
+                        } else {
+                            // The store answered, and could not take it now (a 503, its database down).
+                            print("\(product): purchase saved; the store could not take it now, so it is sent again, with the same key, at its next try (kiosk transactions says why)")
                         }
                     }
                     if report.interruptedWhileWaiting { print("interrupted while waiting; nothing was lost") }

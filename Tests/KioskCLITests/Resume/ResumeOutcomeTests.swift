@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Hummingbird
 import KioskTestSupport
 import Testing
 
@@ -37,6 +38,31 @@ struct ResumeOutcomeTests: KioskCommandSuite, BackgroundCommandSuite {
         #expect(resumed.stdout.contains("installed \(Self.otherBook) in "), "\(resumed.stdout)")
         let states = try await setup.transactions().reduce(into: [String: String]()) { $0[$1["productId"] as? String ?? ""] = $1["state"] as? String }
         #expect(states == [Self.otherBook: "finished", Self.book: "failed"])
+    }
+
+    @Test("a store that answers but cannot take the saved purchase now (503, its database down): resume says so, not that the store cannot be reached, and exits 3")
+    func storeCannotTakeItNow() async throws {
+        let setup = try await SyncedHome()
+        let router = Router(context: BasicRequestContext.self)
+        router.on("**", method: .get) { _, _ in Self.unavailable() }
+        router.on("**", method: .post) { _, _ in Self.unavailable() }
+        try await LoopbackServer.run(router, label: "kiosk.test-unavailable") { port in
+            let url = "http://127.0.0.1:\(port)"
+            #expect(try await setup.kiosk("config", "set", "server", url).status == 0)
+            let saved = try await setup.kiosk("buy", Self.otherBook)
+            #expect(saved.status == 3, "\(saved.stdout)\(saved.stderr)")
+            let waiting = try await setup.kiosk("resume")
+            #expect(waiting.status == 3, "\(waiting.stdout)\(waiting.stderr)")
+            #expect(waiting.stdout.contains("\(Self.otherBook): purchase saved; the store could not take it now"), "\(waiting.stdout)")
+            #expect(!waiting.stdout.contains("cannot be reached"), "\(waiting.stdout)")
+        }
+        _ = await setup.server.stop()
+    }
+
+    /// The store's answer while its database is down.
+    static func unavailable() -> Response {
+        Response(status: .serviceUnavailable, headers: [.contentType: "application/json", .retryAfter: "1"],
+                 body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"code": "unavailable", "message": "the store's database did not answer; send the request again"}"#)))
     }
 
     @Test("Ctrl-C while a server accepts the connection and never answers: the command stops at once (within the suite's stop bound), says so in one line, exits 130")
