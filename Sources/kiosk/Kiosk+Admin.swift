@@ -404,13 +404,8 @@ extension Kiosk {
             }
         }
 
-        /// An ID as one path segment: `txn_../../x` must name no other transaction (libcurl
-        /// resolves dot segments), so everything but letters, digits, `-` and `_` is percent-encoded.
-        static func pathComponent(_ id: String) -> String {
-            var allowed = CharacterSet.alphanumerics
-            allowed.insert(charactersIn: "-_")
-            return id.addingPercentEncoding(withAllowedCharacters: allowed) ?? id
-        }
+        /// An ID as one path segment (``PathSegment``): `txn_../../x` names no other transaction.
+        static func pathComponent(_ id: String) -> String { PathSegment.encode(id) }
 
         static func decide(_ decision: String, _ transaction: String, reason: String?, _ options: Options) async throws {
             let body = try reason.map { String(decoding: try JSONEncoder().encode(["reason": $0]), as: UTF8.self) }

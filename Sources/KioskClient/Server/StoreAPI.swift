@@ -134,10 +134,7 @@ struct StoreAPI: Sendable {
 
     /// Auto-renew on (`resume`) or off (`cancel`) for the subscription with this original transaction ID.
     func setAutoRenew(_ originalTransactionId: String, on: Bool) async throws -> SubscriptionInfo {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-_")
-        let id = originalTransactionId.addingPercentEncoding(withAllowedCharacters: allowed) ?? originalTransactionId
-        return try await call("POST", "/v1/subscriptions/\(id)/\(on ? "resume" : "cancel")", body: Optional<String>.none)
+        try await call("POST", "/v1/subscriptions/\(PathSegment.encode(originalTransactionId))/\(on ? "resume" : "cancel")", body: Optional<String>.none)
     }
 
     func storeDescription() async throws -> StoreDescription {

@@ -75,6 +75,9 @@ struct SubscriptionCommandTests {
         #expect(resume.status == 0 && resume.stdout.contains("auto-renew on"), "\(resume.stdout) \(resume.stderr)")
         let unknown = try await setup.kiosk(["subscription", "cancel", "txn_nothing"])
         #expect(unknown.status != 0 && unknown.stderr.contains("no subscription txn_nothing"), "\(unknown.stderr)")
+        // A product ID given where the subscription's ID goes is named as it was written.
+        let byProduct = try await setup.kiosk(["subscription", "cancel", "com.kiosk.magazines.nothing"])
+        #expect(byProduct.status != 0 && byProduct.stderr.contains("com.kiosk.magazines.nothing") && !byProduct.stderr.contains("%2E"), "\(byProduct.stderr)")
 
         // Nothing listens on port 9: every notification is failing and listed as such.
         let failed = try await setup.admin(["notifications", "--failed"])
