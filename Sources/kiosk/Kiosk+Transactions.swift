@@ -167,7 +167,13 @@ extension Kiosk {
                     let rows = result.restored.map { TransactionView(record: $0, receiptProblem: nil) }.map { Transactions.Row($0, price: nil) }
                     Swift.print(String(decoding: try JSONEncoder.kiosk.encode(rows), as: UTF8.self))
                 } else {
-                    Swift.print(result.restored.isEmpty ? "nothing new to restore" : "restored \(result.restored.count) purchases:")
+                    if !result.restored.isEmpty {
+                        Swift.print("restored \(result.restored.count) purchases:")
+                    } else if result.downloads?.installed.isEmpty == false {
+                        Swift.print("no purchase was new to this device; the content it lacked was downloaded:")
+                    } else {
+                        Swift.print("nothing new to restore")
+                    }
                     for record in result.restored {
                         if result.withdrawn.contains(record.productId) {
                             Swift.print("  \(record.productId)  (transaction \(record.transactionId ?? "-")): withdrawn from the store's catalog; its receipt is kept, but there is no content to download")

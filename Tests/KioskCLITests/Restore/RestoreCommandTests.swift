@@ -81,6 +81,17 @@ struct RestoreCommandTests: KioskCommandSuite {
         #expect(lines.count == 1 && lines.first?.contains("transaction \(spoiled) (\(Self.third)) was not restored") == true, "\(partial.stderr)")
     }
 
+    @Test("restore with no purchase new to this device that still downloads what it lacks says so, not 'nothing new to restore' before installing")
+    func restoreThatOnlyDownloads() async throws {
+        let setup = try await Setup()
+        #expect(try await setup.kiosk("buy", Self.book, "--no-download").status == 0)
+        let restored = try await setup.kiosk("restore")
+        #expect(restored.status == 0, "\(restored.stderr)")
+        #expect(restored.stdout.hasPrefix("no purchase was new to this device; the content it lacked was downloaded:"), "\(restored.stdout)")
+        #expect(restored.stdout.contains("installed \(Self.book) in "), "\(restored.stdout)")
+        #expect(try await setup.kiosk("restore").stdout == "nothing new to restore\n")
+    }
+
     @Test("account link then restore on a new device, as the help says (no sync): the book is installed, not the credits")
     func restoreOnSecondDevice() async throws {
         let setup = try await Setup()
