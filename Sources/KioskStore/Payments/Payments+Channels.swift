@@ -27,7 +27,8 @@ extension Payments {
     /// operator grants by hand: owned is forever, so a product taken off sale meanwhile is granted all
     /// the same (a new sale of it is refused).
     /// - Throws: `unknown_account`, `unknown_product`, `off_sale` (the caller keeps the event for the operator).
-    func grantPaid(productId: String, quantity: Int, accountId: String, reference: String, method: String,
+    /// - Parameter shownKey: the reference as its sender named it, in a refusal.
+    func grantPaid(productId: String, quantity: Int, accountId: String, reference: String, shownKey: String? = nil, method: String,
                    amountCents: Int, currency: String, restoring: Bool = false,
                    alongside: Alongside? = nil) async throws -> (record: TransactionRecord, alongside: (any Sendable)?) {
         // The same reference granted before is found by the decision itself (``Holdings``' key
@@ -37,7 +38,7 @@ extension Payments {
         // measure: one read fewer per event).
         let product = restoring ? try await self.product(productId) : try await sellable(productId)
         _ = try Self.channelQuantity(quantity, of: product)
-        let keyed = KeyedRequest(key: reference, productId: product.id, quantity: quantity, method: method)
+        let keyed = KeyedRequest(key: reference, productId: product.id, quantity: quantity, method: method, shownKey: shownKey)
         let now: Date = if product.kind == .subscription { try await accountNow(accountId) } else { clock.wallNow() }
         // A consumable's grant depends on nothing the account holds: one write, as a payment's (``settle``).
         let settled = try await settle(account: accountId, request: keyed, product: product, readsHoldings: product.kind != .consumable,
@@ -73,7 +74,7 @@ extension Payments {
         let product = try await product(request.productId)
         let quantity = try Self.channelQuantity(request.quantity, of: product)
         let granted = try await grantPaid(
-            productId: product.id, quantity: quantity, accountId: accountId, reference: "operator:\(request.idempotencyKey)", method: PaidBy.operator.rawValue,
+            productId: product.id, quantity: quantity, accountId: accountId, reference: "operator:\(request.idempotencyKey)", shownKey: request.idempotencyKey, method: PaidBy.operator.rawValue,
             amountCents: 0, currency: product.price.currency, restoring: true,
             alongside: { record, db in
                 try await AccountRows(db).refuseIfDeleted(accountId)

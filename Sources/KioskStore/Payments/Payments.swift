@@ -545,6 +545,9 @@ public struct Payments: StoreOwner {
         var quantity: Int
         /// `approve`, `decline`, `cancel`, `defer`, or `credits` for a redemption.
         var method: String
+        /// The key as its sender named it, in a refusal (an operator's grant key `g1` is kept as
+        /// `operator:g1`); nil: ``key`` itself.
+        var shownKey: String? = nil
 
         /// - Throws: ``StoreError`` `idempotency_key_reused` naming every field that differs from the first request.
         func check(replayOf existing: TransactionRecord) throws {
@@ -553,7 +556,7 @@ public struct Payments: StoreOwner {
             if existing.quantity != quantity { differences.append("quantity (\(quantity), first \(existing.quantity))") }
             if let first = existing.requestedMethod, first != method { differences.append("payment method (\(method), first \(first))") }
             guard !differences.isEmpty else { return }
-            throw StoreError.idempotencyKeyReused(key, differences: differences)
+            throw StoreError.idempotencyKeyReused(shownKey ?? key, differences: differences)
         }
     }
 

@@ -124,7 +124,7 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     /// - Parameter differences: each field that differs from the first request, e.g. `quantity (2, first 1)`.
     public static func idempotencyKeyReused(_ key: String, differences: [String]) -> StoreError {
         StoreError(.keyReused, code: "idempotency_key_reused",
-            message: "idempotency key \(key) was first sent for another request; this one differs in \(differences.joined(separator: ", ")); send a new purchase with a fresh key")
+            message: "idempotency key \(key) was first sent for another request; this one differs in \(differences.joined(separator: ", ")); send it as a new request, with a fresh key")
     }
 
     public static let accountBusy = StoreError(.unavailable, code: "busy",

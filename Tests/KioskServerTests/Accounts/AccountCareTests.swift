@@ -162,6 +162,8 @@ struct AccountCareTests: StoreSuite {
             #expect(reused.status == 422 && String(decoding: reused.body, as: UTF8.self).contains("idempotency_key_reused") && String(decoding: reused.body, as: UTF8.self).contains("reason"), "\(String(decoding: reused.body, as: UTF8.self))")
             let otherProduct = try await grant(AdminGrantRequest(productId: Self.pack5, reason: "Stripe pi_123 was unmatched", idempotencyKey: "grant-1"))
             #expect(otherProduct.status == 422 && String(decoding: otherProduct.body, as: UTF8.self).contains("idempotency_key_reused"), "\(String(decoding: otherProduct.body, as: UTF8.self))")
+            // Named as the operator gave it, not as the store keeps it.
+            #expect(try otherProduct.decode(APIError.self).message.hasPrefix("idempotency key grant-1 was first sent"), "\(String(decoding: otherProduct.body, as: UTF8.self))")
             #expect(try await http.send("GET", "/v1/account", token: reader.token).decode(AccountSummary.self).owned == [Self.book])
             #expect(try await http.charges(accountId: reader.accountId, adminToken: server.adminToken).isEmpty, "nothing charged")
             let page = try await http.send("GET", "/v1/transactions", token: reader.token).decode(TransactionPage.self)
