@@ -112,7 +112,7 @@ extension AppStoreBridge {
             let revoked = try await transaction(revokedId)
             let record = try await payments.grantPaid(
                 productId: revoked.productId, quantity: revoked.quantity, accountId: bound.accountId, reference: "appstore:reversed:\(notificationUUID)",
-                method: Self.channel, amountCents: revoked.amountCents, currency: revoked.currency, restoring: true).record
+                method: Self.channel, amountCents: revoked.amountCents, currency: revoked.currency, restoring: true, reinstating: revoked).record
             try await channelRecords.settlePurchase(channel: Self.channel, purchaseId: transactionId, state: ChannelPurchaseState.granted, transactionId: record.id)
             return record.id
         default:

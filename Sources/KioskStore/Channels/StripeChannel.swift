@@ -332,7 +332,7 @@ public struct StripeChannel: StoreOwner {
             let revoked = try await transaction(revokedId)
             given = try await payments.grantPaid(
                 productId: revoked.productId, quantity: revoked.quantity, accountId: revoked.accountId, reference: "stripe:reinstated:\(dispute.eventId)",
-                method: Self.channel, amountCents: revoked.amountCents, currency: revoked.currency, restoring: true).record.id
+                method: Self.channel, amountCents: revoked.amountCents, currency: revoked.currency, restoring: true, reinstating: revoked).record.id
         }
         let detail = dispute.outcome == ChannelEventOutcome.revoked
             ? "the dispute was won: \(dispute.transaction ?? "") was revoked by it, \(given ?? "") grants it again"

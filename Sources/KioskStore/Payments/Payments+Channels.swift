@@ -27,9 +27,14 @@ extension Payments {
     /// operator grants by hand: owned is forever, so a product taken off sale meanwhile is granted all
     /// the same (a new sale of it is refused).
     /// - Throws: `unknown_account`, `unknown_product`, `off_sale` (the caller keeps the event for the operator).
-    /// - Parameter shownKey: the reference as its sender named it, in a refusal.
+    /// - Parameters:
+    ///   - shownKey: the reference as its sender named it, in a refusal.
+    ///   - reinstating: the transaction a withdrawal revoked, when this grant gives it back (a
+    ///     dispute won, a refund reversed): a subscription's period is given back as it was (its
+    ///     subscription, its start and its end), not as a fresh period from today, which would give
+    ///     more than the withdrawal took.
     func grantPaid(productId: String, quantity: Int, accountId: String, reference: String, shownKey: String? = nil, method: String,
-                   amountCents: Int, currency: String, restoring: Bool = false,
+                   amountCents: Int, currency: String, restoring: Bool = false, reinstating: TransactionRecord? = nil,
                    alongside: Alongside? = nil) async throws -> (record: TransactionRecord, alongside: (any Sendable)?) {
         // The same reference granted before is found by the decision itself (``Holdings``' key
         // look-up, or the unique index behind a consumable's unread write), as a payment's key is.
@@ -49,6 +54,11 @@ extension Payments {
             if !record.isFreeRebuy {
                 record.amountCents = amountCents
                 record.currency = currency
+                if let period = reinstating, product.kind == .subscription, let expires = period.expiresDate {
+                    record.originalTransactionId = period.originalTransactionId
+                    record.purchaseDate = period.purchaseDate
+                    record.expiresDate = expires
+                }
             }
             return .new(record)
         }

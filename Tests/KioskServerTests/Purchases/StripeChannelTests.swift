@@ -351,6 +351,29 @@ struct StripeChannelTests: StoreSuite {
         }
     }
 
+    @Test("a dispute won on a subscription's period gives back that period of that subscription, not a fresh month from the day it was won", arguments: TestEngine.all)
+    func disputeWonOnSubscriptionPeriod(engine: TestEngine) async throws {
+        try await Self.stripeStore(engine: engine) { server, http, account in
+            func subscriptions() async throws -> [SubscriptionInfo] {
+                try await http.send("GET", "/v1/subscriptions", token: account.token).decode(SubscriptionList.self).subscriptions
+            }
+            _ = try await Self.deliver(http, Self.checkout("evt_sw1", session: "cs_sw1", account: account.accountId, product: Self.subscription, paymentIntent: "pi_sw1"))
+            let bought = try #require(try await subscriptions().first)
+            #expect(bought.entitled)
+            #expect(try await Self.deliver(http, Self.refund("evt_sw2", paymentIntent: "pi_sw1", type: "charge.dispute.created")).outcome == "revoked")
+            #expect(try await subscriptions().first?.entitled == false)
+            // Twenty days later on the account's clock, the dispute is won.
+            let moved = try await http.send("POST", "/v1/admin/accounts/\(account.accountId)/sandbox", token: server.adminToken, json: #"{"advanceSeconds": 1728000}"#)
+            #expect(moved.status == 200)
+            #expect(try await Self.deliver(http, Self.disputeClosed("evt_sw3", paymentIntent: "pi_sw1", status: "won")).outcome == "reversed")
+            let given = try await subscriptions()
+            #expect(given.count == 1, "the same subscription: \(given)")
+            #expect(given.first?.originalTransactionId == bought.originalTransactionId)
+            #expect(given.first?.expiresDate == bought.expiresDate, "the period taken, given back: \(given)")
+            #expect(given.first?.entitled == true)
+        }
+    }
+
     @Test("disputes and refunds in any order take back exactly what stands and give back only what they took: a refund after a won dispute, a second dispute, a dispute after a refund then won, a close before its opening", arguments: TestEngine.all)
     func disputesInAnyOrder(engine: TestEngine) async throws {
         try await Self.stripeStore(engine: engine) { server, http, _ in
