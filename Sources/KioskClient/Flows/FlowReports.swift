@@ -153,7 +153,7 @@ public struct ResumeReport: Sendable {
     /// again: `restore` queues them anew); they make the outcome failed, like this run's failures.
     public var failedEarlier: [String] = []
     /// Complete when every download is installed and every saved purchase answered; pending while
-    /// any waits; failed when a download failed for good, the store refused a saved purchase, or
+    /// any waits (a purchase held for its own store or account among them); failed when a download failed for good, the store refused a saved purchase, or
     /// saved purchases wait for a device signed out elsewhere to sign in again.
     public var outcome = WorkOutcome.complete
 }

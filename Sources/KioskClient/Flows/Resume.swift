@@ -52,7 +52,9 @@ extension Flows {
         let stillWaiting = remaining.contains { $0.state == .waiting }
         result.failedEarlier = remaining.filter { $0.state == .failed && !result.downloads.failed.contains($0.productId) }.map(\.productId)
         result.outcome = result.failedEarlier.isEmpty ? result.downloads.outcome : .failed
-        if result.outcome == .complete, stillWaiting || result.interruptedWhileWaiting || !result.unsent.isEmpty { result.outcome = .pending }
+        // A purchase held for its own store or account waits too: partly done, not done.
+        let held = !result.replay.heldForOtherStore.isEmpty || !result.replay.heldForOtherAccount.isEmpty
+        if result.outcome == .complete, stillWaiting || result.interruptedWhileWaiting || !result.unsent.isEmpty || held { result.outcome = .pending }
         if !result.replay.refused.isEmpty { result.outcome = .failed }
         // Nothing will send them until the reader signs in again: not work under way, but stopped.
         if result.replay.signedOut != nil, !result.unsent.isEmpty { result.outcome = .failed }

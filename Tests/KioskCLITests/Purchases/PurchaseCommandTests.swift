@@ -103,6 +103,7 @@ struct PurchaseCommandTests: KioskCommandSuite {
         #expect(try await KioskCommand.run(["config", "set", "server", a.url], environment: home).status == 0)
         let resumed = try await KioskCommand.run(["resume"], environment: home)
         #expect(resumed.stderr.contains("\(Self.book): this purchase was saved for the store at http://127.0.0.1:9, so it is not sent to \(a.url)"), "\(resumed)")
+        #expect(resumed.status == 3, "a purchase waits for its own store: partly done, not done (\(resumed))")
         let adminToken = try String(contentsOf: directory.path("server-data/admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let charged = try await StoreHTTP(baseURL: a.url).send("GET", "/v1/admin/transactions", token: adminToken)
         #expect(!String(decoding: charged.body, as: UTF8.self).contains(Self.book), "A charged the purchase saved for another store")
