@@ -93,10 +93,13 @@ def quiesce(world):
 
 def settle_agent(world, limit=180):
     """The agent's home runs no command: its agent alone must come to hold every transaction
-    of its account that it should, with the content installed. Waits until it does (or the
-    limit passes: the checker then says what is missing), then stops the agent."""
+    of its account that it should, with the content installed in the version the catalog names
+    now (a new edition published before the restart is the agent's to fetch, at the catalog
+    change its long poll hears of). Waits until it does (or the limit passes: the checker then
+    says what is missing), then stops the agent."""
     started = time.time()
     account = world.account_of(AGENT_HOME)[0]
+    published = updates.published_catalog(world)
     while time.time() - started < limit:
         if world.agent.poll() is not None:
             world.start_agent()
@@ -108,7 +111,8 @@ def settle_agent(world, limit=180):
             held, unfinished, installed, downloads = stores.agent_progress(world, AGENT_HOME)
         except sqlite3.Error:
             held, unfinished, installed, downloads = set(), 1, set(), 1
-        if expected <= held and not unfinished and owned == installed and not downloads:
+        current = all(published.get(product, sha) == sha for product, sha in installed.items())
+        if expected <= held and not unfinished and owned == set(installed) and current and not downloads:
             world.agent_settled = time.time() - started
             break
         time.sleep(0.5)

@@ -168,11 +168,12 @@ def installed_version(world, home, product):
 
 def agent_progress(world, home):
     """What a home holds now: (transactions held settled, how many payments are not settled,
-    products installed, downloads not installed). Raises sqlite3.Error when it cannot be read."""
+    products installed → the archive SHA-256 installed, downloads not installed). Raises
+    sqlite3.Error when it cannot be read."""
     with home_db(world, home) as db:
         held = {r["transactionId"] for r in db.execute(f"SELECT transactionId FROM payment WHERE state IN {quoted(states.SETTLED)}")}
         unsettled = db.execute(f"SELECT COUNT(*) FROM payment WHERE state IN {quoted(states.UNSETTLED)}").fetchone()[0]
-        installed = {r["productId"] for r in db.execute("SELECT productId FROM libraryItem")}
+        installed = {r["productId"]: r["sha256"] for r in db.execute("SELECT productId, sha256 FROM libraryItem")}
         downloads = db.execute("SELECT COUNT(*) FROM download WHERE state != 'installed'").fetchone()[0]
     return held, unsettled, installed, downloads
 

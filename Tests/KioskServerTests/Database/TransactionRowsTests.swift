@@ -299,4 +299,36 @@ struct TransactionRowsTests {
         }
         await database.close()
     }
+
+    @Test("a refund of a subscription's current period ends it whatever millisecond its period ends at (the expiry compared to the millisecond both engines keep, not for exact equality after a round trip)", arguments: TestEngine.all)
+    func refundEndsSubscriptionAtAnyMillisecond(engine: TestEngine) async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await Self.openStore(engine, in: directory)
+        let account = AccountRecord(id: "acct_ms", tokenHash: "hash", credits: 0, createdAt: StoreClock.wallClock.wallNow(), revision: 0)
+        try await database.write { try await AccountRows($0).insert(account) }
+        var stillActive: [Int] = []
+        for millisecond in stride(from: 0, to: 1000, by: 7) {
+            let expires = Date(timeIntervalSince1970: 1_798_531_179 + Double(millisecond) / 1000)
+            var record = Self.everyField(id: "txn_ms_\(millisecond)", account: account.id, status: .purchased)
+            record.originalTransactionId = record.id
+            record.idempotencyKey = "ms-\(millisecond)"
+            record.purchaseDate = expires.addingTimeInterval(-30 * 86_400)
+            record.expiresDate = expires
+            record.revokedAt = nil
+            record.revocationReason = nil
+            let inserted = record
+            let ended = try await database.write { db -> String? in
+                _ = try await TransactionRows(db).insert(inserted)
+                _ = try await SubscriptionRows(db).start(inserted, expires: expires, renews: true, clockOffset: 0, at: Self.now)
+                // The period as the refund reads it: from the database.
+                let period = try #require(try await TransactionRows(db).find(inserted.id))
+                try await SubscriptionRows(db).end(refunded: period, at: Self.now)
+                return try await db.select().column("state").from("subscription").where("originalTransactionId", .equal, inserted.id)
+                    .first(decodingColumn: "state", as: String.self)
+            }
+            if ended != SubscriptionState.expired.rawValue { stillActive.append(millisecond) }
+        }
+        await database.close()
+        #expect(stillActive.isEmpty, "periods ending at these milliseconds were refunded and their subscription kept renewing: \(stillActive)")
+    }
 }
