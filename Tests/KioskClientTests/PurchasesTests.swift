@@ -368,6 +368,26 @@ struct PurchasesTests {
         }
     }
 
+    @Test("restore goes on past a finished purchase whose stored receipt was altered: nothing is delivered on it, it stays finished, and what the store granted meanwhile is restored")
+    func restorePastAlteredFinishedReceipt() async throws {
+        try await Self.withClient { server, client, url, directory in
+            _ = try await client.buy(Self.book)
+            let database = try DatabaseQueue(path: directory.path("home/kiosk.sqlite").path)
+            try await database.write { db in
+                let receipt = try String.fetchOne(db, sql: "SELECT receipt FROM payment") ?? ""
+                try db.execute(sql: "UPDATE payment SET receipt = ?, productId = 'com.kiosk.books.small-engines'", arguments: [String(receipt.dropLast(6)) + "AAAAAA"])
+            }
+            let accountId = try #require(try client.accountID())
+            let grant = String(decoding: try JSONEncoder().encode(AdminGrantRequest(productId: "com.kiosk.books.lighthouse-keeper", reason: "goodwill", idempotencyKey: "g")), as: UTF8.self)
+            #expect(try await StoreHTTP(baseURL: url).send("POST", "/v1/admin/accounts/\(accountId)/grant", token: server.adminToken, json: grant).status == 200)
+            let restored = try await client.restore()
+            #expect(restored.restored.map(\.productId).contains("com.kiosk.books.lighthouse-keeper"), "\(restored)")
+            let altered = try #require(try await client.transactions().first { $0.record.productId == "com.kiosk.books.small-engines" })
+            #expect(altered.record.state == .finished && altered.receiptProblem != nil, "\(altered)")
+            #expect(try client.downloads().first { $0.productId == "com.kiosk.books.small-engines" } == nil, "nothing delivered on it")
+        }
+    }
+
     @Test("a stored receipt signed by a key the store has since retired is not called forged: it names the key and says to restore")
     func retiredKeyReceipt() async throws {
         try await Self.withClient { server, client, _, directory in

@@ -304,6 +304,10 @@ struct Purchases: Sendable {
             throw error
         } catch {
             logger.warning("a purchase's receipt does not verify; nothing is delivered on it", metadata: ["transaction": "\(record.subject)", "error": "\(error)"])
+            // One already finished (delivered, its receipt altered since) stays as it is: nothing
+            // more is delivered on it, and the transaction list reports its receipt. Failing it is
+            // no move its state allows, and throwing stopped a whole restore at the first such row.
+            guard PaymentTransition.receiptRefused.from.contains(record.state) else { return record }
             return try rows.recordReceiptRefused(id, reason: "its receipt does not verify on this device: \(error); nothing was delivered")
         }
     }
