@@ -88,7 +88,7 @@ struct ClientOptions: ParsableArguments {
         }
         if !report.arrived.isEmpty {
             let products = report.arrived.map(\.productId).joined(separator: ", ")
-            standardError("\(report.arrived.count) purchase(s) made on another device or renewed by the store were saved here: \(products) (kiosk resume downloads what they cover)")
+            standardError("\(report.arrived.count) purchase(s) made on another device, or renewed or granted by the store, were saved here: \(products) (kiosk resume downloads what they cover)")
         }
         for problem in report.notTakenIn { standardError(problem) }
         for held in report.heldForOtherStore + report.heldForOtherAccount { standardError(held) }

@@ -54,6 +54,7 @@ extension PaymentState {
 /// `3 credits` when paid with credits; nil when the catalog no longer has the product.
 func shownPrice(_ record: PaymentRecord, _ product: Product?) -> String? {
     if record.paymentMethod == PaymentRecord.notCharged { return "nothing charged (already owned)" }
+    if record.paymentMethod == PaidBy.operator.rawValue { return "nothing charged (granted by the store)" }
     guard let product else { return nil }
     if record.paymentMethod == "credits" {
         return product.creditPrice.map { "\($0 * record.quantity) credits" }

@@ -150,7 +150,7 @@ struct PurchasesTests {
         }
     }
 
-    @Test("what the store says a transaction was paid with reaches the device: an Ask to Buy approved after the book was bought is not charged, and a redemption made on another device of the account is in credits")
+    @Test("what the store says a transaction was paid with reaches the device: an Ask to Buy approved after the book was bought is not charged, a redemption made on another device of the account is in credits, the operator's grant is granted")
     func paidByReachesTheDevice() async throws {
         try await Self.withClient { server, client, url, _ in
             let http = StoreHTTP(baseURL: url)
@@ -171,6 +171,13 @@ struct PurchasesTests {
             _ = try await client.restore(downloadNow: false)
             let seen = try #require(try await client.transactions().first { $0.record.transactionId == redeemed.transaction.transactionId })
             #expect(seen.record.paymentMethod == PaidBy.credits.rawValue, "\(seen.record)")
+
+            // The operator's grant, shown as granted, not at the catalog's price.
+            let grant = String(decoding: try JSONEncoder().encode(AdminGrantRequest(productId: "com.kiosk.books.lighthouse-keeper", reason: "goodwill", idempotencyKey: "g")), as: UTF8.self)
+            let granted = try await http.send("POST", "/v1/admin/accounts/\(try #require(try client.accountID()))/grant", token: server.adminToken, json: grant).decode(StoreTransaction.self)
+            _ = try await client.restore(downloadNow: false)
+            let given = try #require(try await client.transactions().first { $0.record.transactionId == granted.transactionId })
+            #expect(given.record.paymentMethod == PaidBy.operator.rawValue, "\(given.record)")
         }
     }
 

@@ -204,12 +204,13 @@ struct PurchaseRows: Sendable {
 
     /// A transaction the store knows and this device does not, saved as `restored`.
     /// - Parameter paidBy: what the store says it was paid with (``StoreTransaction/paidBy``): a
-    ///   redemption is shown in credits and a re-buy as not charged, as on the device that made it.
+    ///   redemption is shown in credits, a re-buy and the operator's grant as not charged, as on
+    ///   the device that made it.
     /// - Returns: nil when another process saved the same transaction first.
     func recordRestored(_ claims: ReceiptClaims, receipt: String, paidBy: String? = nil) throws -> PaymentRecord? {
         let now = Date()
         let method = switch paidBy {
-        case PaidBy.credits.rawValue: PaidBy.credits.rawValue
+        case PaidBy.credits.rawValue, PaidBy.operator.rawValue: paidBy ?? "restore"
         case PaidBy.owned.rawValue: PaymentRecord.notCharged
         default: "restore"
         }
