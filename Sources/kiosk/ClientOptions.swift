@@ -72,7 +72,9 @@ struct ClientOptions: ParsableArguments {
         for product in report.refused {
             standardError("\(product): the store refused the saved purchase, so nothing was charged (kiosk transactions says why)")
         }
-        for product in report.revoked {
+        // One line a product: a refund that also revoked the free re-buys standing on it names it once.
+        var told = Set<String>()
+        for product in report.revoked where told.insert(product).inserted {
             if report.revokedCredits.contains(product) {
                 standardError("\(product): the store revoked this purchase of credits; no library content changed (kiosk balance shows what is left)")
             } else if report.revokedPeriods.contains(product) {

@@ -178,7 +178,8 @@ extension Kiosk {
                 try await reportingErrors {
                     let view = try await options.get(AdminAccountView.self, "/v1/admin/accounts/\(Admin.pathComponent(account))")
                     try options.show(view) {
-                        var lines = ["account \(account): \(view.summary.credits) credits, owns \(view.summary.owned.joined(separator: ", "))"]
+                        let owns = view.summary.owned.isEmpty ? "owns nothing" : "owns \(view.summary.owned.joined(separator: ", "))"
+                        var lines = ["account \(account): \(view.summary.credits) credits, \(owns)"]
                         var state = [view.email.map { "signs in with \($0)" } ?? "anonymous (no sign-in)"]
                         if view.disabled == true { state.append("disabled") }
                         if view.deleted == true { state.append("deleted by its holder") }

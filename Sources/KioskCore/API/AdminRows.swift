@@ -134,14 +134,14 @@ public struct AdminSalesRow: Codable, Sendable, Equatable {
     }
 
     /// The channel a transaction's payment method belongs to: `web` (the web shop's payment
-    /// service), `play`, `appstore`, `credits`, or `sandbox` (the sandbox's pretend methods and
-    /// the store's own renewals of them).
+    /// service), `play`, `appstore`, or `sandbox` (the sandbox's pretend methods and the store's
+    /// own renewals of them). A redemption spends credits, not money: it is in no channel's
+    /// figures (the credit pack it spends is, in the channel that sold the pack).
     public static func channel(ofPaymentMethod method: String) -> String {
         switch method {
-        case "stripe": "web"
-        case "play": "play"
-        case "appstore": "appstore"
-        case "credits": "credits"
+        case PaidBy.stripe.rawValue: "web"
+        case PaidBy.play.rawValue: "play"
+        case PaidBy.appstore.rawValue: "appstore"
         default: "sandbox"
         }
     }

@@ -53,4 +53,30 @@ struct RefundKeptContentTests {
         #expect(!synced.stderr.contains("its content was removed"), "\(synced.stderr)")
         #expect(FileManager.default.fileExists(atPath: home + "/Library/" + Self.issue))
     }
+
+    @Test("a refund that also revokes the free re-buy standing on it is told once for the book, and the operator's view of an account that owns nothing says so")
+    func refundWithRebuyToldOnce() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        defer { Task { _ = await server.stop() } }
+        let home = directory.path("home").path
+        let environment = ["KIOSK_HOME": home, "KIOSK_SERVER": server.url]
+        let book = "com.kiosk.books.lighthouse-keeper"
+        #expect(try await KioskCommand.run(["buy", book], environment: environment).status == 0)
+        let again = try await KioskCommand.run(["buy", book], environment: environment)
+        #expect(again.stdout.contains("already owned"), "\(again.stdout)")
+        let listed = try await KioskCommand.run(["transactions", "--json"], environment: ["KIOSK_HOME": home]).stdout
+        let rows = try JSONSerialization.jsonObject(with: Data(listed.utf8)) as? [[String: Any]] ?? []
+        let first = try #require(rows.first { $0["productId"] as? String == book }?["transactionId"] as? String)
+        let admin = ["--server", server.url, "--data", store.data.path]
+        #expect(try await KioskCommand.run(["admin", "refund", first] + admin).status == 0)
+        let synced = try await KioskCommand.run(["sync"], environment: environment)
+        #expect(synced.stderr.split(separator: "\n").filter { $0.contains("\(book): the store revoked") }.count == 1, "\(synced.stderr)")
+
+        let account = try await KioskCommand.run(["account"], environment: environment).stdout
+        let id = account.split(separator: "\n").first.map { String($0.dropFirst("account: ".count)) } ?? ""
+        let view = try await KioskCommand.run(["admin", "account", id] + admin)
+        #expect(view.stdout.hasPrefix("account \(id): 0 credits, owns nothing\n"), "\(view.stdout)")
+    }
 }
