@@ -87,7 +87,9 @@ def fault(world):
         detail = f"home b's disk filled for {world.filler_until - time.time():.1f} s"
     # Faults the proxy carries out are counted when they happen (carried_out), not when armed.
     if kind not in ("cut", "stall", "drop-answer"):
-        world.faults.append({"index": len(world.ops), "kind": kind, "time": when or time.time(), "detail": detail, "home": home})
+        # A full disk ends every transfer of the home that writes while it is full: until freed.
+        until = {"until": world.filler_until} if kind == "disk-full" else {}
+        world.faults.append({"index": len(world.ops), "kind": kind, "time": when or time.time(), "detail": detail, "home": home, **until})
     else:
         world.armed.append({"index": len(world.ops), "kind": kind, "time": time.time(), "detail": detail})
 

@@ -240,13 +240,16 @@ def update_op(world, fault=None, product=None):
                 seconds = rng.uniform(0.5, 2.5)
                 time.sleep(seconds)
                 faults.lift_full_disk(world, force=True)
+                freed = time.time()
                 detail = f"{where}: home b's disk filled, released, freed {seconds:.1f} s later"
             else:
                 replaced = [publish(world, id) for _ in range(rng.choice([1, 2]))]
                 world.proxy.release(home, id)
                 detail = f"{where}: {len(replaced)} newer version(s) published meanwhile"
             # When it struck (a takeover: when the owner was stopped), not when the driver is done with it.
-            world.faults.append({"index": len(world.ops), "kind": f"update-{fault}", "time": struck, "detail": detail, "home": home})
+            # A full disk ends every transfer of the home that writes while it is full: until freed.
+            until = {"until": freed} if fault == "disk-full" else {}
+            world.faults.append({"index": len(world.ops), "kind": f"update-{fault}", "time": struck, "detail": detail, "home": home, **until})
     for run in [r for r in world.running if r.home == home]:
         world.reap(wait_for=run)
     world.proxy.release(home, id)
