@@ -395,6 +395,23 @@ struct PurchasesTests {
         }
     }
 
+    @Test("a purchase this device learnt was revoked another way (its finish answered 'revoked', racing the refund) still has its content taken out when the change feed brings the revocation")
+    func revokedByFinishAnswerIsRemoved() async throws {
+        try await Self.withClient { server, client, url, directory in
+            let bought = try await client.buy(Self.book)
+            let id = try #require(bought.record.transactionId)
+            #expect(FileManager.default.fileExists(atPath: directory.path("home/Library/\(Self.book)").path))
+            let refund = try await StoreHTTP(baseURL: url).send("POST", "/v1/admin/transactions/\(id)/refund", token: server.adminToken, json: #"{"reason": "race"}"#)
+            #expect(refund.status == 200)
+            // What the finish's answer left: the row revoked, before the feed brought the change.
+            let database = try DatabaseQueue(path: directory.path("home/kiosk.sqlite").path)
+            try await database.write { try $0.execute(sql: "UPDATE payment SET state = 'revoked', revocationReason = 'race' WHERE transactionId = ?", arguments: [id]) }
+            _ = await client.replay()
+            #expect(!FileManager.default.fileExists(atPath: directory.path("home/Library/\(Self.book)").path), "the revoked book's content stayed in the library")
+            #expect(try client.downloads().first { $0.productId == Self.book } == nil)
+        }
+    }
+
     @Test("a stored receipt signed by a key the store has since retired is not called forged: it names the key and says to restore")
     func retiredKeyReceipt() async throws {
         try await Self.withClient { server, client, _, directory in

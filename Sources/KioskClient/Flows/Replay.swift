@@ -177,8 +177,12 @@ extension Flows {
     ///   under another proof that still covers it.
     func applyRevocations(_ transactions: [StoreTransaction]) async throws -> (revoked: [PaymentRecord], kept: [String]) {
         let revoked = try purchases.applyRevocations(transactions)
+        // The content of every revoked transaction read, not only of those revoked just now: one
+        // this device learnt of another way (its finish answered "revoked", in a race with the
+        // refund) or whose removal failed (the change is then read again) is taken out now.
+        let standing = try purchases.revokedRecords(transactions)
         var kept: [String] = []
-        for record in revoked {
+        for record in standing {
             for download in try library.downloads(grantedBy: record) {
                 // Another standing purchase of the product, or (for an issue) a standing
                 // subscription period covering it, keeps the download, bytes and all, under its proof.

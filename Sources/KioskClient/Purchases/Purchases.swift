@@ -403,6 +403,13 @@ struct Purchases: Sendable {
 
     /// Marks the purchases the store revoked; returns the records newly marked, whose content the
     /// caller takes out of the library.
+    /// This device's revoked purchases among `transactions` (those the store reports revoked).
+    func revokedRecords(_ transactions: [StoreTransaction]) throws -> [PaymentRecord] {
+        try transactions.filter { $0.status == .revoked }
+            .compactMap { try rows.payment(transactionId: $0.transactionId) }
+            .filter { $0.state == .revoked }
+    }
+
     func applyRevocations(_ transactions: [StoreTransaction]) throws -> [PaymentRecord] {
         var revoked: [PaymentRecord] = []
         for transaction in transactions where transaction.status == .revoked {
