@@ -155,15 +155,18 @@ def installed_file(world, home, product):
     return files[0] if len(files) == 1 else None
 
 
+NOT_INSTALLED = ""
+
+
 def installed_version(world, home, product):
-    """The archive SHA-256 of `product` the home's library names, or None (not installed, or the
-    home's database cannot be read now)."""
+    """The archive SHA-256 of `product` the home's library names, NOT_INSTALLED when it names none,
+    or None when the home's database cannot be read now."""
     try:
         with home_db(world, home) as db:
             row = db.execute("SELECT sha256 FROM libraryItem WHERE productId = ?", (product,)).fetchone()
     except sqlite3.OperationalError:
         return None
-    return row[0] if row else None
+    return row[0] if row else NOT_INSTALLED
 
 
 def agent_progress(world, home):

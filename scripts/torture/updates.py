@@ -105,7 +105,7 @@ def check_installed(world, home, id, when):
     if any(r.home == home for r in world.running):
         return
     version = stores.installed_version(world, home, id)
-    if version is None:
+    if not version:
         return
     world.trees_checked[when] += 1
     problem = world.published.compare(stores.installed_tree(world, home, id), id, version, world.versions[id], world.server_data / "content")

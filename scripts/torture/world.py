@@ -214,8 +214,9 @@ class World:
             time.sleep(0.05)
 
     def note_installed(self, *homes):
-        """Notes the version of each publication file the homes' libraries name now (none noted when
-        a home's database cannot be read: its disk is full)."""
+        """Notes the version of each publication file the homes' libraries name now, or that they
+        name none (a revocation took it out: what is downloaded after is no update); nothing is
+        noted when a home's database cannot be read (its disk is full)."""
         for home in homes or self.homes:
             for id in FILE_UPDATES:
                 when = time.time()

@@ -23,6 +23,7 @@ chunk that held a byte edited by hand (the hand-edit fault) does not count."""
 import time
 from collections import defaultdict
 
+from .. import stores
 from ..common import FILE_UPDATES
 
 INVARIANTS = ("refetched", "restarted")
@@ -69,6 +70,9 @@ def installed_bracket(world, home, product, opened, version):
     versions = world.versions[product]
     if version not in versions:
         return None
+    observed = [v for when, v in world.installed_seen[(home, product)] if when < opened]
+    if observed and observed[-1] == stores.NOT_INSTALLED:
+        return None  # taken out of the library (a revocation) since: what is fetched now is no update
     seen = [versions.index(v) for when, v in world.installed_seen[(home, product)] if when < opened and v in versions]
     if not seen:
         return None
