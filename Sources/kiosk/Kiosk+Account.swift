@@ -36,7 +36,7 @@ extension Kiosk {
 
             func run() async throws {
                 try await reportingErrors {
-                    let client = try await options.connect()
+                    let client = try await DownloadRunner.connect(options)
                     let token = showToken ? try client.accountToken() : nil
                     guard let summary = try await client.existingAccountSummary() else {
                         if json {
@@ -95,7 +95,7 @@ extension Kiosk {
                     let client = try options.client()
                     // What sharing a token means for signing out is said by logout, where it applies.
                     let link = try await client.linkAccount(token: token, force: force)
-                    if link.waitingPurchases > 0 { ClientOptions.tell(await client.replay(), email: try client.accountEmail()) }
+                    if link.waitingPurchases > 0 { DownloadRunner.tell(await client.replay(), email: try client.accountEmail()) }
                     if link.alreadyLinked {
                         Swift.print("this device already uses account \(link.accountId); nothing changed")
                     } else if let replaced = link.replaced {
@@ -268,7 +268,7 @@ extension Kiosk {
                 }
                 Swift.print(line + "; run `kiosk restore` to bring back its purchases")
                 // Purchases that waited for this device to sign in again go now, with their own keys.
-                if link.waitingPurchases > 0 { ClientOptions.tell(await client.replay(), email: link.email) }
+                if link.waitingPurchases > 0 { DownloadRunner.tell(await client.replay(), email: link.email) }
             }
         }
     }

@@ -97,7 +97,7 @@ extension Kiosk {
                 if report.finished > 0 { print("\(report.finished) delivered purchase(s) finished with the store") }
                 for record in report.arrived { print("\(record.productId): bought on another device or renewed by the store; receipt saved (transaction \(record.transactionId ?? "-"))") }
                 for problem in report.notTakenIn + report.heldForOtherStore + report.heldForOtherAccount { print(problem) }
-                if let account = report.signedOut { print(ClientOptions.signedOut(account, email: nil)) }
+                if let account = report.signedOut { print(DownloadRunner.signedOut(account, email: nil)) }
             case .queued(let products):
                 for id in products { print("queued \(id)") }
             case .ran(let round):

@@ -93,7 +93,7 @@ extension Kiosk {
                   let signature = FileManager.default.contents(atPath: signatureFile).flatMap({ String(data: $0, encoding: .utf8) }) else {
                 throw ValidationError("\(purchaseFile) or \(signatureFile) cannot be read as text; save the purchase's JSON and its signature as Play Billing returned them")
             }
-            let client = try await options.connect()
+            let client = try await DownloadRunner.connect(options)
             let runner = DownloadRunner(client: client)
             let result = try await runner.showingProgress {
                 try await client.presentPlayPurchase(json: json.trimmingCharacters(in: .newlines), signature: signature, for: product)

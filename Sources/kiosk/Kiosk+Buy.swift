@@ -59,7 +59,7 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                let client = try await options.connect()
+                let client = try await DownloadRunner.connect(options)
                 var configured = DownloadRunner(client: client)
                 configured.announcesPurchases = !json
                 let runner = configured
@@ -148,7 +148,7 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                let client = try await options.connect()
+                let client = try await DownloadRunner.connect(options)
                 var configured = DownloadRunner(client: client)
                 configured.announcesPurchases = !json
                 let runner = configured

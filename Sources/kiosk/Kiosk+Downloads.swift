@@ -114,7 +114,7 @@ extension Kiosk {
                     })
                 }
                 let downloads = (try? client.downloads()) ?? []
-                ClientOptions.tell(report.replay, email: try? client.accountEmail())
+                DownloadRunner.tell(report.replay, email: try? client.accountEmail())
                 if json {
                     try JSONOutput.print(JSONOutput.Resume(
                         queued: report.queued, downloads: JSONOutput.Downloads(report.downloads, records: downloads),

@@ -113,7 +113,7 @@ extension Kiosk {
                     try Self.checkWritable(target.appendingPathExtension("partial"), force: true)
                 }
                 var fetch = URLFetch(url: url, output: target, expectedSHA256: sha256, headers: parsed)
-                let configuration = ClientOptions.configuration(ProcessInfo.processInfo.environment)
+                let configuration = KioskClient.Configuration(environment: ProcessInfo.processInfo.environment)
                 fetch.stallSeconds = configuration.stallSeconds
                 fetch.maxReceiveSpeed = configuration.maxReceiveSpeed
                 if let retry { fetch.attempts = retry + 1 }

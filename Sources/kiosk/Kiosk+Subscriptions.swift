@@ -17,7 +17,7 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                let client = try await options.connect()
+                let client = try await DownloadRunner.connect(options)
                 let list = try await client.subscriptions() ?? SubscriptionList(subscriptions: [], now: Date())
                 if json {
                     Swift.print(String(decoding: try JSONEncoder.kiosk.encode(list), as: UTF8.self))

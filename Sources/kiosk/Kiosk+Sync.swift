@@ -24,7 +24,7 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                let client = try await options.connect()
+                let client = try await DownloadRunner.connect(options)
                 let report = try await client.sync()
                 let queued = report.queued
                 if json {

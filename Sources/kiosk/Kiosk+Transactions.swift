@@ -111,7 +111,7 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                let client = try await options.connect()
+                let client = try await DownloadRunner.connect(options)
                 // A device with no account yet has no credits: looking creates nothing on the store.
                 let summary = try await client.existingAccountSummary()
                 if json {
@@ -156,7 +156,7 @@ extension Kiosk {
                 // Restore reads every transaction again and says itself what it cannot take in.
                 replayed.arrived = []
                 replayed.notTakenIn = []
-                ClientOptions.tell(replayed, email: try client.accountEmail())
+                DownloadRunner.tell(replayed, email: try client.accountEmail())
                 let runner = DownloadRunner(client: client)
                 let downloadNow = !noDownload
                 var result = try await runner.showingProgress { try await client.restore(downloadNow: downloadNow) }
