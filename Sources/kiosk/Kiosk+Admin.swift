@@ -176,7 +176,7 @@ extension Kiosk {
             @Argument(help: "The account ID.") var account: String
             func run() async throws {
                 try await reportingErrors {
-                    let view = try await options.get(AdminAccountView.self, "/v1/admin/accounts/\(Admin.pathComponent(account))")
+                    let view = try await options.get(AdminAccountView.self, "/v1/admin/accounts/\(PathSegment.encode(account))")
                     try options.show(view) {
                         let owns = view.summary.owned.isEmpty ? "owns nothing" : "owns \(view.summary.owned.joined(separator: ", "))"
                         var lines = ["account \(account): \(view.summary.credits) credits, \(owns)"]
@@ -393,7 +393,7 @@ extension Kiosk {
             if account.contains("@") {
                 throw ValidationError("give the account's ID (acct_…), not an email; kiosk admin accounts --email \(account) finds it")
             }
-            return "/v1/admin/accounts/\(pathComponent(account))/\(action)"
+            return "/v1/admin/accounts/\(PathSegment.encode(account))/\(action)"
         }
 
         static func care(_ action: String, _ account: String, reason: String?, _ options: Options) async throws {
@@ -405,12 +405,9 @@ extension Kiosk {
             }
         }
 
-        /// An ID as one path segment (``PathSegment``): `txn_../../x` names no other transaction.
-        static func pathComponent(_ id: String) -> String { PathSegment.encode(id) }
-
         static func decide(_ decision: String, _ transaction: String, reason: String?, _ options: Options) async throws {
             let body = try reason.map { String(decoding: try JSONEncoder().encode(["reason": $0]), as: UTF8.self) }
-            let path = "/v1/admin/transactions/\(pathComponent(transaction))/\(decision)"
+            let path = "/v1/admin/transactions/\(PathSegment.encode(transaction))/\(decision)"
             let data = try await options.call("POST", path, body: body)
             if decision == "refund" || decision == "revoke" {
                 let answer = try options.decode(AdminRevocation.self, from: data, path: path)

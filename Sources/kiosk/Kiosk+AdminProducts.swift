@@ -22,7 +22,7 @@ extension Kiosk.Admin {
             @Argument(help: "The product ID.") var product: String
             func run() async throws {
                 try await reportingErrors {
-                    let answer = try await options.get(AdminProductOwners.self, "/v1/admin/products/\(Kiosk.Admin.pathComponent(product))/owners")
+                    let answer = try await options.get(AdminProductOwners.self, "/v1/admin/products/\(PathSegment.encode(product))/owners")
                     try options.show(answer) { "\(answer.productId): owned by \(answer.owners) account(s)" }
                 }
             }
@@ -35,7 +35,7 @@ extension Kiosk.Admin {
             @Flag(help: "Remove it although accounts own it.") var force = false
             func run() async throws {
                 try await reportingErrors {
-                    let path = "/v1/admin/products/\(Kiosk.Admin.pathComponent(product))" + (force ? "?force=true" : "")
+                    let path = "/v1/admin/products/\(PathSegment.encode(product))" + (force ? "?force=true" : "")
                     let answer = try options.decode(AdminProductOwners.self, from: try await options.call("DELETE", path), path: path)
                     try options.show(answer) { "removed \(answer.productId): \(answer.owners) account(s) owned it and can no longer download it" }
                 }

@@ -34,7 +34,7 @@ extension Kiosk.Admin {
         func run() async throws {
             try await reportingErrors {
                 let settings = SandboxAccountSettings(renewals: renewals, advanceSeconds: advance.flatMap(Self.seconds))
-                let path = "/v1/admin/accounts/\(Kiosk.Admin.pathComponent(account))/sandbox"
+                let path = "/v1/admin/accounts/\(PathSegment.encode(account))/sandbox"
                 let data = try await options.call("POST", path, body: String(decoding: try JSONEncoder.kiosk.encode(settings), as: UTF8.self))
                 let state = try options.decode(SandboxAccountState.self, from: data, path: path)
                 try options.show(state) {
@@ -134,7 +134,7 @@ extension Kiosk.Admin {
             @Argument(help: "The notificationUUID.") var id: String
             func run() async throws {
                 try await reportingErrors {
-                    let path = "/v1/admin/notifications/\(Kiosk.Admin.pathComponent(id))/resend"
+                    let path = "/v1/admin/notifications/\(PathSegment.encode(id))/resend"
                     let rows = try options.decode([AdminNotificationRow].self, from: try await options.call("POST", path), path: path)
                     try options.show(rows: rows) { Notifications.line($0) }
                 }

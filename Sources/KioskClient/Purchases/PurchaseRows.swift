@@ -210,7 +210,8 @@ struct PurchaseRows: Sendable {
     func recordRestored(_ claims: ReceiptClaims, receipt: String, paidBy: String? = nil) throws -> PaymentRecord? {
         let now = Date()
         let method = switch paidBy {
-        case PaidBy.credits.rawValue, PaidBy.operator.rawValue: paidBy ?? "restore"
+        case PaidBy.credits.rawValue: PaidBy.credits.rawValue
+        case PaidBy.operator.rawValue: PaidBy.operator.rawValue
         case PaidBy.owned.rawValue: PaymentRecord.notCharged
         default: "restore"
         }

@@ -223,8 +223,8 @@ public struct Reports: StoreOwner {
             return try await db.raw(query + Self.whereClause(conditions) + #" ORDER BY l."id""#).all(decoding: SoldEntry.self)
         }
         var rows: [String: AdminSalesRow] = [:]
-        for entry in entries where entry.kind == .charge || entry.amountCents != 0 {
-            // (``LedgerEntry/countsInSales``: a refund of what charged nothing is no refund of a sale.)
+        // A refund of what charged nothing is no refund of a sale.
+        for entry in entries where LedgerEntry.countsInSales(kind: entry.kind, amountCents: entry.amountCents) {
             let day = Store.day(entry.createdAt)
             let channel = byChannel ? AdminSalesRow.channel(ofPaymentMethod: entry.paymentMethod) : nil
             let key = "\(day)\t\(entry.productId)\t\(entry.currency)\t\(channel ?? "")"

@@ -99,7 +99,10 @@ public struct LedgerEntry: Codable, Sendable {
     /// Whether the sales figures count it: every charge, and a refund that paid money back. The
     /// refund of what charged nothing (a redemption, paid back in credits; an operator's grant)
     /// is kept in the ledger, where it marks the transaction refunded, but is no refund of a sale.
-    var countsInSales: Bool { kind == .charge || amountCents != 0 }
+    var countsInSales: Bool { Self.countsInSales(kind: kind, amountCents: amountCents) }
+
+    /// The rule ``countsInSales`` applies, for a ledger row read without the rest of an entry.
+    static func countsInSales(kind: Kind, amountCents: Int) -> Bool { kind == .charge || amountCents != 0 }
 
     static func charge(for record: TransactionRecord, at now: Date) -> LedgerEntry? {
         guard record.status == .purchased, record.amountCents > 0 else { return nil }
