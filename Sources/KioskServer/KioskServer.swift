@@ -20,6 +20,8 @@ public struct KioskServer: Sendable {
     let limits: RateLimitGate
     /// The reader's account page (`/account`), its templates parsed once.
     let accountPage: AccountPage
+    /// The shop at the store's own address.
+    let shopPages: ShopPages
     let logger: Logger
 
     /// Opens the database, the signing key and the admin token; the catalog is loaded by
@@ -40,8 +42,12 @@ public struct KioskServer: Sendable {
             catalog: self.catalog, metrics: metrics, appStore: configuration.appStore.map(AppStoreSignedDataVerifier.init(configuration:)),
             logger: logger, accountPolicy: configuration.accounts, channels: configuration.channels, pool: configuration.databasePool)
         self.limits = RateLimitGate(limits: configuration.rateLimits, limiter: store.rateLimiter)
-        self.accountPage = try AccountPage(store: store, limits: limits)
+        let templates = try PageTemplates.parsed()
+        let content = ContentRoutes(catalog: self.catalog, store: store, delivery: configuration.contentDelivery, limits: limits)
+        self.accountPage = AccountPage(store: store, limits: limits, templates: templates, catalog: self.catalog, content: content)
+        self.shopPages = ShopPages(catalog: self.catalog, templates: templates)
     }
+
 
     /// Closes the database's connections; call it once the applications have stopped.
     public func shutdown() async {
@@ -73,12 +79,13 @@ public struct KioskServer: Sendable {
         router.addRoutes(AccountRoutes(store: store, limits: limits).collection())
         router.addRoutes(SignInRoutes(store: store, limits: limits).collection())
         router.addRoutes(accountPage.collection())
+        router.addRoutes(shopPages.collection())
         router.addRoutes(ReceiptRoutes(store: store, keys: keys).collection())
         router.addRoutes(AppStoreRoutes(store: store).collection())
         router.addRoutes(StripeRoutes(store: store, signature: configuration.stripe).collection())
         router.addRoutes(ChannelRoutes(store: store, limits: limits, description: configuration.storeDescription,
                                        playNotifications: configuration.channels.playNotifications).collection())
-        router.addRoutes(ContentRoutes(catalog: catalog, store: store, delivery: configuration.contentDelivery, limits: limits).collection())
+        router.addRoutes(accountPage.content.collection())
         router.addRoutes(OPDSRoutes(catalog: catalog, store: store, limits: limits).collection())
         for admin in AdminRoutes.collections(store: store, adminToken: adminToken) { router.addRoutes(admin, atPath: "v1/admin") }
         return router

@@ -15,6 +15,12 @@ public struct StoreHTTP: Sendable {
         public var body: Data
         public var headers: [String: String] = [:]
 
+        public init(status: Int, body: Data, headers: [String: String] = [:]) {
+            self.status = status
+            self.body = body
+            self.headers = headers
+        }
+
         /// A header's value, its name in any case.
         public func header(_ name: String) -> String? {
             headers.first { $0.key.caseInsensitiveCompare(name) == .orderedSame }?.value

@@ -21,15 +21,13 @@ struct AccountPage: Sendable {
     let store: Store
     let limits: RateLimitGate
     let templates: MustacheLibrary
+    /// What is on sale, for the library's titles and the buy page.
+    let catalog: CatalogService
+    /// Sends a library's downloads as a reading app's acquisition links are sent.
+    let content: ContentRoutes
 
     static let cookie = "kiosk_account"
     static let signInCookie = "kiosk_account_csrf"
-
-    init(store: Store, limits: RateLimitGate) throws {
-        self.store = store
-        self.limits = limits
-        self.templates = try AccountPageTemplates.library()
-    }
 
     func collection() -> RouteCollection<KioskRequestContext> {
         let routes = RouteCollection(context: KioskRequestContext.self)
@@ -43,6 +41,10 @@ struct AccountPage: Sendable {
         routes.post("account/device", use: guarded(approveCode))
         routes.get("account/export", use: guarded(export))
         routes.post("account/delete", use: guarded(deleteAccount))
+        routes.get("account/library", use: guarded(library))
+        routes.get("account/library/:id/file", use: guarded(download))
+        routes.get("account/buy/:id", use: guarded(buyPage))
+        routes.post("account/buy/:id", use: guarded(buy))
         return routes
     }
 
@@ -101,7 +103,7 @@ struct AccountPage: Sendable {
         return html(status, "account", values)
     }
 
-    private func signInPage(next: String, code: String? = nil, email: String = "", error: String? = nil, status: HTTPResponse.Status = .ok) -> Response {
+    func signInPage(next: String, code: String? = nil, email: String = "", error: String? = nil, status: HTTPResponse.Status = .ok) -> Response {
         let csrf = Store.randomHex(bytes: 16)
         var values: [String: Any] = ["title": "Sign in", "csrf": csrf, "next": next, "email": email, "code": code ?? ""]
         if let error { values["error"] = error }
@@ -116,10 +118,10 @@ struct AccountPage: Sendable {
         let form = try await HTMLForm.fields(request)
         // Only the page's own two addresses: no redirect elsewhere. A device code typed before signing in comes along.
         let code = form["code"].flatMap { $0.isEmpty ? nil : Accounts.normalizedUserCode($0) }
-        let next = form["next"] == "/account/device" ? "/account/device" + (code.map { "?code=\($0)" } ?? "") : "/account"
+        let next = Self.returning(to: form["next"], code: code)
         let email = form["email"] ?? ""
         guard let cookie = request.cookies[Self.signInCookie]?.value, let sent = form["csrf"], AdminMiddleware.matches(sent, cookie) else {
-            return signInPage(next: form["next"] ?? "/account", code: code, email: email, error: "This form is out of date: sign in again.", status: .forbidden)
+            return signInPage(next: Self.returning(to: form["next"], code: nil), code: code, email: email, error: "This form is out of date: sign in again.", status: .forbidden)
         }
         do {
             try await limits.admitSignIn(request, context: context, email: email)
@@ -130,7 +132,7 @@ struct AccountPage: Sendable {
             response.headers[values: .setCookie].append("\(Self.signInCookie)=; Path=/account; HttpOnly; SameSite=Strict; Max-Age=0")
             return response
         } catch let error as StoreError {
-            return signInPage(next: form["next"] == "/account/device" ? "/account/device" : "/account", code: code, email: email, error: error.message, status: error.status)
+            return signInPage(next: Self.returning(to: form["next"], code: nil), code: code, email: email, error: error.message, status: error.status)
         }
     }
 
@@ -234,19 +236,19 @@ struct AccountPage: Sendable {
         }
     }
 
-    private func token(_ request: Request) -> String? {
+    func token(_ request: Request) -> String? {
         request.cookies[Self.cookie]?.value.nonEmpty
     }
 
     /// The device the cookie signs in, if it still may.
-    private func signedIn(_ request: Request) async throws -> DeviceIdentity? {
+    func signedIn(_ request: Request) async throws -> DeviceIdentity? {
         guard let token = token(request) else { return nil }
         return try await store.accounts.device(forToken: token).flatMap { $0.kind == .web ? $0 : nil }
     }
 
     /// The signed-in device and the form's fields, once the form's CSRF token is this session's;
     /// otherwise a 403 page. Every signed-in form is read here, so none can forget the check.
-    private func postedForm(_ request: Request) async throws -> (DeviceIdentity, [String: String]) {
+    func postedForm(_ request: Request) async throws -> (DeviceIdentity, [String: String]) {
         let form = try await HTMLForm.fields(request)
         guard let token = token(request), let device = try await store.accounts.device(forToken: token), device.kind == .web else {
             throw HTTPError(.forbidden, message: "This browser is signed out: sign in again at /account.")
@@ -268,8 +270,27 @@ struct AccountPage: Sendable {
         return "\(Self.cookie)=\(token); Path=/account; HttpOnly; SameSite=Strict\(seconds.map { "; Max-Age=\($0)" } ?? "")\(secure)"
     }
 
-    private func html(_ status: HTTPResponse.Status, _ template: String, _ values: [String: Any]) -> Response {
-        HTMLForm.page(status, templates.render(values, withTemplate: template) ?? "")
+    func html(_ status: HTTPResponse.Status, _ template: String, _ values: [String: Any], formTargets: [String] = []) -> Response {
+        var values = values
+        values["styleVersion"] = PageStyle.version
+        return HTMLForm.page(status, templates.render(values, withTemplate: template) ?? "", formTargets: formTargets)
+    }
+
+    /// Where a sign-in goes on to: one of the account's own pages (the account, a device code, the
+    /// library, buying a product), never an address elsewhere.
+    static func returning(to next: String?, code: String?) -> String {
+        guard let next else { return "/account" }
+        if next == "/account/device" { return "/account/device" + (code.map { "?code=\($0)" } ?? "") }
+        if next == "/account/library" { return next }
+        let buying = "/account/buy/"
+        if next.hasPrefix(buying), next.count <= 300 {
+            // One path segment of plain characters: the ID as ShopPages escapes it.
+            let id = next.dropFirst(buying.count)
+            if !id.isEmpty, id.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "-._~%".unicodeScalars.contains($0)) }) {
+                return next
+            }
+        }
+        return "/account"
     }
 
     static func shown(_ date: Date) -> String {

@@ -1,50 +1,8 @@
 import Mustache
 
-/// The account page's templates (Mustache). Every `{{value}}` is HTML-escaped by the template
-/// engine; none of these uses the unescaped `{{{…}}}` form, so nothing a reader or the catalog
-/// wrote can become markup. No script, nothing fetched from elsewhere: the style is in the page.
-///
-/// Each template begins with the pragma naming Kiosk's content type (``ScalarHTMLContentType``):
-/// swift-mustache's own `HTML` escapes a grapheme cluster at a time, which lets a `<` joined to
-/// the letter before it through (see ``HTMLForm/escape(_:)``).
+/// The account page's templates (Mustache), in the pages' one layout (``PageTemplates``): every
+/// `{{value}}` is HTML-escaped, as there.
 enum AccountPageTemplates {
-    static let layout = """
-        {{% CONTENT_TYPE: KIOSK_HTML}}<!doctype html>
-        <html lang="en">
-        <head>
-        <meta charset="utf-8">
-        <meta name="viewport" content="width=device-width, initial-scale=1">
-        <title>{{title}} · Kiosk</title>
-        <style>
-        body { font: 16px/1.5 system-ui, sans-serif; margin: 0; color: #1d2327; background: #f6f7f7; }
-        header { background: #1d2327; color: #fff; padding: .6rem 1.2rem; display: flex; gap: 1rem; align-items: center; }
-        header form { margin-left: auto; }
-        main { max-width: 52rem; margin: 1.5rem auto; padding: 0 1.2rem; }
-        section { background: #fff; border: 1px solid #dcdcde; border-radius: 6px; padding: .8rem 1.2rem; margin-bottom: 1.2rem; }
-        h1 { font-size: 1.6rem; } h2 { font-size: 1.2rem; margin-top: .2rem; }
-        table { border-collapse: collapse; width: 100%; } td, th { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid #eee; }
-        label { display: block; margin-top: .6rem; } input[type=email], input[type=password], input[type=text] { width: 100%; max-width: 24rem; padding: .4rem; font: inherit; }
-        button { font: inherit; padding: .3rem .8rem; margin-top: .6rem; cursor: pointer; }
-        .inline { display: inline; } .inline button { margin-top: 0; }
-        .error { color: #8a1f11; background: #fcf0f1; border: 1px solid #d63638; padding: .5rem .8rem; border-radius: 4px; }
-        .notice { color: #00450c; background: #edfaef; border: 1px solid #00a32a; padding: .5rem .8rem; border-radius: 4px; }
-        .muted { color: #646970; } .danger button { color: #8a1f11; }
-        </style>
-        </head>
-        <body>
-        <header><strong>Kiosk</strong> <span>Your account</span>
-        {{#signedIn}}<form method="post" action="/account/sign-out"><input type="hidden" name="csrf" value="{{csrf}}"><button type="submit">Sign out</button></form>{{/signedIn}}
-        </header>
-        <main>
-        <h1>{{title}}</h1>
-        {{#error}}<p class="error" role="alert">{{error}}</p>{{/error}}
-        {{#notice}}<p class="notice" role="status">{{notice}}</p>{{/notice}}
-        {{$content}}{{/content}}
-        </main>
-        </body>
-        </html>
-        """
-
     static let signIn = """
         {{% CONTENT_TYPE: KIOSK_HTML}}{{<layout}}{{$content}}
         <section>
@@ -126,18 +84,14 @@ enum AccountPageTemplates {
         """
 
     static let message = """
-        {{% CONTENT_TYPE: KIOSK_HTML}}{{<layout}}{{$content}}<p><a href="/account">Back to your account</a></p>{{/content}}{{/layout}}
+        {{% CONTENT_TYPE: KIOSK_HTML}}{{<layout}}{{$content}}<p>{{#shop}}<a href="/">Back to the shop</a>{{/shop}}{{^shop}}<a href="/account">Back to your account</a>{{/shop}}</p>{{/content}}{{/layout}}
         """
 
-    /// The templates, parsed once.
-    static func library() throws -> MustacheLibrary {
-        MustacheContentTypes.register(ScalarHTMLContentType(), named: ScalarHTMLContentType.name)
-        var library = MustacheLibrary()
-        try library.register(layout, named: "layout")
+    /// Registers the account page's templates in `library` (``PageTemplates.parsed()``).
+    static func register(in library: inout MustacheLibrary) throws {
         try library.register(signIn, named: "signIn")
         try library.register(account, named: "account")
         try library.register(deleted, named: "deleted")
         try library.register(message, named: "message")
-        return library
     }
 }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -51,14 +52,40 @@ enum HTMLForm {
 
     /// A page with the headers every server-made page has: never cached, nothing from elsewhere,
     /// no script, no framing by another site.
-    static func page(_ status: HTTPResponse.Status, _ html: String) -> Response {
-        var headers: HTTPFields = [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"]
+    /// - Parameter inlineStyle: the console's pages carry their style; the store's pages link
+    ///   `/kiosk.css` (``PageStyle``) and allow no inline style either.
+    /// - Parameter formTargets: origins besides this one a form on the page may lead to (the buy
+    ///   form's 303 to the payment page: browsers hold a form's redirects to `form-action` too).
+    static func page(_ status: HTTPResponse.Status, _ html: String, inlineStyle: Bool = false, formTargets: [String] = []) -> Response {
+        var headers = headers(inlineStyle: inlineStyle, formTargets: formTargets)
+        headers[.cacheControl] = "no-store"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: html)))
+    }
+
+    /// A page the same for every reader (the shop's): a strong ETag of its bytes, 304 for a match,
+    /// and kept a minute by a cache in front (nginx, a CDN), then asked again.
+    static func publicPage(_ request: Request, _ html: String) -> Response {
+        let body = ByteBuffer(string: html)
+        let etag = "\"" + SHA256.hash(data: Data(html.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined() + "\""
+        var headers = headers(inlineStyle: false)
+        headers[.cacheControl] = "public, max-age=60"
+        headers[.eTag] = etag
+        if let match = request.headers[.ifNoneMatch], EntityTag.ifNoneMatch(match, matchesAnyOf: [etag]) {
+            return Response(status: .notModified, headers: headers)
+        }
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
+    }
+
+    private static func headers(inlineStyle: Bool, formTargets: [String] = []) -> HTTPFields {
+        var headers: HTTPFields = [.contentType: "text/html; charset=utf-8"]
         if let policy = HTTPField.Name("Content-Security-Policy") {
-            headers[policy] = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+            let style = inlineStyle ? "'unsafe-inline'" : "'self'"
+            headers[policy] = "default-src 'none'; style-src \(style); img-src 'self'; form-action \((["'self'"] + formTargets).joined(separator: " ")); frame-ancestors 'none'; base-uri 'none'"
         }
         if let sniffing = HTTPField.Name("X-Content-Type-Options") { headers[sniffing] = "nosniff" }
         if let framing = HTTPField.Name("X-Frame-Options") { headers[framing] = "DENY" }
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: html)))
+        if let referrer = HTTPField.Name("Referrer-Policy") { headers[referrer] = "same-origin" }
+        return headers
     }
 }
 

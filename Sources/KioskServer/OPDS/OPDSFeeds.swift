@@ -14,7 +14,9 @@ struct OPDSFeeds {
     static let publicationType = "application/opds-publication+json"
     static let pageSize = 50
 
-    let products: [Product]
+    /// What is on sale and how it is browsed, as the shop shows it.
+    let storefront: Storefront
+    var products: [Product] { storefront.products }
     let storeTitle: String
     /// The store's own address as the request reached it (`http://host:port`): every link is
     /// absolute, as a feed's `self` must be.
@@ -22,9 +24,7 @@ struct OPDSFeeds {
 
     init(products: [String: Product], base: String, storeTitle: String = "Kiosk") {
         self.base = base
-        // On sale, in a stable order (the newest first, then by title), so pages do not shift between reads.
-        self.products = products.values.filter { $0.forSale != false && $0.kind != .consumable }
-            .sorted { ($0.publicationDate ?? "", $1.title, $1.id) > ($1.publicationDate ?? "", $0.title, $0.id) }
+        storefront = Storefront(products: products)
         self.storeTitle = storeTitle
     }
 
@@ -127,12 +127,10 @@ struct OPDSFeeds {
             Link(rel: "subsection", href: base + "/opds/publications", type: Self.feedType, title: "All publications"),
             Link(rel: "subsection", href: base + "/opds/new", type: Self.feedType, title: "New books"),
         ]
-        let series = Set(products.compactMap { $0.kind == .nonConsumable ? $0.series : nil }).sorted()
-        for id in series {
-            let title = products.first { $0.id == id }?.title ?? id
-            navigation.append(Link(rel: "subsection", href: base + "/opds/series/\(Self.escaped(id))", type: Self.feedType, title: title))
+        for magazine in storefront.magazines() where !storefront.series(magazine.id).allSatisfy({ $0.kind == .subscription }) {
+            navigation.append(Link(rel: "subsection", href: base + "/opds/series/\(Self.escaped(magazine.id))", type: Self.feedType, title: magazine.name))
         }
-        for subject in Set(products.flatMap { $0.metadata?.subjects ?? [] }).sorted().prefix(50) {
+        for subject in storefront.subjects().prefix(50) {
             navigation.append(Link(rel: "subsection", href: base + "/opds/subjects/\(Self.escaped(subject))", type: Self.feedType, title: subject))
         }
         let newest = Array(products.filter { $0.series == nil }.prefix(10)).map(publication)
@@ -143,9 +141,8 @@ struct OPDSFeeds {
 
     /// A paged feed of `selected`, page `page` (1 first).
     func page(_ selected: [Product], title: String, path: String, page: Int) -> Feed {
-        let pages = max(1, (selected.count + Self.pageSize - 1) / Self.pageSize)
-        let current = min(max(1, page), pages)
-        let slice = selected.dropFirst((current - 1) * Self.pageSize).prefix(Self.pageSize)
+        let shown = Storefront.page(selected, number: page, size: Self.pageSize)
+        let (pages, current, slice) = (shown.count, shown.number, shown.items)
         var links = commonLinks(self: path + (current > 1 ? "?page=\(current)" : ""))
         links.append(Link(rel: "first", href: base + path, type: Self.feedType))
         links.append(Link(rel: "last", href: base + path + (pages > 1 ? "?page=\(pages)" : ""), type: Self.feedType))
@@ -154,25 +151,6 @@ struct OPDSFeeds {
         return Feed(metadata: FeedMetadata(title: title, numberOfItems: selected.count, itemsPerPage: Self.pageSize, currentPage: current),
                     links: links, navigation: nil, publications: slice.map(publication), groups: nil)
     }
-
-    /// What `query` finds in titles, authors, subjects and summaries (case and accents ignored).
-    func search(_ query: String) -> [Product] {
-        let wanted = query.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil).trimmingCharacters(in: .whitespaces)
-        guard !wanted.isEmpty else { return [] }
-        return products.filter { product in
-            let text = ([product.title, product.summary, product.id] + (product.metadata?.authors ?? []) + (product.metadata?.subjects ?? []))
-                .joined(separator: " ").folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil)
-            return text.contains(wanted)
-        }
-    }
-
-    func newBooks() -> [Product] { products.filter { $0.series == nil && $0.kind == .nonConsumable } }
-
-    func series(_ id: String) -> [Product] {
-        products.filter { $0.series == id }.sorted { ($0.issueNumber ?? 0, $0.id) > ($1.issueNumber ?? 0, $1.id) }
-    }
-
-    func subject(_ subject: String) -> [Product] { products.filter { $0.metadata?.subjects?.contains(subject) == true } }
 
     /// The links every feed carries: itself, the start, the search and the shelf.
     func commonLinks(self path: String) -> [Link] {
@@ -204,7 +182,7 @@ struct OPDSFeeds {
             properties: Properties(
                 price: isFree ? nil : Price(currency: product.price.currency, value: Double(cents) / 100),
                 indirectAcquisition: direct ? nil : [Acquisition(type: delivered)]))
-        let series = product.series.flatMap { id in products.first { $0.id == id }?.title ?? id }
+        let series = product.series.map(storefront.name(ofSeries:))
         return Publication(
             metadata: Metadata(
                 type: product.series != nil ? "http://schema.org/PublicationIssue" : "http://schema.org/Book",

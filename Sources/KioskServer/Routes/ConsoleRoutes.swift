@@ -596,7 +596,7 @@ struct ConsoleRoutes: Sendable {
     }
 
     static func html(_ status: HTTPResponse.Status, _ page: String) -> Response {
-        HTMLForm.page(status, page)
+        HTMLForm.page(status, page, inlineStyle: true)
     }
 
     static func query(_ text: String) -> String {

@@ -64,14 +64,26 @@ struct ContentRoutes: Sendable {
     /// version, with ranges, as the content route sends it.
     @Sendable func ownedContent(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let productId = try context.parameters.require("productId")
+        let sent = try await current(productId, request: request) {
+            try await OPDSRoutes.account(request, context: context, store: store, limits: limits)
+        }
+        return try sent ?? OPDSRoutes.challenge()
+    }
+
+    /// The current version of `productId`, with ranges, for a reader that owns it (bought outright,
+    /// or an issue one of its subscriptions covers), or for anyone when it is free: a reading app's
+    /// acquisition link, and the download links of the reader's library in a browser. A 404 for
+    /// what is not downloadable, a 403 for what the account does not own.
+    /// - Parameter account: the account asking, asked only when the product is not free.
+    /// - Returns: nil when it is not free and `account` names no one (the caller asks who it is).
+    func current(_ productId: String, request: Request, account: () async throws -> String?) async throws -> Response? {
         let published = try await catalog.current
         guard let product = published.products[productId], let archive = published.archives[productId], let content = product.content else {
             throw APIFailure(.notFound, code: "unknown_product", message: "no downloadable product \"\(ProductID.printable(productId))\"")
         }
         let free = (Price.cents(product.price.amount) ?? 1) == 0 && product.kind == .nonConsumable
         if !free {
-            guard let accountId = try await OPDSRoutes.account(request, context: context, store: store, limits: limits) else { return try OPDSRoutes.challenge() }
-            // Bought outright, or an issue one of its subscriptions covers.
+            guard let accountId = try await account() else { return nil }
             guard try await store.receipts.accountOwns(accountId, product) else {
                 throw APIFailure(.forbidden, code: "not_entitled", message: "this account does not own \(productId); buy it first")
             }

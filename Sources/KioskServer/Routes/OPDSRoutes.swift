@@ -73,35 +73,35 @@ struct OPDSRoutes: Sendable {
 
     @Sendable func newBooks(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let feeds = try await feeds(request)
-        return try Self.answer(feeds.page(feeds.newBooks(), title: "New books", path: "/opds/new", page: page(request)), to: request)
+        return try Self.answer(feeds.page(feeds.storefront.newBooks(), title: "New books", path: "/opds/new", page: page(request)), to: request)
     }
 
     @Sendable func series(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let id = try context.parameters.require("id")
         let feeds = try await feeds(request)
-        let issues = feeds.series(id)
+        let issues = feeds.storefront.series(id)
         guard !issues.isEmpty else { throw APIFailure(.notFound, code: "unknown_series", message: "no series \"\(ProductID.printable(id))\" in this store's catalog") }
-        let title = feeds.products.first { $0.id == id }?.title ?? id
+        let title = feeds.storefront.name(ofSeries: id)
         return try Self.answer(feeds.page(issues, title: title, path: "/opds/series/\(OPDSFeeds.escaped(id))", page: page(request)), to: request)
     }
 
     @Sendable func subject(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let subject = try context.parameters.require("subject").removingPercentEncoding ?? ""
         let feeds = try await feeds(request)
-        return try Self.answer(feeds.page(feeds.subject(subject), title: subject, path: "/opds/subjects/\(OPDSFeeds.escaped(subject))", page: page(request)), to: request)
+        return try Self.answer(feeds.page(feeds.storefront.subject(subject), title: subject, path: "/opds/subjects/\(OPDSFeeds.escaped(subject))", page: page(request)), to: request)
     }
 
     @Sendable func search(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let query = String((request.uri.queryParameters.get("query") ?? "").prefix(200))
         let feeds = try await feeds(request)
-        return try Self.answer(feeds.page(feeds.search(query), title: "Search: \(query)", path: "/opds/search?query=\(OPDSFeeds.escaped(query))",
+        return try Self.answer(feeds.page(feeds.storefront.search(query), title: "Search: \(query)", path: "/opds/search?query=\(OPDSFeeds.escaped(query))",
                                           page: page(request)), to: request)
     }
 
     @Sendable func publication(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let id = try context.parameters.require("id")
         let feeds = try await feeds(request)
-        guard let product = feeds.products.first(where: { $0.id == id }) else {
+        guard let product = feeds.storefront.onSale(id) else {
             throw APIFailure(.notFound, code: "unknown_product", message: "no publication \"\(ProductID.printable(id))\" on sale here")
         }
         return try Self.answer(feeds.publication(product), to: request, type: OPDSFeeds.publicationType)

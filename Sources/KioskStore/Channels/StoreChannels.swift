@@ -43,6 +43,14 @@ public struct CheckoutURLTemplate: Sendable, Equatable {
         self.template = template
     }
 
+    /// Where the reader is sent to pay (`https://shop.example:8443`): the one address besides the
+    /// store's own that the shop's buy form may lead to (its Content-Security-Policy's `form-action`).
+    public var origin: String {
+        guard let url = URL(string: template.replacingOccurrences(of: "{", with: "").replacingOccurrences(of: "}", with: "")),
+              let scheme = url.scheme?.lowercased(), let host = url.host else { return "'none'" }
+        return "\(scheme)://\(host)" + (url.port.map { ":\($0)" } ?? "")
+    }
+
     func url(product: String, account: String, intent: String, quantity: Int) -> String {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")

@@ -18,6 +18,9 @@ struct CheckoutIntentRecord: Codable, Sendable {
 }
 
 extension StripeChannel {
+    /// The web shop's origin, where the reader is sent to pay; nil without `--checkout-url`.
+    public var checkoutOrigin: String? { base.channels.checkout?.origin }
+
     /// A one-time purchase intent for `productId` and the URL where the reader pays it.
     /// - Throws: `web_not_configured` without `--checkout-url`; `unknown_product`, `off_sale`.
     public func startCheckout(_ request: CheckoutRequest, accountId: String) async throws -> Checkout {
@@ -45,6 +48,22 @@ extension StripeChannel {
         try await database.write { db in try await db.insert(into: "checkoutIntent").model(intent).run() }
         return Checkout(intent: intent.id, productId: product.id, quantity: quantity,
                         url: template.url(product: product.id, account: accountId, intent: intent.id, quantity: quantity))
+    }
+
+    /// The products `accountId` started paying for on the web in the last day whose payment has
+    /// not landed (no session has paid their intent), the newest first, each once: what the
+    /// reader's library shows as waiting for the payment. An abandoned checkout stops showing a
+    /// day later (a Checkout Session expires within one).
+    public func waitingCheckouts(accountId: String) async throws -> [String] {
+        struct Row: Decodable { var productId: String }
+        let since = clock.wallNow().addingTimeInterval(-86_400)
+        let rows = try await database.read { db in
+            try await db.select().column("productId").from("checkoutIntent")
+                .where("accountId", .equal, accountId).where("session", .is, SQLLiteral.null).where("createdAt", .greaterThanOrEqual, since)
+                .orderBy("createdAt", .descending).all(decoding: Row.self)
+        }
+        var seen = Set<String>()
+        return rows.map(\.productId).filter { seen.insert($0).inserted }
     }
 
     /// What a paid session's intent says, once it is this session's: the account and product it

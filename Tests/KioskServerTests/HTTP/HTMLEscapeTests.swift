@@ -33,7 +33,7 @@ struct HTMLEscapeTests {
 
     @Test("the account page's templates escape with it; swift-mustache's own HTML escaping would not")
     func templates() throws {
-        let library = try AccountPageTemplates.library()
+        let library = try PageTemplates.parsed()
         for text in Self.hostile {
             let page = library.render(["title": text, "error": text, "signedIn": false], withTemplate: "message") ?? ""
             #expect(!page.contains("<meta http-equiv"), "\(page)")

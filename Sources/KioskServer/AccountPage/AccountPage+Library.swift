@@ -1,0 +1,107 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KioskCore
+import KioskStore
+
+/// The reader's library in a browser, and buying from the shop: under `/account`, where the
+/// session cookie is sent, so the shop's own pages stay the same for everyone.
+extension AccountPage {
+    /// `GET /account/library`: what the account owns (bought outright, or an issue a subscription
+    /// covers), each with a download of the publisher's file; its subscriptions; and what it
+    /// started paying for on the web whose payment has not landed yet.
+    @Sendable func library(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        guard let device = try await signedIn(request) else { return signInPage(next: "/account/library") }
+        let published = try await catalog.current
+        let candidates = published.products.values.filter { $0.kind == .nonConsumable && $0.content != nil }
+        let owned = try await store.receipts.ownedProducts(device.accountId, among: Array(candidates))
+        let items = owned.compactMap { published.products[$0] }
+            .sorted { ($0.publicationDate ?? "", $1.title, $1.id) > ($1.publicationDate ?? "", $0.title, $0.id) }
+            .map { product -> [String: Any] in
+                var values: [String: Any] = ["title": product.title, "href": ShopPages.productPath(product.id)]
+                if let content = product.content {
+                    values["format"] = ShopPages.formatName(content.format)
+                    values["size"] = ByteCount.text(content.size)
+                    values["download"] = "/account/library/\(OPDSFeeds.escaped(product.id))/file"
+                }
+                return values
+            }
+        let subscriptions = try await store.subscriptions.list(accountId: device.accountId).subscriptions.map { info -> [String: Any] in
+            ["title": published.products[info.productId]?.title ?? info.productId, "state": info.state.rawValue,
+             "expires": Self.shown(info.expiresDate), "autoRenew": info.autoRenew]
+        }
+        let waiting = try await store.stripe.waitingCheckouts(accountId: device.accountId)
+            .filter { !owned.contains($0) }.map { published.products[$0]?.title ?? $0 }
+        return html(.ok, "library", [
+            "title": "Your library", "signedIn": true, "csrf": Self.csrf(for: token(request) ?? ""),
+            "hasItems": !items.isEmpty, "items": items,
+            "hasSubscriptions": !subscriptions.isEmpty, "subscriptions": subscriptions,
+            "hasWaiting": !waiting.isEmpty, "waiting": waiting,
+        ])
+    }
+
+    /// `GET /account/library/{id}/file`: the publisher's file, byte for byte, with ranges (a browser
+    /// resumes an interrupted download), named for saving. A zip or tar.gz product is its archive.
+    @Sendable func download(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let id = try context.parameters.require("id")
+        guard let device = try await signedIn(request) else {
+            throw HTTPError(.unauthorized, message: "This browser is signed out: sign in at /account/library, then download again.")
+        }
+        guard var response = try await content.current(id, request: request, account: { device.accountId }) else {
+            throw HTTPError(.unauthorized, message: "This browser is signed out: sign in at /account/library, then download again.")
+        }
+        if let product = try await catalog.current.products[id], let content = product.content {
+            response.headers[.contentDisposition] = "attachment; filename=\"\(Self.fileName(product, content))\""
+        }
+        return response
+    }
+
+    /// The name a browser saves a download as: the publication's own file name, else the ID with
+    /// the format's extension; only characters safe in a quoted header value and a file name.
+    static func fileName(_ product: Product, _ content: ContentDescriptor) -> String {
+        let name = content.fileName ?? "\(product.id).\(content.format.rawValue)"
+        let safe = name.unicodeScalars.map { scalar -> String in
+            scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar) || "-._ ".unicodeScalars.contains(scalar)) ? String(scalar) : "_"
+        }.joined()
+        return safe.isEmpty ? "download" : safe
+    }
+
+    /// `GET /account/buy/{id}`: what is bought and for how much, with the form that starts the
+    /// payment; signed out, the sign-in first, which comes back here.
+    @Sendable func buyPage(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let id = try context.parameters.require("id")
+        let path = "/account/buy/\(OPDSFeeds.escaped(id))"
+        guard try await signedIn(request) != nil else { return signInPage(next: path) }
+        let product = try await sellable(id)
+        var values: [String: Any] = [
+            "title": product.kind == .subscription ? "Subscribe" : "Buy", "signedIn": true, "csrf": Self.csrf(for: token(request) ?? ""),
+            "name": product.title, "href": ShopPages.productPath(product.id), "price": ShopPages.price(product), "action": path,
+            "payLabel": "Pay \(ShopPages.price(product))",
+        ]
+        if product.kind == .subscription, let months = product.periodMonths { values["period"] = ShopPages.period(months) }
+        return html(.ok, "buy", values, formTargets: store.stripe.checkoutOrigin.map { [$0] } ?? [])
+    }
+
+    /// `POST /account/buy/{id}`: a purchase intent, and a 303 to where the reader pays. The grant
+    /// comes from the payment's signed event alone, never from the reader coming back.
+    @Sendable func buy(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let id = try context.parameters.require("id")
+        let (device, _) = try await postedForm(request)
+        try await limits.admitPurchase(request, context: context, accountId: device.accountId)
+        do {
+            let checkout = try await store.stripe.startCheckout(CheckoutRequest(productId: id), accountId: device.accountId)
+            return Response(status: .seeOther, headers: [.location: checkout.url])
+        } catch let error as StoreError {
+            return html(error.status, "message", ["title": "Not bought", "signedIn": true, "csrf": Self.csrf(for: token(request) ?? ""),
+                                                  "error": error.message, "shop": true])
+        }
+    }
+
+    /// A product on sale, or a page-sized reason why not.
+    private func sellable(_ id: String) async throws -> Product {
+        guard let product = try await catalog.current.products[id], product.forSale != false else {
+            throw HTTPError(.notFound, message: "No product \(ProductID.printable(id)) is on sale here.")
+        }
+        return product
+    }
+}
