@@ -12,6 +12,7 @@ PLAYWRIGHT := playwright==1.65.2
 STRIPE := stripe==16.1.0
 JOSERFC := joserfc==1.6.5
 OPDS_PARSER := palace-webpub-manifest-parser==4.1.0
+AXE := axe-playwright-python==0.1.8
 VENV := .build/venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -41,6 +42,8 @@ test-tools:
 		python3 -m venv $(VENV) && $(VENV)/bin/pip install -q '$(PLAYWRIGHT)'; }
 	@# stripe, Stripe's own library, signs the web channel's events in the tests (scripts/stripe_sign.py).
 	@$(VENV)/bin/python -c 'import stripe' 2>/dev/null || { echo "installing $(STRIPE) into $(VENV)"; $(VENV)/bin/pip install -q '$(STRIPE)'; }
+	@# axe-playwright-python (axe-core) judges the shop's accessibility in Chromium (scripts/shop_check.py).
+	@$(VENV)/bin/python -c 'import axe_playwright_python' 2>/dev/null || { echo "installing $(AXE) into $(VENV)"; $(VENV)/bin/pip install -q '$(AXE)'; }
 	@# palace-webpub-manifest-parser judges the OPDS 2.0 documents the store serves (scripts/opds_check.py).
 	@$(VENV)/bin/python -c 'import webpub_manifest_parser' 2>/dev/null || { echo "installing $(OPDS_PARSER) into $(VENV)"; $(VENV)/bin/pip install -q '$(OPDS_PARSER)'; }
 	@# joserfc signs Google Play's Pub/Sub push tokens in the tests (scripts/play_push_token.py).

@@ -67,28 +67,45 @@ extension AccountPage {
     }
 
     /// `GET /account/buy/{id}`: what is bought and for how much, with the form that starts the
-    /// payment; signed out, the sign-in first, which comes back here.
+    /// payment (a book the account owns says so instead); signed out, the sign-in first, which
+    /// comes back here. The form carries a fresh idempotency key: sent twice (a reload, a double
+    /// click), it is one purchase.
     @Sendable func buyPage(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let id = try context.parameters.require("id")
         let path = "/account/buy/\(OPDSFeeds.escaped(id))"
-        guard try await signedIn(request) != nil else { return signInPage(next: path) }
+        guard let device = try await signedIn(request) else { return signInPage(next: path) }
         let product = try await sellable(id)
         var values: [String: Any] = [
             "title": product.kind == .subscription ? "Subscribe" : "Buy", "signedIn": true, "csrf": Self.csrf(for: token(request) ?? ""),
             "name": product.title, "href": ShopPages.productPath(product.id), "price": ShopPages.price(product), "action": path,
-            "payLabel": "Pay \(ShopPages.price(product))",
+            "payLabel": "Pay \(ShopPages.price(product))", "key": UUID().uuidString,
+            "sandbox": pretendPayment, "owned": false,
         ]
         if product.kind == .subscription, let months = product.periodMonths { values["period"] = ShopPages.period(months) }
+        if product.kind == .nonConsumable, try await store.receipts.accountOwns(device.accountId, product) {
+            values["owned"] = true
+            values["notice"] = "You own \(product.title) already: it is in your library."
+        }
         return html(.ok, "buy", values, formTargets: store.stripe.checkoutOrigin.map { [$0] } ?? [])
     }
 
-    /// `POST /account/buy/{id}`: a purchase intent, and a 303 to where the reader pays. The grant
-    /// comes from the payment's signed event alone, never from the reader coming back.
+    /// A sandbox store without a web shop takes the sandbox's pretend payment from the shop, as
+    /// `kiosk buy` does, so the bundled store can be tried in a browser; any other pays on the web.
+    private var pretendPayment: Bool { store.environment == .sandbox && store.stripe.checkoutOrigin == nil }
+
+    /// `POST /account/buy/{id}`: a purchase intent, and a 303 to where the reader pays; the grant
+    /// comes from the payment's signed event alone, never from the reader coming back. In the
+    /// sandbox without a web shop, the pretend payment under the form's key, and the library.
     @Sendable func buy(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let id = try context.parameters.require("id")
-        let (device, _) = try await postedForm(request)
+        let (device, form) = try await postedForm(request)
         try await limits.admitPurchase(request, context: context, accountId: device.accountId)
         do {
+            if pretendPayment {
+                _ = try await store.payments.pay(PaymentRequest(productId: id, quantity: 1, paymentMethod: .approve, idempotencyKey: form["key"] ?? ""),
+                                                 accountId: device.accountId)
+                return Response(status: .seeOther, headers: [.location: "/account/library"])
+            }
             let checkout = try await store.stripe.startCheckout(CheckoutRequest(productId: id), accountId: device.accountId)
             return Response(status: .seeOther, headers: [.location: checkout.url])
         } catch let error as StoreError {

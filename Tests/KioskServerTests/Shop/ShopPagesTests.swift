@@ -110,6 +110,28 @@ struct ShopPagesTests: StoreSuite {
         }
     }
 
+    @Test("in the sandbox without a web shop, the shop takes the pretend payment: the same form sent twice is one purchase, and the library has it at once", arguments: TestEngine.all)
+    func sandboxBuying(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, _ in
+            let ann = try await WebSession.account(http, "ann@example.com")
+            let browser = try await WebSession.signIn(http, "ann@example.com", next: "/account/buy/\(Self.pack5)")
+            let page = String(decoding: try await browser.get("/account/buy/\(Self.pack5)").body, as: UTF8.self)
+            let key = try #require(page.firstMatch(of: /name="key" value="([0-9A-F-]+)"/)?.1)
+            for _ in 0..<2 {
+                let paid = try await browser.post("/account/buy/\(Self.pack5)", ["csrf": browser.csrf, "key": String(key)])
+                #expect(paid.status == 303 && paid.header("Location") == "/account/library")
+            }
+            #expect(try await http.charges(accountId: ann.accountId, adminToken: server.adminToken) == [499])
+            #expect(try await http.send("GET", "/v1/account", token: ann.token).decode(AccountSummary.self).credits == 5)
+
+            #expect(try await browser.post("/account/buy/\(Self.epub)", ["csrf": browser.csrf, "key": UUID().uuidString]).status == 303)
+            let library = String(decoding: try await browser.get("/account/library").body, as: UTF8.self)
+            #expect(library.contains("/account/library/\(Self.epub)/file"))
+            let again = String(decoding: try await browser.get("/account/buy/\(Self.epub)").body, as: UTF8.self)
+            #expect(again.contains("already") && !again.contains("Pay 4.99"), "a book the account owns offers no payment")
+        }
+    }
+
     @Test("buying from a product's page: signed out it signs in first and comes back; the form leads to the checkout, and the library shows the payment waiting", arguments: TestEngine.all)
     func buying(engine: TestEngine) async throws {
         try await Self.withStore(engine: engine, configure: {
