@@ -83,6 +83,8 @@ test: deps test-tools
 	@# The tests' temporary files go to a folder of this run's own, which must be empty once they
 	@# are done: what a test (or a process it started) left behind is listed, and fails the run.
 	@# Each test folder is named after the file and line that made it (kiosk-test-FILE-LINE-…).
+	@# The tests' shared PostgreSQL cluster is stopped and removed here, at once, rather than left
+	@# to its watchdog, whose stop under a loaded machine could outlast the wait below.
 	@tmp=$$(mktemp -d /tmp/kiosk-tests.XXXXXX) && chmod 755 "$$tmp"; \
 	TMPDIR=$$tmp NO_COLOR=1 scripts/quiet-watchdog 180 .build/test.log -- \
 		$$($(SWIFT) build --show-bin-path)/kioskPackageTests.xctest --testing-library swift-testing --no-parallel; \
@@ -92,6 +94,7 @@ test: deps test-tools
 		grep -E '✘|: error: |Test Case .* failed' .build/test.log | grep -v '✘ Test run with' | head -60; \
 		rm -rf "$$tmp"; exit $$status; \
 	fi; \
+	for cluster in "$$tmp"/kiosk-pg-*; do [ -d "$$cluster" ] && python3 scripts/postgres-cluster stop "$$cluster" --remove; done; \
 	for wait in 1 2 3 4 5 6 7 8 9 10; do [ -z "$$(ls -A "$$tmp")" ] && break; sleep 1; done; \
 	left=$$(ls -A "$$tmp"); \
 	if [ -n "$$left" ]; then \

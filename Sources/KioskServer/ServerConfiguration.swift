@@ -53,7 +53,7 @@ public struct ServerConfiguration: Sendable {
     public var storeDescription: StoreDescription {
         let channels = (environment == .sandbox ? ["sandbox"] : []) + (stripe != nil ? ["web"] : [])
             + (self.channels.play != nil ? ["play"] : []) + (appStore != nil ? ["appstore"] : [])
-        return StoreDescription(environment: environment.rawValue, channels: channels, webCheckout: self.channels.checkout != nil)
+        return StoreDescription(environment: environment.rawValue, channels: channels, webCheckout: self.channels.checkout != nil || self.channels.stripeAPI != nil)
     }
 
     /// Where the store's database is.

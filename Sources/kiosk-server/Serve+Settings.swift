@@ -21,6 +21,13 @@ extension KioskServerTool.Serve {
                 throw ValidationError("--checkout-url: \(error.message)")
             }
         }
+        if let stripeKey {
+            do {
+                channels.stripeAPI = try StripeAPI(secretKey: stripeKey, baseURL: stripeAPIURL)
+            } catch let error as StoreError {
+                throw ValidationError("--stripe-secret-key: \(error.message)")
+            }
+        }
         switch (playPackageName, playPublicKey) {
         case (nil, nil): break
         case (let name?, let file?):
@@ -53,9 +60,21 @@ extension KioskServerTool.Serve {
         return channels
     }
 
+    /// Stripe's webhook signing secrets: the flags', else `KIOSK_STRIPE_WEBHOOK_SECRETS`. Read here,
+    /// not as the option's default, so that `--help` never prints a secret from the environment.
+    var webhookSecrets: [String] {
+        let given = stripeWebhookSecret.isEmpty
+            ? (Self.environment("KIOSK_STRIPE_WEBHOOK_SECRETS").map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } } ?? [])
+            : stripeWebhookSecret
+        return given.filter { !$0.isEmpty }
+    }
+
+    /// Stripe's secret key: the flag's, else `KIOSK_STRIPE_SECRET_KEY` (never a default `--help` shows).
+    var stripeKey: String? { stripeSecretKey ?? Self.environment("KIOSK_STRIPE_SECRET_KEY") }
+
     /// The web channel the flags name; nil without a secret.
     func stripe() throws -> StripeSignature? {
-        let secrets = stripeWebhookSecret.filter { !$0.isEmpty }
+        let secrets = webhookSecrets
         guard !secrets.isEmpty else { return nil }
         guard stripeTolerance > 0 else { throw ValidationError("--stripe-tolerance must be at least 1 second, not \(stripeTolerance)") }
         return StripeSignature(secrets: secrets, tolerance: TimeInterval(stripeTolerance))
@@ -63,7 +82,7 @@ extension KioskServerTool.Serve {
 
     /// The real channels configured, as the start says them.
     var channels: [String] {
-        (stripeWebhookSecret.contains { !$0.isEmpty } ? ["the web (Stripe events at /v1/stripe/webhook\(checkoutURL != nil ? ", checkout pages for kiosk buy" : ""))"] : [])
+        (!webhookSecrets.isEmpty ? ["the web (Stripe events at /v1/stripe/webhook\(stripeKey != nil ? ", Checkout Sessions created on Stripe" : checkoutURL != nil ? ", checkout pages for kiosk buy" : ""))"] : [])
             + (playPackageName != nil ? ["Google Play (\(playPackageName ?? "")\(playNotificationJwks != nil ? ", notifications at /v1/play/notifications" : ""))"] : [])
             + (appStoreBundleId != nil ? ["the App Store (\(appStoreBundleId ?? ""))"] : [])
     }

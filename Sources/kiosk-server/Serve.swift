@@ -84,13 +84,19 @@ extension KioskServerTool {
         var rateLimitPurchasesPerAccount: String? = Self.environment("KIOSK_RATE_LIMIT_PURCHASES_PER_ACCOUNT")
 
         @Option(help: ArgumentHelp("The web channel: a Stripe webhook endpoint's signing secret (whsec_…); repeat while rotating one ($KIOSK_STRIPE_WEBHOOK_SECRETS, comma-separated).", valueName: "secret"))
-        var stripeWebhookSecret: [String] = Self.environment("KIOSK_STRIPE_WEBHOOK_SECRETS").map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } } ?? []
+        var stripeWebhookSecret: [String] = []
 
         @Option(help: ArgumentHelp("Seconds a Stripe event's signature may be old (or ahead) before it is refused as a replay ($KIOSK_STRIPE_TOLERANCE).", valueName: "seconds"))
         var stripeTolerance = Self.environment("KIOSK_STRIPE_TOLERANCE").flatMap(Int.init) ?? 300
 
         @Option(help: ArgumentHelp("The web shop's checkout page kiosk buy sends readers to, with {product}, {account}, {intent} and {quantity} filled in ($KIOSK_CHECKOUT_URL).", valueName: "url"))
         var checkoutURL = Self.environment("KIOSK_CHECKOUT_URL")
+
+        @Option(help: ArgumentHelp("The web channel: Kiosk creates Stripe's Checkout Sessions with this secret key (sk_… or a restricted rk_…), so the shop and kiosk buy need no shop of the publisher's; prefer the variable, which ps does not show ($KIOSK_STRIPE_SECRET_KEY).", valueName: "key"))
+        var stripeSecretKey: String?
+
+        @Option(help: ArgumentHelp("Where Stripe's API is (default https://api.stripe.com; a stand-in's address in tests) ($KIOSK_STRIPE_API_URL).", valueName: "url"))
+        var stripeAPIURL = Self.environment("KIOSK_STRIPE_API_URL") ?? "https://api.stripe.com"
 
         @Option(help: ArgumentHelp("Google Play: the Android app's package name, e.g. com.example.kiosk ($KIOSK_PLAY_PACKAGE_NAME).", valueName: "name"))
         var playPackageName = Self.environment("KIOSK_PLAY_PACKAGE_NAME")
@@ -200,8 +206,17 @@ extension KioskServerTool {
             _ = try accountPolicy()
             _ = try appStore()
             _ = try stripe()
+            if checkoutURL != nil, stripeKey != nil {
+                throw ValidationError("give --stripe-secret-key (Kiosk creates the checkout on Stripe) or --checkout-url (the publisher's own shop creates it), not both")
+            }
+            if let stripeKey {
+                guard !webhookSecrets.isEmpty else {
+                    throw ValidationError("--stripe-secret-key needs --stripe-webhook-secret: the payments come back as Stripe's signed events")
+                }
+                do { _ = try StripeAPI(secretKey: stripeKey, baseURL: stripeAPIURL) } catch let error as StoreError { throw ValidationError("--stripe-secret-key: \(error.message)") }
+            }
             if let checkoutURL {
-                guard !stripeWebhookSecret.filter({ !$0.isEmpty }).isEmpty else {
+                guard !webhookSecrets.isEmpty else {
                     throw ValidationError("--checkout-url needs --stripe-webhook-secret: the web shop's payments come back as its signed events")
                 }
                 do { _ = try CheckoutURLTemplate(checkoutURL) } catch let error as StoreError { throw ValidationError("--checkout-url: \(error.message)") }

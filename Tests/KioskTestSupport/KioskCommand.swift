@@ -162,7 +162,12 @@ public final class ServerProcess: @unchecked Sendable {
         process.standardOutput = stdout
         process.standardError = try FileHandle(forWritingTo: log)
         try process.run()
-        // A server that neither listens nor exits (stuck starting) is killed, so the read below ends.
+        url = try Self.listeningURL(process, stdout: stdout, log: log)
+    }
+
+    /// The address a just-started server prints as `listening on URL`; a server that neither
+    /// listens nor exits within 90 seconds (stuck starting) is killed, so the read ends.
+    static func listeningURL(_ process: Process, stdout: Pipe, log: URL) throws -> String {
         let deadline = ProcessDeadline(process, seconds: 90)
         defer { deadline.cancel() }
         var line = Data()
@@ -176,7 +181,7 @@ public final class ServerProcess: @unchecked Sendable {
             process.waitForExit()
             throw ServerDidNotStart(stdout: text, stderr: (try? String(contentsOf: log, encoding: .utf8)) ?? "")
         }
-        url = String(text.dropFirst("listening on ".count))
+        return String(text.dropFirst("listening on ".count))
     }
 
     public var log: String { (try? String(contentsOf: stderrLog, encoding: .utf8)) ?? "" }
@@ -208,7 +213,7 @@ public final class ServerProcess: @unchecked Sendable {
     public struct ServerDidNotStart: Error, CustomStringConvertible {
         public var stdout: String
         public var stderr: String
-        public var description: String { "kiosk serve did not start: stdout=\(stdout) stderr=\(stderr)" }
+        public var description: String { "the server did not start: stdout=\(stdout) stderr=\(stderr)" }
     }
 }
 

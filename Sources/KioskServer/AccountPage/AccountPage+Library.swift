@@ -91,7 +91,7 @@ extension AccountPage {
 
     /// A sandbox store without a web shop takes the sandbox's pretend payment from the shop, as
     /// `kiosk buy` does, so the bundled store can be tried in a browser; any other pays on the web.
-    private var pretendPayment: Bool { store.environment == .sandbox && store.stripe.checkoutOrigin == nil }
+    private var pretendPayment: Bool { store.environment == .sandbox && !store.stripe.takesWebPayments }
 
     /// `POST /account/buy/{id}`: a purchase intent, and a 303 to where the reader pays; the grant
     /// comes from the payment's signed event alone, never from the reader coming back. In the
@@ -106,7 +106,8 @@ extension AccountPage {
                                                  accountId: device.accountId)
                 return Response(status: .seeOther, headers: [.location: "/account/library"])
             }
-            let checkout = try await store.stripe.startCheckout(CheckoutRequest(productId: id), accountId: device.accountId)
+            let checkout = try await store.stripe.startCheckout(CheckoutRequest(productId: id), accountId: device.accountId,
+                                                                origin: RequestOrigin.base(of: request), formKey: form["key"])
             return Response(status: .seeOther, headers: [.location: checkout.url])
         } catch let error as StoreError {
             return html(error.status, "message", ["title": "Not bought", "signedIn": true, "csrf": Self.csrf(for: token(request) ?? ""),

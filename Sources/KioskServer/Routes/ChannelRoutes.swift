@@ -39,7 +39,7 @@ struct ChannelRoutes: Sendable {
         let account = try context.requireAccount()
         try await limits.admitPurchase(request, context: context, accountId: account)
         let asked = try await JSONBody.decode(CheckoutRequest.self, from: request)
-        return try JSONBody.response(try await store.stripe.startCheckout(asked, accountId: account), status: .created)
+        return try JSONBody.response(try await store.stripe.startCheckout(asked, accountId: account, origin: RequestOrigin.base(of: request)), status: .created)
     }
 
     /// `POST /v1/play/purchases` ``PlayPurchaseProof``: ``ChannelPurchaseAnswer``, 200 granted or 202 pending.

@@ -12,11 +12,15 @@ public struct StoreChannels: Sendable {
     public var playNotifications: PlayNotificationVerifier?
     /// The web shop's checkout page that `kiosk buy` sends a reader to (`--checkout-url`).
     public var checkout: CheckoutURLTemplate?
+    /// Stripe's API, when Kiosk creates the Checkout Sessions itself (`--stripe-secret-key`).
+    public var stripeAPI: StripeAPI?
 
-    public init(play: PlayPurchaseVerifier? = nil, playNotifications: PlayNotificationVerifier? = nil, checkout: CheckoutURLTemplate? = nil) {
+    public init(play: PlayPurchaseVerifier? = nil, playNotifications: PlayNotificationVerifier? = nil, checkout: CheckoutURLTemplate? = nil,
+                stripeAPI: StripeAPI? = nil) {
         self.play = play
         self.playNotifications = playNotifications
         self.checkout = checkout
+        self.stripeAPI = stripeAPI
     }
 }
 

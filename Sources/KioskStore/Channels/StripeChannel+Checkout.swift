@@ -18,14 +18,30 @@ struct CheckoutIntentRecord: Codable, Sendable {
 }
 
 extension StripeChannel {
-    /// The web shop's origin, where the reader is sent to pay; nil without `--checkout-url`.
-    public var checkoutOrigin: String? { base.channels.checkout?.origin }
+    /// Where the reader is sent to pay, the one address besides the store's own that the shop's
+    /// buy form may lead to: Stripe's Checkout (`https://checkout.stripe.com`) when Kiosk creates
+    /// the session, else the publisher's shop (`--checkout-url`); nil when the store has neither.
+    public var checkoutOrigin: String? {
+        if base.channels.stripeAPI != nil { return "https://checkout.stripe.com" }
+        return base.channels.checkout?.origin
+    }
 
-    /// A one-time purchase intent for `productId` and the URL where the reader pays it.
-    /// - Throws: `web_not_configured` without `--checkout-url`; `unknown_product`, `off_sale`.
-    public func startCheckout(_ request: CheckoutRequest, accountId: String) async throws -> Checkout {
-        guard let template = base.channels.checkout else {
-            throw StoreError.channelNotConfigured("web", flags: "--checkout-url (the web shop's checkout page)")
+    /// Whether readers can pay on the web: Kiosk creates Stripe's Checkout Sessions, or the
+    /// publisher's shop does.
+    public var takesWebPayments: Bool { base.channels.stripeAPI != nil || base.channels.checkout != nil }
+
+    /// A one-time purchase intent for `productId` and the URL where the reader pays it: a Checkout
+    /// Session Kiosk creates on Stripe (`--stripe-secret-key`), or the publisher's shop's page
+    /// with the intent in it (`--checkout-url`).
+    /// - Parameter origin: the store's own address as the reader reached it, where Stripe sends the
+    ///   reader back (the library when paid, the product's page when not).
+    /// - Parameter formKey: the shop's form's idempotency key: the same form sent again is the same
+    ///   intent, and so the same Checkout Session, never a second one to pay.
+    /// - Throws: `web_not_configured` without either; `unknown_product`, `off_sale`, `already_owned`;
+    ///   `payment_service` when Stripe refuses or cannot be reached.
+    public func startCheckout(_ request: CheckoutRequest, accountId: String, origin: String, formKey: String? = nil) async throws -> Checkout {
+        guard takesWebPayments else {
+            throw StoreError.channelNotConfigured("web", flags: "--stripe-secret-key (Kiosk creates Stripe's checkout) or --checkout-url (the web shop's checkout page)")
         }
         try RequestText.check(request.productId, field: "productId")
         let product = try await sellable(request.productId)
@@ -43,11 +59,50 @@ extension StripeChannel {
         guard (1...100).contains(quantity), quantity == 1 || product.kind == .consumable else {
             throw StoreError.invalidRequest("a quantity of \(quantity) of \(product.id) cannot be bought")
         }
-        let intent = CheckoutIntentRecord(id: "ci_" + Store.randomHex(bytes: 16), accountId: accountId, productId: product.id,
-                                          quantity: quantity, createdAt: clock.wallNow(), session: nil)
-        try await database.write { db in try await db.insert(into: "checkoutIntent").model(intent).run() }
-        return Checkout(intent: intent.id, productId: product.id, quantity: quantity,
-                        url: template.url(product: product.id, account: accountId, intent: intent.id, quantity: quantity))
+        let intent = try await recordIntent(accountId: accountId, product: product, quantity: quantity, formKey: formKey)
+        guard let stripe = base.channels.stripeAPI else {
+            let template = base.channels.checkout
+            return Checkout(intent: intent.id, productId: product.id, quantity: quantity,
+                            url: template?.url(product: product.id, account: accountId, intent: intent.id, quantity: quantity) ?? "")
+        }
+        guard product.kind != .subscription else {
+            // Stripe Billing renews it, and Kiosk does not yet follow a Stripe subscription's
+            // invoices: sold here it would be charged again with nothing granted for it.
+            throw StoreError(.forbidden, code: "subscription_not_on_web", message: "\(product.id) is a subscription, which this store does not sell on the web yet; subscribe in the app")
+        }
+        let email = try await database.read { db in try await Accounts.signIn(accountId: accountId, in: db)?.email }
+        do {
+            let session = try await stripe.createCheckoutSession(
+                CheckoutSessionFields.payment(product: product, quantity: quantity, intent: intent.id, accountId: accountId, email: email, origin: origin),
+                idempotencyKey: "kiosk-checkout-\(intent.id)")
+            return Checkout(intent: intent.id, productId: product.id, quantity: quantity, url: session.url)
+        } catch let refusal as StoreError where refusal.code == "payment_service" && refusal.retryAfter == nil {
+            // Stripe answered and made no session: nothing can pay this intent, so it is not left
+            // waiting in the reader's library. (One Stripe may have made, its answer lost, stays:
+            // its payment must still find its intent.)
+            try await database.write { db in
+                try await db.delete(from: "checkoutIntent").where("id", .equal, intent.id).where("session", .is, SQLLiteral.null).run()
+            }
+            throw refusal
+        }
+    }
+
+    /// The intent, recorded once: a form's key names one intent per account, so the same form sent
+    /// again finds the intent the first made (and the idempotency key of its session).
+    private func recordIntent(accountId: String, product: Product, quantity: Int, formKey: String?) async throws -> CheckoutIntentRecord {
+        let id = formKey.map { "ci_" + FileDigest.sha256(of: Data("\(accountId):\($0)".utf8)).prefix(32) } ?? "ci_" + Store.randomHex(bytes: 16)
+        let intent = CheckoutIntentRecord(id: id, accountId: accountId, productId: product.id, quantity: quantity, createdAt: clock.wallNow(), session: nil)
+        return try await database.write { db in
+            try await db.insert(into: "checkoutIntent").model(intent).ignoringConflicts(with: ["id"]).run()
+            guard let kept = try await db.select().column("*").from("checkoutIntent").where("id", .equal, id).first(decoding: CheckoutIntentRecord.self),
+                  kept.accountId == accountId else {
+                throw StoreError.invalidRequest("the form's key names another purchase; reload the page and buy again")
+            }
+            guard kept.productId == product.id, kept.quantity == quantity else {
+                throw StoreError.idempotencyKeyReused(formKey ?? "", differences: ["productId", "quantity"])
+            }
+            return kept
+        }
     }
 
     /// The products `accountId` started paying for on the web in the last day whose payment has

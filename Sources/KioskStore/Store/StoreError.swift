@@ -170,6 +170,12 @@ extension StoreError {
     }
 
     /// A channel's proof of payment that does not hold (its signature, its app, its state).
+    /// The payment service (Stripe) refused or could not be reached: nothing was bought.
+    /// - Parameter retryAfter: seconds before trying again makes sense; nil when it was refused.
+    public static func paymentService(_ message: String, retryAfter: Int? = nil) -> StoreError {
+        StoreError(.unavailable, code: "payment_service", message: message, retryAfter: retryAfter)
+    }
+
     public static func proofRefused(_ code: String, _ message: String) -> StoreError {
         StoreError(.invalidRequest, code: code, message: message)
     }

@@ -46,7 +46,7 @@ struct RefundKeptContentTests {
     func refundWithRebuyToldOnce() async throws {
         let shop = try await Shop.open()
         defer { shop.close() }
-        let (home, environment) = (shop.home, shop.environment)
+        let environment = shop.environment
         let book = "com.kiosk.books.lighthouse-keeper"
         #expect(try await KioskCommand.run(["buy", book], environment: environment).status == 0)
         let again = try await KioskCommand.run(["buy", book], environment: environment)

@@ -48,6 +48,24 @@ struct ServeEnvironmentTests {
         #expect(server.log.contains("a production store"), "\(server.log)")
     }
 
+    @Test("kiosk serve --help never prints a secret the environment holds (Stripe's secret key, its webhook secrets); a secret key that is no Stripe key, or one without the webhook secret its payments need, is refused naming the flag")
+    func secretsNotShown() async throws {
+        let secrets = ["KIOSK_STRIPE_SECRET_KEY": "sk_test_must_not_show", "KIOSK_STRIPE_WEBHOOK_SECRETS": "whsec_must_not_show"]
+        let help = try await KioskCommand.run(["serve", "--help"], environment: secrets)
+        #expect(help.status == 0 && help.stdout.contains("--stripe-secret-key"))
+        #expect(!help.stdout.contains("must_not_show") && !help.stderr.contains("must_not_show"), "\(help.stdout)")
+
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let arguments = ["serve", "--catalog", store.catalog.path, "--content", store.content.path, "--data", store.data.path, "--port", "0"]
+        let notAKey = try await KioskCommand.run(arguments, environment: ["KIOSK_STRIPE_SECRET_KEY": "pk_live_public", "KIOSK_STRIPE_WEBHOOK_SECRETS": "whsec_x"])
+        #expect(notAKey.status != 0 && notAKey.stderr.contains("--stripe-secret-key") && !notAKey.stderr.contains("pk_live_public"), "\(notAKey.stderr)")
+        let noWebhook = try await KioskCommand.run(arguments + ["--stripe-secret-key", "sk_test_x"])
+        #expect(noWebhook.status != 0 && noWebhook.stderr.contains("needs --stripe-webhook-secret"), "\(noWebhook.stderr)")
+        let both = try await KioskCommand.run(arguments + ["--stripe-secret-key", "sk_test_x", "--stripe-webhook-secret", "whsec_x", "--checkout-url", "https://shop.example/{intent}"])
+        #expect(both.status != 0 && both.stderr.contains("not both"), "\(both.stderr)")
+    }
+
     @Test("a mistyped KIOSK_ENVIRONMENT (or a port that is no number) is refused, never replaced by the sandbox default")
     func mistypedEnvironmentRefused() async throws {
         let directory = try TemporaryDirectory()

@@ -1,0 +1,107 @@
+import Foundation
+import KioskCore
+import KioskTransfer
+
+/// Stripe's API as Kiosk calls it (`--stripe-secret-key`): creating the Checkout Session a reader
+/// pays on. Requests are form-encoded as Stripe's own libraries encode them (`a[b][0]=c`; the
+/// tests hold Kiosk's fields to the `stripe` package's for the same parameters), authorised by
+/// the secret key as a Bearer token, and carry an `Idempotency-Key`: a request sent again (a
+/// retry, a reader's second click on the same form) is answered with the same session, never a
+/// second one. The key is never logged or shown; this value's description leaves it out.
+public struct StripeAPI: Sendable, CustomStringConvertible {
+    /// `https://api.stripe.com`, or a stand-in's address in tests (`--stripe-api-url`).
+    public let baseURL: String
+    let secretKey: String
+
+    /// - Throws: ``StoreError`` `invalid_request` for a key that is no Stripe secret or restricted
+    ///   key (`sk_…`, `rk_…`), or a base URL that is not http(s).
+    public init(secretKey: String, baseURL: String = "https://api.stripe.com") throws {
+        guard secretKey.hasPrefix("sk_") || secretKey.hasPrefix("rk_"), secretKey.count <= 255,
+              secretKey.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value < 0x7F }) else {
+            throw StoreError.invalidRequest("the Stripe secret key must be a secret (sk_…) or restricted (rk_…) key from the Stripe dashboard")
+        }
+        guard let url = URL(string: baseURL), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
+            throw StoreError.invalidRequest("the Stripe API URL \(baseURL.prefix(200)) is not an http(s) URL")
+        }
+        self.secretKey = secretKey
+        self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
+    }
+
+    public var description: String { "StripeAPI(\(baseURL), secret key not shown)" }
+
+    /// A Checkout Session as Stripe answers its creation: what Kiosk reads of it.
+    public struct CheckoutSession: Decodable, Sendable, Equatable {
+        public var id: String
+        public var url: String
+    }
+
+    /// `POST /v1/checkout/sessions` with `fields` (form-encoded, in order).
+    /// - Throws: ``StoreError`` `payment_service`: Stripe refused it (its message), or could not
+    ///   be reached (try again); nothing was bought either way.
+    func createCheckoutSession(_ fields: [(String, String)], idempotencyKey: String) async throws -> CheckoutSession {
+        let body = Self.formEncoded(fields)
+        let request = HTTPRequest(method: "POST", url: baseURL + "/v1/checkout/sessions",
+                                  headers: [("Authorization", "Bearer \(secretKey)"), ("Content-Type", "application/x-www-form-urlencoded"),
+                                            ("Idempotency-Key", idempotencyKey)],
+                                  body: Data(body.utf8), timeout: 30, maxResponseBytes: 1 << 20)
+        let response: HTTPResponse
+        do {
+            response = try await HTTPClient().send(request)
+        } catch {
+            throw StoreError.paymentService("Stripe could not be reached to start the checkout; try again in a moment", retryAfter: 10)
+        }
+        if response.status >= 500 || response.status == 429 {
+            // Stripe may or may not have made the session: the same key asks again safely.
+            throw StoreError.paymentService("Stripe could not start the checkout now (HTTP \(response.status)); try again in a moment", retryAfter: 10)
+        }
+        guard (200..<300).contains(response.status) else {
+            // Stripe's error shape: {"error": {"message": "...", "type": "..."}}.
+            struct Failure: Decodable { struct Detail: Decodable { var message: String? }; var error: Detail }
+            let said = (try? JSONDecoder().decode(Failure.self, from: response.body))?.error.message.map { String($0.prefix(300)) }
+            throw StoreError.paymentService("Stripe refused to start the checkout (HTTP \(response.status)\(said.map { ": \($0)" } ?? "")); nothing was bought")
+        }
+        guard let session = try? JSONDecoder().decode(CheckoutSession.self, from: response.body), session.url.hasPrefix("https://") || session.url.hasPrefix("http://") else {
+            throw StoreError.paymentService("Stripe's answer to the checkout is not a Checkout Session with a url; nothing was bought")
+        }
+        return session
+    }
+
+    /// Fields as `application/x-www-form-urlencoded`, each name and value percent-encoded (the
+    /// brackets of nested names too, as a browser and Stripe's libraries send them).
+    static func formEncoded(_ fields: [(String, String)]) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        func encoded(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: allowed) ?? "" }
+        return fields.map { "\(encoded($0.0))=\(encoded($0.1))" }.joined(separator: "&")
+    }
+}
+
+/// The fields of a Checkout Session Kiosk creates, in Stripe's form names: the product's price as
+/// `price_data` (the catalog's currency, in its smallest unit, its name and cover), the account as
+/// `client_reference_id`, the intent, product and quantity in `metadata` (what the paid event
+/// brings back: ``StripeChannel``), the sign-in's email, and where Stripe sends the reader back.
+enum CheckoutSessionFields {
+    static func payment(product: Product, quantity: Int, intent: String, accountId: String, email: String?, origin: String) -> [(String, String)] {
+        let cents = Price.cents(product.price.amount) ?? 0
+        let currency = product.price.currency.uppercased()
+        // Kiosk keeps hundredths of the unit; Stripe wants the smallest unit there is (a yen is one).
+        let amount = Price.wholeUnitCurrencies.contains(currency) ? cents / 100 : cents
+        let id = product.id.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? product.id
+        var fields: [(String, String)] = [
+            ("mode", "payment"),
+            ("line_items[0][price_data][currency]", currency.lowercased()),
+            ("line_items[0][price_data][unit_amount]", String(amount)),
+            ("line_items[0][price_data][product_data][name]", String(product.title.prefix(250))),
+            ("line_items[0][price_data][product_data][images][0]", "\(origin)/v1/covers/\(id)"),
+            ("line_items[0][quantity]", String(quantity)),
+            ("client_reference_id", accountId),
+            ("metadata[kiosk_intent]", intent),
+            ("metadata[kiosk_product_id]", product.id),
+            ("metadata[kiosk_quantity]", String(quantity)),
+            ("success_url", "\(origin)/account/library"),
+            ("cancel_url", "\(origin)/products/\(id)"),
+        ]
+        if let email { fields.append(("customer_email", email)) }
+        return fields
+    }
+}

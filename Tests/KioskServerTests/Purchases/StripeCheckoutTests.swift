@@ -1,0 +1,118 @@
+import Foundation
+import KioskCore
+@testable import KioskServer
+import KioskStore
+import KioskTestSupport
+import Testing
+
+/// Checkout Sessions Kiosk creates on Stripe (`--stripe-secret-key`), against a stand-in for
+/// Stripe's API (scripts/stripe_standin.py) whose record of each request is held to what Stripe's
+/// own library sends for the same parameters; the grant still comes from the signed event alone.
+@Suite("The web channel: Checkout Sessions Kiosk creates")
+struct StripeCheckoutTests: StoreSuite {
+    static let epub = "com.kiosk.books.salt-and-stars"
+
+    static func withStripe(engine: TestEngine, key: String = StripeStandIn.key, apiURL: String? = nil,
+                           _ body: @Sendable (KioskServer, StoreHTTP, StripeStandIn) async throws -> Void) async throws {
+        let standIn = try await StripeStandIn.start()
+        do {
+            try await withStore(engine: engine, configure: {
+                $0.stripe = StripeSignature(secrets: [StripeChannelTests.secret])
+                $0.channels.stripeAPI = try? StripeAPI(secretKey: key, baseURL: apiURL ?? standIn.url)
+            }) { server, http, _ in try await body(server, http, standIn) }
+        } catch {
+            await standIn.stop()
+            throw error
+        }
+        await standIn.stop()
+    }
+
+    @Test("the shop's Buy creates a Checkout Session with the product's price, the account, the intent and the way back, the fields Stripe's own library sends; the same form twice is one session; the signed event grants it", arguments: TestEngine.all)
+    func shopCheckout(engine: TestEngine) async throws {
+        try await Self.withStripe(engine: engine) { server, http, stripe in
+            let ann = try await WebSession.account(http, "ann@example.com")
+            let browser = try await WebSession.signIn(http, "ann@example.com", next: "/account/buy/\(Self.epub)")
+            let page = try await browser.get("/account/buy/\(Self.epub)")
+            #expect(page.header("Content-Security-Policy")?.contains("form-action 'self' https://checkout.stripe.com") == true)
+            let key = try #require(String(decoding: page.body, as: UTF8.self).firstMatch(of: /name="key" value="([0-9A-F-]+)"/)?.1)
+
+            let first = try await browser.post("/account/buy/\(Self.epub)", ["csrf": browser.csrf, "key": String(key)])
+            #expect(first.status == 303 && first.header("Location") == "https://checkout.stripe.com/c/pay/cs_test_standin000001", "\(first.headers)")
+            let again = try await browser.post("/account/buy/\(Self.epub)", ["csrf": browser.csrf, "key": String(key)])
+            #expect(again.header("Location") == first.header("Location"), "the same form sent again is the same session")
+
+            let sent = try stripe.requests()
+            #expect(sent.count == 2)
+            let kiosk = try #require(sent.first)
+            #expect(kiosk.path == "/v1/checkout/sessions" && kiosk.authorization == "Bearer \(StripeStandIn.key)")
+            #expect(kiosk.contentType == "application/x-www-form-urlencoded")
+            let intent = try #require(kiosk.form["metadata[kiosk_intent]"])
+            #expect(intent.hasPrefix("ci_") && kiosk.idempotencyKey == "kiosk-checkout-\(intent)" && sent[1].idempotencyKey == kiosk.idempotencyKey)
+
+            // The judge: Stripe's library, given the parameters as its API reference writes them.
+            let base = http.baseURL
+            let parameters: [String: Any] = [
+                "mode": "payment",
+                "line_items": [["price_data": ["currency": "usd", "unit_amount": 499,
+                                               "product_data": ["name": "Salt and Stars", "images": ["\(base)/v1/covers/\(Self.epub)"]]],
+                                "quantity": 1]],
+                "client_reference_id": ann.accountId, "customer_email": "ann@example.com",
+                "metadata": ["kiosk_intent": intent, "kiosk_product_id": Self.epub, "kiosk_quantity": "1"],
+                "success_url": "\(base)/account/library", "cancel_url": "\(base)/products/\(Self.epub)",
+            ]
+            let judged = try await stripe.judgedFields(of: parameters, idempotencyKey: "judge")
+            #expect(kiosk.fields.map { $0.joined(separator: "=") }.sorted() == judged.fields.map { $0.joined(separator: "=") }.sorted())
+
+            // Coming back grants nothing; the signed event does.
+            #expect(String(decoding: try await browser.get("/account/library").body, as: UTF8.self).contains("Waiting for the payment"))
+            let event = StripeChannelTests.json([
+                "id": "evt_shop1", "object": "event", "type": "checkout.session.completed",
+                "data": ["object": ["id": "cs_test_standin000001", "object": "checkout.session", "payment_status": "paid", "client_reference_id": ann.accountId,
+                                    "amount_total": 499, "currency": "usd", "payment_intent": "pi_shop1",
+                                    "metadata": ["kiosk_intent": intent, "kiosk_product_id": Self.epub, "kiosk_quantity": "1"]]],
+            ])
+            #expect(try await StripeChannelTests.deliver(http, event).outcome == "granted")
+            let library = String(decoding: try await browser.get("/account/library").body, as: UTF8.self)
+            #expect(library.contains("/account/library/\(Self.epub)/file") && !library.contains("Waiting for the payment"))
+            #expect(try await http.charges(accountId: ann.accountId, adminToken: server.adminToken) == [499])
+        }
+    }
+
+    @Test("kiosk buy's checkout (POST /v1/checkouts) is a Checkout Session too, in the catalog's currency; a subscription is refused on the web until Stripe Billing's invoices are followed", arguments: TestEngine.all)
+    func apiCheckout(engine: TestEngine) async throws {
+        try await Self.withStripe(engine: engine) { _, http, stripe in
+            let reader = try await http.createAccount()
+            let reply = try await http.send("POST", "/v1/checkouts", token: reader.token, json: #"{"productId": "com.kiosk.credits.pack-5", "quantity": 2}"#)
+            #expect(reply.status == 201, "\(Self.message(reply))")
+            let checkout = try reply.decode(Checkout.self)
+            #expect(checkout.url.hasPrefix("https://checkout.stripe.com/c/pay/cs_test_standin"))
+            let form = try #require(try stripe.requests().last).form
+            #expect(form["line_items[0][quantity]"] == "2" && form["line_items[0][price_data][unit_amount]"] == "499" && form["metadata[kiosk_quantity]"] == "2")
+            #expect(form["customer_email"] == nil, "an account without a sign-in has no email to give")
+            #expect(form["metadata[kiosk_intent]"] == checkout.intent)
+
+            let plan = try await http.send("POST", "/v1/checkouts", token: reader.token, json: #"{"productId": "\#(SampleStore.harborMonthly)"}"#)
+            let refusal = try plan.decode(APIError.self)
+            #expect(plan.status == 403 && refusal.code == "subscription_not_on_web", "\(Self.message(plan))")
+        }
+    }
+
+    @Test("Stripe refusing (a wrong key) or out of reach: the reader is told on a page, nothing is bought, and nothing waits in the library", arguments: TestEngine.all)
+    func stripeFails(engine: TestEngine) async throws {
+        try await Self.withStripe(engine: engine, key: "sk_test_not_the_key") { _, http, _ in
+            _ = try await WebSession.account(http, "ann@example.com")
+            let browser = try await WebSession.signIn(http, "ann@example.com", next: "/account/library")
+            let refused = try await browser.post("/account/buy/\(Self.epub)", ["csrf": browser.csrf, "key": UUID().uuidString])
+            let page = String(decoding: refused.body, as: UTF8.self)
+            #expect(refused.status == 503 && page.contains("Stripe refused") && page.contains("nothing was bought"), "\(page)")
+            #expect(!page.contains("sk_test_not_the_key"), "the key is never shown")
+            #expect(!String(decoding: try await browser.get("/account/library").body, as: UTF8.self).contains("Waiting for the payment"))
+        }
+        try await Self.withStripe(engine: engine, apiURL: "http://127.0.0.1:9") { _, http, _ in
+            let reader = try await http.createAccount()
+            let reply = try await http.send("POST", "/v1/checkouts", token: reader.token, json: #"{"productId": "\#(Self.epub)"}"#)
+            #expect(reply.status == 503 && reply.header("Retry-After") != nil, "\(Self.message(reply))")
+            #expect(try reply.decode(APIError.self).message.contains("could not be reached"))
+        }
+    }
+}

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""A stand-in for Stripe's API, for tests on a machine that cannot reach api.stripe.com. It answers
+only the documented shapes (https://docs.stripe.com/api/checkout/sessions/create, /api/errors,
+/idempotency) and records every request, so a test can hold Kiosk's requests to those the `stripe`
+package makes for the same parameters (scripts/stripe_judge.py).
+
+    stripe_standin.py RECORD-FILE [--key sk_test_…]
+
+Listens on 127.0.0.1 at a port of the system's choosing and prints `listening on http://HOST:PORT`.
+Each request is appended to RECORD-FILE as one JSON line: method, path, the headers that matter and
+the form's fields as [name, value] pairs in order. What it answers:
+- `POST /v1/checkout/sessions`: 401 (`invalid_request_error`) unless `Authorization: Bearer KEY`;
+  400 when `mode`, `success_url` or a line item's price is missing; else 200 with a Checkout
+  Session (`id` `cs_test_…`, `object`, `url` on checkout.stripe.com, `mode`, `status` `open`,
+  `client_reference_id`, `metadata`, `customer_email`, `amount_total`, `currency`). The same
+  `Idempotency-Key` with the same fields is answered the same session, as Stripe does; with other
+  fields, 400 `idempotency_error`.
+- anything else: 404 with Stripe's error shape.
+"""
+import argparse
+import hashlib
+import http.server
+import json
+import sys
+import threading
+import urllib.parse
+
+
+class Recorder:
+    def __init__(self, path, key):
+        self.path = path
+        self.key = key
+        self.lock = threading.Lock()
+        self.sessions = {}  # idempotency key -> (fields digest, session)
+        self.count = 0
+
+
+def error(kind, message, code=None, param=None):
+    body = {"error": {"type": kind, "message": message}}
+    if code:
+        body["error"]["code"] = code
+    if param:
+        body["error"]["param"] = param
+    return body
+
+
+def make_handler(recorder):
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def answer(self, status, body):
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Request-Id", "req_standin")
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            self.answer(404, error("invalid_request_error", f"Unrecognized request URL (GET: {self.path})."))
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length", "0"))
+            raw = self.rfile.read(length).decode()
+            fields = urllib.parse.parse_qsl(raw, keep_blank_values=True)
+            record = {
+                "method": "POST", "path": self.path,
+                "authorization": self.headers.get("Authorization"),
+                "idempotencyKey": self.headers.get("Idempotency-Key"),
+                "contentType": self.headers.get("Content-Type"),
+                "fields": fields,
+            }
+            with recorder.lock:
+                with open(recorder.path, "a", encoding="utf-8") as out:
+                    out.write(json.dumps(record) + "\n")
+            if self.path != "/v1/checkout/sessions":
+                return self.answer(404, error("invalid_request_error", f"Unrecognized request URL (POST: {self.path})."))
+            if self.headers.get("Authorization") != f"Bearer {recorder.key}":
+                return self.answer(401, error("invalid_request_error", "Invalid API Key provided: sk_****"))
+            form = dict(fields)
+            for required in ("mode", "success_url"):
+                if required not in form:
+                    return self.answer(400, error("invalid_request_error", f"Missing required param: {required}.", "parameter_missing", required))
+            if "line_items[0][price_data][unit_amount]" not in form and "line_items[0][price]" not in form:
+                return self.answer(400, error("invalid_request_error", "You must specify either `price` or `price_data` for each line item.",
+                                              "parameter_missing", "line_items[0][price_data]"))
+            digest = hashlib.sha256(json.dumps(sorted(fields)).encode()).hexdigest()
+            key = self.headers.get("Idempotency-Key")
+            with recorder.lock:
+                if key and key in recorder.sessions:
+                    earlier_digest, session = recorder.sessions[key]
+                    if earlier_digest != digest:
+                        return self.answer(400, error("idempotency_error", "Keys for idempotent requests can only be used with the same parameters they were first used with."))
+                    return self.answer(200, session)
+                recorder.count += 1
+                number = recorder.count
+            session_id = f"cs_test_standin{number:06d}"
+            amount = int(form.get("line_items[0][price_data][unit_amount]", "0")) * int(form.get("line_items[0][quantity]", "1"))
+            session = {
+                "id": session_id, "object": "checkout.session", "mode": form["mode"], "status": "open", "payment_status": "unpaid",
+                "url": f"https://checkout.stripe.com/c/pay/{session_id}",
+                "client_reference_id": form.get("client_reference_id"), "customer_email": form.get("customer_email"),
+                "amount_total": amount, "currency": form.get("line_items[0][price_data][currency]"),
+                "success_url": form["success_url"], "cancel_url": form.get("cancel_url"),
+                "metadata": {name[len("metadata["):-1]: value for name, value in fields if name.startswith("metadata[")},
+            }
+            with recorder.lock:
+                if key:
+                    recorder.sessions[key] = (digest, session)
+            self.answer(200, session)
+
+    return Handler
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("record")
+    parser.add_argument("--key", default="sk_test_kiosk_standin")
+    args = parser.parse_args()
+    recorder = Recorder(args.record, args.key)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), make_handler(recorder))
+    print(f"listening on http://127.0.0.1:{server.server_address[1]}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
