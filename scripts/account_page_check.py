@@ -45,8 +45,8 @@ def main():
             page.screenshot(path=f"{args.screenshots}/{name}.png", full_page=True)
 
         def sign_in(password):
-            page.get_by_label("Email").fill(args.email)
-            page.get_by_label("Password").fill(password)
+            page.get_by_label("Email", exact=True).fill(args.email)
+            page.get_by_label("Password", exact=True).fill(password)
             with page.expect_navigation() as navigation:
                 page.get_by_role("button", name="Sign in").click()
             return navigation.value

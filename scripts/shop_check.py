@@ -65,8 +65,8 @@ def main():
         # Buying signs in first and comes back to the same purchase.
         page.get_by_role("link", name=f"Buy {args.title}").click()
         check(page.get_by_role("heading", name="Sign in").is_visible(), "buying while signed out asks to sign in")
-        page.get_by_label("Email").fill(args.email)
-        page.get_by_label("Password").fill(args.password)
+        page.get_by_label("Email", exact=True).fill(args.email)
+        page.get_by_label("Password", exact=True).fill(args.password)
         page.get_by_role("button", name="Sign in").click()
         check(page.url.endswith("/account/buy/" + args.book), "the sign-in comes back to the purchase")
         # The account owns it already: the store says so instead of taking money for nothing.
@@ -112,6 +112,13 @@ def main():
             # Nothing wider than a phone: the page never scrolls sideways.
             wide = checked.evaluate("document.documentElement.scrollWidth")
             check(wide <= PHONE["width"], f"{path} fits 390 px ({wide} px wide)")
+        # The sign-in page, with its form to create an account, as a stranger sees it.
+        stranger = browser.new_context(bypass_csp=True, viewport=PHONE).new_page()
+        stranger.goto(store + "/account/buy/" + args.book)
+        violations = axe.run(stranger).response.get("violations", [])
+        serious = [f"{v['id']} ({v['impact']})" for v in violations if v.get("impact") in ("serious", "critical")]
+        check(not serious, "axe finds no serious or critical violation on the sign-in page" + (": " + ", ".join(serious) if serious else ""))
+        check(stranger.get_by_role("button", name="Create an account").is_visible(), "a stranger can create an account on the sign-in page")
         browser.close()
 
     if failures:

@@ -34,6 +34,7 @@ struct AccountPage: Sendable {
         routes.get("account", use: guarded(page))
         routes.get("account/device", use: guarded(devicePage))
         routes.post("account/sign-in", use: guarded(signIn))
+        routes.post("account/sign-up", use: guarded(signUp))
         routes.post("account/sign-out", use: guarded(signOut))
         routes.post("account/sign-out-everywhere", use: guarded(signOutEverywhere))
         routes.post("account/devices/remove", use: guarded(removeDevice))
@@ -133,6 +134,29 @@ struct AccountPage: Sendable {
             return response
         } catch let error as StoreError {
             return signInPage(next: Self.returning(to: form["next"], code: nil), code: code, email: email, error: error.message, status: error.status)
+        }
+    }
+
+    /// `POST /account/sign-up`: a new account with this email and password, this browser signed
+    /// in to it, and on to where the reader was going (a purchase, the library). Limited as the
+    /// API's account creation and sign-ins are; a taken email is said, as the API says it.
+    @Sendable func signUp(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let form = try await HTMLForm.fields(request)
+        let next = Self.returning(to: form["next"], code: nil)
+        let email = form["email"] ?? ""
+        guard let cookie = request.cookies[Self.signInCookie]?.value, let sent = form["csrf"], AdminMiddleware.matches(sent, cookie) else {
+            return signInPage(next: next, email: email, error: "This form is out of date: send it again.", status: .forbidden)
+        }
+        do {
+            try await limits.admitAccountCreation(request, context: context)
+            try await limits.admitSignIn(request, context: context, email: email)
+            let created = try await store.accounts.createAccount(signIn: SignInDetails(email: email, password: form["password"] ?? "", deviceName: "web browser"), kind: .web)
+            var response = Response(status: .seeOther, headers: [.location: next])
+            response.headers[values: .setCookie].append(sessionCookie(created.token, request: request, seconds: nil))
+            response.headers[values: .setCookie].append("\(Self.signInCookie)=; Path=/account; HttpOnly; SameSite=Strict; Max-Age=0")
+            return response
+        } catch let error as StoreError {
+            return signInPage(next: next, email: email, error: error.message, status: error.status)
         }
     }
 

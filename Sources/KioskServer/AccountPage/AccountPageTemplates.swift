@@ -16,7 +16,20 @@ enum AccountPageTemplates {
         <input type="password" id="password" name="password" autocomplete="current-password" required>
         <button type="submit">Sign in</button>
         </form>
-        <p class="muted">No sign-in yet? On a device with Kiosk: <code>kiosk account create --email YOU@EXAMPLE.COM</code>. Locked out? Ask the store for a reset code.</p>
+        <p class="muted">Locked out? Ask the store for a reset code.</p>
+        </section>
+        <section>
+        <h2>New here?</h2>
+        <form method="post" action="/account/sign-up">
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        <input type="hidden" name="next" value="{{next}}">
+        <label for="new-email">Your email, to sign in with</label>
+        <input type="email" id="new-email" name="email" autocomplete="email" required>
+        <label for="new-password">A password of at least 8 characters</label>
+        <input type="password" id="new-password" name="password" autocomplete="new-password" minlength="8" required>
+        <button type="submit">Create an account</button>
+        </form>
+        <p class="muted">On a device with Kiosk: <code>kiosk account create --email YOU@EXAMPLE.COM</code> does the same.</p>
         </section>
         {{/content}}{{/layout}}
         """

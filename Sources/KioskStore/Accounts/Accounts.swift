@@ -11,7 +11,8 @@ public struct Accounts: StoreOwner {
     /// Creates an account with its first device, which gets a fresh secret token (only its hash
     /// is stored). With `signIn`, the account can be signed in to from other devices; without, it
     /// is anonymous, as the sandbox's and the quick start's are.
-    public func createAccount(signIn: SignInDetails? = nil, deviceName: String? = nil) async throws -> AccountCreated {
+    /// - Parameter kind: `web` for a browser signing up on the store's pages (its session).
+    public func createAccount(signIn: SignInDetails? = nil, deviceName: String? = nil, kind: DeviceKind = .app) async throws -> AccountCreated {
         // Checked and hashed before the write: the hash takes a fraction of a second, off the writer.
         var login: NewSignIn?
         if let signIn {
@@ -24,7 +25,7 @@ public struct Accounts: StoreOwner {
         let now = clock.wallNow()
         let id = "acct_" + Store.randomHex(bytes: 8)
         let account = AccountRecord(id: id, tokenHash: "retired:" + id, credits: 0, createdAt: now, revision: 0)
-        let device = NewDevice(accountId: id, name: signIn?.deviceName ?? deviceName, now: now)
+        let device = NewDevice(accountId: id, name: signIn?.deviceName ?? deviceName, now: now, kind: kind)
         try await database.write { [login] db in
             if let login, try await Accounts.signIn(email: login.email, in: db) != nil { throw StoreError.emailTaken(login.email) }
             try await AccountRows(db).insert(account)

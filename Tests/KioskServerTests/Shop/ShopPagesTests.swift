@@ -132,6 +132,32 @@ struct ShopPagesTests: StoreSuite {
         }
     }
 
+    @Test("a reader with only a browser creates an account on the sign-in page and comes back to the purchase; a taken email, a short password or a stale form is refused on the page", arguments: TestEngine.all)
+    func signUp(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { _, http, _ in
+            let next = "/account/buy/\(Self.epub)"
+            let form = try await http.send("GET", next)
+            let page = String(decoding: form.body, as: UTF8.self)
+            #expect(page.contains("action=\"/account/sign-up\"") && page.contains("Create an account"))
+            let cookie = "kiosk_account_csrf=" + (try #require(WebSession.cookies(form)["kiosk_account_csrf"]))
+            let token = String(try #require(page.firstMatch(of: /name="csrf" value="([0-9a-f]+)"/)?.1))
+
+            let stale = try await WebSession.post(http, "/account/sign-up", ["csrf": "0000", "next": next, "email": "new@example.com", "password": SignInTests.password], cookie: cookie)
+            #expect(stale.status == 403)
+            let short = try await WebSession.post(http, "/account/sign-up", ["csrf": token, "next": next, "email": "new@example.com", "password": "short"], cookie: cookie)
+            #expect(short.status == 400 && String(decoding: short.body, as: UTF8.self).contains("at least 8"))
+            let created = try await WebSession.post(http, "/account/sign-up", ["csrf": token, "next": next, "email": "New@Example.com", "password": SignInTests.password], cookie: cookie)
+            #expect(created.status == 303 && created.header("Location") == next, "\(String(decoding: created.body, as: UTF8.self))")
+            let session = try #require(WebSession.cookies(created)["kiosk_account"])
+            let buying = try await http.send("GET", next, headers: [("Cookie", "kiosk_account=\(session)")])
+            #expect(String(decoding: buying.body, as: UTF8.self).contains("Pay 4.99 USD"))
+            // The account signs in elsewhere with what it was made with; the email is taken now.
+            #expect(try await SignInTests.signIn(http, "new@example.com").status == 201)
+            let again = try await WebSession.post(http, "/account/sign-up", ["csrf": token, "next": next, "email": "new@example.com", "password": SignInTests.password], cookie: cookie)
+            #expect(again.status == 409 && String(decoding: again.body, as: UTF8.self).contains("new@example.com"), "\(again.status)")
+        }
+    }
+
     @Test("buying from a product's page: signed out it signs in first and comes back; the form leads to the checkout, and the library shows the payment waiting", arguments: TestEngine.all)
     func buying(engine: TestEngine) async throws {
         try await Self.withStore(engine: engine, configure: {
