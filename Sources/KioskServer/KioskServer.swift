@@ -44,7 +44,7 @@ public struct KioskServer: Sendable {
         self.limits = RateLimitGate(limits: configuration.rateLimits, limiter: store.rateLimiter)
         let templates = try PageTemplates.parsed()
         let content = ContentRoutes(catalog: self.catalog, store: store, delivery: configuration.contentDelivery, limits: limits)
-        self.accountPage = AccountPage(store: store, limits: limits, templates: templates, catalog: self.catalog, content: content)
+        self.accountPage = AccountPage(store: store, limits: limits, templates: templates, content: content)
         self.shopPages = ShopPages(catalog: self.catalog, templates: templates)
     }
 

@@ -21,10 +21,10 @@ struct AccountPage: Sendable {
     let store: Store
     let limits: RateLimitGate
     let templates: MustacheLibrary
-    /// What is on sale, for the library's titles and the buy page.
-    let catalog: CatalogService
-    /// Sends a library's downloads as a reading app's acquisition links are sent.
+    /// Sends a library's downloads as a reading app's acquisition links are sent; its catalog is
+    /// what the library and the buy page name.
     let content: ContentRoutes
+    var catalog: CatalogService { content.catalog }
 
     static let cookie = "kiosk_account"
     static let signInCookie = "kiosk_account_csrf"

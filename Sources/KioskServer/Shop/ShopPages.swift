@@ -25,12 +25,10 @@ struct ShopPages: Sendable {
 
     func collection() -> RouteCollection<KioskRequestContext> {
         let routes = RouteCollection(context: KioskRequestContext.self)
-        routes.get("", use: front)
-        routes.get("books", use: books)
-        routes.get("products/:id", use: product)
-        routes.get("series/:id", use: series)
-        routes.get("subjects/:subject", use: subject)
-        routes.get("search", use: search)
+        let pages: [(RouterPath, @Sendable (Request, KioskRequestContext) async throws -> Response)] = [
+            ("", front), ("books", books), ("products/:id", product), ("series/:id", series), ("subjects/:subject", subject), ("search", search),
+        ]
+        for (path, page) in pages { routes.get(path, use: page) }
         routes.get("kiosk.css") { request, _ in PageStyle.response(request) }
         return routes
     }

@@ -15,13 +15,8 @@ public struct StoreChannels: Sendable {
     /// Stripe's API, when Kiosk creates the Checkout Sessions itself (`--stripe-secret-key`).
     public var stripeAPI: StripeAPI?
 
-    public init(play: PlayPurchaseVerifier? = nil, playNotifications: PlayNotificationVerifier? = nil, checkout: CheckoutURLTemplate? = nil,
-                stripeAPI: StripeAPI? = nil) {
-        self.play = play
-        self.playNotifications = playNotifications
-        self.checkout = checkout
-        self.stripeAPI = stripeAPI
-    }
+    /// None: a sandbox's own payments and the App Store only. `kiosk serve` sets the ones its flags name.
+    public init() {}
 }
 
 /// The publisher's checkout URL with Kiosk's values in its place-holders: `{product}`, `{account}`,
