@@ -95,7 +95,7 @@ extension KioskServerTool {
         @Option(help: ArgumentHelp("The web channel: Kiosk creates Stripe's Checkout Sessions with this secret key (sk_… or a restricted rk_…), so the shop and kiosk buy need no shop of the publisher's; prefer the variable, which ps does not show ($KIOSK_STRIPE_SECRET_KEY).", valueName: "key"))
         var stripeSecretKey: String?
 
-        @Option(help: ArgumentHelp("Where Stripe's API is (default https://api.stripe.com; a stand-in's address in tests) ($KIOSK_STRIPE_API_URL).", valueName: "url"))
+        @Option(name: .customLong("stripe-api-url"), help: ArgumentHelp("Where Stripe's API is (default https://api.stripe.com; a stand-in's address in tests) ($KIOSK_STRIPE_API_URL).", valueName: "url"))
         var stripeAPIURL = Self.environment("KIOSK_STRIPE_API_URL") ?? "https://api.stripe.com"
 
         @Option(help: ArgumentHelp("Google Play: the Android app's package name, e.g. com.example.kiosk ($KIOSK_PLAY_PACKAGE_NAME).", valueName: "name"))

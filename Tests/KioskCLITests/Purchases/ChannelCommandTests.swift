@@ -10,6 +10,26 @@ struct ChannelCommandTests {
     static let book = "com.kiosk.books.small-engines"
     static let secret = "whsec_kiosk_cli_test"
 
+    @Test("with --stripe-secret-key, a production store's kiosk buy prints the Checkout Session Kiosk created on Stripe: no shop of the publisher's needed")
+    func stripeCheckout() async throws {
+        let stripe = try await StripeStandIn.start()
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let server = try await ServerProcess.start(store, extraArguments: [
+            "--environment", "production", "--stripe-webhook-secret", Self.secret,
+            "--stripe-secret-key", StripeStandIn.key, "--stripe-api-url", stripe.url,
+        ], log: directory.path("server.log"))
+        let home = ["KIOSK_HOME": directory.path("home").path, "KIOSK_SERVER": server.url]
+        let bought = try await KioskCommand.run(["buy", Self.book], environment: home)
+        #expect(bought.status == 0, "\(bought.stderr)")
+        #expect(bought.stdout.hasPrefix("pay for \(Self.book) at:\n  https://checkout.stripe.com/c/pay/cs_test_standin"), "\(bought.stdout)")
+        let sent = try #require(try stripe.requests().last)
+        #expect(sent.form["metadata[kiosk_product_id]"] == Self.book && sent.form["line_items[0][price_data][unit_amount]"] == "499")
+        _ = await server.stop()
+        #expect(!server.log.contains(StripeStandIn.key), "the secret key is never logged")
+        await stripe.stop()
+    }
+
     @Test("a production store's kiosk buy prints the checkout URL; with --wait it installs the book once the shop's signed event lands")
     func webCheckout() async throws {
         try StripeSigner.requireLibrary()
