@@ -15,7 +15,8 @@ BENCH_ONLY=appstore only App Store signed transactions verified a second (one co
 BENCH_ONLY=update only the update of a 200 MB issue with one page changed, by entries and whole;
 BENCH_ONLY=epub only the update of a 50 MB EPUB with one chapter revised, by chunks, whole and by zsync;
 BENCH_ONLY=accounts only sign-ins (bcrypt at the default cost) and requests made with a device token;
-BENCH_ONLY=web only the web channel: Stripe events granted a second against purchases, and an event's way to a waiting agent.
+BENCH_ONLY=web only the web channel: Stripe events granted a second against purchases, and an event's way to a waiting agent;
+BENCH_ONLY=shop only the shop's pages served a second by kiosk serve against nginx serving the same page as a file.
 """
 import base64, json, os, platform, threading, re, shutil, signal, socket, sqlite3, statistics, subprocess, sys, time
 from pathlib import Path
@@ -1182,6 +1183,75 @@ def bench_accounts():
         print(f"  {name}: " + ", ".join(f"{key} {value:,.1f}" for key, value in values.items()))
 
 
+def cpu_seconds(pid):
+    """User and system CPU a process (and its waited-for children) has used, from /proc."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_shop():
+    """14. The shop (issue 63): its front page and a product's page served a second by kiosk serve,
+    against nginx serving the same bytes as a file (the ceiling: no template, no catalog), each at
+    32 connections, interleaved; the p99, and the CPU each spends on a thousand pages. Target: the
+    shop at half nginx's rate or better."""
+    prefix = BENCH / "shop"
+    shutil.rmtree(prefix, ignore_errors=True)
+    (prefix / "www/products").mkdir(parents=True)
+    server = Server([KIOSK, "serve", "--catalog", str(ROOT / "Catalog"), "--content", str(ROOT / "Content"), "--data", str(prefix / "data"), "--port", "0"],
+                    kiosk_ready)
+    port = free_port()
+    for sub in ("logs", "tmp"):
+        (prefix / sub).mkdir(parents=True, exist_ok=True)
+    import urllib.request
+    pages = {"front page": "/", "a product's page": "/products/com.kiosk.books.salt-and-stars"}
+    files = {"/": "/index.html", "/products/com.kiosk.books.salt-and-stars": "/products/salt-and-stars.html"}
+    for path, file in files.items():
+        (prefix / "www" / file.lstrip("/")).write_bytes(urllib.request.urlopen(server.url + path).read())
+    (prefix / "nginx.conf").write_text(f"""
+worker_processes 2;
+daemon off;
+pid {prefix}/nginx.pid;
+error_log {prefix}/logs/error.log;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {prefix}/tmp; proxy_temp_path {prefix}/tmp; fastcgi_temp_path {prefix}/tmp;
+    uwsgi_temp_path {prefix}/tmp; scgi_temp_path {prefix}/tmp;
+    server {{ listen 127.0.0.1:{port}; root {prefix}/www; default_type text/html; }}
+}}
+""")
+    web = Server(["nginx", "-c", str(prefix / "nginx.conf"), "-p", str(prefix)], lambda _: accepting(port, "nginx (shop pages)"))
+    nginx_pids = [int(p) for p in subprocess.run(["pgrep", "-f", f"nginx.*{prefix}"], capture_output=True, text=True).stdout.split()]
+    figures = {}
+    try:
+        for name, path in pages.items():
+            runs = {"kiosk serve": [], "nginx (file)": []}
+            cpu = {"kiosk serve": [], "nginx (file)": []}
+            for _ in range(max(1, PAIRS // 2)):
+                for label, url, pids in (("kiosk serve", server.url + path, [server.process.pid]), ("nginx (file)", web.url + files[path], nginx_pids)):
+                    before = sum(cpu_seconds(pid) for pid in pids)
+                    text = subprocess.run(["wrk", "-t2", "-c32", "-d5s", "--latency", url], check=True, capture_output=True, text=True).stdout
+                    used = sum(cpu_seconds(pid) for pid in pids) - before
+                    figure = wrk_figures(text)
+                    runs[label].append(figure)
+                    cpu[label].append(used / max(1, figure["per_s"] * 5) * 1000)
+            for label in runs:
+                figures[f"{name}: {label}"] = {
+                    "per_s": statistics.median(r["per_s"] for r in runs[label]),
+                    "p99_ms": statistics.median(r["p99_ms"] for r in runs[label]),
+                    "cpu_ms_per_1000": statistics.median(cpu[label]),
+                    "non_2xx": sum(r["non_2xx"] for r in runs[label]),
+                }
+            figures[f"{name}: kiosk serve / nginx"] = {"ratio": figures[f"{name}: kiosk serve"]["per_s"] / figures[f"{name}: nginx (file)"]["per_s"]}
+    finally:
+        web.stop()
+        server.stop()
+    results["comparisons"]["14. the shop's pages"] = figures
+    print("\n14. the shop's pages (wrk, 32 connections)")
+    for name, values in figures.items():
+        print(f"  {name}: " + ", ".join(f"{key} {value:,.2f}" for key, value in values.items()))
+
+
 EVENTS_LUA = """
 events = {}
 for line in io.lines(os.getenv("EVENTS")) do
@@ -1308,6 +1378,11 @@ def main():
         BENCH.mkdir(exist_ok=True)
         bench_console()
         (BENCH / "console-results.json").write_text(json.dumps(results, indent=2))
+        return
+    if os.environ.get("BENCH_ONLY") == "shop":
+        BENCH.mkdir(exist_ok=True)
+        bench_shop()
+        (BENCH / "shop-results.json").write_text(json.dumps(results, indent=2))
         return
     if os.environ.get("BENCH_ONLY") == "agent":
         BENCH.mkdir(exist_ok=True)
@@ -1518,6 +1593,7 @@ def main():
         bench_appstore()
         bench_accounts()
         bench_web()
+        bench_shop()
     (BENCH / "results.json").write_text(json.dumps(results, indent=2))
     print(f"\nresults written to {BENCH / 'results.json'}")
 

@@ -51,7 +51,10 @@ extension AccountPage {
             throw HTTPError(.unauthorized, message: "This browser is signed out: sign in at /account/library, then download again.")
         }
         if let product = try await catalog.current.products[id], let content = product.content {
-            response.headers[.contentDisposition] = "attachment; filename=\"\(Self.fileName(product, content))\""
+            // The publisher's name as given (RFC 6266's filename*), and a plain one for older clients.
+            let name = content.fileName ?? "\(product.id).\(content.format.rawValue)"
+            let encoded = name.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? ""
+            response.headers[.contentDisposition] = "attachment; filename=\"\(Self.fileName(product, content))\"; filename*=UTF-8''\(encoded)"
         }
         return response
     }
@@ -82,11 +85,33 @@ extension AccountPage {
             "sandbox": pretendPayment, "owned": false,
         ]
         if product.kind == .subscription, let months = product.periodMonths { values["period"] = ShopPages.period(months) }
-        if product.kind == .nonConsumable, try await store.receipts.accountOwns(device.accountId, product) {
+        // What stops the purchase is said here, before a form is offered.
+        if ShopPages.isFree(product) {
+            values["owned"] = true
+            values["notice"] = "\(product.title) is free: download it from its page."
+        } else if product.kind == .nonConsumable, try await store.receipts.accountOwns(device.accountId, product) {
             values["owned"] = true
             values["notice"] = "You own \(product.title) already: it is in your library."
+        } else if product.kind == .subscription,
+                  let active = try await store.subscriptions.list(accountId: device.accountId).subscriptions.first(where: { $0.productId == product.id && $0.entitled }) {
+            values["owned"] = true
+            values["notice"] = "You subscribe to \(product.title) already, until \(Self.shown(active.expiresDate)): its issues are in your library."
+        } else if !pretendPayment, let refusal = store.stripe.webRefusal(for: product) {
+            values["owned"] = true
+            values["error"] = Self.readerWords(refusal, product: product)
         }
         return html(.ok, "buy", values, formTargets: store.stripe.checkoutOrigin.map { [$0] } ?? [])
+    }
+
+    /// A refusal of the store's, in the reader's words on the web (the API's name `kiosk` commands).
+    static func readerWords(_ refusal: StoreError, product: Product) -> String {
+        switch refusal.code {
+        case "already_owned": "You own \(product.title) already: it is in your library."
+        case "off_sale": "\(product.title) is no longer on sale. If you bought it, it is in your library."
+        case "subscription_not_on_web": "\(product.title) is not sold on the web yet: subscribe in the store's app."
+        case "web_not_offered": "This store sells in its apps, not on the web: buy \(product.title) in the app, and it is in your library here too."
+        default: refusal.message
+        }
     }
 
     /// A sandbox store without a web shop takes the sandbox's pretend payment from the shop, as
@@ -110,8 +135,11 @@ extension AccountPage {
                                                                 origin: RequestOrigin.base(of: request), formKey: form["key"])
             return Response(status: .seeOther, headers: [.location: checkout.url])
         } catch let error as StoreError {
-            return html(error.status, "message", ["title": "Not bought", "signedIn": true, "csrf": Self.csrf(for: token(request) ?? ""),
-                                                  "error": error.message, "shop": true])
+            let product = try await catalog.current.products[id]
+            var response = html(error.status, "message", ["title": "Not bought", "signedIn": true, "csrf": Self.csrf(for: token(request) ?? ""),
+                                                          "error": product.map { Self.readerWords(error, product: $0) } ?? error.message, "shop": true])
+            if let retryAfter = error.retryAfter { response.headers[.retryAfter] = String(retryAfter) }
+            return response
         }
     }
 

@@ -60,9 +60,19 @@ struct AccountPage: Sendable {
             } catch let error as HTTPError {
                 return html(error.status, "message", ["title": error.status.reasonPhrase, "error": error.body ?? error.status.reasonPhrase])
             } catch let error as StoreError {
-                return html(error.status, "message", ["title": error.status.reasonPhrase, "error": error.message])
+                return refusal(error.status, error.message, retryAfter: error.retryAfter)
+            } catch let error as APIFailure {
+                // A download refused (not owned, unknown) is a page too, not the API's JSON.
+                return refusal(error.status, error.message, retryAfter: error.retryAfter)
             }
         }
+    }
+
+    /// A refusal as a page, with `Retry-After` when trying again later will do.
+    func refusal(_ status: HTTPResponse.Status, _ message: String, retryAfter: Int? = nil, signedIn: Bool = false) -> Response {
+        var response = html(status, "message", ["title": status.reasonPhrase, "error": message, "signedIn": signedIn])
+        if let retryAfter { response.headers[.retryAfter] = String(retryAfter) }
+        return response
     }
 
     // MARK: Pages

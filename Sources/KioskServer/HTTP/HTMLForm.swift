@@ -24,6 +24,9 @@ enum HTMLForm {
             case ">": out.append(contentsOf: "&gt;".unicodeScalars)
             case "\"": out.append(contentsOf: "&quot;".unicodeScalars)
             case "'": out.append(contentsOf: "&#39;".unicodeScalars)
+            // NUL, and the bidi overrides and isolates, which would turn the text that follows a
+            // value (a price after a title) around: dropped, never shown.
+            case "\u{0}", "\u{202A}"..."\u{202E}", "\u{2066}"..."\u{2069}": continue
             default: out.append(scalar)
             }
         }
@@ -62,18 +65,16 @@ enum HTMLForm {
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: html)))
     }
 
-    /// A page the same for every reader (the shop's): a strong ETag of its bytes, 304 for a match,
-    /// and kept a minute by a cache in front (nginx, a CDN), then asked again.
-    static func publicPage(_ request: Request, _ html: String) -> Response {
-        let body = ByteBuffer(string: html)
-        let etag = "\"" + SHA256.hash(data: Data(html.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined() + "\""
+    /// A page the same for every reader (the shop's): its strong ETag, 304 for a match, and kept
+    /// a minute by a cache in front (nginx, a CDN), then asked again.
+    static func publicPage(_ request: Request, _ page: RenderedPages.Page) -> Response {
         var headers = headers(inlineStyle: false)
         headers[.cacheControl] = "public, max-age=60"
-        headers[.eTag] = etag
-        if let match = request.headers[.ifNoneMatch], EntityTag.ifNoneMatch(match, matchesAnyOf: [etag]) {
+        headers[.eTag] = page.etag
+        if let match = request.headers[.ifNoneMatch], EntityTag.ifNoneMatch(match, matchesAnyOf: [page.etag]) {
             return Response(status: .notModified, headers: headers)
         }
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
+        return Response(status: page.status, headers: headers, body: .init(byteBuffer: page.body))
     }
 
     private static func headers(inlineStyle: Bool, formTargets: [String] = []) -> HTTPFields {

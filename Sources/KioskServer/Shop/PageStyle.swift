@@ -46,7 +46,9 @@ enum PageStyle {
     /// `GET /kiosk.css`.
     static func response(_ request: Request) -> Response {
         let etag = "\"\(version)\""
-        var headers: HTTPFields = [.eTag: etag, .cacheControl: "public, max-age=31536000, immutable"]
+        // Kept a year only under its own version's URL: another `v` (an old page's) is asked again.
+        let current = request.uri.queryParameters.get("v").map { String($0) } == version
+        var headers: HTTPFields = [.eTag: etag, .cacheControl: current ? "public, max-age=31536000, immutable" : "no-cache"]
         if let match = request.headers[.ifNoneMatch], EntityTag.ifNoneMatch(match, matchesAnyOf: [etag]) {
             return Response(status: .notModified, headers: headers)
         }

@@ -17,6 +17,8 @@ import NIOCore
 struct ShopPages: Sendable {
     let catalog: CatalogService
     let templates: MustacheLibrary
+    /// The pages made for the catalog served now.
+    let rendered = RenderedPages()
 
     /// Products on a list page.
     static let pageSize = 24
@@ -25,20 +27,30 @@ struct ShopPages: Sendable {
 
     func collection() -> RouteCollection<KioskRequestContext> {
         let routes = RouteCollection(context: KioskRequestContext.self)
-        let pages: [(RouterPath, @Sendable (Request, KioskRequestContext) async throws -> Response)] = [
+        let pages: [(RouterPath, PageMaker)] = [
             ("", front), ("books", books), ("products/:id", product), ("series/:id", series), ("subjects/:subject", subject), ("search", search),
         ]
-        for (path, page) in pages { routes.get(path, use: page) }
+        for (path, page) in pages {
+            routes.get(path) { request, context in try await serve(request, context, page) }
+        }
         routes.get("kiosk.css") { request, _ in PageStyle.response(request) }
         return routes
     }
 
-    private func storefront() async throws -> Storefront {
-        Storefront(products: try await catalog.current.products)
+    /// Makes one page from the request and what is on sale.
+    typealias PageMaker = @Sendable (Request, KioskRequestContext, Storefront) throws -> RenderedPages.Page
+
+    /// The page the request names, rendered once per catalog version and address: the same for
+    /// every reader until the catalog changes, then made again.
+    private func serve(_ request: Request, _ context: KioskRequestContext, _ make: PageMaker) async throws -> Response {
+        let published = try await catalog.current
+        let page = try rendered.page(version: published.etag, address: request.uri.description) {
+            try make(request, context, Storefront(products: published.products))
+        }
+        return HTMLForm.publicPage(request, page)
     }
 
-    @Sendable func front(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        let shop = try await storefront()
+    @Sendable func front(_ request: Request, context: KioskRequestContext, shop: Storefront) throws -> RenderedPages.Page {
         let books = shop.newBooks()
         let magazines = shop.magazines().map { magazine -> [String: Any] in
             var values: [String: Any] = ["href": Self.seriesPath(magazine.id), "name": magazine.name]
@@ -57,15 +69,13 @@ struct ShopPages: Sendable {
         ])
     }
 
-    @Sendable func books(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        let shop = try await storefront()
+    @Sendable func books(_ request: Request, context: KioskRequestContext, shop: Storefront) throws -> RenderedPages.Page {
         return render(request, "list", listValues("All books", shop.newBooks(), path: "/books", request: request, in: shop,
                                                   empty: "No books are on sale yet."))
     }
 
-    @Sendable func series(_ request: Request, context: KioskRequestContext) async throws -> Response {
+    @Sendable func series(_ request: Request, context: KioskRequestContext, shop: Storefront) throws -> RenderedPages.Page {
         let id = try context.parameters.require("id")
-        let shop = try await storefront()
         let everything = shop.series(id)
         guard !everything.isEmpty else { return try notFound(request, "No magazine or series \(ProductID.printable(id)) is on sale here.") }
         var values = listValues(shop.name(ofSeries: id), everything.filter { $0.kind != .subscription }, path: Self.seriesPath(id),
@@ -76,17 +86,15 @@ struct ShopPages: Sendable {
         return render(request, "list", values)
     }
 
-    @Sendable func subject(_ request: Request, context: KioskRequestContext) async throws -> Response {
+    @Sendable func subject(_ request: Request, context: KioskRequestContext, shop: Storefront) throws -> RenderedPages.Page {
         let subject = try context.parameters.require("subject").removingPercentEncoding ?? ""
-        let shop = try await storefront()
         let found = shop.subject(subject)
         guard !found.isEmpty else { return try notFound(request, "Nothing on sale here has the subject \(ProductID.printable(subject)).") }
         return render(request, "list", listValues(subject, found, path: "/subjects/\(OPDSFeeds.escaped(subject))", request: request, in: shop, empty: ""))
     }
 
-    @Sendable func search(_ request: Request, context: KioskRequestContext) async throws -> Response {
+    @Sendable func search(_ request: Request, context: KioskRequestContext, shop: Storefront) throws -> RenderedPages.Page {
         let query = String((request.uri.queryParameters.get("q") ?? "").prefix(200))
-        let shop = try await storefront()
         let found = shop.search(query)
         var values = listValues(query.isEmpty ? "Search" : "Search: \(query)", found, path: "/search?q=\(OPDSFeeds.escaped(query))",
                                 request: request, in: shop,
@@ -96,9 +104,8 @@ struct ShopPages: Sendable {
         return render(request, "list", values)
     }
 
-    @Sendable func product(_ request: Request, context: KioskRequestContext) async throws -> Response {
+    @Sendable func product(_ request: Request, context: KioskRequestContext, shop: Storefront) throws -> RenderedPages.Page {
         let id = try context.parameters.require("id")
-        let shop = try await storefront()
         guard let product = shop.catalog[id] else {
             return try notFound(request, "No product \(ProductID.printable(id)) is sold here; search the store for it.")
         }
@@ -116,8 +123,9 @@ struct ShopPages: Sendable {
         var values: [String: Any] = [
             "title": product.title, "name": product.title, "cover": coverPath(product),
             "description": metadata.description ?? product.summary, "price": price(product),
-            "buy": "/account/buy/\(OPDSFeeds.escaped(product.id))",
-            "buyLabel": product.kind == .subscription ? "Subscribe" : (Price.cents(product.price.amount) == 0 ? "Get it free" : "Buy"),
+            // A free book is open access: its file, with no account and no payment.
+            "buy": isFree(product) ? "/opds/content/\(OPDSFeeds.escaped(product.id))" : "/account/buy/\(OPDSFeeds.escaped(product.id))",
+            "buyLabel": product.kind == .subscription ? "Subscribe" : (isFree(product) ? "Download free" : "Buy"),
         ]
         if let byline = byline(product) { values["byline"] = byline }
         if let months = product.periodMonths, product.kind == .subscription { values["period"] = period(months) }
@@ -188,6 +196,11 @@ struct ShopPages: Sendable {
         "/v1/covers/\(OPDSFeeds.escaped(product.id))" + (product.cover.map { "?v=\($0.sha256.prefix(12))" } ?? "")
     }
 
+    /// A book or an issue at no price, with something to download: open access.
+    static func isFree(_ product: Product) -> Bool {
+        product.kind == .nonConsumable && product.content != nil && Price.cents(product.price.amount) == 0
+    }
+
     static func byline(_ product: Product) -> String? {
         let authors = product.metadata?.authors ?? []
         return authors.isEmpty ? nil : authors.joined(separator: ", ")
@@ -223,15 +236,13 @@ struct ShopPages: Sendable {
 
     // MARK: Answering
 
-    private func render(_ request: Request, _ template: String, _ values: [String: Any]) -> Response {
+    private func render(_ request: Request, _ template: String, _ values: [String: Any], status: HTTPResponse.Status = .ok) -> RenderedPages.Page {
         var values = values
         values["styleVersion"] = PageStyle.version
-        return HTMLForm.publicPage(request, templates.render(values, withTemplate: template) ?? "")
+        return RenderedPages.Page(status: status, html: templates.render(values, withTemplate: template) ?? "")
     }
 
-    private func notFound(_ request: Request, _ message: String) throws -> Response {
-        var response = render(request, "message", ["title": "Not found", "error": message, "shop": true])
-        response.status = .notFound
-        return response
+    private func notFound(_ request: Request, _ message: String) throws -> RenderedPages.Page {
+        render(request, "message", ["title": "Not found", "error": message, "shop": true], status: .notFound)
     }
 }

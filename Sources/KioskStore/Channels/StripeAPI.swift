@@ -36,8 +36,8 @@ public struct StripeAPI: Sendable, CustomStringConvertible {
     }
 
     /// `POST /v1/checkout/sessions` with `fields` (form-encoded, in order).
-    /// - Throws: ``StoreError`` `payment_service`: Stripe refused it (its message), or could not
-    ///   be reached (try again); nothing was bought either way.
+    /// - Throws: ``Refusal`` when Stripe refused it; ``StoreError`` `payment_service` when it could
+    ///   not be reached or failed (try again). Nothing was bought either way.
     func createCheckoutSession(_ fields: [(String, String)], idempotencyKey: String) async throws -> CheckoutSession {
         let body = Self.formEncoded(fields)
         let request = HTTPRequest(method: "POST", url: baseURL + "/v1/checkout/sessions",
@@ -55,15 +55,33 @@ public struct StripeAPI: Sendable, CustomStringConvertible {
             throw StoreError.paymentService("Stripe could not start the checkout now (HTTP \(response.status)); try again in a moment", retryAfter: 10)
         }
         guard (200..<300).contains(response.status) else {
-            // Stripe's error shape: {"error": {"message": "...", "type": "..."}}.
+            // Stripe's error shape: {"error": {"message": "...", "type": "..."}}. Its words are for
+            // the operator (they can name the key's first and last characters): logged by the
+            // caller, never shown to the reader.
             struct Failure: Decodable { struct Detail: Decodable { var message: String? }; var error: Detail }
-            let said = (try? JSONDecoder().decode(Failure.self, from: response.body))?.error.message.map { String($0.prefix(300)) }
-            throw StoreError.paymentService("Stripe refused to start the checkout (HTTP \(response.status)\(said.map { ": \($0)" } ?? "")); nothing was bought")
+            let said = (try? JSONDecoder().decode(Failure.self, from: response.body))?.error.message
+            throw Refusal(status: response.status, message: Self.redacted(said ?? "no message"))
         }
         guard let session = try? JSONDecoder().decode(CheckoutSession.self, from: response.body), session.url.hasPrefix("https://") || session.url.hasPrefix("http://") else {
             throw StoreError.paymentService("Stripe's answer to the checkout is not a Checkout Session with a url; nothing was bought")
         }
         return session
+    }
+
+    /// Stripe refused a request (4xx): nothing was made. `message` is Stripe's, with anything
+    /// shaped like a key masked, for the operator's log.
+    struct Refusal: Error, CustomStringConvertible {
+        var status: Int
+        var message: String
+        var description: String { "Stripe answered HTTP \(status): \(message)" }
+    }
+
+    /// Text with every `sk_…`, `rk_…` or `whsec_…` word cut to its prefix.
+    static func redacted(_ text: String) -> String {
+        String(text.prefix(300)).split(separator: " ", omittingEmptySubsequences: false).map { word in
+            for prefix in ["sk_", "rk_", "whsec_"] where word.contains(prefix) { return prefix + "…" }
+            return String(word)
+        }.joined(separator: " ")
     }
 
     /// Fields as `application/x-www-form-urlencoded`, each name and value percent-encoded (the
@@ -103,5 +121,10 @@ enum CheckoutSessionFields {
         ]
         if let email { fields.append(("customer_email", email)) }
         return fields
+    }
+
+    /// A short digest of the fields, for the idempotency key: the same request, the same key.
+    static func digest(_ fields: [(String, String)]) -> String {
+        String(FileDigest.sha256(of: Data(StripeAPI.formEncoded(fields).utf8)).prefix(16))
     }
 }

@@ -59,49 +59,82 @@ extension StripeChannel {
         guard (1...100).contains(quantity), quantity == 1 || product.kind == .consumable else {
             throw StoreError.invalidRequest("a quantity of \(quantity) of \(product.id) cannot be bought")
         }
-        let intent = try await recordIntent(accountId: accountId, product: product, quantity: quantity, formKey: formKey)
+        if base.channels.stripeAPI != nil, product.kind == .subscription {
+            // Stripe Billing renews it, and Kiosk does not yet follow a Stripe subscription's
+            // invoices: sold here it would be charged again with nothing granted for it.
+            throw Self.subscriptionNotOnWeb(product.id)
+        }
+        let (intent, isNew) = try await recordIntent(accountId: accountId, product: product, quantity: quantity, formKey: formKey)
         guard let stripe = base.channels.stripeAPI else {
             let template = base.channels.checkout
             return Checkout(intent: intent.id, productId: product.id, quantity: quantity,
                             url: template?.url(product: product.id, account: accountId, intent: intent.id, quantity: quantity) ?? "")
         }
-        guard product.kind != .subscription else {
-            // Stripe Billing renews it, and Kiosk does not yet follow a Stripe subscription's
-            // invoices: sold here it would be charged again with nothing granted for it.
-            throw StoreError(.forbidden, code: "subscription_not_on_web", message: "\(product.id) is a subscription, which this store does not sell on the web yet; subscribe in the app")
-        }
         let email = try await database.read { db in try await Accounts.signIn(accountId: accountId, in: db)?.email }
+        let fields = CheckoutSessionFields.payment(product: product, quantity: quantity, intent: intent.id, accountId: accountId, email: email, origin: origin)
         do {
-            let session = try await stripe.createCheckoutSession(
-                CheckoutSessionFields.payment(product: product, quantity: quantity, intent: intent.id, accountId: accountId, email: email, origin: origin),
-                idempotencyKey: "kiosk-checkout-\(intent.id)")
+            // The key names the intent and what is asked of Stripe: asked again the same, the same
+            // session; asked with another price (the catalog changed), a session at that price.
+            let session = try await stripe.createCheckoutSession(fields, idempotencyKey: "kiosk-checkout-\(intent.id)-\(CheckoutSessionFields.digest(fields))")
             return Checkout(intent: intent.id, productId: product.id, quantity: quantity, url: session.url)
-        } catch let refusal as StoreError where refusal.code == "payment_service" && refusal.retryAfter == nil {
-            // Stripe answered and made no session: nothing can pay this intent, so it is not left
-            // waiting in the reader's library. (One Stripe may have made, its answer lost, stays:
-            // its payment must still find its intent.)
-            try await database.write { db in
-                try await db.delete(from: "checkoutIntent").where("id", .equal, intent.id).where("session", .is, SQLLiteral.null).run()
+        } catch let refusal as StripeAPI.Refusal {
+            logger.warning("Stripe refused to create a Checkout Session; check --stripe-secret-key and the catalog's price",
+                           metadata: ["product": "\(product.id)", "intent": "\(intent.id)", "stripe": "\(refusal)"])
+            if isNew {
+                // Stripe made no session for this new intent: nothing can pay it, so it is not left
+                // waiting in the reader's library. (An intent asked for before may have a session
+                // from then, which must still find it; so may one whose answer was lost.)
+                try await database.write { db in
+                    try await db.delete(from: "checkoutIntent").where("id", .equal, intent.id).where("session", .is, SQLLiteral.null).run()
+                }
             }
-            throw refusal
+            throw StoreError.paymentService("the payment service refused to start this checkout; nothing was bought, and the store's operator can see why")
         }
     }
 
-    /// The intent, recorded once: a form's key names one intent per account, so the same form sent
-    /// again finds the intent the first made (and the idempotency key of its session).
-    private func recordIntent(accountId: String, product: Product, quantity: Int, formKey: String?) async throws -> CheckoutIntentRecord {
+    static func subscriptionNotOnWeb(_ id: String) -> StoreError {
+        StoreError(.forbidden, code: "subscription_not_on_web", message: "\(id) is a subscription, which this store does not sell on the web yet; subscribe in the app")
+    }
+
+    /// Whether the reader can start paying for `product` on the web here, or why not (shown on
+    /// the buy page before a form is offered).
+    public func webRefusal(for product: Product) -> StoreError? {
+        guard takesWebPayments else {
+            return StoreError(.forbidden, code: "web_not_offered", message: "this store sells in its apps, not on the web; buy it in the app, and it is in your library here too")
+        }
+        if base.channels.stripeAPI != nil, product.kind == .subscription { return Self.subscriptionNotOnWeb(product.id) }
+        return nil
+    }
+
+    /// The intent, recorded once, and whether this call made it. A book or a plan (what an
+    /// account buys once) reuses the account's open intent for it from the last 23 hours, whatever
+    /// form asked: a reader who goes back and buys again is sent to the same payment, never to a
+    /// second one (Stripe keeps an idempotency key a day). A credit pack, bought any number of
+    /// times, gets an intent per form: its key names it, so the same form sent again is the same
+    /// intent. Decided under the account's row lock, so two requests at once make one intent.
+    private func recordIntent(accountId: String, product: Product, quantity: Int, formKey: String?) async throws -> (CheckoutIntentRecord, isNew: Bool) {
+        let now = clock.wallNow()
         let id = formKey.map { "ci_" + FileDigest.sha256(of: Data("\(accountId):\($0)".utf8)).prefix(32) } ?? "ci_" + Store.randomHex(bytes: 16)
-        let intent = CheckoutIntentRecord(id: id, accountId: accountId, productId: product.id, quantity: quantity, createdAt: clock.wallNow(), session: nil)
+        let intent = CheckoutIntentRecord(id: id, accountId: accountId, productId: product.id, quantity: quantity, createdAt: now, session: nil)
         return try await database.write { db in
-            try await db.insert(into: "checkoutIntent").model(intent).ignoringConflicts(with: ["id"]).run()
-            guard let kept = try await db.select().column("*").from("checkoutIntent").where("id", .equal, id).first(decoding: CheckoutIntentRecord.self),
-                  kept.accountId == accountId else {
-                throw StoreError.invalidRequest("the form's key names another purchase; reload the page and buy again")
+            _ = try await AccountRows(db).lock(accountId)
+            if product.kind != .consumable, let open = try await db.select().column("*").from("checkoutIntent")
+                .where("accountId", .equal, accountId).where("productId", .equal, product.id).where("session", .is, SQLLiteral.null)
+                .where("createdAt", .greaterThan, now.addingTimeInterval(-23 * 3600)).orderBy("createdAt", .descending)
+                .first(decoding: CheckoutIntentRecord.self) {
+                return (open, false)
             }
-            guard kept.productId == product.id, kept.quantity == quantity else {
-                throw StoreError.idempotencyKeyReused(formKey ?? "", differences: ["productId", "quantity"])
+            if let kept = try await db.select().column("*").from("checkoutIntent").where("id", .equal, id).first(decoding: CheckoutIntentRecord.self) {
+                guard kept.accountId == accountId else {
+                    throw StoreError.invalidRequest("the form's key names another purchase; reload the page and buy again")
+                }
+                guard kept.productId == product.id, kept.quantity == quantity else {
+                    throw StoreError.idempotencyKeyReused(formKey ?? "", differences: ["productId", "quantity"])
+                }
+                return (kept, false)
             }
-            return kept
+            try await db.insert(into: "checkoutIntent").model(intent).run()
+            return (intent, true)
         }
     }
 

@@ -16,6 +16,13 @@ struct HTMLEscapeTests {
 
     static let attributeBreak = "\"\u{301} autofocus"
 
+    @Test("NUL and the bidi overrides and isolates are dropped: a title cannot turn the price after it around")
+    func bidiDropped() {
+        let escaped = HTMLForm.escape("Tale\u{202E}\u{2067}\u{0}s")
+        #expect(escaped == "Tales")
+        #expect(HTMLForm.escape("\u{202B}\u{202D}\u{2066}\u{2069}x") == "x")
+    }
+
     @Test("no <, >, \", ' or & is left as itself, however it is combined")
     func scalars() {
         for text in Self.hostile {
