@@ -79,7 +79,8 @@ public final class StripeStandIn: @unchecked Sendable {
         }
     }
 
+    /// A test that threw before ``stop()`` still ends it (SIGKILL: SIGTERM may be blocked in it).
     deinit {
-        if process.isRunning { process.terminate() }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
 }
