@@ -4,7 +4,7 @@ only the documented shapes (https://docs.stripe.com/api/checkout/sessions/create
 /idempotency) and records every request, so a test can hold Kiosk's requests to those the `stripe`
 package makes for the same parameters (scripts/stripe_judge.py).
 
-    stripe_standin.py RECORD-FILE [--key sk_test_…]
+    stripe_standin.py RECORD-FILE [--key sk_…]
 
 Listens on 127.0.0.1 at a port of the system's choosing and prints `listening on http://HOST:PORT`.
 Each request is appended to RECORD-FILE as one JSON line: method, path, the headers that matter and
@@ -117,7 +117,7 @@ def make_handler(recorder):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("record")
-    parser.add_argument("--key", default="sk_test_kiosk_standin")
+    parser.add_argument("--key", default="sk_live_kiosk_standin")
     args = parser.parse_args()
     recorder = Recorder(args.record, args.key)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), make_handler(recorder))

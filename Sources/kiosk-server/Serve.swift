@@ -214,6 +214,9 @@ extension KioskServerTool {
                     throw ValidationError("--stripe-secret-key needs --stripe-webhook-secret: the payments come back as Stripe's signed events")
                 }
                 do { _ = try StripeAPI(secretKey: stripeKey, baseURL: stripeAPIURL) } catch let error as StoreError { throw ValidationError("--stripe-secret-key: \(error.message)") }
+                if environment == .production, stripeKey.hasPrefix("sk_test_") || stripeKey.hasPrefix("rk_test_") {
+                    throw ValidationError("--stripe-secret-key is a test-mode key; a production store takes live payments only (sk_live_… or rk_live_…)")
+                }
                 // The key travels in every request: never in the clear, but to a stand-in on this machine.
                 if let url = URL(string: stripeAPIURL), url.scheme?.lowercased() != "https", !["127.0.0.1", "localhost", "::1"].contains(url.host ?? "") {
                     throw ValidationError("--stripe-api-url must be https:// (the secret key goes with every request); http:// only for 127.0.0.1")

@@ -7,7 +7,7 @@ import Testing
 /// same parameters.
 public final class StripeStandIn: @unchecked Sendable {
     /// The secret key the stand-in accepts.
-    public static let key = "sk_test_kiosk_standin"
+    public static let key = "sk_live_kiosk_standin"
     public let process = Process()
     public private(set) var url = ""
     let record: URL

@@ -94,6 +94,9 @@ public struct StripeEvent: Decodable, Sendable {
     public var id: String
     public var type: String
     public var created: Int64?
+    /// False for an event of Stripe's test mode (test cards, no money): a production store grants
+    /// nothing for one. Nil when the sender left it out.
+    public var livemode: Bool?
     public var data: DataField
 
     public struct DataField: Decodable, Sendable {

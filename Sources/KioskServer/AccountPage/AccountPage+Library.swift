@@ -47,26 +47,10 @@ extension AccountPage {
         guard let device = try await signedIn(request) else {
             throw HTTPError(.unauthorized, message: "This browser is signed out: sign in at /account/library, then download again.")
         }
-        guard var response = try await content.current(id, request: request, account: { device.accountId }) else {
+        guard let response = try await content.current(id, request: request, account: { device.accountId }) else {
             throw HTTPError(.unauthorized, message: "This browser is signed out: sign in at /account/library, then download again.")
         }
-        if let product = try await catalog.current.products[id], let content = product.content {
-            // The publisher's name as given (RFC 6266's filename*), and a plain one for older clients.
-            let name = content.fileName ?? "\(product.id).\(content.format.rawValue)"
-            let encoded = name.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? ""
-            response.headers[.contentDisposition] = "attachment; filename=\"\(Self.fileName(product, content))\"; filename*=UTF-8''\(encoded)"
-        }
         return response
-    }
-
-    /// The name a browser saves a download as: the publication's own file name, else the ID with
-    /// the format's extension; only characters safe in a quoted header value and a file name.
-    static func fileName(_ product: Product, _ content: ContentDescriptor) -> String {
-        let name = content.fileName ?? "\(product.id).\(content.format.rawValue)"
-        let safe = name.unicodeScalars.map { scalar -> String in
-            scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar) || "-._ ".unicodeScalars.contains(scalar)) ? String(scalar) : "_"
-        }.joined()
-        return safe.isEmpty ? "download" : safe
     }
 
     /// `GET /account/buy/{id}`: what is bought and for how much, with the form that starts the
@@ -109,7 +93,8 @@ extension AccountPage {
         case "already_owned": "You own \(product.title) already: it is in your library."
         case "off_sale": "\(product.title) is no longer on sale. If you bought it, it is in your library."
         case "subscription_not_on_web": "\(product.title) is not sold on the web yet: subscribe in the store's app."
-        case "web_not_offered": "This store sells in its apps, not on the web: buy \(product.title) in the app, and it is in your library here too."
+        case "web_not_offered", "web_not_configured": "This store sells in its apps, not on the web: buy \(product.title) in the app, and it is in your library here too."
+        case "free_product": "\(product.title) is free: download it from its page."
         default: refusal.message
         }
     }

@@ -143,7 +143,9 @@ struct AccountPage: Sendable {
             response.headers[values: .setCookie].append("\(Self.signInCookie)=; Path=/account; HttpOnly; SameSite=Strict; Max-Age=0")
             return response
         } catch let error as StoreError {
-            return signInPage(next: Self.returning(to: form["next"], code: nil), code: code, email: email, error: error.message, status: error.status)
+            var page = signInPage(next: Self.returning(to: form["next"], code: nil), code: code, email: email, error: error.message, status: error.status)
+            if let retryAfter = error.retryAfter { page.headers[.retryAfter] = String(retryAfter) }
+            return page
         }
     }
 
@@ -166,7 +168,11 @@ struct AccountPage: Sendable {
             response.headers[values: .setCookie].append("\(Self.signInCookie)=; Path=/account; HttpOnly; SameSite=Strict; Max-Age=0")
             return response
         } catch let error as StoreError {
-            return signInPage(next: next, email: email, error: error.message, status: error.status)
+            // The API's words name kiosk commands; the page says what to do here.
+            let message = error.code == StoreError.emailTaken(email).code ? "An account with this email exists already: sign in with it above." : error.message
+            var page = signInPage(next: next, email: email, error: message, status: error.status)
+            if let retryAfter = error.retryAfter { page.headers[.retryAfter] = String(retryAfter) }
+            return page
         }
     }
 

@@ -88,7 +88,20 @@ struct ContentRoutes: Sendable {
                 throw APIFailure(.forbidden, code: "not_entitled", message: "this account does not own \(productId); buy it first")
             }
         }
-        return try await send(archive, content: content, productId: productId, request: request)
+        var response = try await send(archive, content: content, productId: productId, request: request)
+        // Saved under the publisher's name as given (RFC 6266's filename*), and a plain one for older clients.
+        let name = content.fileName ?? "\(product.id).\(content.format.rawValue)"
+        let encoded = name.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? ""
+        response.headers[.contentDisposition] = "attachment; filename=\"\(Self.plainFileName(name))\"; filename*=UTF-8''\(encoded)"
+        return response
+    }
+
+    /// A file name with only characters safe in a quoted header value and a file name.
+    static func plainFileName(_ name: String) -> String {
+        let safe = name.unicodeScalars.map { scalar -> String in
+            scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar) || "-._ ".unicodeScalars.contains(scalar)) ? String(scalar) : "_"
+        }.joined()
+        return safe.isEmpty ? "download" : safe
     }
 
     /// Sends `archive` as the configured delivery does: from this process, through nginx, or by a signed redirect.

@@ -15,6 +15,9 @@ struct CheckoutIntentRecord: Codable, Sendable {
     var createdAt: Date
     /// The Checkout Session that paid it; an intent is paid once.
     var session: String?
+    /// The payment page Kiosk made for it on Stripe (its first Checkout Session's URL), where it is
+    /// sent again whatever address or price the reader asks with later.
+    var checkoutUrl: String?
 }
 
 extension StripeChannel {
@@ -55,6 +58,9 @@ extension StripeChannel {
                 throw StoreError(.wrongState, code: "already_owned", message: "the account owns \(product.id) already; nothing to pay (kiosk restore brings it back)")
             }
         }
+        if product.kind == .nonConsumable, product.content != nil, Price.cents(product.price.amount) == 0 {
+            throw StoreError(.wrongState, code: "free_product", message: "\(product.id) is free: download it without paying (its page in the shop, or kiosk buy in the sandbox)")
+        }
         let quantity = request.quantity ?? 1
         guard (1...100).contains(quantity), quantity == 1 || product.kind == .consumable else {
             throw StoreError.invalidRequest("a quantity of \(quantity) of \(product.id) cannot be bought")
@@ -70,13 +76,26 @@ extension StripeChannel {
             return Checkout(intent: intent.id, productId: product.id, quantity: quantity,
                             url: template?.url(product: product.id, account: accountId, intent: intent.id, quantity: quantity) ?? "")
         }
+        if let page = intent.checkoutUrl {
+            // Its session is made: the same page, whatever the address, the scheme or the price
+            // asked with now (a second session would be a second payment to take).
+            return Checkout(intent: intent.id, productId: product.id, quantity: quantity, url: page)
+        }
         let email = try await database.read { db in try await Accounts.signIn(accountId: accountId, in: db)?.email }
         let fields = CheckoutSessionFields.payment(product: product, quantity: quantity, intent: intent.id, accountId: accountId, email: email, origin: origin)
         do {
-            // The key names the intent and what is asked of Stripe: asked again the same, the same
-            // session; asked with another price (the catalog changed), a session at that price.
-            let session = try await stripe.createCheckoutSession(fields, idempotencyKey: "kiosk-checkout-\(intent.id)-\(CheckoutSessionFields.digest(fields))")
-            return Checkout(intent: intent.id, productId: product.id, quantity: quantity, url: session.url)
+            // One key per intent: asked again (a retry, an answer lost), Stripe answers the same session.
+            let session = try await stripe.createCheckoutSession(fields, idempotencyKey: "kiosk-checkout-\(intent.id)")
+            // The first page kept wins: two requests at once for one intent give one page.
+            let page = try await database.write { db in
+                try await db.update("checkoutIntent").set("checkoutUrl", to: session.url).where("id", .equal, intent.id).where("checkoutUrl", .is, SQLLiteral.null).run()
+                return try await db.select().column("checkoutUrl").from("checkoutIntent").where("id", .equal, intent.id)
+                    .first(decoding: PageRow.self)?.checkoutUrl ?? session.url
+            }
+            return Checkout(intent: intent.id, productId: product.id, quantity: quantity, url: page)
+        } catch let failure as StoreError where failure.code == "payment_service" {
+            logger.warning("Stripe could not create a Checkout Session; the reader was asked to try again", metadata: ["product": "\(product.id)", "intent": "\(intent.id)", "error": "\(failure.message)"])
+            throw failure
         } catch let refusal as StripeAPI.Refusal {
             logger.warning("Stripe refused to create a Checkout Session; check --stripe-secret-key and the catalog's price",
                            metadata: ["product": "\(product.id)", "intent": "\(intent.id)", "stripe": "\(refusal)"])
@@ -91,6 +110,8 @@ extension StripeChannel {
             throw StoreError.paymentService("the payment service refused to start this checkout; nothing was bought, and the store's operator can see why")
         }
     }
+
+    private struct PageRow: Decodable { var checkoutUrl: String? }
 
     static func subscriptionNotOnWeb(_ id: String) -> StoreError {
         StoreError(.forbidden, code: "subscription_not_on_web", message: "\(id) is a subscription, which this store does not sell on the web yet; subscribe in the app")
@@ -115,7 +136,7 @@ extension StripeChannel {
     private func recordIntent(accountId: String, product: Product, quantity: Int, formKey: String?) async throws -> (CheckoutIntentRecord, isNew: Bool) {
         let now = clock.wallNow()
         let id = formKey.map { "ci_" + FileDigest.sha256(of: Data("\(accountId):\($0)".utf8)).prefix(32) } ?? "ci_" + Store.randomHex(bytes: 16)
-        let intent = CheckoutIntentRecord(id: id, accountId: accountId, productId: product.id, quantity: quantity, createdAt: now, session: nil)
+        let intent = CheckoutIntentRecord(id: id, accountId: accountId, productId: product.id, quantity: quantity, createdAt: now, session: nil, checkoutUrl: nil)
         return try await database.write { db in
             _ = try await AccountRows(db).lock(accountId)
             if product.kind != .consumable, let open = try await db.select().column("*").from("checkoutIntent")

@@ -40,6 +40,11 @@ public struct StripeChannel: StoreOwner {
             }
         }
         let object = event.data.object
+        if environment == .production, event.livemode == false {
+            // Test cards pay for nothing: a test-mode endpoint pointed here by mistake grants nothing.
+            return try await keep(event, payment: object.paymentIntent, outcome: ChannelEventOutcome.ignored,
+                                  detail: "an event of Stripe's test mode; a production store acts on live events only (check the webhook endpoint's mode)")
+        }
         switch event.type {
         case let type where Self.paidTypes.contains(type):
             return try await checkoutPaid(event, session: object)

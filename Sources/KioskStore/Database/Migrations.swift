@@ -506,6 +506,11 @@ enum Migrations {
             GROUP BY \#(type.utcDay(#"l."createdAt""#)), t."productId", l."currency"
             """#,
         ] },
+        // The payment page a checkout intent was given (a Checkout Session Kiosk made on Stripe):
+        // the intent asked for again is sent to that page, never to a second session to pay.
+        Migration(name: "22-checkout-intent-page") { _ in [
+            #"ALTER TABLE "checkoutIntent" ADD COLUMN "checkoutUrl" TEXT"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

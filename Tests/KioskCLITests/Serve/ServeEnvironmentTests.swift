@@ -64,6 +64,8 @@ struct ServeEnvironmentTests {
         #expect(noWebhook.status != 0 && noWebhook.stderr.contains("needs --stripe-webhook-secret"), "\(noWebhook.stderr)")
         let both = try await KioskCommand.run(arguments + ["--stripe-secret-key", "sk_test_x", "--stripe-webhook-secret", "whsec_x", "--checkout-url", "https://shop.example/{intent}"])
         #expect(both.status != 0 && both.stderr.contains("not both"), "\(both.stderr)")
+        let testKey = try await KioskCommand.run(arguments + ["--environment", "production", "--stripe-secret-key", "sk_test_x", "--stripe-webhook-secret", "whsec_x"])
+        #expect(testKey.status != 0 && testKey.stderr.contains("test-mode key"), "a production store takes live payments only: \(testKey.stderr)")
         let plain = try await KioskCommand.run(arguments + ["--stripe-secret-key", "sk_test_x", "--stripe-webhook-secret", "whsec_x", "--stripe-api-url", "http://stripe.example.net"])
         #expect(plain.status != 0 && plain.stderr.contains("must be https://"), "the key never travels in the clear: \(plain.stderr)")
     }

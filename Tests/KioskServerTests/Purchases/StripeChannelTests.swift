@@ -94,6 +94,25 @@ struct StripeChannelTests: StoreSuite {
         }
     }
 
+    @Test("a production store grants nothing for an event of Stripe's test mode (livemode false), and says why; a sandbox store takes it", arguments: TestEngine.all)
+    func testModeInProduction(engine: TestEngine) async throws {
+        try await Self.stripeStore(engine: engine, environment: .production) { _, http, account in
+            var object = try #require(try JSONSerialization.jsonObject(with: Data(Self.checkout("evt_t1", session: "cs_t1", account: account.accountId, product: Self.book, paymentIntent: "pi_t1").utf8)) as? [String: Any])
+            object["livemode"] = false
+            let row = try await Self.deliver(http, Self.json(object))
+            #expect(row.outcome == "ignored" && row.detail.contains("test mode"), "\(row)")
+            #expect(try await Self.owned(http, account).isEmpty)
+            object["id"] = "evt_t2"
+            object["livemode"] = true
+            #expect(try await Self.deliver(http, Self.json(object)).outcome == "granted")
+        }
+        try await Self.stripeStore(engine: engine) { _, http, account in
+            var object = try #require(try JSONSerialization.jsonObject(with: Data(Self.checkout("evt_t3", session: "cs_t3", account: account.accountId, product: Self.book, paymentIntent: "pi_t3").utf8)) as? [String: Any])
+            object["livemode"] = false
+            #expect(try await Self.deliver(http, Self.json(object)).outcome == "granted")
+        }
+    }
+
     @Test("a forged, tampered, stale or unsigned event is a 400 with its reason and grants nothing; a rotated secret signs too", arguments: TestEngine.all)
     func refusals(engine: TestEngine) async throws {
         try await Self.stripeStore(engine: engine) { server, http, account in

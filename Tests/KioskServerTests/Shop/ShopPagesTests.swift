@@ -164,6 +164,25 @@ struct ShopPagesTests: StoreSuite {
         }
     }
 
+    @Test("a sign-in or a sign-up the limits stop is a page saying when to try again, with Retry-After; a taken email is said in the page's words", arguments: TestEngine.all)
+    func limitedOnThePage(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine, configure: {
+            $0.rateLimits.signInsPerAddress = RateLimit(burst: 2, perSecond: 1.0 / 3600)
+        }) { _, http, _ in
+            _ = try await WebSession.account(http, "ann@example.com")
+            let form = try await http.send("GET", "/account")
+            let cookie = "kiosk_account_csrf=" + (try #require(WebSession.cookies(form)["kiosk_account_csrf"]))
+            let token = String(try #require(String(decoding: form.body, as: UTF8.self).firstMatch(of: /name="csrf" value="([0-9a-f]+)"/)?.1))
+            let taken = try await WebSession.post(http, "/account/sign-up", ["csrf": token, "next": "/account", "email": "ann@example.com", "password": SignInTests.password], cookie: cookie)
+            #expect(taken.status == 409 && String(decoding: taken.body, as: UTF8.self).contains("sign in with it above"), "\(String(decoding: taken.body, as: UTF8.self))")
+            var last = taken
+            for _ in 0..<3 {
+                last = try await WebSession.post(http, "/account/sign-in", ["csrf": token, "next": "/account", "email": "ann@example.com", "password": "not the password"], cookie: cookie)
+            }
+            #expect(last.status == 429 && last.header("Retry-After") != nil && last.header("Content-Type")?.hasPrefix("text/html") == true, "\(last.status) \(last.headers)")
+        }
+    }
+
     @Test("buying from a product's page: signed out it signs in first and comes back; the form leads to the checkout, and the library shows the payment waiting", arguments: TestEngine.all)
     func buying(engine: TestEngine) async throws {
         try await Self.withStore(engine: engine, configure: {
@@ -226,16 +245,18 @@ struct WebSession {
         try await http.send("GET", path, headers: headers + [("Cookie", cookie)])
     }
 
-    func post(_ path: String, _ fields: [String: String], origin: String? = nil) async throws -> StoreHTTP.Reply {
-        try await Self.post(http, path, fields, cookie: cookie, origin: origin)
+    func post(_ path: String, _ fields: [String: String], origin: String? = nil, headers: [(name: String, value: String)] = []) async throws -> StoreHTTP.Reply {
+        try await Self.post(http, path, fields, cookie: cookie, origin: origin, headers: headers)
     }
 
-    static func post(_ http: StoreHTTP, _ path: String, _ fields: [String: String], cookie: String, origin: String? = nil) async throws -> StoreHTTP.Reply {
+    static func post(_ http: StoreHTTP, _ path: String, _ fields: [String: String], cookie: String, origin: String? = nil,
+                     headers extra: [(name: String, value: String)] = []) async throws -> StoreHTTP.Reply {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
         let body = fields.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")" }.joined(separator: "&")
         var headers = [(name: "Content-Type", value: "application/x-www-form-urlencoded"), (name: "Cookie", value: cookie)]
         if let origin { headers.append((name: "Origin", value: origin)) }
+        headers += extra
         let response = try await HTTPClient().send(HTTPRequest(method: "POST", url: http.baseURL + path, headers: headers, body: Data(body.utf8)))
         return StoreHTTP.Reply(status: response.status, body: response.body, headers: response.headers)
     }
