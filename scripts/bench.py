@@ -141,9 +141,9 @@ def kiosk_serve(store, data):
                    "--data", str(data), "--port", "0"], ready)
 
 
-def nginx():
+def nginx(prefix=BENCH / "nginx", root=BENCH / "www"):
+    """nginx serving the files under `root` (its own state under `prefix`)."""
     port = free_port()
-    prefix = BENCH / "nginx"
     for sub in ("logs", "tmp"):
         (prefix / sub).mkdir(parents=True, exist_ok=True)
     (prefix / "nginx.conf").write_text(f"""
@@ -157,7 +157,7 @@ http {{
     sendfile on;
     client_body_temp_path {prefix}/tmp; proxy_temp_path {prefix}/tmp; fastcgi_temp_path {prefix}/tmp;
     uwsgi_temp_path {prefix}/tmp; scgi_temp_path {prefix}/tmp;
-    server {{ listen 127.0.0.1:{port}; root {BENCH}/www; }}
+    server {{ listen 127.0.0.1:{port}; root {root}; }}
 }}
 """)
     return Server(["nginx", "-c", str(prefix / "nginx.conf"), "-p", str(prefix)], lambda _: accepting(port, "nginx"))
@@ -1199,28 +1199,12 @@ def bench_shop():
     (prefix / "www/products").mkdir(parents=True)
     server = Server([KIOSK, "serve", "--catalog", str(ROOT / "Catalog"), "--content", str(ROOT / "Content"), "--data", str(prefix / "data"), "--port", "0"],
                     kiosk_ready)
-    port = free_port()
-    for sub in ("logs", "tmp"):
-        (prefix / sub).mkdir(parents=True, exist_ok=True)
     import urllib.request
     pages = {"front page": "/", "a product's page": "/products/com.kiosk.books.salt-and-stars"}
     files = {"/": "/index.html", "/products/com.kiosk.books.salt-and-stars": "/products/salt-and-stars.html"}
     for path, file in files.items():
         (prefix / "www" / file.lstrip("/")).write_bytes(urllib.request.urlopen(server.url + path).read())
-    (prefix / "nginx.conf").write_text(f"""
-worker_processes 2;
-daemon off;
-pid {prefix}/nginx.pid;
-error_log {prefix}/logs/error.log;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    client_body_temp_path {prefix}/tmp; proxy_temp_path {prefix}/tmp; fastcgi_temp_path {prefix}/tmp;
-    uwsgi_temp_path {prefix}/tmp; scgi_temp_path {prefix}/tmp;
-    server {{ listen 127.0.0.1:{port}; root {prefix}/www; default_type text/html; }}
-}}
-""")
-    web = Server(["nginx", "-c", str(prefix / "nginx.conf"), "-p", str(prefix)], lambda _: accepting(port, "nginx (shop pages)"))
+    web = nginx(prefix / "nginx", prefix / "www")
     # nginx's master and its workers (whose titles do not name the prefix): the master's children.
     nginx_pids = [web.process.pid] + [int(p) for p in subprocess.run(["pgrep", "-P", str(web.process.pid)], capture_output=True, text=True).stdout.split()]
     figures = {}

@@ -69,8 +69,8 @@ struct AccountPage: Sendable {
     }
 
     /// A refusal as a page, with `Retry-After` when trying again later will do.
-    func refusal(_ status: HTTPResponse.Status, _ message: String, retryAfter: Int? = nil, signedIn: Bool = false) -> Response {
-        var response = html(status, "message", ["title": status.reasonPhrase, "error": message, "signedIn": signedIn])
+    func refusal(_ status: HTTPResponse.Status, _ message: String, retryAfter: Int? = nil) -> Response {
+        var response = html(status, "message", ["title": status.reasonPhrase, "error": message])
         if let retryAfter { response.headers[.retryAfter] = String(retryAfter) }
         return response
     }

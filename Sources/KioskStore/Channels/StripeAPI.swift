@@ -122,9 +122,4 @@ enum CheckoutSessionFields {
         if let email { fields.append(("customer_email", email)) }
         return fields
     }
-
-    /// A short digest of the fields, for the idempotency key: the same request, the same key.
-    static func digest(_ fields: [(String, String)]) -> String {
-        String(FileDigest.sha256(of: Data(StripeAPI.formEncoded(fields).utf8)).prefix(16))
-    }
 }
