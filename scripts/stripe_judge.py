@@ -2,7 +2,10 @@
 """Sends a Checkout Session's creation through Stripe's own library (the `stripe` package), so a
 test can hold the form fields Kiosk sends to those Stripe's library sends for the same parameters.
 
-    stripe_judge.py API-BASE KEY PARAMS-FILE IDEMPOTENCY-KEY
+    stripe_judge.py API-BASE KEY PARAMS-FILE IDEMPOTENCY-KEY [SUBSCRIPTION-ID]
+
+With SUBSCRIPTION-ID it updates that subscription instead (`subscriptions.update`), as the
+reader's auto-renew change does.
 
 PARAMS-FILE holds the parameters as JSON, as Stripe's API reference writes them (nested objects
 and lists). The request goes to API-BASE (the stand-in, scripts/stripe_standin.py), which records
@@ -18,7 +21,11 @@ def main():
     api_base, key, params_file, idempotency_key = sys.argv[1:5]
     params = json.load(open(params_file, encoding="utf-8"))
     client = stripe.StripeClient(key, base_addresses={"api": api_base}, max_network_retries=0)
-    session = client.v1.checkout.sessions.create(params=params, options={"idempotency_key": idempotency_key})
+    options = {"idempotency_key": idempotency_key}
+    if len(sys.argv) > 5:
+        print(client.v1.subscriptions.update(sys.argv[5], params=params, options=options).id)
+        return
+    session = client.v1.checkout.sessions.create(params=params, options=options)
     print(session.id)
 
 

@@ -15,6 +15,10 @@ the form's fields as [name, value] pairs in order. What it answers:
   `client_reference_id`, `metadata`, `customer_email`, `amount_total`, `currency`). The same
   `Idempotency-Key` with the same fields is answered the same session, as Stripe does; with other
   fields, 400 `idempotency_error`.
+- `POST /v1/subscriptions/ID` (https://docs.stripe.com/api/subscriptions/update): 401 as above;
+  404 `resource_missing` for an id not shaped `sub_…` or ending `_missing`; 400 for a
+  `cancel_at_period_end` that is not `true` or `false`; else 200 with the subscription (`id`,
+  `object`, `status` `active`, `cancel_at_period_end`).
 - anything else: 404 with Stripe's error shape.
 """
 import argparse
@@ -75,11 +79,14 @@ def make_handler(recorder):
             with recorder.lock:
                 with open(recorder.path, "a", encoding="utf-8") as out:
                     out.write(json.dumps(record) + "\n")
-            if self.path != "/v1/checkout/sessions":
+            subscription = self.path.startswith("/v1/subscriptions/") and self.path.count("/") == 3
+            if self.path != "/v1/checkout/sessions" and not subscription:
                 return self.answer(404, error("invalid_request_error", f"Unrecognized request URL (POST: {self.path})."))
             if self.headers.get("Authorization") != f"Bearer {recorder.key}":
                 return self.answer(401, error("invalid_request_error", "Invalid API Key provided: sk_****"))
             form = dict(fields)
+            if subscription:
+                return self.update_subscription(urllib.parse.unquote(self.path.rsplit("/", 1)[1]), form)
             for required in ("mode", "success_url"):
                 if required not in form:
                     return self.answer(400, error("invalid_request_error", f"Missing required param: {required}.", "parameter_missing", required))
@@ -110,6 +117,17 @@ def make_handler(recorder):
                 if key:
                     recorder.sessions[key] = (digest, session)
             self.answer(200, session)
+
+        def update_subscription(self, subscription_id, form):
+            # https://docs.stripe.com/api/subscriptions/update: a subscription not made here is
+            # Stripe's 404 (resource_missing); cancel_at_period_end must be a boolean.
+            if not subscription_id.startswith("sub_") or subscription_id.endswith("_missing"):
+                return self.answer(404, error("invalid_request_error", f"No such subscription: '{subscription_id}'", "resource_missing", "id"))
+            value = form.get("cancel_at_period_end")
+            if value not in (None, "true", "false"):
+                return self.answer(400, error("invalid_request_error", "Invalid boolean: " + value, "parameter_invalid_boolean", "cancel_at_period_end"))
+            self.answer(200, {"id": subscription_id, "object": "subscription", "status": "active",
+                              "cancel_at_period_end": value == "true"})
 
     return Handler
 

@@ -56,11 +56,13 @@ public final class StripeStandIn: @unchecked Sendable {
 
     /// The fields Stripe's library sends for `parameters` (as the API reference writes them),
     /// sent through it to this stand-in and read back from its record.
-    public func judgedFields(of parameters: [String: Any], idempotencyKey: String) async throws -> Recorded {
+    /// With `subscription`, the fields of that subscription's update instead.
+    public func judgedFields(of parameters: [String: Any], idempotencyKey: String, subscription: String? = nil) async throws -> Recorded {
         let file = directory.path("params-\(UUID().uuidString).json")
         try JSONSerialization.data(withJSONObject: parameters).write(to: file)
         let before = try requests().count
-        let judged = try await KioskCommand.run([SampleStore.repository.appendingPathComponent("scripts/stripe_judge.py").path, url, Self.key, file.path, idempotencyKey],
+        let judged = try await KioskCommand.run([SampleStore.repository.appendingPathComponent("scripts/stripe_judge.py").path, url, Self.key, file.path, idempotencyKey]
+                                                    + (subscription.map { [$0] } ?? []),
                                                program: StripeSigner.python)
         try #require(judged.status == 0, "stripe_judge.py failed: \(judged.stderr)")
         let after = try requests()

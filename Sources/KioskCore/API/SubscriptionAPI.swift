@@ -48,6 +48,9 @@ public struct SubscriptionInfo: Codable, Sendable, Equatable {
     /// Every billing grace window the subscription has had, the open one included: what was
     /// published in one stays entitled, as in a paid period. Absent from stores before them.
     public var graceWindows: [GraceWindow]?
+    /// The channel that renews it and is asked to change its auto-renew (`stripe`, `play`); absent
+    /// when the store renews it itself (the sandbox) or it was bought for one period.
+    public var renewsThrough: String?
 
     public init(
         originalTransactionId: String, productId: String, state: SubscriptionState, autoRenew: Bool, expiresDate: Date,

@@ -119,16 +119,106 @@ public struct StripeEvent: Decodable, Sendable {
         public var refunded: Bool?
         public var amount: Int?
         public var amountRefunded: Int?
-        /// A Dispute's: `won`, `lost`, `needs_response`, …
+        /// A Dispute's: `won`, `lost`, `needs_response`, …; a Subscription's: `active`, `past_due`, `canceled`, …
         public var status: String?
+        // A Checkout Session's in subscription mode: `mode` `subscription`, the Stripe subscription
+        // it made and that subscription's first invoice.
+        public var mode: String?
+        /// A session's subscription; an invoice's, in API versions before 2025-03-31.
+        public var subscription: String?
+        public var invoice: String?
+        // An Invoice's.
+        /// `subscription_create` (the first), `subscription_cycle` (a renewal), `subscription_update`, …
+        public var billingReason: String?
+        public var amountPaid: Int?
+        /// When Stripe tries a failed invoice again (Unix seconds); nil when it has given up.
+        public var nextPaymentAttempt: Int64?
+        public var lines: List<Line>?
+        /// The invoice's subscription and that subscription's metadata (API 2025-03-31 and later).
+        public var parent: Parent?
+        /// The same, in API versions before 2025-03-31.
+        public var subscriptionDetails: SubscriptionDetails?
+        /// The invoice's payments (API 2025-03-31 and later; before, `payment_intent`).
+        public var payments: List<InvoicePayment>?
+        // A Subscription's.
+        public var cancelAtPeriodEnd: Bool?
+        public var cancellationDetails: CancellationDetails?
 
         enum CodingKeys: String, CodingKey {
-            case id, object, currency, metadata, refunded, amount, status
+            case id, object, currency, metadata, refunded, amount, status, mode, subscription, invoice, lines, parent, payments
             case paymentStatus = "payment_status"
             case clientReferenceId = "client_reference_id"
             case amountTotal = "amount_total"
             case paymentIntent = "payment_intent"
             case amountRefunded = "amount_refunded"
+            case billingReason = "billing_reason"
+            case amountPaid = "amount_paid"
+            case nextPaymentAttempt = "next_payment_attempt"
+            case subscriptionDetails = "subscription_details"
+            case cancelAtPeriodEnd = "cancel_at_period_end"
+            case cancellationDetails = "cancellation_details"
+        }
+
+        /// A Stripe list: its `data`.
+        public struct List<Element: Decodable & Sendable>: Decodable, Sendable {
+            public var data: [Element]?
+        }
+
+        /// An invoice line: the period it pays for (Unix seconds).
+        public struct Line: Decodable, Sendable {
+            public var period: Period?
+            public struct Period: Decodable, Sendable {
+                public var start: Int64?
+                public var end: Int64?
+            }
+        }
+
+        public struct Parent: Decodable, Sendable {
+            public var subscriptionDetails: SubscriptionDetails?
+            enum CodingKeys: String, CodingKey { case subscriptionDetails = "subscription_details" }
+        }
+
+        public struct SubscriptionDetails: Decodable, Sendable {
+            public var subscription: String?
+            public var metadata: [String: String]?
+        }
+
+        public struct InvoicePayment: Decodable, Sendable {
+            public var payment: Payment?
+            public struct Payment: Decodable, Sendable {
+                public var paymentIntent: String?
+                enum CodingKeys: String, CodingKey { case paymentIntent = "payment_intent" }
+            }
+        }
+
+        public struct CancellationDetails: Decodable, Sendable {
+            /// `cancellation_requested`, `payment_failed`, `payment_disputed`.
+            public var reason: String?
+        }
+
+        /// An invoice's subscription, in either API version's place.
+        public var invoiceSubscription: String? {
+            parent?.subscriptionDetails?.subscription ?? subscriptionDetails?.subscription ?? subscription
+        }
+
+        /// The metadata of an invoice's subscription as it was when the invoice was made.
+        public var invoiceSubscriptionMetadata: [String: String]? {
+            parent?.subscriptionDetails?.metadata ?? subscriptionDetails?.metadata
+        }
+
+        /// The payment intent that paid an invoice, in either API version's place.
+        public var invoicePaymentIntent: String? {
+            paymentIntent ?? payments?.data?.lazy.compactMap { $0.payment?.paymentIntent }.first
+        }
+
+        /// The period an invoice pays for: its lines' earliest start to their latest end.
+        public var invoicePeriod: (start: Date, end: Date)? {
+            let periods = (lines?.data ?? []).compactMap { line -> (Int64, Int64)? in
+                guard let start = line.period?.start, let end = line.period?.end, end > start else { return nil }
+                return (start, end)
+            }
+            guard let start = periods.map(\.0).min(), let end = periods.map(\.1).max() else { return nil }
+            return (Date(timeIntervalSince1970: TimeInterval(start)), Date(timeIntervalSince1970: TimeInterval(end)))
         }
     }
 }

@@ -92,7 +92,7 @@ extension AccountPage {
         switch refusal.code {
         case "already_owned": "You own \(product.title) already: it is in your library."
         case "off_sale": "\(product.title) is no longer on sale. If you bought it, it is in your library."
-        case "subscription_not_on_web": "\(product.title) is not sold on the web yet: subscribe in the store's app."
+        case "already_subscribed": "You subscribe to \(product.title) already: its issues are in your library."
         case "web_not_offered", "web_not_configured": "This store sells in its apps, not on the web: buy \(product.title) in the app, and it is in your library here too."
         case "free_product": "\(product.title) is free: download it from its page."
         default: refusal.message

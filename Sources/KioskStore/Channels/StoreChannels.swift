@@ -156,6 +156,8 @@ enum ChannelEventOutcome {
     static let partialRefund = "partial_refund"
     /// A void that came before its purchase: the purchase was refused when it came.
     static let refused = "refused"
+    /// A step of a subscription the channel renews (a failed charge, auto-renew turned, its end).
+    static let applied = "applied"
     /// The outcomes the operator must act on, as the partial index `channelEvent_to_act_on` spells them.
     static let toActOn = [unmatched, owned, unsettled]
     static let toActOnSQL = "('unmatched', 'owned', 'unsettled')"

@@ -29,6 +29,15 @@ public struct StripeAPI: Sendable, CustomStringConvertible {
 
     public var description: String { "StripeAPI(\(baseURL), secret key not shown)" }
 
+    /// `POST /v1/subscriptions/ID` with `cancel_at_period_end`: the reader's auto-renew turned off
+    /// (true) or back on (false). The key names the change, so a retry is the same request.
+    /// - Throws: ``Refusal`` when Stripe refused it (the subscription is gone, say);
+    ///   ``StoreError`` `payment_service` when it could not be reached (nothing changed).
+    func setCancelAtPeriodEnd(_ subscriptionId: String, _ cancel: Bool, idempotencyKey: String) async throws {
+        let path = "/v1/subscriptions/" + (subscriptionId.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? subscriptionId)
+        _ = try await post(path, [("cancel_at_period_end", cancel ? "true" : "false")], idempotencyKey: idempotencyKey, doing: "change the subscription's renewal")
+    }
+
     /// A Checkout Session as Stripe answers its creation: what Kiosk reads of it.
     public struct CheckoutSession: Decodable, Sendable, Equatable {
         public var id: String
@@ -39,8 +48,17 @@ public struct StripeAPI: Sendable, CustomStringConvertible {
     /// - Throws: ``Refusal`` when Stripe refused it; ``StoreError`` `payment_service` when it could
     ///   not be reached or failed (try again). Nothing was bought either way.
     func createCheckoutSession(_ fields: [(String, String)], idempotencyKey: String) async throws -> CheckoutSession {
+        let body = try await post("/v1/checkout/sessions", fields, idempotencyKey: idempotencyKey, doing: "start the checkout")
+        guard let session = try? JSONDecoder().decode(CheckoutSession.self, from: body), session.url.hasPrefix("https://") || session.url.hasPrefix("http://") else {
+            throw StoreError.paymentService("Stripe's answer to the checkout is not a Checkout Session with a url; nothing was bought")
+        }
+        return session
+    }
+
+    /// A form-encoded POST to Stripe; its answer's body when 2xx.
+    private func post(_ path: String, _ fields: [(String, String)], idempotencyKey: String, doing what: String) async throws -> Data {
         let body = Self.formEncoded(fields)
-        let request = HTTPRequest(method: "POST", url: baseURL + "/v1/checkout/sessions",
+        let request = HTTPRequest(method: "POST", url: baseURL + path,
                                   headers: [("Authorization", "Bearer \(secretKey)"), ("Content-Type", "application/x-www-form-urlencoded"),
                                             ("Idempotency-Key", idempotencyKey)],
                                   body: Data(body.utf8), timeout: 30, maxResponseBytes: 1 << 20)
@@ -48,11 +66,11 @@ public struct StripeAPI: Sendable, CustomStringConvertible {
         do {
             response = try await HTTPClient().send(request)
         } catch {
-            throw StoreError.paymentService("Stripe could not be reached to start the checkout; try again in a moment", retryAfter: 10)
+            throw StoreError.paymentService("Stripe could not be reached to \(what); try again in a moment", retryAfter: 10)
         }
         if response.status >= 500 || response.status == 429 {
-            // Stripe may or may not have made the session: the same key asks again safely.
-            throw StoreError.paymentService("Stripe could not start the checkout now (HTTP \(response.status)); try again in a moment", retryAfter: 10)
+            // Stripe may or may not have done it: the same key asks again safely.
+            throw StoreError.paymentService("Stripe could not \(what) now (HTTP \(response.status)); try again in a moment", retryAfter: 10)
         }
         guard (200..<300).contains(response.status) else {
             // Stripe's error shape: {"error": {"message": "...", "type": "..."}}. Its words are for
@@ -62,10 +80,7 @@ public struct StripeAPI: Sendable, CustomStringConvertible {
             let said = (try? JSONDecoder().decode(Failure.self, from: response.body))?.error.message
             throw Refusal(status: response.status, message: Self.redacted(said ?? "no message"))
         }
-        guard let session = try? JSONDecoder().decode(CheckoutSession.self, from: response.body), session.url.hasPrefix("https://") || session.url.hasPrefix("http://") else {
-            throw StoreError.paymentService("Stripe's answer to the checkout is not a Checkout Session with a url; nothing was bought")
-        }
-        return session
+        return response.body
     }
 
     /// Stripe refused a request (4xx): nothing was made. `message` is Stripe's, with anything
@@ -120,6 +135,26 @@ enum CheckoutSessionFields {
             ("cancel_url", "\(origin)/products/\(id)"),
         ]
         if let email { fields.append(("customer_email", email)) }
+        return fields
+    }
+
+    /// A subscription's session (`mode=subscription`): the price recurs every period the catalog
+    /// gives (`periodMonths`, a year as `year`), and the subscription Stripe makes carries the
+    /// intent, the account and the product in its own metadata, which every invoice of it brings
+    /// back (`parent.subscription_details.metadata`): a renewal names them without the session.
+    static func subscription(product: Product, intent: String, accountId: String, email: String?, origin: String) -> [(String, String)] {
+        var fields = payment(product: product, quantity: 1, intent: intent, accountId: accountId, email: email, origin: origin)
+        fields[0] = ("mode", "subscription")
+        let months = max(1, product.periodMonths ?? 1)
+        let (interval, count) = months % 12 == 0 ? ("year", months / 12) : ("month", months)
+        let recurring = [("line_items[0][price_data][recurring][interval]", interval),
+                         ("line_items[0][price_data][recurring][interval_count]", String(count))]
+        fields.insert(contentsOf: recurring, at: 5)
+        fields.removeAll { $0.0 == "metadata[kiosk_quantity]" }
+        let success = fields.firstIndex { $0.0 == "success_url" } ?? fields.count
+        fields.insert(contentsOf: [("subscription_data[metadata][kiosk_intent]", intent),
+                                   ("subscription_data[metadata][kiosk_account_id]", accountId),
+                                   ("subscription_data[metadata][kiosk_product_id]", product.id)], at: success)
         return fields
     }
 }

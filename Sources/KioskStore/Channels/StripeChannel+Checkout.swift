@@ -65,10 +65,15 @@ extension StripeChannel {
         guard (1...100).contains(quantity), quantity == 1 || product.kind == .consumable else {
             throw StoreError.invalidRequest("a quantity of \(quantity) of \(product.id) cannot be bought")
         }
-        if base.channels.stripeAPI != nil, product.kind == .subscription {
-            // Stripe Billing renews it, and Kiosk does not yet follow a Stripe subscription's
-            // invoices: sold here it would be charged again with nothing granted for it.
-            throw Self.subscriptionNotOnWeb(product.id)
+        if product.kind == .subscription {
+            // A second subscription to what runs would be charged every period for nothing.
+            let running = try await database.read { db in
+                try await db.select().column("originalTransactionId").from("subscription").where("accountId", .equal, accountId)
+                    .where("productId", .equal, product.id).where("state", .notEqual, SubscriptionState.expired.rawValue).first()
+            }
+            if running != nil {
+                throw StoreError(.wrongState, code: "already_subscribed", message: "the account subscribes to \(product.id) already; nothing to pay (its issues are in the library)")
+            }
         }
         let (intent, isNew) = try await recordIntent(accountId: accountId, product: product, quantity: quantity, formKey: formKey)
         guard let stripe = base.channels.stripeAPI else {
@@ -82,7 +87,9 @@ extension StripeChannel {
             return Checkout(intent: intent.id, productId: product.id, quantity: quantity, url: page)
         }
         let email = try await database.read { db in try await Accounts.signIn(accountId: accountId, in: db)?.email }
-        let fields = CheckoutSessionFields.payment(product: product, quantity: quantity, intent: intent.id, accountId: accountId, email: email, origin: origin)
+        let fields = product.kind == .subscription
+            ? CheckoutSessionFields.subscription(product: product, intent: intent.id, accountId: accountId, email: email, origin: origin)
+            : CheckoutSessionFields.payment(product: product, quantity: quantity, intent: intent.id, accountId: accountId, email: email, origin: origin)
         do {
             // One key per intent: asked again (a retry, an answer lost), Stripe answers the same session.
             let session = try await stripe.createCheckoutSession(fields, idempotencyKey: "kiosk-checkout-\(intent.id)")
@@ -113,17 +120,12 @@ extension StripeChannel {
 
     private struct PageRow: Decodable { var checkoutUrl: String? }
 
-    static func subscriptionNotOnWeb(_ id: String) -> StoreError {
-        StoreError(.forbidden, code: "subscription_not_on_web", message: "\(id) is a subscription, which this store does not sell on the web yet; subscribe in the app")
-    }
-
     /// Whether the reader can start paying for `product` on the web here, or why not (shown on
     /// the buy page before a form is offered).
     public func webRefusal(for product: Product) -> StoreError? {
         guard takesWebPayments else {
             return StoreError(.forbidden, code: "web_not_offered", message: "this store sells in its apps, not on the web; buy it in the app, and it is in your library here too")
         }
-        if base.channels.stripeAPI != nil, product.kind == .subscription { return Self.subscriptionNotOnWeb(product.id) }
         return nil
     }
 
@@ -179,6 +181,19 @@ extension StripeChannel {
     /// was made for, or why the session cannot be granted.
     func claimIntent(_ intentId: String, session: String, account: String?, product: String?) async throws -> Result<CheckoutIntentRecord, StoreError> {
         guard Self.isIdentifier(intentId) else { return .failure(.invalidRequest("metadata.kiosk_intent is not an intent Kiosk made")) }
+        // What the session says is checked before the intent is taken: a session naming another
+        // account's or product's intent must not use it up for the payment it was made for.
+        guard let made = try await database.read({ db in
+            try await db.select().column("*").from("checkoutIntent").where("id", .equal, intentId).first(decoding: CheckoutIntentRecord.self)
+        }) else {
+            return .failure(.invalidRequest("metadata.kiosk_intent \(intentId) is no intent this store made"))
+        }
+        if let account, account != made.accountId {
+            return .failure(.invalidRequest("client_reference_id \(account.prefix(100)) is not the account intent \(intentId) was made for"))
+        }
+        if let product, product != made.productId {
+            return .failure(.invalidRequest("metadata.kiosk_product_id \(product.prefix(100)) is not the product intent \(intentId) was made for"))
+        }
         // Compare-and-set: the intent takes the first session that pays it, and only that one.
         let claimed = try await database.write { db in
             try await db.raw(#"""
@@ -188,18 +203,7 @@ extension StripeChannel {
                 """#).first(decoding: CheckoutIntentRecord.self)
         }
         guard let intent = claimed else {
-            let exists = try await database.read { db in
-                try await db.select().column("session").from("checkoutIntent").where("id", .equal, intentId).first()
-            }
-            return .failure(.invalidRequest(exists == nil
-                ? "metadata.kiosk_intent \(intentId) is no intent this store made"
-                : "intent \(intentId) was already paid by another Checkout Session"))
-        }
-        if let account, account != intent.accountId {
-            return .failure(.invalidRequest("client_reference_id \(account.prefix(100)) is not the account intent \(intentId) was made for"))
-        }
-        if let product, product != intent.productId {
-            return .failure(.invalidRequest("metadata.kiosk_product_id \(product.prefix(100)) is not the product intent \(intentId) was made for"))
+            return .failure(.invalidRequest("intent \(intentId) was already paid by another Checkout Session"))
         }
         return .success(intent)
     }

@@ -20,6 +20,8 @@ public struct StripeChannel: StoreOwner {
     static let channel = PaidBy.stripe.rawValue
     /// Checkout Session events that mean the money arrived.
     static let paidTypes: Set<String> = ["checkout.session.completed", "checkout.session.async_payment_succeeded"]
+    /// Events whose row names a grant of their payment: a checkout's, or a subscription's invoice.
+    static let grantTypes = paidTypes.union(["invoice.paid"])
     /// Events that take the money back.
     static let withdrawalTypes: Set<String> = ["charge.refunded", "charge.dispute.created"]
 
@@ -46,8 +48,19 @@ public struct StripeChannel: StoreOwner {
                                   detail: "an event of Stripe's test mode; a production store acts on live events only (check the webhook endpoint's mode)")
         }
         switch event.type {
+        case let type where Self.paidTypes.contains(type) && object.mode == "subscription":
+            return try await subscriptionCheckoutPaid(event, session: object)
         case let type where Self.paidTypes.contains(type):
             return try await checkoutPaid(event, session: object)
+        case "invoice.paid":
+            return try await invoicePaid(event, invoice: object)
+        case "invoice.payment_failed":
+            return try await invoiceFailed(event, invoice: object)
+        case "customer.subscription.updated", "customer.subscription.deleted":
+            return try await subscriptionChanged(event, subscription: object)
+        case "invoice.payment_succeeded":
+            return try await keep(event, payment: object.invoicePaymentIntent, outcome: ChannelEventOutcome.ignored,
+                                  detail: "Kiosk acts on the invoice's invoice.paid, which Stripe sends with it")
         case "charge.refunded":
             let amount = object.amount ?? 0
             guard object.refunded == true || (amount > 0 && (object.amountRefunded ?? 0) >= amount) else {
@@ -206,7 +219,7 @@ public struct StripeChannel: StoreOwner {
     }
 
     /// A refund or a dispute of a granted payment that came first undoes the grant now.
-    private func undoIfWithdrawn(_ granted: AdminChannelEventRow) async throws -> AdminChannelEventRow {
+    func undoIfWithdrawn(_ granted: AdminChannelEventRow) async throws -> AdminChannelEventRow {
         guard let payment = granted.payment else { return granted }
         let found = try await database.read { try await Self.withdrawals(of: payment, account: granted.accountId ?? "", in: $0) }
         return try await undo(granted, by: found.filter { !$0.accountClosed })
@@ -258,7 +271,7 @@ public struct StripeChannel: StoreOwner {
             try await settle(event.id, outcome: row.outcome, transaction: nil, account: nil, detail: row.detail)
             return row
         }
-        let grants = rows.filter { $0.transactionId != nil && Self.paidTypes.contains($0.type) }
+        let grants = rows.filter { $0.transactionId != nil && Self.grantTypes.contains($0.type) }
         guard let checkout = grants.first, let checkoutTransaction = checkout.transactionId else { return row }
         row.accountId = checkout.accountId
         if checkout.outcome == ChannelEventOutcome.owned || checkout.outcome == ChannelEventOutcome.refunded {
@@ -370,7 +383,7 @@ public struct StripeChannel: StoreOwner {
         try await channelRecords.keptEvent(channel: Self.channel, eventId: eventId)
     }
 
-    private func keep(_ event: StripeEvent, payment: String?, outcome: String, account: String? = nil, transaction: String? = nil,
+    func keep(_ event: StripeEvent, payment: String?, outcome: String, account: String? = nil, transaction: String? = nil,
                       detail: String) async throws -> AdminChannelEventRow {
         try await channelRecords.keepEvent(AdminChannelEventRow(
             channel: Self.channel, eventId: event.id, type: String(event.type.prefix(100)), payment: payment.flatMap { Self.isIdentifier($0) ? $0 : nil },

@@ -511,6 +511,15 @@ enum Migrations {
         Migration(name: "22-checkout-intent-page") { _ in [
             #"ALTER TABLE "checkoutIntent" ADD COLUMN "checkoutUrl" TEXT"#,
         ] },
+        // A subscription another channel renews (Stripe Billing, Google Play): that channel and its
+        // own id of the subscription, which its events name; and the time of the newest of its
+        // channel's updates applied, so an older one that comes late changes nothing.
+        Migration(name: "23-channel-subscriptions") { type in [
+            #"ALTER TABLE "subscription" ADD COLUMN "channel" TEXT"#,
+            #"ALTER TABLE "subscription" ADD COLUMN "channelSubscriptionId" TEXT"#,
+            #"ALTER TABLE "subscription" ADD COLUMN "channelUpdatedAt" \#(type.timestamp)"#,
+            #"CREATE UNIQUE INDEX "subscription_by_channel" ON "subscription" ("channel", "channelSubscriptionId")"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

@@ -33,9 +33,11 @@ extension Payments {
     ///     dispute won, a refund reversed): a subscription's period is given back as it was (its
     ///     subscription, its start and its end), not as a fresh period from today, which would give
     ///     more than the withdrawal took.
+    ///   - period: a subscription's first period as the channel that renews it dates it (Stripe's
+    ///     first invoice), rather than a period from now.
     func grantPaid(productId: String, quantity: Int, accountId: String, reference: String, shownKey: String? = nil, method: String,
                    amountCents: Int, currency: String, restoring: Bool = false, reinstating: TransactionRecord? = nil,
-                   alongside: Alongside? = nil) async throws -> (record: TransactionRecord, alongside: (any Sendable)?) {
+                   period: (start: Date, end: Date)? = nil, alongside: Alongside? = nil) async throws -> (record: TransactionRecord, alongside: (any Sendable)?) {
         // The same reference granted before is found by the decision itself (``Holdings``' key
         // look-up, or the unique index behind a consumable's unread write), as a payment's key is.
         // An unknown account is found by it too (the holdings' look-up, or the write that finds no
@@ -58,6 +60,9 @@ extension Payments {
                     record.originalTransactionId = period.originalTransactionId
                     record.purchaseDate = period.purchaseDate
                     record.expiresDate = expires
+                } else if let period, product.kind == .subscription {
+                    record.purchaseDate = period.start
+                    record.expiresDate = period.end
                 }
             }
             return .new(record)

@@ -27,15 +27,26 @@ struct SubscriptionRecord: Codable, Sendable {
     /// Moved by every write: the compare-and-set each change of state commits under.
     var version: Int64
     var updatedAt: Date
+    /// The channel that renews it (`stripe`, `play`), nil when the store does (the sandbox's
+    /// worker) or nobody does (a period bought once). A channel's subscription is never claimed
+    /// by the worker (its `dueAt` is nil): that channel's events move it.
+    var channel: String? = nil
+    /// That channel's id of it (`sub_…`, a Play purchase token), which its events name.
+    var channelSubscriptionId: String? = nil
+    /// The time of the newest update from the channel applied (its event's own time), so that an
+    /// older one coming late changes nothing.
+    var channelUpdatedAt: Date? = nil
 
     func info(now: Date) -> SubscriptionInfo {
-        SubscriptionInfo(
+        var info = SubscriptionInfo(
             originalTransactionId: originalTransactionId, productId: productId, state: state, autoRenew: autoRenew,
             expiresDate: expiresDate, gracePeriodExpiresDate: state == .gracePeriod ? graceEndsAt : nil,
             nextRetryDate: state == .gracePeriod || state == .billingRetry ? retryAt : nil, failedAttempts: failedAttempts,
             expirationReason: expirationReason,
             entitled: state == .active && expiresDate > now || state == .gracePeriod && (graceEndsAt ?? .distantPast) > now,
             appAccountToken: appAccountToken)
+        info.renewsThrough = channel
+        return info
     }
 }
 

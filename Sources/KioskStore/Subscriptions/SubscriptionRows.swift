@@ -38,6 +38,23 @@ struct SubscriptionRows {
         return (subscription, existing != nil)
     }
 
+    /// Hands the subscription a new period started to `channel`, which renews it from now on (its
+    /// events move it): auto-renew on, nothing due for the store's own worker. Written in the
+    /// transaction that started (or started again) the subscription, whose row it takes over.
+    func link(_ originalTransactionId: String, channel: String, subscriptionId: String, at now: Date) async throws {
+        try await db.update("subscription").set("channel", to: channel).set("channelSubscriptionId", to: subscriptionId)
+            .set("autoRenew", to: true).set(SQLIdentifier("dueAt"), to: SQLLiteral.null)
+            .set(SQLIdentifier("claimedBy"), to: SQLLiteral.null).set(SQLIdentifier("claimedUntil"), to: SQLLiteral.null)
+            .set(SQLIdentifier("version"), to: SQLRaw(#""version" + 1"#)).set("updatedAt", to: now)
+            .where("originalTransactionId", .equal, originalTransactionId).run()
+    }
+
+    /// The subscription `channel` knows as `subscriptionId`, if the store has it.
+    func find(channel: String, subscriptionId: String) async throws -> SubscriptionRecord? {
+        try await db.select().column("*").from("subscription").where("channel", .equal, channel)
+            .where("channelSubscriptionId", .equal, subscriptionId).first(decoding: SubscriptionRecord.self)
+    }
+
     /// Writes `written`'s auto-renew setting (and its due time, version and update time), only
     /// while the row is still at version `from`.
     /// - Returns: whether the row was still there to write.
@@ -127,9 +144,12 @@ struct SubscriptionRows {
                 ("graceEndsAt", [.bind(.date(s?.graceEndsAt))]), ("failedAttempts", [.bind(.integer(s.map { Int64($0.failedAttempts) }))]),
                 ("expirationReason", [.bind(.text(s?.expirationReason?.rawValue))]), ("claimedBy", [.text("NULL")]), ("claimedUntil", [.text("NULL")]),
                 ("version", [.bind(.integer(s?.version))]), ("updatedAt", [.bind(.date(s?.updatedAt))]),
+                ("channelUpdatedAt", [.bind(.date(s?.channelUpdatedAt))]),
             ]),
+            // A channel's step (``Subscriptions/channelStep(_:channel:subscriptionId:)``) claims
+            // nothing: its instance is "" and matches an unclaimed row.
             conditions: [[.text(#""originalTransactionId" = "#), .bind(.text(s?.originalTransactionId))],
-                         [.text(#""version" = "#), .bind(.integer(claimedVersion))], [.text(#""claimedBy" = "#), .bind(.text(instance))]],
+                         [.text(#""version" = "#), .bind(.integer(claimedVersion))], [.text(#"COALESCE("claimedBy", '') = "#), .bind(.text(instance))]],
             returning: ["originalTransactionId"])
     }
 

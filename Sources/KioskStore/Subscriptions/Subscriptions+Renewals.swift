@@ -80,18 +80,24 @@ extension Subscriptions {
             step.renewal = renewal
             step.notification?.transactionId = renewal.id
         }
-        let decided = step
-        let instance = self.instance
         try await beforeRenewalCommit?(claimed.originalTransactionId)
+        return try await commit(step, claimedVersion: claimed.version, instance: instance)
+    }
+
+    /// Commits a decided step under the compare-and-set on the subscription's `claimedVersion`
+    /// and its claim by `instance` ("" for a channel's step, which claims nothing).
+    /// - Returns: whether it committed (false when the row moved on meanwhile).
+    func commit(_ decided: RenewalStep, claimedVersion: Int64, instance: String) async throws -> Bool {
+        let claimed = decided.subscription
         do {
             let committed = if database.engine == .postgres {
                 try await database.statement { db in
-                    let statement = RecordRenewalStep(step: decided, claimedVersion: claimed.version, instance: instance,
+                    let statement = RecordRenewalStep(step: decided, claimedVersion: claimedVersion, instance: instance,
                                                       renewalInfo: try decided.notification?.renewalInfoJSON(), now: clock.wallNow())
                     return try await db.rows(statement).count == 1
                 }
             } else {
-                try await commitOneByOne(decided, claimed: claimed)
+                try await commitOneByOne(decided, claimedVersion: claimedVersion, instance: instance)
             }
             if committed, let renewal = decided.renewal { changes.committed(renewal.accountId) }
             return committed
@@ -104,12 +110,11 @@ extension Subscriptions {
 
     /// SQLite: the step's plan (``RecordRenewalStep``) a statement at a time, in one transaction.
     /// - Returns: false when the claim was lost (the subscription moved on, or another instance has it).
-    private func commitOneByOne(_ decided: RenewalStep, claimed: SubscriptionRecord) async throws -> Bool {
-        let instance = self.instance
+    private func commitOneByOne(_ decided: RenewalStep, claimedVersion: Int64, instance: String) async throws -> Bool {
         do {
             return try await database.write { db in
                 let plan = RecordRenewalStep.plan(
-                    decided, claimedVersion: claimed.version, instance: instance, renewalInfo: try decided.notification?.renewalInfoJSON(),
+                    decided, claimedVersion: claimedVersion, instance: instance, renewalInfo: try decided.notification?.renewalInfoJSON(),
                     now: clock.wallNow(), slot: SalesSlot.of(decided.subscription.accountId, in: db))
                 guard try await db.run(plan) != nil else { throw LostClaim() }
                 return true
@@ -160,7 +165,7 @@ extension Subscriptions {
 
 /// A subscription's next state as one step decides it (its version moved on), and the step it
 /// comes to: each method is one of the outcomes ``Subscriptions/decide(_:product:sandbox:)`` picks.
-private struct StepDraft {
+struct StepDraft {
     let current: SubscriptionRecord
     var s: SubscriptionRecord
     let clockOffset: Double

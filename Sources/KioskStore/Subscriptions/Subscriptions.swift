@@ -33,6 +33,7 @@ public struct Subscriptions: StoreOwner {
         try RequestText.check(originalTransactionId, field: "the subscription ID in the path")
         let environment = keys.identity.environment
         let clock = self.clock
+        let renewedBy = try await askChannel(accountId: accountId, originalTransactionId: originalTransactionId, on: on)
         return try await database.write { db in
             guard let record = try await db.select().column("*").from("subscription")
                 .where("originalTransactionId", .equal, originalTransactionId).where("accountId", .equal, accountId)
@@ -49,13 +50,14 @@ public struct Subscriptions: StoreOwner {
             guard record.autoRenew != on else { return record.info(now: now) }
             // A production store renews nothing itself (``Payments``' start of a subscription): turned
             // on, it would promise a renewal nobody makes.
-            if on, environment != .sandbox { throw StoreError.renewalNotOffered(originalTransactionId) }
+            if on, environment != .sandbox, renewedBy == nil { throw StoreError.renewalNotOffered(originalTransactionId) }
             var changed = record
             changed.autoRenew = on
             changed.version += 1
             changed.updatedAt = clock.wallNow()
-            // Failing to renew with auto-renew off: nothing more will be tried, so it ends now.
-            if !on, record.state != .active {
+            // Failing to renew with auto-renew off: nothing more will be tried, so it ends now (a
+            // channel's subscription ends when that channel says so).
+            if !on, record.state != .active, record.channel == nil {
                 changed.dueAt = clock.now()
             }
             let written = changed
@@ -66,6 +68,32 @@ public struct Subscriptions: StoreOwner {
                 originalTransactionId: originalTransactionId, renewalInfo: RenewalInfo(written, environment: environment)), at: clock.wallNow(), in: db)
             return written.info(now: now)
         }
+    }
+
+    /// A subscription a channel renews is changed there first, so that it stops (or goes on)
+    /// charging: Stripe is asked for `cancel_at_period_end`, and the store's row follows once it
+    /// answered (its `customer.subscription.updated` then changes nothing). Nothing is asked of a
+    /// subscription the store renews itself, or one that has ended.
+    /// - Returns: the channel that renews it, nil when the store does.
+    /// - Throws: `renews_elsewhere` for one the store cannot change from here (Google Play's, or
+    ///   Stripe's through a publisher's own shop); `payment_service` when Stripe refused or could not be reached.
+    private func askChannel(accountId: String, originalTransactionId: String, on: Bool) async throws -> String? {
+        guard let record = try await database.read({ db in
+            try await db.select().column("*").from("subscription").where("originalTransactionId", .equal, originalTransactionId)
+                .where("accountId", .equal, accountId).first(decoding: SubscriptionRecord.self)
+        }), let channel = record.channel, let subscriptionId = record.channelSubscriptionId else { return nil }
+        guard record.state != .expired, record.autoRenew != on else { return channel }
+        guard channel == PaidBy.stripe.rawValue, let stripe = base.channels.stripeAPI else {
+            let place = channel == PaidBy.play.rawValue ? "Google Play (Play Store, Payments & subscriptions)" : "the shop it was bought in"
+            throw StoreError(.wrongState, code: "renews_elsewhere", message: "this subscription renews through \(place): turn its auto-renew \(on ? "on" : "off") there")
+        }
+        do {
+            try await stripe.setCancelAtPeriodEnd(subscriptionId, !on, idempotencyKey: "kiosk-renewal-\(originalTransactionId)-\(record.version)-\(on ? "on" : "off")")
+        } catch let refusal as StripeAPI.Refusal {
+            logger.warning("Stripe refused to change a subscription's renewal", metadata: ["subscription": "\(subscriptionId)", "stripe": "\(refusal)"])
+            throw StoreError.paymentService("the payment service refused to change this subscription's renewal; nothing changed, and the store's operator can see why")
+        }
+        return channel
     }
 
     /// The ID of the latest purchased period of a subscription.

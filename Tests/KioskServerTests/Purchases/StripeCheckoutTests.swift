@@ -93,7 +93,7 @@ struct StripeCheckoutTests: StoreSuite {
         }
     }
 
-    @Test("kiosk buy's checkout (POST /v1/checkouts) is a Checkout Session too, in the catalog's currency; a subscription is refused on the web until Stripe Billing's invoices are followed", arguments: TestEngine.all)
+    @Test("kiosk buy's checkout (POST /v1/checkouts) is a Checkout Session too, in the catalog's currency; a free book is never paid for", arguments: TestEngine.all)
     func apiCheckout(engine: TestEngine) async throws {
         try await Self.withStripe(engine: engine) { _, http, stripe in
             let reader = try await http.createAccount()
@@ -106,17 +106,42 @@ struct StripeCheckoutTests: StoreSuite {
             #expect(form["customer_email"] == nil, "an account without a sign-in has no email to give")
             #expect(form["metadata[kiosk_intent]"] == checkout.intent)
 
-            _ = try await WebSession.account(http, "ann@example.com")
-            let browser = try await WebSession.signIn(http, "ann@example.com", next: "/account/library")
-            let planPage = String(decoding: try await browser.get("/account/buy/\(SampleStore.harborMonthly)").body, as: UTF8.self)
-            #expect(planPage.contains("not sold on the web yet") && !planPage.contains("Pay 2.49"), "the page says so before any form")
-            #expect(try await browser.post("/account/buy/\(SampleStore.harborMonthly)", ["csrf": browser.csrf, "key": UUID().uuidString]).status == 403)
-            #expect(!String(decoding: try await browser.get("/account/library").body, as: UTF8.self).contains("Waiting for the payment"))
-            let plan = try await http.send("POST", "/v1/checkouts", token: reader.token, json: #"{"productId": "\#(SampleStore.harborMonthly)"}"#)
             let free = try await http.send("POST", "/v1/checkouts", token: reader.token, json: #"{"productId": "com.kiosk.books.tidewater-stories"}"#)
             #expect(free.status == 409 && (try? free.decode(APIError.self).code) == "free_product", "a free book is downloaded, never paid for: \(Self.message(free))")
-            let refusal = try plan.decode(APIError.self)
-            #expect(plan.status == 403 && refusal.code == "subscription_not_on_web", "\(Self.message(plan))")
+        }
+    }
+
+    @Test("a plan is sold with a Checkout Session in subscription mode, its period from the catalog and the intent in the subscription's own metadata, the fields Stripe's library sends; a running subscription is not sold again", arguments: TestEngine.all)
+    func subscriptionCheckout(engine: TestEngine) async throws {
+        try await Self.withStripe(engine: engine) { _, http, stripe in
+            let ann = try await WebSession.account(http, "ann@example.com")
+            let browser = try await WebSession.signIn(http, "ann@example.com", next: "/account/library")
+            let planPage = String(decoding: try await browser.get("/account/buy/\(SampleStore.harborMonthly)").body, as: UTF8.self)
+            #expect(planPage.contains("Pay 2.49"), "the plan is offered on the web: \(planPage)")
+            let paid = try await browser.post("/account/buy/\(SampleStore.harborMonthly)", ["csrf": browser.csrf, "key": UUID().uuidString])
+            #expect(paid.status == 303 && paid.header("Location")?.hasPrefix("https://checkout.stripe.com/c/pay/") == true, "\(paid.headers)")
+            let kiosk = try #require(try stripe.requests().last)
+            let intent = try #require(kiosk.form["metadata[kiosk_intent]"])
+            let base = http.baseURL
+            let parameters: [String: Any] = [
+                "mode": "subscription",
+                "line_items": [["price_data": ["currency": "usd", "unit_amount": 249, "recurring": ["interval": "month", "interval_count": 1],
+                                               "product_data": ["name": "Harbor Monthly, monthly subscription",
+                                                                "images": ["\(base)/v1/covers/\(SampleStore.harborMonthly)"]]],
+                                "quantity": 1]],
+                "client_reference_id": ann.accountId, "customer_email": "ann@example.com",
+                "metadata": ["kiosk_intent": intent, "kiosk_product_id": SampleStore.harborMonthly],
+                "subscription_data": ["metadata": ["kiosk_intent": intent, "kiosk_account_id": ann.accountId, "kiosk_product_id": SampleStore.harborMonthly]],
+                "success_url": "\(base)/account/library", "cancel_url": "\(base)/products/\(SampleStore.harborMonthly)",
+            ]
+            let judged = try await stripe.judgedFields(of: parameters, idempotencyKey: "judge-plan")
+            #expect(kiosk.fields.map { $0.joined(separator: "=") }.sorted() == judged.fields.map { $0.joined(separator: "=") }.sorted())
+
+            // Paid: the first period is granted; the plan is then not sold again.
+            let event = StripeSubscriptionTests.sessionPaid("evt_plan1", subscription: "sub_plan1", account: ann.accountId, intent: intent)
+            #expect(try await StripeChannelTests.deliver(http, event).outcome == "granted")
+            let again = try await http.send("POST", "/v1/checkouts", token: ann.token, json: #"{"productId": "\#(SampleStore.harborMonthly)"}"#)
+            #expect(again.status == 409 && (try? again.decode(APIError.self).code) == "already_subscribed", "\(Self.message(again))")
         }
     }
 

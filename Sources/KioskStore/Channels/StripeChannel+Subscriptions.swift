@@ -1,0 +1,193 @@
+import Foundation
+import KioskCore
+import SQLKit
+
+/// Stripe Billing: a subscription sold with a Checkout Session in subscription mode, renewed by
+/// Stripe, and followed here from its signed events (docs/channels.md, "Subscriptions on the web").
+///
+/// - The **first period** is granted by whichever comes first of the paid session
+///   (`checkout.session.completed`) and its first invoice (`invoice.paid`, `subscription_create`),
+///   keyed by the Stripe subscription (`stripe:<sub_…>`), so both are one purchase. The grant
+///   hands the store's subscription row to Stripe (``SubscriptionRows/link(_:channel:subscriptionId:at:)``):
+///   the store's renewal worker never claims it again.
+/// - Each **renewal** is an `invoice.paid` for the subscription, a new period keyed by the invoice
+///   (`stripe:<in_…>`) with the invoice line's dates, reaching devices and the publisher's
+///   webhooks as every renewal does (`DID_RENEW`).
+/// - `invoice.payment_failed` enters grace (when the product gives it) or billing retry;
+///   `customer.subscription.updated` carries auto-renew (`cancel_at_period_end`);
+///   `customer.subscription.deleted` ends it. A refund of an invoice's charge revokes its period
+///   (``StripeChannel``'s `charge.refunded`).
+///
+/// Each step is decided against the subscription as it stands (``StepDraft/channel(_:product:method:)``),
+/// so events sent twice, late or out of order leave the state the last real change set.
+extension StripeChannel {
+    /// Events of a subscription's own life.
+    static let subscriptionTypes: Set<String> = ["invoice.paid", "invoice.payment_failed", "customer.subscription.updated", "customer.subscription.deleted"]
+
+    /// A paid Checkout Session in subscription mode: the first period, unless its first invoice
+    /// granted it already.
+    func subscriptionCheckoutPaid(_ event: StripeEvent, session: StripeEvent.StripeObject) async throws -> AdminChannelEventRow {
+        guard let subscriptionId = session.subscription, Self.isIdentifier(subscriptionId) else {
+            return try await keep(event, payment: session.id, outcome: ChannelEventOutcome.unmatched,
+                                  detail: "a paid subscription checkout that names no subscription; grant it by hand or refund it on Stripe")
+        }
+        guard session.paymentStatus == "paid" || session.paymentStatus == "no_payment_required" else {
+            return try await keep(event, payment: subscriptionId, outcome: ChannelEventOutcome.pending,
+                                  detail: "the subscription's first payment is not made yet; its invoice.paid grants it")
+        }
+        let named = (account: session.clientReferenceId, product: session.metadata?["kiosk_product_id"], intent: session.metadata?["kiosk_intent"])
+        return try await startSubscription(event, subscriptionId: subscriptionId, account: named.account, product: named.product, intent: named.intent,
+                                           amount: session.amountTotal, currency: session.currency, period: nil, payment: subscriptionId)
+    }
+
+    /// `invoice.paid`: the first period (when the session's event has not come), or a renewal.
+    func invoicePaid(_ event: StripeEvent, invoice: StripeEvent.StripeObject) async throws -> AdminChannelEventRow {
+        let payment = invoice.invoicePaymentIntent.flatMap { Self.isIdentifier($0) ? $0 : nil }
+        guard let subscriptionId = invoice.invoiceSubscription, Self.isIdentifier(subscriptionId), let invoiceId = invoice.id, Self.isIdentifier(invoiceId) else {
+            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.ignored, detail: "an invoice of no subscription: Kiosk grants one-time payments from their checkout")
+        }
+        guard let period = invoice.invoicePeriod, let charged = invoice.amountPaid, let currency = invoice.currency,
+              (0...Price.maxCents * 100).contains(charged), currency.utf8.count == 3, currency.allSatisfy({ $0.isASCII && $0.isLetter }) else {
+            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched,
+                                  detail: "invoice \(invoiceId) has no line period, amount_paid or currency Kiosk can read; settle it by hand")
+        }
+        let linked = try await database.read { try await SubscriptionRows($0).find(channel: Self.channel, subscriptionId: subscriptionId) }
+        if invoice.billingReason == "subscription_create" || linked == nil {
+            // The first period (or a renewal of a subscription this store never saw start, which
+            // starts it here): one grant with the session's event, keyed by the subscription.
+            let metadata = invoice.invoiceSubscriptionMetadata
+            return try await startSubscription(event, subscriptionId: subscriptionId, account: metadata?["kiosk_account_id"], product: metadata?["kiosk_product_id"],
+                                               intent: metadata?["kiosk_intent"], amount: charged, currency: currency, period: period, payment: payment)
+        }
+        let amount = Price.wholeUnitCurrencies.contains(currency.uppercased()) ? charged * 100 : charged
+        let outcome = try await subscriptions.channelStep(
+            .paid(start: period.start, end: period.end, key: "stripe:\(invoiceId)", amountCents: amount, currency: currency.uppercased()),
+            channel: Self.channel, subscriptionId: subscriptionId, method: Self.channel)
+        let row = try await keep(event, outcome, payment: payment)
+        return row.outcome == ChannelEventOutcome.granted ? try await undoIfWithdrawn(row) : row
+    }
+
+    /// `invoice.payment_failed`: a renewal's charge failed; Stripe tries again (`next_payment_attempt`).
+    func invoiceFailed(_ event: StripeEvent, invoice: StripeEvent.StripeObject) async throws -> AdminChannelEventRow {
+        guard let subscriptionId = invoice.invoiceSubscription, Self.isIdentifier(subscriptionId) else {
+            return try await keep(event, payment: nil, outcome: ChannelEventOutcome.ignored, detail: "a failed invoice of no subscription")
+        }
+        if invoice.billingReason == "subscription_create" {
+            return try await keep(event, payment: subscriptionId, outcome: ChannelEventOutcome.ignored,
+                                  detail: "the first payment failed: nothing was granted, and the checkout says so to the reader")
+        }
+        let next = invoice.nextPaymentAttempt.map { Date(timeIntervalSince1970: TimeInterval($0)) }
+        let outcome = try await subscriptions.channelStep(.failed(periodEnd: invoice.invoicePeriod?.end, nextAttempt: next),
+                                                          channel: Self.channel, subscriptionId: subscriptionId, method: Self.channel)
+        return try await keep(event, outcome, payment: subscriptionId)
+    }
+
+    /// `customer.subscription.updated` (auto-renew, as `cancel_at_period_end` says) and
+    /// `customer.subscription.deleted` (its end).
+    func subscriptionChanged(_ event: StripeEvent, subscription: StripeEvent.StripeObject) async throws -> AdminChannelEventRow {
+        guard let subscriptionId = subscription.id, Self.isIdentifier(subscriptionId) else {
+            return try await keep(event, payment: nil, outcome: ChannelEventOutcome.ignored, detail: "a subscription event without a subscription id")
+        }
+        let change: ChannelSubscriptionEvent
+        if event.type == "customer.subscription.deleted" || subscription.status == "canceled" {
+            change = .ended(subscription.cancellationDetails?.reason == "payment_failed" ? .billingError : .voluntary)
+        } else if let cancels = subscription.cancelAtPeriodEnd {
+            change = .autoRenew(!cancels, at: Date(timeIntervalSince1970: TimeInterval(event.created ?? 0)))
+        } else {
+            return try await keep(event, payment: subscriptionId, outcome: ChannelEventOutcome.ignored, detail: "an update that says nothing of auto-renew")
+        }
+        let outcome = try await subscriptions.channelStep(change, channel: Self.channel, subscriptionId: subscriptionId, method: Self.channel)
+        if outcome == .unknown, case .ended = change {
+            // Ended before its start came (events keep no order): kept, so the grant, when it comes,
+            // ends it at once (``startSubscription``).
+            return try await keep(event, payment: subscriptionId, outcome: ChannelEventOutcome.ignored,
+                                  detail: "ended before this store granted it: when its first payment comes, the subscription is ended at once")
+        }
+        return try await keep(event, outcome, payment: subscriptionId)
+    }
+
+    // MARK: The first period
+
+    private func startSubscription(_ event: StripeEvent, subscriptionId: String, account: String?, product: String?, intent: String?,
+                                   amount: Int?, currency: String?, period: (start: Date, end: Date)?, payment: String?) async throws -> AdminChannelEventRow {
+        var named = (account: account, product: product)
+        if let intent {
+            // The intent is claimed by the subscription: its session's event and its first invoice
+            // both name it, and are the same payment.
+            switch try await claimIntent(intent, session: subscriptionId, account: account, product: product) {
+            case .success(let claimed): named = (claimed.accountId, claimed.productId)
+            case .failure(let refusal):
+                return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: account,
+                                      detail: "\(refusal.message); cancel the subscription on Stripe and refund it, or grant it by hand")
+            }
+        }
+        guard let accountId = named.account, let productId = named.product, Self.isIdentifier(accountId), Self.isIdentifier(productId) else {
+            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched,
+                                  detail: "subscription \(subscriptionId) names no account or product Kiosk knows (metadata kiosk_intent, kiosk_account_id, kiosk_product_id); cancel it on Stripe or grant it by hand")
+        }
+        guard let charged = amount, let currency, (0...Price.maxCents * 100).contains(charged), currency.utf8.count == 3,
+              currency.allSatisfy({ $0.isASCII && $0.isLetter }) else {
+            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: accountId,
+                                  detail: "the first payment of \(subscriptionId) has no amount or currency Kiosk can read; grant it by hand")
+        }
+        let cents = Price.wholeUnitCurrencies.contains(currency.uppercased()) ? charged * 100 : charged
+        let received = clock.wallNow()
+        let paymentId = payment.flatMap { Self.isIdentifier($0) ? $0 : nil }
+        @Sendable func row(for record: TransactionRecord) -> AdminChannelEventRow {
+            let owned = record.isFreeRebuy
+            return AdminChannelEventRow(
+                channel: Self.channel, eventId: event.id, type: String(event.type.prefix(100)), payment: paymentId,
+                outcome: owned ? ChannelEventOutcome.owned : ChannelEventOutcome.granted,
+                detail: owned ? "subscribed on Stripe to \(productId), which the account had running already: cancel \(subscriptionId) on Stripe and refund it"
+                    : "subscribed to \(productId) (\(subscriptionId))",
+                accountId: accountId, transactionId: record.id, receivedAt: received)
+        }
+        let granted: (record: TransactionRecord, alongside: (any Sendable)?)
+        do {
+            granted = try await payments.grantPaid(
+                productId: productId, quantity: 1, accountId: accountId, reference: "stripe:\(subscriptionId)", method: Self.channel,
+                amountCents: cents, currency: currency.uppercased(), period: period,
+                alongside: { record, db in
+                    if !record.isFreeRebuy, record.kind == .subscription {
+                        try await SubscriptionRows(db).link(record.originalTransactionId, channel: Self.channel, subscriptionId: subscriptionId, at: received)
+                    }
+                    return try await InsertChannelEvent.insert(row(for: record), in: db)
+                })
+        } catch let refusal as StoreError {
+            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: accountId,
+                                  detail: "paid but not granted: \(refusal.message); cancel \(subscriptionId) on Stripe and refund it, or grant it by hand")
+        }
+        var kept = row(for: granted.record)
+        if granted.alongside == nil {
+            // The session's event and the first invoice: the one that came second finds the grant.
+            kept.detail = "the first period of \(subscriptionId), granted when its other event came"
+            kept = try await channelRecords.keepEvent(kept)
+        }
+        if !granted.record.isFreeRebuy, try await endedEarlier(subscriptionId) {
+            _ = try await subscriptions.channelStep(.ended(.voluntary), channel: Self.channel, subscriptionId: subscriptionId, method: Self.channel)
+        }
+        return kept.outcome == ChannelEventOutcome.granted ? try await undoIfWithdrawn(kept) : kept
+    }
+
+    /// Whether a `customer.subscription.deleted` for the subscription came before its grant.
+    private func endedEarlier(_ subscriptionId: String) async throws -> Bool {
+        try await database.read { db in
+            try await db.select().column("eventId").from("channelEvent").where("channel", .equal, Self.channel)
+                .where("payment", .equal, subscriptionId).where("type", .equal, "customer.subscription.deleted").first()
+        } != nil
+    }
+
+    /// Keeps the event with what its subscription step came to.
+    private func keep(_ event: StripeEvent, _ outcome: ChannelStepOutcome, payment: String?) async throws -> AdminChannelEventRow {
+        switch outcome {
+        case .unknown:
+            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.ignored,
+                                  detail: "a subscription this store did not sell (or whose first payment has not come yet)")
+        case let .unchanged(why, account, transaction):
+            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.ignored, account: account, transaction: transaction, detail: why)
+        case let .applied(detail, account, transaction):
+            return try await keep(event, payment: payment, outcome: transaction == nil ? ChannelEventOutcome.applied : ChannelEventOutcome.granted,
+                                  account: account, transaction: transaction, detail: detail)
+        }
+    }
+}

@@ -1,0 +1,225 @@
+import Foundation
+import KioskCore
+@testable import KioskServer
+@testable import KioskStore
+import KioskTestSupport
+import SQLKit
+import Testing
+
+/// Stripe Billing (issue 63): a plan sold with a Checkout Session in subscription mode lives from
+/// Stripe's signed events (signed by the `stripe` package), each idempotent and in any order.
+@Suite("The web channel: Stripe Billing subscriptions")
+struct StripeSubscriptionTests: StoreSuite {
+    static let plan = SampleStore.harborMonthly
+    /// 2026-12-01, 2027-01-01, 2027-02-01, 2027-03-01 (UTC, Unix seconds): the invoices' periods.
+    static let days: [Int] = [1_796_083_200, 1_798_761_600, 1_801_440_000, 1_803_859_200]
+
+    static func sessionPaid(_ id: String, subscription: String, account: String, intent: String? = nil, amount: Int = 249) -> String {
+        var metadata = ["kiosk_product_id": plan]
+        if let intent { metadata["kiosk_intent"] = intent }
+        return StripeChannelTests.json([
+            "id": id, "object": "event", "type": "checkout.session.completed", "created": 1_796_083_200,
+            "data": ["object": ["id": "cs_\(id)", "object": "checkout.session", "mode": "subscription", "payment_status": "paid",
+                                "client_reference_id": account, "amount_total": amount, "currency": "usd", "subscription": subscription,
+                                "invoice": "in_first_\(subscription)", "metadata": metadata]],
+        ])
+    }
+
+    /// An invoice event of the subscription for the period `days[period]` to `days[period + 1]`,
+    /// in the shape of API 2025-03-31 and later (`parent`, `payments`).
+    static func invoice(_ id: String, type: String = "invoice.paid", subscription: String, account: String, period: Int,
+                        reason: String? = nil, nextAttempt: Int? = nil, amount: Int = 249, created: Int = 1_796_083_200) -> String {
+        var object: [String: Any] = [
+            "id": "in_\(period == 0 ? "first_" : "")\(subscription)\(period == 0 ? "" : "_\(period)")", "object": "invoice",
+            "billing_reason": reason ?? (period == 0 ? "subscription_create" : "subscription_cycle"),
+            "amount_paid": type == "invoice.paid" ? amount : 0, "currency": "usd",
+            "lines": ["object": "list", "data": [["period": ["start": days[period], "end": days[period + 1]]]]],
+            "parent": ["type": "subscription_details",
+                       "subscription_details": ["subscription": subscription, "metadata": ["kiosk_account_id": account, "kiosk_product_id": plan]]],
+            "payments": ["object": "list", "data": [["payment": ["type": "payment_intent", "payment_intent": "pi_\(subscription)_\(period)"]]]],
+        ]
+        if let nextAttempt { object["next_payment_attempt"] = nextAttempt }
+        return StripeChannelTests.json(["id": id, "object": "event", "type": type, "created": created, "data": ["object": object]])
+    }
+
+    static func subscriptionEvent(_ id: String, type: String = "customer.subscription.updated", subscription: String, cancelAtPeriodEnd: Bool,
+                                  status: String = "active", created: Int, reason: String? = nil) -> String {
+        var object: [String: Any] = ["id": subscription, "object": "subscription", "status": status, "cancel_at_period_end": cancelAtPeriodEnd]
+        if let reason { object["cancellation_details"] = ["reason": reason] }
+        return StripeChannelTests.json(["id": id, "object": "event", "type": type, "created": created, "data": ["object": object]])
+    }
+
+    static func subscription(_ http: StoreHTTP, _ account: AccountCreated) async throws -> SubscriptionInfo? {
+        try await http.send("GET", "/v1/subscriptions", token: account.token).decode(SubscriptionList.self).subscriptions.first
+    }
+
+    /// The periods the account holds of the plan, as [start, end] in Unix seconds, oldest first.
+    static func periods(_ server: KioskServer, _ account: AccountCreated) async throws -> [[Int]] {
+        try await server.store.database.read { db in
+            try await db.raw(#"""
+                SELECT "purchaseDate", "expiresDate" FROM "storeTransaction" WHERE "accountId" = \#(bind: account.accountId)
+                AND "productId" = \#(bind: plan) AND "status" = 'purchased' AND "paymentMethod" <> 'owned' ORDER BY "purchaseDate"
+                """#).all().map { row in
+                [Int(try row.decode(column: "purchaseDate", as: Date.self).timeIntervalSince1970.rounded()),
+                 Int(try row.decode(column: "expiresDate", as: Date.self).timeIntervalSince1970.rounded())]
+            }
+        }
+    }
+
+    /// The notifications written for the account, as "TYPE SUBTYPE".
+    static func notifications(_ server: KioskServer, _ account: AccountCreated) async throws -> [String] {
+        try await server.store.database.read { db in
+            try await db.raw(#"SELECT "type", "subtype" FROM "notification" WHERE "accountId" = \#(bind: account.accountId) ORDER BY "sequence""#).all().map {
+                "\(try $0.decode(column: "type", as: String.self)) \(try $0.decode(column: "subtype", as: String?.self) ?? "-")"
+            }
+        }
+    }
+
+    @Test("a plan's life on Stripe: subscribed, renewed by each cycle's invoice, in grace when a charge fails, recovered, auto-renew off, ended; each event twice is one step", arguments: TestEngine.all)
+    func life(engine: TestEngine) async throws {
+        try await StripeChannelTests.stripeStore(engine: engine, environment: .production) { server, http, ann in
+            let started = try await StripeChannelTests.deliver(http, Self.sessionPaid("evt_s1", subscription: "sub_1", account: ann.accountId))
+            #expect(started.outcome == "granted", "\(started)")
+            var info = try #require(try await Self.subscription(http, ann))
+            #expect(info.state == .active && info.autoRenew && info.renewsThrough == "stripe", "\(info)")
+            // Its first invoice is the same payment: one period, one charge.
+            let first = try await StripeChannelTests.deliver(http, Self.invoice("evt_i0", subscription: "sub_1", account: ann.accountId, period: 0))
+            #expect(first.transactionId == started.transactionId, "\(first)")
+            #expect(try await Self.periods(server, ann).count == 1)
+
+            // The next cycle's invoice renews it with the invoice line's period; sent again, nothing more.
+            let renewal = Self.invoice("evt_i1", subscription: "sub_1", account: ann.accountId, period: 1)
+            let renewed = try await StripeChannelTests.deliver(http, renewal)
+            #expect(renewed.outcome == "granted" && renewed.transactionId != started.transactionId, "\(renewed)")
+            #expect(try await StripeChannelTests.deliver(http, renewal).transactionId == renewed.transactionId)
+            #expect(try await Self.periods(server, ann).last == [Self.days[1], Self.days[2]])
+            info = try #require(try await Self.subscription(http, ann))
+            #expect(Int(info.expiresDate.timeIntervalSince1970) == Self.days[2])
+
+            // The third cycle's charge fails: billing retry (the plan gives no grace), then paid: recovered.
+            let failed = try await StripeChannelTests.deliver(http, Self.invoice("evt_f2", type: "invoice.payment_failed", subscription: "sub_1",
+                                                                                  account: ann.accountId, period: 2, nextAttempt: Self.days[2] + 86_400))
+            #expect(failed.outcome == "applied", "\(failed)")
+            info = try #require(try await Self.subscription(http, ann))
+            #expect(info.state == .billingRetry && info.failedAttempts == 1 && info.nextRetryDate.map { Int($0.timeIntervalSince1970) } == Self.days[2] + 86_400, "\(info)")
+            #expect(try await StripeChannelTests.deliver(http, Self.invoice("evt_i2", subscription: "sub_1", account: ann.accountId, period: 2)).outcome == "granted")
+            info = try #require(try await Self.subscription(http, ann))
+            #expect(info.state == .active && info.failedAttempts == 0)
+            // The failure sent again after the payment: the period is paid, nothing changes.
+            #expect(try await StripeChannelTests.deliver(http, Self.invoice("evt_f2b", type: "invoice.payment_failed", subscription: "sub_1",
+                                                                             account: ann.accountId, period: 2, nextAttempt: Self.days[2] + 86_400)).outcome == "ignored")
+            #expect(try await Self.subscription(http, ann)?.state == .active)
+
+            // Auto-renew off on Stripe, then an older update (still on) that came late: off stays.
+            let off = try await StripeChannelTests.deliver(http, Self.subscriptionEvent("evt_u2", subscription: "sub_1", cancelAtPeriodEnd: true, created: 1_801_500_000))
+            #expect(off.outcome == "applied", "\(off)")
+            let stale = try await StripeChannelTests.deliver(http, Self.subscriptionEvent("evt_u1", subscription: "sub_1", cancelAtPeriodEnd: false, created: 1_801_400_000))
+            #expect(stale.outcome == "ignored" && stale.detail.contains("older"), "\(stale)")
+            #expect(try await Self.subscription(http, ann)?.autoRenew == false)
+
+            // Deleted: it ends. A late invoice of an earlier period is recorded, and it stays ended.
+            let ended = try await StripeChannelTests.deliver(http, Self.subscriptionEvent("evt_d", type: "customer.subscription.deleted", subscription: "sub_1",
+                                                                                          cancelAtPeriodEnd: true, status: "canceled", created: 1_803_859_200))
+            #expect(ended.outcome == "applied")
+            info = try #require(try await Self.subscription(http, ann))
+            #expect(info.state == .expired && info.expirationReason == .voluntary && !info.autoRenew)
+            #expect(try await StripeChannelTests.deliver(http, Self.subscriptionEvent("evt_u3", subscription: "sub_1", cancelAtPeriodEnd: false, created: 1_803_900_000)).outcome == "ignored")
+            #expect(try await Self.subscription(http, ann)?.state == .expired)
+            #expect(try await http.charges(accountId: ann.accountId, adminToken: server.adminToken) == [249, 249, 249])
+            #expect(try await Self.notifications(server, ann) == [
+                "SUBSCRIBED INITIAL_BUY", "DID_RENEW -", "DID_FAIL_TO_RENEW -", "DID_RENEW BILLING_RECOVERY",
+                "DID_CHANGE_RENEWAL_STATUS AUTO_RENEW_DISABLED", "EXPIRED VOLUNTARY",
+            ])
+        }
+    }
+
+    @Test("out of order: the first invoice before the session's event is one grant; a renewal's invoice four times at once is one period; ended before its start, it ends once granted", arguments: TestEngine.all)
+    func outOfOrder(engine: TestEngine) async throws {
+        try await StripeChannelTests.stripeStore(engine: engine) { server, http, ann in
+            let first = try await StripeChannelTests.deliver(http, Self.invoice("evt_o0", subscription: "sub_o", account: ann.accountId, period: 0))
+            #expect(first.outcome == "granted", "\(first)")
+            #expect(try await Self.periods(server, ann) == [[Self.days[0], Self.days[1]]], "the first period is the invoice line's")
+            let session = try await StripeChannelTests.deliver(http, Self.sessionPaid("evt_os", subscription: "sub_o", account: ann.accountId))
+            #expect(session.transactionId == first.transactionId, "\(session)")
+
+            let renewal = Self.invoice("evt_o1", subscription: "sub_o", account: ann.accountId, period: 1)
+            let signed = try await StripeChannelTests.signature(renewal)
+            let replies = try await Self.concurrently(4) { _ in try await StripeChannelTests.post(http, renewal, signature: signed) }
+            #expect(replies.allSatisfy { $0.status == 200 }, "\(replies.map { Self.message($0) })")
+            #expect(try await Self.periods(server, ann).count == 2)
+            #expect(try await http.charges(accountId: ann.accountId, adminToken: server.adminToken) == [249, 249])
+
+            // Another account's plan: deleted on Stripe before its first payment's events came.
+            let bob = try await http.createAccount()
+            let early = try await StripeChannelTests.deliver(http, Self.subscriptionEvent("evt_bd", type: "customer.subscription.deleted", subscription: "sub_b",
+                                                                                          cancelAtPeriodEnd: false, status: "canceled", created: 1_796_090_000))
+            #expect(early.outcome == "ignored")
+            #expect(try await StripeChannelTests.deliver(http, Self.sessionPaid("evt_bs", subscription: "sub_b", account: bob.accountId)).outcome == "granted")
+            let info = try #require(try await Self.subscription(http, bob))
+            #expect(info.state == .expired, "ended at once, as Stripe said before: \(info)")
+            #expect(try await Self.periods(server, bob).count == 1, "what was paid stays paid")
+        }
+    }
+
+    @Test("a refunded invoice revokes its period; a session paying another account's intent grants nothing", arguments: TestEngine.all)
+    func refundAndForeignIntent(engine: TestEngine) async throws {
+        try await StripeCheckoutTests.withStripe(engine: engine) { server, http, _ in
+            let ann = try await http.createAccount()
+            _ = try await StripeChannelTests.deliver(http, Self.sessionPaid("evt_r0", subscription: "sub_r", account: ann.accountId))
+            _ = try await StripeChannelTests.deliver(http, Self.invoice("evt_ri0", subscription: "sub_r", account: ann.accountId, period: 0))
+            let renewed = try await StripeChannelTests.deliver(http, Self.invoice("evt_ri1", subscription: "sub_r", account: ann.accountId, period: 1))
+            let refund = try await StripeChannelTests.deliver(http, StripeChannelTests.refund("evt_rr", paymentIntent: "pi_sub_r_1", amount: 249, refunded: 249))
+            #expect(refund.outcome == "revoked" && refund.transactionId == renewed.transactionId, "\(refund)")
+            #expect(try await Self.periods(server, ann).count == 1)
+            #expect(try await Self.subscription(http, ann)?.expirationReason == .revoked)
+
+            // Bob's session carrying Ann's intent.
+            let reader = try await http.createAccount()
+            let checkout = try await http.send("POST", "/v1/checkouts", token: reader.token, json: #"{"productId": "\#(Self.plan)"}"#)
+            #expect(checkout.status == 201, "\(Self.message(checkout))")
+            let intent = try checkout.decode(Checkout.self).intent
+            let bob = try await http.createAccount()
+            let foreign = try await StripeChannelTests.deliver(http, Self.sessionPaid("evt_fi", subscription: "sub_f", account: bob.accountId, intent: intent))
+            #expect(foreign.outcome == "unmatched", "\(foreign)")
+            let bobs = try await Self.periods(server, bob)
+            let readers = try await Self.periods(server, reader)
+            #expect(bobs.isEmpty && readers.isEmpty)
+            // The reader's own payment of the intent still grants it.
+            let own = try await StripeChannelTests.deliver(http, Self.sessionPaid("evt_fo", subscription: "sub_o2", account: reader.accountId, intent: intent))
+            #expect(own.outcome == "granted", "\(own)")
+        }
+    }
+
+    @Test("auto-renew off from the reader's page reaches Stripe (the fields Stripe's library sends) before the store says so; a store that cannot ask Stripe says where to", arguments: TestEngine.all)
+    func autoRenewReachesStripe(engine: TestEngine) async throws {
+        try await StripeCheckoutTests.withStripe(engine: engine) { _, http, stripe in
+            let ann = try await WebSession.account(http, "ann@example.com")
+            _ = try await StripeChannelTests.deliver(http, Self.sessionPaid("evt_a0", subscription: "sub_a", account: ann.accountId))
+            let info = try #require(try await Self.subscription(http, ann))
+            let browser = try await WebSession.signIn(http, "ann@example.com", next: "/account")
+            let cancelled = try await browser.post("/account/subscriptions/cancel", ["csrf": browser.csrf, "subscription": info.originalTransactionId])
+            #expect(cancelled.status < 400, "\(String(decoding: cancelled.body, as: UTF8.self))")
+            let sent = try #require(try stripe.requests().last)
+            #expect(sent.path == "/v1/subscriptions/sub_a" && sent.form["cancel_at_period_end"] == "true" && sent.idempotencyKey != nil, "\(sent)")
+            let judged = try await stripe.judgedFields(of: ["cancel_at_period_end": true], idempotencyKey: "judge-cancel", subscription: "sub_a")
+            #expect(sent.fields.map { $0.joined(separator: "=") } == judged.fields.map { $0.joined(separator: "=") } && judged.path == sent.path)
+            #expect(try await Self.subscription(http, ann)?.autoRenew == false)
+            // Stripe's own event of the change then changes nothing.
+            let echoed = try await StripeChannelTests.deliver(http, Self.subscriptionEvent("evt_a1", subscription: "sub_a", cancelAtPeriodEnd: true,
+                                                                                           created: Int(Date().timeIntervalSince1970)))
+            #expect(echoed.detail.contains("off already"), "\(echoed)")
+            // On again (the API), asked of Stripe as well.
+            let resumed = try await http.send("POST", "/v1/subscriptions/\(info.originalTransactionId)/resume", token: ann.token)
+            #expect(resumed.status == 200, "\(Self.message(resumed))")
+            #expect(try stripe.requests().last?.form["cancel_at_period_end"] == "false")
+        }
+        // Sold through a publisher's own shop (no secret key): the store cannot change it on Stripe.
+        try await StripeChannelTests.stripeStore(engine: engine) { _, http, ann in
+            _ = try await StripeChannelTests.deliver(http, Self.sessionPaid("evt_n0", subscription: "sub_n", account: ann.accountId))
+            let info = try #require(try await Self.subscription(http, ann))
+            let refused = try await http.send("POST", "/v1/subscriptions/\(info.originalTransactionId)/cancel", token: ann.token)
+            #expect(refused.status == 409 && (try? refused.decode(APIError.self).code) == "renews_elsewhere", "\(Self.message(refused))")
+            #expect(try await Self.subscription(http, ann)?.autoRenew == true)
+        }
+    }
+}
