@@ -42,6 +42,19 @@ extension KioskServerTool.Serve {
         default:
             throw ValidationError("Google Play needs both --play-package-name and --play-public-key")
         }
+        if let file = playServiceAccount {
+            guard let name = playPackageName, channels.play != nil else {
+                throw ValidationError("--play-service-account needs Google Play configured (--play-package-name, --play-public-key)")
+            }
+            guard let json = FileManager.default.contents(atPath: file) else {
+                throw ValidationError("\(file): cannot be read; save the service account's JSON key (Google Cloud console, IAM, Service accounts, Keys) in it")
+            }
+            do {
+                channels.playAPI = try PlayDeveloperAPI(account: try PlayServiceAccount(json: json), packageName: name, baseURL: playAPIURL)
+            } catch let error as StoreError {
+                throw ValidationError("\(file): \(error.message)")
+            }
+        }
         switch (playNotificationJwks, playNotificationAudience) {
         case (nil, nil): break
         case (let file?, let audience?):

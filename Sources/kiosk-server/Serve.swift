@@ -104,6 +104,12 @@ extension KioskServerTool {
         @Option(help: ArgumentHelp("Google Play: a file holding the app's base64 licensing key from the Play Console (Monetization setup) ($KIOSK_PLAY_PUBLIC_KEY_FILE).", valueName: "file"))
         var playPublicKey = Self.environment("KIOSK_PLAY_PUBLIC_KEY_FILE")
 
+        @Option(help: ArgumentHelp("Google Play subscriptions: a service account's JSON key file with access to the app in the Play Console; Kiosk reads each subscription's state from the Android Publisher API with it ($KIOSK_PLAY_SERVICE_ACCOUNT).", valueName: "file"))
+        var playServiceAccount = Self.environment("KIOSK_PLAY_SERVICE_ACCOUNT")
+
+        @Option(name: .customLong("play-api-url"), help: ArgumentHelp("Where the Android Publisher API is (default https://androidpublisher.googleapis.com; a stand-in's address in tests) ($KIOSK_PLAY_API_URL).", valueName: "url"))
+        var playAPIURL = Self.environment("KIOSK_PLAY_API_URL") ?? "https://androidpublisher.googleapis.com"
+
         @Option(help: ArgumentHelp("Google Play notifications: a JWKS file of the keys Pub/Sub's push tokens are signed with (Google's oauth2/v3/certs) ($KIOSK_PLAY_NOTIFICATION_JWKS).", valueName: "file"))
         var playNotificationJwks = Self.environment("KIOSK_PLAY_NOTIFICATION_JWKS")
 
@@ -227,6 +233,15 @@ extension KioskServerTool {
                     throw ValidationError("--checkout-url needs --stripe-webhook-secret: the web shop's payments come back as its signed events")
                 }
                 do { _ = try CheckoutURLTemplate(checkoutURL) } catch let error as StoreError { throw ValidationError("--checkout-url: \(error.message)") }
+            }
+            if playServiceAccount != nil {
+                guard playPackageName != nil else {
+                    throw ValidationError("--play-service-account needs Google Play configured (--play-package-name, --play-public-key)")
+                }
+                // The access token travels in every request: never in the clear, but to a stand-in on this machine.
+                if let url = URL(string: playAPIURL), url.scheme?.lowercased() != "https", !["127.0.0.1", "localhost", "::1"].contains(url.host ?? "") {
+                    throw ValidationError("--play-api-url must be https:// (an access token goes with every request); http:// only for 127.0.0.1")
+                }
             }
             if (playPackageName == nil) != (playPublicKey == nil) {
                 throw ValidationError("Google Play needs both --play-package-name and --play-public-key")

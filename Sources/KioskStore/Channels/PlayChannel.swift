@@ -72,9 +72,22 @@ public struct PlayChannel: StoreOwner {
         }
         // Checked before it is priced: a signed quantity of 2^62 must be a refusal, not an overflow.
         let quantity = try Payments.channelQuantity(purchase.quantity ?? 1, of: product)
+        // A subscription's first period is the one Play says is paid (its notifications carry no
+        // dates), and the store's subscription row is handed to Play, whose notifications move it.
+        let playState = product.kind == .subscription ? try await paidSubscription(token, what: what) : nil
+        let received = clock.wallNow()
         let record = try await payments.grantPaid(
             productId: productId, quantity: quantity, accountId: accountId, reference: Self.reference(token), method: Self.channel,
-            amountCents: try Store.cents(product.price) * quantity, currency: product.price.currency).record
+            amountCents: try Store.cents(product.price) * quantity, currency: product.price.currency, period: playState?.period,
+            alongside: { record, db in
+                if playState != nil, !record.isFreeRebuy {
+                    try await SubscriptionRows(db).link(record.originalTransactionId, channel: Self.channel, subscriptionId: Self.reference(token), at: received)
+                }
+                return true
+            }).record
+        if let playState, !record.isFreeRebuy {
+            _ = try await follow(playState.purchase, token: token, type: nil, at: received)
+        }
         let owned = record.isFreeRebuy
         if bound.transactionId != record.id {
             try await channelRecords.settlePurchase(channel: Self.channel, purchaseId: token, state: owned ? ChannelPurchaseState.owned : ChannelPurchaseState.granted, transactionId: record.id)
@@ -119,6 +132,9 @@ public struct PlayChannel: StoreOwner {
         }
         guard notification.packageName == verifier.packageName else {
             return try await keep(ChannelEventOutcome.ignored, detail: "a notification for the app \(notification.packageName.prefix(100)), not \(verifier.packageName)")
+        }
+        if let fields = notification.subscriptionNotification {
+            return try await subscriptionNotified(fields, eventId: eventId, eventTime: notification.eventTimeMillis, keep: keep)
         }
         guard let voided = notification.voidedPurchaseNotification else {
             return try await keep(ChannelEventOutcome.ignored, detail: "a \(notification.kind), which Kiosk records and does not act on")

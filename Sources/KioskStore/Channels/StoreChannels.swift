@@ -10,6 +10,9 @@ public struct StoreChannels: Sendable {
     public var play: PlayPurchaseVerifier?
     /// Google Play's Real-time developer notifications, pushed by Pub/Sub with a signed token.
     public var playNotifications: PlayNotificationVerifier?
+    /// Google's Android Publisher API, read as a service account (`--play-service-account`): the
+    /// state of each Play subscription, which its notifications do not carry.
+    public var playAPI: PlayDeveloperAPI?
     /// The web shop's checkout page that `kiosk buy` sends a reader to (`--checkout-url`).
     public var checkout: CheckoutURLTemplate?
     /// Stripe's API, when Kiosk creates the Checkout Sessions itself (`--stripe-secret-key`).

@@ -17,6 +17,8 @@ enum ChannelSubscriptionEvent: Sendable {
     case autoRenew(Bool, at: Date)
     /// The channel ended it.
     case ended(SubscriptionExpirationReason)
+    /// Grace is over and the channel still tries to charge (Play's account hold): no access.
+    case held
 }
 
 /// What a channel's event came to for its subscription.
@@ -146,6 +148,16 @@ extension StepDraft {
             return .step(Subscriptions.RenewalStep(subscription: s, notification: notify(StoreNotification.Kind.didChangeRenewalStatus,
                                                                                         on ? "AUTO_RENEW_ENABLED" : "AUTO_RENEW_DISABLED")),
                          "auto-renew turned \(on ? "on" : "off")")
+        case .held:
+            guard current.state != .expired, current.state != .billingRetry else { return .unchanged("the subscription is \(current.state.rawValue) already") }
+            let wasInGrace = current.state == .gracePeriod
+            s.state = .billingRetry
+            s.graceEndsAt = nil
+            s.failedAttempts = max(1, current.failedAttempts)
+            return .step(Subscriptions.RenewalStep(subscription: s, notification: wasInGrace ? notify(StoreNotification.Kind.gracePeriodExpired, nil)
+                                                       : notify(StoreNotification.Kind.didFailToRenew, nil),
+                                                   closesGraceAt: wasInGrace ? wallNow : nil),
+                         "on hold: the renewal's charge failed and access stops until it is paid")
         case .ended(let reason):
             guard current.state != .expired else { return .unchanged("the subscription had ended") }
             s.autoRenew = false
