@@ -10,7 +10,8 @@ public final class StripeStandIn: @unchecked Sendable {
     public static let key = "sk_live_kiosk_standin"
     public let process = Process()
     public private(set) var url = ""
-    let record: URL
+    /// Its record of requests, one JSON object per line.
+    public let record: URL
     let directory: TemporaryDirectory
 
     /// One request as the stand-in received it.

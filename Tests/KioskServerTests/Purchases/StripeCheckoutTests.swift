@@ -145,6 +145,22 @@ struct StripeCheckoutTests: StoreSuite {
         }
     }
 
+    @Test("four Buy forms of one book sent at once, each with its own key, make one intent and one Checkout Session", arguments: TestEngine.all)
+    func concurrentBuys(engine: TestEngine) async throws {
+        try await Self.withStripe(engine: engine) { _, http, stripe in
+            _ = try await WebSession.account(http, "ann@example.com")
+            let browser = try await WebSession.signIn(http, "ann@example.com", next: "/account/library")
+            let replies = try await Self.concurrently(4) { _ in
+                try await browser.post("/account/buy/\(Self.epub)", ["csrf": browser.csrf, "key": UUID().uuidString])
+            }
+            #expect(replies.allSatisfy { $0.status == 303 }, "\(replies.map(\.status))")
+            #expect(Set(replies.compactMap { $0.header("Location") }).count == 1, "\(replies.map { $0.header("Location") ?? "-" })")
+            let sessions = try stripe.requests().filter { $0.path == "/v1/checkout/sessions" }
+            #expect(Set(sessions.compactMap { $0.form["metadata[kiosk_intent]"] }).count == 1, "one intent: \(sessions.map(\.form))")
+            #expect(Set(sessions.compactMap(\.idempotencyKey)).count == 1, "asked of Stripe under one key, so one session")
+        }
+    }
+
     @Test("Stripe refusing (a wrong key) or out of reach: the reader is told on a page, nothing is bought, and nothing waits in the library", arguments: TestEngine.all)
     func stripeFails(engine: TestEngine) async throws {
         try await Self.withStripe(engine: engine, key: "sk_test_not_the_key") { _, http, _ in
