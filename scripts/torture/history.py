@@ -3,7 +3,7 @@ Ask to Buy answered, the server restarted at real speed, every home but the agen
 `resume --wait` success, and the agent's home left to its agent until it holds everything."""
 import signal, sqlite3, subprocess, time
 
-from . import channels, faults, operations, stores, updates
+from . import channel_subscriptions, channels, faults, operations, stores, updates
 from .common import AGENT_HOME, FILE_UPDATES, log
 from .rules import coverage
 from .rules.taken_in import taken_in
@@ -32,8 +32,11 @@ def history(world):
         elif roll < world.args.fault_rate + 0.12:
             operations.race_op(world)
             client_ops += 1
-        elif roll < world.args.fault_rate + 0.20:
+        elif roll < world.args.fault_rate + 0.17:
             channels.channel_op(world)
+            client_ops += 1
+        elif roll < world.args.fault_rate + 0.22:
+            channel_subscriptions.op(world)
             client_ops += 1
         else:
             operations.client_op(world)

@@ -3,7 +3,7 @@ and data folder, on SQLite or on the run's PostgreSQL, with the sandbox clock sp
 history; SIGKILLed and restarted by faults, SIGHUPed to reload; the admin API the driver uses."""
 import os, signal, subprocess, time
 
-from . import channels
+from . import channel_subscriptions, channels
 from .common import TIME_SCALE, http
 
 
@@ -24,7 +24,7 @@ class Server:
         self.process = subprocess.Popen(
             [self.world.kiosk, "serve", "--catalog", str(self.world.store / "Catalog"), "--content", str(self.world.store / "Content"),
              "--data", str(self.world.server_data), "--port", str(self.port)] + self.world.database_flags() + scale
-            + channels.server_flags(self.world),
+            + channels.server_flags(self.world) + channel_subscriptions.server_flags(self.world),
             stdout=open(out, "w"), stderr=err, env={**os.environ, "KIOSK_LOG_LEVEL": "warning"})
         deadline = time.time() + 300
         while time.time() < deadline:

@@ -124,6 +124,17 @@ def standing_purchases(world, account, product=None):
         return db.execute(sql).fetchall()
 
 
+def channel_subscriptions(world, channel=None, subscription_id=None):
+    """The subscriptions a channel renews (Stripe's, Play's): channel, channelSubscriptionId,
+    originalTransactionId, accountId, state, autoRenew, expiresDate; one, when named."""
+    where = '"channel" IS NOT NULL'
+    if channel:
+        where += f' AND "channel" IN {quoted([channel])} AND "channelSubscriptionId" IN {quoted([subscription_id])}'
+    with server_db(world) as db:
+        return [dict(r) for r in db.execute(f'''SELECT "channel", "channelSubscriptionId", "originalTransactionId", "accountId", "state",
+            "autoRenew", "expiresDate" FROM "subscription" WHERE {where}''').fetchall()]
+
+
 def account_transactions(world, account):
     with server_db(world) as db:
         return [dict(r) for r in db.execute(f"""SELECT * FROM "storeTransaction" WHERE "accountId" = '{account}'""")]
@@ -229,10 +240,12 @@ def home_parents_entries(world):
 
 
 class ServerStore:
-    """The store's rows: transactions, ledger entries, account balances and grace windows."""
+    """The store's rows: transactions, ledger entries, account balances, grace windows and the
+    subscriptions a channel renews."""
 
-    def __init__(self, transactions, ledger, balances, grace):
+    def __init__(self, transactions, ledger, balances, grace, channel_subscriptions=()):
         self.transactions, self.ledger, self.balances, self.grace = transactions, ledger, balances, grace
+        self.channel_subscriptions = list(channel_subscriptions)
         self.by_id = {t["id"]: t for t in transactions}
         self.charges = Counter(e["transactionId"] for e in ledger if e["kind"] == "charge")
         self.refunds = Counter(e["transactionId"] for e in ledger if e["kind"] == "refund")
@@ -243,7 +256,7 @@ def read_server(world):
         transactions = [dict(r) for r in db.execute('SELECT * FROM "storeTransaction" ORDER BY "sequence"')]
         ledger = [dict(r) for r in db.execute('SELECT * FROM "ledgerEntry" ORDER BY "id"')]
         balances = {r["id"]: r["credits"] for r in db.execute('SELECT "id", "credits" FROM "account"')}
-    return ServerStore(transactions, ledger, balances, grace_windows(world))
+    return ServerStore(transactions, ledger, balances, grace_windows(world), channel_subscriptions(world))
 
 
 class HomeStore:

@@ -5,7 +5,7 @@ import json, os, random, shutil, subprocess, tempfile, time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from . import channels, stores, updates
+from . import channel_subscriptions, channels, stores, updates
 from .common import AGENT_HOME, CLAIM_LEASE, FILE_UPDATES, LARGE, MIB, ROOT, UPDATE_FAULTS, UPDATES, http, log
 from .postgres import PostgresCluster
 from .proxy import FaultProxy
@@ -69,6 +69,10 @@ class World:
         self.trees_checked = Counter()  # "during" / "final" → trees compared with their published archive
         self.play_keys = None    # the Play app's key pair (channels.py)
         self.channel_threads = []  # deliveries a channel keeps sending in the background
+        self.channel_subs = {}     # subscriptions sold through a channel, and what each was told (channel_subscriptions.py)
+        self.google = None         # the service account's and Google's push keys (channel_subscriptions.py)
+        self.play_api = None       # the stand-in for Google's token endpoint and Android Publisher API
+        self.play_standin = None
         self.channel_withdrawals = []  # when the store took a channel's refund or dispute (a revocation)
 
     def database_flags(self):
@@ -117,6 +121,7 @@ class World:
             for _ in range(self.args.issue):
                 out.write(content_rng.randbytes(MIB))
         channels.prepare_store(self)
+        channel_subscriptions.prepare(self)
         self.catalog = {}
         for file in (self.store / "Catalog").glob("*.json"):
             for product in json.loads(file.read_text())["products"]:
@@ -254,6 +259,7 @@ class World:
         if self.agent and self.agent.poll() is None:
             self.agent.kill()
         self.server.stop()
+        channel_subscriptions.stop(self)
         if self.postgres:
             self.postgres.stop()
         if self.disk and keep:

@@ -211,14 +211,23 @@ public struct StripeEvent: Decodable, Sendable {
             paymentIntent ?? payments?.data?.lazy.compactMap { $0.payment?.paymentIntent }.first
         }
 
-        /// The period an invoice pays for: its lines' earliest start to their latest end.
+        /// The period an invoice pays for: its lines' earliest start to their latest end; nil when
+        /// it is none Stripe makes (before 2000 or after 2200, or longer than Stripe's longest
+        /// interval, three years), which a signed event could otherwise carry into every date
+        /// Kiosk computes from it.
         public var invoicePeriod: (start: Date, end: Date)? {
             let periods = (lines?.data ?? []).compactMap { line -> (Int64, Int64)? in
                 guard let start = line.period?.start, let end = line.period?.end, end > start else { return nil }
                 return (start, end)
             }
-            guard let start = periods.map(\.0).min(), let end = periods.map(\.1).max() else { return nil }
+            guard let start = periods.map(\.0).min(), let end = periods.map(\.1).max(),
+                  start >= Self.earliest, end <= Self.latest, end - start <= Self.longestPeriod else { return nil }
             return (Date(timeIntervalSince1970: TimeInterval(start)), Date(timeIntervalSince1970: TimeInterval(end)))
         }
+
+        /// 2000-01-01 and 2200-01-01 (UTC), and three years and a day: the dates a period may take.
+        public static let earliest: Int64 = 946_684_800
+        public static let latest: Int64 = 7_258_118_400
+        public static let longestPeriod: Int64 = (3 * 366 + 1) * 86_400
     }
 }

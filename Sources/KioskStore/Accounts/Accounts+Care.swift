@@ -78,7 +78,15 @@ extension Accounts {
             guard try await base.passwords.verify(password, hash: signIn.passwordHash) else { throw StoreError.wrongPassword }
         }
         for subscription in try await subscriptions.list(accountId: accountId).subscriptions where subscription.autoRenew {
-            _ = try? await subscriptions.setAutoRenew(accountId: accountId, originalTransactionId: subscription.originalTransactionId, on: false)
+            do {
+                _ = try await subscriptions.setAutoRenew(accountId: accountId, originalTransactionId: subscription.originalTransactionId, on: false)
+            } catch {
+                // The deletion goes on (the reader asked for it). A channel that could not be told
+                // bills on: each renewal it sends for the deleted account is kept unmatched, for the
+                // operator to cancel and refund (docs/channels.md).
+                logger.warning("a deleted account's subscription could not be turned off at its channel",
+                               metadata: ["subscription": "\(subscription.originalTransactionId)", "renewsThrough": "\(subscription.renewsThrough ?? "the store")"])
+            }
         }
         let now = clock.wallNow()
         try await database.write { db in

@@ -54,10 +54,15 @@ extension PlayChannel {
         guard let purchase = try await base.channels.playAPI?.subscription(token) else {
             return try await keep(ChannelEventOutcome.ignored, reference, "Play's state could not be read")
         }
-        let followed = try await follow(purchase, token: token, type: type, at: at)
+        _ = at
+        // Applied as of the read, not of the notification's time: what was read is what stands now,
+        // so a notification pushed again late still applies it.
+        let followed = try await follow(purchase, token: token, type: type, at: clock.wallNow())
         return try await channelRecords.keepEvent(AdminChannelEventRow(
             channel: Self.channel, eventId: eventId, type: "subscriptionNotification",
-            payment: reference, outcome: followed.transaction != nil ? ChannelEventOutcome.granted : followed.changed ? ChannelEventOutcome.applied : ChannelEventOutcome.ignored,
+            payment: reference,
+            outcome: followed.refused ? ChannelEventOutcome.unmatched
+                : followed.transaction != nil ? ChannelEventOutcome.granted : followed.changed ? ChannelEventOutcome.applied : ChannelEventOutcome.ignored,
             detail: "type \(type.map(String.init) ?? "?"): \(followed.detail)", accountId: followed.account, transactionId: followed.transaction,
             receivedAt: clock.wallNow()))
     }
@@ -65,10 +70,10 @@ extension PlayChannel {
     /// Brings the store's subscription to Play's state: each difference one step.
     /// - Returns: what changed, in words; the period recorded, if any; whether anything changed.
     func follow(_ purchase: PlaySubscriptionPurchase, token: String, type: Int?, at: Date) async throws
-        -> (detail: String, account: String?, transaction: String?, changed: Bool) {
+        -> (detail: String, account: String?, transaction: String?, changed: Bool, refused: Bool) {
         let reference = Self.reference(token)
         guard let current = try await database.read({ try await SubscriptionRows($0).find(channel: Self.channel, subscriptionId: reference) }) else {
-            return ("no subscription of this store's", nil, nil, false)
+            return ("no subscription of this store's", nil, nil, false, false)
         }
         var steps: [ChannelSubscriptionEvent] = []
         let state = purchase.subscriptionState ?? ""
@@ -95,6 +100,7 @@ extension PlayChannel {
         var said: [String] = []
         var transaction: String?
         var changed = false
+        var refused = false
         for step in steps {
             switch try await subscriptions.channelStep(step, channel: Self.channel, subscriptionId: reference, method: Self.channel) {
             case .applied(let detail, _, let recorded):
@@ -102,6 +108,9 @@ extension PlayChannel {
                 transaction = recorded ?? transaction
                 changed = true
             case .unchanged(let why, _, _): said.append(why)
+            case .refused(let why, _):
+                said.append("\(why): refund it in the Play Console")
+                refused = true
             case .unknown: break
             }
         }
@@ -110,10 +119,14 @@ extension PlayChannel {
             if let problem = try await channelRecords.revokeGrant(latest, reason: "revoked by Google Play") {
                 said.append("revoked by Google Play, but \(latest) was not taken back: \(problem)")
             } else {
-                said.append("revoked by Google Play: \(latest) revoked, the subscription ended")
+                said.append("revoked by Google Play: \(latest) revoked")
+                changed = true
+            }
+            if case .applied = try await subscriptions.channelStep(.ended(.revoked), channel: Self.channel, subscriptionId: reference, method: Self.channel) {
+                said.append("the subscription ended")
                 changed = true
             }
         }
-        return (said.isEmpty ? "Play's state (\(state)) is the store's already" : said.joined(separator: "; "), current.accountId, transaction, changed)
+        return (said.isEmpty ? "Play's state (\(state)) is the store's already" : said.joined(separator: "; "), current.accountId, transaction, changed, refused)
     }
 }

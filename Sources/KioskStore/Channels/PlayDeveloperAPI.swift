@@ -66,9 +66,14 @@ public struct PlaySubscriptionPurchase: Decodable, Sendable, Equatable {
         public var obfuscatedExternalAccountId: String?
     }
 
-    /// The end of what is paid for: the latest expiry of its line items.
-    public var expiry: Date? { (lineItems ?? []).compactMap { $0.expiryTime.flatMap(Self.date) }.max() }
-    public var started: Date? { startTime.flatMap(Self.date) }
+    /// The end of what is paid for: the latest expiry of its line items (one outside 2000 to 2200
+    /// is none Google sends, and is not read).
+    public var expiry: Date? { (lineItems ?? []).compactMap { $0.expiryTime.flatMap(Self.date) }.filter(Self.plausible).max() }
+    public var started: Date? { startTime.flatMap(Self.date).flatMap { Self.plausible($0) ? $0 : nil } }
+
+    static func plausible(_ date: Date) -> Bool {
+        date.timeIntervalSince1970 >= 946_684_800 && date.timeIntervalSince1970 <= 7_258_118_400
+    }
     /// Whether it renews at the expiry (absent: it does not say; Kiosk keeps what it had).
     public var autoRenewing: Bool? { lineItems?.lazy.compactMap { $0.autoRenewingPlan?.autoRenewEnabled }.first }
     /// The order that paid the current period.

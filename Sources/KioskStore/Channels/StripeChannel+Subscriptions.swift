@@ -37,7 +37,7 @@ extension StripeChannel {
         }
         let named = (account: session.clientReferenceId, product: session.metadata?["kiosk_product_id"], intent: session.metadata?["kiosk_intent"])
         return try await startSubscription(event, subscriptionId: subscriptionId, account: named.account, product: named.product, intent: named.intent,
-                                           amount: session.amountTotal, currency: session.currency, period: nil, payment: subscriptionId)
+                                           amount: session.amountTotal, currency: session.currency, period: nil, payment: subscriptionId, first: true)
     }
 
     /// `invoice.paid`: the first period (when the session's event has not come), or a renewal.
@@ -57,9 +57,14 @@ extension StripeChannel {
             // starts it here): one grant with the session's event, keyed by the subscription.
             let metadata = invoice.invoiceSubscriptionMetadata
             return try await startSubscription(event, subscriptionId: subscriptionId, account: metadata?["kiosk_account_id"], product: metadata?["kiosk_product_id"],
-                                               intent: metadata?["kiosk_intent"], amount: charged, currency: currency, period: period, payment: payment)
+                                               intent: metadata?["kiosk_intent"], amount: charged, currency: currency, period: period, payment: payment,
+                                               first: invoice.billingReason == "subscription_create")
         }
         let amount = Price.wholeUnitCurrencies.contains(currency.uppercased()) ? charged * 100 : charged
+        guard amount <= Price.maxCents * 100 else {
+            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched,
+                                  detail: "invoice \(invoiceId)'s amount_paid is out of the range Kiosk keeps; settle it by hand")
+        }
         let outcome = try await subscriptions.channelStep(
             .paid(start: period.start, end: period.end, key: "stripe:\(invoiceId)", amountCents: amount, currency: currency.uppercased()),
             channel: Self.channel, subscriptionId: subscriptionId, method: Self.channel)
@@ -108,9 +113,19 @@ extension StripeChannel {
 
     // MARK: The first period
 
+    /// - Parameter first: the event is the subscription's first payment (its session, or its first
+    ///   invoice); else a renewal of a subscription the store does not follow.
     private func startSubscription(_ event: StripeEvent, subscriptionId: String, account: String?, product: String?, intent: String?,
-                                   amount: Int?, currency: String?, period: (start: Date, end: Date)?, payment: String?) async throws -> AdminChannelEventRow {
+                                   amount: Int?, currency: String?, period: (start: Date, end: Date)?, payment: String?,
+                                   first: Bool) async throws -> AdminChannelEventRow {
         var named = (account: account, product: product)
+        if let account, let held = try await database.read({ try await SubscriptionRows($0).find(channel: Self.channel, subscriptionId: subscriptionId) }),
+           held.accountId != account {
+            // Checked before the intent is taken: a session naming another account's subscription
+            // must not use up its own intent.
+            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: account,
+                                  detail: "subscription \(subscriptionId) is another account's in this store; refund it on Stripe")
+        }
         if let intent {
             // The intent is claimed by the subscription: its session's event and its first invoice
             // both name it, and are the same payment.
@@ -131,6 +146,10 @@ extension StripeChannel {
                                   detail: "the first payment of \(subscriptionId) has no amount or currency Kiosk can read; grant it by hand")
         }
         let cents = Price.wholeUnitCurrencies.contains(currency.uppercased()) ? charged * 100 : charged
+        guard cents <= Price.maxCents * 100 else {
+            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: accountId,
+                                  detail: "the first payment of \(subscriptionId) is out of the range Kiosk keeps; grant it by hand")
+        }
         let received = clock.wallNow()
         let paymentId = payment.flatMap { Self.isIdentifier($0) ? $0 : nil }
         @Sendable func row(for record: TransactionRecord) -> AdminChannelEventRow {
@@ -158,6 +177,14 @@ extension StripeChannel {
                                   detail: "paid but not granted: \(refusal.message); cancel \(subscriptionId) on Stripe and refund it, or grant it by hand")
         }
         var kept = row(for: granted.record)
+        if granted.alongside == nil, !first {
+            // A renewal of a subscription the store knew, and no longer follows: its first period was
+            // a re-buy of what the account had, or another subscription took its place.
+            kept.outcome = ChannelEventOutcome.unmatched
+            kept.transactionId = nil
+            kept.detail = "a renewal of \(subscriptionId), which this store does not follow (its first payment was for what the account had, or another subscription replaced it): cancel it on Stripe and refund it"
+            return try await channelRecords.keepEvent(kept)
+        }
         if granted.alongside == nil {
             // The session's event and the first invoice: the one that came second finds the grant.
             kept.detail = "the first period of \(subscriptionId), granted when its other event came"
@@ -188,6 +215,9 @@ extension StripeChannel {
         case let .applied(detail, account, transaction):
             return try await keep(event, payment: payment, outcome: transaction == nil ? ChannelEventOutcome.applied : ChannelEventOutcome.granted,
                                   account: account, transaction: transaction, detail: detail)
+        case let .refused(why, account):
+            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: account,
+                                  detail: "\(why): cancel the subscription on Stripe and refund it")
         }
     }
 }

@@ -98,8 +98,9 @@ struct SubscriptionRows {
             """#).all(decoding: SubscriptionRecord.self)
     }
 
-    /// A refunded or revoked period that is its subscription's current one ends the subscription,
-    /// as App Store's revoked status does: expired (`revoked`), auto-renew off, nothing due, no
+    /// A refunded or revoked period that is its subscription's current one ends the subscription
+    /// (one the store renews itself; a channel's goes on as that channel says), as App Store's
+    /// revoked status does: expired (`revoked`), auto-renew off, nothing due, no
     /// further charge, an open grace window closed now. A compare-and-set on the period's expiry: a renewal that
     /// committed first made another period current, and that one is left alone (as is an older
     /// period's refund). The renewal worker's own compare-and-set (the row's `version`) then finds
@@ -118,6 +119,9 @@ struct SubscriptionRows {
             .where("originalTransactionId", .equal, period.originalTransactionId)
             .where("expiresDate", .greaterThan, expires.addingTimeInterval(-0.001)).where("expiresDate", .lessThan, expires.addingTimeInterval(0.001))
             .where("state", .notEqual, SubscriptionState.expired.rawValue)
+            // A subscription a channel renews goes on there after a refund of one period (Stripe
+            // bills on until the publisher cancels it): the period is revoked, its life is the channel's.
+            .where("channel", .is, SQLLiteral.null)
             .returning("originalTransactionId").all()
         guard !ended.isEmpty else { return }
         try await db.raw(#"""

@@ -29,6 +29,8 @@ enum ChannelStepOutcome: Sendable, Equatable {
     case unchanged(String, accountId: String, transactionId: String?)
     /// The step committed: the period it recorded, if any, and what it did.
     case applied(String, accountId: String, transactionId: String?)
+    /// A payment not recorded, and why: the account is deleted or disabled (the operator refunds it).
+    case refused(String, accountId: String)
 }
 
 extension Subscriptions {
@@ -41,8 +43,14 @@ extension Subscriptions {
             guard let current = try await database.read({ try await SubscriptionRows($0).find(channel: channel, subscriptionId: subscriptionId) }) else {
                 return .unknown
             }
-            if case .paid(_, _, let key, _, _) = event, let recorded = try await period(key: key, accountId: current.accountId) {
-                return .unchanged("that payment was recorded before (\(recorded))", accountId: current.accountId, transactionId: recorded)
+            if case .paid(_, _, let key, _, _) = event {
+                if let recorded = try await period(key: key, accountId: current.accountId) {
+                    return .unchanged("that payment was recorded before (\(recorded))", accountId: current.accountId, transactionId: recorded)
+                }
+                if try await accountClosed(current.accountId) {
+                    // Nobody can use the period: nothing is granted, and the operator refunds it.
+                    return .refused("paid for an account that is deleted or disabled; nothing was granted", accountId: current.accountId)
+                }
             }
             let product = try await catalog.storeProducts().products[current.productId]
             var draft = StepDraft(current: current, clockOffset: 0, environment: keys.identity.environment, wallNow: clock.wallNow())
@@ -63,6 +71,14 @@ extension Subscriptions {
             // The row moved (another event, the reader's auto-renew change, a refund): decided again.
         }
         throw StoreError.subscriptionBusy
+    }
+
+    /// Whether the account is deleted or disabled.
+    private func accountClosed(_ accountId: String) async throws -> Bool {
+        try await database.read { db in
+            try await db.select().column("id").from("account").where("id", .equal, accountId)
+                .where { $0.where("deletedAt", .isNot, SQLLiteral.null).orWhere("disabledAt", .isNot, SQLLiteral.null) }.first()
+        } != nil
     }
 
     /// The period a channel's payment `key` recorded, if it was.

@@ -31,6 +31,14 @@ public struct Subscriptions: StoreOwner {
     /// - Throws: ``StoreError`` `unknown_subscription`; `subscription_expired` to resume one that ended.
     public func setAutoRenew(accountId: String, originalTransactionId: String, on: Bool) async throws -> SubscriptionInfo {
         try RequestText.check(originalTransactionId, field: "the subscription ID in the path")
+        // In the account's turn (this process): two changes at once (a double click on cancel and
+        // resume) reach the channel and the store in the same order, so both end the same.
+        return try await base.turns.run(accountId) {
+            try await changeAutoRenew(accountId: accountId, originalTransactionId: originalTransactionId, on: on)
+        }
+    }
+
+    private func changeAutoRenew(accountId: String, originalTransactionId: String, on: Bool) async throws -> SubscriptionInfo {
         let environment = keys.identity.environment
         let clock = self.clock
         let renewedBy = try await askChannel(accountId: accountId, originalTransactionId: originalTransactionId, on: on)
@@ -82,13 +90,19 @@ public struct Subscriptions: StoreOwner {
             try await db.select().column("*").from("subscription").where("originalTransactionId", .equal, originalTransactionId)
                 .where("accountId", .equal, accountId).first(decoding: SubscriptionRecord.self)
         }), let channel = record.channel, let subscriptionId = record.channelSubscriptionId else { return nil }
-        guard record.state != .expired, record.autoRenew != on else { return channel }
+        // Asked even when the row says so already: the row may be ahead of Stripe (an answer lost)
+        // or behind it, and the same request changes nothing there.
+        guard record.state != .expired else { return channel }
         guard channel == PaidBy.stripe.rawValue, let stripe = base.channels.stripeAPI else {
             let place = channel == PaidBy.play.rawValue ? "Google Play (Play Store, Payments & subscriptions)" : "the shop it was bought in"
             throw StoreError(.wrongState, code: "renews_elsewhere", message: "this subscription renews through \(place): turn its auto-renew \(on ? "on" : "off") there")
         }
         do {
             try await stripe.setCancelAtPeriodEnd(subscriptionId, !on, idempotencyKey: "kiosk-renewal-\(originalTransactionId)-\(record.version)-\(on ? "on" : "off")")
+        } catch let refusal as StripeAPI.Refusal where refusal.status == 404 {
+            // Gone on Stripe (cancelled there): it renews no more, so off is true already; on cannot be.
+            logger.warning("Stripe no longer has a subscription the store follows", metadata: ["subscription": "\(subscriptionId)"])
+            if on { throw StoreError.subscriptionExpired(originalTransactionId) }
         } catch let refusal as StripeAPI.Refusal {
             logger.warning("Stripe refused to change a subscription's renewal", metadata: ["subscription": "\(subscriptionId)", "stripe": "\(refusal)"])
             throw StoreError.paymentService("the payment service refused to change this subscription's renewal; nothing changed, and the store's operator can see why")

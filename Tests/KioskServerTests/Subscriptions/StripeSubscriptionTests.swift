@@ -171,7 +171,9 @@ struct StripeSubscriptionTests: StoreSuite {
             let refund = try await StripeChannelTests.deliver(http, StripeChannelTests.refund("evt_rr", paymentIntent: "pi_sub_r_1", amount: 249, refunded: 249))
             #expect(refund.outcome == "revoked" && refund.transactionId == renewed.transactionId, "\(refund)")
             #expect(try await Self.periods(server, ann).count == 1)
-            #expect(try await Self.subscription(http, ann)?.expirationReason == .revoked)
+            // The period is taken back; the subscription is Stripe's, which bills on until the
+            // publisher cancels it there (its deletion then ends it here).
+            #expect(try await Self.subscription(http, ann)?.state == .active)
 
             // Bob's session carrying Ann's intent.
             let reader = try await http.createAccount()
@@ -187,6 +189,47 @@ struct StripeSubscriptionTests: StoreSuite {
             // The reader's own payment of the intent still grants it.
             let own = try await StripeChannelTests.deliver(http, Self.sessionPaid("evt_fo", subscription: "sub_o2", account: reader.accountId, intent: intent))
             #expect(own.outcome == "granted", "\(own)")
+        }
+    }
+
+    @Test("hostile and stray events: a period no Stripe invoice has, a renewal for a deleted account, a renewal of a subscription the store does not follow, another account's subscription id: kept for the operator, nothing granted, the store lives", arguments: TestEngine.all)
+    func strays(engine: TestEngine) async throws {
+        try await StripeChannelTests.stripeStore(engine: engine) { server, http, ann in
+            _ = try await StripeChannelTests.deliver(http, Self.sessionPaid("evt_h0", subscription: "sub_h", account: ann.accountId))
+            // A signed period of absurd dates (it once trapped the server on a date out of range).
+            var absurd = try #require(try JSONSerialization.jsonObject(with: Data(Self.invoice("evt_h1", subscription: "sub_h", account: ann.accountId, period: 1).utf8)) as? [String: Any])
+            var object = try #require((absurd["data"] as? [String: Any])?["object"] as? [String: Any])
+            for end in [10_000_000_000_000_000, 253_402_300_800, Self.days[1] + 5 * 366 * 86_400] {
+                object["lines"] = ["object": "list", "data": [["period": ["start": Self.days[1], "end": end]]]]
+                absurd["data"] = ["object": object]
+                absurd["id"] = "evt_h1_\(end)"
+                let row = try await StripeChannelTests.deliver(http, StripeChannelTests.json(absurd))
+                #expect(row.outcome == "unmatched", "\(row)")
+            }
+            #expect(try await Self.periods(server, ann).count == 1)
+            #expect(try await http.send("GET", "/v1/subscriptions", token: ann.token).status == 200, "the store lives")
+
+            // Another account's session naming Ann's subscription: kept, its own intent untouched.
+            let bob = try await http.createAccount()
+            let foreign = try await StripeChannelTests.deliver(http, Self.sessionPaid("evt_h2", subscription: "sub_h", account: bob.accountId))
+            #expect(foreign.outcome == "unmatched" && foreign.detail.contains("another account"), "\(foreign)")
+
+            // Ann's account disabled: Stripe's next renewal grants nothing, and is the operator's to refund.
+            let disabled = try await http.send("POST", "/v1/admin/accounts/\(ann.accountId)/disable", token: server.adminToken, json: #"{"reason": "test"}"#)
+            #expect(disabled.status == 200, "\(Self.message(disabled))")
+            let closed = try await StripeChannelTests.deliver(http, Self.invoice("evt_h3", subscription: "sub_h", account: ann.accountId, period: 1))
+            #expect(closed.outcome == "unmatched" && closed.detail.contains("deleted or disabled"), "\(closed)")
+            #expect(try await Self.periods(server, ann).count == 1)
+            #expect(try await http.charges(accountId: ann.accountId, adminToken: server.adminToken) == [249])
+
+            // A subscription whose first payment was for what the account had (a free re-buy):
+            // its renewals are not followed, and say so.
+            let carl = try await http.createAccount()
+            _ = try await StripeChannelTests.deliver(http, Self.sessionPaid("evt_c0", subscription: "sub_c1", account: carl.accountId))
+            let rebuy = try await StripeChannelTests.deliver(http, Self.sessionPaid("evt_c1", subscription: "sub_c2", account: carl.accountId))
+            #expect(rebuy.outcome == "owned", "\(rebuy)")
+            let stray = try await StripeChannelTests.deliver(http, Self.invoice("evt_c2", subscription: "sub_c2", account: carl.accountId, period: 1))
+            #expect(stray.outcome == "unmatched" && stray.detail.contains("does not follow"), "\(stray)")
         }
     }
 
@@ -212,6 +255,15 @@ struct StripeSubscriptionTests: StoreSuite {
             let resumed = try await http.send("POST", "/v1/subscriptions/\(info.originalTransactionId)/resume", token: ann.token)
             #expect(resumed.status == 200, "\(Self.message(resumed))")
             #expect(try stripe.requests().last?.form["cancel_at_period_end"] == "false")
+
+            // Gone on Stripe (its 404): off is true there already, and the store says so; on cannot be.
+            let bob = try await http.createAccount()
+            _ = try await StripeChannelTests.deliver(http, Self.sessionPaid("evt_g0", subscription: "sub_gone_missing", account: bob.accountId))
+            let gone = try #require(try await Self.subscription(http, bob))
+            let off = try await http.send("POST", "/v1/subscriptions/\(gone.originalTransactionId)/cancel", token: bob.token)
+            #expect(off.status == 200 && (try? off.decode(SubscriptionInfo.self).autoRenew) == false, "\(Self.message(off))")
+            let on = try await http.send("POST", "/v1/subscriptions/\(gone.originalTransactionId)/resume", token: bob.token)
+            #expect(on.status == 409, "\(Self.message(on))")
         }
         // Sold through a publisher's own shop (no secret key): the store cannot change it on Stripe.
         try await StripeChannelTests.stripeStore(engine: engine) { _, http, ann in
