@@ -101,7 +101,7 @@ public struct KioskServer: Sendable {
             // A connection that has not sent a whole request in this time is closed; one that is
             // being answered is never cut by it.
             server: .http1WithSendfile(configuration: .init(idleTimeout: .seconds(Int64(configuration.requestHeaderTimeout))), metrics: metrics, ends: sendfileEnds,
-                                       catalog: catalog, rateLimits: configuration.rateLimits),
+                                       catalog: catalog, rateLimits: configuration.rateLimits, shopPages: shopPages.rendered),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "kiosk"),
             services: [ChangeFeedService(store: store, catalog: catalog, listens: true, logger: logger)],
             onServerRunning: { channel in

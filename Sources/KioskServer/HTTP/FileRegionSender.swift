@@ -136,10 +136,12 @@ struct SendfileHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
     /// For the catalog's 304s answered on the event loop (``CatalogNotModifiedResponder``).
     let catalog: CatalogService
     let rateLimits: RateLimits
+    /// The shop's pages kept for the catalog served now (``ShopPageResponder``).
+    let shopPages: RenderedPages
     var responder: Responder { base.responder }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        let (metrics, ends, catalog, rateLimits) = (self.metrics, self.ends, self.catalog, self.rateLimits)
+        let (metrics, ends, catalog, rateLimits, shopPages) = (self.metrics, self.ends, self.catalog, self.rateLimits, self.shopPages)
         return base.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let encoder = try pipeline.handler(type: HTTPResponseEncoder.self)
@@ -147,6 +149,8 @@ struct SendfileHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
             let state = try pipeline.handler(type: HTTPConnectionStateHandler.self)
             let responder = CatalogNotModifiedResponder(catalog: catalog, metrics: metrics, logger: logger, rateLimits: rateLimits)
             try pipeline.addHandler(responder, position: .after(state))
+            let shop = ShopPageResponder(pages: shopPages, catalog: catalog, metrics: metrics, logger: logger, rateLimits: rateLimits)
+            try pipeline.addHandler(shop, position: .after(responder))
             // The state handler joins when the connection asks something other than a catalog 304
             // (see CatalogNotModifiedFromBytes), in the place Hummingbird gave it.
             pipeline.removeHandler(state, promise: nil)
@@ -170,10 +174,10 @@ struct SendfileHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
 extension HTTPServerBuilder {
     /// HTTP/1 whose responses can name a file to send with `sendfile` (see ``FileRegionSender``).
     static func http1WithSendfile(configuration: HTTP1Channel.Configuration, metrics: ServerMetrics, ends: SendfileEnds,
-                                  catalog: CatalogService, rateLimits: RateLimits) -> HTTPServerBuilder {
+                                  catalog: CatalogService, rateLimits: RateLimits, shopPages: RenderedPages) -> HTTPServerBuilder {
         .init { responder in
             SendfileHTTP1Channel(base: HTTP1Channel(responder: responder, configuration: configuration), metrics: metrics, ends: ends,
-                                 catalog: catalog, rateLimits: rateLimits)
+                                 catalog: catalog, rateLimits: rateLimits, shopPages: shopPages)
         }
     }
 }

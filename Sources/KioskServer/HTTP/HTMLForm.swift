@@ -68,13 +68,20 @@ enum HTMLForm {
     /// A page the same for every reader (the shop's): its strong ETag, 304 for a match, and kept
     /// a minute by a cache in front (nginx, a CDN), then asked again.
     static func publicPage(_ request: Request, _ page: RenderedPages.Page) -> Response {
-        var headers = headers(inlineStyle: false)
-        headers[.cacheControl] = "public, max-age=60"
-        headers[.eTag] = page.etag
+        let headers = publicPageFields(page)
         if let match = request.headers[.ifNoneMatch], EntityTag.ifNoneMatch(match, matchesAnyOf: [page.etag]) {
             return Response(status: .notModified, headers: headers)
         }
         return Response(status: page.status, headers: headers, body: .init(byteBuffer: page.body))
+    }
+
+    /// A public page's fields: every page's, a minute in shared caches, and its ETag (the router's
+    /// answer and ``ShopPageResponder``'s are the same).
+    static func publicPageFields(_ page: RenderedPages.Page) -> HTTPFields {
+        var headers = headers(inlineStyle: false)
+        headers[.cacheControl] = "public, max-age=60"
+        headers[.eTag] = page.etag
+        return headers
     }
 
     private static func headers(inlineStyle: Bool, formTargets: [String] = []) -> HTTPFields {

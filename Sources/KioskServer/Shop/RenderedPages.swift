@@ -25,9 +25,14 @@ final class RenderedPages: Sendable {
     static let limit = 2_000
     private let pages = Mutex<(version: String, byAddress: [String: Page])>(("", [:]))
 
+    /// The page at `address` kept for catalog `version`, if it is (``ShopPageResponder``).
+    func kept(version: String, address: String) -> Page? {
+        pages.withLock { $0.version == version ? $0.byAddress[address] : nil }
+    }
+
     /// The page at `address` for catalog `version`, made by `make` when it is not kept yet.
     func page(version: String, address: String, make: () throws -> Page) throws -> Page {
-        if let kept = pages.withLock({ $0.version == version ? $0.byAddress[address] : nil }) { return kept }
+        if let kept = kept(version: version, address: address) { return kept }
         let made = try make()
         pages.withLock { kept in
             if kept.version != version || kept.byAddress.count >= Self.limit { kept = (version, [:]) }

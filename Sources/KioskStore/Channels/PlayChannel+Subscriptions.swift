@@ -34,7 +34,7 @@ extension PlayChannel {
     }
 
     /// A `subscriptionNotification`: the subscription's state read from Play and applied.
-    func subscriptionNotified(_ fields: [String: JSONValue], eventId: String, eventTime: String?,
+    func subscriptionNotified(_ fields: [String: JSONValue], eventId: String,
                               keep: (String, String?, String) async throws -> AdminChannelEventRow) async throws -> AdminChannelEventRow {
         guard case .string(let token)? = fields["purchaseToken"], Self.isToken(token) else {
             return try await keep(ChannelEventOutcome.unmatched, nil, "a subscription notification whose purchaseToken is not one Play issues")
@@ -48,13 +48,11 @@ extension PlayChannel {
             return try await keep(ChannelEventOutcome.ignored, reference,
                                   "a subscription the app has not presented to this store yet (type \(type.map(String.init) ?? "?")): it is granted when it is")
         }
-        let at = eventTime.flatMap(Int64.init).map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) } ?? clock.wallNow()
         // Play's answer is what stands now. Nothing is kept until it is applied: Play unreachable
         // is an error answer, and Pub/Sub pushes the notification again.
         guard let purchase = try await base.channels.playAPI?.subscription(token) else {
             return try await keep(ChannelEventOutcome.ignored, reference, "Play's state could not be read")
         }
-        _ = at
         // Applied as of the read, not of the notification's time: what was read is what stands now,
         // so a notification pushed again late still applies it.
         let followed = try await follow(purchase, token: token, type: type, at: clock.wallNow())

@@ -134,7 +134,7 @@ public struct PlayChannel: StoreOwner {
             return try await keep(ChannelEventOutcome.ignored, detail: "a notification for the app \(notification.packageName.prefix(100)), not \(verifier.packageName)")
         }
         if let fields = notification.subscriptionNotification {
-            return try await subscriptionNotified(fields, eventId: eventId, eventTime: notification.eventTimeMillis, keep: keep)
+            return try await subscriptionNotified(fields, eventId: eventId, keep: keep)
         }
         guard let voided = notification.voidedPurchaseNotification else {
             return try await keep(ChannelEventOutcome.ignored, detail: "a \(notification.kind), which Kiosk records and does not act on")
