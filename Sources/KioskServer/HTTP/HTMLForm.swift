@@ -69,7 +69,8 @@ enum HTMLForm {
     /// a minute by a cache in front (nginx, a CDN), then asked again.
     static func publicPage(_ request: Request, _ page: RenderedPages.Page) -> Response {
         let headers = publicPageFields(page)
-        if let match = request.headers[.ifNoneMatch], EntityTag.ifNoneMatch(match, matchesAnyOf: [page.etag]) {
+        // A precondition holds only for a page found (RFC 9110 13.2.1): a 404 is never a 304.
+        if page.status == .ok, let match = request.headers[.ifNoneMatch], EntityTag.ifNoneMatch(match, matchesAnyOf: [page.etag]) {
             return Response(status: .notModified, headers: headers)
         }
         return Response(status: page.status, headers: headers, body: .init(byteBuffer: page.body))

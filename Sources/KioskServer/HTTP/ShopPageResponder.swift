@@ -86,7 +86,7 @@ final class ShopPageResponder: ChannelDuplexHandler, RemovableChannelHandler {
               let page = pages.kept(version: version, address: path)
         else { return nil }
         var headers = HTMLForm.publicPageFields(page)
-        let notModified = fields[.ifNoneMatch].map { EntityTag.ifNoneMatch($0, matchesAnyOf: [page.etag]) } ?? false
+        let notModified = page.status == .ok && (fields[.ifNoneMatch].map { EntityTag.ifNoneMatch($0, matchesAnyOf: [page.etag]) } ?? false)
         let status: HTTPResponse.Status = notModified ? .notModified : page.status
         if !notModified { headers[.contentLength] = String(page.body.readableBytes) }
         headers[.date] = date.now()

@@ -23,7 +23,13 @@ final class RenderedPages: Sendable {
     }
 
     static let limit = 2_000
-    private let pages = Mutex<(version: String, byAddress: [String: Page])>(("", [:]))
+    /// Bytes of addresses and pages kept at most: the count alone let long made-up queries (an
+    /// address may be 80 KB) hold 160 MB until the catalog changed.
+    static let byteLimit = 16 << 20
+    /// An address longer than this is no address a link of the shop's makes: its page is made
+    /// each time and not kept.
+    static let longestAddress = 1_024
+    private let pages = Mutex<(version: String, byAddress: [String: Page], bytes: Int)>(("", [:], 0))
 
     /// The page at `address` kept for catalog `version`, if it is (``ShopPageResponder``).
     func kept(version: String, address: String) -> Page? {
@@ -34,9 +40,11 @@ final class RenderedPages: Sendable {
     func page(version: String, address: String, make: () throws -> Page) throws -> Page {
         if let kept = kept(version: version, address: address) { return kept }
         let made = try make()
+        guard address.utf8.count <= Self.longestAddress else { return made }
+        let size = address.utf8.count + made.body.readableBytes
         pages.withLock { kept in
-            if kept.version != version || kept.byAddress.count >= Self.limit { kept = (version, [:]) }
-            kept.byAddress[address] = made
+            if kept.version != version || kept.byAddress.count >= Self.limit || kept.bytes + size > Self.byteLimit { kept = (version, [:], 0) }
+            if kept.byAddress.updateValue(made, forKey: address) == nil { kept.bytes += size }
         }
         return made
     }

@@ -98,6 +98,12 @@ struct AccountRows {
     /// Called inside the decision's write after its compare-and-set took the row, so a deletion
     /// committed meanwhile is seen. (Money a channel took already is granted and taken back where
     /// the channel's record says so.)
+    /// Whether the account is deleted or disabled: nobody can use what is granted to it.
+    func isClosed(_ accountId: String) async throws -> Bool {
+        guard let account = try await find(accountId) else { return false }
+        return account.deletedAt != nil || account.disabledAt != nil
+    }
+
     func refuseIfDeleted(_ accountId: String) async throws {
         if try await find(accountId)?.deletedAt != nil { throw StoreError.accountDeleted(accountId) }
     }

@@ -145,6 +145,12 @@ extension StripeChannel {
             return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: accountId,
                                   detail: "the first payment of \(subscriptionId) has no amount or currency Kiosk can read; grant it by hand")
         }
+        if try await database.read { try await AccountRows($0).isClosed(accountId) } {
+            // Nobody can use it: nothing is granted (a book's checkout on a closed account is
+            // granted and revoked at once; a subscription is not started at all).
+            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: accountId,
+                                  detail: "subscribed on an account that is deleted or disabled; nothing was granted: cancel \(subscriptionId) on Stripe and refund it")
+        }
         let cents = Price.wholeUnitCurrencies.contains(currency.uppercased()) ? charged * 100 : charged
         guard cents <= Price.maxCents * 100 else {
             return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: accountId,
@@ -195,6 +201,7 @@ extension StripeChannel {
         }
         return kept.outcome == ChannelEventOutcome.granted ? try await undoIfWithdrawn(kept) : kept
     }
+
 
     /// Whether a `customer.subscription.deleted` for the subscription came before its grant.
     private func endedEarlier(_ subscriptionId: String) async throws -> Bool {

@@ -123,9 +123,25 @@ struct SubscriptionRows {
             // bills on until the publisher cancels it): the period is revoked, its life is the channel's.
             .where("channel", .is, SQLLiteral.null)
             .returning("originalTransactionId").all()
-        guard !ended.isEmpty else { return }
+        guard !ended.isEmpty else {
+            try await shorten(refunded: period, at: now)
+            return
+        }
         try await db.raw(#"""
             UPDATE "subscriptionGrace" SET "endsAt" = \#(bind: now) WHERE "originalTransactionId" = \#(bind: period.originalTransactionId) AND "endsAt" > \#(bind: now)
+            """#).run()
+    }
+
+    /// A channel's subscription whose period was refunded runs to the end of its latest period that
+    /// stands (none: the refunded one's start), so `entitled` says what the reader holds; its
+    /// state stays the channel's. Written in the refund's transaction, after the period is marked.
+    private func shorten(refunded period: TransactionRecord, at now: Date) async throws {
+        try await db.raw(#"""
+            UPDATE "subscription" SET "expiresDate" = COALESCE((SELECT MAX(t."expiresDate") FROM "storeTransaction" t
+                    WHERE t."originalTransactionId" = \#(bind: period.originalTransactionId) AND t."status" = 'purchased'
+                    AND t."paymentMethod" <> 'owned' AND t."id" <> \#(bind: period.id)), \#(bind: period.purchaseDate)),
+                "version" = "version" + 1, "updatedAt" = \#(bind: now)
+            WHERE "originalTransactionId" = \#(bind: period.originalTransactionId) AND "channel" IS NOT NULL
             """#).run()
     }
 

@@ -47,7 +47,7 @@ extension Subscriptions {
                 if let recorded = try await period(key: key, accountId: current.accountId) {
                     return .unchanged("that payment was recorded before (\(recorded))", accountId: current.accountId, transactionId: recorded)
                 }
-                if try await accountClosed(current.accountId) {
+                if try await database.read { try await AccountRows($0).isClosed(current.accountId) } {
                     // Nobody can use the period: nothing is granted, and the operator refunds it.
                     return .refused("paid for an account that is deleted or disabled; nothing was granted", accountId: current.accountId)
                 }
@@ -73,13 +73,6 @@ extension Subscriptions {
         throw StoreError.subscriptionBusy
     }
 
-    /// Whether the account is deleted or disabled.
-    private func accountClosed(_ accountId: String) async throws -> Bool {
-        try await database.read { db in
-            try await db.select().column("id").from("account").where("id", .equal, accountId)
-                .where { $0.where("deletedAt", .isNot, SQLLiteral.null).orWhere("disabledAt", .isNot, SQLLiteral.null) }.first()
-        } != nil
-    }
 
     /// The period a channel's payment `key` recorded, if it was.
     private func period(key: String, accountId: String) async throws -> String? {

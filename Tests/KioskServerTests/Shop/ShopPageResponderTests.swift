@@ -49,6 +49,27 @@ struct ShopPageResponderTests {
         }
     }
 
+    @Test("pages are kept to a bound in bytes, a long made-up address is not kept, and a missing page's ETag never makes a 304")
+    func bounds() async throws {
+        let pages = RenderedPages()
+        let long = "/books?" + String(repeating: "a", count: RenderedPages.longestAddress)
+        _ = try pages.page(version: "v1", address: long) { RenderedPages.Page(status: .ok, html: "x") }
+        #expect(pages.kept(version: "v1", address: long) == nil)
+        let big = String(repeating: "b", count: RenderedPages.byteLimit / 3)
+        for index in 0..<3 {
+            _ = try pages.page(version: "v1", address: "/p\(index)") { RenderedPages.Page(status: .ok, html: big) }
+        }
+        #expect(pages.kept(version: "v1", address: "/p2") != nil && pages.kept(version: "v1", address: "/p0") == nil,
+                "the third page's bytes passed the bound: the kept ones went")
+        try await CatalogNotModifiedTests.withServer { port, _ in
+            let client = try SlowClient(port: port)
+            for _ in 0..<2 {
+                client.send("GET /products/com.kiosk.nothing-at-all HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: *\r\n\r\n")
+                #expect(try await CatalogNotModifiedTests.answers(client, count: 1).first?.status == 404)
+            }
+        }
+    }
+
     @Test("the shop's route names, as the router's metrics give them, and none for another path")
     func routes() {
         #expect(ShopPageResponder.route(of: "/") == "/")

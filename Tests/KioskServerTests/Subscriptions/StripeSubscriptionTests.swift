@@ -172,8 +172,10 @@ struct StripeSubscriptionTests: StoreSuite {
             #expect(refund.outcome == "revoked" && refund.transactionId == renewed.transactionId, "\(refund)")
             #expect(try await Self.periods(server, ann).count == 1)
             // The period is taken back; the subscription is Stripe's, which bills on until the
-            // publisher cancels it there (its deletion then ends it here).
-            #expect(try await Self.subscription(http, ann)?.state == .active)
+            // publisher cancels it there (its deletion then ends it here). It runs to the end of
+            // the period that stands.
+            let after = try #require(try await Self.subscription(http, ann))
+            #expect(after.state == .active && Int(after.expiresDate.timeIntervalSince1970) < Self.days[1], "\(after)")
 
             // Bob's session carrying Ann's intent.
             let reader = try await http.createAccount()
@@ -230,6 +232,13 @@ struct StripeSubscriptionTests: StoreSuite {
             #expect(rebuy.outcome == "owned", "\(rebuy)")
             let stray = try await StripeChannelTests.deliver(http, Self.invoice("evt_c2", subscription: "sub_c2", account: carl.accountId, period: 1))
             #expect(stray.outcome == "unmatched" && stray.detail.contains("does not follow"), "\(stray)")
+
+            // Subscribed on an account disabled already: nothing starts.
+            let dan = try await http.createAccount()
+            #expect(try await http.send("POST", "/v1/admin/accounts/\(dan.accountId)/disable", token: server.adminToken, json: #"{"reason": "test"}"#).status == 200)
+            let refused = try await StripeChannelTests.deliver(http, Self.sessionPaid("evt_d0", subscription: "sub_d", account: dan.accountId))
+            #expect(refused.outcome == "unmatched" && refused.detail.contains("deleted or disabled"), "\(refused)")
+            #expect(try await Self.periods(server, dan).isEmpty)
         }
     }
 
