@@ -85,10 +85,10 @@ final class ShopPageResponder: ChannelDuplexHandler, RemovableChannelHandler {
               let version = catalog.servedTags.withLock({ $0?.plain }),
               let page = pages.kept(version: version, address: path)
         else { return nil }
-        var headers = HTMLForm.publicPageFields(page)
+        var headers = page.fields
         let notModified = page.status == .ok && (fields[.ifNoneMatch].map { EntityTag.ifNoneMatch($0, matchesAnyOf: [page.etag]) } ?? false)
         let status: HTTPResponse.Status = notModified ? .notModified : page.status
-        if !notModified { headers[.contentLength] = String(page.body.readableBytes) }
+        if notModified { headers[.contentLength] = nil }
         headers[.date] = date.now()
         headers[.server] = "kiosk"
         let client = rateLimits.clientAddress(peer: context.channel.remoteAddress?.ipAddress, fields: fields)

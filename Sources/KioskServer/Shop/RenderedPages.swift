@@ -14,11 +14,16 @@ final class RenderedPages: Sendable {
         var status: HTTPResponse.Status
         var body: ByteBuffer
         var etag: String
+        /// Its answer's fields but the date, made once: ``ShopPageResponder`` answers with them as
+        /// they are (a 200's, with its length), so a kept page costs no building of fields.
+        private(set) var fields = HTTPFields()
 
         init(status: HTTPResponse.Status, html: String) {
             self.status = status
             body = ByteBuffer(string: html)
             etag = "\"" + SHA256.hash(data: Data(html.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined() + "\""
+            fields = HTMLForm.publicPageFields(self)
+            fields[.contentLength] = String(body.readableBytes)
         }
     }
 
