@@ -41,9 +41,9 @@ public final class PlayStandIn: @unchecked Sendable {
         let log = directory.path("standin.log")
         FileManager.default.createFile(atPath: record.path, contents: nil)
         FileManager.default.createFile(atPath: log.path, contents: nil)
-        try Self.openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "account.pem"], in: directory)
-        try Self.openssl(["pkey", "-in", "account.pem", "-pubout", "-out", "account.pub.pem"], in: directory)
-        try Self.openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "other.pem"], in: directory)
+        try OpenSSL.run(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "account.pem"], in: directory)
+        try OpenSSL.run(["pkey", "-in", "account.pem", "-pubout", "-out", "account.pub.pem"], in: directory)
+        try OpenSSL.run(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "other.pem"], in: directory)
         process.executableURL = StripeSigner.python
         process.arguments = [SampleStore.repository.appendingPathComponent("scripts/play_standin.py").path, record.path,
                              directory.path("account.pub.pem").path, Self.email]
@@ -54,17 +54,6 @@ public final class PlayStandIn: @unchecked Sendable {
         url = try ServerProcess.listeningURL(process, stdout: stdout, log: log)
     }
 
-    static func openssl(_ arguments: [String], in directory: TemporaryDirectory) throws {
-        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl"), "openssl is missing: apt-get install openssl")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        process.currentDirectoryURL = directory.url
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        try #require(process.terminationStatus == 0, "openssl \(arguments.joined(separator: " ")) failed")
-    }
 
     /// The service account's JSON key file as the Cloud console gives it, its token URI this
     /// stand-in's; `otherKey` signs with a key the stand-in does not know.

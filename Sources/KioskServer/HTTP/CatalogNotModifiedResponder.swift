@@ -18,72 +18,19 @@ import NIOHTTPTypes
 /// metrics) and only when that is certain: a GET or HEAD of exactly `/v1/catalog` without
 /// `Connection: close` (Hummingbird closes the connection after such a request) or
 /// `Authorization` (the log line names the account, which only the middleware can resolve), whose
-/// `If-None-Match` names the catalog served now; and only when no earlier request of the
-/// connection is still being answered, so pipelined responses stay in order, and the connection
-/// can take more writes, so a client that never reads is held back by the router's reading.
-/// Anything else goes up the pipeline untouched. It sits last before Hummingbird's own handler, after its connection
-/// state handler, which so sees every request and response and keeps its idle timeout and
-/// graceful shutdown right.
-final class CatalogNotModifiedResponder: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
-
+/// `If-None-Match` names the catalog served now. ``EventLoopResponder`` asks it and writes its answer.
+struct CatalogNotModifiedResponder: EventLoopAnswerer {
     static let route = "/v1/catalog"
 
-    private let catalog: CatalogService
-    private let metrics: ServerMetrics
-    private let logger: Logger
-    private let rateLimits: RateLimits
-    /// Requests passed up whose response has not ended yet.
-    private var inFlight = 0
-    /// A request answered here whose remaining parts (a body) are still to be dropped.
-    private var dropping = false
-    private var date = HTTPDateText()
+    let catalog: CatalogService
+    let rateLimits: RateLimits
 
-    init(catalog: CatalogService, metrics: ServerMetrics, logger: Logger, rateLimits: RateLimits) {
-        self.catalog = catalog
-        self.metrics = metrics
-        self.logger = logger
-        self.rateLimits = rateLimits
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let request):
-            // Answered at its head, as the router answers (a body or an `Expect: 100-continue`
-            // does not hold it back). Not while the connection cannot take more: the request
-            // then goes up, where reading waits for the client to read (a client pipelining
-            // 304s and never reading grew the server's memory without bound).
-            if !dropping, inFlight == 0, context.channel.isWritable, let (head, line) = notModified(request, context: context) {
-                dropping = true
-                context.write(wrapOutboundOut(.head(head)), promise: nil)
-                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-                Self.record(line, logger: logger, metrics: metrics)
-                return
-            }
-            inFlight += 1
-        case .body:
-            if dropping { return }
-        case .end:
-            if dropping {
-                dropping = false
-                return
-            }
-        }
-        context.fireChannelRead(data)
-    }
-
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data), inFlight > 0 {
-            inFlight -= 1
-        }
-        context.write(data, promise: promise)
+    func answer(_ request: HTTPRequest, context: ChannelHandlerContext, date: String) -> EventLoopAnswer? {
+        notModified(request, context: context, date: date).map { EventLoopAnswer(head: $0.head, body: nil, line: $0.line) }
     }
 
     /// The 304 for `request` and its log line, or nil when the request is not certainly one.
-    private func notModified(_ request: HTTPRequest, context: ChannelHandlerContext) -> (head: HTTPResponse, line: RequestLine)? {
+    private func notModified(_ request: HTTPRequest, context: ChannelHandlerContext, date: String) -> (head: HTTPResponse, line: RequestLine)? {
         let fields = request.headerFields
         guard request.method == .get || request.method == .head, request.path == Self.route,
               fields[.authorization] == nil,
@@ -93,7 +40,7 @@ final class CatalogNotModifiedResponder: ChannelDuplexHandler, RemovableChannelH
         else { return nil }
         var headers = HTTPFields()
         headers.reserveCapacity(5)
-        for (name, value) in Self.fields(etag: gzip ? tags.gzip : tags.plain, date: date.now()) {
+        for (name, value) in Self.fields(etag: gzip ? tags.gzip : tags.plain, date: date) {
             headers.append(HTTPField(name: name, value: value))
         }
         let client = rateLimits.clientAddress(peer: context.channel.remoteAddress?.ipAddress, fields: fields)

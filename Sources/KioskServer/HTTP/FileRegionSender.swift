@@ -147,10 +147,10 @@ struct SendfileHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
             let encoder = try pipeline.handler(type: HTTPResponseEncoder.self)
             try pipeline.addHandler(FileRegionSender(metrics: metrics, ends: ends, logger: logger), position: .after(encoder))
             let state = try pipeline.handler(type: HTTPConnectionStateHandler.self)
-            let responder = CatalogNotModifiedResponder(catalog: catalog, metrics: metrics, logger: logger, rateLimits: rateLimits)
+            let responder = EventLoopResponder([CatalogNotModifiedResponder(catalog: catalog, rateLimits: rateLimits),
+                                                ShopPageResponder(pages: shopPages, catalog: catalog, rateLimits: rateLimits)],
+                                               metrics: metrics, logger: logger)
             try pipeline.addHandler(responder, position: .after(state))
-            let shop = ShopPageResponder(pages: shopPages, catalog: catalog, metrics: metrics, logger: logger, rateLimits: rateLimits)
-            try pipeline.addHandler(shop, position: .after(responder))
             // The state handler joins when the connection asks something other than a catalog 304
             // (see CatalogNotModifiedFromBytes), in the place Hummingbird gave it.
             pipeline.removeHandler(state, promise: nil)

@@ -2,7 +2,6 @@ import Foundation
 import HTTPTypes
 import KioskCore
 import KioskStore
-import Logging
 import NIOCore
 import NIOHTTPTypes
 
@@ -17,67 +16,16 @@ import NIOHTTPTypes
 /// It answers only what the router would answer the same way (the same status, fields and body,
 /// the same log line and metrics, as ``HTMLForm/publicPage(_:_:)`` and ``ShopPages`` make them),
 /// and only when that is certain: a GET or HEAD of a shop path whose page the router rendered for
-/// the catalog served now, without `Connection: close` or `Authorization`; only when no earlier
-/// request of the connection is still being answered (pipelined answers stay in order) and the
-/// connection can take more writes. A page not kept yet, and everything else, goes up untouched:
-/// the router makes it (and keeps it for the next reader). It sits after
-/// ``CatalogNotModifiedResponder``, last before Hummingbird's own handler.
-final class ShopPageResponder: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
-
-    private let pages: RenderedPages
-    private let catalog: CatalogService
-    private let metrics: ServerMetrics
-    private let logger: Logger
-    private let rateLimits: RateLimits
-    private var inFlight = 0
-    private var dropping = false
-    private var date = HTTPDateText()
-
-    init(pages: RenderedPages, catalog: CatalogService, metrics: ServerMetrics, logger: Logger, rateLimits: RateLimits) {
-        self.pages = pages
-        self.catalog = catalog
-        self.metrics = metrics
-        self.logger = logger
-        self.rateLimits = rateLimits
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let request):
-            if !dropping, inFlight == 0, context.channel.isWritable, let answer = kept(request, context: context) {
-                dropping = true
-                context.write(wrapOutboundOut(.head(answer.head)), promise: nil)
-                if let body = answer.body { context.write(wrapOutboundOut(.body(body)), promise: nil) }
-                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-                answer.line.write(logger, metrics: metrics, bytes: answer.body?.readableBytes ?? 0)
-                metrics.request(route: answer.line.route, method: answer.line.method, status: answer.line.status)
-                return
-            }
-            inFlight += 1
-        case .body:
-            if dropping { return }
-        case .end:
-            if dropping {
-                dropping = false
-                return
-            }
-        }
-        context.fireChannelRead(data)
-    }
-
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data), inFlight > 0 {
-            inFlight -= 1
-        }
-        context.write(data, promise: promise)
-    }
+/// the catalog served now, without `Connection: close` or `Authorization`. A page not kept yet
+/// goes up: the router makes it (and keeps it for the next reader). ``EventLoopResponder`` asks it
+/// after the catalog's 304s and writes its answer.
+struct ShopPageResponder: EventLoopAnswerer {
+    let pages: RenderedPages
+    let catalog: CatalogService
+    let rateLimits: RateLimits
 
     /// The kept page's answer (a 304 when `If-None-Match` names it) and its log line, or nil.
-    private func kept(_ request: HTTPRequest, context: ChannelHandlerContext) -> (head: HTTPResponse, body: ByteBuffer?, line: RequestLine)? {
+    func answer(_ request: HTTPRequest, context: ChannelHandlerContext, date: String) -> EventLoopAnswer? {
         let fields = request.headerFields
         guard request.method == .get || request.method == .head, let path = request.path, let route = Self.route(of: path),
               fields[.authorization] == nil,
@@ -89,13 +37,13 @@ final class ShopPageResponder: ChannelDuplexHandler, RemovableChannelHandler {
         let notModified = page.status == .ok && (fields[.ifNoneMatch].map { EntityTag.ifNoneMatch($0, matchesAnyOf: [page.etag]) } ?? false)
         let status: HTTPResponse.Status = notModified ? .notModified : page.status
         if notModified { headers[.contentLength] = nil }
-        headers[.date] = date.now()
+        headers[.date] = date
         headers[.server] = "kiosk"
         let client = rateLimits.clientAddress(peer: context.channel.remoteAddress?.ipAddress, fields: fields)
         let line = RequestLine(method: request.method.rawValue, route: route, status: status.code, started: .now, account: nil,
                                client: client, agent: fields[.userAgent])
         let body = notModified || request.method == .head ? nil : page.body
-        return (HTTPResponse(status: status, headerFields: headers), body, line)
+        return EventLoopAnswer(head: HTTPResponse(status: status, headerFields: headers), body: body, line: line)
     }
 
     /// The router's name of the shop route `path` (its query aside) falls on, as the metrics and

@@ -8,24 +8,13 @@ import Testing
 struct PlayVerifyTests {
     static let purchase = #"{"orderId":"GPA.3344-5566-7788-99001","packageName":"com.example.reader","productId":"play.book.river","purchaseTime":1795760000000,"purchaseState":0,"purchaseToken":"opaque-token-abc.AO-J1Oz","quantity":1,"acknowledged":false}"#
 
-    static func openssl(_ arguments: [String], in directory: TemporaryDirectory) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl"), "openssl is missing: apt-get install openssl")
-        process.arguments = arguments
-        process.currentDirectoryURL = directory.url
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitForExit()
-        try #require(process.terminationStatus == 0, "openssl \(arguments.joined(separator: " ")) failed")
-    }
 
     /// A key pair of `bits`, its public half as the Play Console shows it (base64 DER), and a signature of `body` (base64).
     static func signed(_ body: String, bits: Int = 2048, name: String, in directory: TemporaryDirectory) throws -> (key: URL, signature: URL) {
         try Data(body.utf8).write(to: directory.path("\(name).json"))
-        try openssl(["genrsa", "-out", "\(name).pem", String(bits)], in: directory)
-        try openssl(["rsa", "-in", "\(name).pem", "-pubout", "-outform", "DER", "-out", "\(name).der"], in: directory)
-        try openssl(["dgst", "-sha1", "-sign", "\(name).pem", "-out", "\(name).sig", "\(name).json"], in: directory)
+        try OpenSSL.run(["genrsa", "-out", "\(name).pem", String(bits)], in: directory)
+        try OpenSSL.run(["rsa", "-in", "\(name).pem", "-pubout", "-outform", "DER", "-out", "\(name).der"], in: directory)
+        try OpenSSL.run(["dgst", "-sha1", "-sign", "\(name).pem", "-out", "\(name).sig", "\(name).json"], in: directory)
         let key = directory.path("\(name).key.txt")
         let signature = directory.path("\(name).sig.txt")
         try Data(try Data(contentsOf: directory.path("\(name).der")).base64EncodedString().utf8).write(to: key)

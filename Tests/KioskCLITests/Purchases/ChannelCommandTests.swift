@@ -115,12 +115,12 @@ struct ChannelCommandTests {
         try store.editCatalog("books.json") { products in
             for index in products.indices where products[index]["id"] as? String == Self.book { products[index]["playProductId"] = "play.book" }
         }
-        try PlayVerifyTests.openssl(["genrsa", "-out", "play.pem", "2048"], in: directory)
-        try PlayVerifyTests.openssl(["rsa", "-in", "play.pem", "-pubout", "-outform", "DER", "-out", "play.der"], in: directory)
+        try OpenSSL.run(["genrsa", "-out", "play.pem", "2048"], in: directory)
+        try OpenSSL.run(["rsa", "-in", "play.pem", "-pubout", "-outform", "DER", "-out", "play.der"], in: directory)
         try Data(try Data(contentsOf: directory.path("play.der")).base64EncodedString().utf8).write(to: directory.path("play.key"))
         func signed(_ name: String, _ json: String) throws -> (String, String) {
             try Data(json.utf8).write(to: directory.path("\(name).json"))
-            try PlayVerifyTests.openssl(["dgst", "-sha1", "-sign", "play.pem", "-out", "\(name).bin", "\(name).json"], in: directory)
+            try OpenSSL.run(["dgst", "-sha1", "-sign", "play.pem", "-out", "\(name).bin", "\(name).json"], in: directory)
             try Data(try Data(contentsOf: directory.path("\(name).bin")).base64EncodedString().utf8).write(to: directory.path("\(name).sig"))
             return (directory.path("\(name).json").path, directory.path("\(name).sig").path)
         }

@@ -28,26 +28,15 @@ struct PlayChannelTests: StoreSuite {
         init() throws {
             try #require(FileManager.default.isExecutableFile(atPath: python.path), "no \(python.path): run make test-tools (it installs joserfc into that venv)")
             directory = try TemporaryDirectory()
-            try Self.openssl(["genrsa", "-out", "play.pem", "2048"], in: directory)
-            try Self.openssl(["rsa", "-in", "play.pem", "-pubout", "-outform", "DER", "-out", "play.der"], in: directory)
-            try Self.openssl(["genrsa", "-out", "other.pem", "2048"], in: directory)
-            try Self.openssl(["genrsa", "-out", "google.pem", "2048"], in: directory)
-            try Self.openssl(["genrsa", "-out", "impostor.pem", "2048"], in: directory)
+            try OpenSSL.run(["genrsa", "-out", "play.pem", "2048"], in: directory)
+            try OpenSSL.run(["rsa", "-in", "play.pem", "-pubout", "-outform", "DER", "-out", "play.der"], in: directory)
+            try OpenSSL.run(["genrsa", "-out", "other.pem", "2048"], in: directory)
+            try OpenSSL.run(["genrsa", "-out", "google.pem", "2048"], in: directory)
+            try OpenSSL.run(["genrsa", "-out", "impostor.pem", "2048"], in: directory)
             playPublicKey = try Data(contentsOf: directory.path("play.der")).base64EncodedString()
             jwks = Data(try Self.script(["jwks", directory.path("google.pem").path, "google-1"]).utf8)
         }
 
-        static func openssl(_ arguments: [String], in directory: TemporaryDirectory) throws {
-            try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl"), "openssl is missing: apt-get install openssl")
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-            process.arguments = arguments
-            process.currentDirectoryURL = directory.url
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            process.waitForExit()
-            try #require(process.terminationStatus == 0, "openssl \(arguments.joined(separator: " ")) failed")
-        }
 
         static func script(_ arguments: [String]) throws -> String {
             let process = Process()
@@ -66,7 +55,7 @@ struct PlayChannelTests: StoreSuite {
         func sign(_ json: String, key: String = "play") throws -> String {
             let name = UUID().uuidString
             try Data(json.utf8).write(to: directory.path("\(name).json"))
-            try Self.openssl(["dgst", "-sha1", "-sign", "\(key).pem", "-out", "\(name).sig", "\(name).json"], in: directory)
+            try OpenSSL.run(["dgst", "-sha1", "-sign", "\(key).pem", "-out", "\(name).sig", "\(name).json"], in: directory)
             return try Data(contentsOf: directory.path("\(name).sig")).base64EncodedString()
         }
 
