@@ -14,7 +14,10 @@ struct SubscriptionRows {
     init(_ db: any SQLDatabase) { self.db = db }
 
     /// Starts (or starts again) the subscription a new period was bought for, in the purchase's
-    /// write transaction.
+    /// write transaction. Started again by a purchase of its own (one the store renews, or one
+    /// bought once), it is no longer the channel's that renewed it: that channel's later events
+    /// find no subscription of theirs and are kept for the operator. A channel's purchase hands it
+    /// back to its channel in the same transaction (``link(_:channel:subscriptionId:at:)``).
     /// - Parameter renews: whether the store itself renews it (only the sandbox's worker does).
     /// - Returns: the subscription as started and whether it existed before (a resubscription).
     func start(_ record: TransactionRecord, expires: Date, renews: Bool, clockOffset: Double, at now: Date) async throws -> (SubscriptionRecord, existed: Bool) {
@@ -33,7 +36,8 @@ struct SubscriptionRows {
             ON CONFLICT ("originalTransactionId") DO UPDATE SET "state" = 'active', "autoRenew" = \#(bind: renews), "expiresDate" = \#(bind: expires),
                 "dueAt" = \#(bind: subscription.dueAt), "retryAt" = NULL, "graceEndsAt" = NULL, "failedAttempts" = 0, "expirationReason" = NULL,
                 "claimedBy" = NULL, "claimedUntil" = NULL, "version" = "subscription"."version" + 1, "updatedAt" = \#(bind: now),
-                "appAccountToken" = COALESCE(\#(bind: subscription.appAccountToken), "subscription"."appAccountToken")
+                "appAccountToken" = COALESCE(\#(bind: subscription.appAccountToken), "subscription"."appAccountToken"),
+                "channel" = NULL, "channelSubscriptionId" = NULL, "channelUpdatedAt" = NULL
             """#).run()
         return (subscription, existing != nil)
     }

@@ -233,6 +233,23 @@ struct StripeSubscriptionTests: StoreSuite {
             let stray = try await StripeChannelTests.deliver(http, Self.invoice("evt_c2", subscription: "sub_c2", account: carl.accountId, period: 1))
             #expect(stray.outcome == "unmatched" && stray.detail.contains("does not follow"), "\(stray)")
 
+            // Failing on Stripe, then bought again in the app (the sandbox's payment): the store's
+            // own purchase takes the subscription over; Stripe's late retry is the operator's.
+            let eve = try await http.createAccount()
+            _ = try await StripeChannelTests.deliver(http, Self.sessionPaid("evt_e0", subscription: "sub_e", account: eve.accountId))
+            _ = try await StripeChannelTests.deliver(http, Self.invoice("evt_e1", type: "invoice.payment_failed", subscription: "sub_e",
+                                                                        account: eve.accountId, period: 1, nextAttempt: Self.days[1] + 86_400))
+            // The account's clock past the period Stripe was paid for (the sandbox's, as torture's runs).
+            let advanced = try await http.send("POST", "/v1/admin/accounts/\(eve.accountId)/sandbox", token: server.adminToken, json: #"{"advanceSeconds": 3456000}"#)
+            #expect(advanced.status == 200, "\(Self.message(advanced))")
+            let bought = try await http.send("POST", "/v1/payments", token: eve.token, json: """
+                {"productId": "\(Self.plan)", "quantity": 1, "paymentMethod": "approve", "idempotencyKey": "\(UUID().uuidString)"}
+                """)
+            #expect(bought.status == 200, "\(Self.message(bought))")
+            #expect(try await Self.subscription(http, eve)?.renewsThrough == nil)
+            let retried = try await StripeChannelTests.deliver(http, Self.invoice("evt_e2", subscription: "sub_e", account: eve.accountId, period: 1))
+            #expect(retried.outcome == "unmatched" && retried.detail.contains("does not follow"), "\(retried)")
+
             // Subscribed on an account disabled already: nothing starts.
             let dan = try await http.createAccount()
             #expect(try await http.send("POST", "/v1/admin/accounts/\(dan.accountId)/disable", token: server.adminToken, json: #"{"reason": "test"}"#).status == 200)

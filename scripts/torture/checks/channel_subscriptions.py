@@ -43,7 +43,12 @@ def check_stripe(s, rows, periods, facts, flag):
             flag("mismatched", f"Stripe subscription {s['id']} was a free re-buy and yet took over a subscription row", product=history.SUBSCRIPTION)
         return
     if row is None:
-        flag("lost", f"Stripe subscription {s['id']} was granted and its row is not Stripe's", product=history.SUBSCRIPTION)
+        # A later purchase of the plan made elsewhere (the sandbox's, Play's) restarted the row:
+        # the store no longer follows this subscription, and its renewals are the operator's.
+        later = [t for t in facts.server.transactions if t["originalTransactionId"] == first["originalTransactionId"]
+                 and t["sequence"] > first["sequence"] and not (t["idempotencyKey"] or "").startswith("stripe:")]
+        if not later:
+            flag("lost", f"Stripe subscription {s['id']} was granted and its row is not Stripe's", product=history.SUBSCRIPTION)
         return
     keys = [t["idempotencyKey"] for t in periods.get(row["originalTransactionId"], []) if t["idempotencyKey"].startswith("stripe:")]
     for key, answered in s["payments"].items():
