@@ -46,10 +46,9 @@ extension StripeChannel {
         guard let subscriptionId = invoice.invoiceSubscription, Self.isIdentifier(subscriptionId), let invoiceId = invoice.id, Self.isIdentifier(invoiceId) else {
             return try await keep(event, payment: payment, outcome: ChannelEventOutcome.ignored, detail: "an invoice of no subscription: Kiosk grants one-time payments from their checkout")
         }
-        guard let period = invoice.invoicePeriod, let charged = invoice.amountPaid, let currency = invoice.currency,
-              (0...Price.maxCents * 100).contains(charged), currency.utf8.count == 3, currency.allSatisfy({ $0.isASCII && $0.isLetter }) else {
+        guard let period = invoice.invoicePeriod, let paid = Self.kioskAmount(invoice.amountPaid, invoice.currency) else {
             return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched,
-                                  detail: "invoice \(invoiceId) has no line period, amount_paid or currency Kiosk can read; settle it by hand")
+                                  detail: "invoice \(invoiceId) has no line period, amount_paid or currency Kiosk can read or keep; settle it by hand")
         }
         let linked = try await database.read { try await SubscriptionRows($0).find(channel: Self.channel, subscriptionId: subscriptionId) }
         if invoice.billingReason == "subscription_create" || linked == nil {
@@ -57,16 +56,11 @@ extension StripeChannel {
             // starts it here): one grant with the session's event, keyed by the subscription.
             let metadata = invoice.invoiceSubscriptionMetadata
             return try await startSubscription(event, subscriptionId: subscriptionId, account: metadata?["kiosk_account_id"], product: metadata?["kiosk_product_id"],
-                                               intent: metadata?["kiosk_intent"], amount: charged, currency: currency, period: period, payment: payment,
+                                               intent: metadata?["kiosk_intent"], amount: invoice.amountPaid, currency: invoice.currency, period: period, payment: payment,
                                                first: invoice.billingReason == "subscription_create")
         }
-        let amount = Price.wholeUnitCurrencies.contains(currency.uppercased()) ? charged * 100 : charged
-        guard amount <= Price.maxCents * 100 else {
-            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched,
-                                  detail: "invoice \(invoiceId)'s amount_paid is out of the range Kiosk keeps; settle it by hand")
-        }
         let outcome = try await subscriptions.channelStep(
-            .paid(start: period.start, end: period.end, key: "stripe:\(invoiceId)", amountCents: amount, currency: currency.uppercased()),
+            .paid(start: period.start, end: period.end, key: "stripe:\(invoiceId)", amountCents: paid.cents, currency: paid.currency),
             channel: Self.channel, subscriptionId: subscriptionId, method: Self.channel)
         let row = try await keep(event, outcome, payment: payment)
         return row.outcome == ChannelEventOutcome.granted ? try await undoIfWithdrawn(row) : row
@@ -140,21 +134,15 @@ extension StripeChannel {
             return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched,
                                   detail: "subscription \(subscriptionId) names no account or product Kiosk knows (metadata kiosk_intent, kiosk_account_id, kiosk_product_id); cancel it on Stripe or grant it by hand")
         }
-        guard let charged = amount, let currency, (0...Price.maxCents * 100).contains(charged), currency.utf8.count == 3,
-              currency.allSatisfy({ $0.isASCII && $0.isLetter }) else {
+        guard let paid = Self.kioskAmount(amount, currency) else {
             return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: accountId,
-                                  detail: "the first payment of \(subscriptionId) has no amount or currency Kiosk can read; grant it by hand")
+                                  detail: "the first payment of \(subscriptionId) has no amount or currency Kiosk can read or keep; grant it by hand")
         }
         if try await database.read { try await AccountRows($0).isClosed(accountId) } {
             // Nobody can use it: nothing is granted (a book's checkout on a closed account is
             // granted and revoked at once; a subscription is not started at all).
             return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: accountId,
                                   detail: "subscribed on an account that is deleted or disabled; nothing was granted: cancel \(subscriptionId) on Stripe and refund it")
-        }
-        let cents = Price.wholeUnitCurrencies.contains(currency.uppercased()) ? charged * 100 : charged
-        guard cents <= Price.maxCents * 100 else {
-            return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: accountId,
-                                  detail: "the first payment of \(subscriptionId) is out of the range Kiosk keeps; grant it by hand")
         }
         let received = clock.wallNow()
         let paymentId = payment.flatMap { Self.isIdentifier($0) ? $0 : nil }
@@ -171,7 +159,7 @@ extension StripeChannel {
         do {
             granted = try await payments.grantPaid(
                 productId: productId, quantity: 1, accountId: accountId, reference: "stripe:\(subscriptionId)", method: Self.channel,
-                amountCents: cents, currency: currency.uppercased(), period: period,
+                amountCents: paid.cents, currency: paid.currency, period: period,
                 alongside: { record, db in
                     if !record.isFreeRebuy, record.kind == .subscription {
                         try await SubscriptionRows(db).link(record.originalTransactionId, channel: Self.channel, subscriptionId: subscriptionId, at: received)

@@ -187,8 +187,7 @@ public struct StripeChannel: StoreOwner {
             return .kept(try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched,
                                         detail: "the session names no account (client_reference_id) or no product (metadata.kiosk_product_id); refund it on Stripe or grant it by hand"))
         }
-        guard let quantity = Int(named.quantity ?? "1"), let charged = session.amountTotal, let currency = session.currency,
-              (0...Price.maxCents * 100).contains(charged), currency.utf8.count == 3, currency.allSatisfy({ $0.isASCII && $0.isLetter }) else {
+        guard let quantity = Int(named.quantity ?? "1"), let paid = Self.kioskAmount(session.amountTotal, session.currency) else {
             return .kept(try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: accountId,
                                         detail: "the session's amount_total, currency (three letters) or metadata.kiosk_quantity is missing or out of range"))
         }
@@ -196,11 +195,20 @@ public struct StripeChannel: StoreOwner {
             return .kept(try await keep(event, payment: nil, outcome: ChannelEventOutcome.unmatched,
                                         detail: "the session's id, client_reference_id, payment_intent or metadata.kiosk_product_id is not an identifier Kiosk keeps"))
         }
-        // Stripe's amounts are in the currency's smallest unit; Kiosk keeps hundredths of its unit
-        // (``Price/shown(cents:_:)``): a currency without a minor unit (yen) is a hundred times more.
-        let amount = Price.wholeUnitCurrencies.contains(currency.uppercased()) ? charged * 100 : charged
         return .named(SessionPurchase(sessionId: sessionId, accountId: accountId, productId: productId, quantity: quantity,
-                                      amountCents: amount, currency: currency.uppercased()))
+                                      amountCents: paid.cents, currency: paid.currency))
+    }
+
+    /// What Stripe charged, as Kiosk keeps an amount: hundredths of the currency's unit (Stripe's
+    /// are its smallest unit, so a currency without a minor unit, yen, is a hundred times more;
+    /// ``Price/shown(cents:_:)``) and the currency in upper case; nil for an amount out of the
+    /// range Kiosk keeps (checked after that conversion) or a currency that is not three letters.
+    static func kioskAmount(_ charged: Int?, _ currency: String?) -> (cents: Int, currency: String)? {
+        guard let charged, let currency, currency.utf8.count == 3, currency.allSatisfy({ $0.isASCII && $0.isLetter }),
+              (0...Price.maxCents * 100).contains(charged) else { return nil }
+        let code = currency.uppercased()
+        let cents = Price.wholeUnitCurrencies.contains(code) ? charged * 100 : charged
+        return cents <= Price.maxCents * 100 ? (cents, code) : nil
     }
 
     /// What a grant's event row came to, written with the grant.

@@ -259,6 +259,18 @@ struct StripeSubscriptionTests: StoreSuite {
         }
     }
 
+    @Test("what Stripe charged, as Kiosk keeps it: a yen is a hundred hundredths, bounded after that, and a currency is three letters")
+    func amounts() {
+        #expect(StripeChannel.kioskAmount(249, "usd")! == (249, "USD"))
+        #expect(StripeChannel.kioskAmount(500, "jpy")! == (50_000, "JPY"))
+        #expect(StripeChannel.kioskAmount(Price.maxCents * 100, "usd") != nil)
+        #expect(StripeChannel.kioskAmount(Price.maxCents * 100, "jpy") == nil, "bounded after the yen's hundredfold")
+        for (charged, currency) in [(-1, "usd"), (Price.maxCents * 100 + 1, "usd"), (249, "eu"), (249, "eur1"), (249, "€ur"), (249, nil)] as [(Int, String?)] {
+            #expect(StripeChannel.kioskAmount(charged, currency) == nil, "\(charged) \(currency ?? "nil")")
+        }
+        #expect(StripeChannel.kioskAmount(nil, "usd") == nil)
+    }
+
     @Test("auto-renew off from the reader's page reaches Stripe (the fields Stripe's library sends) before the store says so; a store that cannot ask Stripe says where to", arguments: TestEngine.all)
     func autoRenewReachesStripe(engine: TestEngine) async throws {
         try await StripeCheckoutTests.withStripe(engine: engine) { _, http, stripe in
