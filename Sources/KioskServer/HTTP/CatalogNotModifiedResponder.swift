@@ -25,12 +25,12 @@ struct CatalogNotModifiedResponder: EventLoopAnswerer {
     let catalog: CatalogService
     let rateLimits: RateLimits
 
-    func answer(_ request: HTTPRequest, context: ChannelHandlerContext, date: String) -> EventLoopAnswer? {
-        notModified(request, context: context, date: date).map { EventLoopAnswer(head: $0.head, body: nil, line: $0.line) }
+    func answer(_ request: HTTPRequest, context: ChannelHandlerContext, date: inout HTTPDateText) -> EventLoopAnswer? {
+        notModified(request, context: context, date: &date).map { EventLoopAnswer(head: $0.head, body: nil, line: $0.line) }
     }
 
     /// The 304 for `request` and its log line, or nil when the request is not certainly one.
-    private func notModified(_ request: HTTPRequest, context: ChannelHandlerContext, date: String) -> (head: HTTPResponse, line: RequestLine)? {
+    private func notModified(_ request: HTTPRequest, context: ChannelHandlerContext, date: inout HTTPDateText) -> (head: HTTPResponse, line: RequestLine)? {
         let fields = request.headerFields
         guard request.method == .get || request.method == .head, request.path == Self.route,
               fields[.authorization] == nil,
@@ -40,7 +40,7 @@ struct CatalogNotModifiedResponder: EventLoopAnswerer {
         else { return nil }
         var headers = HTTPFields()
         headers.reserveCapacity(5)
-        for (name, value) in Self.fields(etag: gzip ? tags.gzip : tags.plain, date: date) {
+        for (name, value) in Self.fields(etag: gzip ? tags.gzip : tags.plain, date: date.now()) {
             headers.append(HTTPField(name: name, value: value))
         }
         let client = rateLimits.clientAddress(peer: context.channel.remoteAddress?.ipAddress, fields: fields)

@@ -13,9 +13,10 @@ struct EventLoopAnswer {
 
 /// What answers some requests on the event loop, before Hummingbird, when it certainly answers
 /// them as the router would: the catalog's 304s (``CatalogNotModifiedResponder``), the shop's
-/// kept pages (``ShopPageResponder``). Nil passes the request on.
+/// kept pages (``ShopPageResponder``). Nil passes the request on. `date` is the connection's
+/// `Date` text, asked only for an answer (most requests are not answered here).
 protocol EventLoopAnswerer {
-    func answer(_ request: HTTPRequest, context: ChannelHandlerContext, date: String) -> EventLoopAnswer?
+    func answer(_ request: HTTPRequest, context: ChannelHandlerContext, date: inout HTTPDateText) -> EventLoopAnswer?
 }
 
 /// Asks its answerers for each request's answer on the event loop, and writes it, as nginx
@@ -82,9 +83,8 @@ final class EventLoopResponder: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func answer(_ request: HTTPRequest, context: ChannelHandlerContext) -> EventLoopAnswer? {
-        let now = date.now()
         for answerer in answerers {
-            if let answer = answerer.answer(request, context: context, date: now) { return answer }
+            if let answer = answerer.answer(request, context: context, date: &date) { return answer }
         }
         return nil
     }

@@ -25,7 +25,7 @@ struct ShopPageResponder: EventLoopAnswerer {
     let rateLimits: RateLimits
 
     /// The kept page's answer (a 304 when `If-None-Match` names it) and its log line, or nil.
-    func answer(_ request: HTTPRequest, context: ChannelHandlerContext, date: String) -> EventLoopAnswer? {
+    func answer(_ request: HTTPRequest, context: ChannelHandlerContext, date: inout HTTPDateText) -> EventLoopAnswer? {
         let fields = request.headerFields
         guard request.method == .get || request.method == .head, let path = request.path, let route = Self.route(of: path),
               fields[.authorization] == nil,
@@ -37,7 +37,7 @@ struct ShopPageResponder: EventLoopAnswerer {
         let notModified = page.status == .ok && (fields[.ifNoneMatch].map { EntityTag.ifNoneMatch($0, matchesAnyOf: [page.etag]) } ?? false)
         let status: HTTPResponse.Status = notModified ? .notModified : page.status
         if notModified { headers[.contentLength] = nil }
-        headers[.date] = date
+        headers[.date] = date.now()
         headers[.server] = "kiosk"
         let client = rateLimits.clientAddress(peer: context.channel.remoteAddress?.ipAddress, fields: fields)
         let line = RequestLine(method: request.method.rawValue, route: route, status: status.code, started: .now, account: nil,

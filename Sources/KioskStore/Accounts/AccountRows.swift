@@ -93,17 +93,17 @@ struct AccountRows {
         return (Int(try rows.integer("advanced", "credits")), try rows.integer("advanced", "lastChange"))
     }
 
-    /// Refuses a decision the store makes for the account itself (an Ask to Buy approved, the
-    /// operator's grant) once its holder deleted it: nobody can use what it would charge or grant.
-    /// Called inside the decision's write after its compare-and-set took the row, so a deletion
-    /// committed meanwhile is seen. (Money a channel took already is granted and taken back where
-    /// the channel's record says so.)
     /// Whether the account is deleted or disabled: nobody can use what is granted to it.
     func isClosed(_ accountId: String) async throws -> Bool {
         guard let account = try await find(accountId) else { return false }
         return account.deletedAt != nil || account.disabledAt != nil
     }
 
+    /// Refuses a decision the store makes for the account itself (an Ask to Buy approved, the
+    /// operator's grant) once its holder deleted it: nobody can use what it would charge or grant.
+    /// Called inside the decision's write after its compare-and-set took the row, so a deletion
+    /// committed meanwhile is seen. (Money a channel took already is granted and taken back where
+    /// the channel's record says so.)
     func refuseIfDeleted(_ accountId: String) async throws {
         if try await find(accountId)?.deletedAt != nil { throw StoreError.accountDeleted(accountId) }
     }

@@ -47,23 +47,14 @@ public struct PlaySubscriptionPurchase: Decodable, Sendable, Equatable {
     public var subscriptionState: String?
     public var startTime: String?
     public var lineItems: [LineItem]?
-    /// The order of the latest payment (deprecated by Google for `lineItems[].latestSuccessfulOrderId`).
-    public var latestOrderId: String?
-    public var externalAccountIdentifiers: ExternalAccountIdentifiers?
 
     public struct LineItem: Decodable, Sendable, Equatable {
-        public var productId: String?
         public var expiryTime: String?
         public var autoRenewingPlan: AutoRenewingPlan?
-        public var latestSuccessfulOrderId: String?
     }
 
     public struct AutoRenewingPlan: Decodable, Sendable, Equatable {
         public var autoRenewEnabled: Bool?
-    }
-
-    public struct ExternalAccountIdentifiers: Decodable, Sendable, Equatable {
-        public var obfuscatedExternalAccountId: String?
     }
 
     /// The end of what is paid for: the latest expiry of its line items (one outside 2000 to 2200
@@ -71,13 +62,13 @@ public struct PlaySubscriptionPurchase: Decodable, Sendable, Equatable {
     public var expiry: Date? { (lineItems ?? []).compactMap { $0.expiryTime.flatMap(Self.date) }.filter(Self.plausible).max() }
     public var started: Date? { startTime.flatMap(Self.date).flatMap { Self.plausible($0) ? $0 : nil } }
 
+    /// Within the dates a channel's period may take (``StripeEvent/StripeObject/earliest``, ``StripeEvent/StripeObject/latest``).
     static func plausible(_ date: Date) -> Bool {
-        date.timeIntervalSince1970 >= 946_684_800 && date.timeIntervalSince1970 <= 7_258_118_400
+        let seconds = date.timeIntervalSince1970
+        return seconds >= Double(StripeEvent.StripeObject.earliest) && seconds <= Double(StripeEvent.StripeObject.latest)
     }
     /// Whether it renews at the expiry (absent: it does not say; Kiosk keeps what it had).
     public var autoRenewing: Bool? { lineItems?.lazy.compactMap { $0.autoRenewingPlan?.autoRenewEnabled }.first }
-    /// The order that paid the current period.
-    public var orderId: String? { lineItems?.lazy.compactMap(\.latestSuccessfulOrderId).first ?? latestOrderId }
 
     /// RFC 3339, with or without fractions of a second, as Google writes times.
     static func date(_ text: String) -> Date? {

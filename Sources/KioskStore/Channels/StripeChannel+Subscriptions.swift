@@ -21,9 +21,6 @@ import SQLKit
 /// Each step is decided against the subscription as it stands (``StepDraft/channel(_:product:method:)``),
 /// so events sent twice, late or out of order leave the state the last real change set.
 extension StripeChannel {
-    /// Events of a subscription's own life.
-    static let subscriptionTypes: Set<String> = ["invoice.paid", "invoice.payment_failed", "customer.subscription.updated", "customer.subscription.deleted"]
-
     /// A paid Checkout Session in subscription mode: the first period, unless its first invoice
     /// granted it already.
     func subscriptionCheckoutPaid(_ event: StripeEvent, session: StripeEvent.StripeObject) async throws -> AdminChannelEventRow {
@@ -37,7 +34,7 @@ extension StripeChannel {
         }
         let named = (account: session.clientReferenceId, product: session.metadata?["kiosk_product_id"], intent: session.metadata?["kiosk_intent"])
         return try await startSubscription(event, subscriptionId: subscriptionId, account: named.account, product: named.product, intent: named.intent,
-                                           amount: session.amountTotal, currency: session.currency, period: nil, payment: subscriptionId, first: true)
+                                           paid: Self.kioskAmount(session.amountTotal, session.currency), period: nil, payment: subscriptionId, first: true)
     }
 
     /// `invoice.paid`: the first period (when the session's event has not come), or a renewal.
@@ -56,7 +53,7 @@ extension StripeChannel {
             // starts it here): one grant with the session's event, keyed by the subscription.
             let metadata = invoice.invoiceSubscriptionMetadata
             return try await startSubscription(event, subscriptionId: subscriptionId, account: metadata?["kiosk_account_id"], product: metadata?["kiosk_product_id"],
-                                               intent: metadata?["kiosk_intent"], amount: invoice.amountPaid, currency: invoice.currency, period: period, payment: payment,
+                                               intent: metadata?["kiosk_intent"], paid: paid, period: period, payment: payment,
                                                first: invoice.billingReason == "subscription_create")
         }
         let outcome = try await subscriptions.channelStep(
@@ -110,7 +107,7 @@ extension StripeChannel {
     /// - Parameter first: the event is the subscription's first payment (its session, or its first
     ///   invoice); else a renewal of a subscription the store does not follow.
     private func startSubscription(_ event: StripeEvent, subscriptionId: String, account: String?, product: String?, intent: String?,
-                                   amount: Int?, currency: String?, period: (start: Date, end: Date)?, payment: String?,
+                                   paid: (cents: Int, currency: String)?, period: (start: Date, end: Date)?, payment: String?,
                                    first: Bool) async throws -> AdminChannelEventRow {
         var named = (account: account, product: product)
         if let account, let held = try await database.read({ try await SubscriptionRows($0).find(channel: Self.channel, subscriptionId: subscriptionId) }),
@@ -134,7 +131,7 @@ extension StripeChannel {
             return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched,
                                   detail: "subscription \(subscriptionId) names no account or product Kiosk knows (metadata kiosk_intent, kiosk_account_id, kiosk_product_id); cancel it on Stripe or grant it by hand")
         }
-        guard let paid = Self.kioskAmount(amount, currency) else {
+        guard let paid else {
             return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: accountId,
                                   detail: "the first payment of \(subscriptionId) has no amount or currency Kiosk can read or keep; grant it by hand")
         }

@@ -60,11 +60,7 @@ extension Subscriptions {
             case .unchanged(let why): return .unchanged(why, accountId: current.accountId, transactionId: nil)
             case .step(let decided, let said): (step, detail) = (decided, said)
             }
-            if var renewal = step.renewal {
-                renewal.signedTransaction = try await keys.sign(claims(of: renewal))
-                step.renewal = renewal
-                step.notification?.transactionId = renewal.id
-            }
+            step = try await signed(step)
             if try await commit(step, claimedVersion: current.version, instance: "") {
                 return .applied(detail, accountId: current.accountId, transactionId: step.renewal?.id)
             }
@@ -72,7 +68,6 @@ extension Subscriptions {
         }
         throw StoreError.subscriptionBusy
     }
-
 
     /// The period a channel's payment `key` recorded, if it was.
     private func period(key: String, accountId: String) async throws -> String? {

@@ -74,14 +74,21 @@ extension Subscriptions {
     /// - Returns: whether it committed (false when another instance got there first).
     func step(_ claimed: SubscriptionRecord, sandbox: SandboxAccount) async throws -> Bool {
         let product = try await catalog.storeProducts().products[claimed.productId]
-        guard var step = decide(claimed, product: product, sandbox: sandbox) else { return false }
-        if var renewal = step.renewal {
-            renewal.signedTransaction = try await keys.sign(claims(of: renewal))
-            step.renewal = renewal
-            step.notification?.transactionId = renewal.id
-        }
+        guard let decided = decide(claimed, product: product, sandbox: sandbox) else { return false }
+        let step = try await signed(decided)
         try await beforeRenewalCommit?(claimed.originalTransactionId)
         return try await commit(step, claimedVersion: claimed.version, instance: instance)
+    }
+
+    /// The step with its new period's receipt signed (outside any transaction) and named by its
+    /// notification; a step without a new period as it is.
+    func signed(_ step: RenewalStep) async throws -> RenewalStep {
+        guard var renewal = step.renewal else { return step }
+        var signed = step
+        renewal.signedTransaction = try await keys.sign(claims(of: renewal))
+        signed.renewal = renewal
+        signed.notification?.transactionId = renewal.id
+        return signed
     }
 
     /// Commits a decided step under the compare-and-set on the subscription's `claimedVersion`
