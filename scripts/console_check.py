@@ -5,14 +5,16 @@ an operator would, and checks what it shows against `kiosk admin … --json`.
     console_check.py --console URL --token TOKEN --sales SALES.json --approve TXN --refund TXN
                      --screenshots DIR
 
-Takes a screenshot of every page it visits into DIR (the overview also at 360 px wide), prints one
-line per check, and exits 1 naming every check that failed. ConsoleBrowserTests runs it.
+Takes a screenshot of every page it visits into DIR (the overview also at 360 px wide), judges each
+with axe-core (axe-playwright-python: no serious or critical violation), prints one line per check,
+and exits 1 naming every check that failed. ConsoleBrowserTests runs it.
 """
 import argparse
 import json
 import re
 import sys
 
+from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import sync_playwright
 
 
@@ -170,6 +172,23 @@ def main():
             by_channel = page.get_by_role("table", name="Sales by channel, the last 30 days")
             check(by_channel.is_visible() and "sandbox" in by_channel.inner_text(), "the Payments page shows the sales by channel (the sandbox's here)")
             shot("payments")
+
+        # axe-core over every page the operator sees, as the shop's are judged: in a context of its
+        # own with the session's cookie, since axe runs as a script and the console's pages allow none.
+        judge = browser.new_context(bypass_csp=True, storage_state=context.storage_state())
+        axe = Axe()
+        checked = judge.new_page()
+        for path in ["/", "/?days=90", "/products", "/customers?q=" + args.refund, "/ask-to-buy", "/notifications", "/payments", "/health", "/no-such-page"]:
+            checked.goto(console + path)
+            violations = axe.run(checked).response.get("violations", [])
+            serious = [f"{v['id']} ({v['impact']}: {len(v['nodes'])})" for v in violations if v.get("impact") in ("serious", "critical")]
+            check(not serious, f"axe finds no serious or critical violation on {path}" + (": " + ", ".join(serious) if serious else ""))
+        judge.close()
+        login = browser.new_context(bypass_csp=True).new_page()
+        login.goto(console + "/login")
+        violations = axe.run(login).response.get("violations", [])
+        serious = [f"{v['id']} ({v['impact']})" for v in violations if v.get("impact") in ("serious", "critical")]
+        check(not serious, "axe finds no serious or critical violation on /login" + (": " + ", ".join(serious) if serious else ""))
 
         page.goto(console + "/")
         page.get_by_role("button", name="Log out").click()

@@ -3,6 +3,7 @@ import Hummingbird
 import KioskCore
 import KioskStore
 import Logging
+import Mustache
 import NIOCore
 
 /// The Kiosk server: the catalog, and (as later parts land) the store, receipts and content.
@@ -22,6 +23,8 @@ public struct KioskServer: Sendable {
     let accountPage: AccountPage
     /// The shop at the store's own address.
     let shopPages: ShopPages
+    /// Every page's templates (the shop's, `/account`'s, the console's), parsed once.
+    let templates: MustacheLibrary
     let logger: Logger
 
     /// Opens the database, the signing key and the admin token; the catalog is loaded by
@@ -43,6 +46,7 @@ public struct KioskServer: Sendable {
             logger: logger, accountPolicy: configuration.accounts, channels: configuration.channels, pool: configuration.databasePool)
         self.limits = RateLimitGate(limits: configuration.rateLimits, limiter: store.rateLimiter)
         let templates = try PageTemplates.parsed()
+        self.templates = templates
         let content = ContentRoutes(catalog: self.catalog, store: store, delivery: configuration.contentDelivery, limits: limits)
         self.accountPage = AccountPage(store: store, limits: limits, templates: templates, content: content)
         self.shopPages = ShopPages(catalog: self.catalog, templates: templates)
@@ -114,7 +118,7 @@ public struct KioskServer: Sendable {
     /// The publisher's console, alone on its own address (`--console-port`).
     public func makeConsoleApplication(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
         let routes = ConsoleRoutes(store: store, catalog: catalog, keys: keys, metrics: metrics,
-                                   adminToken: adminToken, sessions: ConsoleSessions())
+                                   adminToken: adminToken, sessions: ConsoleSessions(), pages: ConsolePages(templates: templates))
         return Application(
             router: routes.router(),
             configuration: .init(address: .hostname(configuration.consoleHost, port: configuration.consolePort ?? 0), serverName: "kiosk-console"),

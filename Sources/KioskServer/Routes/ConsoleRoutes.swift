@@ -3,6 +3,7 @@ import Hummingbird
 import HTTPTypes
 import KioskCore
 import KioskStore
+import Mustache
 
 /// A request on the console, with the session its cookie names (nil before logging in).
 struct ConsoleContext: RequestContext {
@@ -19,6 +20,7 @@ struct ConsoleContext: RequestContext {
 /// without one is sent to the log-in page, anything else is refused.
 struct ConsoleGate: RouterMiddleware {
     let sessions: ConsoleSessions
+    let pages: ConsolePages
 
     func handle(_ request: Request, context: ConsoleContext, next: (Request, ConsoleContext) async throws -> Response) async throws -> Response {
         var context = context
@@ -32,8 +34,8 @@ struct ConsoleGate: RouterMiddleware {
             // A refused form, an unknown page, a body too large: a console page saying so, with
             // the console's own headers, not a JSON error.
             let message = error.body ?? (error.status == .notFound ? "There is no such console page." : error.status.reasonPhrase)
-            return ConsoleRoutes.html(error.status, ConsoleHTML.page(error.status.reasonPhrase, current: nil, csrf: context.session?.csrf,
-                body: #"<p class="error" role="alert">\#(ConsoleHTML.escape(message))</p><p><a href="/">The overview</a></p>"#))
+            return pages.render(error.status, "consoleMessage", ConsoleView.Page(error.status.reasonPhrase, current: nil, csrf: context.session?.csrf,
+                error: message, back: .init(href: "/", label: "The overview"), page: ConsoleView.Nothing()))
         }
     }
 
@@ -42,10 +44,19 @@ struct ConsoleGate: RouterMiddleware {
             if request.method == .get || request.method == .head {
                 return Response(status: .seeOther, headers: [.location: "/login"])
             }
-            return ConsoleRoutes.html(.forbidden, ConsoleHTML.page("Not logged in", current: nil, csrf: nil,
-                body: #"<p class="error">Log in first: this form needs a console session.</p><p><a href="/login">Log in</a></p>"#))
+            return pages.render(.forbidden, "consoleMessage", ConsoleView.Page("Not logged in", current: nil, csrf: nil,
+                error: "Log in first: this form needs a console session.", back: .init(href: "/login", label: "Log in"), page: ConsoleView.Nothing()))
         }
         return try await next(request, context)
+    }
+}
+
+/// Renders the console's templates (``ConsoleTemplates``) into pages with the console's headers.
+struct ConsolePages: Sendable {
+    let templates: MustacheLibrary
+
+    func render<Body>(_ status: HTTPResponse.Status, _ template: String, _ page: ConsoleView.Page<Body>) -> Response {
+        HTMLForm.page(status, templates.render(page, withTemplate: template) ?? "", inlineStyle: true)
     }
 }
 
@@ -63,11 +74,12 @@ struct ConsoleRoutes: Sendable {
     let metrics: ServerMetrics
     let adminToken: String
     let sessions: ConsoleSessions
+    let pages: ConsolePages
     let startedAt = Date()
 
     func router() -> Router<ConsoleContext> {
         let router = Router(context: ConsoleContext.self, options: .autoGenerateHeadEndpoints)
-        router.add(middleware: ConsoleGate(sessions: sessions))
+        router.add(middleware: ConsoleGate(sessions: sessions, pages: pages))
         router.get("login", use: loginPage)
         router.post("login", use: login)
         router.post("logout", use: logout)
@@ -89,13 +101,13 @@ struct ConsoleRoutes: Sendable {
     // MARK: Logging in
 
     @Sendable func loginPage(_ request: Request, context: ConsoleContext) async throws -> Response {
-        Self.html(.ok, Self.loginForm(error: nil))
+        loginForm(.ok, error: nil)
     }
 
     @Sendable func login(_ request: Request, context: ConsoleContext) async throws -> Response {
-        let form = try await Self.fields(request)
+        let form = try await HTMLForm.fields(request)
         guard AdminMiddleware.matches(form["token"] ?? "", adminToken) else {
-            return Self.html(.unauthorized, Self.loginForm(error: "That is not this store's admin token (the file admin-token in the server's data folder)."))
+            return loginForm(.unauthorized, error: "That is not this store's admin token (the file admin-token in the server's data folder).")
         }
         let opened = await sessions.open()
         return Response(status: .seeOther, headers: [
@@ -113,19 +125,31 @@ struct ConsoleRoutes: Sendable {
         ])
     }
 
-    static func loginForm(error: String?) -> String {
-        let problem = error.map { #"<p class="error" role="alert">\#(ConsoleHTML.escape($0))</p>"# } ?? ""
-        return ConsoleHTML.page("Log in", current: nil, csrf: nil, body: """
-            \(problem)
-            <form method="post" action="/login">
-            <label for="token">Admin token</label>
-            <input type="password" id="token" name="token" autocomplete="current-password" required>
-            <button type="submit">Log in</button>
-            </form>
-            """)
+    private func loginForm(_ status: HTTPResponse.Status, error: String?) -> Response {
+        pages.render(status, "consoleLogin", ConsoleView.Page("Log in", current: nil, csrf: nil, error: error, page: ConsoleView.Nothing()))
     }
 
     // MARK: Overview
+
+    struct Overview {
+        struct Window {
+            var days: Int
+            var current: Bool
+        }
+
+        struct Revenue {
+            var currency: String
+            var chart: ConsoleView.Chart
+        }
+
+        var windows: [Window]
+        var firstDay: String
+        var figures: [ConsoleView.Figure]
+        var revenue: [Revenue]
+        var units: ConsoleView.Chart
+        var byKind: ConsoleView.Table
+        var byDay: ConsoleView.Table
+    }
 
     @Sendable func overview(_ request: Request, context: ConsoleContext) async throws -> Response {
         let days = request.uri.queryParameters.get("days") == "90" ? 90 : 30
@@ -138,44 +162,34 @@ struct ConsoleRoutes: Sendable {
         let lifecycle = try await store.reports.subscriptionFigures(since: since)
         let overview = SalesOverview(rows: sales, kinds: await productKinds(), since: since, days: days)
         // One revenue chart per currency: amounts in different currencies are never added up.
-        let revenueCharts = overview.currencies.map { currency -> String in
+        let revenue = overview.currencies.map { currency in
             let bars = overview.days.map { day in
-                ConsoleChart.Bar(label: day.day, value: Double(day.netCents[currency] ?? 0), shown: ConsoleHTML.money(day.netCents[currency] ?? 0, currency))
+                ConsoleChart.Bar(label: day.day, value: Double(day.netCents[currency] ?? 0), shown: ConsoleText.money(day.netCents[currency] ?? 0, currency))
             }
-            return """
-                <h2>Revenue by day (\(ConsoleHTML.escape(currency)))</h2>
-                \(ConsoleChart.bars(bars, title: "Revenue by day in \(currency)", description: "net revenue in \(currency) for each of the last \(days) days; the table below lists every day"))
-                """
-        }.joined(separator: "\n")
+            return Overview.Revenue(currency: currency, chart: ConsoleChart.bars(bars, title: "Revenue by day in \(currency)",
+                description: "net revenue in \(currency) for each of the last \(days) days; the table below lists every day"))
+        }
         let unitBars = overview.days.map { ConsoleChart.Bar(label: $0.day, value: Double($0.units), shown: "\($0.units) sold") }
-        let figures = """
-            <ul class="figures">
-            <li>Revenue, \(days) days<b>\(overview.totals.map { ConsoleHTML.money($0.value, $0.key) }.sorted().joined(separator: ", ").nonEmpty ?? "none")</b></li>
-            <li>Units sold<b>\(overview.units)</b></li>
-            <li>Refunds<b>\(overview.refunds)</b></li>
-            <li>Active subscribers<b>\(subscribers)</b></li>
-            <li>Renewals<b>\(lifecycle.renewals)</b></li>
-            <li>Expired (churn)<b>\(lifecycle.expired)</b></li>
-            </ul>
-            """
-        let kindRows = overview.byKind.sorted { $0.key < $1.key }.map { kind, totals in
-            [ConsoleHTML.escape(kind), "\(totals.units)", ConsoleHTML.escape(totals.net.map { ConsoleHTML.money($0.value, $0.key) }.sorted().joined(separator: ", "))]
+        let figures = [
+            ConsoleView.Figure(name: "Revenue, \(days) days", value: ConsoleText.money(overview.totals).nonEmpty ?? "none"),
+            ConsoleView.Figure(name: "Units sold", value: "\(overview.units)"),
+            ConsoleView.Figure(name: "Refunds", value: "\(overview.refunds)"),
+            ConsoleView.Figure(name: "Active subscribers", value: "\(subscribers)"),
+            ConsoleView.Figure(name: "Renewals", value: "\(lifecycle.renewals)"),
+            ConsoleView.Figure(name: "Expired (churn)", value: "\(lifecycle.expired)"),
+        ]
+        let kindRows = overview.byKind.sorted { $0.key < $1.key }.map { kind, totals -> [ConsoleView.Cell] in
+            [.init(kind), .init("\(totals.units)"), .init(ConsoleText.money(totals.net))]
         }
-        let dayRows = overview.days.map { day in
-            [day.day, "\(day.units)", "\(day.refunds)", ConsoleHTML.escape(day.netCents.map { ConsoleHTML.money($0.value, $0.key) }.sorted().joined(separator: ", "))]
+        let dayRows = overview.days.map { day -> [ConsoleView.Cell] in
+            [.init(day.day), .init("\(day.units)"), .init("\(day.refunds)"), .init(ConsoleText.money(day.netCents))]
         }
-        let body = """
-            <p>Last <a href="/?days=30"\(days == 30 ? " aria-current=\"true\"" : "")>30 days</a> ·
-            <a href="/?days=90"\(days == 90 ? " aria-current=\"true\"" : "")>90 days</a>, from \(overview.firstDay) (UTC).
-            The same figures: <code>kiosk admin sales --since \(overview.firstDay) --json</code>.</p>
-            \(figures)
-            \(revenueCharts)
-            <h2>Units by day</h2>
-            \(ConsoleChart.bars(unitBars, title: "Units by day", description: "units sold on each of the last \(days) days; the table below lists every day"))
-            \(ConsoleHTML.table(caption: "By product kind", headers: ["kind", "units", "net"], rows: kindRows))
-            \(ConsoleHTML.table(caption: "By day", headers: ["day", "units", "refunds", "net"], rows: dayRows))
-            """
-        return Self.html(.ok, ConsoleHTML.page("Overview", current: "/", csrf: context.session?.csrf, body: body))
+        let page = Overview(
+            windows: [30, 90].map { Overview.Window(days: $0, current: $0 == days) }, firstDay: overview.firstDay, figures: figures, revenue: revenue,
+            units: ConsoleChart.bars(unitBars, title: "Units by day", description: "units sold on each of the last \(days) days; the table below lists every day"),
+            byKind: .init(caption: "By product kind", headers: ["kind", "units", "net"], rows: kindRows),
+            byDay: .init(caption: "By day", headers: ["day", "units", "refunds", "net"], rows: dayRows))
+        return pages.render(.ok, "consoleOverview", ConsoleView.Page("Overview", current: "/", csrf: context.session?.csrf, page: page))
     }
 
     private func productKinds() async -> [String: ProductKind] {
@@ -191,18 +205,33 @@ struct ConsoleRoutes: Sendable {
         try OPDSRoutes.coverResponse(try context.parameters.require("id"), published: try await catalog.current, request: request)
     }
 
-    /// The product's cover as the store serves it to everyone (the publisher's image or the drawn
-    /// card), small; its type and size when it is the publisher's.
-    static func cover(_ product: Product) -> String {
-        let id = product.id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? product.id
-        let image = "<img src=\"/covers/\(ConsoleHTML.escape(id))\" alt=\"cover of \(ConsoleHTML.escape(product.title))\" height=\"64\" loading=\"lazy\">"
-        guard let cover = product.cover else { return image + "<br><small>drawn</small>" }
-        return image + "<br><small>\(ConsoleHTML.escape(cover.type)), \(Self.bytes(cover.size))</small>"
+    struct Products {
+        struct Row {
+            var id: String
+            var coverPath: String
+            /// The publisher's cover's type and size, or "drawn" for the card the store draws.
+            var coverNote: String
+            var title: String
+            var details: String?
+            var kind: String
+            /// Off sale: not offered or sold, still delivered to its owners.
+            var offSale: Bool
+            var sold: Int
+            var refunds: Int
+            var net: String
+            var requests: Int
+            var served: String
+            var version: String?
+            var size: String
+        }
+
+        var etag: String
+        var products: [Row]
     }
 
     /// Who made it, its language, identifiers and subjects, as the catalog (or the EPUB) says.
-    static func publicationDetails(_ product: Product) -> String {
-        guard let metadata = product.metadata else { return "" }
+    static func publicationDetails(_ product: Product) -> String? {
+        guard let metadata = product.metadata else { return nil }
         var parts: [String] = []
         if let contributors = metadata.contributors, !contributors.isEmpty {
             parts.append(contributors.map { $0.role == "author" ? $0.name : "\($0.name) (\($0.role))" }.joined(separator: ", "))
@@ -212,7 +241,7 @@ struct ConsoleRoutes: Sendable {
         parts += metadata.identifiers ?? []
         if let subjects = metadata.subjects, !subjects.isEmpty { parts.append(subjects.joined(separator: ", ")) }
         if let pages = metadata.pageCount { parts.append("\(pages) pages") }
-        return parts.isEmpty ? "" : "<br><small>" + ConsoleHTML.escape(parts.joined(separator: " · ")) + "</small>"
+        return parts.isEmpty ? nil : parts.joined(separator: " · ")
     }
 
     @Sendable func products(_ request: Request, context: ConsoleContext) async throws -> Response {
@@ -232,54 +261,79 @@ struct ConsoleRoutes: Sendable {
             served[row.productId, default: (0, 0)].requests += row.requests
             served[row.productId, default: (0, 0)].bytes += row.bytes
         }
-        let rows = published.products.values.sorted { $0.id < $1.id }.map { product -> [String] in
+        let rows = published.products.values.sorted { $0.id < $1.id }.map { product in
             let archive = published.archives[product.id]
             let sale = sold[product.id]
             let serve = served[product.id]
-            return [
-                Self.cover(product),
-                "<code>\(ConsoleHTML.escape(product.id))</code><br>\(ConsoleHTML.escape(product.title))" + Self.publicationDetails(product),
-                // Off sale: not offered or sold, still delivered to its owners.
-                product.forSale == false ? "\(product.kind.rawValue)<br><strong>off sale</strong>" : product.kind.rawValue,
-                "\(sale?.units ?? 0)", "\(sale?.refunds ?? 0)",
-                ConsoleHTML.escape((sale?.net ?? [:]).map { ConsoleHTML.money($0.value, $0.key) }.sorted().joined(separator: ", ")),
-                "\(serve?.requests ?? 0)", Self.bytes(serve?.bytes ?? 0),
-                archive.map { "<code>\(String($0.sha256.prefix(12)))</code>" } ?? "",
-                archive.map { Self.bytes($0.size) } ?? "",
-            ]
+            return Products.Row(
+                id: product.id, coverPath: product.id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? product.id,
+                coverNote: product.cover.map { "\($0.type), \(ConsoleText.bytes($0.size))" } ?? "drawn",
+                title: product.title, details: Self.publicationDetails(product), kind: product.kind.rawValue, offSale: product.forSale == false,
+                sold: sale?.units ?? 0, refunds: sale?.refunds ?? 0, net: ConsoleText.money(sale?.net ?? [:]),
+                requests: serve?.requests ?? 0, served: ConsoleText.bytes(serve?.bytes ?? 0),
+                version: archive.map { String($0.sha256.prefix(12)) }, size: archive.map { ConsoleText.bytes($0.size) } ?? "")
         }
-        let body = """
-            <p>Catalog ETag <code>\(ConsoleHTML.escape(published.etag))</code>. Sales as <code>kiosk admin sales --json</code>, content requests as <code>kiosk admin downloads --json</code>.</p>
-            \(ConsoleHTML.table(caption: "Products", headers: ["cover", "product", "kind", "sold", "refunds", "net", "content requests", "bytes served", "version", "size"], rows: rows))
-            """
-        return Self.html(.ok, ConsoleHTML.page("Products", current: "/products", csrf: context.session?.csrf, body: body))
+        return pages.render(.ok, "consoleProducts", ConsoleView.Page("Products", current: "/products", csrf: context.session?.csrf,
+            page: Products(etag: published.etag, products: rows)))
     }
 
     // MARK: Customers
 
-    @Sendable func customers(_ request: Request, context: ConsoleContext) async throws -> Response {
-        let query = (request.uri.queryParameters.get("q") ?? "").trimmingCharacters(in: .whitespaces)
-        let done = request.uri.queryParameters.get("done")
-        var body = """
-            <form method="get" action="/customers" role="search">
-            <label for="q">Email, account or transaction ID</label>
-            <input type="search" id="q" name="q" value="\(ConsoleHTML.escape(query))" required>
-            <button type="submit">Find</button>
-            </form>
-            """
-        if let done { body = #"<p class="done" role="status">\#(ConsoleHTML.escape(done))</p>"# + body }
-        if !query.isEmpty {
-            body += try await customer(query, csrf: context.session?.csrf ?? "")
+    struct Customers {
+        struct Account {
+            var accountId: String
+            var email: String?
+            var disabled: Bool
+            var deleted: Bool
+            var credits: Int
+            var transactionCount: Int
+            var deviceCount: Int
+            var transactions: [Transaction]
+            var devices: ConsoleView.Table
+            var audit: ConsoleView.Table
         }
-        return Self.html(.ok, ConsoleHTML.page("Customers", current: "/customers", csrf: context.session?.csrf, body: body))
+
+        struct Transaction {
+            var id: String
+            var date: String
+            var productId: String
+            var state: String
+            var reason: String?
+            var amount: String
+            /// The refund button's words, when it can still be refunded; nil for none.
+            var refundLabel: String?
+            var revocable: Bool
+        }
+
+        var query: String
+        var notFound: String?
+        var account: Account?
     }
 
-    private func customer(_ query: String, csrf: String) async throws -> String {
+    @Sendable func customers(_ request: Request, context: ConsoleContext) async throws -> Response {
+        let query = (request.uri.queryParameters.get("q") ?? "").trimmingCharacters(in: .whitespaces)
+        var page = Customers(query: query)
+        if !query.isEmpty {
+            switch try await customer(query) {
+            case .success(let account): page.account = account
+            case .failure(let problem): page.notFound = problem.message
+            }
+        }
+        return pages.render(.ok, "consoleCustomers", ConsoleView.Page("Customers", current: "/customers", csrf: context.session?.csrf,
+            done: request.uri.queryParameters.get("done"), page: page))
+    }
+
+    struct NotFound: Error {
+        var message: String
+    }
+
+    /// The account an email, a transaction or an account ID names, as the page shows it.
+    private func customer(_ query: String) async throws -> Result<Customers.Account, NotFound> {
         let accountId: String
         do {
             if query.contains("@") {
                 guard let found = try await store.accounts.account(email: query) else {
-                    return #"<p class="error" role="alert">No account signs in with \#(ConsoleHTML.escape(query)).</p>"#
+                    return .failure(NotFound(message: "No account signs in with \(query)."))
                 }
                 accountId = found
             } else if let owner = try await store.reports.accountOwning(transactionId: query) {
@@ -288,64 +342,44 @@ struct ConsoleRoutes: Sendable {
                 accountId = query
             }
         } catch let error as StoreError {
-            return #"<p class="error">\#(ConsoleHTML.escape("\(error)"))</p>"#
+            return .failure(NotFound(message: "\(error)"))
         }
         let view: AdminAccountView
         do {
             view = try await store.reports.adminAccount(accountId)
         } catch let error as StoreError {
-            return #"<p class="error" role="alert">No account or transaction \#(ConsoleHTML.escape(query)): \#(ConsoleHTML.escape("\(error)"))</p>"#
+            return .failure(NotFound(message: "No account or transaction \(query): \(error)"))
         }
         // The ledger says which revocations gave the money back.
         let refunded = Dictionary(view.charges.filter { $0.kind == "refund" }.map { ($0.transactionId, $0) }) { first, _ in first }
-        let rows = view.transactions.map { row -> [String] in
-            let state = refunded[row.transactionId].map { "refunded (\(ConsoleHTML.money($0.amountCents, $0.currency)))" } ?? row.status.rawValue
-            var cells = [
-                "<code>\(ConsoleHTML.escape(row.transactionId))</code>", ConsoleHTML.time(row.createdAt), ConsoleHTML.escape(row.productId),
-                state + (row.revocationReason.map { ": " + ConsoleHTML.escape($0) } ?? ""),
-                // Paid with credits: no money moved, and a refund gives the credits back.
-                row.creditsSpent.map { "\($0) credits" } ?? ConsoleHTML.money(row.amountCents, row.currency),
-            ]
+        let transactions = view.transactions.map { row in
             // A revoked purchase can still be refunded (its money given back later); a refunded one is done.
             let refundable = row.status == .purchased || (row.status == .revoked && refunded[row.transactionId] == nil && row.amountCents > 0)
-            let refundLabel = row.creditsSpent.map { "Give \($0) credits back" } ?? (row.amountCents > 0 ? "Refund \(ConsoleHTML.money(row.amountCents, row.currency))" : "Refund")
-            if refundable {
-                let id = ConsoleHTML.escape(row.transactionId)
-                let revoke = row.status == .purchased ? #"<button type="submit" name="action" value="revoke">Revoke</button>"# : ""
-                cells.append("""
-                    <form method="post" action="/transactions/withdraw">\(ConsoleHTML.hiddenCSRF(csrf))
-                    <input type="hidden" name="transaction" value="\(id)">
-                    <label for="reason-\(id)">Reason</label><input type="text" id="reason-\(id)" name="reason">
-                    <label><input type="checkbox" name="confirm" value="yes" required> I mean it</label>
-                    <button type="submit" name="action" value="refund">\(refundLabel)</button>
-                    \(revoke)
-                    </form>
-                    """)
-            } else {
-                cells.append("")
-            }
-            return cells
+            // Paid with credits: no money moved, and a refund gives the credits back.
+            let refundLabel = row.creditsSpent.map { "Give \($0) credits back" } ?? (row.amountCents > 0 ? "Refund \(ConsoleText.money(row.amountCents, row.currency))" : "Refund")
+            return Customers.Transaction(
+                id: row.transactionId, date: ConsoleText.time(row.createdAt), productId: row.productId,
+                state: refunded[row.transactionId].map { "refunded (\(ConsoleText.money($0.amountCents, $0.currency)))" } ?? row.status.rawValue,
+                reason: row.revocationReason, amount: row.creditsSpent.map { "\($0) credits" } ?? ConsoleText.money(row.amountCents, row.currency),
+                refundLabel: refundable ? refundLabel : nil, revocable: row.status == .purchased)
         }
-        let summary = view.summary
-        var state = [view.email.map { "signs in with \(ConsoleHTML.escape($0))" } ?? "anonymous (no sign-in)"]
-        if view.disabled == true { state.append("<strong>disabled</strong>") }
-        if view.deleted == true { state.append("deleted by its holder") }
-        let devices = (view.devices ?? []).map { [ConsoleHTML.escape($0.name), "<code>\(ConsoleHTML.escape($0.id))</code>", ConsoleHTML.time($0.createdAt), ConsoleHTML.time($0.lastSeenAt)] }
-        let audit = (view.audit ?? []).map { [ConsoleHTML.time($0.at), ConsoleHTML.escape($0.action), ConsoleHTML.escape($0.actor), ConsoleHTML.escape($0.detail)] }
-        return """
-            <h2>Account <code>\(ConsoleHTML.escape(summary.accountId))</code></h2>
-            <p>\(state.joined(separator: " · "))</p>
-            <ul class="figures"><li>Credits<b>\(summary.credits)</b></li><li>Transactions<b>\(view.transactions.count)</b></li><li>Devices<b>\(devices.count)</b></li></ul>
-            \(ConsoleHTML.table(caption: "Transactions", headers: ["transaction", "date", "product", "state", "amount", "action"], rows: rows))
-            <form method="post" action="/accounts/care">\(ConsoleHTML.hiddenCSRF(csrf))
-            <input type="hidden" name="account" value="\(ConsoleHTML.escape(summary.accountId))">
-            <label for="care-reason">Reason, for the audit list</label><input type="text" id="care-reason" name="reason">
-            \(view.disabled == true ? #"<button type="submit" name="action" value="enable">Enable</button>"# : #"<button type="submit" name="action" value="disable">Disable (sign out every device)</button>"#)
-            \(view.email == nil ? "" : #"<button type="submit" name="action" value="reset-code">Give a reset code</button>"#)
-            </form>
-            \(ConsoleHTML.table(caption: "Devices", headers: ["name", "device", "signed in", "last seen"], rows: devices))
-            \(ConsoleHTML.table(caption: "Audit", headers: ["when", "action", "by", "detail"], rows: audit))
-            """
+        let devices = (view.devices ?? []).map { device -> [ConsoleView.Cell] in
+            [.init(device.name), .code(device.id), .init(ConsoleText.time(device.createdAt)), .init(ConsoleText.time(device.lastSeenAt))]
+        }
+        let audit = (view.audit ?? []).map { entry -> [ConsoleView.Cell] in
+            [.init(ConsoleText.time(entry.at)), .init(entry.action), .init(entry.actor), .init(entry.detail)]
+        }
+        return .success(Customers.Account(
+            accountId: view.summary.accountId, email: view.email, disabled: view.disabled == true, deleted: view.deleted == true,
+            credits: view.summary.credits, transactionCount: view.transactions.count, deviceCount: devices.count, transactions: transactions,
+            devices: .init(caption: "Devices", headers: ["name", "device", "signed in", "last seen"], rows: devices),
+            audit: .init(caption: "Audit", headers: ["when", "action", "by", "detail"], rows: audit)))
+    }
+
+    struct ResetCode {
+        var email: String
+        var code: String
+        var expires: String
     }
 
     /// Disable, enable or give a reset code, with a reason: the same calls as `kiosk admin
@@ -353,7 +387,7 @@ struct ConsoleRoutes: Sendable {
     @Sendable func care(_ request: Request, context: ConsoleContext) async throws -> Response {
         let form = try await postedForm(request, context: context)
         let account = form["account"] ?? ""
-        let back = #"<p><a href="/customers?q=\#(Self.query(account))">Back to the account</a></p>"#
+        let back = ConsoleView.Back(href: "/customers?q=\(Self.query(account))", label: "Back to the account")
         let reason = form["reason"] ?? ""
         do {
             switch form["action"] {
@@ -363,19 +397,14 @@ struct ConsoleRoutes: Sendable {
                 _ = try await store.accounts.enable(account, reason: reason)
             case "reset-code":
                 let issued = try await store.accounts.issueResetCode(account)
-                return Self.html(.ok, ConsoleHTML.page("Reset code", current: "/customers", csrf: context.session?.csrf, body: """
-                    <p role="status">The one-time code for \(ConsoleHTML.escape(issued.email)), until \(ConsoleHTML.time(issued.expiresAt)):</p>
-                    <p><code class="code">\(ConsoleHTML.escape(issued.code))</code></p>
-                    <p>Give it to the reader by a way you trust; they run <code>kiosk account reset --email \(ConsoleHTML.escape(issued.email)) --code \(ConsoleHTML.escape(issued.code))</code>. It is not shown again.</p>
-                    \(back)
-                    """))
+                return pages.render(.ok, "consoleResetCode", ConsoleView.Page("Reset code", current: "/customers", csrf: context.session?.csrf, back: back,
+                    page: ResetCode(email: issued.email, code: issued.code, expires: ConsoleText.time(issued.expiresAt))))
             default:
-                return Self.html(.badRequest, ConsoleHTML.page("Customers", current: "/customers", csrf: context.session?.csrf,
-                    body: #"<p class="error" role="alert">The form said neither disable, enable nor reset-code; nothing was done.</p>"# + back))
+                return refusal(.badRequest, "Customers", current: "/customers", context: context,
+                    "The form said neither disable, enable nor reset-code; nothing was done.", back: back)
             }
         } catch let error as StoreError {
-            return Self.html(.conflict, ConsoleHTML.page("Customers", current: "/customers", csrf: context.session?.csrf,
-                body: #"<p class="error" role="alert">\#(ConsoleHTML.escape("\(error)"))</p>"# + back))
+            return refusal(.conflict, "Customers", current: "/customers", context: context, "\(error)", back: back)
         }
         let done = "\(account) \(form["action"] == "disable" ? "disabled: every device signed out" : "enabled")"
         return Response(status: .seeOther, headers: [.location: "/customers?q=\(Self.query(account))&done=\(Self.query(done))"])
@@ -385,24 +414,21 @@ struct ConsoleRoutes: Sendable {
     @Sendable func withdraw(_ request: Request, context: ConsoleContext) async throws -> Response {
         let form = try await postedForm(request, context: context)
         guard let transaction = form["transaction"], !transaction.isEmpty else {
-            return Self.html(.badRequest, ConsoleHTML.page("Customers", current: "/customers", csrf: context.session?.csrf,
-                body: #"<p class="error">The form named no transaction.</p>"#))
+            return refusal(.badRequest, "Customers", current: "/customers", context: context, "The form named no transaction.")
         }
+        let back = ConsoleView.Back(href: "/customers?q=\(Self.query(transaction))", label: "Back")
         guard form["confirm"] == "yes" else {
-            return Self.html(.badRequest, ConsoleHTML.page("Customers", current: "/customers", csrf: context.session?.csrf,
-                body: #"<p class="error" role="alert">Tick "I mean it" to confirm; nothing was done.</p><p><a href="/customers?q=\#(Self.query(transaction))">Back</a></p>"#))
+            return refusal(.badRequest, "Customers", current: "/customers", context: context, #"Tick "I mean it" to confirm; nothing was done."#, back: back)
         }
         guard let action = form["action"], action == "refund" || action == "revoke" else {
-            return Self.html(.badRequest, ConsoleHTML.page("Customers", current: "/customers", csrf: context.session?.csrf,
-                body: #"<p class="error" role="alert">The form said neither refund nor revoke; nothing was done.</p><p><a href="/customers?q=\#(Self.query(transaction))">Back</a></p>"#))
+            return refusal(.badRequest, "Customers", current: "/customers", context: context, "The form said neither refund nor revoke; nothing was done.", back: back)
         }
         let refund = action == "refund"
         let reason = form["reason"].flatMap { $0.isEmpty ? nil : $0 }
         do {
             _ = try await store.payments.revoke(transactionId: transaction, reason: reason, refund: refund)
         } catch let error as StoreError {
-            return Self.html(.conflict, ConsoleHTML.page("Customers", current: "/customers", csrf: context.session?.csrf,
-                body: #"<p class="error" role="alert">\#(ConsoleHTML.escape("\(error)"))</p><p><a href="/customers?q=\#(Self.query(transaction))">Back</a></p>"#))
+            return refusal(.conflict, "Customers", current: "/customers", context: context, "\(error)", back: back)
         }
         let done = "\(transaction) \(refund ? "refunded" : "revoked")"
         return Response(status: .seeOther, headers: [.location: "/customers?q=\(Self.query(transaction))&done=\(Self.query(done))"])
@@ -410,25 +436,25 @@ struct ConsoleRoutes: Sendable {
 
     // MARK: Ask to Buy
 
-    @Sendable func askToBuy(_ request: Request, context: ConsoleContext) async throws -> Response {
-        let csrf = context.session?.csrf ?? ""
-        let pending = try await store.reports.pendingRequests()
-        let rows = pending.map { row -> [String] in
-            let id = ConsoleHTML.escape(row.transactionId)
-            return [
-                "<code>\(id)</code>", ConsoleHTML.time(row.createdAt), ConsoleHTML.escape(row.productId),
-                "<code>\(ConsoleHTML.escape(row.accountId))</code>",
-                ConsoleHTML.money(row.amountCents, row.currency) + (row.priceOnApproval == true ? " on approval" : ""),
-                """
-                <form method="post" action="/ask-to-buy/answer" class="inline">\(ConsoleHTML.hiddenCSRF(csrf))<input type="hidden" name="transaction" value="\(id)">
-                <button type="submit" name="answer" value="approve" aria-label="Approve \(id)">Approve</button>
-                <button type="submit" name="answer" value="decline" aria-label="Decline \(id)">Decline</button></form>
-                """,
-            ]
+    struct AskToBuy {
+        struct Asked {
+            var id: String
+            var asked: String
+            var productId: String
+            var accountId: String
+            var price: String
         }
-        var body = ConsoleHTML.table(caption: "Waiting for an answer (kiosk admin pending)", headers: ["transaction", "asked", "product", "account", "price", "answer"], rows: rows)
-        if let done = request.uri.queryParameters.get("done") { body = #"<p class="done" role="status">\#(ConsoleHTML.escape(done))</p>"# + body }
-        return Self.html(.ok, ConsoleHTML.page("Ask to Buy", current: "/ask-to-buy", csrf: csrf, body: body))
+
+        var requests: [Asked]
+    }
+
+    @Sendable func askToBuy(_ request: Request, context: ConsoleContext) async throws -> Response {
+        let pending = try await store.reports.pendingRequests().map { row in
+            AskToBuy.Asked(id: row.transactionId, asked: ConsoleText.time(row.createdAt), productId: row.productId, accountId: row.accountId,
+                           price: ConsoleText.money(row.amountCents, row.currency) + (row.priceOnApproval == true ? " on approval" : ""))
+        }
+        return pages.render(.ok, "consoleAskToBuy", ConsoleView.Page("Ask to Buy", current: "/ask-to-buy", csrf: context.session?.csrf,
+            done: request.uri.queryParameters.get("done"), page: AskToBuy(requests: pending)))
     }
 
     @Sendable func answer(_ request: Request, context: ConsoleContext) async throws -> Response {
@@ -439,12 +465,10 @@ struct ConsoleRoutes: Sendable {
             case "approve": _ = try await store.payments.approve(transactionId: transaction)
             case "decline": _ = try await store.payments.decline(transactionId: transaction)
             default:
-                return Self.html(.badRequest, ConsoleHTML.page("Ask to Buy", current: "/ask-to-buy", csrf: context.session?.csrf,
-                    body: #"<p class="error">The form said neither approve nor decline; nothing was done.</p>"#))
+                return refusal(.badRequest, "Ask to Buy", current: "/ask-to-buy", context: context, "The form said neither approve nor decline; nothing was done.")
             }
         } catch let error as StoreError {
-            return Self.html(.conflict, ConsoleHTML.page("Ask to Buy", current: "/ask-to-buy", csrf: context.session?.csrf,
-                body: #"<p class="error" role="alert">\#(ConsoleHTML.escape("\(error)"))</p><p><a href="/ask-to-buy">Back</a></p>"#))
+            return refusal(.conflict, "Ask to Buy", current: "/ask-to-buy", context: context, "\(error)", back: .init(href: "/ask-to-buy", label: "Back"))
         }
         let done = "\(transaction) \(form["answer"] == "approve" ? "approved" : "declined")"
         return Response(status: .seeOther, headers: [.location: "/ask-to-buy?done=\(Self.query(done))"])
@@ -452,10 +476,27 @@ struct ConsoleRoutes: Sendable {
 
     // MARK: Notifications
 
+    struct Notifications {
+        struct Delivery {
+            var id: String
+            var type: String
+            var url: String
+            var state: String
+            var attempts: Int
+            var lastStatus: String
+            var lastError: String
+            var created: String
+            var failed: Bool
+        }
+
+        var failedOnly: Bool
+        var endpoints: ConsoleView.Table
+        var deliveries: [Delivery]
+    }
+
     /// Deliveries to the publisher's endpoints, by endpoint: state, attempts, last answer; a
     /// failed one can be sent again (`kiosk admin notifications [--failed]`, `resend`).
     @Sendable func notifications(_ request: Request, context: ConsoleContext) async throws -> Response {
-        let csrf = context.session?.csrf ?? ""
         let failedOnly = request.uri.queryParameters.get("failed") == "true"
         let rows = try await store.notifications.list(failed: failedOnly)
         var byEndpoint: [String: (delivered: Int, pending: Int, failed: Int)] = [:]
@@ -468,30 +509,19 @@ struct ConsoleRoutes: Sendable {
             }
             byEndpoint[row.url] = entry
         }
-        let endpointRows = byEndpoint.sorted { $0.key < $1.key }.map { url, counts in
-            [ConsoleHTML.escape(url), "\(counts.delivered)", "\(counts.pending)", "\(counts.failed)"]
+        let endpointRows = byEndpoint.sorted { $0.key < $1.key }.map { url, counts -> [ConsoleView.Cell] in
+            [.init(url), .init("\(counts.delivered)"), .init("\(counts.pending)"), .init("\(counts.failed)")]
         }
-        let deliveryRows = rows.map { row -> [String] in
-            let id = ConsoleHTML.escape(row.notificationId)
-            let resend = row.state == "failed"
-                ? """
-                  <form method="post" action="/notifications/resend" class="inline">\(ConsoleHTML.hiddenCSRF(csrf))<input type="hidden" name="notification" value="\(id)">
-                  <button type="submit" aria-label="Send \(id) again">Send again</button></form>
-                  """
-                : ""
-            return [
-                "<code>\(id)</code>", ConsoleHTML.escape(row.type + (row.subtype.map { " / " + $0 } ?? "")), ConsoleHTML.escape(row.url),
-                ConsoleHTML.escape(row.state), "\(row.attempts)", row.lastStatus.map(String.init) ?? "", ConsoleHTML.escape(row.lastError ?? ""),
-                ConsoleHTML.time(row.createdAt), resend,
-            ]
+        let deliveries = rows.map { row in
+            Notifications.Delivery(
+                id: row.notificationId, type: row.type + (row.subtype.map { " / " + $0 } ?? ""), url: row.url, state: row.state, attempts: row.attempts,
+                lastStatus: row.lastStatus.map(String.init) ?? "", lastError: row.lastError ?? "", created: ConsoleText.time(row.createdAt),
+                failed: row.state == "failed")
         }
-        var body = """
-            <p><a href="/notifications">All</a> · <a href="/notifications?failed=true">Failed only</a>. The same rows: <code>kiosk admin notifications\(failedOnly ? " --failed" : "") --json</code>.</p>
-            \(ConsoleHTML.table(caption: "By endpoint", headers: ["endpoint", "delivered", "waiting", "failed"], rows: endpointRows))
-            \(ConsoleHTML.table(caption: "Deliveries, newest first", headers: ["notification", "type", "endpoint", "state", "attempts", "last status", "last error", "created", ""], rows: deliveryRows))
-            """
-        if let done = request.uri.queryParameters.get("done") { body = #"<p class="done" role="status">\#(ConsoleHTML.escape(done))</p>"# + body }
-        return Self.html(.ok, ConsoleHTML.page("Notifications", current: "/notifications", csrf: csrf, body: body))
+        let page = Notifications(failedOnly: failedOnly,
+            endpoints: .init(caption: "By endpoint", headers: ["endpoint", "delivered", "waiting", "failed"], rows: endpointRows), deliveries: deliveries)
+        return pages.render(.ok, "consoleNotifications", ConsoleView.Page("Notifications", current: "/notifications", csrf: context.session?.csrf,
+            done: request.uri.queryParameters.get("done"), page: page))
     }
 
     @Sendable func resend(_ request: Request, context: ConsoleContext) async throws -> Response {
@@ -500,28 +530,32 @@ struct ConsoleRoutes: Sendable {
         do {
             _ = try await store.notifications.resendNotification(id)
         } catch let error as StoreError {
-            return Self.html(.conflict, ConsoleHTML.page("Notifications", current: "/notifications", csrf: context.session?.csrf,
-                body: #"<p class="error" role="alert">\#(ConsoleHTML.escape("\(error)"))</p><p><a href="/notifications">Back</a></p>"#))
+            return refusal(.conflict, "Notifications", current: "/notifications", context: context, "\(error)", back: .init(href: "/notifications", label: "Back"))
         }
         return Response(status: .seeOther, headers: [.location: "/notifications?done=\(Self.query("\(id) queued to be sent again"))"])
     }
 
     // MARK: Health
 
+    struct Payments {
+        /// Nil when there is nothing to act on: the page says so instead of an empty table.
+        var toActOn: ConsoleView.Table?
+        var byChannel: ConsoleView.Table
+        var latest: ConsoleView.Table
+    }
+
     /// What the payment channels sent (Stripe's events): first those to act on (paid but not
     /// granted, or paid for what the account had), then the latest of all; as `kiosk admin events`.
     @Sendable func payments(_ request: Request, context: ConsoleContext) async throws -> Response {
         let unmatched = try await store.reports.channelEvents(unmatchedOnly: true, limit: 200)
         let latest = try await store.reports.channelEvents(unmatchedOnly: false, limit: 100)
-        func rows(_ events: [AdminChannelEventRow]) -> [[String]] {
-            events.map { event in
-                [ConsoleHTML.time(event.receivedAt), ConsoleHTML.escape(event.channel), "<code>\(ConsoleHTML.escape(event.eventId))</code>",
-                 ConsoleHTML.escape(event.type), ConsoleHTML.escape(event.outcome),
-                 event.accountId.map { #"<a href="/customers?q=\#(Self.query($0))">\#(ConsoleHTML.escape($0))</a>"# } ?? "",
-                 ConsoleHTML.escape(event.detail)]
-            }
-        }
         let headers = ["received", "channel", "event", "type", "outcome", "account", "what came of it"]
+        func table(_ caption: String, _ events: [AdminChannelEventRow]) -> ConsoleView.Table {
+            .init(caption: caption, headers: headers, rows: events.map { event in
+                [.init(ConsoleText.time(event.receivedAt)), .init(event.channel), .code(event.eventId), .init(event.type), .init(event.outcome),
+                 .init(event.accountId ?? "", link: event.accountId.map { "/customers?q=\(Self.query($0))" }), .init(event.detail)]
+            })
+        }
         // The last 30 days' sales by channel and currency, summed over products and days.
         let since = Calendar.utc.startOfDay(for: Date().addingTimeInterval(-29 * 86_400))
         var byChannel: [String: AdminSalesRow] = [:]
@@ -533,41 +567,43 @@ struct ConsoleRoutes: Sendable {
             total.netCents += row.netCents
             byChannel[key] = total
         }
-        let channelRows = byChannel.values.sorted { ($0.channel ?? "", $0.currency) < ($1.channel ?? "", $1.currency) }.map { row in
-            [ConsoleHTML.escape(row.channel ?? ""), ConsoleHTML.escape(row.currency), "\(row.sales)", "\(row.refunds)", ConsoleHTML.escape(Price.shown(cents: row.netCents, row.currency))]
+        let channelRows = byChannel.values.sorted { ($0.channel ?? "", $0.currency) < ($1.channel ?? "", $1.currency) }.map { row -> [ConsoleView.Cell] in
+            [.init(row.channel ?? ""), .init(row.currency), .init("\(row.sales)"), .init("\(row.refunds)"), .init(ConsoleText.money(row.netCents, row.currency))]
         }
-        let body = """
-            <p>Events the payment channels sent, each kept once. Those to act on were paid but not granted (refund them on the channel, or grant by hand), or paid for what the account already had.</p>
-            \(unmatched.isEmpty ? #"<p role="status">Nothing to act on.</p>"# : ConsoleHTML.table(caption: "To act on", headers: headers, rows: rows(unmatched)))
-            \(ConsoleHTML.table(caption: "Sales by channel, the last 30 days", headers: ["channel", "currency", "sales", "refunds", "net"], rows: channelRows))
-            \(ConsoleHTML.table(caption: "Latest events", headers: headers, rows: rows(latest)))
-            """
-        return Self.html(.ok, ConsoleHTML.page("Payments", current: "/payments", csrf: context.session?.csrf, body: body))
+        let page = Payments(
+            toActOn: unmatched.isEmpty ? nil : table("To act on", unmatched),
+            byChannel: .init(caption: "Sales by channel, the last 30 days", headers: ["channel", "currency", "sales", "refunds", "net"], rows: channelRows),
+            latest: table("Latest events", latest))
+        return pages.render(.ok, "consolePayments", ConsoleView.Page("Payments", current: "/payments", csrf: context.session?.csrf, page: page))
+    }
+
+    struct Health {
+        var figures: [ConsoleView.Figure]
+        var keys: ConsoleView.Table
+        var metrics: ConsoleView.Table
     }
 
     @Sendable func health(_ request: Request, context: ConsoleContext) async throws -> Response {
-        let keyRows = try await keys.list().map { key -> [String] in
+        let keyRows = try await keys.list().map { key -> [ConsoleView.Cell] in
             let age = Int(Date().timeIntervalSince(key.createdAt) / 86_400)
-            return ["<code>\(ConsoleHTML.escape(key.kid))</code>", ConsoleHTML.time(key.createdAt), "\(age) days", key.retiredAt.map { "retired " + ConsoleHTML.time($0) } ?? "in use"]
+            return [.code(key.kid), .init(ConsoleText.time(key.createdAt)), .init("\(age) days"), .init(key.retiredAt.map { "retired " + ConsoleText.time($0) } ?? "in use")]
         }
         let published = try? await catalog.current
-        let figures = Self.metricRows(metrics.exposition())
-        let body = """
-            <ul class="figures">
-            <li>Database<b>\(store.reports.engineName)</b></li>
-            <li>This instance<b>PID \(getpid())</b>up since \(ConsoleHTML.time(startedAt))</li>
-            <li>Catalog<b>\(published.map { "\($0.products.count) products" } ?? "loading")</b><code>\(ConsoleHTML.escape(published?.etag ?? ""))</code></li>
-            </ul>
-            \(ConsoleHTML.table(caption: "Receipt signing keys (kiosk keys)", headers: ["key", "created", "age", "state"], rows: keyRows))
-            \(ConsoleHTML.table(caption: "Figures from /metrics", headers: ["figure", "for", "value"], rows: figures))
-            """
-        return Self.html(.ok, ConsoleHTML.page("Health", current: "/health", csrf: context.session?.csrf, body: body))
+        let page = Health(
+            figures: [
+                .init(name: "Database", value: store.reports.engineName),
+                .init(name: "This instance", value: "PID \(getpid())", note: "up since \(ConsoleText.time(startedAt))"),
+                .init(name: "Catalog", value: published.map { "\($0.products.count) products" } ?? "loading", code: published?.etag),
+            ],
+            keys: .init(caption: "Receipt signing keys (kiosk keys)", headers: ["key", "created", "age", "state"], rows: keyRows),
+            metrics: .init(caption: "Figures from /metrics", headers: ["figure", "for", "value"], rows: Self.metricRows(metrics.exposition())))
+        return pages.render(.ok, "consoleHealth", ConsoleView.Page("Health", current: "/health", csrf: context.session?.csrf, page: page))
     }
 
     /// The Prometheus exposition as rows a person reads: the figure, what it is for (its labels),
     /// its value; histograms as their count and sum, not their buckets.
-    static func metricRows(_ exposition: String) -> [[String]] {
-        exposition.split(separator: "\n").compactMap { line -> [String]? in
+    static func metricRows(_ exposition: String) -> [[ConsoleView.Cell]] {
+        exposition.split(separator: "\n").compactMap { line -> [ConsoleView.Cell]? in
             guard !line.hasPrefix("#"), !line.contains("_bucket{"), let space = line.lastIndex(of: " ") else { return nil }
             let series = line[..<space]
             let value = String(line[line.index(after: space)...])
@@ -575,7 +611,7 @@ struct ConsoleRoutes: Sendable {
             let labels = series.contains("{") ? String(series.drop { $0 != "{" }.dropFirst().dropLast())
                 .replacingOccurrences(of: "\",", with: ", ").replacingOccurrences(of: "=\"", with: " ").replacingOccurrences(of: "\"", with: "") : ""
             let shown = Double(value).map { $0 == $0.rounded() && abs($0) < 1e15 ? String(Int64($0)) : String(format: "%.3f", $0) } ?? value
-            return ["<code>\(ConsoleHTML.escape(name))</code>", ConsoleHTML.escape(labels), ConsoleHTML.escape(shown)]
+            return [.code(name), .init(labels), .init(shown)]
         }
     }
 
@@ -584,27 +620,20 @@ struct ConsoleRoutes: Sendable {
     /// The fields of a posted form, once its CSRF token is the session's; anything else is a 403.
     /// Every form's handler reads its form here, so none can forget the check.
     func postedForm(_ request: Request, context: ConsoleContext) async throws -> [String: String] {
-        let form = try await Self.fields(request)
+        let form = try await HTMLForm.fields(request)
         guard let session = context.session, let token = form["csrf"], AdminMiddleware.matches(token, session.csrf) else {
             throw HTTPError(.forbidden, message: "This form's CSRF token is missing or not this session's: reload the page and send it again.")
         }
         return form
     }
 
-    static func fields(_ request: Request) async throws -> [String: String] {
-        try await HTMLForm.fields(request)
-    }
-
-    static func html(_ status: HTTPResponse.Status, _ page: String) -> Response {
-        HTMLForm.page(status, page, inlineStyle: true)
+    /// A form refused: the page it came from, saying why, and nothing done.
+    private func refusal(_ status: HTTPResponse.Status, _ title: String, current: String, context: ConsoleContext, _ message: String, back: ConsoleView.Back? = nil) -> Response {
+        pages.render(status, "consoleMessage", ConsoleView.Page(title, current: current, csrf: context.session?.csrf, error: message, back: back, page: ConsoleView.Nothing()))
     }
 
     static func query(_ text: String) -> String {
         text.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
-    }
-
-    static func bytes(_ count: Int64) -> String {
-        ByteCountFormatter.string(fromByteCount: count, countStyle: .binary)
     }
 }
 

@@ -1,9 +1,10 @@
 import Mustache
 
 /// The pages on the store's address (the shop, the reader's library, `/account`), as Mustache
-/// templates in one layout. Every `{{value}}` is HTML-escaped by the template engine; none uses
-/// the unescaped `{{{…}}}` form, so nothing a reader or the catalog wrote can become markup. No
-/// script, nothing fetched from elsewhere; the style is the store's own `/kiosk.css`.
+/// templates in one layout; the console's (``ConsoleTemplates``) join them in one library, so the
+/// store has one way to make HTML. Every `{{value}}` is HTML-escaped by the template engine; none
+/// uses the unescaped `{{{…}}}` form, so nothing a reader or the catalog wrote can become markup.
+/// No script, nothing fetched from elsewhere; the style is the store's own `/kiosk.css`.
 ///
 /// Each template begins with the pragma naming Kiosk's content type (``ScalarHTMLContentType``):
 /// swift-mustache's own `HTML` escapes a grapheme cluster at a time, which lets a `<` joined to
@@ -123,6 +124,7 @@ enum PageTemplates {
         try templates.register(readerLibrary, named: "library")
         try templates.register(buy, named: "buy")
         try AccountPageTemplates.register(in: &templates)
+        try ConsoleTemplates.register(in: &templates)
         return templates
     }
 }

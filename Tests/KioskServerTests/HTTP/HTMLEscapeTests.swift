@@ -52,8 +52,34 @@ struct HTMLEscapeTests {
         #expect(plain.contains("<meta"), "swift-mustache's HTML escaping now escapes by scalar; the workaround may go")
     }
 
-    @Test("an amount's currency is escaped in the console, since a channel's event names it")
-    func money() {
-        #expect(!ConsoleHTML.money(499, "<meta http-equiv=refresh>").contains("<"))
+    @Test("the console's templates escape every value: a currency, a device name or an event's detail from outside cannot become markup")
+    func console() throws {
+        let library = try PageTemplates.parsed()
+        for text in Self.hostile {
+            let hostileCell = ConsoleView.Cell(text, link: "/customers?q=" + text)
+            let table = ConsoleView.Table(caption: text, headers: [text], rows: [[hostileCell], [.code(text)]])
+            let chart = ConsoleChart.bars([.init(label: text, value: 1, shown: ConsoleText.money(499, text))], title: text, description: text)
+            let overview = ConsoleRoutes.Overview(windows: [.init(days: 30, current: true)], firstDay: text, figures: [.init(name: text, value: text, note: text, code: text)],
+                                                  revenue: [.init(currency: text, chart: chart)], units: chart, byKind: table, byDay: table)
+            let page = library.render(ConsoleView.Page(text, current: "/", csrf: text, done: text, error: text, back: .init(href: text, label: text), page: overview),
+                                      withTemplate: "consoleOverview") ?? ""
+            #expect(page.contains("<svg role=\"img\""), "the chart is drawn")
+            #expect(!page.contains("<meta http-equiv"), "\(page)")
+            #expect(!page.contains(Self.attributeBreak), "\(page)")
+        }
+    }
+
+    @Test("no template writes a value unescaped ({{{…}}} or {{&…}})")
+    func noUnescapedValues() {
+        let templates = [PageTemplates.layout, PageTemplates.shelf, PageTemplates.front, PageTemplates.list, PageTemplates.product,
+                         PageTemplates.readerLibrary, PageTemplates.buy, AccountPageTemplates.signIn, AccountPageTemplates.account,
+                         AccountPageTemplates.deleted, AccountPageTemplates.message, ConsoleTemplates.layout, ConsoleTemplates.table,
+                         ConsoleTemplates.chart, ConsoleTemplates.figures, ConsoleTemplates.message, ConsoleTemplates.login,
+                         ConsoleTemplates.overview, ConsoleTemplates.products, ConsoleTemplates.customers, ConsoleTemplates.resetCode,
+                         ConsoleTemplates.askToBuy, ConsoleTemplates.notifications, ConsoleTemplates.payments, ConsoleTemplates.health]
+        for template in templates {
+            #expect(!template.contains("{{{") && !template.contains("{{&"), "\(template.prefix(120))")
+            #expect(template.hasPrefix("{{% CONTENT_TYPE: KIOSK_HTML}}"), "every template escapes by scalar: \(template.prefix(120))")
+        }
     }
 }
