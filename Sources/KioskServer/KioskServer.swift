@@ -69,7 +69,9 @@ public struct KioskServer: Sendable {
         // HEAD answers every GET route with its headers and no body, as curl -I expects (the
         // content route answers its own HEAD, without counting a download).
         let router = Router(context: KioskRequestContext.self, options: .autoGenerateHeadEndpoints)
+        router.add(middleware: UnknownAddressMiddleware(templates: templates))
         router.add(middleware: AccountMiddleware(store: store))
+        router.add(middleware: ForwardedProtoMiddleware(rateLimits: configuration.rateLimits))
         // One log line per request once its last byte is sent: status, duration, bytes, route,
         // account, client address and agent; the same duration goes to the latency histogram.
         router.add(middleware: RequestLogMiddleware(

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import KioskStore
 
 /// The store's own address as the client reached it, for the absolute links it writes (OPDS
 /// feeds, the device code's verification address) and for the account page's cookie: one place,
@@ -8,11 +9,14 @@ import Hummingbird
 ///
 /// The `Host` is kept only when it is a name or an address and a port, nothing else (a header is
 /// the client's to forge; a link written with `"><script>` in it must not be). https when the proxy
-/// in front says so (`X-Forwarded-Proto`, which deploy/nginx.conf sets).
+/// in front says so (`X-Forwarded-Proto`, which deploy/nginx.conf sets), and only a trusted proxy
+/// is heard: ``ForwardedProtoMiddleware`` drops the header from anyone else.
 enum RequestOrigin {
-    /// Whether the client reached the store over HTTPS, as the proxy in front says.
+    static let forwardedProto = HTTPField.Name("X-Forwarded-Proto")
+
+    /// Whether the client reached the store over HTTPS, as the trusted proxy in front says.
     static func isSecure(_ request: Request) -> Bool {
-        HTTPField.Name("X-Forwarded-Proto").flatMap { request.headers[$0] }?.lowercased() == "https"
+        forwardedProto.flatMap { request.headers[$0] }?.lowercased() == "https"
     }
 
     /// `scheme://host[:port]`, with 127.0.0.1 in place of a `Host` that is missing or not a host.
@@ -22,5 +26,22 @@ enum RequestOrigin {
         let safe = !host.isEmpty && host.utf8.count <= 255
             && host.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) || ".-:[]".unicodeScalars.contains($0) }
         return "\(isSecure(request) ? "https" : "http")://\(safe ? host : "127.0.0.1")"
+    }
+}
+
+/// Drops `X-Forwarded-Proto` from a request whose peer is not a `--trusted-proxy`, before any
+/// handler reads it (``RequestOrigin``): a client talking to the store directly could otherwise
+/// say "https" and be given `Secure` cookies and https links over plain HTTP, as `X-Forwarded-For`
+/// is believed only from a trusted proxy (``RateLimits/clientAddress(peer:forwardedFor:)``).
+struct ForwardedProtoMiddleware: RouterMiddleware {
+    let rateLimits: RateLimits
+
+    func handle(_ request: Request, context: KioskRequestContext, next: (Request, KioskRequestContext) async throws -> Response) async throws -> Response {
+        guard let name = RequestOrigin.forwardedProto, request.headers[name] != nil, !rateLimits.isTrustedProxy(context.peerAddress) else {
+            return try await next(request, context)
+        }
+        var head = request.head
+        head.headerFields[name] = nil
+        return try await next(Request(head: head, body: request.body), context)
     }
 }

@@ -246,3 +246,24 @@ struct ShopPages: Sendable {
         render(request, "message", ["title": "Not found", "error": message, "shop": true], status: .notFound)
     }
 }
+
+/// What an address no route knows answers: for a person (any path outside the API) the shop's own
+/// "not found" page, with its way back to the shop; for a program (`/v1/…`) the wire contract's
+/// JSON error. It was an empty 404 for both. A 404 a handler throws with its own words keeps them.
+struct UnknownAddressMiddleware: RouterMiddleware {
+    let templates: MustacheLibrary
+
+    func handle(_ request: Request, context: KioskRequestContext, next: (Request, KioskRequestContext) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound && error.body == nil {
+            let path = request.uri.path
+            if path == "/v1" || path.hasPrefix("/v1/") {
+                throw APIFailure(.notFound, code: "not_found", message: "no route answers \(request.method.rawValue) \(path); the routes are listed in docs/wire-contract.md")
+            }
+            let html = templates.render(["title": "Not found", "error": "There is no page at this address.", "shop": true, "styleVersion": PageStyle.version],
+                                        withTemplate: "message") ?? ""
+            return HTMLForm.page(.notFound, html)
+        }
+    }
+}

@@ -70,6 +70,12 @@ public struct RateLimits: Sendable, Equatable {
         return limits
     }
 
+    /// Whether `peer` is one of ``trustedProxies``, whose forwarded headers are believed.
+    public func isTrustedProxy(_ peer: String?) -> Bool {
+        guard let peer, !trustedAddresses.isEmpty else { return false }
+        return trustedAddresses.contains(Self.canonical(peer) ?? peer)
+    }
+
     /// The address a request comes from: the peer's, or, when the peer is a trusted proxy, the
     /// nearest address in `X-Forwarded-For` that is not itself a trusted proxy (proxies append the
     /// address they saw, so the rightmost untrusted entry is the one no client could forge).

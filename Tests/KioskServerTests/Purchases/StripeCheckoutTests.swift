@@ -19,6 +19,8 @@ struct StripeCheckoutTests: StoreSuite {
             try await withStore(engine: engine, configure: {
                 $0.stripe = StripeSignature(secrets: [StripeChannelTests.secret])
                 $0.channels.stripeAPI = try? StripeAPI(secretKey: key, baseURL: apiURL ?? standIn.url)
+                // As behind nginx: its X-Forwarded-Proto is heard (one test asks through "https").
+                $0.rateLimits.trustedProxies = ["127.0.0.1"]
             }) { server, http, _ in try await body(server, http, standIn) }
         } catch {
             await standIn.stop()

@@ -71,6 +71,26 @@ struct ShopPagesTests: StoreSuite {
         }
     }
 
+    @Test("an address no route knows: a person gets the shop's page saying so, a program the API's JSON error; a handler's own 404 keeps its words")
+    func unknownAddress() async throws {
+        try await Self.withStore { _, http, _ in
+            for path in ["/nothing", "/account/nothing", "/products"] {
+                let page = try await http.send("GET", path)
+                let html = String(decoding: page.body, as: UTF8.self)
+                #expect(page.status == 404 && page.header("Content-Type") == "text/html; charset=utf-8", "\(path): \(page.status)")
+                #expect(html.contains("There is no page at this address.") && html.contains("href=\"/\""), "\(path): \(html)")
+                #expect(page.header("Content-Security-Policy")?.contains("default-src 'none'") == true)
+            }
+            let head = try await http.send("HEAD", "/nothing")
+            #expect(head.status == 404 && head.body.isEmpty)
+            let api = try await http.send("GET", "/v1/nothing")
+            #expect(api.status == 404 && api.header("Content-Type") == "application/json")
+            #expect(try api.decode(APIError.self).code == "not_found")
+            // A product the store does not sell: its own words, not the generic page's.
+            #expect(String(decoding: try await http.send("GET", "/products/no.such.thing").body, as: UTF8.self).contains("No product no.such.thing"))
+        }
+    }
+
     @Test("a list is paged: every product once, in the same order, and a page past the end shows the last")
     func paging() {
         let products = (0..<30).map { Product(id: "b\($0)", kind: .nonConsumable, title: String(format: "Book %02d", $0), summary: "", price: Price(amount: "1.00", currency: "USD")) }
