@@ -53,6 +53,11 @@ struct CatalogLoaderTests {
         BrokenProduct(name: "issue without a number", change: { $0.removeValue(forKey: "issueNumber") }, rule: .missingField, field: "issueNumber"),
         BrokenProduct(name: "zero credit price", change: { $0["creditPrice"] = 0 }, rule: .badNumber, field: "creditPrice"),
         BrokenProduct(name: "missing title", change: { $0.removeValue(forKey: "title") }, rule: .missingField, field: "title"),
+        BrokenProduct(name: "NUL in a title", change: { $0["title"] = "Salt\u{0}and Stars" }, rule: .badMetadata, field: "title"),
+        BrokenProduct(name: "right-to-left override in a title", change: { $0["title"] = "Tale\u{202E}4.99" }, rule: .badMetadata, field: "title"),
+        BrokenProduct(name: "isolate in a subject", change: { $0["subjects"] = ["Sea", "\u{2067}Fiction"] }, rule: .badMetadata, field: "subjects"),
+        BrokenProduct(name: "C1 control in a description", change: { $0["description"] = "A tale\u{85}of the sea" }, rule: .badMetadata, field: "description"),
+        BrokenProduct(name: "escape in an author", change: { $0["author"] = "Wren\u{1B}[2J" }, rule: .badMetadata, field: "author"),
     ]
 
     @Test("prices of the documented shape load", arguments: ["0", "0.5", "10", "4.99", "9999.99"])
@@ -63,6 +68,19 @@ struct CatalogLoaderTests {
         let loader = CatalogLoader(catalogDirectory: store.catalog, contentDirectory: store.content)
         let loaded = try loader.load()
         #expect(loaded.contains { $0.product.price.amount == price })
+    }
+
+    @Test("text a reader sees may hold tabs, line breaks and right-to-left marks")
+    func visibleTextLoads() throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let title = "\u{5E1}\u{5E4}\u{5E8}\u{200F} Salt"
+        try store.editCatalog("books.json") { products in
+            products[0]["title"] = title
+            products[0]["description"] = "Line one\n\tLine two\r\n"
+        }
+        let loaded = try CatalogLoader(catalogDirectory: store.catalog, contentDirectory: store.content).load()
+        #expect(loaded.contains { $0.product.title == title })
     }
 
     @Test("a broken product is refused, naming the file, the product and the field", arguments: brokenProducts)

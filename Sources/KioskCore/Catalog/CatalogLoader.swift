@@ -432,7 +432,26 @@ private struct FieldReader {
         guard let value = raw as? String else {
             throw error(.wrongType, field, "must be a string")
         }
+        try refuseHidden(value, field)
         return value
+    }
+
+    /// A catalog's text reaches pages, feeds, Stripe's checkout and terminals, where a NUL, another
+    /// control character or a bidirectional override or isolate is unseen and can hide or turn
+    /// around what follows it (a title reversing the price after it). Refused by name here, once,
+    /// rather than dropped differently by each place that shows the text. Tabs and line breaks stay;
+    /// so do the marks U+200E/U+200F that right-to-left text uses.
+    func refuseHidden(_ value: String, _ field: String) throws {
+        guard let hidden = value.unicodeScalars.first(where: Self.isHidden) else { return }
+        throw error(.badMetadata, field, "holds \(String(format: "U+%04X", hidden.value)), a control character no reader sees (it can hide or reorder the text after it); remove it")
+    }
+
+    static func isHidden(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x09, 0x0A, 0x0D: false
+        case 0x00...0x1F, 0x7F...0x9F, 0x202A...0x202E, 0x2066...0x2069: true
+        default: false
+        }
     }
 
     /// A string, or a list of strings (each non-empty, at most `limit` of them).
@@ -449,6 +468,7 @@ private struct FieldReader {
         guard values.count <= limit, values.allSatisfy({ !$0.trimmingCharacters(in: .whitespaces).isEmpty }) else {
             throw error(.badMetadata, field, "must hold 1 to \(limit) non-empty strings")
         }
+        for value in values { try refuseHidden(value, field) }
         return values
     }
 
