@@ -67,7 +67,7 @@ struct CatalogNotModifiedResponder: EventLoopAnswerer {
     }
 
     /// A catalog 304's fields, in the order they are written, whichever handler answers
-    /// (``CatalogNotModifiedFromBytes`` writes the same as bytes).
+    /// (``BytesResponder`` writes the same as bytes).
     static func fields(etag: String, date: String) -> KeyValuePairs<HTTPField.Name, String> {
         [.eTag: etag, .vary: "Accept-Encoding", .cacheControl: "no-cache", .date: date, .server: "kiosk"]
     }

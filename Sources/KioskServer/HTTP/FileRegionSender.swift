@@ -147,16 +147,16 @@ struct SendfileHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
             let encoder = try pipeline.handler(type: HTTPResponseEncoder.self)
             try pipeline.addHandler(FileRegionSender(metrics: metrics, ends: ends, logger: logger), position: .after(encoder))
             let state = try pipeline.handler(type: HTTPConnectionStateHandler.self)
-            let responder = EventLoopResponder([CatalogNotModifiedResponder(catalog: catalog, rateLimits: rateLimits),
-                                                ShopPageResponder(pages: shopPages, catalog: catalog, rateLimits: rateLimits)],
+            let shop = ShopPageResponder(pages: shopPages, catalog: catalog, rateLimits: rateLimits)
+            let responder = EventLoopResponder([CatalogNotModifiedResponder(catalog: catalog, rateLimits: rateLimits), shop],
                                                metrics: metrics, logger: logger)
             try pipeline.addHandler(responder, position: .after(state))
-            // The state handler joins when the connection asks something other than a catalog 304
-            // (see CatalogNotModifiedFromBytes), in the place Hummingbird gave it.
+            // The state handler joins when the connection asks something BytesResponder does not
+            // answer, in the place Hummingbird gave it.
             pipeline.removeHandler(state, promise: nil)
             let idleTimeout = base.configuration.idleTimeout
-            let fromBytes = CatalogNotModifiedFromBytes(
-                catalog: catalog, metrics: metrics, logger: logger, rateLimits: rateLimits, idleTimeout: idleTimeout,
+            let fromBytes = BytesResponder(
+                catalog: catalog, shop: shop, metrics: metrics, logger: logger, rateLimits: rateLimits, idleTimeout: idleTimeout,
                 handOver: { pipeline in
                     try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout.map { .init($0) }, logger: logger),
                                             position: .before(responder))

@@ -27,23 +27,32 @@ struct ShopPageResponder: EventLoopAnswerer {
     /// The kept page's answer (a 304 when `If-None-Match` names it) and its log line, or nil.
     func answer(_ request: HTTPRequest, context: ChannelHandlerContext, date: inout HTTPDateText) -> EventLoopAnswer? {
         let fields = request.headerFields
-        guard request.method == .get || request.method == .head, let path = request.path, let route = Self.route(of: path),
+        guard request.method == .get || request.method == .head, let path = request.path,
               fields[.authorization] == nil,
               !fields[values: .connection].contains(where: { $0.lowercased().contains("close") }),
-              let version = catalog.servedTags.withLock({ $0?.plain }),
-              let page = pages.kept(version: version, address: path)
+              let kept = kept(path, ifNoneMatch: fields[values: .ifNoneMatch].joined(separator: ","))
         else { return nil }
-        var headers = page.fields
-        let notModified = page.status == .ok && (fields[.ifNoneMatch].map { EntityTag.ifNoneMatch($0, matchesAnyOf: [page.etag]) } ?? false)
-        let status: HTTPResponse.Status = notModified ? .notModified : page.status
-        if notModified { headers[.contentLength] = nil }
+        var headers = kept.page.fields
+        if kept.status == .notModified { headers[.contentLength] = nil }
         headers[.date] = date.now()
         headers[.server] = "kiosk"
         let client = rateLimits.clientAddress(peer: context.channel.remoteAddress?.ipAddress, fields: fields)
-        let line = RequestLine(method: request.method.rawValue, route: route, status: status.code, started: .now, account: nil,
+        let line = RequestLine(method: request.method.rawValue, route: kept.route, status: kept.status.code, started: .now, account: nil,
                                client: client, agent: fields[.userAgent])
-        let body = notModified || request.method == .head ? nil : page.body
-        return EventLoopAnswer(head: HTTPResponse(status: status, headerFields: headers), body: body, line: line)
+        let body = kept.status == .notModified || request.method == .head ? nil : kept.page.body
+        return EventLoopAnswer(head: HTTPResponse(status: kept.status, headerFields: headers), body: body, line: line)
+    }
+
+    /// The page kept for `target` under the catalog served now, its route's name and the status
+    /// to answer (304 when `ifNoneMatch`, every such field's value joined, names it); nil when the
+    /// target is no shop page or its page is not kept. ``BytesResponder`` asks the same.
+    func kept(_ target: String, ifNoneMatch: String) -> (page: RenderedPages.Page, route: String, status: HTTPResponse.Status)? {
+        guard let route = Self.route(of: target), let version = catalog.servedTags.withLock({ $0?.plain }),
+              let page = pages.kept(version: version, address: target)
+        else { return nil }
+        // A precondition holds only for a page found (RFC 9110 13.2.1): a 404 is never a 304.
+        let notModified = page.status == .ok && !ifNoneMatch.isEmpty && EntityTag.ifNoneMatch(ifNoneMatch, matchesAnyOf: [page.etag])
+        return (page, route, notModified ? .notModified : page.status)
     }
 
     /// The router's name of the shop route `path` (its query aside) falls on, as the metrics and

@@ -17,6 +17,11 @@ final class RenderedPages: Sendable {
         /// Its answer's fields but the date, made once: ``ShopPageResponder`` answers with them as
         /// they are (a 200's, with its length), so a kept page costs no building of fields.
         private(set) var fields = HTTPFields()
+        /// Its answer's status line and fields but the date and server, as NIO's encoder writes
+        /// them: ``BytesResponder`` writes these, then the date, then the body.
+        private(set) var encodedHead = ByteBuffer()
+        /// The same for its 304 (no length).
+        private(set) var encodedNotModifiedHead = ByteBuffer()
 
         init(status: HTTPResponse.Status, html: String) {
             self.status = status
@@ -24,6 +29,17 @@ final class RenderedPages: Sendable {
             etag = "\"" + SHA256.hash(data: Data(html.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined() + "\""
             fields = HTMLForm.publicPageFields(self)
             fields[.contentLength] = String(body.readableBytes)
+            encodedHead = Self.encode(status, fields)
+            var unsized = fields
+            unsized[.contentLength] = nil
+            encodedNotModifiedHead = Self.encode(.notModified, unsized)
+        }
+
+        private static func encode(_ status: HTTPResponse.Status, _ fields: HTTPFields) -> ByteBuffer {
+            var buffer = ByteBuffer()
+            buffer.writeString("HTTP/1.1 \(status.code) \(status.reasonPhrase)\r\n")
+            for field in fields { buffer.writeString("\(field.name.rawName): \(field.value)\r\n") }
+            return buffer
         }
     }
 

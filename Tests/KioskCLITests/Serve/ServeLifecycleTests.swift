@@ -35,7 +35,7 @@ struct ServeLifecycleTests {
         #expect(Self.alarming(server.log).isEmpty, "\(server.log)")
     }
 
-    @Test("SIGTERM stops kiosk serve at once with a connection open whose 304s were answered from their bytes (CatalogNotModifiedFromBytes): it is closed, not waited for")
+    @Test("SIGTERM stops kiosk serve at once with a connection open whose 304s were answered from their bytes (BytesResponder): it is closed, not waited for")
     func stopClosesAnsweredFromBytes() async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)

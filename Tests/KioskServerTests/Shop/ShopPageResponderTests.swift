@@ -49,6 +49,44 @@ struct ShopPageResponderTests {
         }
     }
 
+    @Test("a kept page answered from a fresh connection's bytes (BytesResponder) is the same as the event loop's answer: its GET, HEAD and 304, with a query, in order")
+    func sameFromBytes() async throws {
+        try await CatalogNotModifiedTests.withServer { port, _ in
+            let path = "/search?q=harbor"
+            let maker = try SlowClient(port: port)
+            maker.send("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            let etag = try #require(try await CatalogNotModifiedTests.answers(maker, count: 1).first?.headers["etag"])
+            let asked = ["GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: reader\r\n\r\n",
+                         "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nIf-None-Match: W/\"x\", \(etag)\r\n\r\n",
+                         "HEAD \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"]
+            // From bytes: a fresh connection whose every request is a kept page.
+            let fresh = try SlowClient(port: port)
+            var fromBytes: [CatalogNotModifiedTests.Answer] = []
+            for (index, request) in asked.enumerated() {
+                fresh.send(request)
+                fromBytes += try await CatalogNotModifiedTests.answers(fresh, count: 1, bodiless: index == 2)
+            }
+            // On the event loop: a connection the HTTP stack reads (its first request is another).
+            let stacked = try SlowClient(port: port)
+            stacked.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            _ = try await CatalogNotModifiedTests.answers(stacked, count: 1)
+            var onTheLoop: [CatalogNotModifiedTests.Answer] = []
+            for (index, request) in asked.enumerated() {
+                stacked.send(request)
+                onTheLoop += try await CatalogNotModifiedTests.answers(stacked, count: 1, bodiless: index == 2)
+            }
+            #expect(fromBytes.map(\.status) == [200, 304, 200])
+            for (bytes, loop) in zip(fromBytes, onTheLoop) {
+                var (a, b) = (bytes.headers, loop.headers)
+                (a["date"], b["date"]) = (nil, nil)
+                #expect(bytes.status == loop.status && a == b && bytes.body == loop.body, "\(bytes.status): \(a) / \(b)")
+            }
+            // Still answering after the three: the connection is the stack's only once it asks another thing.
+            fresh.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            #expect(try await CatalogNotModifiedTests.answers(fresh, count: 1).first?.body == Array("ok".utf8))
+        }
+    }
+
     @Test("pages are kept to a bound in bytes, a long made-up address is not kept, and a missing page's ETag never makes a 304")
     func bounds() async throws {
         let pages = RenderedPages()

@@ -4,9 +4,9 @@ import KioskStore
 import Logging
 import NIOCore
 
-/// Answers a connection's conditional GETs of the catalog from their bytes, first in the pipeline,
-/// until the connection asks anything else; then it hands the connection to the HTTP stack and
-/// leaves.
+/// Answers a connection's first requests from their bytes, first in the pipeline, while they are
+/// conditional GETs of the catalog or the shop's kept pages; at the first other request it hands
+/// the connection to the HTTP stack and leaves.
 ///
 /// Replaces, for a device that opens a connection to ask whether the catalog changed (what every
 /// sync does first, and most of what a store's server is asked), the whole HTTP stack's path:
@@ -14,28 +14,32 @@ import NIOCore
 /// encoder and ``CatalogNotModifiedResponder``. With that responder alone `kiosk serve` answered
 /// 21,500–23,700 304s a second at 62 µs of its CPU each, where nginx answered 56,300–60,000 the
 /// same file at 19 µs (`wrk -t2 -c32`, 2026-11-28 00:00); writing a fixed 304 from the raw bytes,
-/// as a ceiling, took 10–12 µs. Measured figures with this handler: docs/benchmarks.md.
+/// as a ceiling, took 10–12 µs. The shop's kept pages took the same way once
+/// ``ShopPageResponder`` alone left a product's page at 0.46 × nginx (27 µs of CPU a page, most
+/// of it the same stack; docs/benchmarks.md section 15). Measured figures: docs/benchmarks.md.
 ///
-/// What stays the same: the answer (``CatalogNotModifiedResponder/fields(etag:date:)``), the log
-/// line, the metrics, and what the connection's idle timeout and a graceful shutdown do. While
-/// this handler answers, the connection has no other request in flight and nothing is buffered in
-/// the HTTP stack, so it keeps the idle timeout itself (from its last answer) and closes at once on
-/// a graceful shutdown; Hummingbird's `HTTPConnectionStateHandler` joins the pipeline when the
+/// What stays the same: the answer (``CatalogNotModifiedResponder/fields(etag:date:)``; a kept
+/// page's status line and fields, made once with the page, ``RenderedPages/Page``), the log line,
+/// the metrics, and what the connection's idle timeout and a graceful shutdown do. While this
+/// handler answers, the connection has no other request in flight and nothing is buffered in the
+/// HTTP stack, so it keeps the idle timeout itself (from its last answer) and closes at once on a
+/// graceful shutdown; Hummingbird's `HTTPConnectionStateHandler` joins the pipeline when the
 /// connection is handed over (it counts only requests it sees, so it would close a connection busy
-/// with these as idle). A request it does not certainly recognise (``ConditionalCatalogGet``), one
-/// whose `If-None-Match` is not the catalog served now, a connection that cannot take more writes
-/// (a client pipelining and not reading: the stack's reading then holds it back): everything from
-/// that byte on goes to the stack, in order, after the answers already written.
+/// with these as idle). A request it does not certainly recognise (``RawGet``), one whose
+/// `If-None-Match` is not the catalog served now, a page not kept yet, a connection that cannot
+/// take more writes (a client pipelining and not reading: the stack's reading then holds it back):
+/// everything from that byte on goes to the stack, in order, after the answers already written.
 ///
 /// Known and left: the state handler's idle timer starts when it joins, so a request whose
 /// first bytes arrive just before the idle timeout and the rest slowly can hold the connection
 /// up to twice the timeout, once per connection (Hummingbird's handler takes no earlier start).
-final class CatalogNotModifiedFromBytes: ChannelInboundHandler, RemovableChannelHandler {
+final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
     private let catalog: CatalogService
+    private let shop: ShopPageResponder
     private let metrics: ServerMetrics
     private let logger: Logger
     private let rateLimits: RateLimits
@@ -49,10 +53,13 @@ final class CatalogNotModifiedFromBytes: ChannelInboundHandler, RemovableChannel
     private var date = HTTPDateText()
     /// The encoded 304s for the served tags and the current second, plain and gzip.
     private var encoded: (tags: CatalogService.ServedTags, second: Int, plain: ByteBuffer, gzip: ByteBuffer)?
+    /// A kept page's last fields, `Date` and `Server`, and the empty line, for the current second.
+    private var pageTail: (second: Int, bytes: ByteBuffer)?
 
-    init(catalog: CatalogService, metrics: ServerMetrics, logger: Logger, rateLimits: RateLimits, idleTimeout: TimeAmount?,
-         handOver: @escaping (ChannelPipeline.SynchronousOperations) throws -> Void) {
+    init(catalog: CatalogService, shop: ShopPageResponder, metrics: ServerMetrics, logger: Logger, rateLimits: RateLimits,
+         idleTimeout: TimeAmount?, handOver: @escaping (ChannelPipeline.SynchronousOperations) throws -> Void) {
         self.catalog = catalog
+        self.shop = shop
         self.metrics = metrics
         self.logger = logger
         self.rateLimits = rateLimits
@@ -79,15 +86,11 @@ final class CatalogNotModifiedFromBytes: ChannelInboundHandler, RemovableChannel
         var buffer = unwrapInboundIn(data)
         var answered = false
         while buffer.readableBytes > 0, context.channel.isWritable,
-              let request = buffer.withUnsafeReadableBytes({ ConditionalCatalogGet($0) }),
-              let answer = notModified(request, context: context) {
+              let request = buffer.withUnsafeReadableBytes({ RawGet($0) }),
+              answer(request, context: context) {
             buffer.moveReaderIndex(forwardBy: request.length)
-            context.write(wrapOutboundOut(answer), promise: nil)
             answered = true
             lastAnswer = .now()
-            let line = RequestLine(method: request.isHead ? "HEAD" : "GET", route: CatalogNotModifiedResponder.route, status: 304,
-                                   started: .now, account: nil, client: clientAddress(request, context: context), agent: request.userAgent)
-            CatalogNotModifiedResponder.record(line, logger: logger, metrics: metrics)
         }
         if answered { context.flush() }
         guard buffer.readableBytes > 0 else { return }
@@ -112,8 +115,43 @@ final class CatalogNotModifiedFromBytes: ChannelInboundHandler, RemovableChannel
         context.fireUserInboundEventTriggered(event)
     }
 
+    /// Writes `request`'s answer and its log line; false, having written nothing, when it is
+    /// neither a catalog 304 nor a kept page.
+    private func answer(_ request: RawGet, context: ChannelHandlerContext) -> Bool {
+        let method = request.isHead ? "HEAD" : "GET"
+        if request.target == CatalogNotModifiedResponder.route {
+            guard let answer = notModified(request, context: context) else { return false }
+            context.write(wrapOutboundOut(answer), promise: nil)
+            let line = RequestLine(method: method, route: CatalogNotModifiedResponder.route, status: 304,
+                                   started: .now, account: nil, client: clientAddress(request, context: context), agent: request.userAgent)
+            CatalogNotModifiedResponder.record(line, logger: logger, metrics: metrics)
+            return true
+        }
+        guard let kept = shop.kept(request.target, ifNoneMatch: request.ifNoneMatch) else { return false }
+        let notModified = kept.status == .notModified
+        context.write(wrapOutboundOut(notModified ? kept.page.encodedNotModifiedHead : kept.page.encodedHead), promise: nil)
+        context.write(wrapOutboundOut(pageTail(context)), promise: nil)
+        let body = notModified || request.isHead ? nil : kept.page.body
+        if let body { context.write(wrapOutboundOut(body), promise: nil) }
+        let line = RequestLine(method: method, route: kept.route, status: kept.status.code, started: .now, account: nil,
+                               client: clientAddress(request, context: context), agent: request.userAgent)
+        line.write(logger, metrics: metrics, bytes: body?.readableBytes ?? 0)
+        metrics.request(route: kept.route, method: method, status: kept.status.code)
+        return true
+    }
+
+    /// `Date` and `Server`, as ``ShopPageResponder`` adds them after a page's fields, and the empty line.
+    private func pageTail(_ context: ChannelHandlerContext) -> ByteBuffer {
+        let dateText = date.now()
+        if let pageTail, pageTail.second == date.second { return pageTail.bytes }
+        var bytes = context.channel.allocator.buffer(capacity: 64)
+        bytes.writeString("Date: \(dateText)\r\nServer: kiosk\r\n\r\n")
+        pageTail = (date.second, bytes)
+        return bytes
+    }
+
     /// The encoded 304 for `request`, or nil when its `If-None-Match` is not the catalog served now.
-    private func notModified(_ request: ConditionalCatalogGet, context: ChannelHandlerContext) -> ByteBuffer? {
+    private func notModified(_ request: RawGet, context: ChannelHandlerContext) -> ByteBuffer? {
         guard let (tags, gzip) = CatalogNotModifiedResponder.current(catalog, ifNoneMatch: request.ifNoneMatch,
                                                                      acceptEncoding: request.acceptEncoding)
         else { return nil }
@@ -140,7 +178,7 @@ final class CatalogNotModifiedFromBytes: ChannelInboundHandler, RemovableChannel
     /// The client's address for the log line, as the rate limits name it. Without
     /// `X-Forwarded-For` it is the peer's, the same for every request of the connection, so it is
     /// worked out once (it was 2.6 % of the server's time for each 304).
-    private func clientAddress(_ request: ConditionalCatalogGet, context: ChannelHandlerContext) -> String? {
+    private func clientAddress(_ request: RawGet, context: ChannelHandlerContext) -> String? {
         guard request.forwardedFor.isEmpty else {
             return rateLimits.clientAddress(peer: context.channel.remoteAddress?.ipAddress, forwardedFor: request.forwardedFor)
         }

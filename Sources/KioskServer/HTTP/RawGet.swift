@@ -1,15 +1,19 @@
-/// A `GET` or `HEAD` of exactly `/v1/catalog` over HTTP/1.1 without a body, recognised from the
-/// request's bytes, with the few fields its 304 and its log line need.
+/// A `GET` or `HEAD` over HTTP/1.1 without a body, recognised from the request's bytes, with its
+/// target and the few fields an answer from bytes (``BytesResponder``) and its log line need.
 ///
 /// It recognises only what every HTTP/1.1 parser reads the same way, and nothing that changes
-/// how the next request on the connection is framed: the request line byte for byte, then field
-/// lines of a token, a colon and visible ASCII, each ending in CR LF, then an empty line. A body's
+/// how the next request on the connection is framed: a request line of `GET` or `HEAD`, one space,
+/// a target in origin form (a `/`, then only the characters RFC 3986 allows in a path and a query,
+/// at most 1 KiB), one space and `HTTP/1.1`, then field lines of a token, a colon and visible
+/// ASCII, each ending in CR LF, then an empty line. A body's
 /// fields (`Content-Length`, `Transfer-Encoding`, `Expect`), `Connection`, `Upgrade` and
 /// `Authorization` (whose account only the middleware resolves), a folded line, a bare CR or LF,
 /// a byte outside ASCII, a request over 8 KiB up to its empty line, more than 100 fields or a request not yet whole: any
 /// of them makes it nil, and NIO's parser (llhttp) reads the bytes instead.
-struct ConditionalCatalogGet: Equatable {
+struct RawGet: Equatable {
     var isHead: Bool
+    /// The request's target as sent (`/products/a.b?x=1`): what HTTP Types calls its path.
+    var target: String
     /// Every `If-None-Match` line's value, joined with commas.
     var ifNoneMatch = ""
     /// Every `Accept-Encoding` line's value, joined with commas.
@@ -22,25 +26,36 @@ struct ConditionalCatalogGet: Equatable {
 
     static let maximumLength = 8 << 10
     static let maximumFields = 100
-
+    /// The longest target recognised: no link of the store's is longer (``RenderedPages/longestAddress``).
+    static let maximumTarget = 1 << 10
 }
 
-extension ConditionalCatalogGet {
-    private static let getLine = Array("GET /v1/catalog HTTP/1.1\r\n".utf8)
-    private static let headLine = Array("HEAD /v1/catalog HTTP/1.1\r\n".utf8)
+extension RawGet {
+    private static let get = Array("GET ".utf8)
+    private static let head = Array("HEAD ".utf8)
+    private static let version = Array(" HTTP/1.1\r\n".utf8)
 
     /// The request at the start of `bytes`, or nil when it is not certainly one (see the type).
     init?(_ bytes: UnsafeRawBufferPointer) {
-        if bytes.starts(with: Self.getLine) {
-            self.init(isHead: false, length: Self.getLine.count)
-        } else if bytes.starts(with: Self.headLine) {
-            self.init(isHead: true, length: Self.headLine.count)
+        let isHead: Bool
+        if bytes.starts(with: Self.get) {
+            isHead = false
+        } else if bytes.starts(with: Self.head) {
+            isHead = true
         } else {
             return nil
         }
-        var fields = 0
         let end = min(bytes.count, Self.maximumLength)
-        var index = length
+        let targetStart = isHead ? Self.head.count : Self.get.count
+        var index = targetStart
+        guard index < end, bytes[index] == UInt8(ascii: "/") else { return nil }
+        while index < end, index - targetStart < Self.maximumTarget, Self.isTargetByte(bytes[index]) { index += 1 }
+        guard index + Self.version.count <= end,
+              UnsafeRawBufferPointer(rebasing: bytes[index..<(index + Self.version.count)]).elementsEqual(Self.version)
+        else { return nil }
+        self.init(isHead: isHead, target: String(decoding: UnsafeRawBufferPointer(rebasing: bytes[targetStart..<index]), as: UTF8.self))
+        index += Self.version.count
+        var fields = 0
         while true {
             // The empty line that ends the request.
             guard index + 1 < end else { return nil }
@@ -113,6 +128,22 @@ extension ConditionalCatalogGet {
         case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
              UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
              UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// RFC 3986's `pchar`, `/` and `?`: what a path and a query hold (a `#`, a space, a quote or a
+    /// byte outside ASCII goes to llhttp).
+    private static func isTargetByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "%"), UInt8(ascii: "!"),
+             UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "*"),
+             UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="), UInt8(ascii: ":"), UInt8(ascii: "@"),
+             UInt8(ascii: "/"), UInt8(ascii: "?"):
             return true
         default:
             return false

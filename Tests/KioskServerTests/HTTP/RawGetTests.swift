@@ -1,10 +1,10 @@
 @testable import KioskServer
 import Testing
 
-@Suite("A conditional GET of the catalog recognised from its bytes")
-struct ConditionalCatalogGetTests {
-    static func parse(_ text: String) -> ConditionalCatalogGet? {
-        Array(text.utf8).withUnsafeBytes { ConditionalCatalogGet($0) }
+@Suite("A GET recognised from its bytes")
+struct RawGetTests {
+    static func parse(_ text: String) -> RawGet? {
+        Array(text.utf8).withUnsafeBytes { RawGet($0) }
     }
 
     @Test("a plain request: its fields, its length, repeated fields joined, names in any case, spaces around values trimmed")
@@ -12,18 +12,27 @@ struct ConditionalCatalogGetTests {
         let request = "GET /v1/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\nif-none-match:  \"a\"\t\r\nIF-NONE-MATCH: W/\"b\"\r\n"
             + "Accept-Encoding: br\r\naccept-encoding: gzip;q=1\r\nUser-Agent: kiosk/1.0 (linux)\r\nX-Forwarded-For: 10.0.0.1\r\n\r\n"
         let parsed = try #require(Self.parse(request + "GET /next"))
-        #expect(parsed == ConditionalCatalogGet(
-            isHead: false, ifNoneMatch: "\"a\",W/\"b\"", acceptEncoding: "br,gzip;q=1", forwardedFor: "10.0.0.1",
+        #expect(parsed == RawGet(
+            isHead: false, target: "/v1/catalog", ifNoneMatch: "\"a\",W/\"b\"", acceptEncoding: "br,gzip;q=1", forwardedFor: "10.0.0.1",
             userAgent: "kiosk/1.0 (linux)", length: request.utf8.count))
         let head = try #require(Self.parse("HEAD /v1/catalog HTTP/1.1\r\n\r\n"))
-        #expect(head.isHead && head.ifNoneMatch.isEmpty && head.userAgent == nil && head.length == 29)
+        #expect(head.isHead && head.target == "/v1/catalog" && head.ifNoneMatch.isEmpty && head.userAgent == nil && head.length == 29)
+        // Any target in origin form, as sent: the responder decides what it answers.
+        for target in ["/", "/v1/catalogs", "/v1/catalog?x=1", "/v1/catalog/", "/products/com.kiosk.books.salt-and-stars",
+                       "/search?q=Sea%20stories&page=2", "/subjects/Sea%20stories", "/a:b@c!$&'()*+,;=-._~"] {
+            #expect(Self.parse("GET \(target) HTTP/1.1\r\nHost: h\r\n\r\n")?.target == target, "\(target)")
+        }
     }
 
     @Test("anything unusual is left to llhttp", arguments: [
-        // Not the catalog, not exactly its path, not HTTP/1.1, not GET or HEAD.
-        "GET /v1/catalogs HTTP/1.1\r\n\r\n", "GET /v1/catalog?x=1 HTTP/1.1\r\n\r\n", "GET /v1/catalog/ HTTP/1.1\r\n\r\n",
-        "GET http://h/v1/catalog HTTP/1.1\r\n\r\n", "GET /v1/catalog HTTP/1.0\r\n\r\n", "get /v1/catalog HTTP/1.1\r\n\r\n",
+        // Not in origin form, not HTTP/1.1, not GET or HEAD, not one space apart.
+        "GET http://h/v1/catalog HTTP/1.1\r\n\r\n", "GET * HTTP/1.1\r\n\r\n", "GET v1/catalog HTTP/1.1\r\n\r\n",
+        "GET /v1/catalog  HTTP/1.1\r\n\r\n", "GET /v1/catalog HTTP/1.1 \r\n\r\n", "GET /v1/catalog HTTP/1.0\r\n\r\n", "get /v1/catalog HTTP/1.1\r\n\r\n",
         "POST /v1/catalog HTTP/1.1\r\n\r\n", "GET  /v1/catalog HTTP/1.1\r\n\r\n",
+        // A target with what a path and a query do not hold: a fragment, a space, a quote, angle
+        // brackets, a backslash, a byte outside ASCII.
+        "GET /#x HTTP/1.1\r\n\r\n", "GET /a b HTTP/1.1\r\n\r\n", "GET /\"x HTTP/1.1\r\n\r\n", "GET /<x> HTTP/1.1\r\n\r\n",
+        "GET /a\\b HTTP/1.1\r\n\r\n", "GET /büch HTTP/1.1\r\n\r\n", "GET /{x}|^` HTTP/1.1\r\n\r\n",
         // A field that frames a body or the connection, or names an account.
         "GET /v1/catalog HTTP/1.1\r\nContent-Length: 0\r\n\r\n", "GET /v1/catalog HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n",
         "GET /v1/catalog HTTP/1.1\r\nExpect: 100-continue\r\n\r\n", "GET /v1/catalog HTTP/1.1\r\nConnection: keep-alive\r\n\r\n",
@@ -44,13 +53,16 @@ struct ConditionalCatalogGetTests {
         #expect(Self.parse(request) == nil, "\(request.debugDescription)")
     }
 
-    @Test("a request over 8 KiB or with over 100 fields is left to llhttp; one just under both is recognised")
+    @Test("a request over 8 KiB, with over 100 fields or a target over 1 KiB is left to llhttp; one just under each is recognised")
     func limits() {
+        let longest = "/" + String(repeating: "a", count: RawGet.maximumTarget - 1)
+        #expect(Self.parse("GET \(longest) HTTP/1.1\r\n\r\n")?.target == longest)
+        #expect(Self.parse("GET \(longest)a HTTP/1.1\r\n\r\n") == nil)
         let start = "GET /v1/catalog HTTP/1.1\r\n"
         let hundred = start + String(repeating: "X-A: b\r\n", count: 100) + "\r\n"
         #expect(Self.parse(hundred) != nil)
         #expect(Self.parse(start + String(repeating: "X-A: b\r\n", count: 101) + "\r\n") == nil)
-        let filler = String(repeating: "a", count: ConditionalCatalogGet.maximumLength - start.utf8.count - "X: \r\n\r\n".utf8.count)
+        let filler = String(repeating: "a", count: RawGet.maximumLength - start.utf8.count - "X: \r\n\r\n".utf8.count)
         #expect(Self.parse(start + "X: " + filler + "\r\n\r\n") != nil)
         #expect(Self.parse(start + "X: " + filler + "a\r\n\r\n") == nil)
     }
