@@ -68,7 +68,7 @@ enum HTMLForm {
     /// A page the same for every reader (the shop's): its strong ETag, 304 for a match, and kept
     /// a minute by a cache in front (nginx, a CDN), then asked again.
     static func publicPage(_ request: Request, _ page: RenderedPages.Page) -> Response {
-        let headers = publicPageFields(page)
+        let headers = publicPageFields(etag: page.etag)
         // A precondition holds only for a page found (RFC 9110 13.2.1): a 404 is never a 304.
         if page.status == .ok, let match = request.headers[.ifNoneMatch], EntityTag.ifNoneMatch(match, matchesAnyOf: [page.etag]) {
             return Response(status: .notModified, headers: headers)
@@ -78,10 +78,10 @@ enum HTMLForm {
 
     /// A public page's fields: every page's, a minute in shared caches, and its ETag (the router's
     /// answer and ``ShopPageResponder``'s are the same).
-    static func publicPageFields(_ page: RenderedPages.Page) -> HTTPFields {
+    static func publicPageFields(etag: String) -> HTTPFields {
         var headers = headers(inlineStyle: false)
         headers[.cacheControl] = "public, max-age=60"
-        headers[.eTag] = page.etag
+        headers[.eTag] = etag
         return headers
     }
 

@@ -9,26 +9,29 @@ import Synchronization
 /// version and address, not at every request. A new catalog version empties it; so does reaching
 /// ``limit`` addresses (searches are many), after which pages are made again as asked.
 final class RenderedPages: Sendable {
-    /// One page: its status, its bytes and their strong ETag.
-    struct Page: Sendable {
-        var status: HTTPResponse.Status
-        var body: ByteBuffer
-        var etag: String
+    /// One page: its status, its bytes and their strong ETag. A class: a kept page is handed out
+    /// at every request, and copying a struct of six buffers and strings retained each (a twentieth
+    /// of a kept page's time).
+    final class Page: Sendable {
+        let status: HTTPResponse.Status
+        let body: ByteBuffer
+        let etag: String
         /// Its answer's fields but the date, made once: ``ShopPageResponder`` answers with them as
         /// they are (a 200's, with its length), so a kept page costs no building of fields.
-        private(set) var fields = HTTPFields()
+        let fields: HTTPFields
         /// Its answer's status line and fields but the date and server, as NIO's encoder writes
         /// them: ``BytesResponder`` writes these, then the date, then the body.
-        private(set) var encodedHead = ByteBuffer()
+        let encodedHead: ByteBuffer
         /// The same for its 304 (no length).
-        private(set) var encodedNotModifiedHead = ByteBuffer()
+        let encodedNotModifiedHead: ByteBuffer
 
         init(status: HTTPResponse.Status, html: String) {
             self.status = status
             body = ByteBuffer(string: html)
             etag = "\"" + SHA256.hash(data: Data(html.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined() + "\""
-            fields = HTMLForm.publicPageFields(self)
+            var fields = HTMLForm.publicPageFields(etag: etag)
             fields[.contentLength] = String(body.readableBytes)
+            self.fields = fields
             encodedHead = Self.encode(status, fields)
             var unsized = fields
             unsized[.contentLength] = nil

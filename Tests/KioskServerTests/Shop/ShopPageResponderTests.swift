@@ -115,7 +115,10 @@ struct ShopPageResponderTests {
         #expect(ShopPageResponder.route(of: "/search?q=harbor") == "/search")
         #expect(ShopPageResponder.route(of: "/products/a.b") == "/products/{id}")
         #expect(ShopPageResponder.route(of: "/subjects/Sea") == "/subjects/{subject}")
-        for other in ["/products/", "/products/a/b", "/v1/catalog", "/account/library", "//", "/kiosk.css", "/booksx"] {
+        #expect(ShopPageResponder.route(of: "/series/x?next=/a/b") == "/series/{id}")
+        #expect(ShopPageResponder.route(of: "/books?page=2") == "/books")
+        for other in ["/products/", "/products/a/b", "/v1/catalog", "/account/library", "//", "/kiosk.css", "/booksx", "/books/",
+                      "/products//", "products/a", "", "/search/x", "/productsx/a", "/séries/a"] {
             #expect(ShopPageResponder.route(of: other) == nil, "\(other)")
         }
     }
