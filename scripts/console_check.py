@@ -103,6 +103,10 @@ def main():
         page.get_by_role("button", name=f"Approve {args.approve}").click()
         check(page.get_by_role("status").inner_text() == f"{args.approve} approved", "an Ask to Buy is approved through its form")
         check(page.get_by_role("button", name=f"Approve {args.approve}").count() == 0, "the approved request leaves the list")
+        page.reload()
+        check(page.get_by_role("status").count() == 0, "what a form did is said once: the page reloaded says it no more")
+        page.goto(console + "/ask-to-buy?done=Every+request+approved")
+        check(page.get_by_role("status").count() == 0, "a link cannot make the console say something was done")
 
         # Customers: find the purchase, refund it with a reason and the confirmation.
         page.goto(console + "/customers")

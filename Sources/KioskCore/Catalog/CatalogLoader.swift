@@ -208,6 +208,7 @@ public struct CatalogLoader: Sendable {
                 guard PublicationMetadata.roles.contains(role) else {
                     throw reader.error(.badMetadata, "contributors", "\"\(role)\" is not a role; use one of \(PublicationMetadata.roles.sorted().joined(separator: ", "))")
                 }
+                try reader.refuseHidden(name, "contributors")
                 contributors.append(PublicationMetadata.Contributor(name: name, role: role))
             }
         }

@@ -11,7 +11,7 @@ extension AccountPage {
     /// covers), each with a download of the publisher's file; its subscriptions; and what it
     /// started paying for on the web whose payment has not landed yet.
     @Sendable func library(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        guard let device = try await signedIn(request) else { return signInPage(next: "/account/library") }
+        guard let device = try await signedIn(request) else { return signInPage(request, next: "/account/library") }
         let published = try await catalog.current
         let candidates = published.products.values.filter { $0.kind == .nonConsumable && $0.content != nil }
         let owned = try await store.receipts.ownedProducts(device.accountId, among: Array(candidates))
@@ -60,7 +60,7 @@ extension AccountPage {
     @Sendable func buyPage(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let id = try context.parameters.require("id")
         let path = "/account/buy/\(OPDSFeeds.escaped(id))"
-        guard let device = try await signedIn(request) else { return signInPage(next: path) }
+        guard let device = try await signedIn(request) else { return signInPage(request, next: path) }
         let product = try await sellable(id)
         var values: [String: Any] = [
             "title": product.kind == .subscription ? "Subscribe" : "Buy", "signedIn": true, "csrf": Self.csrf(for: token(request) ?? ""),

@@ -78,14 +78,14 @@ struct AccountPage: Sendable {
     // MARK: Pages
 
     @Sendable func page(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        guard let device = try await signedIn(request) else { return signInPage(next: "/account") }
+        guard let device = try await signedIn(request) else { return signInPage(request, next: "/account") }
         return try await accountPage(device, request: request)
     }
 
     /// The verification URI device codes name (RFC 8628): the account page, its code field first.
     @Sendable func devicePage(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let code = request.uri.queryParameters.get("code").map { String($0) }
-        guard let device = try await signedIn(request) else { return signInPage(next: "/account/device", code: code) }
+        guard let device = try await signedIn(request) else { return signInPage(request, next: "/account/device", code: code) }
         return try await accountPage(device, request: request, code: code)
     }
 
@@ -114,12 +114,13 @@ struct AccountPage: Sendable {
         return html(status, "account", values)
     }
 
-    func signInPage(next: String, code: String? = nil, email: String = "", error: String? = nil, status: HTTPResponse.Status = .ok) -> Response {
+    func signInPage(_ request: Request, next: String, code: String? = nil, email: String = "", error: String? = nil, status: HTTPResponse.Status = .ok) -> Response {
         let csrf = Store.randomHex(bytes: 16)
         var values: [String: Any] = ["title": "Sign in", "csrf": csrf, "next": next, "email": email, "code": code ?? ""]
         if let error { values["error"] = error }
         var response = html(status, "signIn", values)
-        response.headers[values: .setCookie].append("\(Self.signInCookie)=\(csrf); Path=/account; HttpOnly; SameSite=Strict; Max-Age=3600")
+        let secure = RequestOrigin.isSecure(request) ? "; Secure" : ""
+        response.headers[values: .setCookie].append("\(Self.signInCookie)=\(csrf); Path=/account; HttpOnly; SameSite=Strict; Max-Age=3600\(secure)")
         return response
     }
 
@@ -132,7 +133,7 @@ struct AccountPage: Sendable {
         let next = Self.returning(to: form["next"], code: code)
         let email = form["email"] ?? ""
         guard let cookie = request.cookies[Self.signInCookie]?.value, let sent = form["csrf"], AdminMiddleware.matches(sent, cookie) else {
-            return signInPage(next: Self.returning(to: form["next"], code: nil), code: code, email: email, error: "This form is out of date: sign in again.", status: .forbidden)
+            return signInPage(request, next: Self.returning(to: form["next"], code: nil), code: code, email: email, error: "This form is out of date: sign in again.", status: .forbidden)
         }
         do {
             try await limits.admitSignIn(request, context: context, email: email)
@@ -143,7 +144,7 @@ struct AccountPage: Sendable {
             response.headers[values: .setCookie].append("\(Self.signInCookie)=; Path=/account; HttpOnly; SameSite=Strict; Max-Age=0")
             return response
         } catch let error as StoreError {
-            var page = signInPage(next: Self.returning(to: form["next"], code: nil), code: code, email: email, error: error.message, status: error.status)
+            var page = signInPage(request, next: Self.returning(to: form["next"], code: nil), code: code, email: email, error: error.message, status: error.status)
             if let retryAfter = error.retryAfter { page.headers[.retryAfter] = String(retryAfter) }
             return page
         }
@@ -157,7 +158,7 @@ struct AccountPage: Sendable {
         let next = Self.returning(to: form["next"], code: nil)
         let email = form["email"] ?? ""
         guard let cookie = request.cookies[Self.signInCookie]?.value, let sent = form["csrf"], AdminMiddleware.matches(sent, cookie) else {
-            return signInPage(next: next, email: email, error: "This form is out of date: send it again.", status: .forbidden)
+            return signInPage(request, next: next, email: email, error: "This form is out of date: send it again.", status: .forbidden)
         }
         do {
             try await limits.admitAccountCreation(request, context: context)
@@ -170,7 +171,7 @@ struct AccountPage: Sendable {
         } catch let error as StoreError {
             // The API's words name kiosk commands; the page says what to do here.
             let message = error.code == StoreError.emailTaken(email).code ? "An account with this email exists already: sign in with it above." : error.message
-            var page = signInPage(next: next, email: email, error: message, status: error.status)
+            var page = signInPage(request, next: next, email: email, error: message, status: error.status)
             if let retryAfter = error.retryAfter { page.headers[.retryAfter] = String(retryAfter) }
             return page
         }

@@ -11,6 +11,8 @@ actor ConsoleSessions {
     struct Session: Sendable {
         let csrf: String
         var lastSeen: ContinuousClock.Instant
+        /// What the session's last form did, shown once by the page it led to.
+        var done: String?
     }
 
     static let cookie = "kiosk_console"
@@ -46,6 +48,18 @@ actor ConsoleSessions {
         session.lastSeen = .now
         sessions[id] = session
         return session
+    }
+
+    /// Keeps what a form did, for the page the form's 303 leads to: the page says it once. Kept
+    /// here, not in that page's address, so no link can make the console say something was done.
+    func keep(done: String, for id: String) {
+        sessions[id]?.done = done
+    }
+
+    /// What the session's last form did, once; nil after.
+    func takeDone(_ id: String) -> String? {
+        defer { sessions[id]?.done = nil }
+        return sessions[id]?.done
     }
 
     func close(_ id: String) {

@@ -29,6 +29,8 @@ public struct APIFailure: Error, HTTPResponseError, Sendable, CustomStringConver
         let body = try JSONEncoder.kiosk.encode(APIError(code: code, message: message))
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
+        // An error's message may quote what was asked (an unknown path): never sniffed as HTML.
+        if let sniffing = HTTPField.Name("X-Content-Type-Options") { headers[sniffing] = "nosniff" }
         if status == .unauthorized {
             headers[.wwwAuthenticate] = "Bearer"
         }

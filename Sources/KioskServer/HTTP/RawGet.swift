@@ -5,11 +5,12 @@
 /// how the next request on the connection is framed: a request line of `GET` or `HEAD`, one space,
 /// a target in origin form (a `/`, then only the characters RFC 3986 allows in a path and a query,
 /// at most 1 KiB), one space and `HTTP/1.1`, then field lines of a token, a colon and visible
-/// ASCII, each ending in CR LF, then an empty line. A body's
-/// fields (`Content-Length`, `Transfer-Encoding`, `Expect`), `Connection`, `Upgrade` and
-/// `Authorization` (whose account only the middleware resolves), a folded line, a bare CR or LF,
-/// a byte outside ASCII, a request over 8 KiB up to its empty line, more than 100 fields or a request not yet whole: any
-/// of them makes it nil, and NIO's parser (llhttp) reads the bytes instead.
+/// ASCII, each ending in CR LF, then an empty line. A body's fields (`Content-Length`,
+/// `Transfer-Encoding`, `Expect`), `Connection` (and `Proxy-Connection`, which llhttp reads as
+/// one), `Upgrade` and `Authorization` (whose account only the middleware resolves), a folded
+/// line, a bare CR or LF, a byte outside ASCII, a request over 8 KiB up to its empty line, more
+/// than 100 fields or a request not yet whole: any of them makes it nil, and NIO's parser
+/// (llhttp) reads the bytes instead.
 struct RawGet: Equatable {
     var isHead: Bool
     /// The request's target as sent (`/products/a.b?x=1`): what HTTP Types calls its path.
@@ -106,7 +107,7 @@ extension RawGet {
             let text = String(decoding: Self.trimmed(value), as: UTF8.self)
             userAgent = userAgent.map { "\($0), \(text)" } ?? text
         } else if named("content-length") || named("transfer-encoding") || named("expect") || named("connection")
-                    || named("upgrade") || named("authorization") {
+                    || named("proxy-connection") || named("upgrade") || named("authorization") {
             return false
         }
         return true

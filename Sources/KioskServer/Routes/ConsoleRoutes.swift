@@ -320,7 +320,7 @@ struct ConsoleRoutes: Sendable {
             }
         }
         return pages.render(.ok, "consoleCustomers", ConsoleView.Page("Customers", current: "/customers", csrf: context.session?.csrf,
-            done: request.uri.queryParameters.get("done"), page: page))
+            done: await done(context), page: page))
     }
 
     struct NotFound: Error {
@@ -406,8 +406,8 @@ struct ConsoleRoutes: Sendable {
         } catch let error as StoreError {
             return refusal(.conflict, "Customers", current: "/customers", context: context, "\(error)", back: back)
         }
-        let done = "\(account) \(form["action"] == "disable" ? "disabled: every device signed out" : "enabled")"
-        return Response(status: .seeOther, headers: [.location: "/customers?q=\(Self.query(account))&done=\(Self.query(done))"])
+        await said("\(account) \(form["action"] == "disable" ? "disabled: every device signed out" : "enabled")", context)
+        return Response(status: .seeOther, headers: [.location: "/customers?q=\(Self.query(account))"])
     }
 
     /// Refund or revoke, with a reason and a confirmation: the same call as `kiosk admin refund|revoke`.
@@ -430,8 +430,8 @@ struct ConsoleRoutes: Sendable {
         } catch let error as StoreError {
             return refusal(.conflict, "Customers", current: "/customers", context: context, "\(error)", back: back)
         }
-        let done = "\(transaction) \(refund ? "refunded" : "revoked")"
-        return Response(status: .seeOther, headers: [.location: "/customers?q=\(Self.query(transaction))&done=\(Self.query(done))"])
+        await said("\(transaction) \(refund ? "refunded" : "revoked")", context)
+        return Response(status: .seeOther, headers: [.location: "/customers?q=\(Self.query(transaction))"])
     }
 
     // MARK: Ask to Buy
@@ -454,7 +454,7 @@ struct ConsoleRoutes: Sendable {
                            price: ConsoleText.money(row.amountCents, row.currency) + (row.priceOnApproval == true ? " on approval" : ""))
         }
         return pages.render(.ok, "consoleAskToBuy", ConsoleView.Page("Ask to Buy", current: "/ask-to-buy", csrf: context.session?.csrf,
-            done: request.uri.queryParameters.get("done"), page: AskToBuy(requests: pending)))
+            done: await done(context), page: AskToBuy(requests: pending)))
     }
 
     @Sendable func answer(_ request: Request, context: ConsoleContext) async throws -> Response {
@@ -470,8 +470,8 @@ struct ConsoleRoutes: Sendable {
         } catch let error as StoreError {
             return refusal(.conflict, "Ask to Buy", current: "/ask-to-buy", context: context, "\(error)", back: .init(href: "/ask-to-buy", label: "Back"))
         }
-        let done = "\(transaction) \(form["answer"] == "approve" ? "approved" : "declined")"
-        return Response(status: .seeOther, headers: [.location: "/ask-to-buy?done=\(Self.query(done))"])
+        await said("\(transaction) \(form["answer"] == "approve" ? "approved" : "declined")", context)
+        return Response(status: .seeOther, headers: [.location: "/ask-to-buy"])
     }
 
     // MARK: Notifications
@@ -521,7 +521,7 @@ struct ConsoleRoutes: Sendable {
         let page = Notifications(failedOnly: failedOnly,
             endpoints: .init(caption: "By endpoint", headers: ["endpoint", "delivered", "waiting", "failed"], rows: endpointRows), deliveries: deliveries)
         return pages.render(.ok, "consoleNotifications", ConsoleView.Page("Notifications", current: "/notifications", csrf: context.session?.csrf,
-            done: request.uri.queryParameters.get("done"), page: page))
+            done: await done(context), page: page))
     }
 
     @Sendable func resend(_ request: Request, context: ConsoleContext) async throws -> Response {
@@ -532,7 +532,8 @@ struct ConsoleRoutes: Sendable {
         } catch let error as StoreError {
             return refusal(.conflict, "Notifications", current: "/notifications", context: context, "\(error)", back: .init(href: "/notifications", label: "Back"))
         }
-        return Response(status: .seeOther, headers: [.location: "/notifications?done=\(Self.query("\(id) queued to be sent again"))"])
+        await said("\(id) queued to be sent again", context)
+        return Response(status: .seeOther, headers: [.location: "/notifications"])
     }
 
     // MARK: Health
@@ -625,6 +626,17 @@ struct ConsoleRoutes: Sendable {
             throw HTTPError(.forbidden, message: "This form's CSRF token is missing or not this session's: reload the page and send it again.")
         }
         return form
+    }
+
+    /// Keeps what a form did for the page its 303 leads to (``ConsoleSessions/keep(done:for:)``).
+    private func said(_ done: String, _ context: ConsoleContext) async {
+        if let id = context.sessionId { await sessions.keep(done: done, for: id) }
+    }
+
+    /// What this session's last form did, said once.
+    private func done(_ context: ConsoleContext) async -> String? {
+        guard let id = context.sessionId else { return nil }
+        return await sessions.takeDone(id)
     }
 
     /// A form refused: the page it came from, saying why, and nothing done.

@@ -35,7 +35,7 @@ struct RawGetTests {
         "GET /a\\b HTTP/1.1\r\n\r\n", "GET /büch HTTP/1.1\r\n\r\n", "GET /{x}|^` HTTP/1.1\r\n\r\n",
         // A field that frames a body or the connection, or names an account.
         "GET /v1/catalog HTTP/1.1\r\nContent-Length: 0\r\n\r\n", "GET /v1/catalog HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n",
-        "GET /v1/catalog HTTP/1.1\r\nExpect: 100-continue\r\n\r\n", "GET /v1/catalog HTTP/1.1\r\nConnection: keep-alive\r\n\r\n",
+        "GET /v1/catalog HTTP/1.1\r\nExpect: 100-continue\r\n\r\n", "GET /v1/catalog HTTP/1.1\r\nConnection: keep-alive\r\n\r\n", "GET / HTTP/1.1\r\nProxy-Connection: close\r\n\r\n",
         "GET /v1/catalog HTTP/1.1\r\nUpgrade: h2c\r\n\r\n", "GET /v1/catalog HTTP/1.1\r\nAuthorization: Bearer x\r\n\r\n",
         // Malformed or unusual framing: folded lines, bare CR or LF, a space before the colon, no name.
         "GET /v1/catalog HTTP/1.1\r\nIf-None-Match: \"a\",\r\n \"b\"\r\n\r\n", "GET /v1/catalog HTTP/1.1\nHost: h\n\n",

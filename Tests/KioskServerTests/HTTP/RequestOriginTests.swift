@@ -15,17 +15,24 @@ struct RequestOriginTests: StoreSuite {
             return try reply.decode(DeviceCodeGrant.self).verificationUri
         }
         let claimed = [("X-Forwarded-Proto", "https")]
+        @Sendable func signInCookie(_ http: StoreHTTP) async throws -> String {
+            try await http.send("GET", "/account", headers: claimed).header("Set-Cookie") ?? ""
+        }
         try await Self.withStore { _, http, _ in
             #expect(try await uri(http, []).hasPrefix("http://"))
             // A client talking to the store directly: its word is not a proxy's.
             let direct = try await uri(http, claimed)
             #expect(direct.hasPrefix("http://"), "\(direct)")
+            let cookie = try await signInCookie(http)
+            #expect(cookie.hasPrefix("kiosk_account_csrf=") && !cookie.contains("Secure"), "\(cookie)")
         }
         // Behind a proxy the store trusts (the test's own address, as nginx's would be).
         try await Self.withStore(configure: { $0.rateLimits.trustedProxies = ["127.0.0.1"] }) { _, http, _ in
             #expect(try await uri(http, []).hasPrefix("http://"))
             let proxied = try await uri(http, claimed)
             #expect(proxied.hasPrefix("https://") && proxied.hasSuffix("/account/device"), "\(proxied)")
+            // The sign-in form's cookie as the session's: Secure over HTTPS.
+            #expect(try await signInCookie(http).hasSuffix("; Secure"))
         }
     }
 

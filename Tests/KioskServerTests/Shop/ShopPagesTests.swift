@@ -84,7 +84,7 @@ struct ShopPagesTests: StoreSuite {
             let head = try await http.send("HEAD", "/nothing")
             #expect(head.status == 404 && head.body.isEmpty)
             let api = try await http.send("GET", "/v1/nothing")
-            #expect(api.status == 404 && api.header("Content-Type") == "application/json")
+            #expect(api.status == 404 && api.header("Content-Type") == "application/json" && api.header("X-Content-Type-Options") == "nosniff")
             #expect(try api.decode(APIError.self).code == "not_found")
             // A product the store does not sell: its own words, not the generic page's.
             #expect(String(decoding: try await http.send("GET", "/products/no.such.thing").body, as: UTF8.self).contains("No product no.such.thing"))
