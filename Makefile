@@ -6,12 +6,14 @@ DEV_PACKAGES := libcurl4-openssl-dev libarchive-dev libxml2-dev libsqlite3-dev p
 # PostgreSQL and nginx are started by the tests themselves (throwaway cluster, temporary config);
 # chromium is the browser the console test drives through playwright (PyPI, in .build/venv);
 # gdb prints the stacks of a test run that falls silent (scripts/quiet-watchdog); epubcheck and
-# qpdf are the independent judges of the EPUBs and PDFs a device installs (PublicationTests).
-TEST_TOOLS := curl wget aria2 python3 python3-venv sqlite3 postgresql nginx time tmux chromium gdb epubcheck qpdf
+# qpdf are the independent judges of the EPUBs and PDFs a device installs (PublicationTests); jing
+# judges the OPDS 1.2 feeds against the OPDS 1.2 RELAX NG schema (OPDS12Tests).
+TEST_TOOLS := curl wget aria2 python3 python3-venv sqlite3 postgresql nginx time tmux chromium gdb epubcheck qpdf jing
 PLAYWRIGHT := playwright==1.65.2
 STRIPE := stripe==16.1.0
 JOSERFC := joserfc==1.6.5
 OPDS_PARSER := palace-webpub-manifest-parser==4.1.0
+FEEDPARSER := feedparser==6.0.12
 AXE := axe-playwright-python==0.1.8
 VENV := .build/venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -46,6 +48,8 @@ test-tools:
 	@$(VENV)/bin/python -c 'import axe_playwright_python' 2>/dev/null || { echo "installing $(AXE) into $(VENV)"; $(VENV)/bin/pip install -q '$(AXE)'; }
 	@# palace-webpub-manifest-parser judges the OPDS 2.0 documents the store serves (scripts/opds_check.py).
 	@$(VENV)/bin/python -c 'import webpub_manifest_parser' 2>/dev/null || { echo "installing $(OPDS_PARSER) into $(VENV)"; $(VENV)/bin/pip install -q '$(OPDS_PARSER)'; }
+	@# feedparser reads the OPDS 1.2 feeds as Atom apps do (scripts/opds12_check.py).
+	@$(VENV)/bin/python -c 'import feedparser' 2>/dev/null || { echo "installing $(FEEDPARSER) into $(VENV)"; $(VENV)/bin/pip install -q '$(FEEDPARSER)'; }
 	@# joserfc signs Google Play's Pub/Sub push tokens in the tests (scripts/play_push_token.py).
 	@$(VENV)/bin/python -c 'import joserfc' 2>/dev/null || { echo "installing $(JOSERFC) into $(VENV)"; $(VENV)/bin/pip install -q '$(JOSERFC)'; }
 	@# joserfc, the independent JOSE library the notification tests verify signatures with: the

@@ -21,9 +21,12 @@ struct OPDSFeeds {
     /// The store's own address as the request reached it (`http://host:port`): every link is
     /// absolute, as a feed's `self` must be.
     let base: String
+    /// The format whose feeds these are: the same feeds, linking within their own format.
+    let format: OPDSFormat
 
-    init(products: [String: Product], base: String, storeTitle: String = "Kiosk") {
+    init(products: [String: Product], base: String, format: OPDSFormat = .v2, storeTitle: String = "Kiosk") {
         self.base = base
+        self.format = format
         storefront = Storefront(products: products)
         self.storeTitle = storeTitle
     }
@@ -48,6 +51,11 @@ struct OPDSFeeds {
     struct Price: Encodable, Equatable {
         var currency: String
         var value: Double
+        /// The catalog's own decimal text (`4.99`, `1200`), as OPDS 1.2's `opds:price` writes it;
+        /// 2.0's JSON has the number alone.
+        var amount: String
+
+        enum CodingKeys: String, CodingKey { case currency, value }
     }
 
     struct Acquisition: Encodable, Equatable {
@@ -124,18 +132,21 @@ struct OPDSFeeds {
     /// `GET /opds`: where to go from here.
     func root() -> Feed {
         var navigation = [
-            Link(rel: "subsection", href: base + "/opds/publications", type: Self.feedType, title: "All publications"),
-            Link(rel: "subsection", href: base + "/opds/new", type: Self.feedType, title: "New books"),
+            Link(rel: "subsection", href: base + format.root + "/publications", type: Self.feedType, title: "All publications"),
+            Link(rel: "subsection", href: base + format.root + "/new", type: Self.feedType, title: "New books"),
         ]
         for magazine in storefront.magazines() where !storefront.series(magazine.id).allSatisfy({ $0.kind == .subscription }) {
-            navigation.append(Link(rel: "subsection", href: base + "/opds/series/\(Self.escaped(magazine.id))", type: Self.feedType, title: magazine.name))
+            navigation.append(Link(rel: "subsection", href: base + format.root + "/series/\(Self.escaped(magazine.id))", type: Self.feedType, title: magazine.name))
         }
         for subject in storefront.subjects().prefix(50) {
-            navigation.append(Link(rel: "subsection", href: base + "/opds/subjects/\(Self.escaped(subject))", type: Self.feedType, title: subject))
+            navigation.append(Link(rel: "subsection", href: base + format.root + "/subjects/\(Self.escaped(subject))", type: Self.feedType, title: subject))
         }
         let newest = Array(products.filter { $0.series == nil }.prefix(10)).map(publication)
-        return Feed(metadata: FeedMetadata(title: storeTitle), links: commonLinks(self: "/opds"), navigation: navigation, publications: nil,
-                    groups: newest.isEmpty ? nil : [Group(metadata: FeedMetadata(title: "New books"), links: [Link(rel: "self", href: base + "/opds/new", type: Self.feedType)],
+        // The same catalog in the other format, for an app that reads only that one.
+        let other = format.other
+        let links = commonLinks(self: format.root) + [Link(rel: "alternate", href: base + other.root, type: other.type)]
+        return Feed(metadata: FeedMetadata(title: storeTitle), links: links, navigation: navigation, publications: nil,
+                    groups: newest.isEmpty ? nil : [Group(metadata: FeedMetadata(title: "New books"), links: [Link(rel: "self", href: base + format.root + "/new", type: Self.feedType)],
                                                           publications: newest)])
     }
 
@@ -156,9 +167,9 @@ struct OPDSFeeds {
     func commonLinks(self path: String) -> [Link] {
         [
             Link(rel: "self", href: base + path, type: Self.feedType),
-            Link(rel: "start", href: base + "/opds", type: Self.feedType),
-            Link(rel: "search", href: base + "/opds/search{?query}", type: Self.feedType, templated: true),
-            Link(rel: "http://opds-spec.org/shelf", href: base + "/opds/shelf", type: Self.feedType),
+            Link(rel: "start", href: base + format.root, type: Self.feedType),
+            Link(rel: "search", href: base + format.root + "/search{?query}", type: Self.feedType, templated: true),
+            Link(rel: "http://opds-spec.org/shelf", href: base + format.root + "/shelf", type: Self.feedType),
         ]
     }
 
@@ -180,7 +191,7 @@ struct OPDSFeeds {
         let acquisition = Link(
             rel: rel, href: base + "/opds/content/\(Self.escaped(product.id))", type: delivered,
             properties: Properties(
-                price: isFree ? nil : Price(currency: product.price.currency, value: Double(cents) / 100),
+                price: isFree ? nil : Price(currency: product.price.currency, value: Double(cents) / 100, amount: product.price.amount),
                 indirectAcquisition: direct ? nil : [Acquisition(type: delivered)]))
         let series = product.series.map(storefront.name(ofSeries:))
         return Publication(
@@ -192,7 +203,9 @@ struct OPDSFeeds {
                 published: product.publicationDate, subject: metadata.subjects, description: metadata.description ?? (product.summary.isEmpty ? nil : product.summary),
                 numberOfPages: metadata.pageCount,
                 belongsTo: series.map { BelongsTo(series: [SeriesEntry(name: $0, position: product.issueNumber)]) }),
-            links: [Link(rel: "self", href: base + "/opds/publications/\(Self.escaped(product.id))", type: Self.publicationType), acquisition],
+            links: [Link(rel: "self", href: base + format.root + "/publications/\(Self.escaped(product.id))", type: Self.publicationType), acquisition,
+                    // Its page in the shop: the cover, the description and the way to pay in a browser.
+                    Link(rel: "alternate", href: base + "/products/\(Self.escaped(product.id))", type: "text/html")],
             // OPDS 2.0 asks every publication for an image: the store's cover route (the
             // publisher's cover, or a drawn card). `?v=` names the version, so a reading app's
             // cache of an old cover is never served for a new one.

@@ -41,70 +41,97 @@ struct OPDSRoutes: Sendable {
 
     func collection() -> RouteCollection<KioskRequestContext> {
         let routes = RouteCollection(context: KioskRequestContext.self)
-        routes.get("opds", use: root)
-        routes.get("opds/publications", use: publications)
-        routes.get("opds/publications/:id", use: publication)
-        routes.get("opds/new", use: newBooks)
-        routes.get("opds/series/:id", use: series)
-        routes.get("opds/subjects/:subject", use: subject)
-        routes.get("opds/search", use: search)
+        // One address for every app: the format its Accept asks for.
+        routes.get("opds") { request, context in
+            var response = try await root(request, context: context, format: OPDSFormat.preferred(by: request.headers[.accept]))
+            response.headers[.vary] = "Accept"
+            return response
+        }
+        // The same feeds in each format, under its own root.
+        for format in OPDSFormat.allCases {
+            let root = String(format.root.dropFirst())
+            if format != .v2 { routes.get(RouterPath(root)) { request, context in try await self.root(request, context: context, format: format) } }
+            routes.get(RouterPath(root + "/publications")) { request, context in try await publications(request, context: context, format: format) }
+            routes.get(RouterPath(root + "/publications/:id")) { request, context in try await publication(request, context: context, format: format) }
+            routes.get(RouterPath(root + "/new")) { request, context in try await newBooks(request, context: context, format: format) }
+            routes.get(RouterPath(root + "/series/:id")) { request, context in try await series(request, context: context, format: format) }
+            routes.get(RouterPath(root + "/subjects/:subject")) { request, context in try await subject(request, context: context, format: format) }
+            routes.get(RouterPath(root + "/search")) { request, context in try await search(request, context: context, format: format) }
+            routes.get(RouterPath(root + "/shelf")) { request, context in try await shelf(request, context: context, format: format) }
+        }
+        routes.get("opds/v1.2/opensearch.xml", use: openSearch)
         routes.get("opds/auth", use: authentication)
-        routes.get("opds/shelf", use: shelf)
         routes.get("v1/covers/:id", use: cover)
         return routes
     }
 
-    private func feeds(_ request: Request) async throws -> OPDSFeeds {
-        OPDSFeeds(products: try await catalog.current.products, base: RequestOrigin.base(of: request))
+    private func feeds(_ request: Request, _ format: OPDSFormat) async throws -> OPDSFeeds {
+        OPDSFeeds(products: try await catalog.current.products, base: RequestOrigin.base(of: request), format: format)
     }
 
     private func page(_ request: Request) -> Int {
         request.uri.queryParameters.get("page").flatMap { Int($0) } ?? 1
     }
 
-    @Sendable func root(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        try Self.answer(try await feeds(request).root(), to: request)
+    func root(_ request: Request, context: KioskRequestContext, format: OPDSFormat) async throws -> Response {
+        let feeds = try await feeds(request, format)
+        return try Self.answer(feeds.root(), kind: .navigation, feeds: feeds, to: request)
     }
 
-    @Sendable func publications(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        let feeds = try await feeds(request)
-        return try Self.answer(feeds.page(feeds.products, title: "All publications", path: "/opds/publications", page: page(request)), to: request)
+    func publications(_ request: Request, context: KioskRequestContext, format: OPDSFormat) async throws -> Response {
+        let feeds = try await feeds(request, format)
+        return try Self.answer(feeds.page(feeds.products, title: "All publications", path: feeds.format.root + "/publications", page: page(request)),
+                               kind: .acquisition, feeds: feeds, to: request)
     }
 
-    @Sendable func newBooks(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        let feeds = try await feeds(request)
-        return try Self.answer(feeds.page(feeds.storefront.newBooks(), title: "New books", path: "/opds/new", page: page(request)), to: request)
+    func newBooks(_ request: Request, context: KioskRequestContext, format: OPDSFormat) async throws -> Response {
+        let feeds = try await feeds(request, format)
+        return try Self.answer(feeds.page(feeds.storefront.newBooks(), title: "New books", path: feeds.format.root + "/new", page: page(request)),
+                               kind: .acquisition, feeds: feeds, to: request)
     }
 
-    @Sendable func series(_ request: Request, context: KioskRequestContext) async throws -> Response {
+    func series(_ request: Request, context: KioskRequestContext, format: OPDSFormat) async throws -> Response {
         let id = try context.parameters.require("id")
-        let feeds = try await feeds(request)
+        let feeds = try await feeds(request, format)
         let issues = feeds.storefront.series(id)
         guard !issues.isEmpty else { throw APIFailure(.notFound, code: "unknown_series", message: "no series \"\(ProductID.printable(id))\" in this store's catalog") }
         let title = feeds.storefront.name(ofSeries: id)
-        return try Self.answer(feeds.page(issues, title: title, path: "/opds/series/\(OPDSFeeds.escaped(id))", page: page(request)), to: request)
+        return try Self.answer(feeds.page(issues, title: title, path: feeds.format.root + "/series/\(OPDSFeeds.escaped(id))", page: page(request)),
+                               kind: .acquisition, feeds: feeds, to: request)
     }
 
-    @Sendable func subject(_ request: Request, context: KioskRequestContext) async throws -> Response {
+    func subject(_ request: Request, context: KioskRequestContext, format: OPDSFormat) async throws -> Response {
         let subject = try context.parameters.require("subject").removingPercentEncoding ?? ""
-        let feeds = try await feeds(request)
-        return try Self.answer(feeds.page(feeds.storefront.subject(subject), title: subject, path: "/opds/subjects/\(OPDSFeeds.escaped(subject))", page: page(request)), to: request)
+        let feeds = try await feeds(request, format)
+        return try Self.answer(feeds.page(feeds.storefront.subject(subject), title: subject, path: feeds.format.root + "/subjects/\(OPDSFeeds.escaped(subject))",
+                                          page: page(request)), kind: .acquisition, feeds: feeds, to: request)
     }
 
-    @Sendable func search(_ request: Request, context: KioskRequestContext) async throws -> Response {
+    func search(_ request: Request, context: KioskRequestContext, format: OPDSFormat) async throws -> Response {
         let query = String((request.uri.queryParameters.get("query") ?? "").prefix(200))
-        let feeds = try await feeds(request)
-        return try Self.answer(feeds.page(feeds.storefront.search(query), title: "Search: \(query)", path: "/opds/search?query=\(OPDSFeeds.escaped(query))",
-                                          page: page(request)), to: request)
+        let feeds = try await feeds(request, format)
+        return try Self.answer(feeds.page(feeds.storefront.search(query), title: "Search: \(query)", path: feeds.format.root + "/search?query=\(OPDSFeeds.escaped(query))",
+                                          page: page(request)), kind: .acquisition, feeds: feeds, to: request)
     }
 
-    @Sendable func publication(_ request: Request, context: KioskRequestContext) async throws -> Response {
+    func publication(_ request: Request, context: KioskRequestContext, format: OPDSFormat) async throws -> Response {
         let id = try context.parameters.require("id")
-        let feeds = try await feeds(request)
+        let feeds = try await feeds(request, format)
         guard let product = feeds.storefront.onSale(id) else {
             throw APIFailure(.notFound, code: "unknown_product", message: "no publication \"\(ProductID.printable(id))\" on sale here")
         }
-        return try Self.answer(feeds.publication(product), to: request, type: OPDSFeeds.publicationType)
+        switch format {
+        case .v2:
+            return try Self.answer(feeds.publication(product), to: request, type: OPDSFeeds.publicationType)
+        case .v1_2:
+            return try Self.answer(OPDSAtom.entryDocument(feeds.publication(product), updated: OPDSAtom.updated(feeds.products)), to: request, type: OPDSAtom.entryType)
+        }
+    }
+
+    /// `GET /opds/v1.2/opensearch.xml`: where 1.x apps learn how to search.
+    @Sendable func openSearch(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try Self.answer(OPDSAtom.openSearchDescription(base: RequestOrigin.base(of: request), root: OPDSFormat.v1_2.root, storeTitle: "Kiosk"),
+                        to: request, type: OPDSAtom.openSearchType)
     }
 
     // MARK: Covers
@@ -193,19 +220,20 @@ struct OPDSRoutes: Sendable {
         try Self.answer(Self.authenticationDocument, to: request, type: Self.authenticationType)
     }
 
-    /// `GET /opds/shelf`: the account's publications. Without credentials (a device's Bearer token,
-    /// or Basic with the account's email and password), a 401 with the authentication document, as
-    /// Authentication for OPDS asks.
-    @Sendable func shelf(_ request: Request, context: KioskRequestContext) async throws -> Response {
+    /// `GET /opds/shelf` (and `/opds/v1.2/shelf`): the account's publications. Without credentials
+    /// (a device's Bearer token, or Basic with the account's email and password), a 401 with the
+    /// authentication document and a Basic challenge, as Authentication for OPDS asks (and KyBook
+    /// needs before it sends any credentials).
+    func shelf(_ request: Request, context: KioskRequestContext, format: OPDSFormat) async throws -> Response {
         guard let accountId = try await Self.account(request, context: context, store: store, limits: limits) else { return try Self.challenge() }
-        let feeds = try await feeds(request)
+        let feeds = try await feeds(request, format)
         let all = try await catalog.current.products
         // Bought outright, or an issue one of its subscriptions covers (as a receipt's entitlement is judged).
         let owned = try await store.receipts.ownedProducts(accountId, among: all.values.filter { $0.kind == .nonConsumable && $0.content != nil })
         let publications = owned.sorted().compactMap { all[$0] }
-        var feed = feeds.page(publications, title: "Your publications", path: "/opds/shelf", page: page(request))
+        var feed = feeds.page(publications, title: "Your publications", path: feeds.format.root + "/shelf", page: page(request))
         feed.links.removeAll { $0.rel == "http://opds-spec.org/shelf" }
-        var response = try Self.answer(feed, to: request)
+        var response = try Self.answer(feed, kind: .acquisition, feeds: feeds, to: request)
         response.headers[.cacheControl] = "private, no-cache"
         return response
     }
@@ -220,6 +248,18 @@ struct OPDSRoutes: Sendable {
     }
 
     // MARK: Answering
+
+    /// `feed` in its format: 2.0's JSON, or 1.2's Atom of `kind`.
+    static func answer(_ feed: OPDSFeeds.Feed, kind: OPDSAtom.Kind, feeds: OPDSFeeds, to request: Request) throws -> Response {
+        switch feeds.format {
+        case .v2:
+            return try answer(feed, to: request)
+        case .v1_2:
+            let document = OPDSAtom.document(feed, kind: kind, updated: OPDSAtom.updated(feeds.products), storeTitle: feeds.storeTitle,
+                                             openSearch: feeds.base + OPDSFormat.v1_2.root + "/opensearch.xml")
+            return try answer(document, to: request, type: kind.type)
+        }
+    }
 
     /// `value` as JSON of `type`, with a strong ETag of its bytes; 304 when the client has them.
     static func answer(_ value: some Encodable, to request: Request, type: String = OPDSFeeds.feedType) throws -> Response {

@@ -1,0 +1,72 @@
+import Foundation
+import KioskCore
+import KioskTestSupport
+import Testing
+
+/// The store's catalog as OPDS 1.2 (Atom) beside 2.0, from the same model (issue 64), judged by
+/// `jing` against the OPDS 1.2 RELAX NG schema and by `feedparser` (`scripts/opds12_check.py`).
+@Suite("OPDS 1.2 beside 2.0")
+struct OPDS12Tests {
+    static let navigation = "application/atom+xml;profile=opds-catalog;kind=navigation"
+
+    @Test("every 1.2 feed, entry and the OpenSearch description pass jing and feedparser; /opds answers the format Accept asks for and each root links the other; an app with only Basic is challenged, then reaches the shelf and downloads an owned EPUB")
+    func atomBesideJSON() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/jing"), "no /usr/bin/jing: run make test-tools (it installs Debian's jing)")
+        try #require(FileManager.default.isExecutableFile(atPath: OPDSTests.python.path), "no \(OPDSTests.python.path): run make test-tools (it installs feedparser)")
+        let directory = try TemporaryDirectory()
+        let store = try PublicationTests.store(in: directory)
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let http = StoreHTTP(baseURL: server.url)
+        let check = SampleStore.repository.appendingPathComponent("scripts/opds12_check.py").path
+        let paths = ["/opds/v1.2", "/opds/v1.2/publications", "/opds/v1.2/new", "/opds/v1.2/series/com.kiosk.magazines.harbor-monthly",
+                     "/opds/v1.2/search?query=harbor", "/opds/v1.2/subjects/Fiction", "/opds/v1.2/publications/\(PublicationTests.epubBook)",
+                     "/opds/v1.2/publications/\(PublicationTests.pdfIssue)", "/opds/v1.2/opensearch.xml"]
+        let judged = try await KioskCommand.run([check] + paths.map { server.url + $0 }, program: OPDSTests.python)
+        #expect(judged.status == 0, "\(judged.stdout)\(judged.stderr)")
+
+        // One address for every app: the format its Accept asks for.
+        let atom = try await http.send("GET", "/opds", headers: [("Accept", "application/atom+xml;q=0.9, */*;q=0.1")])
+        #expect(atom.status == 200 && atom.header("Content-Type") == Self.navigation && atom.header("Vary") == "Accept")
+        let json = try await http.send("GET", "/opds", headers: [("Accept", "application/opds+json, application/atom+xml;q=0.5")])
+        #expect(json.header("Content-Type") == "application/opds+json")
+        #expect(try await http.send("GET", "/opds").header("Content-Type") == "application/opds+json", "without Accept, 2.0")
+        let atomRoot = String(decoding: atom.body, as: UTF8.self)
+        #expect(atomRoot.contains(#"rel="alternate" href="\#(server.url)/opds" type="application/opds+json""#), "\(atomRoot)")
+        #expect(String(decoding: json.body, as: UTF8.self).contains(#""href":"\#(server.url)/opds/v1.2""#))
+        let etag = try #require(atom.header("ETag"))
+        #expect(try await http.send("GET", "/opds/v1.2", headers: [("If-None-Match", etag)]).status == 304, "the same root at its own address")
+
+        // A 1.x app that sends credentials only when challenged (KyBook): 401 with Basic, then the shelf.
+        let refused = try await http.send("GET", "/opds/v1.2/shelf")
+        #expect(refused.status == 401 && refused.header("WWW-Authenticate")?.hasPrefix("Basic") == true)
+        let reader = try await http.send("POST", "/v1/accounts", json: #"{"email": "reader@example.com", "password": "correct horse battery"}"#)
+            .decode(AccountCreated.self)
+        #expect(try await http.pay(PublicationTests.epubBook, token: reader.token).status == 200)
+        let basic = "Basic " + Data("reader@example.com:correct horse battery".utf8).base64EncodedString()
+        let shelfJudged = try await KioskCommand.run([check, "--authorization", basic, server.url + "/opds/v1.2/shelf"], program: OPDSTests.python)
+        #expect(shelfJudged.status == 0, "\(shelfJudged.stdout)\(shelfJudged.stderr)")
+        let shelf = String(decoding: try await http.send("GET", "/opds/v1.2/shelf", authorization: basic).body, as: UTF8.self)
+        let content = "\(server.url)/opds/content/\(PublicationTests.epubBook)"
+        #expect(shelf.contains(#"href="\#(content)" type="application/epub+zip""#), "\(shelf)")
+        #expect(!shelf.contains(PublicationTests.pdfIssue), "only what the account owns")
+        let downloaded = try await http.send("GET", "/opds/content/\(PublicationTests.epubBook)", authorization: basic)
+        let publisher = try Data(contentsOf: store.content.appendingPathComponent("publications/Harbor Tales.epub"))
+        #expect(downloaded.status == 200 && downloaded.body == publisher)
+        _ = await server.stop()
+    }
+
+    @Test("a 1.2 entry says what the 2.0 publication says: its buy link with the catalog's price, an archive's indirect acquisition, its cover and its shop page")
+    func entryFromTheSameModel() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try PublicationTests.store(in: directory)
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let http = StoreHTTP(baseURL: server.url)
+        let entry = String(decoding: try await http.send("GET", "/opds/v1.2/publications/\(PublicationTests.epubBook)").body, as: UTF8.self)
+        #expect(entry.contains(#"<link rel="http://opds-spec.org/acquisition/buy" href="\#(server.url)/opds/content/\#(PublicationTests.epubBook)" type="application/epub+zip">"#), "\(entry)")
+        #expect(entry.contains("<opds:price currencycode=\"USD\">"), "\(entry)")
+        #expect(entry.contains(#"rel="http://opds-spec.org/image/thumbnail""#) && entry.contains(#"href="\#(server.url)/products/\#(PublicationTests.epubBook)" type="text/html""#))
+        let issues = String(decoding: try await http.send("GET", "/opds/v1.2/series/com.kiosk.magazines.harbor-monthly").body, as: UTF8.self)
+        #expect(issues.contains("<opds:indirectAcquisition type=\"application/gzip\"/>"), "an archive says what it holds: \(issues)")
+        _ = await server.stop()
+    }
+}
