@@ -141,7 +141,7 @@ struct OPDSFeeds {
         for subject in storefront.subjects().prefix(50) {
             navigation.append(Link(rel: "subsection", href: base + format.root + "/subjects/\(Self.escaped(subject))", type: Self.feedType, title: subject))
         }
-        let newest = Array(products.filter { $0.series == nil }.prefix(10)).map(publication)
+        let newest = products.filter { $0.series == nil }.prefix(10).map { publication($0) }
         // The same catalog in the other format, for an app that reads only that one.
         let other = format.other
         let links = commonLinks(self: format.root) + [Link(rel: "alternate", href: base + other.root, type: other.type)]
@@ -150,8 +150,9 @@ struct OPDSFeeds {
                                                           publications: newest)])
     }
 
-    /// A paged feed of `selected`, page `page` (1 first).
-    func page(_ selected: [Product], title: String, path: String, page: Int) -> Feed {
+    /// A paged feed of `selected`, page `page` (1 first); `owned` for the shelf, whose
+    /// publications link their files directly.
+    func page(_ selected: [Product], title: String, path: String, page: Int, owned: Bool = false) -> Feed {
         let shown = Storefront.page(selected, number: page, size: Self.pageSize)
         let (pages, current, slice) = (shown.count, shown.number, shown.items)
         var links = commonLinks(self: path + (current > 1 ? "?page=\(current)" : ""))
@@ -160,7 +161,7 @@ struct OPDSFeeds {
         if current > 1 { links.append(Link(rel: "previous", href: base + path + (current > 2 ? "?page=\(current - 1)" : ""), type: Self.feedType)) }
         if current < pages { links.append(Link(rel: "next", href: base + path + "?page=\(current + 1)", type: Self.feedType)) }
         return Feed(metadata: FeedMetadata(title: title, numberOfItems: selected.count, itemsPerPage: Self.pageSize, currentPage: current),
-                    links: links, navigation: nil, publications: slice.map(publication), groups: nil)
+                    links: links, navigation: nil, publications: slice.map { publication($0, owned: owned) }, groups: nil)
     }
 
     /// The links every feed carries: itself, the start, the search and the shelf.
@@ -175,7 +176,12 @@ struct OPDSFeeds {
 
     // MARK: One publication
 
-    func publication(_ product: Product) -> Publication {
+    /// One publication and how it is had. Bought (the shelf, `owned`) or free, its file directly
+    /// (`http://opds-spec.org/acquisition`, `…/open-access`). Otherwise, as the OPDS drafts' buying
+    /// practice has it, `buy` (or `subscribe`) of type `text/html` to its page in the shop, where the
+    /// reader signs in and pays, with its price and what the payment leads to
+    /// (`indirectAcquisition`): an app that followed the file itself got a 401 and no way to pay.
+    func publication(_ product: Product, owned: Bool = false) -> Publication {
         let metadata = product.metadata ?? PublicationMetadata()
         func people(_ role: String) -> [Contributor]? {
             let names = (metadata.contributors ?? []).filter { $0.role == role }.map { Contributor(name: $0.name) }
@@ -184,15 +190,17 @@ struct OPDSFeeds {
         let delivered = product.content.map(Self.mediaType) ?? "application/octet-stream"
         let cents = KioskCore.Price.cents(product.price.amount) ?? 0
         let isFree = cents == 0 && product.kind == .nonConsumable
-        let rel = isFree ? "http://opds-spec.org/acquisition/open-access"
-            : product.kind == .subscription ? "http://opds-spec.org/acquisition/subscribe" : "http://opds-spec.org/acquisition/buy"
-        let direct = product.content?.format.deliveredAsFile == true
-        // What the reader gets in the end: the file itself, or (an archive) what Kiosk's client installs.
-        let acquisition = Link(
-            rel: rel, href: base + "/opds/content/\(Self.escaped(product.id))", type: delivered,
-            properties: Properties(
-                price: isFree ? nil : Price(currency: product.price.currency, value: Double(cents) / 100, amount: product.price.amount),
-                indirectAcquisition: direct ? nil : [Acquisition(type: delivered)]))
+        let file = base + "/opds/content/\(Self.escaped(product.id))"
+        let acquisition: Link
+        if owned || isFree {
+            acquisition = Link(rel: owned ? "http://opds-spec.org/acquisition" : "http://opds-spec.org/acquisition/open-access", href: file, type: delivered)
+        } else {
+            acquisition = Link(
+                rel: product.kind == .subscription ? "http://opds-spec.org/acquisition/subscribe" : "http://opds-spec.org/acquisition/buy",
+                href: base + "/products/\(Self.escaped(product.id))", type: "text/html",
+                properties: Properties(price: Price(currency: product.price.currency, value: Double(cents) / 100, amount: product.price.amount),
+                                       indirectAcquisition: product.content == nil ? nil : [Acquisition(type: delivered)]))
+        }
         let series = product.series.map(storefront.name(ofSeries:))
         return Publication(
             metadata: Metadata(

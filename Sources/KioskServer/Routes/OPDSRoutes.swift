@@ -231,7 +231,7 @@ struct OPDSRoutes: Sendable {
         // Bought outright, or an issue one of its subscriptions covers (as a receipt's entitlement is judged).
         let owned = try await store.receipts.ownedProducts(accountId, among: all.values.filter { $0.kind == .nonConsumable && $0.content != nil })
         let publications = owned.sorted().compactMap { all[$0] }
-        var feed = feeds.page(publications, title: "Your publications", path: feeds.format.root + "/shelf", page: page(request))
+        var feed = feeds.page(publications, title: "Your publications", path: feeds.format.root + "/shelf", page: page(request), owned: true)
         feed.links.removeAll { $0.rel == "http://opds-spec.org/shelf" }
         var response = try Self.answer(feed, kind: .acquisition, feeds: feeds, to: request)
         response.headers[.cacheControl] = "private, no-cache"

@@ -55,15 +55,33 @@ struct OPDS12Tests {
         _ = await server.stop()
     }
 
-    @Test("a 1.2 entry says what the 2.0 publication says: its buy link with the catalog's price, an archive's indirect acquisition, its cover and its shop page")
+    @Test("buying from inside an app: the buy link leads to the shop's page (text/html) with the price and what it leads to, in both formats; once paid, the shelf links the file itself; a free book stays open access")
     func entryFromTheSameModel() async throws {
         let directory = try TemporaryDirectory()
         let store = try PublicationTests.store(in: directory)
         let server = try await ServerProcess.start(store, log: directory.path("server.log"))
         let http = StoreHTTP(baseURL: server.url)
+        let page = "\(server.url)/products/\(PublicationTests.epubBook)"
         let entry = String(decoding: try await http.send("GET", "/opds/v1.2/publications/\(PublicationTests.epubBook)").body, as: UTF8.self)
-        #expect(entry.contains(#"<link rel="http://opds-spec.org/acquisition/buy" href="\#(server.url)/opds/content/\#(PublicationTests.epubBook)" type="application/epub+zip">"#), "\(entry)")
-        #expect(entry.contains("<opds:price currencycode=\"USD\">"), "\(entry)")
+        #expect(entry.contains(#"<link rel="http://opds-spec.org/acquisition/buy" href="\#(page)" type="text/html"><opds:price currencycode="USD">"#), "\(entry)")
+        #expect(entry.contains(#"<opds:indirectAcquisition type="application/epub+zip"/>"#), "\(entry)")
+        let publication = try JSONSerialization.jsonObject(with: try await http.send("GET", "/opds/publications/\(PublicationTests.epubBook)").body) as? [String: Any]
+        let buy = (publication?["links"] as? [[String: Any]])?.first { $0["rel"] as? String == "http://opds-spec.org/acquisition/buy" }
+        #expect(buy?["href"] as? String == page && buy?["type"] as? String == "text/html", "\(String(describing: buy))")
+        #expect(((buy?["properties"] as? [String: Any])?["indirectAcquisition"] as? [[String: Any]])?.first?["type"] as? String == "application/epub+zip")
+        // The link leads somewhere an app can hand to a browser: the shop's page, with its Buy.
+        let shopPage = try await http.send("GET", "/products/\(PublicationTests.epubBook)")
+        #expect(shopPage.status == 200 && String(decoding: shopPage.body, as: UTF8.self).contains("/account/buy/\(PublicationTests.epubBook)"))
+        // Paid: the shelf links the file itself, in both formats.
+        let reader = try await http.createAccount()
+        #expect(try await http.pay(PublicationTests.epubBook, token: reader.token).status == 200)
+        let shelf = String(decoding: try await http.send("GET", "/opds/v1.2/shelf", token: reader.token).body, as: UTF8.self)
+        #expect(shelf.contains(#"<link rel="http://opds-spec.org/acquisition" href="\#(server.url)/opds/content/\#(PublicationTests.epubBook)" type="application/epub+zip"/>"#), "\(shelf)")
+        let shelf2 = String(decoding: try await http.send("GET", "/opds/shelf", token: reader.token).body, as: UTF8.self)
+        #expect(shelf2.contains(#""href":"\#(server.url)/opds/content/\#(PublicationTests.epubBook)","rel":"http://opds-spec.org/acquisition""#), "\(shelf2)")
+        #expect(try await http.send("GET", "/opds/content/\(PublicationTests.epubBook)", token: reader.token).status == 200)
+        let free = String(decoding: try await http.send("GET", "/opds/v1.2/publications/com.kiosk.books.tidewater-stories").body, as: UTF8.self)
+        #expect(free.contains(#"<link rel="http://opds-spec.org/acquisition/open-access" href="\#(server.url)/opds/content/com.kiosk.books.tidewater-stories" type="application/epub+zip"/>"#), "\(free)")
         #expect(entry.contains(#"rel="http://opds-spec.org/image/thumbnail""#) && entry.contains(#"href="\#(server.url)/products/\#(PublicationTests.epubBook)" type="text/html""#))
         let issues = String(decoding: try await http.send("GET", "/opds/v1.2/series/com.kiosk.magazines.harbor-monthly").body, as: UTF8.self)
         #expect(issues.contains("<opds:indirectAcquisition type=\"application/gzip\"/>"), "an archive says what it holds: \(issues)")
