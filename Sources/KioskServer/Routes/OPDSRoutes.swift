@@ -214,7 +214,14 @@ struct OPDSRoutes: Sendable {
     static let authenticationDocument = AuthenticationDocument(
         id: "/opds/auth", title: "Kiosk", description: "Sign in with the email and password of your Kiosk account.",
         authentication: [AuthenticationDocument.Flow(type: "http://opds-spec.org/auth/basic", labels: ["login": "Email", "password": "Password"])],
-        links: [OPDSFeeds.Link(rel: "start", href: "/opds", type: OPDSFeeds.feedType)])
+        links: [
+            OPDSFeeds.Link(rel: "start", href: "/opds", type: OPDSFeeds.feedType),
+            OPDSFeeds.Link(rel: "http://opds-spec.org/shelf", href: "/opds/shelf", type: OPDSFeeds.feedType),
+            // The shop's sign-in page, whose second form creates an account; and where a reader
+            // locked out learns what to do.
+            OPDSFeeds.Link(rel: "register", href: "/account", type: "text/html", title: "Create an account"),
+            OPDSFeeds.Link(rel: "help", href: "/account", type: "text/html", title: "Sign in, or ask the store for a reset code"),
+        ])
 
     @Sendable func authentication(_ request: Request, context: KioskRequestContext) async throws -> Response {
         try Self.answer(Self.authenticationDocument, to: request, type: Self.authenticationType)

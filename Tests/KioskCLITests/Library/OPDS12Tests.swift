@@ -39,6 +39,10 @@ struct OPDS12Tests {
         // A 1.x app that sends credentials only when challenged (KyBook): 401 with Basic, then the shelf.
         let refused = try await http.send("GET", "/opds/v1.2/shelf")
         #expect(refused.status == 401 && refused.header("WWW-Authenticate")?.hasPrefix("Basic") == true)
+        // The authentication document names the shelf and where to create an account.
+        let document = try JSONSerialization.jsonObject(with: refused.body) as? [String: Any]
+        let rels = Set(((document?["links"] as? [[String: Any]]) ?? []).compactMap { $0["rel"] as? String })
+        #expect(rels.isSuperset(of: ["http://opds-spec.org/shelf", "register", "help"]), "\(rels)")
         let reader = try await http.send("POST", "/v1/accounts", json: #"{"email": "reader@example.com", "password": "correct horse battery"}"#)
             .decode(AccountCreated.self)
         #expect(try await http.pay(PublicationTests.epubBook, token: reader.token).status == 200)
