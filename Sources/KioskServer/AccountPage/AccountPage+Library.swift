@@ -32,9 +32,14 @@ extension AccountPage {
         }
         let waiting = try await store.stripe.waitingCheckouts(accountId: device.accountId)
             .filter { !owned.contains($0) }.map { published.products[$0]?.title ?? $0 }
+        // The way back to a reading app after paying in the browser: its shelf as an `opds://`
+        // link (the scheme Thorium and other apps register for a catalog), and the plain address.
+        let origin = RequestOrigin.base(of: request)
+        let shelf = origin + OPDSFormat.v2.root + "/shelf"
+        let appLink = "opds://" + (origin.split(separator: "://", maxSplits: 1).last.map(String.init) ?? origin) + OPDSFormat.v2.root + "/shelf"
         return html(.ok, "library", [
             "title": "Your library", "signedIn": true, "csrf": Self.csrf(for: token(request) ?? ""),
-            "hasItems": !items.isEmpty, "items": items,
+            "hasItems": !items.isEmpty, "items": items, "appLink": appLink, "shelf": shelf,
             "hasSubscriptions": !subscriptions.isEmpty, "subscriptions": subscriptions,
             "hasWaiting": !waiting.isEmpty, "waiting": waiting,
         ])

@@ -90,7 +90,7 @@ enum PageTemplates {
         <tr><th scope="col">Title</th><th scope="col">File</th><th scope="col"><span class="visually-hidden">Download</span></th></tr>
         {{#items}}<tr><td><a href="{{href}}">{{title}}</a>{{#covered}} <span class="muted">(with {{covered}})</span>{{/covered}}</td><td>{{format}}, {{size}}</td>
         <td>{{#download}}<a href="{{download}}" download>Download<span class="visually-hidden"> {{title}}</span></a>{{/download}}{{^download}}<span class="muted">{{note}}</span>{{/download}}</td></tr>{{/items}}
-        </table></section>{{/hasItems}}
+        </table><p class="muted">In a reading app: <a href="{{appLink}}">open your shelf</a>, or add {{shelf}} as a catalog.</p></section>{{/hasItems}}
         {{#hasSubscriptions}}<section aria-labelledby="subscriptions"><h2 id="subscriptions">Subscriptions</h2><table>
         <tr><th scope="col">Plan</th><th scope="col">State</th><th scope="col">Until</th><th scope="col">Renews</th></tr>
         {{#subscriptions}}<tr><td>{{title}}</td><td>{{state}}</td><td>{{expires}}</td><td>{{#autoRenew}}yes{{/autoRenew}}{{^autoRenew}}no{{/autoRenew}}</td></tr>{{/subscriptions}}

@@ -117,6 +117,9 @@ struct ShopPagesTests: StoreSuite {
             #expect(library.status == 200 && library.header("Cache-Control") == "no-store")
             #expect(page.contains("Salt and Stars") && page.contains("EPUB") && page.contains("/account/library/\(Self.epub)/file"), "\(page)")
             #expect(page.contains("Small Engines") && page.contains("ZIP archive"))
+            // The way back to a reading app: the shelf as an opds:// link, and its address.
+            let host = String(http.baseURL.dropFirst("http://".count))
+            #expect(page.contains("href=\"opds://\(host)/opds/shelf\"") && page.contains("\(http.baseURL)/opds/shelf"), "\(page)")
 
             let file = try await browser.get("/account/library/\(Self.epub)/file")
             let original = try Data(contentsOf: SampleStore.repository.appendingPathComponent("Content/publications/salt-and-stars.epub"))
