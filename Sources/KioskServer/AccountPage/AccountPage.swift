@@ -38,6 +38,7 @@ struct AccountPage: Sendable {
         routes.post("account/sign-out", use: guarded(signOut))
         routes.post("account/sign-out-everywhere", use: guarded(signOutEverywhere))
         routes.post("account/devices/remove", use: guarded(removeDevice))
+        routes.post("account/sync-password", use: guarded(makeSyncPassword))
         routes.post("account/subscriptions/cancel", use: guarded(cancelSubscription))
         routes.post("account/device", use: guarded(approveCode))
         routes.get("account/export", use: guarded(export))
@@ -89,8 +90,9 @@ struct AccountPage: Sendable {
         return try await accountPage(device, request: request, code: code)
     }
 
+    /// - Parameter syncPassword: a sync password just made, shown this once.
     private func accountPage(_ device: DeviceIdentity, request: Request, notice: String? = nil, error: String? = nil, code: String? = nil,
-                             status: HTTPResponse.Status = .ok) async throws -> Response {
+                             syncPassword: String? = nil, status: HTTPResponse.Status = .ok) async throws -> Response {
         let summary = try await store.accounts.summary(of: device.accountId)
         let devices = try await store.accounts.devices(of: device.accountId, current: device.deviceId)
         let subscriptions = try await store.subscriptions.list(accountId: device.accountId).subscriptions
@@ -104,13 +106,14 @@ struct AccountPage: Sendable {
                 ["id": info.originalTransactionId, "productId": info.productId, "state": info.state.rawValue,
                  "expires": Self.shown(info.expiresDate), "autoRenew": info.autoRenew]
             },
-            "deviceCount": devices.devices.count, "deviceLimit": devices.limit,
+            "deviceCount": devices.devices.count, "deviceLimit": devices.limit, "syncServer": RequestOrigin.base(of: request),
             "devices": devices.devices.map { info -> [String: Any] in
                 ["id": info.id, "name": info.name, "created": Self.shown(info.createdAt), "lastSeen": Self.shown(info.lastSeenAt), "current": info.current]
             },
         ]
         if let notice { values["notice"] = notice }
         if let error { values["error"] = error }
+        if let syncPassword { values["syncPassword"] = syncPassword }
         return html(status, "account", values)
     }
 
@@ -202,6 +205,18 @@ struct AccountPage: Sendable {
         return try await acting(device, request) {
             let removed = try await store.accounts.removeDevice(form["device"] ?? "", of: device.accountId)
             return "\(removed.name) is signed out."
+        }
+    }
+
+    /// A sync password for KOReader's progress sync, shown once; it is one of the account's
+    /// devices, removed from the list as any other (``Accounts/makeSyncPassword(for:name:)``).
+    @Sendable func makeSyncPassword(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let (device, _) = try await postedForm(request)
+        do {
+            let made = try await store.accounts.makeSyncPassword(for: device.accountId, name: "KOReader progress sync")
+            return try await accountPage(device, request: request, notice: "A sync password is made; it is shown once, below.", syncPassword: made.password)
+        } catch let error as StoreError {
+            return try await accountPage(device, request: request, error: error.message, status: error.status)
         }
     }
 

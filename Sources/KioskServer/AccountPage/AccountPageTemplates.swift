@@ -63,6 +63,13 @@ enum AccountPageTemplates {
         <form method="post" action="/account/sign-out-everywhere"><input type="hidden" name="csrf" value="{{csrf}}"><button type="submit">Sign out everywhere</button></form>
         </section>
         <section>
+        <h2>Reading progress on every device</h2>
+        <p>KOReader keeps your place in each book here: in its menu, <em>Progress sync</em>, <em>Custom sync server</em> {{syncServer}}, then <em>Log in</em> with your email and a sync password.</p>
+        {{#syncPassword}}<p role="status">Your sync password, shown this once: <code>{{.}}</code></p>{{/syncPassword}}
+        <form method="post" action="/account/sync-password"><input type="hidden" name="csrf" value="{{csrf}}"><button type="submit">Make a sync password</button></form>
+        <p class="muted">Each one is listed under Devices, where removing it signs its reading apps out.</p>
+        </section>
+        <section>
         <h2>Sign in a device with a code</h2>
         <form method="post" action="/account/device">
         <input type="hidden" name="csrf" value="{{csrf}}">

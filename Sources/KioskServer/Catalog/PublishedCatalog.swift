@@ -18,6 +18,9 @@ public struct PublishedCatalog: Sendable {
     /// Quoted strong entity tags of the identity and gzip bodies.
     public let etag: String
     public let gzipETag: String
+    /// The product each delivered file is, by the name KOReader gives it (``KOReaderDigest``):
+    /// what a device syncing its reading progress calls the book.
+    public let productsByDocument: [String: String]
 
     /// Packs what needs packing and builds the response bodies.
     public init(entries: [CatalogEntry], contentStore: ContentStore) throws {
@@ -102,5 +105,12 @@ public struct PublishedCatalog: Sendable {
         // The gzip body is a different representation, so it gets a different strong tag.
         self.etag = "\"\(digest)\""
         self.gzipETag = "\"\(digest)-gzip\""
+        // Twelve small reads a file, once a load: EPUB, PDF and CBZ, the files a reading app opens.
+        // Two products selling the same file are one name: the first by ID, the same on every instance.
+        var byDocument: [String: String] = [:]
+        for (id, packed) in archives.sorted(by: { $0.key < $1.key }) where products[id]?.content?.format.deliveredAsFile == true {
+            if let document = try? KOReaderDigest.of(packed.file), byDocument[document] == nil { byDocument[document] = id }
+        }
+        self.productsByDocument = byDocument
     }
 }

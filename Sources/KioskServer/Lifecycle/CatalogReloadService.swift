@@ -18,6 +18,9 @@ struct CatalogReloadService: Service {
     let onServing: @Sendable (Int) async -> Void
     /// Told of a reload that changed the catalog: the devices' waiting polls, here and on every instance.
     let changes: ChangeNotifier
+    /// Keeps the names KOReader gives each catalog's files, so a reader's place outlives an edition.
+    let reading: ReadingProgress
+    let logger: Logger
 
     func run() async throws {
         // Trapped first: until then a SIGHUP would end the process (its default action).
@@ -31,9 +34,22 @@ struct CatalogReloadService: Service {
         try await catalog.load()
         // Told to stop while packing: the store never served, so it does not say it does.
         guard !Task.isShuttingDownGracefully else { return }
+        await rememberDocuments()
         await onServing(port)
         for await _ in hangUps.cancelOnGracefulShutdown() {
-            if await catalog.reloadReportingChange() { changes.catalogChanged(tellOthers: true) }
+            if await catalog.reloadReportingChange() {
+                changes.catalogChanged(tellOthers: true)
+                await rememberDocuments()
+            }
+        }
+    }
+
+    /// Only a device's place in a book of an earlier edition depends on it: a failure is logged.
+    private func rememberDocuments() async {
+        do {
+            try await reading.remember(documents: try await catalog.current.productsByDocument)
+        } catch {
+            logger.warning("the catalog's document names were not kept; a device reading an earlier edition may start a new place", metadata: ["error": "\(error)"])
         }
     }
 }

@@ -40,7 +40,8 @@ extension KioskServer {
                 host: configuration.consoleHost, port: consolePort, bound: nil)
             services.append(Self.stopsTheGroup(console))
         }
-        services.append(Self.stopsTheGroup(CatalogReloadService(catalog: catalog, listening: listening, onServing: onServing, changes: store.changes)))
+        services.append(Self.stopsTheGroup(CatalogReloadService(catalog: catalog, listening: listening, onServing: onServing, changes: store.changes,
+                                                                   reading: store.reading, logger: logger)))
         services.append(Self.stopsTheGroup(PeriodicService.cleanup(limits.limiter, catalog, logger: logger)))
         // The renewal worker charges the sandbox's pretend renewals; a production store's
         // subscriptions renew where they were paid for (the App Store), never here.

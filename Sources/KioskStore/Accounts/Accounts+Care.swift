@@ -60,6 +60,7 @@ extension Accounts {
         "device codes the account approved and has not used",
         "the app account tokens an app gave its purchases",
         "auto-renewal of every subscription (each ends at its period's end)",
+        "where the account is in each book (reading progress its devices synced)",
     ]
     static let keptOnDeletion = [
         "the ledger (charges and refunds) and the transactions' IDs, products, dates and amounts: bookkeeping law keeps them for years",
@@ -96,6 +97,7 @@ extension Accounts {
             try await Accounts.clearApprovedCodes(of: accountId, in: db)
             try await TransactionRows(db).forgetAppAccountTokens(of: accountId)
             try await SubscriptionRows(db).forgetAppAccountTokens(of: accountId)
+            try await ReadingProgress.erase(accountId, in: db)
             try await AccountRows(db).markDeleted(accountId, at: now)
             try await Accounts.audit(accountId, "deleted", by: "holder", "personal data erased; the ledger kept", at: now, in: db)
         }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import KioskCore
 import SQLKit
@@ -30,8 +31,10 @@ struct NewDevice: Sendable {
     let token: String
     let record: DeviceRecord
 
-    init(accountId: String, name: String?, now: Date, kind: DeviceKind = .app) {
-        token = Store.randomHex(bytes: 32)
+    /// - Parameter token: the device's token when the caller made it (a sync password's key);
+    ///   by default 32 random bytes.
+    init(accountId: String, name: String?, now: Date, kind: DeviceKind = .app, token: String = Store.randomHex(bytes: 32)) {
+        self.token = token
         let id = "dev_" + Store.randomHex(bytes: 8)
         record = DeviceRecord(id: id, accountId: accountId, tokenHash: FileDigest.sha256(of: Data(token.utf8)),
                               name: Self.cleanName(name, id: id), createdAt: now, lastSeenAt: now, kind: kind.rawValue)
@@ -137,7 +140,8 @@ extension Accounts {
     /// the one over it is refused with the names to choose from, unless `replacing` names one to
     /// remove in the same step.
     /// - Returns: the new device, and whether one was replaced (the caller tells the instances once committed).
-    func addDevice(to accountId: String, name: String?, replacing: String?, kind: DeviceKind = .app, in db: any SQLDatabase) async throws -> (NewDevice, replaced: Bool) {
+    func addDevice(to accountId: String, name: String?, replacing: String?, kind: DeviceKind = .app, token: String? = nil,
+                   in db: any SQLDatabase) async throws -> (NewDevice, replaced: Bool) {
         try await AccountRows(db).lockActive(accountId)
         var existing = try await Accounts.devices(of: accountId, in: db)
         var replaced = false
@@ -158,7 +162,8 @@ extension Accounts {
         guard existing.count < policy.maxDevices else {
             throw StoreError.deviceLimit(policy.maxDevices, devices: existing.map(\.name))
         }
-        let device = NewDevice(accountId: accountId, name: name, now: clock.wallNow(), kind: kind)
+        let device = token.map { NewDevice(accountId: accountId, name: name, now: clock.wallNow(), kind: kind, token: $0) }
+            ?? NewDevice(accountId: accountId, name: name, now: clock.wallNow(), kind: kind)
         try await db.insert(into: "device").model(device.record).run()
         return (device, replaced)
     }
@@ -205,7 +210,9 @@ extension Accounts {
 
 /// What signs in: a device's own client, or the account page in a browser.
 public enum DeviceKind: String, Sendable, Equatable {
-    case app, web
+    /// `sync`: a reading app's progress sync (KOReader's kosync), signed in with a sync password
+    /// (``Accounts/makeSyncPassword(for:name:)``); it opens nothing else.
+    case app, web, sync
 }
 
 /// How accounts sign in, set when the store opens (`kiosk serve --max-devices --password-cost`).
@@ -222,4 +229,31 @@ public struct AccountPolicy: Sendable {
     public static let webSessionLifetime: TimeInterval = 12 * 3600
 
     public init() {}
+}
+
+/// A sync password, shown once: what a reader types into KOReader's progress sync.
+public struct SyncPassword: Sendable {
+    public var password: String
+    public var deviceId: String
+}
+
+extension Accounts {
+    /// Makes a password for a reading app's progress sync (KOReader's kosync), as one of the
+    /// account's devices, removed as any device is. KOReader sends the MD5 of what the reader
+    /// typed (its `x-auth-key`), never the password; the store keeps the SHA-256 of that MD5, as
+    /// of any device's token. A password is 16 of 31 letters and digits no one mistakes for
+    /// another (79 bits: random like a token, so its hash needs no slowing). The account's own
+    /// password, bcrypt-hashed, could not be checked against an MD5, and should reach no sync
+    /// server anyway.
+    public func makeSyncPassword(for accountId: String, name: String?) async throws -> SyncPassword {
+        let alphabet = Array("abcdefghjkmnpqrstuvwxyz23456789")
+        var generator = SystemRandomNumberGenerator()
+        let characters = (0..<16).map { _ in alphabet[Int(generator.next(upperBound: UInt64(alphabet.count)))] }
+        let password = stride(from: 0, to: 16, by: 4).map { String(characters[$0..<$0 + 4]) }.joined(separator: "-")
+        let key = Insecure.MD5.hash(data: Data(password.utf8)).map { String(format: "%02x", $0) }.joined()
+        let device = try await database.write { db in
+            try await addDevice(to: accountId, name: name ?? "Reading progress sync", replacing: nil, kind: .sync, token: key, in: db).0
+        }
+        return SyncPassword(password: password, deviceId: device.record.id)
+    }
 }

@@ -520,6 +520,24 @@ enum Migrations {
             #"ALTER TABLE "subscription" ADD COLUMN "channelUpdatedAt" \#(type.timestamp)"#,
             #"CREATE UNIQUE INDEX "subscription_by_channel" ON "subscription" ("channel", "channelSubscriptionId")"#,
         ] },
+        // Where each reader is in each book, as KOReader's progress sync writes it
+        // (ReadingProgress), and the names KOReader gives the files the store delivered, earlier
+        // editions' included, so an updated book keeps the reader's place.
+        Migration(name: "24-reading-progress") { _ in [
+            """
+            CREATE TABLE "readingProgress" (
+                "accountId" TEXT NOT NULL,
+                "document" TEXT NOT NULL,
+                "progress" TEXT NOT NULL,
+                "percentage" DOUBLE PRECISION NOT NULL,
+                "device" TEXT NOT NULL,
+                "deviceId" TEXT NOT NULL,
+                "timestamp" BIGINT NOT NULL,
+                PRIMARY KEY ("accountId", "document")
+            )
+            """,
+            #"CREATE TABLE "documentAlias" ("document" TEXT PRIMARY KEY, "productId" TEXT NOT NULL)"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

@@ -27,6 +27,8 @@ public struct Store: Sendable {
     public var appStore: AppStoreBridge { AppStoreBridge(base: base) }
     /// Receipts: what a proof of purchase entitles, `verifyReceipt`, receipts signed again.
     public var receipts: Receipts { Receipts(base: base) }
+    /// Where each reader is in each book (KOReader's progress sync).
+    public var reading: ReadingProgress { ReadingProgress(base: base) }
     /// The operator's lists and figures: accounts, transactions, sales, downloads, owners.
     public var reports: Reports { Reports(base: base) }
     /// Signs receipts and holds the keys Kiosk's own receipts are checked against.

@@ -1,0 +1,87 @@
+import Foundation
+import KioskCore
+import SQLKit
+
+/// Where each reader is in each book, as the devices that read it say: KOReader's progress sync
+/// (kosync) writes and reads it. One row per account and document, the newest write standing,
+/// with the device that wrote it; the one writer of `readingProgress` and `documentAlias`.
+///
+/// A document is the store's product when the store delivered that file (``KOReaderDigest``, in
+/// the catalog served now or remembered from an earlier edition in `documentAlias`, so an update
+/// of the book keeps the reader's place), else the digest as the device sent it: a book from
+/// elsewhere syncs too, as on any kosync server.
+public struct ReadingProgress: StoreOwner {
+    let base: StoreBase
+
+    /// One stored position, as kosync answers it.
+    public struct Position: Codable, Sendable, Equatable {
+        public var document: String
+        public var progress: String
+        public var percentage: Double
+        public var device: String
+        public var deviceId: String
+        /// When the store took it, in whole seconds since 1970 (kosync's `timestamp`).
+        public var timestamp: Int64
+
+        public init(document: String, progress: String, percentage: Double, device: String, deviceId: String, timestamp: Int64) {
+            (self.document, self.progress, self.percentage, self.device, self.deviceId, self.timestamp) = (document, progress, percentage, device, deviceId, timestamp)
+        }
+    }
+
+    /// Keeps `documents` (KOReader digest → product) as aliases that outlive the catalog: a
+    /// device holding last month's edition still names the book. Idempotent; every instance may.
+    public func remember(documents: [String: String]) async throws {
+        guard !documents.isEmpty else { return }
+        try await database.write { db in
+            for (document, productId) in documents.sorted(by: { $0.key < $1.key }) {
+                try await db.raw(#"""
+                    INSERT INTO "documentAlias" ("document", "productId") VALUES (\#(bind: document), \#(bind: productId))
+                    ON CONFLICT ("document") DO NOTHING
+                    """#).run()
+            }
+        }
+    }
+
+    /// The key a document is kept under for an account: `product:ID` for a file the store
+    /// delivered (now or in an earlier edition), else the digest itself.
+    public func key(of document: String, current: [String: String]) async throws -> String {
+        if let productId = current[document] { return "product:" + productId }
+        struct Alias: Decodable { var productId: String }
+        let alias = try await database.read { db in
+            try await db.raw(#"SELECT "productId" FROM "documentAlias" WHERE "document" = \#(bind: document)"#).first(decoding: Alias.self)
+        }
+        return alias.map { "product:" + $0.productId } ?? document
+    }
+
+    /// Records a position; the newest write stands. Returns it as stored, with the store's time.
+    public func record(accountId: String, key: String, document: String, progress: String, percentage: Double,
+                       device: String, deviceId: String) async throws -> Position {
+        let timestamp = Int64(clock.wallNow().timeIntervalSince1970)
+        try await database.write { db in
+            try await db.raw(#"""
+                INSERT INTO "readingProgress" ("accountId", "document", "progress", "percentage", "device", "deviceId", "timestamp")
+                VALUES (\#(bind: accountId), \#(bind: key), \#(bind: progress), \#(bind: percentage), \#(bind: device), \#(bind: deviceId), \#(bind: timestamp))
+                ON CONFLICT ("accountId", "document") DO UPDATE SET "progress" = excluded."progress", "percentage" = excluded."percentage",
+                    "device" = excluded."device", "deviceId" = excluded."deviceId", "timestamp" = excluded."timestamp"
+                """#).run()
+        }
+        return Position(document: document, progress: progress, percentage: percentage, device: device, deviceId: deviceId, timestamp: timestamp)
+    }
+
+    /// The position kept for the account and key, named as `document` (what the device asked by).
+    public func position(accountId: String, key: String, document: String) async throws -> Position? {
+        struct Row: Decodable { var progress: String; var percentage: Double; var device: String; var deviceId: String; var timestamp: Int64 }
+        let row = try await database.read { db in
+            try await db.raw(#"""
+                SELECT "progress", "percentage", "device", "deviceId", "timestamp" FROM "readingProgress"
+                WHERE "accountId" = \#(bind: accountId) AND "document" = \#(bind: key)
+                """#).first(decoding: Row.self)
+        }
+        return row.map { Position(document: document, progress: $0.progress, percentage: $0.percentage, device: $0.device, deviceId: $0.deviceId, timestamp: $0.timestamp) }
+    }
+
+    /// Erases the account's positions, inside the deletion of the account (``Accounts/delete(_:password:)``).
+    static func erase(_ accountId: String, in db: any SQLDatabase) async throws {
+        try await db.delete(from: "readingProgress").where("accountId", .equal, accountId).run()
+    }
+}

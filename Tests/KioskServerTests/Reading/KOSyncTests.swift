@@ -1,0 +1,157 @@
+import Crypto
+import Foundation
+import KioskCore
+@testable import KioskServer
+import KioskStore
+import KioskTestSupport
+import KioskTransfer
+import Testing
+
+/// KOReader's progress sync (kosync) against the store, with requests built as KOReader's kosync
+/// plugin builds them (`plugins/kosync.koplugin/api.json` and `KOSyncClient.lua`: its paths,
+/// methods, JSON bodies and headers), and the document named as KOReader names a file, by an
+/// independent reckoning of `util.partialMD5` (dd and md5sum).
+@Suite("Reading progress: KOReader's sync")
+struct KOSyncTests: StoreSuite {
+    static let epub = "com.kiosk.books.salt-and-stars"
+
+    /// A request as the plugin sends it: `accept`, `x-auth-user` and `x-auth-key` (the MD5 of the password typed).
+    static func kosync(_ http: StoreHTTP, _ method: String, _ path: String, user: String, password: String, body: [String: Any]? = nil) async throws -> (status: Int, json: [String: Any]) {
+        let key = Insecure.MD5.hash(data: Data(password.utf8)).map { String(format: "%02x", $0) }.joined()
+        var headers = [("accept", "application/vnd.koreader.v1+json"), ("x-auth-user", user), ("x-auth-key", key)]
+        var data: Data?
+        if let body {
+            data = try JSONSerialization.data(withJSONObject: body)
+            headers.append(("Content-Type", "application/json"))
+        }
+        let response = try await HTTPClient().send(HTTPRequest(method: method, url: http.baseURL + path, headers: headers, body: data))
+        return (response.status, (try? JSONSerialization.jsonObject(with: response.body) as? [String: Any]) ?? [:])
+    }
+
+    /// KOReader's name for `file`, reckoned by the shell: 1 KiB at 0, 1 Ki, 4 Ki, … 1 Gi, up to
+    /// the end, through md5sum.
+    static func partialMD5(_ file: URL) throws -> String {
+        let offsets = [0] + (0...10).map { 1_024 << (2 * $0) }
+        let size = try FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int ?? 0
+        let reads = offsets.filter { $0 < size }.map { "dd if='\(file.path)' bs=1 skip=\($0) count=1024 status=none" }.joined(separator: "; ")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "{ \(reads); } | md5sum"]
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return String(text.prefix(32))
+    }
+
+    /// Rewrites the EPUB at `file` with its first XHTML document one paragraph longer, as a
+    /// revised edition is: the mimetype first and stored, everything else as it was.
+    static func revise(_ file: URL) throws {
+        let script = """
+            import sys, zipfile, shutil
+            path = sys.argv[1]
+            with zipfile.ZipFile(path) as old:
+                entries = [(info, old.read(info.filename)) for info in old.infolist()]
+            first = next(info.filename for info, _ in entries if info.filename.endswith(".xhtml"))
+            with zipfile.ZipFile(path + ".new", "w") as new:
+                for info, data in entries:
+                    if info.filename == first:
+                        data = data.replace(b"</body>", b"<p>" + b"A revised paragraph. " * 200 + b"</p></body>", 1)
+                    new.writestr(info, data, compress_type=info.compress_type)
+            shutil.move(path + ".new", path)
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = ["-c", script, file.path]
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+    }
+
+    /// A sync password made on `/account`, as a reader makes one.
+    static func syncPassword(_ http: StoreHTTP, _ email: String) async throws -> String {
+        let browser = try await WebSession.signIn(http, email, next: "/account")
+        let page = String(decoding: try await browser.post("/account/sync-password", ["csrf": browser.csrf]).body, as: UTF8.self)
+        return String(try #require(page.firstMatch(of: /shown this once: <code>([a-z0-9-]+)<\/code>/)?.1, "\(page)"))
+    }
+
+    @Test("a sync password made on /account signs KOReader in; a position written by one device is read by another; another account's password, a wrong one and an app token are refused", arguments: TestEngine.all)
+    func twoDevices(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, _ in
+            _ = try await WebSession.account(http, "ann@example.com")
+            _ = try await WebSession.account(http, "bo@example.com")
+            let password = try await Self.syncPassword(http, "ann@example.com")
+            let boPassword = try await Self.syncPassword(http, "bo@example.com")
+            #expect(password.count == 19 && password != boPassword)
+
+            let authorized = try await Self.kosync(http, "GET", "/users/auth", user: "ann@example.com", password: password)
+            #expect(authorized.status == 200 && authorized.json["authorized"] as? String == "OK")
+            for (user, typed) in [("ann@example.com", boPassword), ("ann@example.com", "wrong-pass-word-xxxx"), ("bo@example.com", password)] {
+                #expect(try await Self.kosync(http, "GET", "/users/auth", user: user, password: typed).status == 401, "\(user)")
+            }
+            // Registering through the plugin is not how accounts are made: the answer it knows as a refusal.
+            let registered = try await Self.kosync(http, "POST", "/users/create", user: "new@example.com", password: "x",
+                                                   body: ["username": "new@example.com", "password": "x"])
+            #expect(registered.status == 402)
+
+            // Device one writes its place in the store's EPUB; device two reads it.
+            let file = SampleStore.repository.appendingPathComponent("Content/publications/salt-and-stars.epub")
+            let document = try Self.partialMD5(file)
+            #expect(try await server.catalog.current.productsByDocument[document] == Self.epub, "the store names the file as KOReader does")
+            let written = try await Self.kosync(http, "PUT", "/syncs/progress", user: "ann@example.com", password: password, body: [
+                "document": document, "progress": "/body/DocFragment[12]/body/p[3]/text().17", "percentage": 0.42, "device": "Kobo", "device_id": "KOBO-1",
+            ])
+            #expect(written.status == 200 && written.json["document"] as? String == document && (written.json["timestamp"] as? Int ?? 0) > 0, "\(written.json)")
+            let read = try await Self.kosync(http, "GET", "/syncs/progress/\(document)", user: "ann@example.com", password: password)
+            #expect(read.status == 200 && read.json["progress"] as? String == "/body/DocFragment[12]/body/p[3]/text().17")
+            #expect(read.json["percentage"] as? Double == 0.42 && read.json["device"] as? String == "Kobo" && read.json["device_id"] as? String == "KOBO-1")
+            // Bo's shelf of places is his own; nothing is known of a book never synced.
+            let bos = try await Self.kosync(http, "GET", "/syncs/progress/\(document)", user: "bo@example.com", password: boPassword)
+            #expect(bos.status == 200 && bos.json.isEmpty, "\(bos.json)")
+            // A later write wins, with the device that wrote it.
+            _ = try await Self.kosync(http, "PUT", "/syncs/progress", user: "ann@example.com", password: password, body: [
+                "document": document, "progress": "51", "percentage": 0.5, "device": "Phone", "device_id": "PHONE-2",
+            ])
+            let newest = try await Self.kosync(http, "GET", "/syncs/progress/\(document)", user: "ann@example.com", password: password)
+            #expect(newest.json["device"] as? String == "Phone" && newest.json["percentage"] as? Double == 0.5)
+            // A bad body is a 400 naming the field; nothing is written.
+            let bad = try await Self.kosync(http, "PUT", "/syncs/progress", user: "ann@example.com", password: password, body: [
+                "document": document, "progress": "9", "percentage": 4.2, "device": "Phone", "device_id": "PHONE-2",
+            ])
+            #expect(bad.status == 400)
+            #expect(try await Self.kosync(http, "GET", "/syncs/progress/\(document)", user: "ann@example.com", password: password).json["percentage"] as? Double == 0.5)
+            // A sync password is no API token.
+            let key = Insecure.MD5.hash(data: Data(password.utf8)).map { String(format: "%02x", $0) }.joined()
+            #expect(try await http.send("GET", "/v1/account", token: key).status == 401)
+            #expect(try await http.send("GET", "/healthcheck").status == 200)
+        }
+    }
+
+    @Test("an updated edition keeps the reader's place: the earlier file's name still leads to the book, and the new file reads the same position", arguments: TestEngine.all)
+    func updateKeepsThePlace(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, _ in
+            _ = try await WebSession.account(http, "ann@example.com")
+            let password = try await Self.syncPassword(http, "ann@example.com")
+            // What the store's catalog loading does (CatalogReloadService) at the first catalog and each reload.
+            try await server.store.reading.remember(documents: try await server.catalog.current.productsByDocument)
+            let file = server.configuration.contentDirectory.appendingPathComponent("publications/salt-and-stars.epub")
+            let before = try Self.partialMD5(file)
+            _ = try await Self.kosync(http, "PUT", "/syncs/progress", user: "ann@example.com", password: password, body: [
+                "document": before, "progress": "chapter 3", "percentage": 0.3, "device": "Kobo", "device_id": "KOBO-1",
+            ])
+            // The publisher revises the book: its first chapter is longer, so every later byte moves.
+            try Self.revise(file)
+            #expect(await server.catalog.reload())
+            try await server.store.reading.remember(documents: try await server.catalog.current.productsByDocument)
+            let after = try Self.partialMD5(file)
+            #expect(after != before)
+            let names = try await server.catalog.current.productsByDocument
+            #expect(names[after] == Self.epub, "\(names) \(after)")
+            let onTheNew = try await Self.kosync(http, "GET", "/syncs/progress/\(after)", user: "ann@example.com", password: password)
+            #expect(onTheNew.json["progress"] as? String == "chapter 3", "\(onTheNew.json)")
+            let onTheOld = try await Self.kosync(http, "GET", "/syncs/progress/\(before)", user: "ann@example.com", password: password)
+            #expect(onTheOld.json["progress"] as? String == "chapter 3")
+        }
+    }
+}
