@@ -15,10 +15,13 @@ extension AccountPage {
         let published = try await catalog.current
         let candidates = published.products.values.filter { $0.kind == .nonConsumable && $0.content != nil }
         let owned = try await store.receipts.ownedProducts(device.accountId, among: Array(candidates))
+        let places = try await store.reading.percentages(accountId: device.accountId)
         let items = owned.compactMap { published.products[$0] }
             .sorted { ($0.publicationDate ?? "", $1.title, $1.id) > ($1.publicationDate ?? "", $0.title, $0.id) }
             .map { product -> [String: Any] in
                 var values: [String: Any] = ["title": product.title, "href": ShopPages.productPath(product.id)]
+                // Where a reading app that syncs (KOReader) last left the reader.
+                if let place = places[product.id] { values["place"] = "\(Int((place * 100).rounded())) %" }
                 if let content = product.content {
                     values["format"] = ShopPages.formatName(content.format)
                     values["size"] = ByteCount.text(content.size)

@@ -88,7 +88,7 @@ enum PageTemplates {
         {{^hasItems}}<section><p>Nothing here yet. <a href="/">Find something to read</a>.</p></section>{{/hasItems}}
         {{#hasItems}}<section aria-labelledby="owned"><h2 id="owned">Yours to read</h2><table>
         <tr><th scope="col">Title</th><th scope="col">File</th><th scope="col"><span class="visually-hidden">Download</span></th></tr>
-        {{#items}}<tr><td><a href="{{href}}">{{title}}</a>{{#covered}} <span class="muted">(with {{covered}})</span>{{/covered}}</td><td>{{format}}, {{size}}</td>
+        {{#items}}<tr><td><a href="{{href}}">{{title}}</a>{{#covered}} <span class="muted">(with {{covered}})</span>{{/covered}}{{#place}} <span class="muted">· continue at {{.}}</span>{{/place}}</td><td>{{format}}, {{size}}</td>
         <td>{{#download}}<a href="{{download}}" download>Download<span class="visually-hidden"> {{title}}</span></a>{{/download}}{{^download}}<span class="muted">{{note}}</span>{{/download}}</td></tr>{{/items}}
         </table><p class="muted">In a reading app: <a href="{{appLink}}">open your shelf</a>, or add {{shelf}} as a catalog.</p></section>{{/hasItems}}
         {{#hasSubscriptions}}<section aria-labelledby="subscriptions"><h2 id="subscriptions">Subscriptions</h2><table>

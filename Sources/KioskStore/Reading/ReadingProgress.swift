@@ -80,6 +80,18 @@ public struct ReadingProgress: StoreOwner {
         return row.map { Position(document: document, progress: $0.progress, percentage: $0.percentage, device: $0.device, deviceId: $0.deviceId, timestamp: $0.timestamp) }
     }
 
+    /// The account's place in each of the store's books it has one in, by product ID (the
+    /// library page's "continue at 42 %").
+    public func percentages(accountId: String) async throws -> [String: Double] {
+        struct Row: Decodable { var document: String; var percentage: Double }
+        let rows = try await database.read { db in
+            try await db.raw(#"""
+                SELECT "document", "percentage" FROM "readingProgress" WHERE "accountId" = \#(bind: accountId) AND "document" LIKE 'product:%'
+                """#).all(decoding: Row.self)
+        }
+        return Dictionary(rows.map { (String($0.document.dropFirst("product:".count)), $0.percentage) }) { first, _ in first }
+    }
+
     /// Erases the account's positions, inside the deletion of the account (``Accounts/delete(_:password:)``).
     static func erase(_ accountId: String, in db: any SQLDatabase) async throws {
         try await db.delete(from: "readingProgress").where("accountId", .equal, accountId).run()

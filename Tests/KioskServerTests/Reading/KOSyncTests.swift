@@ -79,8 +79,9 @@ struct KOSyncTests: StoreSuite {
     @Test("a sync password made on /account signs KOReader in; a position written by one device is read by another; another account's password, a wrong one and an app token are refused", arguments: TestEngine.all)
     func twoDevices(engine: TestEngine) async throws {
         try await Self.withStore(engine: engine) { server, http, _ in
-            _ = try await WebSession.account(http, "ann@example.com")
+            let ann = try await WebSession.account(http, "ann@example.com")
             _ = try await WebSession.account(http, "bo@example.com")
+            #expect(try await http.pay(Self.epub, token: ann.token).status == 200)
             let password = try await Self.syncPassword(http, "ann@example.com")
             let boPassword = try await Self.syncPassword(http, "bo@example.com")
             #expect(password.count == 19 && password != boPassword)
@@ -106,6 +107,9 @@ struct KOSyncTests: StoreSuite {
             let read = try await Self.kosync(http, "GET", "/syncs/progress/\(document)", user: "ann@example.com", password: password)
             #expect(read.status == 200 && read.json["progress"] as? String == "/body/DocFragment[12]/body/p[3]/text().17")
             #expect(read.json["percentage"] as? Double == 0.42 && read.json["device"] as? String == "Kobo" && read.json["device_id"] as? String == "KOBO-1")
+            // The library in a browser says where the reader is.
+            let library = try await WebSession.signIn(http, "ann@example.com", next: "/account/library").get("/account/library")
+            #expect(String(decoding: library.body, as: UTF8.self).contains("continue at 42 %"))
             // Bo's shelf of places is his own; nothing is known of a book never synced.
             let bos = try await Self.kosync(http, "GET", "/syncs/progress/\(document)", user: "bo@example.com", password: boPassword)
             #expect(bos.status == 200 && bos.json.isEmpty, "\(bos.json)")
