@@ -14,6 +14,7 @@ STRIPE := stripe==16.1.0
 JOSERFC := joserfc==1.6.5
 OPDS_PARSER := palace-webpub-manifest-parser==4.1.0
 FEEDPARSER := feedparser==6.0.12
+JSONSCHEMA := jsonschema==4.26.0
 AXE := axe-playwright-python==0.1.8
 VENV := .build/venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -50,6 +51,8 @@ test-tools:
 	@$(VENV)/bin/python -c 'import webpub_manifest_parser' 2>/dev/null || { echo "installing $(OPDS_PARSER) into $(VENV)"; $(VENV)/bin/pip install -q '$(OPDS_PARSER)'; }
 	@# feedparser reads the OPDS 1.2 feeds as Atom apps do (scripts/opds12_check.py).
 	@$(VENV)/bin/python -c 'import feedparser' 2>/dev/null || { echo "installing $(FEEDPARSER) into $(VENV)"; $(VENV)/bin/pip install -q '$(FEEDPARSER)'; }
+	@# jsonschema holds the OPDS Progression documents to the draft's schema (scripts/progression_check.py).
+	@$(VENV)/bin/python -c 'import jsonschema' 2>/dev/null || { echo "installing $(JSONSCHEMA) into $(VENV)"; $(VENV)/bin/pip install -q '$(JSONSCHEMA)'; }
 	@# joserfc signs Google Play's Pub/Sub push tokens in the tests (scripts/play_push_token.py).
 	@$(VENV)/bin/python -c 'import joserfc' 2>/dev/null || { echo "installing $(JOSERFC) into $(VENV)"; $(VENV)/bin/pip install -q '$(JOSERFC)'; }
 	@# joserfc, the independent JOSE library the notification tests verify signatures with: the

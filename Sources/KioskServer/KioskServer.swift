@@ -88,6 +88,7 @@ public struct KioskServer: Sendable {
         router.addRoutes(shopPages.collection())
         router.addRoutes(ReceiptRoutes(store: store, keys: keys).collection())
         router.addRoutes(KOSyncRoutes(store: store, catalog: catalog, limits: limits).collection())
+        router.addRoutes(OPDSProgressionRoutes(store: store, catalog: catalog, limits: limits).collection())
         router.addRoutes(AppStoreRoutes(store: store).collection())
         router.addRoutes(StripeRoutes(store: store, signature: configuration.stripe).collection())
         router.addRoutes(ChannelRoutes(store: store, limits: limits, description: configuration.storeDescription,

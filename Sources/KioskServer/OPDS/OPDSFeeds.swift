@@ -211,7 +211,9 @@ struct OPDSFeeds {
                 published: product.publicationDate, subject: metadata.subjects, description: metadata.description ?? (product.summary.isEmpty ? nil : product.summary),
                 numberOfPages: metadata.pageCount,
                 belongsTo: series.map { BelongsTo(series: [SeriesEntry(name: $0, position: product.issueNumber)]) }),
-            links: [Link(rel: "self", href: base + format.root + "/publications/\(Self.escaped(product.id))", type: Self.publicationType), acquisition,
+            links: [Link(rel: "self", href: base + format.root + "/publications/\(Self.escaped(product.id))", type: Self.publicationType), acquisition]
+                + (owned ? [Link(rel: "http://opds-spec.org/progression", href: base + "/opds/progression/\(Self.escaped(product.id))",
+                                 type: OPDSProgressionRoutes.type)] : []) + [
                     // Its page in the shop: the cover, the description and the way to pay in a browser.
                     Link(rel: "alternate", href: base + "/products/\(Self.escaped(product.id))", type: "text/html")],
             // OPDS 2.0 asks every publication for an image: the store's cover route (the

@@ -57,15 +57,40 @@ public struct ReadingProgress: StoreOwner {
     public func record(accountId: String, key: String, document: String, progress: String, percentage: Double,
                        device: String, deviceId: String) async throws -> Position {
         let timestamp = Int64(clock.wallNow().timeIntervalSince1970)
-        try await database.write { db in
+        let position = Position(document: document, progress: progress, percentage: percentage, device: device, deviceId: deviceId, timestamp: timestamp)
+        _ = try await write(position, accountId: accountId, key: key, unlessNewer: false)
+        return position
+    }
+
+    /// Records a position a reading app dated itself (OPDS Progression's `modified`), unless the
+    /// one kept is newer: then that one is returned and nothing changes (the app's write is
+    /// stale). A compare-and-set in one statement, so two apps writing at once cannot both win.
+    /// - Returns: the position kept, and whether it is this one.
+    public func recordDated(_ position: Position, accountId: String, key: String) async throws -> (kept: Position, stored: Bool) {
+        try await write(position, accountId: accountId, key: key, unlessNewer: true)
+    }
+
+    private func write(_ position: Position, accountId: String, key: String, unlessNewer: Bool) async throws -> (kept: Position, stored: Bool) {
+        struct Row: Decodable { var progress: String; var percentage: Double; var device: String; var deviceId: String; var timestamp: Int64 }
+        return try await database.write { db in
+            let condition: SQLQueryString = unlessNewer ? #" WHERE "readingProgress"."timestamp" <= excluded."timestamp""# : ""
             try await db.raw(#"""
                 INSERT INTO "readingProgress" ("accountId", "document", "progress", "percentage", "device", "deviceId", "timestamp")
-                VALUES (\#(bind: accountId), \#(bind: key), \#(bind: progress), \#(bind: percentage), \#(bind: device), \#(bind: deviceId), \#(bind: timestamp))
+                VALUES (\#(bind: accountId), \#(bind: key), \#(bind: position.progress), \#(bind: position.percentage), \#(bind: position.device),
+                        \#(bind: position.deviceId), \#(bind: position.timestamp))
                 ON CONFLICT ("accountId", "document") DO UPDATE SET "progress" = excluded."progress", "percentage" = excluded."percentage",
                     "device" = excluded."device", "deviceId" = excluded."deviceId", "timestamp" = excluded."timestamp"
-                """#).run()
+                """# + condition).run()
+            guard unlessNewer else { return (position, true) }
+            let row = try await db.raw(#"""
+                SELECT "progress", "percentage", "device", "deviceId", "timestamp" FROM "readingProgress"
+                WHERE "accountId" = \#(bind: accountId) AND "document" = \#(bind: key)
+                """#).first(decoding: Row.self)
+            guard let row else { return (position, true) }
+            let kept = Position(document: position.document, progress: row.progress, percentage: row.percentage, device: row.device,
+                                deviceId: row.deviceId, timestamp: row.timestamp)
+            return (kept, kept == position)
         }
-        return Position(document: document, progress: progress, percentage: percentage, device: device, deviceId: deviceId, timestamp: timestamp)
     }
 
     /// The position kept for the account and key, named as `document` (what the device asked by).

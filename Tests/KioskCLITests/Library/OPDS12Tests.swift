@@ -91,4 +91,51 @@ struct OPDS12Tests {
         #expect(issues.contains("<opds:indirectAcquisition type=\"application/gzip\"/>"), "an archive says what it holds: \(issues)")
         _ = await server.stop()
     }
+
+    @Test("OPDS Progression: the shelf links each owned publication's progression; a document round-trips and passes the draft's schema; an older write is a 409 with the newer; others are refused")
+    func progression() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try PublicationTests.store(in: directory)
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let http = StoreHTTP(baseURL: server.url)
+        let reader = try await http.send("POST", "/v1/accounts", json: #"{"email": "reader@example.com", "password": "correct horse battery"}"#)
+            .decode(AccountCreated.self)
+        #expect(try await http.pay(PublicationTests.epubBook, token: reader.token).status == 200)
+        let basic = "Basic " + Data("reader@example.com:correct horse battery".utf8).base64EncodedString()
+        let path = "/opds/progression/\(PublicationTests.epubBook)"
+        let shelf = String(decoding: try await http.send("GET", "/opds/shelf", authorization: basic).body, as: UTF8.self)
+        #expect(shelf.contains(#""href":"\#(server.url)\#(path)","rel":"http://opds-spec.org/progression","type":"application/opds-progression+json""#), "\(shelf)")
+        #expect(try await http.send("GET", path, authorization: basic).status == 404, "nothing said yet")
+
+        func put(_ json: String) async throws -> StoreHTTP.Reply {
+            try await http.send("PUT", path, authorization: basic, json: json, headers: [("Content-Type", "application/opds-progression+json")])
+        }
+        let sent = #"{"title": "Chapter 1", "modified": "2026-01-27T11:00:00Z", "device": {"id": "urn:uuid:019c0047-cc8d-7ec4-a3c3-938ccadc020a", "name": "Ebook Reader (Pixel 10 Pro)"}, "progression": 0.25, "references": ["chapter1.xhtml#par36"]}"#
+        let stored = try await put(sent)
+        #expect(stored.status == 200 && stored.header("Content-Type") == "application/opds-progression+json")
+        let read = try await http.send("GET", path, authorization: basic)
+        let document = try JSONSerialization.jsonObject(with: read.body) as? [String: Any]
+        #expect(document?["modified"] as? String == "2026-01-27T11:00:00Z" && document?["progression"] as? Double == 0.25)
+        #expect((document?["device"] as? [String: Any])?["name"] as? String == "Ebook Reader (Pixel 10 Pro)")
+        #expect(document?["references"] as? [String] == ["chapter1.xhtml#par36"])
+        // The draft's schema, judged by jsonschema.
+        let saved = directory.path("progression.json")
+        try read.body.write(to: saved)
+        let judged = try await KioskCommand.run([SampleStore.repository.appendingPathComponent("scripts/progression_check.py").path, saved.path], program: OPDSTests.python)
+        #expect(judged.status == 0, "\(judged.stdout)\(judged.stderr)")
+
+        // An older write loses: 409 with the newer one.
+        let stale = try await put(#"{"modified": "2026-01-20T09:00:00Z", "device": {"id": "urn:uuid:old", "name": "Old phone"}, "progression": 0.1}"#)
+        #expect(stale.status == 409)
+        #expect((try JSONSerialization.jsonObject(with: stale.body) as? [String: Any])?["progression"] as? Double == 0.25)
+        // A bad document is a 400 naming the field; nothing changes.
+        #expect(try await put(#"{"modified": "yesterday", "device": {"id": "urn:x", "name": "x"}, "progression": 0.9}"#).status == 400)
+
+        // Without credentials, the challenge; another account's is refused.
+        let anonymous = try await http.send("GET", path)
+        #expect(anonymous.status == 401 && anonymous.header("WWW-Authenticate")?.hasPrefix("Basic") == true)
+        let other = try await http.createAccount()
+        #expect(try await http.send("GET", path, token: other.token).status == 403)
+        _ = await server.stop()
+    }
 }

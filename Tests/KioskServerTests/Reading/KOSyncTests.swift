@@ -125,6 +125,17 @@ struct KOSyncTests: StoreSuite {
             ])
             #expect(bad.status == 400)
             #expect(try await Self.kosync(http, "GET", "/syncs/progress/\(document)", user: "ann@example.com", password: password).json["percentage"] as? Double == 0.5)
+            // An OPDS Progression app and KOReader share the place: each reads what the other wrote.
+            let tomorrow = ISO8601DateFormatter().string(from: Date().addingTimeInterval(86_400))
+            let progression = #"{"modified": "\#(tomorrow)", "device": {"id": "urn:uuid:thorium-1", "name": "Thorium"}, "progression": 0.75}"#
+            #expect(try await http.send("PUT", "/opds/progression/\(Self.epub)", token: ann.token, json: progression).status == 200)
+            let fromProgression = try await Self.kosync(http, "GET", "/syncs/progress/\(document)", user: "ann@example.com", password: password)
+            #expect(fromProgression.json["percentage"] as? Double == 0.75 && fromProgression.json["device"] as? String == "Thorium")
+            _ = try await Self.kosync(http, "PUT", "/syncs/progress", user: "ann@example.com", password: password, body: [
+                "document": document, "progress": "/body/DocFragment[20]", "percentage": 0.8, "device": "Kobo", "device_id": "KOBO-1",
+            ])
+            let fromKOReader = try JSONSerialization.jsonObject(with: try await http.send("GET", "/opds/progression/\(Self.epub)", token: ann.token).body) as? [String: Any]
+            #expect(fromKOReader?["progression"] as? Double == 0.8 && (fromKOReader?["device"] as? [String: Any])?["id"] as? String == "urn:kosync:KOBO-1")
             // A sync password is no API token.
             let key = Insecure.MD5.hash(data: Data(password.utf8)).map { String(format: "%02x", $0) }.joined()
             #expect(try await http.send("GET", "/v1/account", token: key).status == 401)

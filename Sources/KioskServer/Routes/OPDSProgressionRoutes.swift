@@ -1,0 +1,109 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KioskCore
+import KioskStore
+
+/// OPDS Progression 1.0 (the OPDS community's draft: `http://opds-spec.org/progression`,
+/// `application/opds-progression+json`) on each publication an account owns, for
+/// Thorium/Cantook-class apps, over the same stored positions as KOReader's sync
+/// (``ReadingProgress``): a place written by either is read by both.
+///
+/// `GET /opds/progression/{id}` answers the last-known progression (404 when none). `PUT` sends
+/// the app's, dated by its `modified`: kept unless the one the store has is newer, when the answer
+/// is 409 with that one, for the app to offer the reader. Credentials as the shelf's (a device's
+/// Bearer token or Basic), 401 with the challenge without them, 403 for a publication the account
+/// does not own.
+struct OPDSProgressionRoutes: Sendable {
+    static let type = "application/opds-progression+json"
+
+    let store: Store
+    let catalog: CatalogService
+    let limits: RateLimitGate
+
+    func collection() -> RouteCollection<KioskRequestContext> {
+        let routes = RouteCollection(context: KioskRequestContext.self)
+        routes.get("opds/progression/:id", use: read)
+        routes.put("opds/progression/:id", use: update)
+        return routes
+    }
+
+    /// The progression document.
+    struct Document: Codable, Equatable {
+        struct Device: Codable, Equatable {
+            var id: String
+            var name: String
+        }
+
+        var title: String?
+        var modified: String
+        var device: Device
+        var progression: Double
+        var references: [String]?
+    }
+
+    @Sendable func read(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        guard let (accountId, product) = try await owned(request, context: context) else { return try OPDSRoutes.challenge() }
+        guard let position = try await store.reading.position(accountId: accountId, key: "product:" + product.id, document: product.id) else {
+            throw APIFailure(.notFound, code: "no_progression", message: "no device has said where it is in \(product.id) yet")
+        }
+        return try Self.answer(Self.document(position), status: .ok)
+    }
+
+    @Sendable func update(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        guard let (accountId, product) = try await owned(request, context: context) else { return try OPDSRoutes.challenge() }
+        let sent = try await JSONBody.decode(Document.self, from: request)
+        guard let modified = ISO8601DateFormatter().date(from: sent.modified) else {
+            throw APIFailure.badRequest("the field \"modified\" must be an ISO 8601 date and time, such as 2026-01-27T11:00:00Z")
+        }
+        guard sent.progression.isFinite, (0...1).contains(sent.progression) else { throw APIFailure.badRequest("the field \"progression\" must be from 0 to 1") }
+        guard KOSyncRoutes.isField(sent.device.id, upTo: 256), KOSyncRoutes.isField(sent.device.name, upTo: 128) else {
+            throw APIFailure.badRequest("the fields \"device.id\" and \"device.name\" must be 1 to 256 and 1 to 128 visible characters")
+        }
+        let references = sent.references ?? []
+        guard references.count <= 20, references.allSatisfy({ $0.utf8.count <= 1_024 }) else {
+            throw APIFailure.badRequest("the field \"references\" holds at most 20 references of at most 1024 bytes")
+        }
+        let position = ReadingProgress.Position(document: product.id, progress: Self.progress(from: references), percentage: sent.progression,
+                                                device: sent.device.name, deviceId: sent.device.id, timestamp: Int64(modified.timeIntervalSince1970))
+        let (kept, stored) = try await store.reading.recordDated(position, accountId: accountId, key: "product:" + product.id)
+        return try Self.answer(Self.document(kept), status: stored ? .ok : .conflict)
+    }
+
+    /// The account asking and the publication it owns, or nil when it sent no credentials.
+    private func owned(_ request: Request, context: KioskRequestContext) async throws -> (String, Product)? {
+        let id = try context.parameters.require("id")
+        guard let product = try await catalog.current.products[id], product.content != nil else {
+            throw APIFailure(.notFound, code: "unknown_product", message: "no publication \"\(ProductID.printable(id))\" here")
+        }
+        guard let accountId = try await OPDSRoutes.account(request, context: context, store: store, limits: limits) else { return nil }
+        guard try await store.receipts.accountOwns(accountId, product) else {
+            throw APIFailure(.forbidden, code: "not_entitled", message: "this account does not own \(id)")
+        }
+        return (accountId, product)
+    }
+
+    /// What KOReader keeps as a position from the references: a PDF's `#page=N` is its page number;
+    /// anything else is kept as the first reference.
+    static func progress(from references: [String]) -> String {
+        if let page = references.first(where: { $0.hasPrefix("#page=") }).map({ String($0.dropFirst("#page=".count)) }), Int(page) != nil { return page }
+        return references.first ?? ""
+    }
+
+    /// A stored position as a progression document: KOReader's page number as `#page=N`, its
+    /// device ID as a URI.
+    static func document(_ position: ReadingProgress.Position) -> Document {
+        let references: [String]? = Int(position.progress) != nil ? ["#page=" + position.progress]
+            : position.progress.hasPrefix("#") || position.progress.contains(".xhtml") || position.progress.contains(".html") ? [position.progress] : nil
+        let deviceId = position.deviceId.contains(":") ? position.deviceId : "urn:kosync:" + position.deviceId
+        let modified = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(position.timestamp)))
+        return Document(modified: modified, device: .init(id: deviceId, name: position.device), progression: position.percentage, references: references)
+    }
+
+    static func answer(_ document: Document, status: HTTPResponse.Status) throws -> Response {
+        var response = try JSONBody.response(document, status: status)
+        response.headers[.contentType] = type
+        response.headers[.cacheControl] = "private, no-store"
+        return response
+    }
+}
