@@ -55,6 +55,16 @@ enum OPDSAtom {
             }
             root.addChild(self.link(rel: link.rel, href: link.href, type: feedType(of: link, kind: kind), title: link.title))
         }
+        // Facets as OPDS 1.2 writes them: a link each, its group and whether it is the one shown.
+        for group in feed.facets ?? [] {
+            for facet in group.links {
+                let element = link(rel: "http://opds-spec.org/facet", href: facet.href, type: acquisitionType, title: facet.title)
+                for (name, value) in [("opds:facetGroup", group.metadata.title)] + (facet.rel == "self" ? [("opds:activeFacet", "true")] : []) {
+                    if let attribute = XMLNode.attribute(withName: name, uri: opds, stringValue: value) as? XMLNode { element.addAttribute(attribute) }
+                }
+                root.addChild(element)
+            }
+        }
         for link in feed.navigation ?? [] {
             let entry = XMLElement(name: "entry")
             entry.addChild(text("title", link.title ?? link.href))

@@ -72,9 +72,17 @@ struct OPDSFeeds {
     struct Feed: Encodable {
         var metadata: FeedMetadata
         var links: [Link]
+        var facets: [FacetGroup]?
         var navigation: [Link]?
         var publications: [Publication]?
         var groups: [Group]?
+    }
+
+    /// A way to narrow a list of publications (by subject, by series): a title and a link per choice,
+    /// the one shown now with `rel: self`.
+    struct FacetGroup: Encodable {
+        var metadata: FeedMetadata
+        var links: [Link]
     }
 
     struct Group: Encodable {
@@ -150,9 +158,26 @@ struct OPDSFeeds {
                                                           publications: newest)])
     }
 
+    /// Every subject and every series, each a facet of the catalog's publications, with how many
+    /// it holds; `active` is the path of the one shown now.
+    func facets(active: String?) -> [FacetGroup] {
+        func link(_ path: String, _ title: String, _ count: Int) -> Link {
+            Link(rel: path == active ? "self" : nil, href: base + path, type: Self.feedType, title: title, properties: Properties(numberOfItems: count))
+        }
+        let subjects = storefront.subjects().prefix(50).map { subject in
+            link(format.root + "/subjects/\(Self.escaped(subject))", subject, storefront.subject(subject).count)
+        }
+        let series = storefront.magazines().map { magazine in
+            link(format.root + "/series/\(Self.escaped(magazine.id))", magazine.name, storefront.series(magazine.id).count)
+        }
+        return [FacetGroup(metadata: FeedMetadata(title: "Subject"), links: subjects), FacetGroup(metadata: FeedMetadata(title: "Series"), links: series)]
+            .filter { !$0.links.isEmpty }
+    }
+
     /// A paged feed of `selected`, page `page` (1 first); `owned` for the shelf, whose
-    /// publications link their files directly.
-    func page(_ selected: [Product], title: String, path: String, page: Int, owned: Bool = false) -> Feed {
+    /// publications link their files directly; `faceted` for a list of the catalog's
+    /// publications, which offers its subjects and series (``facets(active:)``).
+    func page(_ selected: [Product], title: String, path: String, page: Int, owned: Bool = false, faceted: Bool = false) -> Feed {
         let shown = Storefront.page(selected, number: page, size: Self.pageSize)
         let (pages, current, slice) = (shown.count, shown.number, shown.items)
         var links = commonLinks(self: path + (current > 1 ? "?page=\(current)" : ""))
@@ -161,7 +186,8 @@ struct OPDSFeeds {
         if current > 1 { links.append(Link(rel: "previous", href: base + path + (current > 2 ? "?page=\(current - 1)" : ""), type: Self.feedType)) }
         if current < pages { links.append(Link(rel: "next", href: base + path + "?page=\(current + 1)", type: Self.feedType)) }
         return Feed(metadata: FeedMetadata(title: title, numberOfItems: selected.count, itemsPerPage: Self.pageSize, currentPage: current),
-                    links: links, navigation: nil, publications: slice.map { publication($0, owned: owned) }, groups: nil)
+                    links: links, facets: faceted ? facets(active: path) : nil, navigation: nil,
+                    publications: slice.map { publication($0, owned: owned) }, groups: nil)
     }
 
     /// The links every feed carries: itself, the start, the search and the shelf.

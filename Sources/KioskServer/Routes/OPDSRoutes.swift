@@ -80,7 +80,7 @@ struct OPDSRoutes: Sendable {
 
     func publications(_ request: Request, context: KioskRequestContext, format: OPDSFormat) async throws -> Response {
         let feeds = try await feeds(request, format)
-        return try Self.answer(feeds.page(feeds.products, title: "All publications", path: feeds.format.root + "/publications", page: page(request)),
+        return try Self.answer(feeds.page(feeds.products, title: "All publications", path: feeds.format.root + "/publications", page: page(request), faceted: true),
                                kind: .acquisition, feeds: feeds, to: request)
     }
 
@@ -96,7 +96,7 @@ struct OPDSRoutes: Sendable {
         let issues = feeds.storefront.series(id)
         guard !issues.isEmpty else { throw APIFailure(.notFound, code: "unknown_series", message: "no series \"\(ProductID.printable(id))\" in this store's catalog") }
         let title = feeds.storefront.name(ofSeries: id)
-        return try Self.answer(feeds.page(issues, title: title, path: feeds.format.root + "/series/\(OPDSFeeds.escaped(id))", page: page(request)),
+        return try Self.answer(feeds.page(issues, title: title, path: feeds.format.root + "/series/\(OPDSFeeds.escaped(id))", page: page(request), faceted: true),
                                kind: .acquisition, feeds: feeds, to: request)
     }
 
@@ -104,7 +104,7 @@ struct OPDSRoutes: Sendable {
         let subject = try context.parameters.require("subject").removingPercentEncoding ?? ""
         let feeds = try await feeds(request, format)
         return try Self.answer(feeds.page(feeds.storefront.subject(subject), title: subject, path: feeds.format.root + "/subjects/\(OPDSFeeds.escaped(subject))",
-                                          page: page(request)), kind: .acquisition, feeds: feeds, to: request)
+                                          page: page(request), faceted: true), kind: .acquisition, feeds: feeds, to: request)
     }
 
     func search(_ request: Request, context: KioskRequestContext, format: OPDSFormat) async throws -> Response {

@@ -24,6 +24,14 @@ struct OPDS12Tests {
         let judged = try await KioskCommand.run([check] + paths.map { server.url + $0 }, program: OPDSTests.python)
         #expect(judged.status == 0, "\(judged.stdout)\(judged.stderr)")
 
+        // Facets by subject and series on the catalog's lists, the one shown marked, in both formats.
+        let fiction = String(decoding: try await http.send("GET", "/opds/v1.2/subjects/Fiction").body, as: UTF8.self)
+        #expect(fiction.contains(#"href="\#(server.url)/opds/v1.2/subjects/Fiction" type="application/atom+xml;profile=opds-catalog;kind=acquisition" title="Fiction" opds:facetGroup="Subject" opds:activeFacet="true"/>"#), "\(fiction)")
+        #expect(fiction.contains(#"opds:facetGroup="Series""#))
+        let facets = (try JSONSerialization.jsonObject(with: try await http.send("GET", "/opds/subjects/Fiction").body) as? [String: Any])?["facets"] as? [[String: Any]]
+        let active = facets?.flatMap { ($0["links"] as? [[String: Any]]) ?? [] }.filter { $0["rel"] as? String == "self" }.compactMap { $0["title"] as? String }
+        #expect(active == ["Fiction"], "\(String(describing: facets))")
+
         // One address for every app: the format its Accept asks for.
         let atom = try await http.send("GET", "/opds", headers: [("Accept", "application/atom+xml;q=0.9, */*;q=0.1")])
         #expect(atom.status == 200 && atom.header("Content-Type") == Self.navigation && atom.header("Vary") == "Accept")
