@@ -250,3 +250,55 @@ struct StoreAPI: Sendable {
         return text.isEmpty ? "no details" : text
     }
 }
+
+// MARK: Reading progress
+
+extension StoreAPI {
+    /// The account's last-known place in `productId` (OPDS Progression), or nil when no device has said one.
+    func readingPosition(of productId: String) async throws -> ReadingPosition? {
+        let (status, body) = try await progression("GET", productId, body: nil)
+        if status == 404 {
+            // No place yet is an answer; a product the store does not have is an error.
+            guard (try? JSONDecoder().decode(APIError.self, from: body))?.code == "no_progression" else {
+                throw Self.error(from: HTTPResponse(status: status, headers: [:], body: body), url: server + "/opds/progression/" + productId)
+            }
+            return nil
+        }
+        return try decodedPosition(status, body, productId)
+    }
+
+    /// Sends this device's place; returns the place kept, and whether it is this one (a newer one
+    /// another device sent stays: the store answers 409 with it).
+    func setReadingPosition(_ position: ReadingPosition, of productId: String) async throws -> (kept: ReadingPosition, stored: Bool) {
+        let (status, body) = try await progression("PUT", productId, body: try JSONEncoder().encode(position))
+        return (try decodedPosition(status, body, productId), status != 409)
+    }
+
+    /// The progression route's answers, 404 and 409 included (they carry meaning here).
+    private func progression(_ method: String, _ productId: String, body: Data?) async throws -> (Int, Data) {
+        let url = server + "/opds/progression/" + (productId.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? productId)
+        var headers: [(name: String, value: String)] = [("Accept", "application/opds-progression+json")]
+        if let token { headers.append(("Authorization", "Bearer \(token)")) }
+        if body != nil { headers.append(("Content-Type", "application/opds-progression+json")) }
+        let response: HTTPResponse
+        do {
+            response = try await http.send(HTTPRequest(method: method, url: url, headers: headers, body: body, timeout: 60))
+        } catch let error as TransferError where error.kind == .unreachable {
+            throw ClientError.serverUnreachable(url: url, detail: error.message)
+        } catch let error as TransferError {
+            throw ClientError.answerLost(url: url, detail: error.message)
+        }
+        guard (200..<300).contains(response.status) || response.status == 404 || response.status == 409 else {
+            throw Self.error(from: response, url: url)
+        }
+        return (response.status, response.body)
+    }
+
+    private func decodedPosition(_ status: Int, _ body: Data, _ productId: String) throws -> ReadingPosition {
+        guard let position = try? JSONDecoder().decode(ReadingPosition.self, from: body) else {
+            throw ClientError.badResponse(url: server + "/opds/progression/" + productId, detail: "HTTP \(status) without a progression document")
+        }
+        answered()
+        return position
+    }
+}

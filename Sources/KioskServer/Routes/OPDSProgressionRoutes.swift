@@ -28,19 +28,7 @@ struct OPDSProgressionRoutes: Sendable {
         return routes
     }
 
-    /// The progression document.
-    struct Document: Codable, Equatable {
-        struct Device: Codable, Equatable {
-            var id: String
-            var name: String
-        }
-
-        var title: String?
-        var modified: String
-        var device: Device
-        var progression: Double
-        var references: [String]?
-    }
+    typealias Document = ReadingPosition
 
     @Sendable func read(_ request: Request, context: KioskRequestContext) async throws -> Response {
         guard let (accountId, product) = try await owned(request, context: context) else { return try OPDSRoutes.challenge() }

@@ -146,4 +146,29 @@ struct OPDS12Tests {
         #expect(try await http.send("GET", path, token: other.token).status == 403)
         _ = await server.stop()
     }
+
+    @Test("kiosk progress: a device sets its place and reads it back; a newer place another app sent stays and is said; no place yet is said as such")
+    func progressCommand() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try PublicationTests.store(in: directory)
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let home = ["KIOSK_HOME": directory.path("home").path, "KIOSK_SERVER": server.url]
+        #expect(try await KioskCommand.run(["buy", PublicationTests.epubBook, "--no-download"], environment: home).status == 0)
+        let none = try await KioskCommand.run(["progress", PublicationTests.epubBook], environment: home)
+        #expect(none.status == 0 && none.stdout.contains("no device has said where you are yet"), "\(none)")
+        let set = try await KioskCommand.run(["progress", PublicationTests.epubBook, "--set", "42%"], environment: home)
+        #expect(set.status == 0 && set.stdout.contains("at 42 %"), "\(set)")
+        let read = try await KioskCommand.run(["progress", PublicationTests.epubBook], environment: home)
+        #expect(read.stdout.contains("42 %"), "\(read)")
+        #expect(try await KioskCommand.run(["progress", PublicationTests.epubBook, "--set", "142%"], environment: home).status == 2)
+        // Another app says a later place, dated tomorrow: this device's older word does not replace it.
+        let token = try #require(try await KioskCommand.run(["account", "--show-token"], environment: home).stdout
+            .split(separator: "\n").first { $0.hasPrefix("token: ") }.flatMap { $0.dropFirst("token: ".count).split(separator: " ").first.map(String.init) })
+        let tomorrow = ISO8601DateFormatter().string(from: Date().addingTimeInterval(86_400))
+        let later = #"{"modified": "\#(tomorrow)", "device": {"id": "urn:uuid:tablet", "name": "Tablet"}, "progression": 0.9}"#
+        #expect(try await StoreHTTP(baseURL: server.url).send("PUT", "/opds/progression/\(PublicationTests.epubBook)", token: token, json: later).status == 200)
+        let stale = try await KioskCommand.run(["progress", PublicationTests.epubBook, "--set", "50%"], environment: home)
+        #expect(stale.status == 0 && stale.stdout.contains("a newer place stays: 90 % (Tablet"), "\(stale)")
+        _ = await server.stop()
+    }
 }
