@@ -42,8 +42,9 @@ public struct Accounts: StoreOwner {
         if let known = tokens.device(forHash: hash) { return known }
         let mark = tokens.mark()
         let found = try await database.read { try await Accounts.device(tokenHash: hash, in: $0) }
-        guard let found else { return nil }
-        let kind = DeviceKind(rawValue: found.kind) ?? .app
+        // A kind this version does not know (a later version's) signs in nothing here: taken for
+        // an app, a sync password's key would have opened the API.
+        guard let found, let kind = DeviceKind(rawValue: found.kind) else { return nil }
         // A browser's session ends on the server too, however long its cookie is kept.
         if kind == .web, clock.wallNow().timeIntervalSince(found.createdAt) > AccountPolicy.webSessionLifetime {
             return nil
