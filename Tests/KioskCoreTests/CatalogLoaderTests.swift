@@ -58,6 +58,7 @@ struct CatalogLoaderTests {
         BrokenProduct(name: "isolate in a subject", change: { $0["subjects"] = ["Sea", "\u{2067}Fiction"] }, rule: .badMetadata, field: "subjects"),
         BrokenProduct(name: "C1 control in a description", change: { $0["description"] = "A tale\u{85}of the sea" }, rule: .badMetadata, field: "description"),
         BrokenProduct(name: "escape in an author", change: { $0["author"] = "Wren\u{1B}[2J" }, rule: .badMetadata, field: "author"),
+        BrokenProduct(name: "noncharacter in a subject", change: { $0["subjects"] = ["Fic\u{FFFF}ion"] }, rule: .badMetadata, field: "subjects"),
         BrokenProduct(name: "NUL in a contributor's name", change: { $0["contributors"] = [["name": "Evil\u{0}Name", "role": "illustrator"]] }, rule: .badMetadata, field: "contributors"),
         BrokenProduct(name: "override in a contributor's name", change: { $0["contributors"] = [["name": "Evil\u{202E}Name", "role": "editor"]] }, rule: .badMetadata, field: "contributors"),
     ]

@@ -441,7 +441,7 @@ private struct FieldReader {
     /// control character or a bidirectional override or isolate is unseen and can hide or turn
     /// around what follows it (a title reversing the price after it). Refused by name here, once,
     /// rather than dropped differently by each place that shows the text. Tabs and line breaks stay;
-    /// so do the marks U+200E/U+200F that right-to-left text uses.
+    /// so do the marks U+200E/U+200F that right-to-left text uses. Noncharacters are refused too.
     func refuseHidden(_ value: String, _ field: String) throws {
         guard let hidden = value.unicodeScalars.first(where: Self.isHidden) else { return }
         throw error(.badMetadata, field, "holds \(String(format: "U+%04X", hidden.value)), a control character no reader sees (it can hide or reorder the text after it); remove it")
@@ -451,7 +451,10 @@ private struct FieldReader {
         switch scalar.value {
         case 0x09, 0x0A, 0x0D: false
         case 0x00...0x1F, 0x7F...0x9F, 0x202A...0x202E, 0x2066...0x2069: true
-        default: false
+        // Noncharacters (U+FDD0–U+FDEF, and the last two of every plane): no text holds them, and
+        // XML cannot, so one made every OPDS 1.2 feed unreadable.
+        case 0xFDD0...0xFDEF: true
+        default: scalar.value & 0xFFFE == 0xFFFE
         }
     }
 

@@ -60,7 +60,7 @@ enum OPDSAtom {
             for facet in group.links {
                 let element = link(rel: "http://opds-spec.org/facet", href: facet.href, type: acquisitionType, title: facet.title)
                 for (name, value) in [("opds:facetGroup", group.metadata.title)] + (facet.rel == "self" ? [("opds:activeFacet", "true")] : []) {
-                    if let attribute = XMLNode.attribute(withName: name, uri: opds, stringValue: value) as? XMLNode { element.addAttribute(attribute) }
+                    if let attribute = XMLNode.attribute(withName: name, uri: opds, stringValue: xmlText(value)) as? XMLNode { element.addAttribute(attribute) }
                 }
                 root.addChild(element)
             }
@@ -93,7 +93,7 @@ enum OPDSAtom {
     static func openSearchDescription(base: String, root: String, storeTitle: String) -> Data {
         let description = XMLElement(name: "OpenSearchDescription", uri: openSearchNamespace)
         if let namespace = XMLNode.namespace(withName: "", stringValue: openSearchNamespace) as? XMLNode { description.addNamespace(namespace) }
-        description.addChild(XMLElement(name: "ShortName", stringValue: String(storeTitle.prefix(16))))
+        description.addChild(XMLElement(name: "ShortName", stringValue: xmlText(String(storeTitle.prefix(16)))))
         description.addChild(XMLElement(name: "Description", stringValue: "Search \(storeTitle) by title, author, subject or summary"))
         description.addChild(XMLElement(name: "InputEncoding", stringValue: "UTF-8"))
         description.addChild(XMLElement(name: "OutputEncoding", stringValue: "UTF-8"))
@@ -176,7 +176,20 @@ enum OPDSAtom {
     /// Attributes are pairs, in order: a dictionary's order changes from one process to the next,
     /// and with it a feed's bytes and ETag.
     private static func text(_ name: String, _ value: String, attributes: KeyValuePairs<String, String> = [:]) -> XMLElement {
-        add(attributes, to: XMLElement(name: name, stringValue: value))
+        add(attributes, to: XMLElement(name: name, stringValue: xmlText(value)))
+    }
+
+    /// `text` with what XML 1.0 cannot hold left out (C0 controls but tab and line breaks, the
+    /// noncharacters U+FFFE and U+FFFF): a search's words or a subject in a path reach a feed, and
+    /// one such character made the whole document unreadable to every app (libxml2 writes it as is).
+    static func xmlText(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.filter { scalar in
+            switch scalar.value {
+            case 0x09, 0x0A, 0x0D: true
+            case 0x00...0x1F, 0xFFFE, 0xFFFF: false
+            default: true
+            }
+        }))
     }
 
     private static func element(_ name: String, attributes: KeyValuePairs<String, String>) -> XMLElement {
@@ -185,7 +198,7 @@ enum OPDSAtom {
 
     private static func add(_ attributes: some Sequence<(key: String, value: String)>, to element: XMLElement) -> XMLElement {
         for (name, value) in attributes {
-            if let attribute = XMLNode.attribute(withName: name, stringValue: value) as? XMLNode { element.addAttribute(attribute) }
+            if let attribute = XMLNode.attribute(withName: name, stringValue: xmlText(value)) as? XMLNode { element.addAttribute(attribute) }
         }
         return element
     }

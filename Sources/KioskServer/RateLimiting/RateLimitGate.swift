@@ -26,6 +26,15 @@ struct RateLimitGate: Sendable {
         }
     }
 
+    /// A refused key that cannot be guessed (a sync password's, 79 random bits): limited by the
+    /// client's address alone. Counted against the email too, a removed key a reading app kept
+    /// sending locked its owner out of signing in.
+    func admitKeyAttempt(_ request: Request, context: KioskRequestContext) async throws {
+        if let limit = limits.signInsPerAddress, let address = limits.clientAddress(peer: context.peerAddress, fields: request.headers) {
+            try await take("signins:address:\(address)", limit, what: "too many sign-in attempts came from \(address)")
+        }
+    }
+
     /// Refuses (`rate_limited`) when the email or the client's address tried to sign in too often
     /// lately. Asked before the password is checked, whether the email is known or not. The email's
     /// bucket is named by its hash: the buckets' table holds no one's address.

@@ -94,33 +94,38 @@ struct KOSyncRoutes: Sendable {
     @Sendable func read(_ request: Request, context: KioskRequestContext) async throws -> Response {
         guard let accountId = try await account(request, context: context) else { return try Self.unauthorized() }
         let document = try context.parameters.require("document")
-        guard Self.isField(document, upTo: 256) else { throw APIFailure.badRequest("the document is not a KOReader document name (at most 256 visible characters)") }
+        guard KOReaderDigest.isDigest(document) else { throw APIFailure.badRequest("the document must be KOReader's name of the file: 32 lowercase hex digits") }
         let key = try await store.reading.key(of: document, current: try await catalog.current.productsByDocument)
-        guard let position = try await store.reading.position(accountId: accountId, key: key, document: document) else {
+        // A place KOReader cannot go to (an OPDS app's percentage alone, or its reference into an
+        // EPUB's chapter) is no place to it: KOReader goes to an XPointer (`/body/…`) or a page.
+        guard let position = try await store.reading.position(accountId: accountId, key: key, document: document),
+              position.progress.hasPrefix("/") || Int(position.progress) != nil else {
             return try Self.json([:])
         }
         return try JSONBody.response(Answer(position))
     }
 
     /// The account a sync password signs in: `x-auth-key` is the MD5 of the password, a device
-    /// of kind `sync`; `x-auth-user` must be that account's email. A wrong pair is counted as a
-    /// failed sign-in (the same limits), so it cannot be guessed at speed.
+    /// of kind `sync`; `x-auth-user` must be that account's email. A wrong pair is counted against
+    /// the client's address (``RateLimitGate/admitKeyAttempt(_:context:)``), so keys cannot be tried at speed.
     func account(_ request: Request, context: KioskRequestContext) async throws -> String? {
         guard let user = Self.header("x-auth-user", request), let key = Self.header("x-auth-key", request) else { return nil }
         if KOReaderDigest.isDigest(key), let device = try await store.accounts.device(forToken: key), device.kind == .sync,
            let owner = try await store.accounts.account(email: user), owner == device.accountId {
             return device.accountId
         }
-        try await limits.admitSignIn(request, context: context, email: user)
+        try await limits.admitKeyAttempt(request, context: context)
         return nil
     }
 
     static func check(_ update: Update) throws {
-        guard isField(update.document, upTo: 256) else { throw APIFailure.badRequest("the field \"document\" must be 1 to 256 visible characters") }
+        guard KOReaderDigest.isDigest(update.document) else {
+            throw APIFailure.badRequest("the field \"document\" must be KOReader's name of the file: 32 lowercase hex digits")
+        }
         guard isField(update.device, upTo: 128), isField(update.deviceId, upTo: 128) else {
             throw APIFailure.badRequest("the fields \"device\" and \"device_id\" must be 1 to 128 visible characters")
         }
-        guard !update.progress.isEmpty, update.progress.utf8.count <= 4_096 else { throw APIFailure.badRequest("the field \"progress\" must be 1 to 4096 bytes") }
+        guard isField(update.progress, upTo: 4_096) else { throw APIFailure.badRequest("the field \"progress\" must be 1 to 4096 bytes of visible text") }
         guard update.percentage.isFinite, (0...1).contains(update.percentage) else { throw APIFailure.badRequest("the field \"percentage\" must be a fraction from 0 to 1") }
     }
 

@@ -41,16 +41,19 @@ struct OPDSProgressionRoutes: Sendable {
     @Sendable func update(_ request: Request, context: KioskRequestContext) async throws -> Response {
         guard let (accountId, product) = try await owned(request, context: context) else { return try OPDSRoutes.challenge() }
         let sent = try await JSONBody.decode(Document.self, from: request)
-        guard let modified = ISO8601DateFormatter().date(from: sent.modified) else {
-            throw APIFailure.badRequest("the field \"modified\" must be an ISO 8601 date and time, such as 2026-01-27T11:00:00Z")
+        guard let said = Self.date(sent.modified), (Self.earliest...Self.latest).contains(said) else {
+            throw APIFailure.badRequest("the field \"modified\" must be an ISO 8601 date and time from 2000 to 2200, such as 2026-01-27T11:00:00Z")
         }
+        // A date ahead of the store's clock counts as now: a device whose clock runs fast (or a
+        // date of year 99999) would otherwise make every later place stale until then.
+        let modified = min(said, Date())
         guard sent.progression.isFinite, (0...1).contains(sent.progression) else { throw APIFailure.badRequest("the field \"progression\" must be from 0 to 1") }
         guard KOSyncRoutes.isField(sent.device.id, upTo: 256), KOSyncRoutes.isField(sent.device.name, upTo: 128) else {
             throw APIFailure.badRequest("the fields \"device.id\" and \"device.name\" must be 1 to 256 and 1 to 128 visible characters")
         }
         let references = sent.references ?? []
-        guard references.count <= 20, references.allSatisfy({ $0.utf8.count <= 1_024 }) else {
-            throw APIFailure.badRequest("the field \"references\" holds at most 20 references of at most 1024 bytes")
+        guard references.count <= 20, references.allSatisfy({ KOSyncRoutes.isField($0, upTo: 1_024) }) else {
+            throw APIFailure.badRequest("the field \"references\" holds at most 20 references of 1 to 1024 bytes of visible text")
         }
         let position = ReadingProgress.Position(document: product.id, progress: Self.progress(from: references), percentage: sent.progression,
                                                 device: sent.device.name, deviceId: sent.device.id, timestamp: Int64(modified.timeIntervalSince1970))
@@ -65,16 +68,34 @@ struct OPDSProgressionRoutes: Sendable {
             throw APIFailure(.notFound, code: "unknown_product", message: "no publication \"\(ProductID.printable(id))\" here")
         }
         guard let accountId = try await OPDSRoutes.account(request, context: context, store: store, limits: limits) else { return nil }
-        guard try await store.receipts.accountOwns(accountId, product) else {
+        let free = (Price.cents(product.price.amount) ?? 1) == 0 && product.kind == .nonConsumable
+        let owns = try await free ? true : store.receipts.accountOwns(accountId, product)
+        guard owns else {
             throw APIFailure(.forbidden, code: "not_entitled", message: "this account does not own \(id)")
         }
         return (accountId, product)
     }
 
-    /// What KOReader keeps as a position from the references: a PDF's `#page=N` is its page number;
-    /// anything else is kept as the first reference.
+    static let earliest = Date(timeIntervalSince1970: 946_684_800)   // 2000-01-01
+    static let latest = Date(timeIntervalSince1970: 7_258_118_400)    // 2200-01-01
+
+    /// An ISO 8601 date and time, with or without fractional seconds (`toISOString()` in every
+    /// browser-based reader writes milliseconds).
+    static func date(_ text: String) -> Date? {
+        let plain = ISO8601DateFormatter()
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return plain.date(from: text) ?? fractional.date(from: text)
+    }
+
+    /// What is kept as the position from the references: a PDF's `#page=N` (1 to a million) as
+    /// KOReader keeps a page, its number; else the first reference, for the apps that can follow it
+    /// (an EPUB's `chapter.xhtml#par`), which KOReader's sync is not handed (``KOSyncRoutes``).
     static func progress(from references: [String]) -> String {
-        if let page = references.first(where: { $0.hasPrefix("#page=") }).map({ String($0.dropFirst("#page=".count)) }), Int(page) != nil { return page }
+        if let reference = references.first(where: { $0.hasPrefix("#page=") }), let page = Int(reference.dropFirst("#page=".count)),
+           (1...1_000_000).contains(page), reference == "#page=\(page)" {
+            return String(page)
+        }
         return references.first ?? ""
     }
 

@@ -108,7 +108,8 @@ struct OPDSRoutes: Sendable {
     }
 
     func search(_ request: Request, context: KioskRequestContext, format: OPDSFormat) async throws -> Response {
-        let query = String((request.uri.queryParameters.get("query") ?? "").prefix(200))
+        // 200 scalars, not characters: one character may carry any number of combining marks.
+        let query = String(String.UnicodeScalarView((request.uri.queryParameters.get("query") ?? "").unicodeScalars.prefix(200)))
         let feeds = try await feeds(request, format)
         return try Self.answer(feeds.page(feeds.storefront.search(query), title: "Search: \(query)", path: feeds.format.root + "/search?query=\(OPDSFeeds.escaped(query))",
                                           page: page(request)), kind: .acquisition, feeds: feeds, to: request)
