@@ -257,13 +257,8 @@ extension StoreAPI {
     /// The account's last-known place in `productId` (OPDS Progression), or nil when no device has said one.
     func readingPosition(of productId: String) async throws -> ReadingPosition? {
         let (status, body) = try await progression("GET", productId, body: nil)
-        if status == 404 {
-            // No place yet is an answer; a product the store does not have is an error.
-            guard (try? JSONDecoder().decode(APIError.self, from: body))?.code == "no_progression" else {
-                throw Self.error(from: HTTPResponse(status: status, headers: [:], body: body), url: server + "/opds/progression/" + productId)
-            }
-            return nil
-        }
+        // No place yet is a 200 with an empty payload (the draft's success codes).
+        if status == 200, body.isEmpty { return nil }
         return try decodedPosition(status, body, productId)
     }
 
@@ -274,7 +269,7 @@ extension StoreAPI {
         return (try decodedPosition(status, body, productId), status != 409)
     }
 
-    /// The progression route's answers, 404 and 409 included (they carry meaning here).
+    /// The progression route's answers, 409 included (it carries the newer place).
     private func progression(_ method: String, _ productId: String, body: Data?) async throws -> (Int, Data) {
         let url = server + "/opds/progression/" + (productId.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? productId)
         var headers: [(name: String, value: String)] = [("Accept", "application/opds-progression+json")]

@@ -18,6 +18,24 @@ struct Storefront: Sendable {
             .sorted { ($0.publicationDate ?? "", $1.title, $1.id) > ($1.publicationDate ?? "", $0.title, $0.id) }
     }
 
+    private init(catalog: [String: Product], products: [Product]) {
+        self.catalog = catalog
+        self.products = products
+    }
+
+    /// What a reading app can open, for the OPDS feeds: publications delivered as files (EPUB, PDF,
+    /// CBZ), and the plans of a magazine that has such issues. A product packed as an archive of
+    /// HTML pages (zip, tar.gz) is for Kiosk's own client, which unpacks it into its library; an
+    /// app handed one would download a file it cannot open, so it is left out of the app's feeds
+    /// (it stays in the shop and in `/v1/catalog`).
+    func readableInApps() -> Storefront {
+        func readable(_ product: Product) -> Bool { product.content?.format.deliveredAsFile == true }
+        let readableSeries = Set(products.filter(readable).compactMap(\.series))
+        return Storefront(catalog: catalog, products: products.filter { product in
+            product.kind == .subscription ? product.series.map(readableSeries.contains) == true : readable(product)
+        })
+    }
+
     /// A product on sale, by its ID.
     func onSale(_ id: String) -> Product? { products.first { $0.id == id } }
 

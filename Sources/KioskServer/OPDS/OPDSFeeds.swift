@@ -27,7 +27,7 @@ struct OPDSFeeds {
     init(products: [String: Product], base: String, format: OPDSFormat = .v2, storeTitle: String = "Kiosk") {
         self.base = base
         self.format = format
-        storefront = Storefront(products: products)
+        storefront = Storefront(products: products).readableInApps()
         self.storeTitle = storeTitle
     }
 

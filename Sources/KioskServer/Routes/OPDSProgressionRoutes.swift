@@ -9,7 +9,8 @@ import KioskStore
 /// Thorium/Cantook-class apps, over the same stored positions as KOReader's sync
 /// (``ReadingProgress``): a place written by either is read by both.
 ///
-/// `GET /opds/progression/{id}` answers the last-known progression (404 when none). `PUT` sends
+/// `GET /opds/progression/{id}` answers the last-known progression (200 with an empty payload when
+/// none, as the draft's success codes have it). `PUT` sends
 /// the app's, dated by its `modified`: kept unless the one the store has is newer, when the answer
 /// is 409 with that one, for the app to offer the reader. Credentials as the shelf's (a device's
 /// Bearer token or Basic), 401 with the challenge without them, 403 for a publication the account
@@ -33,7 +34,10 @@ struct OPDSProgressionRoutes: Sendable {
     @Sendable func read(_ request: Request, context: KioskRequestContext) async throws -> Response {
         guard let (accountId, product) = try await owned(request, context: context) else { return try OPDSRoutes.challenge() }
         guard let position = try await store.reading.position(accountId: accountId, key: "product:" + product.id, document: product.id) else {
-            throw APIFailure(.notFound, code: "no_progression", message: "no device has said where it is in \(product.id) yet")
+            var nothing = Response(status: .ok)
+            nothing.headers[.contentLength] = "0"
+            nothing.headers[.cacheControl] = "private, no-store"
+            return nothing
         }
         return try Self.answer(Self.document(position), status: .ok)
     }
@@ -50,6 +54,9 @@ struct OPDSProgressionRoutes: Sendable {
         guard sent.progression.isFinite, (0...1).contains(sent.progression) else { throw APIFailure.badRequest("the field \"progression\" must be from 0 to 1") }
         guard KOSyncRoutes.isField(sent.device.id, upTo: 256), KOSyncRoutes.isField(sent.device.name, upTo: 128) else {
             throw APIFailure.badRequest("the fields \"device.id\" and \"device.name\" must be 1 to 256 and 1 to 128 visible characters")
+        }
+        guard Self.isURI(sent.device.id) else {
+            throw APIFailure.badRequest("the field \"device.id\" must be a URI, such as urn:uuid:019c0047-cc8d-7ec4-a3c3-938ccadc020a")
         }
         let references = sent.references ?? []
         guard references.count <= 20, references.allSatisfy({ KOSyncRoutes.isField($0, upTo: 1_024) }) else {
@@ -74,6 +81,15 @@ struct OPDSProgressionRoutes: Sendable {
             throw APIFailure(.forbidden, code: "not_entitled", message: "this account does not own \(id)")
         }
         return (accountId, product)
+    }
+
+    /// An absolute URI as RFC 3986 writes one: a scheme (a letter, then letters, digits, `+`, `-`,
+    /// `.`), a colon, and something after it, with no space.
+    static func isURI(_ text: String) -> Bool {
+        let scalars = Array(text.unicodeScalars)
+        guard let colon = scalars.firstIndex(of: ":"), colon > 0, colon < scalars.count - 1, !scalars.contains(" "),
+              scalars[0].isASCII, CharacterSet.letters.contains(scalars[0]) else { return false }
+        return scalars[..<colon].allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "+-.".unicodeScalars.contains($0)) }
     }
 
     static let earliest = Date(timeIntervalSince1970: 946_684_800)   // 2000-01-01
@@ -104,7 +120,10 @@ struct OPDSProgressionRoutes: Sendable {
     static func document(_ position: ReadingProgress.Position) -> Document {
         let references: [String]? = Int(position.progress) != nil ? ["#page=" + position.progress]
             : position.progress.hasPrefix("#") || position.progress.contains(".xhtml") || position.progress.contains(".html") ? [position.progress] : nil
-        let deviceId = position.deviceId.contains(":") ? position.deviceId : "urn:kosync:" + position.deviceId
+        // KOReader's device ID is bare hex; whatever is not a URI becomes one, so the draft's `id` always is.
+        let unreserved = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~"))
+        let deviceId = isURI(position.deviceId) ? position.deviceId
+            : "urn:kosync:" + (position.deviceId.addingPercentEncoding(withAllowedCharacters: unreserved) ?? "unknown")
         let modified = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(position.timestamp)))
         return Document(modified: modified, device: .init(id: deviceId, name: position.device), progression: position.percentage, references: references)
     }

@@ -109,10 +109,20 @@ struct OPDSRoutes: Sendable {
 
     func search(_ request: Request, context: KioskRequestContext, format: OPDSFormat) async throws -> Response {
         // 200 scalars, not characters: one character may carry any number of combining marks.
-        let query = String(String.UnicodeScalarView((request.uri.queryParameters.get("query") ?? "").unicodeScalars.prefix(200)))
+        let query = String(String.UnicodeScalarView(Self.searchTerms(request.uri.query).unicodeScalars.prefix(200)))
         let feeds = try await feeds(request, format)
         return try Self.answer(feeds.page(feeds.storefront.search(query), title: "Search: \(query)", path: feeds.format.root + "/search?query=\(OPDSFeeds.escaped(query))",
                                           page: page(request)), kind: .acquisition, feeds: feeds, to: request)
+    }
+
+    /// The `query` of a search as a form writes it: `+` is a space (apps fill OpenSearch's
+    /// `{searchTerms}` so), `%2B` a plus.
+    static func searchTerms(_ rawQuery: String?) -> String {
+        for pair in (rawQuery ?? "").split(separator: "&") where pair.hasPrefix("query=") {
+            let value = pair.dropFirst("query=".count).replacingOccurrences(of: "+", with: " ")
+            return value.removingPercentEncoding ?? value
+        }
+        return ""
     }
 
     func publication(_ request: Request, context: KioskRequestContext, format: OPDSFormat) async throws -> Response {
@@ -237,7 +247,8 @@ struct OPDSRoutes: Sendable {
         let feeds = try await feeds(request, format)
         let all = try await catalog.current.products
         // Bought outright, or an issue one of its subscriptions covers (as a receipt's entitlement is judged).
-        let owned = try await store.receipts.ownedProducts(accountId, among: all.values.filter { $0.kind == .nonConsumable && $0.content != nil })
+        // Only what an app can open (``Storefront/readableInApps()``): an archive is the Kiosk client's.
+        let owned = try await store.receipts.ownedProducts(accountId, among: all.values.filter { $0.kind == .nonConsumable && $0.content?.format.deliveredAsFile == true })
         let publications = owned.sorted().compactMap { all[$0] }
         var feed = feeds.page(publications, title: "Your publications", path: feeds.format.root + "/shelf", page: page(request), owned: true)
         feed.links.removeAll { $0.rel == "http://opds-spec.org/shelf" }

@@ -8,6 +8,7 @@ import Testing
 @Suite("OPDS 2.0 and publication metadata")
 struct OPDSTests {
     static let python = SampleStore.repository.appendingPathComponent(".build/venv/bin/python")
+    static let chartsPlan = "com.kiosk.magazines.coastal-charts.yearly"
 
     @Test("every feed parses with palace-webpub-manifest-parser; a feed answers 304 to its ETag; the shelf asks for credentials, then lists what the account owns; an EPUB's author comes from its package document")
     func feeds() async throws {
@@ -15,7 +16,7 @@ struct OPDSTests {
         let directory = try TemporaryDirectory()
         let store = try PublicationTests.store(in: directory)
         try store.editCatalog("books.json") { products in
-            for index in products.indices where products[index]["id"] as? String == "com.kiosk.books.small-engines" {
+            for index in products.indices where products[index]["id"] as? String == PublicationTests.pdfIssue {
                 products[index]["contributors"] = [["name": "Ada Brooks", "role": "author"], ["name": "Ivo Lind", "role": "illustrator"]]
                 products[index]["isbn"] = "978-0-306-40615-7"
                 products[index]["language"] = "en-GB"
@@ -25,8 +26,8 @@ struct OPDSTests {
         }
         let server = try await ServerProcess.start(store, log: directory.path("server.log"))
         let http = StoreHTTP(baseURL: server.url)
-        let paths = ["/opds", "/opds/publications", "/opds/new", "/opds/series/com.kiosk.magazines.harbor-monthly", "/opds/search?query=harbor",
-                     "/opds/subjects/Boats", "/opds/publications/com.kiosk.books.small-engines", "/opds/publications/\(PublicationTests.epubBook)"]
+        let paths = ["/opds", "/opds/publications", "/opds/new", "/opds/series/com.kiosk.magazines.coastal-charts", "/opds/search?query=coastal",
+                     "/opds/subjects/Boats", "/opds/publications/\(PublicationTests.pdfIssue)", "/opds/publications/\(PublicationTests.epubBook)"]
         let judged = try await KioskCommand.run([SampleStore.repository.appendingPathComponent("scripts/opds_check.py").path] + paths.map { server.url + $0 },
                                                 program: Self.python)
         #expect(judged.status == 0, "\(judged.stdout)\(judged.stderr)")
@@ -37,7 +38,7 @@ struct OPDSTests {
         #expect(try await http.send("GET", "/opds", headers: [("If-None-Match", etag)]).status == 304)
 
         // The catalog's metadata, and the EPUB's own where the catalog says nothing.
-        let book = try JSONSerialization.jsonObject(with: try await http.send("GET", "/opds/publications/com.kiosk.books.small-engines").body) as? [String: Any]
+        let book = try JSONSerialization.jsonObject(with: try await http.send("GET", "/opds/publications/\(PublicationTests.pdfIssue)").body) as? [String: Any]
         let metadata = book?["metadata"] as? [String: Any]
         #expect(metadata?["identifier"] as? String == "urn:isbn:9780306406157")
         #expect((metadata?["author"] as? [[String: Any]])?.first?["name"] as? String == "Ada Brooks")
@@ -99,7 +100,7 @@ struct OPDSTests {
         #expect(try await KioskCommand.run(["sync"], environment: home).status == 0)
         let listed = try await KioskCommand.run(["products"], environment: home)
         #expect(listed.stdout.contains("by Ada Brooks"), "\(listed.stdout)")
-        let long = try await KioskCommand.run(["products", "--long", "com.kiosk.books.small-engines"], environment: home)
+        let long = try await KioskCommand.run(["products", "--long", PublicationTests.pdfIssue], environment: home)
         #expect(long.stdout.contains("illustrator: Ivo Lind") && long.stdout.contains("identifiers: urn:isbn:9780306406157"), "\(long.stdout)")
         _ = await server.stop()
     }
@@ -108,11 +109,16 @@ struct OPDSTests {
     func basicRemembered() async throws {
         let directory = try TemporaryDirectory()
         let store = try PublicationTests.store(in: directory)
+        // A plan of the PDF magazine: its issues open in any app (the HTML magazine's are the Kiosk client's).
+        try store.editCatalog("publications.json") { products in
+            products.append(["id": Self.chartsPlan, "kind": "subscription", "title": "Coastal Charts, yearly", "summary": "Every issue for a year.",
+                             "price": "9.99", "currency": "USD", "series": "com.kiosk.magazines.coastal-charts", "periodMonths": 12])
+        }
         let server = try await ServerProcess.start(store, extraArguments: ["--rate-limit-sign-ins-per-email", "3/hour"], log: directory.path("server.log"))
         let http = StoreHTTP(baseURL: server.url)
         let reader = try await http.send("POST", "/v1/accounts", json: #"{"email": "reader@example.com", "password": "correct horse battery"}"#)
             .decode(AccountCreated.self)
-        #expect(try await http.pay("com.kiosk.magazines.harbor-monthly.subscription.monthly", token: reader.token).status == 200)
+        #expect(try await http.pay(Self.chartsPlan, token: reader.token).status == 200)
         let basic = "Basic " + Data("reader@example.com:correct horse battery".utf8).base64EncodedString()
         var statuses: [Int] = []
         var shelf: [[String: Any]] = []
@@ -130,7 +136,7 @@ struct OPDSTests {
         let issues = shelf.compactMap { publication in
             ((publication["links"] as? [[String: Any]]) ?? []).compactMap { $0["href"] as? String }.first { $0.contains("/opds/publications/") }
         }.map { String($0.split(separator: "/").last ?? "") }
-        #expect(!issues.isEmpty && issues.allSatisfy { $0.hasPrefix("com.kiosk.magazines.harbor-monthly.issue-") }, "\(issues)")
+        #expect(!issues.isEmpty && issues.allSatisfy { $0.hasPrefix("com.kiosk.magazines.coastal-charts.") }, "\(issues)")
         for issue in issues {
             #expect(try await http.send("GET", "/opds/content/\(issue)", authorization: basic).status == 200, "\(issue)")
         }

@@ -95,6 +95,49 @@ struct StripeCheckoutTests: StoreSuite {
         }
     }
 
+    @Test("buying from inside a reading app: the OPDS 1.2 buy link is the shop's page; paid there, the signed event puts the book on the app's shelf (Basic, asked for by a challenge) with a link to the file itself, and the library page offers the way back", arguments: TestEngine.all)
+    func buyFromAnApp(engine: TestEngine) async throws {
+        try await Self.withStripe(engine: engine) { _, http, stripe in
+            let ann = try await WebSession.account(http, "ann@example.com")
+            let basic = "Basic " + Data("ann@example.com:\(SignInTests.password)".utf8).base64EncodedString()
+            // The app reads the entry and hands its buy link to a browser.
+            let entry = String(decoding: try await http.send("GET", "/opds/v1.2/publications/\(Self.epub)").body, as: UTF8.self)
+            let buy = try #require(entry.firstMatch(of: /rel="http:\/\/opds-spec.org\/acquisition\/buy" href="([^"]+)" type="text\/html"/)?.1, "\(entry)")
+            #expect(buy == "\(http.baseURL)/products/\(Self.epub)")
+            let page = String(decoding: try await http.send("GET", String(buy.dropFirst(http.baseURL.count))).body, as: UTF8.self)
+            #expect(page.contains("/account/buy/\(Self.epub)"), "the shop's page offers Buy: \(page)")
+            // Not paid yet: the shelf, reached as such an app does (no credentials until challenged), is empty.
+            let challenged = try await http.send("GET", "/opds/v1.2/shelf")
+            #expect(challenged.status == 401 && challenged.header("WWW-Authenticate")?.hasPrefix("Basic") == true)
+            #expect(!String(decoding: try await http.send("GET", "/opds/v1.2/shelf", authorization: basic).body, as: UTF8.self).contains(Self.epub))
+
+            let browser = try await WebSession.signIn(http, "ann@example.com", next: "/account/buy/\(Self.epub)")
+            let form = String(decoding: try await browser.get("/account/buy/\(Self.epub)").body, as: UTF8.self)
+            let key = try #require(form.firstMatch(of: /name="key" value="([0-9A-F-]+)"/)?.1)
+            let checkout = try await browser.post("/account/buy/\(Self.epub)", ["csrf": browser.csrf, "key": String(key)])
+            #expect(checkout.status == 303 && checkout.header("Location")?.hasPrefix("https://checkout.stripe.com/") == true)
+            let intent = try #require(try stripe.requests().last?.form["metadata[kiosk_intent]"])
+            // The reader comes back before Stripe's event: nothing on the shelf yet.
+            #expect(!String(decoding: try await http.send("GET", "/opds/v1.2/shelf", authorization: basic).body, as: UTF8.self).contains(Self.epub))
+            let event = StripeChannelTests.json([
+                "id": "evt_app1", "object": "event", "type": "checkout.session.completed",
+                "data": ["object": ["id": "cs_test_standin000001", "object": "checkout.session", "payment_status": "paid", "client_reference_id": ann.accountId,
+                                    "amount_total": 499, "currency": "usd", "payment_intent": "pi_app1",
+                                    "metadata": ["kiosk_intent": intent, "kiosk_product_id": Self.epub, "kiosk_quantity": "1"]]],
+            ])
+            #expect(try await StripeChannelTests.deliver(http, event).outcome == "granted")
+            let shelf = String(decoding: try await http.send("GET", "/opds/v1.2/shelf", authorization: basic).body, as: UTF8.self)
+            let file = "\(http.baseURL)/opds/content/\(Self.epub)"
+            #expect(shelf.contains(#"<link rel="http://opds-spec.org/acquisition" href="\#(file)" type="application/epub+zip"/>"#), "\(shelf)")
+            let downloaded = try await http.send("GET", "/opds/content/\(Self.epub)", authorization: basic)
+            #expect(downloaded.status == 200 && downloaded.body.starts(with: Data("PK".utf8)) && downloaded.header("Content-Type") == "application/epub+zip")
+            #expect(downloaded.header("Content-Disposition")?.contains(".epub") == true, "\(downloaded.headers)")
+            // The way back from the browser to the app.
+            let library = String(decoding: try await browser.get("/account/library").body, as: UTF8.self)
+            #expect(library.contains("opds://127.0.0.1:") && library.contains("/opds/shelf"), "\(library)")
+        }
+    }
+
     @Test("kiosk buy's checkout (POST /v1/checkouts) is a Checkout Session too, in the catalog's currency; a free book is never paid for", arguments: TestEngine.all)
     func apiCheckout(engine: TestEngine) async throws {
         try await Self.withStripe(engine: engine) { _, http, stripe in

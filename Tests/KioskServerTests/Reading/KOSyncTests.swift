@@ -149,6 +149,27 @@ struct KOSyncTests: StoreSuite {
         }
     }
 
+    @Test("eight devices send their place at once, dated in shuffled order: the newest is kept whatever order they land in, each one beaten is a 409 carrying a newer place than the oldest", arguments: TestEngine.all)
+    func concurrentPlaces(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { _, http, _ in
+            let ann = try await WebSession.account(http, "ann@example.com")
+            #expect(try await http.pay(Self.epub, token: ann.token).status == 200)
+            let minutes = [5, 2, 7, 0, 6, 3, 1, 4]
+            let replies = try await Self.concurrently(minutes.count) { index in
+                let minute = minutes[index]
+                let document = #"{"modified": "2026-03-01T10:0\#(minute):00Z", "device": {"id": "urn:kiosk:test:\#(minute)", "name": "Device \#(minute)"}, "progression": 0.\#(minute)}"#
+                return try await http.send("PUT", "/opds/progression/\(Self.epub)", token: ann.token, json: document)
+            }
+            #expect(replies.allSatisfy { $0.status == 200 || $0.status == 409 }, "\(replies.map(\.status))")
+            for reply in replies where reply.status == 409 {
+                let kept = try JSONDecoder().decode(ReadingPosition.self, from: reply.body)
+                #expect(kept.progression > 0, "a 409 carries the place that beat it, never the oldest")
+            }
+            let kept = try JSONDecoder().decode(ReadingPosition.self, from: try await http.send("GET", "/opds/progression/\(Self.epub)", token: ann.token).body)
+            #expect(kept.progression == 0.7 && kept.device.name == "Device 7" && kept.modified == "2026-03-01T10:07:00Z", "\(kept)")
+        }
+    }
+
     @Test("an updated edition keeps the reader's place: the earlier file's name still leads to the book, and the new file reads the same position", arguments: TestEngine.all)
     func updateKeepsThePlace(engine: TestEngine) async throws {
         try await Self.withStore(engine: engine) { server, http, _ in
