@@ -159,8 +159,16 @@ extension Accounts {
             existing.removeAll { $0.id == gone.id }
             replaced = true
         }
-        guard existing.count < policy.maxDevices else {
-            throw StoreError.deviceLimit(policy.maxDevices, devices: existing.map(\.name))
+        // A sync password opens nothing but the account's reading places, so it has a limit of its
+        // own and never takes a reading device's room.
+        if kind == .sync {
+            let passwords = existing.filter { $0.kind == DeviceKind.sync.rawValue }
+            guard passwords.count < AccountPolicy.maxSyncPasswords else { throw StoreError.syncPasswordLimit(AccountPolicy.maxSyncPasswords) }
+        } else {
+            let devices = existing.filter { $0.kind != DeviceKind.sync.rawValue }
+            guard devices.count < policy.maxDevices else {
+                throw StoreError.deviceLimit(policy.maxDevices, devices: devices.map(\.name))
+            }
         }
         let device = token.map { NewDevice(accountId: accountId, name: name, now: clock.wallNow(), kind: kind, token: $0) }
             ?? NewDevice(accountId: accountId, name: name, now: clock.wallNow(), kind: kind)
@@ -225,6 +233,9 @@ public struct AccountPolicy: Sendable {
     public var deviceCodeLifetime: TimeInterval = 600
     /// How often a device polls with its code, in seconds.
     public var deviceCodeInterval = 5
+    /// How many sync passwords (``DeviceKind/sync``) one account may have; they are not devices
+    /// in ``maxDevices``'s count.
+    public static let maxSyncPasswords = 5
     /// How long the account page's browser stays signed in, from its sign-in.
     public static let webSessionLifetime: TimeInterval = 12 * 3600
 

@@ -240,6 +240,11 @@ extension StoreError {
             message: "the account has \(limit) devices, the most it may have (\(devices.joined(separator: ", "))); remove one on a signed-in device (kiosk devices remove NAME) or sign in with --replace NAME")
     }
 
+    public static func syncPasswordLimit(_ limit: Int) -> StoreError {
+        StoreError(.wrongState, code: "sync_password_limit",
+                   message: "the account has \(limit) sync passwords, the most it may have; sign one out in the device list on /account, then make another")
+    }
+
     public static func lastDevice(_ id: String) -> StoreError {
         StoreError(.wrongState, code: "last_device",
                    message: "\(id) is the only device of an account without a sign-in: removing it loses the account and what it bought for good; give the account a sign-in first (kiosk account create --email EMAIL), or remove it with --force")

@@ -149,6 +149,27 @@ struct KOSyncTests: StoreSuite {
         }
     }
 
+    @Test("sync passwords have a limit of their own: five are made, the sixth is refused in one line; they take no reading device's room, and one signed out makes room", arguments: TestEngine.all)
+    func syncPasswordLimit(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine, configure: {
+            $0.accounts.maxDevices = 2
+            $0.rateLimits = .off
+        }) { _, http, _ in
+            let ann = try await WebSession.account(http, "ann@example.com")
+            for _ in 0..<AccountPolicy.maxSyncPasswords { _ = try await Self.syncPassword(http, "ann@example.com") }
+            let browser = try await WebSession.signIn(http, "ann@example.com", next: "/account")
+            let refused = try await browser.post("/account/sync-password", ["csrf": browser.csrf])
+            let page = String(decoding: refused.body, as: UTF8.self)
+            #expect(refused.status == 409 && page.contains("the account has 5 sync passwords"), "\(refused.status) \(page)")
+            // The account's app and its browser fill the two reading devices; the five passwords took none.
+            #expect(try await SignInTests.signIn(http, "ann@example.com", device: "tablet").status == 409, "the limit of two holds for devices")
+            let devices = try await http.send("GET", "/v1/devices", token: ann.token).decode(DeviceList.self).devices
+            let sync = try #require(devices.first { $0.name == "KOReader progress sync" })
+            #expect(try await http.send("DELETE", "/v1/devices/\(sync.id)", token: ann.token).status == 200)
+            #expect(!String(decoding: try await browser.post("/account/sync-password", ["csrf": browser.csrf]).body, as: UTF8.self).contains("5 sync passwords"))
+        }
+    }
+
     @Test("eight devices send their place at once, dated in shuffled order: the newest is kept whatever order they land in, each one beaten is a 409 carrying a newer place than the oldest", arguments: TestEngine.all)
     func concurrentPlaces(engine: TestEngine) async throws {
         try await Self.withStore(engine: engine) { _, http, _ in
