@@ -98,10 +98,7 @@ struct OPDSProgressionRoutes: Sendable {
     /// An ISO 8601 date and time, with or without fractional seconds (`toISOString()` in every
     /// browser-based reader writes milliseconds).
     static func date(_ text: String) -> Date? {
-        let plain = ISO8601DateFormatter()
-        let fractional = ISO8601DateFormatter()
-        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return plain.date(from: text) ?? fractional.date(from: text)
+        (try? Date(text, strategy: .iso8601)) ?? (try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
     }
 
     /// What is kept as the position from the references: a PDF's `#page=N` (1 to a million) as
@@ -124,7 +121,7 @@ struct OPDSProgressionRoutes: Sendable {
         let unreserved = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~"))
         let deviceId = isURI(position.deviceId) ? position.deviceId
             : "urn:kosync:" + (position.deviceId.addingPercentEncoding(withAllowedCharacters: unreserved) ?? "unknown")
-        let modified = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(position.timestamp)))
+        let modified = Date(timeIntervalSince1970: TimeInterval(position.timestamp)).formatted(.iso8601)
         return Document(modified: modified, device: .init(id: deviceId, name: position.device), progression: position.percentage, references: references)
     }
 
