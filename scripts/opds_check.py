@@ -17,7 +17,8 @@ from webpub_manifest_parser.opds2 import OPDS2FeedParserFactory
 def main():
     failed = False
     arguments = sys.argv[1:]
-    headers = {}
+    # Asked as a 2.0 app asks: /opds answers Atom to an app that names no format.
+    headers = {"Accept": "application/opds+json"}
     if arguments[:1] == ["--authorization"]:
         headers["Authorization"] = arguments[1]
         arguments = arguments[2:]

@@ -152,7 +152,7 @@ struct OPDSFeeds {
         let newest = products.filter { $0.series == nil }.prefix(10).map { publication($0) }
         // The same catalog in the other format, for an app that reads only that one.
         let other = format.other
-        let links = commonLinks(self: format.root) + [Link(rel: "alternate", href: base + other.root, type: other.type)]
+        let links = commonLinks(self: format.start) + [Link(rel: "alternate", href: base + other.root, type: other.type)]
         return Feed(metadata: FeedMetadata(title: storeTitle), links: links, navigation: navigation, publications: nil,
                     groups: newest.isEmpty ? nil : [Group(metadata: FeedMetadata(title: "New books"), links: [Link(rel: "self", href: base + format.root + "/new", type: Self.feedType)],
                                                           publications: newest)])
@@ -194,7 +194,7 @@ struct OPDSFeeds {
     func commonLinks(self path: String) -> [Link] {
         [
             Link(rel: "self", href: base + path, type: Self.feedType),
-            Link(rel: "start", href: base + format.root, type: Self.feedType),
+            Link(rel: "start", href: base + format.start, type: Self.feedType),
             Link(rel: "search", href: base + format.root + "/search{?query}", type: Self.feedType, templated: true),
             Link(rel: "http://opds-spec.org/shelf", href: base + format.root + "/shelf", type: Self.feedType),
         ]

@@ -50,7 +50,7 @@ struct OPDSRoutes: Sendable {
         // The same feeds in each format, under its own root.
         for format in OPDSFormat.allCases {
             let root = String(format.root.dropFirst())
-            if format != .v2 { routes.get(RouterPath(root)) { request, context in try await self.root(request, context: context, format: format) } }
+            routes.get(RouterPath(String(format.start.dropFirst()))) { request, context in try await self.root(request, context: context, format: format) }
             routes.get(RouterPath(root + "/publications")) { request, context in try await publications(request, context: context, format: format) }
             routes.get(RouterPath(root + "/publications/:id")) { request, context in try await publication(request, context: context, format: format) }
             routes.get(RouterPath(root + "/new")) { request, context in try await newBooks(request, context: context, format: format) }

@@ -45,9 +45,21 @@ struct OPDS12Tests {
         #expect(atom.status == 200 && atom.header("Content-Type") == Self.navigation && atom.header("Vary") == "Accept")
         let json = try await http.send("GET", "/opds", headers: [("Accept", "application/opds+json, application/atom+xml;q=0.5")])
         #expect(json.header("Content-Type") == "application/opds+json")
-        #expect(try await http.send("GET", "/opds").header("Content-Type") == "application/opds+json", "without Accept, 2.0")
+        // As real apps ask (their Accept, read in their sources): KOReader since July 2026 prefers 2.0;
+        // KOReader before it and Librera send none and read only Atom; a browser names neither.
+        let asked = [("application/opds+json, application/atom+xml;profile=opds-catalog, */*", "application/opds+json"),
+                     (nil, Self.navigation), ("*/*", Self.navigation),
+                     ("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", Self.navigation),
+                     ("application/atom+xml, application/opds+json;q=0", Self.navigation), ("application/json;q=0.4, application/atom+xml;q=0.3", "application/opds+json")]
+        for (accept, type) in asked {
+            let answer = try await http.send("GET", "/opds", headers: accept.map { [("Accept", $0)] } ?? [])
+            #expect(answer.header("Content-Type") == type, "Accept: \(accept ?? "none")")
+        }
+        // Each format's root at its own address whatever Accept says; each feed's start is it.
+        #expect(try await http.send("GET", "/opds/v2", headers: [("Accept", "application/atom+xml")]).header("Content-Type") == "application/opds+json")
+        #expect(String(decoding: json.body, as: UTF8.self).contains(#""href":"\#(server.url)/opds/v2","rel":"start""#))
         let atomRoot = String(decoding: atom.body, as: UTF8.self)
-        #expect(atomRoot.contains(#"rel="alternate" href="\#(server.url)/opds" type="application/opds+json""#), "\(atomRoot)")
+        #expect(atomRoot.contains(#"rel="alternate" href="\#(server.url)/opds/v2" type="application/opds+json""#), "\(atomRoot)")
         #expect(String(decoding: json.body, as: UTF8.self).contains(#""href":"\#(server.url)/opds/v1.2""#))
         let etag = try #require(atom.header("ETag"))
         #expect(try await http.send("GET", "/opds/v1.2", headers: [("If-None-Match", etag)]).status == 304, "the same root at its own address")

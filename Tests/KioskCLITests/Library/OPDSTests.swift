@@ -26,16 +26,16 @@ struct OPDSTests {
         }
         let server = try await ServerProcess.start(store, log: directory.path("server.log"))
         let http = StoreHTTP(baseURL: server.url)
-        let paths = ["/opds", "/opds/publications", "/opds/new", "/opds/series/com.kiosk.magazines.coastal-charts", "/opds/search?query=coastal",
+        let paths = ["/opds", "/opds/v2", "/opds/publications", "/opds/new", "/opds/series/com.kiosk.magazines.coastal-charts", "/opds/search?query=coastal",
                      "/opds/subjects/Boats", "/opds/publications/\(PublicationTests.pdfIssue)", "/opds/publications/\(PublicationTests.epubBook)"]
         let judged = try await KioskCommand.run([SampleStore.repository.appendingPathComponent("scripts/opds_check.py").path] + paths.map { server.url + $0 },
                                                 program: Self.python)
         #expect(judged.status == 0, "\(judged.stdout)\(judged.stderr)")
 
-        let root = try await http.send("GET", "/opds")
+        let root = try await http.send("GET", "/opds/v2")
         #expect(root.status == 200 && root.header("Content-Type") == "application/opds+json")
         let etag = try #require(root.header("ETag"))
-        #expect(try await http.send("GET", "/opds", headers: [("If-None-Match", etag)]).status == 304)
+        #expect(try await http.send("GET", "/opds/v2", headers: [("If-None-Match", etag)]).status == 304)
 
         // The catalog's metadata, and the EPUB's own where the catalog says nothing.
         let book = try JSONSerialization.jsonObject(with: try await http.send("GET", "/opds/publications/\(PublicationTests.pdfIssue)").body) as? [String: Any]
