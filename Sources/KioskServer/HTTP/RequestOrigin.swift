@@ -24,7 +24,7 @@ enum RequestOrigin {
         // HTTP/1's Host header is the request's authority once read (HTTPTypes keeps it there alone).
         let host = request.head.authority ?? ""
         let safe = !host.isEmpty && host.utf8.count <= 255
-            && host.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) || ".-:[]".unicodeScalars.contains($0) }
+            && host.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || ".-_:[]".unicodeScalars.contains($0)) }
         return "\(isSecure(request) ? "https" : "http")://\(safe ? host : "127.0.0.1")"
     }
 }

@@ -35,28 +35,14 @@ struct KOSyncRoutes: Sendable {
         return routes
     }
 
-    /// What KOReader sends to record a position.
-    struct Update: Decodable {
+    /// A position as KOReader writes it (without `timestamp`: the store dates it) and reads it.
+    struct Position: Codable {
         var document: String
         var progress: String
         var percentage: Double
         var device: String
         var deviceId: String
-
-        enum CodingKeys: String, CodingKey {
-            case document, progress, percentage, device
-            case deviceId = "device_id"
-        }
-    }
-
-    /// A position as KOReader reads it.
-    struct Answer: Encodable {
-        var document: String
-        var progress: String
-        var percentage: Double
-        var device: String
-        var deviceId: String
-        var timestamp: Int64
+        var timestamp: Int64?
 
         enum CodingKeys: String, CodingKey {
             case document, progress, percentage, device, timestamp
@@ -82,7 +68,7 @@ struct KOSyncRoutes: Sendable {
 
     @Sendable func update(_ request: Request, context: KioskRequestContext) async throws -> Response {
         guard let accountId = try await account(request, context: context) else { return try Self.unauthorized() }
-        let update = try await JSONBody.decode(Update.self, from: request)
+        let update = try await JSONBody.decode(Position.self, from: request)
         try Self.check(update)
         let key = try await store.reading.key(of: update.document, current: try await catalog.current.productsByDocument)
         let stored = try await store.reading.record(accountId: accountId, key: key, document: update.document, progress: update.progress,
@@ -102,7 +88,7 @@ struct KOSyncRoutes: Sendable {
               position.progress.hasPrefix("/") || Int(position.progress) != nil else {
             return try Self.json([:])
         }
-        return try JSONBody.response(Answer(position))
+        return try JSONBody.response(Position(position))
     }
 
     /// The account a sync password signs in: `x-auth-key` is the MD5 of the password, a device
@@ -118,7 +104,7 @@ struct KOSyncRoutes: Sendable {
         return nil
     }
 
-    static func check(_ update: Update) throws {
+    static func check(_ update: Position) throws {
         guard KOReaderDigest.isDigest(update.document) else {
             throw APIFailure.badRequest("the field \"document\" must be KOReader's name of the file: 32 lowercase hex digits")
         }
