@@ -63,6 +63,54 @@ struct CatalogLoaderTests {
         BrokenProduct(name: "override in a contributor's name", change: { $0["contributors"] = [["name": "Evil\u{202E}Name", "role": "editor"]] }, rule: .badMetadata, field: "contributors"),
     ]
 
+    static let brokenOffers: [BrokenProduct] = [
+        BrokenProduct(name: "unknown offer type", change: { $0["introductoryOffer"] = ["type": "halfOff", "periods": 1] }, rule: .badOffer, field: "introductoryOffer.type"),
+        BrokenProduct(name: "trial of days and periods", change: { $0["introductoryOffer"] = ["type": "freeTrial", "days": 7, "periods": 1] }, rule: .badOffer, field: "introductoryOffer.days"),
+        BrokenProduct(name: "trial with a price", change: { $0["introductoryOffer"] = ["type": "freeTrial", "days": 7, "price": "0.99"] }, rule: .badOffer, field: "introductoryOffer.price"),
+        BrokenProduct(name: "trial of 400 days", change: { $0["introductoryOffer"] = ["type": "freeTrial", "days": 400] }, rule: .badNumber, field: "introductoryOffer.days"),
+        BrokenProduct(name: "pay as you go without a price", change: { $0["introductoryOffer"] = ["type": "payAsYouGo", "periods": 3] }, rule: .missingField, field: "introductoryOffer.price"),
+        BrokenProduct(name: "pay as you go at the normal price", change: { $0["introductoryOffer"] = ["type": "payAsYouGo", "price": "2.49", "periods": 3] }, rule: .badOffer, field: "introductoryOffer.price"),
+        BrokenProduct(name: "pay up front at six normal periods", change: { $0["introductoryOffer"] = ["type": "payUpFront", "price": "14.94", "periods": 6] }, rule: .badOffer, field: "introductoryOffer.price"),
+        BrokenProduct(name: "pay up front in days", change: { $0["introductoryOffer"] = ["type": "payUpFront", "price": "1.00", "days": 30] }, rule: .badOffer, field: "introductoryOffer.days"),
+        BrokenProduct(name: "offer price as a number", change: { $0["introductoryOffer"] = ["type": "payAsYouGo", "price": 0.99, "periods": 3] }, rule: .wrongType, field: "introductoryOffer.price"),
+        BrokenProduct(name: "misspelt offer field", change: { $0["introductoryOffer"] = ["type": "freeTrial", "dyas": 7] }, rule: .unknownField, field: "introductoryOffer.dyas"),
+    ]
+
+    @Test("a broken introductory offer is refused, naming the product and the field", arguments: brokenOffers)
+    func brokenOfferIsRefused(_ broken: BrokenProduct) throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.editCatalog("magazines.json") { products in
+            for index in products.indices where products[index]["id"] as? String == SampleStore.harborMonthly { broken.change(&products[index]) }
+        }
+        let error = try #require(throws: CatalogError.self) { try CatalogLoader(catalogDirectory: store.catalog, contentDirectory: store.content).load() }
+        #expect(error.rule == broken.rule && error.field == broken.field && error.productID == SampleStore.harborMonthly, "\(error)")
+    }
+
+    @Test("an offer loads and reads as a reader reads it; on an issue it is refused")
+    func offerLoads() throws {
+        let cases: [([String: Any], String)] = [
+            (["type": "freeTrial", "days": 14], "14 days free, then 2.49 USD a month"),
+            (["type": "freeTrial", "periods": 1], "1 month free, then 2.49 USD a month"),
+            (["type": "payAsYouGo", "price": "0.99", "periods": 3], "0.99 USD a month for 3 months, then 2.49 USD a month"),
+            (["type": "payUpFront", "price": "9.99", "periods": 12], "9.99 USD for the first 1 year, then 2.49 USD a month"),
+        ]
+        for (offer, text) in cases {
+            let directory = try TemporaryDirectory()
+            let store = try SampleStore(in: directory)
+            try store.editCatalog("magazines.json") { products in
+                for index in products.indices where products[index]["id"] as? String == SampleStore.harborMonthly { products[index]["introductoryOffer"] = offer }
+            }
+            let loaded = try CatalogLoader(catalogDirectory: store.catalog, contentDirectory: store.content).load()
+            #expect(loaded.map(\.product).first { $0.id == SampleStore.harborMonthly }?.offerText == text)
+        }
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.editCatalog("magazines.json") { products in products[0]["introductoryOffer"] = ["type": "freeTrial", "days": 14] }
+        let error = try #require(throws: CatalogError.self) { try CatalogLoader(catalogDirectory: store.catalog, contentDirectory: store.content).load() }
+        #expect(error.rule == .kindMismatch && error.field == "introductoryOffer")
+    }
+
     @Test("prices of the documented shape load", arguments: ["0", "0.5", "10", "4.99", "9999.99"])
     func wellFormedPriceLoads(_ price: String) throws {
         let directory = try TemporaryDirectory()

@@ -5,7 +5,7 @@ public struct CatalogError: Error, Sendable, Equatable, CustomStringConvertible 
         case unreadableFile, malformedJSON, missingField, wrongType, unknownField
         case badID, duplicateID, unknownKind, badPrice, badDate, badNumber
         case missingContent, badContent, kindMismatch, unknownSeries, emptyCatalog
-        case badMetadata
+        case badMetadata, badOffer
     }
 
     public var rule: Rule

@@ -177,6 +177,8 @@ public struct CatalogLoader: Sendable {
             }
             product.publicationDate = date
         }
+        product.subscriptionGroup = try reader.optionalString("subscriptionGroup")
+        product.introductoryOffer = try Self.introductoryOffer(reader, normal: cents, currency: currency)
         product.appStoreProductId = try reader.optionalString("appStoreProductId")
         product.playProductId = try reader.optionalString("playProductId")
         let metadata = try Self.metadata(reader)
@@ -270,6 +272,44 @@ public struct CatalogLoader: Sendable {
         return contentDirectory.appendingPathComponent(path)
     }
 
+    /// A subscription's `introductoryOffer` (``IntroductoryOffer``): a free trial of 1 to 365 days
+    /// or 1 to 24 periods, or a price (below the normal one) for 1 to 24 periods.
+    private static func introductoryOffer(_ reader: FieldReader, normal: Int, currency: String) throws -> IntroductoryOffer? {
+        guard let object = try reader.optionalObject("introductoryOffer") else { return nil }
+        var inner = FieldReader(object: object, file: reader.file, index: reader.index, prefix: "introductoryOffer.")
+        inner.productID = reader.productID
+        let typeName = try inner.string("type")
+        guard let type = IntroductoryOffer.Kind(rawValue: typeName) else {
+            let known = IntroductoryOffer.Kind.allCases.map(\.rawValue).joined(separator: ", ")
+            throw inner.error(.badOffer, "type", "\"\(typeName)\" is not an offer type; use one of \(known)")
+        }
+        let offer = IntroductoryOffer(type: type, days: try inner.positiveInt("days", atMost: IntroductoryOffer.maxDays),
+                                      periods: try inner.positiveInt("periods", atMost: IntroductoryOffer.maxPeriods), price: try inner.optionalString("price"))
+        try inner.rejectUnknownFields()
+        switch type {
+        case .freeTrial:
+            guard (offer.days == nil) != (offer.periods == nil) else {
+                throw inner.error(.badOffer, "days", "a free trial lasts either \"days\" or \"periods\"; give one of them")
+            }
+            if offer.price != nil { throw inner.error(.badOffer, "price", "a free trial has no price; leave it out") }
+        case .payAsYouGo, .payUpFront:
+            if offer.days != nil { throw inner.error(.badOffer, "days", "\(type.rawValue) lasts whole periods; give \"periods\", not \"days\"") }
+            guard offer.periods != nil else { throw inner.error(.missingField, "periods", "how many periods the offer's price lasts is required") }
+            guard let amount = offer.price else { throw inner.error(.missingField, "price", "the offer's price is required") }
+            guard isDecimalAmount(amount), let cents = Price.cents(amount), cents > 0 else {
+                throw inner.error(.badOffer, "price", "\"\(amount)\" is not a decimal amount above zero like 0.99 (a free start is a freeTrial)")
+            }
+            guard !Price.wholeUnitCurrencies.contains(currency) || cents % 100 == 0 else {
+                throw inner.error(.badOffer, "price", "\"\(amount)\" has a fraction, and \(currency) has no minor unit; give a whole amount")
+            }
+            let full = type == .payAsYouGo ? normal : normal * (offer.periods ?? 1)
+            guard cents < full else {
+                throw inner.error(.badOffer, "price", "\"\(amount)\" is no lower than the normal price for the same time (\(Price.shown(cents: full, currency))); an offer costs less")
+            }
+        }
+        return offer
+    }
+
     private func contentSource(_ reader: FieldReader) throws -> ContentSource? {
         guard let object = try reader.optionalObject("content") else { return nil }
         var inner = FieldReader(object: object, file: reader.file, index: reader.index, prefix: "content.")
@@ -308,7 +348,8 @@ public struct CatalogLoader: Sendable {
             guard product.credits != nil else {
                 throw reader.error(.missingField, "credits", "a consumable must say how many credits it adds")
             }
-            for (field, value) in [("content", content as Any?), ("series", product.series), ("creditPrice", product.creditPrice), ("gracePeriodDays", product.gracePeriodDays)] where value != nil {
+            for (field, value) in [("content", content as Any?), ("series", product.series), ("creditPrice", product.creditPrice), ("gracePeriodDays", product.gracePeriodDays),
+                                   ("subscriptionGroup", product.subscriptionGroup), ("introductoryOffer", product.introductoryOffer)] where value != nil {
                 throw reader.error(.kindMismatch, field, "is not allowed on a consumable")
             }
         case .nonConsumable:
@@ -323,7 +364,8 @@ public struct CatalogLoader: Sendable {
                     throw reader.error(.missingField, "publicationDate", "an issue of a series needs its publication date")
                 }
             }
-            for (field, value) in [("credits", product.credits as Any?), ("periodMonths", product.periodMonths), ("gracePeriodDays", product.gracePeriodDays)] where value != nil {
+            for (field, value) in [("credits", product.credits as Any?), ("periodMonths", product.periodMonths), ("gracePeriodDays", product.gracePeriodDays),
+                                   ("subscriptionGroup", product.subscriptionGroup), ("introductoryOffer", product.introductoryOffer)] where value != nil {
                 throw reader.error(.kindMismatch, field, "is not allowed on a non-consumable")
             }
         case .subscription:
@@ -404,8 +446,10 @@ private struct FieldReader {
     static let knownFields: [String: Set<String>] = [
         "": ["id", "kind", "title", "summary", "price", "currency", "creditPrice", "credits", "series",
              "issueNumber", "publicationDate", "periodMonths", "gracePeriodDays", "content", "appStoreProductId", "playProductId", "forSale",
+             "subscriptionGroup", "introductoryOffer",
              "author", "contributors", "publisher", "language", "isbn", "issn", "subjects", "description", "pageCount", "cover"],
         "content.": ["path", "format"],
+        "introductoryOffer.": ["type", "days", "periods", "price"],
     ]
 
     func error(_ rule: CatalogError.Rule, _ field: String, _ message: String) -> CatalogError {

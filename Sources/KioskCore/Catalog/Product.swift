@@ -22,6 +22,11 @@ public struct Product: Codable, Sendable, Equatable, Identifiable {
     /// Days a subscription keeps its access while a failed renewal is retried (App Store's
     /// billing grace period); nil or 0 is none.
     public var gracePeriodDays: Int?
+    /// A subscription's group (issue 65): plans a reader moves between, one running at a time,
+    /// and the scope of an introductory offer's once-per-account rule; nil: the series'.
+    public var subscriptionGroup: String?
+    /// A subscription's introductory offer: a free trial or a lower price at the start.
+    public var introductoryOffer: IntroductoryOffer?
     /// What the client downloads once the product is owned.
     public var content: ContentDescriptor?
     /// The product's ID in the App Store, when an iOS app sells it through In-App Purchase
@@ -60,6 +65,16 @@ public struct Product: Codable, Sendable, Equatable, Identifiable {
         self.periodMonths = periodMonths
         self.gracePeriodDays = gracePeriodDays
         self.content = content
+    }
+}
+
+extension Product {
+    /// The group a subscription belongs to: its `subscriptionGroup`, else its series.
+    public var group: String { subscriptionGroup ?? series ?? id }
+
+    /// The introductory offer in words beside the normal price ("14 days free, then 2.49 USD a month").
+    public var offerText: String? {
+        introductoryOffer.map { $0.described(normal: price, periodMonths: periodMonths ?? 1) }
     }
 }
 

@@ -20,17 +20,22 @@ public struct ReceiptClaims: JWTPayload, Equatable {
     public var issuer: String
     /// The app's own account token given with the purchase (StoreKit's `appAccountToken`), if any.
     public var appAccountToken: String?
+    /// The introductory offer the period was bought with (`freeTrial`, `payAsYouGo`,
+    /// `payUpFront`) and its ISO 8601 period (`P14D`), as StoreKit's `offerDiscountType` and
+    /// `offerPeriod`; absent at the normal price.
+    public var offerType: String?
+    public var offerPeriod: String?
 
     enum CodingKeys: String, CodingKey {
         case transactionId, originalTransactionId, productId, kind, quantity, accountId
-        case purchaseDate, expiresDate, environment, appAccountToken
+        case purchaseDate, expiresDate, environment, appAccountToken, offerType, offerPeriod
         case issuer = "iss"
     }
 
     public init(
         transactionId: String, originalTransactionId: String, productId: String, kind: ProductKind,
         quantity: Int, accountId: String, purchaseDate: Date, expiresDate: Date?,
-        environment: StoreEnvironment, issuer: String, appAccountToken: String? = nil
+        environment: StoreEnvironment, issuer: String, appAccountToken: String? = nil, offerType: String? = nil, offerPeriod: String? = nil
     ) {
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
@@ -43,6 +48,8 @@ public struct ReceiptClaims: JWTPayload, Equatable {
         self.environment = environment
         self.issuer = issuer
         self.appAccountToken = appAccountToken
+        self.offerType = offerType
+        self.offerPeriod = offerPeriod
     }
 
     public init(from decoder: any Decoder) throws {
@@ -60,6 +67,8 @@ public struct ReceiptClaims: JWTPayload, Equatable {
         // not a malformed receipt.
         issuer = try container.decodeIfPresent(String.self, forKey: .issuer) ?? ""
         appAccountToken = try container.decodeIfPresent(String.self, forKey: .appAccountToken)
+        offerType = try container.decodeIfPresent(String.self, forKey: .offerType)
+        offerPeriod = try container.decodeIfPresent(String.self, forKey: .offerPeriod)
     }
 
     /// A receipt proves a past purchase, so it does not expire; subscription expiry is a business rule.

@@ -538,6 +538,14 @@ enum Migrations {
             """,
             #"CREATE TABLE "documentAlias" ("document" TEXT PRIMARY KEY, "productId" TEXT NOT NULL)"#,
         ] },
+        // Introductory offers (issue 65): the offer a period was bought or renewed with (its kind
+        // and its ISO 8601 period, as StoreKit's transactions carry them), and how many renewals
+        // of a subscription paid as it goes are still at the offer's price.
+        Migration(name: "25-introductory-offers") { _ in [
+            #"ALTER TABLE "storeTransaction" ADD COLUMN "offerType" TEXT"#,
+            #"ALTER TABLE "storeTransaction" ADD COLUMN "offerPeriod" TEXT"#,
+            #"ALTER TABLE "subscription" ADD COLUMN "offerRenewalsLeft" INTEGER NOT NULL DEFAULT 0"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

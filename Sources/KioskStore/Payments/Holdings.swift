@@ -17,6 +17,9 @@ struct Holdings {
     let latestPeriod: TransactionRecord?
     /// A pending Ask to Buy of the product.
     let pending: TransactionRecord?
+    /// Whether the account ever had a period of a subscription in the product's group, on any
+    /// channel: an introductory offer is for the first one (read only for a product with an offer).
+    var hadSubscriptionInGroup = false
 
     /// Nothing read, for a decision that depends on nothing the account holds (a consumable's
     /// charge): its write checks the one bound such a decision needs, the balance's, itself
@@ -34,7 +37,9 @@ struct Holdings {
     /// Each look-up is one indexed row, so a purchase costs the same however long the history,
     /// and only what the product's kind decides on is looked up: a first purchase for a book or
     /// an issue, the latest period for a subscription, neither for a consumable (``Lookup``).
-    static func read(accountId: String, product: Product, key: String, in db: any SQLDatabase) async throws -> Holdings {
+    /// - Parameter group: the IDs of the subscriptions in the product's group, when it has an
+    ///   introductory offer (``hadSubscriptionInGroup``); empty otherwise, and nothing more is read.
+    static func read(accountId: String, product: Product, key: String, group: [String] = [], in db: any SQLDatabase) async throws -> Holdings {
         let found = try await db.rows(Lookup(accountId: accountId, key: key, productId: product.id,
             firstPurchase: product.kind == .nonConsumable, latestPeriod: product.kind == .subscription)).first
         guard let row = found else {
@@ -45,12 +50,20 @@ struct Holdings {
                   let record = try await TransactionRows(db).find(id), holds(record) else { return nil }
             return record
         }
-        return Holdings(
+        var holdings = Holdings(
             revision: try row.decode(column: "revision", as: Int64.self), credits: try row.decode(column: "credits", as: Int.self),
             sameKey: try await transaction("sameKey") { _ in true },
             firstPurchase: try await transaction("firstPurchase") { $0.status == .purchased },
             latestPeriod: try await transaction("latestPeriod") { $0.status == .purchased },
             pending: try await transaction("pending") { $0.status == .deferred })
+        if !group.isEmpty {
+            // Any period, refunded ones too: a trial taken and refunded was still taken.
+            holdings.hadSubscriptionInGroup = try await db.select().column(SQLLiteral.numeric("1")).from("storeTransaction")
+                .where("accountId", .equal, accountId).where("productId", .in, group)
+                .where("status", .in, [TransactionStatus.purchased.rawValue, TransactionStatus.revoked.rawValue])
+                .where("paymentMethod", .notEqual, PaidBy.owned.rawValue).limit(1).first() != nil
+        }
+        return holdings
     }
 
     /// The look-up ``read(accountId:product:key:in:)`` starts with, one text for every kind of
@@ -115,8 +128,19 @@ struct Holdings {
             }
         case .subscription:
             record.originalTransactionId = latestPeriod?.originalTransactionId ?? record.id
-            record.expiresDate = Calendar.utc.date(byAdding: .month, value: product.periodMonths ?? 1, to: now)
-            record.amountCents = try Store.cents(product.price)
+            let months = product.periodMonths ?? 1
+            if let offer = product.introductoryOffer, !hadSubscriptionInGroup {
+                record.expiresDate = Calendar.utc.date(byAdding: offer.firstPeriod(periodMonths: months), to: now)
+                record.amountCents = offer.firstChargeCents
+                record.offerType = offer.type.rawValue
+                record.offerPeriod = offer.isoPeriod(periodMonths: months)
+            } else {
+                record.expiresDate = Calendar.utc.date(byAdding: .month, value: months, to: now)
+                record.amountCents = try Store.cents(product.price)
+                if product.introductoryOffer != nil {
+                    record.message = "the introductory offer is for a first subscription in \(product.group); this account had one, so it starts at the normal price"
+                }
+            }
         }
     }
 

@@ -35,9 +35,12 @@ extension Payments {
     ///     more than the withdrawal took.
     ///   - period: a subscription's first period as the channel that renews it dates it (Stripe's
     ///     first invoice), rather than a period from now.
+    ///   - offer: the introductory offer the channel gave (its kind and ISO 8601 period): what the
+    ///     channel charged says it, not the store's reckoning of the account's eligibility now.
     func grantPaid(productId: String, quantity: Int, accountId: String, reference: String, shownKey: String? = nil, method: String,
                    amountCents: Int, currency: String, restoring: Bool = false, reinstating: TransactionRecord? = nil,
-                   period: (start: Date, end: Date)? = nil, alongside: Alongside? = nil) async throws -> (record: TransactionRecord, alongside: (any Sendable)?) {
+                   period: (start: Date, end: Date)? = nil, offer: (type: String, period: String)? = nil,
+                   alongside: Alongside? = nil) async throws -> (record: TransactionRecord, alongside: (any Sendable)?) {
         // The same reference granted before is found by the decision itself (``Holdings``' key
         // look-up, or the unique index behind a consumable's unread write), as a payment's key is.
         // An unknown account is found by it too (the holdings' look-up, or the write that finds no
@@ -56,6 +59,9 @@ extension Payments {
             if !record.isFreeRebuy {
                 record.amountCents = amountCents
                 record.currency = currency
+                record.offerType = offer?.type
+                record.offerPeriod = offer?.period
+                if record.offerType == nil { record.message = nil }
                 if let period = reinstating, product.kind == .subscription, let expires = period.expiresDate {
                     record.originalTransactionId = period.originalTransactionId
                     record.purchaseDate = period.purchaseDate

@@ -369,9 +369,12 @@ public struct Payments: StoreOwner {
             return settled
         }
         defer { changes.committed(accountId) }
+        // An introductory offer is decided on the account's history in the product's group.
+        let group = product.introductoryOffer == nil ? [] : try await catalog.storeProducts().products.values
+            .filter { $0.kind == .subscription && $0.group == product.group }.map(\.id).sorted()
         return try await turns.run(accountId) {
             for _ in 0..<64 {
-                let holdings = try await database.read { try await Holdings.read(accountId: accountId, product: product, key: request.key, in: $0) }
+                let holdings = try await database.read { try await Holdings.read(accountId: accountId, product: product, key: request.key, group: group, in: $0) }
                 if let settled = try await attempt(on: holdings, request: request, replacing: deferred, alongside: alongside, decide) {
                     return settled
                 }
@@ -465,7 +468,10 @@ public struct Payments: StoreOwner {
         // bought through a channel renews where it was paid for, and until that channel tells the
         // store of each renewal, the store must not claim a renewal it cannot make: it ends at the
         // period's end.
-        let (subscription, existed) = try await SubscriptionRows(db).start(record, expires: expires, renews: environment == .sandbox, clockOffset: offset, at: now)
+        // An offer paid as it goes keeps its price for the renewals it still covers.
+        let offerRenewals = record.offerType == nil ? 0 : (try await catalog.storeProducts().products[record.productId]?.introductoryOffer?.discountedRenewals ?? 0)
+        let (subscription, existed) = try await SubscriptionRows(db).start(record, expires: expires, renews: environment == .sandbox, clockOffset: offset,
+                                                                          offerRenewalsLeft: offerRenewals, at: now)
         try await PlannedRows.announce(StoreNotification(
             type: StoreNotification.Kind.subscribed, subtype: existed ? "RESUBSCRIBE" : "INITIAL_BUY", accountId: record.accountId,
             transactionId: record.id, originalTransactionId: record.originalTransactionId,
@@ -499,7 +505,7 @@ public struct Payments: StoreOwner {
                     .set("expiresDate", to: settled.expiresDate).set("amountCents", to: settled.amountCents)
                     .set("creditsGranted", to: settled.creditsGranted).set("creditsSpent", to: settled.creditsSpent)
                     .set("signedTransaction", to: settled.signedTransaction).set("message", to: settled.message)
-                    .set("changeSequence", to: settled.changeSequence)
+                    .set("changeSequence", to: settled.changeSequence).set("offerType", to: settled.offerType).set("offerPeriod", to: settled.offerPeriod)
             }) else {
                 throw StoreError.settledMeanwhile(deferred.id)
             }

@@ -143,6 +143,8 @@ struct TransactionRows {
             ("requestedMethod", [.bind(.text(r?.requestedMethod))]),
             ("changeSequence", change),
             ("appAccountToken", [.bind(.text(r?.appAccountToken))]),
+            ("offerType", [.bind(.text(r?.offerType))]),
+            ("offerPeriod", [.bind(.text(r?.offerPeriod))]),
         ]
         return PlanStep(
             name: "recorded", write: .insert(into: "storeTransaction", columns: columns.map(\.0), values: columns.map(\.1), onConflict: nil),

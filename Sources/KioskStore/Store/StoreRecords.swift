@@ -56,6 +56,10 @@ struct TransactionRecord: Codable, Sendable {
 
     /// The app's own account token sent with the purchase (a UUID), carried into its receipt and notifications.
     var appAccountToken: String? = nil
+    /// The introductory offer this period was bought or renewed with (``IntroductoryOffer/Kind``'s
+    /// name), and its ISO 8601 period (`P14D`); nil at the normal price.
+    var offerType: String? = nil
+    var offerPeriod: String? = nil
 
     /// A free re-buy (``PaidBy/owned``): paid for, or approved, while the account already held it.
     var isFreeRebuy: Bool { paymentMethod == PaidBy.owned.rawValue }

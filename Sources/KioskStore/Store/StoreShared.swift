@@ -23,7 +23,7 @@ extension StoreOwner {
             transactionId: record.id, originalTransactionId: record.originalTransactionId, productId: record.productId,
             kind: record.kind, quantity: record.quantity, accountId: record.accountId, purchaseDate: record.purchaseDate ?? record.createdAt,
             expiresDate: record.expiresDate, environment: keys.identity.environment, issuer: keys.identity.issuer,
-            appAccountToken: record.appAccountToken)
+            appAccountToken: record.appAccountToken, offerType: record.offerType, offerPeriod: record.offerPeriod)
     }
 
 

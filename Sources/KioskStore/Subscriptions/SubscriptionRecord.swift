@@ -36,6 +36,8 @@ struct SubscriptionRecord: Codable, Sendable {
     /// The time of the newest update from the channel applied (its event's own time), so that an
     /// older one coming late changes nothing.
     var channelUpdatedAt: Date? = nil
+    /// Renewals still at the introductory offer's price (an offer paid as it goes, issue 65).
+    var offerRenewalsLeft: Int = 0
 
     func info(now: Date) -> SubscriptionInfo {
         var info = SubscriptionInfo(

@@ -20,20 +20,23 @@ struct SubscriptionRows {
     /// back to its channel in the same transaction (``link(_:channel:subscriptionId:at:)``).
     /// - Parameter renews: whether the store itself renews it (only the sandbox's worker does).
     /// - Returns: the subscription as started and whether it existed before (a resubscription).
-    func start(_ record: TransactionRecord, expires: Date, renews: Bool, clockOffset: Double, at now: Date) async throws -> (SubscriptionRecord, existed: Bool) {
+    /// - Parameter offerRenewalsLeft: renewals still at the introductory offer's price.
+    func start(_ record: TransactionRecord, expires: Date, renews: Bool, clockOffset: Double, offerRenewalsLeft: Int = 0, at now: Date) async throws -> (SubscriptionRecord, existed: Bool) {
         let existing = try await db.select().column("originalTransactionId").from("subscription")
             .where("originalTransactionId", .equal, record.originalTransactionId).first()
         let subscription = SubscriptionRecord(
             originalTransactionId: record.originalTransactionId, accountId: record.accountId, productId: record.productId, state: .active,
             autoRenew: renews, expiresDate: expires, dueAt: expires.addingTimeInterval(-clockOffset), retryAt: nil, graceEndsAt: nil,
-            failedAttempts: 0, expirationReason: nil, appAccountToken: record.appAccountToken, claimedBy: nil, claimedUntil: nil, version: 0, updatedAt: now)
+            failedAttempts: 0, expirationReason: nil, appAccountToken: record.appAccountToken, claimedBy: nil, claimedUntil: nil, version: 0, updatedAt: now,
+            offerRenewalsLeft: offerRenewalsLeft)
         try await db.raw(#"""
             INSERT INTO "subscription" ("originalTransactionId", "accountId", "productId", "state", "autoRenew", "expiresDate", "dueAt",
-                "failedAttempts", "appAccountToken", "version", "updatedAt")
+                "failedAttempts", "appAccountToken", "version", "updatedAt", "offerRenewalsLeft")
             VALUES (\#(bind: subscription.originalTransactionId), \#(bind: subscription.accountId), \#(bind: subscription.productId),
                 \#(bind: subscription.state.rawValue), \#(bind: renews), \#(bind: expires), \#(bind: subscription.dueAt), 0,
-                \#(bind: subscription.appAccountToken), 0, \#(bind: now))
+                \#(bind: subscription.appAccountToken), 0, \#(bind: now), \#(bind: offerRenewalsLeft))
             ON CONFLICT ("originalTransactionId") DO UPDATE SET "state" = 'active', "autoRenew" = \#(bind: renews), "expiresDate" = \#(bind: expires),
+                "offerRenewalsLeft" = \#(bind: offerRenewalsLeft),
                 "dueAt" = \#(bind: subscription.dueAt), "retryAt" = NULL, "graceEndsAt" = NULL, "failedAttempts" = 0, "expirationReason" = NULL,
                 "claimedBy" = NULL, "claimedUntil" = NULL, "version" = "subscription"."version" + 1, "updatedAt" = \#(bind: now),
                 "appAccountToken" = COALESCE(\#(bind: subscription.appAccountToken), "subscription"."appAccountToken"),
@@ -169,6 +172,7 @@ struct SubscriptionRows {
                 ("expirationReason", [.bind(.text(s?.expirationReason?.rawValue))]), ("claimedBy", [.text("NULL")]), ("claimedUntil", [.text("NULL")]),
                 ("version", [.bind(.integer(s?.version))]), ("updatedAt", [.bind(.date(s?.updatedAt))]),
                 ("channelUpdatedAt", [.bind(.date(s?.channelUpdatedAt))]),
+                ("offerRenewalsLeft", [.bind(.integer(s.map { Int64($0.offerRenewalsLeft) }))]),
             ]),
             // A channel's step (``Subscriptions/channelStep(_:channel:subscriptionId:)``) claims
             // nothing: its instance is "" and matches an unclaimed row.

@@ -226,16 +226,20 @@ struct StepDraft {
     mutating func renewed(_ product: Product, at: Date) -> Subscriptions.RenewalStep? {
         let recovering = current.state != .active
         let start = recovering ? at : current.expiresDate
-        guard let expires = Calendar.utc.date(byAdding: .month, value: product.periodMonths ?? 1, to: start), let cents = try? Store.cents(product.price) else {
+        guard let expires = Calendar.utc.date(byAdding: .month, value: product.periodMonths ?? 1, to: start), var cents = try? Store.cents(product.price) else {
             return nil
         }
+        // An introductory offer paid as it goes: its price for the renewals it still covers.
+        let offer = product.introductoryOffer.flatMap { $0.type == .payAsYouGo && current.offerRenewalsLeft > 0 ? $0 : nil }
+        if let offer { cents = offer.firstChargeCents }
         let renewal = TransactionRecord(
             sequence: nil, id: Store.newTransactionID(), accountId: s.accountId, productId: s.productId, kind: .subscription, quantity: 1,
             originalTransactionId: s.originalTransactionId, purchaseDate: start, expiresDate: expires, status: .purchased,
             paymentMethod: PaidBy.renewal.rawValue, idempotencyKey: "renewal:\(s.originalTransactionId):\(RenewalInfo.milliseconds(start))",
             amountCents: cents, currency: product.price.currency, creditsGranted: 0, creditsSpent: 0, signedTransaction: nil,
             message: nil, finishedAt: nil, createdAt: wallNow, revokedAt: nil, revocationReason: nil, requestedMethod: PaidBy.renewal.rawValue,
-            appAccountToken: s.appAccountToken)
+            appAccountToken: s.appAccountToken, offerType: offer?.type.rawValue, offerPeriod: offer?.isoPeriod(periodMonths: product.periodMonths ?? 1))
+        s.offerRenewalsLeft = offer == nil ? 0 : current.offerRenewalsLeft - 1
         let closes = current.state == .gracePeriod ? at : nil
         s.state = .active
         s.expiresDate = expires

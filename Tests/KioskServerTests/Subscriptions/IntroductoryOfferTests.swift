@@ -1,0 +1,130 @@
+import Foundation
+import KioskCore
+import KioskServer
+import KioskTestSupport
+import KioskTransfer
+import Testing
+
+/// Introductory offers (issue 65): a free trial, a price paid as it goes and one paid up front,
+/// each for a reader's first subscription in its group, then renewed at the normal price.
+@Suite("Introductory offers")
+struct IntroductoryOfferTests: SubscriptionSuite {
+    static let yearly = "com.kiosk.magazines.harbor-monthly.subscription.yearly"
+
+    /// The sample store with the monthly plan carrying `offer`, and a yearly plan in the same group
+    /// carrying a 30-day trial.
+    static func withOffer(_ offer: [String: Any], engine: TestEngine, _ body: @Sendable (Fixture) async throws -> Void) async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.editCatalog("magazines.json") { products in
+            for index in products.indices where products[index]["id"] as? String == SampleStore.harborMonthly {
+                products[index]["introductoryOffer"] = offer
+                var yearly = products[index]
+                yearly["id"] = Self.yearly
+                yearly["title"] = "Harbor Monthly, yearly subscription"
+                yearly["price"] = "24.99"
+                yearly["periodMonths"] = 12
+                yearly["introductoryOffer"] = ["type": "freeTrial", "days": 30]
+                products.append(yearly)
+            }
+        }
+        var configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
+        configuration.database = try await engine.freshDatabase()
+        try await LiveServer.run(configuration) { server, url in
+            let http = StoreHTTP(baseURL: url)
+            try await body(Fixture(server: server, http: http, account: try await http.createAccount()))
+        }
+    }
+
+    @Test("a 14-day free trial charges nothing, says so on the receipt, then renews at the full price; a second subscription in the group gets no trial and is told why", arguments: TestEngine.all)
+    func freeTrial(engine: TestEngine) async throws {
+        try await Self.withOffer(["type": "freeTrial", "days": 14], engine: engine) { store in
+            let now = try await store.subscriptions().now
+            let first = try await store.buy()
+            #expect(first.claims.offerType == "freeTrial" && first.claims.offerPeriod == "P14D")
+            let expires = try #require(first.claims.expires)
+            #expect(abs(expires.timeIntervalSince(now.addingTimeInterval(14 * Self.day))) < 60, "\(expires) vs \(now)")
+            #expect(try await store.charges() == [], "a trial charges nothing")
+
+            #expect(try await store.advance(to: expires) == 1)
+            let periods = try await store.periods()
+            #expect(periods.count == 2 && periods[1].offerType == nil && periods[1].originalTransactionId == first.claims.originalTransactionId)
+            #expect(try await store.charges() == [249], "the trial's end renews at the normal price")
+
+            // Another plan of the group: the trial was this account's.
+            let yearly = try await store.http.pay(Self.yearly, token: store.account.token)
+            let payment = try yearly.decode(PaymentResponse.self)
+            let claims = try Self.claims(try #require(payment.transaction.signedTransaction))
+            #expect(claims.offerType == nil && payment.transaction.message?.contains("introductory offer is for a first subscription") == true,
+                    "\(String(describing: payment.transaction.message))")
+            #expect(try await store.charges() == [249, 2499])
+        }
+    }
+
+    @Test("pay as you go: three periods at 0.99, then 2.49; pay up front: 4.99 for six months, then 2.49", arguments: TestEngine.all)
+    func discountedPrices(engine: TestEngine) async throws {
+        try await Self.withOffer(["type": "payAsYouGo", "price": "0.99", "periods": 3], engine: engine) { store in
+            let first = try await store.buy()
+            #expect(first.claims.offerType == "payAsYouGo" && first.claims.offerPeriod == "P1M")
+            var expires = try #require(first.claims.expires)
+            for _ in 1...3 {
+                #expect(try await store.advance(to: expires) == 1)
+                expires = try #require(try await store.periods().last?.expires)
+            }
+            #expect(try await store.charges() == [99, 99, 99, 249])
+            #expect(try await store.periods().map { $0.offerType ?? "-" } == ["payAsYouGo", "payAsYouGo", "payAsYouGo", "-"])
+        }
+        try await Self.withOffer(["type": "payUpFront", "price": "4.99", "periods": 6], engine: engine) { store in
+            let now = try await store.subscriptions().now
+            let first = try await store.buy()
+            #expect(first.claims.offerType == "payUpFront" && first.claims.offerPeriod == "P6M")
+            let expires = try #require(first.claims.expires)
+            #expect(expires > now.addingTimeInterval(180 * Self.day) && expires < now.addingTimeInterval(185 * Self.day))
+            #expect(try await store.advance(to: expires) == 1)
+            #expect(try await store.charges() == [499, 249])
+        }
+    }
+
+    @Test("a subscription the operator granted, or one refunded, is a subscription had: no trial after it", arguments: TestEngine.all)
+    func acrossChannels(engine: TestEngine) async throws {
+        try await Self.withOffer(["type": "freeTrial", "days": 14], engine: engine) { store in
+            let grant = try await store.http.send("POST", "/v1/admin/accounts/\(store.account.accountId)/grant", token: store.admin,
+                                                  json: #"{"productId": "\#(Self.yearly)", "quantity": 1, "reason": "a prize", "idempotencyKey": "g1"}"#)
+            #expect(grant.status == 200 || grant.status == 201, "\(String(decoding: grant.body, as: UTF8.self))")
+            let granted = try grant.decode(StoreTransaction.self)
+            #expect(try Self.claims(try #require(granted.signedTransaction)).offerType == nil, "an operator's grant is no trial")
+            let monthly = try await store.buy()
+            #expect(monthly.claims.offerType == nil)
+            #expect(try await store.charges() == [249])
+
+            // A trial taken and refunded was still taken.
+            let other = try await store.http.createAccount()
+            let trial = try await store.http.pay(SampleStore.harborMonthly, token: other.token).decode(PaymentResponse.self).transaction
+            #expect(try Self.claims(try #require(trial.signedTransaction)).offerType == "freeTrial")
+            let refunded = try await store.http.send("POST", "/v1/admin/transactions/\(trial.transactionId)/refund", token: store.admin, json: #"{"reason": "test"}"#)
+            #expect(refunded.status == 200, "\(String(decoding: refunded.body, as: UTF8.self))")
+            let again = try await store.http.pay(Self.yearly, token: other.token).decode(PaymentResponse.self).transaction
+            #expect(try Self.claims(try #require(again.signedTransaction)).offerType == nil)
+        }
+    }
+
+    @Test("four first subscriptions of the group at once, each with its own key: one trial, whatever the order", arguments: TestEngine.all)
+    func concurrentTrials(engine: TestEngine) async throws {
+        try await Self.withOffer(["type": "freeTrial", "days": 14], engine: engine) { store in
+            let products = [SampleStore.harborMonthly, Self.yearly, SampleStore.harborMonthly, Self.yearly]
+            let replies = try await Self.concurrently(products.count) { index in
+                try await store.http.pay(products[index], token: store.account.token)
+            }
+            #expect(replies.allSatisfy { $0.status == 200 }, "\(replies.map(\.status))")
+            let offers = try replies.compactMap { try $0.decode(PaymentResponse.self).transaction.signedTransaction }.map { try Self.claims($0).offerType }
+            #expect(offers.compactMap { $0 }.count == 1, "\(offers)")
+        }
+    }
+
+    static func concurrently(_ count: Int, _ body: @escaping @Sendable (Int) async throws -> StoreHTTP.Reply) async throws -> [StoreHTTP.Reply] {
+        try await withThrowingTaskGroup(of: StoreHTTP.Reply.self) { group in
+            for index in 0..<count { group.addTask { try await body(index) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+    }
+}
