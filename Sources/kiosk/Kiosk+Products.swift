@@ -89,6 +89,8 @@ extension Kiosk {
             if let creditPrice = product.creditPrice { detail.append("or \(creditPrice) credits") }
             if let date = product.publicationDate { detail.append("published \(date)") }
             if let months = product.periodMonths { detail.append("\(months)-month period") }
+            // A new subscriber's offer, where the price is.
+            if let offer = product.offerText { detail.append("new subscribers: \(offer)") }
             if let content = product.content {
                 detail.append("\(content.format.rawValue) \(ByteCount.text(content.size))")
             }

@@ -91,6 +91,14 @@ extension AccountPage {
         } else if !pretendPayment, let refusal = store.stripe.webRefusal(for: product) {
             values["owned"] = true
             values["error"] = Self.readerWords(refusal, product: product)
+        } else if let offer = product.offerText {
+            // The offer is for a first subscription in the group: said before the reader pays.
+            if try await store.payments.introductoryOfferEligible(accountId: device.accountId, product: product) {
+                values["offer"] = "Your first subscription: \(offer)."
+                values["payLabel"] = product.introductoryOffer?.type == .freeTrial ? "Start the free trial" : "Pay \(Price.shown(cents: product.introductoryOffer?.firstChargeCents ?? 0, product.price.currency))"
+            } else {
+                values["offer"] = "The introductory offer (\(offer)) is for a first subscription; this account had one, so this plan starts at the normal price."
+            }
         }
         return html(.ok, "buy", values, formTargets: store.stripe.checkoutOrigin.map { [$0] } ?? [])
     }

@@ -136,7 +136,7 @@ enum OPDSAtom {
             case "self":
                 entry.addChild(self.link(rel: "alternate", href: link.href, type: entryType))
             case let rel? where rel.hasPrefix("http://opds-spec.org/acquisition"):
-                let acquisition = self.link(rel: rel, href: link.href, type: link.type)
+                let acquisition = self.link(rel: rel, href: link.href, type: link.type, title: link.title)
                 if let price = link.properties?.price {
                     acquisition.addChild(text("opds:price", price.amount, attributes: ["currencycode": price.currency]))
                 }

@@ -223,7 +223,7 @@ struct OPDSFeeds {
         } else {
             acquisition = Link(
                 rel: product.kind == .subscription ? "http://opds-spec.org/acquisition/subscribe" : "http://opds-spec.org/acquisition/buy",
-                href: base + "/products/\(Self.escaped(product.id))", type: "text/html",
+                href: base + "/products/\(Self.escaped(product.id))", type: "text/html", title: product.offerText.map { "New subscribers: \($0)" },
                 properties: Properties(price: Price(currency: product.price.currency, value: Double(cents) / 100, amount: product.price.amount),
                                        indirectAcquisition: product.content == nil ? nil : [Acquisition(type: delivered)]))
         }

@@ -72,6 +72,7 @@ enum PageTemplates {
         {{#series}}<p>{{kindLabel}} of <a href="{{series.href}}">{{series.name}}</a></p>{{/series}}
         <p>{{description}}</p>
         <p class="price">{{price}}{{#period}} <span class="muted">a {{period}}</span>{{/period}}</p>
+        {{#offer}}<p class="offer">{{offer}}</p>{{/offer}}
         <p><a class="button" href="{{buy}}">{{buyLabel}}<span class="visually-hidden"> {{name}}</span></a></p>
         </div>
         </section>
@@ -104,6 +105,7 @@ enum PageTemplates {
         {{% CONTENT_TYPE: KIOSK_HTML}}{{<layout}}{{$content}}
         <section>
         <p><a href="{{href}}">{{name}}</a>: <span class="price">{{price}}</span>{{#period}} a {{period}}{{/period}}</p>
+        {{#offer}}<p class="offer">{{offer}}</p>{{/offer}}
         {{#owned}}<p><a href="/account/library">Open your library</a></p>{{/owned}}
         {{^owned}}<form method="post" action="{{action}}"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="key" value="{{key}}"><button type="submit">{{payLabel}}</button></form>
         {{#sandbox}}<p class="muted">This store runs in the sandbox: the payment is pretend, and the purchase is in your library at once.</p>{{/sandbox}}

@@ -129,6 +129,7 @@ struct ShopPages: Sendable {
         ]
         if let byline = byline(product) { values["byline"] = byline }
         if let months = product.periodMonths, product.kind == .subscription { values["period"] = period(months) }
+        if let offer = product.offerText { values["offer"] = "New subscribers: \(offer)." }
         if let series = product.series {
             values["series"] = ["href": seriesPath(series), "name": shop.name(ofSeries: series)]
             values["kindLabel"] = product.kind == .subscription ? "A subscription" : "An issue"

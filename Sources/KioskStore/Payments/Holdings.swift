@@ -56,14 +56,17 @@ struct Holdings {
             firstPurchase: try await transaction("firstPurchase") { $0.status == .purchased },
             latestPeriod: try await transaction("latestPeriod") { $0.status == .purchased },
             pending: try await transaction("pending") { $0.status == .deferred })
-        if !group.isEmpty {
-            // Any period, refunded ones too: a trial taken and refunded was still taken.
-            holdings.hadSubscriptionInGroup = try await db.select().column(SQLLiteral.numeric("1")).from("storeTransaction")
-                .where("accountId", .equal, accountId).where("productId", .in, group)
-                .where("status", .in, [TransactionStatus.purchased.rawValue, TransactionStatus.revoked.rawValue])
-                .where("paymentMethod", .notEqual, PaidBy.owned.rawValue).limit(1).first() != nil
-        }
+        if !group.isEmpty { holdings.hadSubscriptionInGroup = try await hadSubscription(accountId: accountId, among: group, in: db) }
         return holdings
+    }
+
+    /// Whether the account ever had a period of one of `group`'s subscriptions: any period,
+    /// refunded ones too (a trial taken and refunded was still taken), on any channel.
+    static func hadSubscription(accountId: String, among group: [String], in db: any SQLDatabase) async throws -> Bool {
+        try await db.select().column(SQLLiteral.numeric("1")).from("storeTransaction")
+            .where("accountId", .equal, accountId).where("productId", .in, group)
+            .where("status", .in, [TransactionStatus.purchased.rawValue, TransactionStatus.revoked.rawValue])
+            .where("paymentMethod", .notEqual, PaidBy.owned.rawValue).limit(1).first() != nil
     }
 
     /// The look-up ``read(accountId:product:key:in:)`` starts with, one text for every kind of

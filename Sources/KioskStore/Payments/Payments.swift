@@ -370,8 +370,7 @@ public struct Payments: StoreOwner {
         }
         defer { changes.committed(accountId) }
         // An introductory offer is decided on the account's history in the product's group.
-        let group = product.introductoryOffer == nil ? [] : try await catalog.storeProducts().products.values
-            .filter { $0.kind == .subscription && $0.group == product.group }.map(\.id).sorted()
+        let group = product.introductoryOffer == nil ? [] : try await subscriptions(inGroupOf: product)
         return try await turns.run(accountId) {
             for _ in 0..<64 {
                 let holdings = try await database.read { try await Holdings.read(accountId: accountId, product: product, key: request.key, group: group, in: $0) }
@@ -592,6 +591,21 @@ public struct Payments: StoreOwner {
         }) else { return nil }
         try request.check(replayOf: existing)
         return try await response(for: Settled(record: existing, credits: nil))
+    }
+
+    // MARK: Introductory offers
+
+    /// Whether `accountId` would be given `product`'s introductory offer now: it never had a
+    /// subscription in the product's group (the rule ``Holdings/decide(_:product:now:)`` applies).
+    public func introductoryOfferEligible(accountId: String, product: Product) async throws -> Bool {
+        guard product.introductoryOffer != nil else { return false }
+        let group = try await subscriptions(inGroupOf: product)
+        return try await !database.read { try await Holdings.hadSubscription(accountId: accountId, among: group, in: $0) }
+    }
+
+    /// The IDs of the subscriptions in `product`'s group (``Product/group``), the catalog's now.
+    func subscriptions(inGroupOf product: Product) async throws -> [String] {
+        try await catalog.storeProducts().products.values.filter { $0.kind == .subscription && $0.group == product.group }.map(\.id).sorted()
     }
 
     // MARK: Helpers

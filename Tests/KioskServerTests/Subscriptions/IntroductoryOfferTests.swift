@@ -10,6 +10,7 @@ import Testing
 @Suite("Introductory offers")
 struct IntroductoryOfferTests: SubscriptionSuite {
     static let yearly = "com.kiosk.magazines.harbor-monthly.subscription.yearly"
+    static let chartsPlan = "com.kiosk.magazines.coastal-charts.yearly"
 
     /// The sample store with the monthly plan carrying `offer`, and a yearly plan in the same group
     /// carrying a 30-day trial.
@@ -27,6 +28,12 @@ struct IntroductoryOfferTests: SubscriptionSuite {
                 yearly["introductoryOffer"] = ["type": "freeTrial", "days": 30]
                 products.append(yearly)
             }
+        }
+        // A plan of the PDF magazine, which reading apps are offered.
+        try store.editCatalog("publications.json") { products in
+            products.append(["id": Self.chartsPlan, "kind": "subscription", "title": "Coastal Charts, yearly", "summary": "Every issue for a year.",
+                             "price": "9.99", "currency": "USD", "series": "com.kiosk.magazines.coastal-charts", "periodMonths": 12,
+                             "introductoryOffer": ["type": "freeTrial", "periods": 1]])
         }
         var configuration = ServerConfiguration(catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: store.data)
         configuration.database = try await engine.freshDatabase()
@@ -118,6 +125,27 @@ struct IntroductoryOfferTests: SubscriptionSuite {
             #expect(replies.allSatisfy { $0.status == 200 }, "\(replies.map(\.status))")
             let offers = try replies.compactMap { try $0.decode(PaymentResponse.self).transaction.signedTransaction }.map { try Self.claims($0).offerType }
             #expect(offers.compactMap { $0 }.count == 1, "\(offers)")
+        }
+    }
+
+    @Test("the offer is shown where the price is: the shop's page, the buy page (with whether this account gets it, and why not), both OPDS formats", arguments: [TestEngine.sqlite])
+    func shown(engine: TestEngine) async throws {
+        try await Self.withOffer(["type": "freeTrial", "days": 14], engine: engine) { store in
+            let page = String(decoding: try await store.http.send("GET", "/products/\(SampleStore.harborMonthly)").body, as: UTF8.self)
+            #expect(page.contains("New subscribers: 14 days free, then 2.49 USD a month."), "\(page)")
+            _ = try await WebSession.account(store.http, "ann@example.com")
+            let browser = try await WebSession.signIn(store.http, "ann@example.com", next: "/account/buy/\(SampleStore.harborMonthly)")
+            let first = String(decoding: try await browser.get("/account/buy/\(SampleStore.harborMonthly)").body, as: UTF8.self)
+            #expect(first.contains("Your first subscription: 14 days free, then 2.49 USD a month.") && first.contains("Start the free trial"), "\(first)")
+            let started = try await browser.post("/account/buy/\(SampleStore.harborMonthly)", ["csrf": browser.csrf, "key": UUID().uuidString])
+            #expect(started.status == 303)
+            let yearly = String(decoding: try await browser.get("/account/buy/\(Self.yearly)").body, as: UTF8.self)
+            #expect(yearly.contains("is for a first subscription; this account had one") && yearly.contains("Pay 24.99 USD"), "\(yearly)")
+
+            let atom = String(decoding: try await store.http.send("GET", "/opds/v1.2/series/com.kiosk.magazines.coastal-charts").body, as: UTF8.self)
+            #expect(atom.contains(#"title="New subscribers: 1 year free, then 9.99 USD a year""#), "\(atom)")
+            let json = String(decoding: try await store.http.send("GET", "/opds/series/com.kiosk.magazines.coastal-charts").body, as: UTF8.self)
+            #expect(json.contains(#""title":"New subscribers: 1 year free, then 9.99 USD a year""#), "\(json)")
         }
     }
 
