@@ -160,6 +160,7 @@ struct ConsoleRoutes: Sendable {
         let sales = try await store.reports.sales(filter)
         let subscribers = try await store.reports.activeSubscribers()
         let lifecycle = try await store.reports.subscriptionFigures(since: since)
+        let offers = try await store.reports.offerFigures(since: since)
         let overview = SalesOverview(rows: sales, kinds: await productKinds(), since: since, days: days)
         // One revenue chart per currency: amounts in different currencies are never added up.
         let revenue = overview.currencies.map { currency in
@@ -177,6 +178,9 @@ struct ConsoleRoutes: Sendable {
             ConsoleView.Figure(name: "Active subscribers", value: "\(subscribers)"),
             ConsoleView.Figure(name: "Renewals", value: "\(lifecycle.renewals)"),
             ConsoleView.Figure(name: "Expired (churn)", value: "\(lifecycle.expired)"),
+            ConsoleView.Figure(name: "Introductory offers taken",
+                               value: offers.taken.isEmpty ? "none" : offers.taken.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")),
+            ConsoleView.Figure(name: "Offers gone on to the full price", value: "\(offers.converted)"),
         ]
         let kindRows = overview.byKind.sorted { $0.key < $1.key }.map { kind, totals -> [ConsoleView.Cell] in
             [.init(kind), .init("\(totals.units)"), .init(ConsoleText.money(totals.net))]

@@ -123,6 +123,28 @@ public struct Reports: StoreOwner {
         }
     }
 
+    /// Introductory offers taken since `since` (a subscription's first period bought with one),
+    /// by kind, and how many of those subscriptions went on to a period at the normal price.
+    public func offerFigures(since: Date) async throws -> OfferFigures {
+        try await database.read { db in
+            struct Taken: Decodable { var offerType: String; var count: Int }
+            let taken: SQLQueryString = #"""
+                SELECT "offerType", CAST(COUNT(*) AS BIGINT) AS "count" FROM "storeTransaction"
+                WHERE "kind" = 'subscription' AND "offerType" IS NOT NULL AND "id" = "originalTransactionId" AND "createdAt" >= \#(bind: since)
+                GROUP BY "offerType" ORDER BY "offerType"
+                """#
+            let converted: SQLQueryString = #"""
+                SELECT CAST(COUNT(DISTINCT t."originalTransactionId") AS BIGINT) AS "count" FROM "storeTransaction" t
+                JOIN "storeTransaction" f ON f."id" = t."originalTransactionId"
+                WHERE f."offerType" IS NOT NULL AND f."createdAt" >= \#(bind: since) AND t."offerType" IS NULL
+                    AND t."status" = 'purchased' AND t."amountCents" > 0
+                """#
+            let rows = try await db.raw(taken).all(decoding: Taken.self)
+            return OfferFigures(taken: Dictionary(uniqueKeysWithValues: rows.map { ($0.offerType, $0.count) }),
+                                converted: try await db.raw(converted).first(decoding: Counted.self)?.count ?? 0)
+        }
+    }
+
     private struct Counted: Decodable {
         var count: Int
     }
@@ -293,5 +315,18 @@ extension AdminTransactionRow {
             currency: record.currency, createdAt: record.createdAt, finished: record.finishedAt != nil,
             revokedAt: record.revokedAt, revocationReason: record.revocationReason,
             creditsSpent: record.creditsSpent > 0 ? record.creditsSpent : nil)
+    }
+}
+
+/// Introductory offers in a window (``Reports/offerFigures(since:)``).
+public struct OfferFigures: Sendable, Equatable {
+    /// First periods bought with an offer, by its kind (`freeTrial`, `payAsYouGo`, `payUpFront`).
+    public var taken: [String: Int]
+    /// Of those subscriptions, how many went on to a period at the normal price.
+    public var converted: Int
+
+    public init(taken: [String: Int], converted: Int) {
+        self.taken = taken
+        self.converted = converted
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import KioskCore
 import KioskServer
+import KioskStore
 import KioskTestSupport
 import KioskTransfer
 import Testing
@@ -57,6 +58,8 @@ struct IntroductoryOfferTests: SubscriptionSuite {
             let periods = try await store.periods()
             #expect(periods.count == 2 && periods[1].offerType == nil && periods[1].originalTransactionId == first.claims.originalTransactionId)
             #expect(try await store.charges() == [249], "the trial's end renews at the normal price")
+            // The operator's figures: one trial taken, gone on to the full price.
+            #expect(try await store.server.store.reports.offerFigures(since: now.addingTimeInterval(-Self.day)) == OfferFigures(taken: ["freeTrial": 1], converted: 1))
 
             // Another plan of the group: the trial was this account's.
             let yearly = try await store.http.pay(Self.yearly, token: store.account.token)
