@@ -93,7 +93,11 @@ extension AccountPage {
             values["error"] = Self.readerWords(refusal, product: product)
         } else if let offer = product.offerText {
             // The offer is for a first subscription in the group: said before the reader pays.
-            if try await store.payments.introductoryOfferEligible(accountId: device.accountId, product: product) {
+            let eligible = try await store.payments.introductoryOfferEligible(accountId: device.accountId, product: product)
+            if eligible, !pretendPayment, product.introductoryOffer?.type != .freeTrial {
+                // The web's checkout gives a free trial (Stripe's trial days); a lower price is the apps'.
+                values["offer"] = "The introductory offer (\(offer)) is made in the store's apps; on the web this plan is at the normal price."
+            } else if eligible {
                 values["offer"] = "Your first subscription: \(offer)."
                 values["payLabel"] = product.introductoryOffer?.type == .freeTrial ? "Start the free trial" : "Pay \(Price.shown(cents: product.introductoryOffer?.firstChargeCents ?? 0, product.price.currency))"
             } else {

@@ -142,7 +142,10 @@ enum CheckoutSessionFields {
     /// gives (`periodMonths`, a year as `year`), and the subscription Stripe makes carries the
     /// intent, the account and the product in its own metadata, which every invoice of it brings
     /// back (`parent.subscription_details.metadata`): a renewal names them without the session.
-    static func subscription(product: Product, intent: String, accountId: String, email: String?, origin: String) -> [(String, String)] {
+    /// - Parameter trial: the free trial a first subscriber is given (its days, and its kind and
+    ///   ISO 8601 period for the metadata the paid events bring back), as `trial_period_days`.
+    static func subscription(product: Product, intent: String, accountId: String, email: String?, origin: String,
+                             trial: (days: Int, period: String)? = nil) -> [(String, String)] {
         var fields = payment(product: product, quantity: 1, intent: intent, accountId: accountId, email: email, origin: origin)
         fields[0] = ("mode", "subscription")
         let months = max(1, product.periodMonths ?? 1)
@@ -155,6 +158,13 @@ enum CheckoutSessionFields {
         fields.insert(contentsOf: [("subscription_data[metadata][kiosk_intent]", intent),
                                    ("subscription_data[metadata][kiosk_account_id]", accountId),
                                    ("subscription_data[metadata][kiosk_product_id]", product.id)], at: success)
+        if let trial {
+            let at = fields.firstIndex { $0.0 == "success_url" } ?? fields.count
+            fields.insert(contentsOf: [("metadata[kiosk_offer]", IntroductoryOffer.Kind.freeTrial.rawValue), ("metadata[kiosk_offer_period]", trial.period),
+                                       ("subscription_data[metadata][kiosk_offer]", IntroductoryOffer.Kind.freeTrial.rawValue),
+                                       ("subscription_data[metadata][kiosk_offer_period]", trial.period),
+                                       ("subscription_data[trial_period_days]", String(trial.days))], at: at)
+        }
         return fields
     }
 }

@@ -88,7 +88,8 @@ extension StripeChannel {
         }
         let email = try await database.read { db in try await Accounts.signIn(accountId: accountId, in: db)?.email }
         let fields = product.kind == .subscription
-            ? CheckoutSessionFields.subscription(product: product, intent: intent.id, accountId: accountId, email: email, origin: origin)
+            ? CheckoutSessionFields.subscription(product: product, intent: intent.id, accountId: accountId, email: email, origin: origin,
+                                                 trial: try await webTrial(product, accountId: accountId))
             : CheckoutSessionFields.payment(product: product, quantity: quantity, intent: intent.id, accountId: accountId, email: email, origin: origin)
         do {
             // One key per intent: asked again (a retry, an answer lost), Stripe answers the same session.
@@ -119,6 +120,20 @@ extension StripeChannel {
     }
 
     private struct PageRow: Decodable { var checkoutUrl: String? }
+
+    /// The free trial Stripe is asked to give (`trial_period_days`): the product's, in days (a
+    /// trial of periods counted from today), when the account never had a subscription in its
+    /// group. Another kind of offer is not made on the web: its checkout is at the normal price,
+    /// as the buy page says.
+    private func webTrial(_ product: Product, accountId: String) async throws -> (days: Int, period: String)? {
+        guard let offer = product.introductoryOffer, offer.type == .freeTrial,
+              try await payments.introductoryOfferEligible(accountId: accountId, product: product) else { return nil }
+        let months = product.periodMonths ?? 1
+        let now = clock.wallNow()
+        guard let end = Calendar.utc.date(byAdding: offer.firstPeriod(periodMonths: months), to: now),
+              let days = Calendar.utc.dateComponents([.day], from: now, to: end).day, days > 0 else { return nil }
+        return (days, offer.isoPeriod(periodMonths: months))
+    }
 
     /// Whether the reader can start paying for `product` on the web here, or why not (shown on
     /// the buy page before a form is offered).

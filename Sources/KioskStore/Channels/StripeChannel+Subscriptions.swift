@@ -34,7 +34,8 @@ extension StripeChannel {
         }
         let named = (account: session.clientReferenceId, product: session.metadata?["kiosk_product_id"], intent: session.metadata?["kiosk_intent"])
         return try await startSubscription(event, subscriptionId: subscriptionId, account: named.account, product: named.product, intent: named.intent,
-                                           paid: Self.kioskAmount(session.amountTotal, session.currency), period: nil, payment: subscriptionId, first: true)
+                                           paid: Self.kioskAmount(session.amountTotal, session.currency), period: nil, payment: subscriptionId, first: true,
+                                           offer: Self.offer(in: session.metadata))
     }
 
     /// `invoice.paid`: the first period (when the session's event has not come), or a renewal.
@@ -54,7 +55,8 @@ extension StripeChannel {
             let metadata = invoice.invoiceSubscriptionMetadata
             return try await startSubscription(event, subscriptionId: subscriptionId, account: metadata?["kiosk_account_id"], product: metadata?["kiosk_product_id"],
                                                intent: metadata?["kiosk_intent"], paid: paid, period: period, payment: payment,
-                                               first: invoice.billingReason == "subscription_create")
+                                               first: invoice.billingReason == "subscription_create",
+                                               offer: invoice.billingReason == "subscription_create" ? Self.offer(in: metadata) : nil)
         }
         let outcome = try await subscriptions.channelStep(
             .paid(start: period.start, end: period.end, key: "stripe:\(invoiceId)", amountCents: paid.cents, currency: paid.currency),
@@ -108,7 +110,7 @@ extension StripeChannel {
     ///   invoice); else a renewal of a subscription the store does not follow.
     private func startSubscription(_ event: StripeEvent, subscriptionId: String, account: String?, product: String?, intent: String?,
                                    paid: (cents: Int, currency: String)?, period: (start: Date, end: Date)?, payment: String?,
-                                   first: Bool) async throws -> AdminChannelEventRow {
+                                   first: Bool, offer: (type: String, period: String)? = nil) async throws -> AdminChannelEventRow {
         var named = (account: account, product: product)
         if let account, let held = try await database.read({ try await SubscriptionRows($0).find(channel: Self.channel, subscriptionId: subscriptionId) }),
            held.accountId != account {
@@ -156,7 +158,7 @@ extension StripeChannel {
         do {
             granted = try await payments.grantPaid(
                 productId: productId, quantity: 1, accountId: accountId, reference: "stripe:\(subscriptionId)", method: Self.channel,
-                amountCents: paid.cents, currency: paid.currency, period: period,
+                amountCents: paid.cents, currency: paid.currency, period: period, offer: offer,
                 alongside: { record, db in
                     if !record.isFreeRebuy, record.kind == .subscription {
                         try await SubscriptionRows(db).link(record.originalTransactionId, channel: Self.channel, subscriptionId: subscriptionId, at: received)
@@ -187,6 +189,14 @@ extension StripeChannel {
         return kept.outcome == ChannelEventOutcome.granted ? try await undoIfWithdrawn(kept) : kept
     }
 
+
+    /// The free trial Kiosk asked Stripe for, as the signed event's metadata brings it back
+    /// (Kiosk wrote it when it made the session: ``CheckoutSessionFields/subscription(product:intent:accountId:email:origin:trial:)``).
+    static func offer(in metadata: [String: String]?) -> (type: String, period: String)? {
+        guard let type = metadata?["kiosk_offer"], IntroductoryOffer.Kind(rawValue: type) != nil,
+              let period = metadata?["kiosk_offer_period"], period.utf8.count <= 16, period.hasPrefix("P") else { return nil }
+        return (type, period)
+    }
 
     /// Whether a `customer.subscription.deleted` for the subscription came before its grant.
     private func endedEarlier(_ subscriptionId: String) async throws -> Bool {

@@ -12,11 +12,11 @@ import Testing
 struct StripeCheckoutTests: StoreSuite {
     static let epub = "com.kiosk.books.salt-and-stars"
 
-    static func withStripe(engine: TestEngine, key: String = StripeStandIn.key, apiURL: String? = nil,
+    static func withStripe(engine: TestEngine, key: String = StripeStandIn.key, apiURL: String? = nil, prepare: @Sendable (SampleStore) throws -> Void = { _ in },
                            _ body: @Sendable (KioskServer, StoreHTTP, StripeStandIn) async throws -> Void) async throws {
         let standIn = try await StripeStandIn.start()
         do {
-            try await withStore(engine: engine, configure: {
+            try await withStore(engine: engine, prepare: prepare, configure: {
                 $0.stripe = StripeSignature(secrets: [StripeChannelTests.secret])
                 $0.channels.stripeAPI = try? StripeAPI(secretKey: key, baseURL: apiURL ?? standIn.url)
                 // As behind nginx: its X-Forwarded-Proto is heard (one test asks through "https").
@@ -187,6 +187,62 @@ struct StripeCheckoutTests: StoreSuite {
             #expect(try await StripeChannelTests.deliver(http, event).outcome == "granted")
             let again = try await http.send("POST", "/v1/checkouts", token: ann.token, json: #"{"productId": "\#(SampleStore.harborMonthly)"}"#)
             #expect(again.status == 409 && (try? again.decode(APIError.self).code) == "already_subscribed", "\(Self.message(again))")
+        }
+    }
+
+    @Test("a first subscriber's free trial on the web: Checkout's trial_period_days and the offer in the metadata, the fields Stripe's library sends; the signed trial event records the offer; a second subscriber in the group is asked the normal price", arguments: TestEngine.all)
+    func webTrial(engine: TestEngine) async throws {
+        try await Self.withStripe(engine: engine, prepare: { store in
+            try store.editCatalog("magazines.json") { products in
+                for index in products.indices where products[index]["id"] as? String == SampleStore.harborMonthly {
+                    products[index]["introductoryOffer"] = ["type": "freeTrial", "days": 14]
+                }
+            }
+        }) { server, http, stripe in
+            let ann = try await WebSession.account(http, "ann@example.com")
+            let browser = try await WebSession.signIn(http, "ann@example.com", next: "/account/library")
+            let paid = try await browser.post("/account/buy/\(SampleStore.harborMonthly)", ["csrf": browser.csrf, "key": UUID().uuidString])
+            #expect(paid.status == 303, "\(paid.headers)")
+            let kiosk = try #require(try stripe.requests().last)
+            let intent = try #require(kiosk.form["metadata[kiosk_intent]"])
+            let base = http.baseURL
+            let parameters: [String: Any] = [
+                "mode": "subscription",
+                "line_items": [["price_data": ["currency": "usd", "unit_amount": 249, "recurring": ["interval": "month", "interval_count": 1],
+                                               "product_data": ["name": "Harbor Monthly, monthly subscription",
+                                                                "images": ["\(base)/v1/covers/\(SampleStore.harborMonthly)"]]],
+                                "quantity": 1]],
+                "client_reference_id": ann.accountId, "customer_email": "ann@example.com",
+                "metadata": ["kiosk_intent": intent, "kiosk_product_id": SampleStore.harborMonthly, "kiosk_offer": "freeTrial", "kiosk_offer_period": "P14D"],
+                "subscription_data": ["metadata": ["kiosk_intent": intent, "kiosk_account_id": ann.accountId, "kiosk_product_id": SampleStore.harborMonthly,
+                                                   "kiosk_offer": "freeTrial", "kiosk_offer_period": "P14D"],
+                                      "trial_period_days": 14],
+                "success_url": "\(base)/account/library", "cancel_url": "\(base)/products/\(SampleStore.harborMonthly)",
+            ]
+            let judged = try await stripe.judgedFields(of: parameters, idempotencyKey: "judge-trial")
+            #expect(kiosk.fields.map { $0.joined(separator: "=") }.sorted() == judged.fields.map { $0.joined(separator: "=") }.sorted())
+
+            // Stripe's event for a trial: nothing paid, no payment required; the offer comes back in the metadata Kiosk wrote.
+            let event = StripeChannelTests.json([
+                "id": "evt_trial1", "object": "event", "type": "checkout.session.completed", "created": 1_796_083_200,
+                "data": ["object": ["id": "cs_trial1", "object": "checkout.session", "mode": "subscription", "payment_status": "no_payment_required",
+                                    "client_reference_id": ann.accountId, "amount_total": 0, "currency": "usd", "subscription": "sub_trial1",
+                                    "metadata": ["kiosk_intent": intent, "kiosk_product_id": SampleStore.harborMonthly, "kiosk_offer": "freeTrial", "kiosk_offer_period": "P14D"]]],
+            ])
+            #expect(try await StripeChannelTests.deliver(http, event).outcome == "granted")
+            let page = try await http.send("GET", "/v1/transactions", token: ann.token).decode(TransactionPage.self)
+            let trial = try #require(page.transactions.first { $0.productId == SampleStore.harborMonthly })
+            let claims = try SubscriptionFixture.claims(try #require(trial.signedTransaction))
+            #expect(claims.offerType == "freeTrial" && claims.offerPeriod == "P14D")
+
+            // Bo had a subscription in the group (taken and refunded): Stripe is asked the normal price.
+            let bo = try await WebSession.account(http, "bo@example.com")
+            let had = try await http.pay(SampleStore.harborMonthly, token: bo.token).decode(PaymentResponse.self).transaction
+            #expect(try await http.send("POST", "/v1/admin/transactions/\(had.transactionId)/refund", token: server.adminToken, json: #"{"reason": "test"}"#).status == 200)
+            let again = try await http.send("POST", "/v1/checkouts", token: bo.token, json: #"{"productId": "\#(SampleStore.harborMonthly)"}"#)
+            #expect(again.status == 201, "\(Self.message(again))")
+            let asked = try #require(try stripe.requests().last).form
+            #expect(asked["subscription_data[trial_period_days]"] == nil && asked["metadata[kiosk_offer]"] == nil && asked["client_reference_id"] == bo.accountId)
         }
     }
 
