@@ -3,12 +3,15 @@ import KioskCore
 import KioskStore
 import HTTPTypes
 import Hummingbird
+import Synchronization
 
 /// Where the store's routes ask whether a request is within its limits (``RateLimits``): account
 /// creation per client address, purchases per client address and per account.
 struct RateLimitGate: Sendable {
     let limits: RateLimits
     let limiter: RateLimiter
+    /// Addresses whose refused keys went over their limit, until when (``refuseWhileKeysLimited(_:context:)``).
+    let limitedKeyAddresses = LimitedAddresses()
 
     /// Refuses (`rate_limited`) when the client's address created too many accounts lately.
     func admitAccountCreation(_ request: Request, context: KioskRequestContext) async throws {
@@ -31,8 +34,22 @@ struct RateLimitGate: Sendable {
     /// sending locked its owner out of signing in.
     func admitKeyAttempt(_ request: Request, context: KioskRequestContext) async throws {
         if let limit = limits.signInsPerAddress, let address = limits.clientAddress(peer: context.peerAddress, fields: request.headers) {
-            try await take("signins:address:\(address)", limit, what: "too many sign-in attempts came from \(address)")
+            do {
+                try await take("signins:address:\(address)", limit, what: "too many sign-in attempts came from \(address)")
+            } catch let refusal as StoreError where refusal.retryAfter != nil {
+                limitedKeyAddresses.limit(address, for: .seconds(refusal.retryAfter ?? 1))
+                throw refusal
+            }
         }
+    }
+
+    /// Refuses (`rate_limited`) every key from an address whose refused keys went over the limit,
+    /// the right key too, until the limit lets it try again: were the right one let through, a
+    /// guesser would go on at full speed and learn from the one 200 when it had found it.
+    func refuseWhileKeysLimited(_ request: Request, context: KioskRequestContext) throws {
+        guard let address = limits.clientAddress(peer: context.peerAddress, fields: request.headers),
+              let left = limitedKeyAddresses.remaining(address) else { return }
+        throw StoreError.rateLimited("too many sign-in attempts came from \(address)", retryAfter: max(1, Int(left.components.seconds)))
     }
 
     /// Refuses (`rate_limited`) when the email or the client's address tried to sign in too often
@@ -76,5 +93,32 @@ struct RateLimitGate: Sendable {
     private func take(_ key: String, _ limit: RateLimit, what: String) async throws {
         guard case .limited(let seconds) = try await limiter.take(key, limit) else { return }
         throw StoreError.rateLimited(what, retryAfter: seconds)
+    }
+}
+
+/// Client addresses limited until an instant on the monotonic clock (a clock stepped back or
+/// forward changes nothing), in this process: the refusal each instance sees first.
+final class LimitedAddresses: Sendable {
+    private let until = Mutex<[String: ContinuousClock.Instant]>([:])
+
+    func limit(_ address: String, for duration: Duration) {
+        until.withLock { until in
+            // Bounded: past it the oldest limits are simply forgotten, and the shared bucket still counts.
+            if until.count >= 10_000 { until.removeAll(keepingCapacity: true) }
+            until[address] = .now + duration
+        }
+    }
+
+    /// How long `address` stays limited; nil when it is not.
+    func remaining(_ address: String) -> Duration? {
+        until.withLock { until in
+            guard let end = until[address] else { return nil }
+            let left = end - .now
+            guard left > .zero else {
+                until[address] = nil
+                return nil
+            }
+            return left
+        }
     }
 }

@@ -95,7 +95,8 @@ struct KOSyncRoutes: Sendable {
     /// of kind `sync`; `x-auth-user` must be that account's email. A wrong pair is counted against
     /// the client's address (``RateLimitGate/admitKeyAttempt(_:context:)``), so keys cannot be tried at speed.
     func account(_ request: Request, context: KioskRequestContext) async throws -> String? {
-        guard let user = Self.header("x-auth-user", request), let key = Self.header("x-auth-key", request) else { return nil }
+        guard let user = Self.header("x-auth-user", request), let key = Self.header("x-auth-key", request)?.lowercased() else { return nil }
+        try limits.refuseWhileKeysLimited(request, context: context)
         if KOReaderDigest.isDigest(key), let device = try await store.accounts.device(forToken: key), device.kind == .sync,
            let owner = try await store.accounts.account(email: user), owner == device.accountId {
             return device.accountId
@@ -117,7 +118,7 @@ struct KOSyncRoutes: Sendable {
 
     /// Text a device names itself or a book by: no control or format character, within `limit`.
     static func isField(_ text: String, upTo limit: Int) -> Bool {
-        !text.isEmpty && text.utf8.count <= limit && !text.unicodeScalars.contains { scalar in
+        !text.isEmpty && text.utf8.count <= limit && text.unicodeScalars.contains { !$0.properties.isWhitespace } && !text.unicodeScalars.contains { scalar in
             [.control, .format, .lineSeparator, .paragraphSeparator].contains(scalar.properties.generalCategory)
         }
     }

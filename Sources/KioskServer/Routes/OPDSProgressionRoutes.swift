@@ -62,8 +62,13 @@ struct OPDSProgressionRoutes: Sendable {
         guard references.count <= 20, references.allSatisfy({ KOSyncRoutes.isField($0, upTo: 1_024) }) else {
             throw APIFailure.badRequest("the field \"references\" holds at most 20 references of 1 to 1024 bytes of visible text")
         }
+        if let title = sent.title, !KOSyncRoutes.isField(title, upTo: 256) {
+            throw APIFailure.badRequest("the field \"title\" must be 1 to 256 bytes of visible text")
+        }
+        // Every reference kept as sent, for the apps that follow them; KOReader is handed the one it can go to.
         let position = ReadingProgress.Position(document: product.id, progress: Self.progress(from: references), percentage: sent.progression,
-                                                device: sent.device.name, deviceId: sent.device.id, timestamp: Int64(modified.timeIntervalSince1970))
+                                                device: sent.device.name, deviceId: sent.device.id, timestamp: Int64(modified.timeIntervalSince1970),
+                                                references: references.isEmpty ? nil : references, title: sent.title)
         let (kept, stored) = try await store.reading.recordDated(position, accountId: accountId, key: "product:" + product.id)
         return try Self.answer(Self.document(kept), status: stored ? .ok : .conflict)
     }
@@ -71,7 +76,8 @@ struct OPDSProgressionRoutes: Sendable {
     /// The account asking and the publication it owns, or nil when it sent no credentials.
     private func owned(_ request: Request, context: KioskRequestContext) async throws -> (String, Product)? {
         let id = try context.parameters.require("id")
-        guard let product = try await catalog.current.products[id], product.content != nil else {
+        // What a reading app opens (``Storefront/readableInApps()``): an archive is the Kiosk client's.
+        guard let product = try await catalog.current.products[id], product.content?.format.deliveredAsFile == true else {
             throw APIFailure(.notFound, code: "unknown_product", message: "no publication \"\(ProductID.printable(id))\" here")
         }
         guard let accountId = try await OPDSRoutes.account(request, context: context, store: store, limits: limits) else { return nil }
@@ -101,28 +107,27 @@ struct OPDSProgressionRoutes: Sendable {
         (try? Date(text, strategy: .iso8601)) ?? (try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
     }
 
-    /// What is kept as the position from the references: a PDF's `#page=N` (1 to a million) as
-    /// KOReader keeps a page, its number; else the first reference, for the apps that can follow it
-    /// (an EPUB's `chapter.xhtml#par`), which KOReader's sync is not handed (``KOSyncRoutes``).
+    /// The place KOReader is handed from the references: a PDF's `#page=N` (1 to a million) as
+    /// KOReader keeps a page, its number; else a KOReader XPointer (`/body/…`) an app passed on;
+    /// else the first reference, which KOReader's sync does not hand on (``KOSyncRoutes``).
     static func progress(from references: [String]) -> String {
         if let reference = references.first(where: { $0.hasPrefix("#page=") }), let page = Int(reference.dropFirst("#page=".count)),
            (1...1_000_000).contains(page), reference == "#page=\(page)" {
             return String(page)
         }
-        return references.first ?? ""
+        return references.first { $0.hasPrefix("/body/") } ?? references.first ?? ""
     }
 
-    /// A stored position as a progression document: KOReader's page number as `#page=N`, its
-    /// device ID as a URI.
+    /// A stored position as a progression document: an app's own references and title as it sent
+    /// them; KOReader's page number as `#page=N`; its device ID as a URI.
     static func document(_ position: ReadingProgress.Position) -> Document {
-        let references: [String]? = Int(position.progress) != nil ? ["#page=" + position.progress]
-            : position.progress.hasPrefix("#") || position.progress.contains(".xhtml") || position.progress.contains(".html") ? [position.progress] : nil
+        let references: [String]? = position.references ?? (Int(position.progress) != nil ? ["#page=" + position.progress] : nil)
         // KOReader's device ID is bare hex; whatever is not a URI becomes one, so the draft's `id` always is.
         let unreserved = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~"))
         let deviceId = isURI(position.deviceId) ? position.deviceId
             : "urn:kosync:" + (position.deviceId.addingPercentEncoding(withAllowedCharacters: unreserved) ?? "unknown")
         let modified = Date(timeIntervalSince1970: TimeInterval(position.timestamp)).formatted(.iso8601)
-        return Document(modified: modified, device: .init(id: deviceId, name: position.device), progression: position.percentage, references: references)
+        return Document(title: position.title, modified: modified, device: .init(id: deviceId, name: position.device), progression: position.percentage, references: references)
     }
 
     static func answer(_ document: Document, status: HTTPResponse.Status) throws -> Response {

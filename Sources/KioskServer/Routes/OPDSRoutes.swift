@@ -28,10 +28,14 @@ struct OPDSRoutes: Sendable {
         // The same app sends the same pair with every request: checked once, then remembered a
         // few minutes, sparing a bcrypt and the sign-in limits each time.
         if let accountId = try await store.accounts.recentlyVerifiedAccountId(email: email, password: password) { return accountId }
+        // The same refused pair again (an app with a password changed since): the challenge again,
+        // not counted, so the app cannot lock its owner out of signing in.
+        if try await store.accounts.recentlyRefused(email: email, password: password) { return nil }
         try await limits.admitSignIn(request, context: context, email: email)
         do {
             return try await store.accounts.accountId(email: email, password: password)
         } catch let refusal as StoreError where refusal.code == StoreError.signInRefused.code {
+            try await store.accounts.rememberRefused(email: email, password: password)
             // Refused credentials are asked for again, as Basic does: the challenge, not an error.
             return nil
         }

@@ -110,6 +110,24 @@ extension Accounts {
     /// few minutes and nothing about the sign-in or the account has changed since (no bcrypt; see
     /// ``VerifiedPasswords``); nil otherwise, and the caller checks them as a sign-in
     /// (``accountId(email:password:)``, under the sign-in limits).
+    /// Whether this email and password were refused in the last few minutes and the sign-in is as
+    /// it was then: a reading app still sending a password changed since sends it with every
+    /// request, and were each counted against the email's sign-in limit, its owner would be locked
+    /// out of every sign-in. Each other password tried still counts.
+    public func recentlyRefused(email: String, password: String) async throws -> Bool {
+        let normalized = (try? EmailAddress.normalized(email)) ?? email
+        guard let refused = base.verifiedPasswords.refused(base.verifiedPasswords.key(email: normalized, password: password)) else { return false }
+        let current = try await database.read { try await Accounts.signIn(email: normalized, in: $0)?.passwordHash }
+        return current == refused.passwordHash
+    }
+
+    /// Remembers that this pair was refused (``recentlyRefused(email:password:)``).
+    public func rememberRefused(email: String, password: String) async throws {
+        let normalized = (try? EmailAddress.normalized(email)) ?? email
+        let current = try await database.read { try await Accounts.signIn(email: normalized, in: $0)?.passwordHash }
+        base.verifiedPasswords.rememberRefused(base.verifiedPasswords.key(email: normalized, password: password), passwordHash: current)
+    }
+
     public func recentlyVerifiedAccountId(email: String, password: String) async throws -> String? {
         let normalized = (try? EmailAddress.normalized(email)) ?? email
         guard let known = base.verifiedPasswords.lookup(base.verifiedPasswords.key(email: normalized, password: password)) else { return nil }

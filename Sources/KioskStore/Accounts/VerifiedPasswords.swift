@@ -43,6 +43,35 @@ final class VerifiedPasswords: Sendable {
         }
     }
 
+    /// Pairs refused lately, with the sign-in's password hash then (nil: no such email): the
+    /// same pair sent again while that hash stands is refused again without a bcrypt and without
+    /// counting against the email (``Accounts/recentlyRefused(email:password:)``).
+    private let refusedPairs = Mutex<[Data: Refusal]>([:])
+
+    /// A refusal: the sign-in's password hash when it was made (nil: no sign-in had the email).
+    struct Refusal {
+        var passwordHash: String?
+        var checked: ContinuousClock.Instant
+    }
+
+    func refused(_ key: Data) -> Refusal? {
+        refusedPairs.withLock { refused in
+            guard let entry = refused[key] else { return nil }
+            guard ContinuousClock.now - entry.checked < Self.lifetime else {
+                refused[key] = nil
+                return nil
+            }
+            return entry
+        }
+    }
+
+    func rememberRefused(_ key: Data, passwordHash: String?) {
+        refusedPairs.withLock { refused in
+            if refused.count >= Self.capacity { refused.removeAll(keepingCapacity: true) }
+            refused[key] = Refusal(passwordHash: passwordHash, checked: .now)
+        }
+    }
+
     func remember(_ key: Data, accountId: String, passwordHash: String) {
         known.withLock { known in
             if known.count >= Self.capacity { known.removeAll(keepingCapacity: true) }

@@ -546,6 +546,12 @@ enum Migrations {
             #"ALTER TABLE "storeTransaction" ADD COLUMN "offerPeriod" TEXT"#,
             #"ALTER TABLE "subscription" ADD COLUMN "offerRenewalsLeft" INTEGER NOT NULL DEFAULT 0"#,
         ] },
+        // An OPDS Progression app's references into a publication, all of them as sent (a JSON
+        // list), and its title of the place; KOReader's place stays "progress".
+        Migration(name: "26-progression-references") { _ in [
+            #"ALTER TABLE "readingProgress" ADD COLUMN "references" TEXT"#,
+            #"ALTER TABLE "readingProgress" ADD COLUMN "title" TEXT"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

@@ -22,9 +22,31 @@ public struct ReadingProgress: StoreOwner {
         public var deviceId: String
         /// When the store took it, in whole seconds since 1970 (kosync's `timestamp`).
         public var timestamp: Int64
+        /// An OPDS Progression app's own references into the publication, as it sent them, and
+        /// its title of the place; nil from KOReader, whose place is `progress`.
+        public var references: [String]?
+        public var title: String?
 
-        public init(document: String, progress: String, percentage: Double, device: String, deviceId: String, timestamp: Int64) {
+        public init(document: String, progress: String, percentage: Double, device: String, deviceId: String, timestamp: Int64,
+                    references: [String]? = nil, title: String? = nil) {
             (self.document, self.progress, self.percentage, self.device, self.deviceId, self.timestamp) = (document, progress, percentage, device, deviceId, timestamp)
+            (self.references, self.title) = (references, title)
+        }
+    }
+
+    /// A stored row: the references kept as a JSON list.
+    private struct Row: Decodable {
+        var progress: String
+        var percentage: Double
+        var device: String
+        var deviceId: String
+        var timestamp: Int64
+        var references: String?
+        var title: String?
+
+        func position(_ document: String) -> Position {
+            Position(document: document, progress: progress, percentage: percentage, device: device, deviceId: deviceId, timestamp: timestamp,
+                     references: references.flatMap { try? JSONDecoder().decode([String].self, from: Data($0.utf8)) }, title: title)
         }
     }
 
@@ -71,38 +93,37 @@ public struct ReadingProgress: StoreOwner {
     }
 
     private func write(_ position: Position, accountId: String, key: String, unlessNewer: Bool) async throws -> (kept: Position, stored: Bool) {
-        struct Row: Decodable { var progress: String; var percentage: Double; var device: String; var deviceId: String; var timestamp: Int64 }
+        let references = try position.references.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
         return try await database.write { db in
             let condition: SQLQueryString = unlessNewer ? #" WHERE "readingProgress"."timestamp" <= excluded."timestamp""# : ""
             try await db.raw(#"""
-                INSERT INTO "readingProgress" ("accountId", "document", "progress", "percentage", "device", "deviceId", "timestamp")
+                INSERT INTO "readingProgress" ("accountId", "document", "progress", "percentage", "device", "deviceId", "timestamp", "references", "title")
                 VALUES (\#(bind: accountId), \#(bind: key), \#(bind: position.progress), \#(bind: position.percentage), \#(bind: position.device),
-                        \#(bind: position.deviceId), \#(bind: position.timestamp))
+                        \#(bind: position.deviceId), \#(bind: position.timestamp), \#(bind: references), \#(bind: position.title))
                 ON CONFLICT ("accountId", "document") DO UPDATE SET "progress" = excluded."progress", "percentage" = excluded."percentage",
-                    "device" = excluded."device", "deviceId" = excluded."deviceId", "timestamp" = excluded."timestamp"
+                    "device" = excluded."device", "deviceId" = excluded."deviceId", "timestamp" = excluded."timestamp",
+                    "references" = excluded."references", "title" = excluded."title"
                 """# + condition).run()
             guard unlessNewer else { return (position, true) }
             let row = try await db.raw(#"""
-                SELECT "progress", "percentage", "device", "deviceId", "timestamp" FROM "readingProgress"
+                SELECT "progress", "percentage", "device", "deviceId", "timestamp", "references", "title" FROM "readingProgress"
                 WHERE "accountId" = \#(bind: accountId) AND "document" = \#(bind: key)
                 """#).first(decoding: Row.self)
             guard let row else { return (position, true) }
-            let kept = Position(document: position.document, progress: row.progress, percentage: row.percentage, device: row.device,
-                                deviceId: row.deviceId, timestamp: row.timestamp)
+            let kept = row.position(position.document)
             return (kept, kept == position)
         }
     }
 
     /// The position kept for the account and key, named as `document` (what the device asked by).
     public func position(accountId: String, key: String, document: String) async throws -> Position? {
-        struct Row: Decodable { var progress: String; var percentage: Double; var device: String; var deviceId: String; var timestamp: Int64 }
         let row = try await database.read { db in
             try await db.raw(#"""
-                SELECT "progress", "percentage", "device", "deviceId", "timestamp" FROM "readingProgress"
+                SELECT "progress", "percentage", "device", "deviceId", "timestamp", "references", "title" FROM "readingProgress"
                 WHERE "accountId" = \#(bind: accountId) AND "document" = \#(bind: key)
                 """#).first(decoding: Row.self)
         }
-        return row.map { Position(document: document, progress: $0.progress, percentage: $0.percentage, device: $0.device, deviceId: $0.deviceId, timestamp: $0.timestamp) }
+        return row?.position(document)
     }
 
     /// The account's place in each of the store's books it has one in, by product ID (the

@@ -145,14 +145,15 @@ struct OPDS12Tests {
         func put(_ json: String) async throws -> StoreHTTP.Reply {
             try await http.send("PUT", path, authorization: basic, json: json, headers: [("Content-Type", "application/opds-progression+json")])
         }
-        let sent = #"{"title": "Chapter 1", "modified": "2026-01-27T11:00:00Z", "device": {"id": "urn:uuid:019c0047-cc8d-7ec4-a3c3-938ccadc020a", "name": "Ebook Reader (Pixel 10 Pro)"}, "progression": 0.25, "references": ["chapter1.xhtml#par36"]}"#
+        let sent = ##"{"title": "Chapter 1", "modified": "2026-01-27T11:00:00Z", "device": {"id": "urn:uuid:019c0047-cc8d-7ec4-a3c3-938ccadc020a", "name": "Ebook Reader (Pixel 10 Pro)"}, "progression": 0.25, "references": ["#t=40.274", "chapter1.xhtml#par36", "https://example.com/chapter1"]}"##
         let stored = try await put(sent)
         #expect(stored.status == 200 && stored.header("Content-Type") == "application/opds-progression+json")
         let read = try await http.send("GET", path, authorization: basic)
         let document = try JSONSerialization.jsonObject(with: read.body) as? [String: Any]
         #expect(document?["modified"] as? String == "2026-01-27T11:00:00Z" && document?["progression"] as? Double == 0.25)
         #expect((document?["device"] as? [String: Any])?["name"] as? String == "Ebook Reader (Pixel 10 Pro)")
-        #expect(document?["references"] as? [String] == ["chapter1.xhtml#par36"])
+        #expect(document?["references"] as? [String] == ["#t=40.274", "chapter1.xhtml#par36", "https://example.com/chapter1"], "every reference, as sent")
+        #expect(document?["title"] as? String == "Chapter 1")
         // The draft's schema, judged by jsonschema.
         let saved = directory.path("progression.json")
         try read.body.write(to: saved)

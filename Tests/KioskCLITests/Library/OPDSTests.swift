@@ -105,7 +105,7 @@ struct OPDSTests {
         _ = await server.stop()
     }
 
-    @Test("Basic credentials are checked once and remembered: twenty requests pass a limit of three sign-ins per email; the shelf lists the issues a subscription covers and serves them; a deleted account is refused at once")
+    @Test("Basic credentials are checked once and remembered: twenty requests pass a limit of five sign-ins per email; an old password sent again and again locks nobody out; the shelf lists the issues a subscription covers and serves them; a deleted account is refused at once")
     func basicRemembered() async throws {
         let directory = try TemporaryDirectory()
         let store = try PublicationTests.store(in: directory)
@@ -114,7 +114,7 @@ struct OPDSTests {
             products.append(["id": Self.chartsPlan, "kind": "subscription", "title": "Coastal Charts, yearly", "summary": "Every issue for a year.",
                              "price": "9.99", "currency": "USD", "series": "com.kiosk.magazines.coastal-charts", "periodMonths": 12])
         }
-        let server = try await ServerProcess.start(store, extraArguments: ["--rate-limit-sign-ins-per-email", "3/hour"], log: directory.path("server.log"))
+        let server = try await ServerProcess.start(store, extraArguments: ["--rate-limit-sign-ins-per-email", "5/hour"], log: directory.path("server.log"))
         let http = StoreHTTP(baseURL: server.url)
         let reader = try await http.send("POST", "/v1/accounts", json: #"{"email": "reader@example.com", "password": "correct horse battery"}"#)
             .decode(AccountCreated.self)
@@ -144,6 +144,17 @@ struct OPDSTests {
         // A wrong password is still checked as a sign-in: refused, and counted.
         let wrong = "Basic " + Data("reader@example.com:wrong password!".utf8).base64EncodedString()
         #expect(try await http.send("GET", "/opds/shelf", authorization: wrong).status == 401)
+        // An app still sending an old password: the same refused pair counts once, so its owner is
+        // not locked out of signing in anywhere (a limit of five an hour, ten tries).
+        for _ in 0..<10 { #expect(try await http.send("GET", "/opds/shelf", authorization: wrong).status == 401) }
+        let signIn = try await http.send("POST", "/v1/sessions", json: #"{"email": "reader@example.com", "password": "correct horse battery", "deviceName": "tablet"}"#)
+        #expect(signIn.status == 201, "\(signIn.status): \(String(decoding: signIn.body, as: UTF8.self))")
+        // Each other password tried still counts: guessing is limited.
+        var guessed: [Int] = []
+        for guess in 0..<6 {
+            guessed.append(try await http.send("GET", "/opds/shelf", authorization: "Basic " + Data("reader@example.com:guess \(guess) xxxx".utf8).base64EncodedString()).status)
+        }
+        #expect(guessed.last == 429, "\(guessed)")
         // The account erased: the remembered pair no longer opens anything.
         #expect(try await http.send("DELETE", "/v1/account", token: reader.token, json: #"{"password": "correct horse battery"}"#).status == 200)
         #expect(try await http.send("GET", "/opds/shelf", authorization: basic).status != 200)
