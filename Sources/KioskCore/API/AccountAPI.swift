@@ -59,14 +59,21 @@ public struct DeviceInfo: Codable, Sendable, Equatable {
     public var lastSeenAt: Date
     /// The device that asked.
     public var current: Bool
+    /// `app`, `web` (the account page in a browser) or `sync` (a reading app's progress sync,
+    /// which is not counted in the device limit); nil from a store before it said.
+    public var kind: String?
 
-    public init(id: String, name: String, createdAt: Date, lastSeenAt: Date, current: Bool) {
+    public init(id: String, name: String, createdAt: Date, lastSeenAt: Date, current: Bool, kind: String? = nil) {
         self.id = id
         self.name = name
         self.createdAt = createdAt
         self.lastSeenAt = lastSeenAt
         self.current = current
+        self.kind = kind
     }
+
+    /// Whether it counts against the account's device limit (a sync password does not).
+    public var countsAsDevice: Bool { kind != "sync" }
 }
 
 /// `GET /v1/devices`.

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import HTTPTypes
 import Hummingbird
 import KioskCore
@@ -25,6 +26,9 @@ struct AccountPage: Sendable {
     /// what the library and the buy page name.
     let content: ContentRoutes
     var catalog: CatalogService { content.catalog }
+    /// The sync-password forms already answered: a reload sends the form again, and must not make
+    /// (and use up) another password the reader never sees twice.
+    let answeredForms = AnsweredForms()
 
     static let cookie = "kiosk_account"
     static let signInCookie = "kiosk_account_csrf"
@@ -106,7 +110,7 @@ struct AccountPage: Sendable {
                 ["id": info.originalTransactionId, "productId": info.productId, "state": info.state.rawValue,
                  "expires": Self.shown(info.expiresDate), "autoRenew": info.autoRenew]
             },
-            "deviceCount": devices.devices.count, "deviceLimit": devices.limit, "syncServer": RequestOrigin.base(of: request),
+            "deviceCount": devices.devices.filter(\.countsAsDevice).count, "deviceLimit": devices.limit, "formKey": UUID().uuidString, "syncServer": RequestOrigin.base(of: request),
             "devices": devices.devices.map { info -> [String: Any] in
                 ["id": info.id, "name": info.name, "created": Self.shown(info.createdAt), "lastSeen": Self.shown(info.lastSeenAt), "current": info.current]
             },
@@ -211,7 +215,10 @@ struct AccountPage: Sendable {
     /// A sync password for KOReader's progress sync, shown once; it is one of the account's
     /// devices, removed from the list as any other (``Accounts/makeSyncPassword(for:name:)``).
     @Sendable func makeSyncPassword(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        let (device, _) = try await postedForm(request)
+        let (device, form) = try await postedForm(request)
+        guard answeredForms.firstAnswer(to: form["key"] ?? "", of: device.accountId) else {
+            return try await accountPage(device, request: request, notice: "This form was sent before, and the password it made was shown then; it is in the device list. Make another below if you need one.")
+        }
         do {
             let made = try await store.accounts.makeSyncPassword(for: device.accountId, name: "KOReader progress sync")
             return try await accountPage(device, request: request, notice: "A sync password is made; it is shown once, below.", syncPassword: made.password)
@@ -353,5 +360,25 @@ struct AccountPage: Sendable {
         let format = ISO8601DateFormatter()
         format.formatOptions = [.withFullDate]
         return format.string(from: date)
+    }
+}
+
+/// Forms a page answered once, by their one-time key and account, for ten minutes on the monotonic
+/// clock, in this process (a reload reaches the instance that answered, behind a sticky proxy; on
+/// another one it is answered again, which the sync passwords' limit of five bounds).
+final class AnsweredForms: Sendable {
+    private let answered = Mutex<[String: ContinuousClock.Instant]>([:])
+
+    /// True the first time `key` is sent for `accountId`; false for a key sent again, or empty.
+    func firstAnswer(to key: String, of accountId: String) -> Bool {
+        guard !key.isEmpty, key.utf8.count <= 64 else { return key.isEmpty }
+        return answered.withLock { answered in
+            let now = ContinuousClock.now
+            if answered.count >= 10_000 { answered = answered.filter { now - $0.value < .seconds(600) } }
+            let name = accountId + "\u{0}" + key
+            if let when = answered[name], now - when < .seconds(600) { return false }
+            answered[name] = now
+            return true
+        }
     }
 }

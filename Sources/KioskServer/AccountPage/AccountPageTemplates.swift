@@ -66,7 +66,7 @@ enum AccountPageTemplates {
         <h2>Reading progress on every device</h2>
         <p>KOReader keeps your place in each book here: in its menu, <em>Progress sync</em>, <em>Custom sync server</em> {{syncServer}}, then <em>Log in</em> with your email and a sync password.</p>
         {{#syncPassword}}<p role="status">Your sync password, shown this once: <code>{{.}}</code></p>{{/syncPassword}}
-        <form method="post" action="/account/sync-password"><input type="hidden" name="csrf" value="{{csrf}}"><button type="submit">Make a sync password</button></form>
+        <form method="post" action="/account/sync-password"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="key" value="{{formKey}}"><button type="submit">Make a sync password</button></form>
         <p class="muted">Each one is listed under Devices, where removing it signs its reading apps out.</p>
         </section>
         <section>

@@ -23,9 +23,29 @@ enum RequestOrigin {
     static func base(of request: Request) -> String {
         // HTTP/1's Host header is the request's authority once read (HTTPTypes keeps it there alone).
         let host = request.head.authority ?? ""
-        let safe = !host.isEmpty && host.utf8.count <= 255
-            && host.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || ".-_:[]".unicodeScalars.contains($0)) }
-        return "\(isSecure(request) ? "https" : "http")://\(safe ? host : "127.0.0.1")"
+        return "\(isSecure(request) ? "https" : "http")://\(isHost(host) ? host : "127.0.0.1")"
+    }
+
+    /// A name or an address (IPv6 in brackets), then at most a port of 1 to 65535: what a link
+    /// may be written with. Nothing else a client sends (quotes, spaces, an empty name, a port of
+    /// letters) ever reaches a page or a feed.
+    static func isHost(_ authority: String) -> Bool {
+        guard !authority.isEmpty, authority.utf8.count <= 255, authority.allSatisfy(\.isASCII) else { return false }
+        let port: Substring?
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { return false }
+            let address = authority[authority.index(after: authority.startIndex)..<close]
+            guard !address.isEmpty, address.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else { return false }
+            let rest = authority[authority.index(after: close)...]
+            guard rest.isEmpty || rest.hasPrefix(":") else { return false }
+            port = rest.isEmpty ? nil : rest.dropFirst()
+        } else {
+            let parts = authority.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            guard !parts[0].isEmpty, parts[0].allSatisfy({ $0.isLetter || $0.isNumber || "._-".contains($0) }) else { return false }
+            port = parts.count == 2 ? parts[1] : nil
+        }
+        guard let port else { return true }
+        return !port.isEmpty && port.count <= 5 && port.allSatisfy(\.isNumber) && (1...65_535).contains(Int(port) ?? 0)
     }
 }
 

@@ -237,11 +237,13 @@ struct OPDSFeeds {
                 published: product.publicationDate, subject: metadata.subjects, description: metadata.description ?? (product.summary.isEmpty ? nil : product.summary),
                 numberOfPages: metadata.pageCount,
                 belongsTo: series.map { BelongsTo(series: [SeriesEntry(name: $0, position: product.issueNumber)]) }),
-            links: [Link(rel: "self", href: base + format.root + "/publications/\(Self.escaped(product.id))", type: Self.publicationType), acquisition]
+            // Off sale (an owner's shelf keeps it): no entry or shop page to link, only its file.
+            links: (product.forSale == false ? [] : [Link(rel: "self", href: base + format.root + "/publications/\(Self.escaped(product.id))", type: Self.publicationType)])
+                + [acquisition]
                 + (owned ? [Link(rel: "http://opds-spec.org/progression", href: base + "/opds/progression/\(Self.escaped(product.id))",
-                                 type: OPDSProgressionRoutes.type)] : []) + [
-                    // Its page in the shop: the cover, the description and the way to pay in a browser.
-                    Link(rel: "alternate", href: base + "/products/\(Self.escaped(product.id))", type: "text/html")],
+                                 type: OPDSProgressionRoutes.type)] : [])
+                // Its page in the shop: the cover, the description and the way to pay in a browser.
+                + (product.forSale == false ? [] : [Link(rel: "alternate", href: base + "/products/\(Self.escaped(product.id))", type: "text/html")]),
             // OPDS 2.0 asks every publication for an image: the store's cover route (the
             // publisher's cover, or a drawn card). `?v=` names the version, so a reading app's
             // cache of an old cover is never served for a new one.

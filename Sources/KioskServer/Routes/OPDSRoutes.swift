@@ -112,8 +112,11 @@ struct OPDSRoutes: Sendable {
     }
 
     func search(_ request: Request, context: KioskRequestContext, format: OPDSFormat) async throws -> Response {
-        // 200 scalars, not characters: one character may carry any number of combining marks.
-        let query = String(String.UnicodeScalarView(Self.searchTerms(request.uri.query).unicodeScalars.prefix(200)))
+        // 200 scalars, not characters: one character may carry any number of combining marks. What
+        // the catalog refuses in its own text (controls, bidirectional overrides) is dropped: the
+        // query is written into the feed's title.
+        let query = String(String.UnicodeScalarView(Self.searchTerms(request.uri.query).unicodeScalars
+            .filter { !($0.properties.generalCategory == .control || (0x202A...0x202E).contains($0.value) || (0x2066...0x2069).contains($0.value)) }.prefix(200)))
         let feeds = try await feeds(request, format)
         return try Self.answer(feeds.page(feeds.storefront.search(query), title: "Search: \(query)", path: feeds.format.root + "/search?query=\(OPDSFeeds.escaped(query))",
                                           page: page(request)), kind: .acquisition, feeds: feeds, to: request)

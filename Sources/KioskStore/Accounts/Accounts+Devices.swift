@@ -77,7 +77,7 @@ extension Accounts {
             (try await Accounts.devices(of: accountId, in: db), try await Accounts.signIn(accountId: accountId, in: db)?.email)
         }
         return DeviceList(
-            devices: rows.map { DeviceInfo(id: $0.id, name: $0.name, createdAt: $0.createdAt, lastSeenAt: $0.lastSeenAt, current: $0.id == current) },
+            devices: rows.map { DeviceInfo(id: $0.id, name: $0.name, createdAt: $0.createdAt, lastSeenAt: $0.lastSeenAt, current: $0.id == current, kind: $0.kind) },
             limit: policy.maxDevices, email: email)
     }
 
@@ -263,7 +263,11 @@ extension Accounts {
         let password = stride(from: 0, to: 16, by: 4).map { String(characters[$0..<$0 + 4]) }.joined(separator: "-")
         let key = Insecure.MD5.hash(data: Data(password.utf8)).map { String(format: "%02x", $0) }.joined()
         let device = try await database.write { db in
-            try await addDevice(to: accountId, name: name ?? "Reading progress sync", replacing: nil, kind: .sync, token: key, in: db).0
+            // Numbered, so the reader can tell which one to sign out (the smallest number free).
+            let taken = Set(try await Accounts.devices(of: accountId, in: db).filter { $0.kind == DeviceKind.sync.rawValue }.map(\.name))
+            let base = name ?? "Reading progress sync"
+            let numbered = (1...AccountPolicy.maxSyncPasswords + 1).map { "\(base) \($0)" }.first { !taken.contains($0) } ?? base
+            return try await addDevice(to: accountId, name: numbered, replacing: nil, kind: .sync, token: key, in: db).0
         }
         return SyncPassword(password: password, deviceId: device.record.id)
     }

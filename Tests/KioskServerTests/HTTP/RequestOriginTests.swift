@@ -44,7 +44,9 @@ struct RequestOriginTests: StoreSuite {
                 return try reply.decode(DeviceCodeGrant.self).verificationUri
             }
             #expect(try await uri("store.example:8443") == "http://store.example:8443/account/device")
-            for forged in ["evil.example/x\"><script>", "store.example@evil", "a,b"] {
+            #expect(try await uri("kiosk_web:8080") == "http://kiosk_web:8080/account/device", "a container's name")
+            #expect(try await uri("[::1]:8080") == "http://[::1]:8080/account/device")
+            for forged in ["evil.example/x\"><script>", "store.example@evil", "a,b", ":18200", "x:-1", "x:99999", "127.0.0.1:", "x:80:80", "[::1", "[zz]:80", "bücher.example"] {
                 let written = try await uri(forged)
                 #expect(written == "http://127.0.0.1/account/device", "\(forged) → \(written)")
             }

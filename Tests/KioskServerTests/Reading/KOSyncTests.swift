@@ -158,7 +158,14 @@ struct KOSyncTests: StoreSuite {
             $0.rateLimits = .off
         }) { _, http, _ in
             let ann = try await WebSession.account(http, "ann@example.com")
-            for _ in 0..<AccountPolicy.maxSyncPasswords { _ = try await Self.syncPassword(http, "ann@example.com") }
+            let first = try await WebSession.signIn(http, "ann@example.com", next: "/account")
+            // A reload sends the form again: the password was shown once, and no second one is made.
+            let formKey = try #require(String(decoding: try await first.get("/account").body, as: UTF8.self).firstMatch(of: /name="key" value="([0-9A-F-]+)"/)?.1)
+            let shown = String(decoding: try await first.post("/account/sync-password", ["csrf": first.csrf, "key": String(formKey)]).body, as: UTF8.self)
+            let reloaded = String(decoding: try await first.post("/account/sync-password", ["csrf": first.csrf, "key": String(formKey)]).body, as: UTF8.self)
+            #expect(shown.contains("shown this once") && !reloaded.contains("shown this once") && reloaded.contains("This form was sent before"), "\(reloaded)")
+            for _ in 1..<AccountPolicy.maxSyncPasswords { _ = try await Self.syncPassword(http, "ann@example.com") }
+            // (Each of those signed in a browser of its own, which signs the last one out.)
             let browser = try await WebSession.signIn(http, "ann@example.com", next: "/account")
             let refused = try await browser.post("/account/sync-password", ["csrf": browser.csrf])
             let page = String(decoding: refused.body, as: UTF8.self)
@@ -166,7 +173,11 @@ struct KOSyncTests: StoreSuite {
             // The account's app and its browser fill the two reading devices; the five passwords took none.
             #expect(try await SignInTests.signIn(http, "ann@example.com", device: "tablet").status == 409, "the limit of two holds for devices")
             let devices = try await http.send("GET", "/v1/devices", token: ann.token).decode(DeviceList.self).devices
-            let sync = try #require(devices.first { $0.name == "KOReader progress sync" })
+            let passwords = devices.filter { $0.kind == "sync" }
+            #expect(passwords.map(\.name) == (1...5).map { "KOReader progress sync \($0)" }, "each told apart by its number")
+            let accountPage = String(decoding: try await browser.get("/account").body, as: UTF8.self)
+            #expect(devices.filter(\.countsAsDevice).count == 2 && accountPage.contains("2 of at most 2"), "sync passwords are not devices")
+            let sync = try #require(passwords.first)
             #expect(try await http.send("DELETE", "/v1/devices/\(sync.id)", token: ann.token).status == 200)
             #expect(!String(decoding: try await browser.post("/account/sync-password", ["csrf": browser.csrf]).body, as: UTF8.self).contains("5 sync passwords"))
         }
