@@ -94,13 +94,14 @@ public struct AppStoreTestChain: Sendable {
         id: String = "2000000\(Int.random(in: 100_000...999_999))", originalId: String? = nil, productId: String,
         bundleId: String = "com.example.reader", environment: String = "Sandbox", type: String = "Non-Consumable",
         purchased: Date = Date(), expires: Date? = nil, signed: Date = Date(), revoked: Date? = nil, appAccountToken: String? = nil,
-        quantity: Int = 1
+        quantity: Int = 1, offer: (type: Int, discount: String?, period: String?)? = nil
     ) throws -> String {
         var transaction = AppStoreTransaction(
             transactionId: id, originalTransactionId: originalId ?? id, bundleId: bundleId, productId: productId, type: type,
             purchaseDate: Self.millis(purchased), expiresDate: expires.map(Self.millis), signedDate: Self.millis(signed),
             environment: environment, quantity: quantity, revocationDate: revoked.map(Self.millis), revocationReason: revoked == nil ? nil : 0)
         transaction.appAccountToken = appAccountToken
+        (transaction.offerType, transaction.offerDiscountType, transaction.offerPeriod) = (offer?.type, offer?.discount, offer?.period)
         return try sign(transaction)
     }
 

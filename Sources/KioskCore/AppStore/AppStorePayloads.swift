@@ -45,6 +45,12 @@ public struct AppStoreTransaction: Codable, Sendable, Equatable {
     public var inAppOwnershipType: String?
     public var storefront: String?
     public var transactionReason: String?
+    /// The offer the transaction was bought with: 1 introductory, 2 promotional, 3 an offer code,
+    /// 4 win-back; its `offerDiscountType` (`FREE_TRIAL`, `PAY_AS_YOU_GO`, `PAY_UP_FRONT`) and its
+    /// `offerPeriod` (ISO 8601).
+    public var offerType: Int?
+    public var offerDiscountType: String?
+    public var offerPeriod: String?
 
     public init(
         transactionId: String, originalTransactionId: String, bundleId: String, productId: String, type: String?,
@@ -72,6 +78,25 @@ public struct AppStoreTransaction: Codable, Sendable, Equatable {
         case "Consumable": return .consumable
         case "Auto-Renewable Subscription", "Non-Renewing Subscription": return .subscription
         default: return .nonConsumable
+        }
+    }
+
+    /// The offer in Kiosk's names, as a receipt carries it (``ReceiptClaims/offerType``): an
+    /// introductory offer by its kind (`freeTrial`, `payAsYouGo`, `payUpFront`), any other by
+    /// what it is (`promotional`, `offerCode`, `winBack`); nil at the normal price.
+    public var kioskOfferType: String? {
+        switch offerType {
+        case 1?:
+            switch offerDiscountType {
+            case "FREE_TRIAL": return IntroductoryOffer.Kind.freeTrial.rawValue
+            case "PAY_AS_YOU_GO": return IntroductoryOffer.Kind.payAsYouGo.rawValue
+            case "PAY_UP_FRONT": return IntroductoryOffer.Kind.payUpFront.rawValue
+            default: return "introductory"
+            }
+        case 2?: return "promotional"
+        case 3?: return "offerCode"
+        case 4?: return "winBack"
+        default: return nil
         }
     }
 

@@ -16,6 +16,9 @@ struct AppStoreTransactionRecord: Codable, Sendable {
     var revokedAt: Date?
     var revocationReason: String?
     var seenAt: Date
+    /// The offer it was bought with, in Kiosk's names (``AppStoreTransaction/kioskOfferType``), and its period.
+    var offerType: String? = nil
+    var offerPeriod: String? = nil
 }
 
 /// An App Store Server Notification, recorded once by its UUID.
@@ -65,7 +68,7 @@ public struct AppStoreBridge: StoreOwner {
         let seen = AppStoreTransactionRecord(
             transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, productId: claims.productId,
             kind: claims.kind, purchaseDate: claims.purchased, expiresDate: claims.expires, environment: claims.environment.rawValue,
-            revokedAt: nil, revocationReason: nil, seenAt: clock.wallNow())
+            revokedAt: nil, revocationReason: nil, seenAt: clock.wallNow(), offerType: claims.offerType, offerPeriod: claims.offerPeriod)
         var periods = try await database.read { try await AppStoreBridge.transactions(original: claims.originalTransactionId, in: $0) }
         if !periods.contains(where: { $0.transactionId == claims.transactionId }) {
             try await database.write { try await Self.recordTransaction(seen, in: $0) }
@@ -160,7 +163,7 @@ public struct AppStoreBridge: StoreOwner {
                 try await Self.recordTransaction(AppStoreTransactionRecord(
                     transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, productId: claims.productId,
                     kind: claims.kind, purchaseDate: claims.purchased, expiresDate: claims.expires, environment: claims.environment.rawValue,
-                    revokedAt: nil, revocationReason: nil, seenAt: now), in: db)
+                    revokedAt: nil, revocationReason: nil, seenAt: now, offerType: claims.offerType, offerPeriod: claims.offerPeriod), in: db)
             }
             try await db.raw(#"""
                 UPDATE "appStoreTransaction" SET "revokedAt" = \#(bind: purchase?.revoked ?? now), "revocationReason" = \#(bind: reason)
@@ -182,7 +185,7 @@ public struct AppStoreBridge: StoreOwner {
                 try await Self.recordTransaction(AppStoreTransactionRecord(
                     transactionId: claims.transactionId, originalTransactionId: claims.originalTransactionId, productId: claims.productId,
                     kind: claims.kind, purchaseDate: claims.purchased, expiresDate: claims.expires, environment: claims.environment.rawValue,
-                    revokedAt: nil, revocationReason: nil, seenAt: now), in: db)
+                    revokedAt: nil, revocationReason: nil, seenAt: now, offerType: claims.offerType, offerPeriod: claims.offerPeriod), in: db)
             }
             return "extended subscription \(claims.originalTransactionId) (\(claims.productId)) until \(claims.expires.map { $0.formatted(.iso8601) } ?? "no expiry")"
         default:
@@ -210,10 +213,10 @@ extension AppStoreBridge {
     fileprivate static func recordTransaction(_ record: AppStoreTransactionRecord, in db: any SQLDatabase) async throws {
         try await db.raw(#"""
             INSERT INTO "appStoreTransaction" ("transactionId", "originalTransactionId", "productId", "kind", "purchaseDate",
-                "expiresDate", "environment", "revokedAt", "revocationReason", "seenAt")
+                "expiresDate", "environment", "revokedAt", "revocationReason", "seenAt", "offerType", "offerPeriod")
             VALUES (\#(bind: record.transactionId), \#(bind: record.originalTransactionId), \#(bind: record.productId),
                 \#(bind: record.kind.rawValue), \#(bind: record.purchaseDate), \#(bind: record.expiresDate), \#(bind: record.environment),
-                \#(bind: record.revokedAt), \#(bind: record.revocationReason), \#(bind: record.seenAt))
+                \#(bind: record.revokedAt), \#(bind: record.revocationReason), \#(bind: record.seenAt), \#(bind: record.offerType), \#(bind: record.offerPeriod))
             ON CONFLICT ("transactionId") DO NOTHING
             """#).run()
     }

@@ -34,7 +34,8 @@ struct AppStoreProofVerifier: PurchaseProofVerifier, Sendable {
             productId: product?.id ?? transaction.productId, kind: product?.kind ?? transaction.kind,
             quantity: transaction.quantity ?? 1, accountId: Self.accountId(originalTransactionId: transaction.originalTransactionId),
             purchaseDate: transaction.purchased ?? signed, expiresDate: transaction.expires,
-            environment: signedData.configuration.environment.storeEnvironment, issuer: "appstore:\(transaction.bundleId)")
+            environment: signedData.configuration.environment.storeEnvironment, issuer: "appstore:\(transaction.bundleId)",
+            offerType: transaction.kioskOfferType, offerPeriod: transaction.offerPeriod.flatMap { $0.utf8.count <= 16 && $0.hasPrefix("P") ? $0 : nil })
         return VerifiedPurchase(
             kind: .appStore, claims: claims,
             revoked: transaction.revocationDate.map { Date(timeIntervalSince1970: Double($0) / 1000) })

@@ -552,6 +552,12 @@ enum Migrations {
             #"ALTER TABLE "readingProgress" ADD COLUMN "references" TEXT"#,
             #"ALTER TABLE "readingProgress" ADD COLUMN "title" TEXT"#,
         ] },
+        // The offer an App Store transaction was bought with (an introductory offer's kind, or a
+        // promotional offer, an offer code, a win-back), and its period, as the App Store signed them.
+        Migration(name: "27-app-store-offers") { _ in [
+            #"ALTER TABLE "appStoreTransaction" ADD COLUMN "offerType" TEXT"#,
+            #"ALTER TABLE "appStoreTransaction" ADD COLUMN "offerPeriod" TEXT"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

@@ -133,7 +133,7 @@ struct AppStoreBridgeTests: StoreSuite {
         }
     }
 
-    @Test("DID_RENEW extends a subscription the store has seen to the issues of the new period", arguments: TestEngine.all)
+    @Test("DID_RENEW extends a subscription the store has seen to the issues of the new period; a transaction bought with the App Store's free trial is recorded as such", arguments: TestEngine.all)
     func renewal(engine: TestEngine) async throws {
         let chain = try AppStoreTestChain()
         @Sendable func day(_ text: String) -> Date {
@@ -142,7 +142,7 @@ struct AppStoreBridgeTests: StoreSuite {
             let parts = text.split(separator: "-").compactMap { Int($0) }
             return calendar.date(from: DateComponents(year: parts[0], month: parts[1], day: parts[2])) ?? Date()
         }
-        try await Self.withAppStore(engine: engine, chain: chain) { _, http in
+        try await Self.withAppStore(engine: engine, chain: chain) { server, http in
             let first = try chain.transaction(
                 id: "7000", productId: Self.appStoreSubscription, type: "Auto-Renewable Subscription",
                 purchased: day("2026-09-05"), expires: day("2026-10-05"))
@@ -160,6 +160,13 @@ struct AppStoreBridgeTests: StoreSuite {
             #expect(try await http.send("HEAD", "/v1/content/\(Self.issue3)", authorization: "AppStore \(first)").status == 200)
 
             // A renewal of a subscription never presented here is recorded and does nothing.
+            // (First: a subscription bought with the App Store's free trial is recorded as such.)
+            let trial = try chain.transaction(id: "9000", productId: Self.appStoreSubscription, type: "Auto-Renewable Subscription",
+                                              purchased: day("2026-10-05"), expires: day("2026-10-19"), offer: (1, "FREE_TRIAL", "P2W"))
+            // Presented for an issue (whether the trial covers it is not the question here): the store records what it was shown.
+            _ = try await http.send("HEAD", "/v1/content/\(Self.issue2)", authorization: "AppStore \(trial)")
+            let recorded = try await server.store.base.database.read { try await AppStoreBridge.transactions(original: "9000", in: $0) }
+            #expect(recorded.first?.offerType == "freeTrial" && recorded.first?.offerPeriod == "P2W", "\(recorded)")
             let unseen = try chain.transaction(id: "8001", originalId: "8000", productId: Self.appStoreSubscription, type: "Auto-Renewable Subscription", purchased: day("2026-10-05"), expires: day("2026-11-05"))
             let ignored = try await http.send("POST", "/v1/appstore/notifications", json: #"{"signedPayload": "\#(try chain.notification(type: "DID_RENEW", signedTransaction: unseen))"}"#)
             #expect(try ignored.decode(AppStoreNotificationOutcome.self).outcome.hasPrefix("ignored"))
