@@ -15,6 +15,8 @@ public enum PaidBy: String, Sendable, Codable, CaseIterable {
     case stripe, play, appstore
     /// Granted by the operator by hand (`kiosk admin grant`), charging nothing.
     case `operator`
+    /// Redeemed with an offer code (`kiosk redeem-code`), charging nothing.
+    case code
 
     /// The methods only a sandbox writes: a database holding one was a sandbox's.
     public static let sandboxOnly: [PaidBy] = [.approve, .defer, .decline, .cancel, .renewal]

@@ -29,6 +29,17 @@ struct RateLimitGate: Sendable {
         }
     }
 
+    /// Refuses (`rate_limited`) when the account or the client's address tried too many offer
+    /// codes lately: a custom code is a word, so codes are tried no faster than sign-ins.
+    func admitCodeAttempt(_ request: Request, context: KioskRequestContext, accountId: String) async throws {
+        if let limit = limits.signInsPerAddress, let address = limits.clientAddress(peer: context.peerAddress, fields: request.headers) {
+            try await take("codes:address:\(address)", limit, what: "too many codes were tried from \(address)")
+        }
+        if let limit = limits.signInsPerEmail {
+            try await take("codes:account:\(accountId)", limit, what: "too many codes were tried by this account")
+        }
+    }
+
     /// A refused key that cannot be guessed (a sync password's, 79 random bits): limited by the
     /// client's address alone. Counted against the email too, a removed key a reading app kept
     /// sending locked its owner out of signing in.

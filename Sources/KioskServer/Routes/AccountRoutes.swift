@@ -16,6 +16,7 @@ struct AccountRoutes: Sendable {
         routes.post("v1/accounts", use: createAccount)
         routes.get("v1/account", use: account)
         routes.post("v1/payments", use: pay)
+        routes.post("v1/codes/redeem", use: redeemCode)
         routes.post("v1/redemptions", use: redeem)
         routes.get("v1/transactions", use: transactions)
         routes.post("v1/transactions/:id/finish", use: finish)
@@ -79,6 +80,14 @@ struct AccountRoutes: Sendable {
         try await limits.admitPurchase(request, context: context, accountId: account)
         let payment = try await JSONBody.decode(PaymentRequest.self, from: request)
         return try JSONBody.response(try await store.payments.pay(payment, accountId: account))
+    }
+
+    /// `POST /v1/codes/redeem`: an offer code's product, free; limited as guesses are.
+    @Sendable func redeemCode(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        try await limits.admitCodeAttempt(request, context: context, accountId: account)
+        let asked = try await JSONBody.decode(RedeemCodeRequest.self, from: request)
+        return try JSONBody.response(try await store.codes.redeem(asked.code, accountId: account))
     }
 
     /// `POST /v1/redemptions`: credits spent on a product with a credit price.

@@ -558,6 +558,34 @@ enum Migrations {
             #"ALTER TABLE "appStoreTransaction" ADD COLUMN "offerType" TEXT"#,
             #"ALTER TABLE "appStoreTransaction" ADD COLUMN "offerPeriod" TEXT"#,
         ] },
+        // Offer codes (OfferCodes): each kept as its text's SHA-256, its batch, what it gives and
+        // how many may redeem it; and each account's redemption of one (one per code and account).
+        Migration(name: "28-offer-codes") { type in [
+            """
+            CREATE TABLE "offerCode" (
+                "id" TEXT PRIMARY KEY,
+                "codeHash" TEXT NOT NULL UNIQUE,
+                "batch" TEXT NOT NULL,
+                "kind" TEXT NOT NULL,
+                "productId" TEXT NOT NULL,
+                "redemptionLimit" INTEGER NOT NULL,
+                "redeemed" INTEGER NOT NULL,
+                "expiresAt" \(type.timestamp),
+                "revokedAt" \(type.timestamp),
+                "createdAt" \(type.timestamp) NOT NULL
+            )
+            """,
+            #"CREATE INDEX "offerCode_by_batch" ON "offerCode" ("batch")"#,
+            """
+            CREATE TABLE "offerCodeRedemption" (
+                "codeId" TEXT NOT NULL,
+                "accountId" TEXT NOT NULL,
+                "transactionId" TEXT,
+                "redeemedAt" \(type.timestamp) NOT NULL,
+                PRIMARY KEY ("codeId", "accountId")
+            )
+            """,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

@@ -29,6 +29,8 @@ public struct Store: Sendable {
     public var receipts: Receipts { Receipts(base: base) }
     /// Where each reader is in each book (KOReader's progress sync).
     public var reading: ReadingProgress { ReadingProgress(base: base) }
+    /// Offer codes: made by the operator, redeemed by readers.
+    public var codes: OfferCodes { OfferCodes(base: base) }
     /// The operator's lists and figures: accounts, transactions, sales, downloads, owners.
     public var reports: Reports { Reports(base: base) }
     /// Signs receipts and holds the keys Kiosk's own receipts are checked against.

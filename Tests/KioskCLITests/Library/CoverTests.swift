@@ -9,7 +9,8 @@ import Testing
 @Suite("Covers")
 struct CoverTests {
     static let coveredEpub = "com.kiosk.books.gull-songs"
-    static let coveredBook = "com.kiosk.books.small-engines"
+    // A PDF: what reading apps are offered (a zip book is the Kiosk client's, left out of OPDS).
+    static let coveredBook = PublicationTests.pdfIssue
 
     /// JPEG's signature, then `count` bytes: what the store's check reads of an image.
     static func jpeg(_ count: Int, seed: String = "cover") -> Data {
@@ -25,10 +26,10 @@ struct CoverTests {
         try #require(made.status == 0, "\(made.output)")
         let cover = Self.jpeg(40_000)
         try FileManager.default.createDirectory(at: store.content.appendingPathComponent("covers"), withIntermediateDirectories: true)
-        try cover.write(to: store.content.appendingPathComponent("covers/small-engines.jpg"))
+        try cover.write(to: store.content.appendingPathComponent("covers/tide-atlas.jpg"))
         try store.editCatalog("books.json") { products in
             for index in products.indices where products[index]["id"] as? String == Self.coveredBook {
-                products[index]["cover"] = "covers/small-engines.jpg"
+                products[index]["cover"] = "covers/tide-atlas.jpg"
             }
             var songs = products[0]
             songs["id"] = Self.coveredEpub
@@ -72,7 +73,7 @@ struct CoverTests {
 
         // A restart serves the same covers from the snapshot; a cover edited in place is served new.
         let edited = Self.jpeg(20_000, seed: "edited")
-        try edited.write(to: store.content.appendingPathComponent("covers/small-engines.jpg"))
+        try edited.write(to: store.content.appendingPathComponent("covers/tide-atlas.jpg"))
         let again = try await ServerProcess.start(store, log: directory.path("server-2.log"))
         let newer = try await StoreHTTP(baseURL: again.url).send("GET", "/v1/covers/\(Self.coveredBook)")
         #expect(newer.status == 200 && newer.body == edited)

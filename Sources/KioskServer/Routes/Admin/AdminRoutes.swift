@@ -14,7 +14,7 @@ enum AdminRoutes {
     static func collections(store: Store, adminToken: String) -> [RouteCollection<KioskRequestContext>] {
         let concepts: [@Sendable (RouteCollection<KioskRequestContext>) -> Void] = [
             AdminAccountRoutes(store: store).add, AdminTransactionRoutes(store: store).add, AdminReportRoutes(store: store).add,
-            AdminProductRoutes(store: store).add, AdminSubscriptionRoutes(store: store).add, AdminNotificationRoutes(store: store).add,
+            AdminProductRoutes(store: store).add, AdminSubscriptionRoutes(store: store).add, AdminCodeRoutes(store: store).add, AdminNotificationRoutes(store: store).add,
         ]
         return concepts.map { add in
             let routes = RouteCollection(context: KioskRequestContext.self)

@@ -1,0 +1,197 @@
+import Foundation
+import KioskCore
+import SQLKit
+
+/// Offer codes (issue 65): the operator makes them, a reader redeems one for a product free (a
+/// book, an issue, or one period of a subscription). The one writer of `offerCode` and
+/// `offerCodeRedemption`.
+///
+/// - **Kept hashed.** A code's SHA-256 of its normalized text (``OfferCodeText``) is its row's key:
+///   the codes leave the store once, in the answer that made them. A one-time code is 16 of 31
+///   letters and digits no one mistakes for another (79 bits); a custom code is the operator's
+///   word, guessable by design, which its limit bounds.
+/// - **Once each, whatever the races.** A redemption is one write: the account's redemption row
+///   (one per code and account), and the code's count moved only while under its limit, not
+///   expired and not revoked (a compare-and-set); either both or neither. The grant follows,
+///   keyed by the code and the account, so a retry after a crash between the two grants once.
+/// - **Throttled** by the caller (the routes' limits per account and per address).
+public struct OfferCodes: StoreOwner {
+    let base: StoreBase
+
+    static let alphabet = Array("ABCDEFGHJKMNPQRSTUVWXYZ23456789")
+    static let maxBatch = 10_000
+
+    /// Makes a batch of one-time codes, or one custom code with its limit.
+    /// - Throws: `invalid_request` naming the field at fault; `unknown_product`; `code_taken` for a
+    ///   custom code that exists already.
+    public func create(_ request: AdminCodesRequest) async throws -> AdminCodesCreated {
+        try RequestText.check(request.productId, field: "productId")
+        let product = try await self.product(request.productId)
+        guard product.kind != .consumable else { throw StoreError.invalidRequest("a code gives a book, an issue or a subscription's period; \(product.id) is a credit pack") }
+        if let expires = request.expiresAt, expires <= clock.wallNow() {
+            throw StoreError.invalidRequest("expiresAt is in the past; give a date codes may still be redeemed by")
+        }
+        let codes: [String]
+        let limit: Int
+        switch (request.count, request.code) {
+        case (let count?, nil):
+            guard (1...Self.maxBatch).contains(count) else { throw StoreError.invalidRequest("count must be from 1 to \(Self.maxBatch), not \(count)") }
+            guard request.limit == nil || request.limit == 1 else { throw StoreError.invalidRequest("one-time codes are redeemed once each; leave out limit") }
+            var generator = SystemRandomNumberGenerator()
+            codes = (0..<count).map { _ in
+                let characters = (0..<16).map { _ in Self.alphabet[Int(generator.next(upperBound: UInt64(Self.alphabet.count)))] }
+                return stride(from: 0, to: 16, by: 4).map { String(characters[$0..<$0 + 4]) }.joined(separator: "-")
+            }
+            limit = 1
+        case (nil, let code?):
+            let normalized = OfferCodeText.normalized(code)
+            guard (4...32).contains(normalized.count), code.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }) else {
+                throw StoreError.invalidRequest("code must be 4 to 32 letters and digits (dashes allowed), such as HARBOR2026")
+            }
+            guard let wanted = request.limit, (1...1_000_000).contains(wanted) else {
+                throw StoreError.invalidRequest("a custom code needs limit: how many accounts may redeem it, 1 to 1000000")
+            }
+            codes = [normalized]
+            limit = wanted
+        default:
+            throw StoreError.invalidRequest("give count (one-time codes) or code and limit (one custom code), not both")
+        }
+        let batch = "batch_" + Store.randomHex(bytes: 6)
+        let now = clock.wallNow()
+        do {
+            try await database.write { db in
+                for code in codes {
+                    try await db.raw(#"""
+                        INSERT INTO "offerCode" ("id", "codeHash", "batch", "kind", "productId", "redemptionLimit", "redeemed", "expiresAt", "createdAt")
+                        VALUES (\#(bind: "code_" + Store.randomHex(bytes: 8)), \#(bind: Self.hash(code)), \#(bind: batch),
+                                \#(bind: request.count == nil ? "custom" : "oneTime"), \#(bind: product.id), \#(bind: limit), 0,
+                                \#(bind: request.expiresAt), \#(bind: now))
+                        """#).run()
+                }
+            }
+        } catch where database.isUniqueViolation(error) {
+            throw StoreError(.wrongState, code: "code_taken", message: "the code \(codes.first ?? "") exists already; choose another")
+        }
+        logger.notice("offer codes made", metadata: ["batch": "\(batch)", "product": "\(product.id)", "codes": "\(codes.count)"])
+        return AdminCodesCreated(batch: batch, productId: product.id, codes: codes, limit: limit, expiresAt: request.expiresAt)
+    }
+
+    /// Every batch, newest first, with how many were redeemed.
+    public func list() async throws -> [AdminCodeBatchRow] {
+        struct Row: Decodable {
+            var batch: String; var productId: String; var kind: String; var codes: Int; var limit: Int; var redeemed: Int
+            var expiresAt: Date?; var revokedAt: Date?; var createdAt: Date
+        }
+        return try await database.read { db in
+            try await db.raw(#"""
+                SELECT "batch", MIN("productId") AS "productId", MIN("kind") AS "kind", CAST(COUNT(*) AS BIGINT) AS "codes",
+                    CAST(SUM("redemptionLimit") AS BIGINT) AS "limit", CAST(SUM("redeemed") AS BIGINT) AS "redeemed",
+                    MIN("expiresAt") AS "expiresAt", MIN("revokedAt") AS "revokedAt", MIN("createdAt") AS "createdAt"
+                FROM "offerCode" GROUP BY "batch" ORDER BY MIN("createdAt") DESC, "batch"
+                """#).all(decoding: Row.self)
+        }.map { AdminCodeBatchRow(batch: $0.batch, productId: $0.productId, kind: $0.kind, codes: $0.codes, limit: $0.limit, redeemed: $0.redeemed,
+                                  expiresAt: $0.expiresAt, revokedAt: $0.revokedAt, createdAt: $0.createdAt) }
+    }
+
+    /// Withdraws every code of `batch` not yet redeemed: from now on each is refused. Redemptions
+    /// made stand (what they granted is the reader's).
+    /// - Returns: how many codes it withdrew; `unknown_batch` when none has that batch.
+    public func revoke(batch: String) async throws -> Int {
+        try RequestText.check(batch, field: "the batch in the path")
+        let now = clock.wallNow()
+        let (withdrawn, exists) = try await database.write { db in
+            let exists = try await db.select().column("id").from("offerCode").where("batch", .equal, batch).first() != nil
+            let rows = try await db.update("offerCode").set("revokedAt", to: now).where("batch", .equal, batch)
+                .where("revokedAt", .is, SQLLiteral.null).returning("id").all()
+            return (rows.count, exists)
+        }
+        guard exists else { throw StoreError(.unknownProduct, code: "unknown_batch", message: "no codes have the batch \(batch); kiosk admin codes lists them") }
+        logger.notice("offer codes withdrawn", metadata: ["batch": "\(batch)", "codes": "\(withdrawn)"])
+        return withdrawn
+    }
+
+    /// Redeems `code` for `accountId`: its product, free, signed and delivered as any purchase.
+    /// - Throws: `invalid_code` for a code that is unknown, used up, expired or withdrawn (one
+    ///   answer for all four: a guesser learns nothing from it); `already_owned` when the account
+    ///   holds the product (the code stays unused).
+    public func redeem(_ text: String, accountId: String) async throws -> RedeemCodeResponse {
+        let normalized = OfferCodeText.normalized(text)
+        guard (4...64).contains(normalized.count), text.utf8.count <= 128 else { throw Self.invalid }
+        struct Code: Decodable { var id: String; var productId: String; var kind: String }
+        guard let code = try await database.read({ db in
+            try await db.select().columns("id", "productId", "kind").from("offerCode").where("codeHash", .equal, Self.hash(normalized)).first(decoding: Code.self)
+        }) else { throw Self.invalid }
+        // Off sale: refused before the code is spent (the operator withdraws its codes, or puts it back on sale).
+        let product = try await sellable(code.productId)
+        let reference = "code:\(code.id):\(accountId)"
+        // A redemption already made by this account (an answer lost, a crash before the grant) is
+        // finished, not refused: the grant is keyed by the code and the account.
+        let reserved = try await database.read { db in
+            try await db.select().column("codeId").from("offerCodeRedemption").where("codeId", .equal, code.id).where("accountId", .equal, accountId).first()
+        } != nil
+        if !reserved {
+            try await refuseIfOwned(product, accountId: accountId)
+            let now = clock.wallNow()
+            do {
+                try await database.write { db in
+                    try await AccountRows(db).refuseIfDeleted(accountId)
+                    try await db.raw(#"""
+                        INSERT INTO "offerCodeRedemption" ("codeId", "accountId", "redeemedAt") VALUES (\#(bind: code.id), \#(bind: accountId), \#(bind: now))
+                        """#).run()
+                    let moved = try await db.raw(#"""
+                        UPDATE "offerCode" SET "redeemed" = "redeemed" + 1
+                        WHERE "id" = \#(bind: code.id) AND "redeemed" < "redemptionLimit" AND "revokedAt" IS NULL
+                            AND ("expiresAt" IS NULL OR "expiresAt" > \#(bind: now))
+                        RETURNING "id"
+                        """#).all()
+                    // Used up, expired or withdrawn: the redemption row goes with this transaction.
+                    guard !moved.isEmpty else { throw Self.invalid }
+                }
+            } catch where database.isUniqueViolation(error) {
+                // The same account redeeming the same code twice at once: one row; the other finishes it.
+            }
+        }
+        let months = product.periodMonths ?? 1
+        // A subscription's code gives one period from now (not an introductory offer's length).
+        let now = try await accountNow(accountId)
+        let period = Calendar.utc.date(byAdding: .month, value: months, to: now).map { (start: now, end: $0) }
+        let granted = try await payments.grantPaid(
+            productId: product.id, quantity: 1, accountId: accountId, reference: reference, method: PaidBy.code.rawValue,
+            amountCents: 0, currency: product.price.currency, period: product.kind == .subscription ? period : nil,
+            offer: product.kind == .subscription ? (type: "offerCode", period: "P\(months)M") : nil,
+            alongside: { record, db in
+                try await db.update("offerCodeRedemption").set("transactionId", to: record.id)
+                    .where("codeId", .equal, code.id).where("accountId", .equal, accountId).run()
+                return true
+            }).record
+        logger.info("offer code redeemed", metadata: ["code": "\(code.id)", "product": "\(product.id)", "transaction": "\(granted.id)"])
+        let answered = try await receipts.withCurrentReceipts([granted])[0]
+        return RedeemCodeResponse(productId: product.id, transaction: answered.wire)
+    }
+
+    /// A code on what the account holds would be spent for nothing: refused, the code kept.
+    private func refuseIfOwned(_ product: Product, accountId: String) async throws {
+        let owned: Bool
+        switch product.kind {
+        case .nonConsumable:
+            owned = try await receipts.accountOwns(accountId, product)
+        case .subscription:
+            owned = try await database.read { db in
+                try await db.select().column("originalTransactionId").from("subscription").where("accountId", .equal, accountId)
+                    .where("productId", .equal, product.id).where("state", .notEqual, SubscriptionState.expired.rawValue).first()
+            } != nil
+        case .consumable:
+            owned = false
+        }
+        if owned {
+            throw StoreError(.wrongState, code: "already_owned", message: "the account has \(product.id) already; the code stays unused for another product or reader")
+        }
+    }
+
+    static let invalid = StoreError(.invalidRequest, code: "invalid_code",
+                                    message: "this code cannot be redeemed: it is unknown, used up, expired or withdrawn; check its letters, or ask whoever gave it")
+
+    static func hash(_ normalized: String) -> String {
+        FileDigest.sha256(of: Data(normalized.utf8))
+    }
+}
