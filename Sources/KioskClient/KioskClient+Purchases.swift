@@ -38,6 +38,14 @@ extension KioskClient {
         try await flows.buy(productId, quantity: 1, method: "credits", mode: downloadNow ? .now : .finishNow)
     }
 
+    /// Redeems an offer code for the product it gives, then brings it into the library as a
+    /// restore does (its receipt saved before it is finished). The store grants a code once per
+    /// account, so redeeming it again after a lost answer finishes the same grant.
+    public func redeemCode(_ code: String, downloadNow: Bool = true) async throws -> (redeemed: RedeemCodeResponse, restored: RestoreResult) {
+        let redeemed = try await purchases.authorizedAPI().redeemCode(code)
+        return (redeemed, try await flows.restore(mode: downloadNow ? .now : .queue))
+    }
+
     /// Brings back every book, issue and subscription period of the account, then downloads what
     /// they entitle and finishes them. A transaction whose receipt does not verify is left out and
     /// named in `refused`; the others are restored all the same.

@@ -15,7 +15,7 @@ extension Kiosk {
                 Example: kiosk admin sales --server http://127.0.0.1:8080 --data .kiosk-server
                 """,
             subcommands: [Accounts.self, AccountDetail.self, TransactionList.self, Pending.self, Sales.self, DownloadStats.self, AppStoreNotifications.self, Approve.self, Decline.self, Revoke.self, Refund.self, Grant.self,
-                          Sandbox.self, Renewals.self, Webhooks.self, Notifications.self, Products.self, Disable.self, Enable.self, ResetCode.self, Events.self]
+                          Sandbox.self, Renewals.self, Webhooks.self, Notifications.self, Products.self, Codes.self, Disable.self, Enable.self, ResetCode.self, Events.self]
         )
 
         struct Options: ParsableArguments {

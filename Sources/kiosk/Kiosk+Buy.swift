@@ -158,6 +158,33 @@ extension Kiosk {
             }
         }
     }
+
+    /// `kiosk redeem-code CODE`.
+    struct RedeemCode: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "redeem-code",
+            abstract: "Redeem an offer code a publisher gave you: its book, issue or subscription period, free.",
+            discussion: "Example: kiosk redeem-code AB12-CD34-EF56-GH78"
+        )
+
+        @OptionGroup var options: ClientOptions
+
+        @Argument(help: "The code (case, spaces and dashes do not matter).")
+        var code: String
+
+        @Flag(help: "Save the receipt only; download the content later.")
+        var noDownload = false
+
+        func run() async throws {
+            try await reportingErrors {
+                let client = try await DownloadRunner.connect(options)
+                let (code, downloadNow) = (self.code, !noDownload)
+                let (redeemed, restored) = try await DownloadRunner(client: client).showingProgress { try await client.redeemCode(code, downloadNow: downloadNow) }
+                print("redeemed: \(TerminalText.escaped(redeemed.productId)) is yours (transaction \(redeemed.transaction.transactionId))")
+                if !restored.refused.isEmpty { print("not restored: \(restored.refused.map(TerminalText.escaped).joined(separator: ", "))") }
+            }
+        }
+    }
 }
 
 extension PaymentMethod: ExpressibleByArgument {}

@@ -79,6 +79,10 @@ struct StoreAPI: Sendable {
         try await call("POST", "/v1/redemptions", body: request)
     }
 
+    func redeemCode(_ code: String) async throws -> RedeemCodeResponse {
+        try await call("POST", "/v1/codes/redeem", body: RedeemCodeRequest(code: code))
+    }
+
     func transactions(after cursor: String?) async throws -> TransactionPage {
         let query = cursor.map { "?after=\($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0)" } ?? ""
         return try await call("GET", "/v1/transactions" + query)

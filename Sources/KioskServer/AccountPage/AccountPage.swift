@@ -43,6 +43,7 @@ struct AccountPage: Sendable {
         routes.post("account/sign-out-everywhere", use: guarded(signOutEverywhere))
         routes.post("account/devices/remove", use: guarded(removeDevice))
         routes.post("account/sync-password", use: guarded(makeSyncPassword))
+        routes.post("account/redeem-code", use: guarded(redeemCode))
         routes.post("account/subscriptions/cancel", use: guarded(cancelSubscription))
         routes.post("account/device", use: guarded(approveCode))
         routes.get("account/export", use: guarded(export))
@@ -224,6 +225,17 @@ struct AccountPage: Sendable {
             return try await accountPage(device, request: request, notice: "A sync password is made; it is shown once, below.", syncPassword: made.password)
         } catch let error as StoreError {
             return try await accountPage(device, request: request, error: error.message, status: error.status)
+        }
+    }
+
+    /// An offer code's product, into the library; limited as guesses are.
+    @Sendable func redeemCode(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let (device, form) = try await postedForm(request)
+        try await limits.admitCodeAttempt(request, context: context, accountId: device.accountId)
+        return try await acting(device, request) {
+            let redeemed = try await store.codes.redeem(form["code"] ?? "", accountId: device.accountId)
+            let title = try await catalog.current.products[redeemed.productId]?.title ?? redeemed.productId
+            return "Redeemed: \(title) is in your library."
         }
     }
 

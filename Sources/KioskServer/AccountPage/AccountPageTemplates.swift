@@ -70,6 +70,11 @@ enum AccountPageTemplates {
         <p class="muted">Each one is listed under Devices, where removing it signs its reading apps out.</p>
         </section>
         <section>
+        <h2>Redeem a code</h2>
+        <form method="post" action="/account/redeem-code"><input type="hidden" name="csrf" value="{{csrf}}"><label for="code">Code</label> <input id="code" name="code" autocomplete="off" spellcheck="false" maxlength="64" required> <button type="submit">Redeem</button></form>
+        <p class="muted">A code a publisher gave you: what it gives is in your library at once.</p>
+        </section>
+        <section>
         <h2>Sign in a device with a code</h2>
         <form method="post" action="/account/device">
         <input type="hidden" name="csrf" value="{{csrf}}">

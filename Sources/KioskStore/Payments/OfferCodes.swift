@@ -63,7 +63,7 @@ public struct OfferCodes: StoreOwner {
                 for code in codes {
                     try await db.raw(#"""
                         INSERT INTO "offerCode" ("id", "codeHash", "batch", "kind", "productId", "redemptionLimit", "redeemed", "expiresAt", "createdAt")
-                        VALUES (\#(bind: "code_" + Store.randomHex(bytes: 8)), \#(bind: Self.hash(code)), \#(bind: batch),
+                        VALUES (\#(bind: "code_" + Store.randomHex(bytes: 8)), \#(bind: Self.hash(OfferCodeText.normalized(code))), \#(bind: batch),
                                 \#(bind: request.count == nil ? "custom" : "oneTime"), \#(bind: product.id), \#(bind: limit), 0,
                                 \#(bind: request.expiresAt), \#(bind: now))
                         """#).run()
@@ -131,7 +131,8 @@ public struct OfferCodes: StoreOwner {
         } != nil
         if !reserved {
             try await refuseIfOwned(product, accountId: accountId)
-            let now = clock.wallNow()
+            // The account's time, as a subscription's dates are: the sandbox may run it ahead.
+            let now = try await accountNow(accountId)
             do {
                 try await database.write { db in
                     try await AccountRows(db).refuseIfDeleted(accountId)

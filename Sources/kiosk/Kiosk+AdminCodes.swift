@@ -1,0 +1,83 @@
+import ArgumentParser
+import Foundation
+import KioskCommandLine
+import KioskCore
+
+extension Kiosk.Admin {
+    /// `kiosk admin codes create|list|revoke`: offer codes.
+    struct Codes: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Offer codes: each gives a book, an issue or a subscription's period free; kept hashed, redeemed with kiosk redeem-code or on /account.",
+            discussion: "Example: kiosk admin codes create --product com.kiosk.books.river-of-maps --count 100 --expires 2026-12-31 > codes.csv",
+            subcommands: [List.self, Create.self, Revoke.self], defaultSubcommand: List.self)
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Every batch, newest first, with how many were redeemed (never the codes).")
+            @OptionGroup var options: Kiosk.Admin.Options
+            func run() async throws {
+                try await reportingErrors {
+                    try options.show(rows: try await options.get([AdminCodeBatchRow].self, "/v1/admin/codes")) { row in
+                        let state = row.revokedAt != nil ? "withdrawn" : row.expiresAt.map { "until \(ListFilter.shown($0))" } ?? "no end"
+                        return TerminalText.escaped("\(row.batch)  \(row.productId)  \(row.kind)  \(row.codes) codes  \(row.redeemed) of \(row.limit) redeemed  \(state)")
+                    }
+                }
+            }
+        }
+
+        struct Create: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Make one-time codes (--count, printed as CSV: code,product,expires) or one custom code (--code and --limit).",
+                discussion: "The codes are printed this once: the store keeps only their hashes. Example: kiosk admin codes create --product com.kiosk.magazines.harbor-monthly.subscription.monthly --code HARBOR2026 --limit 500")
+            @OptionGroup var options: Kiosk.Admin.Options
+            @Option(help: "The product each code gives.") var product: String
+            @Option(help: "How many one-time codes (1 to 10000).") var count: Int?
+            @Option(help: "A custom code's text (4 to 32 letters and digits).") var code: String?
+            @Option(help: "How many accounts may redeem the custom code.") var limit: Int?
+            @Option(help: ArgumentHelp("The last day a code may be redeemed (yyyy-MM-dd, through its end in UTC).", valueName: "date")) var expires: String?
+
+            func validate() throws {
+                guard (count == nil) != (code == nil) else { throw ValidationError("give --count (one-time codes) or --code with --limit (one custom code)") }
+                if code != nil, limit == nil { throw ValidationError("--code needs --limit: how many accounts may redeem it") }
+                if let expires, Self.endOfDay(expires) == nil { throw ValidationError("--expires \(expires) is not a date like 2026-12-31") }
+            }
+
+            /// The end of `day` in UTC: a code "until 2026-12-31" is good all that day.
+            static func endOfDay(_ day: String) -> Date? {
+                let formatter = DateFormatter()
+                formatter.locale = Locale(identifier: "en_US_POSIX")
+                formatter.timeZone = TimeZone(identifier: "UTC")
+                formatter.dateFormat = "yyyy-MM-dd"
+                guard let start = formatter.date(from: day), formatter.string(from: start) == day else { return nil }
+                return start.addingTimeInterval(86_400 - 0.001)
+            }
+
+            func run() async throws {
+                try await reportingErrors {
+                    let request = AdminCodesRequest(productId: product, count: count, code: code, limit: limit, expiresAt: expires.flatMap(Self.endOfDay))
+                    let body = String(decoding: try JSONEncoder.kiosk.encode(request), as: UTF8.self)
+                    let made = try options.decode(AdminCodesCreated.self, from: try await options.call("POST", "/v1/admin/codes", body: body), path: "/v1/admin/codes")
+                    try options.show(made) {
+                        let end = expires ?? ""
+                        return (["code,product,expires"] + made.codes.map { "\($0),\(made.productId),\(end)" }).joined(separator: "\n")
+                    }
+                    FileHandle.standardError.write(Data("batch \(made.batch): \(made.codes.count) code\(made.codes.count == 1 ? "" : "s") for \(made.productId); shown this once\n".utf8))
+                }
+            }
+        }
+
+        struct Revoke: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Withdraw a batch's codes not yet redeemed (what was redeemed stays the reader's).",
+                                                            discussion: "Example: kiosk admin codes revoke batch_3f9a0c1d2e4b")
+            @OptionGroup var options: Kiosk.Admin.Options
+            @Argument(help: "The batch (kiosk admin codes lists them).") var batch: String
+            func run() async throws {
+                try await reportingErrors {
+                    struct Revoked: Codable { var batch: String; var withdrawn: Int }
+                    let path = "/v1/admin/codes/\(PathSegment.encode(batch))/revoke"
+                    let answer = try options.decode(Revoked.self, from: try await options.call("POST", path), path: path)
+                    try options.show(answer) { TerminalText.escaped("\(answer.batch): \(answer.withdrawn) codes withdrawn") }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import KioskCore
+@testable import KioskServer
+@testable import KioskStore
+import KioskTestSupport
+import Testing
+
+/// Offer codes (issue 65): made by the operator, kept hashed, each redeemed within its limit
+/// whatever the races, refused alike when unknown, used up, expired or withdrawn.
+@Suite("Offer codes")
+struct OfferCodeTests: StoreSuite {
+    static func make(_ http: StoreHTTP, _ server: KioskServer, _ json: String) async throws -> AdminCodesCreated {
+        let reply = try await http.send("POST", "/v1/admin/codes", token: server.adminToken, json: json)
+        #expect(reply.status == 201, "\(Self.message(reply))")
+        return try reply.decode(AdminCodesCreated.self)
+    }
+
+    static func redeem(_ http: StoreHTTP, _ code: String, token: String) async throws -> StoreHTTP.Reply {
+        try await http.send("POST", "/v1/codes/redeem", token: token, json: #"{"code": "\#(code)"}"#)
+    }
+
+    @Test("one-time codes: each gives its book once, to one account; redeemed again by that account it answers the same grant; the store keeps no code, only hashes; the batch lists what was redeemed", arguments: TestEngine.all)
+    func oneTime(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, ann in
+            let made = try await Self.make(http, server, #"{"productId": "\#(Self.book)", "count": 3}"#)
+            #expect(made.codes.count == 3 && Set(made.codes).count == 3 && made.codes.allSatisfy { $0.count == 19 })
+            let first = try await Self.redeem(http, made.codes[0].lowercased(), token: ann.token)
+            #expect(first.status == 200, "\(Self.message(first))")
+            let granted = try first.decode(RedeemCodeResponse.self)
+            #expect(granted.productId == Self.book && granted.transaction.paidBy == PaidBy.code.rawValue && granted.transaction.signedTransaction != nil)
+            #expect(try await http.send("GET", "/v1/account", token: ann.token).decode(AccountSummary.self).owned.contains(Self.book))
+            let again = try await Self.redeem(http, made.codes[0], token: ann.token)
+            #expect(try again.decode(RedeemCodeResponse.self).transaction.transactionId == granted.transaction.transactionId, "one grant per code and account")
+            #expect(try await http.charges(accountId: ann.accountId, adminToken: server.adminToken) == [], "nothing charged")
+
+            let bo = try await http.createAccount()
+            let taken = try await Self.redeem(http, made.codes[0], token: bo.token)
+            #expect(taken.status == 400 && (try? taken.decode(APIError.self).code) == "invalid_code", "\(Self.message(taken))")
+            #expect(try await Self.redeem(http, made.codes[1], token: bo.token).status == 200)
+            // Ann owns the book: a third code is refused and stays unused.
+            let owned = try await Self.redeem(http, made.codes[2], token: ann.token)
+            #expect(owned.status == 409 && (try? owned.decode(APIError.self).code) == "already_owned")
+
+            let batches = try await http.send("GET", "/v1/admin/codes", token: server.adminToken).decode([AdminCodeBatchRow].self)
+            #expect(batches.map(\.batch) == [made.batch] && batches.first?.redeemed == 2 && batches.first?.limit == 3 && batches.first?.kind == "oneTime")
+            let stored = try await server.store.base.database.read { db in
+                try await db.raw("SELECT \"codeHash\", \"batch\", \"id\" FROM \"offerCode\"").all().map { try $0.decode(column: "codeHash", as: String.self) }
+            }
+            #expect(stored.count == 3 && !stored.contains { hash in made.codes.contains { hash.contains(OfferCodeText.normalized($0)) } }, "only hashes")
+        }
+    }
+
+    @Test("a one-time code redeemed by eight accounts at once is redeemed once; a custom code with a limit of three, by six at once, three times", arguments: TestEngine.all)
+    func races(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine, configure: { $0.rateLimits = .off }) { server, http, _ in
+            let once = try await Self.make(http, server, #"{"productId": "\#(Self.book)", "count": 1}"#)
+            var accounts: [AccountCreated] = []
+            for _ in 0..<8 { accounts.append(try await http.createAccount()) }
+            let tokens = accounts.map(\.token)
+            let replies = try await Self.concurrently(8) { index in try await Self.redeem(http, once.codes[0], token: tokens[index]) }
+            #expect(replies.filter { $0.status == 200 }.count == 1 && replies.filter { $0.status == 400 }.count == 7, "\(replies.map(\.status))")
+
+            let custom = try await Self.make(http, server, #"{"productId": "\#(Self.subscription)", "code": "HARBOR-2026", "limit": 3}"#)
+            #expect(custom.codes == ["HARBOR2026"])
+            let planReplies = try await Self.concurrently(6) { index in try await Self.redeem(http, "harbor 2026", token: tokens[index]) }
+            #expect(planReplies.filter { $0.status == 200 }.count == 3, "\(planReplies.map(\.status))")
+            let period = try #require(try planReplies.first { $0.status == 200 }?.decode(RedeemCodeResponse.self).transaction.signedTransaction)
+            let claims = try SubscriptionFixture.claims(period)
+            #expect(claims.offerType == "offerCode" && claims.offerPeriod == "P1M" && claims.productId == Self.subscription)
+            let taken = try await http.send("POST", "/v1/admin/codes", token: server.adminToken, json: #"{"productId": "\#(Self.book)", "code": "harbor2026", "limit": 1}"#)
+            #expect(taken.status == 409 && (try? taken.decode(APIError.self).code) == "code_taken")
+        }
+    }
+
+    @Test("an expired code and a withdrawn one are refused as an unknown one is; broken requests name their field; guessing is throttled", arguments: TestEngine.all)
+    func refusals(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, ann in
+            let tomorrow = ISO8601DateFormatter().string(from: Date().addingTimeInterval(86_400))
+            let expiring = try await Self.make(http, server, #"{"productId": "\#(Self.book)", "count": 2, "expiresAt": "\#(tomorrow)"}"#)
+            // Today the batch's codes are good (Dan's clock is the store's).
+            let dan = try await http.createAccount()
+            #expect(try await Self.redeem(http, expiring.codes[1], token: dan.token).status == 200)
+            // The account's clock two days on (the sandbox's): the code has expired for it.
+            let body = String(decoding: try JSONEncoder.kiosk.encode(SandboxAccountSettings(renewals: nil, advanceSeconds: 2 * 86_400)), as: UTF8.self)
+            #expect(try await http.send("POST", "/v1/admin/accounts/\(ann.accountId)/sandbox", token: server.adminToken, json: body).status == 200)
+            let expired = try await Self.redeem(http, expiring.codes[0], token: ann.token)
+            #expect(expired.status == 400 && (try? expired.decode(APIError.self).code) == "invalid_code")
+
+            let batch = try await Self.make(http, server, #"{"productId": "\#(Self.issue)", "count": 2}"#)
+            let revoked = try await http.send("POST", "/v1/admin/codes/\(batch.batch)/revoke", token: server.adminToken)
+            #expect(revoked.status == 200 && String(decoding: revoked.body, as: UTF8.self).contains(#""withdrawn":2"#))
+            let bo = try await http.createAccount()
+            #expect(try await Self.redeem(http, batch.codes[0], token: bo.token).status == 400)
+            #expect(try await http.send("POST", "/v1/admin/codes/batch_nothing/revoke", token: server.adminToken).status == 404)
+            #expect(try await Self.redeem(http, batch.codes[1], token: bo.token).status == 400, "withdrawn")
+
+            for (json, field) in [(#"{"productId": "\#(Self.book)", "count": 0}"#, "count"), (#"{"productId": "\#(Self.book)", "code": "ab", "limit": 1}"#, "code"),
+                                  (#"{"productId": "\#(Self.book)", "code": "GOODCODE"}"#, "limit"), (#"{"productId": "\#(Self.pack5)", "count": 1}"#, "credit pack"),
+                                  (#"{"productId": "\#(Self.book)", "count": 1, "code": "BOTH1234", "limit": 1}"#, "not both")] {
+                let refused = try await http.send("POST", "/v1/admin/codes", token: server.adminToken, json: json)
+                #expect(refused.status == 400 && Self.message(refused).contains(field), "\(json): \(Self.message(refused))")
+            }
+            #expect(try await http.send("POST", "/v1/admin/codes", token: ann.token, json: #"{"productId": "\#(Self.book)", "count": 1}"#).status == 401, "a reader is no operator")
+
+            // Guesses: the account's bucket (ten at once) runs out.
+            let carol = try await http.createAccount()
+            var statuses: [Int] = []
+            for guess in 0..<12 { statuses.append(try await Self.redeem(http, "GUESS\(guess)XYZ", token: carol.token).status) }
+            #expect(statuses.prefix(10).allSatisfy { $0 == 400 } && statuses.last == 429, "\(statuses)")
+        }
+    }
+}
