@@ -101,8 +101,10 @@ public struct OfferCodes: StoreOwner {
         let now = clock.wallNow()
         let (withdrawn, exists) = try await database.write { db in
             let exists = try await db.select().column("id").from("offerCode").where("batch", .equal, batch).first() != nil
-            let rows = try await db.update("offerCode").set("revokedAt", to: now).where("batch", .equal, batch)
-                .where("revokedAt", .is, SQLLiteral.null).returning("id").all()
+            let rows = try await db.raw(#"""
+                UPDATE "offerCode" SET "revokedAt" = \#(bind: now)
+                WHERE "batch" = \#(bind: batch) AND "revokedAt" IS NULL AND "redeemed" < "redemptionLimit" RETURNING "id"
+                """#).all()
             return (rows.count, exists)
         }
         guard exists else { throw StoreError(.unknownProduct, code: "unknown_batch", message: "no codes have the batch \(batch); kiosk admin codes lists them") }

@@ -45,4 +45,29 @@ struct AdminCommandTests {
         #expect(resumed.stderr.contains("com.kiosk.books.river-of-maps: the store revoked this purchase"), "\(resumed.stderr)")
         _ = await server.stop()
     }
+
+    @Test("kiosk admin codes create prints the codes as CSV this once; kiosk redeem-code installs the book; the list counts it; a withdrawn batch's code is refused in one line")
+    func offerCodes() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let home = ["KIOSK_HOME": directory.path("home").path, "KIOSK_SERVER": server.url]
+        let admin = ["--server", server.url, "--data", store.data.path]
+        let made = try await KioskCommand.run(["admin", "codes", "create", "--product", "com.kiosk.books.river-of-maps", "--count", "2", "--expires", "2099-12-31"] + admin)
+        #expect(made.status == 0 && made.stderr.contains("shown this once"), "\(made.stderr)")
+        let lines = made.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "code,product,expires" && lines.count == 3, "\(made.stdout)")
+        let codes = lines.dropFirst().compactMap { $0.split(separator: ",").first.map(String.init) }
+        let redeemed = try await KioskCommand.run(["redeem-code", codes[0]], environment: home)
+        #expect(redeemed.status == 0 && redeemed.stdout.contains("redeemed: com.kiosk.books.river-of-maps is yours"), "\(redeemed.stdout)\(redeemed.stderr)")
+        #expect(try await KioskCommand.run(["library"], environment: home).stdout.contains("com.kiosk.books.river-of-maps"))
+        let listed = try await KioskCommand.run(["admin", "codes"] + admin)
+        #expect(listed.stdout.contains("1 of 2 redeemed") && !listed.stdout.contains(codes[1]), "\(listed.stdout)")
+        let batch = try #require(listed.stdout.split(separator: " ").first.map(String.init))
+        #expect(try await KioskCommand.run(["admin", "codes", "revoke", batch] + admin).stdout.contains("1 codes withdrawn"))
+        let refused = try await KioskCommand.run(["redeem-code", codes[1]], environment: ["KIOSK_HOME": directory.path("other").path, "KIOSK_SERVER": server.url])
+        #expect(refused.status == 1 && refused.stderr.contains("cannot be redeemed") && refused.stderr.split(separator: "\n").count == 1, "\(refused.stderr)")
+        _ = await server.stop()
+        #expect(!server.log.contains(codes[0]) && !server.log.contains(codes[1]), "no code in the log")
+    }
 }

@@ -109,4 +109,20 @@ struct OfferCodeTests: StoreSuite {
             #expect(statuses.prefix(10).allSatisfy { $0 == 400 } && statuses.last == 429, "\(statuses)")
         }
     }
+
+    @Test("a code redeemed on /account puts its book in the library; a wrong one is said on the page", arguments: [TestEngine.sqlite])
+    func onTheAccountPage(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, _ in
+            let made = try await Self.make(http, server, #"{"productId": "com.kiosk.books.river-of-maps", "count": 1}"#)
+            _ = try await WebSession.account(http, "ann@example.com")
+            let browser = try await WebSession.signIn(http, "ann@example.com", next: "/account")
+            let page = String(decoding: try await browser.get("/account").body, as: UTF8.self)
+            #expect(page.contains(#"action="/account/redeem-code""#))
+            let wrong = String(decoding: try await browser.post("/account/redeem-code", ["csrf": browser.csrf, "code": "NOPE-NOPE"]).body, as: UTF8.self)
+            #expect(wrong.contains("cannot be redeemed"), "\(wrong)")
+            let done = String(decoding: try await browser.post("/account/redeem-code", ["csrf": browser.csrf, "code": made.codes[0]]).body, as: UTF8.self)
+            #expect(done.contains("Redeemed: A River of Maps is in your library."), "\(done)")
+            #expect(String(decoding: try await browser.get("/account/library").body, as: UTF8.self).contains("A River of Maps"))
+        }
+    }
 }
