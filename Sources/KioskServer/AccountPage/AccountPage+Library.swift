@@ -88,6 +88,10 @@ extension AccountPage {
                   let active = try await store.subscriptions.list(accountId: device.accountId).subscriptions.first(where: { $0.productId == product.id && $0.entitled }) {
             values["owned"] = true
             values["notice"] = "You subscribe to \(product.title) already, until \(Self.shown(active.expiresDate)): its issues are in your library."
+        } else if let other = try await store.payments.runningPlan(inGroupOf: product, accountId: device.accountId) {
+            // A second plan of the group would be charged beside the first.
+            values["owned"] = true
+            values["notice"] = "You subscribe to \(try await catalog.current.products[other.productId]?.title ?? other.productId) until \(Self.shown(other.until)), a plan of the same magazine. Turn its renewal off on your account page, and subscribe to this one when it ends."
         } else if !pretendPayment, let refusal = store.stripe.webRefusal(for: product) {
             values["owned"] = true
             values["error"] = Self.readerWords(refusal, product: product)

@@ -74,6 +74,10 @@ extension StripeChannel {
             if running != nil {
                 throw StoreError(.wrongState, code: "already_subscribed", message: "the account subscribes to \(product.id) already; nothing to pay (its issues are in the library)")
             }
+            // Another plan of its group runs: both would be charged every period.
+            if let other = try await payments.runningPlan(inGroupOf: product, accountId: accountId) {
+                throw StoreError.planRunning(other.productId, until: other.until, wanted: product.id)
+            }
         }
         let (intent, isNew) = try await recordIntent(accountId: accountId, product: product, quantity: quantity, formKey: formKey)
         guard let stripe = base.channels.stripeAPI else {

@@ -20,6 +20,10 @@ struct Holdings {
     /// Whether the account ever had a period of a subscription in the product's group, on any
     /// channel: an introductory offer is for the first one (read only for a product with an offer).
     var hadSubscriptionInGroup = false
+    /// The latest period of another subscription in the product's group (read for a
+    /// subscription): while it runs, a second plan of the group is not sold (it would be charged
+    /// beside the first every period).
+    var latestInGroup: TransactionRecord?
 
     /// Nothing read, for a decision that depends on nothing the account holds (a consumable's
     /// charge): its write checks the one bound such a decision needs, the balance's, itself
@@ -39,7 +43,7 @@ struct Holdings {
     /// an issue, the latest period for a subscription, neither for a consumable (``Lookup``).
     /// - Parameter group: the IDs of the subscriptions in the product's group, when it has an
     ///   introductory offer (``hadSubscriptionInGroup``); empty otherwise, and nothing more is read.
-    static func read(accountId: String, product: Product, key: String, group: [String] = [], in db: any SQLDatabase) async throws -> Holdings {
+    static func read(accountId: String, product: Product, key: String, group: [String] = [], planGroup: [String] = [], in db: any SQLDatabase) async throws -> Holdings {
         let found = try await db.rows(Lookup(accountId: accountId, key: key, productId: product.id,
             firstPurchase: product.kind == .nonConsumable, latestPeriod: product.kind == .subscription)).first
         guard let row = found else {
@@ -57,6 +61,12 @@ struct Holdings {
             latestPeriod: try await transaction("latestPeriod") { $0.status == .purchased },
             pending: try await transaction("pending") { $0.status == .deferred })
         if !group.isEmpty { holdings.hadSubscriptionInGroup = try await hadSubscription(accountId: accountId, among: group, in: db) }
+        let others = planGroup.filter { $0 != product.id }
+        if !others.isEmpty {
+            holdings.latestInGroup = try await db.select().column("*").from("storeTransaction").where("accountId", .equal, accountId)
+                .where("productId", .in, others).where("status", .equal, TransactionStatus.purchased.rawValue)
+                .where(SQLColumn("expiresDate"), .isNot, SQLLiteral.null).orderBy("expiresDate", .descending).limit(1).first(decoding: TransactionRecord.self)
+        }
         return holdings
     }
 
@@ -130,6 +140,9 @@ struct Holdings {
                 record.amountCents = try Store.cents(product.price)
             }
         case .subscription:
+            if let other = latestInGroup, let until = other.expiresDate, until > now {
+                throw StoreError.planRunning(other.productId, until: until, wanted: product.id)
+            }
             record.originalTransactionId = latestPeriod?.originalTransactionId ?? record.id
             let months = product.periodMonths ?? 1
             if let offer = product.introductoryOffer, !hadSubscriptionInGroup {

@@ -369,11 +369,15 @@ public struct Payments: StoreOwner {
             return settled
         }
         defer { changes.committed(accountId) }
-        // An introductory offer is decided on the account's history in the product's group.
-        let group = product.introductoryOffer == nil ? [] : try await subscriptions(inGroupOf: product)
+        // A subscription is decided on the account's plans in its group: the one running, and the
+        // history an introductory offer depends on.
+        let planGroup = product.kind == .subscription ? try await subscriptions(inGroupOf: product) : []
+        let group = product.introductoryOffer == nil ? [] : planGroup
         return try await turns.run(accountId) {
             for _ in 0..<64 {
-                let holdings = try await database.read { try await Holdings.read(accountId: accountId, product: product, key: request.key, group: group, in: $0) }
+                let holdings = try await database.read {
+                    try await Holdings.read(accountId: accountId, product: product, key: request.key, group: group, planGroup: planGroup, in: $0)
+                }
                 if let settled = try await attempt(on: holdings, request: request, replacing: deferred, alongside: alongside, decide) {
                     return settled
                 }
@@ -601,6 +605,20 @@ public struct Payments: StoreOwner {
         guard product.introductoryOffer != nil else { return false }
         let group = try await subscriptions(inGroupOf: product)
         return try await !database.read { try await Holdings.hadSubscription(accountId: accountId, among: group, in: $0) }
+    }
+
+    /// Another plan of `product`'s group the account subscribes to now (not expired), and its
+    /// period's end: while it runs, `product` is not sold to the account (``StoreError/planRunning(_:until:wanted:)``).
+    public func runningPlan(inGroupOf product: Product, accountId: String) async throws -> (productId: String, until: Date)? {
+        guard product.kind == .subscription else { return nil }
+        let others = try await subscriptions(inGroupOf: product).filter { $0 != product.id }
+        guard !others.isEmpty else { return nil }
+        struct Plan: Decodable { var productId: String; var expiresDate: Date }
+        let plan = try await database.read { db in
+            try await db.select().columns("productId", "expiresDate").from("subscription").where("accountId", .equal, accountId)
+                .where("productId", .in, others).where("state", .notEqual, SubscriptionState.expired.rawValue).first(decoding: Plan.self)
+        }
+        return plan.map { ($0.productId, $0.expiresDate) }
     }
 
     /// The IDs of the subscriptions in `product`'s group (``Product/group``), the catalog's now.

@@ -1,3 +1,4 @@
+import Foundation
 import KioskCore
 
 /// Why the store refused a request: a stable `code` and a sentence for a person.
@@ -238,6 +239,12 @@ extension StoreError {
     public static func deviceLimit(_ limit: Int, devices: [String]) -> StoreError {
         StoreError(.wrongState, code: "device_limit",
             message: "the account has \(limit) devices, the most it may have (\(devices.joined(separator: ", "))); remove one on a signed-in device (kiosk devices remove NAME) or sign in with --replace NAME")
+    }
+
+    /// Another plan of the subscription's group runs: a second one would be charged beside it.
+    public static func planRunning(_ running: String, until: Date, wanted: String) -> StoreError {
+        StoreError(.wrongState, code: "plan_running",
+                   message: "the account subscribes to \(running) until \(Store.day(until)), a plan of the same group; turn its renewal off (kiosk subscription cancel) and subscribe to \(wanted) when it ends")
     }
 
     public static func syncPasswordLimit(_ limit: Int) -> StoreError {

@@ -196,6 +196,11 @@ struct StripeCheckoutTests: StoreSuite {
             try store.editCatalog("magazines.json") { products in
                 for index in products.indices where products[index]["id"] as? String == SampleStore.harborMonthly {
                     products[index]["introductoryOffer"] = ["type": "freeTrial", "days": 14]
+                    var yearly = products[index]
+                    yearly["id"] = IntroductoryOfferTests.yearly
+                    yearly["periodMonths"] = 12
+                    yearly["price"] = "24.99"
+                    products.append(yearly)
                 }
             }
         }) { server, http, stripe in
@@ -234,6 +239,9 @@ struct StripeCheckoutTests: StoreSuite {
             let trial = try #require(page.transactions.first { $0.productId == SampleStore.harborMonthly })
             let claims = try SubscriptionFixture.claims(try #require(trial.signedTransaction))
             #expect(claims.offerType == "freeTrial" && claims.offerPeriod == "P14D")
+            // The yearly plan is not sold beside the running monthly one: it would be charged too.
+            let beside = try await http.send("POST", "/v1/checkouts", token: ann.token, json: #"{"productId": "\#(IntroductoryOfferTests.yearly)"}"#)
+            #expect(beside.status == 409 && (try? beside.decode(APIError.self).code) == "plan_running", "\(Self.message(beside))")
 
             // Bo had a subscription in the group (taken and refunded): Stripe is asked the normal price.
             let bo = try await WebSession.account(http, "bo@example.com")
