@@ -182,7 +182,7 @@ def main():
         judge = browser.new_context(bypass_csp=True, storage_state=context.storage_state())
         axe = Axe()
         checked = judge.new_page()
-        for path in ["/", "/?days=90", "/products", "/customers?q=" + args.refund, "/ask-to-buy", "/notifications", "/payments", "/health", "/no-such-page"]:
+        for path in ["/", "/?days=90", "/products", "/customers?q=" + args.refund, "/ask-to-buy", "/codes", "/notifications", "/payments", "/health", "/no-such-page"]:
             checked.goto(console + path)
             violations = axe.run(checked).response.get("violations", [])
             serious = [f"{v['id']} ({v['impact']}: {len(v['nodes'])})" for v in violations if v.get("impact") in ("serious", "critical")]

@@ -27,7 +27,7 @@ enum ConsoleView {
 
         static var sections: [(String, String)] {
             [("/", "Overview"), ("/products", "Products"), ("/customers", "Customers"), ("/ask-to-buy", "Ask to Buy"),
-             ("/notifications", "Notifications"), ("/payments", "Payments"), ("/health", "Health")]
+             ("/codes", "Codes"), ("/notifications", "Notifications"), ("/payments", "Payments"), ("/health", "Health")]
         }
     }
 

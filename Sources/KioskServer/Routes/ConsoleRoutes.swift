@@ -91,6 +91,9 @@ struct ConsoleRoutes: Sendable {
         router.post("accounts/care", use: care)
         router.get("ask-to-buy", use: askToBuy)
         router.post("ask-to-buy/answer", use: answer)
+        router.get("codes", use: codes)
+        router.post("codes", use: makeCodes)
+        router.post("codes/revoke", use: revokeCodes)
         router.get("notifications", use: notifications)
         router.post("notifications/resend", use: resend)
         router.get("payments", use: payments)
@@ -538,6 +541,75 @@ struct ConsoleRoutes: Sendable {
         }
         await said("\(id) queued to be sent again", context)
         return Response(status: .seeOther, headers: [.location: "/notifications"])
+    }
+
+    // MARK: Offer codes
+
+    struct Codes {
+        struct Batch { var batch, productId, kind, until: String; var codes, redeemed, limit: Int; var open: Bool }
+        struct Choice { var id, title: String }
+        struct Made { var batch, productId, csv: String; var count: Int }
+        var made: Made?
+        var batches: [Batch]
+        var products: [Choice]
+    }
+
+    @Sendable func codes(_ request: Request, context: ConsoleContext) async throws -> Response {
+        try await codesPage(made: nil, context: context)
+    }
+
+    private func codesPage(made: Codes.Made?, context: ConsoleContext) async throws -> Response {
+        let batches = try await store.codes.list().map { row in
+            Codes.Batch(batch: row.batch, productId: row.productId, kind: row.kind == "custom" ? "custom" : "one-time",
+                        until: row.expiresAt.map(ConsoleText.time) ?? "no end", codes: row.codes, redeemed: row.redeemed, limit: row.limit,
+                        open: row.revokedAt == nil)
+        }
+        let products = try await catalog.current.products.values.filter { $0.kind != .consumable && $0.forSale != false }
+            .sorted { $0.id < $1.id }.map { Codes.Choice(id: $0.id, title: $0.title) }
+        return pages.render(.ok, "consoleCodes", ConsoleView.Page("Codes", current: "/codes", csrf: context.session?.csrf, done: await done(context),
+                                                                  page: Codes(made: made, batches: batches, products: products)))
+    }
+
+    /// The form's codes, made and shown on the answer itself (never kept, never redirected to).
+    @Sendable func makeCodes(_ request: Request, context: ConsoleContext) async throws -> Response {
+        let form = try await postedForm(request, context: context)
+        func number(_ name: String) -> Int? { form[name].flatMap { $0.isEmpty ? nil : Int($0.trimmingCharacters(in: .whitespaces)) } }
+        let code = form["code"].flatMap { $0.isEmpty ? nil : $0 }
+        let expires = form["expires"].flatMap { $0.isEmpty ? nil : $0 }
+        let back = ConsoleView.Back(href: "/codes", label: "Back to the codes")
+        var end: Date?
+        if let expires {
+            guard let day = Self.endOfDay(expires) else {
+                return refusal(.badRequest, "Codes", current: "/codes", context: context, "\(expires) is not a day like 2026-12-31", back: back)
+            }
+            end = day
+        }
+        do {
+            let made = try await store.codes.create(AdminCodesRequest(productId: form["product"] ?? "", count: code == nil ? number("count") : nil,
+                                                                      code: code, limit: number("limit"), expiresAt: end))
+            let csv = (["code,product,expires"] + made.codes.map { "\($0),\(made.productId),\(expires ?? "")" }).joined(separator: "\n")
+            return try await codesPage(made: Codes.Made(batch: made.batch, productId: made.productId, csv: csv, count: made.codes.count), context: context)
+        } catch let error as StoreError {
+            return refusal(.badRequest, "Codes", current: "/codes", context: context, error.message, back: back)
+        }
+    }
+
+    @Sendable func revokeCodes(_ request: Request, context: ConsoleContext) async throws -> Response {
+        let form = try await postedForm(request, context: context)
+        let batch = form["batch"] ?? ""
+        do {
+            let withdrawn = try await store.codes.revoke(batch: batch)
+            await said("\(batch): \(withdrawn) codes withdrawn", context)
+        } catch let error as StoreError {
+            return refusal(.conflict, "Codes", current: "/codes", context: context, error.message, back: .init(href: "/codes", label: "Back"))
+        }
+        return Response(status: .seeOther, headers: [.location: "/codes"])
+    }
+
+    /// The end of `day` (yyyy-MM-dd) in UTC: a code "until 2026-12-31" is good all that day.
+    static func endOfDay(_ day: String) -> Date? {
+        guard day.count == 10, let start = try? Date(day + "T00:00:00Z", strategy: .iso8601) else { return nil }
+        return start.addingTimeInterval(86_400 - 0.001)
     }
 
     // MARK: Health
