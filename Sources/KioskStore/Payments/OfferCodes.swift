@@ -10,10 +10,9 @@ import SQLKit
 ///   the codes leave the store once, in the answer that made them. A one-time code is 16 of 31
 ///   letters and digits no one mistakes for another (79 bits); a custom code is the operator's
 ///   word, guessable by design, which its limit bounds.
-/// - **Once each, whatever the races.** A redemption is one write: the account's redemption row
-///   (one per code and account), and the code's count moved only while under its limit, not
-///   expired and not revoked (a compare-and-set); either both or neither. The grant follows,
-///   keyed by the code and the account, so a retry after a crash between the two grants once.
+/// - **Once each, whatever the races.** A redemption is one write with its grant: the account's
+///   redemption row (one per code and account), and the code's count moved only while under its
+///   limit, not expired and not revoked (a compare-and-set); all of it or nothing.
 /// - **Throttled** by the caller (the routes' limits per account and per address).
 public struct OfferCodes: StoreOwner {
     let base: StoreBase
@@ -113,58 +112,53 @@ public struct OfferCodes: StoreOwner {
     }
 
     /// Redeems `code` for `accountId`: its product, free, signed and delivered as any purchase.
+    ///
+    /// The redemption's rows are written in the grant's own transaction (``Payments``' `alongside`):
+    /// the account's redemption row and the code's count, moved only while under its limit, not
+    /// expired and not withdrawn. Either all of it commits or nothing does, on either engine, so a
+    /// crash can neither spend a code without its grant nor grant without spending it. The grant
+    /// is keyed by the code and the account: redeemed again, it answers the same transaction.
     /// - Throws: `invalid_code` for a code that is unknown, used up, expired or withdrawn (one
     ///   answer for all four: a guesser learns nothing from it); `already_owned` when the account
-    ///   holds the product (the code stays unused).
+    ///   holds the product (the code stays unused); `off_sale`.
     public func redeem(_ text: String, accountId: String) async throws -> RedeemCodeResponse {
         let normalized = OfferCodeText.normalized(text)
         guard (4...64).contains(normalized.count), text.utf8.count <= 128 else { throw Self.invalid }
-        struct Code: Decodable { var id: String; var productId: String; var kind: String }
+        struct Code: Decodable { var id: String; var productId: String }
         guard let code = try await database.read({ db in
-            try await db.select().columns("id", "productId", "kind").from("offerCode").where("codeHash", .equal, Self.hash(normalized)).first(decoding: Code.self)
+            try await db.select().columns("id", "productId").from("offerCode").where("codeHash", .equal, Self.hash(normalized)).first(decoding: Code.self)
         }) else { throw Self.invalid }
         // Off sale: refused before the code is spent (the operator withdraws its codes, or puts it back on sale).
         let product = try await sellable(code.productId)
         let reference = "code:\(code.id):\(accountId)"
-        // A redemption already made by this account (an answer lost, a crash before the grant) is
-        // finished, not refused: the grant is keyed by the code and the account.
-        let reserved = try await database.read { db in
+        let redeemedBefore = try await database.read { db in
             try await db.select().column("codeId").from("offerCodeRedemption").where("codeId", .equal, code.id).where("accountId", .equal, accountId).first()
         } != nil
-        if !reserved {
-            try await refuseIfOwned(product, accountId: accountId)
-            // The account's time, as a subscription's dates are: the sandbox may run it ahead.
-            let now = try await accountNow(accountId)
-            do {
-                try await database.write { db in
-                    try await AccountRows(db).refuseIfDeleted(accountId)
-                    try await db.raw(#"""
-                        INSERT INTO "offerCodeRedemption" ("codeId", "accountId", "redeemedAt") VALUES (\#(bind: code.id), \#(bind: accountId), \#(bind: now))
-                        """#).run()
-                    let moved = try await db.raw(#"""
-                        UPDATE "offerCode" SET "redeemed" = "redeemed" + 1
-                        WHERE "id" = \#(bind: code.id) AND "redeemed" < "redemptionLimit" AND "revokedAt" IS NULL
-                            AND ("expiresAt" IS NULL OR "expiresAt" > \#(bind: now))
-                        RETURNING "id"
-                        """#).all()
-                    // Used up, expired or withdrawn: the redemption row goes with this transaction.
-                    guard !moved.isEmpty else { throw Self.invalid }
-                }
-            } catch where database.isUniqueViolation(error) {
-                // The same account redeeming the same code twice at once: one row; the other finishes it.
-            }
-        }
+        if !redeemedBefore { try await refuseIfOwned(product, accountId: accountId) }
+        // The account's time, as a subscription's dates are: the sandbox may run it ahead.
+        let now = try await accountNow(accountId)
         let months = product.periodMonths ?? 1
         // A subscription's code gives one period from now (not an introductory offer's length).
-        let now = try await accountNow(accountId)
         let period = Calendar.utc.date(byAdding: .month, value: months, to: now).map { (start: now, end: $0) }
         let granted = try await payments.grantPaid(
             productId: product.id, quantity: 1, accountId: accountId, reference: reference, method: PaidBy.code.rawValue,
             amountCents: 0, currency: product.price.currency, period: product.kind == .subscription ? period : nil,
             offer: product.kind == .subscription ? (type: "offerCode", period: "P\(months)M") : nil,
             alongside: { record, db in
-                try await db.update("offerCodeRedemption").set("transactionId", to: record.id)
-                    .where("codeId", .equal, code.id).where("accountId", .equal, accountId).run()
+                // Owned meanwhile (a purchase in between): the code is not spent on a free re-buy.
+                if record.isFreeRebuy { throw Self.owned(product.id) }
+                try await db.raw(#"""
+                    INSERT INTO "offerCodeRedemption" ("codeId", "accountId", "transactionId", "redeemedAt")
+                    VALUES (\#(bind: code.id), \#(bind: accountId), \#(bind: record.id), \#(bind: now))
+                    """#).run()
+                let moved = try await db.raw(#"""
+                    UPDATE "offerCode" SET "redeemed" = "redeemed" + 1
+                    WHERE "id" = \#(bind: code.id) AND "redeemed" < "redemptionLimit" AND "revokedAt" IS NULL
+                        AND ("expiresAt" IS NULL OR "expiresAt" > \#(bind: now))
+                    RETURNING "id"
+                    """#).all()
+                // Used up, expired or withdrawn: the grant goes with this transaction.
+                guard !moved.isEmpty else { throw Self.invalid }
                 return true
             }).record
         logger.info("offer code redeemed", metadata: ["code": "\(code.id)", "product": "\(product.id)", "transaction": "\(granted.id)"])
@@ -186,9 +180,11 @@ public struct OfferCodes: StoreOwner {
         case .consumable:
             owned = false
         }
-        if owned {
-            throw StoreError(.wrongState, code: "already_owned", message: "the account has \(product.id) already; the code stays unused for another product or reader")
-        }
+        if owned { throw Self.owned(product.id) }
+    }
+
+    static func owned(_ productId: String) -> StoreError {
+        StoreError(.wrongState, code: "already_owned", message: "the account has \(productId) already; the code stays unused for another product or reader")
     }
 
     static let invalid = StoreError(.invalidRequest, code: "invalid_code",

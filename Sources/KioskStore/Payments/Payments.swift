@@ -438,7 +438,9 @@ public struct Payments: StoreOwner {
         let starts = record.kind == .subscription && record.status == .purchased && !record.isFreeRebuy
         // A new subscription period starts its subscription's row and announces it: plain
         // statements on either engine (rarer than a pack or a book, and more than one statement).
-        if database.engine == .postgres, !starts {
+        // So does a decision with rows of its own to write (a channel's event, a code's redemption):
+        // they commit with it or not at all.
+        if database.engine == .postgres, !starts, alongside == nil {
             // One account's purchases share commits (``AccountCommits``), as SQLite's group commit shares them all.
             let purchase = RecordPurchase(record: record, revision: holdings.revision, delta: delta, charge: charge)
             guard let (committed, credits) = try await accountCommits.record(purchase) else { throw SettleConflict() }
