@@ -21,6 +21,8 @@ struct CatalogReaderTests {
             contributors: [.init(name: "Ana \"Ré\" Q", role: "author"), .init(name: "Bo", role: "illustrator")], publisher: "Mag Press",
             language: "fr-CA", identifiers: ["urn:issn:0317-8471"], subjects: ["Boats", "Été"], description: "Long\ntext", pageCount: 96)
         product.cover = CoverImage(sha256: String(repeating: "cd", count: 32), type: "image/jpeg", size: 48_213)
+        product.subscriptionGroup = "com.example.mag.plans"
+        product.introductoryOffer = IntroductoryOffer(type: .payAsYouGo, days: 7, periods: 3, price: "0.99")
         return product
     }()
 

@@ -61,7 +61,8 @@ public struct CatalogReadError: Error, Sendable, Equatable, CustomStringConverti
 extension JSONCursor {
     /// One product object; the field names and types are those `Product`'s `Codable` uses.
     mutating func product(at place: @autoclosure () -> String) throws -> Product {
-        var id, kind, title, summary, series, publicationDate, appStoreProductId, playProductId: String?
+        var id, kind, title, summary, series, publicationDate, appStoreProductId, playProductId, subscriptionGroup: String?
+        var introductoryOffer: IntroductoryOffer?
         var price: Price?
         var creditPrice, credits, issueNumber, periodMonths, gracePeriodDays: Int?
         var content: ContentDescriptor?
@@ -88,6 +89,8 @@ extension JSONCursor {
             case "forSale": forSale = try reader.optional { try $0.boolean(at: "\(place()).forSale") }
             case "metadata": metadata = try reader.optional { try $0.metadata(at: "\(place()).metadata") }
             case "cover": cover = try reader.optional { try $0.cover(at: "\(place()).cover") }
+            case "subscriptionGroup": subscriptionGroup = try reader.optional { try $0.string(at: "\(place()).subscriptionGroup") }
+            case "introductoryOffer": introductoryOffer = try reader.optional { try $0.introductoryOffer(at: "\(place()).introductoryOffer") }
             default: try reader.skipValue()
             }
         }
@@ -109,7 +112,28 @@ extension JSONCursor {
         product.forSale = forSale
         product.metadata = metadata
         product.cover = cover
+        product.subscriptionGroup = subscriptionGroup
+        product.introductoryOffer = introductoryOffer
         return product
+    }
+
+    /// A subscription's ``IntroductoryOffer``.
+    mutating func introductoryOffer(at place: @autoclosure () -> String) throws -> IntroductoryOffer {
+        var type, price: String?
+        var days, periods: Int?
+        try object(at: place()) { key, reader in
+            switch key {
+            case "type": type = try reader.string(at: "\(place()).type")
+            case "days": days = try reader.optional { try $0.integer(at: "\(place()).days") }
+            case "periods": periods = try reader.optional { try $0.integer(at: "\(place()).periods") }
+            case "price": price = try reader.optional { try $0.string(at: "\(place()).price") }
+            default: try reader.skipValue()
+            }
+        }
+        guard let type, let kind = IntroductoryOffer.Kind(rawValue: type) else {
+            throw CatalogReadError(place: place(), problem: "has no \"type\" of freeTrial, payAsYouGo or payUpFront")
+        }
+        return IntroductoryOffer(type: kind, days: days, periods: periods, price: price)
     }
 
     /// A product's ``CoverImage``.

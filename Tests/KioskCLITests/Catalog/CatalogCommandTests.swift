@@ -32,6 +32,24 @@ struct CatalogCommandTests {
         #expect(await server.stop() == 0)
     }
 
+    @Test("kiosk products shows a subscription's introductory offer beside its price, read from the synced catalog")
+    func offerShown() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.editCatalog("magazines.json") { products in
+            for index in products.indices where products[index]["id"] as? String == SampleStore.harborMonthly {
+                products[index]["introductoryOffer"] = ["type": "freeTrial", "days": 14]
+            }
+        }
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let home = ["KIOSK_HOME": directory.path("home").path, "KIOSK_SERVER": server.url]
+        #expect(try await KioskCommand.run(["sync"], environment: home).status == 0)
+        let listed = try await KioskCommand.run(["products"], environment: home)
+        let line = listed.stdout.split(separator: "\n").first { $0.contains(SampleStore.harborMonthly) } ?? ""
+        #expect(line.contains("2.49 USD") && line.contains("new subscribers: 14 days free, then 2.49 USD a month"), "\(listed.stdout)")
+        _ = await server.stop()
+    }
+
     @Test("products works offline, after the server is gone")
     func productsOffline() async throws {
         let directory = try TemporaryDirectory()
