@@ -12,8 +12,8 @@ def client_op(world):
     home = rng.choices(["a", "a2", "b", "c"], weights=[35, 15, 30, 20])[0]
     kind = rng.choices(
         ["buy-book", "buy-large", "buy-issue", "buy-subscription", "buy-credits", "buy-defer", "buy-refused",
-         "redeem", "restore", "resume", "resume-wait", "pause", "cancel", "sync", "twin"],
-        weights=[10, 12, 6, 3, 10, 6, 3, 8, 6, 9, 5, 5, 3, 2, 6])[0]
+         "redeem", "redeem-code", "restore", "resume", "resume-wait", "pause", "cancel", "sync", "twin"],
+        weights=[10, 12, 6, 3, 10, 6, 3, 8, 3, 6, 9, 5, 5, 3, 2, 6])[0]
     if home == AGENT_HOME:
         # The agent's device runs no command: what a buys there reaches it through its agent.
         home = "a"
@@ -33,6 +33,10 @@ def client_op(world):
         argv = ["buy", rng.choice(BOOKS + ISSUES), "--payment", rng.choice(["decline", "cancel"])]
     elif kind == "redeem":
         argv = ["redeem", rng.choice(ISSUES + BOOKS + LARGE)]
+    elif kind == "redeem-code":
+        # A code as a reader types it: its case and its dashes do not matter.
+        code = rng.choice(world.codes)
+        argv = ["redeem-code", code.lower() if rng.random() < 0.3 else code]
     elif kind == "restore":
         argv = ["restore"]
     elif kind == "resume":
@@ -47,7 +51,7 @@ def client_op(world):
         argv = ["sync"]
     else:
         # Two processes on one home at once: the same purchase (one charge) or two resumes (one download).
-        argv = rng.choice([["resume"], ["buy", rng.choice(LARGE)], ["buy", rng.choice(sorted(PACKS))], ["restore"]])
+        argv = rng.choice([["resume"], ["buy", rng.choice(LARGE)], ["buy", rng.choice(sorted(PACKS))], ["restore"], ["redeem-code", rng.choice(world.codes)]])
     background = rng.random() < 0.6
     # One more process may take a home's lock-free paths at the same time, not a crowd.
     if sum(1 for r in world.running if r.home == home) >= 2:

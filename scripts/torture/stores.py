@@ -243,8 +243,9 @@ class ServerStore:
     """The store's rows: transactions, ledger entries, account balances, grace windows and the
     subscriptions a channel renews."""
 
-    def __init__(self, transactions, ledger, balances, grace, channel_subscriptions=()):
+    def __init__(self, transactions, ledger, balances, grace, channel_subscriptions=(), codes=()):
         self.transactions, self.ledger, self.balances, self.grace = transactions, ledger, balances, grace
+        self.codes = list(codes)
         self.channel_subscriptions = list(channel_subscriptions)
         self.by_id = {t["id"]: t for t in transactions}
         self.charges = Counter(e["transactionId"] for e in ledger if e["kind"] == "charge")
@@ -256,7 +257,8 @@ def read_server(world):
         transactions = [dict(r) for r in db.execute('SELECT * FROM "storeTransaction" ORDER BY "sequence"')]
         ledger = [dict(r) for r in db.execute('SELECT * FROM "ledgerEntry" ORDER BY "id"')]
         balances = {r["id"]: r["credits"] for r in db.execute('SELECT "id", "credits" FROM "account"')}
-    return ServerStore(transactions, ledger, balances, grace_windows(world), channel_subscriptions(world))
+        codes = [dict(r) for r in db.execute('SELECT "id", "redemptionLimit", "redeemed" FROM "offerCode"')]
+    return ServerStore(transactions, ledger, balances, grace_windows(world), channel_subscriptions(world), codes)
 
 
 class HomeStore:

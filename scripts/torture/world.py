@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from . import channel_subscriptions, channels, stores, updates
-from .common import AGENT_HOME, CLAIM_LEASE, FILE_UPDATES, LARGE, MIB, ROOT, UPDATE_FAULTS, UPDATES, http, log
+from .common import BOOKS, ISSUES, AGENT_HOME, CLAIM_LEASE, FILE_UPDATES, LARGE, MIB, ROOT, UPDATE_FAULTS, UPDATES, http, log
 from .postgres import PostgresCluster
 from .proxy import FaultProxy
 from .published import Published
@@ -177,7 +177,17 @@ class World:
         for home in self.homes:
             self.account_of(home)
         self.note_installed()
+        self.make_codes()
         self.start_agent()
+
+    def make_codes(self):
+        """Offer codes the history's readers redeem, each several times over and at once: three
+        one-time codes for a book and one custom code two accounts may redeem, for an issue."""
+        self.codes = []
+        for body in ({"productId": BOOKS[1], "count": 3}, {"productId": ISSUES[0], "code": "TORTURE-2026", "limit": 2}):
+            status, made = self.server.admin("POST", "/v1/admin/codes", body)
+            assert status == 201 and made, f"the store made no codes: {status}"
+            self.codes += made["codes"]
 
     def start_agent(self):
         out = open(self.logs / f"agent-{self.agent_starts}.log", "w")

@@ -19,7 +19,8 @@ def check(facts, flag):
         made = keys.get((t["accountId"], t["idempotencyKey"]), [])
         if t["status"] not in ("purchased", "revoked") or t["paymentMethod"] == "owned" and not made:
             continue
-        if t["paymentMethod"] in ("renewal",) + CHANNEL_METHODS:
+        # A code's grant is the store's (keyed by the code and the account), taken in by a restore.
+        if t["paymentMethod"] in ("renewal", "code") + CHANNEL_METHODS:
             continue
         if not made:
             flag("lost", f"transaction {t['id']} ({t['productId']}, {t['status']}) is on the server but on no home", product=t["productId"])
