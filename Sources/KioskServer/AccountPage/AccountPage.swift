@@ -233,7 +233,7 @@ struct AccountPage: Sendable {
         let (device, form) = try await postedForm(request)
         try await limits.admitCodeAttempt(request, context: context, accountId: device.accountId)
         return try await acting(device, request) {
-            let redeemed = try await store.codes.redeem(form["code"] ?? "", accountId: device.accountId)
+            let redeemed = try await store.codes.redeem(form["offerCode"] ?? "", accountId: device.accountId)
             let title = try await catalog.current.products[redeemed.productId]?.title ?? redeemed.productId
             return "Redeemed: \(title) is in your library."
         }

@@ -71,7 +71,7 @@ enum AccountPageTemplates {
         </section>
         <section>
         <h2>Redeem a code</h2>
-        <form method="post" action="/account/redeem-code"><input type="hidden" name="csrf" value="{{csrf}}"><label for="code">Code</label> <input id="code" name="code" autocomplete="off" spellcheck="false" maxlength="64" required> <button type="submit">Redeem</button></form>
+        <form method="post" action="/account/redeem-code"><input type="hidden" name="csrf" value="{{csrf}}"><label for="offer-code">Offer code</label> <input id="offer-code" name="offerCode" autocomplete="off" spellcheck="false" maxlength="64" required> <button type="submit">Redeem</button></form>
         <p class="muted">A code a publisher gave you: what it gives is in your library at once.</p>
         </section>
         <section>
