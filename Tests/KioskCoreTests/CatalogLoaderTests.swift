@@ -67,6 +67,7 @@ struct CatalogLoaderTests {
         BrokenProduct(name: "unknown offer type", change: { $0["introductoryOffer"] = ["type": "halfOff", "periods": 1] }, rule: .badOffer, field: "introductoryOffer.type"),
         BrokenProduct(name: "trial of days and periods", change: { $0["introductoryOffer"] = ["type": "freeTrial", "days": 7, "periods": 1] }, rule: .badOffer, field: "introductoryOffer.days"),
         BrokenProduct(name: "trial with a price", change: { $0["introductoryOffer"] = ["type": "freeTrial", "days": 7, "price": "0.99"] }, rule: .badOffer, field: "introductoryOffer.price"),
+        BrokenProduct(name: "trial of 13 monthly periods", change: { $0["introductoryOffer"] = ["type": "freeTrial", "periods": 13] }, rule: .badOffer, field: "introductoryOffer.periods"),
         BrokenProduct(name: "trial of 400 days", change: { $0["introductoryOffer"] = ["type": "freeTrial", "days": 400] }, rule: .badNumber, field: "introductoryOffer.days"),
         BrokenProduct(name: "pay as you go without a price", change: { $0["introductoryOffer"] = ["type": "payAsYouGo", "periods": 3] }, rule: .missingField, field: "introductoryOffer.price"),
         BrokenProduct(name: "pay as you go at the normal price", change: { $0["introductoryOffer"] = ["type": "payAsYouGo", "price": "2.49", "periods": 3] }, rule: .badOffer, field: "introductoryOffer.price"),

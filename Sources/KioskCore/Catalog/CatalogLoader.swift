@@ -178,7 +178,7 @@ public struct CatalogLoader: Sendable {
             product.publicationDate = date
         }
         product.subscriptionGroup = try reader.optionalString("subscriptionGroup")
-        product.introductoryOffer = try Self.introductoryOffer(reader, normal: cents, currency: currency)
+        product.introductoryOffer = try Self.introductoryOffer(reader, normal: cents, currency: currency, periodMonths: product.periodMonths ?? 1)
         product.appStoreProductId = try reader.optionalString("appStoreProductId")
         product.playProductId = try reader.optionalString("playProductId")
         let metadata = try Self.metadata(reader)
@@ -274,7 +274,7 @@ public struct CatalogLoader: Sendable {
 
     /// A subscription's `introductoryOffer` (``IntroductoryOffer``): a free trial of 1 to 365 days
     /// or 1 to 24 periods, or a price (below the normal one) for 1 to 24 periods.
-    private static func introductoryOffer(_ reader: FieldReader, normal: Int, currency: String) throws -> IntroductoryOffer? {
+    private static func introductoryOffer(_ reader: FieldReader, normal: Int, currency: String, periodMonths: Int) throws -> IntroductoryOffer? {
         guard let object = try reader.optionalObject("introductoryOffer") else { return nil }
         var inner = FieldReader(object: object, file: reader.file, index: reader.index, prefix: "introductoryOffer.")
         inner.productID = reader.productID
@@ -292,6 +292,10 @@ public struct CatalogLoader: Sendable {
                 throw inner.error(.badOffer, "days", "a free trial lasts either \"days\" or \"periods\"; give one of them")
             }
             if offer.price != nil { throw inner.error(.badOffer, "price", "a free trial has no price; leave it out") }
+            // As the app stores have it: a trial lasts at most a year.
+            if let periods = offer.periods, periods * periodMonths > 12 {
+                throw inner.error(.badOffer, "periods", "a free trial lasts at most a year; \(periods) periods of \(periodMonths) months is more")
+            }
         case .payAsYouGo, .payUpFront:
             if offer.days != nil { throw inner.error(.badOffer, "days", "\(type.rawValue) lasts whole periods; give \"periods\", not \"days\"") }
             guard offer.periods != nil else { throw inner.error(.missingField, "periods", "how many periods the offer's price lasts is required") }

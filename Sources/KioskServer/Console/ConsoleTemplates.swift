@@ -182,7 +182,7 @@ enum ConsoleTemplates {
         {{#.made}}<section aria-labelledby="made"><h2 id="made">{{count}} codes made for {{productId}} (batch <code>{{batch}}</code>)</h2><p role="status">Shown this once: the store keeps only their hashes. Copy them now.</p><pre>{{csv}}</pre></section>{{/.made}}
         <div class="scroll"><table><caption>Batches, newest first (kiosk admin codes)</caption><thead><tr><th scope="col">batch</th><th scope="col">product</th><th scope="col">kind</th><th scope="col">codes</th><th scope="col">redeemed</th><th scope="col">until</th><th scope="col"></th></tr></thead><tbody>
         {{#batches}}<tr><td><code>{{batch}}</code></td><td>{{productId}}</td><td>{{kind}}</td><td>{{codes}}</td><td>{{redeemed}} of {{limit}}</td><td>{{until}}</td>
-        <td>{{#open}}<form method="post" action="/codes/revoke" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="batch" value="{{batch}}"><button type="submit" aria-label="Withdraw {{batch}}">Withdraw</button></form>{{/open}}{{^open}}withdrawn{{/open}}</td></tr>
+        <td>{{#open}}<form method="post" action="/codes/revoke" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="batch" value="{{batch}}"><label><input type="checkbox" name="confirm" value="yes"> I mean it</label> <button type="submit" aria-label="Withdraw {{batch}}">Withdraw</button></form>{{/open}}{{^open}}withdrawn{{/open}}</td></tr>
         {{/batches}}{{^batches}}<tr><td colspan="7">none</td></tr>{{/batches}}
         </tbody></table></div>
         <section aria-labelledby="make"><h2 id="make">Make codes</h2>

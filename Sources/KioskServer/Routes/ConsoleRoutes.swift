@@ -577,6 +577,9 @@ struct ConsoleRoutes: Sendable {
         let code = form["code"].flatMap { $0.isEmpty ? nil : $0 }
         let expires = form["expires"].flatMap { $0.isEmpty ? nil : $0 }
         let back = ConsoleView.Back(href: "/codes", label: "Back to the codes")
+        if code != nil, number("count") != nil {
+            return refusal(.badRequest, "Codes", current: "/codes", context: context, "Give a number of one-time codes or one code with its limit, not both.", back: back)
+        }
         var end: Date?
         if let expires {
             guard let day = Self.endOfDay(expires) else {
@@ -597,6 +600,10 @@ struct ConsoleRoutes: Sendable {
     @Sendable func revokeCodes(_ request: Request, context: ConsoleContext) async throws -> Response {
         let form = try await postedForm(request, context: context)
         let batch = form["batch"] ?? ""
+        guard form["confirm"] == "yes" else {
+            return refusal(.badRequest, "Codes", current: "/codes", context: context, "Tick \u{201C}I mean it\u{201D} to withdraw \(batch): its codes are refused for good.",
+                           back: .init(href: "/codes", label: "Back"))
+        }
         do {
             let withdrawn = try await store.codes.revoke(batch: batch)
             await said("\(batch): \(withdrawn) codes withdrawn", context)
@@ -608,7 +615,9 @@ struct ConsoleRoutes: Sendable {
 
     /// The end of `day` (yyyy-MM-dd) in UTC: a code "until 2026-12-31" is good all that day.
     static func endOfDay(_ day: String) -> Date? {
-        guard day.count == 10, let start = try? Date(day + "T00:00:00Z", strategy: .iso8601) else { return nil }
+        // Read back as written, or refused: 2027-02-30 is no day (a lenient reading makes it 2 March).
+        guard day.count == 10, let start = try? Date(day + "T00:00:00Z", strategy: .iso8601),
+              start.formatted(.iso8601.year().month().day()) == day else { return nil }
         return start.addingTimeInterval(86_400 - 0.001)
     }
 

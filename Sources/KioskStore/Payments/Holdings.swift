@@ -20,10 +20,10 @@ struct Holdings {
     /// Whether the account ever had a period of a subscription in the product's group, on any
     /// channel: an introductory offer is for the first one (read only for a product with an offer).
     var hadSubscriptionInGroup = false
-    /// The latest period of another subscription in the product's group (read for a
-    /// subscription): while it runs, a second plan of the group is not sold (it would be charged
-    /// beside the first every period).
-    var latestInGroup: TransactionRecord?
+    /// Another subscription of the product's group the account has that has not ended (read for
+    /// a subscription): active, in grace or in billing retry, it may still charge, so a second plan
+    /// of the group is not sold beside it.
+    var runningInGroup: SubscriptionRecord?
 
     /// Nothing read, for a decision that depends on nothing the account holds (a consumable's
     /// charge): its write checks the one bound such a decision needs, the balance's, itself
@@ -63,9 +63,9 @@ struct Holdings {
         if !group.isEmpty { holdings.hadSubscriptionInGroup = try await hadSubscription(accountId: accountId, among: group, in: db) }
         let others = planGroup.filter { $0 != product.id }
         if !others.isEmpty {
-            holdings.latestInGroup = try await db.select().column("*").from("storeTransaction").where("accountId", .equal, accountId)
-                .where("productId", .in, others).where("status", .equal, TransactionStatus.purchased.rawValue)
-                .where(SQLColumn("expiresDate"), .isNot, SQLLiteral.null).orderBy("expiresDate", .descending).limit(1).first(decoding: TransactionRecord.self)
+            holdings.runningInGroup = try await db.select().column("*").from("subscription").where("accountId", .equal, accountId)
+                .where("productId", .in, others).where("state", .notEqual, SubscriptionState.expired.rawValue)
+                .orderBy("expiresDate", .descending).limit(1).first(decoding: SubscriptionRecord.self)
         }
         return holdings
     }
@@ -140,8 +140,10 @@ struct Holdings {
                 record.amountCents = try Store.cents(product.price)
             }
         case .subscription:
-            if let other = latestInGroup, let until = other.expiresDate, until > now {
-                throw StoreError.planRunning(other.productId, until: until, wanted: product.id)
+            // Running: in grace or billing retry (a charge still tried), renewing, or paid up to a
+            // later end. One left to lapse (renewal off) whose end has passed is over.
+            if let other = runningInGroup, other.state != .active || other.autoRenew || other.expiresDate > now {
+                throw StoreError.planRunning(other.productId, until: other.expiresDate, wanted: product.id)
             }
             record.originalTransactionId = latestPeriod?.originalTransactionId ?? record.id
             let months = product.periodMonths ?? 1

@@ -25,10 +25,14 @@ public struct OfferCodes: StoreOwner {
     ///   custom code that exists already.
     public func create(_ request: AdminCodesRequest) async throws -> AdminCodesCreated {
         try RequestText.check(request.productId, field: "productId")
-        let product = try await self.product(request.productId)
+        // Off sale: every redemption would be refused.
+        let product = try await sellable(request.productId)
         guard product.kind != .consumable else { throw StoreError.invalidRequest("a code gives a book, an issue or a subscription's period; \(product.id) is a credit pack") }
         if let expires = request.expiresAt, expires <= clock.wallNow() {
             throw StoreError.invalidRequest("expiresAt is in the past; give a date codes may still be redeemed by")
+        }
+        if let expires = request.expiresAt, expires >= Date(timeIntervalSince1970: 7_258_118_400) {
+            throw StoreError.invalidRequest("expiresAt must be before 2200; leave it out for codes that never expire")
         }
         let codes: [String]
         let limit: Int
@@ -124,19 +128,25 @@ public struct OfferCodes: StoreOwner {
     public func redeem(_ text: String, accountId: String) async throws -> RedeemCodeResponse {
         let normalized = OfferCodeText.normalized(text)
         guard (4...64).contains(normalized.count), text.utf8.count <= 128 else { throw Self.invalid }
-        struct Code: Decodable { var id: String; var productId: String }
+        struct Code: Decodable { var id: String; var productId: String; var redemptionLimit: Int; var redeemed: Int; var expiresAt: Date?; var revokedAt: Date? }
         guard let code = try await database.read({ db in
-            try await db.select().columns("id", "productId").from("offerCode").where("codeHash", .equal, Self.hash(normalized)).first(decoding: Code.self)
+            try await db.select().columns("id", "productId", "redemptionLimit", "redeemed", "expiresAt", "revokedAt").from("offerCode")
+                .where("codeHash", .equal, Self.hash(normalized)).first(decoding: Code.self)
         }) else { throw Self.invalid }
-        // Off sale: refused before the code is spent (the operator withdraws its codes, or puts it back on sale).
-        let product = try await sellable(code.productId)
-        let reference = "code:\(code.id):\(accountId)"
+        // Used up, expired or withdrawn answers as unknown does, before anything else is said of
+        // it (an "already owned" would tell a guesser the code exists). The write checks again.
         let redeemedBefore = try await database.read { db in
             try await db.select().column("codeId").from("offerCodeRedemption").where("codeId", .equal, code.id).where("accountId", .equal, accountId).first()
         } != nil
-        if !redeemedBefore { try await refuseIfOwned(product, accountId: accountId) }
         // The account's time, as a subscription's dates are: the sandbox may run it ahead.
         let now = try await accountNow(accountId)
+        if !redeemedBefore, code.revokedAt != nil || code.redeemed >= code.redemptionLimit || (code.expiresAt.map { $0 <= now } ?? false) {
+            throw Self.invalid
+        }
+        // Off sale: refused before the code is spent (the operator withdraws its codes, or puts it back on sale).
+        let product = try await sellable(code.productId)
+        let reference = "code:\(code.id):\(accountId)"
+        if !redeemedBefore { try await refuseIfOwned(product, accountId: accountId) }
         let months = product.periodMonths ?? 1
         // A subscription's code gives one period from now (not an introductory offer's length).
         let period = Calendar.utc.date(byAdding: .month, value: months, to: now).map { (start: now, end: $0) }

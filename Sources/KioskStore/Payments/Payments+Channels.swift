@@ -61,7 +61,8 @@ extension Payments {
                 record.currency = currency
                 record.offerType = offer?.type
                 record.offerPeriod = offer?.period
-                if record.offerType == nil { record.message = nil }
+                // The store's own words about a sale (an offer not given) say nothing of a channel's grant.
+                record.message = nil
                 if let period = reinstating, product.kind == .subscription, let expires = period.expiresDate {
                     record.originalTransactionId = period.originalTransactionId
                     record.purchaseDate = period.purchaseDate

@@ -475,7 +475,9 @@ public struct Payments: StoreOwner {
         // period's end.
         // An offer paid as it goes keeps its price for the renewals it still covers.
         let offerRenewals = record.offerType == nil ? 0 : (try await catalog.storeProducts().products[record.productId]?.introductoryOffer?.discountedRenewals ?? 0)
-        let (subscription, existed) = try await SubscriptionRows(db).start(record, expires: expires, renews: environment == .sandbox, clockOffset: offset,
+        // A period an offer code gave renews at no one's say-so: it ends, and the reader subscribes if they wish.
+        let renews = environment == .sandbox && record.paymentMethod != PaidBy.code.rawValue
+        let (subscription, existed) = try await SubscriptionRows(db).start(record, expires: expires, renews: renews, clockOffset: offset,
                                                                           offerRenewalsLeft: offerRenewals, at: now)
         try await PlannedRows.announce(StoreNotification(
             type: StoreNotification.Kind.subscribed, subtype: existed ? "RESUBSCRIBE" : "INITIAL_BUY", accountId: record.accountId,

@@ -38,7 +38,9 @@ struct ConsoleCodesTests {
         let listed = try await ConsoleMoneyTests.page(console, "/codes", cookie: cookie)
         #expect(listed.contains("1 of 2") && !listed.contains(codes[1]), "the list counts, and never shows a code again")
 
-        let withdrawn = try await post("/codes/revoke", "csrf=\(csrf)&batch=\(batch)")
+        let unconfirmed = try await post("/codes/revoke", "csrf=\(csrf)&batch=\(batch)")
+        #expect(unconfirmed.status == 400 && String(decoding: unconfirmed.body, as: UTF8.self).contains("I mean it"), "one click withdraws nothing")
+        let withdrawn = try await post("/codes/revoke", "csrf=\(csrf)&batch=\(batch)&confirm=yes")
         #expect(withdrawn.status == 303)
         let after = try await ConsoleMoneyTests.page(console, "/codes", cookie: cookie)
         #expect(after.contains("\(batch): 1 codes withdrawn") && after.contains("withdrawn</td>"), "\(after)")
@@ -46,6 +48,10 @@ struct ConsoleCodesTests {
 
         let broken = try await post("/codes", "csrf=\(csrf)&product=com.kiosk.books.river-of-maps&count=&code=ab&limit=1&expires=")
         #expect(broken.status == 400 && String(decoding: broken.body, as: UTF8.self).contains("4 to 32 letters and digits"))
+        let both = try await post("/codes", "csrf=\(csrf)&product=com.kiosk.books.river-of-maps&count=2&code=BOTHWAYS1&limit=2&expires=")
+        #expect(both.status == 400 && String(decoding: both.body, as: UTF8.self).contains("not both"))
+        let noDay = try await post("/codes", "csrf=\(csrf)&product=com.kiosk.books.river-of-maps&count=1&code=&limit=&expires=2027-02-30")
+        #expect(noDay.status == 400 && String(decoding: noDay.body, as: UTF8.self).contains("is not a day"), "2027-02-30 is no day")
         let forged = try await post("/codes", "csrf=0000&product=com.kiosk.books.river-of-maps&count=5")
         #expect(forged.status == 403, "a form without this session's token makes nothing")
         _ = await server.stop()

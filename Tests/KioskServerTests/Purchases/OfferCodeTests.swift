@@ -40,6 +40,9 @@ struct OfferCodeTests: StoreSuite {
             // Ann owns the book: a third code is refused and stays unused.
             let owned = try await Self.redeem(http, made.codes[2], token: ann.token)
             #expect(owned.status == 409 && (try? owned.decode(APIError.self).code) == "already_owned")
+            // A used-up code tells her nothing more than an unknown one would, owned or not.
+            let spent = try await Self.redeem(http, made.codes[1], token: ann.token)
+            #expect(spent.status == 400 && (try? spent.decode(APIError.self).code) == "invalid_code", "\(Self.message(spent))")
 
             let batches = try await http.send("GET", "/v1/admin/codes", token: server.adminToken).decode([AdminCodeBatchRow].self)
             #expect(batches.map(\.batch) == [made.batch] && batches.first?.redeemed == 2 && batches.first?.limit == 3 && batches.first?.kind == "oneTime")
@@ -67,6 +70,13 @@ struct OfferCodeTests: StoreSuite {
             let period = try #require(try planReplies.first { $0.status == 200 }?.decode(RedeemCodeResponse.self).transaction.signedTransaction)
             let claims = try SubscriptionFixture.claims(period)
             #expect(claims.offerType == "offerCode" && claims.offerPeriod == "P1M" && claims.productId == Self.subscription)
+            // The period a code gave does not renew on its own: nobody agreed to pay.
+            let winner = try #require(try planReplies.first { $0.status == 200 }?.decode(RedeemCodeResponse.self).transaction.transactionId)
+            var given: SubscriptionInfo?
+            for account in accounts where given == nil {
+                given = try await http.send("GET", "/v1/subscriptions", token: account.token).decode(SubscriptionList.self).subscriptions.first { $0.originalTransactionId == winner }
+            }
+            #expect(given?.autoRenew == false && given?.state == .active, "\(String(describing: given))")
             let taken = try await http.send("POST", "/v1/admin/codes", token: server.adminToken, json: #"{"productId": "\#(Self.book)", "code": "harbor2026", "limit": 1}"#)
             #expect(taken.status == 409 && (try? taken.decode(APIError.self).code) == "code_taken")
         }

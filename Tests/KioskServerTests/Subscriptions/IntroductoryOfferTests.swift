@@ -127,6 +127,27 @@ struct IntroductoryOfferTests: SubscriptionSuite, StoreSuite {
         }
     }
 
+    @Test("a plan whose renewal is failing (billing retry) still runs: another plan of its group is refused, by payment, by Ask to Buy and by a code", arguments: TestEngine.all)
+    func failingPlanRuns(engine: TestEngine) async throws {
+        try await Self.withOffer(["type": "freeTrial", "days": 14], engine: engine) { store in
+            let first = try await store.buy()
+            try await store.sandbox(renewals: .fail)
+            #expect(try await store.advance(to: try #require(first.claims.expires)) == 1)
+            #expect(try await store.subscription(first.claims.originalTransactionId).state == .billingRetry)
+            let paid = try await store.http.pay(Self.yearly, token: store.account.token)
+            #expect(paid.status == 409 && (try? paid.decode(APIError.self).code) == "plan_running", "\(Self.message(paid))")
+            let asked = try await store.http.pay(Self.yearly, token: store.account.token, method: .defer)
+            let pending = try asked.decode(PaymentResponse.self).transaction
+            let approved = try await store.http.send("POST", "/v1/admin/transactions/\(pending.transactionId)/approve", token: store.admin)
+            #expect(approved.status == 409, "\(Self.message(approved))")
+            let code = try await store.http.send("POST", "/v1/admin/codes", token: store.admin, json: #"{"productId": "\#(Self.yearly)", "count": 1}"#)
+                .decode(AdminCodesCreated.self)
+            let redeemed = try await store.http.send("POST", "/v1/codes/redeem", token: store.account.token, json: #"{"code": "\#(code.codes[0])"}"#)
+            #expect(redeemed.status == 409 && (try? redeemed.decode(APIError.self).code) == "plan_running", "\(Self.message(redeemed))")
+            #expect(try await store.charges() == [], "nothing charged beside the failing plan")
+        }
+    }
+
     @Test("four first subscriptions of the group at once, each with its own key: one plan runs, with one trial, whatever the order", arguments: TestEngine.all)
     func concurrentTrials(engine: TestEngine) async throws {
         try await Self.withOffer(["type": "freeTrial", "days": 14], engine: engine) { store in
