@@ -38,22 +38,12 @@ extension Kiosk.Admin {
             func validate() throws {
                 guard (count == nil) != (code == nil) else { throw ValidationError("give --count (one-time codes) or --code with --limit (one custom code)") }
                 if code != nil, limit == nil { throw ValidationError("--code needs --limit: how many accounts may redeem it") }
-                if let expires, Self.endOfDay(expires) == nil { throw ValidationError("--expires \(expires) is not a date like 2026-12-31") }
-            }
-
-            /// The end of `day` in UTC: a code "until 2026-12-31" is good all that day.
-            static func endOfDay(_ day: String) -> Date? {
-                let formatter = DateFormatter()
-                formatter.locale = Locale(identifier: "en_US_POSIX")
-                formatter.timeZone = TimeZone(identifier: "UTC")
-                formatter.dateFormat = "yyyy-MM-dd"
-                guard let start = formatter.date(from: day), formatter.string(from: start) == day else { return nil }
-                return start.addingTimeInterval(86_400 - 0.001)
+                if let expires, CodeExpiry.endOfDay(expires) == nil { throw ValidationError("--expires \(expires) is not a date like 2026-12-31") }
             }
 
             func run() async throws {
                 try await reportingErrors {
-                    let request = AdminCodesRequest(productId: product, count: count, code: code, limit: limit, expiresAt: expires.flatMap(Self.endOfDay))
+                    let request = AdminCodesRequest(productId: product, count: count, code: code, limit: limit, expiresAt: expires.flatMap(CodeExpiry.endOfDay))
                     let body = String(decoding: try JSONEncoder.kiosk.encode(request), as: UTF8.self)
                     let made = try options.decode(AdminCodesCreated.self, from: try await options.call("POST", "/v1/admin/codes", body: body), path: "/v1/admin/codes")
                     try options.show(made) {

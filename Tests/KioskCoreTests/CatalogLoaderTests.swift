@@ -112,6 +112,15 @@ struct CatalogLoaderTests {
         #expect(error.rule == .kindMismatch && error.field == "introductoryOffer")
     }
 
+    @Test("a code's last day is read through its end in UTC; what is no day is refused, not moved to another")
+    func codeExpiry() {
+        let end = CodeExpiry.endOfDay("2026-12-31")?.timeIntervalSince1970 ?? 0
+        #expect(end < 1_798_761_600 && end > 1_798_761_599.99, "the last millisecond of 31 December 2026 UTC: \(end)")
+        for wrong in ["2027-02-30", "2026-13-01", "2026-1-01", "31/12/2026", "", "2026-12-31T00:00:00Z", "99999-01-01"] {
+            #expect(CodeExpiry.endOfDay(wrong) == nil, "\(wrong)")
+        }
+    }
+
     @Test("prices of the documented shape load", arguments: ["0", "0.5", "10", "4.99", "9999.99"])
     func wellFormedPriceLoads(_ price: String) throws {
         let directory = try TemporaryDirectory()

@@ -71,6 +71,16 @@ public struct RedeemCodeResponse: Codable, Sendable, Equatable {
     }
 }
 
+/// The last instant of a day, `yyyy-MM-dd` in UTC, as a code "until 2026-12-31" is good all that
+/// day; nil for text that is no day (2027-02-30 is refused, not read as 2 March).
+public enum CodeExpiry {
+    public static func endOfDay(_ day: String) -> Date? {
+        guard day.count == 10, let start = try? Date(day + "T00:00:00Z", strategy: .iso8601),
+              start.formatted(.iso8601.year().month().day()) == day else { return nil }
+        return start.addingTimeInterval(86_400 - 0.001)
+    }
+}
+
 /// How an offer code is written and compared: letters and digits, case and the dashes and spaces
 /// people type ignored (`ab12-cd34` is `AB12CD34`).
 public enum OfferCodeText {

@@ -582,7 +582,7 @@ struct ConsoleRoutes: Sendable {
         }
         var end: Date?
         if let expires {
-            guard let day = Self.endOfDay(expires) else {
+            guard let day = CodeExpiry.endOfDay(expires) else {
                 return refusal(.badRequest, "Codes", current: "/codes", context: context, "\(expires) is not a day like 2026-12-31", back: back)
             }
             end = day
@@ -613,13 +613,6 @@ struct ConsoleRoutes: Sendable {
         return Response(status: .seeOther, headers: [.location: "/codes"])
     }
 
-    /// The end of `day` (yyyy-MM-dd) in UTC: a code "until 2026-12-31" is good all that day.
-    static func endOfDay(_ day: String) -> Date? {
-        // Read back as written, or refused: 2027-02-30 is no day (a lenient reading makes it 2 March).
-        guard day.count == 10, let start = try? Date(day + "T00:00:00Z", strategy: .iso8601),
-              start.formatted(.iso8601.year().month().day()) == day else { return nil }
-        return start.addingTimeInterval(86_400 - 0.001)
-    }
 
     // MARK: Health
 

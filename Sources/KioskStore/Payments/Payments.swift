@@ -475,8 +475,9 @@ public struct Payments: StoreOwner {
         // period's end.
         // An offer paid as it goes keeps its price for the renewals it still covers.
         let offerRenewals = record.offerType == nil ? 0 : (try await catalog.storeProducts().products[record.productId]?.introductoryOffer?.discountedRenewals ?? 0)
-        // A period an offer code gave renews at no one's say-so: it ends, and the reader subscribes if they wish.
-        let renews = environment == .sandbox && record.paymentMethod != PaidBy.code.rawValue
+        // A period given for nothing (an offer code, the operator's grant) renews at no one's
+        // say-so: it ends, and the reader subscribes if they wish.
+        let renews = environment == .sandbox && record.paymentMethod != PaidBy.code.rawValue && record.paymentMethod != PaidBy.operator.rawValue
         let (subscription, existed) = try await SubscriptionRows(db).start(record, expires: expires, renews: renews, clockOffset: offset,
                                                                           offerRenewalsLeft: offerRenewals, at: now)
         try await PlannedRows.announce(StoreNotification(

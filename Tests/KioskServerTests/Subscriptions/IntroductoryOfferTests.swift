@@ -109,6 +109,8 @@ struct IntroductoryOfferTests: SubscriptionSuite, StoreSuite {
             #expect(grant.status == 200 || grant.status == 201, "\(String(decoding: grant.body, as: UTF8.self))")
             let granted = try grant.decode(StoreTransaction.self)
             #expect(try Self.claims(try #require(granted.signedTransaction)).offerType == nil, "an operator's grant is no trial")
+            // Given for nothing, it does not renew by itself: nobody agreed to pay.
+            #expect(try await store.subscription(granted.transactionId).autoRenew == false)
             // Taken back (a plan of the group may not run beside another): it was still had.
             let revoked = try await store.http.send("POST", "/v1/admin/transactions/\(granted.transactionId)/revoke", token: store.admin, json: #"{"reason": "test"}"#)
             #expect(revoked.status == 200, "\(Self.message(revoked))")
