@@ -67,10 +67,7 @@ extension StripeChannel {
         }
         if product.kind == .subscription {
             // A second subscription to what runs would be charged every period for nothing.
-            let running = try await database.read { db in
-                try await db.select().column("originalTransactionId").from("subscription").where("accountId", .equal, accountId)
-                    .where("productId", .equal, product.id).where("state", .notEqual, SubscriptionState.expired.rawValue).first()
-            }
+            let running = try await database.read { try await SubscriptionRows($0).unended(accountId: accountId, among: [product.id]) }
             if running != nil {
                 throw StoreError(.wrongState, code: "already_subscribed", message: "the account subscribes to \(product.id) already; nothing to pay (its issues are in the library)")
             }

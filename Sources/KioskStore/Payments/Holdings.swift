@@ -61,12 +61,7 @@ struct Holdings {
             latestPeriod: try await transaction("latestPeriod") { $0.status == .purchased },
             pending: try await transaction("pending") { $0.status == .deferred })
         if !group.isEmpty { holdings.hadSubscriptionInGroup = try await hadSubscription(accountId: accountId, among: group, in: db) }
-        let others = planGroup.filter { $0 != product.id }
-        if !others.isEmpty {
-            holdings.runningInGroup = try await db.select().column("*").from("subscription").where("accountId", .equal, accountId)
-                .where("productId", .in, others).where("state", .notEqual, SubscriptionState.expired.rawValue)
-                .orderBy("expiresDate", .descending).limit(1).first(decoding: SubscriptionRecord.self)
-        }
+        holdings.runningInGroup = try await SubscriptionRows(db).unended(accountId: accountId, among: planGroup.filter { $0 != product.id })
         return holdings
     }
 

@@ -183,10 +183,7 @@ public struct OfferCodes: StoreOwner {
         case .nonConsumable:
             owned = try await receipts.accountOwns(accountId, product)
         case .subscription:
-            owned = try await database.read { db in
-                try await db.select().column("originalTransactionId").from("subscription").where("accountId", .equal, accountId)
-                    .where("productId", .equal, product.id).where("state", .notEqual, SubscriptionState.expired.rawValue).first()
-            } != nil
+            owned = try await database.read { try await SubscriptionRows($0).unended(accountId: accountId, among: [product.id]) } != nil
         case .consumable:
             owned = false
         }

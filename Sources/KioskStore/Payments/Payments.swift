@@ -617,12 +617,7 @@ public struct Payments: StoreOwner {
     public func runningPlan(inGroupOf product: Product, accountId: String) async throws -> (productId: String, until: Date)? {
         guard product.kind == .subscription else { return nil }
         let others = try await subscriptions(inGroupOf: product).filter { $0 != product.id }
-        guard !others.isEmpty else { return nil }
-        struct Plan: Decodable { var productId: String; var expiresDate: Date }
-        let plan = try await database.read { db in
-            try await db.select().columns("productId", "expiresDate").from("subscription").where("accountId", .equal, accountId)
-                .where("productId", .in, others).where("state", .notEqual, SubscriptionState.expired.rawValue).first(decoding: Plan.self)
-        }
+        let plan = try await database.read { try await SubscriptionRows($0).unended(accountId: accountId, among: others) }
         return plan.map { ($0.productId, $0.expiresDate) }
     }
 

@@ -13,6 +13,15 @@ struct SubscriptionRows {
 
     init(_ db: any SQLDatabase) { self.db = db }
 
+    /// The account's subscription to one of `productIds` that has not ended (active, in grace or
+    /// in billing retry: it may still charge), the latest-ending first; nil when none.
+    func unended(accountId: String, among productIds: [String]) async throws -> SubscriptionRecord? {
+        guard !productIds.isEmpty else { return nil }
+        return try await db.select().column("*").from("subscription").where("accountId", .equal, accountId)
+            .where("productId", .in, productIds).where("state", .notEqual, SubscriptionState.expired.rawValue)
+            .orderBy("expiresDate", .descending).limit(1).first(decoding: SubscriptionRecord.self)
+    }
+
     /// Starts (or starts again) the subscription a new period was bought for, in the purchase's
     /// write transaction. Started again by a purchase of its own (one the store renews, or one
     /// bought once), it is no longer the channel's that renewed it: that channel's later events

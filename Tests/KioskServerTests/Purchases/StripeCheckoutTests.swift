@@ -12,6 +12,16 @@ import Testing
 struct StripeCheckoutTests: StoreSuite {
     static let epub = "com.kiosk.books.salt-and-stars"
 
+    /// Stripe's `checkout.session.completed` for the stand-in's first session: the EPUB paid, 4.99.
+    static func bookPaid(_ id: String, account: String, intent: String) -> String {
+        StripeChannelTests.json([
+            "id": id, "object": "event", "type": "checkout.session.completed",
+            "data": ["object": ["id": "cs_test_standin000001", "object": "checkout.session", "payment_status": "paid", "client_reference_id": account,
+                                "amount_total": 499, "currency": "usd", "payment_intent": "pi_" + id.dropFirst(4),
+                                "metadata": ["kiosk_intent": intent, "kiosk_product_id": epub, "kiosk_quantity": "1"]]],
+        ])
+    }
+
     static func withStripe(engine: TestEngine, key: String = StripeStandIn.key, apiURL: String? = nil, prepare: @Sendable (SampleStore) throws -> Void = { _ in },
                            _ body: @Sendable (KioskServer, StoreHTTP, StripeStandIn) async throws -> Void) async throws {
         let standIn = try await StripeStandIn.start()
@@ -82,12 +92,7 @@ struct StripeCheckoutTests: StoreSuite {
 
             // Coming back grants nothing; the signed event does.
             #expect(String(decoding: try await browser.get("/account/library").body, as: UTF8.self).contains("Waiting for the payment"))
-            let event = StripeChannelTests.json([
-                "id": "evt_shop1", "object": "event", "type": "checkout.session.completed",
-                "data": ["object": ["id": "cs_test_standin000001", "object": "checkout.session", "payment_status": "paid", "client_reference_id": ann.accountId,
-                                    "amount_total": 499, "currency": "usd", "payment_intent": "pi_shop1",
-                                    "metadata": ["kiosk_intent": intent, "kiosk_product_id": Self.epub, "kiosk_quantity": "1"]]],
-            ])
+            let event = Self.bookPaid("evt_shop1", account: ann.accountId, intent: intent)
             #expect(try await StripeChannelTests.deliver(http, event).outcome == "granted")
             let library = String(decoding: try await browser.get("/account/library").body, as: UTF8.self)
             #expect(library.contains("/account/library/\(Self.epub)/file") && !library.contains("Waiting for the payment"))
@@ -119,12 +124,7 @@ struct StripeCheckoutTests: StoreSuite {
             let intent = try #require(try stripe.requests().last?.form["metadata[kiosk_intent]"])
             // The reader comes back before Stripe's event: nothing on the shelf yet.
             #expect(!String(decoding: try await http.send("GET", "/opds/v1.2/shelf", authorization: basic).body, as: UTF8.self).contains(Self.epub))
-            let event = StripeChannelTests.json([
-                "id": "evt_app1", "object": "event", "type": "checkout.session.completed",
-                "data": ["object": ["id": "cs_test_standin000001", "object": "checkout.session", "payment_status": "paid", "client_reference_id": ann.accountId,
-                                    "amount_total": 499, "currency": "usd", "payment_intent": "pi_app1",
-                                    "metadata": ["kiosk_intent": intent, "kiosk_product_id": Self.epub, "kiosk_quantity": "1"]]],
-            ])
+            let event = Self.bookPaid("evt_app1", account: ann.accountId, intent: intent)
             #expect(try await StripeChannelTests.deliver(http, event).outcome == "granted")
             let shelf = String(decoding: try await http.send("GET", "/opds/v1.2/shelf", authorization: basic).body, as: UTF8.self)
             let file = "\(http.baseURL)/opds/content/\(Self.epub)"
