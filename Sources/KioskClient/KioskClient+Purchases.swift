@@ -79,6 +79,16 @@ extension KioskClient {
         try await purchases.authorizedAPI().setAutoRenew(originalTransactionId, on: on)
     }
 
+    /// Moves a subscription to another plan of its group: an upgrade at once (its new period
+    /// charged, the old period's unused part credited), a downgrade at the next renewal
+    /// (``PlanChange``). A period it made is then restored like any other, so its receipt is kept.
+    /// Asking for the running plan undoes a change that waits for the renewal.
+    public func changePlan(_ originalTransactionId: String, to productId: String) async throws -> (changed: PlanChangeResult, restored: RestoreResult?) {
+        let request = PlanChangeRequest(productId: productId, idempotencyKey: UUID().uuidString.lowercased())
+        let changed = try await purchases.authorizedAPI().changePlan(originalTransactionId, request)
+        return (changed, changed.transaction == nil ? nil : try await flows.restore(mode: .queue))
+    }
+
     /// Cancels the purchase of `productId` saved on this device and never sent to a store.
     /// - Throws: ``ClientError/invalidRequest(_:)`` when there is none, or when it was sent and its
     ///   answer is still awaited (it may have been charged).

@@ -39,7 +39,8 @@ extension Kiosk {
             case .billingRetry: "in billing retry (no access): the renewal failed, next try \(s.nextRetryDate.map(day) ?? "?")"
             case .expired: "expired \(day(s.expiresDate)) (\(Self.reason(s.expirationReason)))"
             }
-            return "\(s.originalTransactionId)  \(s.productId)  \(state)"
+            let renewsAs = s.renewsAs.map { ", renews as \($0)" } ?? ""
+            return "\(s.originalTransactionId)  \(s.productId)  \(state)\(renewsAs)"
         }
 
         static func reason(_ reason: SubscriptionExpirationReason?) -> String {
@@ -55,10 +56,26 @@ extension Kiosk {
 
     struct Subscription: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Turn a subscription's auto-renew off (cancel) or back on (resume).",
+            abstract: "Turn a subscription's auto-renew off (cancel) or back on (resume), or change its plan.",
             discussion: "Example: kiosk subscription cancel txn_0a1b…  (the ID kiosk subscriptions lists)",
-            subcommands: [Cancel.self, Resume.self]
+            subcommands: [Cancel.self, Resume.self, Change.self]
         )
+
+        struct Change: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Move to another plan of the subscription's group: an upgrade at once (the unused part credited), a downgrade at the renewal.",
+                discussion: "Example: kiosk subscription change txn_0a1b… --to com.example.weekly.yearly  (the running plan undoes a change that waits)")
+            @OptionGroup var options: ClientOptions
+            @Argument(help: "The subscription's ID (its original transaction ID).") var id: String
+            @Option(help: "The plan to move to (kiosk products lists a group's plans).") var to: String
+            func run() async throws {
+                try await reportingErrors {
+                    let (changed, _) = try await options.client().changePlan(id, to: to)
+                    Swift.print(changed.message)
+                    Swift.print(Subscriptions.line(changed.subscription))
+                }
+            }
+        }
 
         struct Cancel: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Auto-renew off: the subscription ends at its period's end.")

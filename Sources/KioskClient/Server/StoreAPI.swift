@@ -141,6 +141,11 @@ struct StoreAPI: Sendable {
         try await call("POST", "/v1/subscriptions/\(PathSegment.encode(originalTransactionId))/\(on ? "resume" : "cancel")", body: Optional<String>.none)
     }
 
+    /// Moves the subscription to another plan of its group (``PlanChangeRequest``).
+    func changePlan(_ originalTransactionId: String, _ request: PlanChangeRequest) async throws -> PlanChangeResult {
+        try await call("POST", "/v1/subscriptions/\(PathSegment.encode(originalTransactionId))/change", body: request)
+    }
+
     func storeDescription() async throws -> StoreDescription {
         try await call("GET", "/v1/store")
     }

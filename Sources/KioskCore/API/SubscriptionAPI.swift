@@ -51,6 +51,9 @@ public struct SubscriptionInfo: Codable, Sendable, Equatable {
     /// The channel that renews it and is asked to change its auto-renew (`stripe`, `play`); absent
     /// when the store renews it itself (the sandbox) or it was bought for one period.
     public var renewsThrough: String?
+    /// The plan it renews as when a downgrade (or a crossgrade to another length) waits for the
+    /// next renewal; absent when it renews as itself.
+    public var renewsAs: String?
 
     public init(
         originalTransactionId: String, productId: String, state: SubscriptionState, autoRenew: Bool, expiresDate: Date,
@@ -126,5 +129,47 @@ public struct SandboxAccountState: Codable, Sendable, Equatable {
         self.renewals = renewals
         self.clockOffsetSeconds = clockOffsetSeconds
         self.now = now
+    }
+}
+
+/// `POST /v1/subscriptions/{originalTransactionId}/change`: move to another plan of the group.
+public struct PlanChangeRequest: Codable, Sendable {
+    /// The plan to move to (a subscription of the same group); the running plan itself undoes a
+    /// change waiting for the renewal.
+    public var productId: String
+    /// One per change the reader asks for: a retry answers the first, never charges twice.
+    public var idempotencyKey: String
+
+    public init(productId: String, idempotencyKey: String) {
+        self.productId = productId
+        self.idempotencyKey = idempotencyKey
+    }
+}
+
+/// What a plan change came to.
+public struct PlanChangeResult: Codable, Sendable {
+    /// The subscription after it (`renewsAs` names a change waiting for the renewal).
+    public var subscription: SubscriptionInfo
+    /// Nil when nothing changed, or a waiting change was undone.
+    public var change: PlanChange.Kind?
+    /// Whether it took effect at once (a new period of the new plan, charged now).
+    public var atOnce: Bool
+    /// The new plan's first period, when it took effect at once.
+    public var transaction: StoreTransaction?
+    /// The unused part of the old period credited back, in the currency's minor unit.
+    public var creditedCents: Int
+    public var currency: String
+    /// What happened, in words.
+    public var message: String
+
+    public init(subscription: SubscriptionInfo, change: PlanChange.Kind?, atOnce: Bool, transaction: StoreTransaction?,
+                creditedCents: Int, currency: String, message: String) {
+        self.subscription = subscription
+        self.change = change
+        self.atOnce = atOnce
+        self.transaction = transaction
+        self.creditedCents = creditedCents
+        self.currency = currency
+        self.message = message
     }
 }

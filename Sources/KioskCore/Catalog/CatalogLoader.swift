@@ -178,6 +178,7 @@ public struct CatalogLoader: Sendable {
             product.publicationDate = date
         }
         product.subscriptionGroup = try reader.optionalString("subscriptionGroup")
+        product.planLevel = try reader.positiveInt("planLevel", atMost: 100)
         product.introductoryOffer = try Self.introductoryOffer(reader, normal: cents, currency: currency, periodMonths: product.periodMonths ?? 1)
         product.appStoreProductId = try reader.optionalString("appStoreProductId")
         product.playProductId = try reader.optionalString("playProductId")
@@ -353,7 +354,8 @@ public struct CatalogLoader: Sendable {
                 throw reader.error(.missingField, "credits", "a consumable must say how many credits it adds")
             }
             for (field, value) in [("content", content as Any?), ("series", product.series), ("creditPrice", product.creditPrice), ("gracePeriodDays", product.gracePeriodDays),
-                                   ("subscriptionGroup", product.subscriptionGroup), ("introductoryOffer", product.introductoryOffer)] where value != nil {
+                                   ("subscriptionGroup", product.subscriptionGroup), ("introductoryOffer", product.introductoryOffer),
+                                   ("planLevel", product.planLevel)] where value != nil {
                 throw reader.error(.kindMismatch, field, "is not allowed on a consumable")
             }
         case .nonConsumable:
@@ -369,7 +371,8 @@ public struct CatalogLoader: Sendable {
                 }
             }
             for (field, value) in [("credits", product.credits as Any?), ("periodMonths", product.periodMonths), ("gracePeriodDays", product.gracePeriodDays),
-                                   ("subscriptionGroup", product.subscriptionGroup), ("introductoryOffer", product.introductoryOffer)] where value != nil {
+                                   ("subscriptionGroup", product.subscriptionGroup), ("introductoryOffer", product.introductoryOffer),
+                                   ("planLevel", product.planLevel)] where value != nil {
                 throw reader.error(.kindMismatch, field, "is not allowed on a non-consumable")
             }
         case .subscription:
@@ -450,7 +453,7 @@ private struct FieldReader {
     static let knownFields: [String: Set<String>] = [
         "": ["id", "kind", "title", "summary", "price", "currency", "creditPrice", "credits", "series",
              "issueNumber", "publicationDate", "periodMonths", "gracePeriodDays", "content", "appStoreProductId", "playProductId", "forSale",
-             "subscriptionGroup", "introductoryOffer",
+             "subscriptionGroup", "introductoryOffer", "planLevel",
              "author", "contributors", "publisher", "language", "isbn", "issn", "subjects", "description", "pageCount", "cover"],
         "content.": ["path", "format"],
         "introductoryOffer.": ["type", "days", "periods", "price"],

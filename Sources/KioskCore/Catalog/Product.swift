@@ -25,6 +25,10 @@ public struct Product: Codable, Sendable, Equatable, Identifiable {
     /// A subscription's group (issue 65): plans a reader moves between, one running at a time,
     /// and the scope of an introductory offer's once-per-account rule; nil: the series'.
     public var subscriptionGroup: String?
+    /// A subscription's level of service in its group, 1 the highest (the App Store's levels):
+    /// moving to a higher level is an upgrade, to a lower one a downgrade, to the same a
+    /// crossgrade (``PlanChange``). Nil counts as level 1.
+    public var planLevel: Int?
     /// A subscription's introductory offer: a free trial or a lower price at the start.
     public var introductoryOffer: IntroductoryOffer?
     /// What the client downloads once the product is owned.

@@ -91,7 +91,7 @@ extension AccountPage {
         } else if let other = try await store.payments.runningPlan(inGroupOf: product, accountId: device.accountId) {
             // A second plan of the group would be charged beside the first.
             values["owned"] = true
-            values["notice"] = "You subscribe to \(try await catalog.current.products[other.productId]?.title ?? other.productId) until \(Self.shown(other.until)), a plan of the same magazine. Turn its renewal off on your account page, and subscribe to this one when it ends."
+            values["notice"] = "You subscribe to \(try await catalog.current.products[other.productId]?.title ?? other.productId) until \(Self.shown(other.until)), a plan of the same magazine: change its plan to this one on your account page (an upgrade starts at once, a downgrade at the renewal)."
         } else if !pretendPayment, let refusal = store.stripe.webRefusal(for: product) {
             values["owned"] = true
             values["error"] = Self.readerWords(refusal, product: product)

@@ -45,6 +45,7 @@ struct AccountPage: Sendable {
         routes.post("account/sync-password", use: guarded(makeSyncPassword))
         routes.post("account/redeem-code", use: guarded(redeemCode))
         routes.post("account/subscriptions/cancel", use: guarded(cancelSubscription))
+        routes.post("account/subscriptions/change", use: guarded(changePlan))
         routes.post("account/device", use: guarded(approveCode))
         routes.get("account/export", use: guarded(export))
         routes.post("account/delete", use: guarded(deleteAccount))
@@ -101,6 +102,7 @@ struct AccountPage: Sendable {
         let summary = try await store.accounts.summary(of: device.accountId)
         let devices = try await store.accounts.devices(of: device.accountId, current: device.deviceId)
         let subscriptions = try await store.subscriptions.list(accountId: device.accountId).subscriptions
+        let products = try await catalog.current.products
         let csrf = Self.csrf(for: token(request) ?? "")
         var values: [String: Any] = [
             "title": "Your account", "signedIn": true, "csrf": csrf, "code": code ?? "",
@@ -108,8 +110,15 @@ struct AccountPage: Sendable {
             "hasOwned": !summary.owned.isEmpty, "owned": summary.owned,
             "hasSubscriptions": !subscriptions.isEmpty,
             "subscriptions": subscriptions.map { info -> [String: Any] in
-                ["id": info.originalTransactionId, "productId": info.productId, "state": info.state.rawValue,
-                 "expires": Self.shown(info.expiresDate), "autoRenew": info.autoRenew]
+                var values: [String: Any] = ["id": info.originalTransactionId, "productId": info.productId, "state": info.state.rawValue,
+                                             "expires": Self.shown(info.expiresDate), "autoRenew": info.autoRenew]
+                if let next = info.renewsAs { values["renewsAs"] = next }
+                let plans = info.state == .expired || info.renewsThrough != nil ? [] : Self.otherPlans(of: info, in: products)
+                if !plans.isEmpty {
+                    values["plans"] = plans
+                    values["hasPlans"] = true
+                }
+                return values
             },
             "deviceCount": devices.devices.filter(\.countsAsDevice).count, "deviceLimit": devices.limit, "formKey": UUID().uuidString, "syncServer": RequestOrigin.base(of: request),
             "devices": devices.devices.map { info -> [String: Any] in
@@ -244,6 +253,27 @@ struct AccountPage: Sendable {
         return try await acting(device, request) {
             let info = try await store.subscriptions.setAutoRenew(accountId: device.accountId, originalTransactionId: form["subscription"] ?? "", on: false)
             return "\(info.productId) will not renew; it stays yours until \(Self.shown(info.expiresDate))."
+        }
+    }
+
+    /// The other plans of a subscription's group on sale, each with what moving to it does.
+    private static func otherPlans(of info: SubscriptionInfo, in products: [String: Product]) -> [[String: Any]] {
+        guard let running = products[info.productId] else { return [] }
+        return products.values.filter { $0.kind == .subscription && $0.forSale != false && $0.group == running.group && $0.id != running.id }
+            .sorted { ($0.planLevel ?? 1, $0.id) < ($1.planLevel ?? 1, $1.id) }
+            .map { plan in
+                let change = PlanChange(from: running, to: plan)
+                return ["id": plan.id, "label": "\(plan.title), \(plan.price.amount) \(plan.price.currency): \(change.kind.rawValue), \(change.atOnce ? "at once" : "at the renewal")"]
+            }
+    }
+
+    @Sendable func changePlan(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let (device, form) = try await postedForm(request)
+        return try await acting(device, request) {
+            // The form's own key: a reload posts the same change again, which answers the first.
+            let asked = PlanChangeRequest(productId: form["plan"] ?? "", idempotencyKey: form["key"] ?? "")
+            let changed = try await store.subscriptions.changePlan(accountId: device.accountId, originalTransactionId: form["subscription"] ?? "", asked)
+            return changed.message.prefix(1).uppercased() + changed.message.dropFirst() + "."
         }
     }
 

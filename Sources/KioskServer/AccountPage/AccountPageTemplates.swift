@@ -48,10 +48,12 @@ enum AccountPageTemplates {
         <section>
         <h2>Subscriptions</h2>
         {{^subscriptions}}<p class="muted">No subscriptions.</p>{{/subscriptions}}
-        {{#hasSubscriptions}}<table><tr><th>Product</th><th>State</th><th>Until</th><th>Renews</th></tr>
-        {{#subscriptions}}<tr><td>{{productId}}</td><td>{{state}}</td><td>{{expires}}</td><td>{{#autoRenew}}yes
-        <form method="post" action="/account/subscriptions/cancel" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="subscription" value="{{id}}"><button type="submit">Cancel auto-renew</button></form>{{/autoRenew}}{{^autoRenew}}no{{/autoRenew}}</td></tr>{{/subscriptions}}
-        </table>{{/hasSubscriptions}}
+        {{#hasSubscriptions}}<table><tr><th>Product</th><th>State</th><th>Until</th><th>Renews</th><th>Plan</th></tr>
+        {{#subscriptions}}<tr><td>{{productId}}</td><td>{{state}}</td><td>{{expires}}</td><td>{{#autoRenew}}yes{{#renewsAs}}, as {{.}}{{/renewsAs}}
+        <form method="post" action="/account/subscriptions/cancel" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="subscription" value="{{id}}"><button type="submit">Cancel auto-renew</button></form>{{/autoRenew}}{{^autoRenew}}no{{/autoRenew}}</td>
+        <td>{{#hasPlans}}<form method="post" action="/account/subscriptions/change" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="key" value="{{formKey}}-{{id}}"><input type="hidden" name="subscription" value="{{id}}"><label for="plan-{{id}}">Move to</label> <select id="plan-{{id}}" name="plan">{{#plans}}<option value="{{id}}">{{label}}</option>{{/plans}}</select> <button type="submit">Change plan</button></form>{{/hasPlans}}</td></tr>{{/subscriptions}}
+        </table>
+        <p class="muted">An upgrade starts at once and credits the unused part of the running period; a downgrade starts at the next renewal. Choosing the plan you have undoes a change that waits.</p>{{/hasSubscriptions}}
         </section>
         <section>
         <h2>Devices</h2>

@@ -23,6 +23,7 @@ struct AccountRoutes: Sendable {
         routes.get("v1/subscriptions", use: subscriptions)
         routes.post("v1/subscriptions/:id/cancel", use: cancelSubscription)
         routes.post("v1/subscriptions/:id/resume", use: resumeSubscription)
+        routes.post("v1/subscriptions/:id/change", use: changePlan)
         return routes
     }
 
@@ -39,6 +40,14 @@ struct AccountRoutes: Sendable {
     /// `POST /v1/subscriptions/{originalTransactionId}/resume`: auto-renew on; ``SubscriptionInfo``.
     @Sendable func resumeSubscription(_ request: Request, context: KioskRequestContext) async throws -> Response {
         try JSONBody.response(try await store.subscriptions.setAutoRenew(accountId: context.requireAccount(), originalTransactionId: context.parameters.require("id"), on: true))
+    }
+
+    /// `POST /v1/subscriptions/{originalTransactionId}/change` with a ``PlanChangeRequest``: another
+    /// plan of the group, at once or at the renewal; ``PlanChangeResult``.
+    @Sendable func changePlan(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let asked = try JSONBody.decode(PlanChangeRequest.self, from: Data(buffer: try await JSONBody.body(of: request, upTo: 1 << 14)))
+        return try JSONBody.response(try await store.subscriptions.changePlan(
+            accountId: context.requireAccount(), originalTransactionId: context.parameters.require("id"), asked))
     }
 
     /// `POST /v1/accounts`: a new account and its first device's token; with a body

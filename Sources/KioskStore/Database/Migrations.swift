@@ -586,6 +586,11 @@ enum Migrations {
             )
             """,
         ] },
+        // Plans in a group (issue 65): the plan a subscription renews as when a downgrade (or a
+        // crossgrade to another length) waits for its next renewal.
+        Migration(name: "29-plan-changes") { _ in [
+            #"ALTER TABLE "subscription" ADD COLUMN "pendingProductId" TEXT"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

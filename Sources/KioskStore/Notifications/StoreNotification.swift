@@ -32,6 +32,8 @@ struct StoreNotification: Sendable {
         static let gracePeriodExpired = "GRACE_PERIOD_EXPIRED"
         static let expired = "EXPIRED"
         static let didChangeRenewalStatus = "DID_CHANGE_RENEWAL_STATUS"
+        /// A change of plan: `UPGRADE` at once, `DOWNGRADE` at the renewal, none when one waiting is undone.
+        static let didChangeRenewalPref = "DID_CHANGE_RENEWAL_PREF"
         static let oneTimeCharge = "ONE_TIME_CHARGE"
         static let refund = "REFUND"
         static let revoke = "REVOKE"
@@ -66,7 +68,7 @@ struct RenewalInfo: Codable, Sendable, JWTPayload {
     init(_ subscription: SubscriptionRecord, environment: StoreEnvironment) {
         originalTransactionId = subscription.originalTransactionId
         productId = subscription.productId
-        autoRenewProductId = subscription.productId
+        autoRenewProductId = subscription.renewalProductId
         autoRenewStatus = subscription.autoRenew ? 1 : 0
         expirationIntent = switch subscription.expirationReason {
         case .voluntary: 1

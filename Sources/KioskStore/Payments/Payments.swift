@@ -193,6 +193,9 @@ public struct Payments: StoreOwner {
             }
             let entries = try await TransactionRows(db).ledger { $0.where("transactionId", .equal, transactionId) }
             let charged = entries.first { $0.kind == .charge }
+            // What an upgrade credited of this period is paid back already: a refund pays the rest.
+            let credited = entries.filter { $0.kind == .credit }.reduce(0) { $0 - $1.amountCents }
+            let refundable = max(0, (charged?.amountCents ?? 0) - credited)
             let refundDue = refund && !entries.contains { $0.kind == .refund }
                 && (charged != nil || record.creditsGranted > 0 || record.creditsSpent > 0)
             if record.status == .revoked, !refundDue {
@@ -220,9 +223,10 @@ public struct Payments: StoreOwner {
                 transactionId: record.id, originalTransactionId: record.originalTransactionId,
                 renewalInfo: subscription.map { RenewalInfo($0, environment: keys.identity.environment) }), at: clock.wallNow(), in: db)
             let credits = refundDue
-                ? try await payBack(record, charged: charged, returning: returned, withdrawing: withdrawn, balance: account.credits, reason: reason, in: db)
+                ? try await payBack(record, cents: refundable, currency: charged?.currency ?? record.currency, returning: returned, withdrawing: withdrawn,
+                                    balance: account.credits, reason: reason, in: db)
                 : account.credits
-            return AdminRevocation(transaction: record.wire, refundedCents: refundDue ? charged?.amountCents ?? 0 : 0, currency: charged?.currency ?? record.currency,
+            return AdminRevocation(transaction: record.wire, refundedCents: refundDue ? refundable : 0, currency: charged?.currency ?? record.currency,
                                    creditsWithdrawn: withdrawn, creditsReturned: returned, credits: credits, alsoRevoked: alsoRevoked)
         }
         if let accountId = try? await database.read({ try await TransactionRows($0).find(transactionId)?.accountId }) {
@@ -263,12 +267,12 @@ public struct Payments: StoreOwner {
         return (record, alsoRevoked)
     }
 
-    /// A refund's ledger entry (what was charged, paid back; 0 cents for a purchase made with
+    /// A refund's ledger entry (what was charged and not yet credited, paid back; 0 cents for a purchase made with
     /// credits), and the credits it gives back or takes away. Returns the balance after it.
-    private func payBack(_ record: TransactionRecord, charged: LedgerEntry?, returning returned: Int, withdrawing withdrawn: Int, balance: Int,
+    private func payBack(_ record: TransactionRecord, cents: Int, currency: String, returning returned: Int, withdrawing withdrawn: Int, balance: Int,
                          reason: String, in db: any SQLDatabase) async throws -> Int {
         try await TransactionRows(db).insertLedger(LedgerEntry(id: nil, transactionId: record.id, kind: .refund, accountId: record.accountId,
-                                        amountCents: -(charged?.amountCents ?? 0), currency: charged?.currency ?? record.currency,
+                                        amountCents: -cents, currency: currency,
                                         reason: reason, createdAt: clock.wallNow()))
         guard returned != withdrawn else { return balance }
         let left = try await AccountRows(db).addCredits(returned - withdrawn, to: record.accountId)

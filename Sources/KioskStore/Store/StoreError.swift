@@ -244,7 +244,7 @@ extension StoreError {
     /// Another plan of the subscription's group runs: a second one would be charged beside it.
     public static func planRunning(_ running: String, until: Date, wanted: String) -> StoreError {
         StoreError(.wrongState, code: "plan_running",
-                   message: "the account subscribes to \(running) until \(Store.day(until)), a plan of the same group; turn its renewal off (kiosk subscription cancel) and subscribe to \(wanted) when it ends")
+                   message: "the account subscribes to \(running) until \(Store.day(until)), a plan of the same group; change its plan instead (kiosk subscription change ID --to \(wanted), or Change plan on /account)")
     }
 
     public static func syncPasswordLimit(_ limit: Int) -> StoreError {

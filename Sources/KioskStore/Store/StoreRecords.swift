@@ -89,7 +89,9 @@ struct TransactionRecord: Codable, Sendable {
 /// Money taken from (a charge) or paid back to (a refund, negative) an account: at most one of each
 /// per transaction, so nothing is ever charged or refunded twice.
 public struct LedgerEntry: Codable, Sendable {
-    public enum Kind: String, Codable, Sendable { case charge, refund }
+    /// `credit`: the unused part of a period paid back when its plan was upgraded (``Subscriptions/changePlan(accountId:originalTransactionId:_:)``),
+    /// negative like a refund; a later refund of that period pays back only the rest.
+    public enum Kind: String, Codable, Sendable { case charge, refund, credit }
     public var id: Int64?
     public var transactionId: String
     public var kind: Kind

@@ -38,6 +38,12 @@ struct SubscriptionRecord: Codable, Sendable {
     var channelUpdatedAt: Date? = nil
     /// Renewals still at the introductory offer's price (an offer paid as it goes, issue 65).
     var offerRenewalsLeft: Int = 0
+    /// The plan it renews as at its next renewal, when a downgrade (or a crossgrade to another
+    /// length) waits for it; nil: it renews as itself.
+    var pendingProductId: String? = nil
+
+    /// The plan its next renewal charges for.
+    var renewalProductId: String { pendingProductId ?? productId }
 
     func info(now: Date) -> SubscriptionInfo {
         var info = SubscriptionInfo(
@@ -48,6 +54,7 @@ struct SubscriptionRecord: Codable, Sendable {
             entitled: state == .active && expiresDate > now || state == .gracePeriod && (graceEndsAt ?? .distantPast) > now,
             appAccountToken: appAccountToken)
         info.renewsThrough = channel
+        info.renewsAs = pendingProductId
         return info
     }
 }

@@ -49,7 +49,7 @@ struct SubscriptionRows {
                 "dueAt" = \#(bind: subscription.dueAt), "retryAt" = NULL, "graceEndsAt" = NULL, "failedAttempts" = 0, "expirationReason" = NULL,
                 "claimedBy" = NULL, "claimedUntil" = NULL, "version" = "subscription"."version" + 1, "updatedAt" = \#(bind: now),
                 "appAccountToken" = COALESCE(\#(bind: subscription.appAccountToken), "subscription"."appAccountToken"),
-                "channel" = NULL, "channelSubscriptionId" = NULL, "channelUpdatedAt" = NULL
+                "channel" = NULL, "channelSubscriptionId" = NULL, "channelUpdatedAt" = NULL, "pendingProductId" = NULL
             """#).run()
         return (subscription, existing != nil)
     }
@@ -63,6 +63,30 @@ struct SubscriptionRows {
             .set(SQLIdentifier("claimedBy"), to: SQLLiteral.null).set(SQLIdentifier("claimedUntil"), to: SQLLiteral.null)
             .set(SQLIdentifier("version"), to: SQLRaw(#""version" + 1"#)).set("updatedAt", to: now)
             .where("originalTransactionId", .equal, originalTransactionId).run()
+    }
+
+    /// A plan change that takes effect at once: the subscription becomes `changed` (its plan, its
+    /// new period's end and due time, no offer price left, nothing waiting), only while the row is
+    /// still at `version`. A renewal that committed first, or another change, makes this write nothing.
+    /// - Returns: whether it was written.
+    func changePlan(_ changed: SubscriptionRecord, from version: Int64) async throws -> Bool {
+        try await db.update("subscription").set("productId", to: changed.productId).set("expiresDate", to: changed.expiresDate)
+            .set("dueAt", to: changed.dueAt).set("offerRenewalsLeft", to: changed.offerRenewalsLeft)
+            .set(SQLIdentifier("pendingProductId"), to: SQLLiteral.null)
+            .set(SQLIdentifier("claimedBy"), to: SQLLiteral.null).set(SQLIdentifier("claimedUntil"), to: SQLLiteral.null)
+            .set("version", to: changed.version).set("updatedAt", to: changed.updatedAt)
+            .where("originalTransactionId", .equal, changed.originalTransactionId).where("version", .equal, version)
+            .where("state", .equal, SubscriptionState.active.rawValue)
+            .returning("originalTransactionId").all().count == 1
+    }
+
+    /// The plan the subscription renews as (nil: itself), only while the row is still at `version`.
+    /// - Returns: whether it was written.
+    func setRenewalPlan(_ changed: SubscriptionRecord, from version: Int64) async throws -> Bool {
+        try await db.update("subscription").set("pendingProductId", to: changed.pendingProductId)
+            .set("version", to: changed.version).set("updatedAt", to: changed.updatedAt)
+            .where("originalTransactionId", .equal, changed.originalTransactionId).where("version", .equal, version)
+            .returning("originalTransactionId").all().count == 1
     }
 
     /// The subscription `channel` knows as `subscriptionId`, if the store has it.
@@ -182,6 +206,8 @@ struct SubscriptionRows {
                 ("version", [.bind(.integer(s?.version))]), ("updatedAt", [.bind(.date(s?.updatedAt))]),
                 ("channelUpdatedAt", [.bind(.date(s?.channelUpdatedAt))]),
                 ("offerRenewalsLeft", [.bind(.integer(s.map { Int64($0.offerRenewalsLeft) }))]),
+                // A renewal into the plan a downgrade waited for moves the plan and clears the wait.
+                ("productId", [.bind(.text(s?.productId))]), ("pendingProductId", [.bind(.text(s?.pendingProductId))]),
             ]),
             // A channel's step (``Subscriptions/channelStep(_:channel:subscriptionId:)``) claims
             // nothing: its instance is "" and matches an unclaimed row.

@@ -73,7 +73,9 @@ extension Subscriptions {
     /// Decides and commits one step of a claimed subscription.
     /// - Returns: whether it committed (false when another instance got there first).
     func step(_ claimed: SubscriptionRecord, sandbox: SandboxAccount) async throws -> Bool {
-        let product = try await catalog.storeProducts().products[claimed.productId]
+        // The plan it renews as: the one a downgrade waited for, unless that left the catalog.
+        let products = try await catalog.storeProducts().products
+        let product = products[claimed.renewalProductId] ?? products[claimed.productId]
         guard let decided = decide(claimed, product: product, sandbox: sandbox) else { return false }
         let step = try await signed(decided)
         try await beforeRenewalCommit?(claimed.originalTransactionId)
@@ -230,16 +232,19 @@ struct StepDraft {
             return nil
         }
         // An introductory offer paid as it goes: its price for the renewals it still covers.
-        let offer = product.introductoryOffer.flatMap { $0.type == .payAsYouGo && current.offerRenewalsLeft > 0 ? $0 : nil }
+        let offer = product.introductoryOffer.flatMap { $0.type == .payAsYouGo && current.offerRenewalsLeft > 0 && product.id == current.productId ? $0 : nil }
         if let offer { cents = offer.firstChargeCents }
         let renewal = TransactionRecord(
-            sequence: nil, id: Store.newTransactionID(), accountId: s.accountId, productId: s.productId, kind: .subscription, quantity: 1,
+            sequence: nil, id: Store.newTransactionID(), accountId: s.accountId, productId: product.id, kind: .subscription, quantity: 1,
             originalTransactionId: s.originalTransactionId, purchaseDate: start, expiresDate: expires, status: .purchased,
             paymentMethod: PaidBy.renewal.rawValue, idempotencyKey: "renewal:\(s.originalTransactionId):\(RenewalInfo.milliseconds(start))",
             amountCents: cents, currency: product.price.currency, creditsGranted: 0, creditsSpent: 0, signedTransaction: nil,
             message: nil, finishedAt: nil, createdAt: wallNow, revokedAt: nil, revocationReason: nil, requestedMethod: PaidBy.renewal.rawValue,
             appAccountToken: s.appAccountToken, offerType: offer?.type.rawValue, offerPeriod: offer?.isoPeriod(periodMonths: product.periodMonths ?? 1))
         s.offerRenewalsLeft = offer == nil ? 0 : current.offerRenewalsLeft - 1
+        // A change of plan that waited for this renewal takes effect with it.
+        s.productId = product.id
+        s.pendingProductId = nil
         let closes = current.state == .gracePeriod ? at : nil
         s.state = .active
         s.expiresDate = expires

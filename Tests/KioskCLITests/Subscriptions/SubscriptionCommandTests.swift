@@ -15,9 +15,10 @@ struct SubscriptionCommandTests {
         let server: ServerProcess
         let home: String
 
-        init(serve: [String] = []) async throws {
+        init(serve: [String] = [], catalog: (SampleStore) throws -> Void = { _ in }) async throws {
             directory = try TemporaryDirectory()
             store = try SampleStore(in: directory)
+            try catalog(store)
             server = try await ServerProcess.start(store, extraArguments: serve, log: directory.path("server.log"))
             home = directory.path("home").path
             let sync = try await KioskCommand.run(["sync", "--server", server.url], environment: ["KIOSK_HOME": home])
@@ -47,6 +48,35 @@ struct SubscriptionCommandTests {
             }
             return nil
         }
+    }
+
+    @Test("kiosk subscription change: an upgrade at once with its credit and the new period's receipt kept; a downgrade shown as waiting; a wrong plan refused in one line")
+    func changePlan() async throws {
+        let premium = "com.kiosk.magazines.harbor-monthly.subscription.premium"
+        let setup = try await Setup { store in
+            try store.editCatalog("magazines.json") { products in
+                guard let index = products.firstIndex(where: { $0["id"] as? String == Self.monthly }) else { return }
+                products[index]["planLevel"] = 2
+                var plan = products[index]
+                plan["id"] = premium
+                plan["title"] = "Harbor Monthly Premium"
+                plan["price"] = "4.99"
+                plan["planLevel"] = 1
+                products.append(plan)
+            }
+        }
+        #expect(try await setup.kiosk(["buy", Self.monthly, "--no-download"]).status == 0)
+        let id = try #require(try await setup.subscriptions().subscriptions.first?.originalTransactionId)
+        let up = try await setup.kiosk(["subscription", "change", id, "--to", premium])
+        #expect(up.status == 0 && up.stdout.contains("an upgrade: it starts now") && up.stdout.contains("USD of \(Self.monthly)'s unused period credited")
+                && up.stdout.contains("\(premium)  active until"), "\(up.stdout) \(up.stderr)")
+        // The new period's receipt is on the device, like any purchase's.
+        let receipts = try await setup.kiosk(["transactions", "--json"])
+        #expect(receipts.stdout.contains(premium), "\(receipts.stdout.prefix(600))")
+        let down = try await setup.kiosk(["subscription", "change", id, "--to", Self.monthly])
+        #expect(down.status == 0 && down.stdout.contains("a downgrade") && down.stdout.contains("renews as \(Self.monthly)"), "\(down.stdout) \(down.stderr)")
+        let wrong = try await setup.kiosk(["subscription", "change", id, "--to", "com.kiosk.books.lighthouse-keeper"])
+        #expect(wrong.status != 0 && wrong.stderr.split(separator: "\n").count == 1 && wrong.stderr.contains("com.kiosk.books.lighthouse-keeper"), "\(wrong.stderr)")
     }
 
     @Test("the operator moves the account's clock past the period: the server's own worker renews it; cancel and resume print the state; webhooks and notifications are listed")
