@@ -29,8 +29,11 @@ extension KioskClient {
     /// Buys a product and, unless told otherwise, downloads and installs its content before
     /// returning; see ``Flows`` for the order of commits.
     /// - Parameter downloadNow: false finishes the purchase at once and leaves the download queued.
-    public func buy(_ productId: String, quantity: Int = 1, method: PaymentMethod = .approve, downloadNow: Bool = true) async throws -> PurchaseResult {
-        try await flows.buy(productId, quantity: quantity, method: method.rawValue, mode: downloadNow ? .now : .finishNow)
+    /// - Parameter offerCode: an offer code that takes money off (or gives a subscription's
+    ///   introductory offer), spent by the store only if the payment goes through.
+    public func buy(_ productId: String, quantity: Int = 1, method: PaymentMethod = .approve, downloadNow: Bool = true,
+                    offerCode: String? = nil) async throws -> PurchaseResult {
+        try await flows.buy(productId, quantity: quantity, method: method.rawValue, mode: downloadNow ? .now : .finishNow, offerCode: offerCode)
     }
 
     /// Spends credits on a book or an issue.

@@ -22,6 +22,7 @@ extension Kiosk {
 
                 Example: kiosk buy com.kiosk.credits.pack-5 --quantity 2
                 Example: kiosk buy com.kiosk.books.river-of-maps --web --wait
+                Example: kiosk buy com.kiosk.books.river-of-maps --code SPRING20  (a code that takes money off)
                 """
         )
 
@@ -38,6 +39,9 @@ extension Kiosk {
 
         @Flag(help: "Pay on the publisher's web shop: print the checkout URL (the default in a production store that has one).")
         var web = false
+
+        @Option(help: "An offer code that takes money off this product (or gives a subscription's introductory offer).")
+        var code: String?
 
         @Flag(help: "With a web checkout: wait until the payment lands, then download and install.")
         var wait = false
@@ -72,7 +76,7 @@ extension Kiosk {
                 let watch = runner.watch()
                 let result: PurchaseResult
                 do {
-                    result = try await client.buy(product, quantity: quantity, method: payment, downloadNow: downloadNow)
+                    result = try await client.buy(product, quantity: quantity, method: payment, downloadNow: downloadNow, offerCode: code)
                 } catch {
                     await watch.end()
                     throw error

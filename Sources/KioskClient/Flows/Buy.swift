@@ -9,7 +9,7 @@ extension Flows {
     /// sent at all: nothing is charged, and its content is reinstalled if missing. Otherwise the
     /// purchase is committed on this device first, then sent, and what the store granted is
     /// delivered.
-    func buy(_ productId: String, quantity: Int, method: String, mode: DeliveryMode) async throws -> PurchaseResult {
+    func buy(_ productId: String, quantity: Int, method: String, mode: DeliveryMode, offerCode: String? = nil) async throws -> PurchaseResult {
         let byCredits = method == "credits"
         // Spending credits charges no payment method; any other purchase needs payments enabled.
         if !byCredits { guard try purchases.paymentsEnabled() else { throw ClientError.paymentsDisabled } }
@@ -34,7 +34,7 @@ extension Flows {
         }
         guard product.forSale != false else { throw ClientError.offSale(productId) }
 
-        let record = try purchases.begin(product, quantity: quantity, method: method)
+        let record = try purchases.begin(product, quantity: quantity, method: method, offerCode: offerCode)
         let sent = try await purchases.send(record, whileTheReaderWaits: true)
         var result = PurchaseResult(record: sent.record, credits: sent.credits, savedOffline: sent.savedOffline, storeFailed: sent.storeFailed,
                                     alreadyOwned: sent.alreadyOwned, alreadyPending: sent.alreadyPending)

@@ -73,6 +73,9 @@ public struct PaymentRecord: Codable, Sendable, Equatable, StoredRow {
     /// before the home had an account (it is bound to the account it is first sent under) and for
     /// rows older than this column that were no longer waiting to be sent.
     public var accountId: String?
+    /// An offer code sent with the purchase (a percentage or an amount off, or a subscription's
+    /// introductory offer): sent again with every attempt, spent once by the store.
+    public var offerCode: String?
 
     enum Columns {
         static let id = Column("id")

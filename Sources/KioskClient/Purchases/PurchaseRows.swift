@@ -64,7 +64,8 @@ struct PurchaseRows: Sendable {
     // MARK: Transitions
 
     /// A new purchase, saved as `purchasing` with a fresh idempotency key before it is sent.
-    func beginPurchase(productId: String, kind: ProductKind, quantity: Int, method: String, storeURL: String, storeKeys: String?) throws -> PaymentRecord {
+    func beginPurchase(productId: String, kind: ProductKind, quantity: Int, method: String, storeURL: String, storeKeys: String?,
+                       offerCode: String? = nil) throws -> PaymentRecord {
         let now = Date()
         var pending = PaymentRecord(
             id: nil, idempotencyKey: UUID().uuidString.lowercased(), productId: productId, kind: kind,
@@ -72,6 +73,7 @@ struct PurchaseRows: Sendable {
             originalTransactionId: nil, receipt: nil, lastError: nil, createdAt: now, updatedAt: now)
         pending.storeURL = storeURL
         pending.storeKeys = storeKeys
+        pending.offerCode = offerCode
         let record = try database.write { db in
             // Nil before the home has an account: the first send binds it (``markSending(_:)``).
             pending.accountId = try Setting.value(Setting.Key.accountID, in: db)

@@ -54,12 +54,12 @@ struct Purchases: Sendable {
     /// Commits a `purchasing` row: from here on the purchase cannot be lost, and it is sent with
     /// its idempotency key until the store answers.
     /// - Throws: ``ClientError/invalidRequest(_:)`` for a quantity the product cannot be bought in.
-    func begin(_ product: Product, quantity: Int, method: String) throws -> PaymentRecord {
+    func begin(_ product: Product, quantity: Int, method: String, offerCode: String? = nil) throws -> PaymentRecord {
         guard quantity == 1 || product.kind == .consumable else {
             throw ClientError.invalidRequest("only credit packs can be bought in a quantity; \(product.id) is a \(product.kind.rawValue)")
         }
         return try rows.beginPurchase(productId: product.id, kind: product.kind, quantity: quantity, method: method,
-                                          storeURL: try server.base(), storeKeys: try cachedKeyIDs())
+                                          storeURL: try server.base(), storeKeys: try cachedKeyIDs(), offerCode: offerCode)
     }
 
     /// Fetches and keeps the store's keys when this home has none yet (a failure is left for later).
@@ -121,7 +121,8 @@ struct Purchases: Sendable {
                 response = try await api.redeem(RedemptionRequest(productId: record.productId, idempotencyKey: key))
             } else {
                 let method = PaymentMethod(rawValue: record.paymentMethod) ?? .approve
-                response = try await api.pay(PaymentRequest(productId: record.productId, quantity: record.quantity, paymentMethod: method, idempotencyKey: key))
+                response = try await api.pay(PaymentRequest(productId: record.productId, quantity: record.quantity, paymentMethod: method, idempotencyKey: key,
+                                                            offerCode: record.offerCode))
             }
         } catch let error as ClientError where error.isUnreachable {
             // A connection that was never made carried no request: still unsent.

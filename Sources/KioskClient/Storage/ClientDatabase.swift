@@ -242,6 +242,10 @@ final class ClientDatabase: Sendable {
                 SELECT ?, value FROM setting WHERE key = ? AND EXISTS (SELECT 1 FROM setting WHERE key = ?)
                 """, arguments: [Setting.Key.accountStore, Setting.Key.server, Setting.Key.accountID])
         }
+        // An offer code a purchase is sent with (issue 65).
+        migrator.registerMigration("v13-purchase-offer-code") { db in
+            try db.execute(sql: "ALTER TABLE payment ADD COLUMN offerCode TEXT")
+        }
         return migrator
     }
 }

@@ -13,9 +13,97 @@ public struct AdminCodesRequest: Codable, Sendable, Equatable {
     public var limit: Int?
     /// The last instant a code may be redeemed; nil: no end.
     public var expiresAt: Date?
+    /// What each code gives; nil: the product free.
+    public var benefit: CodeBenefit?
 
-    public init(productId: String, count: Int? = nil, code: String? = nil, limit: Int? = nil, expiresAt: Date? = nil) {
-        (self.productId, self.count, self.code, self.limit, self.expiresAt) = (productId, count, code, limit, expiresAt)
+    public init(productId: String, count: Int? = nil, code: String? = nil, limit: Int? = nil, expiresAt: Date? = nil, benefit: CodeBenefit? = nil) {
+        (self.productId, self.count, self.code, self.limit, self.expiresAt, self.benefit) = (productId, count, code, limit, expiresAt, benefit)
+    }
+}
+
+/// What an offer code gives (App Store offer codes, Play promo codes, Stripe promotion codes):
+/// the product free (redeemed on its own), or, used when buying it, a subscription's
+/// introductory offer (to a reader who had one already too), a percentage or an amount off the
+/// price (a subscription's first period).
+public enum CodeBenefit: Codable, Sendable, Equatable, CustomStringConvertible {
+    case free
+    case introductoryOffer
+    /// 1 to 99 percent off.
+    case percentOff(Int)
+    /// Cents (the currency's minor unit) off, less than the price.
+    case amountOff(Int)
+
+    /// The kind as stored and sent (`free`, `introductoryOffer`, `percentOff`, `amountOff`), with its value.
+    public var kind: String {
+        switch self {
+        case .free: "free"
+        case .introductoryOffer: "introductoryOffer"
+        case .percentOff: "percentOff"
+        case .amountOff: "amountOff"
+        }
+    }
+
+    public var value: Int? {
+        switch self {
+        case .percentOff(let value), .amountOff(let value): value
+        case .free, .introductoryOffer: nil
+        }
+    }
+
+    /// The benefit a stored kind and value name; nil for one this version does not know.
+    public init?(kind: String, value: Int?) {
+        switch (kind, value) {
+        case ("free", _): self = .free
+        case ("introductoryOffer", _): self = .introductoryOffer
+        case ("percentOff", let value?): self = .percentOff(value)
+        case ("amountOff", let value?): self = .amountOff(value)
+        default: return nil
+        }
+    }
+
+    /// Whether it is used when buying (a price is still paid, or an offer taken), not redeemed alone.
+    public var isUsedWhenBuying: Bool { self != .free }
+
+    /// The price after the benefit, in cents: a percentage off rounded to the nearest cent (half
+    /// up), an amount off never below zero. The product's own price for `free` and `introductoryOffer`
+    /// (the offer's terms decide those).
+    public func price(from cents: Int) -> Int {
+        switch self {
+        case .percentOff(let percent): cents - (cents * percent + 50) / 100
+        case .amountOff(let off): max(0, cents - off)
+        case .free, .introductoryOffer: cents
+        }
+    }
+
+    /// "20% off", "1.00 USD off", "the introductory offer", "free".
+    public func described(currency: String) -> String {
+        switch self {
+        case .free: "free"
+        case .introductoryOffer: "the introductory offer"
+        case .percentOff(let percent): "\(percent)% off"
+        case .amountOff(let cents): "\(Price.shown(cents: cents, currency)) off"
+        }
+    }
+
+    public var description: String { described(currency: "") }
+
+    private enum CodingKeys: String, CodingKey { case kind, value }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let kind = try container.decode(String.self, forKey: .kind)
+        let value = try container.decodeIfPresent(Int.self, forKey: .value)
+        guard let benefit = CodeBenefit(kind: kind, value: value) else {
+            throw DecodingError.dataCorruptedError(forKey: .kind, in: container,
+                debugDescription: "benefit must be {kind: free | introductoryOffer | percentOff with value 1-99 | amountOff with value in cents}, not \(kind)")
+        }
+        self = benefit
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(kind, forKey: .kind)
+        try container.encodeIfPresent(value, forKey: .value)
     }
 }
 
@@ -27,9 +115,10 @@ public struct AdminCodesCreated: Codable, Sendable, Equatable {
     public var codes: [String]
     public var limit: Int
     public var expiresAt: Date?
+    public var benefit: CodeBenefit?
 
-    public init(batch: String, productId: String, codes: [String], limit: Int, expiresAt: Date?) {
-        (self.batch, self.productId, self.codes, self.limit, self.expiresAt) = (batch, productId, codes, limit, expiresAt)
+    public init(batch: String, productId: String, codes: [String], limit: Int, expiresAt: Date?, benefit: CodeBenefit? = nil) {
+        (self.batch, self.productId, self.codes, self.limit, self.expiresAt, self.benefit) = (batch, productId, codes, limit, expiresAt, benefit)
     }
 }
 
@@ -46,10 +135,13 @@ public struct AdminCodeBatchRow: Codable, Sendable, Equatable {
     public var expiresAt: Date?
     public var revokedAt: Date?
     public var createdAt: Date
+    /// What each code gives; absent from stores before benefits (free).
+    public var benefit: CodeBenefit?
 
-    public init(batch: String, productId: String, kind: String, codes: Int, limit: Int, redeemed: Int, expiresAt: Date?, revokedAt: Date?, createdAt: Date) {
+    public init(batch: String, productId: String, kind: String, codes: Int, limit: Int, redeemed: Int, expiresAt: Date?, revokedAt: Date?, createdAt: Date,
+                benefit: CodeBenefit? = nil) {
         (self.batch, self.productId, self.kind, self.codes, self.limit, self.redeemed) = (batch, productId, kind, codes, limit, redeemed)
-        (self.expiresAt, self.revokedAt, self.createdAt) = (expiresAt, revokedAt, createdAt)
+        (self.expiresAt, self.revokedAt, self.createdAt, self.benefit) = (expiresAt, revokedAt, createdAt, benefit)
     }
 }
 

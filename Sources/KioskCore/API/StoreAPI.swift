@@ -74,13 +74,17 @@ public struct PaymentRequest: Codable, Sendable {
     /// The app's own UUID for the reader (StoreKit's `appAccountToken`): it appears in the receipt
     /// and in every notification about the purchase.
     public var appAccountToken: String?
+    /// An offer code used with this purchase (``CodeBenefit``: a percentage or an amount off, or
+    /// a subscription's introductory offer); spent only when the payment goes through.
+    public var offerCode: String?
 
-    public init(productId: String, quantity: Int, paymentMethod: PaymentMethod, idempotencyKey: String, appAccountToken: String? = nil) {
+    public init(productId: String, quantity: Int, paymentMethod: PaymentMethod, idempotencyKey: String, appAccountToken: String? = nil, offerCode: String? = nil) {
         self.productId = productId
         self.quantity = quantity
         self.paymentMethod = paymentMethod
         self.idempotencyKey = idempotencyKey
         self.appAccountToken = appAccountToken
+        self.offerCode = offerCode
     }
 }
 

@@ -88,6 +88,8 @@ struct AccountRoutes: Sendable {
         let account = try context.requireAccount()
         try await limits.admitPurchase(request, context: context, accountId: account)
         let payment = try await JSONBody.decode(PaymentRequest.self, from: request)
+        // A code sent with a purchase is a guess like one redeemed alone: the same limits.
+        if payment.offerCode != nil { try await limits.admitCodeAttempt(request, context: context, accountId: account) }
         return try JSONBody.response(try await store.payments.pay(payment, accountId: account))
     }
 

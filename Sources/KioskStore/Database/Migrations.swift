@@ -591,6 +591,12 @@ enum Migrations {
         Migration(name: "29-plan-changes") { _ in [
             #"ALTER TABLE "subscription" ADD COLUMN "pendingProductId" TEXT"#,
         ] },
+        // What an offer code gives (``CodeBenefit``): the product free (the codes made before),
+        // a subscription's introductory offer, a percentage or an amount off; its value.
+        Migration(name: "30-code-benefits") { _ in [
+            #"ALTER TABLE "offerCode" ADD COLUMN "benefit" TEXT NOT NULL DEFAULT 'free'"#,
+            #"ALTER TABLE "offerCode" ADD COLUMN "benefitValue" INTEGER"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

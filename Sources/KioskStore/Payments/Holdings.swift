@@ -157,6 +157,32 @@ struct Holdings {
         }
     }
 
+    /// An offer code's benefit on a decided purchase: a subscription's introductory offer (given
+    /// whether or not the account had one), or a percentage or an amount off the normal price (a
+    /// subscription's first period; any introductory offer gives way to it: offers do not stack).
+    func apply(_ benefit: CodeBenefit, to record: inout TransactionRecord, product: Product, now: Date) throws {
+        let months = product.periodMonths ?? 1
+        let normal = try Store.cents(product.price)
+        record.message = nil
+        switch benefit {
+        case .introductoryOffer:
+            guard let offer = product.introductoryOffer, product.kind == .subscription else { return }
+            record.expiresDate = Calendar.utc.date(byAdding: offer.firstPeriod(periodMonths: months), to: now)
+            record.amountCents = offer.firstChargeCents
+            record.offerType = offer.type.rawValue
+            record.offerPeriod = offer.isoPeriod(periodMonths: months)
+        case .percentOff, .amountOff:
+            record.amountCents = benefit.price(from: normal)
+            record.offerType = "offerCode"
+            if product.kind == .subscription {
+                record.expiresDate = Calendar.utc.date(byAdding: .month, value: months, to: now)
+                record.offerPeriod = "P\(months)M"
+            }
+        case .free:
+            break
+        }
+    }
+
     /// When the account already has the product (a book, an issue, an active subscription), the
     /// payment becomes a free transaction that points at the original: nothing is charged.
     /// - Returns: the decision, or nil when the product is not owned.

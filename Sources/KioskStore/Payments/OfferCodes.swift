@@ -28,6 +28,8 @@ public struct OfferCodes: StoreOwner {
         // Off sale: every redemption would be refused.
         let product = try await sellable(request.productId)
         guard product.kind != .consumable else { throw StoreError.invalidRequest("a code gives a book, an issue or a subscription's period; \(product.id) is a credit pack") }
+        let benefit = request.benefit ?? .free
+        try Self.check(benefit, on: product)
         if let expires = request.expiresAt, expires <= clock.wallNow() {
             throw StoreError.invalidRequest("expiresAt is in the past; give a date codes may still be redeemed by")
         }
@@ -65,35 +67,60 @@ public struct OfferCodes: StoreOwner {
             try await database.write { db in
                 for code in codes {
                     try await db.raw(#"""
-                        INSERT INTO "offerCode" ("id", "codeHash", "batch", "kind", "productId", "redemptionLimit", "redeemed", "expiresAt", "createdAt")
+                        INSERT INTO "offerCode" ("id", "codeHash", "batch", "kind", "productId", "redemptionLimit", "redeemed", "expiresAt", "createdAt",
+                            "benefit", "benefitValue")
                         VALUES (\#(bind: "code_" + Store.randomHex(bytes: 8)), \#(bind: Self.hash(OfferCodeText.normalized(code))), \#(bind: batch),
                                 \#(bind: request.count == nil ? "custom" : "oneTime"), \#(bind: product.id), \#(bind: limit), 0,
-                                \#(bind: request.expiresAt), \#(bind: now))
+                                \#(bind: request.expiresAt), \#(bind: now), \#(bind: benefit.kind), \#(bind: benefit.value))
                         """#).run()
                 }
             }
         } catch where database.isUniqueViolation(error) {
             throw StoreError(.wrongState, code: "code_taken", message: "the code \(codes.first ?? "") exists already; choose another")
         }
-        logger.notice("offer codes made", metadata: ["batch": "\(batch)", "product": "\(product.id)", "codes": "\(codes.count)"])
-        return AdminCodesCreated(batch: batch, productId: product.id, codes: codes, limit: limit, expiresAt: request.expiresAt)
+        logger.notice("offer codes made", metadata: ["batch": "\(batch)", "product": "\(product.id)", "codes": "\(codes.count)", "benefit": "\(benefit.kind)"])
+        return AdminCodesCreated(batch: batch, productId: product.id, codes: codes, limit: limit, expiresAt: request.expiresAt, benefit: benefit)
+    }
+
+    /// A benefit the product can take: an introductory offer only on a subscription that has one,
+    /// 1 to 99 percent off (100 is `free`), an amount off below the price.
+    private static func check(_ benefit: CodeBenefit, on product: Product) throws {
+        switch benefit {
+        case .free:
+            return
+        case .introductoryOffer:
+            guard product.kind == .subscription, product.introductoryOffer != nil else {
+                throw StoreError.invalidRequest("\(product.id) has no introductory offer for a code to give; give it one in the catalog, or choose another benefit")
+            }
+        case .percentOff(let percent):
+            guard (1...99).contains(percent) else {
+                throw StoreError.invalidRequest("percentOff must be 1 to 99, not \(percent) (a code that gives the product free is the free kind)")
+            }
+        case .amountOff(let cents):
+            let price = try Store.cents(product.price)
+            guard cents >= 1, cents < price else {
+                throw StoreError.invalidRequest("amountOff must be at least 0.01 and less than \(product.id)'s price, \(Price.shown(cents: price, product.price.currency)), not \(Price.shown(cents: cents, product.price.currency))")
+            }
+        }
     }
 
     /// Every batch, newest first, with how many were redeemed.
     public func list() async throws -> [AdminCodeBatchRow] {
         struct Row: Decodable {
             var batch: String; var productId: String; var kind: String; var codes: Int; var limit: Int; var redeemed: Int
-            var expiresAt: Date?; var revokedAt: Date?; var createdAt: Date
+            var expiresAt: Date?; var revokedAt: Date?; var createdAt: Date; var benefit: String; var benefitValue: Int?
         }
         return try await database.read { db in
             try await db.raw(#"""
                 SELECT "batch", MIN("productId") AS "productId", MIN("kind") AS "kind", CAST(COUNT(*) AS BIGINT) AS "codes",
                     CAST(SUM("redemptionLimit") AS BIGINT) AS "limit", CAST(SUM("redeemed") AS BIGINT) AS "redeemed",
-                    MIN("expiresAt") AS "expiresAt", MIN("revokedAt") AS "revokedAt", MIN("createdAt") AS "createdAt"
+                    MIN("expiresAt") AS "expiresAt", MIN("revokedAt") AS "revokedAt", MIN("createdAt") AS "createdAt",
+                    MIN("benefit") AS "benefit", MIN("benefitValue") AS "benefitValue"
                 FROM "offerCode" GROUP BY "batch" ORDER BY MIN("createdAt") DESC, "batch"
                 """#).all(decoding: Row.self)
         }.map { AdminCodeBatchRow(batch: $0.batch, productId: $0.productId, kind: $0.kind, codes: $0.codes, limit: $0.limit, redeemed: $0.redeemed,
-                                  expiresAt: $0.expiresAt, revokedAt: $0.revokedAt, createdAt: $0.createdAt) }
+                                  expiresAt: $0.expiresAt, revokedAt: $0.revokedAt, createdAt: $0.createdAt,
+                                  benefit: CodeBenefit(kind: $0.benefit, value: $0.benefitValue)) }
     }
 
     /// Withdraws every code of `batch` not yet redeemed: from now on each is refused. Redemptions
@@ -128,23 +155,13 @@ public struct OfferCodes: StoreOwner {
     public func redeem(_ text: String, accountId: String) async throws -> RedeemCodeResponse {
         let normalized = OfferCodeText.normalized(text)
         guard (4...64).contains(normalized.count), text.utf8.count <= 128 else { throw Self.invalid }
-        struct Code: Decodable { var id: String; var productId: String; var redemptionLimit: Int; var redeemed: Int; var expiresAt: Date?; var revokedAt: Date? }
-        guard let code = try await database.read({ db in
-            try await db.select().columns("id", "productId", "redemptionLimit", "redeemed", "expiresAt", "revokedAt").from("offerCode")
-                .where("codeHash", .equal, Self.hash(normalized)).first(decoding: Code.self)
-        }) else { throw Self.invalid }
-        // Used up, expired or withdrawn answers as unknown does, before anything else is said of
-        // it (an "already owned" would tell a guesser the code exists). The write checks again.
-        let redeemedBefore = try await database.read { db in
-            try await db.select().column("codeId").from("offerCodeRedemption").where("codeId", .equal, code.id).where("accountId", .equal, accountId).first()
-        } != nil
-        // The account's time, as a subscription's dates are: the sandbox may run it ahead.
-        let now = try await accountNow(accountId)
-        if !redeemedBefore, code.revokedAt != nil || code.redeemed >= code.redemptionLimit || (code.expiresAt.map { $0 <= now } ?? false) {
-            throw Self.invalid
-        }
+        let (code, redeemedBefore, now) = try await live(normalized, accountId: accountId)
         // Off sale: refused before the code is spent (the operator withdraws its codes, or puts it back on sale).
         let product = try await sellable(code.productId)
+        if let benefit = code.benefit, benefit.isUsedWhenBuying {
+            throw StoreError(.wrongState, code: "code_used_when_buying",
+                             message: "this code gives \(benefit.described(currency: product.price.currency)) on \(product.id): use it when buying (kiosk buy \(product.id) --code CODE, or the code field of the shop's buy page)")
+        }
         let reference = "code:\(code.id):\(accountId)"
         if !redeemedBefore { try await refuseIfOwned(product, accountId: accountId) }
         let months = product.periodMonths ?? 1
@@ -157,23 +174,84 @@ public struct OfferCodes: StoreOwner {
             alongside: { record, db in
                 // Owned meanwhile (a purchase in between): the code is not spent on a free re-buy.
                 if record.isFreeRebuy { throw Self.owned(product.id) }
-                try await db.raw(#"""
-                    INSERT INTO "offerCodeRedemption" ("codeId", "accountId", "transactionId", "redeemedAt")
-                    VALUES (\#(bind: code.id), \#(bind: accountId), \#(bind: record.id), \#(bind: now))
-                    """#).run()
-                let moved = try await db.raw(#"""
-                    UPDATE "offerCode" SET "redeemed" = "redeemed" + 1
-                    WHERE "id" = \#(bind: code.id) AND "redeemed" < "redemptionLimit" AND "revokedAt" IS NULL
-                        AND ("expiresAt" IS NULL OR "expiresAt" > \#(bind: now))
-                    RETURNING "id"
-                    """#).all()
-                // Used up, expired or withdrawn: the grant goes with this transaction.
-                guard !moved.isEmpty else { throw Self.invalid }
+                try await Self.spend(Use(codeId: code.id, benefit: .free), accountId: accountId, transactionId: record.id, now: now, in: db)
                 return true
             }).record
         logger.info("offer code redeemed", metadata: ["code": "\(code.id)", "product": "\(product.id)", "transaction": "\(granted.id)"])
         let answered = try await receipts.withCurrentReceipts([granted])[0]
         return RedeemCodeResponse(productId: product.id, transaction: answered.wire)
+    }
+
+    /// A code to use when buying `product`: its benefit, once it is found live and for that product.
+    struct Use: Sendable {
+        var codeId: String
+        var benefit: CodeBenefit
+    }
+
+    /// Checks a code given with a purchase of `product` (``Payments``' `pay`): live, for that product,
+    /// of a kind used when buying, not used by this account before. It is spent by ``spend(_:accountId:transactionId:now:in:)``
+    /// in the purchase's own write, which checks it again.
+    /// - Throws: `invalid_code` (unknown, used up, expired, withdrawn, or used by this account);
+    ///   `code_for_another_product`; `code_redeemed_alone` for a code that gives its product free.
+    func use(_ text: String, for product: Product, accountId: String) async throws -> Use {
+        try RequestText.check(text, field: "offerCode", maxBytes: 128)
+        let normalized = OfferCodeText.normalized(text)
+        guard (4...64).contains(normalized.count) else { throw Self.invalid }
+        let (code, redeemedBefore, _) = try await live(normalized, accountId: accountId)
+        if redeemedBefore { throw Self.invalid }
+        guard code.productId == product.id else {
+            throw StoreError(.invalidRequest, code: "code_for_another_product", message: "this code is for \(code.productId), not \(product.id); buy that product with it")
+        }
+        guard let benefit = code.benefit, benefit.isUsedWhenBuying else {
+            throw StoreError(.invalidRequest, code: "code_redeemed_alone", message: "this code gives \(product.id) free: redeem it on its own (kiosk redeem-code CODE), nothing to pay")
+        }
+        return Use(codeId: code.id, benefit: benefit)
+    }
+
+    /// A code's row as a redemption reads it.
+    struct CodeRow: Decodable {
+        var id: String; var productId: String; var redemptionLimit: Int; var redeemed: Int; var expiresAt: Date?; var revokedAt: Date?
+        var benefitKind: String; var benefitValue: Int?
+        var benefit: CodeBenefit? { CodeBenefit(kind: benefitKind, value: benefitValue) }
+    }
+
+    /// The code with this normalized text, whether the account redeemed it before, and the
+    /// account's time (a subscription's dates are on it: the sandbox may run it ahead).
+    /// - Throws: `invalid_code` for an unknown code, or (not redeemed by this account before) a
+    ///   used-up, expired or withdrawn one: one answer for all, before anything else is said of it
+    ///   (an "already owned" would tell a guesser the code exists). The write checks again.
+    private func live(_ normalized: String, accountId: String) async throws -> (CodeRow, redeemedBefore: Bool, now: Date) {
+        guard let code = try await database.read({ db in
+            try await db.select().columns("id", "productId", "redemptionLimit", "redeemed", "expiresAt", "revokedAt", "benefitValue")
+                .column(SQLColumn("benefit"), as: "benefitKind").from("offerCode")
+                .where("codeHash", .equal, Self.hash(normalized)).first(decoding: CodeRow.self)
+        }) else { throw Self.invalid }
+        let redeemedBefore = try await database.read { db in
+            try await db.select().column("codeId").from("offerCodeRedemption").where("codeId", .equal, code.id).where("accountId", .equal, accountId).first()
+        } != nil
+        let now = try await accountNow(accountId)
+        if !redeemedBefore, code.revokedAt != nil || code.redeemed >= code.redemptionLimit || (code.expiresAt.map { $0 <= now } ?? false) {
+            throw Self.invalid
+        }
+        return (code, redeemedBefore, now)
+    }
+
+    /// Spends the code for `transactionId`, in the grant's or the purchase's own transaction: the
+    /// account's redemption row (one per code and account: a second is refused by the key) and the
+    /// code's count, moved only while under its limit, not expired and not withdrawn.
+    /// - Throws: `invalid_code` when it is used up, expired or withdrawn: the whole write goes.
+    static func spend(_ use: Use, accountId: String, transactionId: String, now: Date, in db: any SQLDatabase) async throws {
+        try await db.raw(#"""
+            INSERT INTO "offerCodeRedemption" ("codeId", "accountId", "transactionId", "redeemedAt")
+            VALUES (\#(bind: use.codeId), \#(bind: accountId), \#(bind: transactionId), \#(bind: now))
+            """#).run()
+        let moved = try await db.raw(#"""
+            UPDATE "offerCode" SET "redeemed" = "redeemed" + 1
+            WHERE "id" = \#(bind: use.codeId) AND "redeemed" < "redemptionLimit" AND "revokedAt" IS NULL
+                AND ("expiresAt" IS NULL OR "expiresAt" > \#(bind: now))
+            RETURNING "id"
+            """#).all()
+        guard !moved.isEmpty else { throw Self.invalid }
     }
 
     /// A code on what the account holds would be spent for nothing: refused, the code kept.

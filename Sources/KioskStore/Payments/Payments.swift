@@ -35,12 +35,34 @@ public struct Payments: StoreOwner {
         guard request.quantity == 1 || product.kind == .consumable else {
             throw StoreError.invalidRequest("only consumables can be bought in a quantity; \(product.id) is a \(product.kind.rawValue)")
         }
+        // An offer code used with the purchase: checked now, spent in the purchase's own write
+        // (only when it goes through: not on a decline, a cancel or a free re-buy).
+        var code: OfferCodes.Use?
+        if let text = request.offerCode {
+            // The same purchase sent again finds its code spent by itself: answered as it was.
+            if let earlier = try await replayed(keyed, accountId: accountId) { return earlier }
+            guard request.paymentMethod != .defer else {
+                throw StoreError.invalidRequest("an offer code is used when the purchase is made, not while it waits for approval; buy without Ask to Buy")
+            }
+            code = try await codes.use(text, for: product, accountId: accountId)
+        }
+        let use = code
         // A consumable's outcome depends on nothing the account holds, unless it asks to wait
         // for approval (one pending request per product).
         let readsHoldings = product.kind != .consumable || request.paymentMethod == .defer
         // A subscription's dates are in the account's time, which the sandbox may run ahead.
         let now: Date = if product.kind == .subscription { try await accountNow(accountId) } else { clock.wallNow() }
-        let settled = try await settle(account: accountId, request: keyed, product: product, readsHoldings: readsHoldings) { holdings in
+        var spend: Alongside?
+        if let use {
+            spend = { @Sendable (record: TransactionRecord, db: any SQLDatabase) async throws -> any Sendable in
+                guard record.status == .purchased, !record.isFreeRebuy else { return false }
+                try await OfferCodes.spend(use, accountId: accountId, transactionId: record.id, now: now, in: db)
+                return true
+            }
+        }
+        let spendCode = spend
+        let settled = try await settle(account: accountId, request: keyed, product: product, readsHoldings: readsHoldings || use != nil,
+                                       alongside: spendCode) { holdings in
             var record = TransactionRecord.pending(
                 account: accountId, product: product, quantity: request.quantity, method: request.paymentMethod.rawValue, key: request.idempotencyKey, at: clock.wallNow())
             record.appAccountToken = request.appAccountToken
@@ -58,6 +80,7 @@ public struct Payments: StoreOwner {
                 record.message = "waiting for approval (Ask to Buy)"
             case .approve:
                 try holdings.decide(&record, product: product, now: now)
+                if let use, !record.isFreeRebuy { try holdings.apply(use.benefit, to: &record, product: product, now: now) }
             }
             return .new(record)
         }
@@ -478,7 +501,8 @@ public struct Payments: StoreOwner {
         // store of each renewal, the store must not claim a renewal it cannot make: it ends at the
         // period's end.
         // An offer paid as it goes keeps its price for the renewals it still covers.
-        let offerRenewals = record.offerType == nil ? 0 : (try await catalog.storeProducts().products[record.productId]?.introductoryOffer?.discountedRenewals ?? 0)
+        let offer = try await catalog.storeProducts().products[record.productId]?.introductoryOffer
+        let offerRenewals = record.offerType != nil && record.offerType == offer?.type.rawValue ? offer?.discountedRenewals ?? 0 : 0
         // A period given for nothing (an offer code, the operator's grant) renews at no one's
         // say-so: it ends, and the reader subscribes if they wish.
         let renews = environment == .sandbox && record.paymentMethod != PaidBy.code.rawValue && record.paymentMethod != PaidBy.operator.rawValue

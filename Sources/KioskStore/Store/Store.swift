@@ -203,6 +203,7 @@ extension StoreOwner {
     var subscriptions: Subscriptions { Subscriptions(base: base) }
     var notifications: Notifications { Notifications(base: base) }
     var receipts: Receipts { Receipts(base: base) }
+    var codes: OfferCodes { OfferCodes(base: base) }
     var channelRecords: ChannelRecords { ChannelRecords(base: base) }
 }
 

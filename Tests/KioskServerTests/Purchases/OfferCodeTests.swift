@@ -135,4 +135,110 @@ struct OfferCodeTests: StoreSuite {
             #expect(String(decoding: try await browser.get("/account/library").body, as: UTF8.self).contains("A River of Maps"))
         }
     }
+
+    /// A purchase with an offer code, on the sandbox's pretend payment.
+    static func buy(_ http: StoreHTTP, _ productId: String, code: String, token: String, method: PaymentMethod = .approve,
+                    key: String = UUID().uuidString) async throws -> StoreHTTP.Reply {
+        try await http.send("POST", "/v1/payments", token: token, json: """
+            {"productId": "\(productId)", "quantity": 1, "paymentMethod": "\(method.rawValue)", "idempotencyKey": "\(key)", "offerCode": "\(code)"}
+            """)
+    }
+
+    static let plan = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
+
+    /// Harbor Monthly's plan with a 14-day trial, for codes that give it.
+    static func withTrial(_ store: SampleStore) throws {
+        try store.editCatalog("magazines.json") { products in
+            for index in products.indices where products[index]["id"] as? String == Self.plan {
+                products[index]["introductoryOffer"] = ["type": "freeTrial", "days": 14]
+            }
+        }
+    }
+
+    @Test("codes used when buying: 20% off, 1.50 off and a subscription's trial for a reader who had one; each priced as said, on the receipt, spent once; not spent by a decline or a replay", arguments: TestEngine.all)
+    func benefits(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine, prepare: Self.withTrial) { server, http, ann in
+            let percent = try await Self.make(http, server, #"{"productId": "\#(Self.book)", "count": 1, "benefit": {"kind": "percentOff", "value": 20}}"#)
+            #expect(percent.benefit == .percentOff(20))
+            // Declined: nothing charged, the code not spent.
+            let declined = try await Self.buy(http, Self.book, code: percent.codes[0], token: ann.token, method: .decline)
+            #expect(declined.status == 402 || declined.status == 400, "\(Self.message(declined))")
+            let key = UUID().uuidString
+            let bought = try await Self.buy(http, Self.book, code: percent.codes[0], token: ann.token, key: key)
+            #expect(bought.status == 201 || bought.status == 200, "\(Self.message(bought))")
+            let receipt = try SubscriptionFixture.claims(try #require(try bought.decode(PaymentResponse.self).transaction.signedTransaction))
+            #expect(receipt.offerType == "offerCode")
+            // 4.99 less 20 % (0.998, to the nearest cent 1.00).
+            #expect(try await http.charges(accountId: ann.accountId, adminToken: server.adminToken) == [399])
+            // The same purchase sent again: the first answer, the code counted once.
+            #expect(try await Self.buy(http, Self.book, code: percent.codes[0], token: ann.token, key: key).status < 300)
+            #expect(try await http.send("GET", "/v1/admin/codes", token: server.adminToken).decode([AdminCodeBatchRow].self).first?.redeemed == 1)
+
+            let amount = try await Self.make(http, server, #"{"productId": "\#(Self.plan)", "code": "SAVE150", "limit": 5, "benefit": {"kind": "amountOff", "value": 150}}"#)
+            #expect(amount.benefit == .amountOff(150))
+            let bo = try await http.createAccount()
+            let sub = try await Self.buy(http, Self.plan, code: "save-150", token: bo.token)
+            #expect(sub.status < 300, "\(Self.message(sub))")
+            let subReceipt = try SubscriptionFixture.claims(try #require(try sub.decode(PaymentResponse.self).transaction.signedTransaction))
+            #expect(subReceipt.offerType == "offerCode" && subReceipt.offerPeriod == "P1M", "a code's price, not the trial: offers do not stack")
+            #expect(try await http.charges(accountId: bo.accountId, adminToken: server.adminToken) == [99])
+
+            // Bo had a subscription in the group: no trial by right, but a code gives it.
+            let trial = try await Self.make(http, server, #"{"productId": "\#(Self.plan)", "count": 1, "benefit": {"kind": "introductoryOffer"}}"#)
+            let cancelled = try await http.send("POST", "/v1/subscriptions/\(subReceipt.originalTransactionId)/cancel", token: bo.token)
+            #expect(cancelled.status == 200)
+            _ = try await http.send("POST", "/v1/admin/accounts/\(bo.accountId)/sandbox", token: server.adminToken, json: #"{"advanceSeconds": 3000000}"#)
+            _ = try await http.send("POST", "/v1/admin/renewals/run", token: server.adminToken)
+            let again = try await Self.buy(http, Self.plan, code: trial.codes[0], token: bo.token)
+            #expect(again.status < 300, "\(Self.message(again))")
+            let againReceipt = try SubscriptionFixture.claims(try #require(try again.decode(PaymentResponse.self).transaction.signedTransaction))
+            #expect(againReceipt.offerType == "freeTrial" && againReceipt.offerPeriod == "P14D")
+            #expect(try await http.charges(accountId: bo.accountId, adminToken: server.adminToken) == [99], "the trial charges nothing")
+        }
+    }
+
+    @Test("each kind of code, one-time, used by six accounts at once: one purchase gets it, the others are refused and charged nothing", arguments: TestEngine.all)
+    func benefitRaces(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine, prepare: Self.withTrial, configure: { $0.rateLimits = .off }) { server, http, _ in
+            for (product, benefit) in [(Self.book, #"{"kind": "percentOff", "value": 50}"#), (Self.book, #"{"kind": "amountOff", "value": 100}"#),
+                                       (Self.plan, #"{"kind": "introductoryOffer"}"#)] {
+                let made = try await Self.make(http, server, #"{"productId": "\#(product)", "count": 1, "benefit": \#(benefit)}"#)
+                var accounts: [AccountCreated] = []
+                for _ in 0..<6 { accounts.append(try await http.createAccount()) }
+                let statuses = try await withThrowingTaskGroup(of: (String, Int).self) { group in
+                    for account in accounts {
+                        group.addTask { (account.accountId, try await Self.buy(http, product, code: made.codes[0], token: account.token).status) }
+                    }
+                    return try await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+                }
+                #expect(statuses.values.filter { $0 < 300 }.count == 1, "\(benefit): \(statuses)")
+                for account in accounts where (statuses[account.accountId] ?? 500) >= 300 {
+                    #expect(try await http.charges(accountId: account.accountId, adminToken: server.adminToken) == [], "a refused purchase charged nothing")
+                }
+            }
+        }
+    }
+
+    @Test("a code where it does not belong: a free one at a purchase, one that takes money off redeemed alone, one for another product, one off a price by its whole", arguments: [TestEngine.sqlite])
+    func misplaced(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, ann in
+            func code(_ reply: StoreHTTP.Reply) -> String { (try? reply.decode(APIError.self).code) ?? "\(reply.status)" }
+            let free = try await Self.make(http, server, #"{"productId": "\#(Self.book)", "count": 1}"#)
+            #expect(code(try await Self.buy(http, Self.book, code: free.codes[0], token: ann.token)) == "code_redeemed_alone")
+            let off = try await Self.make(http, server, #"{"productId": "\#(Self.book)", "count": 1, "benefit": {"kind": "percentOff", "value": 10}}"#)
+            let alone = try await Self.redeem(http, off.codes[0], token: ann.token)
+            #expect(code(alone) == "code_used_when_buying" && Self.message(alone).contains("--code"), "\(Self.message(alone))")
+            #expect(code(try await Self.buy(http, "com.kiosk.books.lighthouse-keeper", code: off.codes[0], token: ann.token)) == "code_for_another_product")
+            for bad in [#"{"kind": "amountOff", "value": 499}"#, #"{"kind": "percentOff", "value": 100}"#, #"{"kind": "introductoryOffer"}"#, #"{"kind": "half"}"#] {
+                let refused = try await http.send("POST", "/v1/admin/codes", token: server.adminToken, json: #"{"productId": "\#(Self.book)", "count": 1, "benefit": \#(bad)}"#)
+                #expect(refused.status == 400 && !Self.message(refused).isEmpty, "\(bad): \(Self.message(refused))")
+            }
+            #expect(try await http.charges(accountId: ann.accountId, adminToken: server.adminToken) == [])
+            // Guessing through purchases is throttled as redemptions are: the account's bucket runs out.
+            let carol = try await http.createAccount()
+            var statuses: [Int] = []
+            for guess in 0..<12 { statuses.append(try await Self.buy(http, Self.book, code: "GUESS\(guess)XYZ", token: carol.token).status) }
+            #expect(statuses.prefix(10).allSatisfy { $0 == 400 } && statuses.last == 429, "\(statuses)")
+        }
+    }
 }
