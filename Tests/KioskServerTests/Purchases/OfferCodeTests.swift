@@ -241,4 +241,22 @@ struct OfferCodeTests: StoreSuite {
             #expect(statuses.prefix(10).allSatisfy { $0 == 400 } && statuses.last == 429, "\(statuses)")
         }
     }
+
+    @Test("the shop's buy page takes a code: the purchase is charged the code's price, and a wrong code is said on the page with nothing charged", arguments: [TestEngine.sqlite])
+    func onTheBuyPage(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, _ in
+            let made = try await Self.make(http, server, #"{"productId": "\#(Self.book)", "count": 1, "benefit": {"kind": "amountOff", "value": 100}}"#)
+            let ann = try await WebSession.account(http, "ann@example.com")
+            let browser = try await WebSession.signIn(http, "ann@example.com", next: "/account/buy/\(Self.book)")
+            let page = String(decoding: try await browser.get("/account/buy/\(Self.book)").body, as: UTF8.self)
+            #expect(page.contains(#"name="offerCode""#), "\(page)")
+            let key = try #require(page.firstMatch(of: /name="key" value="([^"]+)"/)?.1)
+            let wrong = String(decoding: try await browser.post("/account/buy/\(Self.book)", ["csrf": browser.csrf, "key": String(key), "offerCode": "NOPE-NOPE"]).body, as: UTF8.self)
+            #expect(wrong.contains("cannot be redeemed"), "\(wrong)")
+            #expect(try await http.charges(accountId: ann.accountId, adminToken: server.adminToken) == [])
+            let paid = try await browser.post("/account/buy/\(Self.book)", ["csrf": browser.csrf, "key": String(key), "offerCode": made.codes[0]])
+            #expect(paid.status == 303, "\(String(decoding: paid.body, as: UTF8.self))")
+            #expect(try await http.charges(accountId: ann.accountId, adminToken: server.adminToken) == [399])
+        }
+    }
 }
