@@ -43,7 +43,8 @@ public struct KioskServer: Sendable {
             configuration.databaseLocation, environment: configuration.environment,
             legacyKeyFile: data.appendingPathComponent("signing-key.json"), timeScale: configuration.sandboxTimeScale,
             catalog: self.catalog, metrics: metrics, appStore: configuration.appStore.map(AppStoreSignedDataVerifier.init(configuration:)),
-            logger: logger, accountPolicy: configuration.accounts, channels: configuration.channels, pool: configuration.databasePool)
+            logger: logger, accountPolicy: configuration.accounts, channels: configuration.channels, pool: configuration.databasePool,
+            taxes: configuration.taxes)
         self.limits = RateLimitGate(limits: configuration.rateLimits, limiter: store.rateLimiter)
         let templates = try PageTemplates.parsed()
         self.templates = templates

@@ -39,6 +39,8 @@ public struct ServerConfiguration: Sendable {
     public var channels = StoreChannels()
     /// Accounts' sign-ins: the device limit, the password hash's cost, device codes.
     public var accounts = AccountPolicy()
+    /// The operator's tax rates per country and class (`--tax-rates`); `.none` charges no tax.
+    public var taxes = TaxTable.none
     /// The iOS app whose App Store signed transactions are proof of purchase
     /// (`Authorization: AppStore <JWS>`); nil takes none.
     public var appStore: AppStoreSignedDataVerifier.Configuration?

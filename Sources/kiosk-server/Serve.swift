@@ -164,6 +164,9 @@ extension KioskServerTool {
         @Option(help: ArgumentHelp("Seconds between two passes of the notification delivery worker; 0 runs none on this instance ($KIOSK_NOTIFICATION_INTERVAL).", valueName: "seconds"))
         var notificationInterval = Self.environment("KIOSK_NOTIFICATION_INTERVAL").flatMap(Double.init) ?? 0.5
 
+        @Option(help: ArgumentHelp("A JSON file of tax rates per country and class (a sample: deploy/tax/eu-epublications.json); each sale records its country, rate and tax ($KIOSK_TAX_RATES).", valueName: "file"))
+        var taxRates: String? = Self.environment("KIOSK_TAX_RATES")
+
         static func environment(_ name: String) -> String? {
             ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
         }
@@ -304,6 +307,9 @@ extension KioskServerTool {
                 configuration.accounts = try accountPolicy()
                 configuration.stripe = try stripe()
                 configuration.channels = try await channelSettings()
+                if let taxRates {
+                    do { configuration.taxes = try TaxTable.load(URL(fileURLWithPath: taxRates)) } catch let error as TaxTableError { throw ValidationError("--tax-rates \(error.description)") }
+                }
                 configuration.appStore = try appStore()
                 configuration.sandboxTimeScale = sandboxTimeScale
                 if let delays = try retryDelays() { configuration.notificationDelivery?.retryDelays = delays }

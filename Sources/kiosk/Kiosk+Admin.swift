@@ -14,7 +14,7 @@ extension Kiosk {
 
                 Example: kiosk admin sales --server http://127.0.0.1:8080 --data .kiosk-server
                 """,
-            subcommands: [Accounts.self, AccountDetail.self, TransactionList.self, Pending.self, Sales.self, DownloadStats.self, AppStoreNotifications.self, Approve.self, Decline.self, Revoke.self, Refund.self, Grant.self,
+            subcommands: [Accounts.self, AccountDetail.self, TransactionList.self, Pending.self, Sales.self, Tax.self, DownloadStats.self, AppStoreNotifications.self, Approve.self, Decline.self, Revoke.self, Refund.self, Grant.self,
                           Sandbox.self, Renewals.self, Webhooks.self, Notifications.self, Products.self, Codes.self, Disable.self, Enable.self, ResetCode.self, Events.self]
         )
 
@@ -250,6 +250,36 @@ extension Kiosk {
             static func csvField(_ text: String) -> String {
                 guard text.contains(where: { $0 == "," || $0 == "\"" || $0.isNewline }) else { return text }
                 return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+            }
+        }
+
+        struct Tax: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "A quarter's sales per country, tax rate and currency: what was taxed and the tax (an EU One-Stop-Shop return's figures).",
+                discussion: "Sums the ledger: charges less refunds and credits, each with its share of tax. Example: kiosk admin tax --quarter 2026Q4 --csv > oss-2026Q4.csv")
+            @OptionGroup var options: Options
+            @Option(help: ArgumentHelp("The quarter, such as 2026Q4.", valueName: "yyyyQn")) var quarter: String
+            @Flag(help: "Print the rows as CSV: country, rate, currency, sales, refunds, net, tax, gross.") var csv = false
+            func validate() throws {
+                if csv && options.json { throw ValidationError("--csv and --json cannot both be given") }
+                guard TaxQuarter.range(quarter) != nil else { throw ValidationError("--quarter \(quarter) is not a quarter like 2026Q4") }
+            }
+            func run() async throws {
+                try await reportingErrors {
+                    let rows = try await options.get([AdminTaxRow].self, "/v1/admin/tax?quarter=\(quarter.uppercased())")
+                    if csv {
+                        Swift.print("country,rate,currency,sales,refunds,net,tax,gross")
+                        for row in rows {
+                            Swift.print([row.country ?? "", AdminTaxRow.rateText(row.rateBasisPoints), row.currency, "\(row.sales)", "\(row.refunds)",
+                                         Admin.money(row.netCents), Admin.money(row.taxCents), Admin.money(row.grossCents)].joined(separator: ","))
+                        }
+                        return
+                    }
+                    try options.show(rows: rows) {
+                        let rate = $0.rateBasisPoints.map { "\(AdminTaxRow.rateText($0)) %" } ?? "no tax"
+                        return "\($0.country ?? "(no storefront)")  \(rate)  sales \($0.sales)  refunds \($0.refunds)  net \(Price.shown(cents: $0.netCents, $0.currency))  tax \(Price.shown(cents: $0.taxCents, $0.currency))"
+                    }
+                }
             }
         }
 

@@ -302,3 +302,48 @@ public struct AdminChannelEventRow: Codable, Sendable, Equatable {
         self.receivedAt = receivedAt
     }
 }
+
+/// `GET /v1/admin/tax?quarter=2026Q4`: a quarter's sales per country, rate and currency, as an EU
+/// One-Stop-Shop return asks for them (what was taxed, and the tax), summed from the ledger:
+/// charges less refunds and credits, each with its own share of tax.
+public struct AdminTaxRow: Codable, Sendable, Equatable {
+    /// The reader's country (their storefront); absent for sales made with none chosen.
+    public var country: String?
+    /// The rate in basis points (700: 7 %); absent where no tax was charged.
+    public var rateBasisPoints: Int?
+    public var currency: String
+    /// Charges, and refunds and credits, in the quarter.
+    public var sales: Int
+    public var refunds: Int
+    /// What readers paid, tax included; the tax in it; and what is left (the taxable amount).
+    public var grossCents: Int
+    public var taxCents: Int
+    public var netCents: Int
+
+    public init(country: String?, rateBasisPoints: Int?, currency: String, sales: Int, refunds: Int, grossCents: Int, taxCents: Int) {
+        (self.country, self.rateBasisPoints, self.currency, self.sales, self.refunds) = (country, rateBasisPoints, currency, sales, refunds)
+        (self.grossCents, self.taxCents, self.netCents) = (grossCents, taxCents, grossCents - taxCents)
+    }
+
+    /// "7", "5.5", "2.1": a rate as a person reads it.
+    public static func rateText(_ basisPoints: Int?) -> String {
+        guard let basisPoints else { return "" }
+        let whole = basisPoints / 100, fraction = basisPoints % 100
+        if fraction == 0 { return "\(whole)" }
+        return fraction % 10 == 0 ? "\(whole).\(fraction / 10)" : "\(whole).\(String(format: "%02d", fraction))"
+    }
+}
+
+/// A calendar quarter, `2026Q4`: its first instant and the next quarter's, in UTC.
+public enum TaxQuarter {
+    public static func range(_ text: String) -> (start: Date, end: Date)? {
+        let parts = text.uppercased().split(separator: "Q")
+        guard parts.count == 2, parts[0].count == 4, let year = Int(parts[0]), (2000...2199).contains(year),
+              let quarter = Int(parts[1]), (1...4).contains(quarter) else { return nil }
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC") ?? .gmt
+        guard let start = calendar.date(from: DateComponents(year: year, month: (quarter - 1) * 3 + 1, day: 1)),
+              let end = calendar.date(byAdding: .month, value: 3, to: start) else { return nil }
+        return (start, end)
+    }
+}

@@ -31,6 +31,8 @@ public struct AccountSummary: Codable, Sendable, Equatable {
     /// The UUID the account's iOS app passes to StoreKit's purchase, so that the App Store
     /// transaction is granted to this account only.
     public var appAccountToken: String?
+    /// The storefront the reader chose (ISO 3166-1 alpha-2): their prices, currency and tax; absent: none.
+    public var storefront: String?
 
     public init(accountId: String, credits: Int, owned: [String], subscriptions: [SubscriptionStatus]) {
         self.accountId = accountId
@@ -285,4 +287,12 @@ public enum VerifyReceiptStatus {
     public static let sandboxReceiptSentToProduction = 21007
     public static let productionReceiptSentToSandbox = 21008
     public static let revokedOrUnknown = 21010
+}
+
+/// `PUT /v1/account/storefront`: the reader's storefront (their country), which decides the
+/// prices, the currency and the tax of what they buy from now on.
+public struct StorefrontChoice: Codable, Sendable, Equatable {
+    public var storefront: String
+
+    public init(storefront: String) { self.storefront = storefront }
 }

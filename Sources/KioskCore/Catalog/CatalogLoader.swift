@@ -148,20 +148,7 @@ public struct CatalogLoader: Sendable {
             throw reader.error(.missingField, "title", "must not be empty")
         }
         let summary = try reader.optionalString("summary") ?? ""
-        let amount = try reader.string("price")
-        guard Self.isDecimalAmount(amount) else {
-            throw reader.error(.badPrice, "price", "\"\(amount)\" is not a decimal amount like 4.99")
-        }
-        guard let cents = Price.cents(amount), cents <= Price.maxCents else {
-            throw reader.error(.badPrice, "price", "\"\(amount)\" is more than the largest price, \(Price.maxCents / 100).00")
-        }
-        let currency = try reader.string("currency")
-        guard currency.utf8.count == 3, currency.utf8.allSatisfy({ (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) else {
-            throw reader.error(.badPrice, "currency", "\"\(currency)\" is not an ISO 4217 code like USD")
-        }
-        guard !Price.wholeUnitCurrencies.contains(currency) || cents % 100 == 0 else {
-            throw reader.error(.badPrice, "price", "\"\(amount)\" has a fraction, and \(currency) has no minor unit; give a whole amount")
-        }
+        let (amount, currency, cents) = try Self.price(reader)
         var product = Product(
             id: id, kind: kind, title: title, summary: summary,
             price: Price(amount: amount, currency: currency))
@@ -179,6 +166,13 @@ public struct CatalogLoader: Sendable {
         }
         product.subscriptionGroup = try reader.optionalString("subscriptionGroup")
         product.planLevel = try reader.positiveInt("planLevel", atMost: 100)
+        product.prices = try Self.storefrontPrices(reader)
+        if let category = try reader.optionalString("taxCategory") {
+            guard let known = TaxCategory(rawValue: category) else {
+                throw reader.error(.badPrice, "taxCategory", "\"\(category)\" is not a tax category; use one of \(TaxCategory.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            product.taxCategory = known
+        }
         product.introductoryOffer = try Self.introductoryOffer(reader, normal: cents, currency: currency, periodMonths: product.periodMonths ?? 1)
         product.appStoreProductId = try reader.optionalString("appStoreProductId")
         product.playProductId = try reader.optionalString("playProductId")
@@ -271,6 +265,48 @@ public struct CatalogLoader: Sendable {
             }
         }
         return contentDirectory.appendingPathComponent(path)
+    }
+
+    /// A price and its currency (`price`, `currency` of `reader`'s object): a decimal amount no
+    /// larger than the largest price, an ISO 4217 code, no fraction where the currency has none.
+    private static func price(_ reader: FieldReader) throws -> (amount: String, currency: String, cents: Int) {
+        let amount = try reader.string("price")
+        guard Self.isDecimalAmount(amount) else {
+            throw reader.error(.badPrice, "price", "\"\(amount)\" is not a decimal amount like 4.99")
+        }
+        guard let cents = Price.cents(amount), cents <= Price.maxCents else {
+            throw reader.error(.badPrice, "price", "\"\(amount)\" is more than the largest price, \(Price.maxCents / 100).00")
+        }
+        let currency = try reader.string("currency")
+        guard currency.utf8.count == 3, currency.utf8.allSatisfy({ (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) else {
+            throw reader.error(.badPrice, "currency", "\"\(currency)\" is not an ISO 4217 code like USD")
+        }
+        guard !Price.wholeUnitCurrencies.contains(currency) || cents % 100 == 0 else {
+            throw reader.error(.badPrice, "price", "\"\(amount)\" has a fraction, and \(currency) has no minor unit; give a whole amount")
+        }
+        return (amount, currency, cents)
+    }
+
+    /// `prices`: `{"DE": {"price": "2.99", "currency": "EUR"}, …}`, one entry per storefront
+    /// (ISO 3166-1 alpha-2) the product is sold in.
+    private static func storefrontPrices(_ reader: FieldReader) throws -> [String: Price]? {
+        guard let object = try reader.optionalObject("prices") else { return nil }
+        guard !object.isEmpty else { throw reader.error(.badPrice, "prices", "lists no storefront; leave it out to sell everywhere at price") }
+        var prices: [String: Price] = [:]
+        for (code, value) in object {
+            guard Storefront.code(code) == code else {
+                throw reader.error(.badPrice, "prices", "\"\(code)\" is not a country code like DE (ISO 3166-1 alpha-2, upper case)")
+            }
+            guard let entry = value as? [String: Any] else {
+                throw reader.error(.badPrice, "prices.\(code)", "must be {\"price\": \"2.99\", \"currency\": \"EUR\"}")
+            }
+            var inner = FieldReader(object: entry, file: reader.file, index: reader.index, prefix: "prices.\(code).")
+            inner.productID = reader.productID
+            let (amount, currency, _) = try Self.price(inner)
+            try inner.rejectUnknownFields()
+            prices[code] = Price(amount: amount, currency: currency)
+        }
+        return prices
     }
 
     /// A subscription's `introductoryOffer` (``IntroductoryOffer``): a free trial of 1 to 365 days
@@ -453,10 +489,11 @@ private struct FieldReader {
     static let knownFields: [String: Set<String>] = [
         "": ["id", "kind", "title", "summary", "price", "currency", "creditPrice", "credits", "series",
              "issueNumber", "publicationDate", "periodMonths", "gracePeriodDays", "content", "appStoreProductId", "playProductId", "forSale",
-             "subscriptionGroup", "introductoryOffer", "planLevel",
+             "subscriptionGroup", "introductoryOffer", "planLevel", "prices", "taxCategory",
              "author", "contributors", "publisher", "language", "isbn", "issn", "subjects", "description", "pageCount", "cover"],
         "content.": ["path", "format"],
         "introductoryOffer.": ["type", "days", "periods", "price"],
+        "prices.": ["price", "currency"],
     ]
 
     func error(_ rule: CatalogError.Rule, _ field: String, _ message: String) -> CatalogError {
@@ -554,7 +591,8 @@ private struct FieldReader {
     }
 
     func rejectUnknownFields() throws {
-        let known = Self.knownFields[prefix] ?? []
+        // A storefront's price (`prices.DE.`) has the fields every storefront's has.
+        let known = Self.knownFields[prefix.hasPrefix("prices.") ? "prices." : prefix] ?? []
         if let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
             throw error(.unknownField, unknown, "is not a catalog field; check its spelling")
         }

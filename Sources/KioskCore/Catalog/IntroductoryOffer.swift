@@ -44,6 +44,13 @@ public struct IntroductoryOffer: Codable, Sendable, Equatable {
     /// What the first period bought with the offer costs, in hundredths of the currency.
     public var firstChargeCents: Int { price.flatMap(Price.cents) ?? 0 }
 
+    /// The first charge in a storefront whose normal price is `local` where the catalog's is
+    /// `normal` (both in cents): the same share of the price, to the nearest unit.
+    public func firstChargeCents(local: Int, normal: Int) -> Int {
+        guard normal > 0, local != normal else { return firstChargeCents }
+        return (firstChargeCents * local + normal / 2) / normal
+    }
+
     /// How long the first period bought with the offer lasts, as the months or days it adds.
     public func firstPeriod(periodMonths: Int) -> DateComponents {
         switch type {

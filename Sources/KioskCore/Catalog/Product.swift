@@ -29,6 +29,11 @@ public struct Product: Codable, Sendable, Equatable, Identifiable {
     /// moving to a higher level is an upgrade, to a lower one a downgrade, to the same a
     /// crossgrade (``PlanChange``). Nil counts as level 1.
     public var planLevel: Int?
+    /// Prices per storefront (ISO 3166-1 alpha-2 → price and currency), issue 65: the product is
+    /// sold only in these (and at ``price`` to a reader who chose no storefront). Nil: one price everywhere.
+    public var prices: [String: Price]?
+    /// The tax class in the operator's tax table; nil: by kind (``taxClass``).
+    public var taxCategory: TaxCategory?
     /// A subscription's introductory offer: a free trial or a lower price at the start.
     public var introductoryOffer: IntroductoryOffer?
     /// What the client downloads once the product is owned.

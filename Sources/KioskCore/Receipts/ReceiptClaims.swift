@@ -25,10 +25,16 @@ public struct ReceiptClaims: JWTPayload, Equatable {
     /// `offerPeriod`; absent at the normal price.
     public var offerType: String?
     public var offerPeriod: String?
+    /// What was paid, in milliunits of `currency` (4.99 EUR is 4990), tax included, and the
+    /// storefront it was bought in, as StoreKit's `price`, `currency` and `storefront` (here the
+    /// ISO 3166-1 alpha-2 code); absent from what charged no money and from older receipts.
+    public var price: Int64?
+    public var currency: String?
+    public var storefront: String?
 
     enum CodingKeys: String, CodingKey {
         case transactionId, originalTransactionId, productId, kind, quantity, accountId
-        case purchaseDate, expiresDate, environment, appAccountToken, offerType, offerPeriod
+        case purchaseDate, expiresDate, environment, appAccountToken, offerType, offerPeriod, price, currency, storefront
         case issuer = "iss"
     }
 
@@ -69,6 +75,9 @@ public struct ReceiptClaims: JWTPayload, Equatable {
         appAccountToken = try container.decodeIfPresent(String.self, forKey: .appAccountToken)
         offerType = try container.decodeIfPresent(String.self, forKey: .offerType)
         offerPeriod = try container.decodeIfPresent(String.self, forKey: .offerPeriod)
+        price = try container.decodeIfPresent(Int64.self, forKey: .price)
+        currency = try container.decodeIfPresent(String.self, forKey: .currency)
+        storefront = try container.decodeIfPresent(String.self, forKey: .storefront)
     }
 
     /// A receipt proves a past purchase, so it does not expire; subscription expiry is a business rule.

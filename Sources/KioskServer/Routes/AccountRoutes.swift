@@ -15,6 +15,7 @@ struct AccountRoutes: Sendable {
         let routes = RouteCollection(context: KioskRequestContext.self)
         routes.post("v1/accounts", use: createAccount)
         routes.get("v1/account", use: account)
+        routes.put("v1/account/storefront", use: setStorefront)
         routes.post("v1/payments", use: pay)
         routes.post("v1/codes/redeem", use: redeemCode)
         routes.post("v1/redemptions", use: redeem)
@@ -59,7 +60,7 @@ struct AccountRoutes: Sendable {
         let signIn = try asked.signIn()
         // With a sign-in, limited as sign-ins are too: it answers whether an email is taken.
         if let signIn { try await limits.admitSignIn(request, context: context, email: signIn.email) }
-        return try JSONBody.response(try await store.accounts.createAccount(signIn: signIn, deviceName: asked.deviceName), status: .created)
+        return try JSONBody.response(try await store.accounts.createAccount(signIn: signIn, deviceName: asked.deviceName, storefront: asked.storefront), status: .created)
     }
 
     /// The body of `POST /v1/accounts`: empty or `{}` (as clients before sign-ins send) for an
@@ -68,6 +69,8 @@ struct AccountRoutes: Sendable {
         var email: String?
         var password: String?
         var deviceName: String?
+        /// The storefront chosen at sign-up (a country code); absent: none yet.
+        var storefront: String?
 
         func signIn() throws -> SignInDetails? {
             switch (email, password) {
@@ -81,6 +84,12 @@ struct AccountRoutes: Sendable {
     /// `GET /v1/account`: the balance and what the account owns.
     @Sendable func account(_ request: Request, context: KioskRequestContext) async throws -> Response {
         try JSONBody.response(try await store.accounts.summary(of: context.requireAccount(), makingToken: true))
+    }
+
+    /// `PUT /v1/account/storefront` with a ``StorefrontChoice``: the account's ``AccountSummary`` after it.
+    @Sendable func setStorefront(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let choice = try await JSONBody.decode(StorefrontChoice.self, from: request)
+        return try JSONBody.response(try await store.accounts.setStorefront(choice.storefront, accountId: context.requireAccount()))
     }
 
     /// `POST /v1/payments`.

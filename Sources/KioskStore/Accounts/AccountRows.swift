@@ -71,6 +71,15 @@ struct AccountRows {
 
     /// Moves the account to its next revision, so a payment still deciding on the old one finds
     /// it moved (a revocation takes the row first this way).
+    /// The account's storefront, at its next revision: a purchase decided at the old prices
+    /// meanwhile finds the account moved and decides again.
+    /// - Returns: whether the account has a row.
+    func setStorefront(_ storefront: String, of accountId: String) async throws -> Bool {
+        try await db.raw(#"""
+            UPDATE "account" SET "storefront" = \#(bind: storefront), "revision" = "revision" + 1 WHERE "id" = \#(bind: accountId) RETURNING "id"
+            """#).all().count == 1
+    }
+
     func moveRevision(of accountId: String) async throws {
         try await db.raw(#"UPDATE "account" SET "revision" = "revision" + 1 WHERE "id" = \#(bind: accountId)"#).run()
     }

@@ -12,7 +12,9 @@ public struct Accounts: StoreOwner {
     /// is stored). With `signIn`, the account can be signed in to from other devices; without, it
     /// is anonymous, as the sandbox's and the quick start's are.
     /// - Parameter kind: `web` for a browser signing up on the store's pages (its session).
-    public func createAccount(signIn: SignInDetails? = nil, deviceName: String? = nil, kind: DeviceKind = .app) async throws -> AccountCreated {
+    /// - Parameter storefront: the storefront chosen at sign-up (``Storefront``); nil: none yet.
+    public func createAccount(signIn: SignInDetails? = nil, deviceName: String? = nil, kind: DeviceKind = .app, storefront: String? = nil) async throws -> AccountCreated {
+        let storefront = try storefront.map(Self.storefrontCode)
         // Checked and hashed before the write: the hash takes a fraction of a second, off the writer.
         var login: NewSignIn?
         if let signIn {
@@ -24,15 +26,35 @@ public struct Accounts: StoreOwner {
         }
         let now = clock.wallNow()
         let id = "acct_" + Store.randomHex(bytes: 8)
-        let account = AccountRecord(id: id, tokenHash: "retired:" + id, credits: 0, createdAt: now, revision: 0)
+        var account = AccountRecord(id: id, tokenHash: "retired:" + id, credits: 0, createdAt: now, revision: 0)
+        account.storefront = storefront
         let device = NewDevice(accountId: id, name: signIn?.deviceName ?? deviceName, now: now, kind: kind)
-        try await database.write { [login] db in
+        try await database.write { [login, account] db in
             if let login, try await Accounts.signIn(email: login.email, in: db) != nil { throw StoreError.emailTaken(login.email) }
             try await AccountRows(db).insert(account)
             try await db.insert(into: "device").model(device.record).run()
             if let login { try await db.insert(into: "signIn").model(login.record(accountId: id, now: now)).run() }
         }
         return AccountCreated(accountId: id, token: device.token, deviceId: device.record.id, email: login?.email)
+    }
+
+    /// Sets the reader's storefront: the prices, currency and tax of what they buy from now on
+    /// (what they bought stands; a subscription renews in the storefront it was bought in).
+    /// - Throws: `invalid_request` for text that is no country code; `unknown_account`.
+    public func setStorefront(_ text: String, accountId: String) async throws -> AccountSummary {
+        let code = try Self.storefrontCode(text)
+        guard try await database.write({ try await AccountRows($0).setStorefront(code, of: accountId) }) else { throw StoreError.unknownAccount(accountId) }
+        changes.committed(accountId)
+        logger.info("storefront chosen", metadata: ["account": "\(accountId)", "storefront": "\(code)"])
+        return try await summary(of: accountId)
+    }
+
+    static func storefrontCode(_ text: String) throws -> String {
+        try RequestText.check(text, field: "storefront", maxBytes: 16)
+        guard let code = Storefront.code(text) else {
+            throw StoreError.invalidRequest("storefront must be a country code like DE or US (ISO 3166-1 alpha-2), not \"\(text.prefix(16))\"")
+        }
+        return code
     }
 
     /// The device a bearer token signs in, or nil when the store knows no such token (never
@@ -83,6 +105,7 @@ public struct Accounts: StoreOwner {
                 SubscriptionStatus(productId: id, expiresDate: latestExpiry[id] ?? now, active: (latestExpiry[id] ?? now) > now)
             }
             var summary = AccountSummary(accountId: account.id, credits: account.credits, owned: owned, subscriptions: subscriptions)
+            summary.storefront = account.storefront
             summary.appAccountToken = try await db.select().column("appAccountToken").from("account").where("id", .equal, accountId)
                 .first()?.decode(column: "appAccountToken", as: String?.self)
             return summary

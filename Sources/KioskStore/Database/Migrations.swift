@@ -597,6 +597,18 @@ enum Migrations {
             #"ALTER TABLE "offerCode" ADD COLUMN "benefit" TEXT NOT NULL DEFAULT 'free'"#,
             #"ALTER TABLE "offerCode" ADD COLUMN "benefitValue" INTEGER"#,
         ] },
+        // Storefronts and tax (issue 65): the storefront a reader chose (their country), the one a
+        // transaction and a subscription were bought in, and each sale's country, rate and tax.
+        Migration(name: "31-storefronts-and-tax") { _ in [
+            #"ALTER TABLE "account" ADD COLUMN "storefront" TEXT"#,
+            #"ALTER TABLE "subscription" ADD COLUMN "storefront" TEXT"#,
+            #"ALTER TABLE "storeTransaction" ADD COLUMN "storefront" TEXT"#,
+            #"ALTER TABLE "storeTransaction" ADD COLUMN "taxBasisPoints" INTEGER"#,
+            #"ALTER TABLE "storeTransaction" ADD COLUMN "taxCents" BIGINT NOT NULL DEFAULT 0"#,
+            #"ALTER TABLE "ledgerEntry" ADD COLUMN "country" TEXT"#,
+            #"ALTER TABLE "ledgerEntry" ADD COLUMN "taxBasisPoints" INTEGER"#,
+            #"ALTER TABLE "ledgerEntry" ADD COLUMN "taxCents" BIGINT NOT NULL DEFAULT 0"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

@@ -24,6 +24,10 @@ struct Holdings {
     /// a subscription): active, in grace or in billing retry, it may still charge, so a second plan
     /// of the group is not sold beside it.
     var runningInGroup: SubscriptionRecord?
+    /// The account's storefront (its country), which decides its prices and its tax; nil: none chosen.
+    var storefront: String?
+    /// The operator's tax table the decision charges by (the store's).
+    var taxes: TaxTable = .none
 
     /// Nothing read, for a decision that depends on nothing the account holds (a consumable's
     /// charge): its write checks the one bound such a decision needs, the balance's, itself
@@ -60,6 +64,7 @@ struct Holdings {
             firstPurchase: try await transaction("firstPurchase") { $0.status == .purchased },
             latestPeriod: try await transaction("latestPeriod") { $0.status == .purchased },
             pending: try await transaction("pending") { $0.status == .deferred })
+        holdings.storefront = try row.decode(column: "storefront", as: String?.self)
         if !group.isEmpty { holdings.hadSubscriptionInGroup = try await hadSubscription(accountId: accountId, among: group, in: db) }
         holdings.runningInGroup = try await SubscriptionRows(db).unended(accountId: accountId, among: planGroup.filter { $0 != product.id })
         return holdings
@@ -84,7 +89,7 @@ struct Holdings {
     struct Lookup: StoreStatement {
         typealias Row = any SQLRow
         static let sql = #"""
-            SELECT "revision", "credits",
+            SELECT "revision", "credits", "storefront",
                 (SELECT "id" FROM "storeTransaction" WHERE "accountId" = $1 AND "idempotencyKey" = $2 ORDER BY "sequence" LIMIT 1) AS "sameKey",
                 CASE WHEN $4 THEN (SELECT "id" FROM "storeTransaction" WHERE "accountId" = $1 AND "productId" = $3
                     AND "status" = '\#(TransactionStatus.purchased.rawValue)' ORDER BY "sequence" LIMIT 1) END AS "firstPurchase",
@@ -110,8 +115,37 @@ struct Holdings {
         }
     }
 
+    /// The product's price in the account's storefront, before any tax the storefront adds.
+    /// - Throws: `not_sold_here` when the product lists prices and none for this storefront.
+    func listPrice(_ product: Product) throws -> (cents: Int, currency: String) {
+        guard let price = product.price(in: storefront) else { throw StoreError.notSoldHere(product.id, storefront: storefront) }
+        return (try Store.cents(price), price.currency)
+    }
+
+    /// Sets what the record charges: `cents` of `currency` as the account's country takes tax on
+    /// it (``TaxTable``), with the country, the rate and the tax recorded.
+    func charge(_ record: inout TransactionRecord, cents: Int, currency: String, product: Product) {
+        let charge = taxes.charge(cents: cents, currency: currency, country: storefront, category: product.taxClass)
+        record.amountCents = charge.cents
+        record.currency = charge.currency
+        record.storefront = storefront
+        record.taxBasisPoints = charge.taxBasisPoints
+        record.taxCents = charge.taxCents
+    }
+
+    /// Records the tax inside what a channel charged (`record.amountCents`, tax included: the web's
+    /// price holds it), by the account's country; a store that is the channel's merchant of record
+    /// (the App Store, Google Play) collects its own, and none is recorded.
+    func taxOnChannelPayment(_ record: inout TransactionRecord, product: Product) {
+        record.storefront = storefront
+        guard record.paymentMethod == PaidBy.stripe.rawValue, let country = storefront, let entry = taxes.countries[country],
+              let rate = entry.rates[product.taxClass] ?? entry.rates[.standard] else { return }
+        record.taxBasisPoints = rate
+        record.taxCents = TaxTable.part(of: record.amountCents, rate: rate)
+    }
+
     /// Settles an approved payment or redemption: what it costs, grants and signs.
-    /// - Throws: ``StoreError`` `insufficient_credits`, or `amount_too_large` when a sum would overflow.
+    /// - Throws: ``StoreError`` `insufficient_credits`, `not_sold_here`, or `amount_too_large` when a sum would overflow.
     func decide(_ record: inout TransactionRecord, product: Product, now: Date) throws {
         record.status = .purchased
         record.purchaseDate = now
@@ -119,10 +153,11 @@ struct Holdings {
         if decideOwned(&record, product: product, now: now) != nil { return }
         switch product.kind {
         case .consumable:
-            let (amount, amountOverflow) = try Store.cents(product.price).multipliedReportingOverflow(by: record.quantity)
+            let price = try listPrice(product)
+            let (amount, amountOverflow) = price.cents.multipliedReportingOverflow(by: record.quantity)
             let (granted, grantedOverflow) = (product.credits ?? 0).multipliedReportingOverflow(by: record.quantity)
             guard !amountOverflow, !grantedOverflow, !credits.addingReportingOverflow(granted).overflow else { throw Self.overflow }
-            record.amountCents = amount
+            charge(&record, cents: amount, currency: price.currency, product: product)
             record.creditsGranted = granted
         case .nonConsumable:
             if record.paymentMethod == PaidBy.credits.rawValue {
@@ -132,7 +167,8 @@ struct Holdings {
                 }
                 record.creditsSpent = price
             } else {
-                record.amountCents = try Store.cents(product.price)
+                let price = try listPrice(product)
+                charge(&record, cents: price.cents, currency: price.currency, product: product)
             }
         case .subscription:
             // Running: in grace or billing retry (a charge still tried), renewing, or paid up to a
@@ -142,14 +178,15 @@ struct Holdings {
             }
             record.originalTransactionId = latestPeriod?.originalTransactionId ?? record.id
             let months = product.periodMonths ?? 1
+            let price = try listPrice(product)
             if let offer = product.introductoryOffer, !hadSubscriptionInGroup {
                 record.expiresDate = Calendar.utc.date(byAdding: offer.firstPeriod(periodMonths: months), to: now)
-                record.amountCents = offer.firstChargeCents
+                charge(&record, cents: offer.firstChargeCents(local: price.cents, normal: try Store.cents(product.price)), currency: price.currency, product: product)
                 record.offerType = offer.type.rawValue
                 record.offerPeriod = offer.isoPeriod(periodMonths: months)
             } else {
                 record.expiresDate = Calendar.utc.date(byAdding: .month, value: months, to: now)
-                record.amountCents = try Store.cents(product.price)
+                charge(&record, cents: price.cents, currency: price.currency, product: product)
                 if product.introductoryOffer != nil {
                     record.message = "the introductory offer is for a first subscription in \(product.group); this account had one, so it starts at the normal price"
                 }
@@ -162,17 +199,21 @@ struct Holdings {
     /// subscription's first period; any introductory offer gives way to it: offers do not stack).
     func apply(_ benefit: CodeBenefit, to record: inout TransactionRecord, product: Product, now: Date) throws {
         let months = product.periodMonths ?? 1
-        let normal = try Store.cents(product.price)
+        let price = try listPrice(product)
         record.message = nil
         switch benefit {
         case .introductoryOffer:
             guard let offer = product.introductoryOffer, product.kind == .subscription else { return }
             record.expiresDate = Calendar.utc.date(byAdding: offer.firstPeriod(periodMonths: months), to: now)
-            record.amountCents = offer.firstChargeCents
+            charge(&record, cents: offer.firstChargeCents(local: price.cents, normal: try Store.cents(product.price)), currency: price.currency, product: product)
             record.offerType = offer.type.rawValue
             record.offerPeriod = offer.isoPeriod(periodMonths: months)
         case .percentOff, .amountOff:
-            record.amountCents = benefit.price(from: normal)
+            if case .amountOff = benefit, price.currency != product.price.currency {
+                throw StoreError(.wrongState, code: "code_other_currency",
+                                 message: "this code takes an amount of \(product.price.currency) off, and this account buys in \(price.currency); ask for a code in \(price.currency)")
+            }
+            charge(&record, cents: benefit.price(from: price.cents), currency: price.currency, product: product)
             record.offerType = "offerCode"
             if product.kind == .subscription {
                 record.expiresDate = Calendar.utc.date(byAdding: .month, value: months, to: now)

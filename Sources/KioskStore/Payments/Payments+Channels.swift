@@ -51,14 +51,21 @@ extension Payments {
         let keyed = KeyedRequest(key: reference, productId: product.id, quantity: quantity, method: method, shownKey: shownKey)
         let now: Date = if product.kind == .subscription { try await accountNow(accountId) } else { clock.wallNow() }
         // A consumable's grant depends on nothing the account holds: one write, as a payment's (``settle``).
-        let settled = try await settle(account: accountId, request: keyed, product: product, readsHoldings: product.kind != .consumable,
+        let settled = try await settle(account: accountId, request: keyed, product: product, readsHoldings: product.kind != .consumable || !base.taxes.isEmpty,
                                        alongside: alongside) { holdings in
             var record = TransactionRecord.pending(account: accountId, product: product, quantity: quantity, method: method, key: reference, at: clock.wallNow())
-            try holdings.decide(&record, product: product, now: now)
+            // What a channel charged stands whatever the storefront's prices say: decided as the
+            // catalog's base price, then the channel's amount put in its place.
+            var base = holdings
+            base.storefront = nil
+            try base.decide(&record, product: product, now: now)
             // What the channel charged is what was paid, whatever the catalog's price says now.
             if !record.isFreeRebuy {
                 record.amountCents = amountCents
                 record.currency = currency
+                record.taxCents = 0
+                record.taxBasisPoints = nil
+                holdings.taxOnChannelPayment(&record, product: product)
                 record.offerType = offer?.type
                 record.offerPeriod = offer?.period
                 // The store's own words about a sale (an offer not given) say nothing of a channel's grant.

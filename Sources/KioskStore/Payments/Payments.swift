@@ -49,7 +49,7 @@ public struct Payments: StoreOwner {
         let use = code
         // A consumable's outcome depends on nothing the account holds, unless it asks to wait
         // for approval (one pending request per product).
-        let readsHoldings = product.kind != .consumable || request.paymentMethod == .defer
+        let readsHoldings = product.kind != .consumable || request.paymentMethod == .defer || product.prices != nil || !base.taxes.isEmpty
         // A subscription's dates are in the account's time, which the sandbox may run ahead.
         let now: Date = if product.kind == .subscription { try await accountNow(accountId) } else { clock.wallNow() }
         var spend: Alongside?
@@ -246,7 +246,7 @@ public struct Payments: StoreOwner {
                 transactionId: record.id, originalTransactionId: record.originalTransactionId,
                 renewalInfo: subscription.map { RenewalInfo($0, environment: keys.identity.environment) }), at: clock.wallNow(), in: db)
             let credits = refundDue
-                ? try await payBack(record, cents: refundable, currency: charged?.currency ?? record.currency, returning: returned, withdrawing: withdrawn,
+                ? try await payBack(record, cents: refundable, charged: charged, returning: returned, withdrawing: withdrawn,
                                     balance: account.credits, reason: reason, in: db)
                 : account.credits
             return AdminRevocation(transaction: record.wire, refundedCents: refundDue ? refundable : 0, currency: charged?.currency ?? record.currency,
@@ -292,11 +292,13 @@ public struct Payments: StoreOwner {
 
     /// A refund's ledger entry (what was charged and not yet credited, paid back; 0 cents for a purchase made with
     /// credits), and the credits it gives back or takes away. Returns the balance after it.
-    private func payBack(_ record: TransactionRecord, cents: Int, currency: String, returning returned: Int, withdrawing withdrawn: Int, balance: Int,
+    private func payBack(_ record: TransactionRecord, cents: Int, charged: LedgerEntry?, returning returned: Int, withdrawing withdrawn: Int, balance: Int,
                          reason: String, in db: any SQLDatabase) async throws -> Int {
-        try await TransactionRows(db).insertLedger(LedgerEntry(id: nil, transactionId: record.id, kind: .refund, accountId: record.accountId,
-                                        amountCents: -cents, currency: currency,
-                                        reason: reason, createdAt: clock.wallNow()))
+        // The refund pays back its share of the charge's tax (a credit given before took its own).
+        let entry = charged?.payingBack(cents, kind: .refund, transactionId: record.id, reason: reason, at: clock.wallNow())
+            ?? LedgerEntry(id: nil, transactionId: record.id, kind: .refund, accountId: record.accountId, amountCents: -cents, currency: record.currency,
+                           reason: reason, createdAt: clock.wallNow())
+        try await TransactionRows(db).insertLedger(entry)
         guard returned != withdrawn else { return balance }
         let left = try await AccountRows(db).addCredits(returned - withdrawn, to: record.accountId)
         return left ?? balance + returned - withdrawn
@@ -402,9 +404,10 @@ public struct Payments: StoreOwner {
         let group = product.introductoryOffer == nil ? [] : planGroup
         return try await turns.run(accountId) {
             for _ in 0..<64 {
-                let holdings = try await database.read {
+                var holdings = try await database.read {
                     try await Holdings.read(accountId: accountId, product: product, key: request.key, group: group, planGroup: planGroup, in: $0)
                 }
+                holdings.taxes = base.taxes
                 if let settled = try await attempt(on: holdings, request: request, replacing: deferred, alongside: alongside, decide) {
                     return settled
                 }

@@ -145,6 +145,9 @@ struct TransactionRows {
             ("appAccountToken", [.bind(.text(r?.appAccountToken))]),
             ("offerType", [.bind(.text(r?.offerType))]),
             ("offerPeriod", [.bind(.text(r?.offerPeriod))]),
+            ("storefront", [.bind(.text(r?.storefront))]),
+            ("taxBasisPoints", [.bind(.integer(r?.taxBasisPoints.map(Int64.init)))]),
+            ("taxCents", [.bind(.integer(r.map { Int64($0.taxCents) }))]),
         ]
         return PlanStep(
             name: "recorded", write: .insert(into: "storeTransaction", columns: columns.map(\.0), values: columns.map(\.1), onConflict: nil),
@@ -160,10 +163,12 @@ struct TransactionRows {
         let isCharge = entry?.kind == .charge
         let charged = PlanStep(
             name: "charged",
-            write: .insert(into: "ledgerEntry", columns: ["transactionId", "kind", "accountId", "amountCents", "currency", "reason", "createdAt"], values: [
+            write: .insert(into: "ledgerEntry", columns: ["transactionId", "kind", "accountId", "amountCents", "currency", "reason", "createdAt",
+                                                          "country", "taxBasisPoints", "taxCents"], values: [
                 [.bind(.text(entry?.transactionId))], [.bind(.text(entry?.kind.rawValue))], [.bind(.text(entry?.accountId))],
                 [.bind(.integer(entry.map { Int64($0.amountCents) }))], [.bind(.text(entry?.currency))], [.bind(.text(entry?.reason))],
-                [.bind(.date(entry?.createdAt))],
+                [.bind(.date(entry?.createdAt))], [.bind(.text(entry?.country))], [.bind(.integer(entry?.taxBasisPoints.map(Int64.init)))],
+                [.bind(.integer(entry.map { Int64($0.taxCents) }))],
             ], onConflict: nil),
             after: after, conditions: conditions)
         let counted = PlanStep(

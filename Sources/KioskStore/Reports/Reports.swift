@@ -125,6 +125,33 @@ public struct Reports: StoreOwner {
 
     /// Introductory offers taken since `since` (a subscription's first period bought with one),
     /// by kind, and how many of those subscriptions went on to a period at the normal price.
+    /// A quarter's sales per country, rate and currency (``AdminTaxRow``), summed from the ledger
+    /// (refunds and credits taking back their share of tax), for an EU One-Stop-Shop return.
+    /// - Throws: `invalid_request` for a quarter that is not like 2026Q4.
+    public func tax(quarter: String) async throws -> [AdminTaxRow] {
+        guard let range = TaxQuarter.range(quarter) else {
+            throw StoreError.invalidRequest("quarter must be a year and a quarter, like 2026Q4, not \"\(quarter.prefix(16))\"")
+        }
+        struct Row: Decodable {
+            var country: String?; var taxBasisPoints: Int?; var currency: String; var sales: Int; var refunds: Int; var gross: Int; var tax: Int
+        }
+        let rows = try await database.read { db in
+            try await db.raw(#"""
+                SELECT "country", "taxBasisPoints", "currency",
+                    CAST(SUM(CASE WHEN "kind" = 'charge' THEN 1 ELSE 0 END) AS BIGINT) AS "sales",
+                    CAST(SUM(CASE WHEN "kind" <> 'charge' AND "amountCents" <> 0 THEN 1 ELSE 0 END) AS BIGINT) AS "refunds",
+                    CAST(SUM("amountCents") AS BIGINT) AS "gross", CAST(SUM("taxCents") AS BIGINT) AS "tax"
+                FROM "ledgerEntry" WHERE "createdAt" >= \#(bind: range.start) AND "createdAt" < \#(bind: range.end)
+                GROUP BY "country", "taxBasisPoints", "currency"
+                ORDER BY "country", "taxBasisPoints", "currency"
+                """#).all(decoding: Row.self)
+        }
+        return rows.filter { $0.sales > 0 || $0.gross != 0 }.map {
+            AdminTaxRow(country: $0.country, rateBasisPoints: $0.taxBasisPoints, currency: $0.currency, sales: $0.sales, refunds: $0.refunds,
+                        grossCents: $0.gross, taxCents: $0.tax)
+        }
+    }
+
     public func offerFigures(since: Date) async throws -> OfferFigures {
         try await database.read { db in
             struct Taken: Decodable { var offerType: String; var count: Int }

@@ -51,12 +51,12 @@ public struct Store: Sendable {
         database: ServerDatabase, keys: SigningKeys, catalog: any StoreCatalog, environment: StoreEnvironment,
         metrics: any StoreMetrics = NoStoreMetrics(), logger: Logger, appStore: AppStoreSignedDataVerifier? = nil, clock: StoreClock = .wallClock,
         accountPolicy: AccountPolicy = AccountPolicy(), channels: StoreChannels = StoreChannels(), renewalLease: TimeInterval = 30,
-        beforeRenewalCommit: (@Sendable (String) async throws -> Void)? = nil
+        taxes: TaxTable = .none, beforeRenewalCommit: (@Sendable (String) async throws -> Void)? = nil
     ) {
         base = StoreBase(
             database: database, keys: keys, catalog: catalog, environment: environment, metrics: metrics, logger: logger,
             appStore: appStore, clock: clock, accountPolicy: accountPolicy, channels: channels, renewalLease: renewalLease,
-            beforeRenewalCommit: beforeRenewalCommit)
+            taxes: taxes, beforeRenewalCommit: beforeRenewalCommit)
         rateLimiter = RateLimiter(database: database, logger: logger)
     }
 
@@ -68,7 +68,8 @@ public struct Store: Sendable {
     public static func open(
         _ location: DatabaseLocation, environment: StoreEnvironment, legacyKeyFile: URL?, timeScale: Double,
         catalog: any StoreCatalog, metrics: any StoreMetrics, appStore: AppStoreSignedDataVerifier?, logger: Logger,
-        accountPolicy: AccountPolicy = AccountPolicy(), channels: StoreChannels = StoreChannels(), pool: DatabasePool = DatabasePool()
+        accountPolicy: AccountPolicy = AccountPolicy(), channels: StoreChannels = StoreChannels(), pool: DatabasePool = DatabasePool(),
+        taxes: TaxTable = .none
     ) async throws -> Store {
         let database = try await ServerDatabase.open(location, pool: pool, logger: logger)
         do {
@@ -76,7 +77,7 @@ public struct Store: Sendable {
             let keys = try await SigningKeys(database: database, identity: .kiosk(environment), legacyKeyFile: legacyKeyFile, logger: logger)
             let clock = try await StoreClock.load(scale: timeScale, environment: environment, database: database)
             return Store(database: database, keys: keys, catalog: catalog, environment: environment, metrics: metrics,
-                         logger: logger, appStore: appStore, clock: clock, accountPolicy: accountPolicy, channels: channels)
+                         logger: logger, appStore: appStore, clock: clock, accountPolicy: accountPolicy, channels: channels, taxes: taxes)
         } catch {
             await database.close()
             throw error
@@ -145,13 +146,16 @@ final class StoreBase: Sendable {
     /// Called with the subscription's ID after a renewal step is decided and signed, just before
     /// its commit: the tests' crash point (an error thrown here leaves the claim and nothing else).
     let beforeRenewalCommit: (@Sendable (String) async throws -> Void)?
+    /// The operator's tax rates per country and class (``TaxTable``); `.none` charges no tax.
+    let taxes: TaxTable
 
     init(
         database: ServerDatabase, keys: SigningKeys, catalog: any StoreCatalog, environment: StoreEnvironment, metrics: any StoreMetrics,
         logger: Logger, appStore: AppStoreSignedDataVerifier?, clock: StoreClock, accountPolicy: AccountPolicy, channels: StoreChannels,
-        renewalLease: TimeInterval,
+        renewalLease: TimeInterval, taxes: TaxTable = .none,
         beforeRenewalCommit: (@Sendable (String) async throws -> Void)?
     ) {
+        self.taxes = taxes
         self.accountPolicy = accountPolicy
         self.channels = channels
         passwords = Passwords(cost: accountPolicy.passwordCost)

@@ -191,6 +191,12 @@ extension StoreError {
                    message: "subscription \(id) cannot renew on this store: it ends at its period's end; buy it again then")
     }
 
+    /// A product that lists its storefronts' prices, none for this account's.
+    public static func notSoldHere(_ id: String, storefront: String?) -> StoreError {
+        StoreError(.wrongState, code: "not_sold_here",
+                   message: "\(id) is not sold in \(storefront.map { "the \(Storefront.name($0)) (\($0)) storefront" } ?? "a storefront"): it has no price there; the account's storefront is changed on /account or with kiosk storefront")
+    }
+
     public static func offSale(_ id: String) -> StoreError {
         StoreError(.wrongState, code: "off_sale", message: "\(id) is no longer for sale; readers who own it keep downloading it (kiosk restore)")
     }

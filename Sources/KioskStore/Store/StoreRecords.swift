@@ -17,6 +17,8 @@ struct AccountRecord: Codable, Sendable {
     var disabledAt: Date?
     /// Set once its holder deleted it: its personal data is gone, its ledger stays.
     var deletedAt: Date?
+    /// The storefront its holder chose (ISO 3166-1 alpha-2): its prices, currency and tax; nil: none.
+    var storefront: String? = nil
 }
 
 /// One store transaction: a payment, a free re-download of something owned, or a redemption.
@@ -60,6 +62,11 @@ struct TransactionRecord: Codable, Sendable {
     /// name), and its ISO 8601 period (`P14D`); nil at the normal price.
     var offerType: String? = nil
     var offerPeriod: String? = nil
+    /// The reader's storefront when it was bought (ISO 3166-1 alpha-2; the country of its tax),
+    /// the tax rate applied in basis points, and the tax inside `amountCents` (issue 65).
+    var storefront: String? = nil
+    var taxBasisPoints: Int? = nil
+    var taxCents: Int = 0
 
     /// A free re-buy (``PaidBy/owned``): paid for, or approved, while the account already held it.
     var isFreeRebuy: Bool { paymentMethod == PaidBy.owned.rawValue }
@@ -100,6 +107,11 @@ public struct LedgerEntry: Codable, Sendable {
     public var currency: String
     public var reason: String?
     public var createdAt: Date
+    /// The reader's country, the tax rate in basis points and the tax inside `amountCents`
+    /// (negative in a refund or a credit, as the amount is): what a tax return sums.
+    public var country: String? = nil
+    public var taxBasisPoints: Int? = nil
+    public var taxCents: Int = 0
 
     /// The charge a settled transaction makes, or nil when it takes no money (owned, credits, free).
     /// Whether the sales figures count it: every charge, and a refund that paid money back. The
@@ -113,6 +125,15 @@ public struct LedgerEntry: Codable, Sendable {
     static func charge(for record: TransactionRecord, at now: Date) -> LedgerEntry? {
         guard record.status == .purchased, record.amountCents > 0 else { return nil }
         return LedgerEntry(id: nil, transactionId: record.id, kind: .charge, accountId: record.accountId, amountCents: record.amountCents,
-                           currency: record.currency, reason: nil, createdAt: now)
+                           currency: record.currency, reason: nil, createdAt: now, country: record.storefront, taxBasisPoints: record.taxBasisPoints,
+                           taxCents: record.taxCents)
+    }
+
+    /// The entry that pays back `cents` of this charge (a refund or a credit: negative), with the
+    /// same share of its tax.
+    func payingBack(_ cents: Int, kind: Kind, transactionId: String, reason: String?, at now: Date) -> LedgerEntry {
+        let tax = amountCents == 0 ? 0 : TaxTable.rounded(taxCents * cents, over: amountCents)
+        return LedgerEntry(id: nil, transactionId: transactionId, kind: kind, accountId: accountId, amountCents: -cents, currency: currency,
+                           reason: reason, createdAt: now, country: country, taxBasisPoints: taxBasisPoints, taxCents: -tax)
     }
 }

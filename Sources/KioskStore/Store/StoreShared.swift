@@ -19,11 +19,18 @@ extension StoreOwner {
 
     /// The claims a purchased transaction's receipt carries.
     func claims(of record: TransactionRecord) -> ReceiptClaims {
-        ReceiptClaims(
+        var claims = ReceiptClaims(
             transactionId: record.id, originalTransactionId: record.originalTransactionId, productId: record.productId,
             kind: record.kind, quantity: record.quantity, accountId: record.accountId, purchaseDate: record.purchaseDate ?? record.createdAt,
             expiresDate: record.expiresDate, environment: keys.identity.environment, issuer: keys.identity.issuer,
             appAccountToken: record.appAccountToken, offerType: record.offerType, offerPeriod: record.offerPeriod)
+        // What was paid and where: a receipt carries its currency, as the ledger does.
+        if record.amountCents > 0 {
+            claims.price = Int64(record.amountCents) * 10
+            claims.currency = record.currency
+        }
+        claims.storefront = record.storefront
+        return claims
     }
 
 

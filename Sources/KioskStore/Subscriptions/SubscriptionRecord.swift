@@ -41,6 +41,8 @@ struct SubscriptionRecord: Codable, Sendable {
     /// The plan it renews as at its next renewal, when a downgrade (or a crossgrade to another
     /// length) waits for it; nil: it renews as itself.
     var pendingProductId: String? = nil
+    /// The storefront it was bought in: its renewals are charged that storefront's price and tax.
+    var storefront: String? = nil
 
     /// The plan its next renewal charges for.
     var renewalProductId: String { pendingProductId ?? productId }

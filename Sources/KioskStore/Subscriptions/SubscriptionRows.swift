@@ -37,19 +37,20 @@ struct SubscriptionRows {
             originalTransactionId: record.originalTransactionId, accountId: record.accountId, productId: record.productId, state: .active,
             autoRenew: renews, expiresDate: expires, dueAt: expires.addingTimeInterval(-clockOffset), retryAt: nil, graceEndsAt: nil,
             failedAttempts: 0, expirationReason: nil, appAccountToken: record.appAccountToken, claimedBy: nil, claimedUntil: nil, version: 0, updatedAt: now,
-            offerRenewalsLeft: offerRenewalsLeft)
+            offerRenewalsLeft: offerRenewalsLeft, storefront: record.storefront)
         try await db.raw(#"""
             INSERT INTO "subscription" ("originalTransactionId", "accountId", "productId", "state", "autoRenew", "expiresDate", "dueAt",
-                "failedAttempts", "appAccountToken", "version", "updatedAt", "offerRenewalsLeft")
+                "failedAttempts", "appAccountToken", "version", "updatedAt", "offerRenewalsLeft", "storefront")
             VALUES (\#(bind: subscription.originalTransactionId), \#(bind: subscription.accountId), \#(bind: subscription.productId),
                 \#(bind: subscription.state.rawValue), \#(bind: renews), \#(bind: expires), \#(bind: subscription.dueAt), 0,
-                \#(bind: subscription.appAccountToken), 0, \#(bind: now), \#(bind: offerRenewalsLeft))
+                \#(bind: subscription.appAccountToken), 0, \#(bind: now), \#(bind: offerRenewalsLeft), \#(bind: record.storefront))
             ON CONFLICT ("originalTransactionId") DO UPDATE SET "state" = 'active', "autoRenew" = \#(bind: renews), "expiresDate" = \#(bind: expires),
                 "offerRenewalsLeft" = \#(bind: offerRenewalsLeft),
                 "dueAt" = \#(bind: subscription.dueAt), "retryAt" = NULL, "graceEndsAt" = NULL, "failedAttempts" = 0, "expirationReason" = NULL,
                 "claimedBy" = NULL, "claimedUntil" = NULL, "version" = "subscription"."version" + 1, "updatedAt" = \#(bind: now),
                 "appAccountToken" = COALESCE(\#(bind: subscription.appAccountToken), "subscription"."appAccountToken"),
-                "channel" = NULL, "channelSubscriptionId" = NULL, "channelUpdatedAt" = NULL, "pendingProductId" = NULL
+                "channel" = NULL, "channelSubscriptionId" = NULL, "channelUpdatedAt" = NULL, "pendingProductId" = NULL,
+                "storefront" = \#(bind: record.storefront)
             """#).run()
         return (subscription, existing != nil)
     }
@@ -71,6 +72,7 @@ struct SubscriptionRows {
     /// - Returns: whether it was written.
     func changePlan(_ changed: SubscriptionRecord, from version: Int64) async throws -> Bool {
         try await db.update("subscription").set("productId", to: changed.productId).set("expiresDate", to: changed.expiresDate)
+            .set("storefront", to: changed.storefront)
             .set("dueAt", to: changed.dueAt).set("offerRenewalsLeft", to: changed.offerRenewalsLeft)
             .set(SQLIdentifier("pendingProductId"), to: SQLLiteral.null)
             .set(SQLIdentifier("claimedBy"), to: SQLLiteral.null).set(SQLIdentifier("claimedUntil"), to: SQLLiteral.null)

@@ -55,6 +55,7 @@ extension Subscriptions {
         var sameKey: TransactionRecord?
         var clockOffset: Double
         var renewals: SandboxAccountSettings.RenewalOutcome
+        var storefront: String?
     }
 
     private struct ChangeConflict: Error {}
@@ -72,7 +73,7 @@ extension Subscriptions {
             let sameKey = try await TransactionRows(db).list(limit: 1) { $0.where("accountId", .equal, accountId).where("idempotencyKey", .equal, key) }.first
             let sandbox = try await Self.sandbox(accountId, in: db)
             return Seen(revision: account.revision, subscription: subscription, latestPeriod: try await latest.asyncMap { try await TransactionRows(db).find($0) } ?? nil,
-                        sameKey: sameKey, clockOffset: sandbox.clockOffset, renewals: sandbox.renewals)
+                        sameKey: sameKey, clockOffset: sandbox.clockOffset, renewals: sandbox.renewals, storefront: account.storefront)
         }
         let environment = keys.identity.environment
         let now = clock.now(offset: seen.clockOffset)
@@ -151,14 +152,21 @@ extension Subscriptions {
         period.originalTransactionId = s.originalTransactionId
         period.purchaseDate = now
         period.expiresDate = expires
-        period.amountCents = try Store.cents(target.price)
+        // The new plan at the price of the account's storefront, with its tax.
+        guard let price = target.price(in: seen.storefront) else { throw StoreError.notSoldHere(target.id, storefront: seen.storefront) }
+        let charge = base.taxes.charge(cents: try Store.cents(price), currency: price.currency, country: seen.storefront, category: target.taxClass)
+        period.amountCents = charge.cents
+        period.currency = charge.currency
+        period.storefront = seen.storefront
+        period.taxBasisPoints = charge.taxBasisPoints
+        period.taxCents = charge.taxCents
         period.appAccountToken = s.appAccountToken
+        // The unused part of the period paid for, with its share of that period's tax.
         let credit: LedgerEntry? = seen.latestPeriod.flatMap { paid in
-            guard let start = paid.purchaseDate, let end = paid.expiresDate else { return nil }
+            guard let start = paid.purchaseDate, let end = paid.expiresDate, let charged = LedgerEntry.charge(for: paid, at: wall) else { return nil }
             let cents = PlanChange.unusedCents(paidCents: paid.amountCents, periodStart: start, periodEnd: end, now: now)
             guard cents > 0 else { return nil }
-            return LedgerEntry(id: nil, transactionId: paid.id, kind: .credit, accountId: s.accountId, amountCents: -cents, currency: paid.currency,
-                               reason: Self.creditReason(to: period.id), createdAt: wall)
+            return charged.payingBack(cents, kind: .credit, transactionId: paid.id, reason: Self.creditReason(to: period.id), at: wall)
         }
         period.message = "\(change.kind.rawValue) from \(s.productId)" + (credit.map { "; \(Price.shown(cents: -$0.amountCents, $0.currency)) of its unused period credited" } ?? "")
         period.signedTransaction = try await keys.sign(claims(of: period))
@@ -168,6 +176,7 @@ extension Subscriptions {
         moved.dueAt = expires.addingTimeInterval(-seen.clockOffset)
         moved.offerRenewalsLeft = 0
         moved.pendingProductId = nil
+        moved.storefront = seen.storefront
         moved.version += 1
         moved.updatedAt = wall
         let written = moved

@@ -139,7 +139,8 @@ extension Subscriptions {
     func decide(_ current: SubscriptionRecord, product: Product?, sandbox: SandboxAccount) -> RenewalStep? {
         let now = clock.now(offset: sandbox.clockOffset)
         guard let at = Self.stepInstant(of: current, now: now) else { return nil }
-        var draft = StepDraft(current: current, clockOffset: sandbox.clockOffset, environment: keys.identity.environment, wallNow: clock.wallNow())
+        var draft = StepDraft(current: current, clockOffset: sandbox.clockOffset, environment: keys.identity.environment, wallNow: clock.wallNow(),
+                              taxes: base.taxes)
         if !current.autoRenew {
             // Off while paid up: it ends at the period's end. Off while failing: nothing more is tried.
             if current.state == .active {
@@ -149,7 +150,7 @@ extension Subscriptions {
             return draft.expire(.voluntary, at: min(at, now))
         }
         guard at <= now else { return nil }
-        guard let product, product.kind == .subscription else { return draft.expire(.productRemoved, at: at) }
+        guard let product, product.kind == .subscription, product.price(in: current.storefront) != nil else { return draft.expire(.productRemoved, at: at) }
         if current.state == .gracePeriod, let graceEnd = current.graceEndsAt, graceEnd <= at, (current.retryAt ?? .distantFuture) > graceEnd {
             return draft.graceOver()
         }
@@ -180,8 +181,11 @@ struct StepDraft {
     let clockOffset: Double
     let environment: StoreEnvironment
     let wallNow: Date
+    /// The tax table a renewal's charge is taxed by.
+    let taxes: TaxTable
 
-    init(current: SubscriptionRecord, clockOffset: Double, environment: StoreEnvironment, wallNow: Date) {
+    init(current: SubscriptionRecord, clockOffset: Double, environment: StoreEnvironment, wallNow: Date, taxes: TaxTable = .none) {
+        self.taxes = taxes
         self.current = current
         self.s = current
         self.s.version += 1
@@ -228,19 +232,24 @@ struct StepDraft {
     mutating func renewed(_ product: Product, at: Date) -> Subscriptions.RenewalStep? {
         let recovering = current.state != .active
         let start = recovering ? at : current.expiresDate
-        guard let expires = Calendar.utc.date(byAdding: .month, value: product.periodMonths ?? 1, to: start), var cents = try? Store.cents(product.price) else {
+        // The storefront it was bought in: its price there (a storefront the product no longer
+        // lists a price for is decided by ``Subscriptions/decide(_:product:sandbox:)``: it ends).
+        guard let expires = Calendar.utc.date(byAdding: .month, value: product.periodMonths ?? 1, to: start),
+              let price = product.price(in: current.storefront), var cents = try? Store.cents(price), let normal = try? Store.cents(product.price) else {
             return nil
         }
         // An introductory offer paid as it goes: its price for the renewals it still covers.
         let offer = product.introductoryOffer.flatMap { $0.type == .payAsYouGo && current.offerRenewalsLeft > 0 && product.id == current.productId ? $0 : nil }
-        if let offer { cents = offer.firstChargeCents }
+        if let offer { cents = offer.firstChargeCents(local: cents, normal: normal) }
+        let charge = taxes.charge(cents: cents, currency: price.currency, country: current.storefront, category: product.taxClass)
         let renewal = TransactionRecord(
             sequence: nil, id: Store.newTransactionID(), accountId: s.accountId, productId: product.id, kind: .subscription, quantity: 1,
             originalTransactionId: s.originalTransactionId, purchaseDate: start, expiresDate: expires, status: .purchased,
             paymentMethod: PaidBy.renewal.rawValue, idempotencyKey: "renewal:\(s.originalTransactionId):\(RenewalInfo.milliseconds(start))",
-            amountCents: cents, currency: product.price.currency, creditsGranted: 0, creditsSpent: 0, signedTransaction: nil,
+            amountCents: charge.cents, currency: charge.currency, creditsGranted: 0, creditsSpent: 0, signedTransaction: nil,
             message: nil, finishedAt: nil, createdAt: wallNow, revokedAt: nil, revocationReason: nil, requestedMethod: PaidBy.renewal.rawValue,
-            appAccountToken: s.appAccountToken, offerType: offer?.type.rawValue, offerPeriod: offer?.isoPeriod(periodMonths: product.periodMonths ?? 1))
+            appAccountToken: s.appAccountToken, offerType: offer?.type.rawValue, offerPeriod: offer?.isoPeriod(periodMonths: product.periodMonths ?? 1),
+            storefront: current.storefront, taxBasisPoints: charge.taxBasisPoints, taxCents: charge.taxCents)
         s.offerRenewalsLeft = offer == nil ? 0 : current.offerRenewalsLeft - 1
         // A change of plan that waited for this renewal takes effect with it.
         s.productId = product.id

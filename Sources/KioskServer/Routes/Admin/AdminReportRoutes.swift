@@ -10,6 +10,7 @@ struct AdminReportRoutes: Sendable {
     /// Adds the routes to a collection that ``AdminRoutes`` put behind the admin middleware.
     func add(to routes: RouteCollection<KioskRequestContext>) {
         routes.get("sales", use: sales)
+        routes.get("tax", use: tax)
         routes.get("downloads", use: downloads)
         routes.get("appstore/notifications", use: appStoreNotifications)
         routes.get("channel-events", use: channelEvents)
@@ -18,6 +19,14 @@ struct AdminReportRoutes: Sendable {
     /// `GET /v1/admin/sales`: ``AdminSalesRow`` per day, product and currency.
     @Sendable func sales(_ request: Request, context: KioskRequestContext) async throws -> Response {
         try JSONBody.response(try await store.reports.sales(try AdminRoutes.filter(request), byChannel: request.uri.queryParameters.get("by") == "channel"))
+    }
+
+    /// `GET /v1/admin/tax?quarter=2026Q4`: ``AdminTaxRow`` per country, rate and currency.
+    @Sendable func tax(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        guard let quarter = request.uri.queryParameters.get("quarter") else {
+            throw StoreError.invalidRequest("give quarter, like ?quarter=2026Q4")
+        }
+        return try JSONBody.response(try await store.reports.tax(quarter: quarter))
     }
 
     /// `GET /v1/admin/downloads`: ``AdminDownloadRow`` per product and day.
