@@ -82,6 +82,12 @@ extension KioskClient {
         try await purchases.authorizedAPI().setAutoRenew(originalTransactionId, on: on)
     }
 
+    /// Chooses the account's storefront (a country code such as DE): the prices, the currency and
+    /// the tax of what it buys from now on (``Product/price(in:)``). Creates the account on first use.
+    public func setStorefront(_ storefront: String) async throws -> AccountSummary {
+        try await purchases.authorizedAPI().setStorefront(storefront)
+    }
+
     /// Moves a subscription to another plan of its group: an upgrade at once (its new period
     /// charged, the old period's unused part credited), a downgrade at the next renewal
     /// (``PlanChange``). A period it made is then restored like any other, so its receipt is kept.

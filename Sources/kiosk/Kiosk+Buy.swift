@@ -191,6 +191,31 @@ extension Kiosk {
     }
 }
 
+extension Kiosk {
+    struct Storefront: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show or choose the account's storefront: the country whose prices, currency and tax it buys at.",
+            discussion: "A product that lists prices per storefront is sold only where it has one; the store never guesses the country. Example: kiosk storefront DE")
+
+        @OptionGroup var options: ClientOptions
+
+        @Argument(help: "A country code (ISO 3166-1 alpha-2), such as DE, FR or US; leave it out to see the one chosen.")
+        var country: String?
+
+        func run() async throws {
+            try await reportingErrors {
+                let client = try await DownloadRunner.connect(options)
+                let summary = if let country { try await client.setStorefront(country) } else { try await client.existingAccountSummary() }
+                if let code = summary?.storefront {
+                    print("storefront: \(code) (\(StorefrontCountry.name(code)))")
+                } else {
+                    print("storefront: none chosen: the catalog's base prices, and no tax; choose one with kiosk storefront COUNTRY")
+                }
+            }
+        }
+    }
+}
+
 extension PaymentMethod: ExpressibleByArgument {}
 
 extension WorkOutcome {

@@ -77,6 +77,42 @@ struct CatalogLoaderTests {
         BrokenProduct(name: "misspelt offer field", change: { $0["introductoryOffer"] = ["type": "freeTrial", "dyas": 7] }, rule: .unknownField, field: "introductoryOffer.dyas"),
     ]
 
+    static let brokenPlansAndPrices: [BrokenProduct] = [
+        BrokenProduct(name: "a storefront that is no country", change: { $0["prices"] = ["XX": ["price": "2.49", "currency": "EUR"]] }, rule: .badPrice, field: "prices"),
+        BrokenProduct(name: "a storefront in lower case", change: { $0["prices"] = ["de": ["price": "2.49", "currency": "EUR"]] }, rule: .badPrice, field: "prices"),
+        BrokenProduct(name: "a storefront price that is no amount", change: { $0["prices"] = ["DE": ["price": "two", "currency": "EUR"]] }, rule: .badPrice, field: "prices.DE.price"),
+        BrokenProduct(name: "a storefront without a currency", change: { $0["prices"] = ["DE": ["price": "2.49"]] }, rule: .missingField, field: "prices.DE.currency"),
+        BrokenProduct(name: "a yen price with a fraction", change: { $0["prices"] = ["JP": ["price": "300.50", "currency": "JPY"]] }, rule: .badPrice, field: "prices.JP.price"),
+        BrokenProduct(name: "a misspelt storefront field", change: { $0["prices"] = ["DE": ["price": "2.49", "currency": "EUR", "tax": "7"]] }, rule: .unknownField, field: "prices.DE.tax"),
+        BrokenProduct(name: "no storefront at all", change: { $0["prices"] = [String: Any]() }, rule: .badPrice, field: "prices"),
+        BrokenProduct(name: "an unknown tax class", change: { $0["taxCategory"] = "food" }, rule: .badPrice, field: "taxCategory"),
+        BrokenProduct(name: "a plan level of zero", change: { $0["planLevel"] = 0 }, rule: .badNumber, field: "planLevel"),
+    ]
+
+    @Test("a broken storefront price, tax class or plan level is refused, naming the product and the field", arguments: brokenPlansAndPrices)
+    func brokenPriceIsRefused(_ broken: BrokenProduct) throws {
+        try brokenOfferIsRefused(broken)
+    }
+
+    @Test("storefront prices, a tax class and a plan level load; a plan level on a book is refused")
+    func pricesLoad() throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.editCatalog("magazines.json") { products in
+            for index in products.indices where products[index]["id"] as? String == SampleStore.harborMonthly {
+                products[index]["prices"] = ["DE": ["price": "2.29", "currency": "EUR"], "US": ["price": "2.49", "currency": "USD"]]
+                products[index]["taxCategory"] = "standard"
+                products[index]["planLevel"] = 2
+            }
+        }
+        let product = try #require(try CatalogLoader(catalogDirectory: store.catalog, contentDirectory: store.content).load().map(\.product).first { $0.id == SampleStore.harborMonthly })
+        #expect(product.price(in: "DE") == Price(amount: "2.29", currency: "EUR") && product.price(in: "FR") == nil && product.price(in: nil) == product.price)
+        #expect(product.taxClass == .standard && product.planLevel == 2)
+        try store.editCatalog("books.json") { products in products[0]["planLevel"] = 1 }
+        let error = try #require(throws: CatalogError.self) { try CatalogLoader(catalogDirectory: store.catalog, contentDirectory: store.content).load() }
+        #expect(error.rule == .kindMismatch && error.field == "planLevel", "\(error)")
+    }
+
     @Test("a broken introductory offer is refused, naming the product and the field", arguments: brokenOffers)
     func brokenOfferIsRefused(_ broken: BrokenProduct) throws {
         let directory = try TemporaryDirectory()

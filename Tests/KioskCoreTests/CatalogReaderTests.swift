@@ -23,6 +23,9 @@ struct CatalogReaderTests {
         product.cover = CoverImage(sha256: String(repeating: "cd", count: 32), type: "image/jpeg", size: 48_213)
         product.subscriptionGroup = "com.example.mag.plans"
         product.introductoryOffer = IntroductoryOffer(type: .payAsYouGo, days: 7, periods: 3, price: "0.99")
+        product.planLevel = 2
+        product.prices = ["DE": Price(amount: "4.49", currency: "EUR"), "US": Price(amount: "4.99", currency: "USD")]
+        product.taxCategory = .periodical
         return product
     }()
 

@@ -141,6 +141,11 @@ struct StoreAPI: Sendable {
         try await call("POST", "/v1/subscriptions/\(PathSegment.encode(originalTransactionId))/\(on ? "resume" : "cancel")", body: Optional<String>.none)
     }
 
+    /// Sets the account's storefront (its country: prices, currency and tax).
+    func setStorefront(_ storefront: String) async throws -> AccountSummary {
+        try await call("PUT", "/v1/account/storefront", body: StorefrontChoice(storefront: storefront))
+    }
+
     /// Moves the subscription to another plan of its group (``PlanChangeRequest``).
     func changePlan(_ originalTransactionId: String, _ request: PlanChangeRequest) async throws -> PlanChangeResult {
         try await call("POST", "/v1/subscriptions/\(PathSegment.encode(originalTransactionId))/change", body: request)

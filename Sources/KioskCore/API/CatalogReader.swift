@@ -64,7 +64,9 @@ extension JSONCursor {
         var id, kind, title, summary, series, publicationDate, appStoreProductId, playProductId, subscriptionGroup: String?
         var introductoryOffer: IntroductoryOffer?
         var price: Price?
-        var creditPrice, credits, issueNumber, periodMonths, gracePeriodDays: Int?
+        var prices: [String: Price]?
+        var taxCategory: String?
+        var creditPrice, credits, issueNumber, periodMonths, gracePeriodDays, planLevel: Int?
         var content: ContentDescriptor?
         var forSale: Bool?
         var metadata: PublicationMetadata?
@@ -91,6 +93,16 @@ extension JSONCursor {
             case "cover": cover = try reader.optional { try $0.cover(at: "\(place()).cover") }
             case "subscriptionGroup": subscriptionGroup = try reader.optional { try $0.string(at: "\(place()).subscriptionGroup") }
             case "introductoryOffer": introductoryOffer = try reader.optional { try $0.introductoryOffer(at: "\(place()).introductoryOffer") }
+            case "planLevel": planLevel = try reader.optional { try $0.integer(at: "\(place()).planLevel") }
+            case "taxCategory": taxCategory = try reader.optional { try $0.string(at: "\(place()).taxCategory") }
+            case "prices":
+                prices = try reader.optional { cursor in
+                    var byStorefront: [String: Price] = [:]
+                    try cursor.object(at: "\(place()).prices") { storefront, value in
+                        byStorefront[storefront] = try value.price(at: "\(place()).prices.\(storefront)")
+                    }
+                    return byStorefront
+                }
             default: try reader.skipValue()
             }
         }
@@ -114,6 +126,10 @@ extension JSONCursor {
         product.cover = cover
         product.subscriptionGroup = subscriptionGroup
         product.introductoryOffer = introductoryOffer
+        product.planLevel = planLevel
+        product.prices = prices
+        // A class this version does not know (a later store's) reads as none: the client never taxes.
+        product.taxCategory = taxCategory.flatMap(TaxCategory.init(rawValue:))
         return product
     }
 

@@ -294,7 +294,7 @@ public struct CatalogLoader: Sendable {
         guard !object.isEmpty else { throw reader.error(.badPrice, "prices", "lists no storefront; leave it out to sell everywhere at price") }
         var prices: [String: Price] = [:]
         for (code, value) in object {
-            guard Storefront.code(code) == code else {
+            guard StorefrontCountry.code(code) == code else {
                 throw reader.error(.badPrice, "prices", "\"\(code)\" is not a country code like DE (ISO 3166-1 alpha-2, upper case)")
             }
             guard let entry = value as? [String: Any] else {

@@ -77,8 +77,27 @@ extension AccountPage {
             "sandbox": pretendPayment, "owned": false,
         ]
         if product.kind == .subscription, let months = product.periodMonths { values["period"] = ShopPages.period(months) }
+        // The reader's storefront: its price, currency and tax (the catalog's base price for one
+        // who chose none, as the purchase is charged).
+        let storefront = try await store.accounts.storefront(of: device.accountId)
+        let local = product.price(in: storefront)
+        if let local, let cents = Price.cents(local.amount), cents > 0 {
+            let charge = store.taxes.charge(cents: cents, currency: local.currency, country: storefront, category: product.taxClass)
+            let shown = Price.shown(cents: charge.cents, charge.currency)
+            let tax = charge.taxBasisPoints.map { " (incl. \(AdminTaxRow.rateText($0)) % VAT, \(Price.shown(cents: charge.taxCents, charge.currency)))" } ?? ""
+            values["price"] = shown + tax
+            values["payLabel"] = "Pay \(shown)"
+        }
+        if let storefront {
+            values["storefrontNote"] = "Prices for \(StorefrontCountry.name(storefront)) (\(storefront)); your country is changed on your account page."
+        } else if product.prices != nil {
+            values["storefrontNote"] = "These are the store's base prices; choose your country on your account page for its prices and tax."
+        }
         // What stops the purchase is said here, before a form is offered.
-        if ShopPages.isFree(product) {
+        if local == nil {
+            values["owned"] = true
+            values["error"] = "\(product.title) is not sold in \(StorefrontCountry.name(storefront ?? "")) (\(storefront ?? "")): it has no price there."
+        } else if ShopPages.isFree(product) {
             values["owned"] = true
             values["notice"] = "\(product.title) is free: download it from its page."
         } else if product.kind == .nonConsumable, try await store.receipts.accountOwns(device.accountId, product) {

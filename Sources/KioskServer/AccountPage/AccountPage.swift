@@ -46,6 +46,7 @@ struct AccountPage: Sendable {
         routes.post("account/redeem-code", use: guarded(redeemCode))
         routes.post("account/subscriptions/cancel", use: guarded(cancelSubscription))
         routes.post("account/subscriptions/change", use: guarded(changePlan))
+        routes.post("account/storefront", use: guarded(chooseStorefront))
         routes.post("account/device", use: guarded(approveCode))
         routes.get("account/export", use: guarded(export))
         routes.post("account/delete", use: guarded(deleteAccount))
@@ -120,6 +121,8 @@ struct AccountPage: Sendable {
                 }
                 return values
             },
+            "storefronts": Self.countries.map { ["code": $0.code, "name": $0.name, "selected": $0.code == summary.storefront] },
+            "storefrontName": summary.storefront.map { "\(StorefrontCountry.name($0)) (\($0))" } ?? "none chosen: the store's base prices, and no tax",
             "deviceCount": devices.devices.filter(\.countsAsDevice).count, "deviceLimit": devices.limit, "formKey": UUID().uuidString, "syncServer": RequestOrigin.base(of: request),
             "devices": devices.devices.map { info -> [String: Any] in
                 ["id": info.id, "name": info.name, "created": Self.shown(info.createdAt), "lastSeen": Self.shown(info.lastSeenAt), "current": info.current]
@@ -253,6 +256,17 @@ struct AccountPage: Sendable {
         return try await acting(device, request) {
             let info = try await store.subscriptions.setAutoRenew(accountId: device.accountId, originalTransactionId: form["subscription"] ?? "", on: false)
             return "\(info.productId) will not renew; it stays yours until \(Self.shown(info.expiresDate))."
+        }
+    }
+
+    /// Every country a reader may choose, by name.
+    static let countries: [(code: String, name: String)] = StorefrontCountry.countries.map { ($0, StorefrontCountry.name($0)) }.sorted { $0.name < $1.name }
+
+    @Sendable func chooseStorefront(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let (device, form) = try await postedForm(request)
+        return try await acting(device, request) {
+            let summary = try await store.accounts.setStorefront(form["storefront"] ?? "", accountId: device.accountId)
+            return "Your country is \(summary.storefront.map { StorefrontCountry.name($0) } ?? "none"): prices, currency and tax follow it from now on."
         }
     }
 

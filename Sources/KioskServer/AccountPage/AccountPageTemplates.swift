@@ -72,6 +72,11 @@ enum AccountPageTemplates {
         <p class="muted">Each one is listed under Devices, where removing it signs its reading apps out.</p>
         </section>
         <section>
+        <h2>Your country</h2>
+        <p>Storefront: {{storefrontName}}. It decides the prices, the currency and the tax of what you buy.</p>
+        <form method="post" action="/account/storefront"><input type="hidden" name="csrf" value="{{csrf}}"><label for="storefront">Country</label> <select id="storefront" name="storefront">{{#storefronts}}<option value="{{code}}"{{#selected}} selected{{/selected}}>{{name}}</option>{{/storefronts}}</select> <button type="submit">Choose</button></form>
+        </section>
+        <section>
         <h2>Redeem a code</h2>
         <form method="post" action="/account/redeem-code"><input type="hidden" name="csrf" value="{{csrf}}"><label for="offer-code">Offer code</label> <input id="offer-code" name="offerCode" autocomplete="off" spellcheck="false" maxlength="64" required> <button type="submit">Redeem</button></form>
         <p class="muted">A code a publisher gave you: what it gives is in your library at once.</p>

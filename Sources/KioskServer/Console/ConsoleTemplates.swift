@@ -180,15 +180,16 @@ enum ConsoleTemplates {
     static let codes = """
         {{% CONTENT_TYPE: KIOSK_HTML}}{{<consoleLayout}}{{$content}}{{#page}}
         {{#.made}}<section aria-labelledby="made"><h2 id="made">{{count}} codes made for {{productId}} (batch <code>{{batch}}</code>)</h2><p role="status">Shown this once: the store keeps only their hashes. Copy them now.</p><pre>{{csv}}</pre></section>{{/.made}}
-        <div class="scroll"><table><caption>Batches, newest first (kiosk admin codes)</caption><thead><tr><th scope="col">batch</th><th scope="col">product</th><th scope="col">kind</th><th scope="col">codes</th><th scope="col">redeemed</th><th scope="col">until</th><th scope="col"></th></tr></thead><tbody>
-        {{#batches}}<tr><td><code>{{batch}}</code></td><td>{{productId}}</td><td>{{kind}}</td><td>{{codes}}</td><td>{{redeemed}} of {{limit}}</td><td>{{until}}</td>
+        <div class="scroll"><table><caption>Batches, newest first (kiosk admin codes)</caption><thead><tr><th scope="col">batch</th><th scope="col">product</th><th scope="col">kind</th><th scope="col">gives</th><th scope="col">codes</th><th scope="col">redeemed</th><th scope="col">until</th><th scope="col"></th></tr></thead><tbody>
+        {{#batches}}<tr><td><code>{{batch}}</code></td><td>{{productId}}</td><td>{{kind}}</td><td>{{gives}}</td><td>{{codes}}</td><td>{{redeemed}} of {{limit}}</td><td>{{until}}</td>
         <td>{{#open}}<form method="post" action="/codes/revoke" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="batch" value="{{batch}}"><label><input type="checkbox" name="confirm" value="yes"> I mean it</label> <button type="submit" aria-label="Withdraw {{batch}}">Withdraw</button></form>{{/open}}{{^open}}withdrawn{{/open}}</td></tr>
-        {{/batches}}{{^batches}}<tr><td colspan="7">none</td></tr>{{/batches}}
+        {{/batches}}{{^batches}}<tr><td colspan="8">none</td></tr>{{/batches}}
         </tbody></table></div>
         <section aria-labelledby="make"><h2 id="make">Make codes</h2>
         <form method="post" action="/codes"><input type="hidden" name="csrf" value="{{csrf}}">
         <p><label for="product">Product</label> <select id="product" name="product">{{#products}}<option value="{{id}}">{{title}} ({{id}})</option>{{/products}}</select></p>
         <p><label for="count">One-time codes</label> <input id="count" name="count" inputmode="numeric" size="6"> <span class="muted">or</span> <label for="code">one code</label> <input id="code" name="code" size="16"> <label for="limit">redeemed by up to</label> <input id="limit" name="limit" inputmode="numeric" size="6"> <span class="muted">accounts</span></p>
+        <p><label for="benefit">Each code gives</label> <select id="benefit" name="benefit"><option value="free">the product free (redeemed alone)</option><option value="percentOff">a percentage off (used when buying)</option><option value="amountOff">an amount off (used when buying)</option><option value="introductoryOffer">the subscription's introductory offer (used when buying)</option></select> <label for="value">of</label> <input id="value" name="value" size="6"> <span class="muted">(20 for 20 %, 1.50 for an amount)</span></p>
         <p><label for="expires">Last day (yyyy-mm-dd, optional)</label> <input id="expires" name="expires" size="10"></p>
         <button type="submit">Make codes</button></form></section>
         {{/page}}{{/content}}{{/consoleLayout}}
@@ -199,6 +200,7 @@ enum ConsoleTemplates {
         <p>Events the payment channels sent, each kept once. Those to act on were paid but not granted (refund them on the channel, or grant by hand), or paid for what the account already had.</p>
         {{#.toActOn}}{{>consoleTable}}{{/.toActOn}}{{^.toActOn}}<p role="status">Nothing to act on.</p>{{/.toActOn}}
         {{#byChannel}}{{>consoleTable}}{{/byChannel}}
+        {{#tax}}{{>consoleTable}}{{/tax}}
         {{#latest}}{{>consoleTable}}{{/latest}}
         {{/page}}{{/content}}{{/consoleLayout}}
         """

@@ -546,7 +546,7 @@ struct ConsoleRoutes: Sendable {
     // MARK: Offer codes
 
     struct Codes {
-        struct Batch { var batch, productId, kind, until: String; var codes, redeemed, limit: Int; var open: Bool }
+        struct Batch { var batch, productId, kind, gives, until: String; var codes, redeemed, limit: Int; var open: Bool }
         struct Choice { var id, title: String }
         struct Made { var batch, productId, csv: String; var count: Int }
         var made: Made?
@@ -561,6 +561,7 @@ struct ConsoleRoutes: Sendable {
     private func codesPage(made: Codes.Made?, context: ConsoleContext) async throws -> Response {
         let batches = try await store.codes.list().map { row in
             Codes.Batch(batch: row.batch, productId: row.productId, kind: row.kind == "custom" ? "custom" : "one-time",
+                        gives: (row.benefit ?? .free).described(currency: ""),
                         until: row.expiresAt.map(ConsoleText.time) ?? "no end", codes: row.codes, redeemed: row.redeemed, limit: row.limit,
                         open: row.revokedAt == nil)
         }
@@ -588,8 +589,14 @@ struct ConsoleRoutes: Sendable {
             end = day
         }
         do {
+            let benefit: CodeBenefit = switch form["benefit"] ?? "free" {
+            case "percentOff": .percentOff(number("value") ?? 0)
+            case "amountOff": .amountOff(form["value"].flatMap { Price.cents($0.trimmingCharacters(in: .whitespaces)) } ?? 0)
+            case "introductoryOffer": .introductoryOffer
+            default: .free
+            }
             let made = try await store.codes.create(AdminCodesRequest(productId: form["product"] ?? "", count: code == nil ? number("count") : nil,
-                                                                      code: code, limit: number("limit"), expiresAt: end))
+                                                                      code: code, limit: number("limit"), expiresAt: end, benefit: benefit))
             let csv = (["code,product,expires"] + made.codes.map { "\($0),\(made.productId),\(expires ?? "")" }).joined(separator: "\n")
             return try await codesPage(made: Codes.Made(batch: made.batch, productId: made.productId, csv: csv, count: made.codes.count), context: context)
         } catch let error as StoreError {
@@ -620,6 +627,7 @@ struct ConsoleRoutes: Sendable {
         /// Nil when there is nothing to act on: the page says so instead of an empty table.
         var toActOn: ConsoleView.Table?
         var byChannel: ConsoleView.Table
+        var tax: ConsoleView.Table
         var latest: ConsoleView.Table
     }
 
@@ -649,9 +657,21 @@ struct ConsoleRoutes: Sendable {
         let channelRows = byChannel.values.sorted { ($0.channel ?? "", $0.currency) < ($1.channel ?? "", $1.currency) }.map { row -> [ConsoleView.Cell] in
             [.init(row.channel ?? ""), .init(row.currency), .init("\(row.sales)"), .init("\(row.refunds)"), .init(ConsoleText.money(row.netCents, row.currency))]
         }
+        // This quarter's tax per country and rate (``Reports/tax(quarter:)``, `kiosk admin tax`).
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = .gmt
+        let today = Date()
+        let quarter = "\(calendar.component(.year, from: today))Q\((calendar.component(.month, from: today) - 1) / 3 + 1)"
+        let taxRows = try await store.reports.tax(quarter: quarter).map { row -> [ConsoleView.Cell] in
+            [.init(row.country.map { "\(StorefrontCountry.name($0)) (\($0))" } ?? "no storefront"), .init(row.rateBasisPoints.map { "\(AdminTaxRow.rateText($0)) %" } ?? "none"),
+             .init("\(row.sales)"), .init("\(row.refunds)"), .init(ConsoleText.money(row.netCents, row.currency)), .init(ConsoleText.money(row.taxCents, row.currency)),
+             .init(ConsoleText.money(row.grossCents, row.currency))]
+        }
         let page = Payments(
             toActOn: unmatched.isEmpty ? nil : table("To act on", unmatched),
             byChannel: .init(caption: "Sales by channel, the last 30 days", headers: ["channel", "currency", "sales", "refunds", "net"], rows: channelRows),
+            tax: .init(caption: "Tax in \(quarter) per country and rate (kiosk admin tax --quarter \(quarter) --csv)",
+                       headers: ["country", "rate", "sales", "refunds", "taxable", "tax", "paid"], rows: taxRows),
             latest: table("Latest events", latest))
         return pages.render(.ok, "consolePayments", ConsoleView.Page("Payments", current: "/payments", csrf: context.session?.csrf, page: page))
     }

@@ -49,9 +49,14 @@ public struct Accounts: StoreOwner {
         return try await summary(of: accountId)
     }
 
+    /// The storefront the account's holder chose; nil: none.
+    public func storefront(of accountId: String) async throws -> String? {
+        try await database.read { try await AccountRows($0).find(accountId)?.storefront }
+    }
+
     static func storefrontCode(_ text: String) throws -> String {
         try RequestText.check(text, field: "storefront", maxBytes: 16)
-        guard let code = Storefront.code(text) else {
+        guard let code = StorefrontCountry.code(text) else {
             throw StoreError.invalidRequest("storefront must be a country code like DE or US (ISO 3166-1 alpha-2), not \"\(text.prefix(16))\"")
         }
         return code

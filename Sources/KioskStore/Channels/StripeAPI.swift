@@ -114,9 +114,12 @@ public struct StripeAPI: Sendable, CustomStringConvertible {
 /// `client_reference_id`, the intent, product and quantity in `metadata` (what the paid event
 /// brings back: ``StripeChannel``), the sign-in's email, and where Stripe sends the reader back.
 enum CheckoutSessionFields {
-    static func payment(product: Product, quantity: Int, intent: String, accountId: String, email: String?, origin: String) -> [(String, String)] {
-        let cents = Price.cents(product.price.amount) ?? 0
-        let currency = product.price.currency.uppercased()
+    /// - Parameter charged: what the reader's storefront charges (its price, tax included); nil:
+    ///   the catalog's base price.
+    static func payment(product: Product, quantity: Int, intent: String, accountId: String, email: String?, origin: String,
+                        charged: (cents: Int, currency: String)? = nil) -> [(String, String)] {
+        let cents = charged?.cents ?? Price.cents(product.price.amount) ?? 0
+        let currency = (charged?.currency ?? product.price.currency).uppercased()
         // Kiosk keeps hundredths of the unit; Stripe wants the smallest unit there is (a yen is one).
         let amount = Price.wholeUnitCurrencies.contains(currency) ? cents / 100 : cents
         let id = product.id.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? product.id
@@ -145,8 +148,8 @@ enum CheckoutSessionFields {
     /// - Parameter trial: the free trial a first subscriber is given (its days, and its kind and
     ///   ISO 8601 period for the metadata the paid events bring back), as `trial_period_days`.
     static func subscription(product: Product, intent: String, accountId: String, email: String?, origin: String,
-                             trial: (days: Int, period: String)? = nil) -> [(String, String)] {
-        var fields = payment(product: product, quantity: 1, intent: intent, accountId: accountId, email: email, origin: origin)
+                             trial: (days: Int, period: String)? = nil, charged: (cents: Int, currency: String)? = nil) -> [(String, String)] {
+        var fields = payment(product: product, quantity: 1, intent: intent, accountId: accountId, email: email, origin: origin, charged: charged)
         fields[0] = ("mode", "subscription")
         let months = max(1, product.periodMonths ?? 1)
         let (interval, count) = months % 12 == 0 ? ("year", months / 12) : ("month", months)

@@ -88,10 +88,13 @@ extension StripeChannel {
             return Checkout(intent: intent.id, productId: product.id, quantity: quantity, url: page)
         }
         let email = try await database.read { db in try await Accounts.signIn(accountId: accountId, in: db)?.email }
+        // The reader's storefront's price with its tax, as the store itself would charge (nil: the base price).
+        let charged = try await storefrontCharge(product, accountId: accountId)
         let fields = product.kind == .subscription
             ? CheckoutSessionFields.subscription(product: product, intent: intent.id, accountId: accountId, email: email, origin: origin,
-                                                 trial: try await webTrial(product, accountId: accountId))
-            : CheckoutSessionFields.payment(product: product, quantity: quantity, intent: intent.id, accountId: accountId, email: email, origin: origin)
+                                                 trial: try await webTrial(product, accountId: accountId), charged: charged)
+            : CheckoutSessionFields.payment(product: product, quantity: quantity, intent: intent.id, accountId: accountId, email: email, origin: origin,
+                                            charged: charged)
         do {
             // One key per intent: asked again (a retry, an answer lost), Stripe answers the same session.
             let session = try await stripe.createCheckoutSession(fields, idempotencyKey: "kiosk-checkout-\(intent.id)")
@@ -121,6 +124,19 @@ extension StripeChannel {
     }
 
     private struct PageRow: Decodable { var checkoutUrl: String? }
+
+    /// What the account's storefront charges for one of `product`, tax included; nil when that is
+    /// the catalog's base price with no tax (no storefront, no table), so the session is as before.
+    /// - Throws: `not_sold_here` when the product lists prices and none for the storefront.
+    private func storefrontCharge(_ product: Product, accountId: String) async throws -> (cents: Int, currency: String)? {
+        let storefront = try await database.read { try await AccountRows($0).find(accountId)?.storefront }
+        guard let storefront else { return nil }
+        guard let price = product.price(in: storefront), let cents = Price.cents(price.amount) else {
+            throw StoreError.notSoldHere(product.id, storefront: storefront)
+        }
+        let charge = base.taxes.charge(cents: cents, currency: price.currency, country: storefront, category: product.taxClass)
+        return (charge.cents, charge.currency)
+    }
 
     /// The free trial Stripe is asked to give (`trial_period_days`): the product's, in days (a
     /// trial of periods counted from today), when the account never had a subscription in its

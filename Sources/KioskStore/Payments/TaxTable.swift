@@ -46,7 +46,7 @@ public struct TaxTable: Sendable, Equatable {
         }
         var table: [String: Country] = [:]
         for (code, value) in countries {
-            guard Storefront.code(code) == code else { throw TaxTableError("\(file): \"\(code)\" is not a country code like DE") }
+            guard StorefrontCountry.code(code) == code else { throw TaxTableError("\(file): \"\(code)\" is not a country code like DE") }
             guard let entry = value as? [String: Any], let rates = entry["rates"] as? [String: Any] else {
                 throw TaxTableError("\(file): countries.\(code) must be {\"inclusive\": true, \"rates\": {\"standard\": \"19\", …}}")
             }

@@ -42,6 +42,8 @@ public struct Store: Sendable {
     /// Checks every proof of purchase presented, one verifier per kind of proof.
     public var proofs: PurchaseProofVerifiers { base.proofs }
     public var environment: StoreEnvironment { base.environment }
+    /// The operator's tax table (``TaxTable``), which the shop shows prices by.
+    public var taxes: TaxTable { base.taxes }
     /// The time renewals, grace and expiry read (the sandbox may speed it up).
     public var clock: StoreClock { base.clock }
     /// The database, for this module and its tests only.

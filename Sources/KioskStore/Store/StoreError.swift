@@ -194,7 +194,7 @@ extension StoreError {
     /// A product that lists its storefronts' prices, none for this account's.
     public static func notSoldHere(_ id: String, storefront: String?) -> StoreError {
         StoreError(.wrongState, code: "not_sold_here",
-                   message: "\(id) is not sold in \(storefront.map { "the \(Storefront.name($0)) (\($0)) storefront" } ?? "a storefront"): it has no price there; the account's storefront is changed on /account or with kiosk storefront")
+                   message: "\(id) is not sold in \(storefront.map { "the \(StorefrontCountry.name($0)) (\($0)) storefront" } ?? "a storefront"): it has no price there; the account's storefront is changed on /account or with kiosk storefront")
     }
 
     public static func offSale(_ id: String) -> StoreError {

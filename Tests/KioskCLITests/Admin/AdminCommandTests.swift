@@ -1,4 +1,5 @@
 import Foundation
+import KioskCore
 import KioskTestSupport
 import Testing
 
@@ -69,5 +70,48 @@ struct AdminCommandTests {
         #expect(refused.status == 1 && refused.stderr.contains("cannot be redeemed") && refused.stderr.split(separator: "\n").count == 1, "\(refused.stderr)")
         _ = await server.stop()
         #expect(!server.log.contains(codes[0]) && !server.log.contains(codes[1]), "no code in the log")
+    }
+
+    @Test("kiosk storefront chooses the account's country; kiosk buy --code takes a code's percentage off; kiosk admin tax --quarter --csv prints the quarter per country, its tax as the ledger has it")
+    func storefrontCodeAndTax() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.editCatalog("books.json") { products in
+            for index in products.indices where products[index]["id"] as? String == "com.kiosk.books.small-engines" {
+                products[index]["prices"] = ["DE": ["price": "4.49", "currency": "EUR"]]
+            }
+        }
+        let rates = SampleStore.repository.appendingPathComponent("deploy/tax/eu-epublications.json").path
+        let server = try await ServerProcess.start(store, extraArguments: ["--tax-rates", rates], log: directory.path("server.log"))
+        let home = ["KIOSK_HOME": directory.path("home").path, "KIOSK_SERVER": server.url]
+        let admin = ["--server", server.url, "--data", store.data.path]
+        #expect(try await KioskCommand.run(["sync"], environment: home).status == 0)
+        let none = try await KioskCommand.run(["storefront"], environment: home)
+        #expect(none.status == 0 && none.stdout.contains("none chosen"), "\(none.stdout)\(none.stderr)")
+        let wrong = try await KioskCommand.run(["storefront", "Germany"], environment: home)
+        #expect(wrong.status != 0 && wrong.stderr.split(separator: "\n").count == 1 && wrong.stderr.contains("storefront"), "\(wrong.stderr)")
+        let chosen = try await KioskCommand.run(["storefront", "de"], environment: home)
+        #expect(chosen.status == 0 && chosen.stdout.contains("DE (Germany)"), "\(chosen.stdout)\(chosen.stderr)")
+
+        let made = try await KioskCommand.run(["admin", "codes", "create", "--product", "com.kiosk.books.small-engines", "--count", "1", "--percent-off", "10"] + admin)
+        #expect(made.status == 0, "\(made.stderr)")
+        let code = try #require(made.stdout.split(separator: "\n").dropFirst().first?.split(separator: ",").first.map(String.init))
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = .gmt
+        func quarter() -> String { "\(calendar.component(.year, from: Date()))Q\((calendar.component(.month, from: Date()) - 1) / 3 + 1)" }
+        let before = quarter()
+        let bought = try await KioskCommand.run(["buy", "com.kiosk.books.small-engines", "--code", code, "--no-download"], environment: home)
+        #expect(bought.status == 0, "\(bought.stdout)\(bought.stderr)")
+        // 4.49 EUR less 10 % (0.449, to the nearest cent 0.45) is 4.04, holding 7 % (0.2643…: 0.26).
+        let tax = try await KioskCommand.run(["admin", "tax", "--quarter", before, "--csv"] + admin)
+        #expect(tax.status == 0 && tax.stdout.hasPrefix("country,rate,currency,sales,refunds,net,tax,gross\n"), "\(tax.stdout)\(tax.stderr)")
+        // The line is there unless a quarter ended during the purchase (then it may be in the next).
+        if quarter() == before {
+            #expect(tax.stdout.contains("DE,7,EUR,1,0,3.78,0.26,4.04"), "\(tax.stdout)")
+        }
+        let badQuarter = try await KioskCommand.run(["admin", "tax", "--quarter", "2026Q9"] + admin)
+        #expect(badQuarter.status != 0 && badQuarter.stderr.contains("2026Q9"), "\(badQuarter.stderr)")
+        _ = await server.stop()
+        #expect(!server.log.contains(code), "no code in the log")
     }
 }

@@ -5,7 +5,7 @@ import Foundation
 /// `kiosk storefront`); the store never guesses it from an address. A product with `prices` is
 /// sold only in the storefronts it lists (and, at its base price, to a reader who chose none);
 /// one without is sold everywhere at its one price.
-public enum Storefront {
+public enum StorefrontCountry {
     /// The code as the store keeps it (upper case), or nil for text that names no country.
     public static func code(_ text: String) -> String? {
         let code = text.trimmingCharacters(in: .whitespaces).uppercased()
