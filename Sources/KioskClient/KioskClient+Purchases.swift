@@ -92,10 +92,27 @@ extension KioskClient {
     /// charged, the old period's unused part credited), a downgrade at the next renewal
     /// (``PlanChange``). A period it made is then restored like any other, so its receipt is kept.
     /// Asking for the running plan undoes a change that waits for the renewal.
-    public func changePlan(_ originalTransactionId: String, to productId: String) async throws -> (changed: PlanChangeResult, restored: RestoreResult?) {
+    /// - Parameter subscription: its original transaction ID, or a plan (product ID) of its group:
+    ///   the account's subscription of that group that has not ended.
+    public func changePlan(_ subscription: String, to productId: String) async throws -> (changed: PlanChangeResult, restored: RestoreResult?) {
+        let api = try await purchases.authorizedAPI()
+        let originalTransactionId = try await subscriptionID(subscription, api: api)
         let request = PlanChangeRequest(productId: productId, idempotencyKey: UUID().uuidString.lowercased())
-        let changed = try await purchases.authorizedAPI().changePlan(originalTransactionId, request)
+        let changed = try await api.changePlan(originalTransactionId, request)
         return (changed, changed.transaction == nil ? nil : try await flows.restore(mode: .queue))
+    }
+
+    /// The ID of the subscription `handle` names: itself when the account has a subscription of
+    /// that ID, else the account's subscription that has not ended in the group of the plan it names.
+    private func subscriptionID(_ handle: String, api: StoreAPI) async throws -> String {
+        let list = try await api.subscriptions().subscriptions
+        if list.contains(where: { $0.originalTransactionId == handle }) { return handle }
+        guard let plan = try? catalog.cachedProduct(handle), plan.kind == .subscription else { return handle }
+        let group = { (id: String) in (try? self.catalog.cachedProduct(id))?.group }
+        guard let running = list.first(where: { $0.state != .expired && group($0.productId) == plan.group }) else {
+            throw ClientError.invalidRequest("the account has no running subscription in \(plan.group), the group of \(handle); kiosk subscriptions lists them")
+        }
+        return running.originalTransactionId
     }
 
     /// Cancels the purchase of `productId` saved on this device and never sent to a store.

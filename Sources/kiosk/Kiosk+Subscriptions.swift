@@ -66,7 +66,7 @@ extension Kiosk {
                 abstract: "Move to another plan of the subscription's group: an upgrade at once (the unused part credited), a downgrade at the renewal.",
                 discussion: "Example: kiosk subscription change txn_0a1b… --to com.example.weekly.yearly  (the running plan undoes a change that waits)")
             @OptionGroup var options: ClientOptions
-            @Argument(help: "The subscription's ID (its original transaction ID).") var id: String
+            @Argument(help: "The subscription's ID (its original transaction ID), or a plan of its group.") var id: String
             @Option(help: "The plan to move to (kiosk products lists a group's plans).") var to: String
             func run() async throws {
                 try await reportingErrors {

@@ -4,7 +4,7 @@ races of two conflicting actions on one transaction released together."""
 import threading, time
 
 from . import stores
-from .common import AGENT_HOME, BOOKS, ISSUES, LARGE, PACKS, SUBSCRIPTION, http
+from .common import AGENT_HOME, BOOKS, ISSUES, LARGE, PACKS, PREMIUM, SUBSCRIPTION, http
 
 
 def client_op(world):
@@ -12,8 +12,8 @@ def client_op(world):
     home = rng.choices(["a", "a2", "b", "c"], weights=[35, 15, 30, 20])[0]
     kind = rng.choices(
         ["buy-book", "buy-large", "buy-issue", "buy-subscription", "buy-credits", "buy-defer", "buy-refused",
-         "redeem", "redeem-code", "restore", "resume", "resume-wait", "pause", "cancel", "sync", "twin"],
-        weights=[10, 12, 6, 3, 10, 6, 3, 8, 3, 6, 9, 5, 5, 3, 2, 6])[0]
+         "redeem", "redeem-code", "buy-code", "change-plan", "restore", "resume", "resume-wait", "pause", "cancel", "sync", "twin"],
+        weights=[10, 12, 6, 3, 10, 6, 3, 8, 3, 2, 3, 6, 9, 5, 5, 3, 2, 6])[0]
     if home == AGENT_HOME:
         # The agent's device runs no command: what a buys there reaches it through its agent.
         home = "a"
@@ -37,6 +37,13 @@ def client_op(world):
         # A code as a reader types it: its case and its dashes do not matter.
         code = rng.choice(world.codes)
         argv = ["redeem-code", code.lower() if rng.random() < 0.3 else code]
+    elif kind == "buy-code":
+        # A code that takes money off, used when buying its book (spent only if the payment goes through).
+        argv = ["buy", BOOKS[2], "--code", rng.choice(world.discount_codes)] + (["--payment", "decline"] if rng.random() < 0.2 else [])
+    elif kind == "change-plan":
+        # Up to premium (at once, the unused part credited) or back down (at the renewal), named
+        # by a plan of the group: the account's running subscription of it, if any.
+        argv = ["subscription", "change", SUBSCRIPTION, "--to", rng.choice([PREMIUM, SUBSCRIPTION])]
     elif kind == "restore":
         argv = ["restore"]
     elif kind == "resume":
@@ -51,7 +58,8 @@ def client_op(world):
         argv = ["sync"]
     else:
         # Two processes on one home at once: the same purchase (one charge) or two resumes (one download).
-        argv = rng.choice([["resume"], ["buy", rng.choice(LARGE)], ["buy", rng.choice(sorted(PACKS))], ["restore"], ["redeem-code", rng.choice(world.codes)]])
+        argv = rng.choice([["resume"], ["buy", rng.choice(LARGE)], ["buy", rng.choice(sorted(PACKS))], ["restore"], ["redeem-code", rng.choice(world.codes)],
+                           ["buy", BOOKS[2], "--code", rng.choice(world.discount_codes)], ["subscription", "change", SUBSCRIPTION, "--to", PREMIUM]])
     background = rng.random() < 0.6
     # One more process may take a home's lock-free paths at the same time, not a crowd.
     if sum(1 for r in world.running if r.home == home) >= 2:

@@ -243,9 +243,9 @@ class ServerStore:
     """The store's rows: transactions, ledger entries, account balances, grace windows and the
     subscriptions a channel renews."""
 
-    def __init__(self, transactions, ledger, balances, grace, channel_subscriptions=(), codes=()):
+    def __init__(self, transactions, ledger, balances, grace, channel_subscriptions=(), codes=(), redemptions=(), subscriptions=()):
         self.transactions, self.ledger, self.balances, self.grace = transactions, ledger, balances, grace
-        self.codes = list(codes)
+        self.codes, self.redemptions, self.subscriptions = list(codes), list(redemptions), list(subscriptions)
         self.channel_subscriptions = list(channel_subscriptions)
         self.by_id = {t["id"]: t for t in transactions}
         self.charges = Counter(e["transactionId"] for e in ledger if e["kind"] == "charge")
@@ -257,8 +257,10 @@ def read_server(world):
         transactions = [dict(r) for r in db.execute('SELECT * FROM "storeTransaction" ORDER BY "sequence"')]
         ledger = [dict(r) for r in db.execute('SELECT * FROM "ledgerEntry" ORDER BY "id"')]
         balances = {r["id"]: r["credits"] for r in db.execute('SELECT "id", "credits" FROM "account"')}
-        codes = [dict(r) for r in db.execute('SELECT "id", "redemptionLimit", "redeemed" FROM "offerCode"')]
-    return ServerStore(transactions, ledger, balances, grace_windows(world), channel_subscriptions(world), codes)
+        codes = [dict(r) for r in db.execute('SELECT "id", "redemptionLimit", "redeemed", "benefit" FROM "offerCode"')]
+        redemptions = [dict(r) for r in db.execute('SELECT "codeId", "accountId", "transactionId" FROM "offerCodeRedemption"')]
+        subscriptions = [dict(r) for r in db.execute('SELECT "originalTransactionId", "accountId", "productId", "state", "pendingProductId" FROM "subscription"')]
+    return ServerStore(transactions, ledger, balances, grace_windows(world), channel_subscriptions(world), codes, redemptions, subscriptions)
 
 
 class HomeStore:

@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from . import channel_subscriptions, channels, stores, updates
-from .common import BOOKS, ISSUES, AGENT_HOME, CLAIM_LEASE, FILE_UPDATES, LARGE, MIB, ROOT, UPDATE_FAULTS, UPDATES, http, log
+from .common import BOOKS, ISSUES, AGENT_HOME, CLAIM_LEASE, FILE_UPDATES, LARGE, MIB, PREMIUM, ROOT, SUBSCRIPTION, UPDATE_FAULTS, UPDATES, http, log
 from .postgres import PostgresCluster
 from .proxy import FaultProxy
 from .published import Published
@@ -122,6 +122,7 @@ class World:
                 out.write(content_rng.randbytes(MIB))
         channels.prepare_store(self)
         channel_subscriptions.prepare(self)
+        self.add_premium_plan()
         self.catalog = {}
         for file in (self.store / "Catalog").glob("*.json"):
             for product in json.loads(file.read_text())["products"]:
@@ -180,14 +181,34 @@ class World:
         self.make_codes()
         self.start_agent()
 
+    def add_premium_plan(self):
+        """The subscription at level 2 and a premium plan of its group at level 1 (issue 65): the
+        history upgrades to it (at once, the monthly's unused part credited) and back (at renewal)."""
+        file = self.store / "Catalog/magazines.json"
+        document = json.loads(file.read_text())
+        for product in list(document["products"]):
+            if product["id"] == SUBSCRIPTION:
+                product["planLevel"] = 2
+                premium = dict(product, id=PREMIUM, title="Harbor Monthly Premium", price="4.99", planLevel=1)
+                premium.pop("playProductId", None)
+                document["products"].append(premium)
+        file.write_text(json.dumps(document, indent=2))
+
     def make_codes(self):
         """Offer codes the history's readers redeem, each several times over and at once: three
-        one-time codes for a book and one custom code two accounts may redeem, for an issue."""
-        self.codes = []
+        one-time codes for a book and one custom code two accounts may redeem, for an issue; and
+        codes used when buying: two one-time codes taking 30 % off a book, one custom code taking
+        0.50 off it that three accounts may use."""
+        self.codes, self.discount_codes = [], []
         for body in ({"productId": BOOKS[1], "count": 3}, {"productId": ISSUES[0], "code": "TORTURE-2026", "limit": 2}):
             status, made = self.server.admin("POST", "/v1/admin/codes", body)
             assert status == 201 and made, f"the store made no codes: {status}"
             self.codes += made["codes"]
+        for body in ({"productId": BOOKS[2], "count": 2, "benefit": {"kind": "percentOff", "value": 30}},
+                     {"productId": BOOKS[2], "code": "HALF-A-DOLLAR", "limit": 3, "benefit": {"kind": "amountOff", "value": 50}}):
+            status, made = self.server.admin("POST", "/v1/admin/codes", body)
+            assert status == 201 and made, f"the store made no discount codes: {status}"
+            self.discount_codes += made["codes"]
 
     def start_agent(self):
         out = open(self.logs / f"agent-{self.agent_starts}.log", "w")

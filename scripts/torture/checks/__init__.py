@@ -6,7 +6,7 @@ violation, and INVARIANTS, the rows of the table it may count in.
 
 The invariants are the table's rows (INVARIANTS below, in the table's order): what broke, whichever
 rule saw it. A rule adds a file here and a line to CHECKS; a new kind of breakage adds a row."""
-from . import (approve_or_decline, book_charged_once, channel_once, codes_once, channel_subscriptions, chunked, charged_for_purchases, charged_once, credits, fetched_at_once, finished_once,
+from . import (approve_or_decline, book_charged_once, channel_once, codes_once, plans_once, channel_subscriptions, chunked, charged_for_purchases, charged_once, credits, fetched_at_once, finished_once,
                half_way, home_agrees, hung, installed_content, leftover, outside, owned_installed, race_answers, refetched, restarted,
                spliced, taken_in_everywhere)
 
@@ -28,7 +28,7 @@ INVARIANTS = {
     "errored": "an action of a race answered neither a success nor 409",
 }
 
-MODULES = [charged_once, channel_once, codes_once, channel_subscriptions, charged_for_purchases, book_charged_once, finished_once, half_way, home_agrees, taken_in_everywhere,
+MODULES = [charged_once, channel_once, codes_once, plans_once, channel_subscriptions, charged_for_purchases, book_charged_once, finished_once, half_way, home_agrees, taken_in_everywhere,
            credits, owned_installed, installed_content, leftover, outside, restarted, refetched, chunked, fetched_at_once, race_answers,
            approve_or_decline, spliced, hung]
 CHECKS = [module.check for module in MODULES]
