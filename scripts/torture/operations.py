@@ -13,7 +13,7 @@ def client_op(world):
     kind = rng.choices(
         ["buy-book", "buy-large", "buy-issue", "buy-subscription", "buy-credits", "buy-defer", "buy-refused",
          "redeem", "redeem-code", "buy-code", "change-plan", "restore", "resume", "resume-wait", "pause", "cancel", "sync", "twin"],
-        weights=[10, 12, 6, 3, 10, 6, 3, 8, 3, 2, 3, 6, 9, 5, 5, 3, 2, 6])[0]
+        weights=[10, 12, 6, 5, 10, 6, 3, 8, 3, 4, 10, 6, 9, 5, 5, 3, 2, 6])[0]
     if home == AGENT_HOME:
         # The agent's device runs no command: what a buys there reaches it through its agent.
         home = "a"
@@ -41,9 +41,10 @@ def client_op(world):
         # A code that takes money off, used when buying its book (spent only if the payment goes through).
         argv = ["buy", BOOKS[2], "--code", rng.choice(world.discount_codes)] + (["--payment", "decline"] if rng.random() < 0.2 else [])
     elif kind == "change-plan":
-        # Up to premium (at once, the unused part credited) or back down (at the renewal), named
-        # by a plan of the group: the account's running subscription of it, if any.
-        argv = ["subscription", "change", SUBSCRIPTION, "--to", rng.choice([PREMIUM, SUBSCRIPTION])]
+        # B's subscription (bought before the history) up to premium (at once, the unused part
+        # credited) or back down (at the renewal), named by a plan of its group.
+        home = "b"
+        argv = ["subscription", "change", rng.choice([SUBSCRIPTION, PREMIUM]), "--to", rng.choice([PREMIUM, SUBSCRIPTION])]
     elif kind == "restore":
         argv = ["restore"]
     elif kind == "resume":
@@ -60,6 +61,9 @@ def client_op(world):
         # Two processes on one home at once: the same purchase (one charge) or two resumes (one download).
         argv = rng.choice([["resume"], ["buy", rng.choice(LARGE)], ["buy", rng.choice(sorted(PACKS))], ["restore"], ["redeem-code", rng.choice(world.codes)],
                            ["buy", BOOKS[2], "--code", rng.choice(world.discount_codes)], ["subscription", "change", SUBSCRIPTION, "--to", PREMIUM]])
+        if argv[0] == "subscription":
+            # Two changes of B's plan at once: one period, one charge, one credit.
+            home = "b"
     background = rng.random() < 0.6
     # One more process may take a home's lock-free paths at the same time, not a crowd.
     if sum(1 for r in world.running if r.home == home) >= 2:

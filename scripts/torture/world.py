@@ -175,6 +175,8 @@ class World:
             for id in ids:
                 self.run_now(home, ["buy", id])
         self.run_now("a2", ["restore"])
+        # B subscribes: the history's changes of plan move its subscription up and down.
+        self.run_now("b", ["buy", SUBSCRIPTION, "--no-download"])
         for home in self.homes:
             self.account_of(home)
         self.note_installed()
