@@ -15,10 +15,16 @@ the form's fields as [name, value] pairs in order. What it answers:
   `client_reference_id`, `metadata`, `customer_email`, `amount_total`, `currency`). The same
   `Idempotency-Key` with the same fields is answered the same session, as Stripe does; with other
   fields, 400 `idempotency_error`.
+- `GET /v1/subscriptions/ID` (https://docs.stripe.com/api/subscriptions/retrieve): 401 and 404 as
+  below; else 200 with the subscription, its one item `si_<id>` whose price's product is `prod_<id>`.
 - `POST /v1/subscriptions/ID` (https://docs.stripe.com/api/subscriptions/update): 401 as above;
   404 `resource_missing` for an id not shaped `sub_…` or ending `_missing`; 400 for a
-  `cancel_at_period_end` that is not `true` or `false`; else 200 with the subscription (`id`,
-  `object`, `status` `active`, `cancel_at_period_end`).
+  `cancel_at_period_end` that is not `true` or `false`, a `proration_behavior` other than
+  `create_prorations`, `none` or `always_invoice`, a `billing_cycle_anchor` other than `now` or
+  `unchanged`, an item that is not the subscription's, or an item's `price_data` without its
+  `currency`, `product`, `unit_amount` (a whole number) or `recurring[interval]` (day, week, month,
+  year); else 200 with the subscription (`id`, `object`, `status` `active`, `cancel_at_period_end`,
+  its item and `metadata`).
 - anything else: 404 with Stripe's error shape.
 """
 import argparse
@@ -63,7 +69,19 @@ def make_handler(recorder):
             self.wfile.write(data)
 
         def do_GET(self):
-            self.answer(404, error("invalid_request_error", f"Unrecognized request URL (GET: {self.path})."))
+            record = {"method": "GET", "path": self.path, "authorization": self.headers.get("Authorization"),
+                      "idempotencyKey": self.headers.get("Idempotency-Key"), "contentType": self.headers.get("Content-Type"), "fields": []}
+            with recorder.lock:
+                with open(recorder.path, "a", encoding="utf-8") as out:
+                    out.write(json.dumps(record) + "\n")
+            if not (self.path.startswith("/v1/subscriptions/") and self.path.count("/") == 3):
+                return self.answer(404, error("invalid_request_error", f"Unrecognized request URL (GET: {self.path})."))
+            if self.headers.get("Authorization") != f"Bearer {recorder.key}":
+                return self.answer(401, error("invalid_request_error", "Invalid API Key provided: sk_****"))
+            subscription_id = urllib.parse.unquote(self.path.rsplit("/", 1)[1])
+            if not subscription_id.startswith("sub_") or subscription_id.endswith("_missing"):
+                return self.answer(404, error("invalid_request_error", f"No such subscription: '{subscription_id}'", "resource_missing", "id"))
+            self.answer(200, subscription_body(subscription_id, {}))
 
         def do_POST(self):
             length = int(self.headers.get("Content-Length", "0"))
@@ -126,10 +144,33 @@ def make_handler(recorder):
             value = form.get("cancel_at_period_end")
             if value not in (None, "true", "false"):
                 return self.answer(400, error("invalid_request_error", "Invalid boolean: " + value, "parameter_invalid_boolean", "cancel_at_period_end"))
-            self.answer(200, {"id": subscription_id, "object": "subscription", "status": "active",
-                              "cancel_at_period_end": value == "true"})
+            if form.get("proration_behavior") not in (None, "create_prorations", "none", "always_invoice"):
+                return self.answer(400, error("invalid_request_error", "Invalid proration_behavior", "parameter_invalid_string", "proration_behavior"))
+            if form.get("billing_cycle_anchor") not in (None, "now", "unchanged"):
+                return self.answer(400, error("invalid_request_error", "Invalid billing_cycle_anchor", "parameter_invalid_string", "billing_cycle_anchor"))
+            if "items[0][id]" in form or any(name.startswith("items[") for name in form):
+                if form.get("items[0][id]") != f"si_{subscription_id}":
+                    return self.answer(400, error("invalid_request_error", "No such subscription item", "resource_missing", "items[0][id]"))
+                for part in ("currency", "product", "unit_amount", "recurring][interval"):
+                    if f"items[0][price_data][{part}]" not in form:
+                        return self.answer(400, error("invalid_request_error", f"Missing required param: items[0][price_data][{part}].", "parameter_missing"))
+                if not form["items[0][price_data][unit_amount]"].isdigit() or form["items[0][price_data][recurring][interval]"] not in ("day", "week", "month", "year"):
+                    return self.answer(400, error("invalid_request_error", "Invalid price_data", "parameter_invalid_integer", "items[0][price_data]"))
+            body = subscription_body(subscription_id, form)
+            body["cancel_at_period_end"] = value == "true"
+            self.answer(200, body)
 
     return Handler
+
+
+def subscription_body(subscription_id, form):
+    """A subscription as Stripe's API answers it: its one item, the item's price and product, and its metadata."""
+    return {"id": subscription_id, "object": "subscription", "status": "active", "cancel_at_period_end": False,
+            "items": {"object": "list", "data": [{"id": f"si_{subscription_id}", "object": "subscription_item",
+                                                   "price": {"id": f"price_{subscription_id}", "object": "price", "product": f"prod_{subscription_id}",
+                                                             "unit_amount": int(form.get("items[0][price_data][unit_amount]", "249") or 0),
+                                                             "currency": form.get("items[0][price_data][currency]", "usd")}}]},
+            "metadata": {name[len("metadata["):-1]: value for name, value in form.items() if name.startswith("metadata[")}}
 
 
 def main():

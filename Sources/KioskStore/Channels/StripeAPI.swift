@@ -38,6 +38,39 @@ public struct StripeAPI: Sendable, CustomStringConvertible {
         _ = try await post(path, [("cancel_at_period_end", cancel ? "true" : "false")], idempotencyKey: idempotencyKey, doing: "change the subscription's renewal")
     }
 
+    /// The first item of a subscription (its price's product), as `GET /v1/subscriptions/ID`
+    /// answers: what a change of its price names.
+    struct SubscriptionItem: Sendable, Equatable {
+        var id: String
+        var product: String
+    }
+
+    /// `GET /v1/subscriptions/ID`: its first item and that item's product.
+    /// - Throws: ``Refusal`` (a 404 for one gone); `payment_service` when Stripe cannot be reached
+    ///   or answers no item.
+    func subscriptionItem(_ subscriptionId: String) async throws -> SubscriptionItem {
+        struct Answer: Decodable {
+            struct Items: Decodable { var data: [Item] }
+            struct Item: Decodable { struct PriceRef: Decodable { var product: String }; var id: String; var price: PriceRef }
+            var items: Items
+        }
+        let body = try await send("GET", Self.subscriptionPath(subscriptionId), [], idempotencyKey: nil, doing: "read the subscription")
+        guard let item = (try? JSONDecoder().decode(Answer.self, from: body))?.items.data.first else {
+            throw StoreError.paymentService("Stripe's answer names no item of the subscription; nothing changed")
+        }
+        return SubscriptionItem(id: item.id, product: item.price.product)
+    }
+
+    /// `POST /v1/subscriptions/ID` moving its item to another recurring price (`fields`:
+    /// ``SubscriptionChangeFields``). The key names the change, so a retry is the same request.
+    func changeSubscriptionPrice(_ subscriptionId: String, _ fields: [(String, String)], idempotencyKey: String) async throws {
+        _ = try await post(Self.subscriptionPath(subscriptionId), fields, idempotencyKey: idempotencyKey, doing: "change the subscription's plan")
+    }
+
+    static func subscriptionPath(_ subscriptionId: String) -> String {
+        "/v1/subscriptions/" + (subscriptionId.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? subscriptionId)
+    }
+
     /// A Checkout Session as Stripe answers its creation: what Kiosk reads of it.
     public struct CheckoutSession: Decodable, Sendable, Equatable {
         public var id: String
@@ -57,11 +90,16 @@ public struct StripeAPI: Sendable, CustomStringConvertible {
 
     /// A form-encoded POST to Stripe; its answer's body when 2xx.
     private func post(_ path: String, _ fields: [(String, String)], idempotencyKey: String, doing what: String) async throws -> Data {
-        let body = Self.formEncoded(fields)
-        let request = HTTPRequest(method: "POST", url: baseURL + path,
-                                  headers: [("Authorization", "Bearer \(secretKey)"), ("Content-Type", "application/x-www-form-urlencoded"),
-                                            ("Idempotency-Key", idempotencyKey)],
-                                  body: Data(body.utf8), timeout: 30, maxResponseBytes: 1 << 20)
+        try await send("POST", path, fields, idempotencyKey: idempotencyKey, doing: what)
+    }
+
+    /// A request to Stripe (a POST form-encoded with its idempotency key, or a GET); its answer's body when 2xx.
+    private func send(_ method: String, _ path: String, _ fields: [(String, String)], idempotencyKey: String?, doing what: String) async throws -> Data {
+        var headers = [("Authorization", "Bearer \(secretKey)")]
+        if method == "POST" { headers.append(("Content-Type", "application/x-www-form-urlencoded")) }
+        if let idempotencyKey { headers.append(("Idempotency-Key", idempotencyKey)) }
+        let request = HTTPRequest(method: method, url: baseURL + path, headers: headers,
+                                  body: method == "POST" ? Data(Self.formEncoded(fields).utf8) : nil, timeout: 30, maxResponseBytes: 1 << 20)
         let response: HTTPResponse
         do {
             response = try await HTTPClient().send(request)
@@ -106,6 +144,34 @@ public struct StripeAPI: Sendable, CustomStringConvertible {
         allowed.insert(charactersIn: "-._~")
         func encoded(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: allowed) ?? "" }
         return fields.map { "\(encoded($0.0))=\(encoded($0.1))" }.joined(separator: "&")
+    }
+}
+
+/// The fields of a subscription's update to another plan (https://docs.stripe.com/api/subscriptions/update):
+/// its item moved to the new plan's recurring price (`price_data` on the item's own product),
+/// the plan named in the subscription's metadata (which its invoices bring back), and:
+/// - at once (an upgrade): `proration_behavior=always_invoice` and `billing_cycle_anchor=now`, a
+///   new period from now, invoiced and charged at once with the unused part of the old one
+///   credited on the invoice (Stripe's proration: the App Store's rule, paid as a shortened price);
+/// - at the renewal (a downgrade): `proration_behavior=none`, the next invoice at the new price.
+enum SubscriptionChangeFields {
+    static func fields(item: StripeAPI.SubscriptionItem, plan: Product, charged: (cents: Int, currency: String), atOnce: Bool) -> [(String, String)] {
+        let currency = charged.currency.uppercased()
+        let amount = Price.wholeUnitCurrencies.contains(currency) ? charged.cents / 100 : charged.cents
+        let months = max(1, plan.periodMonths ?? 1)
+        let (interval, count) = months % 12 == 0 ? ("year", months / 12) : ("month", months)
+        var fields: [(String, String)] = [
+            ("items[0][id]", item.id),
+            ("items[0][price_data][currency]", currency.lowercased()),
+            ("items[0][price_data][product]", item.product),
+            ("items[0][price_data][recurring][interval]", interval),
+            ("items[0][price_data][recurring][interval_count]", String(count)),
+            ("items[0][price_data][unit_amount]", String(amount)),
+            ("metadata[kiosk_product_id]", plan.id),
+            ("proration_behavior", atOnce ? "always_invoice" : "none"),
+        ]
+        if atOnce { fields.append(("billing_cycle_anchor", "now")) }
+        return fields
     }
 }
 

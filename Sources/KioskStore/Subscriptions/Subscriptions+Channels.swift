@@ -53,7 +53,7 @@ extension Subscriptions {
                 }
             }
             let product = try await catalog.storeProducts().products[current.productId]
-            var draft = StepDraft(current: current, clockOffset: 0, environment: keys.identity.environment, wallNow: clock.wallNow())
+            var draft = StepDraft(current: current, clockOffset: 0, environment: keys.identity.environment, wallNow: clock.wallNow(), taxes: base.taxes)
             var step: RenewalStep
             let detail: String
             switch draft.channel(event, product: product, method: method) {
@@ -94,12 +94,21 @@ extension StepDraft {
     mutating func channel(_ event: ChannelSubscriptionEvent, product: Product?, method: String) -> ChannelDecision {
         switch event {
         case let .paid(start, end, key, amountCents, currency):
-            let renewal = TransactionRecord(
-                sequence: nil, id: Store.newTransactionID(), accountId: s.accountId, productId: s.productId, kind: .subscription, quantity: 1,
+            // The plan a change waited for (at once on Stripe, or at this renewal) is the one paid for now.
+            var renewal = TransactionRecord(
+                sequence: nil, id: Store.newTransactionID(), accountId: s.accountId, productId: s.renewalProductId, kind: .subscription, quantity: 1,
                 originalTransactionId: s.originalTransactionId, purchaseDate: start, expiresDate: end, status: .purchased,
                 paymentMethod: method, idempotencyKey: key, amountCents: amountCents, currency: currency, creditsGranted: 0, creditsSpent: 0,
                 signedTransaction: nil, message: nil, finishedAt: nil, createdAt: wallNow, revokedAt: nil, revocationReason: nil,
                 requestedMethod: method, appAccountToken: s.appAccountToken)
+            // The tax inside what the web charged, by the storefront it was bought in (Google Play
+            // collects its own: none is recorded).
+            renewal.storefront = s.storefront
+            if method == PaidBy.stripe.rawValue, let country = s.storefront, let entry = taxes.countries[country],
+               let rate = entry.rates[product?.taxClass ?? .periodical] ?? entry.rates[.standard] {
+                renewal.taxBasisPoints = rate
+                renewal.taxCents = TaxTable.part(of: amountCents, rate: rate)
+            }
             // Ended by the channel (cancelled, given up): what was paid is recorded, the state stays.
             // Ended by a refund of its latest period: a later period paid brings it back.
             let endedForGood = current.state == .expired && current.expirationReason != .revoked
@@ -108,6 +117,8 @@ extension StepDraft {
                              "recorded the period paid until \(end.formatted(.iso8601)); the subscription \(endedForGood ? "had ended" : "runs later already") and stays as it is")
             }
             let recovering = current.state != .active
+            s.productId = current.renewalProductId
+            s.pendingProductId = nil
             s.state = .active
             s.expiresDate = end
             s.retryAt = nil

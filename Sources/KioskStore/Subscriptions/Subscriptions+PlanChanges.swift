@@ -84,16 +84,22 @@ extension Subscriptions {
         }
         var s = seen.subscription
         guard s.state != .expired else { throw StoreError.subscriptionExpired(originalTransactionId) }
+        // One a channel renews changes there: Stripe's through its API (``changeOnStripe``), Google
+        // Play's in Play, one sold through a publisher's own shop (no secret key) in that shop.
+        var stripe: (api: StripeAPI, subscriptionId: String)?
         if let channel = s.channel {
-            let place = channel == PaidBy.play.rawValue ? "Google Play (Play Store, Payments & subscriptions)" : "the shop it was bought in"
-            throw StoreError(.wrongState, code: "renews_elsewhere",
-                             message: "this subscription renews through \(place): its plan changes there (Kiosk does not yet move a web subscription between plans)")
-        }
-        // A production store renews nothing itself: a subscription without a channel was given for
-        // a period (a code, the operator) and there is no renewal to change or charge to make.
-        guard environment == .sandbox, s.autoRenew || s.state == .active else {
-            throw StoreError(.wrongState, code: "renewal_not_offered",
-                             message: "this subscription was given for one period and does not renew; subscribe to the plan you want when it ends")
+            guard channel == PaidBy.stripe.rawValue, let api = base.channels.stripeAPI, let id = s.channelSubscriptionId else {
+                let place = channel == PaidBy.play.rawValue ? "Google Play (Play Store, Payments & subscriptions)" : "the shop it was bought in"
+                throw StoreError(.wrongState, code: "renews_elsewhere", message: "this subscription renews through \(place): its plan changes there")
+            }
+            stripe = (api, id)
+        } else {
+            // A production store renews nothing itself: a subscription without a channel was given for
+            // a period (a code, the operator) and there is no renewal to change or charge to make.
+            guard environment == .sandbox, s.autoRenew || s.state == .active else {
+                throw StoreError(.wrongState, code: "renewal_not_offered",
+                                 message: "this subscription was given for one period and does not renew; subscribe to the plan you want when it ends")
+            }
         }
         let products = try await catalog.storeProducts().products
         guard let target = products[request.productId], target.kind == .subscription, target.forSale != false else {
@@ -107,6 +113,9 @@ extension Subscriptions {
         var changed = s
         changed.version += 1
         changed.updatedAt = wall
+        if let stripe {
+            return try await changeOnStripe(s, from: running, to: target, stripe: stripe, storefront: seen.storefront, now: now)
+        }
 
         // The running plan again: undo a change that waited, or nothing to do.
         if target.id == s.productId || target.id == s.pendingProductId {
@@ -207,6 +216,75 @@ extension Subscriptions {
             // The same request committed meanwhile (its key is taken): the next attempt answers it.
             return nil
         }
+    }
+
+    /// A web subscription's change, made on Stripe (``SubscriptionChangeFields``): its item moved to
+    /// the new plan's price, at once (Stripe invoices the new period now, the old one's unused part
+    /// credited on that invoice) or from the next invoice. The store's row says first which plan
+    /// the next paid invoice is for (`pendingProductId`), so the `invoice.paid` that follows (a
+    /// `subscription_update` at once, the next `subscription_cycle` otherwise) records a period of
+    /// the new plan and moves the row to it; Stripe refusing undoes that. The running plan asked
+    /// again moves Stripe's price back and clears the wait.
+    /// - Throws: `payment_service` when Stripe refused or could not be reached (nothing changed).
+    private func changeOnStripe(_ s: SubscriptionRecord, from running: Product, to target: Product, stripe: (api: StripeAPI, subscriptionId: String),
+                                storefront: String?, now: Date) async throws -> PlanChangeResult {
+        let environment = keys.identity.environment
+        guard s.state == .active else {
+            throw StoreError(.wrongState, code: "plan_change_waits",
+                             message: "this subscription's renewal failed and Stripe is retrying it; it can change plan once it is paid up again")
+        }
+        let undo = target.id == s.productId
+        if undo, s.pendingProductId == nil {
+            return PlanChangeResult(subscription: s.info(now: now), change: nil, atOnce: false, transaction: nil, creditedCents: 0,
+                                    currency: target.price.currency, message: "nothing changed: the subscription already is \(target.id)")
+        }
+        if target.id == s.pendingProductId {
+            return PlanChangeResult(subscription: s.info(now: now), change: nil, atOnce: false, transaction: nil, creditedCents: 0,
+                                    currency: target.price.currency, message: "nothing changed: the subscription already renews as \(target.id)")
+        }
+        let change = PlanChange(from: running, to: target)
+        let atOnce = !undo && change.atOnce
+        guard let price = target.price(in: storefront), let cents = Price.cents(price.amount) else {
+            throw StoreError.notSoldHere(target.id, storefront: storefront)
+        }
+        let charge = base.taxes.charge(cents: cents, currency: price.currency, country: storefront, category: target.taxClass)
+        // The wait first: an invoice that comes before Stripe's answer is already the new plan's.
+        var waiting = s
+        waiting.pendingProductId = undo ? nil : target.id
+        waiting.version += 1
+        waiting.updatedAt = clock.wallNow()
+        let written = waiting
+        guard try await database.write({ try await SubscriptionRows($0).setRenewalPlan(written, from: s.version) }) else { throw ChangeConflict() }
+        do {
+            let item = try await stripe.api.subscriptionItem(stripe.subscriptionId)
+            let fields = SubscriptionChangeFields.fields(item: item, plan: target, charged: (charge.cents, charge.currency), atOnce: atOnce)
+            try await stripe.api.changeSubscriptionPrice(stripe.subscriptionId, fields, idempotencyKey: "kiosk-plan-\(s.originalTransactionId)-\(s.version)-\(target.id)")
+        } catch {
+            // Nothing changed on Stripe: nor here (unless the row moved on meanwhile, which keeps its own).
+            var back = written
+            back.pendingProductId = s.pendingProductId
+            back.version += 1
+            let reverted = back
+            _ = try? await database.write { try await SubscriptionRows($0).setRenewalPlan(reverted, from: written.version) }
+            if let refusal = error as? StripeAPI.Refusal {
+                logger.warning("Stripe refused to change a subscription's plan", metadata: ["subscription": "\(stripe.subscriptionId)", "stripe": "\(refusal)"])
+                throw StoreError.paymentService("the payment service refused to change this subscription's plan; nothing changed, and the store's operator can see why")
+            }
+            throw error
+        }
+        let wall = clock.wallNow()
+        try await database.write { db in
+            try await PlannedRows.announce(StoreNotification(
+                type: StoreNotification.Kind.didChangeRenewalPref, subtype: undo ? nil : atOnce ? "UPGRADE" : "DOWNGRADE", accountId: s.accountId,
+                transactionId: try await Self.latestPeriod(s.originalTransactionId, in: db), originalTransactionId: s.originalTransactionId,
+                renewalInfo: RenewalInfo(written, environment: environment)), at: wall, in: db)
+        }
+        logger.info("plan changed on Stripe", metadata: ["subscription": "\(s.originalTransactionId)", "to": "\(target.id)", "atOnce": "\(atOnce)"])
+        let message = undo ? "the change that waited for the renewal is undone: it renews as \(s.productId)"
+            : atOnce ? "\(change.described): Stripe invoices \(target.id) now, the unused part of \(s.productId)'s period taken off that invoice; the new period is in the library once it is paid"
+            : "\(change.described): \(s.productId) runs until \(Store.day(s.expiresDate)), then Stripe renews it as \(target.id)"
+        return PlanChangeResult(subscription: written.info(now: now), change: undo ? nil : change.kind, atOnce: atOnce, transaction: nil, creditedCents: 0,
+                                currency: charge.currency, message: message)
     }
 
     /// A change that waits for the renewal (or the undoing of one), announced.

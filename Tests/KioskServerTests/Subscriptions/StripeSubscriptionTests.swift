@@ -312,4 +312,82 @@ struct StripeSubscriptionTests: StoreSuite {
             #expect(try await Self.subscription(http, ann)?.autoRenew == true)
         }
     }
+
+    /// The monthly plan at level 2 and a premium plan of its group at level 1.
+    static func withPremium(_ store: SampleStore) throws {
+        try store.editCatalog("magazines.json") { products in
+            for index in products.indices where products[index]["id"] as? String == plan {
+                products[index]["planLevel"] = 2
+                var premium = products[index]
+                premium["id"] = PlanChangeTests.premium
+                premium["title"] = "Harbor Monthly Premium"
+                premium["price"] = "4.99"
+                premium["planLevel"] = 1
+                products.append(premium)
+            }
+        }
+    }
+
+    /// An invoice of `subscription` paid for `days` from now, for `reason`, naming `product` in its metadata.
+    static func paidInvoice(_ id: String, subscription: String, account: String, reason: String, from start: Int, days: Int, amount: Int, product: String) -> String {
+        StripeChannelTests.json(["id": id, "object": "event", "type": "invoice.paid", "created": start, "data": ["object": [
+            "id": "in_\(id)", "object": "invoice", "billing_reason": reason, "amount_paid": amount, "currency": "usd",
+            "lines": ["object": "list", "data": [["period": ["start": start, "end": start + days * 86_400]]]],
+            "parent": ["type": "subscription_details",
+                       "subscription_details": ["subscription": subscription, "metadata": ["kiosk_account_id": account, "kiosk_product_id": product]]],
+            "payments": ["object": "list", "data": [["payment": ["type": "payment_intent", "payment_intent": "pi_\(id)"]]]],
+        ]]])
+    }
+
+    @Test("a web plan changes on Stripe: up at once (the item's new price, always_invoice from now, the fields Stripe's library sends), its invoice records the premium period; down at the renewal (no proration), the next invoice renews as monthly; Stripe refusing changes nothing", arguments: TestEngine.all)
+    func planChangeOnStripe(engine: TestEngine) async throws {
+        try await StripeCheckoutTests.withStripe(engine: engine, prepare: Self.withPremium) { server, http, stripe in
+            let ann = try await WebSession.account(http, "ann@example.com")
+            _ = try await StripeChannelTests.deliver(http, Self.sessionPaid("evt_p0", subscription: "sub_a", account: ann.accountId))
+            let info = try #require(try await Self.subscription(http, ann))
+            let up = try await PlanChangeTests.change(SubscriptionFixture(server: server, http: http, account: ann), info.originalTransactionId, to: PlanChangeTests.premium)
+            #expect(up.status == 200, "\(Self.message(up))")
+            let upped = try up.decode(PlanChangeResult.self)
+            #expect(upped.change == .upgrade && upped.atOnce && upped.transaction == nil && upped.subscription.renewsAs == PlanChangeTests.premium, "\(upped)")
+            let requests = try stripe.requests()
+            #expect(requests.suffix(2).map { "\($0.method) \($0.path)" } == ["GET /v1/subscriptions/sub_a", "POST /v1/subscriptions/sub_a"])
+            let sent = try #require(requests.last)
+            let judged = try await stripe.judgedFields(of: [
+                "items": [["id": "si_sub_a", "price_data": ["currency": "usd", "product": "prod_sub_a", "unit_amount": 499,
+                                                            "recurring": ["interval": "month", "interval_count": 1]]]],
+                "metadata": ["kiosk_product_id": PlanChangeTests.premium], "proration_behavior": "always_invoice", "billing_cycle_anchor": "now",
+            ], idempotencyKey: "judge-plan-change", subscription: "sub_a")
+            #expect(sent.fields.map { $0.joined(separator: "=") }.sorted() == judged.fields.map { $0.joined(separator: "=") }.sorted(), "\(sent.fields)")
+
+            // Stripe's invoice of the change: the new period is premium's, at what Stripe charged (the credit taken off).
+            let now = Int(Date().timeIntervalSince1970)
+            let invoiced = try await StripeChannelTests.deliver(http, Self.paidInvoice("evt_p1", subscription: "sub_a", account: ann.accountId,
+                                                                                        reason: "subscription_update", from: now, days: 35, amount: 251, product: PlanChangeTests.premium))
+            #expect(invoiced.outcome == "granted", "\(invoiced)")
+            var row = try #require(try await Self.subscription(http, ann))
+            #expect(row.productId == PlanChangeTests.premium && row.renewsAs == nil, "\(row)")
+            let page = try await http.send("GET", "/v1/transactions", token: ann.token).decode(TransactionPage.self)
+            #expect(page.transactions.filter { $0.productId == PlanChangeTests.premium }.count == 1)
+            #expect(try await http.charges(accountId: ann.accountId, adminToken: server.adminToken) == [249, 251])
+            #expect(try await StripeSubscriptionTests.notifications(server, ann).contains("DID_CHANGE_RENEWAL_PREF UPGRADE"))
+
+            // Down again: at the renewal, nothing prorated; the next invoice renews as monthly.
+            let down = try await PlanChangeTests.change(SubscriptionFixture(server: server, http: http, account: ann), info.originalTransactionId, to: Self.plan)
+            #expect(try down.decode(PlanChangeResult.self).subscription.renewsAs == Self.plan, "\(Self.message(down))")
+            let downSent = try #require(try stripe.requests().last)
+            #expect(downSent.form["proration_behavior"] == "none" && downSent.form["billing_cycle_anchor"] == nil && downSent.form["items[0][price_data][unit_amount]"] == "249")
+            _ = try await StripeChannelTests.deliver(http, Self.paidInvoice("evt_p2", subscription: "sub_a", account: ann.accountId,
+                                                                            reason: "subscription_cycle", from: now + 35 * 86_400, days: 31, amount: 249, product: Self.plan))
+            row = try #require(try await Self.subscription(http, ann))
+            #expect(row.productId == Self.plan && row.renewsAs == nil, "\(row)")
+
+            // Gone on Stripe: refused, and nothing waits.
+            let bob = try await http.createAccount()
+            _ = try await StripeChannelTests.deliver(http, Self.sessionPaid("evt_g0", subscription: "sub_b_missing", account: bob.accountId))
+            let gone = try #require(try await Self.subscription(http, bob))
+            let refused = try await PlanChangeTests.change(SubscriptionFixture(server: server, http: http, account: bob), gone.originalTransactionId, to: PlanChangeTests.premium)
+            #expect(refused.status == 503 && (try? refused.decode(APIError.self).code) == "payment_service", "\(Self.message(refused))")
+            #expect(try await Self.subscription(http, bob)?.renewsAs == nil)
+        }
+    }
 }
