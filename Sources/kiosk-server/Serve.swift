@@ -164,6 +164,9 @@ extension KioskServerTool {
         @Option(help: ArgumentHelp("Seconds between two passes of the notification delivery worker; 0 runs none on this instance ($KIOSK_NOTIFICATION_INTERVAL).", valueName: "seconds"))
         var notificationInterval = Self.environment("KIOSK_NOTIFICATION_INTERVAL").flatMap(Double.init) ?? 0.5
 
+        @Flag(help: "The web channel: ask Stripe to compute the tax on each Checkout Session (automatic_tax, prices holding it) and record the tax it charged, instead of --tax-rates ($KIOSK_STRIPE_AUTOMATIC_TAX=1).")
+        var stripeAutomaticTax = Self.environment("KIOSK_STRIPE_AUTOMATIC_TAX") == "1"
+
         @Option(help: ArgumentHelp("A JSON file of tax rates per country and class (a sample: deploy/tax/eu-epublications.json); each sale records its country, rate and tax ($KIOSK_TAX_RATES).", valueName: "file"))
         var taxRates: String? = Self.environment("KIOSK_TAX_RATES")
 
@@ -307,6 +310,10 @@ extension KioskServerTool {
                 configuration.accounts = try accountPolicy()
                 configuration.stripe = try stripe()
                 configuration.channels = try await channelSettings()
+                if stripeAutomaticTax {
+                    guard configuration.channels.stripeAPI != nil else { throw ValidationError("--stripe-automatic-tax asks Stripe for the tax on the sessions Kiosk creates: give --stripe-secret-key too") }
+                    configuration.channels.stripeAutomaticTax = true
+                }
                 if let taxRates {
                     do { configuration.taxes = try TaxTable.load(URL(fileURLWithPath: taxRates)) } catch let error as TaxTableError { throw ValidationError("--tax-rates \(error.description)") }
                 }

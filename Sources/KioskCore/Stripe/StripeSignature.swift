@@ -143,9 +143,17 @@ public struct StripeEvent: Decodable, Sendable {
         // A Subscription's.
         public var cancelAtPeriodEnd: Bool?
         public var cancellationDetails: CancellationDetails?
+        // The tax Stripe charged (`automatic_tax`): a session's `total_details.amount_tax` and the
+        // reader's country from `customer_details.address`; an invoice's `total_taxes`.
+        public var totalDetails: TotalDetails?
+        public var customerDetails: CustomerDetails?
+        public var totalTaxes: [TaxAmount]?
 
         enum CodingKeys: String, CodingKey {
             case id, object, currency, metadata, refunded, amount, status, mode, subscription, invoice, lines, parent, payments
+            case totalDetails = "total_details"
+            case customerDetails = "customer_details"
+            case totalTaxes = "total_taxes"
             case paymentStatus = "payment_status"
             case clientReferenceId = "client_reference_id"
             case amountTotal = "amount_total"
@@ -189,6 +197,27 @@ public struct StripeEvent: Decodable, Sendable {
                 public var paymentIntent: String?
                 enum CodingKeys: String, CodingKey { case paymentIntent = "payment_intent" }
             }
+        }
+
+        public struct TotalDetails: Decodable, Sendable {
+            public var amountTax: Int?
+            enum CodingKeys: String, CodingKey { case amountTax = "amount_tax" }
+        }
+
+        public struct CustomerDetails: Decodable, Sendable {
+            public var address: Address?
+            public struct Address: Decodable, Sendable { public var country: String? }
+        }
+
+        public struct TaxAmount: Decodable, Sendable {
+            public var amount: Int?
+        }
+
+        /// The tax Stripe charged in this session or invoice, in its smallest unit; nil when it says none.
+        public var taxCharged: Int? {
+            if let tax = totalDetails?.amountTax { return tax }
+            let amounts = (totalTaxes ?? []).compactMap(\.amount)
+            return amounts.isEmpty ? nil : amounts.reduce(0, +)
         }
 
         public struct CancellationDetails: Decodable, Sendable {

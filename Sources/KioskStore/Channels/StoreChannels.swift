@@ -17,6 +17,10 @@ public struct StoreChannels: Sendable {
     public var checkout: CheckoutURLTemplate?
     /// Stripe's API, when Kiosk creates the Checkout Sessions itself (`--stripe-secret-key`).
     public var stripeAPI: StripeAPI?
+    /// `--stripe-automatic-tax`: Checkout Sessions ask Stripe to compute the tax
+    /// (`automatic_tax[enabled]`, prices holding it), and each sale records the tax Stripe charged
+    /// and the reader's country from its event, instead of the operator's table.
+    public var stripeAutomaticTax = false
 
     /// None: a sandbox's own payments and the App Store only. `kiosk serve` sets the ones its flags name.
     public init() {}

@@ -207,6 +207,17 @@ enum CheckoutSessionFields {
         return fields
     }
 
+    /// The session asking Stripe to compute the tax (`automatic_tax[enabled]`) on a price that
+    /// holds it (`tax_behavior=inclusive`, as EU prices to consumers do); its event then says what
+    /// Stripe charged (`total_details.amount_tax`) and where the reader is (`customer_details.address`).
+    static func automaticTax(_ fields: [(String, String)]) -> [(String, String)] {
+        var fields = fields
+        let at = (fields.firstIndex { $0.0 == "line_items[0][quantity]" } ?? fields.count)
+        fields.insert(("line_items[0][price_data][tax_behavior]", "inclusive"), at: at)
+        fields.append(("automatic_tax[enabled]", "true"))
+        return fields
+    }
+
     /// A subscription's session (`mode=subscription`): the price recurs every period the catalog
     /// gives (`periodMonths`, a year as `year`), and the subscription Stripe makes carries the
     /// intent, the account and the product in its own metadata, which every invoice of it brings

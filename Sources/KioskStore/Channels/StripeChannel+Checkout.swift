@@ -90,11 +90,12 @@ extension StripeChannel {
         let email = try await database.read { db in try await Accounts.signIn(accountId: accountId, in: db)?.email }
         // The reader's storefront's price with its tax, as the store itself would charge (nil: the base price).
         let charged = try await storefrontCharge(product, accountId: accountId)
-        let fields = product.kind == .subscription
+        var fields = product.kind == .subscription
             ? CheckoutSessionFields.subscription(product: product, intent: intent.id, accountId: accountId, email: email, origin: origin,
                                                  trial: try await webTrial(product, accountId: accountId), charged: charged)
             : CheckoutSessionFields.payment(product: product, quantity: quantity, intent: intent.id, accountId: accountId, email: email, origin: origin,
                                             charged: charged)
+        if base.channels.stripeAutomaticTax { fields = CheckoutSessionFields.automaticTax(fields) }
         do {
             // One key per intent: asked again (a retry, an answer lost), Stripe answers the same session.
             let session = try await stripe.createCheckoutSession(fields, idempotencyKey: "kiosk-checkout-\(intent.id)")
@@ -134,6 +135,8 @@ extension StripeChannel {
         guard let price = product.price(in: storefront), let cents = Price.cents(price.amount) else {
             throw StoreError.notSoldHere(product.id, storefront: storefront)
         }
+        // Stripe computes the tax itself (automatic tax): the price as it is, the tax inside it.
+        if base.channels.stripeAutomaticTax { return (cents, price.currency) }
         let charge = base.taxes.charge(cents: cents, currency: price.currency, country: storefront, category: product.taxClass)
         return (charge.cents, charge.currency)
     }

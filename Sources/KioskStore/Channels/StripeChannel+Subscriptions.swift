@@ -35,7 +35,7 @@ extension StripeChannel {
         let named = (account: session.clientReferenceId, product: session.metadata?["kiosk_product_id"], intent: session.metadata?["kiosk_intent"])
         return try await startSubscription(event, subscriptionId: subscriptionId, account: named.account, product: named.product, intent: named.intent,
                                            paid: Self.kioskAmount(session.amountTotal, session.currency), period: nil, payment: subscriptionId, first: true,
-                                           offer: Self.offer(in: session.metadata))
+                                           offer: Self.offer(in: session.metadata), tax: stripeTax(session))
     }
 
     /// `invoice.paid`: the first period (when the session's event has not come), or a renewal.
@@ -56,10 +56,10 @@ extension StripeChannel {
             return try await startSubscription(event, subscriptionId: subscriptionId, account: metadata?["kiosk_account_id"], product: metadata?["kiosk_product_id"],
                                                intent: metadata?["kiosk_intent"], paid: paid, period: period, payment: payment,
                                                first: invoice.billingReason == "subscription_create",
-                                               offer: invoice.billingReason == "subscription_create" ? Self.offer(in: metadata) : nil)
+                                               offer: invoice.billingReason == "subscription_create" ? Self.offer(in: metadata) : nil, tax: stripeTax(invoice))
         }
         let outcome = try await subscriptions.channelStep(
-            .paid(start: period.start, end: period.end, key: "stripe:\(invoiceId)", amountCents: paid.cents, currency: paid.currency),
+            .paid(start: period.start, end: period.end, key: "stripe:\(invoiceId)", amountCents: paid.cents, currency: paid.currency, tax: stripeTax(invoice)),
             channel: Self.channel, subscriptionId: subscriptionId, method: Self.channel)
         let row = try await keep(event, outcome, payment: payment)
         return row.outcome == ChannelEventOutcome.granted ? try await undoIfWithdrawn(row) : row
@@ -110,7 +110,7 @@ extension StripeChannel {
     ///   invoice); else a renewal of a subscription the store does not follow.
     private func startSubscription(_ event: StripeEvent, subscriptionId: String, account: String?, product: String?, intent: String?,
                                    paid: (cents: Int, currency: String)?, period: (start: Date, end: Date)?, payment: String?,
-                                   first: Bool, offer: (type: String, period: String)? = nil) async throws -> AdminChannelEventRow {
+                                   first: Bool, offer: (type: String, period: String)? = nil, tax: ChannelTax? = nil) async throws -> AdminChannelEventRow {
         var named = (account: account, product: product)
         if let account, let held = try await database.read({ try await SubscriptionRows($0).find(channel: Self.channel, subscriptionId: subscriptionId) }),
            held.accountId != account {
@@ -158,7 +158,7 @@ extension StripeChannel {
         do {
             granted = try await payments.grantPaid(
                 productId: productId, quantity: 1, accountId: accountId, reference: "stripe:\(subscriptionId)", method: Self.channel,
-                amountCents: paid.cents, currency: paid.currency, period: period, offer: offer,
+                amountCents: paid.cents, currency: paid.currency, period: period, offer: offer, channelTax: tax,
                 alongside: { record, db in
                     if !record.isFreeRebuy, record.kind == .subscription {
                         try await SubscriptionRows(db).link(record.originalTransactionId, channel: Self.channel, subscriptionId: subscriptionId, at: received)

@@ -107,7 +107,7 @@ public struct StripeChannel: StoreOwner {
         do {
             granted = try await payments.grantPaid(
                 productId: productId, quantity: quantity, accountId: accountId, reference: "stripe:\(sessionId)", method: Self.channel,
-                amountCents: amount, currency: currency,
+                amountCents: amount, currency: currency, channelTax: stripeTax(session),
                 alongside: { record, db in
                     // The row first, then the look for a refund that came first: the refund's own
                     // look for this row comes after its write, so one of the two sees the other.
@@ -203,6 +203,15 @@ public struct StripeChannel: StoreOwner {
     /// are its smallest unit, so a currency without a minor unit, yen, is a hundred times more;
     /// ``Price/shown(cents:_:)``) and the currency in upper case; nil for an amount out of the
     /// range Kiosk keeps (checked after that conversion) or a currency that is not three letters.
+    /// The tax Stripe computed and charged (`automatic_tax`), when this store asks it to: its
+    /// amount in Kiosk's hundredths and the reader's country from the session. Nil otherwise: the
+    /// operator's table decides (``Holdings/taxOnChannelPayment(_:product:)``).
+    func stripeTax(_ object: StripeEvent.StripeObject) -> ChannelTax? {
+        guard base.channels.stripeAutomaticTax, let charged = object.taxCharged,
+              let amount = Self.kioskAmount(charged, object.currency ?? "usd") else { return nil }
+        return ChannelTax(cents: amount.cents, country: object.customerDetails?.address?.country.flatMap(StorefrontCountry.code))
+    }
+
     static func kioskAmount(_ charged: Int?, _ currency: String?) -> (cents: Int, currency: String)? {
         guard let charged, let currency, currency.utf8.count == 3, currency.allSatisfy({ $0.isASCII && $0.isLetter }),
               (0...Price.maxCents * 100).contains(charged) else { return nil }

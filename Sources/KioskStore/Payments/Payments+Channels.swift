@@ -39,7 +39,7 @@ extension Payments {
     ///     channel charged says it, not the store's reckoning of the account's eligibility now.
     func grantPaid(productId: String, quantity: Int, accountId: String, reference: String, shownKey: String? = nil, method: String,
                    amountCents: Int, currency: String, restoring: Bool = false, reinstating: TransactionRecord? = nil,
-                   period: (start: Date, end: Date)? = nil, offer: (type: String, period: String)? = nil,
+                   period: (start: Date, end: Date)? = nil, offer: (type: String, period: String)? = nil, channelTax: ChannelTax? = nil,
                    alongside: Alongside? = nil) async throws -> (record: TransactionRecord, alongside: (any Sendable)?) {
         // The same reference granted before is found by the decision itself (``Holdings``' key
         // look-up, or the unique index behind a consumable's unread write), as a payment's key is.
@@ -65,7 +65,11 @@ extension Payments {
                 record.currency = currency
                 record.taxCents = 0
                 record.taxBasisPoints = nil
-                holdings.taxOnChannelPayment(&record, product: product)
+                if let channelTax {
+                    channelTax.record(in: &record, fallback: holdings.storefront)
+                } else {
+                    holdings.taxOnChannelPayment(&record, product: product)
+                }
                 record.offerType = offer?.type
                 record.offerPeriod = offer?.period
                 // The store's own words about a sale (an offer not given) say nothing of a channel's grant.
@@ -127,5 +131,24 @@ extension Payments {
             logger.notice("the operator granted a product by hand", metadata: ["transaction": "\(granted.record.id)", "product": "\(product.id)", "account": "\(accountId)"])
         }
         return try await receipts.withCurrentReceipts([granted.record])[0].wire
+    }
+}
+
+/// The tax a channel computed and charged itself (Stripe's `automatic_tax`), as its event says:
+/// recorded in place of the operator's table, with the reader's country it names.
+struct ChannelTax: Sendable {
+    /// In hundredths of the currency's unit, as Kiosk keeps amounts.
+    var cents: Int
+    /// The reader's country (ISO 3166-1 alpha-2), when the event names one Kiosk knows.
+    var country: String?
+
+    /// Writes the tax, the country and the rate it makes of the amount (the rate is not in the
+    /// event: the tax over what is left, to the nearest basis point) on a channel's transaction.
+    func record(in record: inout TransactionRecord, fallback storefront: String?) {
+        let tax = max(0, min(cents, record.amountCents))
+        record.storefront = country ?? storefront
+        record.taxCents = tax
+        let net = record.amountCents - tax
+        record.taxBasisPoints = tax > 0 && net > 0 ? TaxTable.rounded(tax * 10_000, over: net) : nil
     }
 }

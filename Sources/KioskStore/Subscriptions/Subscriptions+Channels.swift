@@ -9,7 +9,8 @@ import SQLKit
 enum ChannelSubscriptionEvent: Sendable {
     /// A period was paid for, from `start` to `end` (the channel's own dates); `key` names the
     /// payment once (`stripe:<invoice>`), so the same payment told twice is one period.
-    case paid(start: Date, end: Date, key: String, amountCents: Int, currency: String)
+    /// `tax`: what the channel charged as tax itself (Stripe's `automatic_tax`), else nil.
+    case paid(start: Date, end: Date, key: String, amountCents: Int, currency: String, tax: ChannelTax? = nil)
     /// A renewal's charge failed for the period ending at `periodEnd`; the channel tries again at
     /// `nextAttempt` (nil: it gave up, and its end comes as ``ended(_:)``).
     case failed(periodEnd: Date?, nextAttempt: Date?)
@@ -43,7 +44,7 @@ extension Subscriptions {
             guard let current = try await database.read({ try await SubscriptionRows($0).find(channel: channel, subscriptionId: subscriptionId) }) else {
                 return .unknown
             }
-            if case .paid(_, _, let key, _, _) = event {
+            if case .paid(_, _, let key, _, _, _) = event {
                 if let recorded = try await period(key: key, accountId: current.accountId) {
                     return .unchanged("that payment was recorded before (\(recorded))", accountId: current.accountId, transactionId: recorded)
                 }
@@ -93,7 +94,7 @@ extension StepDraft {
     /// only records what was paid.
     mutating func channel(_ event: ChannelSubscriptionEvent, product: Product?, method: String) -> ChannelDecision {
         switch event {
-        case let .paid(start, end, key, amountCents, currency):
+        case let .paid(start, end, key, amountCents, currency, channelTax):
             // The plan a change waited for (at once on Stripe, or at this renewal) is the one paid for now.
             var renewal = TransactionRecord(
                 sequence: nil, id: Store.newTransactionID(), accountId: s.accountId, productId: s.renewalProductId, kind: .subscription, quantity: 1,
@@ -104,7 +105,9 @@ extension StepDraft {
             // The tax inside what the web charged, by the storefront it was bought in (Google Play
             // collects its own: none is recorded).
             renewal.storefront = s.storefront
-            if method == PaidBy.stripe.rawValue, let country = s.storefront, let entry = taxes.countries[country],
+            if let channelTax {
+                channelTax.record(in: &renewal, fallback: s.storefront)
+            } else if method == PaidBy.stripe.rawValue, let country = s.storefront, let entry = taxes.countries[country],
                let rate = entry.rates[product?.taxClass ?? .periodical] ?? entry.rates[.standard] {
                 renewal.taxBasisPoints = rate
                 renewal.taxCents = TaxTable.part(of: amountCents, rate: rate)

@@ -247,7 +247,9 @@ extension Subscriptions {
         guard let price = target.price(in: storefront), let cents = Price.cents(price.amount) else {
             throw StoreError.notSoldHere(target.id, storefront: storefront)
         }
-        let charge = base.taxes.charge(cents: cents, currency: price.currency, country: storefront, category: target.taxClass)
+        // With Stripe's automatic tax the price is sent as it is (Stripe adds or finds the tax).
+        let charge = base.channels.stripeAutomaticTax ? Charge(cents: cents, currency: price.currency, country: storefront, taxBasisPoints: nil, taxCents: 0)
+            : base.taxes.charge(cents: cents, currency: price.currency, country: storefront, category: target.taxClass)
         // The wait first: an invoice that comes before Stripe's answer is already the new plan's.
         var waiting = s
         waiting.pendingProductId = undo ? nil : target.id

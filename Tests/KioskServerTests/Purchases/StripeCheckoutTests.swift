@@ -1,7 +1,8 @@
 import Foundation
 import KioskCore
 @testable import KioskServer
-import KioskStore
+@testable import KioskStore
+import SQLKit
 import KioskTestSupport
 import Testing
 
@@ -23,12 +24,14 @@ struct StripeCheckoutTests: StoreSuite {
     }
 
     static func withStripe(engine: TestEngine, key: String = StripeStandIn.key, apiURL: String? = nil, prepare: @Sendable (SampleStore) throws -> Void = { _ in },
+                           automaticTax: Bool = false,
                            _ body: @Sendable (KioskServer, StoreHTTP, StripeStandIn) async throws -> Void) async throws {
         let standIn = try await StripeStandIn.start()
         do {
             try await withStore(engine: engine, prepare: prepare, configure: {
                 $0.stripe = StripeSignature(secrets: [StripeChannelTests.secret])
                 $0.channels.stripeAPI = try? StripeAPI(secretKey: key, baseURL: apiURL ?? standIn.url)
+                $0.channels.stripeAutomaticTax = automaticTax
                 // As behind nginx: its X-Forwarded-Proto is heard (one test asks through "https").
                 $0.rateLimits.trustedProxies = ["127.0.0.1"]
             }) { server, http, _ in try await body(server, http, standIn) }
@@ -291,6 +294,42 @@ struct StripeCheckoutTests: StoreSuite {
             let browser = try await WebSession.signIn(http, "bo@example.com", next: "/account/library")
             let page = try await browser.post("/account/buy/\(Self.epub)", ["csrf": browser.csrf, "key": UUID().uuidString])
             #expect(page.status == 503 && page.header("Retry-After") != nil && page.header("Content-Type")?.hasPrefix("text/html") == true)
+        }
+    }
+
+    @Test("with Stripe's automatic tax: the session asks for it on a price that holds it (the fields Stripe's library sends), and the sale records the tax Stripe charged and the reader's country from its event", arguments: TestEngine.all)
+    func automaticTax(engine: TestEngine) async throws {
+        try await Self.withStripe(engine: engine, automaticTax: true) { server, http, stripe in
+            let ann = try await http.createAccount()
+            let reply = try await http.send("POST", "/v1/checkouts", token: ann.token, json: #"{"productId": "\#(Self.epub)"}"#)
+            #expect(reply.status == 200 || reply.status == 201, "\(Self.message(reply))")
+            let checkout = try reply.decode(Checkout.self)
+            let sent = try #require(try stripe.requests().last)
+            #expect(sent.form["automatic_tax[enabled]"] == "true" && sent.form["line_items[0][price_data][tax_behavior]"] == "inclusive", "\(sent.fields)")
+            let base = http.baseURL
+            let judged = try await stripe.judgedFields(of: [
+                "mode": "payment",
+                "line_items": [["price_data": ["currency": "usd", "unit_amount": 499, "tax_behavior": "inclusive",
+                                               "product_data": ["name": "Salt and Stars", "images": ["\(base)/v1/covers/\(Self.epub)"]]],
+                                "quantity": 1]],
+                "client_reference_id": ann.accountId,
+                "metadata": ["kiosk_intent": checkout.intent, "kiosk_product_id": Self.epub, "kiosk_quantity": "1"],
+                "success_url": "\(base)/account/library", "cancel_url": "\(base)/products/\(Self.epub)",
+                "automatic_tax": ["enabled": true],
+            ], idempotencyKey: "judge-tax")
+            #expect(sent.fields.map { $0.joined(separator: "=") }.sorted() == judged.fields.map { $0.joined(separator: "=") }.sorted())
+            // Stripe's event: 4.99 holding 0.26 of French VAT (5.5 %), the reader in France.
+            let event = StripeChannelTests.json([
+                "id": "evt_tax1", "object": "event", "type": "checkout.session.completed",
+                "data": ["object": ["id": "cs_test_tax1", "object": "checkout.session", "payment_status": "paid", "client_reference_id": ann.accountId,
+                                    "amount_total": 499, "currency": "usd", "payment_intent": "pi_tax1", "total_details": ["amount_tax": 26],
+                                    "customer_details": ["address": ["country": "FR"]],
+                                    "metadata": ["kiosk_intent": checkout.intent, "kiosk_product_id": Self.epub, "kiosk_quantity": "1"]]],
+            ])
+            #expect(try await StripeChannelTests.deliver(http, event).outcome == "granted")
+            let entry = try #require(try await server.store.base.database.read { try await TransactionRows($0).ledger { $0.where("accountId", .equal, ann.accountId) } }.first)
+            // The rate is not in the event: 0.26 over the 4.73 left is 5.50 %.
+            #expect(entry.amountCents == 499 && entry.taxCents == 26 && entry.country == "FR" && entry.taxBasisPoints == 550, "\(entry)")
         }
     }
 }
