@@ -165,9 +165,10 @@ extension KioskClient {
     /// ``waitForCheckout(_:known:timeout:downloadNow:)`` waits for it, or the agent delivers it.
     /// - Returns: the checkout, and the transactions of the product this device had before it
     ///   (which the wait tells apart from the new one).
-    public func checkout(_ productId: String, quantity: Int = 1) async throws -> (checkout: Checkout, known: Set<String>) {
+    /// - Parameter offerCode: an offer code the web's checkout takes off the price (or a plan's trial).
+    public func checkout(_ productId: String, quantity: Int = 1, offerCode: String? = nil) async throws -> (checkout: Checkout, known: Set<String>) {
         let known = try flows.knownTransactions(of: productId)
-        return (try await flows.checkout(productId, quantity: quantity), known)
+        return (try await flows.checkout(productId, quantity: quantity, offerCode: offerCode), known)
     }
 
     /// Waits until the checkout's purchase arrives, then downloads and installs it (unless told

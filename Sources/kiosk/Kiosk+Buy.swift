@@ -107,7 +107,7 @@ extension Kiosk {
         }
 
         private func buyOnWeb(_ client: KioskClient, runner: DownloadRunner) async throws {
-            let (checkout, known) = try await client.checkout(product, quantity: quantity)
+            let (checkout, known) = try await client.checkout(product, quantity: quantity, offerCode: code)
             if json && !wait {
                 try JSONOutput.print(checkout)
                 return

@@ -15,14 +15,14 @@ public struct ChannelPurchaseResult: Sendable {
 // Each grant is a purchase made elsewhere, taken in as restore and the change feed take one in.
 extension Flows {
     /// Asks for a checkout of `productId`: the web shop's URL where the reader pays it.
-    func checkout(_ productId: String, quantity: Int) async throws -> Checkout {
+    func checkout(_ productId: String, quantity: Int, offerCode: String? = nil) async throws -> Checkout {
         guard try purchases.paymentsEnabled() else { throw ClientError.paymentsDisabled }
         let product = try await catalogProduct(productId)
         if product.kind == .nonConsumable, let owned = try purchases.owning(productId) {
             throw ClientError.invalidRequest("\(productId) is already owned (transaction \(owned.transactionId ?? "saved here")); nothing to pay: kiosk restore brings its content back")
         }
         guard product.forSale != false else { throw ClientError.offSale(productId) }
-        return try await purchases.authorizedAPI().startCheckout(CheckoutRequest(productId: productId, quantity: quantity))
+        return try await purchases.authorizedAPI().startCheckout(CheckoutRequest(productId: productId, quantity: quantity, offerCode: offerCode))
     }
 
     /// Waits on the account's change feed until a purchase of the checkout's product that this

@@ -47,10 +47,14 @@ public struct ChannelPurchaseAnswer: Codable, Sendable, Equatable {
 public struct CheckoutRequest: Codable, Sendable, Equatable {
     public var productId: String
     public var quantity: Int?
+    /// An offer code taken off the web's price (or a plan's trial it gives), reserved with the
+    /// checkout and spent when it is paid; given back when the checkout lapses unpaid.
+    public var offerCode: String?
 
-    public init(productId: String, quantity: Int? = nil) {
+    public init(productId: String, quantity: Int? = nil, offerCode: String? = nil) {
         self.productId = productId
         self.quantity = quantity
+        self.offerCode = offerCode
     }
 }
 

@@ -14,9 +14,11 @@ public enum StorefrontCountry {
         return code
     }
 
-    /// Every country code Foundation knows (its regions of two letters: not continents like 001).
+    /// Every country code Foundation knows (its regions of two letters: not continents like 001,
+    /// nor the unions and reserved codes that are no country: EU, EZ, UN, QO, ZZ).
     public static let countries: Set<String> = Set(Locale.Region.isoRegions.map(\.identifier).filter { code in
         code.utf8.count == 2 && code.utf8.allSatisfy { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }
+            && !["EU", "EZ", "UN", "QO", "ZZ"].contains(code)
     })
 
     /// The country's name in English ("Germany"), or the code itself.

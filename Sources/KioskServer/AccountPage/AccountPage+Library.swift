@@ -154,15 +154,15 @@ extension AccountPage {
         let (device, form) = try await postedForm(request)
         try await limits.admitPurchase(request, context: context, accountId: device.accountId)
         do {
+            // A code taken off the price (or a subscription's offer), limited as guesses are.
+            let code = form["offerCode"].flatMap { $0.trimmingCharacters(in: .whitespaces).isEmpty ? nil : $0 }
+            if code != nil { try await limits.admitCodeAttempt(request, context: context, accountId: device.accountId) }
             if pretendPayment {
-                // A code taken off the price (or a subscription's offer), limited as guesses are.
-                let code = form["offerCode"].flatMap { $0.trimmingCharacters(in: .whitespaces).isEmpty ? nil : $0 }
-                if code != nil { try await limits.admitCodeAttempt(request, context: context, accountId: device.accountId) }
                 _ = try await store.payments.pay(PaymentRequest(productId: id, quantity: 1, paymentMethod: .approve, idempotencyKey: form["key"] ?? "",
                                                                 offerCode: code), accountId: device.accountId)
                 return Response(status: .seeOther, headers: [.location: "/account/library"])
             }
-            let checkout = try await store.stripe.startCheckout(CheckoutRequest(productId: id), accountId: device.accountId,
+            let checkout = try await store.stripe.startCheckout(CheckoutRequest(productId: id, offerCode: code), accountId: device.accountId,
                                                                 origin: RequestOrigin.base(of: request), formKey: form["key"])
             return Response(status: .seeOther, headers: [.location: checkout.url])
         } catch let error as StoreError {

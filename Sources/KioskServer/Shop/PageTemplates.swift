@@ -108,7 +108,7 @@ enum PageTemplates {
         {{#offer}}<p class="offer">{{offer}}</p>{{/offer}}
         {{#storefrontNote}}<p class="muted">{{.}}</p>{{/storefrontNote}}
         {{#owned}}<p><a href="/account/library">Open your library</a></p>{{/owned}}
-        {{^owned}}<form method="post" action="{{action}}"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="key" value="{{key}}">{{#sandbox}}<p><label for="buy-code">Offer code (optional)</label> <input id="buy-code" name="offerCode" autocomplete="off" spellcheck="false" maxlength="64"></p>{{/sandbox}}<button type="submit">{{payLabel}}</button></form>
+        {{^owned}}<form method="post" action="{{action}}"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="key" value="{{key}}"><p><label for="buy-code">Offer code (optional)</label> <input id="buy-code" name="offerCode" autocomplete="off" spellcheck="false" maxlength="64"></p><button type="submit">{{payLabel}}</button></form>
         {{#sandbox}}<p class="muted">This store runs in the sandbox: the payment is pretend, and the purchase is in your library at once.</p>{{/sandbox}}
         {{^sandbox}}<p class="muted">You pay on the store's payment page; the purchase is in your library once the payment lands.</p>{{/sandbox}}{{/owned}}
         </section>

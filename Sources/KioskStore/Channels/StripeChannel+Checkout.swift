@@ -18,6 +18,8 @@ struct CheckoutIntentRecord: Codable, Sendable {
     /// The payment page Kiosk made for it on Stripe (its first Checkout Session's URL), where it is
     /// sent again whatever address or price the reader asks with later.
     var checkoutUrl: String?
+    /// The offer code it reserved (a discount, or a plan's trial), if any.
+    var offerCodeId: String? = nil
 }
 
 extension StripeChannel {
@@ -76,7 +78,15 @@ extension StripeChannel {
                 throw StoreError.planRunning(other.productId, until: other.until, wanted: product.id)
             }
         }
-        let (intent, isNew) = try await recordIntent(accountId: accountId, product: product, quantity: quantity, formKey: formKey)
+        // An offer code: checked now, reserved with the intent (so a one-time code is one checkout's
+        // at a time), spent by the payment's grant, given back if the checkout lapses unpaid.
+        var code: OfferCodes.Use?
+        if let text = request.offerCode?.trimmingCharacters(in: .whitespaces), !text.isEmpty {
+            let use = try await codes.use(text, for: product, accountId: accountId)
+            try Self.checkWebCode(use.benefit, product: product)
+            code = use
+        }
+        let (intent, isNew) = try await recordIntent(accountId: accountId, product: product, quantity: quantity, formKey: formKey, code: code)
         guard let stripe = base.channels.stripeAPI else {
             let template = base.channels.checkout
             return Checkout(intent: intent.id, productId: product.id, quantity: quantity,
@@ -88,14 +98,20 @@ extension StripeChannel {
             return Checkout(intent: intent.id, productId: product.id, quantity: quantity, url: page)
         }
         let email = try await database.read { db in try await Accounts.signIn(accountId: accountId, in: db)?.email }
-        // The reader's storefront's price with its tax, as the store itself would charge (nil: the base price).
-        let charged = try await storefrontCharge(product, accountId: accountId)
+        // The reader's storefront's price with its tax, as the store itself would charge, less a
+        // code's discount (nil: the base price).
+        let charged = try await storefrontCharge(product, accountId: accountId, benefit: code?.benefit)
+        // A code that gives a plan's trial gives it whether or not the account had one.
+        let trial = try await webTrial(product, accountId: accountId, byCode: code?.benefit == .introductoryOffer)
         var fields = product.kind == .subscription
             ? CheckoutSessionFields.subscription(product: product, intent: intent.id, accountId: accountId, email: email, origin: origin,
-                                                 trial: try await webTrial(product, accountId: accountId), charged: charged)
+                                                 trial: trial, charged: charged)
             : CheckoutSessionFields.payment(product: product, quantity: quantity, intent: intent.id, accountId: accountId, email: email, origin: origin,
                                             charged: charged)
         if base.channels.stripeAutomaticTax { fields = CheckoutSessionFields.automaticTax(fields) }
+        // A session holding a code lapses in 31 minutes (Stripe's least is 30), so an abandoned one
+        // gives its code back soon (`checkout.session.expired`).
+        if intent.offerCodeId != nil { fields.append(("expires_at", String(Int(clock.wallNow().timeIntervalSince1970) + 31 * 60))) }
         do {
             // One key per intent: asked again (a retry, an answer lost), Stripe answers the same session.
             let session = try await stripe.createCheckoutSession(fields, idempotencyKey: "kiosk-checkout-\(intent.id)")
@@ -129,11 +145,23 @@ extension StripeChannel {
     /// What the account's storefront charges for one of `product`, tax included; nil when that is
     /// the catalog's base price with no tax (no storefront, no table), so the session is as before.
     /// - Throws: `not_sold_here` when the product lists prices and none for the storefront.
-    private func storefrontCharge(_ product: Product, accountId: String) async throws -> (cents: Int, currency: String)? {
+    private func storefrontCharge(_ product: Product, accountId: String, benefit: CodeBenefit? = nil) async throws -> (cents: Int, currency: String)? {
         let storefront = try await database.read { try await AccountRows($0).find(accountId)?.storefront }
-        guard let storefront else { return nil }
-        guard let price = product.price(in: storefront), let cents = Price.cents(price.amount) else {
+        let discounting = benefit.map { $0.price(from: 10_000) != 10_000 } ?? false
+        guard storefront != nil || discounting else { return nil }
+        guard let price = product.price(in: storefront), var cents = Price.cents(price.amount) else {
             throw StoreError.notSoldHere(product.id, storefront: storefront)
+        }
+        if let benefit, discounting {
+            if case .amountOff = benefit, price.currency != product.price.currency {
+                throw StoreError(.wrongState, code: "code_other_currency",
+                                 message: "this code takes an amount of \(product.price.currency) off, and this account buys in \(price.currency); ask for a code in \(price.currency)")
+            }
+            if case .amountOff(let off) = benefit, off >= cents {
+                throw StoreError(.wrongState, code: "code_exceeds_price",
+                                 message: "this code takes \(Price.shown(cents: off, price.currency)) off, not less than \(product.id)'s price here; ask for another code")
+            }
+            cents = benefit.price(from: cents)
         }
         // Stripe computes the tax itself (automatic tax): the price as it is, the tax inside it.
         if base.channels.stripeAutomaticTax { return (cents, price.currency) }
@@ -145,14 +173,27 @@ extension StripeChannel {
     /// trial of periods counted from today), when the account never had a subscription in its
     /// group. Another kind of offer is not made on the web: its checkout is at the normal price,
     /// as the buy page says.
-    private func webTrial(_ product: Product, accountId: String) async throws -> (days: Int, period: String)? {
-        guard let offer = product.introductoryOffer, offer.type == .freeTrial,
-              try await payments.introductoryOfferEligible(accountId: accountId, product: product) else { return nil }
+    /// - Parameter byCode: an offer code gives it, whether or not the account had one.
+    private func webTrial(_ product: Product, accountId: String, byCode: Bool = false) async throws -> (days: Int, period: String)? {
+        guard let offer = product.introductoryOffer, offer.type == .freeTrial else { return nil }
+        if !byCode, !(try await payments.introductoryOfferEligible(accountId: accountId, product: product)) { return nil }
         let months = product.periodMonths ?? 1
         let now = clock.wallNow()
         guard let end = Calendar.utc.date(byAdding: offer.firstPeriod(periodMonths: months), to: now),
               let days = Calendar.utc.dateComponents([.day], from: now, to: end).day, days > 0 else { return nil }
         return (days, offer.isoPeriod(periodMonths: months))
+    }
+
+    /// What a code may give on the web: money off a book or an issue, or a plan's free trial.
+    /// Money off a plan is Stripe's coupon (not made here), and a lower introductory price too.
+    static func checkWebCode(_ benefit: CodeBenefit, product: Product) throws {
+        switch (benefit, product.kind) {
+        case (.percentOff, .nonConsumable), (.amountOff, .nonConsumable): return
+        case (.introductoryOffer, .subscription) where product.introductoryOffer?.type == .freeTrial: return
+        default:
+            throw StoreError(.wrongState, code: "code_not_on_web",
+                             message: "this code gives \(benefit.described(currency: product.price.currency)) on \(product.id), which the web's checkout does not take; use it in the app (kiosk buy \(product.id) --code CODE)")
+        }
     }
 
     /// Whether the reader can start paying for `product` on the web here, or why not (shown on
@@ -170,30 +211,65 @@ extension StripeChannel {
     /// second one (Stripe keeps an idempotency key a day). A credit pack, bought any number of
     /// times, gets an intent per form: its key names it, so the same form sent again is the same
     /// intent. Decided under the account's row lock, so two requests at once make one intent.
-    private func recordIntent(accountId: String, product: Product, quantity: Int, formKey: String?) async throws -> (CheckoutIntentRecord, isNew: Bool) {
+    ///
+    /// With a code, the intent reserves it in the same transaction (``OfferCodes/spend(_:accountId:transactionId:now:in:)``
+    /// under `intent:<id>`): a one-time code used by two readers at once is one checkout's. An open
+    /// checkout without that code is not swapped for one with it (the reader would have two to
+    /// pay): the reader pays it, or uses the code once it lapses.
+    private func recordIntent(accountId: String, product: Product, quantity: Int, formKey: String?, code: OfferCodes.Use? = nil) async throws -> (CheckoutIntentRecord, isNew: Bool) {
         let now = clock.wallNow()
         let id = formKey.map { "ci_" + FileDigest.sha256(of: Data("\(accountId):\($0)".utf8)).prefix(32) } ?? "ci_" + Store.randomHex(bytes: 16)
-        let intent = CheckoutIntentRecord(id: id, accountId: accountId, productId: product.id, quantity: quantity, createdAt: now, session: nil, checkoutUrl: nil)
+        var intent = CheckoutIntentRecord(id: id, accountId: accountId, productId: product.id, quantity: quantity, createdAt: now, session: nil, checkoutUrl: nil)
+        intent.offerCodeId = code?.codeId
+        let made = intent
         return try await database.write { db in
             _ = try await AccountRows(db).lock(accountId)
             if product.kind != .consumable, let open = try await db.select().column("*").from("checkoutIntent")
                 .where("accountId", .equal, accountId).where("productId", .equal, product.id).where("session", .is, SQLLiteral.null)
                 .where("createdAt", .greaterThan, now.addingTimeInterval(-23 * 3600)).orderBy("createdAt", .descending)
                 .first(decoding: CheckoutIntentRecord.self) {
+                if let code, open.offerCodeId != code.codeId {
+                    throw StoreError(.wrongState, code: "checkout_open",
+                                     message: "a checkout for \(product.id) is open already without this code: pay it, or use the code once it lapses (within a day)")
+                }
                 return (open, false)
             }
             if let kept = try await db.select().column("*").from("checkoutIntent").where("id", .equal, id).first(decoding: CheckoutIntentRecord.self) {
                 guard kept.accountId == accountId else {
                     throw StoreError.invalidRequest("the form's key names another purchase; reload the page and buy again")
                 }
-                guard kept.productId == product.id, kept.quantity == quantity else {
-                    throw StoreError.idempotencyKeyReused(formKey ?? "", differences: ["productId", "quantity"])
+                guard kept.productId == product.id, kept.quantity == quantity, kept.offerCodeId == code?.codeId else {
+                    throw StoreError.idempotencyKeyReused(formKey ?? "", differences: ["productId", "quantity", "offerCode"])
                 }
                 return (kept, false)
             }
-            try await db.insert(into: "checkoutIntent").model(intent).run()
-            return (intent, true)
+            try await db.insert(into: "checkoutIntent").model(made).run()
+            if let code { try await OfferCodes.spend(code, accountId: accountId, transactionId: "intent:" + made.id, now: now, in: db) }
+            return (made, true)
         }
+    }
+
+    /// `checkout.session.expired`: a checkout that lapsed unpaid. Its intent is closed (no longer
+    /// waiting in the library, nor reused for the next click, which gets a page that can be paid)
+    /// and gives back the code it reserved. Stripe expires a session once; a paid one never.
+    func checkoutExpired(_ event: StripeEvent, session: StripeEvent.StripeObject) async throws -> AdminChannelEventRow {
+        guard let intentId = session.metadata?["kiosk_intent"], Self.isIdentifier(intentId), let sessionId = session.id, Self.isIdentifier(sessionId) else {
+            return try await keep(event, payment: session.id, outcome: ChannelEventOutcome.ignored, detail: "a lapsed session of no intent Kiosk made")
+        }
+        struct Closed: Decodable { var accountId: String; var offerCodeId: String? }
+        let closed = try await database.write { db -> Closed? in
+            let row = try await db.raw(#"""
+                UPDATE "checkoutIntent" SET "session" = \#(bind: "expired:" + sessionId)
+                WHERE "id" = \#(bind: intentId) AND "session" IS NULL RETURNING "accountId", "offerCodeId"
+                """#).first(decoding: Closed.self)
+            if let code = row?.offerCodeId { try await OfferCodes.release(codeId: code, intent: intentId, in: db) }
+            return row
+        }
+        guard let closed else {
+            return try await keep(event, payment: sessionId, outcome: ChannelEventOutcome.ignored, detail: "the intent was paid or closed already")
+        }
+        return try await keep(event, payment: sessionId, outcome: ChannelEventOutcome.applied, account: closed.accountId,
+                              detail: "the checkout lapsed unpaid" + (closed.offerCodeId == nil ? "" : "; its offer code given back"))
     }
 
     /// The products `accountId` started paying for on the web in the last day whose payment has
@@ -234,7 +310,7 @@ extension StripeChannel {
             try await db.raw(#"""
                 UPDATE "checkoutIntent" SET "session" = \#(bind: session)
                 WHERE "id" = \#(bind: intentId) AND ("session" IS NULL OR "session" = \#(bind: session))
-                RETURNING "id", "accountId", "productId", "quantity", "createdAt", "session"
+                RETURNING "id", "accountId", "productId", "quantity", "createdAt", "session", "offerCodeId"
                 """#).first(decoding: CheckoutIntentRecord.self)
         }
         guard let intent = claimed else {

@@ -112,6 +112,7 @@ extension StripeChannel {
                                    paid: (cents: Int, currency: String)?, period: (start: Date, end: Date)?, payment: String?,
                                    first: Bool, offer: (type: String, period: String)? = nil, tax: ChannelTax? = nil) async throws -> AdminChannelEventRow {
         var named = (account: account, product: product)
+        var code: (codeId: String, intent: String)?
         if let account, let held = try await database.read({ try await SubscriptionRows($0).find(channel: Self.channel, subscriptionId: subscriptionId) }),
            held.accountId != account {
             // Checked before the intent is taken: a session naming another account's subscription
@@ -123,7 +124,9 @@ extension StripeChannel {
             // The intent is claimed by the subscription: its session's event and its first invoice
             // both name it, and are the same payment.
             switch try await claimIntent(intent, session: subscriptionId, account: account, product: product) {
-            case .success(let claimed): named = (claimed.accountId, claimed.productId)
+            case .success(let claimed):
+                named = (claimed.accountId, claimed.productId)
+                code = claimed.offerCodeId.map { ($0, claimed.id) }
             case .failure(let refusal):
                 return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: account,
                                       detail: "\(refusal.message); cancel the subscription on Stripe and refund it, or grant it by hand")
@@ -159,7 +162,9 @@ extension StripeChannel {
             granted = try await payments.grantPaid(
                 productId: productId, quantity: 1, accountId: accountId, reference: "stripe:\(subscriptionId)", method: Self.channel,
                 amountCents: paid.cents, currency: paid.currency, period: period, offer: offer, channelTax: tax,
-                alongside: { record, db in
+                alongside: { [code] record, db in
+                    // The code its checkout reserved (a plan's trial) is this grant's.
+                    if let code { try await OfferCodes.attach(codeId: code.codeId, intent: code.intent, to: record.id, in: db) }
                     if !record.isFreeRebuy, record.kind == .subscription {
                         try await SubscriptionRows(db).link(record.originalTransactionId, channel: Self.channel, subscriptionId: subscriptionId, at: received)
                     }

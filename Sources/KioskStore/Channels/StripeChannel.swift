@@ -52,6 +52,8 @@ public struct StripeChannel: StoreOwner {
             return try await subscriptionCheckoutPaid(event, session: object)
         case let type where Self.paidTypes.contains(type):
             return try await checkoutPaid(event, session: object)
+        case "checkout.session.expired":
+            return try await checkoutExpired(event, session: object)
         case "invoice.paid":
             return try await invoicePaid(event, invoice: object)
         case "invoice.payment_failed":
@@ -109,6 +111,8 @@ public struct StripeChannel: StoreOwner {
                 productId: productId, quantity: quantity, accountId: accountId, reference: "stripe:\(sessionId)", method: Self.channel,
                 amountCents: amount, currency: currency, channelTax: stripeTax(session),
                 alongside: { record, db in
+                    // The code its checkout reserved is this grant's.
+                    if let code = purchase.offerCode { try await OfferCodes.attach(codeId: code.codeId, intent: code.intent, to: record.id, in: db) }
                     // The row first, then the look for a refund that came first: the refund's own
                     // look for this row comes after its write, so one of the two sees the other.
                     let inserted = try await InsertChannelEvent.insert(row(for: record), in: db)
@@ -155,6 +159,8 @@ public struct StripeChannel: StoreOwner {
         let amountCents: Int
         /// Three upper-case letters.
         let currency: String
+        /// The offer code its intent reserved, which the grant spends.
+        var offerCode: (codeId: String, intent: String)? = nil
     }
 
     private enum SessionReading {
@@ -167,6 +173,7 @@ public struct StripeChannel: StoreOwner {
     /// `kiosk buy`, paid once) or its own fields, each checked; or the event kept as unmatched, with why.
     private func sessionPurchase(_ event: StripeEvent, session: StripeEvent.StripeObject, payment: String?) async throws -> SessionReading {
         var named = (account: session.clientReferenceId, product: session.metadata?["kiosk_product_id"], quantity: session.metadata?["kiosk_quantity"])
+        var code: (codeId: String, intent: String)?
         // A session made from a reader's checkout (`kiosk buy`) names its intent, which says the
         // account and the product, and is paid once.
         if let intentId = session.metadata?["kiosk_intent"], let sessionId = session.id, Self.isIdentifier(sessionId) {
@@ -178,6 +185,7 @@ public struct StripeChannel: StoreOwner {
                                                 detail: "metadata.kiosk_quantity \(asked.prefix(20)) is not the quantity intent \(intentId) was made for (\(intent.quantity)); refund it on Stripe or grant it by hand"))
                 }
                 named = (intent.accountId, intent.productId, String(intent.quantity))
+                code = intent.offerCodeId.map { ($0, intent.id) }
             case .failure(let refusal):
                 return .kept(try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: named.account,
                                             detail: "\(refusal.message); refund it on Stripe or grant it by hand"))
@@ -196,13 +204,9 @@ public struct StripeChannel: StoreOwner {
                                         detail: "the session's id, client_reference_id, payment_intent or metadata.kiosk_product_id is not an identifier Kiosk keeps"))
         }
         return .named(SessionPurchase(sessionId: sessionId, accountId: accountId, productId: productId, quantity: quantity,
-                                      amountCents: paid.cents, currency: paid.currency))
+                                      amountCents: paid.cents, currency: paid.currency, offerCode: code))
     }
 
-    /// What Stripe charged, as Kiosk keeps an amount: hundredths of the currency's unit (Stripe's
-    /// are its smallest unit, so a currency without a minor unit, yen, is a hundred times more;
-    /// ``Price/shown(cents:_:)``) and the currency in upper case; nil for an amount out of the
-    /// range Kiosk keeps (checked after that conversion) or a currency that is not three letters.
     /// The tax Stripe computed and charged (`automatic_tax`), when this store asks it to: its
     /// amount in Kiosk's hundredths and the reader's country from the session. Nil otherwise: the
     /// operator's table decides (``Holdings/taxOnChannelPayment(_:product:)``).
@@ -212,6 +216,10 @@ public struct StripeChannel: StoreOwner {
         return ChannelTax(cents: amount.cents, country: object.customerDetails?.address?.country.flatMap(StorefrontCountry.code))
     }
 
+    /// What Stripe charged, as Kiosk keeps an amount: hundredths of the currency's unit (Stripe's
+    /// are its smallest unit, so a currency without a minor unit, yen, is a hundred times more;
+    /// ``Price/shown(cents:_:)``) and the currency in upper case; nil for an amount out of the
+    /// range Kiosk keeps (checked after that conversion) or a currency that is not three letters.
     static func kioskAmount(_ charged: Int?, _ currency: String?) -> (cents: Int, currency: String)? {
         guard let charged, let currency, currency.utf8.count == 3, currency.allSatisfy({ $0.isASCII && $0.isLetter }),
               (0...Price.maxCents * 100).contains(charged) else { return nil }

@@ -609,6 +609,11 @@ enum Migrations {
             #"ALTER TABLE "ledgerEntry" ADD COLUMN "taxBasisPoints" INTEGER"#,
             #"ALTER TABLE "ledgerEntry" ADD COLUMN "taxCents" BIGINT NOT NULL DEFAULT 0"#,
         ] },
+        // An offer code reserved by a web checkout (its redemption row names the intent until the
+        // payment's grant takes its place, or the checkout lapses and gives the code back).
+        Migration(name: "32-checkout-codes") { _ in [
+            #"ALTER TABLE "checkoutIntent" ADD COLUMN "offerCodeId" TEXT"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

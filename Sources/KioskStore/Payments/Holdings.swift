@@ -213,6 +213,10 @@ struct Holdings {
                 throw StoreError(.wrongState, code: "code_other_currency",
                                  message: "this code takes an amount of \(product.price.currency) off, and this account buys in \(price.currency); ask for a code in \(price.currency)")
             }
+            if case .amountOff(let off) = benefit, off >= price.cents {
+                throw StoreError(.wrongState, code: "code_exceeds_price",
+                                 message: "this code takes \(Price.shown(cents: off, price.currency)) off, not less than \(product.id)'s price here, \(Price.shown(cents: price.cents, price.currency)); ask for another code")
+            }
             charge(&record, cents: benefit.price(from: price.cents), currency: price.currency, product: product)
             record.offerType = "offerCode"
             if product.kind == .subscription {

@@ -254,6 +254,25 @@ public struct OfferCodes: StoreOwner {
         guard !moved.isEmpty else { throw Self.invalid }
     }
 
+    /// The web's checkout reserved the code under its intent (``spend(_:accountId:transactionId:now:in:)``
+    /// with `intent:<id>`): the grant its payment made takes the intent's place, in the grant's own transaction.
+    static func attach(codeId: String, intent: String, to transactionId: String, in db: any SQLDatabase) async throws {
+        try await db.raw(#"""
+            UPDATE "offerCodeRedemption" SET "transactionId" = \#(bind: transactionId)
+            WHERE "codeId" = \#(bind: codeId) AND "transactionId" = \#(bind: "intent:" + intent)
+            """#).run()
+    }
+
+    /// A checkout that lapsed unpaid gives back the code it reserved: its redemption row and its
+    /// count, both or neither (the count moves only when the row was there to delete).
+    static func release(codeId: String, intent: String, in db: any SQLDatabase) async throws {
+        let deleted = try await db.raw(#"""
+            DELETE FROM "offerCodeRedemption" WHERE "codeId" = \#(bind: codeId) AND "transactionId" = \#(bind: "intent:" + intent) RETURNING "codeId"
+            """#).all()
+        guard !deleted.isEmpty else { return }
+        try await db.raw(#"UPDATE "offerCode" SET "redeemed" = "redeemed" - 1 WHERE "id" = \#(bind: codeId) AND "redeemed" > 0"#).run()
+    }
+
     /// A code on what the account holds would be spent for nothing: refused, the code kept.
     private func refuseIfOwned(_ product: Product, accountId: String) async throws {
         let owned: Bool

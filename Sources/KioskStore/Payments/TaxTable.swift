@@ -50,13 +50,17 @@ public struct TaxTable: Sendable, Equatable {
             guard let entry = value as? [String: Any], let rates = entry["rates"] as? [String: Any] else {
                 throw TaxTableError("\(file): countries.\(code) must be {\"inclusive\": true, \"rates\": {\"standard\": \"19\", …}}")
             }
+            // JSONSerialization gives a boolean as an NSNumber of type "c"; text such as "false" is no boolean.
+            if let raw = entry["inclusive"], !((raw as? NSNumber).map { String(cString: $0.objCType) == "c" } ?? false) {
+                throw TaxTableError("\(file): countries.\(code).inclusive must be true or false (JSON booleans, not text)")
+            }
             let inclusive = entry["inclusive"] as? Bool ?? true
             var points: [TaxCategory: Int] = [:]
             for (name, rate) in rates {
                 guard let category = TaxCategory(rawValue: name) else {
                     throw TaxTableError("\(file): countries.\(code).rates.\(name) is not a tax class; use \(TaxCategory.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
-                guard let text = rate as? String, let basis = Self.basisPoints(text), basis <= 10_000 else {
+                guard let text = rate as? String, let basis = Self.basisPoints(text), (0...10_000).contains(basis) else {
                     throw TaxTableError("\(file): countries.\(code).rates.\(name) must be a percentage as text, such as \"5.5\", from 0 to 100")
                 }
                 points[category] = basis

@@ -39,6 +39,22 @@ struct TransactionRows {
         return change
     }
 
+    /// A subscription period left for another plan (an upgrade) ends at the change: its end and its
+    /// receipt (signed again with that end) written only while the period still stands with the end
+    /// it was read with; its devices learn of it by its new change number.
+    /// - Returns: whether it was written.
+    func endEarly(_ ended: TransactionRecord, from end: Date) async throws -> Bool {
+        let written = try await db.raw(#"""
+            UPDATE "storeTransaction" SET "expiresDate" = \#(bind: ended.expiresDate), "signedTransaction" = \#(bind: ended.signedTransaction)
+            WHERE "id" = \#(bind: ended.id) AND "status" = 'purchased'
+                AND "expiresDate" > \#(bind: end.addingTimeInterval(-0.001)) AND "expiresDate" < \#(bind: end.addingTimeInterval(0.001))
+            RETURNING "id"
+            """#).all()
+        guard !written.isEmpty else { return false }
+        try await recordChange(of: ended.id, accountId: ended.accountId)
+        return true
+    }
+
     /// Inserts a transaction and returns it with the sequence the database gave it (the row as
     /// ``insertStep(_:change:after:when:)`` writes it, as every writer of one does).
     /// (`TransactionRowsTests` checks that every field is written.)

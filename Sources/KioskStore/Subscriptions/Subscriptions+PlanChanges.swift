@@ -37,8 +37,12 @@ extension Subscriptions {
         try RequestText.check(request.idempotencyKey, field: "idempotencyKey")
         let result = try await base.turns.run(accountId) {
             for _ in 0..<32 {
-                if let result = try await attemptChange(accountId: accountId, originalTransactionId: originalTransactionId, request) {
-                    return result
+                do {
+                    if let result = try await attemptChange(accountId: accountId, originalTransactionId: originalTransactionId, request) {
+                        return result
+                    }
+                } catch is ChangeConflict {
+                    // The row moved (a renewal, another change) under a change that waits: decided again.
                 }
             }
             throw StoreError.subscriptionBusy
@@ -103,7 +107,8 @@ extension Subscriptions {
         }
         let products = try await catalog.storeProducts().products
         guard let target = products[request.productId], target.kind == .subscription, target.forSale != false else {
-            throw StoreError.unknownProduct(request.productId)
+            throw StoreError(.invalidRequest, code: "unknown_product",
+                             message: "\(request.productId.prefix(200)) is no subscription plan on sale here; kiosk products lists the plans of each group")
         }
         guard let running = products[s.productId], running.group == target.group else {
             throw StoreError(.invalidRequest, code: "not_in_group",
@@ -132,6 +137,8 @@ extension Subscriptions {
 
         let change = PlanChange(from: running, to: target)
         guard change.atOnce else {
+            // The renewal that takes it charges the storefront the subscription was bought in.
+            guard target.price(in: s.storefront) != nil else { throw StoreError.notSoldHere(target.id, storefront: s.storefront) }
             changed.pendingProductId = target.id
             try await writeRenewalPlan(changed, from: s.version, subtype: "DOWNGRADE", environment: environment)
             return PlanChangeResult(subscription: changed.info(now: now), change: change.kind, atOnce: false, transaction: nil, creditedCents: 0,
@@ -177,6 +184,14 @@ extension Subscriptions {
             guard cents > 0 else { return nil }
             return charged.payingBack(cents, kind: .credit, transactionId: paid.id, reason: Self.creditReason(to: period.id), at: wall)
         }
+        // The period left ends now, as the App Store's upgraded transaction does: what is left of it
+        // is the credit, so it entitles nothing past the change (its receipt signed again with that end).
+        var ended: (record: TransactionRecord, from: Date)?
+        if var left = seen.latestPeriod, let end = left.expiresDate, end > now {
+            left.expiresDate = now
+            left.signedTransaction = try await keys.sign(claims(of: left))
+            ended = (left, end)
+        }
         period.message = "\(change.kind.rawValue) from \(s.productId)" + (credit.map { "; \(Price.shown(cents: -$0.amountCents, $0.currency)) of its unused period credited" } ?? "")
         period.signedTransaction = try await keys.sign(claims(of: period))
         var moved = s
@@ -190,11 +205,13 @@ extension Subscriptions {
         moved.updatedAt = wall
         let written = moved
         let proposed = period
+        let leaving = ended
         do {
             let recorded = try await database.write { db -> TransactionRecord in
                 guard let advanced = try await AccountRows(db).advance(s.accountId, from: seen.revision, adding: 0) else { throw ChangeConflict() }
                 try await AccountRows(db).refuseIfDeleted(s.accountId)
                 guard try await SubscriptionRows(db).changePlan(written, from: s.version) else { throw ChangeConflict() }
+                if let leaving, try await !TransactionRows(db).endEarly(leaving.record, from: leaving.from) { throw ChangeConflict() }
                 var record = proposed
                 record.changeSequence = advanced.change
                 record = try await TransactionRows(db).insert(record)

@@ -113,7 +113,7 @@ public struct Subscriptions: StoreOwner {
     /// The ID of the latest purchased period of a subscription.
     static func latestPeriod(_ originalTransactionId: String, in db: any SQLDatabase) async throws -> String? {
         try await db.raw(SQLQueryString([.text("SELECT ")] + latestPeriodQuery(originalTransactionId) + [.text(#" AS "id""#)]))
-            .first(decodingColumn: "id", as: String.self)
+            .first(decodingColumn: "id", as: String?.self) ?? nil
     }
 
     /// The subscription's latest period that stands (not a free re-buy), as a scalar subquery.

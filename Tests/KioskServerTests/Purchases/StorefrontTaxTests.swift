@@ -71,6 +71,15 @@ struct StorefrontTaxTests: StoreSuite {
             let base = try #require(try await Self.ledger(server, anonymous.accountId).first)
             #expect(base.amountCents == 499 && base.currency == "USD" && base.country == nil && base.taxCents == 0)
 
+            // A code taking more off than the price here: refused, nothing charged.
+            let made = try await http.send("POST", "/v1/admin/codes", token: server.adminToken,
+                                           json: #"{"productId": "\#(Self.book)", "count": 1, "benefit": {"kind": "amountOff", "value": 450}}"#).decode(AdminCodesCreated.self)
+            let de2 = try await Self.account(http, storefront: "DE")
+            let tooMuch = try await http.send("POST", "/v1/payments", token: de2.token, json: """
+                {"productId": "\(Self.book)", "quantity": 1, "paymentMethod": "approve", "idempotencyKey": "k1", "offerCode": "\(made.codes[0])"}
+                """)
+            #expect(tooMuch.status == 409 && (try? tooMuch.decode(APIError.self).code) == "code_other_currency" || (try? tooMuch.decode(APIError.self).code) == "code_exceeds_price", "\(Self.message(tooMuch))")
+            #expect(try await Self.ledger(server, de2.accountId).isEmpty)
             // Not a country: refused with the field named.
             let bad = try await http.send("PUT", "/v1/account/storefront", token: it.token, json: #"{"storefront": "XX"}"#)
             #expect(bad.status == 400 && Self.message(bad).contains("storefront"), "\(Self.message(bad))")

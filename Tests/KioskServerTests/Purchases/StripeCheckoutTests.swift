@@ -332,4 +332,63 @@ struct StripeCheckoutTests: StoreSuite {
             #expect(entry.amountCents == 499 && entry.taxCents == 26 && entry.country == "FR" && entry.taxBasisPoints == 550, "\(entry)")
         }
     }
+
+    @Test("a code on the web: its discount is the session's price, the code reserved with the checkout (a second reader's checkout with the one-time code is refused), spent by the paid event's grant, given back when a checkout lapses unpaid", arguments: TestEngine.all)
+    func codeOnTheWeb(engine: TestEngine) async throws {
+        try await Self.withStripe(engine: engine) { server, http, stripe in
+            func code(_ reply: StoreHTTP.Reply) -> String { (try? reply.decode(APIError.self).code) ?? "\(reply.status)" }
+            let made = try await http.send("POST", "/v1/admin/codes", token: server.adminToken,
+                                           json: #"{"productId": "\#(Self.epub)", "count": 2, "benefit": {"kind": "percentOff", "value": 20}}"#).decode(AdminCodesCreated.self)
+            let ann = try await http.createAccount()
+            let reply = try await http.send("POST", "/v1/checkouts", token: ann.token, json: #"{"productId": "\#(Self.epub)", "offerCode": "\#(made.codes[0])"}"#)
+            #expect(reply.status == 201, "\(Self.message(reply))")
+            let checkout = try reply.decode(Checkout.self)
+            let sent = try #require(try stripe.requests().last)
+            // 4.99 less 20 % is 3.99; the session lapses in 31 minutes so an abandoned one gives the code back soon.
+            #expect(sent.form["line_items[0][price_data][unit_amount]"] == "399" && sent.form["expires_at"] != nil, "\(sent.fields)")
+            func redeemed() async throws -> Int {
+                try await http.send("GET", "/v1/admin/codes", token: server.adminToken).decode([AdminCodeBatchRow].self).first?.redeemed ?? -1
+            }
+            #expect(try await redeemed() == 1, "reserved with the checkout")
+            // The one-time code is Ann's checkout's: Bo's is refused.
+            let bo = try await http.createAccount()
+            let taken = try await http.send("POST", "/v1/checkouts", token: bo.token, json: #"{"productId": "\#(Self.epub)", "offerCode": "\#(made.codes[0])"}"#)
+            #expect(code(taken) == "invalid_code", "\(Self.message(taken))")
+            // Ann pays: the grant spends the code (its redemption names the transaction).
+            let event = StripeChannelTests.json([
+                "id": "evt_code1", "object": "event", "type": "checkout.session.completed",
+                "data": ["object": ["id": "cs_test_code1", "object": "checkout.session", "payment_status": "paid", "client_reference_id": ann.accountId,
+                                    "amount_total": 399, "currency": "usd", "payment_intent": "pi_code1",
+                                    "metadata": ["kiosk_intent": checkout.intent, "kiosk_product_id": Self.epub, "kiosk_quantity": "1"]]],
+            ])
+            #expect(try await StripeChannelTests.deliver(http, event).outcome == "granted")
+            let spentFor = try await server.store.base.database.read { db in
+                try await db.raw(#"SELECT "transactionId" FROM "offerCodeRedemption""#).all().map { try $0.decode(column: "transactionId", as: String.self) }
+            }
+            #expect(spentFor.count == 1 && spentFor[0].hasPrefix("txn_"), "\(spentFor)")
+            #expect(try await http.charges(accountId: ann.accountId, adminToken: server.adminToken) == [399])
+
+            // Bo's checkout with the other code lapses unpaid: the code is given back, and his next checkout is a new page.
+            let boReply = try await http.send("POST", "/v1/checkouts", token: bo.token, json: #"{"productId": "\#(Self.epub)", "offerCode": "\#(made.codes[1])"}"#)
+            let boCheckout = try boReply.decode(Checkout.self)
+            #expect(try await redeemed() == 2)
+            let lapsed = StripeChannelTests.json([
+                "id": "evt_code2", "object": "event", "type": "checkout.session.expired",
+                "data": ["object": ["id": "cs_test_lapsed", "object": "checkout.session", "status": "expired", "client_reference_id": bo.accountId,
+                                    "metadata": ["kiosk_intent": boCheckout.intent, "kiosk_product_id": Self.epub, "kiosk_quantity": "1"]]],
+            ])
+            let kept = try await StripeChannelTests.deliver(http, lapsed)
+            #expect(kept.detail.contains("code given back"), "\(kept)")
+            #expect(try await redeemed() == 1)
+            #expect(try await StripeChannelTests.deliver(http, lapsed).detail.contains("code given back"), "sent again: answered as kept")
+            #expect(try await redeemed() == 1)
+            let again = try await http.send("POST", "/v1/checkouts", token: bo.token, json: #"{"productId": "\#(Self.epub)", "offerCode": "\#(made.codes[1])"}"#)
+            #expect(again.status == 201 && (try? again.decode(Checkout.self).intent) != boCheckout.intent, "\(Self.message(again))")
+            // What the web does not take: money off a plan.
+            let planCode = try await http.send("POST", "/v1/admin/codes", token: server.adminToken,
+                                               json: #"{"productId": "\#(SampleStore.harborMonthly)", "count": 1, "benefit": {"kind": "percentOff", "value": 10}}"#).decode(AdminCodesCreated.self)
+            let plan = try await http.send("POST", "/v1/checkouts", token: bo.token, json: #"{"productId": "\#(SampleStore.harborMonthly)", "offerCode": "\#(planCode.codes[0])"}"#)
+            #expect(code(plan) == "code_not_on_web", "\(Self.message(plan))")
+        }
+    }
 }

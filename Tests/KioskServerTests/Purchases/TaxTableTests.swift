@@ -40,6 +40,8 @@ struct TaxTableTests {
         (#"{"countries": {"DE": {"rates": {"books": "7"}}}}"#, "countries.DE.rates.books"),
         (#"{"countries": {"DE": {"rates": {"ebook": 7}}}}"#, "countries.DE.rates.ebook"),
         (#"{"countries": {"DE": {"rates": {"ebook": "170"}}}}"#, "countries.DE.rates.ebook"),
+        (#"{"countries": {"DE": {"rates": {"ebook": "-5"}}}}"#, "countries.DE.rates.ebook"),
+        (#"{"countries": {"DE": {"inclusive": "false", "rates": {"ebook": "7"}}}}"#, "countries.DE.inclusive"),
         (#"{"rates": {}}"#, "countries"),
     ])
     func broken(_ text: String, _ named: String) throws {

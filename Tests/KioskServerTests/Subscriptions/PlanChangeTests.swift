@@ -82,6 +82,17 @@ struct PlanChangeTests: SubscriptionSuite, StoreSuite {
             #expect(claims.productId == Self.premium && claims.originalTransactionId == id)
             #expect(try await store.charges() == [249, 499, -result.creditedCents], "the ledger: the monthly, the premium, the credit")
             #expect(try await Self.notifications(store) == ["SUBSCRIBED INITIAL_BUY", "DID_CHANGE_RENEWAL_PREF UPGRADE"])
+            // The period left ends at the change (its unused part was credited): its receipt, signed
+            // again, says so; the account runs premium alone; the monthly plan is not "owned" beside it.
+            let left = try #require(try await store.http.send("GET", "/v1/transactions", token: store.account.token).decode(TransactionPage.self)
+                .transactions.first { $0.transactionId == first.transaction.transactionId })
+            let leftClaims = try Self.claims(try #require(left.signedTransaction))
+            let leftEnd = try #require(leftClaims.expires)
+            #expect(leftEnd < end && leftEnd <= claims.purchased.addingTimeInterval(1), "\(leftClaims)")
+            let summary = try await store.http.send("GET", "/v1/account", token: store.account.token).decode(AccountSummary.self)
+            #expect(summary.subscriptions.filter(\.active).map(\.productId) == [Self.premium], "\(summary.subscriptions)")
+            let beside = try await store.http.pay(Self.monthly, token: store.account.token)
+            #expect(beside.status == 409 && (try? beside.decode(APIError.self).code) == "plan_running", "\(Self.message(beside))")
 
             // The same request again: the first answer, nothing charged twice.
             let again = try await Self.change(store, id, to: Self.premium, key: key).decode(PlanChangeResult.self)
@@ -181,6 +192,14 @@ struct PlanChangeTests: SubscriptionSuite, StoreSuite {
             #expect(cancelled.status == 200)
             #expect(try await store.advance(to: try await store.subscription(id).expiresDate) == 1)
             #expect(code(try await Self.change(store, id, to: Self.monthly)) == "subscription_expired")
+
+            // A subscription whose only period was refunded has ended: said so, never a 500.
+            let bo = try await store.http.createAccount()
+            let boughtByBo = try await store.http.pay(Self.monthly, token: bo.token).decode(PaymentResponse.self).transaction
+            let refunded = try await store.http.send("POST", "/v1/admin/transactions/\(boughtByBo.transactionId)/refund", token: store.admin, json: #"{"reason": "test"}"#)
+            #expect(refunded.status == 200)
+            let afterRefund = try await Self.change(store, boughtByBo.transactionId, to: Self.premium, token: bo.token)
+            #expect(afterRefund.status == 409 && code(afterRefund) == "subscription_expired", "\(Self.message(afterRefund))")
         }
     }
 

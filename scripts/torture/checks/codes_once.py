@@ -31,6 +31,9 @@ def check(facts, flag):
         if len(rows) != code["redeemed"]:
             flag("mismatched", f"code {code['id']} counts {code['redeemed']} redemptions but was spent {len(rows)} times", product=product)
         for r in rows:
+            if (r["transactionId"] or "").startswith("intent:"):
+                # Reserved by a web checkout not paid (yet): no purchase to name.
+                continue
             t = server.by_id.get(r["transactionId"])
             if t is None or t["status"] not in ("purchased", "revoked") or t["paymentMethod"] == "owned":
                 flag("mismatched", f"code {code['id']} was spent by {r['accountId']} for {r['transactionId']}, which is no standing purchase", product=product)
