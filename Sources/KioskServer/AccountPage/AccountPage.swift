@@ -114,7 +114,8 @@ struct AccountPage: Sendable {
                 var values: [String: Any] = ["id": info.originalTransactionId, "productId": info.productId, "state": info.state.rawValue,
                                              "expires": Self.shown(info.expiresDate), "autoRenew": info.autoRenew]
                 if let next = info.renewsAs { values["renewsAs"] = next }
-                let plans = info.state == .expired || info.renewsThrough != nil ? [] : Self.otherPlans(of: info, in: products)
+                let plans = info.state == .expired || (info.renewsThrough != nil && info.renewsThrough != PaidBy.stripe.rawValue) ? []
+                    : Self.otherPlans(of: info, in: products, storefront: summary.storefront, taxes: store.taxes)
                 if !plans.isEmpty {
                     values["plans"] = plans
                     values["hasPlans"] = true
@@ -270,14 +271,17 @@ struct AccountPage: Sendable {
         }
     }
 
-    /// The other plans of a subscription's group on sale, each with what moving to it does.
-    private static func otherPlans(of info: SubscriptionInfo, in products: [String: Product]) -> [[String: Any]] {
+    /// The other plans of a subscription's group on sale in the reader's storefront, each at its
+    /// price there (with its tax) and with what moving to it does.
+    private static func otherPlans(of info: SubscriptionInfo, in products: [String: Product], storefront: String?, taxes: TaxTable) -> [[String: Any]] {
         guard let running = products[info.productId] else { return [] }
         return products.values.filter { $0.kind == .subscription && $0.forSale != false && $0.group == running.group && $0.id != running.id }
             .sorted { ($0.planLevel ?? 1, $0.id) < ($1.planLevel ?? 1, $1.id) }
-            .map { plan in
+            .compactMap { plan in
+                guard let price = plan.price(in: storefront), let cents = Price.cents(price.amount) else { return nil }
+                let charge = taxes.charge(cents: cents, currency: price.currency, country: storefront, category: plan.taxClass)
                 let change = PlanChange(from: running, to: plan)
-                return ["id": plan.id, "label": "\(plan.title), \(plan.price.amount) \(plan.price.currency): \(change.kind.rawValue), \(change.atOnce ? "at once" : "at the renewal")"]
+                return ["id": plan.id, "label": "\(plan.title), \(Price.shown(cents: charge.cents, charge.currency)): \(change.kind.rawValue), \(change.atOnce ? "at once" : "at the renewal")"]
             }
     }
 

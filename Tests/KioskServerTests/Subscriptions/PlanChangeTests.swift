@@ -21,22 +21,7 @@ struct PlanChangeTests: SubscriptionSuite, StoreSuite {
     static func withPlans(engine: TestEngine, _ body: @Sendable (Fixture) async throws -> Void) async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
-        try store.editCatalog("magazines.json") { products in
-            for index in products.indices where products[index]["id"] as? String == SampleStore.harborMonthly {
-                products[index]["planLevel"] = 2
-                var premium = products[index]
-                premium["id"] = Self.premium
-                premium["title"] = "Harbor Monthly Premium, monthly"
-                premium["price"] = "4.99"
-                premium["planLevel"] = 1
-                var yearly = products[index]
-                yearly["id"] = Self.yearly
-                yearly["title"] = "Harbor Monthly, yearly"
-                yearly["price"] = "24.99"
-                yearly["periodMonths"] = 12
-                products += [premium, yearly]
-            }
-        }
+        try Self.addPlans(to: store, yearly: true)
         try store.editCatalog("publications.json") { products in
             products.append(["id": Self.otherGroup, "kind": "subscription", "title": "Coastal Charts, yearly", "summary": "Every issue for a year.",
                              "price": "9.99", "currency": "USD", "series": "com.kiosk.magazines.coastal-charts", "periodMonths": 12])
@@ -46,6 +31,30 @@ struct PlanChangeTests: SubscriptionSuite, StoreSuite {
         try await LiveServer.run(configuration) { server, url in
             let http = StoreHTTP(baseURL: url)
             try await body(Fixture(server: server, http: http, account: try await http.createAccount()))
+        }
+    }
+
+    /// The monthly plan at level 2, with a premium plan at level 1 (and, when asked, a yearly one at
+    /// level 2) in its group: the sample store's plans to move between.
+    static func addPlans(to store: SampleStore, yearly: Bool) throws {
+        try store.editCatalog("magazines.json") { products in
+            for index in products.indices where products[index]["id"] as? String == SampleStore.harborMonthly {
+                products[index]["planLevel"] = 2
+                var premium = products[index]
+                premium["id"] = Self.premium
+                premium["title"] = "Harbor Monthly Premium, monthly"
+                premium["price"] = "4.99"
+                premium["planLevel"] = 1
+                products.append(premium)
+                if yearly {
+                    var plan = products[index]
+                    plan["id"] = Self.yearly
+                    plan["title"] = "Harbor Monthly, yearly"
+                    plan["price"] = "24.99"
+                    plan["periodMonths"] = 12
+                    products.append(plan)
+                }
+            }
         }
     }
 

@@ -315,17 +315,7 @@ struct StripeSubscriptionTests: StoreSuite {
 
     /// The monthly plan at level 2 and a premium plan of its group at level 1.
     static func withPremium(_ store: SampleStore) throws {
-        try store.editCatalog("magazines.json") { products in
-            for index in products.indices where products[index]["id"] as? String == plan {
-                products[index]["planLevel"] = 2
-                var premium = products[index]
-                premium["id"] = PlanChangeTests.premium
-                premium["title"] = "Harbor Monthly Premium"
-                premium["price"] = "4.99"
-                premium["planLevel"] = 1
-                products.append(premium)
-            }
-        }
+        try PlanChangeTests.addPlans(to: store, yearly: false)
     }
 
     /// An invoice of `subscription` paid for `days` from now, for `reason`, naming `product` in its metadata.
