@@ -25,6 +25,11 @@ the form's fields as [name, value] pairs in order. What it answers:
   `currency`, `product`, `unit_amount` (a whole number) or `recurring[interval]` (day, week, month,
   year); else 200 with the subscription (`id`, `object`, `status` `active`, `cancel_at_period_end`,
   its item and `metadata`).
+- `POST /v1/coupons` (https://docs.stripe.com/api/coupons/create): 401 as above; 400 unless exactly
+  one of `percent_off` (above 0, at most 100) and `amount_off` (a whole number, with `currency`),
+  a `duration` of `once`, `repeating` (with `duration_in_months`) or `forever`; else 200 with the
+  coupon (`id` `coupon_…`, `object`, the fields). A Checkout Session's `discounts[0][coupon]`
+  must name one made here.
 - anything else: 404 with Stripe's error shape.
 """
 import argparse
@@ -42,6 +47,7 @@ class Recorder:
         self.key = key
         self.lock = threading.Lock()
         self.sessions = {}  # idempotency key -> (fields digest, session)
+        self.coupons = set()
         self.count = 0
 
 
@@ -98,6 +104,10 @@ def make_handler(recorder):
                 with open(recorder.path, "a", encoding="utf-8") as out:
                     out.write(json.dumps(record) + "\n")
             subscription = self.path.startswith("/v1/subscriptions/") and self.path.count("/") == 3
+            if self.path == "/v1/coupons":
+                if self.headers.get("Authorization") != f"Bearer {recorder.key}":
+                    return self.answer(401, error("invalid_request_error", "Invalid API Key provided: sk_****"))
+                return self.create_coupon(dict(fields))
             if self.path != "/v1/checkout/sessions" and not subscription:
                 return self.answer(404, error("invalid_request_error", f"Unrecognized request URL (POST: {self.path})."))
             if self.headers.get("Authorization") != f"Bearer {recorder.key}":
@@ -111,6 +121,9 @@ def make_handler(recorder):
             if "line_items[0][price_data][unit_amount]" not in form and "line_items[0][price]" not in form:
                 return self.answer(400, error("invalid_request_error", "You must specify either `price` or `price_data` for each line item.",
                                               "parameter_missing", "line_items[0][price_data]"))
+            coupon = form.get("discounts[0][coupon]")
+            if coupon is not None and coupon not in recorder.coupons:
+                return self.answer(400, error("invalid_request_error", f"No such coupon: '{coupon}'", "resource_missing", "discounts[0][coupon]"))
             digest = hashlib.sha256(json.dumps(sorted(fields)).encode()).hexdigest()
             key = self.headers.get("Idempotency-Key")
             with recorder.lock:
@@ -135,6 +148,24 @@ def make_handler(recorder):
                 if key:
                     recorder.sessions[key] = (digest, session)
             self.answer(200, session)
+
+        def create_coupon(self, form):
+            percent, amount = form.get("percent_off"), form.get("amount_off")
+            if (percent is None) == (amount is None):
+                return self.answer(400, error("invalid_request_error", "Exactly one of percent_off and amount_off is required.", "parameter_missing"))
+            if percent is not None and not (0 < float(percent) <= 100):
+                return self.answer(400, error("invalid_request_error", "Invalid percent_off", "parameter_invalid_integer", "percent_off"))
+            if amount is not None and (not amount.isdigit() or "currency" not in form):
+                return self.answer(400, error("invalid_request_error", "amount_off needs a whole number and a currency", "parameter_missing", "currency"))
+            duration = form.get("duration", "once")
+            if duration not in ("once", "repeating", "forever") or (duration == "repeating") != ("duration_in_months" in form):
+                return self.answer(400, error("invalid_request_error", "Invalid duration", "parameter_invalid_string", "duration"))
+            with recorder.lock:
+                recorder.count += 1
+                coupon_id = f"coupon_standin{recorder.count:06d}"
+                recorder.coupons.add(coupon_id)
+            self.answer(200, {"id": coupon_id, "object": "coupon", "duration": duration, "percent_off": float(percent) if percent else None,
+                              "amount_off": int(amount) if amount else None, "currency": form.get("currency")})
 
         def update_subscription(self, subscription_id, form):
             # https://docs.stripe.com/api/subscriptions/update: a subscription not made here is

@@ -117,8 +117,9 @@ extension AccountPage {
         } else if let offer = product.offerText {
             // The offer is for a first subscription in the group: said before the reader pays.
             let eligible = try await store.payments.introductoryOfferEligible(accountId: device.accountId, product: product)
-            if eligible, !pretendPayment, product.introductoryOffer?.type != .freeTrial {
-                // The web's checkout gives a free trial (Stripe's trial days); a lower price is the apps'.
+            if eligible, !pretendPayment, product.introductoryOffer?.type == .payUpFront {
+                // The web's checkout gives a free trial (Stripe's trial days) and a price paid as it
+                // goes (a coupon); one price for several periods is the apps'.
                 values["offer"] = "The introductory offer (\(offer)) is made in the store's apps; on the web this plan is at the normal price."
             } else if eligible {
                 values["offer"] = "Your first subscription: \(offer)."

@@ -71,6 +71,17 @@ public struct StripeAPI: Sendable, CustomStringConvertible {
         "/v1/subscriptions/" + (subscriptionId.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? subscriptionId)
     }
 
+    /// `POST /v1/coupons` with `fields` (``CouponFields``): the coupon's id, which a Checkout
+    /// Session applies (`discounts[0][coupon]`). The key names the checkout, so a retry makes none twice.
+    func createCoupon(_ fields: [(String, String)], idempotencyKey: String) async throws -> String {
+        struct Coupon: Decodable { var id: String }
+        let body = try await post("/v1/coupons", fields, idempotencyKey: idempotencyKey, doing: "make the offer's discount")
+        guard let coupon = try? JSONDecoder().decode(Coupon.self, from: body), !coupon.id.isEmpty else {
+            throw StoreError.paymentService("Stripe's answer to the discount is not a coupon; nothing was bought")
+        }
+        return coupon.id
+    }
+
     /// A Checkout Session as Stripe answers its creation: what Kiosk reads of it.
     public struct CheckoutSession: Decodable, Sendable, Equatable {
         public var id: String
@@ -144,6 +155,25 @@ public struct StripeAPI: Sendable, CustomStringConvertible {
         allowed.insert(charactersIn: "-._~")
         func encoded(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: allowed) ?? "" }
         return fields.map { "\(encoded($0.0))=\(encoded($0.1))" }.joined(separator: "&")
+    }
+}
+
+/// A coupon for one checkout (https://docs.stripe.com/api/coupons/create), used once: a plan's
+/// introductory price paid as it goes (the difference from the normal price, off each of its
+/// months), or an offer code's money off a plan's first period.
+enum CouponFields {
+    static func amountOff(_ cents: Int, currency: String, months: Int?, name: String) -> [(String, String)] {
+        let code = currency.uppercased()
+        let amount = Price.wholeUnitCurrencies.contains(code) ? cents / 100 : cents
+        return [("amount_off", String(amount)), ("currency", code.lowercased())] + duration(months) + [("max_redemptions", "1"), ("name", String(name.prefix(40)))]
+    }
+
+    static func percentOff(_ percent: Int, name: String) -> [(String, String)] {
+        [("percent_off", String(percent))] + duration(nil) + [("max_redemptions", "1"), ("name", String(name.prefix(40)))]
+    }
+
+    private static func duration(_ months: Int?) -> [(String, String)] {
+        months.map { [("duration", "repeating"), ("duration_in_months", String($0))] } ?? [("duration", "once")]
     }
 }
 

@@ -100,7 +100,8 @@ extension StripeChannel {
         let email = try await database.read { db in try await Accounts.signIn(accountId: accountId, in: db)?.email }
         // The reader's storefront's price with its tax, as the store itself would charge, less a
         // code's discount (nil: the base price).
-        let charged = try await storefrontCharge(product, accountId: accountId, benefit: code?.benefit)
+        // A plan's recurring price stays whole: a code's money off its first period is a coupon (below).
+        let charged = try await storefrontCharge(product, accountId: accountId, benefit: product.kind == .subscription ? nil : code?.benefit)
         // A code that gives a plan's trial gives it whether or not the account had one.
         let trial = try await webTrial(product, accountId: accountId, byCode: code?.benefit == .introductoryOffer)
         var fields = product.kind == .subscription
@@ -109,6 +110,18 @@ extension StripeChannel {
             : CheckoutSessionFields.payment(product: product, quantity: quantity, intent: intent.id, accountId: accountId, email: email, origin: origin,
                                             charged: charged)
         if base.channels.stripeAutomaticTax { fields = CheckoutSessionFields.automaticTax(fields) }
+        // A plan's price paid as it goes, or a code's money off a plan: a coupon of Stripe's, made
+        // for this checkout alone (its key names the intent).
+        if product.kind == .subscription, let coupon = try await webCoupon(product, charged: charged, code: code?.benefit, accountId: accountId) {
+            let id = try await stripe.createCoupon(coupon.fields, idempotencyKey: "kiosk-coupon-\(intent.id)")
+            let at = fields.firstIndex { $0.0 == "success_url" } ?? fields.count
+            fields.insert(("discounts[0][coupon]", id), at: at)
+            if let offer = coupon.offer {
+                fields.insert(contentsOf: [("metadata[kiosk_offer]", offer.type), ("metadata[kiosk_offer_period]", offer.period),
+                                           ("subscription_data[metadata][kiosk_offer]", offer.type),
+                                           ("subscription_data[metadata][kiosk_offer_period]", offer.period)], at: at)
+            }
+        }
         // A session holding a code lapses in 31 minutes (Stripe's least is 30), so an abandoned one
         // gives its code back soon (`checkout.session.expired`).
         if intent.offerCodeId != nil { fields.append(("expires_at", String(Int(clock.wallNow().timeIntervalSince1970) + 31 * 60))) }
@@ -184,12 +197,46 @@ extension StripeChannel {
         return (days, offer.isoPeriod(periodMonths: months))
     }
 
-    /// What a code may give on the web: money off a book or an issue, or a plan's free trial.
-    /// Money off a plan is Stripe's coupon (not made here), and a lower introductory price too.
+    /// The coupon a plan's checkout carries, if any: a code's money off its first period, or its
+    /// introductory price paid as it goes (the difference off each month it lasts) for a reader
+    /// it is offered to (a first subscription in the group, or one a code gives it to).
+    private func webCoupon(_ product: Product, charged: (cents: Int, currency: String)?, code: CodeBenefit?, accountId: String) async throws
+        -> (fields: [(String, String)], offer: (type: String, period: String)?)? {
+        switch code {
+        case .percentOff(let percent)?:
+            return (CouponFields.percentOff(percent, name: "Offer code"), nil)
+        case .amountOff(let off)?:
+            let currency = charged?.currency ?? product.price.currency
+            guard currency == product.price.currency else {
+                throw StoreError(.wrongState, code: "code_other_currency",
+                                 message: "this code takes an amount of \(product.price.currency) off, and this account buys in \(currency); ask for a code in \(currency)")
+            }
+            let price = try charged?.cents ?? Store.cents(product.price)
+            guard off < price else {
+                throw StoreError(.wrongState, code: "code_exceeds_price", message: "this code takes more off than \(product.id)'s price here; ask for another code")
+            }
+            return (CouponFields.amountOff(off, currency: currency, months: nil, name: "Offer code"), nil)
+        default:
+            break
+        }
+        guard let offer = product.introductoryOffer, offer.type == .payAsYouGo else { return nil }
+        if code != .introductoryOffer, !(try await payments.introductoryOfferEligible(accountId: accountId, product: product)) { return nil }
+        let months = product.periodMonths ?? 1
+        let normal = try Store.cents(product.price)
+        let local = charged?.cents ?? normal
+        let off = local - offer.firstChargeCents(local: local, normal: normal)
+        guard off > 0 else { return nil }
+        return (CouponFields.amountOff(off, currency: charged?.currency ?? product.price.currency, months: (offer.periods ?? 1) * months, name: "Introductory price"),
+                (offer.type.rawValue, offer.isoPeriod(periodMonths: months)))
+    }
+
+    /// What a code may give on the web: money off a book, an issue or a plan's first period (a
+    /// coupon), or a plan's introductory offer, free trial or price paid as it goes. A price paid
+    /// up front for several periods is not a checkout's (it would take a subscription schedule).
     static func checkWebCode(_ benefit: CodeBenefit, product: Product) throws {
         switch (benefit, product.kind) {
-        case (.percentOff, .nonConsumable), (.amountOff, .nonConsumable): return
-        case (.introductoryOffer, .subscription) where product.introductoryOffer?.type == .freeTrial: return
+        case (.percentOff, .nonConsumable), (.amountOff, .nonConsumable), (.percentOff, .subscription), (.amountOff, .subscription): return
+        case (.introductoryOffer, .subscription) where product.introductoryOffer?.type != .payUpFront: return
         default:
             throw StoreError(.wrongState, code: "code_not_on_web",
                              message: "this code gives \(benefit.described(currency: product.price.currency)) on \(product.id), which the web's checkout does not take; use it in the app (kiosk buy \(product.id) --code CODE)")

@@ -333,7 +333,7 @@ struct StripeCheckoutTests: StoreSuite {
         }
     }
 
-    @Test("a code on the web: its discount is the session's price, the code reserved with the checkout (a second reader's checkout with the one-time code is refused), spent by the paid event's grant, given back when a checkout lapses unpaid", arguments: TestEngine.all)
+    @Test("a code on the web: a book's discount is the session's price, the code reserved with the checkout (a second reader's checkout with the one-time code is refused), spent by the paid event's grant, given back when a checkout lapses unpaid", arguments: TestEngine.all)
     func codeOnTheWeb(engine: TestEngine) async throws {
         try await Self.withStripe(engine: engine) { server, http, stripe in
             func code(_ reply: StoreHTTP.Reply) -> String { (try? reply.decode(APIError.self).code) ?? "\(reply.status)" }
@@ -384,11 +384,42 @@ struct StripeCheckoutTests: StoreSuite {
             #expect(try await redeemed() == 1)
             let again = try await http.send("POST", "/v1/checkouts", token: bo.token, json: #"{"productId": "\#(Self.epub)", "offerCode": "\#(made.codes[1])"}"#)
             #expect(again.status == 201 && (try? again.decode(Checkout.self).intent) != boCheckout.intent, "\(Self.message(again))")
-            // What the web does not take: money off a plan.
-            let planCode = try await http.send("POST", "/v1/admin/codes", token: server.adminToken,
-                                               json: #"{"productId": "\#(SampleStore.harborMonthly)", "count": 1, "benefit": {"kind": "percentOff", "value": 10}}"#).decode(AdminCodesCreated.self)
-            let plan = try await http.send("POST", "/v1/checkouts", token: bo.token, json: #"{"productId": "\#(SampleStore.harborMonthly)", "offerCode": "\#(planCode.codes[0])"}"#)
-            #expect(code(plan) == "code_not_on_web", "\(Self.message(plan))")
+        }
+    }
+
+    @Test("a plan's price paid as it goes, and a code's money off a plan, are coupons Kiosk makes on Stripe for the one checkout (the fields Stripe's library sends), applied to the session", arguments: TestEngine.all)
+    func couponsOnTheWeb(engine: TestEngine) async throws {
+        try await Self.withStripe(engine: engine, prepare: { store in
+            try store.editCatalog("magazines.json") { products in
+                for index in products.indices where products[index]["id"] as? String == SampleStore.harborMonthly {
+                    products[index]["introductoryOffer"] = ["type": "payAsYouGo", "price": "0.99", "periods": 3]
+                }
+            }
+        }) { server, http, stripe in
+            let ann = try await http.createAccount()
+            let reply = try await http.send("POST", "/v1/checkouts", token: ann.token, json: #"{"productId": "\#(SampleStore.harborMonthly)"}"#)
+            #expect(reply.status == 201, "\(Self.message(reply))")
+            let requests = try stripe.requests()
+            let coupon = try #require(requests.first { $0.path == "/v1/coupons" })
+            // 2.49 less 0.99 off each of three months.
+            #expect(coupon.form["amount_off"] == "150" && coupon.form["duration"] == "repeating" && coupon.form["duration_in_months"] == "3", "\(coupon.fields)")
+            let judged = try await stripe.judgedFields(of: ["amount_off": 150, "currency": "usd", "duration": "repeating", "duration_in_months": 3,
+                                                            "max_redemptions": 1, "name": "Introductory price"], idempotencyKey: "judge-coupon", subscription: "--coupon")
+            #expect(coupon.fields.map { $0.joined(separator: "=") }.sorted() == judged.fields.map { $0.joined(separator: "=") }.sorted(), "\(coupon.fields)")
+            let session = try #require(requests.last { $0.path == "/v1/checkout/sessions" })
+            #expect(session.form["discounts[0][coupon]"]?.hasPrefix("coupon_") == true && session.form["subscription_data[metadata][kiosk_offer]"] == "payAsYouGo"
+                    && session.form["line_items[0][price_data][unit_amount]"] == "249", "\(session.fields)")
+
+            // A code's 10 % off the plan: a coupon once, the recurring price whole.
+            let made = try await http.send("POST", "/v1/admin/codes", token: server.adminToken,
+                                           json: #"{"productId": "\#(SampleStore.harborMonthly)", "count": 1, "benefit": {"kind": "percentOff", "value": 10}}"#).decode(AdminCodesCreated.self)
+            let bo = try await http.createAccount()
+            let withCode = try await http.send("POST", "/v1/checkouts", token: bo.token, json: #"{"productId": "\#(SampleStore.harborMonthly)", "offerCode": "\#(made.codes[0])"}"#)
+            #expect(withCode.status == 201, "\(Self.message(withCode))")
+            let after = try stripe.requests()
+            let second = try #require(after.last { $0.path == "/v1/coupons" })
+            #expect(second.form["percent_off"] == "10" && second.form["duration"] == "once", "\(second.fields)")
+            #expect(after.last?.form["line_items[0][price_data][unit_amount]"] == "249" && after.last?.form["discounts[0][coupon]"] != nil)
         }
     }
 }
