@@ -202,6 +202,11 @@ public struct StripeEvent: Decodable, Sendable {
         public struct TotalDetails: Decodable, Sendable {
             public var amountTax: Int?
             enum CodingKeys: String, CodingKey { case amountTax = "amount_tax" }
+            /// A tax Kiosk cannot read (not a whole number) is read as none: the payment it rides
+            /// on is still granted, never refused for the tax's sake.
+            public init(from decoder: any Decoder) throws {
+                amountTax = try? decoder.container(keyedBy: CodingKeys.self).decodeIfPresent(Int.self, forKey: .amountTax)
+            }
         }
 
         public struct CustomerDetails: Decodable, Sendable {
@@ -211,13 +216,22 @@ public struct StripeEvent: Decodable, Sendable {
 
         public struct TaxAmount: Decodable, Sendable {
             public var amount: Int?
+            enum CodingKeys: String, CodingKey { case amount }
+            public init(from decoder: any Decoder) throws {
+                amount = try? decoder.container(keyedBy: CodingKeys.self).decodeIfPresent(Int.self, forKey: .amount)
+            }
         }
 
         /// The tax Stripe charged in this session or invoice, in its smallest unit; nil when it says none.
+        /// Each amount is bounded as an amount Kiosk keeps, and so is their sum: a forged or broken
+        /// event cannot overflow it (nil then, as for none).
         public var taxCharged: Int? {
-            if let tax = totalDetails?.amountTax { return tax }
+            let bound = 1 << 40
+            if let tax = totalDetails?.amountTax { return (0...bound).contains(tax) ? tax : nil }
             let amounts = (totalTaxes ?? []).compactMap(\.amount)
-            return amounts.isEmpty ? nil : amounts.reduce(0, +)
+            guard !amounts.isEmpty, amounts.allSatisfy({ (0...bound).contains($0) }) else { return nil }
+            let sum = amounts.reduce(0, +)
+            return sum <= bound ? sum : nil
         }
 
         public struct CancellationDetails: Decodable, Sendable {

@@ -82,11 +82,19 @@ extension StripeChannel {
         // at a time), spent by the payment's grant, given back if the checkout lapses unpaid.
         var code: OfferCodes.Use?
         if let text = request.offerCode?.trimmingCharacters(in: .whitespaces), !text.isEmpty {
-            let use = try await codes.use(text, for: product, accountId: accountId)
+            let use = try await codes.use(text, for: product, accountId: accountId, reservedByCheckout: true)
             try Self.checkWebCode(use.benefit, product: product)
             code = use
         }
+        // What the code comes to is checked before it is reserved: a code that cannot be taken
+        // here (another currency, more than the price, no price at all) is refused unreserved.
+        if let code {
+            let charged = try await storefrontCharge(product, accountId: accountId, benefit: product.kind == .subscription ? nil : code.benefit)
+            if product.kind == .subscription { _ = try await webCoupon(product, charged: charged, code: code.benefit, accountId: accountId) }
+        }
         let (intent, isNew) = try await recordIntent(accountId: accountId, product: product, quantity: quantity, formKey: formKey, code: code)
+        // An intent reused without its code (the reader's next click) keeps the code it reserved.
+        if code == nil, let reserved = intent.offerCodeId { code = try await codes.reserved(reserved) }
         guard let stripe = base.channels.stripeAPI else {
             let template = base.channels.checkout
             return Checkout(intent: intent.id, productId: product.id, quantity: quantity,
@@ -112,20 +120,24 @@ extension StripeChannel {
         if base.channels.stripeAutomaticTax { fields = CheckoutSessionFields.automaticTax(fields) }
         // A plan's price paid as it goes, or a code's money off a plan: a coupon of Stripe's, made
         // for this checkout alone (its key names the intent).
-        if product.kind == .subscription, let coupon = try await webCoupon(product, charged: charged, code: code?.benefit, accountId: accountId) {
-            let id = try await stripe.createCoupon(coupon.fields, idempotencyKey: "kiosk-coupon-\(intent.id)")
-            let at = fields.firstIndex { $0.0 == "success_url" } ?? fields.count
-            fields.insert(("discounts[0][coupon]", id), at: at)
-            if let offer = coupon.offer {
-                fields.insert(contentsOf: [("metadata[kiosk_offer]", offer.type), ("metadata[kiosk_offer_period]", offer.period),
-                                           ("subscription_data[metadata][kiosk_offer]", offer.type),
-                                           ("subscription_data[metadata][kiosk_offer_period]", offer.period)], at: at)
-            }
-        }
-        // A session holding a code lapses in 31 minutes (Stripe's least is 30), so an abandoned one
-        // gives its code back soon (`checkout.session.expired`).
-        if intent.offerCodeId != nil { fields.append(("expires_at", String(Int(clock.wallNow().timeIntervalSince1970) + 31 * 60))) }
+        let coupon = product.kind == .subscription ? try await webCoupon(product, charged: charged, code: code?.benefit, accountId: accountId) : nil
+        // A session holding a code lapses 31 minutes after its intent was made (Stripe's least is
+        // 30), so an abandoned one gives its code back soon (`checkout.session.expired`); from the
+        // intent's time, so a retry of a lost answer is the same request Stripe's key answers.
+        if intent.offerCodeId != nil { fields.append(("expires_at", String(Int(intent.createdAt.timeIntervalSince1970) + 31 * 60))) }
         do {
+            // A plan's price paid as it goes, or a code's money off a plan: a coupon of Stripe's,
+            // made for this checkout alone (its key names the intent).
+            if let coupon {
+                let id = try await stripe.createCoupon(coupon.fields, idempotencyKey: "kiosk-coupon-\(intent.id)")
+                let at = fields.firstIndex { $0.0 == "success_url" } ?? fields.count
+                fields.insert(("discounts[0][coupon]", id), at: at)
+                if let offer = coupon.offer {
+                    fields.insert(contentsOf: [("metadata[kiosk_offer]", offer.type), ("metadata[kiosk_offer_period]", offer.period),
+                                               ("subscription_data[metadata][kiosk_offer]", offer.type),
+                                               ("subscription_data[metadata][kiosk_offer_period]", offer.period)], at: at)
+                }
+            }
             // One key per intent: asked again (a retry, an answer lost), Stripe answers the same session.
             let session = try await stripe.createCheckoutSession(fields, idempotencyKey: "kiosk-checkout-\(intent.id)")
             // The first page kept wins: two requests at once for one intent give one page.
@@ -146,7 +158,9 @@ extension StripeChannel {
                 // waiting in the reader's library. (An intent asked for before may have a session
                 // from then, which must still find it; so may one whose answer was lost.)
                 try await database.write { db in
-                    try await db.delete(from: "checkoutIntent").where("id", .equal, intent.id).where("session", .is, SQLLiteral.null).run()
+                    let deleted = try await db.raw(#"DELETE FROM "checkoutIntent" WHERE "id" = \#(bind: intent.id) AND "session" IS NULL RETURNING "id""#).all()
+                    // Its code, reserved with it, is given back with it.
+                    if !deleted.isEmpty, let reserved = intent.offerCodeId { try await OfferCodes.release(codeId: reserved, intent: intent.id, in: db) }
                 }
             }
             throw StoreError.paymentService("the payment service refused to start this checkout; nothing was bought, and the store's operator can see why")
@@ -271,11 +285,18 @@ extension StripeChannel {
         let made = intent
         return try await database.write { db in
             _ = try await AccountRows(db).lock(accountId)
+            // The code is this account's open checkout's already: that checkout, whatever its age.
+            if let reservedIntent = code?.reservedIntent {
+                guard let kept = try await db.select().column("*").from("checkoutIntent").where("id", .equal, reservedIntent)
+                    .where("accountId", .equal, accountId).where("productId", .equal, product.id).where("session", .is, SQLLiteral.null)
+                    .first(decoding: CheckoutIntentRecord.self) else { throw OfferCodes.invalid }
+                return (kept, false)
+            }
             if product.kind != .consumable, let open = try await db.select().column("*").from("checkoutIntent")
                 .where("accountId", .equal, accountId).where("productId", .equal, product.id).where("session", .is, SQLLiteral.null)
                 .where("createdAt", .greaterThan, now.addingTimeInterval(-23 * 3600)).orderBy("createdAt", .descending)
                 .first(decoding: CheckoutIntentRecord.self) {
-                if let code, open.offerCodeId != code.codeId {
+                if let code, open.offerCodeId != code.codeId, code.reservedIntent == nil {
                     throw StoreError(.wrongState, code: "checkout_open",
                                      message: "a checkout for \(product.id) is open already without this code: pay it, or use the code once it lapses (within a day)")
                 }

@@ -59,7 +59,8 @@ extension StripeChannel {
                                                offer: invoice.billingReason == "subscription_create" ? Self.offer(in: metadata) : nil, tax: stripeTax(invoice))
         }
         let outcome = try await subscriptions.channelStep(
-            .paid(start: period.start, end: period.end, key: "stripe:\(invoiceId)", amountCents: paid.cents, currency: paid.currency, tax: stripeTax(invoice)),
+            .paid(start: period.start, end: period.end, key: "stripe:\(invoiceId)", amountCents: paid.cents, currency: paid.currency, tax: stripeTax(invoice),
+                  plan: invoice.invoiceSubscriptionMetadata?["kiosk_product_id"]),
             channel: Self.channel, subscriptionId: subscriptionId, method: Self.channel)
         let row = try await keep(event, outcome, payment: payment)
         return row.outcome == ChannelEventOutcome.granted ? try await undoIfWithdrawn(row) : row
@@ -74,7 +75,13 @@ extension StripeChannel {
             return try await keep(event, payment: subscriptionId, outcome: ChannelEventOutcome.ignored,
                                   detail: "the first payment failed: nothing was granted, and the checkout says so to the reader")
         }
-        let next = invoice.nextPaymentAttempt.map { Date(timeIntervalSince1970: TimeInterval($0)) }
+        if invoice.billingReason == "subscription_update" {
+            // A plan change's invoice: the running plan is paid to its end all the same.
+            return try await keep(event, payment: subscriptionId, outcome: ChannelEventOutcome.ignored,
+                                  detail: "a plan change's invoice failed; the running plan stays paid to its end, and Stripe tries the invoice again")
+        }
+        // A time Kiosk can keep (an event's far-off or broken one is no next attempt it can name).
+        let next = invoice.nextPaymentAttempt.flatMap { (0...7_258_118_400).contains($0) ? Date(timeIntervalSince1970: TimeInterval($0)) : nil }
         let outcome = try await subscriptions.channelStep(.failed(periodEnd: invoice.invoicePeriod?.end, nextAttempt: next),
                                                           channel: Self.channel, subscriptionId: subscriptionId, method: Self.channel)
         return try await keep(event, outcome, payment: subscriptionId)

@@ -186,6 +186,8 @@ public struct OfferCodes: StoreOwner {
     struct Use: Sendable {
         var codeId: String
         var benefit: CodeBenefit
+        /// The web checkout of this account's that holds the code reserved, when it does.
+        var reservedIntent: String? = nil
     }
 
     /// Checks a code given with a purchase of `product` (``Payments``' `pay`): live, for that product,
@@ -193,19 +195,38 @@ public struct OfferCodes: StoreOwner {
     /// in the purchase's own write, which checks it again.
     /// - Throws: `invalid_code` (unknown, used up, expired, withdrawn, or used by this account);
     ///   `code_for_another_product`; `code_redeemed_alone` for a code that gives its product free.
-    func use(_ text: String, for product: Product, accountId: String) async throws -> Use {
+    /// - Parameter reservedByCheckout: a web checkout asks: the code its own open checkout reserved
+    ///   is answered with that checkout (the reader's second click), not refused.
+    func use(_ text: String, for product: Product, accountId: String, reservedByCheckout: Bool = false) async throws -> Use {
         try RequestText.check(text, field: "offerCode", maxBytes: 128)
         let normalized = OfferCodeText.normalized(text)
         guard (4...64).contains(normalized.count) else { throw Self.invalid }
         let (code, redeemedBefore, _) = try await live(normalized, accountId: accountId)
-        if redeemedBefore { throw Self.invalid }
+        var reservedIntent: String?
+        if redeemedBefore {
+            let spentFor = try await database.read { db in
+                try await db.select().column("transactionId").from("offerCodeRedemption").where("codeId", .equal, code.id)
+                    .where("accountId", .equal, accountId).first()?.decode(column: "transactionId", as: String?.self)
+            } ?? nil
+            guard reservedByCheckout, let spentFor, spentFor.hasPrefix("intent:") else { throw Self.invalid }
+            reservedIntent = String(spentFor.dropFirst("intent:".count))
+        }
         guard code.productId == product.id else {
             throw StoreError(.invalidRequest, code: "code_for_another_product", message: "this code is for \(code.productId), not \(product.id); buy that product with it")
         }
         guard let benefit = code.benefit, benefit.isUsedWhenBuying else {
             throw StoreError(.invalidRequest, code: "code_redeemed_alone", message: "this code gives \(product.id) free: redeem it on its own (kiosk redeem-code CODE), nothing to pay")
         }
-        return Use(codeId: code.id, benefit: benefit)
+        return Use(codeId: code.id, benefit: benefit, reservedIntent: reservedIntent)
+    }
+
+    /// The code a web checkout reserved, by its ID, for pricing that checkout again.
+    func reserved(_ codeId: String) async throws -> Use? {
+        struct Row: Decodable { var benefit: String; var benefitValue: Int? }
+        guard let row = try await database.read({ db in
+            try await db.select().columns("benefit", "benefitValue").from("offerCode").where("id", .equal, codeId).first(decoding: Row.self)
+        }), let benefit = CodeBenefit(kind: row.benefit, value: row.benefitValue) else { return nil }
+        return Use(codeId: codeId, benefit: benefit)
     }
 
     /// A code's row as a redemption reads it.

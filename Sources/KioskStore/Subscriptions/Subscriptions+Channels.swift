@@ -10,7 +10,9 @@ enum ChannelSubscriptionEvent: Sendable {
     /// A period was paid for, from `start` to `end` (the channel's own dates); `key` names the
     /// payment once (`stripe:<invoice>`), so the same payment told twice is one period.
     /// `tax`: what the channel charged as tax itself (Stripe's `automatic_tax`), else nil.
-    case paid(start: Date, end: Date, key: String, amountCents: Int, currency: String, tax: ChannelTax? = nil)
+    /// `plan`: the plan the channel says it billed (Stripe's invoice names it in its metadata), when
+    /// it is one of the subscription's group; else the plan the store expects next.
+    case paid(start: Date, end: Date, key: String, amountCents: Int, currency: String, tax: ChannelTax? = nil, plan: String? = nil)
     /// A renewal's charge failed for the period ending at `periodEnd`; the channel tries again at
     /// `nextAttempt` (nil: it gave up, and its end comes as ``ended(_:)``).
     case failed(periodEnd: Date?, nextAttempt: Date?)
@@ -44,7 +46,7 @@ extension Subscriptions {
             guard let current = try await database.read({ try await SubscriptionRows($0).find(channel: channel, subscriptionId: subscriptionId) }) else {
                 return .unknown
             }
-            if case .paid(_, _, let key, _, _, _) = event {
+            if case .paid(_, _, let key, _, _, _, _) = event {
                 if let recorded = try await period(key: key, accountId: current.accountId) {
                     return .unchanged("that payment was recorded before (\(recorded))", accountId: current.accountId, transactionId: recorded)
                 }
@@ -53,7 +55,14 @@ extension Subscriptions {
                     return .refused("paid for an account that is deleted or disabled; nothing was granted", accountId: current.accountId)
                 }
             }
-            let product = try await catalog.storeProducts().products[current.productId]
+            let products = try await catalog.storeProducts().products
+            let product = products[current.productId]
+            // The billed plan counts only when it is a plan of this subscription's group.
+            var event = event
+            if case let .paid(start, end, key, amount, currency, tax, plan?) = event,
+               products[plan]?.kind != .subscription || products[plan]?.group != product?.group {
+                event = .paid(start: start, end: end, key: key, amountCents: amount, currency: currency, tax: tax, plan: nil)
+            }
             var draft = StepDraft(current: current, clockOffset: 0, environment: keys.identity.environment, wallNow: clock.wallNow(), taxes: base.taxes)
             var step: RenewalStep
             let detail: String
@@ -94,10 +103,12 @@ extension StepDraft {
     /// only records what was paid.
     mutating func channel(_ event: ChannelSubscriptionEvent, product: Product?, method: String) -> ChannelDecision {
         switch event {
-        case let .paid(start, end, key, amountCents, currency, channelTax):
-            // The plan a change waited for (at once on Stripe, or at this renewal) is the one paid for now.
+        case let .paid(start, end, key, amountCents, currency, channelTax, billed):
+            // The plan the channel billed; else the one a change waited for (at once on Stripe, or
+            // at this renewal), else the running one.
+            let paidPlan = billed ?? s.renewalProductId
             var renewal = TransactionRecord(
-                sequence: nil, id: Store.newTransactionID(), accountId: s.accountId, productId: s.renewalProductId, kind: .subscription, quantity: 1,
+                sequence: nil, id: Store.newTransactionID(), accountId: s.accountId, productId: paidPlan, kind: .subscription, quantity: 1,
                 originalTransactionId: s.originalTransactionId, purchaseDate: start, expiresDate: end, status: .purchased,
                 paymentMethod: method, idempotencyKey: key, amountCents: amountCents, currency: currency, creditsGranted: 0, creditsSpent: 0,
                 signedTransaction: nil, message: nil, finishedAt: nil, createdAt: wallNow, revokedAt: nil, revocationReason: nil,
@@ -120,8 +131,9 @@ extension StepDraft {
                              "recorded the period paid until \(end.formatted(.iso8601)); the subscription \(endedForGood ? "had ended" : "runs later already") and stays as it is")
             }
             let recovering = current.state != .active
-            s.productId = current.renewalProductId
-            s.pendingProductId = nil
+            s.productId = paidPlan
+            // A change that waited is done once its plan is paid for (or when nothing says which was).
+            if billed == nil || billed == current.pendingProductId { s.pendingProductId = nil }
             s.state = .active
             s.expiresDate = end
             s.retryAt = nil

@@ -119,7 +119,8 @@ extension Subscriptions {
         changed.version += 1
         changed.updatedAt = wall
         if let stripe {
-            return try await changeOnStripe(s, from: running, to: target, stripe: stripe, storefront: seen.storefront, now: now)
+            return try await changeOnStripe(s, from: running, to: target, stripe: stripe, storefront: seen.storefront, now: now,
+                                            waitingPlan: s.pendingProductId.flatMap { products[$0] })
         }
 
         // The running plan again: undo a change that waited, or nothing to do.
@@ -243,22 +244,28 @@ extension Subscriptions {
     /// the new plan and moves the row to it; Stripe refusing undoes that. The running plan asked
     /// again moves Stripe's price back and clears the wait.
     /// - Throws: `payment_service` when Stripe refused or could not be reached (nothing changed).
+    ///
+    /// A change at once that Stripe is invoicing (its plan waiting, a level above) holds the
+    /// subscription until its `invoice.paid` lands: another change meanwhile is refused, since
+    /// Stripe bills each at-once update on its own. The same change asked again (an answer lost)
+    /// is sent again under the same key (the row's version since it was recorded), so Stripe does it once.
     private func changeOnStripe(_ s: SubscriptionRecord, from running: Product, to target: Product, stripe: (api: StripeAPI, subscriptionId: String),
-                                storefront: String?, now: Date) async throws -> PlanChangeResult {
+                                storefront: String?, now: Date, waitingPlan: Product?) async throws -> PlanChangeResult {
         let environment = keys.identity.environment
         guard s.state == .active else {
             throw StoreError(.wrongState, code: "plan_change_waits",
                              message: "this subscription's renewal failed and Stripe is retrying it; it can change plan once it is paid up again")
+        }
+        if let waitingPlan, waitingPlan.id != target.id, PlanChange(from: running, to: waitingPlan).atOnce {
+            throw StoreError(.wrongState, code: "plan_change_waits",
+                             message: "the change to \(waitingPlan.id) is being invoiced by Stripe; change plan again once its invoice is paid")
         }
         let undo = target.id == s.productId
         if undo, s.pendingProductId == nil {
             return PlanChangeResult(subscription: s.info(now: now), change: nil, atOnce: false, transaction: nil, creditedCents: 0,
                                     currency: target.price.currency, message: "nothing changed: the subscription already is \(target.id)")
         }
-        if target.id == s.pendingProductId {
-            return PlanChangeResult(subscription: s.info(now: now), change: nil, atOnce: false, transaction: nil, creditedCents: 0,
-                                    currency: target.price.currency, message: "nothing changed: the subscription already renews as \(target.id)")
-        }
+        let resend = target.id == s.pendingProductId
         let change = PlanChange(from: running, to: target)
         let atOnce = !undo && change.atOnce
         guard let price = target.price(in: storefront), let cents = Price.cents(price.amount) else {
@@ -268,28 +275,36 @@ extension Subscriptions {
         let charge = base.channels.stripeAutomaticTax ? Charge(cents: cents, currency: price.currency, country: storefront, taxBasisPoints: nil, taxCents: 0)
             : base.taxes.charge(cents: cents, currency: price.currency, country: storefront, category: target.taxClass)
         // The wait first: an invoice that comes before Stripe's answer is already the new plan's.
-        var waiting = s
-        waiting.pendingProductId = undo ? nil : target.id
-        waiting.version += 1
-        waiting.updatedAt = clock.wallNow()
-        let written = waiting
-        guard try await database.write({ try await SubscriptionRows($0).setRenewalPlan(written, from: s.version) }) else { throw ChangeConflict() }
+        var recorded = s
+        if !resend {
+            recorded.pendingProductId = undo ? nil : target.id
+            recorded.version += 1
+            recorded.updatedAt = clock.wallNow()
+            let waiting = recorded
+            guard try await database.write({ try await SubscriptionRows($0).setRenewalPlan(waiting, from: s.version) }) else { throw ChangeConflict() }
+        }
+        let written = recorded
         do {
             let item = try await stripe.api.subscriptionItem(stripe.subscriptionId)
             let fields = SubscriptionChangeFields.fields(item: item, plan: target, charged: (charge.cents, charge.currency), atOnce: atOnce)
-            try await stripe.api.changeSubscriptionPrice(stripe.subscriptionId, fields, idempotencyKey: "kiosk-plan-\(s.originalTransactionId)-\(s.version)-\(target.id)")
-        } catch {
-            // Nothing changed on Stripe: nor here (unless the row moved on meanwhile, which keeps its own).
+            try await stripe.api.changeSubscriptionPrice(stripe.subscriptionId, fields, idempotencyKey: "kiosk-plan-\(s.originalTransactionId)-\(written.version)-\(target.id)")
+        } catch let refusal as StripeAPI.Refusal {
+            // Refused: nothing changed on Stripe, nor here (unless the row moved on meanwhile, which keeps its own).
             var back = written
-            back.pendingProductId = s.pendingProductId
+            back.pendingProductId = resend ? nil : s.pendingProductId
             back.version += 1
             let reverted = back
             _ = try? await database.write { try await SubscriptionRows($0).setRenewalPlan(reverted, from: written.version) }
-            if let refusal = error as? StripeAPI.Refusal {
-                logger.warning("Stripe refused to change a subscription's plan", metadata: ["subscription": "\(stripe.subscriptionId)", "stripe": "\(refusal)"])
-                throw StoreError.paymentService("the payment service refused to change this subscription's plan; nothing changed, and the store's operator can see why")
-            }
-            throw error
+            logger.warning("Stripe refused to change a subscription's plan", metadata: ["subscription": "\(stripe.subscriptionId)", "stripe": "\(refusal)"])
+            throw StoreError.paymentService("the payment service refused to change this subscription's plan; nothing changed, and the store's operator can see why")
+        } catch {
+            // Out of reach, or no answer: Stripe may have made it. The wait stays, and asking again
+            // sends the same request under the same key.
+            throw StoreError.paymentService("Stripe could not be reached to change the plan; the change is recorded: ask for it again to confirm it", retryAfter: 10)
+        }
+        if resend {
+            return PlanChangeResult(subscription: written.info(now: now), change: change.kind, atOnce: atOnce, transaction: nil, creditedCents: 0,
+                                    currency: charge.currency, message: "the change to \(target.id) was sent to Stripe again; it renews as \(target.id)")
         }
         let wall = clock.wallNow()
         try await database.write { db in

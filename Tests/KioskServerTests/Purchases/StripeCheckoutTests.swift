@@ -335,7 +335,13 @@ struct StripeCheckoutTests: StoreSuite {
 
     @Test("a code on the web: a book's discount is the session's price, the code reserved with the checkout (a second reader's checkout with the one-time code is refused), spent by the paid event's grant, given back when a checkout lapses unpaid", arguments: TestEngine.all)
     func codeOnTheWeb(engine: TestEngine) async throws {
-        try await Self.withStripe(engine: engine) { server, http, stripe in
+        try await Self.withStripe(engine: engine, prepare: { store in
+            try store.editCatalog("publications.json") { products in
+                for index in products.indices where products[index]["id"] as? String == Self.epub {
+                    products[index]["prices"] = ["US": ["price": "4.99", "currency": "USD"], "DE": ["price": "4.49", "currency": "EUR"]]
+                }
+            }
+        }) { server, http, stripe in
             func code(_ reply: StoreHTTP.Reply) -> String { (try? reply.decode(APIError.self).code) ?? "\(reply.status)" }
             let made = try await http.send("POST", "/v1/admin/codes", token: server.adminToken,
                                            json: #"{"productId": "\#(Self.epub)", "count": 2, "benefit": {"kind": "percentOff", "value": 20}}"#).decode(AdminCodesCreated.self)
@@ -347,9 +353,20 @@ struct StripeCheckoutTests: StoreSuite {
             // 4.99 less 20 % is 3.99; the session lapses in 31 minutes so an abandoned one gives the code back soon.
             #expect(sent.form["line_items[0][price_data][unit_amount]"] == "399" && sent.form["expires_at"] != nil, "\(sent.fields)")
             func redeemed() async throws -> Int {
-                try await http.send("GET", "/v1/admin/codes", token: server.adminToken).decode([AdminCodeBatchRow].self).first?.redeemed ?? -1
+                try await http.send("GET", "/v1/admin/codes", token: server.adminToken).decode([AdminCodeBatchRow].self).first { $0.batch == made.batch }?.redeemed ?? -1
             }
             #expect(try await redeemed() == 1, "reserved with the checkout")
+            // Ann's second click with her code is her checkout, not a refusal.
+            let second = try await http.send("POST", "/v1/checkouts", token: ann.token, json: #"{"productId": "\#(Self.epub)", "offerCode": "\#(made.codes[0])"}"#)
+            #expect(second.status == 201 && (try? second.decode(Checkout.self).intent) == checkout.intent, "\(Self.message(second))")
+            // A code that cannot be taken in a storefront is refused before it is reserved.
+            let off = try await http.send("POST", "/v1/admin/codes", token: server.adminToken,
+                                          json: #"{"productId": "\#(Self.epub)", "count": 1, "benefit": {"kind": "amountOff", "value": 498}}"#).decode(AdminCodesCreated.self)
+            let cheap = try await http.createAccount()
+            _ = try await http.send("PUT", "/v1/account/storefront", token: cheap.token, json: #"{"storefront": "DE"}"#)
+            let refusedHere = try await http.send("POST", "/v1/checkouts", token: cheap.token, json: #"{"productId": "\#(Self.epub)", "offerCode": "\#(off.codes[0])"}"#)
+            #expect(refusedHere.status == 409 && (try? refusedHere.decode(APIError.self).code) == "code_other_currency", "\(Self.message(refusedHere))")
+            #expect(try await http.send("GET", "/v1/admin/codes", token: server.adminToken).decode([AdminCodeBatchRow].self).first { $0.batch == off.batch }?.redeemed == 0)
             // The one-time code is Ann's checkout's: Bo's is refused.
             let bo = try await http.createAccount()
             let taken = try await http.send("POST", "/v1/checkouts", token: bo.token, json: #"{"productId": "\#(Self.epub)", "offerCode": "\#(made.codes[0])"}"#)

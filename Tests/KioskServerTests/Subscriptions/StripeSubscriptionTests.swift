@@ -349,6 +349,19 @@ struct StripeSubscriptionTests: StoreSuite {
             ], idempotencyKey: "judge-plan-change", subscription: "sub_a")
             #expect(sent.fields.map { $0.joined(separator: "=") }.sorted() == judged.fields.map { $0.joined(separator: "=") }.sorted(), "\(sent.fields)")
 
+            // While Stripe invoices it, no other change: each at-once update is billed on its own.
+            let undo = try await PlanChangeTests.change(SubscriptionFixture(server: server, http: http, account: ann), info.originalTransactionId, to: Self.plan)
+            #expect(undo.status == 409 && (try? undo.decode(APIError.self).code) == "plan_change_waits", "\(Self.message(undo))")
+            // The same change asked again (an answer lost) goes to Stripe under the same key.
+            let again = try await PlanChangeTests.change(SubscriptionFixture(server: server, http: http, account: ann), info.originalTransactionId, to: PlanChangeTests.premium)
+            #expect(again.status == 200, "\(Self.message(again))")
+            #expect(try stripe.requests().last?.idempotencyKey == sent.idempotencyKey)
+            // A broken next attempt time (far past what a date holds in milliseconds) is no crash.
+            let failed = try await StripeChannelTests.deliver(http, StripeChannelTests.json(["id": "evt_pf", "object": "event", "type": "invoice.payment_failed", "created": 1_796_083_200,
+                "data": ["object": ["id": "in_pf", "object": "invoice", "billing_reason": "subscription_cycle", "amount_paid": 0, "currency": "usd",
+                                    "next_payment_attempt": 10_000_000_000_000_000,
+                                    "parent": ["type": "subscription_details", "subscription_details": ["subscription": "sub_a"]]]]]))
+            #expect(!failed.outcome.isEmpty)
             // Stripe's invoice of the change: the new period is premium's, at what Stripe charged (the credit taken off).
             let now = Int(Date().timeIntervalSince1970)
             let invoiced = try await StripeChannelTests.deliver(http, Self.paidInvoice("evt_p1", subscription: "sub_a", account: ann.accountId,
