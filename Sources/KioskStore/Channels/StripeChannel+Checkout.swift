@@ -20,6 +20,8 @@ struct CheckoutIntentRecord: Codable, Sendable {
     var checkoutUrl: String?
     /// The offer code it reserved (a discount, or a plan's trial), if any.
     var offerCodeId: String? = nil
+    /// The storefront it was priced in; nil: none chosen (or an intent from before storefronts).
+    var storefront: String? = nil
 }
 
 extension StripeChannel {
@@ -92,7 +94,9 @@ extension StripeChannel {
             let charged = try await storefrontCharge(product, accountId: accountId, benefit: product.kind == .subscription ? nil : code.benefit)
             if product.kind == .subscription { _ = try await webCoupon(product, charged: charged, code: code.benefit, accountId: accountId) }
         }
-        let (intent, isNew) = try await recordIntent(accountId: accountId, product: product, quantity: quantity, formKey: formKey, code: code)
+        let storefront = try await database.read { try await AccountRows($0).find(accountId)?.storefront }
+        let (intent, isNew) = try await recordIntent(accountId: accountId, product: product, quantity: quantity, formKey: formKey, code: code,
+                                                     storefront: storefront)
         // An intent reused without its code (the reader's next click) keeps the code it reserved.
         if code == nil, let reserved = intent.offerCodeId { code = try await codes.reserved(reserved) }
         guard let stripe = base.channels.stripeAPI else {
@@ -277,16 +281,33 @@ extension StripeChannel {
     /// under `intent:<id>`): a one-time code used by two readers at once is one checkout's. An open
     /// checkout without that code is not swapped for one with it (the reader would have two to
     /// pay): the reader pays it, or uses the code once it lapses.
-    private func recordIntent(accountId: String, product: Product, quantity: Int, formKey: String?, code: OfferCodes.Use? = nil) async throws -> (CheckoutIntentRecord, isNew: Bool) {
+    private func recordIntent(accountId: String, product: Product, quantity: Int, formKey: String?, code: OfferCodes.Use? = nil,
+                              storefront: String? = nil) async throws -> (CheckoutIntentRecord, isNew: Bool) {
         let now = clock.wallNow()
         let id = formKey.map { "ci_" + FileDigest.sha256(of: Data("\(accountId):\($0)".utf8)).prefix(32) } ?? "ci_" + Store.randomHex(bytes: 16)
         var intent = CheckoutIntentRecord(id: id, accountId: accountId, productId: product.id, quantity: quantity, createdAt: now, session: nil, checkoutUrl: nil)
         intent.offerCodeId = code?.codeId
+        intent.storefront = storefront
         let made = intent
         return try await database.write { db in
             _ = try await AccountRows(db).lock(accountId)
+            // A checkout holding a code whose session has lapsed (31 minutes) is closed now and its
+            // code given back, whether or not Stripe's expiry event came: the reader's next click
+            // gets a page that can be paid.
+            let lapsed = try await db.raw(#"""
+                UPDATE "checkoutIntent" SET "session" = 'expired:lapsed'
+                WHERE "accountId" = \#(bind: accountId) AND "session" IS NULL AND "offerCodeId" IS NOT NULL
+                    AND "createdAt" < \#(bind: now.addingTimeInterval(-31 * 60))
+                RETURNING "id", "offerCodeId"
+                """#).all()
+            var released = Set<String>()
+            for row in lapsed {
+                let (intentId, codeId) = (try row.decode(column: "id", as: String.self), try row.decode(column: "offerCodeId", as: String.self))
+                try await OfferCodes.release(codeId: codeId, intent: intentId, in: db)
+                released.insert(intentId)
+            }
             // The code is this account's open checkout's already: that checkout, whatever its age.
-            if let reservedIntent = code?.reservedIntent {
+            if let reservedIntent = code?.reservedIntent, !released.contains(reservedIntent) {
                 guard let kept = try await db.select().column("*").from("checkoutIntent").where("id", .equal, reservedIntent)
                     .where("accountId", .equal, accountId).where("productId", .equal, product.id).where("session", .is, SQLLiteral.null)
                     .first(decoding: CheckoutIntentRecord.self) else { throw OfferCodes.invalid }
@@ -378,7 +399,7 @@ extension StripeChannel {
             try await db.raw(#"""
                 UPDATE "checkoutIntent" SET "session" = \#(bind: session)
                 WHERE "id" = \#(bind: intentId) AND ("session" IS NULL OR "session" = \#(bind: session))
-                RETURNING "id", "accountId", "productId", "quantity", "createdAt", "session", "offerCodeId"
+                RETURNING "id", "accountId", "productId", "quantity", "createdAt", "session", "offerCodeId", "storefront"
                 """#).first(decoding: CheckoutIntentRecord.self)
         }
         guard let intent = claimed else {

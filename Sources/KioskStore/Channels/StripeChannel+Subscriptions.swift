@@ -120,6 +120,7 @@ extension StripeChannel {
                                    first: Bool, offer: (type: String, period: String)? = nil, tax: ChannelTax? = nil) async throws -> AdminChannelEventRow {
         var named = (account: account, product: product)
         var code: (codeId: String, intent: String)?
+        var storefront: String?
         if let account, let held = try await database.read({ try await SubscriptionRows($0).find(channel: Self.channel, subscriptionId: subscriptionId) }),
            held.accountId != account {
             // Checked before the intent is taken: a session naming another account's subscription
@@ -134,6 +135,7 @@ extension StripeChannel {
             case .success(let claimed):
                 named = (claimed.accountId, claimed.productId)
                 code = claimed.offerCodeId.map { ($0, claimed.id) }
+                storefront = claimed.storefront
             case .failure(let refusal):
                 return try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: account,
                                       detail: "\(refusal.message); cancel the subscription on Stripe and refund it, or grant it by hand")
@@ -168,7 +170,7 @@ extension StripeChannel {
         do {
             granted = try await payments.grantPaid(
                 productId: productId, quantity: 1, accountId: accountId, reference: "stripe:\(subscriptionId)", method: Self.channel,
-                amountCents: paid.cents, currency: paid.currency, period: period, offer: offer, channelTax: tax,
+                amountCents: paid.cents, currency: paid.currency, period: period, offer: offer, channelTax: tax, checkoutStorefront: storefront,
                 alongside: { [code] record, db in
                     // The code its checkout reserved (a plan's trial) is this grant's.
                     if let code { try await OfferCodes.attach(codeId: code.codeId, intent: code.intent, to: record.id, in: db) }

@@ -109,7 +109,7 @@ public struct StripeChannel: StoreOwner {
         do {
             granted = try await payments.grantPaid(
                 productId: productId, quantity: quantity, accountId: accountId, reference: "stripe:\(sessionId)", method: Self.channel,
-                amountCents: amount, currency: currency, channelTax: stripeTax(session),
+                amountCents: amount, currency: currency, channelTax: stripeTax(session), checkoutStorefront: purchase.storefront,
                 alongside: { record, db in
                     // The code its checkout reserved is this grant's.
                     if let code = purchase.offerCode { try await OfferCodes.attach(codeId: code.codeId, intent: code.intent, to: record.id, in: db) }
@@ -161,6 +161,8 @@ public struct StripeChannel: StoreOwner {
         let currency: String
         /// The offer code its intent reserved, which the grant spends.
         var offerCode: (codeId: String, intent: String)? = nil
+        /// The storefront its checkout was priced in.
+        var storefront: String? = nil
     }
 
     private enum SessionReading {
@@ -174,6 +176,7 @@ public struct StripeChannel: StoreOwner {
     private func sessionPurchase(_ event: StripeEvent, session: StripeEvent.StripeObject, payment: String?) async throws -> SessionReading {
         var named = (account: session.clientReferenceId, product: session.metadata?["kiosk_product_id"], quantity: session.metadata?["kiosk_quantity"])
         var code: (codeId: String, intent: String)?
+        var storefront: String?
         // A session made from a reader's checkout (`kiosk buy`) names its intent, which says the
         // account and the product, and is paid once.
         if let intentId = session.metadata?["kiosk_intent"], let sessionId = session.id, Self.isIdentifier(sessionId) {
@@ -186,6 +189,7 @@ public struct StripeChannel: StoreOwner {
                 }
                 named = (intent.accountId, intent.productId, String(intent.quantity))
                 code = intent.offerCodeId.map { ($0, intent.id) }
+                storefront = intent.storefront
             case .failure(let refusal):
                 return .kept(try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: named.account,
                                             detail: "\(refusal.message); refund it on Stripe or grant it by hand"))
@@ -204,7 +208,7 @@ public struct StripeChannel: StoreOwner {
                                         detail: "the session's id, client_reference_id, payment_intent or metadata.kiosk_product_id is not an identifier Kiosk keeps"))
         }
         return .named(SessionPurchase(sessionId: sessionId, accountId: accountId, productId: productId, quantity: quantity,
-                                      amountCents: paid.cents, currency: paid.currency, offerCode: code))
+                                      amountCents: paid.cents, currency: paid.currency, offerCode: code, storefront: storefront))
     }
 
     /// The tax Stripe computed and charged (`automatic_tax`), when this store asks it to: its

@@ -613,6 +613,9 @@ enum Migrations {
         // payment's grant takes its place, or the checkout lapses and gives the code back).
         Migration(name: "32-checkout-codes") { _ in [
             #"ALTER TABLE "checkoutIntent" ADD COLUMN "offerCodeId" TEXT"#,
+            // The storefront the checkout was priced in: its sale's country and tax, whatever the
+            // reader chooses before the payment lands.
+            #"ALTER TABLE "checkoutIntent" ADD COLUMN "storefront" TEXT"#,
         ] },
     ]
 

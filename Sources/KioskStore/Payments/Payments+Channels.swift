@@ -40,6 +40,7 @@ extension Payments {
     func grantPaid(productId: String, quantity: Int, accountId: String, reference: String, shownKey: String? = nil, method: String,
                    amountCents: Int, currency: String, restoring: Bool = false, reinstating: TransactionRecord? = nil,
                    period: (start: Date, end: Date)? = nil, offer: (type: String, period: String)? = nil, channelTax: ChannelTax? = nil,
+                   checkoutStorefront: String? = nil,
                    alongside: Alongside? = nil) async throws -> (record: TransactionRecord, alongside: (any Sendable)?) {
         // The same reference granted before is found by the decision itself (``Holdings``' key
         // look-up, or the unique index behind a consumable's unread write), as a payment's key is.
@@ -65,10 +66,14 @@ extension Payments {
                 record.currency = currency
                 record.taxCents = 0
                 record.taxBasisPoints = nil
+                // The storefront the checkout was priced in decides the sale's country and tax,
+                // whatever the reader chose before the payment landed.
+                var priced = holdings
+                if let checkoutStorefront { priced.storefront = checkoutStorefront }
                 if let channelTax {
-                    channelTax.record(in: &record, fallback: holdings.storefront)
+                    channelTax.record(in: &record, fallback: priced.storefront)
                 } else {
-                    holdings.taxOnChannelPayment(&record, product: product)
+                    priced.taxOnChannelPayment(&record, product: product)
                 }
                 record.offerType = offer?.type
                 record.offerPeriod = offer?.period

@@ -24,7 +24,7 @@ struct StripeCheckoutTests: StoreSuite {
     }
 
     static func withStripe(engine: TestEngine, key: String = StripeStandIn.key, apiURL: String? = nil, prepare: @Sendable (SampleStore) throws -> Void = { _ in },
-                           automaticTax: Bool = false,
+                           automaticTax: Bool = false, taxes: TaxTable = .none,
                            _ body: @Sendable (KioskServer, StoreHTTP, StripeStandIn) async throws -> Void) async throws {
         let standIn = try await StripeStandIn.start()
         do {
@@ -32,6 +32,7 @@ struct StripeCheckoutTests: StoreSuite {
                 $0.stripe = StripeSignature(secrets: [StripeChannelTests.secret])
                 $0.channels.stripeAPI = try? StripeAPI(secretKey: key, baseURL: apiURL ?? standIn.url)
                 $0.channels.stripeAutomaticTax = automaticTax
+                $0.taxes = taxes
                 // As behind nginx: its X-Forwarded-Proto is heard (one test asks through "https").
                 $0.rateLimits.trustedProxies = ["127.0.0.1"]
             }) { server, http, _ in try await body(server, http, standIn) }
@@ -437,6 +438,48 @@ struct StripeCheckoutTests: StoreSuite {
             let second = try #require(after.last { $0.path == "/v1/coupons" })
             #expect(second.form["percent_off"] == "10" && second.form["duration"] == "once", "\(second.fields)")
             #expect(after.last?.form["line_items[0][price_data][unit_amount]"] == "249" && after.last?.form["discounts[0][coupon]"] != nil)
+        }
+    }
+
+    @Test("the web's sale is taxed by the storefront its checkout was priced in, whatever the reader chooses before it is paid; a coded checkout past its session's lapse is closed at the next click and its code taken by the new one", arguments: TestEngine.all)
+    func checkoutStorefrontAndLapse(engine: TestEngine) async throws {
+        let taxes = try TaxTable.load(SampleStore.repository.appendingPathComponent("deploy/tax/eu-epublications.json"))
+        try await Self.withStripe(engine: engine, prepare: { store in
+            try store.editCatalog("publications.json") { products in
+                for index in products.indices where products[index]["id"] as? String == Self.epub {
+                    products[index]["prices"] = ["US": ["price": "4.99", "currency": "USD"], "DE": ["price": "4.49", "currency": "EUR"], "FR": ["price": "4.99", "currency": "EUR"]]
+                }
+            }
+        }, taxes: taxes) { server, http, stripe in
+            let ann = try await http.createAccount()
+            _ = try await http.send("PUT", "/v1/account/storefront", token: ann.token, json: #"{"storefront": "DE"}"#)
+            let checkout = try await http.send("POST", "/v1/checkouts", token: ann.token, json: #"{"productId": "\#(Self.epub)"}"#).decode(Checkout.self)
+            #expect(try stripe.requests().last?.form["line_items[0][price_data][unit_amount]"] == "449")
+            _ = try await http.send("PUT", "/v1/account/storefront", token: ann.token, json: #"{"storefront": "FR"}"#)
+            let event = StripeChannelTests.json([
+                "id": "evt_sf1", "object": "event", "type": "checkout.session.completed",
+                "data": ["object": ["id": "cs_test_sf1", "object": "checkout.session", "payment_status": "paid", "client_reference_id": ann.accountId,
+                                    "amount_total": 449, "currency": "eur", "payment_intent": "pi_sf1",
+                                    "metadata": ["kiosk_intent": checkout.intent, "kiosk_product_id": Self.epub, "kiosk_quantity": "1"]]],
+            ])
+            #expect(try await StripeChannelTests.deliver(http, event).outcome == "granted")
+            let entry = try #require(try await server.store.base.database.read { try await TransactionRows($0).ledger { $0.where("accountId", .equal, ann.accountId) } }.first)
+            #expect(entry.country == "DE" && entry.taxBasisPoints == 700 && entry.taxCents == 29, "\(entry)")
+
+            // A coded checkout left past its session's 31 minutes: the next click closes it, gives
+            // its code back and takes it again for a new checkout.
+            let made = try await http.send("POST", "/v1/admin/codes", token: server.adminToken,
+                                           json: #"{"productId": "\#(Self.epub)", "count": 1, "benefit": {"kind": "percentOff", "value": 20}}"#).decode(AdminCodesCreated.self)
+            let bo = try await http.createAccount()
+            let first = try await http.send("POST", "/v1/checkouts", token: bo.token, json: #"{"productId": "\#(Self.epub)", "offerCode": "\#(made.codes[0])"}"#).decode(Checkout.self)
+            try await server.store.base.database.write { db in
+                try await db.raw(#"UPDATE "checkoutIntent" SET "createdAt" = \#(bind: Date().addingTimeInterval(-3600)) WHERE "id" = \#(bind: first.intent)"#).run()
+            }
+            let next = try await http.send("POST", "/v1/checkouts", token: bo.token, json: #"{"productId": "\#(Self.epub)", "offerCode": "\#(made.codes[0])"}"#)
+            #expect(next.status == 201 && (try? next.decode(Checkout.self).intent) != first.intent, "\(Self.message(next))")
+            let batch = try await http.send("GET", "/v1/admin/codes", token: server.adminToken).decode([AdminCodeBatchRow].self).first { $0.batch == made.batch }
+            #expect(batch?.redeemed == 1, "one reservation: the new checkout's")
+            #expect(try await server.store.stripe.waitingCheckouts(accountId: bo.accountId) == [Self.epub])
         }
     }
 }
