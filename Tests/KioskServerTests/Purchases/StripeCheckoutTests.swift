@@ -14,13 +14,14 @@ struct StripeCheckoutTests: StoreSuite {
     static let epub = "com.kiosk.books.salt-and-stars"
 
     /// Stripe's `checkout.session.completed` for the stand-in's first session: the EPUB paid, 4.99.
-    static func bookPaid(_ id: String, account: String, intent: String) -> String {
-        StripeChannelTests.json([
-            "id": id, "object": "event", "type": "checkout.session.completed",
-            "data": ["object": ["id": "cs_test_standin000001", "object": "checkout.session", "payment_status": "paid", "client_reference_id": account,
-                                "amount_total": 499, "currency": "usd", "payment_intent": "pi_" + id.dropFirst(4),
-                                "metadata": ["kiosk_intent": intent, "kiosk_product_id": epub, "kiosk_quantity": "1"]]],
-        ])
+    /// A paid session of the EPUB's checkout `intent`, for `amount` of `currency`, with `extra` fields of the session's.
+    static func bookPaid(_ id: String, account: String, intent: String, session: String = "cs_test_standin000001", amount: Int = 499,
+                         currency: String = "usd", extra: [String: Any] = [:]) -> String {
+        var object: [String: Any] = ["id": session, "object": "checkout.session", "payment_status": "paid", "client_reference_id": account,
+                                     "amount_total": amount, "currency": currency, "payment_intent": "pi_" + id.dropFirst(4),
+                                     "metadata": ["kiosk_intent": intent, "kiosk_product_id": epub, "kiosk_quantity": "1"]]
+        object.merge(extra) { _, new in new }
+        return StripeChannelTests.json(["id": id, "object": "event", "type": "checkout.session.completed", "data": ["object": object]])
     }
 
     static func withStripe(engine: TestEngine, key: String = StripeStandIn.key, apiURL: String? = nil, prepare: @Sendable (SampleStore) throws -> Void = { _ in },
@@ -320,13 +321,8 @@ struct StripeCheckoutTests: StoreSuite {
             ], idempotencyKey: "judge-tax")
             #expect(sent.fields.map { $0.joined(separator: "=") }.sorted() == judged.fields.map { $0.joined(separator: "=") }.sorted())
             // Stripe's event: 4.99 holding 0.26 of French VAT (5.5 %), the reader in France.
-            let event = StripeChannelTests.json([
-                "id": "evt_tax1", "object": "event", "type": "checkout.session.completed",
-                "data": ["object": ["id": "cs_test_tax1", "object": "checkout.session", "payment_status": "paid", "client_reference_id": ann.accountId,
-                                    "amount_total": 499, "currency": "usd", "payment_intent": "pi_tax1", "total_details": ["amount_tax": 26],
-                                    "customer_details": ["address": ["country": "FR"]],
-                                    "metadata": ["kiosk_intent": checkout.intent, "kiosk_product_id": Self.epub, "kiosk_quantity": "1"]]],
-            ])
+            let event = Self.bookPaid("evt_tax1", account: ann.accountId, intent: checkout.intent, session: "cs_test_tax1",
+                                      extra: ["total_details": ["amount_tax": 26], "customer_details": ["address": ["country": "FR"]]])
             #expect(try await StripeChannelTests.deliver(http, event).outcome == "granted")
             let entry = try #require(try await server.store.base.database.read { try await TransactionRows($0).ledger { $0.where("accountId", .equal, ann.accountId) } }.first)
             // The rate is not in the event: 0.26 over the 4.73 left is 5.50 %.
@@ -373,12 +369,7 @@ struct StripeCheckoutTests: StoreSuite {
             let taken = try await http.send("POST", "/v1/checkouts", token: bo.token, json: #"{"productId": "\#(Self.epub)", "offerCode": "\#(made.codes[0])"}"#)
             #expect(code(taken) == "invalid_code", "\(Self.message(taken))")
             // Ann pays: the grant spends the code (its redemption names the transaction).
-            let event = StripeChannelTests.json([
-                "id": "evt_code1", "object": "event", "type": "checkout.session.completed",
-                "data": ["object": ["id": "cs_test_code1", "object": "checkout.session", "payment_status": "paid", "client_reference_id": ann.accountId,
-                                    "amount_total": 399, "currency": "usd", "payment_intent": "pi_code1",
-                                    "metadata": ["kiosk_intent": checkout.intent, "kiosk_product_id": Self.epub, "kiosk_quantity": "1"]]],
-            ])
+            let event = Self.bookPaid("evt_code1", account: ann.accountId, intent: checkout.intent, session: "cs_test_code1", amount: 399)
             #expect(try await StripeChannelTests.deliver(http, event).outcome == "granted")
             let spentFor = try await server.store.base.database.read { db in
                 try await db.raw(#"SELECT "transactionId" FROM "offerCodeRedemption""#).all().map { try $0.decode(column: "transactionId", as: String.self) }
@@ -456,12 +447,7 @@ struct StripeCheckoutTests: StoreSuite {
             let checkout = try await http.send("POST", "/v1/checkouts", token: ann.token, json: #"{"productId": "\#(Self.epub)"}"#).decode(Checkout.self)
             #expect(try stripe.requests().last?.form["line_items[0][price_data][unit_amount]"] == "449")
             _ = try await http.send("PUT", "/v1/account/storefront", token: ann.token, json: #"{"storefront": "FR"}"#)
-            let event = StripeChannelTests.json([
-                "id": "evt_sf1", "object": "event", "type": "checkout.session.completed",
-                "data": ["object": ["id": "cs_test_sf1", "object": "checkout.session", "payment_status": "paid", "client_reference_id": ann.accountId,
-                                    "amount_total": 449, "currency": "eur", "payment_intent": "pi_sf1",
-                                    "metadata": ["kiosk_intent": checkout.intent, "kiosk_product_id": Self.epub, "kiosk_quantity": "1"]]],
-            ])
+            let event = Self.bookPaid("evt_sf1", account: ann.accountId, intent: checkout.intent, session: "cs_test_sf1", amount: 449, currency: "eur")
             #expect(try await StripeChannelTests.deliver(http, event).outcome == "granted")
             let entry = try #require(try await server.store.base.database.read { try await TransactionRows($0).ledger { $0.where("accountId", .equal, ann.accountId) } }.first)
             #expect(entry.country == "DE" && entry.taxBasisPoints == 700 && entry.taxCents == 29, "\(entry)")
