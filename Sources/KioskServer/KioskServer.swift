@@ -51,6 +51,7 @@ public struct KioskServer: Sendable {
         let content = ContentRoutes(catalog: self.catalog, store: store, delivery: configuration.contentDelivery, limits: limits)
         self.accountPage = AccountPage(store: store, limits: limits, templates: templates, content: content)
         self.shopPages = ShopPages(catalog: self.catalog, templates: templates)
+        await self.catalog.keep(publishedProducts: store.publishedProducts)
     }
 
 
@@ -78,7 +79,9 @@ public struct KioskServer: Sendable {
         router.add(middleware: RequestLogMiddleware(
             logger: logger, metrics: metrics, ends: sendfileEnds, rateLimits: configuration.rateLimits))
         router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
-        router.get("healthz") { _, _ in "ok" }
+        // Alive: the process answers. Ready (healthz): it can serve (database, catalog, keys).
+        router.get("livez") { _, _ in "ok" }
+        router.get("healthz") { [readiness = Readiness(store: store, catalog: catalog)] _, _ in await readiness.respond() }
         if configuration.metricsPort == nil {
             router.get("metrics") { [metrics] _, _ in metrics.exposition() }
         }

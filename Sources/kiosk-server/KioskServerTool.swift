@@ -16,7 +16,7 @@ struct KioskServerTool: AsyncParsableCommand {
             Example: kiosk serve --catalog Catalog --content Content --port 0
             """,
         version: VersionInfo.text,
-        subcommands: [Serve.self, Publish.self, Keys.self]
+        subcommands: [Serve.self, Publish.self, Keys.self, Admin.self]
     )
 
     static func main() async {

@@ -12,6 +12,9 @@ extension Kiosk {
             discussion: """
                 The admin token comes from --token, else $KIOSK_ADMIN_TOKEN, else <--data>/admin-token.
 
+                kiosk admin backup FILE, kiosk admin check and kiosk admin restore FILE work on the \
+                store's database and content themselves (run by kiosk-server; see kiosk admin backup --help).
+
                 Example: kiosk admin sales --server http://127.0.0.1:8080 --data .kiosk-server
                 """,
             subcommands: [Accounts.self, AccountDetail.self, TransactionList.self, Pending.self, Sales.self, Tax.self, DownloadStats.self, AppStoreNotifications.self, Approve.self, Decline.self, Revoke.self, Refund.self, Grant.self,

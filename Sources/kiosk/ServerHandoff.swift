@@ -9,13 +9,17 @@ import KioskCommandLine
 /// (Hummingbird, NIO, PostgreSQL, a second SQLite); the client alone stays under 32 MiB.
 enum ServerHandoff {
     static let commands: Set<String> = ["serve", "publish", "keys"]
+    /// The `kiosk admin` commands `kiosk-server` runs: they open the database and content themselves.
+    static let adminCommands: Set<String> = ["backup", "check", "restore"]
 
     /// Replaces this process with `kiosk-server` when `arguments` name one of its commands (or
     /// `help` for one); returns otherwise. Exits 1 with one line when `kiosk-server` is missing.
     static func handOffIfServerCommand(_ arguments: [String], environment: [String: String]) {
         guard arguments.count > 1 else { return }
         let named = arguments[1] == "help" && arguments.count > 2 ? arguments[2] : arguments[1]
-        guard commands.contains(named) else { return }
+        // `kiosk admin backup|check|restore` work on the store's files, not over its admin API.
+        let adminOnFiles = arguments[1] == "admin" && arguments.count > 2 && adminCommands.contains(arguments[2])
+        guard commands.contains(named) || adminOnFiles else { return }
         let candidates = [Self.besideThisProgram()] + (environment["PATH"] ?? "").split(separator: ":").map { "\($0)/kiosk-server" }
         guard let server = candidates.compactMap({ $0 }).first(where: { access($0, X_OK) == 0 }) else {
             BufferedLog.standardError.write("kiosk: \(named) is run by kiosk-server, which is neither beside this kiosk nor on PATH; install it with kiosk\n")

@@ -54,6 +54,8 @@ public actor CatalogService {
     private var checked: Checked?
     /// The products the catalog files list, as last built (the others served are withdrawn ones).
     private var fileProducts: Set<String> = []
+    /// Where the products published are remembered (``keep(publishedProducts:)``).
+    private var registry: PublishedProducts?
 
     /// A catalog read and checked, with its archives not necessarily packed yet.
     enum Checked: Sendable {
@@ -203,9 +205,39 @@ public actor CatalogService {
         let (built, origin) = try await packFiles(read)
         guard case .folders(_, let contentStore, _) = source else { return (built, origin) }
         fileProducts = Set(built.products.keys)
+        let registry = try await loadRegistry(contentStore)
         let withdrawn = WithdrawnProducts(contentStore: contentStore)
         let logger = logger
-        return (try await onOwnThread { try withdrawn.carryForward(into: built, logger: logger) }, origin)
+        let (carried, updated) = try await onOwnThread { try withdrawn.carryForward(into: built, registry: registry, logger: logger) }
+        try await publishedProducts().record(updated, replacing: registry)
+        return (carried, origin)
+    }
+
+    /// The store's record of what it published, which ``KioskServer`` hands over once the
+    /// database is open (the catalog is checked before, and packed after).
+    public func keep(publishedProducts: PublishedProducts) {
+        self.registry = publishedProducts
+    }
+
+    private func publishedProducts() throws -> PublishedProducts {
+        guard let registry else {
+            throw StoreError.notWithdrawn("the catalog", reason: "no database holds the list of published products yet (KioskServer keeps it before loading)")
+        }
+        return registry
+    }
+
+    /// The registry from the database; on the first start after an upgrade, the file a Kiosk
+    /// before schema 34 kept beside the archives, read into the database once (the file is left
+    /// as it was, for a rollback).
+    private func loadRegistry(_ contentStore: ContentStore) async throws -> PublishedProducts.Registry {
+        let store = try publishedProducts()
+        let registry = try await store.load()
+        let legacy = PublishedProductsFile(stateDirectory: contentStore.stateDirectory)
+        guard registry.products.isEmpty, legacy.exists else { return registry }
+        let imported = try await onOwnThread { try legacy.load() }
+        try await store.record(imported, replacing: registry)
+        logger.notice("read the list of published products into the database", metadata: ["file": "\(legacy.file.path)", "products": "\(imported.products.count)"])
+        return imported
     }
 
     /// Removes a withdrawn product on purpose (its owners can no longer download it) and reloads.
@@ -215,7 +247,9 @@ public actor CatalogService {
         guard case .folders(_, let contentStore, _) = source else {
             throw StoreError.notWithdrawn(id, reason: "this store serves a folder kiosk publish made: remove it there with kiosk publish --remove-withdrawn \(id), then SIGHUP every instance")
         }
-        try WithdrawnProducts(contentStore: contentStore).remove(id, stillInFiles: fileProducts.contains(id))
+        let store = try publishedProducts()
+        let registry = try await loadRegistry(contentStore)
+        try await store.record(try WithdrawnProducts.remove(id, stillInFiles: fileProducts.contains(id), from: registry), replacing: registry)
         guard await reload() else {
             throw StoreError.notWithdrawn(id, reason: "it was removed from the list, but the catalog could not be reloaded (see the log); the next reload drops it")
         }

@@ -41,10 +41,14 @@ public struct PublishedFolder: Sendable {
         try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
         let entries = try CatalogLoader(catalogDirectory: catalog, contentDirectory: content).load()
         let store = ContentStore(archives: archives, state: state, logger: logger)
-        let withdrawn = WithdrawnProducts(contentStore: store)
+        let registryFile = PublishedProductsFile(stateDirectory: state)
+        let loaded = try registryFile.load()
+        var registry = loaded
         let fromFiles = Set(entries.map(\.product.id))
-        for id in removing { try withdrawn.remove(id, stillInFiles: fromFiles.contains(id)) }
-        let published = try withdrawn.carryForward(into: PublishedCatalog(entries: entries, contentStore: store), logger: logger)
+        for id in removing { registry = try WithdrawnProducts.remove(id, stillInFiles: fromFiles.contains(id), from: registry) }
+        let (published, updated) = try WithdrawnProducts(contentStore: store)
+            .carryForward(into: PublishedCatalog(entries: entries, contentStore: store), registry: registry, logger: logger)
+        if updated != loaded || !registryFile.exists { try registryFile.save(updated) }
         // The gzip twin first, for nginx's gzip_static (deploy/nginx.conf answers GET /v1/catalog
         // from these files); each file is renamed into place whole, so every response is one
         // whole document, old or new.

@@ -11,8 +11,30 @@ import SQLKit
 enum Migrations {
     struct Migration: Sendable {
         var name: String
+        /// Whether a Kiosk that does not know this migration can still serve the database after
+        /// it (an *expand* step: a table or a column added, which earlier code never reads and
+        /// whose absence the code that writes it accepts). A *contract* step (a column dropped,
+        /// a meaning changed) is false, and every earlier Kiosk refuses the database once it ran.
+        var earlierMayServe = false
         var statements: @Sendable (ColumnTypes) -> [String]
+
+        init(name: String, earlierMayServe: Bool = false, statements: @escaping @Sendable (ColumnTypes) -> [String]) {
+            (self.name, self.earlierMayServe, self.statements) = (name, earlierMayServe, statements)
+        }
+
+        /// The schema version this migration brings a database to: the number its name starts with.
+        var version: Int { Migrations.version(of: name) ?? 0 }
     }
+
+    /// The schema version a migration's name gives (`"33-schema-floor"` is 33).
+    static func version(of name: String) -> Int? { Int(name.prefix { $0.isNumber }) }
+
+    /// The schema this Kiosk writes: its last migration's version.
+    static var schemaVersion: Int { all.last?.version ?? 0 }
+
+    /// The first migration that records, for each migration after it, which Kiosk may still
+    /// serve the database (`kioskMigration.servesFrom`). Earlier rows have no such value.
+    static let firstWithFloor = 33
 
     /// The few column types the two engines spell differently.
     struct ColumnTypes: Sendable {
@@ -617,6 +639,25 @@ enum Migrations {
             // reader chooses before the payment lands.
             #"ALTER TABLE "checkoutIntent" ADD COLUMN "storefront" TEXT"#,
         ] },
+        // Upgrades without downtime (issue 66): each migration from here on records the oldest
+        // schema whose Kiosk may still serve the database after it, so that an older binary
+        // refuses a database a contract step changed under it, and serves one an expand step only
+        // added to (two versions side by side during a rolling upgrade).
+        Migration(name: "33-schema-floor", earlierMayServe: true) { _ in [
+            #"ALTER TABLE "kioskMigration" ADD COLUMN "servesFrom" INTEGER"#,
+        ] },
+        // Every product the store published, as last published, and those the operator removed
+        // (``PublishedProducts``): what carries a withdrawn product to its owners. It was a file
+        // beside the archives, which a backup of the database did not hold.
+        Migration(name: "34-published-products", earlierMayServe: true) { type in [
+            """
+            CREATE TABLE "publishedProduct" (
+                "productId" TEXT PRIMARY KEY,
+                "product" TEXT NOT NULL,
+                "removedAt" \(type.timestamp)
+            )
+            """,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.
@@ -638,6 +679,7 @@ enum Migrations {
             throw ServerSetupError(path: database.location.description, problem: "was written by an earlier Kiosk whose store format this one does not read",
                 action: "serve it with that version, or start this one on a new database (--database sqlite:NEW-PATH)")
         }
+        try await refuseNewerSchema(in: database, logger: logger)
         for migration in all {
             try await database.write { db in
                 if database.engine == .postgres {
@@ -650,12 +692,44 @@ enum Migrations {
                     try await db.raw("\(unsafeRaw: statement)").run()
                 }
                 try await db.raw(#"INSERT INTO "kioskMigration" ("name", "appliedAt") VALUES (\#(bind: migration.name), \#(bind: Date()))"#).run()
+                if migration.version >= firstWithFloor {
+                    let servesFrom = migration.earlierMayServe ? migration.version - 1 : migration.version
+                    try await db.raw(#"UPDATE "kioskMigration" SET "servesFrom" = \#(bind: servesFrom) WHERE "name" = \#(bind: migration.name)"#).run()
+                }
                 logger.info("applied a database migration", metadata: ["migration": "\(migration.name)"])
             }
         }
         if database.engine == .postgres {
             for batch in StatementBatch.all { try await batch.install(on: database) }
         }
+    }
+
+    /// Refuses a database a newer Kiosk migrated past what this one can serve: one of its
+    /// migrations is unknown here and says this schema may not serve it (a contract step, or one
+    /// from before migrations said so). Only expand steps ahead is an upgrade under way: served,
+    /// with a line saying so.
+    /// - Throws: ``ServerSetupError`` naming the database's schema and this Kiosk's.
+    private static func refuseNewerSchema(in database: ServerDatabase, logger: Logger) async throws {
+        let known = Set(all.map(\.name))
+        let rows = try await database.read { db in
+            try await db.raw(#"SELECT * FROM "kioskMigration""#).all().map { row in
+                (name: try row.decode(column: "name", as: String.self),
+                 servesFrom: row.contains(column: "servesFrom") ? try row.decode(column: "servesFrom", as: Int?.self) : nil)
+            }
+        }
+        let ahead = rows.filter { !known.contains($0.name) }
+        guard !ahead.isEmpty else { return }
+        let databaseVersion = ahead.compactMap { version(of: $0.name) }.max() ?? schemaVersion
+        // A row without a floor, or with no number, is read as serving only its own schema.
+        let floor = ahead.map { $0.servesFrom ?? version(of: $0.name) ?? Int.max }.max() ?? Int.max
+        guard floor <= schemaVersion else {
+            throw ServerSetupError(
+                path: database.location.description,
+                problem: "is at schema \(databaseVersion), which a Kiosk of schema \(floor) or later must serve, and this Kiosk knows schema \(schemaVersion) (\(ahead.map(\.name).sorted().joined(separator: ", ")) are new to it)",
+                action: "run the newer Kiosk that migrated it, or restore a backup from before the upgrade (docs/operations.md, \"Rollback\")")
+        }
+        logger.notice("the database is at a newer schema whose steps this Kiosk may serve (an upgrade under way)",
+                      metadata: ["database": "\(databaseVersion)", "this": "\(schemaVersion)", "new": "\(ahead.map(\.name).sorted().joined(separator: ", "))"])
     }
 
     private static func applied(in database: ServerDatabase) async throws -> [String] {

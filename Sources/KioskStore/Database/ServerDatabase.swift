@@ -37,6 +37,10 @@ final class ServerDatabase: Sendable {
         let database = try await ServerDatabase(location: location, pool: pool, logger: logger)
         do {
             try await Migrations.run(on: database, logger: logger)
+        } catch let refusal as ServerSetupError {
+            // Already one line naming the database, what is wrong and what to do.
+            await database.close()
+            throw refusal
         } catch {
             await database.close()
             throw cannotOpen(location, error)

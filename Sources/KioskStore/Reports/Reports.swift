@@ -9,6 +9,17 @@ public struct Reports: StoreOwner {
     /// The database engine the store runs on (`sqlite` or `postgres`), as the console names it.
     public var engineName: String { database.engine.rawValue }
 
+    /// The time of the last transaction or ledger entry: after a restore, the backup's point.
+    public func lastActivity() async throws -> Date? {
+        struct Row: Decodable { var at: Date? }
+        let rows = try await database.read { db in
+            try await db.raw(#"""
+                SELECT MAX("createdAt") AS "at" FROM "storeTransaction" UNION ALL SELECT MAX("createdAt") AS "at" FROM "ledgerEntry"
+                """#).all(decoding: Row.self)
+        }
+        return rows.compactMap(\.at).max()
+    }
+
     /// Accounts, oldest first: created since `filter.since`; with a product or a state, only the
     /// accounts holding a transaction of that product and state. One query.
     public func accounts(_ filter: ListFilter = ListFilter()) async throws -> [AdminAccountRow] {

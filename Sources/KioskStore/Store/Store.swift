@@ -31,6 +31,10 @@ public struct Store: Sendable {
     public var reading: ReadingProgress { ReadingProgress(base: base) }
     /// Offer codes: made by the operator, redeemed by readers.
     public var codes: OfferCodes { OfferCodes(base: base) }
+    /// Every product the store published, which carries withdrawn products to their owners.
+    public var publishedProducts: PublishedProducts { PublishedProducts(base: base) }
+    /// `kiosk admin check`'s look at the rows: receipts, balances, each day's sales.
+    public var audit: StoreAudit { StoreAudit(base: base) }
     /// The operator's lists and figures: accounts, transactions, sales, downloads, owners.
     public var reports: Reports { Reports(base: base) }
     /// Signs receipts and holds the keys Kiosk's own receipts are checked against.

@@ -43,6 +43,11 @@ enum StoreEnvironmentMark {
         }
     }
 
+    /// The environment the database was first served in; nil before its first start.
+    static func recorded(in database: ServerDatabase) async throws -> StoreEnvironment? {
+        try await database.read { db in try await Self.mark(in: db) }.flatMap(StoreEnvironment.init(rawValue:))
+    }
+
     private static func mark(in db: any SQLDatabase) async throws -> String? {
         try await db.select().column("environment").from("storeEnvironment").where("id", .equal, 1)
             .first()?.decode(column: "environment", as: String.self)

@@ -201,6 +201,13 @@ extension StoreError {
         StoreError(.wrongState, code: "off_sale", message: "\(id) is no longer for sale; readers who own it keep downloading it (kiosk restore)")
     }
 
+    /// A row the store wrote that no longer reads as what it holds (edited by hand, or written by
+    /// a Kiosk of another schema): nothing is decided without it.
+    public static func unreadableRecord(what: String, reason: String) -> StoreError {
+        StoreError(.unavailable, code: "unreadable_record",
+            message: "the database's \(what) cannot be read (\(reason)); restore it from a backup (docs/operations.md) or fix the row")
+    }
+
     public static func notWithdrawn(_ id: String, reason: String) -> StoreError {
         StoreError(.wrongState, code: "not_withdrawn", message: "\(id) cannot be removed: \(reason)")
     }
