@@ -18,7 +18,7 @@ extension Kiosk {
                 Example: kiosk admin sales --server http://127.0.0.1:8080 --data .kiosk-server
                 """,
             subcommands: [Accounts.self, AccountDetail.self, TransactionList.self, Pending.self, Sales.self, Tax.self, DownloadStats.self, AppStoreNotifications.self, Approve.self, Decline.self, Revoke.self, Refund.self, Grant.self,
-                          Sandbox.self, Renewals.self, Webhooks.self, Notifications.self, Products.self, Codes.self, Disable.self, Enable.self, ResetCode.self, Events.self]
+                          Sandbox.self, Renewals.self, Webhooks.self, Notifications.self, Products.self, Codes.self, Disable.self, Enable.self, ResetCode.self, Events.self, Lost.self]
         )
 
         struct Options: ParsableArguments {
@@ -281,6 +281,27 @@ extension Kiosk {
                     try options.show(rows: rows) {
                         let rate = $0.rateBasisPoints.map { "\(AdminTaxRow.rateText($0)) %" } ?? "no tax"
                         return "\($0.country ?? "(no storefront)")  \(rate)  sales \($0.sales)  refunds \($0.refunds)  net \(Price.shown(cents: $0.netCents, $0.currency))  tax \(Price.shown(cents: $0.taxCents, $0.currency))"
+                    }
+                }
+            }
+        }
+
+        struct Lost: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "lost",
+                abstract: "After a restore: receipts presented for purchases the backup did not hold, and what became of each.",
+                discussion: """
+                    reinstated: written again from the store's own receipt, with its charge. chargedTwice: the \
+                    reader bought the same book again since: refund one. creditsNotRecovered: a credit pack \
+                    (grant its credits by hand if due). accountUnknown: an account made after the backup.
+
+                    Example: kiosk admin lost --data /var/lib/kiosk
+                    """)
+            @OptionGroup var options: Options
+            func run() async throws {
+                try await reportingErrors {
+                    try options.show(rows: try await options.get([AdminReinstatementRow].self, "/v1/admin/reinstatements")) {
+                        "\($0.transactionId)  \($0.outcome)  \($0.productId)  account \($0.accountId)  bought \(ISO8601DateFormatter().string(from: $0.purchaseDate))  \(Double($0.amountCents) / 100) \($0.currency ?? "")"
                     }
                 }
             }

@@ -347,3 +347,19 @@ public enum TaxQuarter {
         return (start, end)
     }
 }
+
+/// `GET /v1/admin/reinstatements`: a receipt the store signed, presented for a transaction its
+/// database no longer held (a restore to a backup from before it), and what became of it:
+/// `reinstated` (written again, with its charge), `chargedTwice` (written again as a free re-buy
+/// beside the same book bought since: refund one), `creditsNotRecovered` (a credit pack: not
+/// restored), `accountUnknown` (an account the backup does not hold: nothing written).
+public struct AdminReinstatementRow: Codable, Sendable, Equatable {
+    public var transactionId: String
+    public var accountId: String
+    public var productId: String
+    public var outcome: String
+    public var amountCents: Int
+    public var currency: String?
+    public var purchaseDate: Date
+    public var presentedAt: Date
+}

@@ -17,6 +17,9 @@ public enum PaidBy: String, Sendable, Codable, CaseIterable {
     case `operator`
     /// Redeemed with an offer code (`kiosk redeem-code`), charging nothing.
     case code
+    /// Written again from the store's own signed receipt, which a device presented after a restore
+    /// had lost its row (`Reinstatements`): paid for in the time the backup did not hold.
+    case receipt
 
     /// The methods only a sandbox writes: a database holding one was a sandbox's.
     public static let sandboxOnly: [PaidBy] = [.approve, .defer, .decline, .cancel, .renewal]

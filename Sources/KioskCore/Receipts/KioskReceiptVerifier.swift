@@ -23,7 +23,7 @@ public struct KioskReceiptVerifier<Keys: ReceiptKeySource>: PurchaseProofVerifie
     public var kind: PurchaseProofKind { .kioskReceipt }
 
     public func verify(_ proof: String, presentedBy accountId: String?) async throws -> VerifiedPurchase {
-        VerifiedPurchase(kind: kind, claims: try await claims(of: proof, presentedBy: accountId))
+        VerifiedPurchase(kind: kind, claims: try await claims(of: proof, presentedBy: accountId), receipt: proof)
     }
 
     /// The verified claims of `receipt`.

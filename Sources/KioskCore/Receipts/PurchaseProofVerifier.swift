@@ -29,11 +29,15 @@ public struct VerifiedPurchase: Sendable, Equatable {
     /// When the proof itself says its transaction was revoked (an App Store transaction re-signed
     /// after a refund carries its revocationDate); such a proof entitles nothing.
     public var revoked: Date?
+    /// The store's own receipt as presented (Kiosk receipts only): what a transaction a restore
+    /// lost is written again from.
+    public var receipt: String?
 
-    public init(kind: PurchaseProofKind, claims: ReceiptClaims, revoked: Date? = nil) {
+    public init(kind: PurchaseProofKind, claims: ReceiptClaims, revoked: Date? = nil, receipt: String? = nil) {
         self.kind = kind
         self.claims = claims
         self.revoked = revoked
+        self.receipt = receipt
     }
 }
 

@@ -658,6 +658,22 @@ enum Migrations {
             )
             """,
         ] },
+        // After a restore (issue 66): each receipt the store signed for a transaction its database
+        // no longer holds, as a device presented it, and what became of it (``Reinstatements``).
+        Migration(name: "35-reinstatements", earlierMayServe: true) { type in [
+            """
+            CREATE TABLE "reinstatement" (
+                "transactionId" TEXT PRIMARY KEY,
+                "accountId" TEXT NOT NULL,
+                "productId" TEXT NOT NULL,
+                "outcome" TEXT NOT NULL,
+                "amountCents" BIGINT NOT NULL,
+                "currency" TEXT,
+                "purchaseDate" \(type.timestamp) NOT NULL,
+                "presentedAt" \(type.timestamp) NOT NULL
+            )
+            """,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

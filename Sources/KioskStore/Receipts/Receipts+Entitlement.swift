@@ -19,7 +19,7 @@ extension Receipts {
         if verified.kind == .appStore {
             return try await AppStoreBridge(base: base).appStoreEntitlement(verified, for: product)
         }
-        return try await entitlement(verified.claims, for: product)
+        return try await entitlement(verified.claims, receipt: verified.receipt, for: product)
     }
 
     /// Checks that the receipt's transaction stands and that its account owns `product`, directly or
@@ -27,14 +27,21 @@ extension Receipts {
     ///
     /// Which issues a subscription period entitles is ``SubscriptionCoverage``'s rule, the same
     /// one the client applies when it queues them.
-    public func entitlement(_ claims: ReceiptClaims, for product: Product) async throws -> Entitlement {
+    ///
+    /// An authentic receipt for a transaction the database does not hold (a restore lost it) is
+    /// written again from its claims first (``Reinstatements``), never taken for a revocation.
+    public func entitlement(_ claims: ReceiptClaims, receipt: String? = nil, for product: Product) async throws -> Entitlement {
+        if let standing = try await standingEntitlement(claims, for: product) { return standing }
+        guard let receipt, try await Reinstatements(base: base).reinstate(claims, receipt: receipt) else { return .revoked }
+        return try await standingEntitlement(claims, for: product) ?? .revoked
+    }
+
+    /// The entitlement of a receipt whose transaction the database holds; nil when it holds none.
+    private func standingEntitlement(_ claims: ReceiptClaims, for product: Product) async throws -> Entitlement? {
         let products = try await catalog.storeProducts().products
         return try await database.read { db in
-            guard let presented = try await TransactionRows(db).find(claims.transactionId),
-                  presented.accountId == claims.accountId, presented.status == .purchased
-            else {
-                return .revoked
-            }
+            guard let presented = try await TransactionRows(db).find(claims.transactionId) else { return nil }
+            guard presented.accountId == claims.accountId, presented.status == .purchased else { return .revoked }
             var holdings = try await Holdings(accountId: claims.accountId, db)
             return try await holdings.owns(product, products: products, db) ? .granted : .notOwned
         }

@@ -14,6 +14,13 @@ struct AdminReportRoutes: Sendable {
         routes.get("downloads", use: downloads)
         routes.get("appstore/notifications", use: appStoreNotifications)
         routes.get("channel-events", use: channelEvents)
+        routes.get("reinstatements", use: reinstatements)
+    }
+
+    /// `GET /v1/admin/reinstatements`: ``AdminReinstatementRow`` per receipt presented for a
+    /// transaction a restore lost, newest first (what `kiosk admin lost` lists).
+    @Sendable func reinstatements(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        try JSONBody.response(try await store.reinstatements.list())
     }
 
     /// `GET /v1/admin/sales`: ``AdminSalesRow`` per day, product and currency.

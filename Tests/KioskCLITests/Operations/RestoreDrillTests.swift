@@ -1,0 +1,226 @@
+import Foundation
+import KioskCore
+import KioskTestSupport
+import Testing
+
+/// The restore drill (issue 66), as an operator would run it: purchases on several devices while a
+/// backup is taken, more after it, the store killed, restored from the backup (SQLite: `kiosk admin
+/// backup` and `restore`; PostgreSQL: pgBackRest to a point in time, into a new cluster), then
+/// `kiosk admin check` clean, every device's receipts verify, what was bought before the backup
+/// point stands, and what was bought after it is written again from its receipt or listed for the
+/// operator (`kiosk admin lost`): never silently lost.
+@Suite("The restore drill")
+struct RestoreDrillTests {
+    static let books = ["com.kiosk.books.small-engines", "com.kiosk.books.lighthouse-keeper", "com.kiosk.books.night-sky-atlas"]
+    static let later = "com.kiosk.books.river-of-maps"
+    static let pack = "com.kiosk.credits.pack-5"
+
+    /// A device: its home folder, and the receipts it saved, read from its own database.
+    struct Device {
+        let home: URL
+        var environment: [String: String] { ["KIOSK_HOME": home.path] }
+
+        func buy(_ product: String, server: String) async throws {
+            let bought = try await KioskCommand.run(["buy", product, "--server", server], environment: environment)
+            #expect(bought.status == 0, "\(product): \(bought.stderr)")
+        }
+
+        /// Product and receipt of every purchase the device saved a receipt for.
+        func receipts() throws -> [(product: String, receipt: String)] {
+            let rows = try ToolProcess.run("/usr/bin/sqlite3", ["-separator", "\t", home.appendingPathComponent("kiosk.sqlite").path,
+                                                               "SELECT productId, receipt FROM payment WHERE receipt IS NOT NULL"])
+            #expect(rows.status == 0, "\(rows.output)")
+            var found: [(product: String, receipt: String)] = []
+            for line in rows.output.split(separator: "\n") {
+                let fields = line.split(separator: "\t", maxSplits: 1).map(String.init)
+                if fields.count == 2 { found.append((fields[0], fields[1])) }
+            }
+            return found
+        }
+    }
+
+    /// A store as the drill needs it on either engine: started and killed as a process, its
+    /// database backed up and restored by the engine's tools.
+    protocol Engine: Sendable {
+        var arguments: [String] { get }
+        /// Takes the backup while purchases go on.
+        func backup() async throws
+        /// Marks the backup point (PostgreSQL: a point in time after what must be kept).
+        func markPoint() async throws
+        /// Restores the backup (or the point) once the store is killed; returns the new arguments.
+        func restore() async throws -> [String]
+        func finish() async
+    }
+
+    @Test("SQLite: a backup taken while devices buy, the store killed and restored with kiosk admin restore: check clean, receipts verify, later purchases written again or listed")
+    func sqliteDrill() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let backup = directory.path("backups/kiosk.sqlite")
+        try FileManager.default.createDirectory(at: backup.deletingLastPathComponent(), withIntermediateDirectories: true)
+        struct SQLite: Engine {
+            let store: SampleStore
+            let file: URL
+            var arguments: [String] { [] }
+            func backup() async throws {
+                let made = try await KioskCommand.run(["admin", "backup", file.path, "--data", store.data.path])
+                #expect(made.status == 0, "\(made.stderr)")
+                let attributes = try FileManager.default.attributesOfItem(atPath: file.path)
+                #expect((attributes[.posixPermissions] as? Int) == 0o600, "a backup holds the signing keys: its owner's only")
+                let content = try Data(contentsOf: URL(fileURLWithPath: file.path + ".content.json"))
+                #expect(try JSONSerialization.jsonObject(with: content) as? [Any] != nil)
+                let again = try await KioskCommand.run(["admin", "backup", file.path, "--data", store.data.path])
+                #expect(again.status == 1 && again.stderr.contains("exists already"), "\(again.stderr)")
+            }
+            func markPoint() async throws {}
+            func restore() async throws -> [String] {
+                let restored = try await KioskCommand.run(["admin", "restore", file.path, "--data", store.data.path])
+                #expect(restored.status == 0, "\(restored.stderr)")
+                #expect(restored.stdout.contains("the backup's last purchase or change"), "\(restored.stdout)")
+                return []
+            }
+            func finish() async {}
+        }
+        try await drill(store: store, directory: directory, engine: SQLite(store: store, file: backup))
+    }
+
+    @Test("PostgreSQL: a pgBackRest full backup taken while devices buy, WAL archived, the store killed and the database restored to a point in time into a new cluster: check clean, receipts verify, later purchases written again or listed")
+    func postgresDrill() async throws {
+        let directory = try TemporaryDirectory()
+        // PostgreSQL and pgBackRest run as the postgres user, which must reach the cluster's folder.
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory.url.path)
+        let store = try SampleStore(in: directory)
+        let postgres = try await Postgres(folder: directory.path("pg"))
+        do {
+            try await drill(store: store, directory: directory, engine: postgres)
+        } catch {
+            await postgres.finish()
+            throw error
+        }
+    }
+
+    /// PostgreSQL with pgBackRest (scripts/pgbackrest-drill): a cluster of the test's own, started
+    /// with archiving; a full backup; the point in time after what must be kept; a restore into a
+    /// new cluster.
+    final class Postgres: Engine, @unchecked Sendable {
+        static let scripts = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("scripts")
+        let folder: URL
+        let restoredFolder: URL
+        let port: Int
+        private var point = ""
+
+        init(folder: URL) async throws {
+            self.folder = folder
+            restoredFolder = folder.deletingLastPathComponent().appendingPathComponent("pg-restored")
+            let started = try await Self.run("postgres-cluster", ["start", folder.path, "--archive", "--watch", String(getpid()), "--database", "kiosk"])
+            port = try Self.port(in: started)
+            _ = try await Self.run("pgbackrest-drill", ["setup", folder.path])
+        }
+
+        var arguments: [String] { ["--database", Self.url(port)] }
+
+        func backup() async throws {
+            let made = try await Self.run("pgbackrest-drill", ["backup", folder.path, "--type", "full"])
+            #expect(made.hasPrefix("label="), "\(made)")
+        }
+
+        func markPoint() async throws {
+            point = try await Self.run("pgbackrest-drill", ["time", folder.path]).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+
+        func restore() async throws -> [String] {
+            let started = try await Self.run("pgbackrest-drill", ["restore", folder.path, "--into", restoredFolder.path, "--target", point, "--watch", String(getpid())])
+            return ["--database", Self.url(try Self.port(in: started))]
+        }
+
+        func finish() async {
+            for cluster in [restoredFolder, folder] { _ = try? await Self.run("postgres-cluster", ["stop", cluster.path, "--remove"]) }
+        }
+
+        static func url(_ port: Int) -> String { "postgres://kiosk@127.0.0.1:\(port)/kiosk?tlsmode=disable" }
+
+        static func port(in line: String) throws -> Int {
+            guard let field = line.split(whereSeparator: { $0 == " " || $0 == "\n" }).first(where: { $0.hasPrefix("port=") }),
+                  let port = Int(field.dropFirst(5)) else {
+                throw TestServiceError("no port=… in \(line)")
+            }
+            return port
+        }
+
+        /// Runs one of the repository's scripts; a failure (pgBackRest or PostgreSQL missing, say) is
+        /// the script's own one line, which fails the test.
+        @discardableResult
+        static func run(_ script: String, _ arguments: [String]) async throws -> String {
+            let path = scripts.appendingPathComponent(script).path
+            let (status, output) = try await offCooperativePool { try ToolProcess.run(path, arguments) }
+            guard status == 0 else { throw TestServiceError("\(script) \(arguments.joined(separator: " ")) failed (\(status)): \(output)") }
+            return output
+        }
+    }
+
+    /// The drill on any engine: devices buy while the backup is taken, one buys after the backup
+    /// point and a new device's account is made after it; the store is killed and restored.
+    func drill(store: SampleStore, directory: TemporaryDirectory, engine: some Engine) async throws {
+        var server = try await ServerProcess.start(store, extraArguments: engine.arguments, log: directory.path("server.log"))
+        let devices = (0..<3).map { Device(home: directory.path("device-\($0)")) }
+        // A book on each of three devices at once; then credit packs on all three while the backup
+        // is taken (in it or not: either way nothing may be lost).
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, device) in devices.enumerated() {
+                group.addTask { [url = server.url] in try await device.buy(Self.books[index], server: url) }
+            }
+            try await group.waitForAll()
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for device in devices {
+                group.addTask { [url = server.url] in try await device.buy(Self.pack, server: url) }
+            }
+            group.addTask { try await engine.backup() }
+            try await group.waitForAll()
+        }
+        try await engine.markPoint()
+        // After the backup point: a purchase on a device the backup knows, a new device's account.
+        try await devices[0].buy(Self.later, server: server.url)
+        let newcomer = Device(home: directory.path("device-new"))
+        try await newcomer.buy(Self.books[0], server: server.url)
+        server.signal(SIGKILL)
+        _ = await server.stop()
+
+        let restored = try await engine.restore()
+        let check = try await KioskCommand.run(["admin", "check", "--data", store.data.path] + restored.filter { $0.hasPrefix("--database") || $0.hasPrefix("postgres") })
+        #expect(check.status == 0, "the restored store checks clean: \(check.stdout) \(check.stderr)")
+        server = try await ServerProcess.start(store, extraArguments: restored, log: directory.path("server-restored.log"))
+        let http = StoreHTTP(baseURL: server.url)
+        // Every receipt every device holds verifies under the keys the restored store publishes.
+        let policy = try await KioskReceiptPolicy(keySetJSON: try await http.send("GET", "/.well-known/jwks.json").body)
+        for device in devices + [newcomer] {
+            for (product, receipt) in try device.receipts() {
+                let claims = try await policy.check(receipt)
+                #expect(claims.productId == product)
+            }
+        }
+        // Each book bought before the backup point downloads with its receipt; the one bought after
+        // it is written again from its receipt; the newcomer's account is not in the backup.
+        func download(_ device: Device, _ product: String) async throws -> Int {
+            let receipt = try #require(try device.receipts().first { $0.product == product }?.receipt)
+            return try await http.send("HEAD", "/v1/content/\(product)", authorization: "Receipt \(receipt)").status
+        }
+        for (index, device) in devices.enumerated() {
+            #expect(try await download(device, Self.books[index]) == 200)
+        }
+        #expect(try await download(devices[0], Self.later) == 200, "bought after the backup point: written again from its receipt")
+        #expect(try await download(newcomer, Self.books[0]) == 403, "an account the backup does not hold")
+        let lost = try await KioskCommand.run(["admin", "lost", "--json", "--server", server.url, "--data", store.data.path])
+        #expect(lost.status == 0, "\(lost.stderr)")
+        let rows = try JSONDecoder.kiosk.decode([AdminReinstatementRow].self, from: Data(lost.stdout.utf8))
+        #expect(rows.first { $0.productId == Self.later }?.outcome == "reinstated", "\(lost.stdout)")
+        #expect(rows.first { $0.productId == Self.books[0] }?.outcome == "accountUnknown", "\(lost.stdout)")
+        // Written again with its charge, on the day it was paid: the books still balance.
+        _ = await server.stop()
+        let after = try await KioskCommand.run(["admin", "check", "--data", store.data.path] + restored.filter { $0.hasPrefix("--database") || $0.hasPrefix("postgres") })
+        #expect(after.status == 0, "\(after.stdout) \(after.stderr)")
+        #expect(after.stdout.contains("receipts: ") && !after.stdout.contains("receipts: 0 checked"), "\(after.stdout)")
+        await engine.finish()
+    }
+}
