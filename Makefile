@@ -7,8 +7,11 @@ DEV_PACKAGES := libcurl4-openssl-dev libarchive-dev libxml2-dev libsqlite3-dev p
 # chromium is the browser the console test drives through playwright (PyPI, in .build/venv);
 # gdb prints the stacks of a test run that falls silent (scripts/quiet-watchdog); epubcheck and
 # qpdf are the independent judges of the EPUBs and PDFs a device installs (PublicationTests); jing
-# judges the OPDS 1.2 feeds against the OPDS 1.2 RELAX NG schema (OPDS12Tests).
-TEST_TOOLS := curl wget aria2 python3 python3-venv sqlite3 postgresql nginx time tmux chromium gdb epubcheck qpdf jing
+# judges the OPDS 1.2 feeds against the OPDS 1.2 RELAX NG schema (OPDS12Tests). dpkg-dev and
+# lintian make and judge the Debian package, systemd's sysusers makes its user in a throwaway root
+# (PackageTests). pgbackrest backs up and restores the restore drill's PostgreSQL to a point in time
+# (RestoreDrillTests, scripts/pgbackrest-drill).
+TEST_TOOLS := curl wget aria2 python3 python3-venv sqlite3 postgresql nginx time tmux chromium gdb epubcheck qpdf jing lintian dpkg-dev systemd pgbackrest
 PLAYWRIGHT := playwright==1.65.2
 STRIPE := stripe==16.1.0
 JOSERFC := joserfc==1.6.5
@@ -177,6 +180,15 @@ install-completions:
 serve: deps
 	$(RELEASE)
 	$(RELEASE_BIN)/kiosk serve
+
+## A Debian package of the release build: both programs, the systemd units, the kiosk user, /etc/kiosk
+## and /var/lib/kiosk (scripts/package.sh; docs/operations.md, "Package"). Prints the .deb's path
+## (.build/package/kiosk_VERSION_ARCH.deb) once lintian finds no error in it.
+.PHONY: package
+package: deps
+	@$(MAKE) --no-print-directory install PACKAGES="dpkg-dev python3 lintian"
+	$(RELEASE)
+	@scripts/package.sh --bin $(RELEASE_BIN) --out .build/package --lintian
 
 clean:
 	rm -rf .build .kiosk-server
