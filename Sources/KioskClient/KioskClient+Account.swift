@@ -190,6 +190,20 @@ extension KioskClient {
     /// Erases the account's personal data at the store (its ledger stays, unlinked from the
     /// person) and forgets the account here.
     /// - Parameter password: the sign-in's password; nil for an anonymous account.
+    /// Asks the store to mail a reset link and code to `email` (the answer is the same whether
+    /// or not an account signs in with it). Needs no account on this device.
+    public func requestPasswordReset(email: String) async throws {
+        try await purchases.storeAPI().requestPasswordReset(email: email)
+    }
+
+    /// Turns the account's new-issue mail on or off.
+    public func setNewIssueMail(_ on: Bool) async throws -> MailPreferences {
+        guard let api = try await purchases.existingAccountAPI() else {
+            throw ClientError.invalidRequest("this device has no account; sign in first")
+        }
+        return try await api.setMailPreferences(MailPreferences(newIssues: on))
+    }
+
     public func deleteAccount(password: String?) async throws -> AccountDeleted {
         guard let api = try await purchases.existingAccountAPI() else {
             throw ClientError.invalidRequest("this device has no account; nothing to delete")

@@ -25,6 +25,8 @@ public struct KioskServer: Sendable {
     let shopPages: ShopPages
     /// Every page's templates (the shop's, `/account`'s, the console's), parsed once.
     let templates: MustacheLibrary
+    /// The mail's templates (``MailTemplates``), parsed once.
+    let mailTemplates: MustacheLibrary
     let logger: Logger
 
     /// Opens the database, the signing key and the admin token; the catalog is loaded by
@@ -48,6 +50,7 @@ public struct KioskServer: Sendable {
         self.limits = RateLimitGate(limits: configuration.rateLimits, limiter: store.rateLimiter)
         let templates = try PageTemplates.parsed()
         self.templates = templates
+        self.mailTemplates = try MailTemplates.parsed()
         let content = ContentRoutes(catalog: self.catalog, store: store, delivery: configuration.contentDelivery, limits: limits)
         self.accountPage = AccountPage(store: store, limits: limits, templates: templates, content: content)
         self.shopPages = ShopPages(catalog: self.catalog, templates: templates)

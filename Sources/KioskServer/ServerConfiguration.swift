@@ -50,6 +50,10 @@ public struct ServerConfiguration: Sendable {
     public var renewalInterval: Duration? = .seconds(1)
     /// How notifications are delivered to the publisher's endpoints; nil runs no delivery worker.
     public var notificationDelivery: NotificationDeliveryConfiguration? = NotificationDeliveryConfiguration()
+    /// The store's mail (`--smtp-url`); nil: no mail is sent (nothing is queued either).
+    public var mail: MailSettings?
+    /// How often `/metrics`' backlog gauges are read from the database.
+    public var backlogInterval: Duration = .seconds(15)
 
     /// How a client learns to buy here (`GET /v1/store`).
     public var storeDescription: StoreDescription {

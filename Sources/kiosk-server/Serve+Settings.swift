@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import KioskTransfer
 import Synchronization
 import KioskCommandLine
 import KioskCore
@@ -115,6 +116,42 @@ extension KioskServerTool.Serve {
         policy.passwordCost = UInt8(passwordCost)
         policy.deviceCodeLifetime = TimeInterval(deviceCodeLifetime)
         return policy
+    }
+
+    /// The mail the flags name; nil without --smtp-url. The password comes from a file or
+    /// $KIOSK_SMTP_PASSWORD, never from the command line (where `ps` shows it).
+    func mailSettings() throws -> MailSettings? {
+        guard let smtpURL else {
+            guard mailFrom == nil, smtpUser == nil, smtpPasswordFile == nil else {
+                throw ValidationError("--mail-from, --smtp-user and --smtp-password-file need --smtp-url, the server to send through")
+            }
+            return nil
+        }
+        guard let from = mailFrom, (try? EmailAddress.normalized(from)) != nil else {
+            throw ValidationError("--smtp-url needs --mail-from, the address the store's mail comes from (like store@example.com)")
+        }
+        var password = Self.environment("KIOSK_SMTP_PASSWORD")
+        if let file = smtpPasswordFile {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines), !text.isEmpty else {
+                throw ValidationError("--smtp-password-file \(file): cannot be read or is empty; put the SMTP password in it")
+            }
+            password = text
+        }
+        guard mailInterval > 0, mailRetry > 0 else { throw ValidationError("--mail-interval and --mail-retry must be more than 0 seconds") }
+        let server: SMTPServer
+        do {
+            server = try SMTPServer(url: smtpURL, username: smtpUser, password: password)
+        } catch let error as TransferError {
+            throw ValidationError("--smtp-url \(error.message)")
+        }
+        let base = publicURL ?? "http://\(host):\(port)"
+        guard let url = URL(string: base), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
+            throw ValidationError("--public-url must be an http(s) URL like https://books.example.com, not \(base)")
+        }
+        var settings = MailSettings(server: server, from: from, publicURL: base)
+        settings.interval = .milliseconds(Int64(mailInterval * 1000))
+        settings.schedule.firstRetry = mailRetry
+        return settings
     }
 
     /// The App Store app the flags name, with its roots read; nil without --app-store-bundle-id.

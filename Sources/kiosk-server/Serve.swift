@@ -170,6 +170,27 @@ extension KioskServerTool {
         @Option(help: ArgumentHelp("A JSON file of tax rates per country and class (a sample: deploy/tax/eu-epublications.json); each sale records its country, rate and tax ($KIOSK_TAX_RATES).", valueName: "file"))
         var taxRates: String? = Self.environment("KIOSK_TAX_RATES")
 
+        @Option(help: ArgumentHelp("Send the store's mail (reset links, address confirmations, receipts, reminders, new issues) through this SMTP server: smtp://HOST[:PORT] (STARTTLS) or smtps://HOST[:PORT] ($KIOSK_SMTP_URL).", valueName: "url"))
+        var smtpURL = Self.environment("KIOSK_SMTP_URL")
+
+        @Option(help: ArgumentHelp("The SMTP user ($KIOSK_SMTP_USER).", valueName: "user"))
+        var smtpUser = Self.environment("KIOSK_SMTP_USER")
+
+        @Option(help: ArgumentHelp("A file holding the SMTP password (else $KIOSK_SMTP_PASSWORD); never on the command line.", valueName: "file"))
+        var smtpPasswordFile = Self.environment("KIOSK_SMTP_PASSWORD_FILE")
+
+        @Option(help: ArgumentHelp("The address the store's mail comes from, e.g. store@example.com ($KIOSK_MAIL_FROM).", valueName: "address"))
+        var mailFrom = Self.environment("KIOSK_MAIL_FROM")
+
+        @Option(help: ArgumentHelp("The store's address as readers reach it, for the links its mail carries, e.g. https://books.example.com (default: http://HOST:PORT) ($KIOSK_PUBLIC_URL).", valueName: "url"))
+        var publicURL = Self.environment("KIOSK_PUBLIC_URL")
+
+        @Option(help: ArgumentHelp("Seconds between two passes of the mail worker ($KIOSK_MAIL_INTERVAL).", valueName: "seconds"))
+        var mailInterval = Self.environment("KIOSK_MAIL_INTERVAL").flatMap(Double.init) ?? 5
+
+        @Option(help: ArgumentHelp("Seconds before a message that could not be sent is tried again, doubling up to an hour ($KIOSK_MAIL_RETRY).", valueName: "seconds"))
+        var mailRetry = Self.environment("KIOSK_MAIL_RETRY").flatMap(Double.init) ?? 30
+
         static func environment(_ name: String) -> String? {
             ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
         }
@@ -196,6 +217,7 @@ extension KioskServerTool {
         ]
 
         func validate() throws {
+            _ = try mailSettings()
             for variable in Self.typedVariables {
                 if let value = Self.environment(variable.name), !variable.valid(value) {
                     throw ValidationError("$\(variable.name) is \"\(value.prefix(64))\", which is not \(variable.expected); fix or unset it")
@@ -308,6 +330,8 @@ extension KioskServerTool {
                 configuration.contentDelivery = try delivery()
                 configuration.rateLimits = try rateLimits()
                 configuration.accounts = try accountPolicy()
+                configuration.mail = try mailSettings()
+                configuration.accounts.sendsMail = configuration.mail != nil
                 configuration.stripe = try stripe()
                 configuration.channels = try await channelSettings()
                 if stripeAutomaticTax {

@@ -11,7 +11,7 @@ extension Kiosk {
         static let configuration = CommandConfiguration(
             abstract: "Show this device's account, give it a sign-in, or link it to an anonymous one.",
             discussion: "Example: kiosk account create --email ann@example.com  (then kiosk login --email ann@example.com on another device)",
-            subcommands: [Show.self, Create.self, Link.self, Export.self, Delete.self, Reset.self],
+            subcommands: [Show.self, Create.self, Link.self, Export.self, Delete.self, Forgot.self, Reset.self, Mail.self],
             defaultSubcommand: Show.self
         )
 
@@ -156,9 +156,42 @@ extension Kiosk {
             }
         }
 
+        struct Forgot: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Ask the store to mail a link and a code that set a new password (when it sends mail).",
+                discussion: "Then: kiosk account reset --email EMAIL --code CODE. Example: kiosk account forgot --email ann@example.com")
+
+            @OptionGroup var options: ClientOptions
+            @Option(help: "The account's email.") var email: String
+
+            func run() async throws {
+                try await reportingErrors {
+                    try await options.client().requestPasswordReset(email: email)
+                    Swift.print("if an account signs in with \(email), a message with a reset link and code is on its way (it works for an hour); then run kiosk account reset --email \(email) --code CODE")
+                }
+            }
+        }
+
+        struct Mail: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Choose the store's optional mail: a message when a new issue of your subscriptions is out.",
+                discussion: "Example: kiosk account mail --new-issues on")
+
+            @OptionGroup var options: ClientOptions
+            @Option(help: ArgumentHelp("on or off.", valueName: "on|off")) var newIssues: String
+
+            func run() async throws {
+                try await reportingErrors {
+                    guard ["on", "off"].contains(newIssues) else { throw ValidationError("--new-issues takes on or off, not \(newIssues)") }
+                    let set = try await options.client().setNewIssueMail(newIssues == "on")
+                    Swift.print(set.newIssues ? "new-issue mail on: the store mails you when a new issue of your subscriptions is out" : "new-issue mail off")
+                }
+            }
+        }
+
         struct Reset: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Set a new password with the one-time code the store's operator gave; every device is signed out.",
+                abstract: "Set a new password with a one-time code (mailed by kiosk account forgot, or the operator's); every device is signed out.",
                 discussion: "Example: kiosk account reset --email ann@example.com --code BCDF-GHJK-LMNP-QRST"
             )
 

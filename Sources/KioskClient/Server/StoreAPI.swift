@@ -63,6 +63,14 @@ struct StoreAPI: Sendable {
         try await call("POST", "/v1/account/password-reset", body: request)
     }
 
+    func requestPasswordReset(email: String) async throws {
+        let _: [String: String] = try await call("POST", "/v1/account/password-reset-request", body: PasswordResetMailRequest(email: email))
+    }
+
+    func setMailPreferences(_ preferences: MailPreferences) async throws -> MailPreferences {
+        try await call("PUT", "/v1/account/mail", body: preferences)
+    }
+
     func approveDeviceCode(_ userCode: String) async throws -> DeviceCodeApproved {
         try await call("POST", "/v1/device-codes/approve", body: DeviceCodeApproval(userCode: userCode))
     }

@@ -279,3 +279,23 @@ public struct ResetCodeIssued: Codable, Sendable {
         self.expiresAt = expiresAt
     }
 }
+
+/// `POST /v1/account/password-reset-request`: mail a reset link to this address, if an account
+/// signs in with it. The answer (202) is the same either way.
+public struct PasswordResetMailRequest: Codable, Sendable {
+    public var email: String
+    public init(email: String) { self.email = email }
+}
+
+/// `POST /v1/account/email-confirmation`: the token a confirmation link carried.
+public struct EmailConfirmation: Codable, Sendable {
+    public var token: String
+    public init(token: String) { self.token = token }
+}
+
+/// `PUT /v1/account/mail`: which of the store's optional messages the account wants.
+public struct MailPreferences: Codable, Sendable, Equatable {
+    /// A message when a new issue of a series the account subscribes to is out.
+    public var newIssues: Bool
+    public init(newIssues: Bool) { self.newIssues = newIssues }
+}

@@ -52,6 +52,13 @@ struct AccountPage: Sendable {
         routes.post("account/delete", use: guarded(deleteAccount))
         routes.get("account/library", use: guarded(library))
         routes.get("account/library/:id/file", use: guarded(download))
+        routes.get("account/forgot", use: guarded(forgotPage))
+        routes.post("account/forgot", use: guarded(forgot))
+        routes.get("account/reset", use: guarded(resetPage))
+        routes.post("account/reset", use: guarded(reset))
+        routes.get("account/confirm", use: guarded(confirmPage))
+        routes.post("account/confirm", use: guarded(confirm))
+        routes.post("account/mail", use: guarded(mailPreferences))
         routes.get("account/buy/:id", use: guarded(buyPage))
         routes.post("account/buy/:id", use: guarded(buy))
         return routes
@@ -137,7 +144,7 @@ struct AccountPage: Sendable {
 
     func signInPage(_ request: Request, next: String, code: String? = nil, email: String = "", error: String? = nil, status: HTTPResponse.Status = .ok) -> Response {
         let csrf = Store.randomHex(bytes: 16)
-        var values: [String: Any] = ["title": "Sign in", "csrf": csrf, "next": next, "email": email, "code": code ?? ""]
+        var values: [String: Any] = ["title": "Sign in", "csrf": csrf, "next": next, "email": email, "code": code ?? "", "sendsMail": store.sendsMail]
         if let error { values["error"] = error }
         var response = html(status, "signIn", values)
         let secure = RequestOrigin.isSecure(request) ? "; Secure" : ""
@@ -330,7 +337,7 @@ struct AccountPage: Sendable {
     }
 
     /// Runs one of the page's actions; the page comes back with what it did, or why not.
-    private func acting(_ device: DeviceIdentity, _ request: Request, _ action: () async throws -> String) async throws -> Response {
+    func acting(_ device: DeviceIdentity, _ request: Request, _ action: () async throws -> String) async throws -> Response {
         do {
             let notice = try await action()
             // Removing this browser's own device signs the page out.
@@ -387,7 +394,7 @@ struct AccountPage: Sendable {
     }
 
     /// - Parameter seconds: nil for a cookie that ends with the browser; 0 to delete it.
-    private func sessionCookie(_ token: String, request: Request, seconds: Int?) -> String {
+    func sessionCookie(_ token: String, request: Request, seconds: Int?) -> String {
         // Secure when the store is reached over HTTPS (the proxy in front says so).
         let secure = RequestOrigin.isSecure(request) ? "; Secure" : ""
         return "\(Self.cookie)=\(token); Path=/account; HttpOnly; SameSite=Strict\(seconds.map { "; Max-Age=\($0)" } ?? "")\(secure)"

@@ -16,7 +16,7 @@ enum AccountPageTemplates {
         <input type="password" id="password" name="password" autocomplete="current-password" required>
         <button type="submit">Sign in</button>
         </form>
-        <p class="muted">Locked out? Ask the store for a reset code.</p>
+        {{#sendsMail}}<p><a href="/account/forgot">Forgot your password?</a></p>{{/sendsMail}}{{^sendsMail}}<p class="muted">Locked out? Ask the store for a reset code.</p>{{/sendsMail}}
         </section>
         <section>
         <h2>New here?</h2>
@@ -119,8 +119,56 @@ enum AccountPageTemplates {
         {{% CONTENT_TYPE: KIOSK_HTML}}{{<layout}}{{$content}}<p>{{#shop}}<a href="/">Back to the shop</a>{{/shop}}{{^shop}}<a href="/account">Back to your account</a>{{/shop}}</p>{{/content}}{{/layout}}
         """
 
+    /// Asking for a reset link by email.
+    static let forgot = """
+        {{% CONTENT_TYPE: KIOSK_HTML}}{{<layout}}{{$content}}
+        <section>
+        {{^sent}}<form method="post" action="/account/forgot">
+        <label for="email">The email you sign in with</label>
+        <input type="email" id="email" name="email" autocomplete="username" required>
+        <button type="submit">Mail me a reset link</button>
+        </form>{{/sent}}
+        <p><a href="/account">Back to signing in</a></p>
+        </section>
+        {{/content}}{{/layout}}
+        """
+
+    /// Setting a new password with the code a reset link carried.
+    static let reset = """
+        {{% CONTENT_TYPE: KIOSK_HTML}}{{<layout}}{{$content}}
+        <section>
+        <form method="post" action="/account/reset">
+        <label for="email">The email you sign in with</label>
+        <input type="email" id="email" name="email" value="{{email}}" autocomplete="username" required>
+        <label for="code">Your reset code</label>
+        <input type="text" id="code" name="code" value="{{code}}" autocomplete="one-time-code" required>
+        <label for="password">A new password of at least 8 characters</label>
+        <input type="password" id="password" name="password" autocomplete="new-password" minlength="8" required>
+        <button type="submit">Set the new password</button>
+        </form>
+        <p class="muted">Every device signed in to the account is signed out.</p>
+        </section>
+        {{/content}}{{/layout}}
+        """
+
+    /// Confirming an address: a button, so a mail scanner that opens the link confirms nothing.
+    static let confirm = """
+        {{% CONTENT_TYPE: KIOSK_HTML}}{{<layout}}{{$content}}
+        <section>
+        {{^confirmed}}<form method="post" action="/account/confirm">
+        <input type="hidden" name="token" value="{{token}}">
+        <button type="submit">Confirm my address</button>
+        </form>{{/confirmed}}
+        <p><a href="/account">Your account</a></p>
+        </section>
+        {{/content}}{{/layout}}
+        """
+
     /// Registers the account page's templates in `library` (``PageTemplates.parsed()``).
     static func register(in library: inout MustacheLibrary) throws {
+        try library.register(forgot, named: "forgot")
+        try library.register(reset, named: "reset")
+        try library.register(confirm, named: "confirm")
         try library.register(signIn, named: "signIn")
         try library.register(account, named: "account")
         try library.register(deleted, named: "deleted")

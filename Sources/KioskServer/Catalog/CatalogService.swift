@@ -54,6 +54,8 @@ public actor CatalogService {
     private var checked: Checked?
     /// The products the catalog files list, as last built (the others served are withdrawn ones).
     private var fileProducts: Set<String> = []
+    /// Reloads refused since the start (a bad catalog; the last good one kept serving), for `/metrics`.
+    public private(set) var failedReloads = 0
     /// Where the products published are remembered (``keep(publishedProducts:)``).
     private var registry: PublishedProducts?
 
@@ -156,6 +158,7 @@ public actor CatalogService {
             return true
         } catch {
             logger.error("catalog reload refused; still serving the last good catalog", metadata: ["error": "\(error)"])
+            failedReloads += 1
             return false
         }
     }

@@ -51,6 +51,12 @@ extension KioskServer {
         if let delivery = configuration.notificationDelivery {
             services.append(Self.stopsTheGroup(PeriodicService.notifications(store, delivery, logger: logger)))
         }
+        if let mail = configuration.mail {
+            services.append(Self.stopsTheGroup(PeriodicService.mail(
+                MailSender(store: store, catalog: catalog, settings: mail, templates: mailTemplates, metrics: metrics, logger: logger),
+                every: mail.interval, logger: logger)))
+        }
+        services.append(Self.stopsTheGroup(PeriodicService.backlog(store, catalog, metrics, every: configuration.backlogInterval, logger: logger)))
         // Last, so it hears of a shutdown first: waiting long polls answer before the HTTP service waits for them.
         services.append(Self.stopsTheGroup(ChangeFeedService(store: store, listens: false, logger: logger)))
         var group = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [], logger: logger)

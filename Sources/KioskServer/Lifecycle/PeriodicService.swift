@@ -48,6 +48,14 @@ extension PeriodicService {
         }
     }
 
+    /// The backlog gauges of `/metrics` (deliveries, events to act on, mail, failed reloads),
+    /// read from the database every few seconds rather than on each scrape.
+    static func backlog(_ store: Store, _ catalog: CatalogService, _ metrics: ServerMetrics, every interval: Duration, logger: Logger) -> PeriodicService {
+        PeriodicService(name: "metrics", interval: interval, logger: logger) {
+            metrics.setBacklog(try await store.reports.backlog(), failedReloads: await catalog.failedReloads)
+        }
+    }
+
     /// Idle rate-limit buckets are forgotten, and archives that a reload replaced are deleted once
     /// no resume can still need them: off the request path, every minute.
     static func cleanup(_ limiter: RateLimiter, _ catalog: CatalogService, logger: Logger) -> PeriodicService {

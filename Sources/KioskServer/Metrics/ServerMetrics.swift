@@ -21,6 +21,7 @@ public struct ServerMetrics: StoreMetrics {
     private final class Handles: Sendable {
         let counters = Mutex<[RequestKey: CoreMetrics.Counter]>([:])
         let timers = Mutex<[RequestKey: CoreMetrics.Timer]>([:])
+        let gauges = Mutex<[String: CoreMetrics.Meter]>([:])
     }
 
     private struct RequestKey: Hashable {
@@ -75,6 +76,32 @@ public struct ServerMetrics: StoreMetrics {
     /// Counts a payment or redemption by its outcome (purchased, deferred, declined, cancelled…).
     public func payment(outcome: String) {
         CoreMetrics.Counter(label: "kiosk_payments_total", dimensions: [("outcome", outcome)], factory: factory).increment()
+    }
+
+    /// Sets a gauge of the store's backlog (one label, no dimensions), made on first use.
+    func gauge(_ label: String, _ value: Int) {
+        let meter = handles.gauges.withLock { gauges in
+            if let meter = gauges[label] { return meter }
+            let meter = CoreMetrics.Meter(label: label, dimensions: [], factory: factory)
+            gauges[label] = meter
+            return meter
+        }
+        meter.set(Double(value))
+    }
+
+    /// Messages waiting in the mail outbox, and those given up.
+    func setMail(pending: Int, failed: Int) {
+        gauge("kiosk_mail_pending", pending)
+        gauge("kiosk_mail_failed", failed)
+    }
+
+    /// What waits on the store, and the reloads refused since the start.
+    func setBacklog(_ backlog: Reports.Backlog, failedReloads: Int) {
+        gauge("kiosk_webhook_deliveries_pending", backlog.deliveriesPending)
+        gauge("kiosk_webhook_deliveries_failed", backlog.deliveriesFailed)
+        gauge("kiosk_channel_events_to_act_on", backlog.eventsToActOn)
+        setMail(pending: backlog.mailPending, failed: backlog.mailFailed)
+        gauge("kiosk_catalog_reloads_failed", failedReloads)
     }
 
     /// The Prometheus text exposition of every metric.

@@ -24,7 +24,34 @@ struct SignInRoutes: Sendable {
         routes.get("v1/account/export", use: export)
         routes.delete("v1/account", use: deleteAccount)
         routes.post("v1/account/password-reset", use: resetPassword)
+        routes.post("v1/account/password-reset-request", use: requestPasswordReset)
+        routes.post("v1/account/email-confirmation", use: confirmAddress)
+        routes.put("v1/account/mail", use: setMailPreferences)
         return routes
+    }
+
+    /// `POST /v1/account/password-reset-request` ``PasswordResetMailRequest``: 202 whether or not
+    /// an account signs in with the address (a link is mailed when one does). Limited as sign-ins are.
+    @Sendable func requestPasswordReset(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let asked = try await JSONBody.decode(PasswordResetMailRequest.self, from: request)
+        try await limits.admitSignIn(request, context: context, email: asked.email)
+        try await store.accounts.requestPasswordReset(email: asked.email)
+        return try JSONBody.response(["message": "if an account signs in with this address, a message with a link to reset its password is on its way"], status: .accepted)
+    }
+
+    /// `POST /v1/account/email-confirmation` ``EmailConfirmation``: confirms the address whose
+    /// link carried the token. Limited as sign-ins are (per address; a token is 192 random bits).
+    @Sendable func confirmAddress(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let confirmation = try await JSONBody.decode(EmailConfirmation.self, from: request)
+        try await limits.admitSignIn(request, context: context, email: "confirmation")
+        return try JSONBody.response(["email": try await store.accounts.confirmAddress(token: confirmation.token)])
+    }
+
+    /// `PUT /v1/account/mail` ``MailPreferences``: the account's optional messages.
+    @Sendable func setMailPreferences(_ request: Request, context: KioskRequestContext) async throws -> Response {
+        let preferences = try await JSONBody.decode(MailPreferences.self, from: request)
+        try await store.accounts.setNewIssueMail(preferences.newIssues, accountId: context.requireAccount())
+        return try JSONBody.response(preferences)
     }
 
     /// `GET /v1/account/export`: ``AccountExport``, everything the store holds about the account.

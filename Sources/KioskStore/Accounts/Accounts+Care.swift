@@ -163,7 +163,8 @@ extension Accounts {
 
     /// The holder sets a new password with the operator's code: every device is signed out, the
     /// code is used up, and this device gets a token. A wrong email and a wrong code are one answer.
-    public func resetPassword(_ request: PasswordResetRequest) async throws -> DeviceSignIn {
+    /// - Parameter kind: `.web` for the account page's reset form: its browser gets a web session.
+    public func resetPassword(_ request: PasswordResetRequest, kind: DeviceKind = .app) async throws -> DeviceSignIn {
         let email = (try? EmailAddress.normalized(request.email)) ?? request.email
         let newHash = try await base.passwords.hash(request.password)
         let codeHash = Self.hash(Self.normalizedUserCode(request.code))
@@ -180,8 +181,8 @@ extension Accounts {
             try await AccountRows(db).lockActive(accountId)
             try await db.delete(from: "device").where("accountId", .equal, accountId).run()
             try await Accounts.clearApprovedCodes(of: accountId, in: db)
-            try await Accounts.audit(accountId, "password_reset", by: "holder", "with the operator's code; every device signed out", at: now, in: db)
-            let (device, _) = try await addDevice(to: accountId, name: request.deviceName, replacing: nil, in: db)
+            try await Accounts.audit(accountId, "password_reset", by: "holder", "with a reset code; every device signed out", at: now, in: db)
+            let (device, _) = try await addDevice(to: accountId, name: request.deviceName, replacing: nil, kind: kind, in: db)
             return (device, accountId)
         }
         devicesChanged(accountId)

@@ -238,6 +238,9 @@ public struct AccountPolicy: Sendable {
     public static let maxSyncPasswords = 5
     /// How long the account page's browser stays signed in, from its sign-in.
     public static let webSessionLifetime: TimeInterval = 12 * 3600
+    /// Whether the store sends mail (`--smtp-url`): only then are confirmations queued and reset
+    /// links offered.
+    public var sendsMail = false
 
     public init() {}
 }

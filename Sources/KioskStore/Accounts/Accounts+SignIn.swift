@@ -60,6 +60,7 @@ extension Accounts {
             if try await Accounts.signIn(accountId: accountId, in: db) != nil { throw StoreError.hasSignIn(accountId) }
             if try await Accounts.signIn(email: login.email, in: db) != nil { throw StoreError.emailTaken(login.email) }
             try await db.insert(into: "signIn").model(login.record(accountId: accountId, now: now)).run()
+            try await Accounts.askToConfirm(login.email, of: accountId, policy: base.accountPolicy, at: now, in: db)
             if let name = details.deviceName {
                 try await db.update("device").set("name", to: NewDevice.cleanName(name, id: device.deviceId)).where("id", .equal, device.deviceId).run()
             }

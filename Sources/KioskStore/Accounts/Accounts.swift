@@ -33,7 +33,10 @@ public struct Accounts: StoreOwner {
             if let login, try await Accounts.signIn(email: login.email, in: db) != nil { throw StoreError.emailTaken(login.email) }
             try await AccountRows(db).insert(account)
             try await db.insert(into: "device").model(device.record).run()
-            if let login { try await db.insert(into: "signIn").model(login.record(accountId: id, now: now)).run() }
+            if let login {
+                try await db.insert(into: "signIn").model(login.record(accountId: id, now: now)).run()
+                try await Accounts.askToConfirm(login.email, of: id, policy: base.accountPolicy, at: now, in: db)
+            }
         }
         return AccountCreated(accountId: id, token: device.token, deviceId: device.record.id, email: login?.email)
     }

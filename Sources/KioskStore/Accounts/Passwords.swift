@@ -93,7 +93,7 @@ public enum EmailAddress {
         (try? normalized(email)) ?? email.trimmingCharacters(in: .whitespacesAndNewlines).precomposedStringWithCanonicalMapping.lowercased()
     }
 
-    static func normalized(_ email: String) throws -> String {
+    public static func normalized(_ email: String) throws -> String {
         let text = email.trimmingCharacters(in: .whitespacesAndNewlines).precomposedStringWithCanonicalMapping.lowercased()
         guard let at = text.lastIndex(of: "@"), at != text.startIndex, text.index(after: at) != text.endIndex,
               text.utf8.count <= 254,

@@ -674,6 +674,35 @@ enum Migrations {
             )
             """,
         ] },
+        // The store's mail (issue 66, ``Mail``): an outbox of messages, each a template and its
+        // values (never a secret: a reset code is made as its message is sent); how far the
+        // notification log was read for mail; the issues already announced; and a sign-in's
+        // confirmed address and its choice of new-issue mail.
+        Migration(name: "36-mail", earlierMayServe: true) { type in [
+            """
+            CREATE TABLE "mailMessage" (
+                "id" \(type.serial),
+                "dedupeKey" TEXT NOT NULL UNIQUE,
+                "accountId" TEXT,
+                "recipient" TEXT NOT NULL,
+                "template" TEXT NOT NULL,
+                "values" TEXT NOT NULL,
+                "state" TEXT NOT NULL,
+                "attempts" INTEGER NOT NULL DEFAULT 0,
+                "nextAttemptAt" \(type.timestamp) NOT NULL,
+                "claimedBy" TEXT,
+                "sentAt" \(type.timestamp),
+                "lastError" TEXT,
+                "createdAt" \(type.timestamp) NOT NULL
+            )
+            """,
+            #"CREATE INDEX "mailMessage_due" ON "mailMessage" ("state", "nextAttemptAt")"#,
+            #"CREATE TABLE "mailCursor" ("id" INTEGER PRIMARY KEY, "notificationSequence" BIGINT NOT NULL)"#,
+            #"CREATE TABLE "mailedIssue" ("productId" TEXT PRIMARY KEY, "seenAt" \#(type.timestamp) NOT NULL)"#,
+            #"ALTER TABLE "signIn" ADD COLUMN "emailConfirmedAt" \#(type.timestamp)"#,
+            #"ALTER TABLE "signIn" ADD COLUMN "confirmTokenHash" TEXT"#,
+            #"ALTER TABLE "signIn" ADD COLUMN "newIssueMail" INTEGER NOT NULL DEFAULT 0"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

@@ -308,6 +308,31 @@ public struct Reports: StoreOwner {
     /// The events every payment channel sent (Stripe's, Google Play's), newest first, with what
     /// came of each; `unmatchedOnly` keeps those the operator must act on (paid but not granted,
     /// or paid for what the account had).
+    /// What waits on the store, for `/metrics`: webhook deliveries pending and given up, channel
+    /// events for the operator to act on, messages pending and given up.
+    public struct Backlog: Sendable, Equatable {
+        public var deliveriesPending = 0
+        public var deliveriesFailed = 0
+        public var eventsToActOn = 0
+        public var mailPending = 0
+        public var mailFailed = 0
+    }
+
+    public func backlog() async throws -> Backlog {
+        try await database.read { db in
+            func count(_ sql: SQLQueryString) async throws -> Int {
+                try await db.raw(sql).first(decodingColumn: "count", as: Int.self) ?? 0
+            }
+            var backlog = Backlog()
+            backlog.deliveriesPending = try await count(#"SELECT COUNT(*) AS "count" FROM "delivery" WHERE "state" = 'pending'"#)
+            backlog.deliveriesFailed = try await count(#"SELECT COUNT(*) AS "count" FROM "delivery" WHERE "state" = 'failed'"#)
+            backlog.eventsToActOn = try await count(#"SELECT COUNT(*) AS "count" FROM "channelEvent" WHERE "outcome" IN "# + SQLQueryString(ChannelEventOutcome.toActOnSQL))
+            backlog.mailPending = try await count(#"SELECT COUNT(*) AS "count" FROM "mailMessage" WHERE "state" = 'pending'"#)
+            backlog.mailFailed = try await count(#"SELECT COUNT(*) AS "count" FROM "mailMessage" WHERE "state" = 'failed'"#)
+            return backlog
+        }
+    }
+
     public func channelEvents(unmatchedOnly: Bool, limit: Int = 500) async throws -> [AdminChannelEventRow] {
         try await database.read { db in
             var query = db.select().column("*").from("channelEvent")

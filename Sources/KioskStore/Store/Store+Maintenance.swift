@@ -23,6 +23,9 @@ extension Store {
         }
     }
 
+    /// Whether the store sends mail (`--smtp-url`): the pages offer reset links only then.
+    public var sendsMail: Bool { base.accountPolicy.sendsMail }
+
     /// Asks the database the least it can answer: whether it answers at all (`/healthz`).
     public func ping() async throws {
         try await base.database.read { db in _ = try await db.raw("SELECT 1").all() }

@@ -33,6 +33,8 @@ public struct Store: Sendable {
     public var codes: OfferCodes { OfferCodes(base: base) }
     /// Every product the store published, which carries withdrawn products to their owners.
     public var publishedProducts: PublishedProducts { PublishedProducts(base: base) }
+    /// The store's mail: the outbox, and what turns notifications and new issues into messages.
+    public var mail: Mail { Mail(base: base) }
     /// Receipts presented for transactions a restore lost: written again, or listed.
     public var reinstatements: Reinstatements { Reinstatements(base: base) }
     /// `kiosk admin check`'s look at the rows: receipts, balances, each day's sales.

@@ -201,6 +201,11 @@ extension StoreError {
         StoreError(.wrongState, code: "off_sale", message: "\(id) is no longer for sale; readers who own it keep downloading it (kiosk restore)")
     }
 
+    /// The store sends no mail (no `--smtp-url`): a reset link cannot be asked for.
+    public static var noMail: StoreError {
+        StoreError(.unavailable, code: "no_mail", message: "this store sends no mail; ask its operator for a reset code (kiosk admin reset-code)")
+    }
+
     /// A row the store wrote that no longer reads as what it holds (edited by hand, or written by
     /// a Kiosk of another schema): nothing is decided without it.
     public static func unreadableRecord(what: String, reason: String) -> StoreError {

@@ -8,6 +8,7 @@ import Foundation
 final class CurlEasy {
     let handle: UnsafeMutableRawPointer
     private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var recipientList: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
     private(set) var url: String
 
@@ -53,6 +54,7 @@ final class CurlEasy {
     deinit {
         curl_easy_cleanup(handle)
         curl_slist_free_all(headerList)
+        curl_slist_free_all(recipientList)
         errorBuffer.deallocate()
     }
 
@@ -89,6 +91,14 @@ final class CurlEasy {
             headerList = curl_slist_append(headerList, "\(header.name): \(header.value)")
         }
         try check(kiosk_curl_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList))
+    }
+
+    /// The recipients of an SMTP message (`CURLOPT_MAIL_RCPT`); the list lives as long as the handle.
+    func setRecipients(_ recipients: [String]) throws {
+        curl_slist_free_all(recipientList)
+        recipientList = nil
+        for recipient in recipients { recipientList = curl_slist_append(recipientList, "<\(recipient)>") }
+        try check(kiosk_curl_easy_setopt_slist(handle, CURLOPT_MAIL_RCPT, recipientList))
     }
 
     func info(_ info: CURLINFO) -> Int {
