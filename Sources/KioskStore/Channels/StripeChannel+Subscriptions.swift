@@ -132,7 +132,12 @@ extension StripeChannel {
             // The intent is claimed by the subscription: its session's event and its first invoice
             // both name it, and are the same payment.
             switch try await claimIntent(intent, session: subscriptionId, account: account, product: product) {
-            case .success(let claimed):
+            case .success(nil):
+                // Made after the backup this database was restored from: the subscription's own
+                // metadata (kiosk_account_id, kiosk_product_id) names it, checked as any.
+                logger.notice("a subscription names an intent this database does not hold (after a restore?); judged by its own metadata",
+                              metadata: ["intent": "\(intent.prefix(64))", "subscription": "\(subscriptionId)"])
+            case .success(let claimed?):
                 named = (claimed.accountId, claimed.productId)
                 code = claimed.offerCodeId.map { ($0, claimed.id) }
                 storefront = claimed.storefront

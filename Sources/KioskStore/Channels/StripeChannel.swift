@@ -181,7 +181,14 @@ public struct StripeChannel: StoreOwner {
         // account and the product, and is paid once.
         if let intentId = session.metadata?["kiosk_intent"], let sessionId = session.id, Self.isIdentifier(sessionId) {
             switch try await claimIntent(intentId, session: sessionId, account: named.account, product: named.product) {
-            case .success(let intent):
+            case .success(nil):
+                // An intent this database does not hold: made after the backup it was restored
+                // from. The session's own fields (made by Kiosk with the intent) name the account,
+                // product and quantity, and are checked as any session's; a price an offer code
+                // lowered does not match and is kept for the operator.
+                logger.notice("a paid session names an intent this database does not hold (after a restore?); judged by its own fields",
+                              metadata: ["intent": "\(intentId.prefix(64))", "session": "\(sessionId)"])
+            case .success(let intent?):
                 // The intent says the quantity too: a session asking for another one is not its.
                 if let asked = named.quantity, asked != String(intent.quantity) {
                     return .kept(try await keep(event, payment: payment, outcome: ChannelEventOutcome.unmatched, account: intent.accountId,

@@ -143,6 +143,23 @@ struct StripeCheckoutTests: StoreSuite {
         }
     }
 
+    @Test("after a restore to before the checkout: Stripe's resent paid event names an intent the database does not hold, and is granted by the session's own fields (an account the database lacks stays unmatched)", arguments: TestEngine.all)
+    func paidIntentLostByRestore(engine: TestEngine) async throws {
+        try await Self.withStripe(engine: engine) { server, http, _ in
+            let reader = try await http.createAccount()
+            let reply = try await http.send("POST", "/v1/checkouts", token: reader.token, json: #"{"productId": "\#(Self.epub)"}"#)
+            let intent = try reply.decode(Checkout.self).intent
+            // As a backup from before the checkout leaves the store.
+            try await server.store.database.write { db in try await db.raw(#"DELETE FROM "checkoutIntent""#).run() }
+            let granted = try await StripeChannelTests.deliver(http, Self.bookPaid("evt_restored1", account: reader.accountId, intent: intent))
+            #expect(granted.outcome == "granted", "\(granted.detail)")
+            #expect(try await http.charges(accountId: reader.accountId, adminToken: server.adminToken) == [499])
+            let stranger = try await StripeChannelTests.deliver(http, Self.bookPaid("evt_restored2", account: "acct_0000000000000000", intent: "intent_gone",
+                                                                                     session: "cs_test_standin000002"))
+            #expect(stranger.outcome == "unmatched", "an account the database lacks: \(stranger.detail)")
+        }
+    }
+
     @Test("kiosk buy's checkout (POST /v1/checkouts) is a Checkout Session too, in the catalog's currency; a free book is never paid for", arguments: TestEngine.all)
     func apiCheckout(engine: TestEngine) async throws {
         try await Self.withStripe(engine: engine) { _, http, stripe in
