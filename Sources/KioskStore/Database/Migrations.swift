@@ -697,6 +697,8 @@ enum Migrations {
             )
             """,
             #"CREATE INDEX "mailMessage_due" ON "mailMessage" ("state", "nextAttemptAt")"#,
+            // A reset request looks for the last minute's message to its address.
+            #"CREATE INDEX "mailMessage_by_recipient" ON "mailMessage" ("recipient", "createdAt")"#,
             #"CREATE TABLE "mailCursor" ("id" INTEGER PRIMARY KEY, "notificationSequence" BIGINT NOT NULL)"#,
             #"CREATE TABLE "mailedIssue" ("productId" TEXT PRIMARY KEY, "seenAt" \#(type.timestamp) NOT NULL)"#,
             #"ALTER TABLE "signIn" ADD COLUMN "emailConfirmedAt" \#(type.timestamp)"#,
