@@ -3,8 +3,8 @@ import KioskCore
 import KioskTestSupport
 import Testing
 
-/// The restore drill (issue 66), as an operator would run it: purchases on several devices while a
-/// backup is taken, more after it, the store killed, restored from the backup (SQLite: `kiosk admin
+/// The restore drill (issue 66), as an operator would run it: purchases on several devices and a
+/// subscription renewed by the store's worker, more purchases while a backup is taken, more after it, the store killed, restored from the backup (SQLite: `kiosk admin
 /// backup` and `restore`; PostgreSQL: pgBackRest to a point in time, into a new cluster), then
 /// `kiosk admin check` clean, every device's receipts verify, what was bought before the backup
 /// point stands, and what was bought after it is written again from its receipt or listed for the
@@ -14,6 +14,7 @@ struct RestoreDrillTests {
     static let books = ["com.kiosk.books.small-engines", "com.kiosk.books.lighthouse-keeper", "com.kiosk.books.night-sky-atlas"]
     static let later = "com.kiosk.books.river-of-maps"
     static let pack = "com.kiosk.credits.pack-5"
+    static let plan = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
 
     /// A device: its home folder, and the receipts it saved, read from its own database.
     struct Device {
@@ -23,6 +24,13 @@ struct RestoreDrillTests {
         func buy(_ product: String, server: String) async throws {
             let bought = try await KioskCommand.run(["buy", product, "--server", server], environment: environment)
             #expect(bought.status == 0, "\(product): \(bought.stderr)")
+        }
+
+        /// The account the device buys for.
+        func accountId() throws -> String {
+            let row = try ToolProcess.run("/usr/bin/sqlite3", [home.appendingPathComponent("kiosk.sqlite").path,
+                                                              "SELECT accountId FROM payment WHERE accountId IS NOT NULL LIMIT 1"])
+            return row.output.trimmingCharacters(in: .whitespacesAndNewlines)
         }
 
         /// Product and receipt of every purchase the device saved a receipt for.
@@ -172,6 +180,18 @@ struct RestoreDrillTests {
             }
             try await group.waitForAll()
         }
+        // A subscription renewed by the store's worker (its account's sandbox clock moved a period on).
+        try await devices[1].buy(Self.plan, server: server.url)
+        let admin = ["--server", server.url, "--data", store.data.path]
+        let subscriber = try devices[1].accountId()
+        #expect(try await KioskCommand.run(["admin", "sandbox", subscriber, "--advance", "31d"] + admin).status == 0)
+        var renewed = false
+        for _ in 0..<300 where !renewed {
+            let listed = try await KioskCommand.run(["admin", "transactions", "--json", "--product", Self.plan] + admin)
+            renewed = (try? JSONDecoder.kiosk.decode([AdminTransactionRow].self, from: Data(listed.stdout.utf8)))?.contains { $0.paymentMethod == "renewal" } ?? false
+            if !renewed { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(renewed, "the renewal worker renewed the subscription before the backup")
         try await withThrowingTaskGroup(of: Void.self) { group in
             for device in devices {
                 group.addTask { [url = server.url] in try await device.buy(Self.pack, server: url) }
