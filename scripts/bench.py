@@ -1136,23 +1136,7 @@ def bench_console():
     account = create_accounts(server.url, 1)[0]
     server.stop()
     started = time.monotonic()
-    with sqlite3.connect(data / "kiosk-server.sqlite") as db:
-        account_id = db.execute('SELECT "id" FROM "account" LIMIT 1').fetchone()[0]
-        now = time.time()
-        # Written as the store writes them: a transaction, its charge, and its day's sales row.
-        db.execute(f"""
-            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows})
-            INSERT INTO "storeTransaction" ("id", "accountId", "productId", "kind", "quantity", "originalTransactionId", "purchaseDate",
-                "status", "paymentMethod", "idempotencyKey", "amountCents", "currency", "creditsGranted", "createdAt", "changeSequence")
-            SELECT 'txn_bench_' || i, ?, CASE i % 3 WHEN 0 THEN 'com.kiosk.credits.pack-5' WHEN 1 THEN 'com.kiosk.credits.pack-20' ELSE 'com.kiosk.credits.pack-50' END,
-                'consumable', 1, 'txn_bench_' || i, {now} - (i % 90) * 86400.0, 'purchased', 'approve', 'bench-' || i, 499, 'USD', 5,
-                {now} - (i % 90) * 86400.0, i FROM n""", (account_id,))
-        db.execute("""INSERT INTO "ledgerEntry" ("transactionId", "kind", "accountId", "amountCents", "currency", "createdAt")
-                      SELECT "id", 'charge', "accountId", "amountCents", "currency", "createdAt" FROM "storeTransaction" WHERE "id" LIKE 'txn_bench_%'""")
-        db.execute('DELETE FROM "salesDaySlot"')
-        db.execute("""INSERT INTO "salesDaySlot" ("day", "productId", "currency", "slot", "sales", "refunds", "netCents")
-                      SELECT strftime('%Y-%m-%d', l."createdAt", 'unixepoch'), t."productId", l."currency", 0, COUNT(*), 0, SUM(l."amountCents")
-                      FROM "ledgerEntry" l JOIN "storeTransaction" t ON t."id" = l."transactionId" GROUP BY 1, 2, 3""")
+    fill_transactions(data / "kiosk-server.sqlite", rows)
     print(f"\n9. the console's overview over {rows:,} transactions (SQLite; written in {time.monotonic() - started:.0f} s)")
     console_port = free_port()
     server = Server(args + ["--console-port", str(console_port)], kiosk_ready)

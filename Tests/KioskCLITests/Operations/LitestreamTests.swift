@@ -20,27 +20,6 @@ struct LitestreamTests {
     /// a bound for a loaded machine, not an expected wait.
     static let replicationBound: Duration = .seconds(20)
 
-    /// A device: its home folder and what it saved of its purchases.
-    struct Device {
-        let home: URL
-        var environment: [String: String] { ["KIOSK_HOME": home.path] }
-
-        func buy(_ product: String, server: String) async throws {
-            let bought = try await KioskCommand.run(["buy", product, "--server", server], environment: environment)
-            #expect(bought.status == 0, "\(product): \(bought.stderr)")
-        }
-
-        /// The store's transaction ids the device was given.
-        func transactions() throws -> Set<String> {
-            try LitestreamTests.rows(home.appendingPathComponent("kiosk.sqlite"), "SELECT transactionId FROM payment WHERE transactionId IS NOT NULL")
-        }
-
-        func receipt(for product: String) throws -> String? {
-            try LitestreamTests.rows(home.appendingPathComponent("kiosk.sqlite"),
-                                     "SELECT receipt FROM payment WHERE receipt IS NOT NULL AND productId = '\(product)'").first
-        }
-    }
-
     /// `litestream replicate -config FILE`, started and stopped by its PID, its output in a log.
     final class Replicator: @unchecked Sendable {
         let process = Process()
@@ -100,7 +79,7 @@ struct LitestreamTests {
             withExtendedLifetime(directory) {}
         }
 
-        let devices = (0..<3).map { Device(home: directory.path("device-\($0)")) }
+        let devices = (0..<3).map { ReaderDevice(home: directory.path("device-\($0)")) }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (index, device) in devices.enumerated() {
                 group.addTask { [url = server.url] in try await device.buy(Self.books[index], server: url) }

@@ -16,37 +16,6 @@ struct RestoreDrillTests {
     static let pack = "com.kiosk.credits.pack-5"
     static let plan = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
 
-    /// A device: its home folder, and the receipts it saved, read from its own database.
-    struct Device {
-        let home: URL
-        var environment: [String: String] { ["KIOSK_HOME": home.path] }
-
-        func buy(_ product: String, server: String) async throws {
-            let bought = try await KioskCommand.run(["buy", product, "--server", server], environment: environment)
-            #expect(bought.status == 0, "\(product): \(bought.stderr)")
-        }
-
-        /// The account the device buys for.
-        func accountId() throws -> String {
-            let row = try ToolProcess.run("/usr/bin/sqlite3", [home.appendingPathComponent("kiosk.sqlite").path,
-                                                              "SELECT accountId FROM payment WHERE accountId IS NOT NULL LIMIT 1"])
-            return row.output.trimmingCharacters(in: .whitespacesAndNewlines)
-        }
-
-        /// Product and receipt of every purchase the device saved a receipt for.
-        func receipts() throws -> [(product: String, receipt: String)] {
-            let rows = try ToolProcess.run("/usr/bin/sqlite3", ["-separator", "\t", home.appendingPathComponent("kiosk.sqlite").path,
-                                                               "SELECT productId, receipt FROM payment WHERE receipt IS NOT NULL"])
-            #expect(rows.status == 0, "\(rows.output)")
-            var found: [(product: String, receipt: String)] = []
-            for line in rows.output.split(separator: "\n") {
-                let fields = line.split(separator: "\t", maxSplits: 1).map(String.init)
-                if fields.count == 2 { found.append((fields[0], fields[1])) }
-            }
-            return found
-        }
-    }
-
     /// A store as the drill needs it on either engine: started and killed as a process, its
     /// database backed up and restored by the engine's tools.
     protocol Engine: Sendable {
@@ -171,7 +140,7 @@ struct RestoreDrillTests {
     /// point and a new device's account is made after it; the store is killed and restored.
     func drill(store: SampleStore, directory: TemporaryDirectory, engine: some Engine) async throws {
         var server = try await ServerProcess.start(store, extraArguments: engine.arguments, log: directory.path("server.log"))
-        let devices = (0..<3).map { Device(home: directory.path("device-\($0)")) }
+        let devices = (0..<3).map { ReaderDevice(home: directory.path("device-\($0)")) }
         // A book on each of three devices at once; then credit packs on all three while the backup
         // is taken (in it or not: either way nothing may be lost).
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -202,7 +171,7 @@ struct RestoreDrillTests {
         try await engine.markPoint()
         // After the backup point: a purchase on a device the backup knows, a new device's account.
         try await devices[0].buy(Self.later, server: server.url)
-        let newcomer = Device(home: directory.path("device-new"))
+        let newcomer = ReaderDevice(home: directory.path("device-new"))
         try await newcomer.buy(Self.books[0], server: server.url)
         server.signal(SIGKILL)
         _ = await server.stop()
@@ -222,7 +191,7 @@ struct RestoreDrillTests {
         }
         // Each book bought before the backup point downloads with its receipt; the one bought after
         // it is written again from its receipt; the newcomer's account is not in the backup.
-        func download(_ device: Device, _ product: String) async throws -> Int {
+        func download(_ device: ReaderDevice, _ product: String) async throws -> Int {
             let receipt = try #require(try device.receipts().first { $0.product == product }?.receipt)
             return try await http.send("HEAD", "/v1/content/\(product)", authorization: "Receipt \(receipt)").status
         }
