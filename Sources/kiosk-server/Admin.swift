@@ -29,14 +29,20 @@ extension KioskServerTool {
                 try store.location() ?? .sqlite(path: sqliteFile.path)
             }
 
-            /// The store of a database that exists (a mistyped --data must not make a new one).
-            func open() async throws -> Store {
+            /// The store of a database that exists and is a store (a mistyped --data must not make
+            /// a new one, nor turn another program's SQLite file into one), and what SQLite's own
+            /// check says of it (nil on PostgreSQL).
+            func open() async throws -> (Store, integrity: String?) {
                 LogSetup.bootstrap()
                 let location = try location()
-                if case .sqlite(let path) = location, !FileManager.default.fileExists(atPath: path) {
-                    throw ValidationError("no store at \(path); pass the --data folder of a store that has run (or its --database)")
+                var integrity: String?
+                if case .sqlite(let path) = location {
+                    guard FileManager.default.fileExists(atPath: path) else {
+                        throw ValidationError("no store at \(path); pass the --data folder of a store that has run (or its --database)")
+                    }
+                    integrity = try SQLiteFileCheck.inspect(path).integrity
                 }
-                return try await Store.openForMaintenance(location, logger: Logger(label: "kiosk.admin"))
+                return (try await Store.openForMaintenance(location, logger: Logger(label: "kiosk.admin")), integrity)
             }
         }
 
@@ -57,7 +63,10 @@ extension KioskServerTool {
 
             func run() async throws {
                 try await reportingErrors {
-                    let store = try await target.open()
+                    let (store, integrity) = try await target.open()
+                    if let integrity, integrity != "ok" {
+                        FileHandle.standardError.write(Data("kiosk: warning: the database is damaged (SQLite's check: \(integrity)); the backup copies it as it is: run kiosk admin check\n".utf8))
+                    }
                     do {
                         let destination = URL(fileURLWithPath: file)
                         let started = ContinuousClock.now
@@ -90,10 +99,17 @@ extension KioskServerTool {
 
             func run() async throws {
                 try await reportingErrors {
-                    let store = try await target.open()
+                    let (store, integrity) = try await target.open()
                     let outcomes: [StoreAudit.Outcome]
                     do {
-                        var checked = try await store.audit.run()
+                        var checked: [StoreAudit.Outcome] = []
+                        if let integrity {
+                            // SQLite's own look at its pages and indexes: a damaged index (the one
+                            // that stops a book being charged twice, say) is a fault like any.
+                            checked.append(StoreAudit.Outcome(check: "integrity", examined: 1, faults: integrity == "ok" ? [] : [
+                                StoreAudit.Fault(check: "integrity", subject: "the database file", detail: "SQLite's quick_check says: \(integrity); restore a backup that checks clean")]))
+                        }
+                        checked += try await store.audit.run()
                         let inventory = ContentInventory(registry: try await store.publishedProducts.load())
                         let content = target.dataDirectory.appendingPathComponent("content")
                         checked.append(StoreAudit.Outcome(check: "files", examined: inventory.entries.count, faults: inventory.verify(in: content)))
@@ -131,6 +147,9 @@ extension KioskServerTool {
             @Argument(help: ArgumentHelp("The backup kiosk admin backup wrote.", valueName: "file"))
             var backup: String
 
+            @Flag(help: "Restore a backup that shares no signing key with the database it replaces (another store's).")
+            var otherStore = false
+
             func run() async throws {
                 try await reportingErrors {
                     LogSetup.bootstrap()
@@ -147,17 +166,33 @@ extension KioskServerTool {
                     let target = URL(fileURLWithPath: path)
                     let folder = target.deletingLastPathComponent()
                     try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+                    // The backup is a store, whole, and this store's: checked before anything moves.
+                    let findings = try SQLiteFileCheck.inspect(source.path)
+                    guard findings.integrity == "ok" else {
+                        throw ValidationError("\(source.path) is damaged (SQLite's check: \(findings.integrity)); restore another backup")
+                    }
+                    if FileManager.default.fileExists(atPath: path), let current = try? SQLiteFileCheck.inspect(path),
+                       current.keyIDs.isDisjoint(with: findings.keyIDs), !otherStore {
+                        throw ValidationError("\(source.path) shares no signing key with \(path): it is another store's backup, and no receipt this store signed would verify after it; pass --other-store if that is what you mean")
+                    }
                     // The copy is checked where it will live before it takes the database's name.
                     let incoming = folder.appendingPathComponent(".\(target.lastPathComponent).restoring-\(UUID().uuidString)")
+                    var placed = false
+                    defer {
+                        if !placed { for suffix in ["", "-wal", "-shm", "-journal"] { unlink(incoming.path + suffix) } }
+                    }
                     try SecretCopy.copy(source, to: incoming)
                     let checked = try await Store.openForMaintenance(.sqlite(path: incoming.path), logger: Logger(label: "kiosk.admin"))
                     let point = try await checked.reports.lastActivity()
                     await checked.close()
-                    let stamp = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "")
+                    // Unique to the millisecond and a random part: a second restore never writes over the first's.
+                    let stamp = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "") + "-" + UUID().uuidString.prefix(8)
                     var keptAside: String?
                     if FileManager.default.fileExists(atPath: path) {
                         let aside = path + ".replaced-" + stamp
-                        guard rename(path, aside) == 0 else { throw ValidationError("\(path) cannot be moved aside (\(String(cString: strerror(errno))))") }
+                        guard !FileManager.default.fileExists(atPath: aside), rename(path, aside) == 0 else {
+                            throw ValidationError("\(path) cannot be moved aside (\(String(cString: strerror(errno))))")
+                        }
                         keptAside = aside
                     }
                     // The replaced database's journal belongs to it, not to the backup.
@@ -166,7 +201,13 @@ extension KioskServerTool {
                     }
                     for suffix in ["-wal", "-shm"] { unlink(incoming.path + suffix) }
                     guard rename(incoming.path, path) == 0 else { throw ValidationError("\(path) cannot be written (\(String(cString: strerror(errno))))") }
+                    placed = true
                     try? FileHandle(forReadingFrom: folder).synchronize()
+                    // A store started between the check above and the swap opened the old file:
+                    // it would run on the database set aside, and what it wrote would be lost.
+                    if let keptAside, Store.sqliteInUse(keptAside) {
+                        throw ValidationError("a process opened \(path) while it was being restored (a kiosk serve started meanwhile?); it is running on the database set aside, \(keptAside): stop it at once, then start the store again (the restore is in place)")
+                    }
                     print("restored \(source.path) to \(path)\(keptAside.map { "; the database it replaced is \($0)" } ?? "")")
                     print("the backup's last purchase or change: \(point.map { ISO8601DateFormatter().string(from: $0) } ?? "none"); anything after it is not in this store (docs/operations.md, \"After a restore\")")
                     print("run kiosk admin check --data \(self.target.data) to check it, then start the store")

@@ -293,7 +293,8 @@ extension Kiosk {
                 discussion: """
                     reinstated: written again from the store's own receipt, with its charge. chargedTwice: the \
                     reader bought the same book again since: refund one. creditsNotRecovered: a credit pack \
-                    (grant its credits by hand if due). accountUnknown: an account made after the backup.
+                    (grant its credits by hand if due). accountUnknown: an account made after the backup. \
+                    reinstatedWithoutPrice: written again, paid with credits, a code or a grant (credits spent since are not taken back).
 
                     Example: kiosk admin lost --data /var/lib/kiosk
                     """)

@@ -352,7 +352,9 @@ public enum TaxQuarter {
 /// database no longer held (a restore to a backup from before it), and what became of it:
 /// `reinstated` (written again, with its charge), `chargedTwice` (written again as a free re-buy
 /// beside the same book bought since: refund one), `creditsNotRecovered` (a credit pack: not
-/// restored), `accountUnknown` (an account the backup does not hold: nothing written).
+/// restored), `accountUnknown` (an account the backup does not hold: nothing written),
+/// `reinstatedWithoutPrice` (written again; paid with credits, a code or a grant, which the
+/// receipt does not say: credits spent since the backup are not taken back).
 public struct AdminReinstatementRow: Codable, Sendable, Equatable {
     public var transactionId: String
     public var accountId: String

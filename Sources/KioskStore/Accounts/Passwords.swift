@@ -97,7 +97,9 @@ public enum EmailAddress {
         let text = email.trimmingCharacters(in: .whitespacesAndNewlines).precomposedStringWithCanonicalMapping.lowercased()
         guard let at = text.lastIndex(of: "@"), at != text.startIndex, text.index(after: at) != text.endIndex,
               text.utf8.count <= 254,
-              !text.unicodeScalars.contains(where: { $0.properties.isWhitespace || NewDevice.isHidden($0) }) else {
+              !text.unicodeScalars.contains(where: { $0.properties.isWhitespace || NewDevice.isHidden($0) }),
+              // One address, not a list or a display name: none of what would split or wrap it on the wire.
+              !text.contains(where: { ",;<>()[]\\\"".contains($0) }) else {
             throw StoreError.invalidRequest("\"\(email.prefix(80))\" is not an email address; write it as name@example.com")
         }
         return text

@@ -25,6 +25,10 @@ public struct Reinstatements: StoreOwner {
         case creditsNotRecovered
         /// The account is not in this database (made after the backup): nothing is written.
         case accountUnknown
+        /// Written again, but its receipt names no price: it was paid with credits, a code, a
+        /// grant or a free re-buy, which the receipt does not say. Credits spent on it since the
+        /// backup are not taken back: check the account.
+        case reinstatedWithoutPrice
     }
 
     /// Writes the transaction of an authentic receipt (`claims`, already verified under a key the
@@ -68,9 +72,10 @@ public struct Reinstatements: StoreOwner {
             let plan = RecordPurchase.plan(record, revision: nil, delta: 0, charge: charge,
                                            slot: SalesSlot.of(record.accountId, in: db), announcedAt: now)
             guard try await db.run(plan) != nil else { return try await remember(.accountUnknown) }
-            return try await remember(again ? .chargedTwice : .reinstated)
+            // A free re-buy beside the book bought again charges nothing twice.
+            return try await remember(cents == 0 ? .reinstatedWithoutPrice : (again ? .chargedTwice : .reinstated))
         }
-        let stands = outcome == .reinstated || outcome == .chargedTwice
+        let stands = [.reinstated, .chargedTwice, .reinstatedWithoutPrice].contains(outcome)
         if stands { changes.committed(claims.accountId) }
         logger.notice("a receipt presented for a transaction the database did not hold (after a restore)",
                       metadata: ["transaction": "\(claims.transactionId)", "account": "\(claims.accountId)", "outcome": "\(outcome.rawValue)"])

@@ -209,6 +209,21 @@ public actor SigningKeys: ReceiptKeySource {
         return published
     }
 
+    /// A policy that verifies under every key the database keeps, retired ones too: what
+    /// `kiosk admin check` holds the stored receipts to (was each signed by this store?), never
+    /// what a reader's receipt is accepted under.
+    public func everyKeptKeyPolicy() async throws -> KioskReceiptPolicy? {
+        let all = try await database.read { db in
+            try await db.raw(#"SELECT "kid", "privateKey", "retiredAt" FROM "signingKey" ORDER BY "createdAt", "kid""#).all(decoding: KeyRow.self)
+        }
+        let keys: [JWK] = all.compactMap { row in
+            guard let key = try? EdDSA.PrivateKey(d: row.privateKey, curve: .ed25519) else { return nil }
+            return .octetKeyPair(.eddsa, identifier: JWKIdentifier(string: row.kid), x: Self.base64URL(key.publicKey.rawRepresentation), y: nil, curve: .ed25519)
+        }
+        guard !keys.isEmpty else { return nil }
+        return try await KioskReceiptPolicy(keySet: ReceiptKeySet(keys: keys, identity: identity, retired: []))
+    }
+
     // MARK: Loading
 
     private var cachedPolicy: KioskReceiptPolicy?

@@ -50,9 +50,24 @@ public struct MailMessage: Sendable, Equatable {
     /// line breaks in any header), a blank line, the body in UTF-8 with CRLF line ends.
     public var wire: Data {
         func header(_ text: String) -> String { text.replacingOccurrences(of: "\r", with: " ").replacingOccurrences(of: "\n", with: " ") }
-        func encoded(_ text: String) -> String {
-            let clean = header(text)
-            return clean.allSatisfy(\.isASCII) ? clean : "=?UTF-8?B?\(Data(clean.utf8).base64EncodedString())?="
+        // A header line stays well under RFC 5322's 998 characters: a subject is cut at 150, and
+        // one that is not ASCII goes as encoded words of at most 75 characters (RFC 2047), each
+        // on a folded line of its own, split between characters.
+        func encoded(_ text: String, limit: Int = 150) -> String {
+            var clean = header(text)
+            if clean.count > limit { clean = String(clean.prefix(limit - 1)) + "…" }
+            guard !clean.allSatisfy(\.isASCII) else { return clean }
+            var words: [String] = []
+            var chunk = ""
+            for character in clean {
+                if chunk.utf8.count + String(character).utf8.count > 45 {
+                    words.append(chunk)
+                    chunk = ""
+                }
+                chunk.append(character)
+            }
+            if !chunk.isEmpty { words.append(chunk) }
+            return words.map { "=?UTF-8?B?\(Data($0.utf8).base64EncodedString())?=" }.joined(separator: "\r\n ")
         }
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")

@@ -61,6 +61,58 @@ struct RestoreDrillTests {
         try await drill(store: store, directory: directory, engine: SQLite(store: store, file: backup))
     }
 
+    @Test("kiosk admin restore takes only this store's whole backup: an empty file, another program's SQLite file, a damaged copy and another store's backup are refused in one line, leaving nothing behind; two restores in a row each keep the database they replace; check refuses a file that is no store and leaves it as it was")
+    func restoreRefusals() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let otherDirectory = try TemporaryDirectory()
+        let other = try SampleStore(in: otherDirectory)
+        for sample in [store, other] {
+            let server = try await ServerProcess.start(sample, log: directory.path("server-\(UUID().uuidString.prefix(4)).log"))
+            try await ReaderDevice(home: directory.path("device-\(UUID().uuidString.prefix(4))")).buy(Self.books[0], server: server.url)
+            _ = await server.stop()
+        }
+        let data = ["--data", store.data.path]
+        func restore(_ file: URL, _ extra: [String] = []) async throws -> KioskCommand.Result {
+            try await KioskCommand.run(["admin", "restore", file.path] + data + extra)
+        }
+        let backup = directory.path("kiosk.sqlite")
+        #expect(try await KioskCommand.run(["admin", "backup", backup.path] + data).status == 0)
+        let empty = try directory.write("empty.sqlite", "")
+        let foreign = directory.path("foreign.sqlite")
+        _ = try ToolProcess.run("/usr/bin/sqlite3", [foreign.path, "CREATE TABLE notes(text)"])
+        let damaged = directory.path("damaged.sqlite")
+        try FileManager.default.copyItem(at: backup, to: damaged)
+        let handle = try FileHandle(forWritingTo: damaged)
+        let size = try handle.seekToEnd()
+        for page in stride(from: UInt64(2 * 4096), to: size, by: 4096) {
+            try handle.seek(toOffset: page + 100)
+            try handle.write(contentsOf: Data(repeating: 0xFF, count: 16))
+        }
+        try handle.close()
+        let theirs = directory.path("theirs.sqlite")
+        #expect(try await KioskCommand.run(["admin", "backup", theirs.path, "--data", other.data.path]).status == 0)
+        for (file, words) in [(empty, "no Kiosk store"), (foreign, "no Kiosk store"), (damaged, "damaged"), (theirs, "another store's backup")] {
+            let refused = try await restore(file)
+            #expect(refused.status == 1 && refused.stderr.contains(words) && refused.stderr.split(separator: "\n").count == 1, "\(file.lastPathComponent): \(refused.stderr)")
+        }
+        let left = try FileManager.default.contentsOfDirectory(atPath: store.data.path)
+        #expect(!left.contains { $0.contains("restoring") || $0.contains("replaced") }, "a refused restore leaves nothing: \(left)")
+        #expect(try await restore(backup).status == 0)
+        #expect(try await restore(backup).status == 0)
+        let aside = try FileManager.default.contentsOfDirectory(atPath: store.data.path).filter { $0.hasPrefix("kiosk-server.sqlite.replaced-") && !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") }
+        #expect(aside.count == 2, "each restore kept the database it replaced: \(aside)")
+        #expect(try await restore(theirs, ["--other-store"]).status == 0, "another store's backup, asked for by name")
+        // check opens no file that is not a store, and changes none.
+        let notStore = directory.path("not-a-store")
+        try FileManager.default.createDirectory(at: notStore, withIntermediateDirectories: true)
+        _ = try ToolProcess.run("/usr/bin/sqlite3", [notStore.appendingPathComponent("kiosk-server.sqlite").path, "CREATE TABLE notes(text)"])
+        let before = try Data(contentsOf: notStore.appendingPathComponent("kiosk-server.sqlite"))
+        let checked = try await KioskCommand.run(["admin", "check", "--data", notStore.path])
+        #expect(checked.status == 1 && checked.stderr.contains("no Kiosk store"), "\(checked.stderr)")
+        #expect(try Data(contentsOf: notStore.appendingPathComponent("kiosk-server.sqlite")) == before)
+    }
+
     @Test("PostgreSQL: a pgBackRest full backup taken while devices buy, WAL archived, the store killed and the database restored to a point in time into a new cluster: check clean, receipts verify, later purchases written again or listed")
     func postgresDrill() async throws {
         let directory = try TemporaryDirectory()
