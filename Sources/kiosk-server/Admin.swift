@@ -69,6 +69,10 @@ extension KioskServerTool {
                     }
                     do {
                         let destination = URL(fileURLWithPath: file)
+                        // Its list of content files is never written over either (another backup's).
+                        guard !FileManager.default.fileExists(atPath: file + ".content.json") else {
+                            throw ValidationError("\(file).content.json exists already; name a new file (a backup is never written over another)")
+                        }
                         let started = ContinuousClock.now
                         let size = try await store.backupSQLite(to: destination)
                         let inventory = ContentInventory(registry: try await store.publishedProducts.load())

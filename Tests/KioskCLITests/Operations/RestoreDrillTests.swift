@@ -78,6 +78,11 @@ struct RestoreDrillTests {
         }
         let backup = directory.path("kiosk.sqlite")
         #expect(try await KioskCommand.run(["admin", "backup", backup.path] + data).status == 0)
+        // Another backup's list of content files is not written over either.
+        _ = try directory.write("listed.sqlite.content.json", "[]")
+        let listed = try await KioskCommand.run(["admin", "backup", directory.path("listed.sqlite").path] + data)
+        #expect(listed.status == 1 && listed.stderr.contains("exists already"), "\(listed.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory.path("listed.sqlite").path))
         let empty = try directory.write("empty.sqlite", "")
         let foreign = directory.path("foreign.sqlite")
         _ = try ToolProcess.run("/usr/bin/sqlite3", [foreign.path, "CREATE TABLE notes(text)"])
