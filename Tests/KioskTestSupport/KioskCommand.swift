@@ -142,14 +142,16 @@ public final class ServerProcess: @unchecked Sendable {
     private let stderrLog: URL
 
     /// Starts `kiosk serve --port 0` and waits for its `listening on` line.
-    public static func start(_ store: SampleStore, extraArguments: [String] = [], log: URL) async throws -> ServerProcess {
-        try await offCooperativePool { try ServerProcess(store, extraArguments: extraArguments, log: log) }
+    /// `program` serves in place of the built `kiosk` (the previous release's `kiosk-server`, say),
+    /// given the same arguments.
+    public static func start(_ store: SampleStore, extraArguments: [String] = [], log: URL, program: URL? = nil) async throws -> ServerProcess {
+        try await offCooperativePool { try ServerProcess(store, extraArguments: extraArguments, log: log, program: program ?? KioskCommand.executable) }
     }
 
-    init(_ store: SampleStore, extraArguments: [String] = [], log: URL) throws {
+    init(_ store: SampleStore, extraArguments: [String] = [], log: URL, program: URL = KioskCommand.executable) throws {
         stderrLog = log
         FileManager.default.createFile(atPath: log.path, contents: nil)
-        process.executableURL = KioskCommand.executable
+        process.executableURL = program
         process.arguments = [
             "serve", "--catalog", store.catalog.path, "--content", store.content.path,
             "--data", store.data.path, "--port", "0",

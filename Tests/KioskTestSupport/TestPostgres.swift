@@ -92,10 +92,13 @@ public actor TestPostgres {
         return cluster
     }
 
-    /// `psql -c SQL` against the cluster, as the cluster's superuser.
-    public static func psql(_ cluster: Cluster, database: String, _ sql: String) throws {
-        let (status, output) = try run(cluster.bin + "/psql", ["-X", "-q", "-h", "127.0.0.1", "-p", String(cluster.port), "-U", "kiosk", "-d", database, "-v", "ON_ERROR_STOP=1", "-c", sql])
+    /// `psql -c SQL` against the cluster, as the cluster's superuser; returns the rows it printed
+    /// (unaligned, without headers: a field per `|`, a row per line).
+    @discardableResult
+    public static func psql(_ cluster: Cluster, database: String, _ sql: String) throws -> String {
+        let (status, output) = try run(cluster.bin + "/psql", ["-X", "-q", "-t", "-A", "-h", "127.0.0.1", "-p", String(cluster.port), "-U", "kiosk", "-d", database, "-v", "ON_ERROR_STOP=1", "-c", sql])
         guard status == 0 else { throw TestServiceError("psql -c \(sql) failed: \(output)") }
+        return output
     }
 
     // MARK: Starting

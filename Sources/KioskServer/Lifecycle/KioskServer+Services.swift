@@ -18,16 +18,19 @@ extension KioskServer {
     ///   - onServing: called with the store's port once it serves the catalog.
     ///   - onMetricsListening: called with the metrics port once it accepts connections.
     ///   - onConsoleListening: called with the console's port once it accepts connections.
+    ///   - traceExporter: the service that exports spans (``TraceExport/bootstrap(logger:)``): first, so it stops last, with every span.
     public func makeServiceGroup(
         onServing: @escaping @Sendable (Int) async -> Void = { _ in },
         onMetricsListening: @escaping @Sendable (Int) async -> Void = { _ in },
-        onConsoleListening: @escaping @Sendable (Int) async -> Void = { _ in }
+        onConsoleListening: @escaping @Sendable (Int) async -> Void = { _ in },
+        traceExporter: (any Service)? = nil
     ) -> ServiceGroup {
         let (listening, bound) = AsyncStream<Int>.makeStream()
         let http = ListeningService(
             application: makeApplication { port in bound.yield(port) }, listener: .store,
             host: configuration.host, port: configuration.port, bound: bound)
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [Self.stopsTheGroup(http)]
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = traceExporter.map { [Self.stopsTheGroup($0)] } ?? []
+        services.append(Self.stopsTheGroup(http))
         if let metricsPort = configuration.metricsPort {
             let metrics = ListeningService(
                 application: makeMetricsApplication(onListening: onMetricsListening), listener: .metrics,

@@ -1,4 +1,5 @@
 import Logging
+import Tracing
 import SQLKit
 import Synchronization
 
@@ -58,6 +59,14 @@ final class AccountCommits: Sendable {
     /// - Returns: the transaction as recorded and the account's new balance, or nil when it wrote
     ///   nothing (the account had moved on).
     func record(_ purchase: RecordPurchase) async throws -> (TransactionRecord, credits: Int)? {
+        guard ServiceContext.current != nil else { return try await enqueue(purchase) }
+        return try await withSpan("database purchase commit", ofKind: .client) { span in
+            span.attributes["db.system.name"] = database.engine == .postgres ? "postgresql" : "sqlite"
+            return try await enqueue(purchase)
+        }
+    }
+
+    private func enqueue(_ purchase: RecordPurchase) async throws -> (TransactionRecord, credits: Int)? {
         let account = purchase.record.accountId
         return try await withCheckedThrowingContinuation { continuation in
             let job = Job(purchase: purchase) { continuation.resume(with: $0) }
@@ -70,7 +79,8 @@ final class AccountCommits: Sendable {
                 return true
             }
             guard starts else { return }
-            Task { await self.drain(account, first: job) }
+            // The drain commits other requests' purchases too: its own spans belong to no one request's trace.
+            Task { await ServiceContext.$current.withValue(nil) { await self.drain(account, first: job) } }
         }
     }
 

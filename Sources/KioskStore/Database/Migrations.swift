@@ -705,6 +705,11 @@ enum Migrations {
             #"ALTER TABLE "signIn" ADD COLUMN "confirmTokenHash" TEXT"#,
             #"ALTER TABLE "signIn" ADD COLUMN "newIssueMail" INTEGER NOT NULL DEFAULT 0"#,
         ] },
+        // The trace a notification was announced in (``TraceParent``), which its delivery continues.
+        // An earlier Kiosk writes none: its notifications are delivered in traces of their own.
+        Migration(name: "37-trace-parent", earlierMayServe: true) { _ in [
+            #"ALTER TABLE "notification" ADD COLUMN "traceParent" TEXT"#,
+        ] },
     ]
 
     /// Applies every migration the database has not had yet.

@@ -3,6 +3,7 @@ import JWTKit
 import KioskCore
 import KioskTransfer
 import SQLKit
+import Tracing
 
 /// The publisher's endpoints and the delivery of the outbox to them (`PeriodicService.notifications` in the server).
 ///
@@ -116,6 +117,8 @@ public struct Notifications: StoreOwner {
         var signedTransaction: String?
         /// The transaction's payment method, which names the channel the money came through.
         var paymentMethod: String?
+        /// The trace the notification was announced in (``TraceParent``).
+        var traceParent: String?
     }
 
     /// Claims the deliveries due now and sends them; returns how many were delivered (2xx).
@@ -260,7 +263,7 @@ public struct Notifications: StoreOwner {
             try await db.raw(#"""
                 SELECT d."notificationSequence", d."webhookId", d."attempts", n."id", n."type", n."subtype", n."accountId", n."transactionId",
                     n."originalTransactionId", n."renewalInfo", n."createdAt", w."url", t."signedTransaction",
-                    t."paymentMethod"
+                    t."paymentMethod", n."traceParent"
                 FROM "delivery" d JOIN "notification" n ON n."sequence" = d."notificationSequence" JOIN "webhook" w ON w."id" = d."webhookId"
                 LEFT JOIN "storeTransaction" t ON t."id" = n."transactionId"
                 WHERE d."claimedBy" = \#(bind: instance) AND d."webhookId" = \#(bind: endpoint) AND d."notificationSequence" IN \#(SQLGroupExpression(claimed.map { SQLBind($0) as any SQLExpression }))
@@ -356,11 +359,22 @@ public struct Notifications: StoreOwner {
         // A delivery that could not be signed fails as a POST would (retried on the schedule) and
         // ends its account's turn, rather than failing the pass and every delivery in it.
         var unsigned: [Int: any Error] = [:]
+        // Each delivery is a span of the trace its notification was announced in, and its POST
+        // carries that span's `traceparent` for the endpoint to continue. The POSTs go out in turns
+        // on shared connections, so a span lasts from its turns' start to their answers.
+        var spans: [Int: [any Span]] = [:]
+        defer { for span in spans.values.joined() { span.end() } }
         for (index, turn) in turns.enumerated() {
             var signed: [KioskTransfer.HTTPRequest] = []
             for delivery in turn {
                 do {
-                    signed.append(HTTPRequest(method: "POST", url: delivery.url, headers: [("Content-Type", "application/json")], body: try await signedBody(delivery),
+                    let span = startSpan("notification delivery", context: TraceParent.context(delivery.traceParent), ofKind: .producer)
+                    span.attributes["kiosk.notification.id"] = delivery.id
+                    span.attributes["kiosk.notification.type"] = delivery.type
+                    span.attributes["kiosk.delivery.attempt"] = delivery.attempts + 1
+                    spans[index, default: []].append(span)
+                    signed.append(HTTPRequest(method: "POST", url: delivery.url, headers: [("Content-Type", "application/json")] + TraceParent.headers(for: span.context),
+                                              body: try await signedBody(delivery),
                                               timeout: Int(configuration.requestTimeout.rounded(.up)), wantsBody: false))
                 } catch {
                     logger.error("could not sign a notification", metadata: ["notification": "\(delivery.id)", "error": "\(Store.describe(error))"])
@@ -379,6 +393,14 @@ public struct Notifications: StoreOwner {
             // (a turn stops at its first failure, so then all of them were).
             if let error = unsigned[index], turnAnswers.count == requests[index].count, (try? turnAnswers.last?.get())?.isSuccess ?? true {
                 turnAnswers.append(.failure(error))
+            }
+            for (position, answer) in turnAnswers.enumerated() where position < (spans[index]?.count ?? 0) {
+                guard let span = spans[index]?[position] else { continue }
+                switch answer {
+                case .success(let response): span.attributes["http.response.status_code"] = response.status
+                    if !response.isSuccess { span.setStatus(SpanStatus(code: .error)) }
+                case .failure(let error): span.recordError(error)
+                }
             }
             for (position, delivery) in turn.enumerated() {
                 guard position < turnAnswers.count else {

@@ -478,10 +478,12 @@ public struct Payments: StoreOwner {
             if let alongside { wrote = try await database.statement { db -> any Sendable in try await alongside(committed, db) } }
             return Settled(record: committed, credits: credits, alongside: wrote)
         }
-        // The same plan, a step at a time, in the write transaction.
+        // The same plan, a step at a time, in the write transaction (SQLite's group commit runs it
+        // in a task of its own: the request's trace is taken here).
+        let traceParent = TraceParent.current()
         return try await database.write { db in
             let plan = RecordPurchase.plan(record, revision: holdings.revision, delta: delta, charge: charge,
-                                           slot: SalesSlot.of(record.accountId, in: db), announcedAt: clock.wallNow())
+                                           slot: SalesSlot.of(record.accountId, in: db), announcedAt: clock.wallNow(), traceParent: traceParent)
             guard let written = try await db.run(plan) else { throw SettleConflict() }
             var recorded = record
             recorded.sequence = try written.integer("recorded", "sequence")

@@ -13,15 +13,19 @@ struct RecordPurchase: PlannedStatement {
     typealias Row = any SQLRow
     static let sql = rendered.sql
     static let parameterTypes = rendered.parameterTypes
-    static var template: WritePlan { plan(nil, revision: nil, delta: 0, charge: nil, slot: 0, announcedAt: Date(timeIntervalSince1970: 0)) }
+    static var template: WritePlan { plan(nil, revision: nil, delta: 0, charge: nil, slot: 0, announcedAt: Date(timeIntervalSince1970: 0), traceParent: nil) }
 
     let record: TransactionRecord
     let revision: Int64?
     let delta: Int
     let charge: LedgerEntry?
+    /// The trace of the request that made the purchase, taken where it is made: the plan may run in
+    /// another purchase's task (``AccountCommits`` batches an account's purchases).
+    var traceParent: String? = TraceParent.current()
 
     var plan: WritePlan {
-        Self.plan(record, revision: revision, delta: delta, charge: charge, slot: SalesSlot.of(record.accountId), announcedAt: record.createdAt)
+        Self.plan(record, revision: revision, delta: delta, charge: charge, slot: SalesSlot.of(record.accountId), announcedAt: record.createdAt,
+                  traceParent: traceParent)
     }
 
     /// The transaction as recorded and the account's new balance, from the plan's result columns
@@ -35,11 +39,11 @@ struct RecordPurchase: PlannedStatement {
 
     /// The plan of a purchase of `record` (nil: the template), decided at the account's `revision`.
     /// - Parameter slot: the account's ``SalesSlot`` on the engine that runs it.
-    static func plan(_ record: TransactionRecord?, revision: Int64?, delta: Int, charge: LedgerEntry?, slot: Int64, announcedAt: Date) -> WritePlan {
+    static func plan(_ record: TransactionRecord?, revision: Int64?, delta: Int, charge: LedgerEntry?, slot: Int64, announcedAt: Date, traceParent: String?) -> WritePlan {
         var steps = [AccountRows.advanceStep(account: record?.accountId ?? "", from: revision, adding: delta)]
         steps.append(TransactionRows.insertStep(record, change: [.earlier("advanced", "lastChange")]))
         steps += TransactionRows.ledgerSteps(charge, productId: [.bind(.text(record?.productId))], slot: slot, after: ["recorded"], when: [[.bind(.flag(charge != nil))]])
-        steps += PlannedRows.notification(record?.chargeNotification, transactionId: [.bind(.text(record?.id))], renewalInfo: nil, at: announcedAt,
+        steps += PlannedRows.notification(record?.chargeNotification, transactionId: [.bind(.text(record?.id))], renewalInfo: nil, traceParent: traceParent, at: announcedAt,
                                           after: ["recorded"], when: [[.bind(.flag(record?.announcesCharge ?? false))]])
         return WritePlan(steps: steps, result: [("recorded", "sequence"), ("recorded", "changeSequence"), ("advanced", "credits")])
     }

@@ -37,6 +37,7 @@ public struct Reinstatements: StoreOwner {
     public func reinstate(_ claims: ReceiptClaims, receipt: String) async throws -> Bool {
         let now = clock.wallNow()
         let cents = Int((claims.price ?? 0) / 10)
+        let traceParent = TraceParent.current()
         let outcome: Outcome = try await database.write { db in
             if try await TransactionRows(db).find(claims.transactionId) != nil { return .reinstated }
             func remember(_ outcome: Outcome) async throws -> Outcome {
@@ -70,7 +71,7 @@ public struct Reinstatements: StoreOwner {
                 reason: "written again from its receipt after a restore", createdAt: claims.purchased, country: claims.storefront,
                 taxBasisPoints: nil, taxCents: 0)
             let plan = RecordPurchase.plan(record, revision: nil, delta: 0, charge: charge,
-                                           slot: SalesSlot.of(record.accountId, in: db), announcedAt: now)
+                                           slot: SalesSlot.of(record.accountId, in: db), announcedAt: now, traceParent: traceParent)
             guard try await db.run(plan) != nil else { return try await remember(.accountUnknown) }
             // A free re-buy beside the book bought again charges nothing twice.
             return try await remember(cents == 0 ? .reinstatedWithoutPrice : (again ? .chargedTwice : .reinstated))

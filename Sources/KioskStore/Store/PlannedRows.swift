@@ -10,16 +10,17 @@ enum PlannedRows {
     /// - Parameters:
     ///   - transactionId: the SQL of the transaction it names (a bound ID, or a look-up).
     ///   - renewalInfo: its renewal info, as JSON.
+    ///   - traceParent: the trace the change was made in (``TraceParent``), which its delivery continues.
     static func notification(
-        _ notification: StoreNotification?, transactionId: [PlanSQL], renewalInfo: String?, at now: Date,
+        _ notification: StoreNotification?, transactionId: [PlanSQL], renewalInfo: String?, traceParent: String?, at now: Date,
         after: [String] = [], when conditions: [[PlanSQL]] = []
     ) -> [PlanStep] {
         let n = notification
         let announced = PlanStep(
             name: "announced",
-            write: .insert(into: "notification", columns: ["id", "accountId", "type", "subtype", "transactionId", "originalTransactionId", "renewalInfo", "createdAt"], values: [
+            write: .insert(into: "notification", columns: ["id", "accountId", "type", "subtype", "transactionId", "originalTransactionId", "renewalInfo", "createdAt", "traceParent"], values: [
                 [.bind(.text(UUID().uuidString.lowercased()))], [.bind(.text(n?.accountId))], [.bind(.text(n?.type))], [.bind(.text(n?.subtype))],
-                transactionId, [.bind(.text(n?.originalTransactionId))], [.bind(.text(renewalInfo))], [.bind(.date(now))],
+                transactionId, [.bind(.text(n?.originalTransactionId))], [.bind(.text(renewalInfo))], [.bind(.date(now))], [.bind(.text(traceParent))],
             ], onConflict: nil),
             after: after, conditions: conditions, returning: ["sequence"])
         let fanned = PlanStep(
@@ -36,7 +37,8 @@ enum PlannedRows {
     /// Call it inside the write transaction of the change it reports.
     static func announce(_ notification: StoreNotification, at now: Date, in db: any SQLDatabase) async throws {
         let steps = Self.notification(
-            notification, transactionId: [.bind(.text(notification.transactionId))], renewalInfo: try notification.renewalInfoJSON(), at: now)
+            notification, transactionId: [.bind(.text(notification.transactionId))], renewalInfo: try notification.renewalInfoJSON(),
+            traceParent: TraceParent.current(), at: now)
         try await db.run(WritePlan(steps: steps, result: []))
     }
 }

@@ -25,7 +25,7 @@ struct RecordRenewalStep: PlannedStatement {
     static let sql = rendered.sql
     static let parameterTypes = rendered.parameterTypes
     static var template: WritePlan {
-        plan(nil, claimedVersion: 0, instance: "", renewalInfo: nil, now: Date(timeIntervalSince1970: 0), slot: 0)
+        plan(nil, claimedVersion: 0, instance: "", renewalInfo: nil, now: Date(timeIntervalSince1970: 0), slot: 0, traceParent: nil)
     }
 
     let step: Subscriptions.RenewalStep
@@ -37,16 +37,19 @@ struct RecordRenewalStep: PlannedStatement {
     let renewalInfo: String?
     /// When the step is written (the rows' `updatedAt` and `createdAt`), on the wall clock.
     let now: Date
+    /// The trace the step was decided in (the worker's pass, or a channel's event), taken where it is made.
+    var traceParent: String? = TraceParent.current()
 
     var plan: WritePlan {
         Self.plan(step, claimedVersion: claimedVersion, instance: instance, renewalInfo: renewalInfo, now: now,
-                  slot: SalesSlot.of(step.subscription.accountId))
+                  slot: SalesSlot.of(step.subscription.accountId), traceParent: traceParent)
     }
 
     /// The plan of one renewal step (nil: the template).
     /// - Parameter slot: the account's ``SalesSlot`` on the engine that runs it.
     static func plan(
-        _ step: Subscriptions.RenewalStep?, claimedVersion: Int64, instance: String, renewalInfo: String?, now: Date, slot: Int64
+        _ step: Subscriptions.RenewalStep?, claimedVersion: Int64, instance: String, renewalInfo: String?, now: Date, slot: Int64,
+        traceParent: String?
     ) -> WritePlan {
         let s = step?.subscription
         let renewal = step?.renewal
@@ -61,7 +64,7 @@ struct RecordRenewalStep: PlannedStatement {
         steps.append(TransactionRows.insertStep(renewal, change: [.earlier("advanced", "lastChange")]))
         steps += TransactionRows.ledgerSteps(charge, productId: [.bind(.text(renewal?.productId))], slot: slot, after: ["recorded"], when: [[.bind(.flag(charge != nil))]])
         steps += [opened, closed]
-        steps += PlannedRows.notification(step?.notification, transactionId: named, renewalInfo: renewalInfo, at: now,
+        steps += PlannedRows.notification(step?.notification, transactionId: named, renewalInfo: renewalInfo, traceParent: traceParent, at: now,
                                           after: ["moved"], when: [[.bind(.flag(step?.notification != nil))]])
         return WritePlan(steps: steps, result: [("moved", "originalTransactionId")])
     }

@@ -120,11 +120,12 @@ extension Subscriptions {
     /// SQLite: the step's plan (``RecordRenewalStep``) a statement at a time, in one transaction.
     /// - Returns: false when the claim was lost (the subscription moved on, or another instance has it).
     private func commitOneByOne(_ decided: RenewalStep, claimedVersion: Int64, instance: String) async throws -> Bool {
+        let traceParent = TraceParent.current()
         do {
             return try await database.write { db in
                 let plan = RecordRenewalStep.plan(
                     decided, claimedVersion: claimedVersion, instance: instance, renewalInfo: try decided.notification?.renewalInfoJSON(),
-                    now: clock.wallNow(), slot: SalesSlot.of(decided.subscription.accountId, in: db))
+                    now: clock.wallNow(), slot: SalesSlot.of(decided.subscription.accountId, in: db), traceParent: traceParent)
                 guard try await db.run(plan) != nil else { throw LostClaim() }
                 return true
             }
