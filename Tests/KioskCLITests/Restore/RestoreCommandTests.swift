@@ -64,7 +64,12 @@ struct RestoreCommandTests: KioskCommandSuite {
 
         // One receipt spoiled in the store's database: it alone is refused, in one line, exit 1.
         #expect(try await setup.kiosk("buy", Self.third).status == 0)
-        let database = try DatabaseQueue(path: setup.store.data.appendingPathComponent("kiosk-server.sqlite").path)
+        // The running store's writer may hold the write lock a moment (a commit, a checkpoint):
+        // this write waits for it, as the store's own connections do, instead of failing at once
+        // (GRDB's default), which a loaded machine made happen.
+        var waiting = Configuration()
+        waiting.busyMode = .timeout(30)
+        let database = try DatabaseQueue(path: setup.store.data.appendingPathComponent("kiosk-server.sqlite").path, configuration: waiting)
         let spoiled = try await database.write { db -> String in
             let id = try String.fetchOne(db, sql: #"SELECT "id" FROM "storeTransaction" WHERE "productId" = ?"#, arguments: [Self.third]) ?? ""
             try db.execute(sql: #"UPDATE "storeTransaction" SET "signedTransaction" = substr("signedTransaction", 1, length("signedTransaction") - 4) || 'AAAA' WHERE "id" = ?"#, arguments: [id])
