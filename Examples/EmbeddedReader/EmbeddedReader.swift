@@ -28,6 +28,7 @@ struct EmbeddedReader {
                         print("purchase of \(record.productId): \(record.state.rawValue)")
                         if record.productId == productId, record.state == .finished || record.state == .failed { return }
                     case .download(let record): print("download of \(record.productId): \(record.state.rawValue)")
+                    case .removed(let record): print("removed from the device: \(record.productId) (still owned)")
                     case .progress, .downloadRemoved: break
                     }
                 }

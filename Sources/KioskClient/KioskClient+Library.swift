@@ -67,4 +67,52 @@ extension KioskClient {
     public func libraryEntries() throws -> [LibraryEntry] {
         try library.entries()
     }
+
+    // MARK: The newsstand
+
+    /// Each title with an issue on this device: its issues (newest first) with their sizes, what is
+    /// pinned or bought on its own, its keep rule, and what the rule frees next.
+    public func newsstand(now: Date = Date()) throws -> [TitleShelf] {
+        try newsstand.shelves(now: now)
+    }
+
+    /// The keep rules the reader set, by series; a title without one keeps its frequency's
+    /// default (``KeepRule/standard(for:)``).
+    public func keepRules() throws -> [String: KeepRule] {
+        try newsstand.rules()
+    }
+
+    /// Sets a title's keep rule; nil goes back to its frequency's default.
+    public func setKeepRule(_ rule: KeepRule?, forSeries series: String) throws {
+        try newsstand.setRule(rule, for: series)
+    }
+
+    /// Frees the files of every issue the keep rules let go, oldest first (what the agent does
+    /// after it installs); returns their IDs. Never a pinned issue, one bought on its own, a book,
+    /// or a title's newest issue; each stays owned (``reinstate(_:)``), and ``ClientEvent/removed(_:)`` tells of each.
+    @discardableResult
+    public func tidy(now: Date = Date()) throws -> [String] {
+        try newsstand.tidy(now: now)
+    }
+
+    /// Pins a product: no rule removes its files; pinning a removed one queues it again.
+    public func pin(_ productId: String) throws -> DownloadRecord {
+        try library.setPinned(productId, true)
+    }
+
+    public func unpin(_ productId: String) throws -> DownloadRecord {
+        try library.setPinned(productId, false)
+    }
+
+    /// Frees an installed product's files at the reader's word (pinned or not); it stays owned.
+    /// - Returns: false when it is not installed now.
+    @discardableResult
+    public func removeFromDevice(_ productId: String) throws -> Bool {
+        try library.remove(productId, automatic: false)
+    }
+
+    /// Queues a removed product again; run it with ``runDownloads(only:progress:)``.
+    public func reinstate(_ productId: String) throws -> DownloadRecord {
+        try library.reinstate(productId)
+    }
 }

@@ -51,6 +51,8 @@ public final class KioskClient: Sendable {
     let purchases: Purchases
     let library: Library
     let flows: Flows
+    /// The keep rules and the tidy that frees old issues' files (never a purchase).
+    let newsstand: Newsstand
 
     /// Opens the state in `home`, creating it on first use.
     /// - Parameter server: the server's base URL (http or https), remembered for next time once it
@@ -85,6 +87,7 @@ public final class KioskClient: Sendable {
         self.flows = Flows(
             catalog: catalog, purchases: purchases, library: library,
             subscriptions: SubscriptionIssues(database: database, library: library, purchases: purchases), logger: logger)
+        self.newsstand = Newsstand(database: database, library: library, purchases: purchases)
     }
 
     deinit {

@@ -91,10 +91,17 @@ extension Kiosk {
         @Flag(help: "Print what was done as JSON (docs/client.md), instead of a line per step.")
         var json = false
 
+        @Argument(help: "Only this product: one the newsstand or kiosk cancel removed is downloaded again.")
+        var product: String?
+
         func run() async throws {
             try await reportingErrors {
                 let client = try options.client()
                 _ = try client.server()
+                if let product, !wait, !json {
+                    try await Self.resumeOne(product, client: client)
+                    return
+                }
                 var configured = DownloadRunner(client: client)
                 configured.context = .resume(waits: wait)
                 let runner = configured
@@ -140,6 +147,18 @@ extension Kiosk {
                 try report.outcome.exit()
             }
         }
+
+        /// `kiosk resume ID`: that product alone, queued again first when its files were removed.
+        static func resumeOne(_ product: String, client: KioskClient) async throws {
+            let runner = DownloadRunner(client: client)
+            if try client.downloads().first(where: { $0.productId == product })?.state == .removed {
+                _ = try client.reinstate(product)
+                runner.say("queued \(product) again")
+            }
+            let report = try await runner.showingProgress { try await client.runDownloads(only: [product]) }
+            runner.report(report)
+            try report.outcome.exit()
+        }
     }
 
     struct Pause: AsyncParsableCommand {
@@ -163,8 +182,11 @@ extension Kiosk {
 
     struct Cancel: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Cancel a download and delete its partial bytes, or a purchase never sent.",
+            abstract: "Cancel a download and delete its partial bytes, remove an installed product's files, or cancel a purchase never sent.",
             discussion: """
+                An installed product's files are removed from this device; it stays yours, and \
+                kiosk resume ID downloads it again.
+
                 With --purchase it cancels a purchase saved on this device that was never sent to its \
                 store (nothing was charged); one that was sent and is waiting for its answer is not \
                 cancelled, since it may have been charged.
@@ -188,7 +210,13 @@ extension Kiosk {
                     print("\(record.productId): the purchase saved on this device was cancelled; it was never sent, so nothing was charged")
                     return
                 }
-                let record = try options.client().cancelDownload(product)
+                let client = try options.client()
+                // Installed: its files are freed, the purchase stays (the newsstand's removal).
+                if try client.downloads().first(where: { $0.productId == product })?.state == .installed, try client.removeFromDevice(product) {
+                    print("\(product): removed from this device; it stays yours, and kiosk resume \(product) downloads it again")
+                    return
+                }
+                let record = try client.cancelDownload(product)
                 print("\(record.productId): cancelled")
             }
         }
@@ -208,11 +236,20 @@ extension Kiosk {
         @Option(name: .customLong("path"), help: ArgumentHelp("Print only where this product's files are (as kiosk open ID).", valueName: "id"))
         var pathOf: String?
 
+        @Flag(help: "Remove the files of the issues the keep rules let go now (what kiosk agent does after it installs); they stay yours.")
+        var tidy = false
+
         func run() async throws {
             try await reportingErrors {
                 let client = try options.client()
                 if let pathOf {
                     print(try LibraryPath.find(pathOf, in: client))
+                    return
+                }
+                if tidy {
+                    let removed = try client.tidy()
+                    if removed.isEmpty { print("nothing to remove: every title keeps what its rule keeps") }
+                    for id in removed { print("removed \(id) from this device; it stays yours (kiosk resume \(id) gets it back)") }
                     return
                 }
                 let entries = try client.libraryEntries()
@@ -226,6 +263,17 @@ extension Kiosk {
                     let update = entry.updateAvailable ? "  (update available: kiosk resume)" : ""
                     print("\(entry.item.productId)  \(entry.title ?? "")  version \(entry.item.version)  \(entry.item.path)\(update)")
                 }
+                for shelf in try client.newsstand() {
+                    print("")
+                    print("\(shelf.series): \(shelf.frequency.rawValue); keeps \(shelf.rule.description)\(shelf.ruleIsSet ? "" : " (the default; kiosk keep \(shelf.series) --last N changes it)")")
+                    for issue in shelf.issues {
+                        var notes = [issue.state.rawValue]
+                        if issue.pinned { notes.append("pinned") }
+                        if issue.boughtAlone { notes.append("bought") }
+                        if issue.goesNext { notes.append("removed at the next tidy") }
+                        print("  \(issue.productId)  \(issue.publicationDate)  \(ByteCount.text(issue.size))  \(notes.joined(separator: ", "))")
+                    }
+                }
             }
         }
 
@@ -236,6 +284,95 @@ extension Kiosk {
             var path: String
             var installedAt: Date
             var updateAvailable: Bool
+        }
+    }
+
+    struct Pin: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Pin a book or issue: no keep rule removes its files; a removed one is downloaded again.",
+            discussion: "Example: kiosk pin com.kiosk.magazines.harbor-monthly.issue-01"
+        )
+
+        @OptionGroup var options: ClientOptions
+
+        @Argument(help: "The product ID.")
+        var product: String
+
+        func run() async throws {
+            try await reportingErrors {
+                let record = try options.client().pin(product)
+                print(record.state == .queued ? "\(product): pinned, and queued again (kiosk resume \(product) downloads it now)" : "\(product): pinned")
+            }
+        }
+    }
+
+    struct Unpin: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Unpin a book or issue: its title's keep rule applies to it again.",
+            discussion: "Example: kiosk unpin com.kiosk.magazines.harbor-monthly.issue-01"
+        )
+
+        @OptionGroup var options: ClientOptions
+
+        @Argument(help: "The product ID.")
+        var product: String
+
+        func run() async throws {
+            try await reportingErrors {
+                _ = try options.client().unpin(product)
+                print("\(product): unpinned")
+            }
+        }
+    }
+
+    struct Keep: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Say how many of a title's issues this device keeps: the last N, or those of the last N days.",
+            discussion: """
+                Without a rule a title keeps NOOK's default for how often it comes out: 10 daily or weekly \
+                issues, 12 monthly, 6 bimonthly, 4 quarterly. A title's newest issue, pinned issues \
+                (kiosk pin) and issues bought on their own are always kept; an issue removed stays yours \
+                (kiosk resume ID). kiosk agent applies the rules after it installs; kiosk library --tidy now.
+
+                Example: kiosk keep com.kiosk.magazines.harbor-monthly --last 6; kiosk keep com.kiosk.magazines.harbor-monthly --default
+                """
+        )
+
+        @OptionGroup var options: ClientOptions
+
+        @Argument(help: "The title's series ID (kiosk library lists them).")
+        var series: String
+
+        @Option(help: ArgumentHelp("Keep the last N issues.", valueName: "N"))
+        var last: Int?
+
+        @Option(help: ArgumentHelp("Keep the issues published in the last N days.", valueName: "N"))
+        var days: Int?
+
+        @Flag(help: "Go back to the default for the title's frequency.")
+        var `default` = false
+
+        func validate() throws {
+            guard [last != nil, days != nil, `default`].filter({ $0 }).count <= 1 else {
+                throw ValidationError("give one of --last N, --days N or --default")
+            }
+        }
+
+        func run() async throws {
+            try await reportingErrors {
+                let client = try options.client()
+                if let last {
+                    try client.setKeepRule(.lastIssues(last), forSeries: series)
+                } else if let days {
+                    try client.setKeepRule(.days(days), forSeries: series)
+                } else if `default` {
+                    try client.setKeepRule(nil, forSeries: series)
+                }
+                let rule = try client.keepRules()[series]
+                let shelf = try client.newsstand().first { $0.series == series }
+                let effective = rule ?? shelf?.rule
+                print("\(series): keeps \(effective?.description ?? "its frequency's default")\(rule == nil ? " (the default)" : "")")
+            }
         }
     }
 }

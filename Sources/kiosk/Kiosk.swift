@@ -25,7 +25,7 @@ struct Kiosk: AsyncParsableCommand {
         version: VersionInfo.text(for: CommandLine.arguments),
         subcommands: [
             Sync.self, Products.self, Buy.self, Redeem.self, RedeemCode.self, Storefront.self, Transactions.self, Balance.self,
-            Restore.self, Account.self, Login.self, Logout.self, Devices.self, Subscriptions.self, Play.self, Subscription.self, Config.self, Admin.self, Download.self, Downloads.self, Resume.self, Agent.self, Pause.self, Cancel.self, Library.self, Open.self, Progress.self, Fetch.self, Unpack.self, AppStore.self,
+            Restore.self, Account.self, Login.self, Logout.self, Devices.self, Subscriptions.self, Play.self, Subscription.self, Config.self, Admin.self, Download.self, Downloads.self, Resume.self, Agent.self, Pause.self, Cancel.self, Library.self, Pin.self, Unpin.self, Keep.self, Open.self, Progress.self, Fetch.self, Unpack.self, AppStore.self,
         ]
     )
 

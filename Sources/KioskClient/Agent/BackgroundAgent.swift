@@ -13,6 +13,8 @@ public enum AgentStep: Sendable {
     case queued([String])
     /// A round of downloads ended.
     case ran(DownloadRunReport)
+    /// The keep rules freed these issues' files (``KioskClient/tidy(now:)``); they stay owned.
+    case removed([String])
     /// The store cannot be reached (told once per outage); the next try is in `retryIn`, then
     /// more rarely up to 5 s apart (nothing is counted against the downloads). A single round
     /// (`once`) that could not reach it ends with this step and a `retryIn` of zero.
@@ -61,6 +63,8 @@ struct BackgroundAgent: Sendable {
         var nextSync = ContinuousClock.now
         var offlineWait: Duration = .seconds(1)
         var checkLibrary = true
+        // The keep rules are applied at the start and after every round that installed something.
+        var tidy = true
         while !Task.isCancelled {
             var offline = false
             // The feed said the store serves another catalog (a reload, a publish): sync now.
@@ -94,6 +98,11 @@ struct BackgroundAgent: Sendable {
                 let round = try await runDownloads(replayingChanges: wakeup)
                 if round.bytesReceived > 0 || !(round.installed + round.waiting + round.failed + round.cancelled + round.installedElsewhere).isEmpty { step(.ran(round)) }
                 if !round.interrupted.isEmpty || Task.isCancelled { return }
+                if tidy || !round.installed.isEmpty {
+                    let removed = try client.newsstand.tidy()
+                    if !removed.isEmpty { step(.removed(removed)) }
+                    tidy = false
+                }
                 // Every due download met an unreachable store: wait for its return, not for the backoff.
                 if !round.waiting.isEmpty, round.installed.isEmpty {
                     offline = await !client.storeIsReachable()

@@ -14,6 +14,9 @@ public enum ClientEvent: Sendable {
     /// A download and its library entry are gone (the purchase was revoked and no other purchase
     /// grants the product); the record is the last one committed.
     case downloadRemoved(DownloadRecord)
+    /// An installed product's files were freed, by the reader or a keep rule (``KioskClient/tidy(now:)``);
+    /// it stays owned, and the record (state `removed`) can be queued again (``KioskClient/reinstate(_:)``).
+    case removed(DownloadRecord)
 }
 
 /// Hands every event to every current subscriber. Events of this process only: another process

@@ -5,9 +5,11 @@ import KioskCore
 /// Where a product's content download stands.
 ///
 /// `queued → downloading → verifying → unpacking → installed`; `waiting` after a transient failure
-/// (with `nextAttemptAt`), `failed` for good (with the reason), `paused`, `cancelled`.
+/// (with `nextAttemptAt`), `failed` for good (with the reason), `paused`, `cancelled`; and
+/// `installed → removed` when the reader or the keep rule frees its files (``Newsstand``): the
+/// purchase stands, and `kiosk resume ID` queues it again.
 public enum DownloadState: String, Codable, Sendable, CaseIterable {
-    case queued, downloading, verifying, unpacking, installed, waiting, failed, paused, cancelled
+    case queued, downloading, verifying, unpacking, installed, waiting, failed, paused, cancelled, removed
 
     /// States in which a process holds the download's claim.
     static let claimed: [DownloadState] = [.downloading, .verifying, .unpacking]
@@ -51,6 +53,8 @@ public struct DownloadRecord: Codable, Sendable, Equatable, StoredRow {
     /// The `Authorization` scheme `receipt` is presented under (``PurchaseProofKind``): nil for
     /// Kiosk's own receipt, `AppStore` for a StoreKit 2 signed transaction.
     public var proofKind: String? = nil
+    /// When the reader pinned it: a pinned product's files are never removed by a keep rule or for room.
+    public var pinnedAt: Date? = nil
 
     /// The header that presents the proof: every request for this download's bytes or manifest.
     var authorization: (name: String, value: String) {

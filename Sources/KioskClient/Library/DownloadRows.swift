@@ -56,6 +56,8 @@ struct DownloadRows: Sendable {
                 // A running owner finishes what it has; a newer version is queued after it installs.
                 if DownloadState.claimed.contains(existing.state) { return nil }
                 if sameVersion, [.installed, .queued, .paused].contains(existing.state) { return nil }
+                // Freed by the reader or a keep rule: only the reader brings it back (reinstateRemoved).
+                if existing.state == .removed { return nil }
                 existing.state = .queued
                 existing.sha256 = content.sha256
                 existing.size = content.size
@@ -165,6 +167,61 @@ struct DownloadRows: Sendable {
         }
         if let forgotten { database.events.publish(.downloadRemoved(forgotten)) }
         return removed
+    }
+
+    // MARK: The newsstand's (``Newsstand``)
+
+    /// `installed → removed`: its files go (the folder moved aside inside this transaction, as a
+    /// revocation's are, so no install slips in between); the purchase and this row stay, and
+    /// `kiosk resume ID` queues it again. A keep rule's removal (`automatic`) leaves a pinned
+    /// download alone, decided here, under the write lock: a pin committed first always wins.
+    /// - Returns: the record as removed and the folder to delete after the commit; nil when it
+    ///   was not removable now (no longer installed, pinned, or another process's).
+    func removeInstalled(_ removal: LibraryRemoval, automatic: Bool) throws -> (record: DownloadRecord, moved: URL?)? {
+        let result = try database.write { db -> (record: DownloadRecord, moved: URL?)? in
+            guard var record = try DownloadRow.fetchOne(db, key: removal.productId)?.value, record.state == .installed,
+                  !(automatic && record.pinnedAt != nil) else { return nil }
+            record.state = .removed
+            record.pinnedAt = nil
+            record.bytesDone = 0
+            record.partialETag = nil
+            record.lastError = nil
+            record.updatedAt = Date()
+            try DownloadRow(record).update(db)
+            _ = try LibraryItemRow.deleteOne(db, key: removal.productId)
+            return (record, try removal.installer.perform(removal))
+        }
+        if let result { database.events.publish(.removed(result.record)) }
+        return result
+    }
+
+    /// `removed → queued`: the reader wants it back (`kiosk resume ID`, a pin).
+    func reinstateRemoved(_ productId: String) throws -> DownloadRecord {
+        try moveDownload(productId, claim: nil, from: [.removed], to: .queued, [
+            DownloadRecord.Columns.attempts.set(to: 0), DownloadRecord.Columns.lastError.set(to: nil),
+            DownloadRecord.Columns.nextAttemptAt.set(to: nil),
+        ])
+    }
+
+    /// Pins or unpins a download (any state but cancelled); a removed one pinned is queued again.
+    func setPinned(_ productId: String, _ pinned: Bool) throws -> DownloadRecord {
+        let record = try database.write { db -> DownloadRecord in
+            guard var record = try DownloadRow.fetchOne(db, key: productId)?.value, record.state != .cancelled else {
+                throw ClientError.invalidRequest("\(productId) has no download on this device to pin: buy it, or kiosk restore if it was bought on another")
+            }
+            record.pinnedAt = pinned ? (record.pinnedAt ?? Date()) : nil
+            if pinned, record.state == .removed {
+                record.state = .queued
+                record.attempts = 0
+                record.lastError = nil
+                record.nextAttemptAt = nil
+            }
+            record.updatedAt = Date()
+            try DownloadRow(record).update(db)
+            return record
+        }
+        database.events.publish(.download(record))
+        return record
     }
 
     /// Points a download at another standing transaction of the same product (the one it used was revoked).

@@ -368,6 +368,28 @@ struct Library {
         if let removed { installer.discard(removed) }
     }
 
+    /// Frees an installed product's files, keeping its purchase (``DownloadRows/removeInstalled(_:automatic:)``):
+    /// the reader's removal (`kiosk cancel` of an installed product) or a keep rule's (`automatic`,
+    /// which leaves a pinned one alone). Returns false when it was not removable now.
+    @discardableResult
+    func remove(_ productId: String, automatic: Bool) throws -> Bool {
+        let removal = LibraryRemoval(installer: installer, productId: productId, owner: owner, partial: try partialFile(productId))
+        guard let removed = try rows.removeInstalled(removal, automatic: automatic) else { return false }
+        if let moved = removed.moved { installer.discard(moved) }
+        return true
+    }
+
+    /// Queues a removed product again (`kiosk resume ID`).
+    func reinstate(_ productId: String) throws -> DownloadRecord {
+        try rows.reinstateRemoved(productId)
+    }
+
+    /// Pins (or unpins) a product: a pinned product's files are never removed by a rule; a removed
+    /// one pinned is queued again.
+    func setPinned(_ productId: String, _ pinned: Bool) throws -> DownloadRecord {
+        try rows.setPinned(productId, pinned)
+    }
+
     /// Cancels a download and deletes its partial bytes; a process running it stops at its next
     /// progress write (two a second).
     func cancel(_ productId: String) throws -> DownloadRecord {

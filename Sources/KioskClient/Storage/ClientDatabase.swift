@@ -246,6 +246,19 @@ final class ClientDatabase: Sendable {
         migrator.registerMigration("v13-purchase-offer-code") { db in
             try db.execute(sql: "ALTER TABLE payment ADD COLUMN offerCode TEXT")
         }
+        migrator.registerMigration("v14-newsstand") { db in
+            // A pin keeps a product's files whatever the keep rules say (``Newsstand``).
+            try db.alter(table: DownloadRecord.databaseTableName) { table in
+                table.add(column: "pinnedAt", .datetime)
+            }
+            // The reader's keep rule per title; a title without one keeps its frequency's default.
+            try db.create(table: "keepRule") { table in
+                table.primaryKey("series", .text)
+                table.column("lastIssues", .integer)
+                table.column("days", .integer)
+                table.column("updatedAt", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }

@@ -1,0 +1,123 @@
+import Foundation
+import KioskCore
+import KioskTestSupport
+import Testing
+
+/// The newsstand on the device (issue 67): a weekly title's year through the store's sandbox
+/// clock, its keep rule applied by the agent, pins and single purchases kept, what was removed
+/// still owned; two processes tidying one home; a reader's own removal and `kiosk resume ID`.
+@Suite("The newsstand: keep rules, pins and tidying on the device")
+struct NewsstandTests {
+    static let plan = SampleStore.harborMonthly
+    static let series = SampleStore.harborSeries
+
+    /// yyyy-MM-dd, `weeks` weeks from today (UTC).
+    static func day(weeks: Int, from now: Date = Date()) -> String {
+        let formatter = DateFormatter()
+        formatter.dateFormat = "yyyy-MM-dd"
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        return formatter.string(from: now.addingTimeInterval(Double(weeks * 7) * 86_400))
+    }
+
+    struct Device {
+        let home: URL
+        var environment: [String: String] { ["KIOSK_HOME": home.path] }
+
+        func run(_ arguments: [String]) async throws -> KioskCommand.Result {
+            try await KioskCommand.run(arguments, environment: environment)
+        }
+
+        /// The device's download states, by product.
+        func states() async throws -> [String: String] {
+            let listed = try await run(["downloads", "--json"])
+            let rows = try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]] ?? []
+            return Dictionary(rows.compactMap { row in (row["productId"] as? String).map { ($0, row["state"] as? String ?? "") } }) { first, _ in first }
+        }
+    }
+
+    @Test("a year of a weekly title through the sandbox clock: the agent keeps the newest 10 the subscription brought, beside two pins and an issue bought alone; what it removed is still owned and comes back with kiosk resume ID; two tidies at once agree")
+    func yearOfWeeklyIssues() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        // A weekly title: 4 back issues and a year ahead (the series' monthly issues stay too; the
+        // median gap makes it weekly).
+        let now = Date()
+        let weeks = Array(-4..<48)
+        try store.editHarborMonthly(graceDays: nil, issues: weeks.map { (suffix: "week\($0 < 0 ? "m" : "")\(abs($0))", day: Self.day(weeks: $0, from: now)) })
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let device = Device(home: directory.path("device"))
+        #expect(try await device.run(["sync", "--server", server.url]).status == 0)
+        // A back issue bought on its own, then the subscription.
+        let back = "\(Self.series).weekm2"
+        #expect(try await device.run(["buy", back]).status == 0)
+        let subscribed = try await device.run(["buy", Self.plan])
+        #expect(subscribed.status == 0, "\(subscribed.stderr)")
+        let account = try await device.run(["account"]).stdout.split(separator: "\n").first.map { String($0.dropFirst("account: ".count)) } ?? ""
+        let admin = ["--server", server.url, "--data", store.data.path]
+
+        var pinned: [String] = []
+        for month in 0..<12 {
+            // The agent's round: the renewal's receipt taken in, the issues it covers installed, the rule applied.
+            let round = try await device.run(["agent", "--once"])
+            #expect(round.status == 0 || round.status == 3, "month \(month): \(round.stdout) \(round.stderr)")
+            if month == 1 {
+                // Two early issues pinned while they are installed.
+                let installed = try await device.states().filter { $0.value == "installed" && $0.key.contains(".week") && $0.key != back }.keys.sorted()
+                pinned = Array(installed.prefix(2))
+                for id in pinned { #expect(try await device.run(["pin", id]).status == 0) }
+            }
+            #expect(try await KioskCommand.run(["admin", "sandbox", account, "--advance", "31d"] + admin).status == 0)
+            // The store's worker renews on its own (every second in the sandbox): counted on the store.
+            var renewals = 0
+            for _ in 0..<300 where renewals < month + 1 {
+                let listed = try await KioskCommand.run(["admin", "transactions", "--json", "--product", Self.plan] + admin)
+                renewals = ((try? JSONDecoder.kiosk.decode([AdminTransactionRow].self, from: Data(listed.stdout.utf8))) ?? []).filter { $0.paymentMethod == "renewal" }.count
+                if renewals < month + 1 { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(renewals == month + 1, "month \(month): the subscription renewed")
+        }
+        let last = try await device.run(["agent", "--once"])
+        #expect(last.status == 0, "\(last.stdout) \(last.stderr)")
+
+        let states = try await device.states()
+        let issues = states.filter { $0.key.hasPrefix(Self.series + ".") }
+        let delivered = issues.keys.filter { $0 != back && !pinned.contains($0) }
+        // Newest first by the week number in the ID (weekN; the monthly issue-0N are older).
+        func week(_ id: String) -> Int {
+            guard let range = id.range(of: ".week") else { return -100 }
+            let text = id[range.upperBound...]
+            return text.hasPrefix("m") ? -(Int(text.dropFirst()) ?? 0) : (Int(text) ?? 0)
+        }
+        let newestFirst = delivered.sorted { week($0) > week($1) }
+        #expect(delivered.count >= 40, "a year of weekly issues was delivered: \(delivered.count)")
+        let keep = Set(newestFirst.prefix(10))
+        let installed = Set(issues.filter { $0.value == "installed" }.keys)
+        #expect(installed == keep.union(pinned).union([back]), "installed: \(installed.sorted()), expected the newest 10 \(keep.sorted()), pins \(pinned), and \(back)")
+        #expect(Set(issues.filter { $0.value == "removed" }.keys) == Set(delivered).subtracting(keep), "the rest removed, not forgotten")
+
+        // kiosk library says what each title keeps; a removed issue is still the reader's.
+        let library = try await device.run(["library"])
+        #expect(library.stdout.contains("\(Self.series): weekly; keeps the last 10 issues (the default"), "\(library.stdout)")
+        let oldest = try #require(newestFirst.last)
+        let again = try await device.run(["resume", oldest])
+        #expect(again.status == 0 && again.stdout.contains("installed \(oldest)"), "\(again.stdout) \(again.stderr)")
+        // Brought back by the reader, it is the rule's again at the next tidy: kept if pinned.
+        #expect(try await device.run(["pin", oldest]).status == 0)
+
+        // A stricter rule, applied by two tidies at once: they agree, nothing bought or pinned goes.
+        #expect(try await device.run(["keep", Self.series, "--last", "3"]).status == 0)
+        async let first = device.run(["library", "--tidy"])
+        async let second = device.run(["library", "--tidy"])
+        let (one, two) = try await (first, second)
+        #expect(one.status == 0 && two.status == 0, "\(one.stderr) \(two.stderr)")
+        let removedLines = (one.stdout + two.stdout).split(separator: "\n").filter { $0.hasPrefix("removed ") }
+        #expect(removedLines.count == 7, "each of the 7 removed once, by one tidy or the other: \(removedLines)")
+        let after = try await device.states().filter { $0.key.hasPrefix(Self.series + ".") && $0.value == "installed" }
+        #expect(Set(after.keys) == Set(newestFirst.prefix(3)).union(pinned).union([back, oldest]), "\(after.keys.sorted())")
+        // The reader's own removal of a pinned issue, and of a book.
+        let dropped = try await device.run(["cancel", pinned[0]])
+        #expect(dropped.status == 0 && dropped.stdout.contains("removed from this device; it stays yours"), "\(dropped.stdout) \(dropped.stderr)")
+        #expect(try await device.states()[pinned[0]] == "removed")
+        _ = await server.stop()
+    }
+}
