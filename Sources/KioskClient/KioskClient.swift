@@ -31,6 +31,9 @@ public final class KioskClient: Sendable {
         public var progressPeriod: Duration = .milliseconds(500)
         /// The largest catalog accepted (after decompression); every other answer is held to 4 MiB.
         public var maxCatalogBytes = 64 << 20
+        /// What the platform says of the network and power, for the agent's ``DownloadPolicy``:
+        /// Linux's by default; an app gives its own platform's answer.
+        public var deviceConditions: any DeviceConditionsSource = LinuxDeviceConditions()
         /// Test hook: called at the named points of a purchase, e.g. to kill the process there.
         /// Not part of the engine's API: only a test (or the CLI's test variable) imports it with
         /// `@_spi(Testing) import KioskClient`.
@@ -121,6 +124,12 @@ public final class KioskClient: Sendable {
         case server
         /// `on` or `off`: purchases allowed on this device.
         case payments
+        /// `any` or `unmetered`: the networks the agent downloads on by itself (``DownloadPolicy``).
+        case downloadNetwork = "download-network"
+        /// A percent: on battery, the agent downloads by itself only above it.
+        case batteryFloor = "battery-floor"
+        /// `on` or `off`: the agent downloads by itself only while charging.
+        case chargingOnly = "charging-only"
     }
 
     /// Where the settings live: the home's database file.
@@ -146,10 +155,36 @@ public final class KioskClient: Sendable {
             }
             try database.settings.setPaymentsEnabled(value == "on")
             return value
+        case .downloadNetwork, .batteryFloor, .chargingOnly:
+            try Self.checkPolicySetting(name, value)
+            try database.settings.set(name.key, to: value)
+            return value
         }
         // The one way a server is remembered: the keys and the catalog's ETag cached from another store go with it.
         if try database.settings.value(Setting.Key.server) != stored { try database.settings.rememberServer(stored) }
         return stored
+    }
+
+    /// A download policy setting's value, checked: a wrong one is refused naming what is accepted.
+    public static func checkPolicySetting(_ name: SettingName, _ value: String) throws {
+        switch name {
+        case .downloadNetwork:
+            guard ["any", "unmetered"].contains(value) else { throw ClientError.invalidRequest("download-network must be any or unmetered, not \"\(value)\"") }
+        case .batteryFloor:
+            guard let percent = Int(value), (0...100).contains(percent) else { throw ClientError.invalidRequest("battery-floor must be a percent from 0 to 100, not \"\(value)\"") }
+        case .chargingOnly:
+            guard value == "on" || value == "off" else { throw ClientError.invalidRequest("charging-only must be on or off, not \"\(value)\"") }
+        case .server, .payments:
+            break
+        }
+    }
+
+    /// When the agent downloads by itself, as the settings say (the defaults: any network, any charge).
+    public func downloadPolicy() throws -> DownloadPolicy {
+        DownloadPolicy(
+            unmeteredOnly: try setting(.downloadNetwork) == "unmetered",
+            batteryFloor: try setting(.batteryFloor).flatMap(Int.init),
+            chargingOnly: try setting(.chargingOnly) == "on")
     }
 
     /// Removes a setting (a server is then needed again with --server; payments count as on).
@@ -193,6 +228,9 @@ extension KioskClient.SettingName {
         switch self {
         case .server: return Setting.Key.server
         case .payments: return Setting.Key.paymentsEnabled
+        case .downloadNetwork: return "download.network"
+        case .batteryFloor: return "download.batteryFloor"
+        case .chargingOnly: return "download.chargingOnly"
         }
     }
 }

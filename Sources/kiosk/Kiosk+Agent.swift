@@ -100,6 +100,8 @@ extension Kiosk {
                 if let account = report.signedOut { print(DownloadRunner.signedOut(account, email: nil)) }
             case .queued(let products):
                 for id in products { print("queued \(id)") }
+            case .deferred(let reason):
+                print("automatic downloads wait: \(reason)")
             case .removed(let products):
                 for id in products { print("removed \(id) from this device by its title's keep rule; it stays yours (kiosk resume \(id) gets it back)") }
             case .ran(let round):

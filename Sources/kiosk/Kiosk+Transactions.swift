@@ -194,15 +194,17 @@ extension Kiosk {
 
     struct Config: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "See and change this device's settings: server, payments.",
+            abstract: "See and change this device's settings: server, payments, and when the agent downloads by itself.",
             discussion: """
                 Settings live in the home's database (kiosk.sqlite), which every command names. \
                 server: the store's URL, remembered from the last --server that answered as a Kiosk \
                 store ($KIOSK_SERVER and --server take precedence). payments: on or off; with payments \
                 off (a device restriction, like parental controls) `kiosk buy` is refused; products and \
-                prices still list.
+                prices still list. download-network (any or unmetered), battery-floor (a percent) and \
+                charging-only (on or off) say when kiosk agent downloads on its own; a download you \
+                start yourself ignores them.
 
-                Example: kiosk config set server https://store.example.com  |  kiosk config payments off
+                Example: kiosk config set server https://store.example.com  |  kiosk config payments off  |  kiosk config set download-network unmetered
                 """,
             subcommands: [List.self, Get.self, Assign.self, Unset.self],
             defaultSubcommand: List.self
@@ -255,7 +257,7 @@ extension Kiosk {
 
             @OptionGroup var options: ClientOptions
 
-            @Argument(help: "server or payments.")
+            @Argument(help: "server, payments, download-network, battery-floor or charging-only.")
             var name: KioskClient.SettingName
 
             func run() async throws {
@@ -275,6 +277,9 @@ extension Kiosk {
                     return line
                 case .payments:
                     return "payments = \(stored ?? "on")  (\(stored == nil ? "the default; " : "")\(source(client)))"
+                case .downloadNetwork, .batteryFloor, .chargingOnly:
+                    let fallback = name == .downloadNetwork ? "any" : (name == .batteryFloor ? "none" : "off")
+                    return "\(name.rawValue) = \(stored ?? fallback)  (\(stored == nil ? "the default; " : "")\(source(client)))"
                 }
             }
         }
@@ -284,7 +289,7 @@ extension Kiosk {
 
             @OptionGroup var options: ClientOptions
 
-            @Argument(help: "server or payments.")
+            @Argument(help: "server, payments, download-network, battery-floor or charging-only.")
             var name: KioskClient.SettingName
 
             @Argument(help: "The value: an http(s) URL for server, on or off for payments.")
@@ -295,6 +300,7 @@ extension Kiosk {
                     switch name {
                     case .server: _ = try KioskClient.checkServerURL(value)
                     case .payments: guard value == "on" || value == "off" else { throw ValidationError("payments must be on or off, not \"\(value)\"") }
+                    case .downloadNetwork, .batteryFloor, .chargingOnly: try KioskClient.checkPolicySetting(name, value)
                     }
                 } catch let error as ValidationError {
                     throw error
@@ -317,7 +323,7 @@ extension Kiosk {
 
             @OptionGroup var options: ClientOptions
 
-            @Argument(help: "server or payments.")
+            @Argument(help: "server, payments, download-network, battery-floor or charging-only.")
             var name: KioskClient.SettingName
 
             func run() async throws {

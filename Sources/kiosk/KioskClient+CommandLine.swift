@@ -33,6 +33,11 @@ extension KioskClient.Configuration {
         if let base = environment["KIOSK_RETRY_BASE_SECONDS"].flatMap(Double.init), base > 0 { backoff.base = base }
         if let cap = environment["KIOSK_RETRY_CAP_SECONDS"].flatMap(Double.init), cap > 0 { backoff.cap = cap }
         if let lease = environment["KIOSK_CLAIM_LEASE_SECONDS"].flatMap(Double.init), lease > 0 { claimLease = lease }
+        // The power supplies' folder (/sys/class/power_supply unless given): a laptop's battery
+        // elsewhere, or a test's. The network's metered state comes from busctl on PATH.
+        if let supplies = environment["KIOSK_POWER_SUPPLY_DIR"], !supplies.isEmpty {
+            deviceConditions = LinuxDeviceConditions(powerSupplies: URL(fileURLWithPath: supplies))
+        }
         if let point = environment["KIOSK_TEST_CRASH_POINT"].flatMap(CrashPoint.init(rawValue:)) {
             // SIGKILL, which no handler can soften: what a power cut or the OOM killer does.
             crashPoint = { reached in if reached == point { kill(getpid(), SIGKILL) } }

@@ -15,6 +15,9 @@ public enum AgentStep: Sendable {
     case ran(DownloadRunReport)
     /// The keep rules freed these issues' files (``KioskClient/tidy(now:)``); they stay owned.
     case removed([String])
+    /// Automatic downloads wait, for the reason given (``DownloadPolicy``): said when it starts
+    /// holding, not at every look; the loop looks again within a minute.
+    case deferred(String)
     /// The store cannot be reached (told once per outage); the next try is in `retryIn`, then
     /// more rarely up to 5 s apart (nothing is counted against the downloads). A single round
     /// (`once`) that could not reach it ends with this step and a `retryIn` of zero.
@@ -44,6 +47,8 @@ struct BackgroundAgent: Sendable {
     static let feedWait = 25
     /// The longest wait between two probes of a store that cannot be reached.
     static let longestOfflineWait: Duration = .seconds(5)
+    /// How often a download policy that holds the downloads is looked at again.
+    static let policyLook: Duration = .seconds(30)
 
     func run(once: Bool) async throws {
         let wakeup = Wakeup()
@@ -65,6 +70,7 @@ struct BackgroundAgent: Sendable {
         var checkLibrary = true
         // The keep rules are applied at the start and after every round that installed something.
         var tidy = true
+        var deferred: String?
         while !Task.isCancelled {
             var offline = false
             // The feed said the store serves another catalog (a reload, a publish): sync now.
@@ -95,6 +101,16 @@ struct BackgroundAgent: Sendable {
                 }
                 queued += try client.library.queueUpdates()
                 if !queued.isEmpty { step(.queued(queued)) }
+                // The reader's policy for downloads nobody asked for now (a metered network, a low
+                // battery): they wait, bytes kept, and the loop looks again soon.
+                if let reason = try client.downloadPolicy().deferral(await client.configuration.deviceConditions.current()) {
+                    if deferred != reason { step(.deferred(reason)) }
+                    deferred = reason
+                    if once { return }
+                    _ = await wakeup.wait(upTo: Self.policyLook)
+                    continue
+                }
+                deferred = nil
                 let round = try await runDownloads(replayingChanges: wakeup)
                 if round.bytesReceived > 0 || !(round.installed + round.waiting + round.failed + round.cancelled + round.installedElsewhere).isEmpty { step(.ran(round)) }
                 if !round.interrupted.isEmpty || Task.isCancelled { return }

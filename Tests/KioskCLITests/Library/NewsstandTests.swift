@@ -120,4 +120,68 @@ struct NewsstandTests {
         #expect(try await device.states()[pinned[0]] == "removed")
         _ = await server.stop()
     }
+
+    @Test("the agent's own downloads obey the policy: a metered network (NetworkManager's, through busctl) or a battery under its floor holds them, a download the reader starts goes anyway; charging, or a network nothing says is metered, lets them go")
+    func downloadPolicy() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        // busctl as NetworkManager would answer it, first on PATH; the battery in a folder of its own.
+        let bin = directory.path("bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        let metered = directory.path("metered")
+        let busctl = bin.appendingPathComponent("busctl")
+        try "#!/bin/sh\ncat \(metered.path)\n".write(to: busctl, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: busctl.path)
+        let supplies = directory.path("power_supply")
+        let battery = supplies.appendingPathComponent("BAT0")
+        try FileManager.default.createDirectory(at: battery, withIntermediateDirectories: true)
+        func power(_ percent: Int, _ status: String) throws {
+            try "Battery\n".write(to: battery.appendingPathComponent("type"), atomically: true, encoding: .utf8)
+            try "\(percent)\n".write(to: battery.appendingPathComponent("capacity"), atomically: true, encoding: .utf8)
+            try "\(status)\n".write(to: battery.appendingPathComponent("status"), atomically: true, encoding: .utf8)
+        }
+        try power(80, "Discharging")
+        try "u 1\n".write(to: metered, atomically: true, encoding: .utf8)
+        let path = bin.path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
+        let device = Device(home: directory.path("device"))
+        let environment = device.environment.merging(["PATH": path, "KIOSK_POWER_SUPPLY_DIR": supplies.path]) { $1 }
+        func kiosk(_ arguments: [String]) async throws -> KioskCommand.Result {
+            try await KioskCommand.run(arguments, environment: environment)
+        }
+        #expect(try await kiosk(["sync", "--server", server.url]).status == 0)
+        let books = ["com.kiosk.books.small-engines", "com.kiosk.books.lighthouse-keeper", "com.kiosk.books.night-sky-atlas"]
+        for book in books { #expect(try await kiosk(["buy", book, "--no-download"]).status == 0) }
+        #expect(try await kiosk(["config", "set", "download-network", "unmetered"]).status == 0)
+        #expect(try await kiosk(["config", "set", "battery-floor", "20"]).status == 0)
+        let wrong = try await kiosk(["config", "set", "battery-floor", "120"])
+        #expect(wrong.status != 0 && wrong.stderr.contains("battery-floor must be a percent from 0 to 100"), "\(wrong.stderr)")
+
+        // Metered: the agent holds its downloads; the reader's own goes.
+        let held = try await kiosk(["agent", "--once"])
+        #expect(held.stdout.contains("automatic downloads wait: the network is metered"), "\(held.stdout) \(held.stderr)")
+        #expect(try await device.states()[books[0]] == "queued")
+        let own = try await kiosk(["resume", books[0]])
+        #expect(own.status == 0 && own.stdout.contains("installed \(books[0])"), "\(own.stdout) \(own.stderr)")
+
+        // Not metered, but the battery under its floor: held again; charging lets it go.
+        try "u 4\n".write(to: metered, atomically: true, encoding: .utf8)
+        try power(15, "Discharging")
+        let low = try await kiosk(["agent", "--once"])
+        #expect(low.stdout.contains("automatic downloads wait: the battery is at 15 %, under the 20 %"), "\(low.stdout) \(low.stderr)")
+        #expect(try await device.states()[books[1]] == "queued")
+        try power(15, "Charging")
+        let charging = try await kiosk(["agent", "--once"])
+        #expect(charging.stdout.contains("installed \(books[1])") && charging.stdout.contains("installed \(books[2])"), "\(charging.stdout) \(charging.stderr)")
+
+        // NetworkManager does not answer (busctl fails): not known to be metered, so it goes.
+        let fourth = "com.kiosk.books.river-of-maps"
+        #expect(try await kiosk(["buy", fourth, "--no-download"]).status == 0)
+        try power(80, "Discharging")
+        try FileManager.default.removeItem(at: metered)
+        #expect(try await device.states()[fourth] == "queued")
+        let unknown = try await kiosk(["agent", "--once"])
+        #expect(unknown.stdout.contains("installed \(fourth)"), "\(unknown.stdout) \(unknown.stderr)")
+        _ = await server.stop()
+    }
 }
