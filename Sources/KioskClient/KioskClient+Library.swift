@@ -111,7 +111,7 @@ extension KioskClient {
         try library.remove(productId, automatic: false)
     }
 
-    /// Queues a removed product again; run it with ``runDownloads(only:progress:)``.
+    /// Queues a removed product again (or a waiting one now, not at its next retry); run it with ``runDownloads(only:progress:)``.
     public func reinstate(_ productId: String) throws -> DownloadRecord {
         try library.reinstate(productId)
     }

@@ -130,6 +130,8 @@ public final class KioskClient: Sendable {
         case batteryFloor = "battery-floor"
         /// `on` or `off`: the agent downloads by itself only while charging.
         case chargingOnly = "charging-only"
+        /// A size (`512M`, `2G`, bytes): what the agent's downloads leave free on the disk.
+        case keepFree = "keep-free"
     }
 
     /// Where the settings live: the home's database file.
@@ -155,7 +157,7 @@ public final class KioskClient: Sendable {
             }
             try database.settings.setPaymentsEnabled(value == "on")
             return value
-        case .downloadNetwork, .batteryFloor, .chargingOnly:
+        case .downloadNetwork, .batteryFloor, .chargingOnly, .keepFree:
             try Self.checkPolicySetting(name, value)
             try database.settings.set(name.key, to: value)
             return value
@@ -174,6 +176,8 @@ public final class KioskClient: Sendable {
             guard let percent = Int(value), (0...100).contains(percent) else { throw ClientError.invalidRequest("battery-floor must be a percent from 0 to 100, not \"\(value)\"") }
         case .chargingOnly:
             guard value == "on" || value == "off" else { throw ClientError.invalidRequest("charging-only must be on or off, not \"\(value)\"") }
+        case .keepFree:
+            guard Self.bytes(value) != nil else { throw ClientError.invalidRequest("keep-free must be a size like 512M or 2G (or bytes), not \"\(value)\"") }
         case .server, .payments:
             break
         }
@@ -185,6 +189,23 @@ public final class KioskClient: Sendable {
             unmeteredOnly: try setting(.downloadNetwork) == "unmetered",
             batteryFloor: try setting(.batteryFloor).flatMap(Int.init),
             chargingOnly: try setting(.chargingOnly) == "on")
+    }
+
+    /// The bytes the agent's downloads leave free: the reader's `keep-free`, else 5 % of the disk,
+    /// at most 1 GiB.
+    public func storageFloor() throws -> Int64 {
+        try setting(.keepFree).flatMap(Self.bytes) ?? library.defaultStorageFloor()
+    }
+
+    /// `512M`, `2G`, `1.5G`, `700K` or a number of bytes, in binary units; nil for anything else.
+    static func bytes(_ text: String) -> Int64? {
+        let units: [Character: Double] = ["K": 1_024, "M": 1_048_576, "G": 1_073_741_824, "T": 1_099_511_627_776]
+        var number = text.trimmingCharacters(in: .whitespaces).uppercased()
+        if number.hasSuffix("B"), number.count > 1, units[number.dropLast().last ?? " "] != nil { number.removeLast() }
+        let unit = number.last.flatMap { units[$0] }
+        if unit != nil { number.removeLast() }
+        guard let value = Double(number), value >= 0, value.isFinite, value * (unit ?? 1) < 9e18 else { return nil }
+        return Int64(value * (unit ?? 1))
     }
 
     /// Removes a setting (a server is then needed again with --server; payments count as on).
@@ -231,6 +252,7 @@ extension KioskClient.SettingName {
         case .downloadNetwork: return "download.network"
         case .batteryFloor: return "download.batteryFloor"
         case .chargingOnly: return "download.chargingOnly"
+        case .keepFree: return "download.keepFree"
         }
     }
 }

@@ -151,9 +151,11 @@ extension Kiosk {
         /// `kiosk resume ID`: that product alone, queued again first when its files were removed.
         static func resumeOne(_ product: String, client: KioskClient) async throws {
             let runner = DownloadRunner(client: client)
-            if try client.downloads().first(where: { $0.productId == product })?.state == .removed {
+            // Removed, or waiting for its next try: the reader's word makes it due now.
+            let state = try client.downloads().first(where: { $0.productId == product })?.state
+            if state == .removed || state == .waiting {
                 _ = try client.reinstate(product)
-                runner.say("queued \(product) again")
+                if state == .removed { runner.say("queued \(product) again") }
             }
             let report = try await runner.showingProgress { try await client.runDownloads(only: [product]) }
             runner.report(report)

@@ -201,8 +201,9 @@ extension Kiosk {
                 store ($KIOSK_SERVER and --server take precedence). payments: on or off; with payments \
                 off (a device restriction, like parental controls) `kiosk buy` is refused; products and \
                 prices still list. download-network (any or unmetered), battery-floor (a percent) and \
-                charging-only (on or off) say when kiosk agent downloads on its own; a download you \
-                start yourself ignores them.
+                charging-only (on or off) say when kiosk agent downloads on its own, and keep-free (a size \
+                like 2G; default 5 % of the disk, at most 1 GiB) what its downloads leave free, old issues \
+                going first to make room; a download you start yourself ignores them.
 
                 Example: kiosk config set server https://store.example.com  |  kiosk config payments off  |  kiosk config set download-network unmetered
                 """,
@@ -257,7 +258,7 @@ extension Kiosk {
 
             @OptionGroup var options: ClientOptions
 
-            @Argument(help: "server, payments, download-network, battery-floor or charging-only.")
+            @Argument(help: "server, payments, download-network, battery-floor, charging-only or keep-free.")
             var name: KioskClient.SettingName
 
             func run() async throws {
@@ -277,8 +278,13 @@ extension Kiosk {
                     return line
                 case .payments:
                     return "payments = \(stored ?? "on")  (\(stored == nil ? "the default; " : "")\(source(client)))"
-                case .downloadNetwork, .batteryFloor, .chargingOnly:
-                    let fallback = name == .downloadNetwork ? "any" : (name == .batteryFloor ? "none" : "off")
+                case .downloadNetwork, .batteryFloor, .chargingOnly, .keepFree:
+                    let fallback = switch name {
+                    case .downloadNetwork: "any"
+                    case .batteryFloor: "none"
+                    case .keepFree: ByteCount.text((try? client.storageFloor()) ?? 0) + ", 5 % of the disk, at most 1 GiB"
+                    default: "off"
+                    }
                     return "\(name.rawValue) = \(stored ?? fallback)  (\(stored == nil ? "the default; " : "")\(source(client)))"
                 }
             }
@@ -289,7 +295,7 @@ extension Kiosk {
 
             @OptionGroup var options: ClientOptions
 
-            @Argument(help: "server, payments, download-network, battery-floor or charging-only.")
+            @Argument(help: "server, payments, download-network, battery-floor, charging-only or keep-free.")
             var name: KioskClient.SettingName
 
             @Argument(help: "The value: an http(s) URL for server, on or off for payments.")
@@ -300,7 +306,7 @@ extension Kiosk {
                     switch name {
                     case .server: _ = try KioskClient.checkServerURL(value)
                     case .payments: guard value == "on" || value == "off" else { throw ValidationError("payments must be on or off, not \"\(value)\"") }
-                    case .downloadNetwork, .batteryFloor, .chargingOnly: try KioskClient.checkPolicySetting(name, value)
+                    case .downloadNetwork, .batteryFloor, .chargingOnly, .keepFree: try KioskClient.checkPolicySetting(name, value)
                     }
                 } catch let error as ValidationError {
                     throw error
@@ -323,7 +329,7 @@ extension Kiosk {
 
             @OptionGroup var options: ClientOptions
 
-            @Argument(help: "server, payments, download-network, battery-floor or charging-only.")
+            @Argument(help: "server, payments, download-network, battery-floor, charging-only or keep-free.")
             var name: KioskClient.SettingName
 
             func run() async throws {

@@ -111,7 +111,15 @@ struct BackgroundAgent: Sendable {
                     continue
                 }
                 deferred = nil
-                let round = try await runDownloads(replayingChanges: wakeup)
+                // The storage floor: old issues make room first (oldest first, never a pin, a single
+                // purchase or a title's newest); what still does not fit waits, saying why.
+                let floor = try client.storageFloor()
+                let room = try client.library.roomNeeded()
+                if room.needed > 0 {
+                    let freed = try client.newsstand.makeRoom(for: room.needed, keepingFree: floor)
+                    if !freed.isEmpty { step(.removed(freed)) }
+                }
+                let round = try await runDownloads(replayingChanges: wakeup, keepingFree: floor)
                 if round.bytesReceived > 0 || !(round.installed + round.waiting + round.failed + round.cancelled + round.installedElsewhere).isEmpty { step(.ran(round)) }
                 if !round.interrupted.isEmpty || Task.isCancelled { return }
                 if tidy || !round.installed.isEmpty {
@@ -145,9 +153,9 @@ struct BackgroundAgent: Sendable {
     /// Runs the due downloads; a change of the account meanwhile (a refund above all) is replayed
     /// at once rather than after the round, so a revoked purchase's transfer stops at its next
     /// progress write (its download is forgotten) instead of installing first.
-    private func runDownloads(replayingChanges wakeup: Wakeup) async throws -> DownloadRunReport {
+    private func runDownloads(replayingChanges wakeup: Wakeup, keepingFree floor: Int64) async throws -> DownloadRunReport {
         try await withThrowingTaskGroup(of: DownloadRunReport?.self) { group in
-            group.addTask { try await client.runDownloads() }
+            group.addTask { try await client.flows.runDownloads(keepingFree: floor) }
             group.addTask {
                 while !Task.isCancelled {
                     guard await wakeup.wait(upTo: .seconds(3600)) else { continue }

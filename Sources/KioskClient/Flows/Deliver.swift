@@ -56,8 +56,8 @@ extension Flows {
     /// A download the store refused as outdated (412: a catalog reload replaced its version) is
     /// brought up to the version the catalog now names and fetched at once. A download another
     /// process is running is waited for, not fetched twice.
-    func runDownloads(only products: Set<String>? = nil, progress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }) async throws -> DownloadRunReport {
-        var report = try await library.run(only: products, waitForOthers: true, progress: progress)
+    func runDownloads(only products: Set<String>? = nil, keepingFree: Int64 = 0, progress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }) async throws -> DownloadRunReport {
+        var report = try await library.run(only: products, waitForOthers: true, keepingFree: keepingFree, progress: progress)
         if !report.outdated.isEmpty, try await queueCurrentVersions(of: report.outdated) {
             let again = try await library.run(only: Set(report.outdated), waitForOthers: true, progress: progress)
             report.absorb(again)

@@ -195,9 +195,9 @@ struct DownloadRows: Sendable {
         return result
     }
 
-    /// `removed → queued`: the reader wants it back (`kiosk resume ID`, a pin).
+    /// `removed | waiting → queued`: the reader wants it now (`kiosk resume ID`, a pin), not at its next retry.
     func reinstateRemoved(_ productId: String) throws -> DownloadRecord {
-        try moveDownload(productId, claim: nil, from: [.removed], to: .queued, [
+        try moveDownload(productId, claim: nil, from: [.removed, .waiting], to: .queued, [
             DownloadRecord.Columns.attempts.set(to: 0), DownloadRecord.Columns.lastError.set(to: nil),
             DownloadRecord.Columns.nextAttemptAt.set(to: nil),
         ])

@@ -74,7 +74,9 @@ struct Library {
     /// - Parameter waitForOthers: when another live process holds one of them, wait for it to
     ///   finish (or die) and carry on, instead of downloading the same bytes twice.
     /// - Parameter progress: called about twice a second per download, as this run reads the transfers' reports.
-    func run(only: Set<String>? = nil, waitForOthers: Bool = false, progress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }) async throws -> DownloadRunReport {
+    /// - Parameter keepingFree: bytes the downloads must leave free on the disk (the agent's storage
+    ///   floor); one that would take the disk below it waits, as one that does not fit does.
+    func run(only: Set<String>? = nil, waitForOthers: Bool = false, keepingFree: Int64 = 0, progress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }) async throws -> DownloadRunReport {
         let server = try self.server.base()
         let lease = configuration.claimLease
         let heartbeat = Task { [rows, owner] in
@@ -100,7 +102,7 @@ struct Library {
             }
             rounds += 1
             let claims = Dictionary(claimed.map { ($0.claim.productId, $0.claim) }) { first, _ in first }
-            let startable = try await prepare(claimed, claims: claims, server: server, report: &report)
+            let startable = try await prepare(claimed, claims: claims, server: server, keepingFree: keepingFree, report: &report)
             let (held, requests) = try openHeld(startable, claims: claims, server: server, report: &report)
             let ahead = unpackAhead(held, claims: claims)
             defer { for unpacking in ahead.values { unpacking.abandon() } }
@@ -122,7 +124,7 @@ struct Library {
     /// Readies a round's claimed downloads: leftovers swept, a partial file another process left
     /// taken over, a resumed one checked against its manifest, the room checked, and the updates
     /// that fetch only what changed tried. Returns those left for the ordinary transfer.
-    private func prepare(_ claimed: [DownloadRows.ClaimedDownload], claims: [String: DownloadClaim], server: String, report: inout DownloadRunReport) async throws -> [DownloadRecord] {
+    private func prepare(_ claimed: [DownloadRows.ClaimedDownload], claims: [String: DownloadClaim], server: String, keepingFree: Int64, report: inout DownloadRunReport) async throws -> [DownloadRecord] {
         var due: [DownloadRecord] = []
         for var download in claimed {
             installer.sweepLeftovers(of: download.claim.productId)
@@ -133,7 +135,7 @@ struct Library {
             try await checkPartial(&download, server: server)
             due.append(download.record)
         }
-        let (spaced, short) = try checkSpace(due)
+        let (spaced, short) = try checkSpace(due, keepingFree: keepingFree)
         for (record, message) in short {
             try scheduleRetry(record, claims[record.productId], retryAfter: nil, error: message, report: &report)
         }
@@ -318,6 +320,30 @@ struct Library {
         return requeued
     }
 
+    /// Bytes the due downloads (or those of `only`) still need, and what the disk has free.
+    func roomNeeded(now: Date = Date()) throws -> (needed: Int64, available: Int64?) {
+        var needed: Int64 = 0
+        for record in try rows.downloads() {
+            let due = record.state == .queued || (record.state == .waiting && (record.nextAttemptAt ?? .distantPast) <= now)
+            // The archive and its unpacked tree, as the floor counts them (checkSpace).
+            if due { needed += max(0, record.size - (try bytesOnDisk(record.productId))) + record.size }
+        }
+        return (needed, DiskSpace.available(at: home.downloads))
+    }
+
+    /// The free bytes of the disk the downloads go to, now.
+    func freeSpace() -> Int64? {
+        DiskSpace.available(at: home.downloads)
+    }
+
+    /// The storage floor when the reader set none: 5 % of the disk, at most 1 GiB (Android calls
+    /// storage "low" about there).
+    func defaultStorageFloor() -> Int64 {
+        var info = statvfs()
+        guard statvfs(home.downloads.path, &info) == 0 else { return 0 }
+        return min(1 << 30, Int64(info.f_blocks) * Int64(info.f_frsize) / 20)
+    }
+
     /// A product's download as stored now.
     func download(_ productId: String) throws -> DownloadRecord? {
         try rows.download(productId)
@@ -379,7 +405,7 @@ struct Library {
         return true
     }
 
-    /// Queues a removed product again (`kiosk resume ID`).
+    /// Queues a removed product again, or a waiting one now (`kiosk resume ID`).
     func reinstate(_ productId: String) throws -> DownloadRecord {
         try rows.reinstateRemoved(productId)
     }
@@ -402,14 +428,19 @@ struct Library {
 
     /// Splits claimed downloads into those the disk has room for and those it has not (with the
     /// message saying how much is needed and where), so none starts that cannot finish.
-    private func checkSpace(_ due: [DownloadRecord]) throws -> (startable: [DownloadRecord], short: [(DownloadRecord, String)]) {
+    private func checkSpace(_ due: [DownloadRecord], keepingFree floor: Int64) throws -> (startable: [DownloadRecord], short: [(DownloadRecord, String)]) {
         guard var available = DiskSpace.available(at: home.downloads) else { return (due, []) }
+        available -= floor
         var startable: [DownloadRecord] = []
         var short: [(DownloadRecord, String)] = []
         for record in due {
-            let needed = max(0, record.size - (try bytesOnDisk(record.productId)))
+            // Held to a floor, an archive counts with its unpacked tree, which the disk holds beside
+            // it until the install: the floor holds at the peak, not only once the archive is gone.
+            let needed = max(0, record.size - (try bytesOnDisk(record.productId))) + (floor > 0 ? record.size : 0)
             if needed > available {
-                short.append((record, DiskSpace.shortfall(needed: needed, available: available, at: home.downloads, for: "the download of \(record.productId)")))
+                var message = DiskSpace.shortfall(needed: needed, available: max(0, available), at: home.downloads, for: "the download of \(record.productId)")
+                if floor > 0 { message += " (automatic downloads keep \(ByteCount.text(floor)) free: kiosk config set keep-free)" }
+                short.append((record, message))
             } else {
                 available -= needed
                 startable.append(record)

@@ -123,4 +123,21 @@ struct Newsstand {
         }
         return removed
     }
+
+    /// Makes room for `needed` bytes above the storage `floor` by freeing issues, oldest first,
+    /// of every title: what a rule could remove (never a pin, an issue bought alone, or a title's
+    /// newest issue), even among those it keeps. Stops as soon as there is room; returns the IDs freed.
+    func makeRoom(for needed: Int64, keepingFree floor: Int64, now: Date = Date()) throws -> [String] {
+        guard var available = library.freeSpace(), available - needed < floor else { return [] }
+        let candidates = try shelves(now: now).flatMap { shelf -> [TitleShelf.Issue] in
+            let installed = shelf.issues.filter { $0.state == .installed }
+            return installed.dropFirst().filter { !$0.pinned && !$0.boughtAlone }
+        }.sorted { ($0.publicationDate, $0.productId) < ($1.publicationDate, $1.productId) }
+        var removed: [String] = []
+        for issue in candidates where available - needed < floor {
+            if try library.remove(issue.productId, automatic: true) { removed.append(issue.productId) }
+            available = library.freeSpace() ?? available
+        }
+        return removed
+    }
 }

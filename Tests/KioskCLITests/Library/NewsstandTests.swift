@@ -184,4 +184,69 @@ struct NewsstandTests {
         #expect(unknown.stdout.contains("installed \(fourth)"), "\(unknown.stdout) \(unknown.stderr)")
         _ = await server.stop()
     }
+
+    @Test("the storage floor holds while a large issue arrives: the oldest issues go first to make room, never the title's newest; what still cannot fit waits and says so, the disk never below the floor; a lower floor lets it in")
+    func storageFloor() async throws {
+        try #require(SmallDisk.canMount, "the storage floor test mounts a small tmpfs: run make test as root")
+        let directory = try TemporaryDirectory()
+        let disk = try SmallDisk(at: directory.path("small"), megabytes: 48)
+        defer { disk.unmount() }
+        let store = try SampleStore(in: directory)
+        // Three issues of 3 MiB in the subscription's first days, each its own incompressible content.
+        func addIssue(_ suffix: String, days: Int, megabytes: Int) throws {
+            let folder = store.content.appendingPathComponent("magazines/harbor-monthly/\(suffix)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            try TestOrigin.incompressible(megabytes << 20, seed: suffix).write(to: folder.appendingPathComponent("pages.bin"))
+            try store.editCatalog("magazines.json") { products in
+                guard var issue = products.first(where: { ($0["id"] as? String)?.hasSuffix("issue-03") == true }) else { return }
+                issue["id"] = "\(Self.series).\(suffix)"
+                issue["title"] = "Harbor Monthly \(suffix)"
+                issue["issueNumber"] = 200 + days
+                issue["publicationDate"] = Self.day(weeks: 0, from: Date().addingTimeInterval(Double(days) * 86_400))
+                issue["content"] = ["path": "magazines/harbor-monthly/\(suffix)", "format": "tar.gz"]
+                products.append(issue)
+            }
+        }
+        for (index, suffix) in ["a", "b", "c"].enumerated() { try addIssue(suffix, days: 1 + index, megabytes: 3) }
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let device = Device(home: disk.path.appendingPathComponent("home"))
+        #expect(try await device.run(["sync", "--server", server.url]).status == 0)
+        #expect(try await device.run(["buy", Self.plan]).status == 0)
+        let first = try await device.run(["agent", "--once"])
+        let states = try await device.states()
+        for suffix in ["a", "b", "c"] { #expect(states["\(Self.series).\(suffix)"] == "installed", "\(first.stdout) \(first.stderr)") }
+
+        // The publisher's large issue: 8 MiB, which with its unpacked tree needs 16 beside the floor.
+        try addIssue("big", days: 5, megabytes: 8)
+        server.signal(SIGHUP)
+        #expect(try await device.run(["config", "set", "keep-free", "20M"]).status == 0)
+        // Something else takes the disk down to about 30 MiB free.
+        let filler = disk.path.appendingPathComponent("filler")
+        let free = { () -> Int64 in
+            var info = statvfs()
+            return statvfs(disk.path.path, &info) == 0 ? Int64(info.f_bavail) * Int64(info.f_frsize) : 0
+        }
+        try Data(count: Int(max(0, free() - (30 << 20)))).write(to: filler)
+        var synced = false
+        for _ in 0..<100 where !synced {
+            _ = try await device.run(["sync"])
+            synced = try await device.states()["\(Self.series).big"] != nil
+            if !synced { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(synced, "the reload's new issue was queued")
+        let held = try await device.run(["agent", "--once"])
+        let after = try await device.states()
+        // a and b (the oldest) went to make room, c (the newest installed) stayed; still short, big waits.
+        #expect(after["\(Self.series).a"] == "removed" && after["\(Self.series).b"] == "removed", "\(after) \(held.stdout)")
+        #expect(after["\(Self.series).c"] == "installed")
+        #expect(after["\(Self.series).big"] == "waiting", "\(held.stdout) \(held.stderr)")
+        #expect(held.stdout.contains("automatic downloads keep 20.0 MiB free: kiosk config set keep-free"), "\(held.stdout)")
+        #expect(free() >= 20 << 20, "the disk kept its floor: \(free()) bytes free")
+        // A lower floor: the large issue comes in, and the disk still keeps that floor.
+        #expect(try await device.run(["config", "set", "keep-free", "4M"]).status == 0)
+        #expect(try await device.run(["resume", "\(Self.series).big"]).status == 0)
+        #expect(try await device.states()["\(Self.series).big"] == "installed")
+        #expect(free() >= 4 << 20)
+        _ = await server.stop()
+    }
 }
