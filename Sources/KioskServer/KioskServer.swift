@@ -75,10 +75,8 @@ public struct KioskServer: Sendable {
         // content route answers its own HEAD, without counting a download).
         let router = Router(context: KioskRequestContext.self, options: .autoGenerateHeadEndpoints)
         if configuration.traceExport != nil {
-            // A span per request, continuing a `traceparent` the client sent. Like the request log,
-            // it never keeps a secret: the query parameters that carry codes, tokens and addresses
-            // are recorded as REDACTED (the paths name products and transactions only).
-            router.add(middleware: TracingMiddleware(redactingQueryParameters: ["code", "token", "reset", "confirm", "email", "q"]))
+            // A span per request, holding what the request log holds: never a secret.
+            router.add(middleware: RequestSpanMiddleware())
         }
         router.add(middleware: UnknownAddressMiddleware(templates: templates))
         router.add(middleware: AccountMiddleware(store: store))

@@ -144,6 +144,10 @@ extension KioskServerTool.Serve {
         } catch let error as TransferError {
             throw ValidationError("--smtp-url \(error.message)")
         }
+        // A free port is known only once bound: mail written before would link to port 0.
+        if publicURL == nil, port == 0 {
+            throw ValidationError("--smtp-url with --port 0 needs --public-url: the store's mail links to its address, which a free port does not know yet")
+        }
         let base = publicURL ?? "http://\(host):\(port)"
         guard let url = URL(string: base), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
             throw ValidationError("--public-url must be an http(s) URL like https://books.example.com, not \(base)")

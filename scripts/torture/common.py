@@ -9,6 +9,7 @@ MIB = 1 << 20
 BOOKS = ["com.kiosk.books.lighthouse-keeper", "com.kiosk.books.river-of-maps", "com.kiosk.books.small-engines"]
 ISSUES = [f"com.kiosk.magazines.harbor-monthly.issue-0{n}" for n in (1, 2, 3)]
 SUBSCRIPTION = "com.kiosk.magazines.harbor-monthly.subscription.monthly"
+HARBOR = "com.kiosk.magazines.harbor-monthly"
 # A second plan of the subscription's group, a level above it: the history moves between the two.
 PREMIUM = "com.kiosk.magazines.harbor-monthly.subscription.premium"
 PACKS = {"com.kiosk.credits.pack-5": 5, "com.kiosk.credits.pack-10": 10}

@@ -10,8 +10,8 @@ from .common import AGENT_HOME, BOOKS, CLAIM_LEASE, ISSUES, LARGE, MIB, free_dis
 
 def fault(world):
     rng = world.rng
-    kinds = ["client-kill", "client-stop", "server-kill", "cut", "stall", "drop-answer", "reload", "agent-kill", "withdraw"] + (["disk-full"] if world.disk else [])
-    weights = [26, 8, 8, 20, 10, 12, 8, 5, 5] + ([10] if world.disk else [])
+    kinds = ["client-kill", "client-stop", "server-kill", "cut", "stall", "drop-answer", "reload", "agent-kill", "withdraw", "battery"] + (["disk-full"] if world.disk else [])
+    weights = [26, 8, 8, 20, 10, 12, 8, 5, 5, 6] + ([10] if world.disk else [])
     kind = rng.choices(kinds, weights=weights)[0]
     detail = ""
     home = "b" if kind == "disk-full" else None
@@ -60,6 +60,18 @@ def fault(world):
         (folder / "edition.md").write_text(f"edition {len(world.faults)} of seed {world.args.seed}\n")
         world.server.process.send_signal(signal.SIGHUP)
         detail = f"{id} has new content"
+    elif kind == "battery":
+        # A policy change on the agent's device and its battery drained under it, or charged again:
+        # the agent holds its own downloads while low, bytes kept, and carries on once charging.
+        if rng.random() < 0.5:
+            floor = rng.choice([30, 50])
+            world.run_now(AGENT_HOME, ["config", "set", "battery-floor", str(floor)])
+            world.set_battery(rng.randint(5, floor - 1), "Discharging")
+            detail = f"home {AGENT_HOME}: battery-floor {floor} %, the battery under it"
+        else:
+            world.set_battery(90, "Charging")
+            detail = f"home {AGENT_HOME}: charging"
+        home = AGENT_HOME
     elif kind == "agent-kill":
         world.agent.send_signal(signal.SIGKILL)
         world.agent.wait()

@@ -76,11 +76,17 @@ def quiesce(world):
         for entry in entries:
             world.server.admin("POST", f"/v1/admin/transactions/{entry['transactionId']}/{world.rng.choice(['approve', 'decline'])}")
     world.quiescence = {}
+    # The agent's device charges again (faults.battery): its policy lets its downloads go.
+    world.set_battery(90, "Charging")
     world.note_installed()
     for home in world.homes:
         if home == AGENT_HOME:
             continue
         rounds = 0
+        # What the newsstand's tidy or the reader removed stays owned: the reader gets each back
+        # with kiosk resume ID (checks/owned_installed.py finds any that did not come back).
+        for product in stores.removed_downloads(world, home):
+            world.run_now(home, ["resume", product])
         for rounds in range(1, 6):
             world.run_now(home, ["sync"])
             world.note_installed(home)

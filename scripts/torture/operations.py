@@ -4,7 +4,7 @@ races of two conflicting actions on one transaction released together."""
 import threading, time
 
 from . import stores
-from .common import AGENT_HOME, BOOKS, ISSUES, LARGE, PACKS, PREMIUM, SUBSCRIPTION, http
+from .common import AGENT_HOME, BOOKS, HARBOR, ISSUES, LARGE, PACKS, PREMIUM, SUBSCRIPTION, http
 
 
 def client_op(world):
@@ -12,8 +12,9 @@ def client_op(world):
     home = rng.choices(["a", "a2", "b", "c"], weights=[35, 15, 30, 20])[0]
     kind = rng.choices(
         ["buy-book", "buy-large", "buy-issue", "buy-subscription", "buy-credits", "buy-defer", "buy-refused",
-         "redeem", "redeem-code", "buy-code", "change-plan", "restore", "resume", "resume-wait", "pause", "cancel", "sync", "twin"],
-        weights=[10, 12, 6, 5, 10, 6, 3, 8, 3, 4, 10, 6, 9, 5, 5, 3, 2, 6])[0]
+         "redeem", "redeem-code", "buy-code", "change-plan", "restore", "resume", "resume-wait", "pause", "cancel", "sync", "twin",
+         "tidy", "pin", "keep"],
+        weights=[10, 12, 6, 5, 10, 6, 3, 8, 3, 4, 10, 6, 9, 5, 5, 3, 2, 6, 6, 3, 5])[0]
     if home == AGENT_HOME:
         # The agent's device runs no command: what a buys there reaches it through its agent.
         home = "a"
@@ -57,6 +58,14 @@ def client_op(world):
         argv = ["cancel", rng.choice(LARGE + ISSUES[2:])]
     elif kind == "sync":
         argv = ["sync"]
+    elif kind == "tidy":
+        # The newsstand's tidy: issues past the title's keep rule lose their files, never their owner.
+        argv = ["library", "--tidy"]
+    elif kind == "pin":
+        argv = [rng.choice(["pin", "unpin"]), rng.choice(ISSUES)]
+    elif kind == "keep":
+        # A strict rule makes the tidies remove; the default (12 monthly) keeps every issue here.
+        argv = ["keep", HARBOR, *rng.choice([["--last", "1"], ["--last", "2"], ["--days", "1"], ["--default"]])]
     else:
         # Two processes on one home at once: the same purchase (one charge) or two resumes (one download).
         argv = rng.choice([["resume"], ["buy", rng.choice(LARGE)], ["buy", rng.choice(sorted(PACKS))], ["restore"], ["redeem-code", rng.choice(world.codes)],

@@ -180,6 +180,12 @@ def installed_version(world, home, product):
     return row[0] if row else NOT_INSTALLED
 
 
+def removed_downloads(world, home):
+    """The products whose files the newsstand's tidy or the reader removed on a home (still owned)."""
+    with home_db(world, home) as db:
+        return [r["productId"] for r in db.execute("SELECT productId FROM download WHERE state = 'removed' ORDER BY productId")]
+
+
 def agent_progress(world, home):
     """What a home holds now: (transactions held settled, how many payments are not settled,
     products installed → the archive SHA-256 installed, downloads not installed). Raises

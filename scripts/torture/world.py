@@ -149,7 +149,18 @@ class World:
         return {**os.environ, "KIOSK_HOME": str(self.homes[home]), "KIOSK_SERVER": self.proxy.url(home),
                 "KIOSK_STALL_SECONDS": "2", "KIOSK_MAX_RECEIVE_SPEED": str(self.args.speed * MIB),
                 "KIOSK_RETRY_BASE_SECONDS": "0.5", "KIOSK_RETRY_CAP_SECONDS": "4", "KIOSK_CLAIM_LEASE_SECONDS": str(CLAIM_LEASE),
-                "KIOSK_LOG_LEVEL": "error"}
+                "KIOSK_LOG_LEVEL": "error", "KIOSK_POWER_SUPPLY_DIR": str(self.power)}
+
+    @property
+    def power(self):
+        """The devices' battery (faults.battery drains it under the agent's policy floor)."""
+        return self.work / "power_supply"
+
+    def set_battery(self, percent, status):
+        battery = self.power / "BAT0"
+        battery.mkdir(parents=True, exist_ok=True)
+        for name, value in (("type", "Battery"), ("capacity", str(percent)), ("status", status)):
+            (battery / name).write_text(value + "\n")
 
     def run_now(self, home, argv, timeout=600):
         result = subprocess.run([self.kiosk, *argv], env=self.env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
@@ -181,6 +192,8 @@ class World:
             self.account_of(home)
         self.note_installed()
         self.make_codes()
+        # The agent's device charges: its policy (a battery floor, faults.battery) lets it download.
+        self.set_battery(90, "Charging")
         self.start_agent()
 
     def add_premium_plan(self):

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import OTel
 import ServiceLifecycle
@@ -18,14 +19,21 @@ public struct TraceExport: Sendable {
         self.endpoint = endpoint
     }
 
-    /// The collector's traces address for `endpoint`, as the OTLP specification derives it from a
-    /// base URL; nil (with why) for an address that is not http(s) or names no host.
+    /// The collector's traces address for `endpoint`: its base address with `/v1/traces` added, as
+    /// the OTLP specification derives it, or the traces address itself when given. Refused (with
+    /// why) when it is not http(s), names no host, or gives a port that cannot be.
     public static func tracesURL(_ endpoint: String) -> Result<String, TraceExportError> {
-        guard let scheme = endpoint.split(separator: ":", maxSplits: 1).first?.lowercased(), ["http", "https"].contains(scheme),
-              endpoint.dropFirst(scheme.count).hasPrefix("://"), endpoint.count > scheme.count + 3 else {
-            return .failure(TraceExportError(message: "--otlp-endpoint must be the collector's http:// or https:// address (its OTLP/HTTP port, 4318 by default), not \(endpoint)"))
-        }
-        return .success(endpoint.hasSuffix("/") ? endpoint + "v1/traces" : endpoint + "/v1/traces")
+        let refused = TraceExportError(message: "--otlp-endpoint must be the collector's http:// or https:// address (its OTLP/HTTP port, 4318 by default), not \(endpoint)")
+        guard let parts = URLComponents(string: endpoint), let scheme = parts.scheme?.lowercased(), ["http", "https"].contains(scheme),
+              let host = parts.host, !host.isEmpty, parts.query == nil, parts.user == nil, parts.password == nil,
+              (parts.port.map { (1...65535).contains($0) } ?? true) else { return .failure(refused) }
+        var path = parts.path
+        while path.hasSuffix("/") { path.removeLast() }
+        if path.hasSuffix("/v1/traces") { path.removeLast("/v1/traces".count) }
+        var url = parts
+        url.path = path + "/v1/traces"
+        guard let text = url.string else { return .failure(refused) }
+        return .success(text)
     }
 
     /// Makes the process's tracer swift-otel's (once per process: `InstrumentationSystem` is
@@ -42,8 +50,16 @@ public struct TraceExport: Sendable {
         configuration.traces.otlpExporter.protocol = .httpProtobuf
         configuration.traces.otlpExporter.endpoint = try Self.tracesURL(endpoint).get()
         configuration.propagators = [.traceContext]
-        configuration.diagnosticLogger = .custom(logger)
+        // What swift-otel says of itself goes to the server's log without its metadata: a context it
+        // could not read comes with the request's headers, a token among them.
+        var diagnostics = Logger(label: "kiosk.otel") { _ in MetadataDropping(logger.handler) }
+        diagnostics.logLevel = .warning
+        configuration.diagnosticLogger = .custom(diagnostics)
         configuration.diagnosticLogLevel = .warning
+        // A collector that hangs or asks to be retried in an hour loses spans, never holds a stop:
+        // each export gives up after 5 s, and what is left at the stop is dropped then.
+        configuration.traces.otlpExporter.timeout = .seconds(5)
+        configuration.traces.batchSpanProcessor.exportTimeout = .seconds(5)
         let (tracer, service) = try OTel.makeTracingBackend(configuration: configuration)
         InstrumentationSystem.bootstrap(tracer)
         return service
@@ -54,4 +70,29 @@ public struct TraceExport: Sendable {
 public struct TraceExportError: Error, CustomStringConvertible {
     public var message: String
     public var description: String { message }
+}
+
+/// A log handler that passes messages on without any metadata.
+private struct MetadataDropping: LogHandler {
+    var base: any LogHandler
+    init(_ base: any LogHandler) { self.base = base }
+
+    var metadata: Logger.Metadata {
+        get { [:] }
+        set {}
+    }
+
+    var logLevel: Logger.Level {
+        get { base.logLevel }
+        set { base.logLevel = newValue }
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { nil }
+        set {}
+    }
+
+    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
+        base.log(level: level, message: message, metadata: nil, source: source, file: file, function: function, line: line)
+    }
 }

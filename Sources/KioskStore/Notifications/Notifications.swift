@@ -399,7 +399,10 @@ public struct Notifications: StoreOwner {
                 switch answer {
                 case .success(let response): span.attributes["http.response.status_code"] = response.status
                     if !response.isSuccess { span.setStatus(SpanStatus(code: .error)) }
-                case .failure(let error): span.recordError(error)
+                // The error's kind, never its words: they name the endpoint's URL, which may hold a secret.
+                case .failure(let error):
+                    span.attributes["error.type"] = String(describing: type(of: error))
+                    span.setStatus(SpanStatus(code: .error))
                 }
             }
             for (position, delivery) in turn.enumerated() {

@@ -8,11 +8,11 @@ import ServiceContextModule
 ///
 /// Written and read through whatever instrument the process bootstrapped (swift-otel's W3C
 /// propagator in `kiosk serve --otlp-endpoint`); with none, nothing is kept.
-enum TraceParent {
-    static let header = "traceparent"
+public enum TraceParent {
+    public static let header = "traceparent"
 
     /// The current task's `traceparent`, or nil when no span is recording.
-    static func current() -> String? {
+    public static func current() -> String? {
         guard let context = ServiceContext.current else { return nil }
         var carrier: [String: String] = [:]
         InstrumentationSystem.instrument.inject(context, into: &carrier, using: DictionaryCarrier())
@@ -20,7 +20,7 @@ enum TraceParent {
     }
 
     /// A context whose parent is the span `traceParent` names (a top-level one without it).
-    static func context(_ traceParent: String?) -> ServiceContext {
+    public static func context(_ traceParent: String?) -> ServiceContext {
         var context = ServiceContext.topLevel
         if let traceParent {
             InstrumentationSystem.instrument.extract([header: traceParent], into: &context, using: DictionaryCarrier())
@@ -29,7 +29,7 @@ enum TraceParent {
     }
 
     /// The headers that carry `context` on an outgoing request.
-    static func headers(for context: ServiceContext) -> [(String, String)] {
+    public static func headers(for context: ServiceContext) -> [(String, String)] {
         var carrier: [String: String] = [:]
         InstrumentationSystem.instrument.inject(context, into: &carrier, using: DictionaryCarrier())
         return carrier.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }

@@ -1,4 +1,5 @@
 import Foundation
+import KioskServer
 import KioskTestSupport
 import Testing
 
@@ -73,6 +74,16 @@ struct TracingTests {
         #expect(try await KioskCommand.run(["admin", "webhooks", "add", "http://127.0.0.1:\(sink.port)/hook"] + admin).status == 0)
         let device = ReaderDevice(home: directory.path("device"))
         try await device.buy("com.kiosk.books.small-engines", server: server.url)
+        // A client's traceparent: a malformed one (with a secret beside it) is dropped without a
+        // word of the request's headers in the log; a well-formed one is continued.
+        let adminToken = try String(contentsOf: store.data.appendingPathComponent("admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let http = StoreHTTP(baseURL: server.url)
+        for bad in ["x", "00-" + String(repeating: "0", count: 32) + "-" + String(repeating: "0", count: 16) + "-01", String(repeating: "f", count: 4_000)] {
+            let answer = try await http.send("GET", "/v1/admin/accounts", token: adminToken, headers: [("traceparent", bad), ("tracestate", String(repeating: "k=v,", count: 100))])
+            #expect(answer.status == 200)
+        }
+        let clientTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+        #expect(try await http.send("GET", "/healthz", headers: [("traceparent", "00-\(clientTrace)-00f067aa0ba902b7-01")]).status == 200)
         let hook = try await sink.waitFor("the notification's POST") { $0["post"] as? String == "/hook" }
         // Stopped, the server flushes the spans it has not exported yet.
         #expect(await server.stop() == 0, "\(server.log)")
@@ -99,6 +110,12 @@ struct TracingTests {
         #expect(spans.allSatisfy { $0["service"] as? String == "kiosk" })
         #expect(spans.allSatisfy { !($0["span"] as? String ?? "").hasPrefix("database ") || !($0["parent"] as? String ?? "").isEmpty },
                 "database work is traced only within a trace: the workers' polls make no traces of their own")
+        #expect(spans.contains { $0["trace"] as? String == clientTrace && $0["parent"] as? String == "00f067aa0ba902b7" }, "a well-formed traceparent is continued")
+        #expect(!server.log.contains(adminToken), "no header of a request reaches the log: \(server.log.suffix(2_000))")
+        // Only the method, the route and the status: never a path's values, a query or an error's words.
+        let keys = Set(spans.flatMap { (($0["attributes"] as? [String: Any]) ?? [:]).keys })
+        #expect(keys.isSubset(of: ["http.request.method", "http.route", "http.response.status_code", "error.type", "db.system.name",
+                                   "kiosk.notification.id", "kiosk.notification.type", "kiosk.delivery.attempt"]), "\(keys.sorted())")
         // No receipt, token or authorization is ever a span's attribute.
         let receipt = try #require(try device.receipts().first?.receipt)
         let everything = try String(decoding: JSONSerialization.data(withJSONObject: spans), as: UTF8.self)
@@ -109,10 +126,18 @@ struct TracingTests {
     func badEndpoint() async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
-        for endpoint in ["127.0.0.1:4318", "ftp://127.0.0.1:4318", "http://"] {
+        for endpoint in ["127.0.0.1:4318", "ftp://127.0.0.1:4318", "http://", "http:///path", "http://[::1", "http://127.0.0.1:99999", "http://u:p@127.0.0.1:4318"] {
             let run = try await KioskCommand.run(["serve", "--catalog", store.catalog.path, "--content", store.content.path, "--data", store.data.path,
                                                   "--port", "0", "--otlp-endpoint", endpoint])
             #expect(run.status != 0 && run.stderr.contains("--otlp-endpoint must be the collector's http:// or https:// address"), "\(endpoint): \(run.stderr)")
         }
+    }
+
+    @Test("the collector's base address or its traces address are both sent to /v1/traces once")
+    func tracesAddress() throws {
+        #expect(try TraceExport.tracesURL("http://127.0.0.1:4318").get() == "http://127.0.0.1:4318/v1/traces")
+        #expect(try TraceExport.tracesURL("http://127.0.0.1:4318/").get() == "http://127.0.0.1:4318/v1/traces")
+        #expect(try TraceExport.tracesURL("http://127.0.0.1:4318/v1/traces").get() == "http://127.0.0.1:4318/v1/traces")
+        #expect(try TraceExport.tracesURL("https://otel.example.com/collector").get() == "https://otel.example.com/collector/v1/traces")
     }
 }
