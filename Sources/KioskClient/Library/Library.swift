@@ -92,7 +92,7 @@ struct Library {
         var rounds = 0
         var othersWaitedFor = Set<String>()
         while rounds < 4, !Task.isCancelled {
-            let claimed = try rows.claimDueDownloads(for: owner, only: only, lease: lease)
+            let claimed = try inTurn(rows.claimDueDownloads(for: owner, only: only, lease: lease))
             if claimed.isEmpty {
                 let others = try rows.downloadsClaimedByOthers(than: owner, only: only)
                 guard waitForOthers, !others.isEmpty else { break }
@@ -119,6 +119,29 @@ struct Library {
             if try rows.download(id)?.state == .installed { report.installedElsewhere.append(id) }
         }
         return report
+    }
+
+    /// A round's downloads in the order they start and take the disk's room: first what the reader
+    /// bought or asked for (a purchase of the product itself, not yet installed), then issues newest
+    /// first, then the rest (a subscription's older issues, updates) by product.
+    private func inTurn(_ claimed: [DownloadRows.ClaimedDownload]) throws -> [DownloadRows.ClaimedDownload] {
+        guard claimed.count > 1 else { return claimed }
+        let installed = Set(try rows.libraryItems().map(\.productId))
+        let keys = try claimed.map { download -> (own: Bool, day: Int, id: String) in
+            let record = download.record
+            let own = try record.transactionId.map { transaction in
+                try database.read { db in
+                    try Bool.fetchOne(db, sql: "SELECT 1 FROM payment WHERE transactionId = ? AND productId = ?", arguments: [transaction, record.productId]) ?? false
+                }
+            } ?? false
+            let day = try database.cachedProduct(record.productId)?.publicationDate.flatMap(IssueDate.day) ?? Int.min
+            return (own && !installed.contains(record.productId), day, record.productId)
+        }
+        return zip(claimed, keys).sorted { a, b in
+            if a.1.own != b.1.own { return a.1.own }
+            if a.1.day != b.1.day { return a.1.day > b.1.day }
+            return a.1.id < b.1.id
+        }.map(\.0)
     }
 
     /// Readies a round's claimed downloads: leftovers swept, a partial file another process left

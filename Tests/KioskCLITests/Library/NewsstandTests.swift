@@ -249,4 +249,27 @@ struct NewsstandTests {
         #expect(free() >= 4 << 20)
         _ = await server.stop()
     }
+
+    @Test("one at a time, the reader's own purchase goes first (an old issue bought alone), then the subscription's newest issues before older ones")
+    func downloadOrder() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.editHarborMonthly(graceDays: nil, issues: (1...3).map { (suffix: "day\($0)", day: Self.day(weeks: 0, from: Date().addingTimeInterval(Double($0) * 86_400))) })
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let device = Device(home: directory.path("device"))
+        #expect(try await device.run(["sync", "--server", server.url]).status == 0)
+        #expect(try await device.run(["buy", Self.plan, "--no-download"]).status == 0)
+        // The reader's own: an old issue bought alone (by its ID it would come last).
+        let book = "\(Self.series).issue-01"
+        #expect(try await device.run(["buy", book, "--no-download"]).status == 0)
+        let run = try await KioskCommand.run(["agent", "--once"], environment: device.environment.merging(["KIOSK_CONCURRENCY": "1"]) { $1 })
+        let installed = run.stdout.split(separator: "\n").compactMap { line -> String? in
+            guard line.hasPrefix("installed ") else { return nil }
+            return line.split(separator: " ").dropFirst().first.map(String.init)
+        }
+        let issues = (1...3).reversed().map { "\(Self.series).day\($0)" }
+        #expect(installed.first == book, "\(run.stdout)")
+        #expect(installed.filter { issues.contains($0) } == issues, "newest first: \(installed)")
+        _ = await server.stop()
+    }
 }
