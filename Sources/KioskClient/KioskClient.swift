@@ -263,4 +263,6 @@ extension KioskClient.SettingName {
     case afterCharge = "after-charge"
     /// The receipt is stored; the transaction is not finished.
     case afterReceipt = "after-receipt"
+    /// A removal (the newsstand's tidy) moved an issue's folder aside; its row is not committed.
+    case midRemoval = "mid-removal"
 }

@@ -214,10 +214,28 @@ extension KioskServerTool {
                     }
                     print("restored \(source.path) to \(path)\(keptAside.map { "; the database it replaced is \($0)" } ?? "")")
                     print("the backup's last purchase or change: \(point.map { ISO8601DateFormatter().string(from: $0) } ?? "none"); anything after it is not in this store (docs/operations.md, \"After a restore\")")
+                    // What the replaced database took back after the point, which the backup cannot know.
+                    if let keptAside, let point {
+                        for later in await Self.revokedAfter(point, in: keptAside) {
+                            print("refunded or revoked after the backup's point, which this store does not know: \(later.id) (\(later.productId), account \(later.accountId), \(ISO8601DateFormatter().string(from: later.revokedAt))\(later.revocationReason.map { ", \($0)" } ?? "")): refund it again with kiosk admin refund \(later.id) once the store runs (one bought after the point is in kiosk admin lost once its receipt is presented)")
+                        }
+                    }
                     print("run kiosk admin check --data \(self.target.data) to check it, then start the store")
                 }
             }
         }
+    }
+}
+
+extension KioskServerTool.Admin.Restore {
+    /// The refunds and revocations the database at `path` made after `point`; none when it cannot
+    /// be read as a store (a damaged database is often why a restore was needed).
+    static func revokedAfter(_ point: Date, in path: String) async -> [Reports.LaterRevocation] {
+        guard (try? SQLiteFileCheck.inspect(path))?.integrity == "ok",
+              let replaced = try? await Store.openForMaintenance(.sqlite(path: path), logger: Logger(label: "kiosk.admin")) else { return [] }
+        let later = (try? await replaced.reports.revoked(after: point)) ?? []
+        await replaced.close()
+        return later
     }
 }
 

@@ -98,7 +98,7 @@ struct LibraryTests {
     func forbidden() async throws {
         try await Self.withStore { context in
             _ = try await context.client.buy(Self.book, downloadNow: false)
-            try context.sql("INSERT INTO download SELECT ?, state, sha256, size, version, format, receipt, 0, NULL, 0, NULL, NULL, 0, createdAt, updatedAt, NULL, NULL, transactionId, 0, NULL, NULL, proofKind, NULL, fileName FROM download", [Self.otherBook])
+            try context.sql("INSERT INTO download SELECT ?, state, sha256, size, version, format, receipt, 0, NULL, 0, NULL, NULL, 0, createdAt, updatedAt, NULL, NULL, transactionId, 0, NULL, NULL, proofKind, NULL, fileName, NULL FROM download", [Self.otherBook])
             let report = try await context.client.runDownloads(only: [Self.otherBook])
             #expect(report.failed == [Self.otherBook])
             #expect(try await context.download(Self.otherBook)?.lastError?.contains("403") == true)

@@ -177,7 +177,8 @@ struct DownloadRows: Sendable {
     /// download alone, decided here, under the write lock: a pin committed first always wins.
     /// - Returns: the record as removed and the folder to delete after the commit; nil when it
     ///   was not removable now (no longer installed, pinned, or another process's).
-    func removeInstalled(_ removal: LibraryRemoval, automatic: Bool) throws -> (record: DownloadRecord, moved: URL?)? {
+    /// - Parameter beforeCommit: called with the folder moved aside and the row not yet committed (a test's crash point).
+    func removeInstalled(_ removal: LibraryRemoval, automatic: Bool, beforeCommit: () -> Void = {}) throws -> (record: DownloadRecord, moved: URL?)? {
         let result = try database.write { db -> (record: DownloadRecord, moved: URL?)? in
             guard var record = try DownloadRow.fetchOne(db, key: removal.productId)?.value, record.state == .installed,
                   !(automatic && record.pinnedAt != nil) else { return nil }
@@ -189,7 +190,9 @@ struct DownloadRows: Sendable {
             record.updatedAt = Date()
             try DownloadRow(record).update(db)
             _ = try LibraryItemRow.deleteOne(db, key: removal.productId)
-            return (record, try removal.installer.perform(removal))
+            let moved = try removal.installer.perform(removal)
+            beforeCommit()
+            return (record, moved)
         }
         if let result { database.events.publish(.removed(result.record)) }
         return result

@@ -423,7 +423,7 @@ struct Library {
     @discardableResult
     func remove(_ productId: String, automatic: Bool) throws -> Bool {
         let removal = LibraryRemoval(installer: installer, productId: productId, owner: owner, partial: try partialFile(productId))
-        guard let removed = try rows.removeInstalled(removal, automatic: automatic) else { return false }
+        guard let removed = try rows.removeInstalled(removal, automatic: automatic, beforeCommit: { configuration.crashPoint?(.midRemoval) }) else { return false }
         if let moved = removed.moved { installer.discard(moved) }
         return true
     }

@@ -20,6 +20,26 @@ public struct Reports: StoreOwner {
         return rows.compactMap(\.at).max()
     }
 
+    /// A transaction refunded or revoked after a point (what a restore to that point cannot know).
+    public struct LaterRevocation: Decodable, Sendable {
+        public var id: String
+        public var productId: String
+        public var accountId: String
+        public var revokedAt: Date
+        public var revocationReason: String?
+    }
+
+    /// Transactions refunded or revoked after `point`, oldest first: read from the database a
+    /// restore set aside, they are what the restored one no longer knows was taken back.
+    public func revoked(after point: Date) async throws -> [LaterRevocation] {
+        try await database.read { db in
+            try await db.raw(#"""
+                SELECT "id", "productId", "accountId", "revokedAt", "revocationReason" FROM "storeTransaction"
+                WHERE "revokedAt" IS NOT NULL AND "revokedAt" > \#(bind: point) ORDER BY "revokedAt", "id"
+                """#).all(decoding: LaterRevocation.self)
+        }
+    }
+
     /// Accounts, oldest first: created since `filter.since`; with a product or a state, only the
     /// accounts holding a transaction of that product and state. One query.
     public func accounts(_ filter: ListFilter = ListFilter()) async throws -> [AdminAccountRow] {

@@ -39,12 +39,18 @@ struct ConfigCommandTests {
         let query = try await setup.kiosk("config", "set", "server", setup.server.url + "?x=1")
         #expect(query.status == 2 && query.stderr.contains("has a query or a fragment; give the store's base URL alone"), "\(query.stderr)")
         #expect(try await setup.kiosk("config", "payments", "off").stdout == "payments off\n")
-        #expect(try await setup.kiosk("config").stdout == """
-            server = \(setup.server.url)  (in \(database))
-            payments = off  (in \(database))
-            (settings in \(database))
-
-            """)
+        // Every setting, each with where it comes from; the download policy's at their defaults (the
+        // storage floor's figure is the disk's own).
+        let listed = try await setup.kiosk("config").stdout.split(separator: "\n").map(String.init)
+        #expect(Array(listed.prefix(5)) == [
+            "server = \(setup.server.url)  (in \(database))",
+            "payments = off  (in \(database))",
+            "download-network = any  (the default; in \(database))",
+            "battery-floor = none  (the default; in \(database))",
+            "charging-only = off  (the default; in \(database))",
+        ], "\(listed)")
+        #expect(listed.count == 7 && listed[5].hasPrefix("keep-free = ") && listed[5].contains(", 5 % of the disk, at most 1 GiB  (the default; in \(database))")
+                && listed[6] == "(settings in \(database))", "\(listed)")
         #expect(try await setup.kiosk("config", "unset", "payments").stdout == "payments unset  (in \(database))\n")
         #expect(try await setup.kiosk("config", "get", "payments").stdout == "payments = on  (the default; in \(database))\n")
         #expect(try await setup.kiosk("config", "unset", "server").stdout == "server unset  (in \(database))\n")

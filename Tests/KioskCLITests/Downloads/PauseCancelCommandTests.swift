@@ -10,7 +10,7 @@ struct PauseCancelCommandTests {
     typealias Setup = AtlasHome
     static let atlas = AtlasHome.atlas
 
-    @Test("pause keeps the bytes, resume continues from them; cancel deletes them")
+    @Test("pause keeps the bytes, resume continues from them; cancel of an installed book frees its files and kiosk resume ID brings it back")
     func pauseAndCancel() async throws {
         let setup = try await Setup()
         let pause = try await KioskCommand.run(["pause", Self.atlas], environment: ["KIOSK_HOME": setup.home])
@@ -20,9 +20,13 @@ struct PauseCancelCommandTests {
         #expect(resumed.stdout.contains("installed \(Self.atlas)"))
         let library = try await KioskCommand.run(["library", "--json"], environment: ["KIOSK_HOME": setup.home]).stdout
         #expect(library.contains(Self.atlas))
+        // Installed, cancel frees its files and keeps the purchase (the newsstand's removal, issue 67);
+        // kiosk resume ID brings it back.
         let cancel = try await KioskCommand.run(["cancel", Self.atlas], environment: ["KIOSK_HOME": setup.home])
-        #expect(cancel.status == 1)
-        #expect(cancel.stderr == "kiosk: the download of \(Self.atlas) is installed and cannot become cancelled\n")
+        #expect(cancel.status == 0 && cancel.stdout == "\(Self.atlas): removed from this device; it stays yours, and kiosk resume \(Self.atlas) downloads it again\n", "\(cancel.stdout) \(cancel.stderr)")
+        #expect(!(try await KioskCommand.run(["library", "--json"], environment: ["KIOSK_HOME": setup.home]).stdout.contains(Self.atlas)))
+        let again = try await KioskCommand.run(["resume", Self.atlas], environment: ["KIOSK_HOME": setup.home])
+        #expect(again.status == 0 && again.stdout.contains("installed \(Self.atlas)"), "\(again.stdout) \(again.stderr)")
         _ = await setup.server.stop()
     }
 }

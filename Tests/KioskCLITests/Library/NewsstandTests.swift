@@ -272,4 +272,40 @@ struct NewsstandTests {
         #expect(installed.filter { issues.contains($0) } == issues, "newest first: \(installed)")
         _ = await server.stop()
     }
+
+    @Test("a tidy killed mid-removal (its folder moved aside, its row not committed) loses nothing: the issue still counts as installed and its files come back by download; the pinned issue and the one bought alone are never touched")
+    func interruptedRemoval() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        try store.editHarborMonthly(graceDays: nil, issues: (1...4).map { (suffix: "day\($0)", day: Self.day(weeks: 0, from: Date().addingTimeInterval(Double($0) * 86_400))) })
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let device = Device(home: directory.path("device"))
+        #expect(try await device.run(["sync", "--server", server.url]).status == 0)
+        let bought = "\(Self.series).issue-01"
+        #expect(try await device.run(["buy", bought]).status == 0)
+        #expect(try await device.run(["buy", Self.plan]).status == 0)
+        #expect(try await device.run(["resume"]).status == 0)
+        let pinned = "\(Self.series).day1"
+        #expect(try await device.run(["pin", pinned]).status == 0)
+        #expect(try await device.run(["keep", Self.series, "--last", "1"]).status == 0)
+        // Killed at the first removal (day2, the oldest the rule lets go), before its row commits.
+        let killed = try await KioskCommand.run(["library", "--tidy"], environment: device.environment.merging(["KIOSK_TEST_CRASH_POINT": "mid-removal"]) { $1 })
+        #expect(killed.killed, "the tidy was killed at its crash point: \(killed.stdout) \(killed.stderr)")
+        var states = try await device.states()
+        #expect(states["\(Self.series).day2"] == "installed", "the removal did not commit: \(states)")
+        #expect(states[pinned] == "installed" && states[bought] == "installed")
+        // The next command finds day2's folder gone and downloads it again; a tidy then removes it for good.
+        let repaired = try await device.run(["resume"])
+        #expect(repaired.status == 0, "\(repaired.stdout) \(repaired.stderr)")
+        let tidied = try await device.run(["library", "--tidy"])
+        #expect(tidied.status == 0, "\(tidied.stderr)")
+        states = try await device.states()
+        #expect(states["\(Self.series).day2"] == "removed" && states["\(Self.series).day3"] == "removed", "\(states)")
+        #expect(states["\(Self.series).day4"] == "installed" && states[pinned] == "installed" && states[bought] == "installed", "\(states)")
+        for id in [pinned, bought, "\(Self.series).day4"] {
+            let folder = device.home.appendingPathComponent("Library").appendingPathComponent(id)
+            #expect(FileManager.default.fileExists(atPath: folder.path), "\(id)'s files are there")
+        }
+        _ = await server.stop()
+    }
 }

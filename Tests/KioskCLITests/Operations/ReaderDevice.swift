@@ -1,4 +1,5 @@
 import Foundation
+import KioskCore
 import KioskTestSupport
 import Testing
 
@@ -28,6 +29,12 @@ struct ReaderDevice: Sendable {
 
     func receipt(for product: String) throws -> String? {
         try receipts().first { $0.product == product }?.receipt
+    }
+
+    /// The store's transaction of the device's purchase of `product`.
+    func transaction(for product: String) throws -> String? {
+        guard ProductID.isValid(product) else { return nil }
+        return try rows("SELECT transactionId FROM payment WHERE transactionId IS NOT NULL AND productId = '\(product)' LIMIT 1").first
     }
 
     /// The store's transaction ids the device was given.

@@ -54,6 +54,9 @@ struct RestoreDrillTests {
                 let restored = try await KioskCommand.run(["admin", "restore", file.path, "--data", store.data.path])
                 #expect(restored.status == 0, "\(restored.stderr)")
                 #expect(restored.stdout.contains("the backup's last purchase or change"), "\(restored.stdout)")
+                // The refund made after the backup's point, read from the database set aside: listed.
+                #expect(restored.stdout.contains("refunded or revoked after the backup's point, which this store does not know: ")
+                        && restored.stdout.contains("(\(RestoreDrillTests.books[1]), account "), "\(restored.stdout)")
                 return []
             }
             func finish() async {}
@@ -226,8 +229,12 @@ struct RestoreDrillTests {
             try await group.waitForAll()
         }
         try await engine.markPoint()
-        // After the backup point: a purchase on a device the backup knows, a new device's account.
+        // After the backup point: a purchase on a device the backup knows, a new device's account,
+        // and a refund of a purchase the backup holds (which a restore to the point cannot know).
         try await devices[0].buy(Self.later, server: server.url)
+        let refunded = try #require(try devices[1].transaction(for: Self.books[1]))
+        let refund = try await KioskCommand.run(["admin", "refund", refunded, "--reason", "after the backup"] + admin)
+        #expect(refund.status == 0, "\(refund.stderr)")
         let newcomer = ReaderDevice(home: directory.path("device-new"))
         try await newcomer.buy(Self.books[0], server: server.url)
         server.signal(SIGKILL)
