@@ -12,7 +12,8 @@ struct AccountHoldings {
     private(set) var subscriptions: [String: Date] = [:]
 
     /// The transactions whose receipts verify, and the library's entries.
-    init(transactions: [TransactionView], library: [LibraryEntry]) {
+    /// - Parameter removed: products whose files the newsstand or the reader removed: still owned.
+    init(transactions: [TransactionView], library: [LibraryEntry], removed: [String] = []) {
         let standing: Set<PaymentState> = [.purchased, .delivering, .finished, .restored]
         for view in transactions where standing.contains(view.record.state) {
             guard let claims = view.claims else { continue }
@@ -28,11 +29,13 @@ struct AccountHoldings {
             }
         }
         for entry in library { owned.insert(entry.item.productId) }
+        owned.formUnion(removed)
     }
 
     /// Reads the client's transactions and library.
     static func load(_ client: KioskClient) async throws -> AccountHoldings {
-        AccountHoldings(transactions: try await client.transactions(), library: try client.libraryEntries())
+        AccountHoldings(transactions: try await client.transactions(), library: try client.libraryEntries(),
+                        removed: try client.downloads().filter { $0.state == .removed }.map(\.productId))
     }
 
     /// `owned`, `subscribed until 2026-12-24 13:05`, `expired 2026-…`, or nil for what is not held.

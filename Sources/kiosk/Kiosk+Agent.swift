@@ -102,6 +102,8 @@ extension Kiosk {
                 for id in products { print("queued \(id)") }
             case .deferred(let reason):
                 print("automatic downloads wait: \(reason)")
+            case .removedForRoom(let products):
+                for id in products { print("removed \(id) from this device to make room under keep-free; it stays yours (kiosk resume \(id) gets it back)") }
             case .removed(let products):
                 for id in products { print("removed \(id) from this device by its title's keep rule; it stays yours (kiosk resume \(id) gets it back)") }
             case .ran(let round):

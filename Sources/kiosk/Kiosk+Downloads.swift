@@ -98,9 +98,16 @@ extension Kiosk {
             try await reportingErrors {
                 let client = try options.client()
                 _ = try client.server()
-                if let product, !wait, !json {
-                    try await Self.resumeOne(product, client: client)
-                    return
+                if let product {
+                    guard let record = try client.downloads().first(where: { $0.productId == product }) else {
+                        throw ClientError.invalidRequest("\(product) has no download on this device: buy it, or kiosk restore if it was bought on another")
+                    }
+                    // Removed, or waiting for its next try: the reader's word makes it due now.
+                    if record.state == .removed || record.state == .waiting { _ = try client.reinstate(product) }
+                    if !wait, !json {
+                        try await Self.resumeOne(product, wasRemoved: record.state == .removed, client: client)
+                        return
+                    }
                 }
                 var configured = DownloadRunner(client: client)
                 configured.context = .resume(waits: wait)
@@ -149,14 +156,9 @@ extension Kiosk {
         }
 
         /// `kiosk resume ID`: that product alone, queued again first when its files were removed.
-        static func resumeOne(_ product: String, client: KioskClient) async throws {
+        static func resumeOne(_ product: String, wasRemoved: Bool, client: KioskClient) async throws {
             let runner = DownloadRunner(client: client)
-            // Removed, or waiting for its next try: the reader's word makes it due now.
-            let state = try client.downloads().first(where: { $0.productId == product })?.state
-            if state == .removed || state == .waiting {
-                _ = try client.reinstate(product)
-                if state == .removed { runner.say("queued \(product) again") }
-            }
+            if wasRemoved { runner.say("queued \(product) again (its title's keep rule may remove it again at the next tidy: kiosk pin \(product) keeps it)") }
             let report = try await runner.showingProgress { try await client.runDownloads(only: [product]) }
             runner.report(report)
             try report.outcome.exit()
@@ -302,8 +304,10 @@ extension Kiosk {
 
         func run() async throws {
             try await reportingErrors {
-                let record = try options.client().pin(product)
-                print(record.state == .queued ? "\(product): pinned, and queued again (kiosk resume \(product) downloads it now)" : "\(product): pinned")
+                let client = try options.client()
+                let before = try client.downloads().first { $0.productId == product }?.state
+                _ = try client.pin(product)
+                print(before == .removed ? "\(product): pinned, and queued again (kiosk resume \(product) downloads it now)" : "\(product): pinned")
             }
         }
     }

@@ -15,6 +15,8 @@ public enum AgentStep: Sendable {
     case ran(DownloadRunReport)
     /// The keep rules freed these issues' files (``KioskClient/tidy(now:)``); they stay owned.
     case removed([String])
+    /// The storage floor freed these issues' files, oldest first, to make room for due downloads; they stay owned.
+    case removedForRoom([String])
     /// Automatic downloads wait, for the reason given (``DownloadPolicy``): said when it starts
     /// holding, not at every look; the loop looks again within a minute.
     case deferred(String)
@@ -117,7 +119,7 @@ struct BackgroundAgent: Sendable {
                 let room = try client.library.roomNeeded()
                 if room.needed > 0 {
                     let freed = try client.newsstand.makeRoom(for: room.needed, keepingFree: floor)
-                    if !freed.isEmpty { step(.removed(freed)) }
+                    if !freed.isEmpty { step(.removedForRoom(freed)) }
                 }
                 let round = try await runDownloads(replayingChanges: wakeup, keepingFree: floor)
                 if round.bytesReceived > 0 || !(round.installed + round.waiting + round.failed + round.cancelled + round.installedElsewhere).isEmpty { step(.ran(round)) }

@@ -55,6 +55,8 @@ extension Flows {
     /// Nothing to charge: make sure the content is (or will be) in the library.
     func alreadyOwned(_ owned: PaymentRecord, mode: DeliveryMode) async throws -> PurchaseResult {
         _ = try library.checkLibrary(only: [owned.productId])
+        // Its files were removed from this device: asked for again, it comes back.
+        if try library.download(owned.productId)?.state == .removed { _ = try library.reinstate(owned.productId) }
         if let receipt = owned.receipt, let content = try await deliverableProduct(owned.productId)?.content {
             try library.enqueue(owned.productId, content: content, receipt: receipt, transactionId: owned.transactionId)
         }

@@ -56,8 +56,9 @@ struct DownloadRows: Sendable {
                 // A running owner finishes what it has; a newer version is queued after it installs.
                 if DownloadState.claimed.contains(existing.state) { return nil }
                 if sameVersion, [.installed, .queued, .paused].contains(existing.state) { return nil }
-                // Freed by the reader or a keep rule: only the reader brings it back (reinstateRemoved).
-                if existing.state == .removed { return nil }
+                // Freed by the reader or a keep rule: only the reader brings it back (reinstateRemoved),
+                // or a new purchase of it (another transaction), which is delivered as any is.
+                if existing.state == .removed, existing.transactionId == transactionId { return nil }
                 existing.state = .queued
                 existing.sha256 = content.sha256
                 existing.size = content.size
@@ -210,7 +211,7 @@ struct DownloadRows: Sendable {
     func setPinned(_ productId: String, _ pinned: Bool) throws -> DownloadRecord {
         let record = try database.write { db -> DownloadRecord in
             guard var record = try DownloadRow.fetchOne(db, key: productId)?.value, record.state != .cancelled else {
-                throw ClientError.invalidRequest("\(productId) has no download on this device to pin: buy it, or kiosk restore if it was bought on another")
+                throw ClientError.invalidRequest("\(productId) has no download on this device: buy it, or kiosk restore if it was bought on another")
             }
             record.pinnedAt = pinned ? (record.pinnedAt ?? Date()) : nil
             if pinned, record.state == .removed {

@@ -354,6 +354,19 @@ struct Library {
         return (needed, DiskSpace.available(at: home.downloads))
     }
 
+    /// The bytes an installed product's folder takes (its files' allocated blocks).
+    func sizeOnDisk(_ productId: String) -> Int64 {
+        guard let folder = try? installer.installed(productId),
+              let walk = FileManager.default.enumerator(atPath: folder.path) else { return 0 }
+        var total: Int64 = 0
+        for case let relative as String in walk {
+            var info = stat()
+            // Blocks of 512 bytes, whatever the file system's own size (st_blocks).
+            if lstat(folder.appendingPathComponent(relative).path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG { total += Int64(info.st_blocks) * 512 }
+        }
+        return total
+    }
+
     /// The free bytes of the disk the downloads go to, now.
     func freeSpace() -> Int64? {
         DiskSpace.available(at: home.downloads)
@@ -461,8 +474,8 @@ struct Library {
             // it until the install: the floor holds at the peak, not only once the archive is gone.
             let needed = max(0, record.size - (try bytesOnDisk(record.productId))) + (floor > 0 ? record.size : 0)
             if needed > available {
-                var message = DiskSpace.shortfall(needed: needed, available: max(0, available), at: home.downloads, for: "the download of \(record.productId)")
-                if floor > 0 { message += " (automatic downloads keep \(ByteCount.text(floor)) free: kiosk config set keep-free)" }
+                var message = DiskSpace.shortfall(needed: needed, available: max(0, available + floor), at: home.downloads, for: "the download of \(record.productId)")
+                if floor > 0 { message += " (with its unpacked files, and \(ByteCount.text(floor)) more that automatic downloads keep free: kiosk config set keep-free)" }
                 short.append((record, message))
             } else {
                 available -= needed

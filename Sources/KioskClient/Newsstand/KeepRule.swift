@@ -20,7 +20,7 @@ public enum KeepRule: Sendable, Equatable, Codable {
 
     public var description: String {
         switch self {
-        case .lastIssues(let count): "the last \(count) issues"
+        case .lastIssues(let count): count == 1 ? "the last issue" : "the last \(count) issues"
         case .days(let days): "issues of the last \(days) days"
         }
     }

@@ -54,6 +54,11 @@ struct Newsstand {
     func setRule(_ rule: KeepRule?, for series: String) throws {
         if case .lastIssues(let count)? = rule, count < 1 { throw ClientError.invalidRequest("keep at least 1 issue (the newest is always kept)") }
         if case .days(let days)? = rule, days < 1 { throw ClientError.invalidRequest("keep at least 1 day of issues") }
+        if rule != nil {
+            var known = false
+            try database.forEachCachedProduct { product in if product.series == series { known = true } }
+            guard known else { throw ClientError.invalidRequest("no title \(series) in the catalog this device synced: kiosk library lists the titles it holds, kiosk products every one") }
+        }
         try database.write { db in
             guard let rule else {
                 try db.execute(sql: "DELETE FROM keepRule WHERE series = ?", arguments: [series])
@@ -133,6 +138,9 @@ struct Newsstand {
             let installed = shelf.issues.filter { $0.state == .installed }
             return installed.dropFirst().filter { !$0.pinned && !$0.boughtAlone }
         }.sorted { ($0.publicationDate, $0.productId) < ($1.publicationDate, $1.productId) }
+        // Nothing goes when all of them together would not make the room: the download waits anyway.
+        let freeable = candidates.reduce(Int64(0)) { $0 + library.sizeOnDisk($1.productId) }
+        guard available + freeable - needed >= floor else { return [] }
         var removed: [String] = []
         for issue in candidates where available - needed < floor {
             if try library.remove(issue.productId, automatic: true) { removed.append(issue.productId) }

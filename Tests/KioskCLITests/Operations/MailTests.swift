@@ -12,37 +12,15 @@ struct MailTests {
     /// aiosmtpd, writing each message it receives as a file; started and stopped by PID.
     final class SMTPSink: @unchecked Sendable {
         let folder: URL
-        let process = Process()
-        let port: Int
+        let server: ScriptServer
+        var port: Int { server.port }
 
         init(folder: URL, port: Int? = nil) throws {
             self.folder = folder
-            let python = StripeSigner.python
-            try #require(FileManager.default.isExecutableFile(atPath: python.path), "no \(python.path): run make test-tools (it installs aiosmtpd into that venv)")
-            process.executableURL = python
-            process.arguments = [SampleStore.repository.appendingPathComponent("scripts/smtp_sink.py").path, folder.path] + (port.map { ["--port", String($0)] } ?? [])
-            let stdout = Pipe()
-            process.standardOutput = stdout
-            process.standardError = FileHandle.standardError
-            try process.run()
-            var line = Data()
-            while true {
-                let byte = stdout.fileHandleForReading.readData(ofLength: 1)
-                if byte.isEmpty || byte == Data("\n".utf8) { break }
-                line.append(byte)
-            }
-            let text = String(decoding: line, as: UTF8.self)
-            guard text.hasPrefix("port="), let port = Int(text.dropFirst(5)) else {
-                process.terminate()
-                throw TestServiceError("scripts/smtp_sink.py did not start: \(text)")
-            }
-            self.port = port
+            server = try ScriptServer("smtp_sink.py", [folder.path] + (port.map { ["--port", String($0)] } ?? []), library: "aiosmtpd")
         }
 
-        func stop() {
-            if process.isRunning { process.terminate() }
-            _ = process.waitForExit()
-        }
+        func stop() { server.stop() }
 
         /// The messages received so far, oldest first: their recipient, subject and body.
         func messages() -> [(to: String, subject: String, body: String)] {

@@ -13,37 +13,15 @@ struct TracingTests {
     /// span or POST it received; started and stopped by PID.
     final class OTLPSink: @unchecked Sendable {
         let file: URL
-        let process = Process()
-        let port: Int
+        let server: ScriptServer
+        var port: Int { server.port }
 
         init(file: URL) throws {
             self.file = file
-            let python = StripeSigner.python
-            try #require(FileManager.default.isExecutableFile(atPath: python.path), "no \(python.path): run make test-tools (it installs opentelemetry-proto into that venv)")
-            process.executableURL = python
-            process.arguments = [SampleStore.repository.appendingPathComponent("scripts/otlp_sink.py").path, file.path]
-            let stdout = Pipe()
-            process.standardOutput = stdout
-            process.standardError = FileHandle.standardError
-            try process.run()
-            var line = Data()
-            while true {
-                let byte = stdout.fileHandleForReading.readData(ofLength: 1)
-                if byte.isEmpty || byte == Data("\n".utf8) { break }
-                line.append(byte)
-            }
-            let text = String(decoding: line, as: UTF8.self)
-            guard text.hasPrefix("port="), let port = Int(text.dropFirst(5)) else {
-                process.terminate()
-                throw TestServiceError("scripts/otlp_sink.py did not start: \(text)")
-            }
-            self.port = port
+            server = try ScriptServer("otlp_sink.py", [file.path], library: "opentelemetry-proto")
         }
 
-        func stop() {
-            if process.isRunning { process.terminate() }
-            _ = process.waitForExit()
-        }
+        func stop() { server.stop() }
 
         /// What it received so far, a dictionary per line.
         func received() -> [[String: Any]] {
