@@ -172,18 +172,24 @@ public final class ServerProcess: @unchecked Sendable {
     static func listeningURL(_ process: Process, stdout: Pipe, log: URL) throws -> String {
         let deadline = ProcessDeadline(process, seconds: 90)
         defer { deadline.cancel() }
-        var line = Data()
-        while true {
-            let byte = stdout.fileHandleForReading.readData(ofLength: 1)
-            if byte.isEmpty || byte == Data("\n".utf8) { break }
-            line.append(byte)
-        }
-        let text = String(decoding: line, as: UTF8.self)
+        let text = firstLine(of: stdout)
         guard text.hasPrefix("listening on ") else {
             process.waitForExit()
             throw ServerDidNotStart(stdout: text, stderr: (try? String(contentsOf: log, encoding: .utf8)) ?? "")
         }
         return String(text.dropFirst("listening on ".count))
+    }
+
+    /// The first line a started process writes to `pipe` (a byte at a time: nothing after it is
+    /// taken from the pipe), without its newline; what there was when the pipe closed.
+    public static func firstLine(of pipe: Pipe) -> String {
+        var line = Data()
+        while true {
+            let byte = pipe.fileHandleForReading.readData(ofLength: 1)
+            if byte.isEmpty || byte == Data("\n".utf8) { break }
+            line.append(byte)
+        }
+        return String(decoding: line, as: UTF8.self)
     }
 
     public var log: String { (try? String(contentsOf: stderrLog, encoding: .utf8)) ?? "" }

@@ -21,13 +21,7 @@ public final class ScriptServer: @unchecked Sendable {
         process.standardOutput = stdout
         process.standardError = FileHandle.standardError
         try process.run()
-        var line = Data()
-        while true {
-            let byte = stdout.fileHandleForReading.readData(ofLength: 1)
-            if byte.isEmpty || byte == Data("\n".utf8) { break }
-            line.append(byte)
-        }
-        let text = String(decoding: line, as: UTF8.self)
+        let text = ServerProcess.firstLine(of: stdout)
         guard text.hasPrefix("port="), let port = Int(text.dropFirst(5)) else {
             process.terminate()
             throw TestServiceError("scripts/\(script) did not start: \(text)")
