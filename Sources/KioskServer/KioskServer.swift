@@ -93,7 +93,7 @@ public struct KioskServer: Sendable {
             router.get("metrics") { [metrics] _, _ in metrics.exposition() }
         }
         router.addRoutes(CatalogRoutes(catalog: catalog).collection())
-        router.addRoutes(AccountRoutes(store: store, limits: limits).collection())
+        router.addRoutes(AccountRoutes(store: store, limits: limits, storeTag: configuration.storeDescription.entityTag).collection())
         router.addRoutes(SignInRoutes(store: store, limits: limits).collection())
         router.addRoutes(accountPage.collection())
         router.addRoutes(shopPages.collection())
@@ -120,7 +120,9 @@ public struct KioskServer: Sendable {
             // A connection that has not sent a whole request in this time is closed; one that is
             // being answered is never cut by it.
             server: .http1WithSendfile(configuration: .init(idleTimeout: .seconds(Int64(configuration.requestHeaderTimeout))), metrics: metrics, ends: sendfileEnds,
-                                       catalog: catalog, rateLimits: configuration.rateLimits, shopPages: shopPages.rendered),
+                                       catalog: catalog, rateLimits: configuration.rateLimits, shopPages: shopPages.rendered,
+                                       // With traces exported, polls go through the stack, which gives each its span.
+                                       feed: configuration.traceExport == nil ? HeldFeed(store: store, storeTag: configuration.storeDescription.entityTag) : nil),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "kiosk"),
             services: [ChangeFeedService(store: store, catalog: catalog, listens: true, logger: logger)],
             onServerRunning: { channel in

@@ -1,7 +1,8 @@
 import Foundation
 
 /// A raw TCP connection that sends what a test says, as slowly as it likes.
-public final class SlowClient {
+/// Used by one task at a time (the tests hand it off the cooperative pool to block on it).
+public final class SlowClient: @unchecked Sendable {
     public let descriptor: Int32
 
     public init(port: Int) throws {
@@ -32,5 +33,35 @@ public final class SlowClient {
             if recv(descriptor, &buffer, buffer.count, 0) <= 0 { return true }
         }
         return false
+    }
+
+    /// Bytes read ahead of the last response returned (a pipelined answer's start).
+    private var pending: [UInt8] = []
+
+    /// The next whole response (head and a body of its `Content-Length`), or nil when none came
+    /// within `seconds` of quiet or the server closed first. A generous bound, not a measure: a
+    /// test decides by what came, not when.
+    public func response(within seconds: Double = 30) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 16 << 10)
+        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        while true {
+            if let end = pending.firstRange(of: Array("\r\n\r\n".utf8))?.upperBound {
+                let head = String(decoding: pending[..<end], as: UTF8.self)
+                let length = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+                    .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+                if pending.count >= end + length {
+                    let text = String(decoding: pending[..<(end + length)], as: UTF8.self)
+                    pending.removeFirst(end + length)
+                    return text
+                }
+            }
+            guard ContinuousClock.now < deadline else { return nil }
+            var descriptorSet = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptorSet, 1, 100) >= 0 else { return nil }
+            guard descriptorSet.revents != 0 else { continue }
+            let count = recv(descriptor, &buffer, buffer.count, 0)
+            guard count > 0 else { return nil }
+            pending += buffer[..<count]
+        }
     }
 }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 /// `POST /v1/play/purchases` and `POST /v1/appstore/transactions`: a channel's proof of payment,
@@ -88,4 +89,17 @@ public struct StoreDescription: Codable, Sendable, Equatable {
         self.channels = channels
         self.webCheckout = webCheckout
     }
+
+    /// The entity tag of `GET /v1/store`'s answer, which every change feed page names too
+    /// (``TransactionPage/store``): a device keeps the description and asks again only when the
+    /// tag it is told is not the one it keeps, so `kiosk buy` asks nothing but the feed before
+    /// it pays.
+    public var entityTag: String {
+        let bytes = (try? JSONEncoder.kiosk.encode(self)) ?? Data()
+        return "\"" + SHA256.hash(data: bytes).prefix(8).map { String($0, radix: 16).leftPadded(to: 2) }.joined() + "\""
+    }
+}
+
+private extension String {
+    func leftPadded(to width: Int) -> String { count < width ? String(repeating: "0", count: width - count) + self : self }
 }

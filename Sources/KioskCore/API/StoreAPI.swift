@@ -237,12 +237,16 @@ public struct TransactionPage: Codable, Sendable {
     /// syncs. A long poll sent with `catalog=` answers at once when the catalog is not that one,
     /// and is woken when it changes.
     public var catalog: String?
+    /// The entity tag of `GET /v1/store`'s answer now (``StoreDescription/entityTag``): a device
+    /// that keeps a description of another tag asks for it again.
+    public var store: String?
 
-    public init(transactions: [StoreTransaction], cursor: String?, hasMore: Bool, catalog: String? = nil) {
+    public init(transactions: [StoreTransaction], cursor: String?, hasMore: Bool, catalog: String? = nil, store: String? = nil) {
         self.transactions = transactions
         self.cursor = cursor
         self.hasMore = hasMore
         self.catalog = catalog
+        self.store = store
     }
 
     /// Whether two catalog ETags name the same catalog (the plain and the gzip form of one do).

@@ -46,6 +46,15 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
     private let idleTimeout: TimeAmount?
     /// Puts Hummingbird's connection state handler into the pipeline (see the type).
     private let handOver: (ChannelPipeline.SynchronousOperations) throws -> Void
+    /// The store whose change feed a held poll reads (``HeldFeedPoll``); nil holds none here (a
+    /// server exporting traces lets the stack answer polls, with their spans).
+    private let feed: HeldFeed?
+    /// The long poll being held, from its request until its answer is written.
+    private var poll: HeldPollState?
+    /// Bytes that came after a held poll's request, read once it is answered.
+    private var afterPoll: ByteBuffer?
+    /// A graceful shutdown came while a poll was held: the connection closes after its answer.
+    private var closeAfterPoll = false
 
     private var lastAnswer = NIODeadline.now()
     private var idleCheck: Scheduled<Void>?
@@ -57,7 +66,8 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
     private var pageTail: (second: Int, bytes: ByteBuffer)?
 
     init(catalog: CatalogService, shop: ShopPageResponder, metrics: ServerMetrics, logger: Logger, rateLimits: RateLimits,
-         idleTimeout: TimeAmount?, handOver: @escaping (ChannelPipeline.SynchronousOperations) throws -> Void) {
+         idleTimeout: TimeAmount?, feed: HeldFeed?, handOver: @escaping (ChannelPipeline.SynchronousOperations) throws -> Void) {
+        self.feed = feed
         self.catalog = catalog
         self.shop = shop
         self.metrics = metrics
@@ -84,10 +94,29 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = unwrapInboundIn(data)
+        guard poll == nil else {
+            // A client that sends more while its poll is held: kept, in order, for after the answer.
+            if afterPoll == nil { afterPoll = buffer } else { afterPoll?.writeBuffer(&buffer) }
+            if (afterPoll?.readableBytes ?? 0) > RawGet.maximumLength { context.close(promise: nil) }
+            return
+        }
+        read(&buffer, context: context, inReadCycle: true)
+    }
+
+    /// - Parameter inReadCycle: false for bytes kept while a poll was held, read after its answer:
+    ///   the stack above delivers what it read on the read cycle's end, so one is fired for them.
+    private func read(_ buffer: inout ByteBuffer, context: ChannelHandlerContext, inReadCycle: Bool) {
         var answered = false
         while buffer.readableBytes > 0, context.channel.isWritable,
-              let request = buffer.withUnsafeReadableBytes({ RawGet($0) }),
-              answer(request, context: context) {
+              let request = buffer.withUnsafeReadableBytes({ RawGet($0) }) {
+            if let feed, let held = HeldFeedPoll(request) {
+                buffer.moveReaderIndex(forwardBy: request.length)
+                if answered { context.flush() }
+                if buffer.readableBytes > 0 { afterPoll = buffer }
+                hold(held, request: request, feed: feed, context: context)
+                return
+            }
+            guard !request.hasAuthorization, answer(request, context: context) else { break }
             buffer.moveReaderIndex(forwardBy: request.length)
             answered = true
             lastAnswer = .now()
@@ -102,14 +131,102 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
             logger.debug("the connection state handler could not join", metadata: ["error": "\(error)"])
         }
         context.fireChannelRead(wrapInboundOut(buffer))
+        if !inReadCycle { context.fireChannelReadComplete() }
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        // The device went away while its poll waited: nothing will read the answer.
+        if let poll, let waiter = poll.waiter {
+            poll.timeout?.cancel()
+            feed?.store.changes.endWait(waiter, because: .cancelled)
+        }
+        poll = nil
+        context.fireChannelInactive()
+    }
+
+    // MARK: A held poll (``HeldFeedPoll``)
+
+    private func hold(_ held: HeldFeedPoll, request: RawGet, feed: HeldFeed, context: ChannelHandlerContext) {
+        let line = RequestLine(method: "GET", route: HeldFeedPoll.route, status: 0, started: .now, account: nil,
+                               client: clientAddress(request, context: context), agent: request.userAgent)
+        let state = HeldPollState(poll: held, line: line)
+        poll = state
+        idleCheck?.cancel()
+        idleCheck = nil
+        let (handler, loop, logger) = (NIOLoopBound(self, eventLoop: context.eventLoop), context.loopBound, logger)
+        let (bound, eventLoop) = (NIOLoopBound(state, eventLoop: context.eventLoop), context.eventLoop)
+        Task {
+            let step = await held.firstLook(feed, logger: logger)
+            eventLoop.execute { handler.value.next(step, for: bound.value, context: loop.value) }
+        }
+    }
+
+    /// Answers, or waits for the account's next change or the deadline.
+    private func next(_ step: HeldFeedPoll.Step, for state: HeldPollState, context: ChannelHandlerContext) {
+        guard poll === state, let feed else {
+            // The connection closed meanwhile: a waiter it registered is let go.
+            if case .wait(let waiter, _) = step { feed?.store.changes.endWait(waiter, because: .cancelled) }
+            return
+        }
+        switch step {
+        case .answer(let answer):
+            finish(state, answer: answer, context: context)
+        case .wait(let waiter, let account):
+            state.account = account
+            state.waiter = waiter
+            let (handler, loop, logger) = (NIOLoopBound(self, eventLoop: context.eventLoop), context.loopBound, logger)
+            let (bound, poll, deadline, changes) = (NIOLoopBound(state, eventLoop: context.eventLoop), state.poll, state.deadline, feed.store.changes)
+            let eventLoop = context.eventLoop
+            state.timeout = context.eventLoop.scheduleTask(deadline: deadline) { changes.endWait(waiter, because: .timeout) }
+            waiter.whenWoken { reason in
+                eventLoop.execute {
+                    let state = bound.value
+                    guard handler.value.poll === state else { return }
+                    state.timeout?.cancel()
+                    state.timeout = nil
+                    state.waiter = nil
+                    changes.endWait(waiter, because: reason)
+                    Task {
+                        let step = await poll.afterWake(reason, account: account, deadline: deadline, feed: feed, logger: logger)
+                        eventLoop.execute { handler.value.next(step, for: bound.value, context: loop.value) }
+                    }
+                }
+            }
+        }
+    }
+
+    private func finish(_ state: HeldPollState, answer: HeldFeedPoll.Answer, context: ChannelHandlerContext) {
+        poll = nil
+        let bytes = HeldFeedPoll.encode(answer, date: date.now(), allocator: context.channel.allocator)
+        context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
+        var line = state.line
+        line.status = answer.status.code
+        line.account = answer.account
+        line.write(logger, metrics: metrics, bytes: answer.body.count)
+        metrics.request(route: line.route, method: line.method, status: line.status)
+        lastAnswer = .now()
+        if closeAfterPoll {
+            context.close(promise: nil)
+            return
+        }
+        scheduleIdleCheck(context)
+        if var rest = afterPoll {
+            afterPoll = nil
+            read(&rest, context: context, inReadCycle: false)
+        }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         // A graceful shutdown: nothing of this connection is in flight, so it closes now, as
         // Hummingbird's state handler closes a connection with no request in progress.
         if event is ChannelShouldQuiesceEvent {
-            context.close(promise: nil)
+            // A held poll answers first: the store wakes every poll as it stops.
+            if poll != nil {
+                closeAfterPoll = true
+            } else {
+                context.close(promise: nil)
+            }
             return
         }
         context.fireUserInboundEventTriggered(event)
@@ -194,6 +311,8 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
         guard let idleTimeout, idleCheck == nil else { return }
         idleCheck = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(deadline: lastAnswer + idleTimeout) { [self] in
             idleCheck = nil
+            // A held poll is being answered, not idle; its answer schedules the next check.
+            guard poll == nil else { return }
             if NIODeadline.now() >= lastAnswer + idleTimeout {
                 context.close(promise: nil)
             } else {

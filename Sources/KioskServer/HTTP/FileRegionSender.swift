@@ -138,10 +138,12 @@ struct SendfileHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
     let rateLimits: RateLimits
     /// The shop's pages kept for the catalog served now (``ShopPageResponder``).
     let shopPages: RenderedPages
+    /// The store whose change feed's long polls are held on the event loop (``HeldFeedPoll``), or nil.
+    let feed: HeldFeed?
     var responder: Responder { base.responder }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        let (metrics, ends, catalog, rateLimits, shopPages) = (self.metrics, self.ends, self.catalog, self.rateLimits, self.shopPages)
+        let (metrics, ends, catalog, rateLimits, shopPages, feed) = (self.metrics, self.ends, self.catalog, self.rateLimits, self.shopPages, self.feed)
         return base.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let encoder = try pipeline.handler(type: HTTPResponseEncoder.self)
@@ -156,7 +158,7 @@ struct SendfileHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
             pipeline.removeHandler(state, promise: nil)
             let idleTimeout = base.configuration.idleTimeout
             let fromBytes = BytesResponder(
-                catalog: catalog, shop: shop, metrics: metrics, logger: logger, rateLimits: rateLimits, idleTimeout: idleTimeout,
+                catalog: catalog, shop: shop, metrics: metrics, logger: logger, rateLimits: rateLimits, idleTimeout: idleTimeout, feed: feed,
                 handOver: { pipeline in
                     try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout.map { .init($0) }, logger: logger),
                                             position: .before(responder))
@@ -174,10 +176,10 @@ struct SendfileHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
 extension HTTPServerBuilder {
     /// HTTP/1 whose responses can name a file to send with `sendfile` (see ``FileRegionSender``).
     static func http1WithSendfile(configuration: HTTP1Channel.Configuration, metrics: ServerMetrics, ends: SendfileEnds,
-                                  catalog: CatalogService, rateLimits: RateLimits, shopPages: RenderedPages) -> HTTPServerBuilder {
+                                  catalog: CatalogService, rateLimits: RateLimits, shopPages: RenderedPages, feed: HeldFeed?) -> HTTPServerBuilder {
         .init { responder in
             SendfileHTTP1Channel(base: HTTP1Channel(responder: responder, configuration: configuration), metrics: metrics, ends: ends,
-                                 catalog: catalog, rateLimits: rateLimits, shopPages: shopPages)
+                                 catalog: catalog, rateLimits: rateLimits, shopPages: shopPages, feed: feed)
         }
     }
 }

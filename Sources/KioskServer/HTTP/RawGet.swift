@@ -7,7 +7,7 @@
 /// at most 1 KiB), one space and `HTTP/1.1`, then field lines of a token, a colon and visible
 /// ASCII, each ending in CR LF, then an empty line. A body's fields (`Content-Length`,
 /// `Transfer-Encoding`, `Expect`), `Connection` (and `Proxy-Connection`, which llhttp reads as
-/// one), `Upgrade` and `Authorization` (whose account only the middleware resolves), a folded
+/// one), `Upgrade`, a folded
 /// line, a bare CR or LF, a byte outside ASCII, a request over 8 KiB up to its empty line, more
 /// than 100 fields or a request not yet whole: any of them makes it nil, and NIO's parser
 /// (llhttp) reads the bytes instead.
@@ -22,6 +22,11 @@ struct RawGet: Equatable {
     /// Every `X-Forwarded-For` line's value, joined with commas (the rate limits' client address).
     var forwardedFor = ""
     var userAgent: String?
+    /// The token of one `Authorization: Bearer` line; any other `Authorization` sets
+    /// ``hasAuthorization`` alone. Only a held poll (``HeldFeedPoll``) answers a request that has
+    /// one: the account of every other request is the middleware's to resolve.
+    var bearerToken: String?
+    var hasAuthorization = false
     /// The request's length in bytes, up to and including its empty line.
     var length = 0
 
@@ -106,8 +111,17 @@ extension RawGet {
             // HTTPFields joins repeated lines with ", " for the log line; so does this.
             let text = String(decoding: Self.trimmed(value), as: UTF8.self)
             userAgent = userAgent.map { "\($0), \(text)" } ?? text
+        } else if named("authorization") {
+            // Two lines of it are read differently by different stacks: left to llhttp.
+            guard !hasAuthorization else { return false }
+            hasAuthorization = true
+            let text = Self.trimmed(value)
+            if text.count > 7, zip(text.prefix(7), "bearer ".utf8).allSatisfy({ $0 | 0x20 == $1 | 0x20 }) {
+                let token = Self.trimmed(UnsafeRawBufferPointer(rebasing: text[7...]))
+                if !token.isEmpty { bearerToken = String(decoding: token, as: UTF8.self) }
+            }
         } else if named("content-length") || named("transfer-encoding") || named("expect") || named("connection")
-                    || named("proxy-connection") || named("upgrade") || named("authorization") {
+                    || named("proxy-connection") || named("upgrade") {
             return false
         }
         return true

@@ -10,6 +10,8 @@ import KioskStore
 struct AccountRoutes: Sendable {
     let store: Store
     let limits: RateLimitGate
+    /// ``StoreDescription/entityTag`` of this server's `GET /v1/store`, named by every feed page.
+    let storeTag: String
 
     func collection() -> RouteCollection<KioskRequestContext> {
         let routes = RouteCollection(context: KioskRequestContext.self)
@@ -133,7 +135,8 @@ struct AccountRoutes: Sendable {
             wait = .seconds(min(seconds, Self.longestWait))
         }
         let catalog = request.uri.queryParameters.get("catalog").map { String($0) }
-        let page = try await store.accounts.transactions(accountId: account, after: after, wait: wait, catalog: catalog)
+        var page = try await store.accounts.transactions(accountId: account, after: after, wait: wait, catalog: catalog)
+        page.store = storeTag
         // A device removed while its poll waited is told so when the poll ends (the removal wakes it).
         if wait != nil, let token = JSONBody.bearerToken(request), try await store.accounts.device(forToken: token)?.kind != .app {
             throw StoreError.signedOut

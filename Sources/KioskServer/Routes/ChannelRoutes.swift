@@ -28,8 +28,17 @@ struct ChannelRoutes: Sendable {
         return routes
     }
 
+    /// `GET /v1/store`, with its ``StoreDescription/entityTag``: a device that keeps this answer
+    /// asks again only when a feed page names another tag, and then with `If-None-Match`.
     @Sendable func storeDescription(_ request: Request, context: KioskRequestContext) async throws -> Response {
-        var response = try JSONBody.response(description)
+        let tag = description.entityTag
+        var response: Response
+        if let asked = request.headers[.ifNoneMatch], EntityTag.ifNoneMatch(asked, matchesAnyOf: [tag]) {
+            response = Response(status: .notModified)
+        } else {
+            response = try JSONBody.response(description)
+        }
+        response.headers[.eTag] = tag
         response.headers[.cacheControl] = "public, max-age=60"
         return response
     }

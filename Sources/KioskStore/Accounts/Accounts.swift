@@ -147,46 +147,78 @@ public struct Accounts: StoreOwner {
     /// With `wait`, a request with nothing after its cursor is held until the account changes (in
     /// any instance: see ``ChangeNotifier``) or `wait` passes, then answered with what is there.
     public func transactions(accountId: String, after cursor: String?, wait: Duration? = nil, catalog known: String? = nil, limit: Int = 100) async throws -> TransactionPage {
-        let after: Int64
-        if let cursor, !cursor.isEmpty {
-            guard let value = Int64(cursor), value >= 0 else { throw StoreError.invalidRequest("after must be a cursor from an earlier page") }
-            after = value
-        } else {
-            // The full walk also sees a row no write numbered (one written by hand, at 0).
-            after = -1
-        }
-        let read = { try await self.database.read { try await TransactionRows($0).changed(accountId: accountId, after: after, limit: limit + 1) } }
-        // A device whose catalog is not the one served now is told at once, not after the wait.
-        let catalogIsNew = {
-            let served = try? await self.catalog.storeProducts().etag
-            return known.map { known in served.map { !TransactionPage.sameCatalog(known, $0) } ?? false } ?? false
-        }
-        // Registered before the read, so a change committed between the read and the wait still wakes it.
-        var waiter = wait.map { _ in changes.register(accountId) }
-        var found = try await read()
-        if let wait {
-            // The wait is measured on the monotonic clock. A change of the account's transactions
-            // that brings nothing after the cursor (another instance's notice of a change this
-            // poll's read already saw, or of an older one) waits out the rest instead of answering
-            // empty early; any other wake (a removed device, the catalog, a stop) answers at once.
-            let deadline = ContinuousClock.now + wait
-            while let current = waiter {
-                guard found.isEmpty, await !catalogIsNew() else {
-                    changes.unregister(current)
-                    break
-                }
-                let woke = await current.wait(upTo: deadline - ContinuousClock.now, in: changes)
-                waiter = woke == .transactions && ContinuousClock.now < deadline ? changes.register(accountId) : nil
-                found = try await read()
+        guard let wait else { return try await page(accountId: accountId, after: cursor, limit: limit) }
+        // The wait is measured on the monotonic clock. A change of the account's transactions
+        // that brings nothing after the cursor (another instance's notice of a change this
+        // poll's read already saw, or of an older one) waits out the rest instead of answering
+        // empty early; any other wake (a removed device, the catalog, a stop) answers at once.
+        let deadline = ContinuousClock.now + wait
+        while true {
+            switch try await lookForChanges(accountId: accountId, after: cursor, catalog: known, limit: limit) {
+            case .page(let page):
+                return page
+            case .wait(let waiter):
+                let woke = await waiter.wait(upTo: deadline - ContinuousClock.now, in: changes)
+                if woke == .transactions, ContinuousClock.now < deadline { continue }
+                return try await page(accountId: accountId, after: cursor, limit: limit)
             }
         }
+    }
+
+    /// What one look at the change feed found for a long poll.
+    public enum FeedLook: Sendable {
+        /// Something is after the cursor, or the device's catalog is not the one served: answer it.
+        case page(TransactionPage)
+        /// Nothing yet: the waiter, registered before the read, so a change committed between the
+        /// read and the wait still wakes it. Wait on it, then look again after a change of the
+        /// account's transactions, or answer ``page(accountId:after:limit:)`` after any other wake.
+        case wait(ChangeNotifier.Waiter)
+    }
+
+    /// One look at the change feed after `cursor` for a long poll (see ``FeedLook``).
+    /// - Parameter known: the ETag of the catalog the device holds; another one is answered at once.
+    public func lookForChanges(accountId: String, after cursor: String?, catalog known: String?, limit: Int = 100) async throws -> FeedLook {
+        let after = try Self.position(after: cursor)
+        let waiter = changes.register(accountId)
+        let found: [TransactionRecord]
+        do {
+            found = try await database.read { try await TransactionRows($0).changed(accountId: accountId, after: after, limit: limit + 1) }
+        } catch {
+            changes.unregister(waiter)
+            throw error
+        }
+        // A device whose catalog is not the one served now is told at once, not after the wait.
+        let served = try? await catalog.storeProducts().etag
+        let catalogIsNew = known.map { known in served.map { !TransactionPage.sameCatalog(known, $0) } ?? false } ?? false
+        guard found.isEmpty, !catalogIsNew else {
+            changes.unregister(waiter)
+            return .page(try await page(of: found, after: cursor, limit: limit))
+        }
+        return .wait(waiter)
+    }
+
+    /// The change feed after `cursor`, as it is now.
+    public func page(accountId: String, after cursor: String?, limit: Int = 100) async throws -> TransactionPage {
+        let after = try Self.position(after: cursor)
+        let found = try await database.read { try await TransactionRows($0).changed(accountId: accountId, after: after, limit: limit + 1) }
+        return try await page(of: found, after: cursor, limit: limit)
+    }
+
+    /// Where a cursor points: -1 for none, so the full walk also sees a row no write numbered (one
+    /// written by hand, at 0).
+    private static func position(after cursor: String?) throws -> Int64 {
+        guard let cursor, !cursor.isEmpty else { return -1 }
+        guard let value = Int64(cursor), value >= 0 else { throw StoreError.invalidRequest("after must be a cursor from an earlier page") }
+        return value
+    }
+
+    private func page(of found: [TransactionRecord], after cursor: String?, limit: Int) async throws -> TransactionPage {
         let records = try await receipts.withCurrentReceipts(found)
         let page = records.prefix(limit)
         return TransactionPage(
             transactions: page.map(\.wire), cursor: page.last?.changeSequence.map(String.init) ?? cursor,
             hasMore: records.count > limit, catalog: try? await catalog.storeProducts().etag)
     }
-
 
     /// The ledger of an account: charges and refunds, oldest first; it sums to what was really paid.
     public func charges(accountId: String) async throws -> [LedgerEntry] {

@@ -105,6 +105,13 @@ public final class ChangeNotifier: Sendable {
     /// Unregisters a waiter that will not wait (the feed had something to answer).
     func unregister(_ waiter: Waiter) { remove(waiter) }
 
+    /// Ends a wait held by a closure (``Waiter/whenWoken(_:)``): unregisters it and, unless
+    /// something woke it first, wakes it with `reason` (`.timeout`, `.cancelled`).
+    public func endWait(_ waiter: Waiter, because reason: Wake) {
+        remove(waiter)
+        waiter.wake(reason)
+    }
+
     fileprivate func remove(_ waiter: Waiter) {
         waiters.withLock { all in
             all[waiter.accountId]?[ObjectIdentifier(waiter)] = nil
@@ -112,25 +119,40 @@ public final class ChangeNotifier: Sendable {
         }
     }
 
-    /// One waiting poll.
-    final class Waiter: Sendable {
+    /// One waiting poll: a task suspended in ``wait(upTo:in:)`` (a poll the router answers), or a
+    /// closure given to ``whenWoken(_:)`` (a poll held on the event loop, ``BytesResponder``),
+    /// which costs no task while it waits.
+    public final class Waiter: Sendable {
         let accountId: String
         private struct State {
             var woken: Wake?
-            var continuation: CheckedContinuation<Wake, Never>?
+            var onWake: (@Sendable (Wake) -> Void)?
         }
         private let state = Mutex(State())
 
         fileprivate init(accountId: String) { self.accountId = accountId }
 
-        /// The first wake counts.
+        /// The first wake counts; whoever waits hears it once.
         fileprivate func wake(_ reason: Wake) {
-            let (continuation, first) = state.withLock { state -> (CheckedContinuation<Wake, Never>?, Wake) in
+            let (onWake, first) = state.withLock { state -> ((@Sendable (Wake) -> Void)?, Wake) in
                 if state.woken == nil { state.woken = reason }
-                defer { state.continuation = nil }
-                return (state.continuation, state.woken ?? reason)
+                defer { state.onWake = nil }
+                return (state.onWake, state.woken ?? reason)
             }
-            continuation?.resume(returning: first)
+            onWake?(first)
+        }
+
+        /// Calls `onWake` once, with why it woke: when the account changes (at once if it changed
+        /// since ``ChangeNotifier/register(_:)``), or the owner ends the wait
+        /// (``ChangeNotifier/endWait(_:because:)``: its time is up, its connection closed). The
+        /// waiter is still registered when `onWake` runs for a change; end it either way.
+        public func whenWoken(_ onWake: @escaping @Sendable (Wake) -> Void) {
+            let now = state.withLock { state -> Wake? in
+                if let woken = state.woken { return woken }
+                state.onWake = onWake
+                return nil
+            }
+            if let now { onWake(now) }
         }
 
         /// Returns when the account changes (at once if it changed since ``register(_:)``), when
@@ -144,12 +166,7 @@ public final class ChangeNotifier: Sendable {
             }
             let reason = await withTaskCancellationHandler {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Wake, Never>) in
-                    let now = state.withLock { state -> Wake? in
-                        if let woken = state.woken { return woken }
-                        state.continuation = continuation
-                        return nil
-                    }
-                    if let now { continuation.resume(returning: now) }
+                    whenWoken { continuation.resume(returning: $0) }
                 }
             } onCancel: {
                 wake(.cancelled)

@@ -58,6 +58,30 @@ struct ServeLifecycleTests {
         #expect(client.isClosedByPeer())
     }
 
+    @Test("SIGTERM with a long poll held on the event loop (HeldFeedPoll): the poll is answered with what is there, then its connection closes, and the server exits at once")
+    func stopAnswersHeldPoll() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SampleStore(in: directory)
+        let server = try await ServerProcess.start(store, log: directory.path("server.log"))
+        let port = try #require(Int(server.url.split(separator: ":").last ?? ""))
+        let account = try await StoreHTTP(baseURL: server.url).createAccount()
+        let client = try SlowClient(port: port)
+        client.send("GET /v1/transactions?wait=30&after=0 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(account.token)\r\n\r\n")
+        // Held once the server logs nothing for it and has not answered: a bounded look, not a measure.
+        #expect(try await offCooperativePool { client.response(within: 0.5) } == nil, "answered before any change")
+        let signalled = ContinuousClock.now
+        server.signal(SIGTERM)
+        let answer = try await offCooperativePool { client.response(within: 10) }
+        #expect(answer?.hasPrefix("HTTP/1.1 200 ") == true && answer?.contains("\"transactions\":[]") == true, "\(answer ?? "none"): \(server.log)")
+        let status = try await offCooperativePool { () -> Int32 in
+            server.process.waitForExit()
+            return server.process.terminationStatus
+        }
+        let took = signalled.duration(to: .now)
+        #expect(status == 0 && took < .seconds(5), "status \(status) after \(took): \(server.log)")
+        #expect(client.isClosedByPeer())
+    }
+
     @Test("a bad catalog: kiosk serve says so in exactly one line naming the file, product and field, exit status 1")
     func badCatalogIsOneLine() async throws {
         let directory = try TemporaryDirectory()

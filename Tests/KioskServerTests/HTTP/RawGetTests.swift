@@ -33,10 +33,10 @@ struct RawGetTests {
         // brackets, a backslash, a byte outside ASCII.
         "GET /#x HTTP/1.1\r\n\r\n", "GET /a b HTTP/1.1\r\n\r\n", "GET /\"x HTTP/1.1\r\n\r\n", "GET /<x> HTTP/1.1\r\n\r\n",
         "GET /a\\b HTTP/1.1\r\n\r\n", "GET /büch HTTP/1.1\r\n\r\n", "GET /{x}|^` HTTP/1.1\r\n\r\n",
-        // A field that frames a body or the connection, or names an account.
+        // A field that frames a body or the connection; two Authorization lines.
         "GET /v1/catalog HTTP/1.1\r\nContent-Length: 0\r\n\r\n", "GET /v1/catalog HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n",
         "GET /v1/catalog HTTP/1.1\r\nExpect: 100-continue\r\n\r\n", "GET /v1/catalog HTTP/1.1\r\nConnection: keep-alive\r\n\r\n", "GET / HTTP/1.1\r\nProxy-Connection: close\r\n\r\n",
-        "GET /v1/catalog HTTP/1.1\r\nUpgrade: h2c\r\n\r\n", "GET /v1/catalog HTTP/1.1\r\nAuthorization: Bearer x\r\n\r\n",
+        "GET /v1/catalog HTTP/1.1\r\nUpgrade: h2c\r\n\r\n", "GET /v1/catalog HTTP/1.1\r\nAuthorization: Bearer x\r\nAuthorization: Bearer y\r\n\r\n",
         // Malformed or unusual framing: folded lines, bare CR or LF, a space before the colon, no name.
         "GET /v1/catalog HTTP/1.1\r\nIf-None-Match: \"a\",\r\n \"b\"\r\n\r\n", "GET /v1/catalog HTTP/1.1\nHost: h\n\n",
         "GET /v1/catalog HTTP/1.1\r\nHost: h\n\r\n", "GET /v1/catalog HTTP/1.1\r\nHost: h\r\r\n\r\n",
@@ -65,5 +65,16 @@ struct RawGetTests {
         let filler = String(repeating: "a", count: RawGet.maximumLength - start.utf8.count - "X: \r\n\r\n".utf8.count)
         #expect(Self.parse(start + "X: " + filler + "\r\n\r\n") != nil)
         #expect(Self.parse(start + "X: " + filler + "a\r\n\r\n") == nil)
+    }
+
+    @Test("an Authorization line: a bearer token is kept (any case of the scheme, spaces trimmed), any other only noted")
+    func authorization() throws {
+        let bearer = try #require(Self.parse("GET /v1/transactions?wait=30 HTTP/1.1\r\nAuthorization: bEaReR \t tok-1 \r\n\r\n"))
+        #expect(bearer.bearerToken == "tok-1" && bearer.hasAuthorization)
+        for other in ["Basic dTpw", "Bearer ", "Bearertok", "Token x"] {
+            let parsed = try #require(Self.parse("GET /v1/catalog HTTP/1.1\r\nAuthorization: \(other)\r\n\r\n"))
+            #expect(parsed.bearerToken == nil && parsed.hasAuthorization, "\(other)")
+        }
+        #expect(Self.parse("GET /v1/catalog HTTP/1.1\r\n\r\n")?.hasAuthorization == false)
     }
 }

@@ -1,0 +1,112 @@
+import Foundation
+import KioskCore
+@testable import KioskServer
+@testable import KioskStore
+import KioskTestSupport
+import Testing
+
+/// A long poll of the change feed sent as a device's first request on its connection is held on
+/// the event loop (``HeldFeedPoll``), not in a task of the HTTP stack. These tests send it in
+/// that form over a raw connection and check it answers as the route does.
+@Suite("A long poll held on the event loop")
+struct HeldPollTests: StoreSuite {
+    static func poll(_ token: String, after cursor: String? = nil, wait: Int = 20, extra: String = "") -> String {
+        "GET /v1/transactions?wait=\(wait)" + (cursor.map { "&after=\($0)" } ?? "") + " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            + "Authorization: Bearer \(token)\r\nUser-Agent: held-test\r\n\r\n" + extra
+    }
+
+    static func port(_ server: KioskServer, _ http: StoreHTTP) throws -> Int {
+        try #require(Int(http.baseURL.split(separator: ":").last ?? ""))
+    }
+
+    static func answer(_ client: SlowClient, within seconds: Double = 30) async throws -> (status: Int, body: TransactionPage?, text: String) {
+        let text = try #require(try await offCooperativePool { client.response(within: seconds) }, "no answer")
+        let status = Int(text.split(separator: " ").dropFirst().first ?? "") ?? 0
+        let body = text.components(separatedBy: "\r\n\r\n").last.flatMap { try? JSONDecoder.kiosk.decode(TransactionPage.self, from: Data($0.utf8)) }
+        return (status, body, text)
+    }
+
+    /// Until `server` holds `count` waiting polls; a bound, not a measure.
+    static func waiting(_ server: KioskServer, _ count: Int) async throws {
+        for _ in 0..<300 where server.store.changes.waiting != count { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(server.store.changes.waiting == count)
+    }
+
+    @Test("the request a device's agent sends is one the event loop holds; a HEAD, a bad wait or cursor, or no bearer token go to the route")
+    func recognised() throws {
+        func held(_ text: String) -> HeldFeedPoll? {
+            Array(text.utf8).withUnsafeBytes { RawGet($0) }.flatMap(HeldFeedPoll.init)
+        }
+        let poll = try #require(held(Self.poll("tok", after: "41", wait: 45) + "&catalog=x"))
+        #expect(poll.token == "tok" && poll.after == "41" && poll.wait == .seconds(AccountRoutes.longestWait))
+        let catalog = try #require(held("GET /v1/transactions?wait=5&after=&catalog=%22abc%22 HTTP/1.1\r\nAuthorization: Bearer t\r\n\r\n"))
+        #expect(catalog.catalog == "\"abc\"" && catalog.after == "" && catalog.wait == .seconds(5))
+        for refused in ["HEAD /v1/transactions?wait=5 HTTP/1.1\r\nAuthorization: Bearer t\r\n\r\n",
+                        "GET /v1/transactions?after=3 HTTP/1.1\r\nAuthorization: Bearer t\r\n\r\n",
+                        "GET /v1/transactions?wait=-1 HTTP/1.1\r\nAuthorization: Bearer t\r\n\r\n",
+                        "GET /v1/transactions?wait=5&after=x HTTP/1.1\r\nAuthorization: Bearer t\r\n\r\n",
+                        "GET /v1/transactions?wait=5&after=-2 HTTP/1.1\r\nAuthorization: Bearer t\r\n\r\n",
+                        "GET /v1/transactions?wait=5 HTTP/1.1\r\nAuthorization: Basic dTpw\r\n\r\n",
+                        "GET /v1/transactions?wait=5 HTTP/1.1\r\n\r\n",
+                        "GET /v1/transactionsX?wait=5 HTTP/1.1\r\nAuthorization: Bearer t\r\n\r\n"] {
+            #expect(held(refused) == nil, "\(refused.debugDescription)")
+        }
+    }
+
+    @Test("held with no task: a purchase wakes it with the route's answer, and a pipelined request is answered after it, in order", arguments: TestEngine.all)
+    func wakes(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account in
+            let start = try await http.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self)
+            let client = try SlowClient(port: try Self.port(server, http))
+            client.send(Self.poll(account.token, after: start.cursor ?? "0", extra: "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"))
+            try await Self.waiting(server, 1)
+            let bought = try await http.pay(Self.pack5, token: account.token).decode(PaymentResponse.self)
+            let answer = try await Self.answer(client)
+            #expect(answer.status == 200, "\(answer.text)")
+            #expect(answer.body?.transactions.map(\.transactionId) == [bought.transaction.transactionId])
+            #expect(answer.text.contains("Content-Type: application/json\r\n") && answer.text.contains("Server: kiosk\r\n"))
+            let next = try await Self.answer(client)
+            #expect(next.status == 200 && next.text.hasSuffix("ok"), "\(next.text)")
+            try await Self.waiting(server, 0)
+        }
+    }
+
+    @Test("its wait ends empty on the monotonic deadline; an unknown token is the route's 401; a device removed while it waits is told it is signed out", arguments: TestEngine.all)
+    func endsAndRefuses(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account in
+            let port = try Self.port(server, http)
+            let start = try await http.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self)
+            let quiet = try SlowClient(port: port)
+            let began = ContinuousClock.now
+            quiet.send(Self.poll(account.token, after: start.cursor ?? "0", wait: 1))
+            let empty = try await Self.answer(quiet)
+            #expect(empty.status == 200 && empty.body?.transactions.isEmpty == true && empty.body?.cursor == (start.cursor ?? "0"))
+            #expect(ContinuousClock.now - began >= .milliseconds(900))
+
+            let stranger = try SlowClient(port: port)
+            stranger.send(Self.poll("not-a-token"))
+            let refused = try await Self.answer(stranger)
+            #expect(refused.status == 401 && refused.text.contains("WWW-Authenticate: Bearer\r\n") && refused.text.contains("\"code\":\"unauthorized\""), "\(refused.text)")
+
+            let device = try #require(account.deviceId)
+            let held = try SlowClient(port: port)
+            held.send(Self.poll(account.token, after: start.cursor ?? "0"))
+            try await Self.waiting(server, 1)
+            #expect(try await http.send("DELETE", "/v1/devices/\(device)", token: account.token).status == 200)
+            let signedOut = try await Self.answer(held)
+            #expect(signedOut.status == 401, "\(signedOut.text)")
+        }
+    }
+
+    @Test("a device that goes away while its poll waits leaves nothing waiting (a stopping server: ServeLifecycleTests)", arguments: TestEngine.all)
+    func gone(engine: TestEngine) async throws {
+        try await Self.withStore(engine: engine) { server, http, account in
+            var gone: SlowClient? = try SlowClient(port: try Self.port(server, http))
+            gone?.send(Self.poll(account.token, after: "999999"))
+            try await Self.waiting(server, 1)
+            gone = nil
+            try await Self.waiting(server, 0)
+            #expect(gone == nil)
+        }
+    }
+}
