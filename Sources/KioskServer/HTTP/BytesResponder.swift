@@ -44,8 +44,11 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
     private let logger: Logger
     private let rateLimits: RateLimits
     private let idleTimeout: TimeAmount?
-    /// Puts Hummingbird's connection state handler into the pipeline (see the type).
-    private let handOver: (ChannelPipeline.SynchronousOperations) throws -> Void
+    /// Sets the HTTP stack up behind this handler (see the type); `abandoned` tells it the
+    /// connection ended first, so it never will be.
+    private let handOver: (any Channel) -> Void
+    private let abandoned: () -> Void
+    private var handedOver = false
     /// The store whose change feed a held poll reads (``HeldFeedPoll``); nil holds none here (a
     /// server exporting traces lets the stack answer polls, with their spans).
     private let feed: HeldFeed?
@@ -66,7 +69,8 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
     private var pageTail: (second: Int, bytes: ByteBuffer)?
 
     init(catalog: CatalogService, shop: ShopPageResponder, metrics: ServerMetrics, logger: Logger, rateLimits: RateLimits,
-         idleTimeout: TimeAmount?, feed: HeldFeed?, handOver: @escaping (ChannelPipeline.SynchronousOperations) throws -> Void) {
+         idleTimeout: TimeAmount?, feed: HeldFeed?, handOver: @escaping (any Channel) -> Void, abandoned: @escaping () -> Void) {
+        self.abandoned = abandoned
         self.feed = feed
         self.catalog = catalog
         self.shop = shop
@@ -90,6 +94,7 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         idleCheck?.cancel()
         idleCheck = nil
+        if !handedOver { abandoned() }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -124,12 +129,8 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
         if answered { context.flush() }
         guard buffer.readableBytes > 0 else { return }
         // Something else: from here on the HTTP stack reads this connection.
-        do {
-            try handOver(context.pipeline.syncOperations)
-        } catch {
-            // Only if the pipeline is being torn down; the stack reads on without the state handler.
-            logger.debug("the connection state handler could not join", metadata: ["error": "\(error)"])
-        }
+        handedOver = true
+        handOver(context.channel)
         context.fireChannelRead(wrapInboundOut(buffer))
         if !inReadCycle { context.fireChannelReadComplete() }
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
@@ -142,6 +143,10 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
             feed?.store.changes.endWait(waiter, because: .cancelled)
         }
         poll = nil
+        if !handedOver {
+            handedOver = true
+            abandoned()
+        }
         context.fireChannelInactive()
     }
 
@@ -218,6 +223,12 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        // The client closed its side (Hummingbird allows a remote half-closure): no request is
+        // coming, and one that closes while its poll waits is taken for gone, as HTTP/1.1 allows.
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            context.close(promise: nil)
+            return
+        }
         // A graceful shutdown: nothing of this connection is in flight, so it closes now, as
         // Hummingbird's state handler closes a connection with no request in progress.
         if event is ChannelShouldQuiesceEvent {

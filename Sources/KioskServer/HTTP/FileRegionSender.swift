@@ -128,8 +128,12 @@ extension HTTPField.Name {
 
 /// Hummingbird's HTTP/1 channel with a ``FileRegionSender`` put in just above NIO's encoder, below
 /// the conversion to Swift HTTP Types (which carries only `ByteBuffer` bodies).
-struct SendfileHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
-    typealias Value = HTTP1Channel.Value
+struct SendfileHTTP1Channel: ServerChildChannel {
+    /// A connection's HTTP stack, once it has one (see ``setup(channel:logger:)``).
+    struct Value: ServerChildChannelValue {
+        let channel: any Channel
+        let stack: EventLoopFuture<HTTP1Channel.Value>
+    }
     let base: HTTP1Channel
     let metrics: ServerMetrics
     let ends: SendfileEnds
@@ -140,36 +144,58 @@ struct SendfileHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
     let shopPages: RenderedPages
     /// The store whose change feed's long polls are held on the event loop (``HeldFeedPoll``), or nil.
     let feed: HeldFeed?
-    var responder: Responder { base.responder }
 
+    /// Puts only ``BytesResponder`` on a new connection; the HTTP stack (NIO's codec, the
+    /// conversion to Swift HTTP Types, Hummingbird's connection state) joins when the connection
+    /// first asks what that handler does not answer. Until then Hummingbird's task for the
+    /// connection waits in ``handle(value:logger:)`` on a future, its stack one frame deep; it
+    /// ends without a word if the connection closes first.
+    ///
+    /// Replaces setting the whole stack up at accept: with it, a connection that only ever asks
+    /// for the catalog's 304s or holds a long poll (``HeldFeedPoll``) cost 16–17 KiB of server
+    /// memory doing nothing (`heaptrack`, 2,000 connections answered from their bytes,
+    /// 2026-11-30: a task of Hummingbird's with its slabs, the async channel's buffers, the
+    /// codec's), the floor under a waiting device's cost (docs/benchmarks.md section 8).
+    /// Hummingbird's graceful shutdown still reaches such a connection: its quiescing handler,
+    /// on the listening channel, sees every accepted connection.
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        let (metrics, ends, catalog, rateLimits, shopPages, feed) = (self.metrics, self.ends, self.catalog, self.rateLimits, self.shopPages, self.feed)
-        return base.setup(channel: channel, logger: logger).flatMapThrowing { value in
+        let (metrics, ends, catalog, rateLimits, shopPages, feed, base) = (self.metrics, self.ends, self.catalog, self.rateLimits, self.shopPages, self.feed, self.base)
+        let joined = channel.eventLoop.makePromise(of: HTTP1Channel.Value.self)
+        return channel.eventLoop.makeCompletedFuture {
+            let shop = ShopPageResponder(pages: shopPages, catalog: catalog, rateLimits: rateLimits)
+            let fromBytes = BytesResponder(
+                catalog: catalog, shop: shop, metrics: metrics, logger: logger, rateLimits: rateLimits,
+                idleTimeout: base.configuration.idleTimeout, feed: feed,
+                handOver: { channel in
+                    let stack = Self.stack(base, channel: channel, logger: logger, metrics: metrics, ends: ends, catalog: catalog,
+                                           rateLimits: rateLimits, shop: shop)
+                    stack.cascade(to: joined)
+                },
+                abandoned: { joined.fail(ChannelError.ioOnClosedChannel) })
+            try channel.pipeline.syncOperations.addHandler(fromBytes)
+            return Value(channel: channel, stack: joined.futureResult)
+        }
+    }
+
+    /// The HTTP stack behind ``BytesResponder``. HTTP1Channel adds its handlers at once on the
+    /// event loop (a completed future), so they are in place when the bytes go up.
+    private static func stack(_ base: HTTP1Channel, channel: any Channel, logger: Logger, metrics: ServerMetrics, ends: SendfileEnds,
+                              catalog: CatalogService, rateLimits: RateLimits, shop: ShopPageResponder) -> EventLoopFuture<HTTP1Channel.Value> {
+        base.setup(channel: channel, logger: logger).flatMapThrowing { (value: HTTP1Channel.Value) -> HTTP1Channel.Value in
             let pipeline = channel.pipeline.syncOperations
             let encoder = try pipeline.handler(type: HTTPResponseEncoder.self)
             try pipeline.addHandler(FileRegionSender(metrics: metrics, ends: ends, logger: logger), position: .after(encoder))
             let state = try pipeline.handler(type: HTTPConnectionStateHandler.self)
-            let shop = ShopPageResponder(pages: shopPages, catalog: catalog, rateLimits: rateLimits)
             let responder = EventLoopResponder([CatalogNotModifiedResponder(catalog: catalog, rateLimits: rateLimits), shop],
                                                metrics: metrics, logger: logger)
             try pipeline.addHandler(responder, position: .after(state))
-            // The state handler joins when the connection asks something BytesResponder does not
-            // answer, in the place Hummingbird gave it.
-            pipeline.removeHandler(state, promise: nil)
-            let idleTimeout = base.configuration.idleTimeout
-            let fromBytes = BytesResponder(
-                catalog: catalog, shop: shop, metrics: metrics, logger: logger, rateLimits: rateLimits, idleTimeout: idleTimeout, feed: feed,
-                handOver: { pipeline in
-                    try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout.map { .init($0) }, logger: logger),
-                                            position: .before(responder))
-                })
-            try pipeline.addHandler(fromBytes, position: .first)
             return value
         }
     }
 
     func handle(value: Value, logger: Logger) async {
-        await base.handle(value: value, logger: logger)
+        guard let stack = try? await value.stack.get() else { return }
+        await base.handle(value: stack, logger: logger)
     }
 }
 
