@@ -157,7 +157,7 @@ extension KioskClient {
 extension KioskClient {
     /// The store's environment and how it takes money (`GET /v1/store`).
     public func storeDescription() async throws -> StoreDescription {
-        try await flows.purchases.storeAPI().storeDescription()
+        try await flows.purchases.storeDescription()
     }
 
     /// Buys on the publisher's web shop: the URL where the reader pays for `productId`. The grant

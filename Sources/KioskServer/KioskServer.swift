@@ -122,7 +122,8 @@ public struct KioskServer: Sendable {
             server: .http1WithSendfile(configuration: .init(idleTimeout: .seconds(Int64(configuration.requestHeaderTimeout))), metrics: metrics, ends: sendfileEnds,
                                        catalog: catalog, rateLimits: configuration.rateLimits, shopPages: shopPages.rendered,
                                        // With traces exported, polls go through the stack, which gives each its span.
-                                       feed: configuration.traceExport == nil ? HeldFeed(store: store, storeTag: configuration.storeDescription.entityTag) : nil),
+                                       feed: configuration.traceExport == nil ? HeldFeed(store: store, storeTag: configuration.storeDescription.entityTag) : nil,
+                                       logger: logger),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "kiosk"),
             services: [ChangeFeedService(store: store, catalog: catalog, listens: true, logger: logger)],
             onServerRunning: { channel in

@@ -205,6 +205,7 @@ struct BackgroundAgent: Sendable {
                 if let next = page.cursor, next != cursor {
                     try client.database.settings.set(Setting.Key.feedCursor, to: next)
                 }
+                try client.purchases.storeNamed(page.store)
                 if let served = page.catalog {
                     let synced = try client.database.settings.value(Setting.Key.catalogETag)
                     if synced.map({ TransactionPage.sameCatalog($0, served) }) == true {

@@ -394,7 +394,37 @@ struct Purchases: Sendable {
     func storeChangesSinceReplay() async throws -> (transactions: [StoreTransaction], cursor: String?)? {
         guard try database.account.current() != nil else { return nil }
         let cursor = try database.settings.value(Setting.Key.replayCursor)
-        return try await authorizedAPI().changes(after: cursor)
+        let read = try await authorizedAPI().changes(after: cursor)
+        try storeNamed(read.storeTag)
+        return (read.transactions, read.cursor)
+    }
+
+    // MARK: How the store sells
+
+    /// Notes the tag of `GET /v1/store` a change feed page named (nil from a store too old to name one).
+    func storeNamed(_ tag: String?) throws {
+        guard let tag else { return }
+        if try database.settings.value(Setting.Key.storeTagNamed) != tag { try database.settings.set(Setting.Key.storeTagNamed, to: tag) }
+    }
+
+    /// How the store sells (`GET /v1/store`): the kept answer while the store's change feed names
+    /// its tag (replay, which runs before `kiosk buy`, read the feed), otherwise asked again with
+    /// `If-None-Match` and kept.
+    ///
+    /// Replaces asking `GET /v1/store` before every purchase: a default `kiosk buy` made two round
+    /// trips before it sent the payment (the feed's replay and this), now one.
+    func storeDescription() async throws -> StoreDescription {
+        let kept = try database.settings.value(Setting.Key.storeDescription)
+            .flatMap { try? JSONDecoder.kiosk.decode(KeptStoreDescription.self, from: Data($0.utf8)) }
+        if let kept, let tag = kept.tag, try database.settings.value(Setting.Key.storeTagNamed) == tag { return kept.description }
+        guard let fresh = try await storeAPI().storeDescription(unlessTagged: kept?.tag) else {
+            // 304: still the kept one (a store that names no tag in its feed is asked each time).
+            if let kept { return kept.description }
+            throw ClientError.badResponse(url: try server.base() + "/v1/store", detail: "304 to a request that named no tag")
+        }
+        let json = try JSONEncoder.kiosk.encode(KeptStoreDescription(description: fresh.description, tag: fresh.tag))
+        try database.settings.set(Setting.Key.storeDescription, to: String(decoding: json, as: UTF8.self))
+        return fresh.description
     }
 
     /// Notes that every change up to `cursor` is applied.
@@ -567,4 +597,10 @@ struct Purchases: Sendable {
             return current
         }
     }
+}
+
+/// `GET /v1/store`'s answer as this device keeps it, with its entity tag.
+struct KeptStoreDescription: Codable {
+    var description: StoreDescription
+    var tag: String?
 }

@@ -124,14 +124,15 @@ struct StoreAPI: Sendable {
 
     /// The account's transactions that changed after `cursor` (all of them for nil), following
     /// the pages to the end, and the cursor after the last one.
-    func changes(after start: String?) async throws -> (transactions: [StoreTransaction], cursor: String?) {
+    /// - Returns: also the tag of `GET /v1/store` the last page named (``TransactionPage/store``).
+    func changes(after start: String?) async throws -> (transactions: [StoreTransaction], cursor: String?, storeTag: String?) {
         var all: [StoreTransaction] = []
         var cursor = start
         repeat {
             let page = try await transactions(after: cursor)
             all += page.transactions
             let next = page.cursor ?? cursor
-            guard page.hasMore, next != cursor else { return (all, next) }
+            guard page.hasMore, next != cursor else { return (all, next, page.store) }
             cursor = next
         } while true
     }
@@ -159,8 +160,20 @@ struct StoreAPI: Sendable {
         try await call("POST", "/v1/subscriptions/\(PathSegment.encode(originalTransactionId))/change", body: request)
     }
 
-    func storeDescription() async throws -> StoreDescription {
-        try await call("GET", "/v1/store")
+    /// `GET /v1/store` and its entity tag; nil when the store answers that it is still the one
+    /// tagged `known` (304).
+    func storeDescription(unlessTagged known: String?) async throws -> (description: StoreDescription, tag: String?)? {
+        let path = "/v1/store"
+        let response = try await send("GET", path, body: nil, headers: known.map { [("If-None-Match", $0)] } ?? [])
+        if response.status == 304 { return nil }
+        do {
+            let description = try JSONDecoder.kiosk.decode(StoreDescription.self, from: response.body)
+            answered()
+            return (description, response.headers["etag"])
+        } catch {
+            if let page = Self.webPage(response, url: server + path) { throw page }
+            throw ClientError.badResponse(url: server + path, detail: "\(error)")
+        }
     }
 
     func startCheckout(_ request: CheckoutRequest) async throws -> Checkout {
@@ -199,9 +212,11 @@ struct StoreAPI: Sendable {
         return decoded
     }
 
-    private func send(_ method: String, _ path: String, body: Data?, timeout: Int = 60) async throws -> HTTPResponse {
+    /// - Parameter conditional: fields such as `If-None-Match`; with any, a 304 is an answer.
+    private func send(_ method: String, _ path: String, body: Data?, timeout: Int = 60,
+                      headers conditional: [(name: String, value: String)] = []) async throws -> HTTPResponse {
         let url = server + path
-        var headers: [(name: String, value: String)] = [("Accept", "application/json")]
+        var headers: [(name: String, value: String)] = [("Accept", "application/json")] + conditional
         if let token { headers.append(("Authorization", "Bearer \(token)")) }
         var response: HTTPResponse
         var waits = 0
@@ -224,7 +239,7 @@ struct StoreAPI: Sendable {
             waits += 1
             try await Task.sleep(for: .seconds(seconds))
         } while true
-        guard (200..<300).contains(response.status) else {
+        guard (200..<300).contains(response.status) || (response.status == 304 && !conditional.isEmpty) else {
             throw Self.error(from: response, url: url)
         }
         return response

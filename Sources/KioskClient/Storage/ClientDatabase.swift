@@ -378,6 +378,11 @@ struct Setting: Codable, FetchableRecord, PersistableRecord {
         static let replayCursor = "replay.cursor"
         /// Both cursors count one account's changes: a new account starts them again.
         static let accountCursors = [feedCursor, replayCursor]
+        /// How the store sells (`GET /v1/store`) with its entity tag, as ``KeptStoreDescription`` JSON.
+        static let storeDescription = "store.description"
+        /// The tag of `GET /v1/store` the store's change feed last named: the kept description
+        /// is current while its tag is this one.
+        static let storeTagNamed = "store.tagNamed"
         /// The store the account's token was issued by (its URL as this home last reached it):
         /// the token is sent to no other store.
         static let accountStore = "account.store"

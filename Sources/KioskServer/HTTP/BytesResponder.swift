@@ -38,20 +38,22 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundOut = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private let catalog: CatalogService
-    private let shop: ShopPageResponder
-    private let metrics: ServerMetrics
-    private let logger: Logger
-    private let rateLimits: RateLimits
-    private let idleTimeout: TimeAmount?
-    /// Sets the HTTP stack up behind this handler (see the type); `abandoned` tells it the
+    /// What every connection's handler shares, made once per server: one reference a
+    /// connection, not a copy of each (a waiting device's memory counts every byte here).
+    private let front: ConnectionFront
+    /// Given the HTTP stack once it is set up behind this handler (see the type), or told the
     /// connection ended first, so it never will be.
-    private let handOver: (any Channel) -> Void
-    private let abandoned: () -> Void
+    private let handOff: StackHandOff
     private var handedOver = false
+    private var catalog: CatalogService { front.catalog }
+    private var shop: ShopPageResponder { front.shop }
+    private var metrics: ServerMetrics { front.metrics }
+    private var logger: Logger { front.logger }
+    private var rateLimits: RateLimits { front.rateLimits }
+    private var idleTimeout: TimeAmount? { front.idleTimeout }
     /// The store whose change feed a held poll reads (``HeldFeedPoll``); nil holds none here (a
     /// server exporting traces lets the stack answer polls, with their spans).
-    private let feed: HeldFeed?
+    private var feed: HeldFeed? { front.feed }
     /// The long poll being held, from its request until its answer is written.
     private var poll: HeldPollState?
     /// Bytes that came after a held poll's request, read once it is answered.
@@ -68,17 +70,9 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
     /// A kept page's last fields, `Date` and `Server`, and the empty line, for the current second.
     private var pageTail: (second: Int, bytes: ByteBuffer)?
 
-    init(catalog: CatalogService, shop: ShopPageResponder, metrics: ServerMetrics, logger: Logger, rateLimits: RateLimits,
-         idleTimeout: TimeAmount?, feed: HeldFeed?, handOver: @escaping (any Channel) -> Void, abandoned: @escaping () -> Void) {
-        self.abandoned = abandoned
-        self.feed = feed
-        self.catalog = catalog
-        self.shop = shop
-        self.metrics = metrics
-        self.logger = logger
-        self.rateLimits = rateLimits
-        self.idleTimeout = idleTimeout
-        self.handOver = handOver
+    init(front: ConnectionFront, handOff: StackHandOff) {
+        self.front = front
+        self.handOff = handOff
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -94,7 +88,7 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         idleCheck?.cancel()
         idleCheck = nil
-        if !handedOver { abandoned() }
+        if !handedOver { handOff.give(nil) }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -130,7 +124,8 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
         guard buffer.readableBytes > 0 else { return }
         // Something else: from here on the HTTP stack reads this connection.
         handedOver = true
-        handOver(context.channel)
+        let handOff = handOff
+        front.stack(context.channel).whenComplete { handOff.give(try? $0.get()) }
         context.fireChannelRead(wrapInboundOut(buffer))
         if !inReadCycle { context.fireChannelReadComplete() }
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
@@ -145,7 +140,7 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
         poll = nil
         if !handedOver {
             handedOver = true
-            abandoned()
+            handOff.give(nil)
         }
         context.fireChannelInactive()
     }

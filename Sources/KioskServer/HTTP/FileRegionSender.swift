@@ -7,6 +7,7 @@ import HummingbirdCore
 import Logging
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// Sends a file's bytes with `sendfile(2)`: the in-process counterpart of nginx's X-Accel-Redirect.
 ///
@@ -127,29 +128,21 @@ extension HTTPField.Name {
 }
 
 /// Hummingbird's HTTP/1 channel with a ``FileRegionSender`` put in just above NIO's encoder, below
-/// the conversion to Swift HTTP Types (which carries only `ByteBuffer` bodies).
+/// the conversion to Swift HTTP Types (which carries only `ByteBuffer` bodies), behind a
+/// ``BytesResponder`` that answers what it can from the bytes first.
 struct SendfileHTTP1Channel: ServerChildChannel {
-    /// A connection's HTTP stack, once it has one (see ``setup(channel:logger:)``).
+    /// A connection, and its HTTP stack once it has one (see ``setup(channel:logger:)``).
     struct Value: ServerChildChannelValue {
         let channel: any Channel
-        let stack: EventLoopFuture<HTTP1Channel.Value>
+        let stack: StackHandOff
     }
-    let base: HTTP1Channel
-    let metrics: ServerMetrics
-    let ends: SendfileEnds
-    /// For the catalog's 304s answered on the event loop (``CatalogNotModifiedResponder``).
-    let catalog: CatalogService
-    let rateLimits: RateLimits
-    /// The shop's pages kept for the catalog served now (``ShopPageResponder``).
-    let shopPages: RenderedPages
-    /// The store whose change feed's long polls are held on the event loop (``HeldFeedPoll``), or nil.
-    let feed: HeldFeed?
+    let front: ConnectionFront
 
     /// Puts only ``BytesResponder`` on a new connection; the HTTP stack (NIO's codec, the
     /// conversion to Swift HTTP Types, Hummingbird's connection state) joins when the connection
     /// first asks what that handler does not answer. Until then Hummingbird's task for the
-    /// connection waits in ``handle(value:logger:)`` on a future, its stack one frame deep; it
-    /// ends without a word if the connection closes first.
+    /// connection waits in ``handle(value:logger:)``, its stack one frame deep; it ends without a
+    /// word if the connection closes first.
     ///
     /// Replaces setting the whole stack up at accept: with it, a connection that only ever asks
     /// for the catalog's 304s or holds a long poll (``HeldFeedPoll``) cost 16–17 KiB of server
@@ -157,31 +150,67 @@ struct SendfileHTTP1Channel: ServerChildChannel {
     /// 2026-11-30: a task of Hummingbird's with its slabs, the async channel's buffers, the
     /// codec's), the floor under a waiting device's cost (docs/benchmarks.md section 8).
     /// Hummingbird's graceful shutdown still reaches such a connection: its quiescing handler,
-    /// on the listening channel, sees every accepted connection.
+    /// on the listening channel, sees every accepted connection, and its task group waits for the
+    /// task that waits here.
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        let (metrics, ends, catalog, rateLimits, shopPages, feed, base) = (self.metrics, self.ends, self.catalog, self.rateLimits, self.shopPages, self.feed, self.base)
-        let joined = channel.eventLoop.makePromise(of: HTTP1Channel.Value.self)
+        let front = front
         return channel.eventLoop.makeCompletedFuture {
-            let shop = ShopPageResponder(pages: shopPages, catalog: catalog, rateLimits: rateLimits)
-            let fromBytes = BytesResponder(
-                catalog: catalog, shop: shop, metrics: metrics, logger: logger, rateLimits: rateLimits,
-                idleTimeout: base.configuration.idleTimeout, feed: feed,
-                handOver: { channel in
-                    let stack = Self.stack(base, channel: channel, logger: logger, metrics: metrics, ends: ends, catalog: catalog,
-                                           rateLimits: rateLimits, shop: shop)
-                    stack.cascade(to: joined)
-                },
-                abandoned: { joined.fail(ChannelError.ioOnClosedChannel) })
-            try channel.pipeline.syncOperations.addHandler(fromBytes)
-            return Value(channel: channel, stack: joined.futureResult)
+            // The buffer a connection reads into is kept with it between reads; a device's
+            // requests are a few hundred bytes (NIO starts at 2 KiB and grows it when reads fill it).
+            try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: Self.readBuffers)
+            let handOff = StackHandOff()
+            try channel.pipeline.syncOperations.addHandler(BytesResponder(front: front, handOff: handOff))
+            return Value(channel: channel, stack: handOff)
         }
+    }
+
+    /// How a connection's reads are sized: 512 bytes first, growing as reads fill them.
+    static let readBuffers = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65536)
+
+    func handle(value: Value, logger: Logger) async {
+        guard let stack = await value.stack.stack() else { return }
+        await Self.serve(stack, base: front.base, logger: logger)
+    }
+
+    /// Hummingbird's connection loop, in a frame of its own: inlined into ``handle(value:logger:)``
+    /// it made the frame that waits for the stack as large as the loop's.
+    @inline(never)
+    private static func serve(_ stack: HTTP1Channel.Value, base: HTTP1Channel, logger: Logger) async {
+        await base.handle(value: stack, logger: logger)
+    }
+}
+
+/// What every connection's ``BytesResponder`` shares, and how its HTTP stack is set up.
+final class ConnectionFront: Sendable {
+    let base: HTTP1Channel
+    let metrics: ServerMetrics
+    let ends: SendfileEnds
+    /// For the catalog's 304s answered on the event loop (``CatalogNotModifiedResponder``).
+    let catalog: CatalogService
+    let rateLimits: RateLimits
+    /// The shop's pages kept for the catalog served now.
+    let shop: ShopPageResponder
+    /// The store whose change feed's long polls are held on the event loop (``HeldFeedPoll``), or nil.
+    let feed: HeldFeed?
+    let logger: Logger
+    var idleTimeout: TimeAmount? { base.configuration.idleTimeout }
+
+    init(base: HTTP1Channel, metrics: ServerMetrics, ends: SendfileEnds, catalog: CatalogService, rateLimits: RateLimits,
+         shopPages: RenderedPages, feed: HeldFeed?, logger: Logger) {
+        self.base = base
+        self.metrics = metrics
+        self.ends = ends
+        self.catalog = catalog
+        self.rateLimits = rateLimits
+        self.shop = ShopPageResponder(pages: shopPages, catalog: catalog, rateLimits: rateLimits)
+        self.feed = feed
+        self.logger = logger
     }
 
     /// The HTTP stack behind ``BytesResponder``. HTTP1Channel adds its handlers at once on the
     /// event loop (a completed future), so they are in place when the bytes go up.
-    private static func stack(_ base: HTTP1Channel, channel: any Channel, logger: Logger, metrics: ServerMetrics, ends: SendfileEnds,
-                              catalog: CatalogService, rateLimits: RateLimits, shop: ShopPageResponder) -> EventLoopFuture<HTTP1Channel.Value> {
-        base.setup(channel: channel, logger: logger).flatMapThrowing { (value: HTTP1Channel.Value) -> HTTP1Channel.Value in
+    func stack(_ channel: any Channel) -> EventLoopFuture<HTTP1Channel.Value> {
+        base.setup(channel: channel, logger: logger).flatMapThrowing { [self] (value: HTTP1Channel.Value) -> HTTP1Channel.Value in
             let pipeline = channel.pipeline.syncOperations
             let encoder = try pipeline.handler(type: HTTPResponseEncoder.self)
             try pipeline.addHandler(FileRegionSender(metrics: metrics, ends: ends, logger: logger), position: .after(encoder))
@@ -192,20 +221,51 @@ struct SendfileHTTP1Channel: ServerChildChannel {
             return value
         }
     }
+}
 
-    func handle(value: Value, logger: Logger) async {
-        guard let stack = try? await value.stack.get() else { return }
-        await base.handle(value: stack, logger: logger)
+/// Hands a connection's HTTP stack from the event loop (``BytesResponder``, once it is set up)
+/// to Hummingbird's task for the connection, which waits for it; nil when the connection ended
+/// first. A continuation in a lock, not a future: waiting on a future's `get()` took a second
+/// kilobyte slab of the task's stack (`heaptrack`, 2026-11-30).
+final class StackHandOff: Sendable {
+    private enum State {
+        case waiting(UnsafeContinuation<HTTP1Channel.Value?, Never>?)
+        case given(HTTP1Channel.Value?)
+    }
+    private let state = Mutex(State.waiting(nil))
+
+    /// The stack, or nil; the first call wins.
+    func give(_ stack: HTTP1Channel.Value?) {
+        let waiting = state.withLock { state -> UnsafeContinuation<HTTP1Channel.Value?, Never>?? in
+            guard case .waiting(let continuation) = state else { return nil }
+            state = .given(stack)
+            return .some(continuation)
+        }
+        if case .some(.some(let continuation)) = waiting { continuation.resume(returning: stack) }
+    }
+
+    /// Waits for ``give(_:)``; one caller.
+    func stack() async -> HTTP1Channel.Value? {
+        await withUnsafeContinuation { continuation in
+            let given = state.withLock { state -> HTTP1Channel.Value?? in
+                if case .given(let stack) = state { return .some(stack) }
+                state = .waiting(continuation)
+                return nil
+            }
+            if case .some(let stack) = given { continuation.resume(returning: stack) }
+        }
     }
 }
 
 extension HTTPServerBuilder {
     /// HTTP/1 whose responses can name a file to send with `sendfile` (see ``FileRegionSender``).
     static func http1WithSendfile(configuration: HTTP1Channel.Configuration, metrics: ServerMetrics, ends: SendfileEnds,
-                                  catalog: CatalogService, rateLimits: RateLimits, shopPages: RenderedPages, feed: HeldFeed?) -> HTTPServerBuilder {
+                                  catalog: CatalogService, rateLimits: RateLimits, shopPages: RenderedPages, feed: HeldFeed?,
+                                  logger: Logger) -> HTTPServerBuilder {
         .init { responder in
-            SendfileHTTP1Channel(base: HTTP1Channel(responder: responder, configuration: configuration), metrics: metrics, ends: ends,
-                                 catalog: catalog, rateLimits: rateLimits, shopPages: shopPages, feed: feed)
+            SendfileHTTP1Channel(front: ConnectionFront(
+                base: HTTP1Channel(responder: responder, configuration: configuration), metrics: metrics, ends: ends,
+                catalog: catalog, rateLimits: rateLimits, shopPages: shopPages, feed: feed, logger: logger))
         }
     }
 }
