@@ -45,8 +45,10 @@ struct BackgroundAgent: Sendable {
     let step: @Sendable (AgentStep) -> Void
     let logger: Logger
 
-    /// How long the feed is asked to hold a request: under the server's 30 s bound.
-    static let feedWait = 25
+    /// Seconds the agent's long poll asks the store to hold it: each poll costs the store CPU, so a
+    /// long wait is what lets one instance keep many devices waiting (the store holds at most
+    /// 300 s; its nginx location waits 330 s). A change answers it at once, whatever the wait.
+    static let feedWait = 280
     /// The longest wait between two probes of a store that cannot be reached.
     static let longestOfflineWait: Duration = .seconds(5)
     /// How often a download policy that holds the downloads is looked at again.

@@ -89,6 +89,7 @@ struct HeldFeedPoll: Sendable {
     func afterWake(_ reason: ChangeNotifier.Wake, account: String, deadline: NIODeadline, feed: HeldFeed, logger: Logger) async -> Step {
         do {
             if reason == .transactions, NIODeadline.now() < deadline { return try await look(account: account, feed: feed) }
+            if reason == .timeout { return .answer(try await answer(try await feed.store.accounts.quietPage(after: after), account: account, feed: feed)) }
             return .answer(try await answer(try await feed.store.accounts.page(accountId: account, after: after), account: account, feed: feed))
         } catch {
             return .answer(Self.failure(error, account: account, logger: logger))

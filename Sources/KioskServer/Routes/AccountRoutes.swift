@@ -123,7 +123,7 @@ struct AccountRoutes: Sendable {
     /// `GET /v1/transactions?after=CURSOR[&wait=SECONDS][&catalog=ETAG]`: a page of the account's
     /// change feed and the served catalog's ETag; with `wait`, held until something is after the
     /// cursor, the catalog is not `catalog` (it changed, on any instance), or that many seconds pass
-    /// (at most 30).
+    /// (at most ``longestWait``).
     @Sendable func transactions(_ request: Request, context: KioskRequestContext) async throws -> Response {
         let account = try context.requireAccount()
         let after = request.uri.queryParameters.get("after")
@@ -144,8 +144,11 @@ struct AccountRoutes: Sendable {
         return try JSONBody.response(page)
     }
 
-    /// The longest a change feed request is held, in seconds: under the usual 60 s proxy and client timeouts.
-    static let longestWait = 30
+    /// The longest a change feed request is held, in seconds. A waiting device asks again once per
+    /// wait, and each poll costs the server 100–200 µs of CPU, so 50,000 devices waiting 30 s kept
+    /// a sixth of a core busy with nothing changing; at 300 s (deploy/nginx.conf's feed location
+    /// waits 330 s) they cost about 2 % (docs/benchmarks.md section 8). The agent asks for 280 s.
+    static let longestWait = 300
 
     /// `POST /v1/transactions/{id}/finish`: the client delivered it.
     @Sendable func finish(_ request: Request, context: KioskRequestContext) async throws -> Response {

@@ -13,7 +13,7 @@ import Synchronization
 ///
 /// A wake-up is a hint, never the truth: the feed is read from the database. A process that stops
 /// between a commit and its send, or a send that fails three times, leaves the other instances'
-/// polls of those accounts to answer at the end of their wait (at most 30 s), when the device asks
+/// polls of those accounts to answer at the end of their wait (at most five minutes), when the device asks
 /// again and finds the change.
 final class ChangeBroadcast: Sendable {
     private let database: ServerDatabase

@@ -37,7 +37,7 @@ struct HeldPollTests: StoreSuite {
         func held(_ text: String) -> HeldFeedPoll? {
             Array(text.utf8).withUnsafeBytes { RawGet($0) }.flatMap(HeldFeedPoll.init)
         }
-        let poll = try #require(held(Self.poll("tok", after: "41", wait: 45) + "&catalog=x"))
+        let poll = try #require(held(Self.poll("tok", after: "41", wait: 4500) + "&catalog=x"))
         #expect(poll.token == "tok" && poll.after == "41" && poll.wait == .seconds(AccountRoutes.longestWait))
         let catalog = try #require(held("GET /v1/transactions?wait=5&after=&catalog=%22abc%22 HTTP/1.1\r\nAuthorization: Bearer t\r\n\r\n"))
         #expect(catalog.catalog == "\"abc\"" && catalog.after == "" && catalog.wait == .seconds(5))
