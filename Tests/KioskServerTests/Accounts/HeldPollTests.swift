@@ -9,7 +9,7 @@ import Testing
 /// the event loop (``HeldFeedPoll``), not in a task of the HTTP stack. These tests send it in
 /// that form over a raw connection and check it answers as the route does.
 @Suite("A long poll held on the event loop")
-struct HeldPollTests: StoreSuite {
+struct HeldPollTests: StoreSuite, TwoInstanceSuite {
     static func poll(_ token: String, after cursor: String? = nil, wait: Int = 20, extra: String = "") -> String {
         "GET /v1/transactions?wait=\(wait)" + (cursor.map { "&after=\($0)" } ?? "") + " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             + "Authorization: Bearer \(token)\r\nUser-Agent: held-test\r\n\r\n" + extra
@@ -107,6 +107,72 @@ struct HeldPollTests: StoreSuite {
             gone = nil
             try await Self.waiting(server, 0)
             #expect(gone == nil)
+        }
+    }
+
+    /// How many devices wait at once in the tests below: thousands, within the file descriptors one
+    /// test process has (each device is a socket here and one in the server).
+    static let devices = 2_000
+
+    /// `devices` accounts, each with a device waiting on its own fresh connection to `ports[i % 2]`;
+    /// then `buy` buys a pack for each, through the other instance; every poll must answer with
+    /// its own account's purchase, none lost, none another's.
+    static func everyWaitWakes(ports: [Int], servers: [KioskServer], creating http: StoreHTTP,
+                               buy: @escaping @Sendable (Int, String) async throws -> StoreHTTP.Reply) async throws {
+        let accounts = try await withThrowingTaskGroup(of: (Int, AccountCreated).self) { group in
+            for index in 0..<devices { group.addTask { (index, try await http.createAccount()) } }
+            return try await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+        }
+        let clients = try (0..<devices).map { index in
+            let client = try SlowClient(port: ports[index % ports.count])
+            client.send(poll(accounts[index]?.token ?? "", after: "0", wait: 300))
+            return client
+        }
+        for _ in 0..<1_500 where servers.reduce(0, { $0 + $1.store.changes.waiting }) != devices {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(servers.reduce(0, { $0 + $1.store.changes.waiting }) == devices)
+        // Sixteen purchases at a time.
+        let bought = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
+            var bought: [Int: String?] = [:]
+            for index in 0..<devices {
+                group.addTask {
+                    let reply = try await buy(index, accounts[index]?.token ?? "")
+                    return (index, try? reply.decode(PaymentResponse.self).transaction.transactionId)
+                }
+                if index >= 16, let (done, id) = try await group.next() { bought[done] = id }
+            }
+            for try await (done, id) in group { bought[done] = id }
+            return bought
+        }
+        var woken = 0
+        for (index, client) in clients.enumerated() {
+            let answer = try await offCooperativePool { client.response(within: 60) }
+            let page = answer.flatMap { $0.components(separatedBy: "\r\n\r\n").last }
+                .flatMap { try? JSONDecoder.kiosk.decode(TransactionPage.self, from: Data($0.utf8)) }
+            if let page, page.transactions.map(\.transactionId) == [(bought[index] ?? nil) ?? "none"] { woken += 1 }
+        }
+        #expect(woken == devices, "\(devices - woken) of \(devices) waiting devices missed their purchase")
+    }
+
+    @Test("thousands of devices waiting on one SQLite instance: a purchase for each wakes its own poll, none lost")
+    func thousandsOnSQLite() async throws {
+        try await Self.withStore(engine: .sqlite, configure: { $0.rateLimits = .off }) { server, http, _ in
+            let port = try Self.port(server, http)
+            try await Self.everyWaitWakes(ports: [port], servers: [server], creating: http) { _, token in
+                try await http.pay(Self.pack5, token: token)
+            }
+        }
+    }
+
+    @Test("thousands of devices waiting on two instances over one PostgreSQL database: each bought through the other instance, every poll wakes with its own purchase")
+    func thousandsAcrossInstances() async throws {
+        try await Self.withTwoInstances(configure: { $0.rateLimits = .off }) { a, b in
+            let ports = [try Self.port(a.0, a.1), try Self.port(b.0, b.1)]
+            try await Self.everyWaitWakes(ports: ports, servers: [a.0, b.0], creating: a.1) { index, token in
+                // Waiting on A (even) is bought through B, and the other way round.
+                try await (index % 2 == 0 ? b.1 : a.1).pay(Self.pack5, token: token)
+            }
         }
     }
 }

@@ -8,7 +8,8 @@ protocol TwoInstanceSuite: Sendable {}
 
 extension TwoInstanceSuite {
     /// Instances A and B on their own data folders (their own packed content) and one database.
-    static func withTwoInstances(_ body: @Sendable (_ a: (KioskServer, StoreHTTP), _ b: (KioskServer, StoreHTTP)) async throws -> Void) async throws {
+    static func withTwoInstances(configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in },
+                                 _ body: @Sendable (_ a: (KioskServer, StoreHTTP), _ b: (KioskServer, StoreHTTP)) async throws -> Void) async throws {
         let directory = try TemporaryDirectory()
         let store = try SampleStore(in: directory)
         let database = try await TestPostgres.shared.freshDatabase()
@@ -17,6 +18,7 @@ extension TwoInstanceSuite {
                 catalogDirectory: store.catalog, contentDirectory: store.content, dataDirectory: directory.url.appendingPathComponent(name))
             configuration.database = database
             configuration.accounts.passwordCost = 4
+            configure(&configuration)
             return configuration
         }
         try await LiveServer.run(configuration("a")) { a, urlA in
