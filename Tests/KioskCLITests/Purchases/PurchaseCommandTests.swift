@@ -10,6 +10,51 @@ struct PurchaseCommandTests: KioskCommandSuite {
     static let book = "com.kiosk.books.small-engines"
     typealias Setup = SyncedHome
 
+    /// The requests the server logged after the last `GET /livez` it logged, as `METHOD ROUTE
+    /// STATUS`, once one of them starts with `until`. The server writes request lines up to a second
+    /// late (``BufferedLog``), in order: a `/livez` asked after a command marks where it ended.
+    static func requests(_ server: ServerProcess, until: String) async throws -> [String] {
+        for _ in 0..<200 {
+            let lines = server.log.split(separator: "\n").compactMap { line in
+                line.firstMatch(of: /(GET|POST|HEAD|PUT|DELETE) (\S+) (\d{3})$/).map { "\($0.1) \($0.2) \($0.3)" }
+            }
+            let after = Array(lines[((lines.lastIndex { $0.hasPrefix("GET /livez") }).map { $0 + 1 } ?? 0)...])
+            if after.contains(where: { $0.hasPrefix(until) }) { return after }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return []
+    }
+
+    /// Marks the end of what was asked so far in the server's log (see ``requests(_:until:)``).
+    static func mark(_ server: ServerProcess) async throws {
+        let marks = { server.log.components(separatedBy: "GET /livez 200").count }
+        let before = marks()
+        #expect(try await StoreHTTP(baseURL: server.url).send("GET", "/livez").status == 200)
+        for _ in 0..<200 where marks() == before { try await Task.sleep(for: .milliseconds(50)) }
+    }
+
+    @Test("a default kiosk buy makes one round trip before it sends the payment (the feed's replay, which names the tag of GET /v1/store); the store's answer is kept, and asked again when it cannot be read")
+    func oneRoundTripBeforePaying() async throws {
+        let setup = try await Setup()
+        let first = try await setup.kiosk("buy", Self.pack5)
+        #expect(first.status == 0, "\(first.stderr)")
+        let firstAsked = try await Self.requests(setup.server, until: "POST /v1/payments")
+        #expect(firstAsked.contains("GET /v1/store 200"), "a device with nothing kept asks: \(firstAsked)")
+        try await Self.mark(setup.server)
+        let second = try await setup.kiosk("buy", Self.book)
+        #expect(second.status == 0, "\(second.stderr)")
+        let asked = try await Self.requests(setup.server, until: "POST /v1/payments")
+        #expect(Array(asked.prefix { !$0.hasPrefix("POST /v1/payments") }) == ["GET /v1/transactions 200"], "\(asked)")
+
+        // A kept answer that cannot be read is asked for again.
+        let database = try DatabaseQueue(path: setup.home + "/kiosk.sqlite")
+        try await database.write { try $0.execute(sql: "UPDATE setting SET value = '\"other\"' WHERE key = 'store.description'") }
+        try await Self.mark(setup.server)
+        #expect(try await setup.kiosk("buy", Self.pack5).status == 0)
+        let again = try await Self.requests(setup.server, until: "POST /v1/payments")
+        #expect(again.contains("GET /v1/store 200"), "\(again)")
+    }
+
     @Test("killed after the server charged, before the receipt was stored: the next run completes it, one charge")
     func killedAfterCharge() async throws {
         let setup = try await Setup()

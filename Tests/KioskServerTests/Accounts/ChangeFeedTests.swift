@@ -151,6 +151,21 @@ struct ChangeFeedTests: StoreSuite, TwoInstanceSuite {
         }
     }
 
+    @Test("every feed page names the entity tag of GET /v1/store, which answers 304 to it and 200 with the tag to another")
+    func storeTag() async throws {
+        try await Self.withStore { _, http, account in
+            let page = try await Self.page(http, account.token, after: nil)
+            let tag = try #require(page.store)
+            let described = try await http.send("GET", "/v1/store")
+            #expect(described.status == 200 && described.header("ETag") == tag)
+            #expect(try described.decode(StoreDescription.self).entityTag == tag)
+            #expect(try await http.send("GET", "/v1/store", headers: [("If-None-Match", tag)]).status == 304)
+            #expect(try await http.send("GET", "/v1/store", headers: [("If-None-Match", "\"other\"")]).status == 200)
+            let waited = try await Self.page(http, account.token, after: page.cursor ?? "0", wait: 1)
+            #expect(waited.store == tag)
+        }
+    }
+
     @Test("the transaction list pages with a cursor and finish is recorded", arguments: TestEngine.all)
     func transactionsAndFinish(engine: TestEngine) async throws {
         try await Self.withStore(engine: engine) { _, http, account in
