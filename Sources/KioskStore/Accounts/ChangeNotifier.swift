@@ -8,7 +8,8 @@ import Synchronization
 /// (``committed(_:)``); on PostgreSQL the ``ChangeFeedService`` also signals what other instances
 /// committed (their `NOTIFY`, sent after their commit by ``ChangeBroadcast``). A waiter is registered *before* the poll reads the feed,
 /// so a change committed between that read and the wait still wakes it. A waiting poll costs one
-/// small object and one suspended task: no thread, no database connection.
+/// small object and the closure it wakes (a poll held on the event loop), or a suspended task (one
+/// the router answers): no thread, no database connection.
 public final class ChangeNotifier: Sendable {
     /// The PostgreSQL channel every instance notifies and listens on; the payload is the account ID.
     static let channel = "kiosk_account_changes"
