@@ -19,6 +19,11 @@ public final class SlowClient: @unchecked Sendable {
 
     deinit { close(descriptor) }
 
+    /// Closes the sending side (a half-closure): the server reads the end of the input.
+    public func finishSending() {
+        _ = shutdown(descriptor, Int32(SHUT_WR))
+    }
+
     public func send(_ text: String) {
         _ = text.withCString { Glibc.send(descriptor, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
     }

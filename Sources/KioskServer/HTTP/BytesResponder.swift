@@ -33,9 +33,10 @@ import NIOCore
 /// Known and left: the state handler's idle timer starts when it joins, so a request whose
 /// first bytes arrive just before the idle timeout and the rest slowly can hold the connection
 /// up to twice the timeout, once per connection (Hummingbird's handler takes no earlier start).
-final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
+final class BytesResponder: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
+    typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
     /// What every connection's handler shares, made once per server: one reference a
@@ -58,8 +59,17 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
     private var poll: HeldPollState?
     /// Bytes that came after a held poll's request, read once it is answered.
     private var afterPoll: ByteBuffer?
-    /// A graceful shutdown came while a poll was held: the connection closes after its answer.
+    /// A graceful shutdown, or the client's half-closure, came while a poll was held: the
+    /// connection closes after its answer.
     private var closeAfterPoll = false
+    /// The client closed its side while a poll was held: the poll answers what is there at once
+    /// instead of waiting (a client that half-closes after its request still gets its answer,
+    /// and one that went away lets its waiter go).
+    private var inputClosed = false
+    /// A read the channel asked for while more than a request's worth of bytes waited behind a
+    /// held poll: asked again once the poll is answered (reading stops meanwhile, as the HTTP
+    /// stack's does for a client that pipelines and does not read).
+    private var readHeld = false
 
     private var lastAnswer = NIODeadline.now()
     private var idleCheck: Scheduled<Void>?
@@ -94,9 +104,9 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = unwrapInboundIn(data)
         guard poll == nil else {
-            // A client that sends more while its poll is held: kept, in order, for after the answer.
+            // A client that sends more while its poll is held: kept, in order, for after the
+            // answer; past a request's worth, the channel stops reading (see `read`).
             if afterPoll == nil { afterPoll = buffer } else { afterPoll?.writeBuffer(&buffer) }
-            if (afterPoll?.readableBytes ?? 0) > RawGet.maximumLength { context.close(promise: nil) }
             return
         }
         read(&buffer, context: context, inReadCycle: true)
@@ -128,7 +138,23 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
         front.stack(context.channel).whenComplete { handOff.give(try? $0.get()) }
         context.fireChannelRead(wrapInboundOut(buffer))
         if !inReadCycle { context.fireChannelReadComplete() }
+        resumeReading(context)
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if poll != nil, (afterPoll?.readableBytes ?? 0) > RawGet.maximumLength {
+            readHeld = true
+            return
+        }
+        context.read()
+    }
+
+    /// Reading goes on if it was held behind a poll.
+    private func resumeReading(_ context: ChannelHandlerContext) {
+        guard readHeld else { return }
+        readHeld = false
+        context.read()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -175,6 +201,8 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
         case .wait(let waiter, let account):
             state.account = account
             state.waiter = waiter
+            // The client closed its side during the first look: it waits no longer.
+            if inputClosed { feed.store.changes.endWait(waiter, because: .cancelled) }
             let (handler, loop, logger) = (NIOLoopBound(self, eventLoop: context.eventLoop), context.loopBound, logger)
             let (bound, poll, deadline, changes) = (NIOLoopBound(state, eventLoop: context.eventLoop), state.poll, state.deadline, feed.store.changes)
             let eventLoop = context.eventLoop
@@ -215,13 +243,22 @@ final class BytesResponder: ChannelInboundHandler, RemovableChannelHandler {
             afterPoll = nil
             read(&rest, context: context, inReadCycle: false)
         }
+        resumeReading(context)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         // The client closed its side (Hummingbird allows a remote half-closure): no request is
-        // coming, and one that closes while its poll waits is taken for gone, as HTTP/1.1 allows.
+        // coming. A held poll is answered first, at once with what is there (a client that sends
+        // its request and half-closes still gets the answer; one that went away lets its waiter go).
         if let event = event as? ChannelEvent, event == .inputClosed {
-            context.close(promise: nil)
+            guard let poll else {
+                context.close(promise: nil)
+                return
+            }
+            // A held poll answers what is there now, then the connection closes.
+            inputClosed = true
+            closeAfterPoll = true
+            if let waiter = poll.waiter { feed?.store.changes.endWait(waiter, because: .cancelled) }
             return
         }
         // A graceful shutdown: nothing of this connection is in flight, so it closes now, as

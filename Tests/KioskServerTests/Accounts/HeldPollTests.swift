@@ -110,6 +110,42 @@ struct HeldPollTests: StoreSuite, TwoInstanceSuite {
         }
     }
 
+    @Test("a client that half-closes after its poll gets its answer (at once, with what is there), then the connection closes; more than a request's worth pipelined behind a waiting poll holds reading back and is answered after it")
+    func halfClosedAndPipelined() async throws {
+        try await Self.withStore { server, http, account in
+            let port = try Self.port(server, http)
+            // Sent and half-closed at once: the first look's answer (a page; a 401) still comes.
+            _ = try await http.pay(Self.pack5, token: account.token)
+            for (token, status) in [(account.token, 200), ("not-a-token", 401)] {
+                let client = try SlowClient(port: port)
+                client.send(Self.poll(token, after: "0", wait: 30))
+                client.finishSending()
+                let answer = try await Self.answer(client)
+                #expect(answer.status == status, "\(answer.text)")
+                #expect(try await offCooperativePool { client.isClosedByPeer() })
+            }
+            // Half-closed while it waits: answered at once, empty.
+            let waiting = try SlowClient(port: port)
+            let cursor = try await http.send("GET", "/v1/transactions", token: account.token).decode(TransactionPage.self).cursor ?? "0"
+            waiting.send(Self.poll(account.token, after: cursor, wait: 300))
+            try await Self.waiting(server, 1)
+            waiting.finishSending()
+            let empty = try await Self.answer(waiting, within: 30)
+            #expect(empty.status == 200 && empty.body?.transactions.isEmpty == true, "\(empty.text)")
+            try await Self.waiting(server, 0)
+            // 12 KiB of a request pipelined behind a waiting poll: reading waits for the poll's answer.
+            let pipelined = try SlowClient(port: port)
+            pipelined.send(Self.poll(account.token, after: cursor, wait: 300))
+            try await Self.waiting(server, 1)
+            pipelined.send("GET /livez HTTP/1.1\r\nHost: x\r\nX-Pad: \(String(repeating: "a", count: 12 << 10))\r\n\r\n")
+            _ = try await http.pay(Self.pack5, token: account.token)
+            let woken = try await Self.answer(pipelined)
+            #expect(woken.status == 200 && woken.body?.transactions.count == 1, "\(woken.text)")
+            let next = try await Self.answer(pipelined)
+            #expect(next.status == 200 && next.text.hasSuffix("ok"), "\(next.text)")
+        }
+    }
+
     /// How many devices wait at once in the tests below: thousands, within the file descriptors one
     /// test process has (each device is a socket here and one in the server).
     static let devices = 2_000
