@@ -5,8 +5,9 @@ import Logging
 import NIOCore
 
 /// Answers a connection's first requests from their bytes, first in the pipeline, while they are
-/// conditional GETs of the catalog or the shop's kept pages; at the first other request it hands
-/// the connection to the HTTP stack and leaves.
+/// conditional GETs of the catalog or the shop's kept pages, and holds a change feed long poll
+/// sent that way (``HeldFeedPoll``); at the first other request it hands the connection to the
+/// HTTP stack, which is set up only then (``SendfileHTTP1Channel``), and leaves.
 ///
 /// Replaces, for a device that opens a connection to ask whether the catalog changed (what every
 /// sync does first, and most of what a store's server is asked), the whole HTTP stack's path:
