@@ -200,7 +200,6 @@ final class BytesResponder: ChannelDuplexHandler, RemovableChannelHandler {
         case .answer(let answer):
             finish(state, answer: answer, context: context)
         case .wait(let waiter, let account):
-            state.account = account
             state.waiter = waiter
             // The client closed its side during the first look: it waits no longer.
             if inputClosed { feed.store.changes.endWait(waiter, because: .cancelled) }

@@ -142,7 +142,6 @@ final class HeldPollState {
     let poll: HeldFeedPoll
     let line: RequestLine
     let deadline: NIODeadline
-    var account: String?
     var waiter: ChangeNotifier.Waiter?
     var timeout: Scheduled<Void>?
 

@@ -35,6 +35,16 @@ struct ServeLifecycleTests {
         #expect(Self.alarming(server.log).isEmpty, "\(server.log)")
     }
 
+    /// The server, signalled at `signalled`, exits with status 0 within seconds.
+    static func expectPromptExit(_ server: ServerProcess, signalled: ContinuousClock.Instant) async throws {
+        let status = try await offCooperativePool { () -> Int32 in
+            server.process.waitForExit()
+            return server.process.terminationStatus
+        }
+        let took = signalled.duration(to: .now)
+        #expect(status == 0 && took < .seconds(5), "status \(status) after \(took): \(server.log)")
+    }
+
     @Test("SIGTERM stops kiosk serve at once with a connection open whose 304s were answered from their bytes (BytesResponder): it is closed, not waited for")
     func stopClosesAnsweredFromBytes() async throws {
         let directory = try TemporaryDirectory()
@@ -49,12 +59,7 @@ struct ServeLifecycleTests {
         #expect(String(decoding: answer.prefix(max(count, 0)), as: UTF8.self).hasPrefix("HTTP/1.1 304 "))
         let signalled = ContinuousClock.now
         server.signal(SIGTERM)
-        let status = try await offCooperativePool { () -> Int32 in
-            server.process.waitForExit()
-            return server.process.terminationStatus
-        }
-        let took = signalled.duration(to: .now)
-        #expect(status == 0 && took < .seconds(5), "status \(status) after \(took): \(server.log)")
+        try await Self.expectPromptExit(server, signalled: signalled)
         #expect(client.isClosedByPeer())
     }
 
@@ -73,12 +78,7 @@ struct ServeLifecycleTests {
         server.signal(SIGTERM)
         let answer = try await offCooperativePool { client.response(within: 10) }
         #expect(answer?.hasPrefix("HTTP/1.1 200 ") == true && answer?.contains("\"transactions\":[]") == true, "\(answer ?? "none"): \(server.log)")
-        let status = try await offCooperativePool { () -> Int32 in
-            server.process.waitForExit()
-            return server.process.terminationStatus
-        }
-        let took = signalled.duration(to: .now)
-        #expect(status == 0 && took < .seconds(5), "status \(status) after \(took): \(server.log)")
+        try await Self.expectPromptExit(server, signalled: signalled)
         #expect(client.isClosedByPeer())
     }
 
