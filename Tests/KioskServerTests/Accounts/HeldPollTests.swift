@@ -153,10 +153,15 @@ struct HeldPollTests: StoreSuite, TwoInstanceSuite {
     /// `devices` accounts, each with a device waiting on its own fresh connection to `ports[i % 2]`;
     /// then `buy` buys a pack for each, through the other instance; every poll must answer with
     /// its own account's purchase, none lost, none another's.
-    static func everyWaitWakes(ports: [Int], servers: [KioskServer], creating http: StoreHTTP,
-                               buy: @escaping @Sendable (Int, String) async throws -> StoreHTTP.Reply) async throws {
+    ///
+    /// The accounts are made and the packs bought through the store itself, not its routes: the
+    /// waits under test are the devices' polls on real sockets, and what wakes them is a purchase's
+    /// commit (`Payments.pay`), on either engine, which the routes' own tests cover. Through the
+    /// debug build's routes the 4,000 requests took most of these tests' 93 s (2026-11-30).
+    static func everyWaitWakes(ports: [Int], servers: [KioskServer],
+                               buy: @escaping @Sendable (Int, AccountCreated) async throws -> PaymentResponse) async throws {
         let accounts = try await withThrowingTaskGroup(of: (Int, AccountCreated).self) { group in
-            for index in 0..<devices { group.addTask { (index, try await http.createAccount()) } }
+            for index in 0..<devices { group.addTask { (index, try await servers[0].store.accounts.createAccount()) } }
             return try await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
         }
         let clients = try (0..<devices).map { index in
@@ -173,8 +178,8 @@ struct HeldPollTests: StoreSuite, TwoInstanceSuite {
             var bought: [Int: String?] = [:]
             for index in 0..<devices {
                 group.addTask {
-                    let reply = try await buy(index, accounts[index]?.token ?? "")
-                    return (index, try? reply.decode(PaymentResponse.self).transaction.transactionId)
+                    guard let account = accounts[index] else { return (index, nil) }
+                    return (index, try? await buy(index, account).transaction.transactionId)
                 }
                 if index >= 16, let (done, id) = try await group.next() { bought[done] = id }
             }
@@ -191,12 +196,17 @@ struct HeldPollTests: StoreSuite, TwoInstanceSuite {
         #expect(woken == devices, "\(devices - woken) of \(devices) waiting devices missed their purchase")
     }
 
+    /// A pack of five credits, approved, under a fresh idempotency key.
+    static func packPayment() -> PaymentRequest {
+        PaymentRequest(productId: pack5, quantity: 1, paymentMethod: .approve, idempotencyKey: UUID().uuidString)
+    }
+
     @Test("thousands of devices waiting on one SQLite instance: a purchase for each wakes its own poll, none lost")
     func thousandsOnSQLite() async throws {
         try await Self.withStore(engine: .sqlite, configure: { $0.rateLimits = .off }) { server, http, _ in
             let port = try Self.port(server, http)
-            try await Self.everyWaitWakes(ports: [port], servers: [server], creating: http) { _, token in
-                try await http.pay(Self.pack5, token: token)
+            try await Self.everyWaitWakes(ports: [port], servers: [server]) { _, account in
+                try await server.store.payments.pay(Self.packPayment(), accountId: account.accountId)
             }
         }
     }
@@ -205,9 +215,9 @@ struct HeldPollTests: StoreSuite, TwoInstanceSuite {
     func thousandsAcrossInstances() async throws {
         try await Self.withTwoInstances(configure: { $0.rateLimits = .off }) { a, b in
             let ports = [try Self.port(a.0, a.1), try Self.port(b.0, b.1)]
-            try await Self.everyWaitWakes(ports: ports, servers: [a.0, b.0], creating: a.1) { index, token in
+            try await Self.everyWaitWakes(ports: ports, servers: [a.0, b.0]) { index, account in
                 // Waiting on A (even) is bought through B, and the other way round.
-                try await (index % 2 == 0 ? b.1 : a.1).pay(Self.pack5, token: token)
+                try await (index % 2 == 0 ? b.0 : a.0).store.payments.pay(Self.packPayment(), accountId: account.accountId)
             }
         }
     }
