@@ -19,7 +19,7 @@ enum PlannedRows {
         let announced = PlanStep(
             name: "announced",
             write: .insert(into: "notification", columns: ["id", "accountId", "type", "subtype", "transactionId", "originalTransactionId", "renewalInfo", "createdAt", "traceParent"], values: [
-                [.bind(.text(UUID().uuidString.lowercased()))], [.bind(.text(n?.accountId))], [.bind(.text(n?.type))], [.bind(.text(n?.subtype))],
+                [.bind(.text(Store.newUUID()))], [.bind(.text(n?.accountId))], [.bind(.text(n?.type))], [.bind(.text(n?.subtype))],
                 transactionId, [.bind(.text(n?.originalTransactionId))], [.bind(.text(renewalInfo))], [.bind(.date(now))], [.bind(.text(traceParent))],
             ], onConflict: nil),
             after: after, conditions: conditions, returning: ["sequence"])

@@ -93,6 +93,18 @@ extension Store {
     }
 
     static func newTransactionID() -> String { "txn_" + randomHex(bytes: 10) }
+
+    /// A random (version 4) UUID in lowercase, from ``randomBytes(_:)``.
+    ///
+    /// **Performance layer.** Replaces `UUID()` for a notification's ID: Foundation's opened,
+    /// read and closed /dev/urandom for each one, one `openat` a purchase (`perf stat`, 2026-11-30).
+    static func newUUID() -> String {
+        var bytes = randomBytes(16)
+        bytes[6] = (bytes[6] & 0x0F) | 0x40
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        let uuid = bytes.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }
+        return UUID(uuid: uuid).uuidString.lowercased()
+    }
 }
 
 extension Calendar {

@@ -107,16 +107,15 @@ public struct HTTPClient: Sendable {
     }
 
     /// A blocking libcurl call must not hold one of libdispatch's or Swift's few pool threads,
-    /// which is what makes many requests at once crawl. Cancelling the calling Task stops the
+    /// which is what makes many requests at once crawl: it runs on a thread of its own, one kept
+    /// from earlier calls when one is idle (``SpareThreads``). Cancelling the calling Task stops the
     /// transfer within a tenth of a second (libcurl asks its progress callback that often, also
     /// while a server that accepted the connection says nothing) and throws `CancellationError`.
     private func onThreadOfItsOwn<T: Sendable>(_ work: @escaping @Sendable (ResponseSink.Stop) throws -> T) async throws -> T {
         let stop = ResponseSink.Stop()
         return try await withTaskCancellationHandler {
             let response = try await withCheckedThrowingContinuation { continuation in
-                let thread = Thread { continuation.resume(with: Result { try work(stop) }) }
-                thread.name = "kiosk-http"
-                thread.start()
+                SpareThreads.shared.run(named: "kiosk-http") { continuation.resume(with: Result { try work(stop) }) }
             }
             return response
         } onCancel: {

@@ -9,7 +9,7 @@ import Testing
 /// rollback — started again alone over the migrated database. Every promise holds throughout.
 ///
 /// The previous release is `PREVIOUS_RELEASE` in the Makefile, built by `make previous-release`
-/// into `.build-previous/` (`make test` builds it while the other tests run, then runs this suite).
+/// as `.build-previous/kiosk-server` (`make test` builds it first, and runs this suite last).
 @Suite("An upgrade: the previous release and this one over one PostgreSQL")
 struct UpgradeTests {
     static let books = ["com.kiosk.books.small-engines", "com.kiosk.books.lighthouse-keeper", "com.kiosk.books.night-sky-atlas", "com.kiosk.books.river-of-maps"]
@@ -18,7 +18,7 @@ struct UpgradeTests {
 
     /// The previous release's `kiosk-server`; a missing one fails the test with how to build it.
     static func previousRelease() throws -> URL {
-        let binary = SampleStore.repository.appendingPathComponent(".build-previous/build/debug/kiosk-server")
+        let binary = SampleStore.repository.appendingPathComponent(".build-previous/kiosk-server")
         guard FileManager.default.isExecutableFile(atPath: binary.path) else {
             throw TestServiceError("the previous release's kiosk-server (\(binary.path)) is not built: `make previous-release` builds it (make test does)")
         }

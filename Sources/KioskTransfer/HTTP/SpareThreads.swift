@@ -1,0 +1,79 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// Threads for blocking libcurl calls, kept a few seconds after their work in case more comes.
+///
+/// A blocking call must not hold one of Swift's or libdispatch's few pool threads, so each gets a
+/// thread of its own (``HTTPClient``). Nothing waits for a free one: work that finds no idle
+/// thread starts a new one, as before; a thread whose work is done waits ``keep`` for the next,
+/// then ends.
+///
+/// **Performance layer.** Replaces a thread started and ended per call. The notification outbox
+/// deals each pass to up to 32 threads, twice a second or more under purchases: 0.41 threads
+/// started a purchase (`perf stat`, `syscalls:sys_enter_clone3`, 2026-11-30), each a stack
+/// mapped and unmapped (a TLB shootdown on every core) and a scheduler round trip.
+/// Figures: docs/benchmarks.md, 6c.
+final class SpareThreads: Sendable {
+    static let shared = SpareThreads(keep: .seconds(5))
+
+    /// How long a thread waits for more work before it ends.
+    let keep: DispatchTimeInterval
+
+    init(keep: DispatchTimeInterval) {
+        self.keep = keep
+    }
+
+    private typealias Work = @Sendable () -> Void
+
+    /// An idle thread: where to put its next work, and the signal that it is there.
+    private final class Idle: Sendable {
+        let arrived = DispatchSemaphore(value: 0)
+        let work = Mutex<Work?>(nil)
+    }
+
+    private let idle = Mutex<[Idle]>([])
+
+    /// The threads waiting for work now.
+    var idleCount: Int { idle.withLock(\.count) }
+
+    /// Runs `work` on an idle thread, or on a new one when none is idle.
+    func run(named name: String, _ work: @escaping @Sendable () -> Void) {
+        let taken = idle.withLock { $0.popLast() }
+        if let taken {
+            taken.work.withLock { $0 = work }
+            taken.arrived.signal()
+            return
+        }
+        let thread = Thread { [self] in
+            var next: Work? = work
+            while let current = next {
+                current()
+                next = waitForMore()
+            }
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    /// Waits up to ``keep`` for more work; nil when none came and the thread should end.
+    private func waitForMore() -> Work? {
+        let me = Idle()
+        idle.withLock { $0.append(me) }
+        if me.arrived.wait(timeout: .now() + keep) == .timedOut {
+            // Still in the list: nobody took it, so it leaves the list and ends. Gone from it:
+            // `run` took it just as the wait ran out and is about to signal, so take that work.
+            let ended = idle.withLock { list -> Bool in
+                guard let index = list.firstIndex(where: { $0 === me }) else { return false }
+                list.remove(at: index)
+                return true
+            }
+            if ended { return nil }
+            me.arrived.wait()
+        }
+        return me.work.withLock { work in
+            defer { work = nil }
+            return work
+        }
+    }
+}
