@@ -139,14 +139,7 @@ public struct Notifications: StoreOwner {
         }
     }
 
-    /// One endpoint's passes, one after another, while each finds a full batch due (a backlog);
-    /// until a pass claims less than a batch or delivers nothing.
-    ///
-    /// **Performance layer.** Replaces passes until one found nothing due: under a steady stream of
-    /// purchases each pass then met the few committed during the one before, so a purchase's
-    /// delivery shared a pass, its claim query and its threads with a handful of others. What
-    /// comes in during a short pass now waits for the next tick (``NotificationDeliveryConfiguration/interval``),
-    /// as it would had it come a moment after the pass. Figures: docs/benchmarks.md, 6c.
+    /// One endpoint's passes, one after another, until nothing of it is due or a pass delivers nothing.
     private func deliverDue(to endpoint: Int64, _ configuration: NotificationDeliveryConfiguration, stopping: @Sendable () -> Bool) async throws -> Int {
         var total = 0
         while !stopping() {
@@ -158,7 +151,7 @@ public struct Notifications: StoreOwner {
             let delivered = outcomes.count { $0.delivered }
             total += delivered
             // Only successes unblock the next of an account; after failures, wait for their time.
-            if delivered == 0 || claimed.count < configuration.batch { return total }
+            if delivered == 0 { return total }
         }
         return total
     }
