@@ -453,6 +453,16 @@ def bench_purchases():
                 # against the purchases made in it. A purchase figure bought by leaving the
                 # deliveries for later would show here.
                 many["notifications_heard_per_purchase"] = (receiver.count - heard) / max(1, many["per_s"] * 10)
+                # 6c. The same window with no webhook registered: what the outbox (the notification's
+                # rows, its signed body, its POST and the pass's claim and record) costs a purchase.
+                # The webhook comes back for the windows below.
+                if serve_knows("--notification-interval"):
+                    admin_call(server.url, data, "DELETE", "/v1/admin/webhooks", {"url": receiver.url})
+                    settle_disk(postgres)
+                    quiet = purchases(server.url, tokens, f"{engine}-200-no-webhook", server_pid=server.process.pid,
+                                      postgres=postgres if engine == "postgres" else None)
+                    many["without_webhook"] = quiet
+                    admin_call(server.url, data, "POST", "/v1/admin/webhooks", {"url": receiver.url})
                 # One account with a history of at least 10,000 purchases, against fresh accounts,
                 # in alternating windows (5 of each, medians): on PostgreSQL one account's charges
                 # commit one after another (its row lock), so its rate is the disk's commit latency,
@@ -509,6 +519,11 @@ def bench_purchases():
             print(f"  {engine:<8} CPU a purchase: Kiosk {many['kiosk_cpu_us_per_purchase']:.0f} µs"
                   + (f", PostgreSQL {many['postgres_cpu_us_per_purchase']:.0f} µs" if "postgres_cpu_us_per_purchase" in many else "")
                   + f", the machine {many['machine_busy_us_per_purchase']:.0f} µs busy ({many['machine_idle_share']:.0%} idle)")
+            quiet = many.get("without_webhook")
+            if quiet:
+                print(f"  {engine:<8} the same with no webhook: {quiet['per_s']:.0f} /s, Kiosk {quiet['kiosk_cpu_us_per_purchase']:.0f} µs a purchase"
+                      + (f", PostgreSQL {quiet['postgres_cpu_us_per_purchase']:.0f} µs" if "postgres_cpu_us_per_purchase" in quiet else "")
+                      + f"; the outbox's share of Kiosk's: {many['kiosk_cpu_us_per_purchase'] - quiet['kiosk_cpu_us_per_purchase']:.0f} µs")
             if "notifications_heard_per_purchase" in row["200 accounts"]:
                 print(f"  {engine:<8} the webhook heard {row['200 accounts']['notifications_heard_per_purchase']:.2f} notifications a purchase during the 200 accounts' window (1.00: the outbox kept up)")
             life = row.get("subscription life")
