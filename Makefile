@@ -173,21 +173,27 @@ package: deps
 ## The release the upgrade test serves beside this build (UpgradeTests): its kiosk-server, built in
 ## debug from git and kept as .build-previous/kiosk-server while PREVIOUS_RELEASE stays the same. The
 ## last release before schema 33 (migrations from 33 on record the oldest schema that may still serve).
-# Built in .build itself, before this tree is: the packages both pin compile once. In a folder of its
+# Built in .build itself, before this tree is: the packages both use compile once. In a folder of its
 # own it compiled every package again (2,404 build steps, 866 s here at nice 19, 2026-11-30), beside
-# the tests, which it slowed; the build of this tree after it took 353 steps. This tree's own modules
-# then compile again, once per PREVIOUS_RELEASE.
+# the tests, which it slowed; this tree built after it took 1,198 steps, not about 2,400. This tree's
+# own modules then compile again, once per PREVIOUS_RELEASE. SwiftPM's cached build plan is removed
+# before and after, so neither tree's build can take the other's plan (it is written again in seconds);
+# until the next build of this tree, .build/debug holds the previous release's kiosk-server. A folder
+# of an older layout (.build-previous/build) is removed.
 PREVIOUS_RELEASE := be6bfb0
 .PHONY: previous-release
 previous-release: deps
+	@rm -rf .build-previous/build
 	@if [ "$$(cat .build-previous/commit 2>/dev/null)" != "$(PREVIOUS_RELEASE)" ] || [ ! -x .build-previous/kiosk-server ]; then \
 		git cat-file -e "$(PREVIOUS_RELEASE)^{commit}" 2>/dev/null || { \
 			echo "make previous-release: commit $(PREVIOUS_RELEASE) is not in this clone's history; clone without --depth" >&2; exit 1; }; \
 		rm -rf .build-previous && mkdir -p .build-previous/src && \
 		git archive "$(PREVIOUS_RELEASE)" | tar -x -C .build-previous/src && \
 		echo "building the previous release ($(PREVIOUS_RELEASE)) for the upgrade test" && \
+		rm -f .build/debug.yaml && \
 		$(SWIFT) build --package-path .build-previous/src --scratch-path "$(CURDIR)/.build" --product kiosk-server && \
 		cp "$$($(SWIFT) build --package-path .build-previous/src --scratch-path "$(CURDIR)/.build" --show-bin-path)/kiosk-server" .build-previous/kiosk-server && \
+		rm -f .build/debug.yaml && \
 		echo "$(PREVIOUS_RELEASE)" > .build-previous/commit; \
 	fi
 

@@ -96,10 +96,14 @@ public enum KioskCommand {
         let stderr = Pipe()
         process.standardOutput = stdout
         process.standardError = stderr
-        let stdin = Pipe()
-        if input != nil { process.standardInput = stdin }
+        let stdin = input == nil ? nil : Pipe()
+        if let stdin { process.standardInput = stdin }
+        // Every end closed once the command is done: left to Foundation, about one descriptor in
+        // two commands stayed open, 1,095 pipes in a run of the command line's suites, and
+        // Process.run then crashed reading the long /proc/self/fd (swift-corelibs-foundation#5472).
+        defer { Pipes.close([stdout, stderr, stdin].compactMap { $0 }) }
         try process.run()
-        if let input {
+        if let input, let stdin {
             stdin.fileHandleForWriting.write(Data(input.utf8))
             try? stdin.fileHandleForWriting.close()
         }
@@ -114,6 +118,16 @@ public enum KioskCommand {
             killed: process.terminationReason == .uncaughtSignal,
             stdout: String(decoding: outputData, as: UTF8.self),
             stderr: String(decoding: errorData.wait(), as: UTF8.self))
+    }
+}
+
+/// Closes pipes a finished process used, both ends (an end already closed stays closed).
+public enum Pipes {
+    public static func close(_ pipes: [Pipe]) {
+        for pipe in pipes {
+            try? pipe.fileHandleForReading.close()
+            try? pipe.fileHandleForWriting.close()
+        }
     }
 }
 
@@ -162,8 +176,11 @@ public final class ServerProcess: @unchecked Sendable {
         process.environment = ProcessInfo.processInfo.environment.merging(["KIOSK_PASSWORD_COST": cost]) { own, _ in own }
         let stdout = Pipe()
         process.standardOutput = stdout
-        process.standardError = try FileHandle(forWritingTo: log)
+        let logHandle = try FileHandle(forWritingTo: log)
+        process.standardError = logHandle
         try process.run()
+        // The server writes through its own copy; this one would stay open after the log's folder is gone.
+        try? logHandle.close()
         url = try Self.listeningURL(process, stdout: stdout, log: log)
     }
 

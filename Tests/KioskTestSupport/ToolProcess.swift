@@ -11,6 +11,7 @@ public enum ToolProcess {
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
+        defer { Pipes.close([pipe]) }
         try process.run()
         let output = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitForExit()

@@ -26,13 +26,16 @@ final class SpareThreads: Sendable {
 
     private typealias Work = @Sendable () -> Void
 
-    /// An idle thread: where to put its next work, and the signal that it is there.
+    /// An idle thread: where to put its next work (and the thread's name while it runs), and the
+    /// signal that it is there.
     private final class Idle: Sendable {
         let arrived = DispatchSemaphore(value: 0)
-        let work = Mutex<Work?>(nil)
+        let work = Mutex<(name: String, work: Work)?>(nil)
     }
 
     private let idle = Mutex<[Idle]>([])
+    /// Threads started so far (for the tests: work after work must not start new ones).
+    let started = Atomic<Int>(0)
 
     /// The threads waiting for work now.
     var idleCount: Int { idle.withLock(\.count) }
@@ -41,23 +44,24 @@ final class SpareThreads: Sendable {
     func run(named name: String, _ work: @escaping @Sendable () -> Void) {
         let taken = idle.withLock { $0.popLast() }
         if let taken {
-            taken.work.withLock { $0 = work }
+            taken.work.withLock { $0 = (name, work) }
             taken.arrived.signal()
             return
         }
+        started.add(1, ordering: .relaxed)
         let thread = Thread { [self] in
-            var next: Work? = work
+            var next: (name: String, work: Work)? = (name, work)
             while let current = next {
-                current()
+                if Thread.current.name != current.name { Thread.current.name = current.name }
+                current.work()
                 next = waitForMore()
             }
         }
-        thread.name = name
         thread.start()
     }
 
     /// Waits up to ``keep`` for more work; nil when none came and the thread should end.
-    private func waitForMore() -> Work? {
+    private func waitForMore() -> (name: String, work: Work)? {
         let me = Idle()
         idle.withLock { $0.append(me) }
         if me.arrived.wait(timeout: .now() + keep) == .timedOut {
