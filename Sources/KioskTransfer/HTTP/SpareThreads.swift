@@ -12,7 +12,7 @@ import Synchronization
 /// **Performance layer.** Replaces a thread started and ended per call. The notification outbox
 /// deals each pass to up to 32 threads, twice a second or more under purchases: 0.41 threads were
 /// started a purchase (`perf stat`, `syscalls:sys_enter_clone3`), each a stack mapped and
-/// unmapped; with this, none in 7,440 purchases. The CPU a purchase did not move beyond the
+/// unmapped; with this, 0.0015 (10 in 6,569 purchases). The CPU a purchase did not move beyond the
 /// run-to-run spread of ±10 % (docs/benchmarks.md, 6c, 2026-11-30).
 final class SpareThreads: Sendable {
     static let shared = SpareThreads(keep: .seconds(5))
