@@ -87,23 +87,12 @@ build: deps
 	$(SWIFT) build
 
 ## Build and run every test.
-# The previous release is built first, sharing this build's packages (previous-release says why); the
-# bundle runs in two halves at once, then the upgrade suite beside it (scripts/run-tests says how).
+# The previous release is built first, sharing this build's packages (previous-release says why);
+# then the bundle runs in three lanes at once beside a lane of the scripts: the fault suite and what
+# make demo and make cluster run (scripts/run-tests says how and why).
 test: deps test-tools previous-release
 	$(SWIFT) build --build-tests
-	scripts/run-tests $$($(SWIFT) build --show-bin-path)/kioskPackageTests.xctest
-	@# The fault suite's copy of the coverage rule against the cases the product's rule is tested on
-	@# (Tests/Fixtures/coverage-cases.json; the Swift half is CoverageAgreementTests), in a second.
-	cd scripts && python3 -m unittest -q torture.test_coverage
-	@# A short fault history (fixed seed, small content, 7 update scenarios) with the debug build just made.
-	KIOSK=$$($(SWIFT) build --show-bin-path)/kiosk python3 scripts/torture.py --seed 11 --ops 40 --large 24,40 --issue 16 --speed 32
-	@# The same history with the store on PostgreSQL: the operator-against-customer races there.
-	KIOSK=$$($(SWIFT) build --show-bin-path)/kiosk python3 scripts/torture.py --seed 11 --ops 40 --large 24,40 --issue 16 --speed 32 --engine postgres
-	@# What make demo and make cluster run, with the debug build just made: a target the README
-	@# names that no test runs rots (make cluster once expected a product count and a token line
-	@# that had changed).
-	KIOSK=$$($(SWIFT) build --show-bin-path)/kiosk scripts/demo.sh
-	KIOSK=$$($(SWIFT) build --show-bin-path)/kiosk scripts/cluster.sh
+	scripts/run-tests $$($(SWIFT) build --show-bin-path)
 
 ## The fault suite: a long random history under faults, then the checker (SEED=, OPS= override;
 ## ENGINE=postgres runs the store on a throwaway PostgreSQL cluster the script starts and stops).

@@ -9,7 +9,7 @@ import Testing
 /// rollback — started again alone over the migrated database. Every promise holds throughout.
 ///
 /// The previous release is `PREVIOUS_RELEASE` in the Makefile, built by `make previous-release`
-/// as `.build-previous/kiosk-server` (`make test` builds it first, and runs this suite last).
+/// as `.build-previous/kiosk-server` (`make test` builds it first).
 @Suite("An upgrade: the previous release and this one over one PostgreSQL")
 struct UpgradeTests {
     static let books = ["com.kiosk.books.small-engines", "com.kiosk.books.lighthouse-keeper", "com.kiosk.books.night-sky-atlas", "com.kiosk.books.river-of-maps"]
