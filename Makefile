@@ -90,8 +90,15 @@ build: deps
 # The previous release is built first, sharing this build's packages (previous-release says why);
 # then the bundle runs in three lanes at once beside a lane of the scripts: the fault suite and what
 # make demo and make cluster run (scripts/run-tests says how and why).
-test: deps test-tools previous-release
-	$(SWIFT) build --build-tests
+# The test tools (apt-get, pip) install while the two trees compile: the build needs only deps, and
+# on a fresh machine the tools' downloads wait on the network, not the cores.
+test: deps
+	@mkdir -p .build
+	@$(MAKE) --no-print-directory test-tools > .build/test-tools.log 2>&1 & tools=$$!; \
+	$(MAKE) --no-print-directory previous-release && $(SWIFT) build --build-tests; built=$$?; \
+	wait $$tools; installed=$$?; cat .build/test-tools.log; \
+	[ $$installed = 0 ] || echo "make test: installing the test tools failed (above)" >&2; \
+	[ $$built = 0 ] && [ $$installed = 0 ]
 	scripts/run-tests $$($(SWIFT) build --show-bin-path)
 
 ## The fault suite: a long random history under faults, then the checker (SEED=, OPS= override;
