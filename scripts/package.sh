@@ -249,7 +249,9 @@ depends=${depends#shlibs:Depends=}
 [ -n "$depends" ] || fail "dpkg-shlibdeps found no libraries"
 # libarchive is loaded by dlopen the first time an archive is packed or unpacked
 # (Sources/CArchive/LazyArchive.c), so no ELF header names it: its package is added by hand.
-archive=$(ldconfig -p | awk '$1 == "libarchive.so.13" { print $NF; exit }')
+# awk reads to the end: an early exit would cut ldconfig off mid-write, and pipefail turned its
+# SIGPIPE into this script's failure (status 141, once in make test on a busy machine).
+archive=$(ldconfig -p | awk '$1 == "libarchive.so.13" && !found { print $NF; found = 1 }')
 [ -n "$archive" ] || fail "libarchive.so.13 is not installed (apt-get install libarchive13)"
 archive=$(dpkg -S "$(readlink -f "$archive")" | sed -n '1s/:.*//p')
 depends="$archive (>= 3.6), $depends"

@@ -45,7 +45,7 @@ struct ShopBrowserTests {
         }
         let publisher = try Data(contentsOf: store.content.appendingPathComponent("publications/salt-and-stars.epub"))
         #expect((try? Data(contentsOf: downloaded)) == publisher, "the browser's download is the publisher's file byte for byte")
-        let epubcheck = try ToolProcess.run("/usr/bin/java", ["-jar", PublicationTests.epubcheck, downloaded.path])
+        let epubcheck = try PublicationTests.checkEPUB(downloaded.path)
         #expect(epubcheck.status == 0, "epubcheck: \(epubcheck.output)")
         // One charge each: the book before the walk, the issue in it.
         let adminToken = try String(contentsOf: store.data.appendingPathComponent("admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
