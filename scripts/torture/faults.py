@@ -35,6 +35,9 @@ def fault(world):
         detail, home, when = suspended
     elif kind == "server-kill":
         world.server.kill()
+        # The fault's moment is the kill, not the restart after the pause: refetched.py gives a
+        # fetch a second of slack after it closed, and the pause alone can be 1.5 s.
+        when = time.time()
         time.sleep(rng.uniform(0, 1.5))
         world.server.start()
         detail = f"restarted on port {world.server.port}"
@@ -74,6 +77,7 @@ def fault(world):
         home = AGENT_HOME
     elif kind == "agent-kill":
         world.agent.send_signal(signal.SIGKILL)
+        when = time.time()  # the kill's moment, as for server-kill
         world.agent.wait()
         time.sleep(rng.uniform(0, 1.5))
         world.start_agent()
