@@ -56,12 +56,8 @@ struct ConsoleBrowserTests {
 
         // A Stripe event the store cannot match (no such product), for the Payments page.
         let event = #"{"data":{"object":{"amount_total":499,"client_reference_id":"acct_console","currency":"usd","id":"cs_console","metadata":{"kiosk_product_id":"com.kiosk.none"},"payment_intent":"pi_console","payment_status":"paid"}},"id":"evt_console_unmatched","type":"checkout.session.completed"}"#
-        try Data(event.utf8).write(to: directory.path("event.json"))
-        let signed = try await KioskCommand.run([SampleStore.repository.appendingPathComponent("scripts/stripe_sign.py").path, directory.path("event.json").path, "whsec_console"],
-                                                program: Self.python)
-        #expect(signed.status == 0, "\(signed.stderr)")
-        let delivered = try await http.send("POST", "/v1/stripe/webhook", json: event,
-                                            headers: [("Stripe-Signature", signed.stdout.trimmingCharacters(in: .whitespacesAndNewlines))])
+        let signature = try await StripeSigner.header(event, secret: "whsec_console")
+        let delivered = try await http.send("POST", "/v1/stripe/webhook", json: event, headers: [("Stripe-Signature", signature)])
         #expect(delivered.status == 200, "\(String(decoding: delivered.body, as: UTF8.self))")
 
         // A reader with a sign-in, for the operator to find by email.
