@@ -88,8 +88,8 @@ build: deps
 
 ## Build and run every test.
 # The previous release is built first, sharing this build's packages (previous-release says why);
-# then the bundle runs in three lanes at once, then the scripts: the fault suite and what
-# make demo and make cluster run (scripts/run-tests says how and why).
+# then the bundle runs in three lanes at once, and the scripts once the first lane is done: the
+# fault suite and what make demo and make cluster run (scripts/run-tests says how and why).
 # The test tools (apt-get, pip) install while the two trees compile: the build needs only deps, and
 # on a fresh machine the tools' downloads wait on the network, not the cores.
 test: deps
