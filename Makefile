@@ -1,5 +1,9 @@
 # Kiosk: every target installs what it needs first.
 SWIFT ?= swift
+# SwiftPM leaves a few empty TemporaryDirectory.* folders in TMPDIR each time it runs (three for
+# --show-bin-path, six for a build): they go to .build/swiftpm-tmp, not /tmp.
+SWIFTPM_TMP := $(CURDIR)/.build/swiftpm-tmp
+SWIFTPM = mkdir -p "$(SWIFTPM_TMP)" && TMPDIR="$(SWIFTPM_TMP)" $(SWIFT)
 DEV_PACKAGES := libcurl4-openssl-dev libarchive-dev libxml2-dev libsqlite3-dev pkg-config
 # Real clients the tests resume downloads with; python3 and sqlite3 run the fault suite; GNU time
 # measures a kiosk command's peak memory; tmux is the real terminal the progress test reads;
@@ -34,8 +38,8 @@ BENCH_TOOLS := curl wget aria2 libarchive-tools nginx wrk unzip time postgresql 
 # product of the dependencies, and a dependency's dynamic library (GRDB-dynamic) cannot link
 # against a static Swift runtime.
 RELEASE_FLAGS := -c release --static-swift-stdlib
-RELEASE := $(SWIFT) build $(RELEASE_FLAGS) --product kiosk && $(SWIFT) build $(RELEASE_FLAGS) --product kiosk-server
-RELEASE_BIN = $$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)
+RELEASE := $(SWIFTPM) build $(RELEASE_FLAGS) --product kiosk && $(SWIFTPM) build $(RELEASE_FLAGS) --product kiosk-server
+RELEASE_BIN = $$($(SWIFTPM) build $(RELEASE_FLAGS) --show-bin-path)
 
 .PHONY: deps test-tools install build test torture demo cluster serve bench bench-compare clean install-completions
 
@@ -84,7 +88,7 @@ install:
 	fi
 
 build: deps
-	$(SWIFT) build
+	$(SWIFTPM) build
 
 ## Build and run every test.
 # The previous release is built first, sharing this build's packages (previous-release says why);
@@ -93,13 +97,13 @@ build: deps
 # The test tools (apt-get, pip) install while the two trees compile: the build needs only deps, and
 # on a fresh machine the tools' downloads wait on the network, not the cores.
 test: deps
-	@mkdir -p .build
+	@mkdir -p .build && rm -rf "$(SWIFTPM_TMP)"
 	@$(MAKE) --no-print-directory test-tools > .build/test-tools.log 2>&1 & tools=$$!; \
-	$(MAKE) --no-print-directory previous-release && $(SWIFT) build --build-tests; built=$$?; \
+	$(MAKE) --no-print-directory previous-release && $(SWIFTPM) build --build-tests; built=$$?; \
 	wait $$tools; installed=$$?; cat .build/test-tools.log; \
 	[ $$installed = 0 ] || echo "make test: installing the test tools failed (above)" >&2; \
 	[ $$built = 0 ] && [ $$installed = 0 ]
-	scripts/run-tests $$($(SWIFT) build --show-bin-path)
+	scripts/run-tests $$($(SWIFTPM) build --show-bin-path)
 
 ## The fault suite: a long random history under faults, then the checker (SEED=, OPS= override;
 ## ENGINE=postgres runs the store on a throwaway PostgreSQL cluster the script starts and stops).
@@ -187,8 +191,8 @@ previous-release: deps
 		git archive "$(PREVIOUS_RELEASE)" | tar -x -C .build-previous/src && \
 		echo "building the previous release ($(PREVIOUS_RELEASE)) for the upgrade test" && \
 		rm -f .build/debug.yaml && \
-		$(SWIFT) build --package-path .build-previous/src --scratch-path "$(CURDIR)/.build" --product kiosk-server && \
-		cp "$$($(SWIFT) build --package-path .build-previous/src --scratch-path "$(CURDIR)/.build" --show-bin-path)/kiosk-server" .build-previous/kiosk-server && \
+		$(SWIFTPM) build --package-path .build-previous/src --scratch-path "$(CURDIR)/.build" --product kiosk-server && \
+		cp "$$($(SWIFTPM) build --package-path .build-previous/src --scratch-path "$(CURDIR)/.build" --show-bin-path)/kiosk-server" .build-previous/kiosk-server && \
 		rm -f .build/debug.yaml && \
 		echo "$(PREVIOUS_RELEASE)" > .build-previous/commit; \
 	fi
