@@ -42,7 +42,11 @@ def main():
             with tempfile.NamedTemporaryFile(suffix=".xml") as document:
                 document.write(body)
                 document.flush()
-                validated = subprocess.run([jing, "-c", SCHEMA, document.name], capture_output=True, text=True)
+                # Without its performance counters the JVM leaves no /tmp/hsperfdata_USER behind (it
+                # ignores TMPDIR); Debian's jing launcher sets JAVA_ARGS itself, so the JVM's own
+                # variable carries the option (and a "Picked up" line on stderr, which is not read).
+                validated = subprocess.run([jing, "-c", SCHEMA, document.name], capture_output=True, text=True,
+                                           env={**os.environ, "JAVA_TOOL_OPTIONS": "-XX:-UsePerfData"})
             if validated.returncode != 0:
                 problems += [line for line in validated.stdout.splitlines() if "error" in line]
             parsed = feedparser.parse(body)

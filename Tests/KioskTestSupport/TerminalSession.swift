@@ -5,6 +5,9 @@ import Foundation
 public final class TerminalSession: @unchecked Sendable {
     public static let tmux = "/usr/bin/tmux"
     private let socket: String
+    /// tmux's socket folder (`TMUX_TMPDIR`), the test's own: tmux otherwise makes /tmp/tmux-UID and
+    /// leaves it there after its server ends.
+    private let socketFolder: TemporaryDirectory
     private let name = "kiosk"
     /// The pane's shell, killed with its children at the end: the tmux server outlives the test.
     private var shell: pid_t = 0
@@ -16,12 +19,13 @@ public final class TerminalSession: @unchecked Sendable {
             throw KioskCommand.MissingTool(message: "tmux (\(Self.tmux)) is missing: `make test-tools` installs it (apt-get install tmux)")
         }
         socket = "kiosk-test-\(getpid())-\(UUID().uuidString.prefix(8))"
-        let started = try Self.tmux(socket, ["-f", "/dev/null", "new-session", "-d", "-s", name, "-x", "\(columns)", "-y", "\(rows)",
+        socketFolder = try TemporaryDirectory("tmux")
+        let started = try tmux(["-f", "/dev/null", "new-session", "-d", "-s", name, "-x", "\(columns)", "-y", "\(rows)",
                                              "env", "TERM=xterm-256color", "sh", "-c", command])
         guard started.status == 0 else {
             throw KioskCommand.MissingTool(message: "tmux did not start a session: \(started.output)")
         }
-        shell = pid_t(try Self.tmux(socket, ["display-message", "-p", "-t", name, "#{pane_pid}"]).output
+        shell = pid_t(try tmux(["display-message", "-p", "-t", name, "#{pane_pid}"]).output
             .trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
     }
 
@@ -31,12 +35,12 @@ public final class TerminalSession: @unchecked Sendable {
             _ = try? Self.run("/usr/bin/pkill", ["-KILL", "-P", "\(shell)"])
             kill(shell, SIGKILL)
         }
-        _ = try? Self.tmux(socket, ["kill-server"])
+        _ = try? tmux(["kill-server"])
     }
 
     /// The visible screen, one string per row, trailing blanks and empty rows at the end removed.
     public func screen() throws -> [String] {
-        let captured = try Self.tmux(socket, ["capture-pane", "-p", "-t", name])
+        let captured = try tmux(["capture-pane", "-p", "-t", name])
         var lines = captured.output.split(separator: "\n", omittingEmptySubsequences: false).map {
             String($0.reversed().drop { $0 == " " }.reversed())
         }
@@ -46,7 +50,7 @@ public final class TerminalSession: @unchecked Sendable {
 
     /// Types keys as tmux names them (`C-c`, `Enter`, or text).
     public func send(_ keys: String...) throws {
-        _ = try Self.tmux(socket, ["send-keys", "-t", name] + keys)
+        _ = try tmux(["send-keys", "-t", name] + keys)
     }
 
     /// Reads the screen until `condition` holds for it, or `timeout` passes; returns the last screen.
@@ -64,11 +68,11 @@ public final class TerminalSession: @unchecked Sendable {
     /// Runs one tmux command with `posix_spawn` and `waitpid`. Its output goes to a file, not a
     /// pipe: the tmux server that `new-session` starts lives on with the descriptors it was given.
     /// (Foundation's `Process` waited past the client's exit here.)
-    private static func tmux(_ socket: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        try run(tmux, ["-L", socket] + arguments)
+    private func tmux(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        try Self.run(Self.tmux, ["-L", socket] + arguments, environment: ["TMUX_TMPDIR": socketFolder.url.path])
     }
 
-    private static func run(_ program: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+    private static func run(_ program: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("tmux-\(UUID().uuidString.prefix(8)).out")
         defer { try? FileManager.default.removeItem(at: file) }
         var actions = posix_spawn_file_actions_t()
@@ -79,7 +83,7 @@ public final class TerminalSession: @unchecked Sendable {
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         let argv = [program] + arguments
         var cArgv = argv.map { strdup($0) } + [nil]
-        let env = ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" }
+        let env = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { "\($0.key)=\($0.value)" }
         var cEnv = env.map { strdup($0) } + [nil]
         defer { (cArgv + cEnv).forEach { free($0) } }
         var pid: pid_t = 0
