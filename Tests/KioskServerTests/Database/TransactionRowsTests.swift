@@ -331,4 +331,20 @@ struct TransactionRowsTests {
         await database.close()
         #expect(stillActive.isEmpty, "periods ending at these milliseconds were refunded and their subscription kept renewing: \(stillActive)")
     }
+
+    @Test("the console overview's subscription counts read subscriptions' periods through their partial index, never every transaction (SQLite's plans)")
+    func overviewCountsUseTheSubscriptionsIndex() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await Self.openStore(.sqlite, in: directory)
+        let now = StoreClock.wallClock.wallNow()
+        for (name, query) in OverviewCounts.all(since: now.addingTimeInterval(-30 * 86_400), now: now) {
+            let plan = try await database.read { db in
+                try await db.raw("EXPLAIN QUERY PLAN " + query).all().map { try $0.decode(column: "detail", as: String.self) }
+            }
+            // "SCAN storeTransaction" or "SCAN t" with no index reads every row of the table.
+            let scans = plan.filter { $0.hasPrefix("SCAN ") && !$0.hasPrefix("SCAN subscription") && !$0.contains("INDEX") }
+            #expect(scans.isEmpty, "\(name) scans every transaction: \(plan)")
+        }
+        await database.close()
+    }
 }
