@@ -191,5 +191,31 @@ struct ArchiveExtractorTests {
         let original = try FolderSnapshot.files(in: folder)
         let unpacked = try FolderSnapshot.files(in: root.path("out"))
         #expect(unpacked == original)
+        #expect(summary.archiveSHA256 == (try FileDigest.sha256(of: packed.file)))
+    }
+
+    @Test("an archive is hashed while it unpacks: the digest of several MiB, a zip read out of order, is the file's; a refused one stops the hash", arguments: [ArchiveFormat.zip, .tarGz])
+    func hashedWhileUnpacking(format: ArchiveFormat) throws {
+        let root = try TemporaryDirectory()
+        let folder = root.path("content")
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("pages"), withIntermediateDirectories: true)
+        var generator = SystemRandomNumberGenerator()
+        for page in 0..<3 {
+            // Random bytes do not compress: the archive spans several of the hash's 1 MiB reads.
+            let bytes = Data((0..<(1_500_000 + page)).map { _ in UInt8.random(in: 0...255, using: &generator) })
+            try bytes.write(to: folder.appendingPathComponent("pages/\(page).bin"))
+        }
+        let packed = try ContentPacker().pack(folder: folder, format: format, to: root.path("pages.\(format.fileExtension)"))
+        try FileManager.default.createDirectory(at: root.path("out"), withIntermediateDirectories: true)
+        let summary = try ArchiveExtractor().extract(packed.file, into: root.path("out"))
+        #expect(summary.archiveSHA256 == (try FileDigest.sha256(of: packed.file)))
+        #expect(try FolderSnapshot.files(in: root.path("out")) == (try FolderSnapshot.files(in: folder)))
+
+        // Refused at its second entry: the extraction returns its error, with the hash stopped
+        // before the descriptor it reads is closed.
+        try FileManager.default.createDirectory(at: root.path("small"), withIntermediateDirectories: true)
+        #expect(throws: UnpackError.tooManyEntries(limit: 1)) {
+            try ArchiveExtractor(limits: ExtractionLimits(maxEntries: 1)).extract(packed.file, into: root.path("small"))
+        }
     }
 }

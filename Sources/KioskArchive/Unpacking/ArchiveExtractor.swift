@@ -2,6 +2,7 @@ import CArchive
 import Crypto
 import Foundation
 import KioskCore
+import Synchronization
 
 /// Unpacks a zip or tar archive into a folder, refusing anything that could write outside it.
 ///
@@ -72,30 +73,17 @@ public struct ArchiveExtractor: Sendable {
         defer { close(descriptor) }
         var before = stat()
         guard fstat(descriptor, &before) == 0 else { throw UnpackError.disk(entry: nil, message: "cannot read \(archive.lastPathComponent)") }
-        let digest = try Self.sha256(of: descriptor, name: archive.lastPathComponent)
+        let hashing = DescriptorDigest(descriptor, name: archive.lastPathComponent)
+        // Runs before the descriptor is closed (defers run last first), so the hash never reads a
+        // descriptor that was closed or reused.
+        defer { hashing.stop() }
         var summary = try extractEntries(from: ArchiveHandle.reader(descriptor: descriptor), archiveSize: Int64(before.st_size), into: destination)
+        let digest = try hashing.value()
         var after = stat()
         let unchanged = fstat(descriptor, &after) == 0 && after.st_size == before.st_size
             && after.st_ctim.tv_sec == before.st_ctim.tv_sec && after.st_ctim.tv_nsec == before.st_ctim.tv_nsec
         summary.archiveSHA256 = unchanged ? digest : nil
         return summary
-    }
-
-    /// The SHA-256 of every byte of an open file, read with `pread` (the descriptor's offset is left alone).
-    private static func sha256(of descriptor: Int32, name: String) throws -> String {
-        let size = 1 << 20
-        let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 64)
-        defer { buffer.deallocate() }
-        var hasher = SHA256()
-        var offset: off_t = 0
-        while true {
-            let count = pread(descriptor, buffer, size, offset)
-            if count == 0 { break }
-            guard count > 0 else { throw UnpackError.disk(entry: nil, message: "cannot read \(name): \(String(cString: strerror(errno)))") }
-            hasher.update(bufferPointer: UnsafeRawBufferPointer(start: buffer, count: count))
-            offset += off_t(count)
-        }
-        return FileDigest.hex(hasher.finalize())
     }
 
     private func extractEntries(from reader: ArchiveHandle, archiveSize: Int64, into destination: URL) throws -> Summary {
@@ -364,5 +352,63 @@ final class ArchiveHandle {
             | ARCHIVE_EXTRACT_NO_OVERWRITE | ARCHIVE_EXTRACT_PERM
         archive_write_disk_set_options(handle, flags)
         return writer
+    }
+}
+
+/// The SHA-256 of every byte of an open file, read with `pread` (the descriptor's offset, which
+/// the unpacking moves, is left alone) on a thread of its own while the same descriptor is
+/// unpacked.
+///
+/// **Performance layer.** Replaces hashing the whole archive before unpacking it (dd0b516), which
+/// added the hash's time to every unpack. `kiosk unpack` of `make bench`'s 5,000 files (100 MB)
+/// into tmpfs, so the disk does not hide it, 7 runs each alternating (2026-11-30 22:58): tar.gz
+/// 1.16 s before, 1.06 s after; zip 0.86 s before, 0.77 s after; the CPU the same (1.15 s and
+/// 0.85 s), as it does the same work on the second core.
+final class DescriptorDigest: Sendable {
+    private let finished = DispatchSemaphore(value: 0)
+    private let result = Mutex<Result<String, any Error>?>(nil)
+    private let stopping = Atomic<Bool>(false)
+
+    /// Starts hashing `descriptor`; `name` names the file in an error.
+    init(_ descriptor: Int32, name: String) {
+        let thread = Thread { [self] in
+            let outcome = Result { try Self.sha256(of: descriptor, name: name, stopping: self.stopping) }
+            result.withLock { $0 = outcome }
+            finished.signal()
+        }
+        thread.name = "kiosk-archive-hash"
+        thread.start()
+    }
+
+    /// The digest, once every byte is read.
+    /// - Throws: ``UnpackError/disk(entry:message:)`` when the file could not be read.
+    func value() throws -> String {
+        finished.wait()
+        finished.signal()
+        guard let outcome = result.withLock({ $0 }) else { throw UnpackError.disk(entry: nil, message: "the archive's hash was stopped") }
+        return try outcome.get()
+    }
+
+    /// Stops the hash (an unpack that failed needs none) and waits until it no longer reads.
+    func stop() {
+        stopping.store(true, ordering: .relaxed)
+        finished.wait()
+        finished.signal()
+    }
+
+    private static func sha256(of descriptor: Int32, name: String, stopping: borrowing Atomic<Bool>) throws -> String {
+        let size = 1 << 20
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 64)
+        defer { buffer.deallocate() }
+        var hasher = SHA256()
+        var offset: off_t = 0
+        while !stopping.load(ordering: .relaxed) {
+            let count = pread(descriptor, buffer, size, offset)
+            if count == 0 { return FileDigest.hex(hasher.finalize()) }
+            guard count > 0 else { throw UnpackError.disk(entry: nil, message: "cannot read \(name): \(String(cString: strerror(errno)))") }
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(start: buffer, count: count))
+            offset += off_t(count)
+        }
+        throw UnpackError.disk(entry: nil, message: "the hash of \(name) was stopped")
     }
 }
