@@ -94,7 +94,7 @@ struct ContentPackerTests {
         process.arguments = arguments
         let output = Pipe()
         process.standardOutput = output
-        try process.run()
+        try process.runAlone()
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitForExit()
         #expect(process.terminationStatus == 0, "\(arguments.joined(separator: " ")) failed")

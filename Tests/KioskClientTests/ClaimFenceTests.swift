@@ -151,7 +151,7 @@ struct ClaimFenceTests {
         let installer = LibraryInstaller(library: directory.path("Library"))
         let dead = Process()
         dead.executableURL = URL(fileURLWithPath: "/bin/true")
-        try dead.run()
+        try dead.runAlone()
         dead.waitForExit()
         let live = DownloadClaim(productId: Self.book, owner: ClaimOwner(), generation: 3)
         let gone = DownloadClaim(productId: Self.book, owner: ClaimOwner(id: "\(dead.processIdentifier):deadbeef"), generation: 2)

@@ -92,17 +92,26 @@ public enum KioskCommand {
         if let folder { process.currentDirectoryURL = folder }
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let stdout = Pipe()
-        let stderr = Pipe()
-        process.standardOutput = stdout
-        process.standardError = stderr
-        let stdin = input == nil ? nil : Pipe()
-        if let stdin { process.standardInput = stdin }
+        // The pipes are made and the command started with no other start under way (``Spawning``).
+        let (stdout, stderr, stdin) = try Spawning.alone { () throws -> (Pipe, Pipe, Pipe?) in
+            let stdout = Pipe()
+            let stderr = Pipe()
+            process.standardOutput = stdout
+            process.standardError = stderr
+            let stdin = input == nil ? nil : Pipe()
+            if let stdin { process.standardInput = stdin }
+            do {
+                try process.run()
+            } catch {
+                Pipes.close([stdout, stderr, stdin].compactMap { $0 })
+                throw error
+            }
+            return (stdout, stderr, stdin)
+        }
         // Every end closed once the command is done: left to Foundation, about one descriptor in
         // two commands stayed open, 1,095 pipes in a run of the command line's suites, and
         // Process.run then crashed reading the long /proc/self/fd (swift-corelibs-foundation#5472).
         defer { Pipes.close([stdout, stderr, stdin].compactMap { $0 }) }
-        try process.run()
         if let input, let stdin {
             stdin.fileHandleForWriting.write(Data(input.utf8))
             try? stdin.fileHandleForWriting.close()
@@ -174,13 +183,18 @@ public final class ServerProcess: @unchecked Sendable {
         // second. A production store takes no less than 10.
         let cost = extraArguments.contains("production") ? "10" : "4"
         process.environment = ProcessInfo.processInfo.environment.merging(["KIOSK_PASSWORD_COST": cost]) { own, _ in own }
-        let stdout = Pipe()
-        process.standardOutput = stdout
-        let logHandle = try FileHandle(forWritingTo: log)
-        process.standardError = logHandle
-        try process.run()
-        // The server writes through its own copy; this one would stay open after the log's folder is gone.
-        try? logHandle.close()
+        // Made and started with no other start under way (``Spawning``): a descriptor of another
+        // command passed into the server would hide that command's end until the server stops.
+        let stdout = try Spawning.alone { () throws -> Pipe in
+            let stdout = Pipe()
+            process.standardOutput = stdout
+            let logHandle = try FileHandle(forWritingTo: log)
+            process.standardError = logHandle
+            // The server writes through its own copy; this one would stay open after the log's folder is gone.
+            defer { try? logHandle.close() }
+            try process.run()
+            return stdout
+        }
         url = try Self.listeningURL(process, stdout: stdout, log: log)
     }
 

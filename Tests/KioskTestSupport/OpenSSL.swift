@@ -13,7 +13,7 @@ public enum OpenSSL {
         process.arguments = arguments
         process.currentDirectoryURL = directory.url
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.runAlone()
         process.waitForExit()
         try #require(process.terminationStatus == 0, "openssl \(arguments.joined(separator: " ")) failed")
     }

@@ -50,7 +50,7 @@ public final class PlayStandIn: @unchecked Sendable {
         let stdout = Pipe()
         process.standardOutput = stdout
         process.standardError = try FileHandle(forWritingTo: log)
-        try process.run()
+        try process.runAlone()
         url = try ServerProcess.listeningURL(process, stdout: stdout, log: log)
     }
 

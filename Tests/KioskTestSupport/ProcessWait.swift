@@ -1,6 +1,32 @@
 import Foundation
 
+/// One spawn at a time in a test process. Foundation on Linux learns that a child ended when the
+/// socket it hands the child closes, and it makes that socket (like a `Pipe`) without close-on-exec;
+/// a second `Process.run()` on another thread at that moment can pass both into its own child
+/// (swift-corelibs-foundation#4795). When that child is a server, the first command's end is not
+/// seen until the server stops: `isRunning` stays true, or its output never reaches its end. A
+/// make test hung so (2026-11-30 23:09): UpgradeTests starts a server while a `kiosk buy` starts,
+/// and the lane went silent until its watchdog stopped it. The helpers that start `kiosk` and the
+/// servers make their pipes and start their process inside ``alone(_:)``; every other start in the
+/// tests goes through ``Foundation/Process/runAlone()``.
+public enum Spawning {
+    private static let lock = NSLock()
+
+    /// Runs `body`, which makes a process's pipes and starts it, while no other start of this
+    /// process runs.
+    public static func alone<T>(_ body: () throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+}
+
 extension Process {
+    /// `run()`, one start at a time with every other start of the tests (``Spawning``).
+    public func runAlone() throws {
+        try Spawning.alone { try run() }
+    }
+
     /// Waits for the process to end, for at most `seconds`; one still running then is killed, and
     /// waited for a few seconds more. The one wait of the tests and their tools, in place of
     /// `waitUntilExit`, which has no bound: Foundation on Linux can miss the exit of one of several

@@ -20,7 +20,7 @@ public final class ScriptServer: @unchecked Sendable {
         let stdout = Pipe()
         process.standardOutput = stdout
         process.standardError = FileHandle.standardError
-        try process.run()
+        try process.runAlone()
         let text = ServerProcess.firstLine(of: stdout)
         guard text.hasPrefix("port="), let port = Int(text.dropFirst(5)) else {
             process.terminate()

@@ -55,7 +55,7 @@ final class LineServer: Sendable {
                 let input = Pipe(), output = Pipe()
                 process.standardInput = input
                 process.standardOutput = output
-                try process.run()
+                try process.runAlone()
                 // The child holds its own ends; ours stay open only where this process uses them.
                 try input.fileHandleForReading.close()
                 try output.fileHandleForWriting.close()

@@ -45,7 +45,7 @@ public final class StripeStandIn: @unchecked Sendable {
         let stdout = Pipe()
         process.standardOutput = stdout
         process.standardError = try FileHandle(forWritingTo: log)
-        try process.run()
+        try process.runAlone()
         url = try ServerProcess.listeningURL(process, stdout: stdout, log: log)
     }
 

@@ -38,7 +38,7 @@ public final class TestNginx: Sendable {
             process.arguments = ["-c", file.path, "-p", folder.url.path, "-e", folder.path("error.log").path]
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
-            try process.run()
+            try process.runAlone()
             let nginx = TestNginx(port: port, folder: folder, process: process)
             for _ in 0..<100 where process.isRunning {
                 if Self.accepts(port: port) { return nginx }

@@ -12,7 +12,7 @@ public enum ToolProcess {
         process.standardOutput = pipe
         process.standardError = pipe
         defer { Pipes.close([pipe]) }
-        try process.run()
+        try process.runAlone()
         let output = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitForExit()
         return (process.terminationStatus, String(decoding: output, as: UTF8.self))

@@ -84,7 +84,7 @@ struct AppStoreDownloadCommandTests {
         slow.environment = ProcessInfo.processInfo.environment.merging(["KIOSK_HOME": home, "KIOSK_MAX_RECEIVE_SPEED": "2000000"]) { $1 }
         slow.standardOutput = FileHandle.nullDevice
         slow.standardError = FileHandle.nullDevice
-        try slow.run()
+        try slow.runAlone()
         let partial = URL(fileURLWithPath: home).appendingPathComponent("downloads/\(Self.atlas).partial")
         let size = { (try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int) ?? 0 }
         for _ in 0..<300 where size() < 2 << 20 {

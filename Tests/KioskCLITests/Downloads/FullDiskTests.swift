@@ -114,7 +114,7 @@ struct FullDiskTests {
         FileManager.default.createFile(atPath: out.path, contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: out)
         process.standardError = process.standardOutput
-        try process.run()
+        try process.runAlone()
         let partial = home + "/downloads/\(book).partial"
         for _ in 0..<400 where ((try? FileManager.default.attributesOfItem(atPath: partial)[.size] as? Int) ?? 0) < 40_000 {
             try await Task.sleep(for: .milliseconds(25))

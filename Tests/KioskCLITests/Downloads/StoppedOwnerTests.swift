@@ -50,7 +50,7 @@ struct StoppedOwnerTests {
             FileManager.default.createFile(atPath: directory.path("\(log).err").path, contents: nil)
             process.standardOutput = try FileHandle(forWritingTo: directory.path("\(log).out"))
             process.standardError = try FileHandle(forWritingTo: directory.path("\(log).err"))
-            try process.run()
+            try process.runAlone()
             return process
         }
 

@@ -25,7 +25,7 @@ struct FetchCommandTests: KioskCommandSuite {
         slow.arguments = arguments
         slow.environment = ProcessInfo.processInfo.environment.merging(["KIOSK_MAX_RECEIVE_SPEED": "2000000"]) { $1 }
         slow.standardOutput = FileHandle.nullDevice
-        try slow.run()
+        try slow.runAlone()
         let partial = output.appendingPathExtension("partial")
         for _ in 0..<300 where ((try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? Int) ?? 0) < 2 << 20 {
             try await Task.sleep(for: .milliseconds(50))

@@ -81,7 +81,7 @@ struct HelpCommandTests {
             let out = Pipe(), err = Pipe()
             process.standardOutput = out
             process.standardError = err
-            try process.run()
+            try process.runAlone()
             let output = out.fileHandleForReading.readDataToEndOfFile()
             let error = err.fileHandleForReading.readDataToEndOfFile()
             process.waitForExit()

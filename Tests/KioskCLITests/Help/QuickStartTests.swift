@@ -48,7 +48,7 @@ struct QuickStartTests {
             let handle = try FileHandle(forWritingTo: log)
             process.standardOutput = handle
             process.standardError = handle
-            try process.run()
+            try process.runAlone()
             process.waitForExit()
             return (process.terminationStatus, try String(contentsOf: log, encoding: .utf8))
         }

@@ -12,7 +12,7 @@ struct ArchiveLoadingTests {
         let python = Process()
         python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         python.arguments = ["python3", "-c", "import sys, zipfile; zipfile.ZipFile(sys.argv[1], 'w').writestr('chapter.txt', 'It was a dark night.')", zip.path]
-        try python.run()
+        try python.runAlone()
         python.waitForExit()
         try #require(python.terminationStatus == 0, "python3 could not write a zip (make test installs it)")
         return zip

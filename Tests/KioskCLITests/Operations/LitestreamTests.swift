@@ -34,7 +34,7 @@ struct LitestreamTests {
             process.standardOutput = output
             process.standardError = output
             process.standardInput = FileHandle.nullDevice
-            try process.run()
+            try process.runAlone()
         }
 
         /// Sends `signal` to the PID and waits for the exit; returns the status (-1: never seen to end).

@@ -179,7 +179,7 @@ struct PackageTests {
                 let pipe = Pipe()
                 process.standardOutput = pipe
                 process.standardError = pipe
-                try process.run()
+                try process.runAlone()
                 let output = pipe.fileHandleForReading.readDataToEndOfFile()
                 let status = process.waitForExit(seconds: 30)
                 return (status, String(decoding: output, as: UTF8.self))
@@ -256,7 +256,7 @@ struct PackageTests {
         let stdout = Pipe()
         server.standardOutput = stdout
         server.standardError = try FileHandle(forWritingTo: log)
-        try server.run()
+        try server.runAlone()
         defer {
             if server.isRunning {
                 kill(server.processIdentifier, SIGKILL)

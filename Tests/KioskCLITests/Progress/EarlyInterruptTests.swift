@@ -22,7 +22,7 @@ struct EarlyInterruptTests {
                 process.arguments = ["fetch", "-s", url + "/v1/content/drip", "-o", work.path("drip-\(delay).bin").path]
                 process.standardOutput = FileHandle.nullDevice
                 process.standardError = FileHandle.nullDevice
-                try process.run()
+                try process.runAlone()
                 usleep(useconds_t(delay))
                 kill(process.processIdentifier, SIGINT)
                 let stopped = try await offCooperativePool { () -> Bool in

@@ -48,7 +48,7 @@ struct PurchaseLineTests {
             process.standardInput = FileHandle.nullDevice
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
-            try process.run()
+            try process.runAlone()
         }
 
         /// The program `script` runs (its only child).

@@ -107,7 +107,7 @@ struct ResumeCommandTests {
         process.arguments = [tool] + arguments
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.runAlone()
         process.waitForExit()
         return process.terminationStatus
     }

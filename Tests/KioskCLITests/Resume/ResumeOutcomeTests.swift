@@ -88,7 +88,7 @@ struct ResumeOutcomeTests: KioskCommandSuite, BackgroundCommandSuite {
         let errors = Pipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        try process.runAlone()
         try await Task.sleep(for: .seconds(1.5))
         #expect(process.isRunning, "sync ended before it was interrupted")
         let sent = ContinuousClock.now

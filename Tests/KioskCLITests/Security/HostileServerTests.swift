@@ -119,7 +119,7 @@ struct HostileServerTests {
         let make = Process()
         make.executableURL = URL(fileURLWithPath: "/bin/sh")
         make.arguments = ["-c", "head -c 300000000 /dev/zero | tr '\\0' ' ' | gzip -1 > '\(bomb.path)'"]
-        try make.run()
+        try make.runAlone()
         try await offCooperativePool { make.waitForExit() }
         #expect(make.terminationStatus == 0)
         let size = try #require(try FileManager.default.attributesOfItem(atPath: bomb.path)[.size] as? Int)

@@ -110,7 +110,7 @@ struct ServeLifecycleTests {
         let packed = Process()
         packed.executableURL = URL(fileURLWithPath: "/usr/bin/tar")
         packed.arguments = ["-czf", tarball.path, "-C", store.content.appendingPathComponent("books").path, "small-engines"]
-        try packed.run()
+        try packed.runAlone()
         packed.waitForExit()
         for (file, says) in [("small-engines.pdf", "libarchive: Unrecognized archive format"), ("small-engines.tar.gz", "it is a tar.gz archive, not zip")] {
             try store.editCatalog("books.json") { products in
@@ -134,7 +134,7 @@ struct ServeLifecycleTests {
         let zipped = Process()
         zipped.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         zipped.arguments = ["-c", "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1], 'w'); z.writestr('a.md', 'x' * 4000); z.writestr('b.md', 'y' * 4000); z.close()", whole.path]
-        try zipped.run()
+        try zipped.runAlone()
         zipped.waitForExit()
         let bytes = try Data(contentsOf: whole)
         try bytes.prefix(bytes.count - 30).write(to: store.content.appendingPathComponent("books/cut.zip"))

@@ -70,7 +70,7 @@ struct AtlasHome {
         FileManager.default.createFile(atPath: err.path, contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: out)
         process.standardError = try FileHandle(forWritingTo: err)
-        try process.run()
+        try process.runAlone()
         return process
     }
 

@@ -27,7 +27,7 @@ extension BackgroundCommandSuite {
         FileManager.default.createFile(atPath: err.path, contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: out)
         process.standardError = try FileHandle(forWritingTo: err)
-        try process.run()
+        try process.runAlone()
         return process
     }
 

@@ -59,7 +59,7 @@ struct ContentDeliveryTests: LargeBookSuite {
                 + common + ["-r", "5-", target, "-o", outputs[2]]
             let pipe = Pipe()
             curl.standardOutput = pipe
-            try curl.run()
+            try curl.runAlone()
             let written = try await offCooperativePool { pipe.fileHandleForReading.readDataToEndOfFile() }
             curl.waitForExit()
             #expect(curl.terminationStatus == 0)

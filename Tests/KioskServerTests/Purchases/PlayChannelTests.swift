@@ -44,7 +44,7 @@ struct PlayChannelTests: StoreSuite {
             process.executableURL = python
             process.arguments = [SampleStore.repository.appendingPathComponent("scripts/play_push_token.py").path] + arguments
             process.standardOutput = output
-            try process.run()
+            try process.runAlone()
             let data = output.fileHandleForReading.readDataToEndOfFile()
             process.waitForExit()
             try #require(process.terminationStatus == 0, "play_push_token.py \(arguments.first ?? "") failed")

@@ -39,7 +39,7 @@ struct KOSyncTests: StoreSuite {
         process.arguments = ["-c", "{ \(reads); } | md5sum"]
         let out = Pipe()
         process.standardOutput = out
-        try process.run()
+        try process.runAlone()
         let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         return String(text.prefix(32))
@@ -64,7 +64,7 @@ struct KOSyncTests: StoreSuite {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         process.arguments = ["-c", script, file.path]
-        try process.run()
+        try process.runAlone()
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
     }
