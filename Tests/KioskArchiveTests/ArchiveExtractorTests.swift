@@ -1,5 +1,5 @@
 import Foundation
-import KioskArchive
+@testable import KioskArchive
 import KioskCore
 import KioskTestSupport
 import Testing
@@ -217,5 +217,44 @@ struct ArchiveExtractorTests {
         #expect(throws: UnpackError.tooManyEntries(limit: 1)) {
             try ArchiveExtractor(limits: ExtractionLimits(maxEntries: 1)).extract(packed.file, into: root.path("small"))
         }
+    }
+
+    @Test("a folder, a FIFO or a device given as the archive is refused at once, naming what it is")
+    func notAFile() throws {
+        let root = try TemporaryDirectory()
+        let folder = root.path("adir")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let fifo = root.path("fifo")
+        #expect(mkfifo(fifo.path, 0o600) == 0)
+        try FileManager.default.createDirectory(at: root.path("out"), withIntermediateDirectories: true)
+        #expect(throws: UnpackError.disk(entry: nil, message: "cannot read adir: it is a folder")) {
+            try ArchiveExtractor().extract(folder, into: root.path("out"))
+        }
+        #expect(throws: UnpackError.disk(entry: nil, message: "cannot read fifo: it is not a regular file")) {
+            try ArchiveExtractor().extract(fifo, into: root.path("out"))
+        }
+        #expect(throws: UnpackError.disk(entry: nil, message: "cannot read zero: it is not a regular file")) {
+            try ArchiveExtractor().extract(URL(fileURLWithPath: "/dev/zero"), into: root.path("out"))
+        }
+    }
+
+    @Test("an archive's digest is the same made on a thread of its own or, when no thread can be made, on the caller's; a stop without a thread returns at once")
+    func digestWithoutAThread() throws {
+        let root = try TemporaryDirectory()
+        let file = root.path("bytes")
+        var generator = SystemRandomNumberGenerator()
+        try Data((0..<2_500_000).map { _ in UInt8.random(in: 0...255, using: &generator) }).write(to: file)
+        let expected = try FileDigest.sha256(of: file)
+        let descriptor = open(file.path, O_RDONLY)
+        #expect(descriptor >= 0)
+        defer { close(descriptor) }
+        for threadOfItsOwn in [true, false] {
+            let digest = DescriptorDigest(descriptor, name: "bytes", threadOfItsOwn: threadOfItsOwn)
+            #expect(try digest.value() == expected, "thread of its own: \(threadOfItsOwn)")
+            digest.stop()
+        }
+        let stopped = DescriptorDigest(descriptor, name: "bytes", threadOfItsOwn: false)
+        stopped.stop()
+        #expect(throws: UnpackError.disk(entry: nil, message: "the hash of bytes was stopped")) { try stopped.value() }
     }
 }

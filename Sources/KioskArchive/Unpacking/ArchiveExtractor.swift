@@ -68,11 +68,18 @@ public struct ArchiveExtractor: Sendable {
     /// name after its check is not the one read; one rewritten while it was read has moved its
     /// change time; either way the digest or its absence says so.
     private func extractEntries(_ archive: URL, into destination: URL) throws -> Summary {
-        let descriptor = open(archive.path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        // O_NONBLOCK: a FIFO under the name would hold the open until something writes to it; it
+        // is refused just below instead (a regular file reads the same either way).
+        let descriptor = open(archive.path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else { throw UnpackError.disk(entry: nil, message: "cannot open \(archive.lastPathComponent): \(String(cString: strerror(errno)))") }
         defer { close(descriptor) }
         var before = stat()
         guard fstat(descriptor, &before) == 0 else { throw UnpackError.disk(entry: nil, message: "cannot read \(archive.lastPathComponent)") }
+        // A folder, a FIFO or a device is no archive to hash and seek in (and /dev/zero never ends).
+        guard before.st_mode & S_IFMT == S_IFREG else {
+            let kind = before.st_mode & S_IFMT == S_IFDIR ? "it is a folder" : "it is not a regular file"
+            throw UnpackError.disk(entry: nil, message: "cannot read \(archive.lastPathComponent): \(kind)")
+        }
         let hashing = DescriptorDigest(descriptor, name: archive.lastPathComponent)
         // Runs before the descriptor is closed (defers run last first), so the hash never reads a
         // descriptor that was closed or reused.
@@ -365,26 +372,53 @@ final class ArchiveHandle {
 /// 1.16 s before, 1.06 s after; zip 0.86 s before, 0.77 s after; the CPU the same (1.15 s and
 /// 0.85 s), as it does the same work on the second core.
 final class DescriptorDigest: Sendable {
+    private let descriptor: Int32
+    private let name: String
     private let finished = DispatchSemaphore(value: 0)
     private let result = Mutex<Result<String, any Error>?>(nil)
     private let stopping = Atomic<Bool>(false)
+    /// Whether the hash has a thread of its own. Foundation's `Thread.start()` says nothing when
+    /// the thread cannot be made (a process at its limit of threads), and a wait for it then never
+    /// ended; `pthread_create` says so, and the hash is then made on the caller's thread.
+    private let threaded = Atomic<Bool>(false)
 
     /// Starts hashing `descriptor`; `name` names the file in an error.
-    init(_ descriptor: Int32, name: String) {
-        let thread = Thread { [self] in
-            let outcome = Result { try Self.sha256(of: descriptor, name: name, stopping: self.stopping) }
-            result.withLock { $0 = outcome }
-            finished.signal()
+    /// - Parameter threadOfItsOwn: false makes the hash on the caller's thread, as when no thread
+    ///   can be made (for tests).
+    init(_ descriptor: Int32, name: String, threadOfItsOwn: Bool = true) {
+        self.descriptor = descriptor
+        self.name = name
+        guard threadOfItsOwn else { return }
+        let context = Unmanaged.passRetained(self)
+        var thread = pthread_t()
+        let made = pthread_create(&thread, nil, { context in
+            guard let context else { return nil }
+            Unmanaged<DescriptorDigest>.fromOpaque(context).takeRetainedValue().hash()
+            return nil
+        }, context.toOpaque())
+        if made == 0 {
+            pthread_detach(thread)
+            threaded.store(true, ordering: .releasing)
+        } else {
+            context.release()
         }
-        thread.name = "kiosk-archive-hash"
-        thread.start()
+    }
+
+    private func hash() {
+        let outcome = Result { try Self.sha256(of: descriptor, name: name, stopping: stopping) }
+        result.withLock { $0 = outcome }
+        finished.signal()
     }
 
     /// The digest, once every byte is read.
     /// - Throws: ``UnpackError/disk(entry:message:)`` when the file could not be read.
     func value() throws -> String {
-        finished.wait()
-        finished.signal()
+        if threaded.load(ordering: .acquiring) {
+            finished.wait()
+            finished.signal()
+        } else if result.withLock({ $0 }) == nil {
+            hash()
+        }
         guard let outcome = result.withLock({ $0 }) else { throw UnpackError.disk(entry: nil, message: "the archive's hash was stopped") }
         return try outcome.get()
     }
@@ -392,6 +426,7 @@ final class DescriptorDigest: Sendable {
     /// Stops the hash (an unpack that failed needs none) and waits until it no longer reads.
     func stop() {
         stopping.store(true, ordering: .relaxed)
+        guard threaded.load(ordering: .acquiring) else { return }
         finished.wait()
         finished.signal()
     }
