@@ -710,22 +710,6 @@ enum Migrations {
         Migration(name: "37-trace-parent", earlierMayServe: true) { _ in [
             #"ALTER TABLE "notification" ADD COLUMN "traceParent" TEXT"#,
         ] },
-        // A delivery pass finds an account's waiting deliveries inside its window of the endpoint's
-        // oldest pending ones (Notifications.claimDeliveries), so `delivery_due` had no reader but
-        // the console's count of failed deliveries, which a partial index of those alone serves.
-        // Every delivery entered `delivery_due` three times (written, claimed, recorded), and since
-        // a claim's lease is written into `nextAttemptAt`, no claim on PostgreSQL was a HOT update.
-        // An earlier Kiosk still serves the database: it names no index, and only its look-up of
-        // waiting deliveries reads more rows without this one. Measured 2026-11-30 23:49–23:54
-        // (release builds, section 6's 200 accounts with a webhook, the two builds alternating in
-        // both orders): on PostgreSQL 47 % of the deliveries' updates are HOT (none before), WAL
-        // records a claim 5.2 → 2.2 a delivery and an outcome 3.2 → 2.1, a pass's claim 7.4–9.3 →
-        // 4.8–5.9 ms in PostgreSQL; the CPU a purchase did not move beyond the spread (PostgreSQL's
-        // 693–850 µs before, 658–859 after; on SQLite Kiosk's 736–845 µs before, 721–741 after).
-        Migration(name: "38-delivery-without-due", earlierMayServe: true) { _ in [
-            #"DROP INDEX "delivery_due""#,
-            #"CREATE INDEX "delivery_failed" ON "delivery" ("notificationSequence") WHERE "state" = 'failed'"#,
-        ] },
     ]
 
     /// Applies every migration the database has not had yet.

@@ -202,8 +202,8 @@ public struct Notifications: StoreOwner {
     /// hold up the others, as far as ``turnWindow(_:)`` reaches.
     ///
     /// A claim is written as the lease's end in `nextAttemptAt` (and `claimedBy`, `claimedUntil`),
-    /// so "waiting" is one test, whether for a retry or for a pass in flight; recording the outcome
-    /// sets the next attempt. (No index holds `nextAttemptAt`, so a claim moves no index entry.) On PostgreSQL two instances may pick
+    /// so "waiting" is one range of the `delivery_due` index, whether for a retry or for a pass
+    /// in flight; recording the outcome sets the next attempt. On PostgreSQL two instances may pick
     /// the same account at once (neither sees the other's claim before it commits, and `SKIP
     /// LOCKED` hands the second the rows after the first's): each then keeps only the run that
     /// starts at the account's oldest pending delivery and releases the rest unsent.
@@ -213,35 +213,26 @@ public struct Notifications: StoreOwner {
         let lease = now.addingTimeInterval(2 * configuration.requestTimeout + 5)
         let postgres = database.engine == .postgres
         let instance = self.instance
-        // The accounts' turns over the endpoint's oldest pending deliveries (``turnWindow(_:)``): the
-        // oldest of each account, then the second of each, … A delivery waits (its retry not due,
-        // or claimed: a claim's lease is its `nextAttemptAt`), and holds back every later one of its
-        // account; the window starts at the oldest pending delivery, so every waiting one earlier
-        // than a candidate is in it. Read through `delivery_pending`, which SQLite's planner did not
-        // choose without statistics (draining 29,695 waiting deliveries: 5,448 a second through
-        // another index, 8,197 through this one, 2026-11-27).
-        //
-        // **Performance layer.** Replaces a second read of the waiting ones through `delivery_due`
-        // ("state", "nextAttemptAt"), an index every delivery entered three times (written, claimed,
-        // recorded) for this read alone, and kept a claim from being a HOT update on PostgreSQL;
-        // `Migrations` "38-delivery-without-due" has the figures.
+        // The accounts' turns over their oldest pending deliveries (``turnWindow(_:)``): the oldest
+        // of each account, then the second of each, … Waiting accounts are one range of `delivery_due`. The pending ones are
+        // read through `delivery_pending`, not `delivery_due`, which SQLite's planner chose without
+        // statistics, scanning every due delivery each pass. Draining 29,695 waiting deliveries:
+        // 5,448 a second before, 8,197 after (2026-11-27).
         let ranked: SQLQueryString = #"""
             SELECT r."notificationSequence", r."webhookId" FROM (
                 SELECT q."notificationSequence", q."webhookId",
                     ROW_NUMBER() OVER (PARTITION BY q."accountId" ORDER BY q."notificationSequence") AS "turn"
                 FROM (
-                    SELECT w."notificationSequence", w."webhookId", w."accountId", w."waits", w."claimedUntil",
-                        MIN(CASE WHEN w."waits" = 1 THEN w."notificationSequence" END) OVER (PARTITION BY w."accountId") AS "firstWaiting"
-                    FROM (
-                        SELECT p."notificationSequence", p."webhookId", p."accountId", p."claimedUntil",
-                            CASE WHEN p."nextAttemptAt" > \#(bind: now) THEN 1 ELSE 0 END AS "waits"
-                        FROM "delivery" p \#(unsafeRaw: postgres ? "" : #"INDEXED BY "delivery_pending""#)
-                        WHERE p."webhookId" = \#(bind: endpoint) AND p."state" = 'pending'
-                        ORDER BY p."notificationSequence" LIMIT \#(bind: Self.turnWindow(configuration))
-                    ) w
+                    SELECT p."notificationSequence", p."webhookId", p."accountId"
+                    FROM "delivery" p \#(unsafeRaw: postgres ? "" : #"INDEXED BY "delivery_pending""#)
+                    LEFT JOIN (SELECT w."accountId", MIN(w."notificationSequence") AS "firstWaiting" FROM "delivery" w
+                            WHERE w."state" = 'pending' AND w."nextAttemptAt" > \#(bind: now) AND w."webhookId" = \#(bind: endpoint)
+                            GROUP BY w."accountId") waiting ON waiting."accountId" = p."accountId"
+                    WHERE p."webhookId" = \#(bind: endpoint) AND p."state" = 'pending' AND p."nextAttemptAt" <= \#(bind: now)
+                        AND (p."claimedUntil" IS NULL OR p."claimedUntil" < \#(bind: now))
+                        AND (waiting."firstWaiting" IS NULL OR p."notificationSequence" < waiting."firstWaiting")
+                    ORDER BY p."notificationSequence" LIMIT \#(bind: Self.turnWindow(configuration))
                 ) q
-                WHERE q."waits" = 0 AND (q."claimedUntil" IS NULL OR q."claimedUntil" < \#(bind: now))
-                    AND (q."firstWaiting" IS NULL OR q."notificationSequence" < q."firstWaiting")
             ) r
             ORDER BY r."turn", r."notificationSequence" LIMIT \#(bind: configuration.batch)
             """#

@@ -347,26 +347,4 @@ struct TransactionRowsTests {
         }
         await database.close()
     }
-
-    @Test("no index of the outbox's deliveries holds nextAttemptAt, where a claim writes its lease (so a claim moves no index entry), and the count of failed deliveries reads their own partial index", arguments: TestEngine.all)
-    func deliveryIndexes(engine: TestEngine) async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await Self.openStore(engine, in: directory)
-        let definitions = try await database.read { db in
-            try await db.raw(engine == .sqlite
-                ? #"SELECT "name", "sql" FROM "sqlite_master" WHERE "type" = 'index' AND "tbl_name" = 'delivery' AND "sql" IS NOT NULL"#
-                : #"SELECT "indexname" AS "name", "indexdef" AS "sql" FROM "pg_indexes" WHERE "tablename" = 'delivery'"#)
-                .all().map { (try $0.decode(column: "name", as: String.self), try $0.decode(column: "sql", as: String.self)) }
-        }
-        #expect(Set(definitions.map(\.0)).isSuperset(of: ["delivery_pending", "delivery_failed"]), "\(definitions)")
-        #expect(!definitions.contains { $0.1.contains("nextAttemptAt") }, "an index holds nextAttemptAt: \(definitions)")
-        if engine == .sqlite {
-            let plan = try await database.read { db in
-                try await db.raw(#"EXPLAIN QUERY PLAN SELECT COUNT(*) AS "count" FROM "delivery" WHERE "state" = 'failed'"#).all()
-                    .map { try $0.decode(column: "detail", as: String.self) }
-            }
-            #expect(plan.contains { $0.contains("delivery_failed") }, "\(plan)")
-        }
-        await database.close()
-    }
 }
