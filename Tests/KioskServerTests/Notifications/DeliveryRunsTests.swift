@@ -206,4 +206,36 @@ struct DeliveryRunsTests {
             }
         }
     }
+
+    @Test("one account's backlog longer than a pass's window, stuck behind a retry an hour away, does not hold up another account's delivery", arguments: TestEngine.all)
+    func stuckBacklogDoesNotStarveOthers(engine: TestEngine) async throws {
+        try await Self.twoInstances(engine) { a, _, receiver in
+            let stuck = try await a.store.accounts.createAccount()
+            let now = a.store.clock.wallNow()
+            let count = Notifications.turnWindow(NotificationDeliveryConfiguration()) + 50
+            // The stuck account's notifications, written at once: the first waits for a retry an
+            // hour away, every later one is due and queued behind it.
+            try await a.store.database.write { db in
+                try await db.raw(#"""
+                    WITH RECURSIVE "n"("i") AS (SELECT 1 UNION ALL SELECT "i" + 1 FROM "n" WHERE "i" < \#(bind: count))
+                    INSERT INTO "notification" ("id", "accountId", "type", "createdAt")
+                    SELECT 'stuck-' || CAST("i" AS TEXT), \#(bind: stuck.accountId), 'ONE_TIME_CHARGE', \#(bind: now) FROM "n"
+                    """#).run()
+                try await db.raw(#"""
+                    INSERT INTO "delivery" ("notificationSequence", "webhookId", "accountId", "state", "attempts", "nextAttemptAt")
+                    SELECT n."sequence", w."id", n."accountId", 'pending', 0, \#(bind: now) FROM "notification" n, "webhook" w
+                    WHERE n."accountId" = \#(bind: stuck.accountId)
+                    """#).run()
+                try await db.raw(#"""
+                    UPDATE "delivery" SET "attempts" = 1, "nextAttemptAt" = \#(bind: now.addingTimeInterval(3_600))
+                    WHERE "notificationSequence" = (SELECT MIN("sequence") FROM "notification" WHERE "accountId" = \#(bind: stuck.accountId))
+                    """#).run()
+            }
+            let other = try await a.store.accounts.createAccount()
+            _ = try await a.store.payments.pay(PaymentRequest(productId: Self.pack, quantity: 1, paymentMethod: .approve,
+                                                              idempotencyKey: UUID().uuidString), accountId: other.accountId)
+            #expect(try await a.store.notifications.deliverDue(NotificationDeliveryConfiguration()) == 1)
+            #expect(receiver.accepted.map { $0.accountId ?? "" } == [other.accountId], "\(receiver.accepted.count) delivered")
+        }
+    }
 }
