@@ -57,14 +57,16 @@ public struct Notifications: StoreOwner {
     // MARK: The publisher's view
 
     /// Each notification's delivery to each endpoint, newest first; `failed` keeps those not
-    /// delivered (given up, or failing and still being retried).
+    /// delivered (given up, or whose last attempt failed and which will be tried again). Not one
+    /// sent again after it was delivered (a resend: pending again, its attempts counted, no error),
+    /// which was listed as failing until its POST was recorded.
     public func list(failed: Bool, limit: Int = 500) async throws -> [AdminNotificationRow] {
         try await database.read { db in
             try await db.raw(#"""
                 SELECT n."id" AS "notificationId", n."type", n."subtype", n."accountId", n."transactionId", w."url", d."state", d."attempts",
                     d."lastStatus", d."lastError", n."createdAt", d."nextAttemptAt", d."deliveredAt"
                 FROM "delivery" d JOIN "notification" n ON n."sequence" = d."notificationSequence" JOIN "webhook" w ON w."id" = d."webhookId"
-                \#(unsafeRaw: failed ? #"WHERE d."state" = 'failed' OR (d."state" = 'pending' AND d."attempts" > 0)"# : "")
+                \#(unsafeRaw: failed ? #"WHERE d."state" = 'failed' OR (d."state" = 'pending' AND d."lastError" IS NOT NULL)"# : "")
                 ORDER BY n."sequence" DESC, w."id" LIMIT \#(bind: limit)
                 """#).all(decoding: AdminNotificationRow.self)
         }
