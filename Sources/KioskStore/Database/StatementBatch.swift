@@ -53,6 +53,7 @@ struct StatementBatch: Sendable {
         case .text: text
         case .integer: "CAST(\(text) AS BIGINT)"
         case .flag: "CAST(\(text) AS BOOLEAN)"
+        case .real: "CAST(\(text) AS DOUBLE PRECISION)"
         case .date: "(TIMESTAMPTZ '2000-01-01 00:00:00+00' + CAST(\(text) AS BIGINT) * INTERVAL '1 microsecond')"
         }
     }

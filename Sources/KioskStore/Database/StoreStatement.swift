@@ -27,6 +27,7 @@ enum StatementParameter: Sendable {
     case integer(Int64?)
     case flag(Bool)
     case date(Date?)
+    case real(Double)
 
 }
 
@@ -43,6 +44,7 @@ extension StatementParameter: Encodable, SQLiteDataConvertible {
         case .integer(let value): value.map { .integer(Int($0)) } ?? .null
         case .flag(let value): .integer(value ? 1 : 0)
         case .date(let value): value.map { .float($0.timeIntervalSince1970) } ?? .null
+        case .real(let value): .float(value)
         }
     }
 
@@ -53,6 +55,7 @@ extension StatementParameter: Encodable, SQLiteDataConvertible {
         case .integer(let value): try container.encode(value)
         case .flag(let value): try container.encode(value)
         case .date(let value): try container.encode(value)
+        case .real(let value): try container.encode(value)
         }
     }
 }
@@ -71,6 +74,7 @@ extension StoreStatement {
             case .integer(let value?): bindings.append(value)
             case .flag(let value): bindings.append(value)
             case .date(let value?): bindings.append(value)
+            case .real(let value): bindings.append(value)
             case .text(nil), .integer(nil), .date(nil): bindings.appendNull()
             }
         }

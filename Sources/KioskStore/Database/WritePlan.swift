@@ -251,6 +251,7 @@ extension StatementParameter {
         case .integer: .int8
         case .flag: .bool
         case .date: .timestamptz
+        case .real: .float8
         }
     }
 }
