@@ -365,6 +365,11 @@ class Postgres:
     def psql(self, sql, database="postgres"):
         subprocess.run([str(self.bin / "psql"), "-X", "-q", "-h", "127.0.0.1", "-p", str(self.port), "-U", "kiosk", "-d", database, "-c", sql], check=True)
 
+    def scalar(self, sql, database="postgres"):
+        """The first column of the first row `sql` answers, as text."""
+        return subprocess.run([str(self.bin / "psql"), "-X", "-qAt", "-h", "127.0.0.1", "-p", str(self.port), "-U", "kiosk", "-d", database, "-c", sql],
+                              check=True, capture_output=True, text=True).stdout.strip()
+
     def url(self, database):
         return f"postgres://kiosk@127.0.0.1:{self.port}/{database}?tlsmode=disable"
 
@@ -447,8 +452,15 @@ def bench_purchases():
                 purchases(server.url, tokens, f"{engine}-warm-up", seconds=2)
                 settle_disk(postgres)
                 heard = receiver.count
+                # The rate limits' writes of their shared buckets (PostgreSQL): section 6's limits
+                # lend 10,000 tokens at a time, so a fraction a purchase; at the defaults each
+                # purchase writes its account's bucket (6d in docs/benchmarks.md).
+                bucket_writes = """SELECT COALESCE(SUM(n_tup_ins + n_tup_upd), 0) FROM pg_stat_user_tables WHERE relname = 'rateLimitBucket'"""
+                buckets_before = int(postgres.scalar(bucket_writes, "kiosk")) if engine == "postgres" else 0
                 many = purchases(server.url, tokens, f"{engine}-200", server_pid=server.process.pid,
                                  postgres=postgres if engine == "postgres" else None)
+                if engine == "postgres":
+                    many["bucket_writes_per_purchase"] = (int(postgres.scalar(bucket_writes, "kiosk")) - buckets_before) / max(1, many["per_s"] * 10)
                 # Whether the outbox kept up: the notifications the endpoint received in the window
                 # against the purchases made in it. A purchase figure bought by leaving the
                 # deliveries for later would show here.
@@ -524,6 +536,8 @@ def bench_purchases():
                 print(f"  {engine:<8} the same with no webhook: {quiet['per_s']:.0f} /s, Kiosk {quiet['kiosk_cpu_us_per_purchase']:.0f} µs a purchase"
                       + (f", PostgreSQL {quiet['postgres_cpu_us_per_purchase']:.0f} µs" if "postgres_cpu_us_per_purchase" in quiet else "")
                       + f"; the outbox's share of Kiosk's: {many['kiosk_cpu_us_per_purchase'] - quiet['kiosk_cpu_us_per_purchase']:.0f} µs")
+            if "bucket_writes_per_purchase" in many:
+                print(f"  {engine:<8} rate-limit bucket writes a purchase: {many['bucket_writes_per_purchase']:.2f} (1 at the default limits)")
             if "notifications_heard_per_purchase" in row["200 accounts"]:
                 print(f"  {engine:<8} the webhook heard {row['200 accounts']['notifications_heard_per_purchase']:.2f} notifications a purchase during the 200 accounts' window (1.00: the outbox kept up)")
             life = row.get("subscription life")
