@@ -19,8 +19,12 @@ import Synchronization
 /// updating its one row took turns on that row's lock, which held purchases from one address to
 /// about 1,000 a second on PostgreSQL with the limits on (2,227 with them off). Tokens are taken
 /// from the bucket before they are lent, so the instances together never grant more than it
-/// holds; a lease not spent within its second is dropped, so a token is never spent long after
-/// the bucket refilled. Small limits (a burst under 200) lend one token at a time, exactly as before.
+/// holds. A lease not spent within its second is not spent later (a token is never spent long
+/// after the bucket refilled): its tokens go back to the bucket with the next take, so a client
+/// too slow to spend a lease is not charged for it (a request every 2 s against a bucket of 1,000
+/// an hour spent 10 tokens a request). Takes that miss the lease at once add their leases up
+/// (each overwrote the one before: 392 of 1,000 granted to one account's 16 clients, 2026-12-01).
+/// Small limits (a burst under 200) lend one token at a time, exactly as before.
 public final class RateLimiter: Sendable {
     /// What a bucket answered.
     public enum Outcome: Equatable, Sendable {
@@ -38,11 +42,17 @@ public final class RateLimiter: Sendable {
     private struct Lease {
         var tokens: Int
         let limit: RateLimit
-        let until: ContinuousClock.Instant
+        var until: ContinuousClock.Instant
+
+        /// A lapsed lease's tokens wait here to go back to the bucket, until it would have
+        /// refilled anyway (then giving them back changes nothing).
+        func isWorthReturning(at now: ContinuousClock.Instant) -> Bool {
+            tokens > 0 && RateLimiter.seconds(now - until) * limit.perSecond < Double(limit.burst)
+        }
     }
 
-    /// How long a leased token may wait to be spent.
-    static let leaseLifetime: Duration = .seconds(1)
+    /// How long a leased token may wait to be spent: a second, unless a test says otherwise.
+    private let leaseLifetime: Duration
 
     /// The tokens a take of a shared bucket takes when the bucket has them: 1 % of its burst.
     static func leaseSize(_ limit: RateLimit) -> Int {
@@ -61,9 +71,10 @@ public final class RateLimiter: Sendable {
         }
     }
 
-    init(database: ServerDatabase, logger: Logger) {
+    init(database: ServerDatabase, logger: Logger, leaseLifetime: Duration = .seconds(1)) {
         self.database = database
         self.logger = logger
+        self.leaseLifetime = leaseLifetime
     }
 
     /// Takes a token from the bucket `key` (made full on first use) under `limit`.
@@ -93,14 +104,24 @@ public final class RateLimiter: Sendable {
 
     private func takeShared(_ key: String, _ limit: RateLimit) async throws -> Outcome {
         let now = ContinuousClock.now
-        let spent = leases.withLock { leases -> Bool in
-            guard var lease = leases[key], lease.limit == limit, lease.until > now, lease.tokens > 0 else { return false }
+        // A token of this instance's lease, or else the lapsed lease's tokens to give back with
+        // this take (taken out of the map, so two takes never give them back twice).
+        let (spent, returning) = leases.withLock { leases -> (Bool, Int) in
+            guard var lease = leases[key], lease.tokens > 0 else { return (false, 0) }
+            guard lease.limit == limit else {
+                leases[key] = nil
+                return (false, 0)
+            }
+            guard lease.until > now else {
+                leases[key] = nil
+                return (false, lease.tokens)
+            }
             lease.tokens -= 1
             leases[key] = lease.tokens > 0 ? lease : nil
-            return true
+            return (true, 0)
         }
         if spent { return .allowed }
-        let take = TakeShared(key: key, burst: Double(limit.burst), perSecond: limit.perSecond, leaseSize: Self.leaseSize(limit))
+        let take = TakeShared(key: key, burst: Double(limit.burst), perSecond: limit.perSecond, leaseSize: Self.leaseSize(limit), returning: returning)
         let answer = try await database.statement { db in
             try await db.rows(take).first.map { row in
                 (tokens: try row.decode(column: "tokens", as: Double.self), taken: Int(try row.decode(column: "taken", as: Int64.self)))
@@ -109,8 +130,19 @@ public final class RateLimiter: Sendable {
         guard let answer else { return .allowed }
         guard answer.taken >= 1 else { return Self.limited(tokens: answer.tokens, limit) }
         if answer.taken > 1 {
-            let lease = Lease(tokens: answer.taken - 1, limit: limit, until: now + Self.leaseLifetime)
-            leases.withLock { $0[key] = lease }
+            let lent = Lease(tokens: answer.taken - 1, limit: limit, until: now + leaseLifetime)
+            leases.withLock { leases in
+                // Another take of this bucket in flight at the same time stored its lease first:
+                // both are this instance's tokens, so they add up. The later end holds for them
+                // all; the two takes overlapped, so the earlier tokens gain less than a round trip.
+                guard var lease = leases[key], lease.limit == limit else {
+                    leases[key] = lent
+                    return
+                }
+                lease.tokens += lent.tokens
+                lease.until = max(lease.until, lent.until)
+                leases[key] = lease
+            }
         }
         return .allowed
     }
@@ -120,7 +152,7 @@ public final class RateLimiter: Sendable {
     /// then every bucket a `N/day` or faster limit allows has refilled); on SQLite, the buckets of
     /// this process that are full again.
     public func forgetIdleBuckets(now: ContinuousClock.Instant = .now) async {
-        leases.withLock { leases in leases = leases.filter { $0.value.until > now } }
+        leases.withLock { leases in leases = leases.filter { $0.value.until > now || $0.value.isWorthReturning(at: now) } }
         guard database.engine == .postgres else {
             local.withLock { buckets in buckets = buckets.filter { !$0.value.isFull(at: now) } }
             return
@@ -153,10 +185,11 @@ public final class RateLimiter: Sendable {
 /// with its values bound, which PostgresNIO sends unnamed, so planned at every call.
 struct TakeShared: StoreStatement {
     typealias Row = any SQLRow
-    // $1 the key, $2 the burst, $3 tokens a second, $4 a lease's tokens (as a number and as a
-    // count). The level is the bucket refilled to now: the statement's own time, never less than
-    // its last use (a request that started earlier may commit after a later one). It takes a
-    // lease's tokens when the bucket has them, else the one this request needs.
+    // $1 the key, $2 the burst, $3 tokens a second, $4 a lease's tokens, $5 the tokens of this
+    // instance's lapsed lease given back. The level is the bucket refilled to now (the statement's
+    // own time, never less than its last use: a request that started earlier may commit after a
+    // later one) with those tokens back, never above the burst. It takes a lease's tokens when the
+    // bucket has them, else the one this request needs. (A bucket that is not there is full.)
     //
     // Committed without waiting for the WAL flush (`synchronous_commit` off for this statement's
     // transaction only): a crash of the database can lose the last fraction of a second of token
@@ -169,18 +202,19 @@ struct TakeShared: StoreStatement {
         SELECT $1, $2 - LEAST($4, $2), extract(epoch from statement_timestamp()), TRUE, CAST(LEAST($4, $2) AS BIGINT)
         FROM (SELECT set_config('synchronous_commit', 'off', true)) AS "unflushed"
         ON CONFLICT ("key") DO UPDATE SET
-            "taken" = (CASE WHEN LEAST($2, b."tokens" + GREATEST(0, extract(epoch from statement_timestamp()) - b."updatedAt") * $3) >= $4 THEN CAST($4 AS BIGINT) WHEN LEAST($2, b."tokens" + GREATEST(0, extract(epoch from statement_timestamp()) - b."updatedAt") * $3) >= 1 THEN 1 ELSE 0 END),
-            "tokens" = LEAST($2, b."tokens" + GREATEST(0, extract(epoch from statement_timestamp()) - b."updatedAt") * $3) - (CASE WHEN LEAST($2, b."tokens" + GREATEST(0, extract(epoch from statement_timestamp()) - b."updatedAt") * $3) >= $4 THEN CAST($4 AS BIGINT) WHEN LEAST($2, b."tokens" + GREATEST(0, extract(epoch from statement_timestamp()) - b."updatedAt") * $3) >= 1 THEN 1 ELSE 0 END),
-            "granted" = LEAST($2, b."tokens" + GREATEST(0, extract(epoch from statement_timestamp()) - b."updatedAt") * $3) >= 1,
+            "taken" = (CASE WHEN LEAST($2, b."tokens" + $5 + GREATEST(0, extract(epoch from statement_timestamp()) - b."updatedAt") * $3) >= $4 THEN CAST($4 AS BIGINT) WHEN LEAST($2, b."tokens" + $5 + GREATEST(0, extract(epoch from statement_timestamp()) - b."updatedAt") * $3) >= 1 THEN 1 ELSE 0 END),
+            "tokens" = LEAST($2, b."tokens" + $5 + GREATEST(0, extract(epoch from statement_timestamp()) - b."updatedAt") * $3) - (CASE WHEN LEAST($2, b."tokens" + $5 + GREATEST(0, extract(epoch from statement_timestamp()) - b."updatedAt") * $3) >= $4 THEN CAST($4 AS BIGINT) WHEN LEAST($2, b."tokens" + $5 + GREATEST(0, extract(epoch from statement_timestamp()) - b."updatedAt") * $3) >= 1 THEN 1 ELSE 0 END),
+            "granted" = LEAST($2, b."tokens" + $5 + GREATEST(0, extract(epoch from statement_timestamp()) - b."updatedAt") * $3) >= 1,
             "updatedAt" = GREATEST(b."updatedAt", extract(epoch from statement_timestamp()))
         RETURNING "tokens", "taken"
         """#
-    static let parameterTypes: [PostgresDataType] = [.text, .float8, .float8, .float8]
+    static let parameterTypes: [PostgresDataType] = [.text, .float8, .float8, .float8, .float8]
 
     let key: String
     let burst: Double
     let perSecond: Double
     let leaseSize: Int
+    let returning: Int
 
-    var parameters: [StatementParameter] { [.text(key), .real(burst), .real(perSecond), .real(Double(leaseSize))] }
+    var parameters: [StatementParameter] { [.text(key), .real(burst), .real(perSecond), .real(Double(leaseSize)), .real(Double(returning))] }
 }
