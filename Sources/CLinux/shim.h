@@ -27,6 +27,13 @@ static inline int kiosk_wait_writeback(int descriptor, long long offset, long lo
                            SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
 }
 
+/// Opens a new file with no name in the folder `folder` (O_TMPFILE): it lives on the folder's file
+/// system and disappears when closed, so a process killed while holding it leaves nothing behind.
+/// Fails with EOPNOTSUPP or EISDIR where the file system cannot.
+static inline int kiosk_open_unnamed(const char *folder) {
+    return open(folder, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+}
+
 /// Swaps two paths in one step (renameat2 with RENAME_EXCHANGE): the library shows the old
 /// version or the new one, never neither. Fails with EINVAL on a file system that cannot.
 static inline int kiosk_exchange(const char *from, const char *to) {

@@ -390,14 +390,22 @@ enum FileClock {
         return nil
     }
 
-    /// The status change time, in nanoseconds, of a file created and removed in `folder`.
+    /// The status change time, in nanoseconds, of a file created in `folder`: one with no name
+    /// where the file system can (``Platform/openUnnamed(in:)``), else one created and removed. A
+    /// named probe outlived a kill between its creation and its removal, and the fault suite found
+    /// it in a reader's home (run AU, 2026-12-01: `.kiosk-clock-…` in home c).
     static func now(in folder: URL) -> Int64? {
-        let probe = folder.appendingPathComponent(".kiosk-clock-\(UUID().uuidString)").path
-        let descriptor = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        var probe: String?
+        var descriptor = Platform.openUnnamed(in: folder.path)
+        if descriptor < 0 {
+            let named = folder.appendingPathComponent(".kiosk-clock-\(UUID().uuidString)").path
+            descriptor = open(named, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            probe = named
+        }
         guard descriptor >= 0 else { return nil }
         defer {
             close(descriptor)
-            unlink(probe)
+            if let probe { unlink(probe) }
         }
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { return nil }

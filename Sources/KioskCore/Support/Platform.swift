@@ -44,6 +44,18 @@ public enum Platform {
         #endif
     }
 
+    /// Opens a new file with no name on the file system of `folder` (`O_TMPFILE`), gone once
+    /// closed: a process killed while it is open leaves nothing in the folder. -1 (with `errno`
+    /// EOPNOTSUPP, EISDIR or ENOSYS) where it cannot: the caller then makes a named file.
+    public static func openUnnamed(in folder: String) -> Int32 {
+        #if os(Linux)
+        return kiosk_open_unnamed(folder)
+        #else
+        errno = ENOSYS
+        return -1
+        #endif
+    }
+
     /// Starts writing back the dirty pages of `[offset, offset + length)` (length 0: to the end)
     /// without waiting, so the fsync that makes a file durable finds little left to do. A hint:
     /// where there is no such call it does nothing, and the fsync does all the work.
